@@ -1,0 +1,39 @@
+"""The library's errors: one base class, one subclass per kind of failure the caller can act on."""
+
+from __future__ import annotations
+
+
+class UpsertlakeError(Exception):
+    """Base class of every error upsertlake raises."""
+
+
+class TableNotFoundError(UpsertlakeError):
+    """The path holds no table (no readable `.hoodie/hoodie.properties`)."""
+
+
+class TableExistsError(UpsertlakeError):
+    """`create_table` found a table already at the path."""
+
+
+class SchemaError(UpsertlakeError):
+    """A batch does not fit the table: a missing, null or incompatible column."""
+
+
+class ConfigError(UpsertlakeError):
+    """An option key is unknown or its value is invalid."""
+
+
+class CorruptTableError(UpsertlakeError):
+    """A file of the table cannot be parsed (commit metadata, properties, base file name)."""
+
+
+class WriteConflictError(UpsertlakeError):
+    """Another writer committed a change to the same file groups (or keys) first."""
+
+
+class LockTimeoutError(UpsertlakeError):
+    """The table lock could not be acquired in time."""
+
+
+class UnsupportedTableError(UpsertlakeError):
+    """The table uses a feature upsertlake does not write (yet), e.g. a time-based key generator."""
