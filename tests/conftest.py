@@ -1,0 +1,34 @@
+"""Shared fixtures: real Hudi tables unzipped per test, and a snapshot helper for exact comparisons."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+HUDI_TABLES = Path(__file__).resolve().parents[1].parent / "shared" / "hudi-tables"
+
+
+def unzip_hudi_table(name: str, dest: Path) -> Path:
+    """Unzip `<name>.zip` from shared/hudi-tables into dest; returns the table's folder."""
+    with zipfile.ZipFile(HUDI_TABLES / f"{name}.zip") as zf:
+        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
+        zf.extractall(dest, members)
+    return dest / name
+
+
+@pytest.fixture
+def hudi_table(tmp_path: Path):
+    """A function that unzips a reference table into this test's temporary folder."""
+    return lambda name: unzip_hudi_table(name, tmp_path)
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file below root with the SHA-256 of its bytes: 'the table is exactly as it was'."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }

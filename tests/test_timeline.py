@@ -1,0 +1,118 @@
+"""Instants, instant times, timeline loading, state changes and commit metadata."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from upsertlake.concurrency.lock import FileLock
+from upsertlake.errors import CorruptTableError
+from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline, create_requested, delete_instant_files, transition
+from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
+from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.instant_time import format_instant_time, next_instant_time, normalize_instant
+
+times = st.from_regex(r"\A20[0-9]{2}(0[1-9]|1[0-2])(0[1-9]|1[0-9]|2[0-8])([01][0-9]|2[0-3])[0-5][0-9][0-5][0-9][0-9]{3}\Z")
+
+
+@given(time=times, action=st.sampled_from(list(Action)), state=st.sampled_from(list(State)))
+def test_instant_file_name_round_trip(time: str, action: Action, state: State) -> None:
+    inst = Instant(time, action, state)
+    assert Instant.from_file_name(inst.file_name()) == inst
+
+
+def test_instant_file_names_are_hudis() -> None:
+    assert Instant("20240418172802262", Action.COMMIT, State.REQUESTED).file_name() == "20240418172802262.commit.requested"
+    assert Instant("20240418172802262", Action.COMMIT, State.INFLIGHT).file_name() == "20240418172802262.inflight"
+    assert Instant("20240418172802262", Action.COMMIT, State.COMPLETED).file_name() == "20240418172802262.commit"
+    assert (
+        Instant("20240707001303088", Action.REPLACE_COMMIT, State.INFLIGHT).file_name()
+        == "20240707001303088.replacecommit.inflight"
+    )
+    assert Instant.from_file_name("hoodie.properties") is None
+    assert Instant.from_file_name("20240418172802262.commit.inflight") is None
+
+
+def test_instant_time_forms() -> None:
+    assert format_instant_time(datetime(2024, 4, 18, 17, 28, 2, 262999, tzinfo=timezone.utc)) == "20240418172802262"
+    assert normalize_instant("20240418172802") == "20240418172802999"
+    assert normalize_instant("20240418172802262") == "20240418172802262"
+    assert normalize_instant(datetime(2024, 1, 2, 3, 4, 5)) == "20240102030405000"
+    assert next_instant_time("20991231235959999") == "21000101000000000"
+    with pytest.raises(ValueError, match="not an instant time"):
+        normalize_instant("2024-01-01")
+
+
+def test_real_timeline_loads_most_advanced_state(hudi_table) -> None:
+    root = hudi_table("v6_simplekeygen_nonhivestyle_overwritetable")
+    tl = Timeline.load(Storage(root))
+    assert [(i.time, i.action, i.state) for i in tl.instants] == [
+        ("20240707001301554", Action.COMMIT, State.COMPLETED),
+        ("20240707001302376", Action.COMMIT, State.COMPLETED),
+        ("20240707001303088", Action.REPLACE_COMMIT, State.COMPLETED),
+    ]
+    meta = tl.commit_metadata(tl.instants[-1])
+    assert meta.operation_type == "INSERT_OVERWRITE_TABLE"
+    assert sorted(meta.partition_to_replace_file_ids) == ["10", "20", "30"]
+    assert [s.path for s in meta.write_stats()] == [
+        "30/ebcb261d-62d3-4895-90ec-5b3c9622dff4-0_0-111-154_20240707001303088.parquet"
+    ]
+
+
+def test_state_changes_never_overwrite(tmp_path: Path) -> None:
+    storage = Storage(tmp_path)
+    storage.makedirs(".hoodie")
+    req = create_requested(storage, Action.COMMIT)
+    inflight = transition(storage, req, State.INFLIGHT, b"{}")
+    done = transition(storage, inflight, State.COMPLETED, b"{}")
+    assert Timeline.load(storage).instants == (done,)
+    with pytest.raises(CorruptTableError, match="already exists"):
+        transition(storage, inflight, State.COMPLETED, b"{}")
+    delete_instant_files(storage, done)
+    assert Timeline.load(storage).instants == ()
+
+
+def _request_times(base: str, n: int, out: mp.Queue) -> None:
+    storage = Storage(base)
+    lock = FileLock(storage)
+    times = []
+    for _ in range(n):
+        with lock.hold():
+            times.append(create_requested(storage, Action.COMMIT).time)
+    out.put(times)
+
+
+def test_instant_times_unique_and_increasing_across_processes(tmp_path: Path) -> None:
+    Storage(tmp_path).makedirs(".hoodie")
+    ctx = mp.get_context("spawn")
+    out: mp.Queue = ctx.Queue()
+    procs = [ctx.Process(target=_request_times, args=(str(tmp_path), 25, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    per_process = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    every = [t for times in per_process for t in times]
+    assert len(set(every)) == 100
+    for times in per_process:
+        assert times == sorted(times) and len(set(times)) == 25
+    assert len(Timeline.load(Storage(tmp_path)).instants) == 100
+
+
+def test_commit_metadata_round_trip_and_corruption() -> None:
+    stat = WriteStat(fileId="f-0", path="p/f-0_0-1-0_1.parquet", partitionPath="p", numWrites=3, numInserts=3)
+    meta = CommitMetadata({"p": [stat]}, "UPSERT", {"schema": "{}"})
+    doc = json.loads(meta.to_json_bytes())
+    assert doc["partitionToWriteStats"]["p"][0]["fileId"] == "f-0"
+    assert doc["operationType"] == "UPSERT" and doc["compacted"] is False
+    assert CommitMetadata.from_json_bytes(meta.to_json_bytes()) == meta
+    assert meta.file_groups() == {("p", "f-0")}
+    with pytest.raises(CorruptTableError, match="bad.commit"):
+        CommitMetadata.from_json_bytes(b"{not json", source="bad.commit")

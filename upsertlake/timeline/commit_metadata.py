@@ -1,0 +1,128 @@
+"""Commit metadata: the JSON document of a completed commit or replacecommit (HoodieCommitMetadata).
+
+Field names are Hudi's, so Hudi's readers (and ours) find the files each commit wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from upsertlake.errors import CorruptTableError
+
+
+@dataclass(frozen=True)
+class WriteStat:
+    """What one file group's write produced (HoodieWriteStat)."""
+
+    fileId: str
+    path: str
+    partitionPath: str
+    prevCommit: str = "null"
+    numWrites: int = 0
+    numDeletes: int = 0
+    numUpdateWrites: int = 0
+    numInserts: int = 0
+    totalWriteBytes: int = 0
+    totalWriteErrors: int = 0
+    fileSizeInBytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        doc.update(_HUDI_WRITE_STAT_EXTRAS)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> WriteStat:
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in doc.items() if k in names and v is not None}
+        values.setdefault("fileId", "")
+        values.setdefault("path", "")
+        values.setdefault("partitionPath", "")
+        return cls(**values)
+
+
+# Fields Hudi's Java writer always emits; kept so that tools expecting them find them.
+_HUDI_WRITE_STAT_EXTRAS: dict[str, Any] = {
+    "cdcStats": None,
+    "tempPath": None,
+    "totalLogRecords": 0,
+    "totalLogFilesCompacted": 0,
+    "totalLogSizeCompacted": 0,
+    "totalUpdatedRecordsCompacted": 0,
+    "totalLogBlocks": 0,
+    "totalCorruptLogBlock": 0,
+    "totalRollbackBlocks": 0,
+    "minEventTime": None,
+    "maxEventTime": None,
+    "runtimeStats": None,
+}
+
+
+@dataclass(frozen=True)
+class CommitMetadata:
+    """A completed write's metadata; `partition_to_replace_file_ids` is set for replacecommits."""
+
+    partition_to_write_stats: dict[str, list[WriteStat]]
+    operation_type: str
+    extra_metadata: dict[str, str] = field(default_factory=dict)
+    partition_to_replace_file_ids: dict[str, list[str]] | None = None
+    compacted: bool = False
+
+    @property
+    def schema(self) -> str | None:
+        return self.extra_metadata.get("schema") or None
+
+    def write_stats(self) -> list[WriteStat]:
+        return [s for stats in self.partition_to_write_stats.values() for s in stats]
+
+    def file_groups(self) -> set[tuple[str, str]]:
+        """The (partition, fileId) pairs this commit wrote or replaced: what a conflict check compares."""
+        touched = {(s.partitionPath, s.fileId) for s in self.write_stats()}
+        for partition, ids in (self.partition_to_replace_file_ids or {}).items():
+            touched.update((partition, fid) for fid in ids)
+        return touched
+
+    @property
+    def total_bytes_written(self) -> int:
+        return sum(s.totalWriteBytes for s in self.write_stats())
+
+    @property
+    def total_records_written(self) -> int:
+        return sum(s.numWrites for s in self.write_stats())
+
+    def to_json_bytes(self) -> bytes:
+        doc: dict[str, Any] = {
+            "partitionToWriteStats": {
+                p: [s.to_json() for s in stats] for p, stats in self.partition_to_write_stats.items()
+            },
+            "compacted": self.compacted,
+            "extraMetadata": self.extra_metadata,
+            "operationType": self.operation_type,
+        }
+        if self.partition_to_replace_file_ids is not None:
+            doc["partitionToReplaceFileIds"] = self.partition_to_replace_file_ids
+        return json.dumps(doc, indent=2).encode()
+
+    @classmethod
+    def from_json_bytes(cls, data: bytes, source: str = "commit metadata") -> CommitMetadata:
+        """Parse a commit file; `source` names the file in the error a corrupt one raises."""
+        try:
+            doc = json.loads(data.decode("utf-8")) if data.strip() else {}
+            stats = {
+                p: [WriteStat.from_json(s) for s in (lst or [])]
+                for p, lst in (doc.get("partitionToWriteStats") or {}).items()
+            }
+            replaced = doc.get("partitionToReplaceFileIds")
+            return cls(
+                partition_to_write_stats=stats,
+                operation_type=doc.get("operationType") or "UNKNOWN",
+                extra_metadata=dict(doc.get("extraMetadata") or {}),
+                partition_to_replace_file_ids=(
+                    {p: list(ids or []) for p, ids in replaced.items()} if replaced is not None else None
+                ),
+                compacted=bool(doc.get("compacted", False)),
+            )
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise CorruptTableError(f"cannot parse {source}: {exc}") from exc

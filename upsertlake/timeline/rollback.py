@@ -1,0 +1,39 @@
+"""Rolling back a pending write: delete what it wrote, then its instant files.
+
+Data files go first, found both through the instant's markers and by their instant time in the
+file names (a writer may die between marker and file, or a Hudi writer may keep its markers
+elsewhere); the instant files go last, so a crash midway leaves an instant that is still pending
+and is rolled back again by the next writer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from upsertlake.storage import Storage
+from upsertlake.table.file_system_view import list_partitions_and_files
+from upsertlake.timeline.active import METAFOLDER, delete_instant_files
+from upsertlake.timeline.instant import Instant
+
+log = logging.getLogger(__name__)
+
+
+def marker_folder(instant_time: str) -> str:
+    return f"{METAFOLDER}/.temp/{instant_time}"
+
+
+def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
+    """Undo a pending (never completed) instant; returns the data files deleted."""
+    if instant.is_completed:
+        raise ValueError(f"instant {instant.time} is completed; rollback_pending only undoes pending ones")
+    _, files = list_partitions_and_files(storage)
+    doomed = {bf.path for bf in files if bf.instant_time == instant.time}
+    for marker in storage.list(marker_folder(instant.time), recursive=True):
+        if not marker.is_dir and ".marker." in marker.name:
+            doomed.add(marker.path[len(marker_folder(instant.time)) + 1 :].rsplit(".marker.", 1)[0])
+    for path in sorted(doomed):
+        storage.delete(path)
+    storage.delete_dir(marker_folder(instant.time))
+    delete_instant_files(storage, instant)
+    log.info("rolled back pending instant %s (%d files deleted)", instant.time, len(doomed))
+    return sorted(doomed)
