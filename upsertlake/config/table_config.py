@@ -1,0 +1,275 @@
+"""`hoodie.properties`: the table's persistent configuration, as a frozen model.
+
+Hudi writes it with `java.util.Properties.store`, so reading and writing follow Java's escaping
+rules (values containing ':' appear as '\\:').
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError
+from upsertlake.storage import Storage
+
+PROPERTIES_FILE = ".hoodie/hoodie.properties"
+
+SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
+COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
+NONPARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+WRITABLE_KEYGENS = (SIMPLE_KEYGEN, COMPLEX_KEYGEN, NONPARTITIONED_KEYGEN)
+
+# Keys this model owns; every other property is kept verbatim in `extra`.
+_OWN_KEYS = {
+    "hoodie.table.name",
+    "hoodie.database.name",
+    "hoodie.table.type",
+    "hoodie.table.version",
+    "hoodie.timeline.layout.version",
+    "hoodie.table.recordkey.fields",
+    "hoodie.table.precombine.field",
+    "hoodie.table.partition.fields",
+    "hoodie.table.keygenerator.class",
+    "hoodie.datasource.write.hive_style_partitioning",
+    "hoodie.datasource.write.partitionpath.urlencode",
+    "hoodie.datasource.write.drop.partition.columns",
+    "hoodie.table.create.schema",
+    "hoodie.archivelog.folder",
+    "hoodie.table.timeline.timezone",
+    "hoodie.populate.meta.fields",
+    "hoodie.table.checksum",
+}
+
+
+def default_keygen(record_key_fields: list[str], partition_fields: list[str]) -> str:
+    """Hudi's choice: non-partitioned, simple (one key, ≤ one partition field) or complex."""
+    if not partition_fields:
+        return NONPARTITIONED_KEYGEN if len(record_key_fields) == 1 else COMPLEX_KEYGEN
+    if len(record_key_fields) == 1 and len(partition_fields) == 1:
+        return SIMPLE_KEYGEN
+    return COMPLEX_KEYGEN
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """The table-level settings persisted in `hoodie.properties`."""
+
+    name: str
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...] = ()
+    precombine_field: str | None = None
+    database: str = "default"
+    keygen_class: str = ""
+    hive_style_partitioning: bool = False
+    urlencode_partitions: bool = False
+    drop_partition_columns: bool = False
+    create_schema: str | None = None
+    table_version: int = 6
+    timeline_layout_version: int = 1
+    timeline_timezone: str = "UTC"
+    populate_meta_fields: bool = True
+    table_type: str = "COPY_ON_WRITE"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.keygen_class:
+            keygen = default_keygen(list(self.record_key_fields), list(self.partition_fields))
+            object.__setattr__(self, "keygen_class", keygen)
+
+    @property
+    def checksum(self) -> int:
+        """CRC32 of "<database>.<table>", as Hudi validates it."""
+        return zlib.crc32(f"{self.database}.{self.name}".encode())
+
+    @property
+    def is_partitioned(self) -> bool:
+        return bool(self.partition_fields)
+
+    def with_schema(self, avro_json: str) -> TableConfig:
+        return replace(self, create_schema=avro_json)
+
+    def check_writable(self) -> None:
+        """Refuse, with the reason, tables whose layout this engine cannot write yet."""
+        if self.table_type != "COPY_ON_WRITE":
+            raise UnsupportedTableError(f"table type {self.table_type} is not supported (COPY_ON_WRITE only)")
+        if self.table_version != 6:
+            raise UnsupportedTableError(f"writing table version {self.table_version} is not supported yet (6 only)")
+        if not self.populate_meta_fields:
+            raise UnsupportedTableError("tables without meta fields (hoodie.populate.meta.fields=false) are read-only here")
+        if self.keygen_class not in WRITABLE_KEYGENS:
+            raise UnsupportedTableError(
+                f"key generator {self.keygen_class} is not supported for writes; "
+                f"supported: {', '.join(k.rsplit('.', 1)[1] for k in WRITABLE_KEYGENS)}"
+            )
+
+    # -- hoodie.properties -------------------------------------------------------------------
+    def to_properties(self) -> dict[str, str]:
+        props = {
+            "hoodie.table.name": self.name,
+            "hoodie.database.name": self.database,
+            "hoodie.table.type": self.table_type,
+            "hoodie.table.version": str(self.table_version),
+            "hoodie.timeline.layout.version": str(self.timeline_layout_version),
+            "hoodie.table.recordkey.fields": ",".join(self.record_key_fields),
+            "hoodie.table.keygenerator.class": self.keygen_class,
+            "hoodie.datasource.write.hive_style_partitioning": _bool(self.hive_style_partitioning),
+            "hoodie.datasource.write.partitionpath.urlencode": _bool(self.urlencode_partitions),
+            "hoodie.datasource.write.drop.partition.columns": _bool(self.drop_partition_columns),
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.table.timeline.timezone": self.timeline_timezone,
+            "hoodie.populate.meta.fields": _bool(self.populate_meta_fields),
+        }
+        if self.precombine_field:
+            props["hoodie.table.precombine.field"] = self.precombine_field
+        if self.partition_fields:
+            props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
+        if self.create_schema:
+            props["hoodie.table.create.schema"] = self.create_schema
+        props.update(self.extra)
+        props["hoodie.table.checksum"] = str(self.checksum)
+        return props
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], source: str = PROPERTIES_FILE) -> TableConfig:
+        def need(key: str) -> str:
+            if not props.get(key):
+                raise CorruptTableError(f"{source} lacks {key}")
+            return props[key]
+
+        try:
+            return cls(
+                name=need("hoodie.table.name"),
+                record_key_fields=_split(props.get("hoodie.table.recordkey.fields", "")),
+                partition_fields=_split(props.get("hoodie.table.partition.fields", "")),
+                precombine_field=props.get("hoodie.table.precombine.field") or None,
+                database=props.get("hoodie.database.name") or "default",
+                keygen_class=props.get("hoodie.table.keygenerator.class", ""),
+                hive_style_partitioning=_parse_bool(props.get("hoodie.datasource.write.hive_style_partitioning")),
+                urlencode_partitions=_parse_bool(props.get("hoodie.datasource.write.partitionpath.urlencode")),
+                drop_partition_columns=_parse_bool(props.get("hoodie.datasource.write.drop.partition.columns")),
+                create_schema=props.get("hoodie.table.create.schema") or None,
+                table_version=int(props.get("hoodie.table.version", "6")),
+                timeline_layout_version=int(props.get("hoodie.timeline.layout.version", "1")),
+                timeline_timezone=props.get("hoodie.table.timeline.timezone", "LOCAL"),
+                populate_meta_fields=_parse_bool(props.get("hoodie.populate.meta.fields"), default=True),
+                table_type=props.get("hoodie.table.type", "COPY_ON_WRITE"),
+                extra={k: v for k, v in props.items() if k not in _OWN_KEYS},
+            )
+        except ValueError as exc:
+            raise CorruptTableError(f"{source}: {exc}") from exc
+
+    # -- storage -----------------------------------------------------------------------------
+    @classmethod
+    def load(cls, storage: Storage) -> TableConfig:
+        if not storage.exists(PROPERTIES_FILE):
+            raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
+        try:
+            text = storage.read_bytes(PROPERTIES_FILE).decode("latin-1")
+        except OSError as exc:
+            raise CorruptTableError(f"cannot read {storage.full_path(PROPERTIES_FILE)}: {exc}") from exc
+        return cls.from_properties(parse_java_properties(text), storage.full_path(PROPERTIES_FILE))
+
+    def save(self, storage: Storage, create: bool = False) -> bool:
+        """Write hoodie.properties; with `create`, only if absent (False if a table is there)."""
+        now = datetime.now(timezone.utc)
+        header = f"#Updated at {now.isoformat()}\n#{now.strftime('%a %b %d %H:%M:%S UTC %Y')}\n"
+        data = (header + format_java_properties(self.to_properties())).encode("latin-1", "backslashreplace")
+        if create:
+            return storage.write_if_absent(PROPERTIES_FILE, data)
+        storage.write_bytes(PROPERTIES_FILE, data)
+        return True
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _parse_bool(value: str | None, default: bool = False) -> bool:
+    return default if value is None else value.strip().lower() == "true"
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+# -- java.util.Properties text format -----------------------------------------------------------
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_java_properties(text: str) -> dict[str, str]:
+    """Parse the `java.util.Properties` text format (comments, continuations, escapes)."""
+    props: dict[str, str] = {}
+    lines = iter(text.splitlines())
+    for raw in lines:
+        line = raw.lstrip()
+        if not line or line[0] in "#!":
+            continue
+        while _ends_with_odd_backslashes(line):
+            line = line[:-1] + next(lines, "").lstrip()
+        key, value = _split_key_value(line)
+        props[_unescape(key)] = _unescape(value)
+    return props
+
+
+def _ends_with_odd_backslashes(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=: \t\f":
+            key, rest = line[:i], line[i:].lstrip(" \t\f")
+            if rest[:1] in ("=", ":") and c in " \t\f":
+                rest = rest[1:].lstrip(" \t\f")
+            elif c in "=:":
+                rest = rest[1:].lstrip(" \t\f")
+            return key, rest
+        i += 1
+    return line, ""
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 6 <= len(text):
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _escape(text: str, is_key: bool) -> str:
+    out: list[str] = []
+    for i, c in enumerate(text):
+        if c == "\\":
+            out.append("\\\\")
+        elif c in "=:#!":
+            out.append("\\" + c)
+        elif c == " " and (is_key or i == 0):
+            out.append("\\ ")
+        elif c in "\t\n\r\f":
+            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[c])
+        elif ord(c) > 0x7E or ord(c) < 0x20:
+            out.append(f"\\u{ord(c):04X}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def format_java_properties(props: dict[str, str]) -> str:
+    return "".join(f"{_escape(k, True)}={_escape(v, False)}\n" for k, v in props.items())
