@@ -1,0 +1,517 @@
+"""The typed registry of the write options upsertlake implements, and their resolution.
+
+Every option is declared once, as an `Option` constant carrying Hudi's key, type and default, so
+the writer reads typed values (`config.get(PARQUET_MAX_FILE_SIZE)`) instead of parsing strings at
+each use. Keys and defaults follow Apache Hudi 0.15 (`HoodieWriteConfig`, `HoodieStorageConfig`,
+`HoodieCompactionConfig`, `HoodieIndexConfig`, `HoodieLockConfig`, `KeyGeneratorOptions`,
+`DataSourceWriteOptions`); each doc says where upsertlake deliberately differs.
+
+Keys are validated when a `Config` is resolved, because a misspelt Hudi key silently falls back to
+its default in Hudi itself, which is how file sizes or indexes end up wrong in production:
+
+* a key of this registry (or one of its aliases) is parsed, a bad value raises `ConfigError`;
+* a genuine Hudi key upsertlake does not implement is kept and warned about once per process,
+  so jobs written for Hudi keep working;
+* any other key raises `ConfigError` with a "did you mean" suggestion.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+from upsertlake.errors import ConfigError
+
+__all__ = [
+    "Option",
+    "OPTIONS",
+    "Config",
+    "DYNAMIC_PREFIXES",
+    "hudi_keys",
+    "is_hudi_key",
+    "PARQUET_MAX_FILE_SIZE",
+    "PARQUET_SMALL_FILE_LIMIT",
+    "PARQUET_BLOCK_SIZE",
+    "PARQUET_COMPRESSION",
+    "COPY_ON_WRITE_INSERT_SPLIT_SIZE",
+    "COPY_ON_WRITE_AUTO_SPLIT",
+    "RECORD_SIZE_ESTIMATE",
+    "RECORD_SIZE_ESTIMATION_THRESHOLD",
+    "INDEX_TYPE",
+    "BLOOM_NUM_ENTRIES",
+    "BLOOM_FPP",
+    "BLOOM_FILTER_TYPE",
+    "BLOOM_MAX_ENTRIES",
+    "BLOOM_PRUNE_BY_RANGES",
+    "SIMPLE_INDEX_UPDATE_PARTITION_PATH",
+    "BLOOM_INDEX_UPDATE_PARTITION_PATH",
+    "RECORD_MERGE_MODE",
+    "BULK_INSERT_SORT_MODE",
+    "COMBINE_BEFORE_INSERT",
+    "COMBINE_BEFORE_UPSERT",
+    "COMBINE_BEFORE_DELETE",
+    "WRITE_CONCURRENCY_MODE",
+    "LOCK_PROVIDER",
+    "LOCK_WAIT_TIME_MS",
+    "LOCK_EXPIRE_MINUTES",
+    "HEARTBEAT_INTERVAL_MS",
+    "HEARTBEAT_TOLERABLE_MISSES",
+    "WRITE_SET_NULL_FOR_MISSING_COLUMNS",
+    "PARTITIONPATH_URLENCODE",
+    "HIVE_STYLE_PARTITIONING",
+    "KEYGEN_CLASS",
+    "RECORDKEY_FIELD",
+    "PRECOMBINE_FIELD",
+    "PARTITIONPATH_FIELD",
+    "TABLE_NAME",
+    "DATABASE_NAME",
+    "OPERATION",
+    "WRITE_PARALLELISM",
+]
+
+T = TypeVar("T")
+
+_TRUE = "true"
+_FALSE = "false"
+
+
+def _describe(value: object) -> str:
+    return repr(value) if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
+
+
+@dataclass(frozen=True)
+class Option(Generic[T]):
+    """One write option: Hudi's key, the Python type of its value, its default and its doc.
+
+    `choices` lists the accepted values of an enum-like option in their canonical case (Hudi's
+    enums are upper-case, `hoodie.datasource.write.operation` and codecs are lower-case); input is
+    matched case-insensitively and returned in that case. `aliases` are other keys naming the same
+    option (Hudi's deprecated alternatives, or a newer Hudi name).
+    """
+
+    key: str
+    type: type
+    default: T
+    doc: str
+    choices: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+    def parse(self, raw: object) -> T:
+        """The typed value of `raw`, given typed or in the string form Hudi properties use."""
+        try:
+            value = self._convert(raw)
+        except (TypeError, ValueError):
+            value = None
+        if value is None:
+            raise ConfigError(
+                f"invalid value {_describe(raw)} for {self.key}: expected {self._expected()}"
+            )
+        return value  # type: ignore[return-value]
+
+    def to_string(self, value: object) -> str:
+        """The string form Hudi would store in a properties file ("true", "125829120", ...)."""
+        if isinstance(value, bool):
+            return _TRUE if value else _FALSE
+        if isinstance(value, float):
+            return repr(value)
+        return str(value)
+
+    def _expected(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.type is bool:
+            return "a boolean (true or false)"
+        if self.type is int:
+            return "an integer"
+        if self.type is float:
+            return "a number"
+        return "a string"
+
+    def _convert(self, raw: object) -> Any:
+        # Returns None for "not convertible" so that `parse` words every error the same way.
+        if self.type is bool:
+            if isinstance(raw, bool):
+                return raw
+            if isinstance(raw, str) and raw.strip().lower() in (_TRUE, _FALSE):
+                return raw.strip().lower() == _TRUE
+            return None
+        if self.type is int:
+            if isinstance(raw, bool):
+                return None
+            if isinstance(raw, int):
+                return raw
+            if isinstance(raw, float):
+                return int(raw) if raw.is_integer() else None
+            if isinstance(raw, str):
+                return int(raw.strip())
+            return None
+        if self.type is float:
+            if isinstance(raw, bool):
+                return None
+            if isinstance(raw, (int, float)):
+                return float(raw)
+            if isinstance(raw, str):
+                return float(raw.strip())
+            return None
+        if not isinstance(raw, str):
+            return None
+        if self.choices:
+            canonical = {choice.lower(): choice for choice in self.choices}
+            return canonical.get(raw.strip().lower())
+        return raw
+
+
+_REGISTRY: list[Option[Any]] = []
+
+
+def _option(
+    key: str,
+    type_: type,
+    default: T,
+    doc: str,
+    choices: tuple[str, ...] = (),
+    aliases: tuple[str, ...] = (),
+) -> Option[T]:
+    option: Option[T] = Option(key, type_, default, doc, choices, aliases)
+    _REGISTRY.append(option)
+    return option
+
+
+# --- file sizing and parquet (HoodieStorageConfig, HoodieCompactionConfig) ----------------------
+
+PARQUET_MAX_FILE_SIZE: Option[int] = _option(
+    "hoodie.parquet.max.file.size", int, 125829120,
+    "Target size in bytes of a base file; a bucket is cut when this many bytes of records are "
+    "estimated to fit (Hudi default 120 MiB).")
+PARQUET_SMALL_FILE_LIMIT: Option[int] = _option(
+    "hoodie.parquet.small.file.limit", int, 104857600,
+    "Base files below this size in bytes are small files that inserts are routed into until they "
+    "reach the max file size; 0 turns bin-packing off (Hudi default 100 MiB).")
+PARQUET_BLOCK_SIZE: Option[int] = _option(
+    "hoodie.parquet.block.size", int, 125829120,
+    "Parquet row group size in bytes (Hudi default 120 MiB).")
+PARQUET_COMPRESSION: Option[str] = _option(
+    "hoodie.parquet.compression.codec", str, "snappy",
+    "Parquet compression codec. Deliberate deviation: upsertlake defaults to snappy, "
+    "Hudi 0.15 to gzip, because snappy writes several times faster in pyarrow; set gzip to "
+    "produce files byte-for-byte closer to Hudi's.",
+    choices=("gzip", "snappy", "zstd", "lz4", "uncompressed"))
+COPY_ON_WRITE_INSERT_SPLIT_SIZE: Option[int] = _option(
+    "hoodie.copyonwrite.insert.split.size", int, 500000,
+    "Number of inserts per new file group when auto split is off.")
+COPY_ON_WRITE_AUTO_SPLIT: Option[bool] = _option(
+    "hoodie.copyonwrite.insert.auto.split", bool, True,
+    "Derive the inserts per new file group from the max file size and the average record size.")
+RECORD_SIZE_ESTIMATE: Option[int] = _option(
+    "hoodie.copyonwrite.record.size.estimate", int, 1024,
+    "Average record size in bytes assumed until a previous commit lets it be measured.")
+RECORD_SIZE_ESTIMATION_THRESHOLD: Option[float] = _option(
+    "hoodie.record.size.estimation.threshold", float, 1.0,
+    "A commit is used to measure the average record size only if it wrote more than "
+    "threshold x small file limit bytes.")
+
+# --- index (HoodieIndexConfig, HoodieStorageConfig) ---------------------------------------------
+
+INDEX_TYPE: Option[str] = _option(
+    "hoodie.index.type", str, "SIMPLE",
+    "How incoming keys are located in existing file groups. Hudi 0.15 has no static default and "
+    "picks SIMPLE for Spark writers, which upsertlake follows. GLOBAL_INMEMORY is an upsertlake "
+    "extension (Hudi has no such type): the in-memory index matched across partitions.",
+    choices=("SIMPLE", "GLOBAL_SIMPLE", "BLOOM", "GLOBAL_BLOOM", "INMEMORY", "GLOBAL_INMEMORY"))
+BLOOM_NUM_ENTRIES: Option[int] = _option(
+    "hoodie.index.bloom.num_entries", int, 60000,
+    "Number of keys the bloom filter in each base file footer is sized for.")
+BLOOM_FPP: Option[float] = _option(
+    "hoodie.index.bloom.fpp", float, 1e-9,
+    "Target false positive probability of the bloom filter at num_entries keys.")
+BLOOM_FILTER_TYPE: Option[str] = _option(
+    "hoodie.bloom.index.filter.type", str, "DYNAMIC_V0",
+    "Bloom filter written to base file footers: SIMPLE (fixed size) or DYNAMIC_V0 (grows up to "
+    "the dynamic max entries).",
+    choices=("SIMPLE", "DYNAMIC_V0"))
+BLOOM_MAX_ENTRIES: Option[int] = _option(
+    "hoodie.bloom.index.filter.dynamic.max.entries", int, 100000,
+    "Upper bound on the keys a DYNAMIC_V0 bloom filter grows to.")
+BLOOM_PRUNE_BY_RANGES: Option[bool] = _option(
+    "hoodie.bloom.index.prune.by.ranges", bool, True,
+    "Skip base files whose min/max record key range cannot contain the key.")
+SIMPLE_INDEX_UPDATE_PARTITION_PATH: Option[bool] = _option(
+    "hoodie.simple.index.update.partition.path", bool, True,
+    "GLOBAL_SIMPLE: a record arriving with a new partition path is deleted from the old "
+    "partition and inserted into the new one (else it is updated in place).")
+BLOOM_INDEX_UPDATE_PARTITION_PATH: Option[bool] = _option(
+    "hoodie.bloom.index.update.partition.path", bool, True,
+    "GLOBAL_BLOOM: same as the simple index option, for the bloom index.")
+
+# --- merging and write operation (HoodieWriteConfig, DataSourceWriteOptions) ---------------------
+
+RECORD_MERGE_MODE: Option[str] = _option(
+    "hoodie.record.merge.mode", str, "EVENT_TIME_ORDERING",
+    "How an update merges with the stored record: EVENT_TIME_ORDERING keeps the record with the "
+    "larger precombine value, COMMIT_TIME_ORDERING the latest written. Hudi 1.0 key (table config; "
+    "its write-side twin hoodie.write.record.merge.mode is accepted as an alias); Hudi 0.15 "
+    "expresses this through the payload class instead. CUSTOM is not supported.",
+    choices=("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"),
+    aliases=("hoodie.write.record.merge.mode",))
+BULK_INSERT_SORT_MODE: Option[str] = _option(
+    "hoodie.bulkinsert.sort.mode", str, "NONE",
+    "How bulk_insert orders records before writing them into files.",
+    choices=("NONE", "GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION",
+             "PARTITION_PATH_REPARTITION_AND_SORT"))
+COMBINE_BEFORE_INSERT: Option[bool] = _option(
+    "hoodie.combine.before.insert", bool, False,
+    "De-duplicate records with the same key within an insert/bulk_insert batch.")
+COMBINE_BEFORE_UPSERT: Option[bool] = _option(
+    "hoodie.combine.before.upsert", bool, True,
+    "De-duplicate records with the same key within an upsert batch (precombine).")
+COMBINE_BEFORE_DELETE: Option[bool] = _option(
+    "hoodie.combine.before.delete", bool, True,
+    "De-duplicate keys within a delete batch.")
+WRITE_SET_NULL_FOR_MISSING_COLUMNS: Option[bool] = _option(
+    "hoodie.write.set.null.for.missing.columns", bool, False,
+    "Fill table columns missing from the batch (nullable ones) with nulls instead of failing.")
+OPERATION: Option[str] = _option(
+    "hoodie.datasource.write.operation", str, "upsert",
+    "Write operation of a datasource-style write; upsertlake implements these four.",
+    choices=("upsert", "insert", "bulk_insert", "delete"))
+WRITE_PARALLELISM: Option[int] = _option(
+    "hoodie.upsert.shuffle.parallelism", int, 0,
+    "Hudi: parallelism of the upsert shuffle, 0 = derived by the engine. upsertlake: number of "
+    "worker threads writing files, 0 = one per CPU core.")
+
+# --- concurrency (HoodieWriteConfig, HoodieLockConfig) ------------------------------------------
+
+WRITE_CONCURRENCY_MODE: Option[str] = _option(
+    "hoodie.write.concurrency.mode", str, "SINGLE_WRITER",
+    "SINGLE_WRITER assumes one writer; OPTIMISTIC_CONCURRENCY_CONTROL checks for conflicting "
+    "commits under the table lock before committing.",
+    choices=("SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL"))
+LOCK_PROVIDER: Option[str] = _option(
+    "hoodie.write.lock.provider", str,
+    "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider",
+    "Lock provider class. Deviation: Hudi 0.15 defaults to ZookeeperBasedLockProvider (1.0 to "
+    "InProcessLockProvider); upsertlake only has a file lock in .hoodie/, the equivalent of "
+    "Hudi's FileSystemBasedLockProvider, so that is the default.")
+LOCK_WAIT_TIME_MS: Option[int] = _option(
+    "hoodie.write.lock.wait_time_ms", int, 60000,
+    "How long in milliseconds a writer waits for the table lock before failing.")
+LOCK_EXPIRE_MINUTES: Option[int] = _option(
+    "hoodie.write.lock.filesystem.expire", int, 0,
+    "File-system lock expiry in minutes, 0 = never expires (Hudi default). upsertlake's lock is "
+    "released by the OS when its holder dies, so it never needs to expire.")
+HEARTBEAT_INTERVAL_MS: Option[int] = _option(
+    "hoodie.client.heartbeat.interval_in_ms", int, 60000,
+    "Interval in milliseconds at which an in-flight writer refreshes its heartbeat file.")
+HEARTBEAT_TOLERABLE_MISSES: Option[int] = _option(
+    "hoodie.client.heartbeat.tolerable.misses", int, 2,
+    "Missed heartbeats after which an in-flight write is considered failed.")
+
+# --- keys and table identity (KeyGeneratorOptions, HoodieWriteConfig, HoodieTableConfig) ---------
+
+PARTITIONPATH_URLENCODE: Option[bool] = _option(
+    "hoodie.datasource.write.partitionpath.urlencode", bool, False,
+    "URL-encode partition path values (e.g. '/' in a date string).")
+HIVE_STYLE_PARTITIONING: Option[bool] = _option(
+    "hoodie.datasource.write.hive_style_partitioning", bool, False,
+    "Name partition folders field=value instead of value.")
+KEYGEN_CLASS: Option[str] = _option(
+    "hoodie.datasource.write.keygenerator.class", str, "",
+    "Key generator class. Empty = derived from the key and partition fields (simple, complex or "
+    "non-partitioned), where the Spark datasource defaults to SimpleKeyGenerator.")
+RECORDKEY_FIELD: Option[str] = _option(
+    "hoodie.datasource.write.recordkey.field", str, "",
+    "Comma-separated record key field(s). Hudi has no default.")
+PRECOMBINE_FIELD: Option[str] = _option(
+    "hoodie.datasource.write.precombine.field", str, "",
+    "Field whose larger value wins between records with the same key. Empty = none. Deviation: "
+    "Hudi 0.15 defaults to 'ts' (1.x has no default). The table's own value is the separate "
+    "table-config key hoodie.table.precombine.field, not an alias of this one.")
+PARTITIONPATH_FIELD: Option[str] = _option(
+    "hoodie.datasource.write.partitionpath.field", str, "",
+    "Comma-separated partition path field(s); empty = non-partitioned table.")
+TABLE_NAME: Option[str] = _option(
+    "hoodie.table.name", str, "",
+    "Table name, written to hoodie.properties. Hudi has no default.")
+DATABASE_NAME: Option[str] = _option(
+    "hoodie.database.name", str, "default",
+    "Database name of the table. Deviation: Hudi leaves it unset by default; upsertlake uses "
+    "'default', as catalogs do.")
+
+OPTIONS: Mapping[str, Option[Any]] = MappingProxyType(
+    {key: option for option in _REGISTRY for key in (option.key, *option.aliases)}
+)
+"""Every registered option, by its key and by each alias."""
+
+# Keys under these prefixes are accepted as genuine Hudi keys even when not in hudi_keys.txt,
+# because Hudi reads open-ended key families there rather than declaring every key:
+# - hoodie.deltastreamer. / hoodie.streamer.: Hudi Streamer sources, transformers and schema
+#   providers (including user-written ones) read their own keys, and jdbc.extra.options.* passes
+#   arbitrary JDBC options through;
+# - hoodie.datasource.hive_sync. / hoodie.datasource.meta.sync. / hoodie.meta.sync.: each catalog
+#   sync tool (Hive, Glue, BigQuery, DataHub, ADB) adds keys of its own and passes some through;
+# - hoodie.metrics.: every metrics reporter (including custom reporter classes) reads keys under it.
+DYNAMIC_PREFIXES: tuple[str, ...] = (
+    "hoodie.deltastreamer.",
+    "hoodie.streamer.",
+    "hoodie.datasource.hive_sync.",
+    "hoodie.datasource.meta.sync.",
+    "hoodie.meta.sync.",
+    "hoodie.metrics.",
+)
+
+
+@lru_cache(maxsize=1)
+def hudi_keys() -> frozenset[str]:
+    """Every config key Apache Hudi declares (package data file `hudi_keys.txt`)."""
+    text = resources.files("upsertlake.config").joinpath("hudi_keys.txt").read_text("utf-8")
+    return frozenset(
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+    )
+
+
+def is_hudi_key(key: str) -> bool:
+    """Whether `key` is a genuine Apache Hudi config key (declared, or under a dynamic prefix)."""
+    return key in hudi_keys() or key.startswith(DYNAMIC_PREFIXES)
+
+
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def _warn_unimplemented(key: str) -> None:
+    with _WARNED_LOCK:
+        if key in _WARNED:
+            return
+        _WARNED.add(key)
+    warnings.warn(
+        f"{key} is an Apache Hudi option that upsertlake does not implement; it is kept but has "
+        "no effect on the write",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+@lru_cache(maxsize=1)
+def _suggestion_pool() -> tuple[str, ...]:
+    # Registry keys first so that a near-tie is resolved towards an option we actually implement.
+    return tuple(OPTIONS) + tuple(sorted(hudi_keys() - set(OPTIONS)))
+
+
+def _unknown_key_error(key: str) -> ConfigError:
+    matches = difflib.get_close_matches(key, _suggestion_pool(), n=1, cutoff=0.75)
+    hint = f"; did you mean {matches[0]!r}?" if matches else ""
+    if not key.startswith("hoodie."):
+        return ConfigError(
+            f"unknown option {key!r}: upsertlake only accepts Apache Hudi option keys, which start "
+            f"with 'hoodie.'{hint}"
+        )
+    return ConfigError(f"unknown option {key!r}: not an Apache Hudi config key{hint}")
+
+
+def _stringify(value: object) -> str:
+    if isinstance(value, bool):
+        return _TRUE if value else _FALSE
+    return str(value)
+
+
+class Config:
+    """Immutable resolved options: table properties < object-level options < per-call options.
+
+    Holds the explicitly set keys only; `get` falls back to the option's default, so a default
+    changed in this module applies to existing tables and objects alike.
+    """
+
+    __slots__ = ("_raw", "_typed")
+
+    def __init__(self, raw: Mapping[str, str], typed: Mapping[str, object]) -> None:
+        """Internal: use `Config.resolve`, which validates the keys and values."""
+        self._raw: Mapping[str, str] = MappingProxyType(dict(raw))
+        self._typed: Mapping[str, object] = MappingProxyType(dict(typed))
+
+    @classmethod
+    def resolve(
+        cls,
+        *layers: Mapping[str, object] | None,
+        table_properties: Mapping[str, str] | None = None,
+    ) -> Config:
+        """Validate and merge option layers, each overriding the ones before it.
+
+        `table_properties` (hoodie.properties) is the lowest layer and is accepted as is: the table
+        was written by Hudi or by us, so its keys are not the user's to fix.
+        """
+        raw: dict[str, str] = {}
+        typed: dict[str, object] = {}
+        for key, value in (table_properties or {}).items():
+            option = OPTIONS.get(key)
+            if option is None:
+                raw[key] = _stringify(value)
+            elif key == option.key or option.key not in (table_properties or {}):
+                # Parsed lazily by `get`: a bad table value only fails if it is used.
+                raw[option.key] = _stringify(value)
+        config = cls(raw, typed)
+        for layer in layers:
+            config = config.with_overrides(layer)
+        return config
+
+    def with_overrides(self, layer: Mapping[str, object] | None) -> Config:
+        """A new Config with `layer` validated and applied on top of this one."""
+        if not layer:
+            return self
+        raw = dict(self._raw)
+        typed = dict(self._typed)
+        seen: dict[str, tuple[str, object]] = {}  # canonical key -> (key as given, parsed value)
+        for key, value in layer.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"option keys must be strings, got {key!r}")
+            if value is None:
+                continue  # None means "not set", so callers can pass optional arguments through
+            option = OPTIONS.get(key)
+            if option is not None:
+                parsed = option.parse(value)
+                if option.key in seen and seen[option.key][1] != parsed:
+                    other = seen[option.key][0]
+                    raise ConfigError(
+                        f"conflicting values for {option.key}: {other}={seen[option.key][1]!r} "
+                        f"and {key}={parsed!r}"
+                    )
+                seen[option.key] = (key, parsed)
+                typed[option.key] = parsed
+                raw[option.key] = option.to_string(parsed)
+            elif key.startswith("hoodie.") and is_hudi_key(key):
+                _warn_unimplemented(key)
+                raw[key] = _stringify(value)
+            else:
+                raise _unknown_key_error(key)
+        return Config(raw, typed)
+
+    def get(self, option: Option[T]) -> T:
+        """The typed value of `option`: the highest layer that sets it, else its default."""
+        if option.key in self._typed:
+            return self._typed[option.key]  # type: ignore[return-value]
+        if option.key in self._raw:
+            return option.parse(self._raw[option.key])
+        return option.default
+
+    def is_set(self, option: Option[Any]) -> bool:
+        """Whether any layer set `option` explicitly (as opposed to its default applying)."""
+        return option.key in self._raw
+
+    def raw(self) -> dict[str, str]:
+        """Every explicitly set key (registry keys under their canonical name) -> string value."""
+        return dict(self._raw)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and dict(self._raw) == dict(other._raw)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._raw.items()))
+
+    def __repr__(self) -> str:
+        return f"Config({dict(self._raw)!r})"
