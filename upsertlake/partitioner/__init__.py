@@ -1,0 +1,28 @@
+"""Step 4-5 of the write path: the workload profile and Hudi's UpsertPartitioner (DESIGN.md §2)."""
+
+from upsertlake.partitioner.profile import PartitionWorkload, WorkloadProfile
+from upsertlake.partitioner.record_size import ESTIMATE_ACTIONS_0_14, ESTIMATE_ACTIONS_0_15, average_record_size
+from upsertlake.partitioner.upsert_partitioner import (
+    Bucket,
+    BucketType,
+    PartitionerConfig,
+    SmallFile,
+    UpsertPartitioner,
+    md5_key_hash,
+    new_file_id,
+)
+
+__all__ = [
+    "ESTIMATE_ACTIONS_0_14",
+    "ESTIMATE_ACTIONS_0_15",
+    "Bucket",
+    "BucketType",
+    "PartitionWorkload",
+    "PartitionerConfig",
+    "SmallFile",
+    "UpsertPartitioner",
+    "WorkloadProfile",
+    "average_record_size",
+    "md5_key_hash",
+    "new_file_id",
+]
