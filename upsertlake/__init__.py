@@ -1,0 +1,62 @@
+"""upsertlake: Hudi-compatible copy-on-write upserts for Python and PySpark."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from upsertlake.errors import (
+    ConfigError,
+    CorruptTableError,
+    LockTimeoutError,
+    SchemaError,
+    TableExistsError,
+    TableNotFoundError,
+    UnsupportedTableError,
+    UpsertlakeError,
+    WriteConflictError,
+)
+
+if TYPE_CHECKING:
+    from upsertlake.engine.write_client import WriteClient, WriteResult
+    from upsertlake.table.table import Table, create_table, open_table
+    from upsertlake.timeline.instant import Action, Instant, State
+
+# The API objects load on first use, so importing one submodule does not import the engine.
+_LAZY = {
+    "Table": "upsertlake.table.table",
+    "create_table": "upsertlake.table.table",
+    "open_table": "upsertlake.table.table",
+    "WriteClient": "upsertlake.engine.write_client",
+    "WriteResult": "upsertlake.engine.write_client",
+    "Action": "upsertlake.timeline.instant",
+    "Instant": "upsertlake.timeline.instant",
+    "State": "upsertlake.timeline.instant",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'upsertlake' has no attribute {name!r}")
+
+
+__all__ = [
+    "Action",
+    "ConfigError",
+    "CorruptTableError",
+    "Instant",
+    "LockTimeoutError",
+    "SchemaError",
+    "State",
+    "Table",
+    "TableExistsError",
+    "TableNotFoundError",
+    "UnsupportedTableError",
+    "UpsertlakeError",
+    "WriteClient",
+    "WriteConflictError",
+    "WriteResult",
+    "create_table",
+    "open_table",
+]

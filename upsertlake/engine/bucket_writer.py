@@ -1,0 +1,173 @@
+"""Writing one bucket: a new file group (INSERT) or a new version of an existing one (UPDATE).
+
+An UPDATE bucket merges the old version with the bucket's records: updates replace rows, deletes
+drop them, inserts packed into a small file are appended, and every other row is carried over
+unchanged (keeping its commit time and seqno; only `_hoodie_file_name` changes). All of it is
+column-wise: the rows to replace are one `is_in` mask over the old keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from upsertlake.engine.file_writer import (
+    META_COLUMNS,
+    FileWriterConfig,
+    full_schema,
+    marker_path,
+    write_base_file,
+)
+from upsertlake.partitioner import Bucket
+from upsertlake.schema import conform
+from upsertlake.storage import Storage
+from upsertlake.table.file_system_view import BaseFile, base_file_name
+from upsertlake.timeline.commit_metadata import WriteStat
+from upsertlake.util.arrow import constant, row_numbers
+
+KEY = "_hoodie_record_key"
+PARTITION = "_hoodie_partition_path"
+DELETE_FLAG = "_upsertlake_delete"  # internal: the record is a delete
+FORCE_FLAG = "_upsertlake_force"  # internal: the record wins whatever the ordering values
+
+
+class MergeMode(str, Enum):
+    """How a bucket's records combine with the rows already stored."""
+
+    EVENT_TIME = "EVENT_TIME_ORDERING"  # a stored row with a larger ordering value survives
+    COMMIT_TIME = "COMMIT_TIME_ORDERING"  # the incoming record always wins
+    APPEND = "APPEND"  # inserts: keep every stored row, add every record (duplicates allowed)
+
+
+@dataclass(frozen=True)
+class BucketTask:
+    """One bucket to write: its records (data columns + key, partition, delete flag) and old file."""
+
+    bucket: Bucket
+    records: pa.Table
+    base_file: BaseFile | None
+    instant_time: str
+    data_schema: pa.Schema
+    precombine_field: str | None
+    merge_mode: MergeMode
+    write_token: str
+
+
+@dataclass(frozen=True)
+class WriteStatus:
+    """The result of writing one bucket: its write stat and the key changes for the index."""
+
+    stat: WriteStat
+    inserted_keys: pa.Array
+    deleted_keys: pa.Array
+    num_updates: int
+    num_inserts: int
+    num_deletes: int
+
+
+def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -> WriteStatus:
+    bucket = task.bucket
+    name = base_file_name(bucket.file_id, task.write_token, task.instant_time)
+    path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
+    schema = full_schema(task.data_schema)
+    old = _read_old(storage, task.base_file, schema)
+    records = task.records
+    in_keys = records.column(KEY)
+    is_delete = records.column(DELETE_FLAG)
+
+    if task.merge_mode is MergeMode.APPEND or old.num_rows == 0:
+        exists = pa.array(np.zeros(records.num_rows, dtype=bool))
+        applied = pa.array(np.ones(records.num_rows, dtype=bool))
+    else:
+        pos = pc.index_in(in_keys, value_set=old.column(KEY))
+        exists = pc.is_valid(pos)
+        applied = _incoming_wins(task, old, pos, exists)
+    replace = pc.and_(exists, applied)
+    write_new = pc.and_(applied, pc.invert(is_delete))
+
+    carried = old
+    if pc.any(replace).as_py():
+        replaced_keys = pc.filter(in_keys, replace)
+        carried = old.filter(pc.invert(pc.is_in(old.column(KEY), value_set=replaced_keys)))
+    carried = carried.set_column(4, META_COLUMNS[4], constant(name, carried.num_rows))
+
+    new_rows = _with_meta(records.filter(write_new), task, name, schema)
+    out = pa.concat_tables([carried, new_rows]) if carried.num_rows else new_rows
+
+    storage.write_if_absent(marker_path(task.instant_time, bucket.partition_path, name, _io_type(task)), b"")
+    size = write_base_file(storage, path, out, config)
+
+    num_updates = _count(pc.and_(replace, pc.invert(is_delete)))
+    num_deletes = _count(pc.and_(replace, is_delete))
+    inserted = pc.and_(pc.invert(exists), write_new)
+    num_inserts = _count(inserted)
+    deleted = pc.and_(replace, is_delete)
+    stat = WriteStat(
+        fileId=bucket.file_id,
+        path=path,
+        partitionPath=bucket.partition_path,
+        prevCommit=task.base_file.instant_time if task.base_file else "null",
+        numWrites=out.num_rows,
+        numDeletes=num_deletes,
+        numUpdateWrites=num_updates,
+        numInserts=num_inserts,
+        totalWriteBytes=size,
+        fileSizeInBytes=size,
+    )
+    return WriteStatus(
+        stat=stat,
+        inserted_keys=pc.filter(in_keys, inserted),
+        deleted_keys=pc.filter(in_keys, deleted),
+        num_updates=num_updates,
+        num_inserts=num_inserts,
+        num_deletes=num_deletes,
+    )
+
+
+def _io_type(task: BucketTask) -> str:
+    return "MERGE" if task.base_file is not None else "CREATE"
+
+
+def _read_old(storage: Storage, base_file: BaseFile | None, schema: pa.Schema) -> pa.Table:
+    if base_file is None:
+        return schema.empty_table()
+    return conform(pq.read_table(storage.full_path(base_file.path)), schema)
+
+
+def _incoming_wins(task: BucketTask, old: pa.Table, pos: pa.Array, exists: pa.Array) -> pa.Array:
+    """Per record: does it replace the stored row? Deletes made by `delete()` always do."""
+    n = task.records.num_rows
+    if task.merge_mode is MergeMode.COMMIT_TIME or not task.precombine_field:
+        return pa.array(np.ones(n, dtype=bool))
+    stored = old.column(task.precombine_field).take(pos)
+    incoming = task.records.column(task.precombine_field)
+    stored_larger = pc.fill_null(pc.greater(stored, incoming), False)
+    # A null ordering value loses to any value.
+    stored_larger = pc.or_(stored_larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
+    loses = pc.and_(pc.and_(exists, stored_larger), pc.invert(task.records.column(FORCE_FLAG)))
+    return pc.invert(loses)
+
+
+def _with_meta(records: pa.Table, task: BucketTask, file_name: str, schema: pa.Schema) -> pa.Table:
+    n = records.num_rows
+    seq_prefix = f"{task.instant_time}_{task.bucket.number}_"
+    meta = {
+        "_hoodie_commit_time": constant(task.instant_time, n),
+        "_hoodie_commit_seqno": pc.binary_join_element_wise(
+            constant(seq_prefix, n), pc.cast(row_numbers(n), pa.string()), ""
+        ),
+        "_hoodie_record_key": records.column(KEY),
+        "_hoodie_partition_path": records.column(PARTITION),
+        "_hoodie_file_name": constant(file_name, n),
+    }
+    data = {f.name: records.column(f.name) for f in task.data_schema}
+    return pa.table({**meta, **data}).cast(schema)
+
+
+def _count(mask: pa.Array) -> int:
+    return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)

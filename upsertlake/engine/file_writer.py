@@ -1,0 +1,74 @@
+"""Writing one base file: meta columns first, Hudi's bloom filter and key range in the footer.
+
+The footer keys go in with `add_key_value_metadata` and `store_schema=False`: pyarrow would
+otherwise copy them into the serialized `ARROW:schema` too and double every file (DESIGN.md §7).
+A marker is written before the data file, so a rollback knows what a failed write left behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from upsertlake.index.footer import footer_metadata
+from upsertlake.schema import META_COLUMNS
+from upsertlake.storage import Storage
+from upsertlake.timeline.active import METAFOLDER
+
+META_SCHEMA = pa.schema([(name, pa.string()) for name in META_COLUMNS])
+
+@dataclass(frozen=True)
+class FileWriterConfig:
+    """What a base file is written with (from the write config)."""
+
+    compression: str = "snappy"
+    row_group_bytes: int = 125829120
+    bloom_num_entries: int = 60000
+    bloom_fpp: float = 1e-9
+    bloom_filter_type: str = "DYNAMIC_V0"
+    bloom_max_entries: int = 100000
+
+
+def full_schema(data_schema: pa.Schema) -> pa.Schema:
+    """The schema of a base file: the five meta columns, then the data columns."""
+    return pa.schema([*META_SCHEMA, *data_schema])
+
+
+def marker_path(instant_time: str, partition_path: str, file_name: str, io_type: str) -> str:
+    folder = f"{METAFOLDER}/.temp/{instant_time}"
+    middle = f"{partition_path}/" if partition_path else ""
+    return f"{folder}/{middle}{file_name}.marker.{io_type}"
+
+
+def write_base_file(storage: Storage, path: str, table: pa.Table, config: FileWriterConfig) -> int:
+    """Write `table` (meta + data columns) as a Hudi base file; returns its size in bytes."""
+    rows_per_group = _rows_per_group(table, config.row_group_bytes)
+    with storage.open_output(path) as sink:
+        writer = pq.ParquetWriter(
+            sink,
+            table.schema,
+            compression=config.compression,
+            store_schema=False,
+            write_statistics=True,
+        )
+        writer.write_table(table, row_group_size=rows_per_group)
+        writer.add_key_value_metadata(
+            footer_metadata(
+                table.column("_hoodie_record_key"),
+                config.bloom_num_entries,
+                config.bloom_fpp,
+                config.bloom_filter_type,
+                config.bloom_max_entries,
+            )
+        )
+        writer.close()
+    return storage.fs.get_file_info(storage.full_path(path)).size
+
+
+def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
+    if table.num_rows == 0:
+        return 1
+    per_row = max(1, table.nbytes // table.num_rows)
+    return max(1, min(table.num_rows, row_group_bytes // per_row))

@@ -1,0 +1,30 @@
+"""Turn whatever the caller hands us into one Arrow table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from upsertlake.errors import SchemaError
+
+
+def to_arrow_table(data: Any) -> pa.Table:
+    """Accept a pyarrow Table/RecordBatch/RecordBatchReader, a pandas DataFrame, or any object
+    exporting `__arrow_c_stream__` (polars, DuckDB, ...)."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if type(data).__module__.startswith("pandas") and hasattr(data, "columns"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data).read_all()
+    if isinstance(data, list) and all(isinstance(r, dict) for r in data):
+        return pa.Table.from_pylist(data)
+    raise SchemaError(
+        f"cannot write a {type(data).__name__}: pass a pyarrow Table or RecordBatchReader, a pandas "
+        "DataFrame, a list of dicts, or an object with __arrow_c_stream__"
+    )

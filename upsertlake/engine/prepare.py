@@ -1,0 +1,120 @@
+"""Preparing a batch: validate it, fit it to the table schema, compute keys, flag deletes, dedup.
+
+Everything here raises before a single file is written, so bad input leaves the table as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from upsertlake.config.table_config import TableConfig
+from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION
+from upsertlake.engine.dedup import dedup_indices
+from upsertlake.engine.file_writer import META_COLUMNS
+from upsertlake.engine.input import to_arrow_table
+from upsertlake.errors import SchemaError
+from upsertlake.schema import conform, merge_schemas, normalize_batch
+from upsertlake.table.keygen import KeyGenerator
+from upsertlake.util.arrow import constant
+
+IS_DELETED = "_hoodie_is_deleted"
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """A batch ready to tag: data columns in table-schema order plus key, partition, delete flag."""
+
+    records: pa.Table
+    data_schema: pa.Schema
+    num_input: int
+
+    @property
+    def keys(self) -> pa.ChunkedArray:
+        return self.records.column(KEY)
+
+    @property
+    def partitions(self) -> pa.ChunkedArray:
+        return self.records.column(PARTITION)
+
+
+def _require(batch: pa.Table, fields: tuple[str, ...] | list[str], role: str) -> None:
+    for name in fields:
+        if name not in batch.column_names:
+            raise SchemaError(f"{role} field {name!r} is missing from the batch (columns: {batch.column_names})")
+
+
+def prepare_batch(
+    data: object,
+    config: TableConfig,
+    table_schema: pa.Schema | None,
+    *,
+    operation: str,
+    combine: bool,
+    dedup_by_key_only: bool,
+    allow_missing_columns: bool,
+) -> PreparedBatch:
+    """Validate and shape `data` for `operation` (upsert, insert, bulk_insert or delete)."""
+    batch = to_arrow_table(data)
+    batch = batch.drop_columns([c for c in batch.column_names if c in META_COLUMNS])
+    num_input = batch.num_rows
+    _require(batch, config.record_key_fields, "record key")
+    if operation == "delete":
+        if not dedup_by_key_only:
+            _require(batch, config.partition_fields, "partition")
+        return _prepare_delete(batch, config, table_schema, num_input)
+    _require(batch, config.partition_fields, "partition")
+    if config.precombine_field:
+        _require(batch, [config.precombine_field], "precombine")
+    batch = normalize_batch(batch)
+    data_schema = merge_schemas(table_schema, batch.schema, allow_missing=allow_missing_columns)
+    batch = conform(batch, data_schema)
+    keygen = KeyGenerator(config)
+    keys = keygen.record_keys(batch)
+    partitions = keygen.partition_paths(batch)
+    if IS_DELETED in batch.column_names:
+        flag = pc.fill_null(pc.cast(batch.column(IS_DELETED), pa.bool_()), False)
+    else:
+        flag = constant(False, batch.num_rows, pa.bool_())
+    records = (
+        batch.append_column(KEY, keys)
+        .append_column(PARTITION, partitions)
+        .append_column(DELETE_FLAG, flag)
+        .append_column(FORCE_FLAG, constant(False, batch.num_rows, pa.bool_()))
+    )
+    if combine:
+        by = [keys] if dedup_by_key_only else [keys, partitions]
+        ordering = batch.column(config.precombine_field) if config.precombine_field else None
+        winners = dedup_indices(by, ordering)
+        if len(winners) != records.num_rows:
+            records = records.take(winners)
+    return PreparedBatch(records, data_schema, num_input)
+
+
+def _prepare_delete(
+    batch: pa.Table, config: TableConfig, table_schema: pa.Schema | None, num_input: int
+) -> PreparedBatch:
+    """Deletes need only the key (and partition) columns; data columns are carried as nulls."""
+    keygen = KeyGenerator(config)
+    keys = keygen.record_keys(batch)
+    if config.partition_fields and all(f in batch.column_names for f in config.partition_fields):
+        partitions = keygen.partition_paths(batch)
+    else:
+        partitions = constant(None, batch.num_rows)
+    schema = table_schema if table_schema is not None else pa.schema([])
+    columns = {f.name: pa.nulls(batch.num_rows, f.type) for f in schema}
+    records = pa.table(
+        {
+            **columns,
+            KEY: keys,
+            PARTITION: partitions,
+            DELETE_FLAG: constant(True, batch.num_rows, pa.bool_()),
+            FORCE_FLAG: constant(True, batch.num_rows, pa.bool_()),
+        }
+    )
+    winners = dedup_indices([keys] if config.partition_fields == () else [keys, partitions], None)
+    if len(winners) != records.num_rows:
+        records = records.take(winners)
+    return PreparedBatch(records, schema, num_input)

@@ -1,0 +1,454 @@
+"""The write client: one write, in the order of the write path (DESIGN.md §2).
+
+start_commit → prepare (validate, keys, dedup) → tag → profile → partition → inflight → write
+buckets → commit (conflict check, completed instant) → index update. Until the commit file is
+written nothing is visible; a failure before it rolls the instant back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from upsertlake.concurrency.lock import FileLock
+from upsertlake.config import Config
+from upsertlake.config import options as opt
+from upsertlake.config.table_config import TableConfig
+from upsertlake.engine.bucket_writer import (
+    DELETE_FLAG,
+    FORCE_FLAG,
+    KEY,
+    PARTITION,
+    BucketTask,
+    MergeMode,
+    WriteStatus,
+    write_bucket,
+)
+from upsertlake.engine.file_writer import FileWriterConfig
+from upsertlake.engine.prepare import PreparedBatch, prepare_batch
+from upsertlake.errors import UpsertlakeError, WriteConflictError
+from upsertlake.index import make_index
+from upsertlake.index.base import Index, IndexUpdate
+from upsertlake.partitioner import (
+    ESTIMATE_ACTIONS_0_15,
+    Bucket,
+    BucketType,
+    PartitionerConfig,
+    SmallFile,
+    UpsertPartitioner,
+    WorkloadProfile,
+    average_record_size,
+    new_file_id,
+)
+from upsertlake.schema import arrow_to_avro, avro_schema_json, avro_to_arrow
+from upsertlake.storage import Storage
+from upsertlake.table.file_system_view import PARTITION_METAFILE, FileSystemView
+from upsertlake.timeline.active import Timeline, create_requested, transition
+from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
+from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.rollback import marker_folder, rollback_pending
+from upsertlake.util.arrow import constant
+
+log = logging.getLogger(__name__)
+
+OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What one write did. Uncommitted until `WriteClient.commit` returns it with `committed`."""
+
+    instant_time: str
+    operation: str
+    num_inserts: int
+    num_updates: int
+    num_deletes: int
+    files_written: tuple[str, ...]
+    stage_seconds: dict[str, float]
+    write_stats: tuple[WriteStat, ...] = field(default=(), repr=False)
+    data_schema: pa.Schema | None = field(default=None, repr=False)
+    committed: bool = False
+    index_update: IndexUpdate | None = field(default=None, repr=False)
+
+
+@dataclass
+class _Pending:
+    instant: Instant
+    completed_at_start: frozenset[str]
+
+
+class WriteClient:
+    """Writes to one table with explicit instants, as Hudi's write client does."""
+
+    def __init__(self, storage: Storage, table_config: TableConfig, config: Config) -> None:
+        self.storage = storage
+        self.table_config = table_config
+        self.config = config
+        self.index: Index = make_index(config.get(opt.INDEX_TYPE))
+        self.lock = FileLock(storage, config.get(opt.LOCK_WAIT_TIME_MS))
+        self._pending: dict[str, _Pending] = {}
+
+    # -- 1. start ----------------------------------------------------------------------------
+    def start_commit(self) -> str:
+        """Roll back failed writes (single writer: every pending one), then request a new instant."""
+        self.table_config.check_writable()
+        with self.lock.hold():
+            timeline = Timeline.load(self.storage)
+            if self.config.get(opt.WRITE_CONCURRENCY_MODE) == "SINGLE_WRITER":
+                for inst in timeline.pending_writes():
+                    rollback_pending(self.storage, inst)
+                    self._pending.pop(inst.time, None)
+            instant = create_requested(self.storage, Action.COMMIT)
+            done = frozenset(i.time for i in Timeline.load(self.storage).completed_writes())
+        self._pending[instant.time] = _Pending(instant, done)
+        log.info("started commit %s", instant.time)
+        return instant.time
+
+    # -- 2..8. the write ---------------------------------------------------------------------
+    def upsert(self, data: object, instant_time: str, options: dict | None = None) -> WriteResult:
+        return self._write("upsert", data, instant_time, options)
+
+    def insert(self, data: object, instant_time: str, options: dict | None = None) -> WriteResult:
+        return self._write("insert", data, instant_time, options)
+
+    def bulk_insert(self, data: object, instant_time: str, options: dict | None = None) -> WriteResult:
+        return self._write("bulk_insert", data, instant_time, options)
+
+    def delete(self, data: object, instant_time: str, options: dict | None = None) -> WriteResult:
+        return self._write("delete", data, instant_time, options)
+
+    def _write(self, operation: str, data: object, instant_time: str, options: dict | None) -> WriteResult:
+        pending = self._pending.get(instant_time)
+        if pending is None or pending.instant.state is not State.REQUESTED:
+            raise UpsertlakeError(f"instant {instant_time} was not started by this client (or was already written)")
+        cfg = self.config.with_overrides(options)
+        index = self.index if options is None else make_index(cfg.get(opt.INDEX_TYPE))
+        stages: dict[str, float] = {}
+        timeline = Timeline.load(self.storage)
+        schema_json = timeline.latest_schema() or self.table_config.create_schema
+        table_schema = avro_to_arrow(schema_json) if schema_json else None
+
+        with _stage(stages, "dedup"):
+            combine = {
+                "upsert": cfg.get(opt.COMBINE_BEFORE_UPSERT),
+                "insert": cfg.get(opt.COMBINE_BEFORE_INSERT),
+                "bulk_insert": cfg.get(opt.COMBINE_BEFORE_INSERT),
+                "delete": cfg.get(opt.COMBINE_BEFORE_DELETE),
+            }[operation]
+            batch = prepare_batch(
+                data,
+                self.table_config,
+                table_schema,
+                operation=operation,
+                combine=combine,
+                dedup_by_key_only=index.is_global,
+                allow_missing_columns=cfg.get(opt.WRITE_SET_NULL_FOR_MISSING_COLUMNS),
+            )
+        view = FileSystemView(timeline)
+        with _stage(stages, "tag"):
+            records, locations = self._tag(batch, index, view, operation, cfg)
+        with _stage(stages, "profile"):
+            file_ids = locations.column("loc_file_id")
+            profile = WorkloadProfile.build(
+                records.column(PARTITION), file_ids, operation.upper(), instant_times=locations.column("loc_instant")
+            )
+            buckets, assignment = self._partition(profile, records, file_ids, view, timeline, operation, cfg)
+        inflight = transition(self.storage, pending.instant, State.INFLIGHT, profile.to_inflight_json())
+        pending.instant = inflight
+        with _stage(stages, "write"):
+            statuses = self._write_buckets(records, buckets, assignment, view, batch, operation, cfg, instant_time)
+        stats = tuple(s.stat for s in statuses)
+        return WriteResult(
+            instant_time=instant_time,
+            operation=operation,
+            num_inserts=sum(s.num_inserts for s in statuses),
+            num_updates=sum(s.num_updates for s in statuses),
+            num_deletes=sum(s.num_deletes for s in statuses),
+            files_written=tuple(s.path for s in stats),
+            stage_seconds=stages,
+            write_stats=stats,
+            data_schema=batch.data_schema,
+            index_update=_index_update(instant_time, statuses, stats),
+        )
+
+    # -- 3. tag ------------------------------------------------------------------------------
+    def _tag(
+        self, batch: PreparedBatch, index: Index, view: FileSystemView, operation: str, cfg: Config
+    ) -> tuple[pa.Table, pa.Table]:
+        records = batch.records
+        if not index.requires_tagging(operation) or records.num_rows == 0:
+            empty = constant(None, records.num_rows)
+            return records, pa.table({"loc_partition": empty, "loc_file_id": empty, "loc_instant": empty})
+        locations = index.tag(records.column(KEY), records.column(PARTITION), view)
+        if index.is_global:
+            records, locations = _route_global(records, locations, operation, cfg)
+        # A delete of a key that is not stored is nothing.
+        keep = pc.invert(pc.and_(records.column(DELETE_FLAG), pc.is_null(locations.column("loc_file_id"))))
+        if not pc.all(keep).as_py():
+            records, locations = records.filter(keep), locations.filter(keep)
+        return records, locations
+
+    # -- 4-5. profile and partition ----------------------------------------------------------
+    def _partition(
+        self,
+        profile: WorkloadProfile,
+        records: pa.Table,
+        file_ids: pa.ChunkedArray,
+        view: FileSystemView,
+        timeline: Timeline,
+        operation: str,
+        cfg: Config,
+    ) -> tuple[list[Bucket], np.ndarray]:
+        avg = average_record_size(
+            _commit_sizes(timeline),
+            cfg.get(opt.RECORD_SIZE_ESTIMATE),
+            cfg.get(opt.RECORD_SIZE_ESTIMATION_THRESHOLD),
+            cfg.get(opt.PARQUET_SMALL_FILE_LIMIT),
+        )
+        pconf = PartitionerConfig(
+            max_file_size=cfg.get(opt.PARQUET_MAX_FILE_SIZE),
+            small_file_limit=cfg.get(opt.PARQUET_SMALL_FILE_LIMIT),
+            insert_split_size=cfg.get(opt.COPY_ON_WRITE_INSERT_SPLIT_SIZE),
+            auto_split=cfg.get(opt.COPY_ON_WRITE_AUTO_SPLIT),
+        )
+        if operation == "bulk_insert":
+            return _bulk_insert_buckets(records, avg, pconf)
+        limit = pconf.small_file_limit
+        small = {
+            p: [SmallFile(bf.file_id, bf.size) for bf in view.latest_base_files([p]) if bf.size < limit]
+            for p, w in profile.partitions.items()
+            if w.num_inserts > 0
+        }
+        partitioner = UpsertPartitioner(profile, small, avg, pconf)
+        assignment = partitioner.assign(records.column(PARTITION), records.column(KEY), file_ids)
+        return partitioner.buckets, np.asarray(assignment)
+
+    # -- 7. write ----------------------------------------------------------------------------
+    def _write_buckets(
+        self,
+        records: pa.Table,
+        buckets: list[Bucket],
+        assignment: np.ndarray,
+        view: FileSystemView,
+        batch: PreparedBatch,
+        operation: str,
+        cfg: Config,
+        instant_time: str,
+    ) -> list[WriteStatus]:
+        mode = {
+            "insert": MergeMode.APPEND,
+            "bulk_insert": MergeMode.APPEND,
+            "delete": MergeMode.COMMIT_TIME,
+        }.get(operation, MergeMode(cfg.get(opt.RECORD_MERGE_MODE)))
+        latest = {bf.file_group: bf for bf in view.latest_base_files()}
+        order = np.argsort(assignment, kind="stable")
+        sorted_records = records.take(pa.array(order))
+        bounds = np.searchsorted(assignment[order], np.arange(len(buckets) + 1))
+        self._write_partition_metadata({b.partition_path for b in buckets}, instant_time)
+        tasks = []
+        for b in buckets:
+            lo, hi = int(bounds[b.number]), int(bounds[b.number + 1])
+            if hi == lo:
+                continue
+            base = latest.get((b.partition_path, b.file_id)) if b.type is BucketType.UPDATE else None
+            tasks.append(
+                BucketTask(
+                    bucket=b,
+                    records=sorted_records.slice(lo, hi - lo),
+                    base_file=base,
+                    instant_time=instant_time,
+                    data_schema=batch.data_schema,
+                    precombine_field=self.table_config.precombine_field,
+                    merge_mode=mode,
+                    write_token=f"{b.number}-1-0",
+                )
+            )
+        fconf = _file_writer_config(cfg)
+        threads = cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
+        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(tasks) or 1))) as pool:
+            return list(pool.map(lambda t: write_bucket(self.storage, t, fconf), tasks))
+
+    def _write_partition_metadata(self, partitions: set[str], instant_time: str) -> None:
+        for p in partitions:
+            path = f"{p}/{PARTITION_METAFILE}" if p else PARTITION_METAFILE
+            if not self.storage.exists(path):
+                depth = len(p.split("/")) if p else 0
+                body = f"#partition metadata\ncommitTime={instant_time}\npartitionDepth={depth}\n"
+                self.storage.write_if_absent(path, body.encode())
+
+    # -- 9. commit ---------------------------------------------------------------------------
+    def commit(self, instant_time: str, result: WriteResult) -> WriteResult:
+        """Complete the instant unless a write that completed since it started touched the same
+        file groups; on a conflict, roll this write back and raise WriteConflictError."""
+        pending = self._pending.get(instant_time)
+        if pending is None or result.instant_time != instant_time:
+            raise UpsertlakeError(f"instant {instant_time} is not pending in this client")
+        started = time.perf_counter()
+        ours = {(s.partitionPath, s.fileId) for s in result.write_stats}
+        schema = result.data_schema
+        extra = {"schema": avro_schema_json(arrow_to_avro(schema, self.table_config.name))} if schema else {}
+        metadata = CommitMetadata(
+            partition_to_write_stats=_by_partition(result.write_stats),
+            operation_type=result.operation.upper(),
+            extra_metadata=extra,
+        )
+        with self.lock.hold():
+            timeline = Timeline.load(self.storage)
+            current = timeline.get(instant_time, Action.COMMIT)
+            if current is None or current.is_completed:
+                raise UpsertlakeError(f"instant {instant_time} is no longer pending (rolled back by another writer?)")
+            conflict = _find_conflict(timeline, pending.completed_at_start, ours)
+            if conflict is not None:
+                rollback_pending(self.storage, current)
+                del self._pending[instant_time]
+                raise WriteConflictError(
+                    f"write {instant_time} conflicts with commit {conflict}, which completed first and "
+                    "touched the same file groups; this write was rolled back"
+                )
+            if current.state is State.REQUESTED:
+                current = transition(self.storage, current, State.INFLIGHT, b"")
+            transition(self.storage, current, State.COMPLETED, metadata.to_json_bytes())
+            if schema is not None and not self.table_config.create_schema:
+                self.table_config = self.table_config.with_schema(extra["schema"])
+                self.table_config.save(self.storage)
+        del self._pending[instant_time]
+        self.storage.delete_dir(marker_folder(instant_time))
+        if result.index_update is not None:
+            self.index.update(result.index_update, FileSystemView(Timeline.load(self.storage)))
+        stages = dict(result.stage_seconds, commit=time.perf_counter() - started)
+        log.info("committed %s %s: %s", result.operation, instant_time, stages)
+        return _replace(result, stage_seconds=stages, committed=True)
+
+    def rollback(self, instant_time: str) -> None:
+        """Undo a started, uncommitted write of this client."""
+        with self.lock.hold():
+            inst = Timeline.load(self.storage).get(instant_time, Action.COMMIT)
+            if inst is not None and not inst.is_completed:
+                rollback_pending(self.storage, inst)
+        self._pending.pop(instant_time, None)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+@contextmanager
+def _stage(stages: dict[str, float], name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
+
+
+def _replace(result: WriteResult, **changes: object) -> WriteResult:
+    from dataclasses import replace
+
+    return replace(result, **changes)
+
+
+def _file_writer_config(cfg: Config) -> FileWriterConfig:
+    return FileWriterConfig(
+        compression=cfg.get(opt.PARQUET_COMPRESSION),
+        row_group_bytes=cfg.get(opt.PARQUET_BLOCK_SIZE),
+        bloom_num_entries=cfg.get(opt.BLOOM_NUM_ENTRIES),
+        bloom_fpp=cfg.get(opt.BLOOM_FPP),
+        bloom_filter_type=cfg.get(opt.BLOOM_FILTER_TYPE),
+        bloom_max_entries=cfg.get(opt.BLOOM_MAX_ENTRIES),
+    )
+
+
+def _commit_sizes(timeline: Timeline) -> Iterator[tuple[int, int]]:
+    """(bytes, records) written by each completed commit and replacecommit (as Hudi 0.15),
+    newest first, read lazily: the estimate usually stops at the first one."""
+    actions = [Action(a) for a in ESTIMATE_ACTIONS_0_15]
+    for inst in reversed(timeline.filter(actions, [State.COMPLETED])):
+        meta = timeline.commit_metadata(inst)
+        yield (meta.total_bytes_written, meta.total_records_written)
+
+
+def _route_global(
+    records: pa.Table, locations: pa.Table, operation: str, cfg: Config
+) -> tuple[pa.Table, pa.Table]:
+    """A key found in another partition: delete it there and insert it in the new partition
+    (`update.partition.path`), or update it in place in its old partition."""
+    moved = pc.fill_null(pc.not_equal(locations.column("loc_partition"), records.column(PARTITION)), False)
+    if operation == "delete":
+        # Deletes go wherever the key lives.
+        return _set(records, PARTITION, locations.column("loc_partition")), locations
+    if not pc.any(moved).as_py():
+        return records, locations
+    if not (cfg.get(opt.SIMPLE_INDEX_UPDATE_PARTITION_PATH) and cfg.get(opt.BLOOM_INDEX_UPDATE_PARTITION_PATH)):
+        in_place = pc.if_else(moved, locations.column("loc_partition"), records.column(PARTITION))
+        return _set(records, PARTITION, in_place), locations
+    old_home = records.filter(moved)
+    old_home = _set(old_home, PARTITION, locations.column("loc_partition").filter(moved))
+    old_home = _set(old_home, DELETE_FLAG, constant(True, old_home.num_rows, pa.bool_()))
+    old_home = _set(old_home, FORCE_FLAG, constant(True, old_home.num_rows, pa.bool_()))
+    no_location = pa.scalar(None, pa.string())
+    new_locations = pa.table({name: pc.if_else(moved, no_location, locations.column(name)) for name in locations.column_names})
+    return pa.concat_tables([records, old_home]), pa.concat_tables([new_locations, locations.filter(moved)])
+
+
+def _set(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), name, column)
+
+
+def _bulk_insert_buckets(records: pa.Table, avg: int, pconf: PartitionerConfig) -> tuple[list[Bucket], np.ndarray]:
+    """Bulk insert: no small-file packing; each partition's records fill new files in order."""
+    per_file = max(1, pconf.max_file_size // max(1, avg))
+    parts = records.column(PARTITION)
+    encoded = pc.dictionary_encode(parts).combine_chunks() if isinstance(parts, pa.ChunkedArray) else pc.dictionary_encode(parts)
+    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False))
+    assignment = np.empty(len(codes), dtype=np.int64)
+    buckets: list[Bucket] = []
+    for code, partition in enumerate(encoded.dictionary.to_pylist()):
+        rows = np.flatnonzero(codes == code)
+        chunks = (len(rows) + per_file - 1) // per_file
+        for c in range(chunks):
+            assignment[rows[c * per_file : (c + 1) * per_file]] = len(buckets)
+            buckets.append(Bucket(len(buckets), BucketType.INSERT, partition, new_file_id()))
+    return buckets, assignment
+
+
+def _find_conflict(timeline: Timeline, completed_at_start: frozenset[str], ours: set[tuple[str, str]]) -> str | None:
+    for inst in timeline.completed_writes():
+        if inst.time in completed_at_start:
+            continue
+        if timeline.commit_metadata(inst).file_groups() & ours:
+            return inst.time
+    return None
+
+
+def _by_partition(stats: tuple[WriteStat, ...]) -> dict[str, list[WriteStat]]:
+    out: dict[str, list[WriteStat]] = {}
+    for s in stats:
+        out.setdefault(s.partitionPath, []).append(s)
+    return out
+
+
+def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[WriteStat, ...]) -> IndexUpdate:
+    ins_keys, ins_parts, ins_ids, del_keys, del_parts = [], [], [], [], []
+    for status in statuses:
+        n_ins, n_del = len(status.inserted_keys), len(status.deleted_keys)
+        ins_keys.append(status.inserted_keys)
+        ins_parts.append(constant(status.stat.partitionPath, n_ins))
+        ins_ids.append(constant(status.stat.fileId, n_ins))
+        del_keys.append(status.deleted_keys)
+        del_parts.append(constant(status.stat.partitionPath, n_del))
+    empty = pa.array([], pa.string())
+
+    def cat(arrays: list) -> pa.Array:
+        return pa.concat_arrays([empty, *[a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]])
+
+    return IndexUpdate(
+        instant_time,
+        inserted=pa.table({"key": cat(ins_keys), "partition": cat(ins_parts), "file_id": cat(ins_ids)}),
+        deleted=pa.table({"key": cat(del_keys), "partition": cat(del_parts)}),
+    )

@@ -1,0 +1,72 @@
+"""The Hudi footer of a base file: bloom filter, its type, and the record key range.
+
+Written into every base file whatever the index, so Hudi's bloom index (and ours) can use it.
+Footers are immutable, so each file's (min, max, filter) is read once per process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from upsertlake.errors import CorruptTableError
+from upsertlake.index.bloom_filter import BloomFilter, bloom_filter_for_keys
+from upsertlake.storage import Storage
+from upsertlake.table.file_system_view import BaseFile
+
+BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
+BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
+MIN_KEY = "hoodie_min_record_key"
+MAX_KEY = "hoodie_max_record_key"
+
+
+def footer_metadata(
+    keys: pa.ChunkedArray | pa.Array, num_entries: int, fpp: float, filter_type: str, max_entries: int
+) -> dict[str, str]:
+    """The footer entries for a file holding `keys`, in file order."""
+    bloom = bloom_filter_for_keys(keys, num_entries, fpp, filter_type, max_entries)
+    meta = {BLOOM_FILTER_KEY: bloom.serialize(), BLOOM_TYPE_KEY: bloom.type_code}
+    if len(keys):
+        bounds = pc.min_max(keys)
+        meta[MIN_KEY] = bounds["min"].as_py()
+        meta[MAX_KEY] = bounds["max"].as_py()
+    return meta
+
+
+@dataclass(frozen=True)
+class Footer:
+    min_key: str | None
+    max_key: str | None
+    bloom: BloomFilter | None
+
+
+_FOOTERS: OrderedDict[str, Footer] = OrderedDict()
+_FOOTERS_LOCK = threading.Lock()
+_FOOTER_CACHE_SIZE = 4096
+
+
+def read_footer(storage: Storage, bf: BaseFile) -> Footer:
+    path = storage.full_path(bf.path)
+    with _FOOTERS_LOCK:
+        if path in _FOOTERS:
+            _FOOTERS.move_to_end(path)
+            return _FOOTERS[path]
+    meta = pq.ParquetFile(path).metadata.metadata or {}
+    try:
+        text = meta.get(BLOOM_FILTER_KEY.encode())
+        type_code = (meta.get(BLOOM_TYPE_KEY.encode()) or b"SIMPLE").decode()
+        bloom = BloomFilter.deserialize(text, type_code) if text else None
+    except Exception as exc:  # noqa: BLE001 - any decoding failure means a corrupt footer
+        raise CorruptTableError(f"bloom filter footer of {path} cannot be read: {exc}") from exc
+    lo, hi = meta.get(MIN_KEY.encode()), meta.get(MAX_KEY.encode())
+    footer = Footer(lo.decode() if lo else None, hi.decode() if hi else None, bloom)
+    with _FOOTERS_LOCK:
+        _FOOTERS[path] = footer
+        while len(_FOOTERS) > _FOOTER_CACHE_SIZE:
+            _FOOTERS.popitem(last=False)
+    return footer

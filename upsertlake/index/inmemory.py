@@ -1,0 +1,148 @@
+"""The in-memory hash index: built from the table once per process, then kept up to date by writes.
+
+Keys are held as xxhash64 values in one sorted numpy array, with the file group of each key in a
+parallel array, so a batch is tagged with one `searchsorted`; a hash match is confirmed against
+the stored key text (64-bit collisions are rare, not impossible). The state is shared by every
+table object of the process that points at the same path, and it is rebuilt whenever the
+timeline shows a completed write it has not applied (another process wrote, or an instant was
+rolled back).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+
+from upsertlake.index.base import LOCATION_SCHEMA, Index, IndexUpdate, read_file_keys
+from upsertlake.table.file_system_view import FileSystemView
+
+
+def hash_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """xxhash64 of each key's UTF-8 bytes (one C call per key: there is no batch API)."""
+    digest = xxhash.xxh64_intdigest
+    return np.fromiter((digest(k) for k in keys.to_pylist()), dtype=np.uint64, count=len(keys))
+
+
+@dataclass
+class _State:
+    applied: frozenset[str]
+    hashes: np.ndarray  # uint64, sorted
+    groups: np.ndarray  # int32 index into `file_groups`, aligned with hashes
+    keys: pa.Array  # the lookup key text, aligned with hashes
+    file_groups: list[tuple[str, str]]
+
+    def group_id(self, file_group: tuple[str, str]) -> int:
+        try:
+            return self.file_groups.index(file_group)
+        except ValueError:
+            self.file_groups.append(file_group)
+            return len(self.file_groups) - 1
+
+
+def _group_ids(partitions: pa.ChunkedArray, file_ids: pa.ChunkedArray) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """The distinct (partition, fileId) pairs and, per row, the index of its pair."""
+    joined = pc.binary_join_element_wise(partitions, file_ids, "\x00")
+    encoded = pc.dictionary_encode(joined)
+    encoded = encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
+    pairs = [tuple(v.split("\x00", 1)) for v in encoded.dictionary.to_pylist()]
+    return pairs, np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int32)
+
+
+_STATES: dict[tuple[str, bool], _State] = {}
+_LOCK = threading.Lock()
+
+
+class InMemoryIndex(Index):
+    def __init__(self, is_global: bool = False) -> None:
+        super().__init__(is_global)
+        self._stats: dict[str, int] = {}
+
+    def _lookup_keys(self, keys: pa.Array, partitions: pa.Array) -> pa.Array:
+        if self.is_global:
+            return keys
+        return pc.binary_join_element_wise(partitions, keys, "\x00")
+
+    def _state(self, view: FileSystemView) -> _State:
+        current = frozenset(i.time for i in view.visible_instants)
+        slot = (view.storage.base, self.is_global)
+        state = _STATES.get(slot)
+        if state is None or state.applied != current:
+            state = self._build(view, current)
+            _STATES[slot] = state
+        return state
+
+    def _build(self, view: FileSystemView, applied: frozenset[str]) -> _State:
+        stored = read_file_keys(view.storage, view.latest_base_files())
+        file_groups, groups = _group_ids(stored.column("loc_partition"), stored.column("loc_file_id"))
+        keys = self._lookup_keys(stored.column("key"), stored.column("loc_partition"))
+        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        hashes = hash_keys(keys)
+        order = np.argsort(hashes, kind="stable")
+        self._stats["keys_loaded"] = stored.num_rows
+        return _State(applied, hashes[order], groups[order], keys.take(pa.array(order)), file_groups)
+
+    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView) -> pa.Table:
+        with _LOCK:
+            state = self._state(view)
+            lookup = self._lookup_keys(keys, partitions)
+            hashes = hash_keys(lookup)
+            pos = np.searchsorted(state.hashes, hashes)
+            pos_clipped = np.minimum(pos, max(len(state.hashes) - 1, 0))
+            found = np.zeros(len(hashes), dtype=bool)
+            if len(state.hashes):
+                found = state.hashes[pos_clipped] == hashes
+                if found.any():
+                    same = pc.equal(state.keys.take(pa.array(pos_clipped)), lookup)
+                    found &= np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False), dtype=bool)
+            groups = np.where(found, state.groups[pos_clipped] if len(state.hashes) else 0, 0)
+            latest = {bf.file_group: bf.instant_time for bf in view.latest_base_files()}
+            fgs = state.file_groups or [("", "")]
+            take = pa.array(groups, mask=~found)
+            columns = {
+                "loc_partition": pa.array([fg[0] for fg in fgs], pa.string()).take(take),
+                "loc_file_id": pa.array([fg[1] for fg in fgs], pa.string()).take(take),
+                "loc_instant": pa.array([latest.get(fg) for fg in fgs], pa.string()).take(take),
+            }
+        self._stats = {"files_opened": 0, "keys_matched": int(found.sum())}
+        return pa.table(columns, schema=LOCATION_SCHEMA)
+
+    def update(self, change: IndexUpdate, view: FileSystemView) -> None:
+        """Apply a committed write: drop deleted keys, add inserted ones, mark the instant applied."""
+        with _LOCK:
+            slot = (view.storage.base, self.is_global)
+            state = _STATES.get(slot)
+            if state is None:
+                return
+            expected = frozenset(i.time for i in view.visible_instants if i.time != change.instant_time)
+            if state.applied != expected:
+                del _STATES[slot]  # it missed another write: rebuild on next use
+                return
+            keep = np.ones(len(state.hashes), dtype=bool)
+            if change.deleted.num_rows:
+                gone = self._lookup_keys(change.deleted.column("key"), change.deleted.column("partition"))
+                gone = gone.combine_chunks() if isinstance(gone, pa.ChunkedArray) else gone
+                candidates = np.isin(state.hashes, hash_keys(gone))
+                if candidates.any():
+                    idx = np.flatnonzero(candidates)
+                    hit = pc.is_in(state.keys.take(pa.array(idx)), value_set=gone)
+                    keep[idx[np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)]] = False
+            ins = change.inserted
+            new_keys = self._lookup_keys(ins.column("key"), ins.column("partition"))
+            new_keys = new_keys.combine_chunks() if isinstance(new_keys, pa.ChunkedArray) else new_keys
+            local_groups, local_ids = _group_ids(ins.column("partition"), ins.column("file_id"))
+            to_state = np.array([state.group_id(fg) for fg in local_groups] or [0], dtype=np.int32)
+            new_groups = to_state[local_ids]
+            hashes = np.concatenate([state.hashes[keep], hash_keys(new_keys)])
+            groups = np.concatenate([state.groups[keep], new_groups])
+            keys = pa.concat_arrays([state.keys.filter(pa.array(keep)), new_keys.cast(pa.string())])
+            order = np.argsort(hashes, kind="stable")
+            state.hashes, state.groups, state.keys = hashes[order], groups[order], keys.take(pa.array(order))
+            state.applied = state.applied | {change.instant_time}
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._stats)

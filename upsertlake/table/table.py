@@ -1,0 +1,165 @@
+"""The user-facing table: create or open one, write batches, read snapshots, travel in time."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import pyarrow as pa
+
+from upsertlake.config import Config
+from upsertlake.config import options as opt
+from upsertlake.config.table_config import TableConfig
+from upsertlake.engine.write_client import WriteClient, WriteResult
+from upsertlake.errors import ConfigError, SchemaError, TableExistsError
+from upsertlake.read.filters import Filters
+from upsertlake.read.snapshot import read_incremental, read_snapshot, table_schema
+from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
+from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.instant import Instant
+from upsertlake.timeline.instant_time import normalize_instant
+
+
+class Table:
+    """A Hudi copy-on-write table at a path, with write options for this object's writes."""
+
+    def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, object] | None = None) -> None:
+        self.storage = storage
+        self.config = config
+        self.options = Config.resolve(options, table_properties=config.to_properties())
+        self._client: WriteClient | None = None
+
+    @property
+    def path(self) -> str:
+        return self.storage.base
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r}, path={self.path!r})"
+
+    # -- writes ------------------------------------------------------------------------------
+    def write_client(self) -> WriteClient:
+        """The write client with explicit instants (start_commit / upsert / commit), as Hudi's."""
+        if self._client is None:
+            self._client = WriteClient(self.storage, self.config, self.options)
+        return self._client
+
+    def upsert(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
+        return self._write("upsert", data, options)
+
+    def insert(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
+        return self._write("insert", data, options)
+
+    def bulk_insert(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
+        return self._write("bulk_insert", data, options)
+
+    def delete(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
+        """Remove the keys in `data` whatever their ordering value; unknown keys count as nothing."""
+        return self._write("delete", data, options)
+
+    def _write(self, operation: str, data: object, options: Mapping[str, object] | None) -> WriteResult:
+        client = self.write_client()
+        instant = client.start_commit()
+        try:
+            result = getattr(client, operation)(data, instant, dict(options) if options else None)
+            result = client.commit(instant, result)
+        except BaseException:
+            client.rollback(instant)
+            raise
+        self.config = client.table_config
+        return result
+
+    # -- reads -------------------------------------------------------------------------------
+    def timeline(self) -> list[Instant]:
+        """Every instant of the active timeline, oldest first."""
+        return list(Timeline.load(self.storage).instants)
+
+    def schema(self, as_of: str | datetime | None = None) -> pa.Schema:
+        """The data schema (without meta columns) as of an instant."""
+        return table_schema(Timeline.load(self.storage), self.config, _instant(as_of))
+
+    def read(
+        self,
+        columns: Sequence[str] | None = None,
+        as_of: str | datetime | None = None,
+        filters: Filters = None,
+    ) -> pa.Table:
+        """The snapshot as of an instant (default: newest): five `_hoodie_*` columns, then data."""
+        return read_snapshot(Timeline.load(self.storage), self.config, columns, _instant(as_of), filters)
+
+    def read_incremental(
+        self, begin: str | datetime, end: str | datetime | None = None, columns: Sequence[str] | None = None
+    ) -> pa.Table:
+        """The latest state of the records written by commits in (begin, end]."""
+        return read_incremental(
+            Timeline.load(self.storage), self.config, _instant(begin), _instant(end), columns
+        )
+
+
+def _instant(value: str | datetime | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return normalize_instant(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _fields(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return tuple(value)
+
+
+def create_table(
+    path: str | os.PathLike[str],
+    name: str,
+    record_key: str | Sequence[str],
+    precombine_field: str | None = None,
+    partition_fields: str | Sequence[str] | None = None,
+    hive_style_partitioning: bool = False,
+    schema: pa.Schema | None = None,
+    options: Mapping[str, object] | None = None,
+) -> Table:
+    """Create an empty table (its `.hoodie/hoodie.properties`); TableExistsError if one is there."""
+    storage = Storage(path)
+    resolved = Config.resolve(options)
+    keys = _fields(record_key)
+    if not keys:
+        raise ConfigError("record_key must name at least one field")
+    create_schema = None
+    if schema is not None:
+        schema = normalize_batch(schema.empty_table()).schema
+        for f in (*keys, *_fields(partition_fields), *([precombine_field] if precombine_field else [])):
+            if f not in schema.names:
+                raise SchemaError(f"field {f!r} is not in the given schema {schema.names}")
+        create_schema = avro_schema_json(arrow_to_avro(schema, name))
+    config = TableConfig(
+        name=name,
+        record_key_fields=keys,
+        partition_fields=_fields(partition_fields),
+        precombine_field=precombine_field or None,
+        database=resolved.get(opt.DATABASE_NAME),
+        hive_style_partitioning=hive_style_partitioning,
+        urlencode_partitions=resolved.get(opt.PARTITIONPATH_URLENCODE),
+        create_schema=create_schema,
+    )
+    if storage.exists(".hoodie/hoodie.properties"):
+        raise TableExistsError(f"a table already exists at {storage.base}")
+    storage.makedirs(".hoodie/archived")
+    if not config.save(storage, create=True):
+        raise TableExistsError(f"a table already exists at {storage.base}")
+    return Table(storage, config, options)
+
+
+def open_table(path: str | os.PathLike[str], options: Mapping[str, object] | None = None) -> Table:
+    """Open an existing table; TableNotFoundError if the path holds none."""
+    storage = Storage(path)
+    return Table(storage, TableConfig.load(storage), options)
