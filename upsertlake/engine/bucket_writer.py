@@ -80,33 +80,41 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     in_keys = records.column(KEY)
     is_delete = records.column(DELETE_FLAG)
 
+    n_in = records.num_rows
     if task.merge_mode is MergeMode.APPEND or old.num_rows == 0:
-        exists = pa.array(np.zeros(records.num_rows, dtype=bool))
-        applied = pa.array(np.ones(records.num_rows, dtype=bool))
+        exists = np.zeros(n_in, dtype=bool)
+        applied = np.ones(n_in, dtype=bool)
+        replace_old = np.zeros(old.num_rows, dtype=bool)
     else:
-        pos = pc.index_in(in_keys, value_set=old.column(KEY))
-        exists = pc.is_valid(pos)
-        applied = _incoming_wins(task, old, pos, exists)
-    replace = pc.and_(exists, applied)
-    write_new = pc.and_(applied, pc.invert(is_delete))
+        # Probe the old keys against a hash of the bucket's (fewer) records.
+        hit = np.asarray(pc.fill_null(pc.index_in(old.column(KEY), value_set=in_keys), -1).to_numpy(), dtype=np.int64)
+        old_rows = np.flatnonzero(hit >= 0)
+        matched = hit[old_rows]
+        exists = np.zeros(n_in, dtype=bool)
+        exists[matched] = True
+        stored_row = np.zeros(n_in, dtype=np.int64)
+        stored_row[matched[::-1]] = old_rows[::-1]  # the first stored row of each key
+        applied = _incoming_wins(task, old, pa.array(stored_row, mask=~exists), exists)
+        replace_old = np.zeros(old.num_rows, dtype=bool)
+        replace_old[old_rows] = applied[matched]
+    deletes = np.asarray(is_delete.to_numpy(zero_copy_only=False), dtype=bool)
+    replace = exists & applied
+    write_new = applied & ~deletes
 
-    carried = old
-    if pc.any(replace).as_py():
-        replaced_keys = pc.filter(in_keys, replace)
-        carried = old.filter(pc.invert(pc.is_in(old.column(KEY), value_set=replaced_keys)))
+    carried = old.filter(pa.array(~replace_old)) if replace_old.any() else old
     carried = carried.set_column(4, META_COLUMNS[4], constant(name, carried.num_rows))
 
-    new_rows = _with_meta(records.filter(write_new), task, name, schema)
+    new_rows = _with_meta(records.filter(pa.array(write_new)), task, name, schema)
     out = pa.concat_tables([carried, new_rows]) if carried.num_rows else new_rows
 
     storage.write_if_absent(marker_path(task.instant_time, bucket.partition_path, name, _io_type(task)), b"")
     size = write_base_file(storage, path, out, config)
 
-    num_updates = _count(pc.and_(replace, pc.invert(is_delete)))
-    num_deletes = _count(pc.and_(replace, is_delete))
-    inserted = pc.and_(pc.invert(exists), write_new)
-    num_inserts = _count(inserted)
-    deleted = pc.and_(replace, is_delete)
+    deleted = replace & deletes
+    inserted = ~exists & write_new
+    num_updates = int((replace & ~deletes).sum())
+    num_deletes = int(deleted.sum())
+    num_inserts = int(inserted.sum())
     stat = WriteStat(
         fileId=bucket.file_id,
         path=path,
@@ -121,8 +129,8 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     )
     return WriteStatus(
         stat=stat,
-        inserted_keys=pc.filter(in_keys, inserted),
-        deleted_keys=pc.filter(in_keys, deleted),
+        inserted_keys=pc.filter(in_keys, pa.array(inserted)),
+        deleted_keys=pc.filter(in_keys, pa.array(deleted)),
         num_updates=num_updates,
         num_inserts=num_inserts,
         num_deletes=num_deletes,
@@ -139,18 +147,19 @@ def _read_old(storage: Storage, base_file: BaseFile | None, schema: pa.Schema) -
     return conform(pq.read_table(storage.full_path(base_file.path)), schema)
 
 
-def _incoming_wins(task: BucketTask, old: pa.Table, pos: pa.Array, exists: pa.Array) -> pa.Array:
-    """Per record: does it replace the stored row? Deletes made by `delete()` always do."""
+def _incoming_wins(task: BucketTask, old: pa.Table, stored_row: pa.Array, exists: np.ndarray) -> np.ndarray:
+    """Per record: does it replace the stored row? Records flagged FORCE (deletes made by
+    `delete()`, partition moves) always do; a null ordering value loses to any value."""
     n = task.records.num_rows
-    if task.merge_mode is MergeMode.COMMIT_TIME or not task.precombine_field:
-        return pa.array(np.ones(n, dtype=bool))
-    stored = old.column(task.precombine_field).take(pos)
+    if task.merge_mode is MergeMode.COMMIT_TIME or not task.precombine_field or not exists.any():
+        return np.ones(n, dtype=bool)
+    stored = old.column(task.precombine_field).take(stored_row)
     incoming = task.records.column(task.precombine_field)
     stored_larger = pc.fill_null(pc.greater(stored, incoming), False)
-    # A null ordering value loses to any value.
     stored_larger = pc.or_(stored_larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
-    loses = pc.and_(pc.and_(exists, stored_larger), pc.invert(task.records.column(FORCE_FLAG)))
-    return pc.invert(loses)
+    forced = np.asarray(task.records.column(FORCE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
+    loses = exists & np.asarray(stored_larger.to_numpy(zero_copy_only=False), dtype=bool) & ~forced
+    return ~loses
 
 
 def _with_meta(records: pa.Table, task: BucketTask, file_name: str, schema: pa.Schema) -> pa.Table:
@@ -168,6 +177,3 @@ def _with_meta(records: pa.Table, task: BucketTask, file_name: str, schema: pa.S
     data = {f.name: records.column(f.name) for f in task.data_schema}
     return pa.table({**meta, **data}).cast(schema)
 
-
-def _count(mask: pa.Array) -> int:
-    return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.index.footer import footer_metadata
@@ -50,6 +51,7 @@ def write_base_file(storage: Storage, path: str, table: pa.Table, config: FileWr
             sink,
             table.schema,
             compression=config.compression,
+            use_dictionary=dictionary_columns(table),
             store_schema=False,
             write_statistics=True,
         )
@@ -65,6 +67,22 @@ def write_base_file(storage: Storage, path: str, table: pa.Table, config: FileWr
         )
         writer.close()
     return storage.fs.get_file_info(storage.full_path(path)).size
+
+
+def dictionary_columns(table: pa.Table, sample: int = 4096) -> list[str]:
+    """Columns worth dictionary encoding: those repeating values in a sample of their rows.
+
+    Dictionary-encoding a column of unique values (keys, seqnos, measurements) costs time and
+    bytes for nothing; parquet-mr falls back per page, pyarrow pays for the attempt.
+    """
+    head = table.slice(0, sample)
+    if head.num_rows < 64:
+        return table.column_names
+    return [
+        name
+        for name, col in zip(head.column_names, head.columns)
+        if pa.types.is_nested(col.type) or pc.count_distinct(col).as_py() <= head.num_rows // 2
+    ]
 
 
 def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:

@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.storage import Storage
 from upsertlake.table.file_system_view import BaseFile, FileSystemView
-from upsertlake.util.arrow import constant, row_numbers
+from upsertlake.util.arrow import constant
 
 LOCATION_SCHEMA = pa.schema(
     [("loc_partition", pa.string()), ("loc_file_id", pa.string()), ("loc_instant", pa.string())]
@@ -93,18 +94,29 @@ def join_locations(
 ) -> pa.Table:
     """Left-join the batch's keys to stored key locations; one output row per input key, in order.
 
-    A key stored twice (duplicates made by plain inserts) takes its first location.
+    The hash table is built on the (small) batch and probed with the (large) stored keys, which
+    is several times faster than the other way round. A key stored twice (duplicates made by
+    plain inserts) takes its first location.
     """
-    batch = pa.table({"key": keys, "partition": partitions, "_row": row_numbers(len(keys))})
-    if not is_global:
-        located = located.append_column("partition", located.column("loc_partition"))
-        on = ["key", "partition"]
-    else:
-        on = ["key"]
-    joined = batch.join(located, keys=on, join_type="left outer", use_threads=True)
-    if joined.num_rows != batch.num_rows:  # some key is stored in several file groups
-        joined = joined.append_column("_j", row_numbers(joined.num_rows))
-        firsts = joined.group_by("_row", use_threads=False).aggregate([("_j", "min")])
-        joined = joined.take(firsts.column("_j_min"))
-    joined = joined.sort_by("_row")
-    return pa.table({f.name: joined.column(f.name) for f in LOCATION_SCHEMA}, schema=LOCATION_SCHEMA)
+    n = len(keys)
+    probe, value_set = located.column("key"), keys
+    if not is_global and pc.count_distinct(keys).as_py() != n:
+        # one key in two partitions of the batch: match on (partition, key) instead
+        probe = pc.binary_join_element_wise(located.column("loc_partition"), probe, "\x00")
+        value_set = pc.binary_join_element_wise(partitions, keys, "\x00")
+    hit = np.asarray(pc.fill_null(pc.index_in(probe, value_set=value_set), -1).to_numpy(), dtype=np.int64)
+    stored_rows = np.flatnonzero(hit >= 0)
+    batch_rows = hit[stored_rows]
+    if not is_global and len(stored_rows):
+        same = pc.equal(
+            located.column("loc_partition").take(pa.array(stored_rows)), pc.take(partitions, pa.array(batch_rows))
+        )
+        keep = np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False), dtype=bool)
+        stored_rows, batch_rows = stored_rows[keep], batch_rows[keep]
+    first_batch, first_at = np.unique(batch_rows, return_index=True)
+    source = np.zeros(n, dtype=np.int64)
+    source[first_batch] = stored_rows[first_at]
+    found = np.zeros(n, dtype=bool)
+    found[first_batch] = True
+    take = pa.array(source, mask=~found)
+    return pa.table({f.name: located.column(f.name).take(take) for f in LOCATION_SCHEMA}, schema=LOCATION_SCHEMA)
