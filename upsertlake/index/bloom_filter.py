@@ -1,0 +1,466 @@
+"""Apache Hudi's record-key bloom filters, byte-identical to the ones Hudi writes in parquet footers.
+
+Hudi stores a Hadoop-style bloom filter under the footer key `org.apache.hudi.bloomfilter`: the
+Java `DataOutput` serialization (big-endian) of either a plain filter (`SIMPLE`) or its bounded
+dynamic filter (`DYNAMIC_V0`), base64 encoded. A key's bit positions come from Hadoop's
+MurmurHash chained `nbHash` times from seed 0 over the key's UTF-8 bytes, each position being
+`abs(h % vectorSize)` of the signed 32-bit hash. Hadoop's MurmurHash is MurmurHash2 except for
+the 1-3 tail bytes: it xors them in reversed order (the first tail byte lands highest), each
+sign-extended as a Java byte, so it differs from the C original for most keys.
+
+Everything is vectorised with numpy: with Hudi's defaults a file of 100,000 keys needs 3 million
+chained hashes.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+SIMPLE = "SIMPLE"
+DYNAMIC_V0 = "DYNAMIC_V0"
+
+_M = np.uint32(0x5BD1E995)
+_MURMUR_HASH_TYPE = 1  # org.apache.hudi.common.util.hash.Hash.MURMUR_HASH
+_VERSION = -1  # Hadoop Filter's format version; positive values are the old, Jenkins-hashed format
+_INT = struct.Struct(">i")
+_HEADER = struct.Struct(">ibi")  # nbHash, hashType, vectorSize (after the version)
+_DYNAMIC_HEADER = struct.Struct(">iii")  # nr, currentNbRecord, number of bit vectors
+_MAX_JAVA_INT = 2**31 - 1
+_WORDS_PER_GATHER = 4  # one 16-byte gather yields 4 words: ~2.5x faster than 4 gathers of 4 bytes
+_SLACK = 4 * _WORDS_PER_GATHER  # zero bytes after the key bytes, so gathers never run off the end
+_TAIL_MASKS = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF], np.uint32)  # the 0..3 bytes after the words
+_TAIL_SHIFTS = np.array([0, 24, 16, 8], np.uint32)  # moves the byte-swapped tail bytes down
+_COMPACT_BELOW = 0.75  # might_contain drops ruled-out keys once fewer than this share survive
+
+KeysLike = pa.Array | pa.ChunkedArray | Sequence[str | bytes]
+
+
+# --- Hadoop MurmurHash, vectorised -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """Keys prepared for repeated hashing, sorted by descending number of 4-byte words.
+
+    Sorting makes the keys that have an `i`-th word a prefix, so a hash round is a few in-place
+    slice operations per word index. The mixed words and the tail do not depend on the seed:
+    they are computed once and reused by all `nbHash` chained rounds.
+    """
+
+    order: np.ndarray  # original position of each sorted key
+    lengths: np.ndarray  # uint32 byte length
+    words: list[np.ndarray]  # words[i]: the mixed i-th words (uint32) of the keys having one
+    tails: np.ndarray  # uint32 xor-ed in for the 1..3 trailing bytes (0 if none)
+    tail_factors: np.ndarray  # uint32 multiplier after the tail: m if there is a tail, else 1
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def hash(self, seeds: np.ndarray) -> np.ndarray:
+        """Hadoop's `MurmurHash.hash(bytes, length, seed)` per key, as uint32 bits."""
+        h = seeds ^ self.lengths
+        for word in self.words:
+            head = h[: len(word)]
+            np.multiply(head, _M, out=head)
+            np.bitwise_xor(head, word, out=head)
+        h ^= self.tails
+        h *= self.tail_factors
+        h ^= h >> np.uint32(13)
+        h *= _M
+        h ^= h >> np.uint32(15)
+        return h
+
+    def subset(self, keep: np.ndarray) -> _Keys:
+        """The keys where the mask `keep` is set, still sorted."""
+        index = np.flatnonzero(keep)
+        words = [word.take(index[: np.searchsorted(index, len(word))]) for word in self.words]
+        return _Keys(
+            self.order.take(index),
+            self.lengths.take(index),
+            [word for word in words if len(word)],
+            self.tails.take(index),
+            self.tail_factors.take(index),
+        )
+
+
+def _byte_strings(keys: KeysLike) -> pa.Array:
+    """One contiguous arrow string or binary array of the keys, without nulls."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    elif not isinstance(keys, pa.Array):
+        keys = pa.array(keys)
+    if not (pa.types.is_string(keys.type) or pa.types.is_binary(keys.type)):
+        keys = keys.cast(pa.large_binary())
+    if keys.null_count:
+        raise ValueError("bloom filter keys must not be null")
+    return keys
+
+
+def _key_bytes(keys: KeysLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bytes followed by zero slack, start of each key, length of each key), from arrow buffers."""
+    arr = _byte_strings(keys)
+    offset_type = np.dtype(np.int32 if arr.type in (pa.string(), pa.binary()) else np.int64)
+    _, offsets_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(offsets_buf, offset_type, len(arr) + 1, arr.offset * offset_type.itemsize)
+    offsets = offsets.astype(np.int64)
+    padded = np.zeros(offsets[-1] - offsets[0] + _SLACK, np.uint8)
+    if data_buf is not None:
+        padded[:-_SLACK] = np.frombuffer(data_buf, np.uint8)[offsets[0] : offsets[-1]]
+    return padded, offsets[:-1] - offsets[0], np.diff(offsets)
+
+
+def _prepare(keys: KeysLike) -> _Keys:
+    """Sort the keys by word count and precompute everything the seed does not change."""
+    padded, starts, lengths = _key_bytes(keys)
+    nwords = lengths >> 2
+    order = np.argsort(-nwords, kind="stable")
+    starts, lengths, nwords = starts[order], lengths[order], nwords[order]
+    having = len(lengths) - np.cumsum(np.bincount(nwords))  # having[i]: keys with more than i words
+    words = [_mix_word(w) for w in _gather_words(padded, starts, having[:-1])]
+    tail_bytes = (lengths & 3).astype(np.intp)
+    tail = _gather(padded, starts + 4 * nwords, 1)[:, 0] & _TAIL_MASKS[tail_bytes]
+    tail = tail.byteswap() >> _TAIL_SHIFTS[tail_bytes]  # Hadoop reads the tail big-endian
+    tail_factors = np.where(tail_bytes > 0, _M, np.uint32(1)).astype(np.uint32)
+    return _Keys(order, lengths.astype(np.uint32), words, _signed_tail(tail), tail_factors)
+
+
+def _gather(padded: np.ndarray, at: np.ndarray, count: int) -> np.ndarray:
+    """`count` little-endian uint32 words read from each (unaligned) byte offset in `at`."""
+    width = 4 * count
+    rows = np.ndarray((len(padded) - width + 1,), np.dtype(f"V{width}"), padded, 0, (1,))
+    return rows[at].view("<u4").reshape(len(at), count)
+
+
+def _gather_words(padded: np.ndarray, starts: np.ndarray, having: np.ndarray) -> Iterator[np.ndarray]:
+    """Word i of the first having[i] keys, for every i, several words per gather.
+
+    A gather for the keys having word i also reads the next few words of keys that are shorter
+    (bytes of the next key, or the zero slack); those values are dropped.
+    """
+    for first in range(0, len(having), _WORDS_PER_GATHER):
+        count = min(_WORDS_PER_GATHER, len(having) - first)
+        block = _gather(padded, starts[: having[first]] + 4 * first, count)
+        for j in range(count):
+            yield block[: having[first + j], j]
+
+
+def _mix_word(k: np.ndarray) -> np.ndarray:
+    """MurmurHash2's per-word mix, independent of the seed."""
+    k = k * _M
+    k ^= k >> np.uint32(24)
+    k *= _M
+    return k
+
+
+def _signed_tail(tail: np.ndarray) -> np.ndarray:
+    """Hadoop's tail value from its bytes in place: each is a signed Java byte, sign-extended
+    before it is shifted to its place and xor-ed in."""
+    value = np.zeros(len(tail), np.int32)
+    for byte in range(3):
+        signed = (tail << np.uint32(24 - 8 * byte)).view(np.int32) >> 24
+        value ^= signed << (8 * byte)
+    return value.view(np.uint32)
+
+
+def hadoop_murmur_hash(keys: KeysLike, seed: int | np.ndarray) -> np.ndarray:
+    """Hadoop's `MurmurHash.hash(bytes, len, seed)` as int32 per key (str keys hash as UTF-8).
+
+    `seed` is one int for all keys or one per key, as when Hudi chains hashes.
+    """
+    prepared = _prepare(keys)
+    seeds = np.broadcast_to(np.asarray(seed, np.int64), len(prepared)).astype(np.uint32)
+    result = np.empty(len(prepared), np.int32)
+    result[prepared.order] = prepared.hash(seeds[prepared.order]).view(np.int32)
+    return result
+
+
+def _prepare_nonempty(keys: KeysLike) -> _Keys:
+    """Hudi refuses empty keys ("key length must be > 0"); so do we."""
+    prepared = _prepare(keys)
+    if (prepared.lengths == 0).any():
+        raise ValueError("bloom filter keys must not be empty")
+    return prepared
+
+
+# --- the filters -------------------------------------------------------------------------------
+
+
+def _bit_size(num_entries: int, fpp: float) -> int:
+    """Hudi's BloomFilterUtils.getBitSize, in the same floating point order."""
+    return math.ceil(num_entries * (-math.log(fpp) / (math.log(2) * math.log(2))))
+
+
+def _num_hashes(bit_size: int, num_entries: int) -> int:
+    """Hudi's BloomFilterUtils.getNumHashes, in the same floating point order."""
+    return math.ceil(math.log(2) * bit_size / num_entries)
+
+
+class BloomFilter:
+    """A Hudi bloom filter: one or more bit vectors sharing one size and one hash chain.
+
+    A key might be present when all its `nb_hash` bits are set in any one of the vectors. The
+    vectors are stored bit-sliced: byte plane `v // 8`, bit `v % 8` holds vector `v`, so one
+    gather per plane tests a key against up to 8 vectors at once.
+    Subclasses decide which vector each new key goes to and how the whole is serialized.
+    """
+
+    type_code: str
+
+    def __init__(self, vector_size: int, nb_hash: int, vectors: int) -> None:
+        if not (0 < vector_size <= _MAX_JAVA_INT and nb_hash > 0):
+            raise ValueError(f"invalid bloom filter shape: {vector_size} bits, {nb_hash} hashes")
+        self._vector_size = vector_size
+        self._nb_hash = nb_hash
+        self._vectors = 0
+        self._planes: list[np.ndarray] = []  # uint8 per bit position
+        for _ in range(vectors):
+            self._add_vector()
+
+    @classmethod
+    def create(
+        cls,
+        num_entries: int = 60000,
+        fpp: float = 1e-9,
+        filter_type: str = DYNAMIC_V0,
+        max_entries: int = 100000,
+    ) -> BloomFilter:
+        """An empty filter sized as Hudi's BloomFilterFactory.createBloomFilter sizes it."""
+        if num_entries <= 0 or not 0 < fpp < 1:
+            raise ValueError(f"invalid bloom filter parameters: {num_entries} entries, fpp {fpp}")
+        vector_size = _bit_size(num_entries, fpp)
+        nb_hash = _num_hashes(vector_size, num_entries)
+        if _filter_class(filter_type) is SimpleBloomFilter:
+            return SimpleBloomFilter(vector_size, nb_hash)
+        return DynamicBloomFilter(vector_size, nb_hash, num_entries, 0, max_entries)
+
+    @classmethod
+    def deserialize(cls, text: str | bytes, type_code: str) -> BloomFilter:
+        """Read the base64 footer value written by Hudi (or by `serialize`)."""
+        reader = _Reader(base64.b64decode(text, validate=True))
+        bloom = _filter_class(type_code).read(reader)
+        reader.expect_end()
+        return bloom
+
+    def serialize(self) -> str:
+        """The base64 text Hudi stores in the footer, identical byte for byte."""
+        return base64.b64encode(self._to_bytes()).decode("ascii")
+
+    def add_keys(self, keys: KeysLike) -> None:
+        """Add keys in order (the order decides which vector of a dynamic filter holds each)."""
+        prepared = _prepare_nonempty(keys)
+        vectors = self._vectors_for_new_keys(len(prepared)).take(prepared.order)
+        groups = [(v, np.flatnonzero(vectors == v)) for v in np.unique(vectors)]
+        for positions in self._positions(prepared):
+            for vector, members in groups:
+                at = positions if len(members) == len(positions) else positions.take(members)
+                plane = self._planes[vector >> 3]
+                plane[at] = plane.take(at) | np.uint8(1 << (vector & 7))
+
+    def might_contain(self, keys: KeysLike) -> np.ndarray:
+        """Per key: False when the key was certainly never added, True when it may have been.
+
+        Rounds stop being hashed for keys already ruled out, so absent keys cost few rounds.
+        """
+        keys_left = _prepare_nonempty(keys)
+        result = np.zeros(len(keys_left), bool)
+        candidates = np.full((len(self._planes), len(keys_left)), 0xFF, np.uint8)  # vectors per key
+        seeds = np.zeros(len(keys_left), np.uint32)
+        for _ in range(self._nb_hash):
+            seeds = keys_left.hash(seeds)
+            positions = self._position(seeds)
+            for plane, candidate in zip(self._planes, candidates):
+                candidate &= plane.take(positions)
+            alive = candidates.any(axis=0)
+            if np.count_nonzero(alive) < _COMPACT_BELOW * len(alive):
+                keys_left, seeds = keys_left.subset(alive), seeds[alive]
+                candidates = candidates[:, alive]
+        result[keys_left.order[candidates.any(axis=0)]] = True
+        return result
+
+    def _positions(self, keys: _Keys) -> Iterator[np.ndarray]:
+        """The `nb_hash` chained bit positions of every key, one round at a time."""
+        seeds = np.zeros(len(keys), np.uint32)
+        for _ in range(self._nb_hash):
+            seeds = keys.hash(seeds)
+            yield self._position(seeds)
+
+    def _position(self, hashes: np.ndarray) -> np.ndarray:
+        """Java's `Math.abs(h % vectorSize)`; abs of int32 MIN_VALUE read unsigned is 2**31."""
+        unsigned = np.abs(hashes.view(np.int32)).view(np.uint32)
+        return (unsigned % np.uint32(self._vector_size)).astype(np.intp)
+
+    def _add_vector(self) -> None:
+        if self._vectors % 8 == 0:
+            self._planes.append(np.zeros(self._vector_size, np.uint8))
+        self._vectors += 1
+
+    def _set_vector(self, vector: int, bits: np.ndarray) -> None:
+        """Load one vector's bits (uint8 0/1 per position) into its plane."""
+        self._planes[vector >> 3] |= bits << np.uint8(vector & 7)
+
+    def _header_bytes(self) -> bytes:
+        return _INT.pack(_VERSION) + _HEADER.pack(self._nb_hash, _MURMUR_HASH_TYPE, self._vector_size)
+
+    def _vector_bytes(self, vector: int) -> bytes:
+        """One vector as Hadoop's BloomFilter writes it: header, then bits low bit first per byte."""
+        bits = (self._planes[vector >> 3] >> np.uint8(vector & 7)) & np.uint8(1)
+        return self._header_bytes() + np.packbits(bits, bitorder="little").tobytes()
+
+    def _vectors_for_new_keys(self, count: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _to_bytes(self) -> bytes:
+        raise NotImplementedError
+
+
+class SimpleBloomFilter(BloomFilter):
+    """Hudi's SIMPLE filter: Hadoop's plain BloomFilter, one bit vector."""
+
+    type_code = SIMPLE
+
+    def __init__(self, vector_size: int, nb_hash: int) -> None:
+        super().__init__(vector_size, nb_hash, vectors=1)
+
+    @classmethod
+    def read(cls, reader: _Reader) -> SimpleBloomFilter:
+        vector_size, nb_hash, bits = reader.bit_vector()
+        bloom = cls(vector_size, nb_hash)
+        bloom._set_vector(0, bits)
+        return bloom
+
+    def _vectors_for_new_keys(self, count: int) -> np.ndarray:
+        return np.zeros(count, np.intp)
+
+    def _to_bytes(self) -> bytes:
+        return self._vector_bytes(0)
+
+
+class DynamicBloomFilter(BloomFilter):
+    """Hudi's DYNAMIC_V0 (HoodieDynamicBoundedBloomFilter): vectors of `nr` keys each.
+
+    A new vector is added when the newest one holds `nr` keys, as long as the vectors hold fewer
+    than `max_nr` keys in all; after that, keys go round-robin over all vectors, starting with
+    vector 0 twice. The round-robin state and `max_nr` are not serialized: a filter read back has
+    `max_nr = 0` and restarts the round robin, exactly as Hudi's readFields leaves it.
+    """
+
+    type_code = DYNAMIC_V0
+
+    def __init__(self, vector_size: int, nb_hash: int, nr: int, current_nb_record: int, max_nr: int,
+                 vectors: int = 1) -> None:
+        super().__init__(vector_size, nb_hash, vectors)
+        self._nr = nr
+        self._current_nb_record = current_nb_record
+        self._max_nr = max_nr
+        self._reached_max = False
+        self._round_robin_index = 0
+
+    @classmethod
+    def read(cls, reader: _Reader) -> DynamicBloomFilter:
+        vector_size, nb_hash = reader.header()
+        nr, current_nb_record, count = reader.unpack(_DYNAMIC_HEADER)
+        if count <= 0:
+            raise ValueError(f"dynamic bloom filter with {count} vectors")
+        bloom = cls(vector_size, nb_hash, nr, current_nb_record, max_nr=0, vectors=count)
+        for vector in range(count):
+            size, hashes, bits = reader.bit_vector()
+            if (size, hashes) != (vector_size, nb_hash):
+                raise ValueError("a dynamic bloom filter's vectors differ in shape from the filter")
+            bloom._set_vector(vector, bits)
+        return bloom
+
+    def _vectors_for_new_keys(self, count: int) -> np.ndarray:
+        """Which vector each of `count` new keys goes to, as InternalDynamicBloomFilter.add decides."""
+        vectors = np.empty(count, np.intp)
+        done = 0
+        while done < count:
+            if self._reached_max:
+                vectors[done:] = self._round_robin(count - done)
+                done = count
+            elif self._current_nb_record < self._nr:
+                take = min(count - done, self._nr - self._current_nb_record)
+                vectors[done : done + take] = self._vectors - 1
+                done += take
+                self._current_nb_record += take
+            elif self._vectors * self._nr < self._max_nr:
+                self._add_vector()
+                self._current_nb_record = 0
+            else:
+                self._reached_max = True
+                vectors[done] = 0
+                done += 1
+                self._current_nb_record += 1
+        return vectors
+
+    def _round_robin(self, count: int) -> np.ndarray:
+        vectors = (self._round_robin_index + np.arange(count)) % self._vectors
+        self._round_robin_index += count
+        self._current_nb_record += count
+        return vectors
+
+    def _to_bytes(self) -> bytes:
+        header = _DYNAMIC_HEADER.pack(self._nr, self._current_nb_record, self._vectors)
+        return b"".join([self._header_bytes(), header, *map(self._vector_bytes, range(self._vectors))])
+
+
+class _Reader:
+    """Big-endian reads over serialized filter bytes, failing loudly when they run short."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pos = 0
+
+    def unpack(self, layout: struct.Struct) -> tuple:
+        return layout.unpack(self._take(layout.size))
+
+    def header(self) -> tuple[int, int]:
+        """(vectorSize, nbHash) of a Hadoop Filter header in the current, murmur-hashed format."""
+        (version,) = self.unpack(_INT)
+        if version != _VERSION:
+            raise ValueError(f"unsupported bloom filter version {version} (old Jenkins-hashed format?)")
+        nb_hash, hash_type, vector_size = self.unpack(_HEADER)
+        if hash_type != _MURMUR_HASH_TYPE:
+            raise ValueError(f"unsupported bloom filter hash type {hash_type}")
+        if not (vector_size > 0 and nb_hash > 0):
+            raise ValueError(f"invalid bloom filter shape: {vector_size} bits, {nb_hash} hashes")
+        return vector_size, nb_hash
+
+    def bit_vector(self) -> tuple[int, int, np.ndarray]:
+        """(vectorSize, nbHash, bits as uint8 0/1) of one serialized Hadoop BloomFilter."""
+        vector_size, nb_hash = self.header()
+        packed = np.frombuffer(self._take((vector_size + 7) // 8), np.uint8)
+        return vector_size, nb_hash, np.unpackbits(packed, count=vector_size, bitorder="little")
+
+    def expect_end(self) -> None:
+        if self._pos != len(self._data):
+            raise ValueError(f"{len(self._data) - self._pos} unexpected bytes after the bloom filter")
+
+    def _take(self, size: int) -> bytes:
+        if self._pos + size > len(self._data):
+            raise ValueError("serialized bloom filter is truncated")
+        self._pos += size
+        return self._data[self._pos - size : self._pos]
+
+
+def _filter_class(type_code: str) -> type[SimpleBloomFilter] | type[DynamicBloomFilter]:
+    """Hudi matches type codes case-insensitively."""
+    kinds = {SIMPLE: SimpleBloomFilter, DYNAMIC_V0: DynamicBloomFilter}
+    try:
+        return kinds[type_code.upper()]
+    except KeyError:
+        raise ValueError(f"unknown bloom filter type code {type_code!r}") from None
+
+
+def bloom_filter_for_keys(keys: KeysLike, num_entries: int, fpp: float, filter_type: str,
+                          max_entries: int) -> BloomFilter:
+    """A filter holding `keys`, added in order, as Hudi builds it for a base file."""
+    bloom = BloomFilter.create(num_entries, fpp, filter_type, max_entries)
+    bloom.add_keys(keys)
+    return bloom
