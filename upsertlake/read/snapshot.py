@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine.file_writer import META_SCHEMA, full_schema
-from upsertlake.errors import SchemaError
+from upsertlake.errors import SchemaError, UnsupportedTableError
 from upsertlake.index.footer import read_footer
 from upsertlake.read.filters import (
     Filters,
@@ -37,6 +37,13 @@ def table_schema(timeline: Timeline, config: TableConfig, as_of: str | None = No
     return avro_to_arrow(config.create_schema) if config.create_schema else pa.schema([])
 
 
+def output_schema(data_schema: pa.Schema, config: TableConfig) -> pa.Schema:
+    """What a read returns: the five meta columns, then the data columns; only the data columns
+    when the table does not populate meta fields (they hold nothing but nulls there, and Apache
+    Hudi's readers, Spark's and hudi-rs, leave them out)."""
+    return full_schema(data_schema) if config.populate_meta_fields else data_schema
+
+
 def read_snapshot(
     timeline: Timeline,
     config: TableConfig,
@@ -45,7 +52,7 @@ def read_snapshot(
     filters: Filters = None,
 ) -> pa.Table:
     view = FileSystemView(timeline, as_of)
-    schema = full_schema(table_schema(timeline, config, as_of))
+    schema = output_schema(table_schema(timeline, config, as_of), config)
     files = prune_files(view, config, schema, view.latest_base_files(), filters)
     return read_files(view, files, schema, columns, filters)
 
@@ -53,11 +60,22 @@ def read_snapshot(
 def read_incremental(
     timeline: Timeline, config: TableConfig, begin: str, end: str | None, columns: Sequence[str] | None = None
 ) -> pa.Table:
-    """The latest state (as of `end`) of the records written by commits in (begin, end]."""
+    """The latest state (as of `end`) of the records written by commits in (begin, end].
+
+    The columns are those of the newest schema, whatever `end` is: Apache Hudi's incremental
+    query does so by default (`hoodie.datasource.read.schema.use.end.instanttime=false`), and so
+    does hudi-rs. Without meta fields there are no commit times to select rows by, and Hudi
+    refuses the query; so do we.
+    """
+    if not config.populate_meta_fields:
+        raise UnsupportedTableError(
+            "incremental reads need the _hoodie_commit_time meta field; this table does not "
+            "populate meta fields (hoodie.populate.meta.fields=false)"
+        )
     in_range = [i for i in timeline.completed_writes() if i.time > begin and (end is None or i.time <= end)]
     end = end if end is not None else (in_range[-1].time if in_range else begin)
     view = FileSystemView(timeline, end)
-    schema = full_schema(table_schema(timeline, config, end))
+    schema = full_schema(table_schema(timeline, config))
     touched = set()
     for inst in in_range:
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
@@ -77,7 +95,9 @@ def prune_files(
     partitions = {bf.partition_path for bf in files}
     keep = {p for p in partitions if partition_may_match(keygen.partition_values(p), predicates, schema)}
     files = [bf for bf in files if bf.partition_path in keep]
-    key_field = config.record_key_fields[0] if len(config.record_key_fields) == 1 else None
+    # Footer key ranges are over `_hoodie_record_key`, which is the field's value only under the
+    # simple key generators (ComplexKeyGenerator keys read `id:<value>`).
+    key_field = config.record_key_fields[0] if keygen.simple_key else None
     if key_field and key_field in schema.names and pa.types.is_string(schema.field(key_field).type):
         if any(col == key_field for col, _, _ in predicates):
             files = [

@@ -89,7 +89,8 @@ class Table:
         as_of: str | datetime | None = None,
         filters: Filters = None,
     ) -> pa.Table:
-        """The snapshot as of an instant (default: newest): five `_hoodie_*` columns, then data."""
+        """The snapshot as of an instant (default: newest): five `_hoodie_*` columns, then data
+        (data only for a table that does not populate meta fields, as Hudi's readers return it)."""
         return read_snapshot(Timeline.load(self.storage), self.config, columns, _instant(as_of), filters)
 
     def read_incremental(
