@@ -8,7 +8,7 @@ column-wise: the rows to replace are one `is_in` mask over the old keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import numpy as np
@@ -80,40 +80,39 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     in_keys = records.column(KEY)
     is_delete = records.column(DELETE_FLAG)
 
-    n_in = records.num_rows
-    if task.merge_mode is MergeMode.APPEND or old.num_rows == 0:
-        exists = np.zeros(n_in, dtype=bool)
-        applied = np.ones(n_in, dtype=bool)
-        replace_old = np.zeros(old.num_rows, dtype=bool)
-    else:
+    n_in, n_old = records.num_rows, old.num_rows
+    deletes = np.asarray(is_delete.to_numpy(zero_copy_only=False), dtype=bool)
+    exists = np.zeros(n_in, dtype=bool)
+    applied = np.ones(n_in, dtype=bool)
+    old_rows = matched = np.zeros(0, dtype=np.int64)
+    copy_wins = np.zeros(0, dtype=bool)  # per matched stored row: the incoming record replaces it
+    all_copies = np.zeros(n_in, dtype=bool)  # the record replaced every stored copy of its key
+    if task.merge_mode is not MergeMode.APPEND and n_old:
         # Probe the old keys against a hash of the bucket's (fewer) records.
         hit = np.asarray(pc.fill_null(pc.index_in(old.column(KEY), value_set=in_keys), -1).to_numpy(), dtype=np.int64)
         old_rows = np.flatnonzero(hit >= 0)
         matched = hit[old_rows]
-        exists = np.zeros(n_in, dtype=bool)
         exists[matched] = True
-        stored_row = np.zeros(n_in, dtype=np.int64)
-        stored_row[matched[::-1]] = old_rows[::-1]  # the first stored row of each key
-        applied = _incoming_wins(task, old, pa.array(stored_row, mask=~exists), exists)
-        replace_old = np.zeros(old.num_rows, dtype=bool)
-        replace_old[old_rows] = applied[matched]
-    deletes = np.asarray(is_delete.to_numpy(zero_copy_only=False), dtype=bool)
-    replace = exists & applied
+        # Each stored copy of a key (plain inserts make duplicates) merges with the record on its
+        # own, as Hudi's merge handle does.
+        per_copy = replace(task, records=records.take(pa.array(matched)))
+        copy_wins = _incoming_wins(per_copy, old, pa.array(old_rows), np.ones(len(matched), dtype=bool))
+        wins = np.bincount(matched[copy_wins], minlength=n_in)
+        applied = ~exists | (wins > 0)
+        all_copies = exists & (wins == np.bincount(matched, minlength=n_in))
+    replaced = exists & applied
     write_new = applied & ~deletes
 
-    carried = old.filter(pa.array(~replace_old)) if replace_old.any() else old
-    carried = carried.set_column(4, META_COLUMNS[4], constant(name, carried.num_rows))
-
     new_rows = _with_meta(records.filter(pa.array(write_new)), task, name, schema)
-    out = pa.concat_tables([carried, new_rows]) if carried.num_rows else new_rows
+    out = _merged_order(old, new_rows, name, old_rows, matched, copy_wins, write_new, exists)
 
     storage.write_if_absent(marker_path(task.instant_time, bucket.partition_path, name, _io_type(task)), b"")
     size = write_base_file(storage, path, out, config)
 
-    deleted = replace & deletes
+    deleted = all_copies & deletes  # keys gone from the file group, for the index
     inserted = ~exists & write_new
-    num_updates = int((replace & ~deletes).sum())
-    num_deletes = int(deleted.sum())
+    num_updates = int((replaced & ~deletes).sum())
+    num_deletes = int((replaced & deletes).sum())
     num_inserts = int(inserted.sum())
     stat = WriteStat(
         fileId=bucket.file_id,
@@ -135,6 +134,37 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         num_inserts=num_inserts,
         num_deletes=num_deletes,
     )
+
+
+def _merged_order(
+    old: pa.Table,
+    new_rows: pa.Table,
+    name: str,
+    old_rows: np.ndarray,
+    matched: np.ndarray,
+    copy_wins: np.ndarray,
+    write_new: np.ndarray,
+    exists: np.ndarray,
+) -> pa.Table:
+    """The new file version in Hudi's merge order: old rows in place (an updated row takes the
+    place of each stored copy it wins against; deleted rows drop out), inserts last."""
+    n_old = old.num_rows
+    old = old.set_column(4, META_COLUMNS[4], constant(name, n_old))
+    if n_old == 0:
+        return new_rows
+    new_pos = np.cumsum(write_new) - 1  # row of each record within new_rows
+    source = np.arange(n_old, dtype=np.int64)
+    keep = np.ones(n_old, dtype=bool)
+    replaced = copy_wins
+    keep[old_rows[replaced]] = False
+    in_place = replaced & write_new[matched]
+    keep[old_rows[in_place]] = True
+    source[old_rows[in_place]] = n_old + new_pos[matched[in_place]]
+    inserts = n_old + new_pos[np.flatnonzero(write_new & ~exists)]
+    order = np.concatenate([source[keep], inserts])
+    if len(order) == n_old and np.array_equal(order, np.arange(n_old)):
+        return old
+    return pa.concat_tables([old, new_rows]).take(pa.array(order))
 
 
 def _io_type(task: BucketTask) -> str:

@@ -75,7 +75,12 @@ def prepare_batch(
     keys = keygen.record_keys(batch)
     partitions = keygen.partition_paths(batch)
     if IS_DELETED in batch.column_names:
-        flag = pc.fill_null(pc.cast(batch.column(IS_DELETED), pa.bool_()), False)
+        if not pa.types.is_boolean(batch.schema.field(IS_DELETED).type):
+            raise SchemaError(
+                f"column {IS_DELETED!r} must be boolean (it marks deletes), not "
+                f"{batch.schema.field(IS_DELETED).type}"
+            )
+        flag = pc.fill_null(batch.column(IS_DELETED), False)
     else:
         flag = constant(False, batch.num_rows, pa.bool_())
     records = (
@@ -99,7 +104,8 @@ def _prepare_delete(
     """Deletes need only the key (and partition) columns; data columns are carried as nulls."""
     keygen = KeyGenerator(config)
     keys = keygen.record_keys(batch)
-    if config.partition_fields and all(f in batch.column_names for f in config.partition_fields):
+    # A non-partitioned table's partition path is "" (not unknown), so its keys are found.
+    if all(f in batch.column_names for f in config.partition_fields):
         partitions = keygen.partition_paths(batch)
     else:
         partitions = constant(None, batch.num_rows)

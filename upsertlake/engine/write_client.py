@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from upsertlake.concurrency.lock import FileLock
 from upsertlake.config import Config
@@ -157,6 +158,8 @@ class WriteClient:
         with _stage(stages, "tag"):
             records, locations = self._tag(batch, index, view, operation, cfg)
         with _stage(stages, "profile"):
+            if operation == "bulk_insert":
+                records, locations = _bulk_insert_sort(records, locations, cfg.get(opt.BULK_INSERT_SORT_MODE))
             file_ids = locations.column("loc_file_id")
             profile = WorkloadProfile.build(
                 records.column(PARTITION), file_ids, operation.upper(), instant_times=locations.column("loc_instant")
@@ -190,7 +193,9 @@ class WriteClient:
             return records, pa.table({"loc_partition": empty, "loc_file_id": empty, "loc_instant": empty})
         locations = index.tag(records.column(KEY), records.column(PARTITION), view)
         if index.is_global:
-            records, locations = _route_global(records, locations, operation, cfg)
+            records, locations = _route_global(
+                records, locations, operation, cfg, view, self.table_config.precombine_field
+            )
         # A delete of a key that is not stored is nothing.
         keep = pc.invert(pc.and_(records.column(DELETE_FLAG), pc.is_null(locations.column("loc_file_id"))))
         if not pc.all(keep).as_py():
@@ -295,7 +300,9 @@ class WriteClient:
         started = time.perf_counter()
         ours = {(s.partitionPath, s.fileId) for s in result.write_stats}
         schema = result.data_schema
-        extra = {"schema": avro_schema_json(arrow_to_avro(schema, self.table_config.name))} if schema else {}
+        # A delete on a table with no commits yet has no schema (an empty one) to record.
+        has_schema = schema is not None and len(schema) > 0
+        extra = {"schema": avro_schema_json(arrow_to_avro(schema, self.table_config.name))} if has_schema else {}
         metadata = CommitMetadata(
             partition_to_write_stats=_by_partition(result.write_stats),
             operation_type=result.operation.upper(),
@@ -317,7 +324,7 @@ class WriteClient:
             if current.state is State.REQUESTED:
                 current = transition(self.storage, current, State.INFLIGHT, b"")
             transition(self.storage, current, State.COMPLETED, metadata.to_json_bytes())
-            if schema is not None and not self.table_config.create_schema:
+            if has_schema and not self.table_config.create_schema:
                 self.table_config = self.table_config.with_schema(extra["schema"])
                 self.table_config.save(self.storage)
         del self._pending[instant_time]
@@ -374,19 +381,37 @@ def _commit_sizes(timeline: Timeline) -> Iterator[tuple[int, int]]:
 
 
 def _route_global(
-    records: pa.Table, locations: pa.Table, operation: str, cfg: Config
+    records: pa.Table,
+    locations: pa.Table,
+    operation: str,
+    cfg: Config,
+    view: FileSystemView,
+    precombine_field: str | None,
 ) -> tuple[pa.Table, pa.Table]:
     """A key found in another partition: delete it there and insert it in the new partition
-    (`update.partition.path`), or update it in place in its old partition."""
+    (`update.partition.path`), or update it in place in its old partition.
+
+    As in Hudi, the incoming record is merged with the stored one first: under event-time ordering
+    a stored record with the larger ordering value wins and stays where it is (the record is routed
+    to it as an in-place update, which the merge then discards)."""
     moved = pc.fill_null(pc.not_equal(locations.column("loc_partition"), records.column(PARTITION)), False)
     if operation == "delete":
         # Deletes go wherever the key lives.
         return _set(records, PARTITION, locations.column("loc_partition")), locations
     if not pc.any(moved).as_py():
         return records, locations
-    if not (cfg.get(opt.SIMPLE_INDEX_UPDATE_PARTITION_PATH) and cfg.get(opt.BLOOM_INDEX_UPDATE_PARTITION_PATH)):
-        in_place = pc.if_else(moved, locations.column("loc_partition"), records.column(PARTITION))
-        return _set(records, PARTITION, in_place), locations
+    if not _update_partition_path(cfg):
+        stay = moved
+    elif precombine_field and cfg.get(opt.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING":
+        stay = _stored_wins(records, locations, moved, view, precombine_field)
+    else:
+        stay = None
+    if stay is not None and pc.any(stay).as_py():
+        in_place = pc.if_else(stay, locations.column("loc_partition"), records.column(PARTITION))
+        records = _set(records, PARTITION, in_place)
+        moved = pc.and_(moved, pc.invert(stay))
+        if not pc.any(moved).as_py():
+            return records, locations
     old_home = records.filter(moved)
     old_home = _set(old_home, PARTITION, locations.column("loc_partition").filter(moved))
     old_home = _set(old_home, DELETE_FLAG, constant(True, old_home.num_rows, pa.bool_()))
@@ -396,8 +421,69 @@ def _route_global(
     return pa.concat_tables([records, old_home]), pa.concat_tables([new_locations, locations.filter(moved)])
 
 
+def _update_partition_path(cfg: Config) -> bool:
+    """Does a key arriving with a new partition path move there? Each global index reads its own
+    option, as in Hudi (GLOBAL_SIMPLE the simple one, GLOBAL_BLOOM the bloom one); our
+    GLOBAL_INMEMORY has no Hudi option, so it moves only when neither option says no."""
+    kind = cfg.get(opt.INDEX_TYPE).upper().removeprefix("GLOBAL_")
+    simple, bloom = cfg.get(opt.SIMPLE_INDEX_UPDATE_PARTITION_PATH), cfg.get(opt.BLOOM_INDEX_UPDATE_PARTITION_PATH)
+    return {"SIMPLE": simple, "BLOOM": bloom}.get(kind, simple and bloom)
+
+
+def _stored_wins(
+    records: pa.Table, locations: pa.Table, moved: pa.ChunkedArray, view: FileSystemView, field: str
+) -> pa.Array:
+    """Per record: is it a moved key whose stored record orders after it (event time)? Reads the
+    key and ordering columns of only the file groups holding moved keys."""
+    rows = np.flatnonzero(np.asarray(pc.fill_null(moved, False).to_numpy(zero_copy_only=False), dtype=bool))
+    wins = np.zeros(records.num_rows, dtype=bool)
+    if field not in records.column_names or not len(rows):
+        return pa.array(wins)
+    at = pa.array(rows)
+    groups = pa.table(
+        {
+            "p": locations.column("loc_partition").take(at),
+            "f": locations.column("loc_file_id").take(at),
+            "row": at,
+        }
+    )
+    latest = {bf.file_group: bf for bf in view.latest_base_files()}
+    incoming_all = records.column(field)
+    for group in groups.group_by(["p", "f"]).aggregate([("row", "list")]).to_pylist():
+        bf = latest.get((group["p"], group["f"]))
+        if bf is None:
+            continue
+        parquet = pq.ParquetFile(view.storage.full_path(bf.path))
+        if field not in parquet.schema_arrow.names:
+            continue
+        stored_file = parquet.read(columns=[KEY, field])
+        sub = pa.array(group["row_list"], pa.int64())
+        pos = pc.index_in(records.column(KEY).take(sub), value_set=stored_file.column(KEY))
+        incoming = incoming_all.take(sub)
+        stored = stored_file.column(field).take(pos)
+        try:
+            stored = stored.cast(incoming.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        larger = pc.fill_null(pc.greater(stored, incoming), False)
+        larger = pc.or_(larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
+        wins[group["row_list"]] = np.asarray(larger.to_numpy(zero_copy_only=False), dtype=bool)
+    return pa.array(wins)
+
+
 def _set(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
     return table.set_column(table.schema.get_field_index(name), name, column)
+
+
+def _bulk_insert_sort(records: pa.Table, locations: pa.Table, mode: str) -> tuple[pa.Table, pa.Table]:
+    """`hoodie.bulkinsert.sort.mode`: the order records fill the new files in. NONE keeps the input
+    order; PARTITION_PATH_REPARTITION groups by partition, which `_bulk_insert_buckets` does anyway;
+    GLOBAL_SORT, PARTITION_SORT and PARTITION_PATH_REPARTITION_AND_SORT sort by (partition path,
+    record key), so each file holds a contiguous run of keys (one process is one Spark partition)."""
+    if mode in ("NONE", "PARTITION_PATH_REPARTITION") or records.num_rows < 2:
+        return records, locations
+    order = pc.sort_indices(records, sort_keys=[(PARTITION, "ascending"), (KEY, "ascending")])
+    return records.take(order), locations.take(order)
 
 
 def _bulk_insert_buckets(records: pa.Table, avg: int, pconf: PartitionerConfig) -> tuple[list[Bucket], np.ndarray]:
@@ -434,7 +520,7 @@ def _by_partition(stats: tuple[WriteStat, ...]) -> dict[str, list[WriteStat]]:
 
 
 def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[WriteStat, ...]) -> IndexUpdate:
-    ins_keys, ins_parts, ins_ids, del_keys, del_parts = [], [], [], [], []
+    ins_keys, ins_parts, ins_ids, del_keys, del_parts, del_ids = [], [], [], [], [], []
     for status in statuses:
         n_ins, n_del = len(status.inserted_keys), len(status.deleted_keys)
         ins_keys.append(status.inserted_keys)
@@ -442,6 +528,7 @@ def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[W
         ins_ids.append(constant(status.stat.fileId, n_ins))
         del_keys.append(status.deleted_keys)
         del_parts.append(constant(status.stat.partitionPath, n_del))
+        del_ids.append(constant(status.stat.fileId, n_del))
     empty = pa.array([], pa.string())
 
     def cat(arrays: list) -> pa.Array:
@@ -450,5 +537,5 @@ def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[W
     return IndexUpdate(
         instant_time,
         inserted=pa.table({"key": cat(ins_keys), "partition": cat(ins_parts), "file_id": cat(ins_ids)}),
-        deleted=pa.table({"key": cat(del_keys), "partition": cat(del_parts)}),
+        deleted=pa.table({"key": cat(del_keys), "partition": cat(del_parts), "file_id": cat(del_ids)}),
     )

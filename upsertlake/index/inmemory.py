@@ -18,14 +18,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from upsertlake.index.base import LOCATION_SCHEMA, Index, IndexUpdate, read_file_keys
+from upsertlake.index.base import LOCATION_SCHEMA, Index, IndexUpdate, join_locations, read_file_keys
 from upsertlake.table.file_system_view import FileSystemView
 
 
 def hash_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """xxhash64 of each key's UTF-8 bytes (one C call per key: there is no batch API)."""
     digest = xxhash.xxh64_intdigest
-    return np.fromiter((digest(k) for k in keys.to_pylist()), dtype=np.uint64, count=len(keys))
+    # xxhash >= 4 hashes bytes only (str must be encoded first)
+    return np.fromiter((digest(k.encode()) for k in keys.to_pylist()), dtype=np.uint64, count=len(keys))
 
 
 @dataclass
@@ -67,14 +68,16 @@ class InMemoryIndex(Index):
             return keys
         return pc.binary_join_element_wise(partitions, keys, "\x00")
 
-    def _state(self, view: FileSystemView) -> _State:
+    def _state(self, view: FileSystemView) -> tuple[_State, int]:
+        """The current state, and the number of files read to (re)build it (0 when it was current)."""
         current = frozenset(i.time for i in view.visible_instants)
         slot = (view.storage.base, self.is_global)
         state = _STATES.get(slot)
         if state is None or state.applied != current:
             state = self._build(view, current)
             _STATES[slot] = state
-        return state
+            return state, len(view.latest_base_files())
+        return state, 0
 
     def _build(self, view: FileSystemView, applied: frozenset[str]) -> _State:
         stored = read_file_keys(view.storage, view.latest_base_files())
@@ -87,19 +90,26 @@ class InMemoryIndex(Index):
         return _State(applied, hashes[order], groups[order], keys.take(pa.array(order)), file_groups)
 
     def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView) -> pa.Table:
+        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
         with _LOCK:
-            state = self._state(view)
+            state, files_read = self._state(view)
             lookup = self._lookup_keys(keys, partitions)
             hashes = hash_keys(lookup)
-            pos = np.searchsorted(state.hashes, hashes)
-            pos_clipped = np.minimum(pos, max(len(state.hashes) - 1, 0))
-            found = np.zeros(len(hashes), dtype=bool)
-            if len(state.hashes):
-                found = state.hashes[pos_clipped] == hashes
-                if found.any():
-                    same = pc.equal(state.keys.take(pa.array(pos_clipped)), lookup)
-                    found &= np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False), dtype=bool)
-            groups = np.where(found, state.groups[pos_clipped] if len(state.hashes) else 0, 0)
+            lo = np.searchsorted(state.hashes, hashes, side="left")
+            hi = np.searchsorted(state.hashes, hashes, side="right")
+            single = hi - lo == 1
+            found = single.copy()
+            if found.any():
+                at = np.flatnonzero(found)
+                same = pc.equal(state.keys.take(pa.array(lo[at])), lookup.take(pa.array(at)))
+                found[at] = np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False), dtype=bool)
+            groups = np.where(found, state.groups[np.minimum(lo, max(len(state.groups) - 1, 0))] if len(state.groups) else 0, 0)
+            several = np.flatnonzero(hi - lo > 1)
+            if len(several):  # a stored duplicate (or a 64-bit hash collision): rank the copies
+                picked = self._pick(state, keys, partitions, lookup, several, lo, hi)
+                found[several] = picked >= 0
+                groups[several] = np.maximum(picked, 0)
             latest = {bf.file_group: bf.instant_time for bf in view.latest_base_files()}
             fgs = state.file_groups or [("", "")]
             take = pa.array(groups, mask=~found)
@@ -108,8 +118,34 @@ class InMemoryIndex(Index):
                 "loc_file_id": pa.array([fg[1] for fg in fgs], pa.string()).take(take),
                 "loc_instant": pa.array([latest.get(fg) for fg in fgs], pa.string()).take(take),
             }
-        self._stats = {"files_opened": 0, "keys_matched": int(found.sum())}
+        self._stats = {"files_opened": files_read, "keys_matched": int(found.sum())}
         return pa.table(columns, schema=LOCATION_SCHEMA)
+
+    def _pick(
+        self, state: _State, keys: pa.Array, partitions: pa.Array, lookup: pa.Array,
+        rows: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+    ) -> np.ndarray:
+        """The group id (-1: none) of each of `rows`, whose hash matches several stored entries,
+        chosen among the entries holding the very key by the rule of `join_locations`."""
+        counts = hi[rows] - lo[rows]
+        owner = np.repeat(np.arange(len(rows)), counts)  # index into `rows` of each candidate
+        entry = np.repeat(lo[rows], counts) + np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        same = pc.equal(state.keys.take(pa.array(entry)), lookup.take(pa.array(rows[owner])))
+        keep = np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False), dtype=bool)
+        owner, entry = owner[keep], entry[keep]
+        fgs = state.file_groups
+        group_of_entry = state.groups[entry]
+        candidates = pa.table(
+            {
+                "key": keys.take(pa.array(rows[owner])),
+                "loc_partition": pa.array([fgs[g][0] for g in group_of_entry], pa.string()),
+                "loc_file_id": pa.array([fgs[g][1] for g in group_of_entry], pa.string()),
+                "loc_instant": pa.array(group_of_entry.astype(str), pa.string()),  # carries the group id
+            }
+        )
+        chosen = join_locations(keys.take(pa.array(rows)), partitions.take(pa.array(rows)), candidates, self.is_global)
+        ids = chosen.column("loc_instant").to_pylist()
+        return np.array([-1 if g is None else int(g) for g in ids], dtype=np.int64)
 
     def update(self, change: IndexUpdate, view: FileSystemView) -> None:
         """Apply a committed write: drop deleted keys, add inserted ones, mark the instant applied."""
@@ -128,8 +164,19 @@ class InMemoryIndex(Index):
                 gone = gone.combine_chunks() if isinstance(gone, pa.ChunkedArray) else gone
                 candidates = np.isin(state.hashes, hash_keys(gone))
                 if candidates.any():
+                    # Only the copy in the file group the key was deleted from: a duplicate of the
+                    # key in another file group (or partition, when global) is still stored.
+                    where = {fg: i for i, fg in enumerate(state.file_groups)}
+                    deleted_groups = [
+                        where.get(fg, -1)
+                        for fg in zip(change.deleted.column("partition").to_pylist(), change.deleted.column("file_id").to_pylist())
+                    ]
                     idx = np.flatnonzero(candidates)
-                    hit = pc.is_in(state.keys.take(pa.array(idx)), value_set=gone)
+                    stored = pc.binary_join_element_wise(
+                        pa.array(state.groups[idx].astype(str)), state.keys.take(pa.array(idx)), "\x00"
+                    )
+                    wanted = pc.binary_join_element_wise(pa.array(np.array(deleted_groups).astype(str)), gone, "\x00")
+                    hit = pc.is_in(stored, value_set=wanted)
                     keep[idx[np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)]] = False
             ins = change.inserted
             new_keys = self._lookup_keys(ins.column("key"), ins.column("partition"))

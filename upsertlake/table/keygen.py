@@ -98,7 +98,7 @@ class KeyGenerator:
         text = value_text(column)
         text = pc.if_else(pc.fill_null(pc.equal(pc.utf8_length(text), 0), True), DEFAULT_PARTITION, text)
         if self.config.urlencode_partitions:
-            text = _map_distinct(text, lambda v: v if v == DEFAULT_PARTITION else quote_plus(v, safe="*"))
+            text = _map_distinct(text, lambda v: v if v == DEFAULT_PARTITION else java_url_encode(v))
         if self.config.hive_style_partitioning:
             text = pc.binary_join_element_wise(f"{name}=", text, "")
         return text
@@ -120,6 +120,11 @@ class KeyGenerator:
                 continue
             values[name] = unquote_plus(part) if self.config.urlencode_partitions else part
         return values
+
+
+def java_url_encode(value: str) -> str:
+    """Java's URLEncoder.encode(value, UTF-8): keeps letters, digits and `.-*_`; space is '+'."""
+    return quote_plus(value, safe="*").replace("~", "%7E")
 
 
 def _map_distinct(text: pa.ChunkedArray, fn) -> pa.ChunkedArray:  # noqa: ANN001 - a str -> str callable
