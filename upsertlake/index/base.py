@@ -33,7 +33,7 @@ class IndexUpdate:
 
     instant_time: str
     inserted: pa.Table  # columns: key, partition, file_id
-    deleted: pa.Table  # columns: key, partition
+    deleted: pa.Table  # columns: key, partition, file_id
 
 
 class Index(ABC):
@@ -92,31 +92,81 @@ def read_file_keys(storage: Storage, files: Sequence[BaseFile], threads: int = 2
 def join_locations(
     keys: pa.Array, partitions: pa.Array, located: pa.Table, is_global: bool
 ) -> pa.Table:
-    """Left-join the batch's keys to stored key locations; one output row per input key, in order.
+    """Left-join the batch's keys to stored key locations; one output row per input key, in order
+    (a key repeated in the batch is tagged on every row).
 
-    The hash table is built on the (small) batch and probed with the (large) stored keys, which
-    is several times faster than the other way round. A key stored twice (duplicates made by
-    plain inserts) takes its first location.
+    The hash table is built on the batch's distinct keys and probed with the (large) stored keys,
+    which is several times faster than the other way round. A key stored more than once
+    (duplicates made by plain inserts) takes, so that every index tags alike, the location in the
+    record's own partition if there is one (a non-global index looks nowhere else), then the
+    smallest (partition, fileId).
     """
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
     n = len(keys)
-    probe, value_set = located.column("key"), keys
-    if not is_global and pc.count_distinct(keys).as_py() != n:
-        # one key in two partitions of the batch: match on (partition, key) instead
-        probe = pc.binary_join_element_wise(located.column("loc_partition"), probe, "\x00")
-        value_set = pc.binary_join_element_wise(partitions, keys, "\x00")
-    hit = np.asarray(pc.fill_null(pc.index_in(probe, value_set=value_set), -1).to_numpy(), dtype=np.int64)
+    encoded = pc.dictionary_encode(keys)
+    batch_key = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    num_keys = len(encoded.dictionary)
+    hit = np.asarray(
+        pc.fill_null(pc.index_in(located.column("key"), value_set=encoded.dictionary), -1).to_numpy(), dtype=np.int64
+    )
     stored_rows = np.flatnonzero(hit >= 0)
-    batch_rows = hit[stored_rows]
-    if not is_global and len(stored_rows):
-        same = pc.equal(
-            located.column("loc_partition").take(pa.array(stored_rows)), pc.take(partitions, pa.array(batch_rows))
-        )
-        keep = np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False), dtype=bool)
-        stored_rows, batch_rows = stored_rows[keep], batch_rows[keep]
-    first_batch, first_at = np.unique(batch_rows, return_index=True)
-    source = np.zeros(n, dtype=np.int64)
-    source[first_batch] = stored_rows[first_at]
-    found = np.zeros(n, dtype=bool)
-    found[first_batch] = True
-    take = pa.array(source, mask=~found)
+    stored_key = hit[stored_rows]
+    if len(stored_rows) and np.bincount(stored_key, minlength=num_keys).max() == 1:
+        # Each key stored once: a row's location is its key's, if in the right partition.
+        by_key = np.full(num_keys, -1, dtype=np.int64)
+        by_key[stored_key] = stored_rows
+        source = by_key[batch_key] if n else np.zeros(0, dtype=np.int64)
+        found = source >= 0
+        if not is_global and found.any():
+            at = np.flatnonzero(found)
+            same = pc.equal(located.column("loc_partition").take(pa.array(source[at])), partitions.take(pa.array(at)))
+            found[at] = np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False), dtype=bool)
+    elif len(stored_rows):
+        source, found = _pick_locations(batch_key, partitions, stored_rows, stored_key, located, is_global)
+    else:
+        source, found = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    take = pa.array(np.where(found, source, 0), mask=~found)
     return pa.table({f.name: located.column(f.name).take(take) for f in LOCATION_SCHEMA}, schema=LOCATION_SCHEMA)
+
+
+def _pick_locations(
+    batch_key: np.ndarray,
+    partitions: pa.Array,
+    stored_rows: np.ndarray,
+    stored_key: np.ndarray,
+    located: pa.Table,
+    is_global: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(stored row, found) per batch row when some key is stored several times: every (row,
+    stored copy) pair of the same key, ranked by own partition first, then (partition, fileId)."""
+    n = len(batch_key)
+    pairs = pa.table({"k": batch_key, "row": np.arange(n, dtype=np.int64)}).join(
+        pa.table({"k": stored_key, "src": stored_rows}), keys="k", join_type="inner", use_threads=False
+    )
+    src = pairs.column("src").combine_chunks()
+    loc_partition = located.column("loc_partition").take(src)
+    elsewhere = pc.fill_null(pc.not_equal(loc_partition, partitions.take(pairs.column("row").combine_chunks())), True)
+    ranked = pa.table(
+        {
+            "row": pairs.column("row"),
+            "elsewhere": pc.cast(elsewhere, pa.int8()),
+            "p": loc_partition,
+            "f": located.column("loc_file_id").take(src),
+            "src": src,
+        }
+    )
+    if not is_global:
+        ranked = ranked.filter(pc.equal(ranked.column("elsewhere"), 0))
+    rows = ranked.column("row").to_numpy()
+    if len(np.unique(rows)) == len(rows):  # e.g. non-global, the key's other copies elsewhere
+        first = np.arange(len(rows))
+    else:
+        order = [("row", "ascending"), ("elsewhere", "ascending"), ("p", "ascending"), ("f", "ascending")]
+        ranked = ranked.sort_by(order)
+        rows = ranked.column("row").to_numpy()
+        first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    source, found = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    source[rows[first]] = ranked.column("src").to_numpy()[first]
+    found[rows[first]] = True
+    return source, found

@@ -104,7 +104,8 @@ class InMemoryIndex(Index):
                 at = np.flatnonzero(found)
                 same = pc.equal(state.keys.take(pa.array(lo[at])), lookup.take(pa.array(at)))
                 found[at] = np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False), dtype=bool)
-            groups = np.where(found, state.groups[np.minimum(lo, max(len(state.groups) - 1, 0))] if len(state.groups) else 0, 0)
+            at_lo = state.groups[np.minimum(lo, len(state.groups) - 1)] if len(state.groups) else 0
+            groups = np.where(found, at_lo, 0)
             several = np.flatnonzero(hi - lo > 1)
             if len(several):  # a stored duplicate (or a 64-bit hash collision): rank the copies
                 picked = self._pick(state, keys, partitions, lookup, several, lo, hi)
@@ -167,10 +168,9 @@ class InMemoryIndex(Index):
                     # Only the copy in the file group the key was deleted from: a duplicate of the
                     # key in another file group (or partition, when global) is still stored.
                     where = {fg: i for i, fg in enumerate(state.file_groups)}
-                    deleted_groups = [
-                        where.get(fg, -1)
-                        for fg in zip(change.deleted.column("partition").to_pylist(), change.deleted.column("file_id").to_pylist())
-                    ]
+                    deleted = change.deleted
+                    pairs = zip(deleted.column("partition").to_pylist(), deleted.column("file_id").to_pylist())
+                    deleted_groups = [where.get(fg, -1) for fg in pairs]
                     idx = np.flatnonzero(candidates)
                     stored = pc.binary_join_element_wise(
                         pa.array(state.groups[idx].astype(str)), state.keys.take(pa.array(idx)), "\x00"

@@ -69,8 +69,12 @@ def partition_may_match(values: dict[str, str | None], predicates: list[Predicat
         try:
             typed = pa.array([raw], pa.string()).cast(schema.field(column).type)[0].as_py()
             if typed is None:
-                if op in ("=", "in") or op in ("<", "<=", ">", ">="):
-                    return False  # null never satisfies these
+                # The default partition holds nulls, and empty strings too (both write as
+                # __HIVE_DEFAULT_PARTITION__); null never satisfies these operators.
+                field_type = schema.field(column).type
+                empty = "" if pa.types.is_string(field_type) or pa.types.is_large_string(field_type) else None
+                if op in ("=", "in", "<", "<=", ">", ">=") and not (empty is not None and _holds(op, empty, value)):
+                    return False
                 continue
             wanted = [pa.scalar(v).cast(schema.field(column).type).as_py() for v in value] if op in ("in", "not in") else value
             if not _holds(op, typed, wanted):
