@@ -290,3 +290,44 @@ def test_unreadable_filters_are_refused():
         BloomFilter.deserialize(text, "CUCKOO")
     with pytest.raises(ValueError, match="hash type 0"):
         BloomFilter.deserialize(base64.b64encode(raw[:8] + b"\0" + raw[9:]), "SIMPLE")
+
+
+@pytest.mark.parametrize("filter_type", ["DYNAMIC_V0", "SIMPLE"])
+@pytest.mark.parametrize("first,more", [(0, 10), (500, 300), (1500, 1000), (3000, 2500)])
+def test_resume_equals_building_from_scratch(filter_type: str, first: int, more: int) -> None:
+    """A filter resumed from a footer of `first` keys, plus `more`, serializes like one built
+    from all keys — including across the dynamic filter's growth and round robin."""
+    keys = [f"key-{i:06d}" for i in range(first + more)]
+    params = dict(num_entries=1000, fpp=0.01, filter_type=filter_type, max_entries=2000)
+    old = bloom_filter_for_keys(pa.array(keys[:first], pa.string()), **params) if first else BloomFilter.create(**params)
+    resumed = BloomFilter.resume(old.serialize(), old.type_code, first, **params)
+    assert resumed is not None
+    resumed.add_keys(pa.array(keys[first:], pa.string()))
+    assert resumed.serialize() == bloom_filter_for_keys(pa.array(keys, pa.string()), **params).serialize()
+
+
+def test_resume_refuses_other_parameters() -> None:
+    old = bloom_filter_for_keys(pa.array(["a", "b"]), 1000, 0.01, "DYNAMIC_V0", 2000)
+    assert BloomFilter.resume(old.serialize(), "DYNAMIC_V0", 2, 1000, 0.001, "DYNAMIC_V0", 2000) is None
+    assert BloomFilter.resume(old.serialize(), "DYNAMIC_V0", 3, 1000, 0.01, "DYNAMIC_V0", 2000) is None
+    assert BloomFilter.resume(old.serialize(), "DYNAMIC_V0", 2, 1000, 0.01, "SIMPLE", 2000) is None
+
+
+def test_rewritten_files_carry_the_filter_of_their_keys(tmp_path) -> None:
+    """Upserts reuse the old footer's filter when every old row keeps its place; deletes rebuild.
+    Either way each file's footer equals a filter built from its keys in file order."""
+    import upsertlake
+
+    table = upsertlake.create_table(tmp_path, name="t", record_key="k", precombine_field="ts", partition_fields=["p"])
+    keys = [f"k{i:04d}" for i in range(400)]
+    table.insert(pa.table({"k": keys, "ts": [1] * 400, "p": ["a", "b"] * 200}))
+    table.upsert(pa.table({"k": keys[:50] + ["new1", "new2"], "ts": [2] * 52, "p": ["a", "b"] * 26}))
+    table.delete(pa.table({"k": keys[50:60], "p": ["a", "b"] * 5}))
+    table.upsert(pa.table({"k": ["new3"], "ts": [3], "p": ["a"]}))
+    files = {f["_hoodie_file_name"] for f in table.read(columns=["_hoodie_file_name"]).to_pylist()}
+    assert len(files) == 2
+    for name in files:
+        path = next(tmp_path.rglob(name))
+        stored = pq.ParquetFile(path).metadata.metadata[b"org.apache.hudi.bloomfilter"].decode()
+        file_keys = pq.read_table(path, columns=["_hoodie_record_key"]).column(0)
+        assert stored == bloom_filter_for_keys(file_keys, 60000, 1e-9, "DYNAMIC_V0", 100000).serialize()

@@ -23,6 +23,8 @@ from upsertlake.engine.file_writer import (
     marker_path,
     write_base_file,
 )
+from upsertlake.index.bloom_filter import BloomFilter
+from upsertlake.index.footer import BLOOM_FILTER_KEY, BLOOM_TYPE_KEY
 from upsertlake.partitioner import Bucket
 from upsertlake.schema import conform
 from upsertlake.storage import Storage
@@ -75,7 +77,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     name = base_file_name(bucket.file_id, task.write_token, task.instant_time)
     path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
     schema = full_schema(task.data_schema)
-    old = _read_old(storage, task.base_file, schema)
+    old, old_footer = _read_old(storage, task.base_file, schema)
     records = task.records
     in_keys = records.column(KEY)
     is_delete = records.column(DELETE_FLAG)
@@ -95,7 +97,8 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         exists[matched] = True
         # Each stored copy of a key (plain inserts make duplicates) merges with the record on its
         # own, as Hudi's merge handle does.
-        per_copy = replace(task, records=records.take(pa.array(matched)))
+        needed = [c for c in (task.precombine_field, FORCE_FLAG) if c]
+        per_copy = replace(task, records=records.select(needed).take(pa.array(matched)))
         copy_wins = _incoming_wins(per_copy, old, pa.array(old_rows), np.ones(len(matched), dtype=bool))
         wins = np.bincount(matched[copy_wins], minlength=n_in)
         applied = ~exists | (wins > 0)
@@ -104,13 +107,14 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     write_new = applied & ~deletes
 
     new_rows = _with_meta(records.filter(pa.array(write_new)), task, name, schema)
-    out = _merged_order(old, new_rows, name, old_rows, matched, copy_wins, write_new, exists)
+    out, kept_all_old = _merged_order(old, new_rows, name, old_rows, matched, copy_wins, write_new, exists)
+    inserted = ~exists & write_new
+    bloom = _resumed_bloom(old_footer, n_old, in_keys.filter(pa.array(inserted)), config) if kept_all_old else None
 
     storage.write_if_absent(marker_path(task.instant_time, bucket.partition_path, name, _io_type(task)), b"")
-    size = write_base_file(storage, path, out, config)
+    size = write_base_file(storage, path, out, config, bloom)
 
     deleted = all_copies & deletes  # keys gone from the file group, for the index
-    inserted = ~exists & write_new
     num_updates = int((replaced & ~deletes).sum())
     num_deletes = int((replaced & deletes).sum())
     num_inserts = int(inserted.sum())
@@ -145,13 +149,14 @@ def _merged_order(
     copy_wins: np.ndarray,
     write_new: np.ndarray,
     exists: np.ndarray,
-) -> pa.Table:
+) -> tuple[pa.Table, bool]:
     """The new file version in Hudi's merge order: old rows in place (an updated row takes the
-    place of each stored copy it wins against; deleted rows drop out), inserts last."""
+    place of each stored copy it wins against; deleted rows drop out), inserts last; and whether
+    every old row kept its place (then the file's keys are the old ones plus the inserts)."""
     n_old = old.num_rows
     old = old.set_column(4, META_COLUMNS[4], constant(name, n_old))
     if n_old == 0:
-        return new_rows
+        return new_rows, False
     new_pos = np.cumsum(write_new) - 1  # row of each record within new_rows
     source = np.arange(n_old, dtype=np.int64)
     keep = np.ones(n_old, dtype=bool)
@@ -163,18 +168,46 @@ def _merged_order(
     inserts = n_old + new_pos[np.flatnonzero(write_new & ~exists)]
     order = np.concatenate([source[keep], inserts])
     if len(order) == n_old and np.array_equal(order, np.arange(n_old)):
-        return old
-    return pa.concat_tables([old, new_rows]).take(pa.array(order))
+        return old, True
+    # One contiguous table first: take over two chunks is slower than combining them once.
+    combined = pa.concat_tables([old, new_rows]).combine_chunks()
+    return combined.take(pa.array(order)), bool(keep.all())
 
 
 def _io_type(task: BucketTask) -> str:
     return "MERGE" if task.base_file is not None else "CREATE"
 
 
-def _read_old(storage: Storage, base_file: BaseFile | None, schema: pa.Schema) -> pa.Table:
+def _read_old(storage: Storage, base_file: BaseFile | None, schema: pa.Schema) -> tuple[pa.Table, dict[bytes, bytes]]:
+    """The old file version made to `schema`, and its footer when we wrote it (Hudi's own
+    writers' footers are not reused: some tables carry filters that miss their keys)."""
     if base_file is None:
-        return schema.empty_table()
-    return conform(pq.read_table(storage.full_path(base_file.path)), schema)
+        return schema.empty_table(), {}
+    parquet = pq.ParquetFile(storage.full_path(base_file.path))
+    ours = parquet.metadata.created_by.startswith("parquet-cpp")
+    return conform(parquet.read(), schema), (parquet.metadata.metadata or {}) if ours else {}
+
+
+def _resumed_bloom(
+    footer: dict[bytes, bytes], n_old: int, inserted_keys: pa.Array, config: FileWriterConfig
+) -> BloomFilter | None:
+    """The old file's filter plus the inserted keys: hashing only the new keys gives the same
+    bytes as a filter built from the whole file, whose keys are the old ones in place plus them."""
+    text = footer.get(BLOOM_FILTER_KEY.encode())
+    if not text:
+        return None
+    bloom = BloomFilter.resume(
+        text,
+        footer.get(BLOOM_TYPE_KEY.encode(), b"").decode(),
+        n_old,
+        config.bloom_num_entries,
+        config.bloom_fpp,
+        config.bloom_filter_type,
+        config.bloom_max_entries,
+    )
+    if bloom is not None and len(inserted_keys):
+        bloom.add_keys(inserted_keys)
+    return bloom
 
 
 def _incoming_wins(task: BucketTask, old: pa.Table, stored_row: pa.Array, exists: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from upsertlake.index.bloom_filter import BloomFilter
 from upsertlake.index.footer import footer_metadata
 from upsertlake.schema import META_COLUMNS
 from upsertlake.storage import Storage
@@ -43,8 +44,13 @@ def marker_path(instant_time: str, partition_path: str, file_name: str, io_type:
     return f"{folder}/{middle}{file_name}.marker.{io_type}"
 
 
-def write_base_file(storage: Storage, path: str, table: pa.Table, config: FileWriterConfig) -> int:
-    """Write `table` (meta + data columns) as a Hudi base file; returns its size in bytes."""
+def write_base_file(
+    storage: Storage, path: str, table: pa.Table, config: FileWriterConfig, bloom: BloomFilter | None = None
+) -> int:
+    """Write `table` (meta + data columns) as a Hudi base file; returns its size in bytes.
+
+    `bloom` is a filter already holding the file's keys in order (see `BloomFilter.resume`).
+    """
     rows_per_group = _rows_per_group(table, config.row_group_bytes)
     with storage.open_output(path) as sink:
         writer = pq.ParquetWriter(
@@ -63,6 +69,7 @@ def write_base_file(storage: Storage, path: str, table: pa.Table, config: FileWr
                 config.bloom_fpp,
                 config.bloom_filter_type,
                 config.bloom_max_entries,
+                bloom,
             )
         )
         writer.close()

@@ -248,6 +248,37 @@ class BloomFilter:
         reader.expect_end()
         return bloom
 
+    @classmethod
+    def resume(
+        cls,
+        text: str | bytes,
+        type_code: str,
+        keys_so_far: int,
+        num_entries: int = 60000,
+        fpp: float = 1e-9,
+        filter_type: str = DYNAMIC_V0,
+        max_entries: int = 100000,
+    ) -> BloomFilter | None:
+        """The filter `create(...)` would be after adding the `keys_so_far` keys a footer holds,
+        taken from that footer; None when the footer was built with other parameters.
+
+        A rewrite that keeps every old key in place and appends new ones then only hashes the
+        new keys, and still serializes byte for byte as a filter built from scratch.
+        """
+        fresh = cls.create(num_entries, fpp, filter_type, max_entries)
+        try:
+            stored = cls.deserialize(text, type_code)
+        except ValueError:
+            return None
+        fresh._vectors_for_new_keys(keys_so_far)  # advance the fill state without hashing
+        if type(stored) is not type(fresh) or stored._state() != fresh._state():
+            return None
+        fresh._planes = stored._planes
+        return fresh
+
+    def _state(self) -> tuple:
+        return (self._vector_size, self._nb_hash, self._vectors)
+
     def serialize(self) -> str:
         """The base64 text Hudi stores in the footer, identical byte for byte."""
         return base64.b64encode(self._to_bytes()).decode("ascii")
@@ -398,6 +429,9 @@ class DynamicBloomFilter(BloomFilter):
                 done += 1
                 self._current_nb_record += 1
         return vectors
+
+    def _state(self) -> tuple:
+        return (*super()._state(), self._nr, self._current_nb_record)
 
     def _round_robin(self, count: int) -> np.ndarray:
         vectors = (self._round_robin_index + np.arange(count)) % self._vectors

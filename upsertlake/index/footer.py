@@ -26,10 +26,16 @@ MAX_KEY = "hoodie_max_record_key"
 
 
 def footer_metadata(
-    keys: pa.ChunkedArray | pa.Array, num_entries: int, fpp: float, filter_type: str, max_entries: int
+    keys: pa.ChunkedArray | pa.Array,
+    num_entries: int,
+    fpp: float,
+    filter_type: str,
+    max_entries: int,
+    bloom: BloomFilter | None = None,
 ) -> dict[str, str]:
-    """The footer entries for a file holding `keys`, in file order."""
-    bloom = bloom_filter_for_keys(keys, num_entries, fpp, filter_type, max_entries)
+    """The footer entries for a file holding `keys`, in file order (`bloom`: already built)."""
+    if bloom is None:
+        bloom = bloom_filter_for_keys(keys, num_entries, fpp, filter_type, max_entries)
     meta = {BLOOM_FILTER_KEY: bloom.serialize(), BLOOM_TYPE_KEY: bloom.type_code}
     if len(keys):
         bounds = pc.min_max(keys)
