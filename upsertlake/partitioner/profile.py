@@ -15,6 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from upsertlake.timeline.commit_metadata import write_stat_json
+
 NULL_COMMIT = "null"  # Hudi's HoodieWriteStat.NULL_COMMIT: the prevCommit of a file not written before
 
 
@@ -109,28 +111,6 @@ class WorkloadProfile:
 
 def _write_stat(file_id: str, prev_commit: str, num_inserts: int = 0, num_update_writes: int = 0) -> dict[str, Any]:
     """A HoodieWriteStat as Jackson serializes a freshly built one: every field, in Hudi's order."""
-    return {
-        "fileId": file_id,
-        "path": None,
-        "cdcStats": None,
-        "prevCommit": prev_commit,
-        "numWrites": 0,
-        "numDeletes": 0,
-        "numUpdateWrites": num_update_writes,
-        "numInserts": num_inserts,
-        "totalWriteBytes": 0,
-        "totalWriteErrors": 0,
-        "tempPath": None,
-        "partitionPath": None,
-        "totalLogRecords": 0,
-        "totalLogFilesCompacted": 0,
-        "totalLogSizeCompacted": 0,
-        "totalUpdatedRecordsCompacted": 0,
-        "totalLogBlocks": 0,
-        "totalCorruptLogBlock": 0,
-        "totalRollbackBlocks": 0,
-        "fileSizeInBytes": 0,
-        "minEventTime": None,
-        "maxEventTime": None,
-        "runtimeStats": None,
-    }
+    return write_stat_json(
+        fileId=file_id, prevCommit=prev_commit, numInserts=num_inserts, numUpdateWrites=num_update_writes
+    )

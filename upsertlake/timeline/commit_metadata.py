@@ -29,9 +29,7 @@ class WriteStat:
     fileSizeInBytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
-        doc.update(_HUDI_WRITE_STAT_EXTRAS)
-        return doc
+        return write_stat_json(**{f.name: getattr(self, f.name) for f in fields(self)})
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> WriteStat:
@@ -43,10 +41,21 @@ class WriteStat:
         return cls(**values)
 
 
-# Fields Hudi's Java writer always emits; kept so that tools expecting them find them.
-_HUDI_WRITE_STAT_EXTRAS: dict[str, Any] = {
+# Every field of a HoodieWriteStat as Hudi's Jackson writes it, in its order, with the values of a
+# freshly built stat: tools expecting Hudi's documents find every field.
+_HUDI_WRITE_STAT_FIELDS: dict[str, Any] = {
+    "fileId": "",
+    "path": None,
     "cdcStats": None,
+    "prevCommit": "null",
+    "numWrites": 0,
+    "numDeletes": 0,
+    "numUpdateWrites": 0,
+    "numInserts": 0,
+    "totalWriteBytes": 0,
+    "totalWriteErrors": 0,
     "tempPath": None,
+    "partitionPath": None,
     "totalLogRecords": 0,
     "totalLogFilesCompacted": 0,
     "totalLogSizeCompacted": 0,
@@ -54,10 +63,19 @@ _HUDI_WRITE_STAT_EXTRAS: dict[str, Any] = {
     "totalLogBlocks": 0,
     "totalCorruptLogBlock": 0,
     "totalRollbackBlocks": 0,
+    "fileSizeInBytes": 0,
     "minEventTime": None,
     "maxEventTime": None,
     "runtimeStats": None,
 }
+
+
+def write_stat_json(**values: Any) -> dict[str, Any]:
+    """A write stat document in Hudi's field order; unnamed fields keep a fresh stat's values."""
+    unknown = values.keys() - _HUDI_WRITE_STAT_FIELDS.keys()
+    if unknown:
+        raise ValueError(f"not HoodieWriteStat fields: {sorted(unknown)}")
+    return {**_HUDI_WRITE_STAT_FIELDS, **values}
 
 
 @dataclass(frozen=True)
