@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from upsertlake.concurrency.lock import FileLock
 from upsertlake.config import Config
@@ -26,7 +25,6 @@ from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine.bucket_writer import (
     DELETE_FLAG,
-    FORCE_FLAG,
     KEY,
     PARTITION,
     BucketTask,
@@ -34,7 +32,9 @@ from upsertlake.engine.bucket_writer import (
     WriteStatus,
     write_bucket,
 )
+from upsertlake.engine.bulk_insert import bulk_insert_buckets, bulk_insert_sort
 from upsertlake.engine.file_writer import FileWriterConfig
+from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.prepare import PreparedBatch, prepare_batch
 from upsertlake.errors import UpsertlakeError, WriteConflictError
 from upsertlake.index import make_index
@@ -48,7 +48,6 @@ from upsertlake.partitioner import (
     UpsertPartitioner,
     WorkloadProfile,
     average_record_size,
-    new_file_id,
 )
 from upsertlake.schema import arrow_to_avro, avro_schema_json, avro_to_arrow
 from upsertlake.storage import Storage
@@ -159,7 +158,7 @@ class WriteClient:
             records, locations = self._tag(batch, index, view, operation, cfg)
         with _stage(stages, "profile"):
             if operation == "bulk_insert":
-                records, locations = _bulk_insert_sort(records, locations, cfg.get(opt.BULK_INSERT_SORT_MODE))
+                records, locations = bulk_insert_sort(records, locations, cfg.get(opt.BULK_INSERT_SORT_MODE))
             file_ids = locations.column("loc_file_id")
             profile = WorkloadProfile.build(
                 records.column(PARTITION), file_ids, operation.upper(), instant_times=locations.column("loc_instant")
@@ -193,7 +192,7 @@ class WriteClient:
             return records, pa.table({"loc_partition": empty, "loc_file_id": empty, "loc_instant": empty})
         locations = index.tag(records.column(KEY), records.column(PARTITION), view)
         if index.is_global:
-            records, locations = _route_global(
+            records, locations = route_global(
                 records, locations, operation, cfg, view, self.table_config.precombine_field
             )
         # A delete of a key that is not stored is nothing.
@@ -226,7 +225,7 @@ class WriteClient:
             auto_split=cfg.get(opt.COPY_ON_WRITE_AUTO_SPLIT),
         )
         if operation == "bulk_insert":
-            return _bulk_insert_buckets(records, avg, pconf)
+            return bulk_insert_buckets(records, avg, pconf)
         limit = pconf.small_file_limit
         small = {
             p: [SmallFile(bf.file_id, bf.size) for bf in view.latest_base_files([p]) if bf.size < limit]
@@ -378,129 +377,6 @@ def _commit_sizes(timeline: Timeline) -> Iterator[tuple[int, int]]:
     for inst in reversed(timeline.filter(actions, [State.COMPLETED])):
         meta = timeline.commit_metadata(inst)
         yield (meta.total_bytes_written, meta.total_records_written)
-
-
-def _route_global(
-    records: pa.Table,
-    locations: pa.Table,
-    operation: str,
-    cfg: Config,
-    view: FileSystemView,
-    precombine_field: str | None,
-) -> tuple[pa.Table, pa.Table]:
-    """A key found in another partition: delete it there and insert it in the new partition
-    (`update.partition.path`), or update it in place in its old partition.
-
-    As in Hudi, the incoming record is merged with the stored one first: under event-time ordering
-    a stored record with the larger ordering value wins and stays where it is (the record is routed
-    to it as an in-place update, which the merge then discards)."""
-    moved = pc.fill_null(pc.not_equal(locations.column("loc_partition"), records.column(PARTITION)), False)
-    if operation == "delete":
-        # Deletes go wherever the key lives.
-        return _set(records, PARTITION, locations.column("loc_partition")), locations
-    if not pc.any(moved).as_py():
-        return records, locations
-    if not _update_partition_path(cfg):
-        stay = moved
-    elif precombine_field and cfg.get(opt.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING":
-        stay = _stored_wins(records, locations, moved, view, precombine_field)
-    else:
-        stay = None
-    if stay is not None and pc.any(stay).as_py():
-        in_place = pc.if_else(stay, locations.column("loc_partition"), records.column(PARTITION))
-        records = _set(records, PARTITION, in_place)
-        moved = pc.and_(moved, pc.invert(stay))
-        if not pc.any(moved).as_py():
-            return records, locations
-    old_home = records.filter(moved)
-    old_home = _set(old_home, PARTITION, locations.column("loc_partition").filter(moved))
-    old_home = _set(old_home, DELETE_FLAG, constant(True, old_home.num_rows, pa.bool_()))
-    old_home = _set(old_home, FORCE_FLAG, constant(True, old_home.num_rows, pa.bool_()))
-    no_location = pa.scalar(None, pa.string())
-    new_locations = pa.table({name: pc.if_else(moved, no_location, locations.column(name)) for name in locations.column_names})
-    return pa.concat_tables([records, old_home]), pa.concat_tables([new_locations, locations.filter(moved)])
-
-
-def _update_partition_path(cfg: Config) -> bool:
-    """Does a key arriving with a new partition path move there? Each global index reads its own
-    option, as in Hudi (GLOBAL_SIMPLE the simple one, GLOBAL_BLOOM the bloom one); our
-    GLOBAL_INMEMORY has no Hudi option, so it moves only when neither option says no."""
-    kind = cfg.get(opt.INDEX_TYPE).upper().removeprefix("GLOBAL_")
-    simple, bloom = cfg.get(opt.SIMPLE_INDEX_UPDATE_PARTITION_PATH), cfg.get(opt.BLOOM_INDEX_UPDATE_PARTITION_PATH)
-    return {"SIMPLE": simple, "BLOOM": bloom}.get(kind, simple and bloom)
-
-
-def _stored_wins(
-    records: pa.Table, locations: pa.Table, moved: pa.ChunkedArray, view: FileSystemView, field: str
-) -> pa.Array:
-    """Per record: is it a moved key whose stored record orders after it (event time)? Reads the
-    key and ordering columns of only the file groups holding moved keys."""
-    rows = np.flatnonzero(np.asarray(pc.fill_null(moved, False).to_numpy(zero_copy_only=False), dtype=bool))
-    wins = np.zeros(records.num_rows, dtype=bool)
-    if field not in records.column_names or not len(rows):
-        return pa.array(wins)
-    at = pa.array(rows)
-    groups = pa.table(
-        {
-            "p": locations.column("loc_partition").take(at),
-            "f": locations.column("loc_file_id").take(at),
-            "row": at,
-        }
-    )
-    latest = {bf.file_group: bf for bf in view.latest_base_files()}
-    incoming_all = records.column(field)
-    for group in groups.group_by(["p", "f"]).aggregate([("row", "list")]).to_pylist():
-        bf = latest.get((group["p"], group["f"]))
-        if bf is None:
-            continue
-        parquet = pq.ParquetFile(view.storage.full_path(bf.path))
-        if field not in parquet.schema_arrow.names:
-            continue
-        stored_file = parquet.read(columns=[KEY, field])
-        sub = pa.array(group["row_list"], pa.int64())
-        pos = pc.index_in(records.column(KEY).take(sub), value_set=stored_file.column(KEY))
-        incoming = incoming_all.take(sub)
-        stored = stored_file.column(field).take(pos)
-        try:
-            stored = stored.cast(incoming.type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-        larger = pc.fill_null(pc.greater(stored, incoming), False)
-        larger = pc.or_(larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
-        wins[group["row_list"]] = np.asarray(larger.to_numpy(zero_copy_only=False), dtype=bool)
-    return pa.array(wins)
-
-
-def _set(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
-    return table.set_column(table.schema.get_field_index(name), name, column)
-
-
-def _bulk_insert_sort(records: pa.Table, locations: pa.Table, mode: str) -> tuple[pa.Table, pa.Table]:
-    """`hoodie.bulkinsert.sort.mode`: the order records fill the new files in. NONE keeps the input
-    order; PARTITION_PATH_REPARTITION groups by partition, which `_bulk_insert_buckets` does anyway;
-    GLOBAL_SORT, PARTITION_SORT and PARTITION_PATH_REPARTITION_AND_SORT sort by (partition path,
-    record key), so each file holds a contiguous run of keys (one process is one Spark partition)."""
-    if mode in ("NONE", "PARTITION_PATH_REPARTITION") or records.num_rows < 2:
-        return records, locations
-    order = pc.sort_indices(records, sort_keys=[(PARTITION, "ascending"), (KEY, "ascending")])
-    return records.take(order), locations.take(order)
-
-
-def _bulk_insert_buckets(records: pa.Table, avg: int, pconf: PartitionerConfig) -> tuple[list[Bucket], np.ndarray]:
-    """Bulk insert: no small-file packing; each partition's records fill new files in order."""
-    per_file = max(1, pconf.max_file_size // max(1, avg))
-    parts = records.column(PARTITION)
-    encoded = pc.dictionary_encode(parts).combine_chunks() if isinstance(parts, pa.ChunkedArray) else pc.dictionary_encode(parts)
-    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False))
-    assignment = np.empty(len(codes), dtype=np.int64)
-    buckets: list[Bucket] = []
-    for code, partition in enumerate(encoded.dictionary.to_pylist()):
-        rows = np.flatnonzero(codes == code)
-        chunks = (len(rows) + per_file - 1) // per_file
-        for c in range(chunks):
-            assignment[rows[c * per_file : (c + 1) * per_file]] = len(buckets)
-            buckets.append(Bucket(len(buckets), BucketType.INSERT, partition, new_file_id()))
-    return buckets, assignment
 
 
 def _find_conflict(timeline: Timeline, completed_at_start: frozenset[str], ours: set[tuple[str, str]]) -> str | None:

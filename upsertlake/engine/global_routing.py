@@ -1,0 +1,114 @@
+"""Global indexes: what happens to a key that arrives with a new partition path.
+
+Hudi merges the incoming record with the stored one first; if the incoming one wins the key
+moves (a delete in the old partition, an insert in the new one) when `update.partition.path`
+says so, else it is updated in place in its old partition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from upsertlake.config import Config
+from upsertlake.config import options as opt
+from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION
+from upsertlake.table.file_system_view import FileSystemView
+from upsertlake.util.arrow import constant
+
+
+def route_global(
+    records: pa.Table,
+    locations: pa.Table,
+    operation: str,
+    cfg: Config,
+    view: FileSystemView,
+    precombine_field: str | None,
+) -> tuple[pa.Table, pa.Table]:
+    """A key found in another partition: delete it there and insert it in the new partition
+    (`update.partition.path`), or update it in place in its old partition.
+
+    As in Hudi, the incoming record is merged with the stored one first: under event-time ordering
+    a stored record with the larger ordering value wins and stays where it is (the record is routed
+    to it as an in-place update, which the merge then discards)."""
+    moved = pc.fill_null(pc.not_equal(locations.column("loc_partition"), records.column(PARTITION)), False)
+    if operation == "delete":
+        # Deletes go wherever the key lives.
+        return _set(records, PARTITION, locations.column("loc_partition")), locations
+    if not pc.any(moved).as_py():
+        return records, locations
+    if not _update_partition_path(cfg):
+        stay = moved
+    elif precombine_field and cfg.get(opt.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING":
+        stay = _stored_wins(records, locations, moved, view, precombine_field)
+    else:
+        stay = None
+    if stay is not None and pc.any(stay).as_py():
+        in_place = pc.if_else(stay, locations.column("loc_partition"), records.column(PARTITION))
+        records = _set(records, PARTITION, in_place)
+        moved = pc.and_(moved, pc.invert(stay))
+        if not pc.any(moved).as_py():
+            return records, locations
+    old_home = records.filter(moved)
+    old_home = _set(old_home, PARTITION, locations.column("loc_partition").filter(moved))
+    old_home = _set(old_home, DELETE_FLAG, constant(True, old_home.num_rows, pa.bool_()))
+    old_home = _set(old_home, FORCE_FLAG, constant(True, old_home.num_rows, pa.bool_()))
+    no_location = pa.scalar(None, pa.string())
+    new_locations = pa.table({name: pc.if_else(moved, no_location, locations.column(name)) for name in locations.column_names})
+    return pa.concat_tables([records, old_home]), pa.concat_tables([new_locations, locations.filter(moved)])
+
+
+def _update_partition_path(cfg: Config) -> bool:
+    """Does a key arriving with a new partition path move there? Each global index reads its own
+    option, as in Hudi (GLOBAL_SIMPLE the simple one, GLOBAL_BLOOM the bloom one); our
+    GLOBAL_INMEMORY has no Hudi option, so it moves only when neither option says no."""
+    kind = cfg.get(opt.INDEX_TYPE).upper().removeprefix("GLOBAL_")
+    simple, bloom = cfg.get(opt.SIMPLE_INDEX_UPDATE_PARTITION_PATH), cfg.get(opt.BLOOM_INDEX_UPDATE_PARTITION_PATH)
+    return {"SIMPLE": simple, "BLOOM": bloom}.get(kind, simple and bloom)
+
+
+def _stored_wins(
+    records: pa.Table, locations: pa.Table, moved: pa.ChunkedArray, view: FileSystemView, field: str
+) -> pa.Array:
+    """Per record: is it a moved key whose stored record orders after it (event time)? Reads the
+    key and ordering columns of only the file groups holding moved keys."""
+    rows = np.flatnonzero(np.asarray(pc.fill_null(moved, False).to_numpy(zero_copy_only=False), dtype=bool))
+    wins = np.zeros(records.num_rows, dtype=bool)
+    if field not in records.column_names or not len(rows):
+        return pa.array(wins)
+    at = pa.array(rows)
+    groups = pa.table(
+        {
+            "p": locations.column("loc_partition").take(at),
+            "f": locations.column("loc_file_id").take(at),
+            "row": at,
+        }
+    )
+    latest = {bf.file_group: bf for bf in view.latest_base_files()}
+    incoming_all = records.column(field)
+    for group in groups.group_by(["p", "f"]).aggregate([("row", "list")]).to_pylist():
+        bf = latest.get((group["p"], group["f"]))
+        if bf is None:
+            continue
+        parquet = pq.ParquetFile(view.storage.full_path(bf.path))
+        if field not in parquet.schema_arrow.names:
+            continue
+        stored_file = parquet.read(columns=[KEY, field])
+        sub = pa.array(group["row_list"], pa.int64())
+        pos = pc.index_in(records.column(KEY).take(sub), value_set=stored_file.column(KEY))
+        incoming = incoming_all.take(sub)
+        stored = stored_file.column(field).take(pos)
+        try:
+            stored = stored.cast(incoming.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        larger = pc.fill_null(pc.greater(stored, incoming), False)
+        larger = pc.or_(larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
+        wins[group["row_list"]] = np.asarray(larger.to_numpy(zero_copy_only=False), dtype=bool)
+    return pa.array(wins)
+
+
+def _set(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), name, column)
