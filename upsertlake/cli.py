@@ -48,16 +48,16 @@ def demo(path: str | None) -> int:
     by_city = snapshot.group_by("city").aggregate([("uuid", "count")]).sort_by("city")
     for row in by_city.to_pylist():
         print(f"  {row['city']:<10} {row['uuid_count']}")
-    print(snapshot.select(["_hoodie_commit_time", "uuid", "city", "ts", "fare"]).sort_by("uuid").to_pandas().to_string(index=False) if _has_pandas() else snapshot)
+    print()
+    print(format_rows(snapshot.select(["_hoodie_commit_time", "uuid", "city", "ts", "fare"]).sort_by("uuid")))
     return 0
 
 
-def _has_pandas() -> bool:
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def format_rows(table: pa.Table) -> str:
+    """A plain aligned text table (no pandas needed)."""
+    cells = [table.column_names] + [[str(v) for v in row.values()] for row in table.to_pylist()]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(table.column_names))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
 def main(argv: list[str] | None = None) -> int:
