@@ -35,6 +35,7 @@ from upsertlake.engine.bucket_writer import (
 from upsertlake.engine.bulk_insert import bulk_insert_buckets, bulk_insert_sort
 from upsertlake.engine.file_writer import FileWriterConfig
 from upsertlake.engine.global_routing import route_global
+from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, prepare_batch
 from upsertlake.errors import UpsertlakeError, WriteConflictError
 from upsertlake.index import make_index
@@ -114,22 +115,62 @@ class WriteClient:
         return instant.time
 
     # -- 2..8. the write ---------------------------------------------------------------------
-    def upsert(self, data: object, instant_time: str, options: dict | None = None) -> WriteResult:
-        return self._write("upsert", data, instant_time, options)
+    def upsert(
+        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+    ) -> WriteResult:
+        return self._write("upsert", data, instant_time, options, progress)
 
-    def insert(self, data: object, instant_time: str, options: dict | None = None) -> WriteResult:
-        return self._write("insert", data, instant_time, options)
+    def insert(
+        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+    ) -> WriteResult:
+        return self._write("insert", data, instant_time, options, progress)
 
-    def bulk_insert(self, data: object, instant_time: str, options: dict | None = None) -> WriteResult:
-        return self._write("bulk_insert", data, instant_time, options)
+    def bulk_insert(
+        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+    ) -> WriteResult:
+        return self._write("bulk_insert", data, instant_time, options, progress)
 
-    def delete(self, data: object, instant_time: str, options: dict | None = None) -> WriteResult:
-        return self._write("delete", data, instant_time, options)
+    def delete(
+        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+    ) -> WriteResult:
+        return self._write("delete", data, instant_time, options, progress)
 
-    def _write(self, operation: str, data: object, instant_time: str, options: dict | None) -> WriteResult:
+    def _write(
+        self, operation: str, data: object, instant_time: str, options: dict | None, progress: Progress | None = None
+    ) -> WriteResult:
         pending = self._pending.get(instant_time)
         if pending is None or pending.instant.state is not State.REQUESTED:
             raise UpsertlakeError(f"instant {instant_time} was not started by this client (or was already written)")
+        plan = self.plan(operation, data, options, progress)
+        records, batch, cfg, stages = plan.records, plan.batch, plan.cfg, dict(plan.stages)
+        inflight = transition(self.storage, pending.instant, State.INFLIGHT, plan.profile.to_inflight_json())
+        pending.instant = inflight
+        with _stage(stages, "write", progress):
+            statuses = self._write_buckets(
+                records, plan.buckets, plan.assignment, plan.view, batch, operation, cfg, instant_time
+            )
+        stats = tuple(s.stat for s in statuses)
+        return WriteResult(
+            instant_time=instant_time,
+            operation=operation,
+            num_inserts=sum(s.num_inserts for s in statuses),
+            num_updates=sum(s.num_updates for s in statuses),
+            num_deletes=sum(s.num_deletes for s in statuses),
+            files_written=tuple(s.path for s in stats),
+            stage_seconds=stages,
+            write_stats=stats,
+            data_schema=batch.data_schema,
+            index_update=_index_update(instant_time, statuses, stats),
+        )
+
+    # -- 2-5. plan ---------------------------------------------------------------------------
+    def plan(
+        self, operation: str, data: object, options: dict | None = None, progress: Progress | None = None
+    ) -> WritePlan:
+        """Prepare, tag, profile and partition a write without writing anything: what `_write`
+        executes, and what a dry run (`explain`) reports."""
+        if operation not in OPERATIONS:
+            raise UpsertlakeError(f"unknown operation {operation!r}; use one of {', '.join(OPERATIONS)}")
         cfg = self.config.with_overrides(options)
         index = self.index if options is None else make_index(cfg.get(opt.INDEX_TYPE))
         stages: dict[str, float] = {}
@@ -137,7 +178,7 @@ class WriteClient:
         schema_json = timeline.latest_schema() or self.table_config.create_schema
         table_schema = avro_to_arrow(schema_json) if schema_json else None
 
-        with _stage(stages, "dedup"):
+        with _stage(stages, "dedup", progress):
             combine = {
                 "upsert": cfg.get(opt.COMBINE_BEFORE_UPSERT),
                 "insert": cfg.get(opt.COMBINE_BEFORE_INSERT),
@@ -154,9 +195,9 @@ class WriteClient:
                 allow_missing_columns=cfg.get(opt.WRITE_SET_NULL_FOR_MISSING_COLUMNS),
             )
         view = FileSystemView(timeline)
-        with _stage(stages, "tag"):
+        with _stage(stages, "tag", progress):
             records, locations = self._tag(batch, index, view, operation, cfg)
-        with _stage(stages, "profile"):
+        with _stage(stages, "profile", progress):
             if operation == "bulk_insert":
                 records, locations = bulk_insert_sort(records, locations, cfg.get(opt.BULK_INSERT_SORT_MODE))
             file_ids = locations.column("loc_file_id")
@@ -164,23 +205,7 @@ class WriteClient:
                 records.column(PARTITION), file_ids, operation.upper(), instant_times=locations.column("loc_instant")
             )
             buckets, assignment = self._partition(profile, records, file_ids, view, timeline, operation, cfg)
-        inflight = transition(self.storage, pending.instant, State.INFLIGHT, profile.to_inflight_json())
-        pending.instant = inflight
-        with _stage(stages, "write"):
-            statuses = self._write_buckets(records, buckets, assignment, view, batch, operation, cfg, instant_time)
-        stats = tuple(s.stat for s in statuses)
-        return WriteResult(
-            instant_time=instant_time,
-            operation=operation,
-            num_inserts=sum(s.num_inserts for s in statuses),
-            num_updates=sum(s.num_updates for s in statuses),
-            num_deletes=sum(s.num_deletes for s in statuses),
-            files_written=tuple(s.path for s in stats),
-            stage_seconds=stages,
-            write_stats=stats,
-            data_schema=batch.data_schema,
-            index_update=_index_update(instant_time, statuses, stats),
-        )
+        return WritePlan(operation, cfg, batch, view, records, locations, profile, buckets, assignment, stages)
 
     # -- 3. tag ------------------------------------------------------------------------------
     def _tag(
@@ -345,12 +370,16 @@ class WriteClient:
 
 # -- helpers ---------------------------------------------------------------------------------
 @contextmanager
-def _stage(stages: dict[str, float], name: str) -> Iterator[None]:
+def _stage(stages: dict[str, float], name: str, progress: Progress | None = None) -> Iterator[None]:
     start = time.perf_counter()
+    if progress is not None:
+        progress(name, None)
     try:
         yield
     finally:
         stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
+        if progress is not None:
+            progress(name, stages[name])
 
 
 def _replace(result: WriteResult, **changes: object) -> WriteResult:

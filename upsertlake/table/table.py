@@ -11,6 +11,7 @@ import pyarrow as pa
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
+from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.errors import ConfigError, SchemaError, TableExistsError
 from upsertlake.read.filters import Filters
@@ -49,25 +50,43 @@ class Table:
             self._client = WriteClient(self.storage, self.config, self.options)
         return self._client
 
-    def upsert(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
-        return self._write("upsert", data, options)
+    def upsert(
+        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
+    ) -> WriteResult:
+        return self._write("upsert", data, options, progress)
 
-    def insert(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
-        return self._write("insert", data, options)
+    def insert(
+        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
+    ) -> WriteResult:
+        return self._write("insert", data, options, progress)
 
-    def bulk_insert(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
-        return self._write("bulk_insert", data, options)
+    def bulk_insert(
+        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
+    ) -> WriteResult:
+        return self._write("bulk_insert", data, options, progress)
 
-    def delete(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
+    def delete(
+        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
+    ) -> WriteResult:
         """Remove the keys in `data` whatever their ordering value; unknown keys count as nothing."""
-        return self._write("delete", data, options)
+        return self._write("delete", data, options, progress)
 
-    def _write(self, operation: str, data: object, options: Mapping[str, object] | None) -> WriteResult:
+    def plan(self, operation: str, data: object, options: Mapping[str, object] | None = None) -> WritePlan:
+        """What a write would do (dedup, tagging, buckets), computed without writing anything."""
+        return self.write_client().plan(operation, data, dict(options) if options else None)
+
+    def _write(
+        self, operation: str, data: object, options: Mapping[str, object] | None, progress: Progress | None = None
+    ) -> WriteResult:
         client = self.write_client()
         instant = client.start_commit()
         try:
-            result = getattr(client, operation)(data, instant, dict(options) if options else None)
+            result = getattr(client, operation)(data, instant, dict(options) if options else None, progress)
+            if progress is not None:
+                progress("commit", None)
             result = client.commit(instant, result)
+            if progress is not None:
+                progress("commit", result.stage_seconds.get("commit", 0.0))
         except BaseException:
             client.rollback(instant)
             raise

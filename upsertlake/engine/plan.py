@@ -1,0 +1,77 @@
+"""The plan of one write: what prepare → tag → profile → partition decided, before any file is
+written. `WriteClient._write` executes it; `explain` reports it without writing anything."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from upsertlake.config import Config
+from upsertlake.engine.bucket_writer import DELETE_FLAG
+from upsertlake.engine.prepare import PreparedBatch
+from upsertlake.partitioner import Bucket, BucketType, WorkloadProfile
+from upsertlake.table.file_system_view import FileSystemView
+
+# Called with (stage, None) when a stage starts and (stage, seconds) when it ends.
+Progress = Callable[[str, "float | None"], None]
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """The deduplicated, tagged records and the bucket each one is written to."""
+
+    operation: str
+    cfg: Config
+    batch: PreparedBatch
+    view: FileSystemView
+    records: pa.Table
+    locations: pa.Table
+    profile: WorkloadProfile
+    buckets: list[Bucket]
+    assignment: np.ndarray
+    stages: dict[str, float]
+
+    def summary(self) -> dict[str, Any]:
+        """Counts per stage and per file group, and the bytes of the file groups to rewrite."""
+        is_insert = pc.is_null(self.locations.column("loc_file_id")).to_numpy(zero_copy_only=False)
+        n = len(self.buckets)
+        per_bucket = np.bincount(self.assignment, minlength=n) if n else np.zeros(0, int)
+        inserts = np.bincount(self.assignment[is_insert], minlength=n) if n else np.zeros(0, int)
+        sizes = {bf.file_group: bf.size for bf in self.view.latest_base_files()}
+        updated, small, new = [], [], []
+        for b in self.buckets:
+            total, ins = int(per_bucket[b.number]), int(inserts[b.number])
+            if total == 0:
+                continue
+            if b.type is BucketType.INSERT:
+                new.append({"partition": b.partition_path, "file_id": b.file_id, "inserts": ins})
+                continue
+            size = sizes.get((b.partition_path, b.file_id), 0)
+            if total > ins:
+                updated.append(
+                    {"partition": b.partition_path, "file_id": b.file_id, "updates": total - ins, "bytes": size}
+                )
+            if ins:
+                small.append({"partition": b.partition_path, "file_id": b.file_id, "inserts": ins, "bytes": size})
+        rewritten = {(f["partition"], f["file_id"]): f["bytes"] for f in updated + small}
+        deletes = int(pc.sum(self.records.column(DELETE_FLAG)).as_py() or 0)
+        return {
+            "operation": self.operation,
+            "input_records": self.batch.num_input,
+            "after_dedup": self.batch.records.num_rows,
+            "duplicates_combined": self.batch.num_input - self.batch.records.num_rows,
+            "dropped_unknown_deletes": self.batch.records.num_rows - self.records.num_rows,
+            "updates": int((~is_insert).sum()) - deletes,
+            "deletes": deletes,
+            "inserts": int(is_insert.sum()),
+            "updated_file_groups": updated,
+            "small_file_inserts": small,
+            "new_file_groups": new,
+            "bytes_rewritten": sum(rewritten.values()),
+            "stage_seconds": dict(self.stages),
+        }
