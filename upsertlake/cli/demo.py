@@ -1,12 +1,13 @@
-"""The `upsertlake` command. `upsertlake demo` shows the whole write path on a temporary table."""
+"""`upsertlake demo`: the whole write path on a temporary table (the README's first command)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 
 import pyarrow as pa
+
+from upsertlake.cli.output import format_rows
 
 
 def demo(path: str | None) -> int:
@@ -53,29 +54,9 @@ def demo(path: str | None) -> int:
     return 0
 
 
-def format_rows(table: pa.Table) -> str:
-    """A plain aligned text table (no pandas needed)."""
-    cells = [table.column_names] + [[str(v) for v in row.values()] for row in table.to_pylist()]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(table.column_names))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="upsertlake", description="Hudi-compatible copy-on-write upserts")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_demo = sub.add_parser("demo", help="create a table in a temporary folder, insert, upsert, delete, show it")
-    p_demo.add_argument("--path", help="where to create the demo table (default: a new temporary folder)")
-    args = parser.parse_args(argv)
-    from upsertlake.errors import UpsertlakeError
-
-    try:
-        if args.command == "demo":
-            return demo(args.path)
-    except UpsertlakeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "demo", parents=[common], help="create a table in a temporary folder, insert, upsert, delete, show it"
+    )
+    p.add_argument("--path", help="where to create the demo table (default: a new temporary folder)")
+    p.set_defaults(func=lambda args: demo(args.path))

@@ -1,0 +1,67 @@
+"""The `upsertlake` command: one entry point, one small module per command group.
+
+Every failure a user can cause (bad arguments, bad input files, a table error) ends in one line on
+stderr and a non-zero exit code, never a traceback (`--debug` shows it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import traceback
+from typing import NoReturn
+
+from upsertlake.cli import demo, insight, read, stats, write
+from upsertlake.cli.output import CliError
+from upsertlake.errors import UpsertlakeError
+
+GROUPS = (demo, write, insight, read, stats)
+USAGE_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (argparse prints the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="log stage timings (INFO); -vv for DEBUG"
+    )
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    parser = _Parser(prog="upsertlake", description="Hudi-compatible copy-on-write upserts", parents=[common])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in GROUPS:
+        group.register(sub, common)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
+    verbose = getattr(args, "verbose", 0)
+    level = logging.DEBUG if debug or verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) left: no error to show; keep Python's exit flush quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (UpsertlakeError, CliError) as exc:
+        return _fail(exc, debug, USAGE_ERROR)
+    except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
+        return _fail(exc, debug, 1)
+
+
+def _fail(exc: Exception, debug: bool, code: int) -> int:
+    if debug:
+        traceback.print_exc()
+    name = "" if isinstance(exc, CliError) else f"{type(exc).__name__}: "
+    print(f"error: {name}{' '.join(str(exc).split())}", file=sys.stderr)
+    return code

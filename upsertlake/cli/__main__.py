@@ -1,0 +1,7 @@
+"""`python -m upsertlake.cli`: the same as the `upsertlake` console script."""
+
+import sys
+
+from upsertlake.cli import main
+
+sys.exit(main())

@@ -1,0 +1,180 @@
+"""Table insight: `show` (config, schema, counts), `timeline`, `commit` (one commit's write stats)
+and `files` (file groups and every base file version on storage)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow.parquet as pq
+
+import upsertlake
+from upsertlake.cli.output import CliError, format_records, print_json
+from upsertlake.table.file_system_view import BaseFile, FileSystemView
+from upsertlake.table.table import Table
+from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.instant import WRITE_ACTIONS, Instant
+from upsertlake.timeline.instant_time import format_instant_time, parse_instant_time
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    for name, func, help_text in (
+        ("show", show, "table config, schema, partitions, row and file counts"),
+        ("timeline", timeline, "instants: action, state, start, completion, operation, counts, duration"),
+        ("commit", commit, "one commit's write stats per partition and file group"),
+        ("files", files, "file groups and their base file versions, with sizes and row counts"),
+    ):
+        p = sub.add_parser(name, parents=[common], help=help_text)
+        p.add_argument("path", help="the table")
+        if name == "commit":
+            p.add_argument("instant", help="instant time of a completed commit")
+        if name == "files":
+            p.add_argument("--partition", help="only this partition path")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        p.set_defaults(func=func)
+
+
+def footer_rows(table: Table, bf: BaseFile) -> int:
+    """A base file's row count from its parquet footer (no data read)."""
+    with table.storage.open_input(bf.path) as f:
+        return pq.read_metadata(f).num_rows
+
+
+def show(args: argparse.Namespace) -> int:
+    table = upsertlake.open_table(args.path)
+    view = FileSystemView(Timeline.load(table.storage))
+    latest = view.latest_base_files()
+    rows: dict[str, int] = {}
+    for bf in latest:
+        rows[bf.partition_path] = rows.get(bf.partition_path, 0) + footer_rows(table, bf)
+    info = {
+        "path": table.path,
+        "config": table.config.to_properties(),
+        "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in table.schema()],
+        "partitions": [{"partition": p, "rows": rows.get(p, 0)} for p in view.partitions()],
+        "rows": sum(rows.values()),
+        "file_groups": len(latest),
+        "base_files_on_storage": len(view.all_base_files()),
+        "completed_commits": len(view.visible_instants),
+    }
+    if args.json:
+        print_json(info)
+        return 0
+    print(f"table {table.name!r} at {table.path}")
+    print("\nconfig:")
+    print("\n".join(f"  {k} = {v}" for k, v in info["config"].items()))
+    print("\nschema:")
+    print("\n".join(f"  {f['name']}: {f['type']}" for f in info["schema"]) or "  (none yet)")
+    print(f"\npartitions: {len(info['partitions'])}")
+    if info["partitions"]:
+        print(format_records(info["partitions"], ["partition", "rows"]))
+    print(
+        f"\nrows {info['rows']}, file groups {info['file_groups']}, base files on storage "
+        f"{info['base_files_on_storage']}, completed commits {info['completed_commits']}"
+    )
+    return 0
+
+
+def timeline(args: argparse.Namespace) -> int:
+    table = upsertlake.open_table(args.path)
+    tl = Timeline.load(table.storage)
+    mtimes = {e.name: e.mtime_ns for e in table.storage.list(METAFOLDER)}
+    out = [_instant_row(tl, inst, mtimes) for inst in tl.instants]
+    if args.json:
+        print_json(out)
+    else:
+        print(format_records(out, list(out[0]) if out else ["instant", "action", "state"]))
+    return 0
+
+
+def _instant_row(tl: Timeline, inst: Instant, mtimes: dict[str, int]) -> dict[str, Any]:
+    """Start is the instant time; completion the mtime of the completed file (Hudi 0.x has no other)."""
+    row: dict[str, Any] = {
+        "instant": inst.time,
+        "action": inst.action.value,
+        "state": inst.state.value,
+        **dict.fromkeys(["completion", "operation", "records", "inserts", "updates", "deletes", "bytes", "seconds"]),
+    }
+    if not inst.is_completed:
+        return row
+    completed = datetime.fromtimestamp(mtimes[inst.file_name()] / 1e9, timezone.utc)
+    row["completion"] = format_instant_time(completed)
+    row["seconds"] = round((completed - parse_instant_time(inst.time)).total_seconds(), 3)
+    if inst.action in WRITE_ACTIONS:
+        meta = tl.commit_metadata(inst)
+        stats = meta.write_stats()
+        row.update(
+            operation=meta.operation_type,
+            records=meta.total_records_written,
+            inserts=sum(s.numInserts for s in stats),
+            updates=sum(s.numUpdateWrites for s in stats),
+            deletes=sum(s.numDeletes for s in stats),
+            bytes=meta.total_bytes_written,
+        )
+    return row
+
+
+def commit(args: argparse.Namespace) -> int:
+    table = upsertlake.open_table(args.path)
+    tl = Timeline.load(table.storage)
+    inst = next((i for i in tl.completed_writes() if i.time == args.instant), None)
+    if inst is None:
+        raise CliError(f"no completed commit {args.instant!r} on the timeline of {table.path}")
+    meta = tl.commit_metadata(inst)
+    stats = [
+        {
+            "partition": s.partitionPath,
+            "file_id": s.fileId,
+            "prev_commit": s.prevCommit,
+            "writes": s.numWrites,
+            "inserts": s.numInserts,
+            "updates": s.numUpdateWrites,
+            "deletes": s.numDeletes,
+            "bytes": s.totalWriteBytes,
+            "path": s.path,
+        }
+        for s in sorted(meta.write_stats(), key=lambda s: (s.partitionPath, s.fileId))
+    ]
+    info = {"instant": inst.time, "action": inst.action.value, "operation": meta.operation_type, "write_stats": stats}
+    if args.json:
+        print_json(info)
+        return 0
+    print(f"{inst.action.value} {inst.time} ({meta.operation_type}): {len(stats)} file groups written")
+    if stats:
+        print(format_records(stats, [k for k in stats[0] if k != "path"]))
+    return 0
+
+
+def files(args: argparse.Namespace) -> int:
+    table = upsertlake.open_table(args.path)
+    view = FileSystemView(Timeline.load(table.storage))
+    if args.partition is not None and args.partition not in view.all_partitions():
+        raise CliError(f"no partition {args.partition!r} in {table.path}")
+    latest = {bf.path for bf in view.latest_base_files()}
+    committed = {i.time for i in view.visible_instants}
+    rows = [
+        {
+            "partition": bf.partition_path,
+            "file_id": bf.file_id,
+            "instant": bf.instant_time,
+            "latest": bf.path in latest,
+            "committed": bf.instant_time in committed,
+            "bytes": bf.size,
+            "rows": footer_rows(table, bf),
+            "file": bf.name,
+        }
+        for bf in sorted(view.all_base_files(), key=lambda b: (b.partition_path, b.file_id, b.instant_time))
+        if args.partition is None or bf.partition_path == args.partition
+    ]
+    if args.json:
+        print_json(rows)
+        return 0
+    groups = {(r["partition"], r["file_id"]) for r in rows}
+    print(f"{len(groups)} file groups, {len(rows)} base files")
+    for r in rows:
+        r["mark"] = "*" if r["latest"] else "" if r["committed"] else "uncommitted"
+    if rows:
+        print(format_records(rows, ["partition", "file_id", "instant", "mark", "bytes", "rows"]))
+        print("(* = the latest visible version of its file group)")
+    return 0

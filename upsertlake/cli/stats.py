@@ -1,0 +1,127 @@
+"""`upsertlake stats`: file sizes, small files and rows per partition, bytes per commit over time;
+`--plot out.png` draws them (matplotlib, the `plot` extra, imported only then)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+
+import upsertlake
+from upsertlake.cli.insight import footer_rows
+from upsertlake.cli.output import CliError, format_records, human_bytes, print_json
+from upsertlake.config import options as opt
+from upsertlake.table.file_system_view import FileSystemView
+from upsertlake.table.table import Table
+from upsertlake.timeline.active import Timeline
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("stats", parents=[common], help="file sizes, small files, rows per partition, bytes per commit")
+    p.add_argument("path", help="the table")
+    p.add_argument("--plot", metavar="OUT.png", help="draw the statistics into a PNG (needs matplotlib)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=stats)
+
+
+def table_stats(table: Table) -> dict[str, Any]:
+    """The statistics of the latest file slices and of every completed commit."""
+    timeline = Timeline.load(table.storage)
+    view = FileSystemView(timeline)
+    limit = table.options.get(opt.PARQUET_SMALL_FILE_LIMIT)
+    sizes = [bf.size for bf in view.latest_base_files()]
+    counts, edges = np.histogram(sizes, bins=min(10, len(set(sizes)))) if sizes else (np.zeros(0), np.zeros(0))
+    partitions = []
+    for p in view.partitions():
+        latest = view.latest_base_files([p])
+        partitions.append(
+            {
+                "partition": p,
+                "files": len(latest),
+                "small_files": sum(bf.size < limit for bf in latest),
+                "rows": sum(footer_rows(table, bf) for bf in latest),
+                "bytes": sum(bf.size for bf in latest),
+            }
+        )
+    commits = [
+        {"instant": i.time, "bytes": timeline.commit_metadata(i).total_bytes_written}
+        for i in timeline.completed_writes()
+    ]
+    return {
+        "small_file_limit": limit,
+        "file_sizes": {
+            "count": len(sizes),
+            "min": min(sizes, default=0),
+            "median": int(np.median(sizes)) if sizes else 0,
+            "max": max(sizes, default=0),
+            "total": sum(sizes),
+            "histogram": {"bin_edges": [int(e) for e in edges], "counts": [int(c) for c in counts]},
+        },
+        "partitions": partitions,
+        "commits": commits,
+    }
+
+
+def stats(args: argparse.Namespace) -> int:
+    table = upsertlake.open_table(args.path)
+    info = table_stats(table)
+    if args.plot:
+        plot(info, args.plot)
+    if args.json:
+        print_json(info)
+        return 0
+    s = info["file_sizes"]
+    print(
+        f"file sizes: {s['count']} files, min {human_bytes(s['min'])}, median {human_bytes(s['median'])}, "
+        f"max {human_bytes(s['max'])}, total {human_bytes(s['total'])}"
+    )
+    hist = s["histogram"]
+    for lo, hi, n in zip(hist["bin_edges"], hist["bin_edges"][1:], hist["counts"]):
+        print(f"  {lo:>12} .. {hi:<12} bytes: {n} files")
+    print(f"\nper partition (small = below {human_bytes(info['small_file_limit'])}):")
+    if info["partitions"]:
+        print(format_records(info["partitions"], ["partition", "files", "small_files", "rows", "bytes"]))
+    print("\nbytes written per commit:")
+    if info["commits"]:
+        print(format_records(info["commits"], ["instant", "bytes"]))
+    if args.plot:
+        print(f"\nplot written to {args.plot}")
+    return 0
+
+
+def plot(info: dict[str, Any], out: str) -> None:
+    """Four panels: file-size histogram, small files and rows per partition, bytes per commit."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise CliError("--plot needs matplotlib: pip install 'upsertlake[plot]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    parts = info["partitions"]
+    names = [p["partition"] or "(none)" for p in parts]
+    fig, ax = plt.subplots(2, 2, figsize=(11, 8))
+    hist = info["file_sizes"]["histogram"]
+    edges = [e / 2**20 for e in hist["bin_edges"]]
+    if hist["counts"]:
+        ax[0, 0].stairs(hist["counts"], edges, fill=True)
+    ax[0, 0].axvline(info["small_file_limit"] / 2**20, color="red", linestyle="--", label="small file limit")
+    ax[0, 0].set(title="file sizes", xlabel="MiB", ylabel="files")
+    ax[0, 0].legend()
+    ax[0, 1].bar(names, [p["small_files"] for p in parts])
+    ax[0, 1].set(title="small files per partition", ylabel="files")
+    ax[1, 0].bar(names, [p["rows"] for p in parts])
+    ax[1, 0].set(title="rows per partition", ylabel="rows")
+    commits = info["commits"]
+    ax[1, 1].plot(range(len(commits)), [c["bytes"] / 2**20 for c in commits], marker="o")
+    ax[1, 1].set(title="bytes written per commit", xlabel="commit (oldest first)", ylabel="MiB")
+    for a in (ax[0, 1], ax[1, 0]):
+        a.tick_params(axis="x", labelrotation=45)
+    fig.tight_layout()
+    try:
+        fig.savefig(out, format="png")
+    except OSError as exc:
+        raise CliError(f"cannot write the plot to {out}: {exc}") from exc
+    finally:
+        plt.close(fig)

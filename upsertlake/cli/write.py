@@ -1,0 +1,149 @@
+"""Writing commands: `create`, `upsert`, `insert`, `bulk-insert`, `delete`, and `explain`, the
+dry run of a write (its plan, computed by the write client, with nothing written)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+import upsertlake
+from upsertlake.cli.inputs import FORMATS, read_inputs
+from upsertlake.cli.output import format_records, human_bytes, parse_options, print_json
+from upsertlake.engine.plan import Progress
+
+log = logging.getLogger(__name__)
+
+OPERATIONS = {"upsert": "upsert", "insert": "insert", "bulk-insert": "bulk_insert", "delete": "delete"}
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("create", parents=[common], help="create an empty table")
+    p.add_argument("path")
+    p.add_argument("--name", required=True, help="table name (hoodie.table.name)")
+    p.add_argument("--record-key", required=True, help="record key field(s), comma separated")
+    p.add_argument("--precombine", help="ordering field: the larger value wins on upsert")
+    p.add_argument("--partition", nargs="+", default=[], metavar="FIELD", help="partition field(s)")
+    p.add_argument("--hive-style", action="store_true", help="partition folders as field=value")
+    _add_options(p)
+    p.set_defaults(func=create)
+
+    for command, operation in OPERATIONS.items():
+        p = sub.add_parser(command, parents=[common], help=f"{operation} the records of input files")
+        _add_inputs(p)
+        p.add_argument("--no-progress", action="store_true", help="no per-stage progress on stderr")
+        p.set_defaults(func=write, operation=operation)
+
+    p = sub.add_parser("explain", parents=[common], help="dry run: what a write would do, writing nothing")
+    p.add_argument("operation", choices=list(OPERATIONS))
+    _add_inputs(p)
+    p.set_defaults(func=explain)
+
+
+def _add_inputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help="the table")
+    p.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER", help="parquet, CSV, JSON or NDJSON input")
+    p.add_argument("--format", choices=FORMATS, help="input format (default: by extension)")
+    _add_options(p)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a Hudi write option (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def create(args: argparse.Namespace) -> int:
+    table = upsertlake.create_table(
+        args.path,
+        name=args.name,
+        record_key=args.record_key,
+        precombine_field=args.precombine,
+        partition_fields=args.partition,
+        hive_style_partitioning=args.hive_style,
+        options=parse_options(args.option),
+    )
+    if args.json:
+        print_json({"path": table.path, "name": table.name})
+    else:
+        print(f"created table {table.name!r} at {table.path}")
+    return 0
+
+
+def write(args: argparse.Namespace) -> int:
+    options = parse_options(args.option)
+    table = upsertlake.open_table(args.path, options)
+    started = time.perf_counter()
+    data = read_inputs(args.files, args.format)
+    log.info("read %d input rows in %.3f s", data.num_rows, time.perf_counter() - started)
+    progress = None if args.no_progress or args.json or not sys.stderr.isatty() else _show_stage
+    result = getattr(table, args.operation)(data, progress=_logged(progress))
+    seconds = time.perf_counter() - started
+    summary = {
+        "instant_time": result.instant_time,
+        "operation": result.operation,
+        "input_records": data.num_rows,
+        "inserts": result.num_inserts,
+        "updates": result.num_updates,
+        "deletes": result.num_deletes,
+        "files_written": len(result.files_written),
+        "seconds": round(seconds, 3),
+        "stage_seconds": {k: round(v, 3) for k, v in result.stage_seconds.items()},
+    }
+    if args.json:
+        print_json(summary)
+    else:
+        stages = ", ".join(f"{k} {v:.2f}" for k, v in result.stage_seconds.items())
+        print(
+            f"{args.operation} {result.instant_time}: {data.num_rows} input, {result.num_inserts} inserted, "
+            f"{result.num_updates} updated, {result.num_deletes} deleted, {len(result.files_written)} files "
+            f"written in {seconds:.2f} s ({stages})"
+        )
+    return 0
+
+
+def explain(args: argparse.Namespace) -> int:
+    table = upsertlake.open_table(args.path, parse_options(args.option))
+    data = read_inputs(args.files, args.format)
+    summary = table.plan(OPERATIONS[args.operation], data).summary()
+    if args.json:
+        print_json(summary)
+        return 0
+    print(
+        f"{args.operation} (dry run, nothing written): {summary['input_records']} input records, "
+        f"{summary['duplicates_combined']} duplicates combined, {summary['dropped_unknown_deletes']} deletes of "
+        f"unknown keys dropped"
+    )
+    print(f"  updates {summary['updates']}, deletes {summary['deletes']}, inserts {summary['inserts']}")
+    for title, key, columns in (
+        ("file groups updated", "updated_file_groups", ["partition", "file_id", "updates", "bytes"]),
+        ("small files receiving inserts", "small_file_inserts", ["partition", "file_id", "inserts", "bytes"]),
+        ("new file groups", "new_file_groups", ["partition", "file_id", "inserts"]),
+    ):
+        rows = summary[key]
+        print(f"\n{title}: {len(rows)}")
+        if rows:
+            print(format_records(rows, columns))
+    print(f"\nbytes rewritten: {summary['bytes_rewritten']} ({human_bytes(summary['bytes_rewritten'])})")
+    return 0
+
+
+def _show_stage(stage: str, seconds: float | None) -> None:
+    """One line per stage on a terminal: the stage name, then its time when it ends."""
+    if seconds is None:
+        sys.stderr.write(f"  {stage:<8} ...")
+    else:
+        sys.stderr.write(f"\r  {stage:<8} {seconds:.2f} s\n")
+    sys.stderr.flush()
+
+
+def _logged(show: Progress | None) -> Progress:
+    """The progress callback: logs each stage's time at INFO, and shows it on a terminal."""
+
+    def progress(stage: str, seconds: float | None) -> None:
+        if seconds is not None:
+            log.info("stage %s: %.3f s", stage, seconds)
+        if show is not None:
+            show(stage, seconds)
+
+    return progress
