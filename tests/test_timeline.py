@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from upsertlake.concurrency.lock import FileLock
+from upsertlake.concurrency.lock import FlockLockProvider, TableLock
 from upsertlake.errors import CorruptTableError
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, create_requested, delete_instant_files, transition
@@ -81,7 +81,7 @@ def test_state_changes_never_overwrite(tmp_path: Path) -> None:
 
 def _request_times(base: str, n: int, out: mp.Queue) -> None:
     storage = Storage(base)
-    lock = FileLock(storage)
+    lock = TableLock(FlockLockProvider(storage), 60000)
     times = []
     for _ in range(n):
         with lock.hold():

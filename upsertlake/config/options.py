@@ -59,6 +59,7 @@ __all__ = [
     "COMBINE_BEFORE_DELETE",
     "WRITE_CONCURRENCY_MODE",
     "LOCK_PROVIDER",
+    "LOCK_FILESYSTEM_PATH",
     "LOCK_WAIT_TIME_MS",
     "LOCK_EXPIRE_MINUTES",
     "HEARTBEAT_INTERVAL_MS",
@@ -294,18 +295,21 @@ WRITE_CONCURRENCY_MODE: Option[str] = _option(
     "commits under the table lock before committing.",
     choices=("SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL"))
 LOCK_PROVIDER: Option[str] = _option(
-    "hoodie.write.lock.provider", str,
-    "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider",
-    "Lock provider class. Deviation: Hudi 0.15 defaults to ZookeeperBasedLockProvider (1.0 to "
-    "InProcessLockProvider); upsertlake only has a file lock in .hoodie/, the equivalent of "
-    "Hudi's FileSystemBasedLockProvider, so that is the default.")
+    "hoodie.write.lock.provider", str, "upsertlake.concurrency.lock.FlockLockProvider",
+    "Lock provider class: Hudi's org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider "
+    "or InProcessLockProvider, upsertlake.concurrency.lock.FlockLockProvider, or the dotted path of "
+    "your own class. Deviation: Hudi 0.15 defaults to ZookeeperBasedLockProvider; ours is an flock "
+    "the kernel releases when its holder dies, so a crash never leaves a stale lock.")
+LOCK_FILESYSTEM_PATH: Option[str] = _option(
+    "hoodie.write.lock.filesystem.path", str, "",
+    "Folder of FileSystemBasedLockProvider's lock file (default: the table's .hoodie folder).")
 LOCK_WAIT_TIME_MS: Option[int] = _option(
     "hoodie.write.lock.wait_time_ms", int, 60000,
     "How long in milliseconds a writer waits for the table lock before failing.")
 LOCK_EXPIRE_MINUTES: Option[int] = _option(
     "hoodie.write.lock.filesystem.expire", int, 0,
-    "File-system lock expiry in minutes, 0 = never expires (Hudi default). upsertlake's lock is "
-    "released by the OS when its holder dies, so it never needs to expire.")
+    "FileSystemBasedLockProvider: a lock older than this many minutes is stale and taken over; "
+    "0 = only when its holder is a dead process on this host (Hudi: never).")
 HEARTBEAT_INTERVAL_MS: Option[int] = _option(
     "hoodie.client.heartbeat.interval_in_ms", int, 60000,
     "Interval in milliseconds at which an in-flight writer refreshes its heartbeat file.")

@@ -19,7 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.concurrency.lock import FileLock
+from upsertlake.concurrency.conflict import find_conflict
+from upsertlake.concurrency.heartbeat import Heartbeat, is_expired
+from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
@@ -61,6 +63,8 @@ from upsertlake.util.arrow import constant
 
 log = logging.getLogger(__name__)
 
+_NO_KEYS = pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string())})
+
 OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 
 
@@ -79,12 +83,18 @@ class WriteResult:
     data_schema: pa.Schema | None = field(default=None, repr=False)
     committed: bool = False
     index_update: IndexUpdate | None = field(default=None, repr=False)
+    global_keys: bool = False  # keys are unique across partitions (a global index tagged them)
 
 
 @dataclass
 class _Pending:
     instant: Instant
     completed_at_start: frozenset[str]
+    heartbeat: Heartbeat | None = None
+
+    def finish(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
 
 
 class WriteClient:
@@ -95,24 +105,44 @@ class WriteClient:
         self.table_config = table_config
         self.config = config
         self.index: Index = make_index(config.get(opt.INDEX_TYPE))
-        self.lock = FileLock(storage, config.get(opt.LOCK_WAIT_TIME_MS))
+        self.lock = make_lock(storage, config)
+        self.optimistic = config.get(opt.WRITE_CONCURRENCY_MODE) == "OPTIMISTIC_CONCURRENCY_CONTROL"
         self._pending: dict[str, _Pending] = {}
 
     # -- 1. start ----------------------------------------------------------------------------
     def start_commit(self) -> str:
-        """Roll back failed writes (single writer: every pending one), then request a new instant."""
+        """Roll back failed writes, then request a new instant.
+
+        A single writer rolls back every pending write (eagerly: none can be alive). Under
+        optimistic concurrency only those whose heartbeat expired are failed (lazily), and the new
+        instant beats a heartbeat of its own until it commits or rolls back.
+        """
         self.table_config.check_writable()
         with self.lock.hold():
-            timeline = Timeline.load(self.storage)
-            if self.config.get(opt.WRITE_CONCURRENCY_MODE) == "SINGLE_WRITER":
-                for inst in timeline.pending_writes():
-                    rollback_pending(self.storage, inst)
-                    self._pending.pop(inst.time, None)
+            for inst in self._failed_writes(Timeline.load(self.storage)):
+                rollback_pending(self.storage, inst)
+                self._forget(inst.time)
             instant = create_requested(self.storage, Action.COMMIT)
+            heartbeat = None
+            if self.optimistic:
+                heartbeat = Heartbeat(self.storage, instant.time, self.config.get(opt.HEARTBEAT_INTERVAL_MS)).start()
             done = frozenset(i.time for i in Timeline.load(self.storage).completed_writes())
-        self._pending[instant.time] = _Pending(instant, done)
+        self._pending[instant.time] = _Pending(instant, done, heartbeat)
         log.info("started commit %s", instant.time)
         return instant.time
+
+    def _failed_writes(self, timeline: Timeline) -> list[Instant]:
+        pending = timeline.pending_writes()
+        if not self.optimistic:
+            return pending
+        interval = self.config.get(opt.HEARTBEAT_INTERVAL_MS)
+        misses = self.config.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+        return [i for i in pending if is_expired(self.storage, i.time, interval, misses)]
+
+    def _forget(self, instant_time: str) -> None:
+        pending = self._pending.pop(instant_time, None)
+        if pending is not None:
+            pending.finish()
 
     # -- 2..8. the write ---------------------------------------------------------------------
     def upsert(
@@ -161,6 +191,7 @@ class WriteClient:
             write_stats=stats,
             data_schema=batch.data_schema,
             index_update=_index_update(instant_time, statuses, stats),
+            global_keys=cfg.get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"),
         )
 
     # -- 2-5. plan ---------------------------------------------------------------------------
@@ -336,14 +367,21 @@ class WriteClient:
             timeline = Timeline.load(self.storage)
             current = timeline.get(instant_time, Action.COMMIT)
             if current is None or current.is_completed:
-                raise UpsertlakeError(f"instant {instant_time} is no longer pending (rolled back by another writer?)")
-            conflict = _find_conflict(timeline, pending.completed_at_start, ours)
+                self._forget(instant_time)
+                raise WriteConflictError(
+                    f"write {instant_time} is no longer pending: another writer rolled it back "
+                    "(its heartbeat expired, or a single writer started); nothing of it is visible"
+                )
+            inserted = result.index_update.inserted if result.index_update is not None else _NO_KEYS
+            conflict = find_conflict(
+                timeline, pending.completed_at_start, instant_time, ours, inserted, result.global_keys
+            )
             if conflict is not None:
                 rollback_pending(self.storage, current)
-                del self._pending[instant_time]
+                self._forget(instant_time)
                 raise WriteConflictError(
-                    f"write {instant_time} conflicts with commit {conflict}, which completed first and "
-                    "touched the same file groups; this write was rolled back"
+                    f"write {instant_time} conflicts with {conflict.describe()}; this write was rolled "
+                    "back and left nothing behind: retry it"
                 )
             if current.state is State.REQUESTED:
                 current = transition(self.storage, current, State.INFLIGHT, b"")
@@ -351,7 +389,7 @@ class WriteClient:
             if has_schema and not self.table_config.create_schema:
                 self.table_config = self.table_config.with_schema(extra["schema"])
                 self.table_config.save(self.storage)
-        del self._pending[instant_time]
+        self._forget(instant_time)
         self.storage.delete_dir(marker_folder(instant_time))
         if result.index_update is not None:
             self.index.update(result.index_update, FileSystemView(Timeline.load(self.storage)))
@@ -365,7 +403,7 @@ class WriteClient:
             inst = Timeline.load(self.storage).get(instant_time, Action.COMMIT)
             if inst is not None and not inst.is_completed:
                 rollback_pending(self.storage, inst)
-        self._pending.pop(instant_time, None)
+        self._forget(instant_time)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -406,15 +444,6 @@ def _commit_sizes(timeline: Timeline) -> Iterator[tuple[int, int]]:
     for inst in reversed(timeline.filter(actions, [State.COMPLETED])):
         meta = timeline.commit_metadata(inst)
         yield (meta.total_bytes_written, meta.total_records_written)
-
-
-def _find_conflict(timeline: Timeline, completed_at_start: frozenset[str], ours: set[tuple[str, str]]) -> str | None:
-    for inst in timeline.completed_writes():
-        if inst.time in completed_at_start:
-            continue
-        if timeline.commit_metadata(inst).file_groups() & ours:
-            return inst.time
-    return None
 
 
 def _by_partition(stats: tuple[WriteStat, ...]) -> dict[str, list[WriteStat]]:
