@@ -1,0 +1,397 @@
+"""Concurrent writers: the conflict rule, lazy rollback by heartbeat, and the lock providers.
+
+The scenarios re-express Hudi's TestSimpleConcurrentFileWritesConflictResolutionStrategy and
+TestHoodieClientMultiWriter. Writers are separate WriteClient objects (separate Table handles) whose
+steps the tests interleave explicitly, so every ordering is deterministic; the lock providers are
+also exercised across processes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import multiprocessing as mp
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import fastavro
+import pyarrow as pa
+import pytest
+from helpers import hudi_read
+
+from upsertlake import WriteConflictError, create_table, open_table
+from upsertlake.concurrency.heartbeat import heartbeat_path, is_expired
+from upsertlake.concurrency.lock import FILE_SYSTEM_PROVIDER, IN_PROCESS_PROVIDER, make_lock
+from upsertlake.config import Config
+from upsertlake.errors import ConfigError, LockTimeoutError
+from upsertlake.storage import Storage
+from upsertlake.timeline.instant import Action, State
+
+OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
+PROVIDERS = ["upsertlake.concurrency.lock.FlockLockProvider", FILE_SYSTEM_PROVIDER, IN_PROCESS_PROVIDER]
+
+
+def rows(*recs: tuple[str, int, str, str]) -> pa.Table:
+    ids, ts, vs, ps = zip(*recs)
+    return pa.table({"id": list(ids), "ts": list(ts), "v": list(vs), "p": list(ps)})
+
+
+def snap(path: Path) -> list[tuple]:
+    t = open_table(path).read(columns=["id", "ts", "v", "p"])
+    return sorted(tuple(r.values()) for r in t.to_pylist())
+
+
+def make(path: Path, options: dict | None = None, small_file_limit: int = 0) -> None:
+    """A table with a, b in p1 and c in p2 (one file group each); no small-file packing by default."""
+    opts = dict(OCC, **(options or {}))
+    opts["hoodie.parquet.small.file.limit"] = small_file_limit
+    t = create_table(path, name="t", record_key="id", precombine_field="ts", partition_fields=["p"], options=opts)
+    t.upsert(rows(("a", 1, "a1", "p1"), ("b", 1, "b1", "p1"), ("c", 1, "c1", "p2")))
+
+
+def writer(path: Path, options: dict | None = None, small_file_limit: int = 0):
+    opts = dict(OCC, **(options or {}))
+    opts["hoodie.parquet.small.file.limit"] = small_file_limit
+    return open_table(path, opts).write_client()
+
+
+def started(path: Path, data: pa.Table, **kw):
+    """A client with a started, written, uncommitted upsert of `data`."""
+    c = writer(path, **kw)
+    t = c.start_commit()
+    return c, t, c.upsert(data, t)
+
+
+def assert_clean(path: Path) -> None:
+    """Nothing pending, no markers, and every base file belongs to a completed instant."""
+    timeline = open_table(path).timeline()
+    assert [i for i in timeline if i.state is not State.COMPLETED] == []
+    done = {i.time for i in timeline}
+    files = [f for f in path.rglob("*.parquet")]
+    assert all(f.stem.rsplit("_", 1)[1] in done for f in files), files
+    assert not (path / ".hoodie" / ".temp").exists() or not any((path / ".hoodie" / ".temp").iterdir())
+
+
+# -- the conflict rule -------------------------------------------------------------------------
+def test_no_concurrent_writes_no_conflict(tmp_path: Path) -> None:
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
+    c1.commit(t1, r1)
+    c2, t2, r2 = started(tmp_path, rows(("a", 3, "a3", "p1")))  # started after t1 completed
+    c2.commit(t2, r2)
+    assert snap(tmp_path) == [("a", 3, "a3", "p1"), ("b", 1, "b1", "p1"), ("c", 1, "c1", "p2")]
+
+
+def test_overlapping_file_group_later_commit_fails_and_is_rolled_back(tmp_path: Path) -> None:
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
+    c2, t2, r2 = started(tmp_path, rows(("b", 2, "b2", "p1")))  # same file group as a
+    c2.commit(t2, r2)
+    with pytest.raises(WriteConflictError, match=rf"write {t1} conflicts with commit {t2} \(completed\)"):
+        c1.commit(t1, r1)
+    assert snap(tmp_path) == [("a", 1, "a1", "p1"), ("b", 2, "b2", "p1"), ("c", 1, "c1", "p2")]
+    assert all(Path(tmp_path, p).exists() is False for p in r1.files_written)
+    assert_clean(tmp_path)
+    assert sorted(hudi_read(tmp_path)["id"].to_pylist()) == ["a", "b", "c"]
+
+
+def test_conflict_is_found_whichever_writer_started_first(tmp_path: Path) -> None:
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
+    c2, t2, r2 = started(tmp_path, rows(("a", 3, "a3", "p1")))
+    c1.commit(t1, r1)  # the earlier instant commits first this time
+    with pytest.raises(WriteConflictError, match=f"conflicts with commit {t1}"):
+        c2.commit(t2, r2)
+    assert snap(tmp_path)[0] == ("a", 2, "a2", "p1")
+
+
+def test_disjoint_partitions_both_commit_in_either_order(tmp_path: Path) -> None:
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1"), ("d", 1, "d1", "p1")))
+    c2, t2, r2 = started(tmp_path, rows(("c", 2, "c2", "p2"), ("e", 1, "e1", "p3")))
+    c2.commit(t2, r2)
+    c1.commit(t1, r1)
+    expected = [("a", 2, "a2", "p1"), ("b", 1, "b1", "p1"), ("c", 2, "c2", "p2"), ("d", 1, "d1", "p1"),
+                ("e", 1, "e1", "p3")]
+    assert snap(tmp_path) == expected
+    got = hudi_read(tmp_path).select(["id", "ts", "v", "p"]).to_pylist()
+    assert sorted(tuple(r.values()) for r in got) == expected
+
+
+def test_inserts_packed_into_the_same_small_file_conflict(tmp_path: Path) -> None:
+    make(tmp_path, small_file_limit=10 * 1024 * 1024)
+    c1, t1, r1 = started(tmp_path, rows(("x", 1, "x1", "p1")), small_file_limit=10 * 1024 * 1024)
+    c2, t2, r2 = started(tmp_path, rows(("y", 1, "y1", "p1")), small_file_limit=10 * 1024 * 1024)
+    assert r1.num_inserts == r2.num_inserts == 1 and r1.write_stats[0].fileId == r2.write_stats[0].fileId
+    c1.commit(t1, r1)
+    with pytest.raises(WriteConflictError, match="both wrote file group"):
+        c2.commit(t2, r2)
+    assert [r[0] for r in snap(tmp_path)] == ["a", "b", "c", "x"]
+
+
+def test_concurrent_inserts_of_one_new_key_fail_the_later_writer(tmp_path: Path) -> None:
+    """Beyond Hudi: each writer creates its own file group, so the file-group check sees nothing."""
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("new", 1, "w1", "p1"), ("n1", 1, "w1", "p1")))
+    c2, t2, r2 = started(tmp_path, rows(("new", 2, "w2", "p1"), ("n2", 1, "w2", "p1")))
+    assert r1.write_stats[0].fileId != r2.write_stats[0].fileId
+    c1.commit(t1, r1)
+    with pytest.raises(WriteConflictError, match="both inserted the new key\\(s\\) new"):
+        c2.commit(t2, r2)
+    ids = [r[0] for r in snap(tmp_path)]
+    assert ids == ["a", "b", "c", "n1", "new"]
+    assert sorted(hudi_read(tmp_path)["id"].to_pylist()) == ids
+
+
+def test_same_new_key_in_different_partitions_is_no_conflict(tmp_path: Path) -> None:
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("new", 1, "w1", "p1")))
+    c2, t2, r2 = started(tmp_path, rows(("new", 1, "w2", "p2")))
+    c1.commit(t1, r1)
+    c2.commit(t2, r2)  # a partitioned index keeps one key per partition
+    assert [r for r in snap(tmp_path) if r[0] == "new"] == [("new", 1, "w1", "p1"), ("new", 1, "w2", "p2")]
+
+
+def test_same_new_key_in_different_partitions_conflicts_under_a_global_index(tmp_path: Path) -> None:
+    opts = {"hoodie.index.type": "GLOBAL_SIMPLE"}
+    make(tmp_path, opts)
+    c1, t1, r1 = started(tmp_path, rows(("new", 1, "w1", "p1")), options=opts)
+    c2, t2, r2 = started(tmp_path, rows(("new", 1, "w2", "p2")), options=opts)
+    c1.commit(t1, r1)
+    with pytest.raises(WriteConflictError, match="both inserted the new key"):
+        c2.commit(t2, r2)
+
+
+def _clustering_plan(path: Path, time_: str, slices: list[tuple[str, str]]) -> None:
+    """A pending clustering instant as Hudi writes it: Avro HoodieRequestedReplaceMetadata."""
+    schema = {
+        "type": "record", "name": "HoodieRequestedReplaceMetadata", "namespace": "org.apache.hudi.avro.model",
+        "fields": [
+            {"name": "operationType", "type": ["null", "string"]},
+            {"name": "clusteringPlan", "type": ["null", {
+                "type": "record", "name": "HoodieClusteringPlan", "fields": [
+                    {"name": "inputGroups", "type": {"type": "array", "items": {
+                        "type": "record", "name": "HoodieClusteringGroup", "fields": [
+                            {"name": "slices", "type": {"type": "array", "items": {
+                                "type": "record", "name": "HoodieSliceInfo", "fields": [
+                                    {"name": "fileId", "type": "string"},
+                                    {"name": "partitionPath", "type": "string"}]}}}]}}}]}]},
+        ],
+    }
+    plan = {"operationType": "CLUSTER",
+            "clusteringPlan": {"inputGroups": [{"slices": [{"fileId": f, "partitionPath": p} for p, f in slices]}]}}
+    buf = io.BytesIO()
+    fastavro.writer(buf, fastavro.parse_schema(schema), [plan])
+    (path / ".hoodie" / f"{time_}.replacecommit.requested").write_bytes(buf.getvalue())
+
+
+def test_write_touching_a_file_group_in_a_pending_clustering_conflicts(tmp_path: Path) -> None:
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
+    fg = r1.write_stats[0].fileId
+    _clustering_plan(tmp_path, str(int(t1) + 1), [("p1", fg)])
+    with pytest.raises(WriteConflictError, match=f"replacecommit {int(t1) + 1} \\(pending\\): it is clustering"):
+        c1.commit(t1, r1)
+
+
+def test_pending_clustering_of_other_file_groups_is_no_conflict(tmp_path: Path) -> None:
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
+    _clustering_plan(tmp_path, str(int(t1) + 1), [("p2", "some-other-file-group")])
+    c1.commit(t1, r1)
+    assert snap(tmp_path)[0] == ("a", 2, "a2", "p1")
+
+
+# -- lazy rollback by heartbeat (multi-writer) -------------------------------------------------
+def test_live_heartbeat_keeps_a_pending_write_alive(tmp_path: Path) -> None:
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
+    assert (tmp_path / ".hoodie" / ".heartbeat" / t1).exists()
+    c2, t2, r2 = started(tmp_path, rows(("c", 2, "c2", "p2")))  # must not roll t1 back
+    c2.commit(t2, r2)
+    c1.commit(t1, r1)
+    assert [r[:3] for r in snap(tmp_path)] == [("a", 2, "a2"), ("b", 1, "b1"), ("c", 2, "c2")]
+    assert list((tmp_path / ".hoodie" / ".heartbeat").iterdir()) == []
+
+
+def test_expired_heartbeat_is_rolled_back_by_the_next_writer(tmp_path: Path) -> None:
+    make(tmp_path)
+    opts = {"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 2}
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")), options=opts)
+    c1._pending[t1].heartbeat._stop.set()  # the writer hangs: its heartbeat stops
+    time.sleep(0.35)
+    assert is_expired(Storage(tmp_path), t1, 100, 2)
+    c2, t2, r2 = started(tmp_path, rows(("c", 2, "c2", "p2")), options=opts)
+    assert open_table(tmp_path).write_client().storage.exists(f".hoodie/{t1}.commit.requested") is False
+    assert not any(Path(tmp_path, p).exists() for p in r1.files_written)
+    c2.commit(t2, r2)
+    with pytest.raises(WriteConflictError, match=f"write {t1} is no longer pending"):
+        c1.commit(t1, r1)
+    assert [r[:3] for r in snap(tmp_path)] == [("a", 1, "a1"), ("b", 1, "b1"), ("c", 2, "c2")]
+    assert_clean(tmp_path)
+
+
+def test_single_writer_rolls_back_every_pending_write(tmp_path: Path) -> None:
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))  # OCC writer with a live heartbeat
+    single = open_table(tmp_path, {"hoodie.parquet.small.file.limit": 0}).write_client()
+    t2 = single.start_commit()
+    assert (tmp_path / ".hoodie" / f"{t1}.commit.requested").exists() is False
+    single.commit(t2, single.upsert(rows(("c", 2, "c2", "p2")), t2))
+    with pytest.raises(WriteConflictError, match="no longer pending"):
+        c1.commit(t1, r1)
+    assert_clean(tmp_path)
+
+
+def test_heartbeat_without_file_is_expired(tmp_path: Path) -> None:
+    storage = Storage(tmp_path)
+    assert is_expired(storage, "20260101000000000", 60000, 2)
+    storage.write_bytes(heartbeat_path("20260101000000000"), b"")
+    assert not is_expired(storage, "20260101000000000", 60000, 2)
+
+
+# -- many writers at once, across processes ----------------------------------------------------
+def _concurrent_writer(path: str, n: int, provider: str, part: str, out: mp.Queue) -> None:
+    t = open_table(path, dict(OCC, **{"hoodie.write.lock.provider": provider}))
+    done = []
+    for i in range(n):
+        r = t.upsert(rows((f"{part}-{i}", 1, "v", part)))
+        done.append(r.instant_time)
+    out.put(done)
+
+
+@pytest.mark.parametrize("provider", [PROVIDERS[0], FILE_SYSTEM_PROVIDER])
+def test_writers_in_several_processes_on_disjoint_partitions_all_commit(tmp_path: Path, provider: str) -> None:
+    make(tmp_path, {"hoodie.write.lock.provider": provider})
+    ctx = mp.get_context("spawn")
+    out: mp.Queue = ctx.Queue()
+    procs = [ctx.Process(target=_concurrent_writer, args=(str(tmp_path), 4, provider, f"q{w}", out)) for w in range(3)]
+    for p in procs:
+        p.start()
+    times = [t for _ in procs for t in out.get(timeout=120)]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert len(set(times)) == 12
+    ids = [r[0] for r in snap(tmp_path)]
+    assert ids == sorted(["a", "b", "c"] + [f"q{w}-{i}" for w in range(3) for i in range(4)])
+    assert_clean(tmp_path)
+
+
+def test_threads_with_the_in_process_lock(tmp_path: Path) -> None:
+    make(tmp_path, {"hoodie.write.lock.provider": IN_PROCESS_PROVIDER})
+    errors: list[BaseException] = []
+
+    def work(part: str) -> None:
+        try:
+            t = open_table(tmp_path, dict(OCC, **{"hoodie.write.lock.provider": IN_PROCESS_PROVIDER}))
+            for i in range(3):
+                t.upsert(rows((f"{part}-{i}", 1, "v", part)))
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(f"t{w}",)) for w in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert len(snap(tmp_path)) == 3 + 9
+
+
+# -- lock providers ----------------------------------------------------------------------------
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_lock_is_exclusive_and_times_out_with_a_clear_error(tmp_path: Path, provider: str) -> None:
+    Storage(tmp_path).makedirs(".hoodie")
+    cfg = Config.resolve({"hoodie.write.lock.provider": provider, "hoodie.write.lock.wait_time_ms": 50})
+    first, second = make_lock(Storage(tmp_path), cfg), make_lock(Storage(tmp_path), cfg)
+    with first.hold():
+        result: list[BaseException] = []
+        th = threading.Thread(target=lambda: _try(second, result))
+        th.start()
+        th.join()
+        assert len(result) == 1 and isinstance(result[0], LockTimeoutError)
+        assert "within 50 ms (hoodie.write.lock.wait_time_ms)" in str(result[0])
+    with second.hold():  # released: the other one gets it
+        pass
+
+
+def _try(lock, result: list) -> None:
+    try:
+        with lock.hold():
+            pass
+    except LockTimeoutError as exc:
+        result.append(exc)
+
+
+def test_file_system_lock_takes_over_a_dead_holders_lock(tmp_path: Path) -> None:
+    Storage(tmp_path).makedirs(".hoodie")
+    lock_file = tmp_path / ".hoodie" / "lock"
+    dead = mp.get_context("spawn").Process(target=time.sleep, args=(0,))
+    dead.start()
+    dead.join()
+    lock_file.write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid, "created_ms": 0, "token": "x"}))
+    cfg = Config.resolve({"hoodie.write.lock.provider": FILE_SYSTEM_PROVIDER, "hoodie.write.lock.wait_time_ms": 2000})
+    with make_lock(Storage(tmp_path), cfg).hold():
+        assert json.loads(lock_file.read_text())["pid"] == os.getpid()
+    assert not lock_file.exists()
+
+
+def test_file_system_lock_of_a_live_holder_expires_only_after_the_configured_minutes(tmp_path: Path) -> None:
+    Storage(tmp_path).makedirs(".hoodie")
+    lock_file = tmp_path / ".hoodie" / "lock"
+    old_ms = int(time.time() * 1000) - 3 * 60_000
+    lock_file.write_text(json.dumps({"host": "elsewhere", "pid": 1, "created_ms": old_ms, "token": "x"}))
+    base = {"hoodie.write.lock.provider": FILE_SYSTEM_PROVIDER, "hoodie.write.lock.wait_time_ms": 50}
+    with pytest.raises(LockTimeoutError, match="held by pid 1 on elsewhere"):
+        with make_lock(Storage(tmp_path), Config.resolve(base)).hold():
+            pass
+    with make_lock(Storage(tmp_path), Config.resolve(dict(base, **{"hoodie.write.lock.filesystem.expire": 2}))).hold():
+        assert json.loads(lock_file.read_text())["pid"] == os.getpid()
+
+
+class CountingLock:
+    """A user's own lock provider, named by its dotted class path."""
+
+    acquired = 0
+
+    def __init__(self, storage: Storage, config: Config) -> None:
+        self._lock = threading.Lock()
+
+    def try_lock(self, timeout_ms: int) -> bool:
+        CountingLock.acquired += 1
+        return self._lock.acquire(timeout=timeout_ms / 1000)
+
+    def unlock(self) -> None:
+        self._lock.release()
+
+    def describe_holder(self) -> str:
+        return ""
+
+
+def test_a_users_lock_provider_class_is_used(tmp_path: Path) -> None:
+    make(tmp_path, {"hoodie.write.lock.provider": "test_concurrency.CountingLock"})
+    before = CountingLock.acquired
+    open_table(tmp_path, {"hoodie.write.lock.provider": "test_concurrency.CountingLock"}).upsert(
+        rows(("z", 1, "z1", "p1"))
+    )
+    assert CountingLock.acquired - before == 2  # start_commit and commit
+
+
+def test_unknown_lock_provider_is_a_config_error(tmp_path: Path) -> None:
+    make(tmp_path)
+    before = sorted(p.name for p in (tmp_path / ".hoodie").iterdir())
+    with pytest.raises(ConfigError, match="cannot load lock provider class 'com.example.NoSuchLock'"):
+        open_table(tmp_path, {"hoodie.write.lock.provider": "com.example.NoSuchLock"}).upsert(rows(("z", 1, "z", "p1")))
+    assert sorted(p.name for p in (tmp_path / ".hoodie").iterdir()) == before
+
+
+def test_timeline_has_one_completed_commit_per_acknowledged_write(tmp_path: Path) -> None:
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
+    c1.commit(t1, r1)
+    commits = [i for i in open_table(tmp_path).timeline() if i.action is Action.COMMIT]
+    assert [i.state for i in commits] == [State.COMPLETED, State.COMPLETED]
