@@ -24,7 +24,11 @@ from helpers import hudi_read
 
 from upsertlake import WriteConflictError, create_table, open_table
 from upsertlake.concurrency.heartbeat import heartbeat_path, is_expired
-from upsertlake.concurrency.lock import FILE_SYSTEM_PROVIDER, IN_PROCESS_PROVIDER, make_lock
+from upsertlake.concurrency.lock import (
+    FILE_SYSTEM_PROVIDER,
+    IN_PROCESS_PROVIDER,
+    make_lock,
+)
 from upsertlake.config import Config
 from upsertlake.errors import ConfigError, LockTimeoutError
 from upsertlake.storage import Storage
@@ -346,9 +350,10 @@ def test_file_system_lock_of_a_live_holder_expires_only_after_the_configured_min
     old_ms = int(time.time() * 1000) - 3 * 60_000
     lock_file.write_text(json.dumps({"host": "elsewhere", "pid": 1, "created_ms": old_ms, "token": "x"}))
     base = {"hoodie.write.lock.provider": FILE_SYSTEM_PROVIDER, "hoodie.write.lock.wait_time_ms": 50}
-    with pytest.raises(LockTimeoutError, match="held by pid 1 on elsewhere"):
-        with make_lock(Storage(tmp_path), Config.resolve(base)).hold():
-            pass
+    with pytest.raises(LockTimeoutError, match="held by pid 1 on elsewhere"), make_lock(
+        Storage(tmp_path), Config.resolve(base)
+    ).hold():
+        pass
     with make_lock(Storage(tmp_path), Config.resolve(dict(base, **{"hoodie.write.lock.filesystem.expire": 2}))).hold():
         assert json.loads(lock_file.read_text())["pid"] == os.getpid()
 
