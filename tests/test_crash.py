@@ -152,3 +152,95 @@ def test_killed_writer_is_invisible_and_rolled_back_by_the_next_write(tmp_path: 
     assert committed_files <= set(root.rglob("*.parquet"))
     assert snapshot(t2.read(as_of=second.instant_time)) == before
     assert snapshot(hudi_read(root, as_of=second.instant_time)) == before
+
+
+# -- a kill at every stage of the write path, in both concurrency modes ------------------------
+STAGE_WRITER = """
+import os, signal, sys
+import pyarrow as pa
+import pyarrow.parquet as pq
+import upsertlake.engine.write_client as wc
+import upsertlake.storage.storage as st
+from upsertlake import open_table
+
+path, stage, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+die = lambda: os.kill(os.getpid(), signal.SIGKILL)
+
+def after(fn, when=lambda *a, **k: True):
+    def wrapped(*a, **k):
+        out = fn(*a, **k)
+        if when(*a, **k):
+            die()
+        return out
+    return wrapped
+
+if stage == "requested":
+    wc.create_requested = after(wc.create_requested)
+elif stage == "inflight":
+    wc.transition = after(wc.transition, lambda s, i, to, *r: to.value == "inflight")
+elif stage == "mid_file":
+    pq.ParquetWriter.write_table = after(pq.ParquetWriter.write_table)  # before the footer is written
+elif stage == "before_commit":
+    wc.WriteClient.commit = lambda *a, **k: die()
+elif stage == "commit_rename":
+    real_link = os.link
+    def link(src, dst, *a, **k):
+        if dst.endswith(".commit"):
+            die()  # the commit's bytes are in a temporary file, not yet linked to its name
+        return real_link(src, dst, *a, **k)
+    st.os.link = link
+
+keys = range(1500, 2600)
+batch = pa.table({
+    "id": [f"k{i:06d}" for i in keys], "ts": [2] * len(keys), "v": [f"crash-{i}" for i in keys],
+    "p": [f"p{i % 3}" for i in keys], "pad": ["x" * 80] * len(keys),
+})
+opts = {"hoodie.parquet.max.file.size": 32 * 1024, "hoodie.client.heartbeat.interval_in_ms": 100,
+        "hoodie.write.concurrency.mode": mode}
+open_table(path, opts).upsert(batch)
+print("COMMITTED", flush=True)
+"""
+
+STAGES = ["requested", "inflight", "mid_file", "before_commit", "commit_rename"]
+MODES = ["single_writer", "optimistic_concurrency_control"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("stage", STAGES)
+def test_kill_at_every_stage_leaves_old_state_and_next_writer_cleans_up(tmp_path: Path, stage: str, mode: str) -> None:
+    root = tmp_path / "t"
+    t = create_table(root, "t", record_key="id", precombine_field="ts", partition_fields="p")
+    first = t.upsert(rows_of(range(0, 2000), 1, "one", 2))
+    before, before_rows = snapshot(t.read()), data_rows(t.read())
+    before_files = set(root.rglob("*.parquet"))
+
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", STAGE_WRITER, str(root), stage, mode], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    failed = pending_instant(root)
+    assert failed is not None and failed > first.instant_time
+    if stage == "mid_file":
+        assert list(root.rglob(f"*_{failed}.parquet")), "killed mid-write, a data file was being written"
+    if stage == "commit_rename":
+        assert [p for p in (root / ".hoodie").iterdir() if p.name.startswith(f".{failed}.commit.")]
+
+    # Readers see the old state, exactly.
+    assert snapshot(open_table(root).read()) == before
+    assert snapshot(hudi_read(root)) == before
+
+    # The next writer, in the same mode, cleans up (under OCC once the heartbeat expired) and commits.
+    time.sleep(0.3)
+    t2 = open_table(root, {"hoodie.write.concurrency.mode": mode, "hoodie.client.heartbeat.interval_in_ms": 100})
+    r = t2.upsert(rows_of(range(1900, 2100), 3, "three", 2))
+    assert not list(root.rglob(f"*_{failed}.parquet"))
+    assert not [p.name for p in (root / ".hoodie").iterdir() if failed in p.name]
+    assert not (root / ".hoodie" / ".temp" / failed).exists()
+    assert [(i.time, i.state) for i in t2.timeline()] == [
+        (first.instant_time, State.COMPLETED), (r.instant_time, State.COMPLETED)
+    ]
+    expected = dict(before_rows)
+    expected.update({f"k{i:06d}": (3, f"three-{i}", f"p{i % 2}") for i in range(1900, 2100)})
+    assert data_rows(t2.read()) == expected
+    assert data_rows(hudi_read(root)) == expected
+    assert before_files <= set(root.rglob("*.parquet"))  # nothing committed is lost

@@ -125,7 +125,11 @@ def transition(storage: Storage, instant: Instant, to: State, content: bytes = b
 
 
 def delete_instant_files(storage: Storage, instant: Instant) -> None:
-    """Remove an instant's files, most advanced state first, so a crash midway leaves it pending."""
+    """Remove an instant's files, most advanced state first, so a crash midway leaves it pending;
+    then the temporary files of a writer that died while creating one (write_if_absent's)."""
     for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):
         if state.rank <= instant.state.rank:
             storage.delete(f"{METAFOLDER}/{instant.with_state(state).file_name()}")
+    for entry in storage.list(METAFOLDER):
+        if entry.name.startswith(f".{instant.time}.") and entry.name.endswith(".tmp"):
+            storage.delete(entry.path)
