@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.concurrency.conflict import find_conflict
-from upsertlake.concurrency.heartbeat import Heartbeat, is_expired
+from upsertlake.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -119,9 +119,7 @@ class WriteClient:
         """
         self.table_config.check_writable()
         with self.lock.hold():
-            for inst in self._failed_writes(Timeline.load(self.storage)):
-                rollback_pending(self.storage, inst)
-                self._forget(inst.time)
+            self._rollback_failed_writes()
             instant = create_requested(self.storage, Action.COMMIT)
             heartbeat = None
             if self.optimistic:
@@ -130,6 +128,19 @@ class WriteClient:
         self._pending[instant.time] = _Pending(instant, done, heartbeat)
         log.info("started commit %s", instant.time)
         return instant.time
+
+    def rollback_failed_writes(self) -> list[str]:
+        """Roll back the writes that failed (as `start_commit` does first); returns their times."""
+        with self.lock.hold():
+            return self._rollback_failed_writes()
+
+    def _rollback_failed_writes(self) -> list[str]:
+        failed = self._failed_writes(Timeline.load(self.storage))
+        for inst in failed:
+            rollback_pending(self.storage, inst)
+            self.storage.delete(heartbeat_path(inst.time))
+            self._forget(inst.time)
+        return [i.time for i in failed]
 
     def _failed_writes(self, timeline: Timeline) -> list[Instant]:
         pending = timeline.pending_writes()
@@ -366,7 +377,12 @@ class WriteClient:
         with self.lock.hold():
             timeline = Timeline.load(self.storage)
             current = timeline.get(instant_time, Action.COMMIT)
-            if current is None or current.is_completed:
+            if current is not None and current.is_completed:
+                raise UpsertlakeError(f"instant {instant_time} is already completed")
+            if current is None:
+                for path in result.files_written:  # written after another writer rolled us back
+                    self.storage.delete(path)
+                self.storage.delete_dir(marker_folder(instant_time))
                 self._forget(instant_time)
                 raise WriteConflictError(
                     f"write {instant_time} is no longer pending: another writer rolled it back "
@@ -385,12 +401,14 @@ class WriteClient:
                 )
             if current.state is State.REQUESTED:
                 current = transition(self.storage, current, State.INFLIGHT, b"")
+            # Markers go before the commit: a crash right after it must not leave them behind, and
+            # a rollback before it still finds every file, which all exist by now, by its name.
+            self.storage.delete_dir(marker_folder(instant_time))
             transition(self.storage, current, State.COMPLETED, metadata.to_json_bytes())
             if has_schema and not self.table_config.create_schema:
                 self.table_config = self.table_config.with_schema(extra["schema"])
                 self.table_config.save(self.storage)
         self._forget(instant_time)
-        self.storage.delete_dir(marker_folder(instant_time))
         if result.index_update is not None:
             self.index.update(result.index_update, FileSystemView(Timeline.load(self.storage)))
         stages = dict(result.stage_seconds, commit=time.perf_counter() - started)

@@ -1,0 +1,212 @@
+"""The conflict simulator: N writer processes against one table, optionally killed at random
+moments, then the table is checked against the invariants of optimistic concurrency.
+
+Keys: each writer owns a partition (`w<i>`) of private keys; a shared partition (`shared`) holds
+keys every writer may touch. `overlap` is the share of each batch drawn from the shared keys, so
+0.0 gives writes on disjoint file groups (which must all commit) and 1.0 gives maximal contention.
+Every attempt journals its batch before committing and its outcome after (outside the table), so
+the checker can replay exactly the writes that committed.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import random
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from upsertlake.concurrency.invariants import check_table
+from upsertlake.errors import TableExistsError, WriteConflictError
+from upsertlake.table.table import create_table, open_table
+
+SEED_TIME = "seed"
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    table: str
+    writers: int = 4
+    commits: int = 10
+    overlap: float = 0.2
+    kill_rate: float = 0.0
+    batch_size: int = 100
+    keys_per_partition: int = 1000
+    delete_share: float = 0.05
+    lock_provider: str = "upsertlake.concurrency.lock.FlockLockProvider"
+    heartbeat_ms: int = 1000
+    seed: int = 0
+
+    @property
+    def journal(self) -> Path:
+        return Path(f"{self.table.rstrip('/')}.simulate")
+
+    def write_options(self) -> dict[str, object]:
+        return {
+            "hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL",
+            "hoodie.write.lock.provider": self.lock_provider,
+            "hoodie.client.heartbeat.interval_in_ms": self.heartbeat_ms,
+            "hoodie.parquet.small.file.limit": 0,
+        }
+
+
+@dataclass
+class Report:
+    attempted: int = 0
+    committed: int = 0
+    committed_unacknowledged: int = 0  # killed after its commit became visible: it did commit
+    conflicted: int = 0
+    killed: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    records_committed: int = 0
+    final_rows: int = 0
+    hudi_reader: str = "not checked"
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_json(self) -> dict[str, object]:
+        out = asdict(self)
+        out["commits_per_second"] = round(self.committed / self.seconds, 2) if self.seconds else 0.0
+        out["records_per_second"] = round(self.records_committed / self.seconds, 1) if self.seconds else 0.0
+        out["ok"] = self.ok
+        return out
+
+
+def run(config: SimulationConfig) -> Report:
+    """Create the table, run the writers to completion (respawning killed ones), then check."""
+    if Path(config.table).exists() or config.journal.exists():
+        raise TableExistsError(f"the simulator creates its own table: {config.table} (or its journal) exists")
+    config.journal.mkdir(parents=True)
+    _seed(config)
+    started = time.perf_counter()
+    ctx = mp.get_context("spawn")
+    running = {w: _spawn(ctx, config, w) for w in range(config.writers)}
+    kills = 0
+    while running:
+        for w, proc in list(running.items()):
+            proc.join(timeout=0.05)
+            if proc.exitcode is None:
+                continue
+            del running[w]
+            if proc.exitcode == -signal.SIGKILL:
+                kills += 1
+                if _attempts(config, w) < config.commits:
+                    running[w] = _spawn(ctx, config, w)
+            elif proc.exitcode != 0:
+                raise RuntimeError(f"simulated writer {w} failed with exit code {proc.exitcode}")
+    seconds = time.perf_counter() - started
+    # Killed writers' instants are failed once their heartbeats expire: let them, then clean up.
+    time.sleep(config.heartbeat_ms * 2.5 / 1000)
+    open_table(config.table, config.write_options()).write_client().rollback_failed_writes()
+    return Report(**check_table(config.table, config.journal), killed=kills, seconds=round(seconds, 3))
+
+
+def _seed(config: SimulationConfig) -> None:
+    t = create_table(
+        config.table, name="simulated", record_key="id", precombine_field="ts", partition_fields=["p"],
+        options=config.write_options(),
+    )
+    parts = [f"w{w}" for w in range(config.writers)] + ["shared"]
+    n = config.keys_per_partition // 2  # half the key space exists; the rest arrives as inserts
+    batch = pa.table({
+        "id": [f"{p}-{k:06d}" for p in parts for k in range(n)],
+        "ts": pa.array([0] * (n * len(parts)), pa.int64()),
+        "v": [SEED_TIME] * (n * len(parts)),
+        "p": [p for p in parts for _ in range(n)],
+        "_hoodie_is_deleted": [False] * (n * len(parts)),
+    })
+    result = t.upsert(batch)
+    pq.write_table(batch, config.journal / f"batch-{result.instant_time}.parquet")
+    _append(config.journal / "acked-seed.txt", result.instant_time)
+
+
+def _spawn(ctx: mp.context.SpawnContext, config: SimulationConfig, writer: int) -> mp.Process:
+    proc = ctx.Process(target=_writer_main, args=(config, writer), name=f"writer-{writer}")
+    proc.start()
+    return proc
+
+
+def _attempts(config: SimulationConfig, writer: int) -> int:
+    path = config.journal / f"attempts-w{writer}.txt"
+    return len(path.read_text().split()) if path.exists() else 0
+
+
+def _append(path: Path, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _writer_main(config: SimulationConfig, writer: int) -> None:
+    """One writer process: its remaining attempts, each journaled before and after the commit."""
+    done = _attempts(config, writer)
+    rng = random.Random(config.seed * 1_000_003 + writer * 10_007 + done)
+    client = open_table(config.table, config.write_options()).write_client()
+    average = 0.3  # seconds per attempt, learnt as we go: kills land within an attempt
+    for attempt in range(done, config.commits):
+        _append(config.journal / f"attempts-w{writer}.txt", str(attempt))
+        if rng.random() < config.kill_rate:
+            delay = rng.uniform(0, 1.5 * average)
+            threading.Timer(delay, os.kill, (os.getpid(), signal.SIGKILL)).start()
+        began = time.perf_counter()
+        instant = client.start_commit()
+        batch = _batch(config, writer, rng)
+        pq.write_table(batch, config.journal / f"batch-{instant}.parquet")
+        try:
+            client.commit(instant, client.upsert(batch, instant))
+            _append(config.journal / f"acked-w{writer}.txt", instant)
+        except WriteConflictError:
+            _append(config.journal / f"conflicted-w{writer}.txt", instant)
+        except Exception as exc:  # noqa: BLE001 - journaled: the checker reports it as a failure
+            _append(config.journal / f"failed-w{writer}.txt", f"{instant} {type(exc).__name__}: {exc}")
+            client.rollback(instant)
+        average = 0.7 * average + 0.3 * (time.perf_counter() - began)
+
+
+def _batch(config: SimulationConfig, writer: int, rng: random.Random) -> pa.Table:
+    """Distinct keys, `overlap` of them shared; ordering values that grow across processes."""
+    n = config.batch_size
+    shared = np.array([rng.random() < config.overlap for _ in range(n)])
+    picks = rng.sample(range(config.keys_per_partition * 2), n)  # distinct (shared, private) draws
+    parts = ["shared" if s else f"w{writer}" for s in shared]
+    ids = [f"{p}-{k % config.keys_per_partition:06d}" for p, k in zip(parts, picks)]
+    keep = list({i: j for j, i in enumerate(ids)}.values())  # a key drawn twice: keep one
+    ts = time.time_ns()
+    deleted = [rng.random() < config.delete_share for _ in keep]
+    return pa.table({
+        "id": [ids[j] for j in keep],
+        "ts": pa.array([ts] * len(keep), pa.int64()),
+        "v": [f"w{writer}-{ts}"] * len(keep),
+        "p": [parts[j] for j in keep],
+        "_hoodie_is_deleted": deleted,
+    })
+
+
+def format_report(report: Report) -> str:
+    data = report.to_json()
+    lines = [
+        (f"commits attempted {report.attempted}: committed {report.committed} "
+        f"(+{report.committed_unacknowledged} killed after committing), conflicted {report.conflicted}, "
+        f"killed {report.killed}, failed {report.failed}"),
+        f"{report.seconds:.1f} s: {data['commits_per_second']} commits/s, {data['records_per_second']} records/s",
+        f"final snapshot: {report.final_rows} rows; Apache Hudi's reader: {report.hudi_reader}",
+    ]
+    lines += [f"VIOLATION: {v}" for v in report.violations] or ["invariants hold"]
+    return "\n".join(lines)
+
+
+def report_json(report: Report) -> str:
+    return json.dumps(report.to_json(), indent=2)
