@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import tree_digest
 
 COMMANDS = ["demo", "create", "upsert", "insert", "bulk-insert", "delete", "explain",
-            "show", "timeline", "commit", "files", "read", "stats"]  # fmt: skip
+            "show", "timeline", "commit", "files", "read", "stats", "simulate"]  # fmt: skip
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -225,3 +225,27 @@ def test_demo(tmp_path: Path) -> None:
     out = ok("demo", "--path", tmp_path / "demo").splitlines()
     assert out[0] == f"created table 'trips' at {tmp_path / 'demo'}"
     assert "rows now: 9" in out
+
+
+def test_progress_bars_on_a_terminal(tmp_path: Path, inputs: Path) -> None:
+    """On a terminal each stage draws a bar; the write stage counts the file groups it writes."""
+    import pty
+
+    path = tmp_path / "t"
+    ok("create", path, "--name", "t", "--record-key", "uuid", "--precombine", "ts", "--partition", "city")
+    out = bytearray()
+
+    def read(fd: int) -> bytes:
+        data = os.read(fd, 4096)
+        out.extend(data)
+        return data
+
+    argv = [sys.executable, "-m", "upsertlake.cli", "upsert", str(path), str(inputs / "first.parquet")]
+    status = pty.spawn(argv, read)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # a pty ends lines with \r\n; within a line, \r redraws the bar: keep what is drawn last
+    lines = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in out.decode().split("\n")]
+    stages = [line.split()[0] for line in lines if line.startswith("  ") and "[" in line]
+    assert stages == ["dedup", "tag", "profile", "write", "commit"]
+    write = next(line for line in lines if line.startswith("  write"))
+    assert "[" + "#" * 30 + "] 2/2 file groups" in write

@@ -76,8 +76,8 @@ def write(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     data = read_inputs(args.files, args.format)
     log.info("read %d input rows in %.3f s", data.num_rows, time.perf_counter() - started)
-    progress = None if args.no_progress or args.json or not sys.stderr.isatty() else _show_stage
-    result = getattr(table, args.operation)(data, progress=_logged(progress))
+    draw = not (args.no_progress or args.json) and sys.stderr.isatty()
+    result = getattr(table, args.operation)(data, progress=StageProgress(draw))
     seconds = time.perf_counter() - started
     summary = {
         "instant_time": result.instant_time,
@@ -128,22 +128,34 @@ def explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_stage(stage: str, seconds: float | None) -> None:
-    """One line per stage on a terminal: the stage name, then its time when it ends."""
-    if seconds is None:
-        sys.stderr.write(f"  {stage:<8} ...")
-    else:
-        sys.stderr.write(f"\r  {stage:<8} {seconds:.2f} s\n")
-    sys.stderr.flush()
+class StageProgress(Progress):
+    """Logs each stage's time at INFO and, on a terminal, draws one bar per stage on stderr."""
 
+    WIDTH = 30
 
-def _logged(show: Progress | None) -> Progress:
-    """The progress callback: logs each stage's time at INFO, and shows it on a terminal."""
+    def __init__(self, draw: bool) -> None:
+        self.draw = draw
+        self.total = 0
+        self.began = 0.0
 
-    def progress(stage: str, seconds: float | None) -> None:
-        if seconds is not None:
-            log.info("stage %s: %.3f s", stage, seconds)
-        if show is not None:
-            show(stage, seconds)
+    def started(self, stage: str, total: int = 0) -> None:
+        self.total, self.began = total, time.perf_counter()
+        self._line(stage, 0)
 
-    return progress
+    def advanced(self, stage: str, done: int) -> None:
+        self._line(stage, done)
+
+    def ended(self, stage: str, seconds: float) -> None:
+        log.info("stage %s: %.3f s", stage, seconds)
+        self._line(stage, self.total, seconds)
+        if self.draw:
+            sys.stderr.write("\n")
+
+    def _line(self, stage: str, done: int, seconds: float | None = None) -> None:
+        if not self.draw:
+            return
+        filled = self.WIDTH if seconds is not None else (self.WIDTH * done // self.total if self.total else 0)
+        count = f" {done}/{self.total} file groups" if self.total else ""
+        took = seconds if seconds is not None else time.perf_counter() - self.began
+        sys.stderr.write(f"\r  {stage:<8}[{'#' * filled}{'.' * (self.WIDTH - filled)}]{count} {took:.2f} s")
+        sys.stderr.flush()

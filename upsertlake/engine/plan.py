@@ -3,7 +3,6 @@ written. `WriteClient._write` executes it; `explain` reports it without writing 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +16,18 @@ from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.partitioner import Bucket, BucketType, WorkloadProfile
 from upsertlake.table.file_system_view import FileSystemView
 
-# Called with (stage, None) when a stage starts and (stage, seconds) when it ends.
-Progress = Callable[[str, "float | None"], None]
+
+class Progress:
+    """Hears a write's stages as they run (the CLI draws them as bars); this base ignores them."""
+
+    def started(self, stage: str, total: int = 0) -> None:
+        """`total`: units of work in the stage (file groups for `write`), 0 when not counted."""
+
+    def advanced(self, stage: str, done: int) -> None:
+        """`done` of the stage's `total` units are finished."""
+
+    def ended(self, stage: str, seconds: float) -> None:
+        """The stage took `seconds`."""
 
 
 @dataclass(frozen=True)

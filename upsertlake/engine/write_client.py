@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -186,9 +186,9 @@ class WriteClient:
         records, batch, cfg, stages = plan.records, plan.batch, plan.cfg, dict(plan.stages)
         inflight = transition(self.storage, pending.instant, State.INFLIGHT, plan.profile.to_inflight_json())
         pending.instant = inflight
-        with _stage(stages, "write", progress):
+        with _stage(stages, "write", progress, total=len(np.unique(plan.assignment))):
             statuses = self._write_buckets(
-                records, plan.buckets, plan.assignment, plan.view, batch, operation, cfg, instant_time
+                records, plan.buckets, plan.assignment, plan.view, batch, operation, cfg, instant_time, progress
             )
         stats = tuple(s.stat for s in statuses)
         return WriteResult(
@@ -314,6 +314,7 @@ class WriteClient:
         operation: str,
         cfg: Config,
         instant_time: str,
+        progress: Progress | None = None,
     ) -> list[WriteStatus]:
         mode = {
             "insert": MergeMode.APPEND,
@@ -346,7 +347,11 @@ class WriteClient:
         fconf = _file_writer_config(cfg)
         threads = cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
         with ThreadPoolExecutor(max_workers=max(1, min(threads, len(tasks) or 1))) as pool:
-            return list(pool.map(lambda t: write_bucket(self.storage, t, fconf), tasks))
+            futures = [pool.submit(write_bucket, self.storage, t, fconf) for t in tasks]
+            if progress is not None:
+                for done, _ in enumerate(as_completed(futures), 1):
+                    progress.advanced("write", done)
+            return [f.result() for f in futures]
 
     def _write_partition_metadata(self, partitions: set[str], instant_time: str) -> None:
         for p in partitions:
@@ -426,16 +431,16 @@ class WriteClient:
 
 # -- helpers ---------------------------------------------------------------------------------
 @contextmanager
-def _stage(stages: dict[str, float], name: str, progress: Progress | None = None) -> Iterator[None]:
+def _stage(stages: dict[str, float], name: str, progress: Progress | None = None, total: int = 0) -> Iterator[None]:
     start = time.perf_counter()
     if progress is not None:
-        progress(name, None)
+        progress.started(name, total)
     try:
         yield
     finally:
         stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
         if progress is not None:
-            progress(name, stages[name])
+            progress.ended(name, stages[name])
 
 
 def _replace(result: WriteResult, **changes: object) -> WriteResult:

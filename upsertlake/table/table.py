@@ -83,10 +83,10 @@ class Table:
         try:
             result = getattr(client, operation)(data, instant, dict(options) if options else None, progress)
             if progress is not None:
-                progress("commit", None)
+                progress.started("commit")
             result = client.commit(instant, result)
             if progress is not None:
-                progress("commit", result.stage_seconds.get("commit", 0.0))
+                progress.ended("commit", result.stage_seconds.get("commit", 0.0))
         except BaseException:
             client.rollback(instant)
             raise
