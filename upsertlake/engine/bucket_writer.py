@@ -61,6 +61,34 @@ class BucketTask:
 
 
 @dataclass(frozen=True)
+class BucketJob:
+    """What every bucket of one write shares. Picklable: Spark ships it to the executors, which
+    write their buckets exactly as the in-process pool does."""
+
+    instant_time: str
+    buckets: tuple[Bucket, ...]
+    base_files: dict[int, BaseFile]  # bucket number -> the file an UPDATE bucket rewrites
+    data_schema: pa.Schema
+    precombine_field: str | None
+    merge_mode: MergeMode
+    file_config: FileWriterConfig
+
+    def write(self, storage: Storage, number: int, records: pa.Table) -> WriteStatus:
+        """Write bucket `number` with its records (data columns + key, partition, delete flag)."""
+        task = BucketTask(
+            bucket=self.buckets[number],
+            records=records,
+            base_file=self.base_files.get(number),
+            instant_time=self.instant_time,
+            data_schema=self.data_schema,
+            precombine_field=self.precombine_field,
+            merge_mode=self.merge_mode,
+            write_token=f"{number}-1-0",
+        )
+        return write_bucket(storage, task, self.file_config)
+
+
+@dataclass(frozen=True)
 class WriteStatus:
     """The result of writing one bucket: its write stat and the key changes for the index."""
 

@@ -29,10 +29,9 @@ from upsertlake.engine.bucket_writer import (
     DELETE_FLAG,
     KEY,
     PARTITION,
-    BucketTask,
+    BucketJob,
     MergeMode,
     WriteStatus,
-    write_bucket,
 )
 from upsertlake.engine.bulk_insert import bulk_insert_buckets, bulk_insert_sort
 from upsertlake.engine.file_writer import FileWriterConfig
@@ -179,30 +178,63 @@ class WriteClient:
     def _write(
         self, operation: str, data: object, instant_time: str, options: dict | None, progress: Progress | None = None
     ) -> WriteResult:
+        self._check_startable(instant_time)
+        plan = self.plan(operation, data, options, progress)
+        stages = dict(plan.stages)
+        job = self.begin_write(instant_time, plan)
+        with _stage(stages, "write", progress, total=len(np.unique(plan.assignment))):
+            statuses = self._write_buckets(plan, job, progress)
+        return self.write_result(instant_time, plan, statuses, stages)
+
+    def _check_startable(self, instant_time: str) -> None:
         pending = self._pending.get(instant_time)
         if pending is None or pending.instant.state is not State.REQUESTED:
             raise UpsertlakeError(f"instant {instant_time} was not started by this client (or was already written)")
-        plan = self.plan(operation, data, options, progress)
-        records, batch, cfg, stages = plan.records, plan.batch, plan.cfg, dict(plan.stages)
-        inflight = transition(self.storage, pending.instant, State.INFLIGHT, plan.profile.to_inflight_json())
-        pending.instant = inflight
-        with _stage(stages, "write", progress, total=len(np.unique(plan.assignment))):
-            statuses = self._write_buckets(
-                records, plan.buckets, plan.assignment, plan.view, batch, operation, cfg, instant_time, progress
-            )
+
+    def begin_write(self, instant_time: str, plan: WritePlan) -> BucketJob:
+        """Step 6: the instant goes inflight with the workload profile; the partition metafiles
+        are written; returns what every bucket's writer needs (picklable, for Spark executors)."""
+        self._check_startable(instant_time)
+        pending = self._pending[instant_time]
+        pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, plan.profile.to_inflight_json())
+        self._write_partition_metadata({b.partition_path for b in plan.buckets}, instant_time)
+        mode = {
+            "insert": MergeMode.APPEND,
+            "bulk_insert": MergeMode.APPEND,
+            "delete": MergeMode.COMMIT_TIME,
+        }.get(plan.operation, MergeMode(plan.cfg.get(opt.RECORD_MERGE_MODE)))
+        latest = {bf.file_group: bf for bf in plan.view.latest_base_files()}
+        return BucketJob(
+            instant_time=instant_time,
+            buckets=tuple(plan.buckets),
+            base_files={
+                b.number: latest[(b.partition_path, b.file_id)]
+                for b in plan.buckets
+                if b.type is BucketType.UPDATE and (b.partition_path, b.file_id) in latest
+            },
+            data_schema=plan.batch.data_schema,
+            precombine_field=self.table_config.precombine_field,
+            merge_mode=mode,
+            file_config=_file_writer_config(plan.cfg),
+        )
+
+    def write_result(
+        self, instant_time: str, plan: WritePlan, statuses: list[WriteStatus], stages: dict[str, float]
+    ) -> WriteResult:
+        """Step 8: the write statuses of every bucket as one result, ready to commit."""
         stats = tuple(s.stat for s in statuses)
         return WriteResult(
             instant_time=instant_time,
-            operation=operation,
+            operation=plan.operation,
             num_inserts=sum(s.num_inserts for s in statuses),
             num_updates=sum(s.num_updates for s in statuses),
             num_deletes=sum(s.num_deletes for s in statuses),
             files_written=tuple(s.path for s in stats),
             stage_seconds=stages,
             write_stats=stats,
-            data_schema=batch.data_schema,
+            data_schema=plan.batch.data_schema,
             index_update=_index_update(instant_time, statuses, stats),
-            global_keys=cfg.get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"),
+            global_keys=plan.cfg.get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"),
         )
 
     # -- 2-5. plan ---------------------------------------------------------------------------
@@ -211,31 +243,48 @@ class WriteClient:
     ) -> WritePlan:
         """Prepare, tag, profile and partition a write without writing anything: what `_write`
         executes, and what a dry run (`explain`) reports."""
+        stages: dict[str, float] = {}
+        with _stage(stages, "dedup", progress):
+            batch = self.prepare(operation, data, options)
+        return self.plan_prepared(operation, batch, options, progress, stages)
+
+    def prepare(self, operation: str, data: object, options: dict | None = None) -> PreparedBatch:
+        """Step 2: validate, key and deduplicate a batch (on Spark: each hash partition of it)."""
         if operation not in OPERATIONS:
             raise UpsertlakeError(f"unknown operation {operation!r}; use one of {', '.join(OPERATIONS)}")
         cfg = self.config.with_overrides(options)
-        index = self.index if options is None else make_index(cfg.get(opt.INDEX_TYPE))
-        stages: dict[str, float] = {}
-        timeline = Timeline.load(self.storage)
-        schema_json = timeline.latest_schema() or self.table_config.create_schema
-        table_schema = avro_to_arrow(schema_json) if schema_json else None
+        schema_json = Timeline.load(self.storage).latest_schema() or self.table_config.create_schema
+        combine = {
+            "upsert": cfg.get(opt.COMBINE_BEFORE_UPSERT),
+            "insert": cfg.get(opt.COMBINE_BEFORE_INSERT),
+            "bulk_insert": cfg.get(opt.COMBINE_BEFORE_INSERT),
+            "delete": cfg.get(opt.COMBINE_BEFORE_DELETE),
+        }[operation]
+        return prepare_batch(
+            data,
+            self.table_config,
+            avro_to_arrow(schema_json) if schema_json else None,
+            operation=operation,
+            combine=combine,
+            dedup_by_key_only=cfg.get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"),
+            allow_missing_columns=cfg.get(opt.WRITE_SET_NULL_FOR_MISSING_COLUMNS),
+        )
 
-        with _stage(stages, "dedup", progress):
-            combine = {
-                "upsert": cfg.get(opt.COMBINE_BEFORE_UPSERT),
-                "insert": cfg.get(opt.COMBINE_BEFORE_INSERT),
-                "bulk_insert": cfg.get(opt.COMBINE_BEFORE_INSERT),
-                "delete": cfg.get(opt.COMBINE_BEFORE_DELETE),
-            }[operation]
-            batch = prepare_batch(
-                data,
-                self.table_config,
-                table_schema,
-                operation=operation,
-                combine=combine,
-                dedup_by_key_only=index.is_global,
-                allow_missing_columns=cfg.get(opt.WRITE_SET_NULL_FOR_MISSING_COLUMNS),
-            )
+    def plan_prepared(
+        self,
+        operation: str,
+        batch: PreparedBatch,
+        options: dict | None = None,
+        progress: Progress | None = None,
+        stages: dict[str, float] | None = None,
+    ) -> WritePlan:
+        """Steps 3-5 on a prepared batch: tag, profile, partition. The batch's records need only
+        the key, partition and delete-flag columns (Spark hands the driver just those), except
+        under a global index, which routes whole records."""
+        cfg = self.config.with_overrides(options)
+        index = self.index if options is None else make_index(cfg.get(opt.INDEX_TYPE))
+        stages = {} if stages is None else stages
+        timeline = Timeline.load(self.storage)
         view = FileSystemView(timeline)
         with _stage(stages, "tag", progress):
             records, locations = self._tag(batch, index, view, operation, cfg)
@@ -304,50 +353,23 @@ class WriteClient:
         return partitioner.buckets, np.asarray(assignment)
 
     # -- 7. write ----------------------------------------------------------------------------
-    def _write_buckets(
-        self,
-        records: pa.Table,
-        buckets: list[Bucket],
-        assignment: np.ndarray,
-        view: FileSystemView,
-        batch: PreparedBatch,
-        operation: str,
-        cfg: Config,
-        instant_time: str,
-        progress: Progress | None = None,
-    ) -> list[WriteStatus]:
-        mode = {
-            "insert": MergeMode.APPEND,
-            "bulk_insert": MergeMode.APPEND,
-            "delete": MergeMode.COMMIT_TIME,
-        }.get(operation, MergeMode(cfg.get(opt.RECORD_MERGE_MODE)))
-        latest = {bf.file_group: bf for bf in view.latest_base_files()}
+    def _write_buckets(self, plan: WritePlan, job: BucketJob, progress: Progress | None) -> list[WriteStatus]:
+        """Step 7 in process: each bucket's records, in their prepared order, on a thread pool."""
+        assignment = plan.assignment
         order = np.argsort(assignment, kind="stable")
-        sorted_records = records.take(pa.array(order))
-        bounds = np.searchsorted(assignment[order], np.arange(len(buckets) + 1))
-        self._write_partition_metadata({b.partition_path for b in buckets}, instant_time)
-        tasks = []
-        for b in buckets:
-            lo, hi = int(bounds[b.number]), int(bounds[b.number + 1])
-            if hi == lo:
-                continue
-            base = latest.get((b.partition_path, b.file_id)) if b.type is BucketType.UPDATE else None
-            tasks.append(
-                BucketTask(
-                    bucket=b,
-                    records=sorted_records.slice(lo, hi - lo),
-                    base_file=base,
-                    instant_time=instant_time,
-                    data_schema=batch.data_schema,
-                    precombine_field=self.table_config.precombine_field,
-                    merge_mode=mode,
-                    write_token=f"{b.number}-1-0",
-                )
-            )
-        fconf = _file_writer_config(cfg)
-        threads = cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
-        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(tasks) or 1))) as pool:
-            futures = [pool.submit(write_bucket, self.storage, t, fconf) for t in tasks]
+        sorted_records = plan.records.take(pa.array(order))
+        bounds = np.searchsorted(assignment[order], np.arange(len(job.buckets) + 1))
+        slices = [
+            (b.number, int(bounds[b.number]), int(bounds[b.number + 1]))
+            for b in job.buckets
+            if bounds[b.number + 1] > bounds[b.number]
+        ]
+        threads = plan.cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
+        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(slices) or 1))) as pool:
+            futures = [
+                pool.submit(job.write, self.storage, number, sorted_records.slice(lo, hi - lo))
+                for number, lo, hi in slices
+            ]
             if progress is not None:
                 for done, _ in enumerate(as_completed(futures), 1):
                     progress.advanced("write", done)
