@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +22,7 @@ from upsertlake.read.filters import (
     to_expression,
 )
 from upsertlake.schema import avro_to_arrow, conform
+from upsertlake.storage import Storage
 from upsertlake.table.file_system_view import BaseFile, FileSystemView
 from upsertlake.table.keygen import KeyGenerator
 from upsertlake.timeline.active import Timeline
@@ -44,22 +46,23 @@ def output_schema(data_schema: pa.Schema, config: TableConfig) -> pa.Schema:
     return full_schema(data_schema) if config.populate_meta_fields else data_schema
 
 
-def read_snapshot(
-    timeline: Timeline,
-    config: TableConfig,
-    columns: Sequence[str] | None = None,
-    as_of: str | None = None,
-    filters: Filters = None,
-) -> pa.Table:
+@dataclass(frozen=True)
+class Scan:
+    """What a read touches: the base files, the schema each is read into, the row filter. Reads
+    in process run it at once; Spark reads one file per task."""
+
+    files: list[BaseFile]
+    schema: pa.Schema
+    filters: Filters = None
+
+
+def snapshot_scan(timeline: Timeline, config: TableConfig, as_of: str | None = None, filters: Filters = None) -> Scan:
     view = FileSystemView(timeline, as_of)
     schema = output_schema(table_schema(timeline, config, as_of), config)
-    files = prune_files(view, config, schema, view.latest_base_files(), filters)
-    return read_files(view, files, schema, columns, filters)
+    return Scan(prune_files(view, config, schema, view.latest_base_files(), filters), schema, filters)
 
 
-def read_incremental(
-    timeline: Timeline, config: TableConfig, begin: str, end: str | None, columns: Sequence[str] | None = None
-) -> pa.Table:
+def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: str | None) -> Scan:
     """The latest state (as of `end`) of the records written by commits in (begin, end].
 
     The columns are those of the newest schema, whatever `end` is: Apache Hudi's incremental
@@ -75,14 +78,29 @@ def read_incremental(
     in_range = [i for i in timeline.completed_writes() if i.time > begin and (end is None or i.time <= end)]
     end = end if end is not None else (in_range[-1].time if in_range else begin)
     view = FileSystemView(timeline, end)
-    schema = full_schema(table_schema(timeline, config))
     touched = set()
     for inst in in_range:
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
     files = [bf for bf in view.latest_base_files() if bf.file_group in touched]
     commit_time = pc.field("_hoodie_commit_time")
     window = (commit_time > pc.scalar(begin)) & (commit_time <= pc.scalar(end))
-    return read_files(view, files, schema, columns, window)
+    return Scan(files, full_schema(table_schema(timeline, config)), window)
+
+
+def read_snapshot(
+    timeline: Timeline,
+    config: TableConfig,
+    columns: Sequence[str] | None = None,
+    as_of: str | None = None,
+    filters: Filters = None,
+) -> pa.Table:
+    return read_scan(timeline.storage, snapshot_scan(timeline, config, as_of, filters), columns)
+
+
+def read_incremental(
+    timeline: Timeline, config: TableConfig, begin: str, end: str | None, columns: Sequence[str] | None = None
+) -> pa.Table:
+    return read_scan(timeline.storage, incremental_scan(timeline, config, begin, end), columns)
 
 
 def prune_files(
@@ -113,14 +131,9 @@ def _key_range(view: FileSystemView, bf: BaseFile) -> tuple[str | None, str | No
     return footer.min_key, footer.max_key
 
 
-def read_files(
-    view: FileSystemView,
-    files: list[BaseFile],
-    schema: pa.Schema,
-    columns: Sequence[str] | None,
-    filters: Filters,
-) -> pa.Table:
-    """Read and concatenate base files, each made to match `schema`, filtered row by row."""
+def read_scan(storage: Storage, scan: Scan, columns: Sequence[str] | None = None) -> pa.Table:
+    """Read and concatenate a scan's files, each made to match its schema, filtered row by row."""
+    schema, filters = scan.schema, scan.filters
     if columns is not None:
         missing = [c for c in columns if c not in schema.names]
         if missing:
@@ -133,7 +146,7 @@ def read_files(
 
     def one(bf: BaseFile) -> pa.Table | None:
         try:
-            parquet = pq.ParquetFile(view.storage.full_path(bf.path))
+            parquet = pq.ParquetFile(storage.full_path(bf.path))
             present = [c for c in needed.names if c in parquet.schema_arrow.names]
             table = conform(parquet.read(columns=present), needed)
         except FileNotFoundError:
@@ -143,7 +156,7 @@ def read_files(
         return table.select(out_schema.names)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        tables = [t for t in pool.map(one, files) if t is not None]
+        tables = [t for t in pool.map(one, scan.files) if t is not None]
     if not tables:
         return out_schema.empty_table()
     return pa.concat_tables(tables)
@@ -162,4 +175,4 @@ def _needed_columns(schema: pa.Schema, out_schema: pa.Schema, filters: Filters) 
     return pa.schema([f for f in schema if f.name in wanted])
 
 
-__all__ = ["META_SCHEMA", "read_incremental", "read_snapshot", "table_schema"]
+__all__ = ["META_SCHEMA", "Scan", "incremental_scan", "read_incremental", "read_scan", "read_snapshot", "snapshot_scan", "table_schema"]
