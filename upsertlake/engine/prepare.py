@@ -46,6 +46,30 @@ def _require(batch: pa.Table, fields: tuple[str, ...] | list[str], role: str) ->
             raise SchemaError(f"{role} field {name!r} is missing from the batch (columns: {batch.column_names})")
 
 
+@dataclass(frozen=True)
+class PrepareSpec:
+    """How one write prepares its batch. Picklable: Spark runs it on each hash partition of the
+    input (by record key, so every duplicate of a key meets in one partition)."""
+
+    config: TableConfig
+    table_schema: pa.Schema | None
+    operation: str
+    combine: bool
+    dedup_by_key_only: bool
+    allow_missing_columns: bool
+
+    def run(self, data: object) -> PreparedBatch:
+        return prepare_batch(
+            data,
+            self.config,
+            self.table_schema,
+            operation=self.operation,
+            combine=self.combine,
+            dedup_by_key_only=self.dedup_by_key_only,
+            allow_missing_columns=self.allow_missing_columns,
+        )
+
+
 def prepare_batch(
     data: object,
     config: TableConfig,

@@ -37,7 +37,7 @@ from upsertlake.engine.bulk_insert import bulk_insert_buckets, bulk_insert_sort
 from upsertlake.engine.file_writer import FileWriterConfig
 from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
-from upsertlake.engine.prepare import PreparedBatch, prepare_batch
+from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.errors import UpsertlakeError, WriteConflictError
 from upsertlake.index import make_index
 from upsertlake.index.base import Index, IndexUpdate
@@ -249,7 +249,11 @@ class WriteClient:
         return self.plan_prepared(operation, batch, options, progress, stages)
 
     def prepare(self, operation: str, data: object, options: dict | None = None) -> PreparedBatch:
-        """Step 2: validate, key and deduplicate a batch (on Spark: each hash partition of it)."""
+        """Step 2: validate, key and deduplicate a batch."""
+        return self.prepare_spec(operation, options).run(data)
+
+    def prepare_spec(self, operation: str, options: dict | None = None) -> PrepareSpec:
+        """How step 2 runs for this table and these options (Spark runs it on its executors)."""
         if operation not in OPERATIONS:
             raise UpsertlakeError(f"unknown operation {operation!r}; use one of {', '.join(OPERATIONS)}")
         cfg = self.config.with_overrides(options)
@@ -260,10 +264,9 @@ class WriteClient:
             "bulk_insert": cfg.get(opt.COMBINE_BEFORE_INSERT),
             "delete": cfg.get(opt.COMBINE_BEFORE_DELETE),
         }[operation]
-        return prepare_batch(
-            data,
-            self.table_config,
-            avro_to_arrow(schema_json) if schema_json else None,
+        return PrepareSpec(
+            config=self.table_config,
+            table_schema=avro_to_arrow(schema_json) if schema_json else None,
             operation=operation,
             combine=combine,
             dedup_by_key_only=cfg.get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"),

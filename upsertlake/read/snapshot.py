@@ -54,6 +54,7 @@ class Scan:
     files: list[BaseFile]
     schema: pa.Schema
     filters: Filters = None
+    window: tuple[str, str] | None = None  # incremental: commit times in (begin, end]
 
 
 def snapshot_scan(timeline: Timeline, config: TableConfig, as_of: str | None = None, filters: Filters = None) -> Scan:
@@ -84,7 +85,7 @@ def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: s
     files = [bf for bf in view.latest_base_files() if bf.file_group in touched]
     commit_time = pc.field("_hoodie_commit_time")
     window = (commit_time > pc.scalar(begin)) & (commit_time <= pc.scalar(end))
-    return Scan(files, full_schema(table_schema(timeline, config)), window)
+    return Scan(files, full_schema(table_schema(timeline, config)), window, (begin, end))
 
 
 def read_snapshot(

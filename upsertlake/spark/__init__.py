@@ -1,0 +1,43 @@
+"""upsertlake on PySpark: the `upsertlake` data source, distributed writes, and reads through
+Spark's own parquet reader.
+
+    import upsertlake.spark as uls
+    uls.register(spark)
+    spark.read.format("upsertlake").load(path)
+    uls.upsert(df, path, table="trips", record_key="uuid", precombine="ts", partition="city")
+"""
+
+from __future__ import annotations
+
+from upsertlake.engine.write_client import WriteResult
+from upsertlake.spark.options import write_options
+from upsertlake.spark.read import read
+from upsertlake.spark.source import UpsertlakeDataSource
+from upsertlake.spark.write import write_dataframe
+
+
+def register(spark: object) -> None:
+    """Register the `upsertlake` data source with a session and let it see Spark's filters."""
+    spark.dataSource.register(UpsertlakeDataSource)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+
+
+def upsert(df: object, path: str, **options: object) -> WriteResult:
+    """Upsert a DataFrame: dedup and tag as Spark jobs, one task per file group, one commit."""
+    return write_dataframe(df, write_options(options, path, "upsert"))
+
+
+def insert(df: object, path: str, **options: object) -> WriteResult:
+    return write_dataframe(df, write_options(options, path, "insert"))
+
+
+def bulk_insert(df: object, path: str, **options: object) -> WriteResult:
+    return write_dataframe(df, write_options(options, path, "bulk_insert"))
+
+
+def delete(df: object, path: str, **options: object) -> WriteResult:
+    """Delete the keys of a DataFrame (key and partition columns suffice)."""
+    return write_dataframe(df, write_options(options, path, "delete"))
+
+
+__all__ = ["bulk_insert", "delete", "insert", "read", "register", "upsert"]

@@ -1,0 +1,78 @@
+"""Options of the Spark entry points: Hudi's keys (validated by the option registry) plus short
+aliases, split into the table to open or create, the operation and the write options."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from upsertlake.config import Config
+from upsertlake.config import options as opt
+from upsertlake.errors import ConfigError, TableNotFoundError
+from upsertlake.table.table import Table, create_table, open_table
+
+ALIASES = {
+    "table": opt.TABLE_NAME.key,
+    "record_key": opt.RECORDKEY_FIELD.key,
+    "precombine": opt.PRECOMBINE_FIELD.key,
+    "partition": opt.PARTITIONPATH_FIELD.key,
+    "operation": opt.OPERATION.key,
+}
+AS_OF = "as.of.instant"
+QUERY_TYPE = "hoodie.datasource.query.type"
+BEGIN = "hoodie.datasource.read.begin.instanttime"
+END = "hoodie.datasource.read.end.instanttime"
+READ_KEYS = (AS_OF, QUERY_TYPE, BEGIN, END)
+OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    path: str
+    operation: str
+    hoodie: dict[str, str]  # every hoodie.* key given (aliases resolved), validated
+
+    def open_or_create(self, schema: pa.Schema) -> Table:
+        """The table at `path`; the first write creates it from the options and the data's schema."""
+        try:
+            return open_table(self.path, self.hoodie)
+        except TableNotFoundError:
+            pass
+        cfg = Config.resolve(self.hoodie)
+        name, key = cfg.get(opt.TABLE_NAME), cfg.get(opt.RECORDKEY_FIELD)
+        if not name or not key:
+            raise ConfigError(
+                f"no table at {self.path} yet: creating one needs {opt.TABLE_NAME.key} and {opt.RECORDKEY_FIELD.key}"
+            )
+        partitions = [f.strip() for f in cfg.get(opt.PARTITIONPATH_FIELD).split(",") if f.strip()]
+        return create_table(
+            self.path,
+            name=name,
+            record_key=[f.strip() for f in key.split(",")],
+            precombine_field=cfg.get(opt.PRECOMBINE_FIELD) or None,
+            partition_fields=partitions,
+            hive_style_partitioning=cfg.get(opt.HIVE_STYLE_PARTITIONING),
+            schema=schema,
+            options=self.hoodie,
+        )
+
+
+def resolve_aliases(options: Mapping[str, object]) -> dict[str, str]:
+    return {ALIASES.get(k.lower(), k): str(v) for k, v in options.items() if v is not None}
+
+
+def write_options(options: Mapping[str, object], path: str | None = None, operation: str | None = None) -> WriteOptions:
+    """Split and check a write's options; ConfigError names a missing path or a bad operation."""
+    given = resolve_aliases(options)
+    path = path or given.pop("path", None)
+    given.pop("path", None)
+    if not path:
+        raise ConfigError("no table path: pass it to save(path) or as the 'path' option")
+    hoodie = {k: v for k, v in given.items() if k not in READ_KEYS}
+    Config.resolve(hoodie)  # unknown keys and bad values fail here, before any Spark job runs
+    op = (operation or hoodie.get(opt.OPERATION.key) or "upsert").lower()
+    if op not in OPERATIONS:
+        raise ConfigError(f"{opt.OPERATION.key}={op!r}: use one of {', '.join(OPERATIONS)}")
+    return WriteOptions(path, op, hoodie)

@@ -1,0 +1,40 @@
+"""Reads through Spark's own parquet reader: the scan's files, with column pruning and Spark's
+filter pushdown into parquet; the scan's row filter (incremental window) applied on top."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import functions as F
+
+from upsertlake.read.snapshot import Scan
+from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE
+from upsertlake.spark.source import plan_scan
+from upsertlake.spark.types import spark_schema_of
+from upsertlake.storage import Storage
+
+
+def read(
+    spark: object,
+    path: str,
+    as_of: str | None = None,
+    begin: str | None = None,
+    end: str | None = None,
+    columns: Sequence[str] | None = None,
+) -> object:
+    """A DataFrame of the snapshot (as of an instant), or of the records written in (begin, end]."""
+    options = {AS_OF: as_of} if as_of else {}
+    if begin:
+        options = {QUERY_TYPE: "incremental", BEGIN: begin, **({END: end} if end else {})}
+    scan: Scan = plan_scan(path, options)
+    storage = Storage(path)
+    schema = spark_schema_of(scan.schema)
+    if not scan.files:
+        df = spark.createDataFrame([], schema)
+    else:
+        df = spark.read.schema(schema).parquet(*[storage.full_path(bf.path) for bf in scan.files])
+    if scan.window is not None:
+        begin, end = scan.window
+        commit_time = F.col("_hoodie_commit_time")
+        df = df.where((commit_time > F.lit(begin)) & (commit_time <= F.lit(end)))
+    return df.select(*columns) if columns else df

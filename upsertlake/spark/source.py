@@ -1,0 +1,178 @@
+"""The `upsertlake` Python data source: `spark.read.format("upsertlake")` and `df.write.format(...)`.
+
+Reads plan a scan on the driver (snapshot, `as.of.instant`, or incremental between instants, with
+partition and key-range pruning from the filters Spark pushes) and read one base file per task.
+
+Writes: the Python data source API hands each task its rows before any shuffle, so tasks cannot
+be the ones merging file groups. Each task stages its rows as a parquet file under
+`.hoodie/.temp/`; the driver's commit runs the engine on all of them and deletes them; an
+aborted job only deletes them. That path is correct for every operation but merges on the driver:
+`upsertlake.spark.upsert` is the one that scales (see the README).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from upsertlake.errors import ConfigError
+from upsertlake.read.filters import Predicate
+from upsertlake.read.snapshot import Scan, incremental_scan, read_scan, snapshot_scan
+from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, write_options
+from upsertlake.spark.types import arrow_schema_of, spark_schema_of
+from upsertlake.storage import Storage
+from upsertlake.table.file_system_view import BaseFile
+from upsertlake.table.table import open_table
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.instant_time import normalize_instant
+
+STAGING = ".hoodie/.temp/spark-staging"
+_OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
+
+
+def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] = ()) -> Scan:
+    """The scan a read's options ask for: snapshot (optionally as of an instant) or incremental."""
+    table = open_table(path)
+    timeline = Timeline.load(table.storage)
+    query = options.get(QUERY_TYPE, "snapshot").lower()
+    if query == "incremental":
+        if BEGIN not in options:
+            raise ConfigError(f"an incremental query needs {BEGIN}")
+        end = options.get(END)
+        return incremental_scan(
+            timeline, table.config, normalize_instant(options[BEGIN]), normalize_instant(end) if end else None
+        )
+    if query != "snapshot":
+        raise ConfigError(f"{QUERY_TYPE}={query!r}: use snapshot or incremental")
+    as_of = normalize_instant(options[AS_OF]) if options.get(AS_OF) else None
+    return snapshot_scan(timeline, table.config, as_of, list(filters) or None)
+
+
+class UpsertlakeDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "upsertlake"
+
+    def _options(self) -> dict[str, str]:
+        return {k.lower() if k.lower() in (AS_OF, QUERY_TYPE, BEGIN, END) else k: v for k, v in self.options.items()}
+
+    def schema(self) -> StructType:
+        return spark_schema_of(plan_scan(self.options["path"], self._options()).schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return ScanReader(self.options["path"], self._options(), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> StagingWriter:
+        if overwrite:
+            raise ConfigError(
+                "mode('overwrite') would replace the table; use mode('append') with "
+                "hoodie.datasource.write.operation upsert, insert, bulk_insert or delete"
+            )
+        options = write_options(dict(self.options))
+        return StagingWriter(options.path, dict(self.options), arrow_schema_of(schema), uuid.uuid4().hex)
+
+
+@dataclass
+class FilePartition(InputPartition):
+    """One base file of a scan, with what it is read into and filtered by."""
+
+    file: BaseFile
+    schema: pa.Schema
+    filters: object
+
+
+class ScanReader(DataSourceReader):
+    def __init__(self, path: str, options: dict[str, str], schema: StructType) -> None:
+        self.path, self.options, self.schema = path, options, schema
+        self.predicates: list[Predicate] = []
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        """Simple comparisons on top-level columns prune partitions and files; Spark still
+        evaluates every filter on the rows, so each is also handed back."""
+        for f in filters:
+            column = getattr(f, "attribute", ())
+            if len(column) == 1 and type(f) in _OPERATORS:
+                self.predicates.append((column[0], _OPERATORS[type(f)], f.value))
+            elif len(column) == 1 and isinstance(f, In):
+                self.predicates.append((column[0], "in", list(f.value)))
+            yield f
+
+    def partitions(self) -> Sequence[InputPartition]:
+        scan = plan_scan(self.path, self.options, self.predicates)
+        return [FilePartition(bf, scan.schema, scan.filters) for bf in scan.files]
+
+    def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
+        target = arrow_schema_of(self.schema)
+        table = read_scan(Storage(self.path), Scan([partition.file], partition.schema, partition.filters))
+        yield from table.select(target.names).cast(target).to_batches()
+
+
+@dataclass
+class StagedFile(WriterCommitMessage):
+    path: str
+    rows: int
+
+
+class StagingWriter(DataSourceArrowWriter):
+    def __init__(self, path: str, options: dict[str, str], schema: pa.Schema, job: str) -> None:
+        self.path, self.options, self.schema, self.job = path, options, schema, job
+
+    @property
+    def staging(self) -> Path:
+        return Path(Storage(self.path).full_path(f"{STAGING}-{self.job}"))
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
+        self.staging.mkdir(parents=True, exist_ok=True)
+        target = self.staging / f"{uuid.uuid4().hex}.parquet"
+        rows = 0
+        with pq.ParquetWriter(target, self.schema) as out:
+            for batch in iterator:
+                out.write_batch(batch.cast(self.schema) if batch.schema != self.schema else batch)
+                rows += batch.num_rows
+        return StagedFile(str(target), rows)
+
+    def commit(self, messages: list[StagedFile | None]) -> None:
+        options = write_options(self.options)
+        try:
+            files = [m.path for m in messages if m is not None]
+            data = ds.dataset(files, schema=self.schema).to_table() if files else self.schema.empty_table()
+            table = options.open_or_create(self.schema)
+            getattr(table, options.operation)(data, options.hoodie)
+        finally:
+            self._remove_staging()
+
+    def abort(self, messages: list[StagedFile | None]) -> None:
+        self._remove_staging()
+
+    def _remove_staging(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+        # A first write that failed leaves no empty table folders behind either.
+        root = Path(Storage(self.path).base)
+        if not (root / ".hoodie" / "hoodie.properties").exists():
+            for folder in (root / ".hoodie" / ".temp", root / ".hoodie", root):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break

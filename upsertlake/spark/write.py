@@ -1,0 +1,138 @@
+"""The distributed write: the engine's steps, with the heavy ones as Spark jobs.
+
+driver: start_commit → executors: prepare (validate, key, dedup) each hash partition of the input
+by record key → driver: collect the keys, tag, profile and partition them (the in-process code)
+→ executors: attach each record's bucket, shuffle with `repartitionById` so one task holds each
+bucket, merge and write it (the in-process BucketJob) → driver: one commit of the write statuses.
+A failure anywhere rolls the instant back: nothing becomes visible and no file stays behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from collections.abc import Iterator
+from functools import partial
+from itertools import pairwise
+
+import numpy as np
+import pyarrow as pa
+
+from upsertlake.config import options as opt
+from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION, BucketJob
+from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
+from upsertlake.engine.write_client import WriteResult
+from upsertlake.spark.options import WriteOptions
+from upsertlake.spark.types import arrow_schema_of, spark_schema_of
+from upsertlake.storage import Storage
+
+log = logging.getLogger(__name__)
+
+BUCKET = "_upsertlake_bucket"
+STATUS = "status"
+
+
+def write_dataframe(df: object, options: WriteOptions) -> WriteResult:
+    """Write a Spark DataFrame to the table with the options' operation, distributed."""
+    schema = arrow_schema_of(df.schema)
+    table = options.open_or_create(schema)
+    cfg = table.options.with_overrides(options.hoodie)
+    if cfg.get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"):
+        # A global index moves whole records between partitions on the driver (route_global).
+        log.warning("global index: the batch is collected to the driver and written in process")
+        return getattr(table, options.operation)(df.toArrow(), options.hoodie)
+    client = table.write_client()
+    instant = client.start_commit()
+    stages: dict[str, float] = {}
+    prepared = None
+    try:
+        began = time.perf_counter()
+        spec = client.prepare_spec(options.operation, options.hoodie)
+        empty = spec.run(schema.empty_table())
+        key_fields = list(table.config.record_key_fields)
+        spark = df.sparkSession
+        parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        prepared = (
+            df.repartition(parts, *key_fields)
+            .mapInArrow(partial(_prepare, spec, empty.records.schema), spark_schema_of(empty.records.schema))
+            .persist()
+        )
+        keys = prepared.select(KEY, PARTITION, DELETE_FLAG).toArrow()
+        stages["dedup"] = time.perf_counter() - began
+        batch = PreparedBatch(keys, empty.data_schema, keys.num_rows)
+        plan = client.plan_prepared(options.operation, batch, options.hoodie, stages=stages)
+        job = client.begin_write(instant, plan)
+        began = time.perf_counter()
+        statuses = _write_buckets(prepared, plan.records, plan.assignment, job, table.storage.base, spark)
+        stages["write"] = time.perf_counter() - began
+        result = client.write_result(instant, plan, statuses, stages)
+        return client.commit(instant, result)
+    except BaseException:
+        client.rollback(instant)
+        raise
+    finally:
+        if prepared is not None:
+            prepared.unpersist()
+
+
+def _write_buckets(prepared, records: pa.Table, assignment, job: BucketJob, base: str, spark) -> list:
+    """Attach each record's bucket (an inner join: deletes of unknown keys drop out), one task per
+    bucket, and the statuses back to the driver."""
+    if not job.buckets:
+        return []
+    mapping = records.select([KEY, PARTITION]).append_column(BUCKET, pa.array(assignment, pa.int32()))
+    shared = spark.sparkContext.broadcast(_ipc(mapping))
+    schema = arrow_schema_of(prepared.schema).append(pa.field(BUCKET, pa.int32()))
+    rows = (
+        prepared.mapInArrow(partial(_attach_bucket, shared, schema), spark_schema_of(schema))
+        .repartitionById(len(job.buckets), BUCKET)
+        .mapInArrow(partial(_write, job, base), f"{STATUS} binary")
+        .toArrow()
+    )
+    shared.unpersist()
+    return [pickle.loads(b) for b in rows.column(STATUS).to_pylist()]
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _table(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
+    """A task's rows as one table; None when it has none (Spark may send no batch at all)."""
+    listed = [b for b in batches if b.num_rows]
+    return pa.Table.from_batches(listed) if listed else None
+
+
+# -- executor functions (module level, so Spark pickles references to them) --------------------
+def _prepare(spec: PrepareSpec, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Every record of a key lands in one hash partition, so deduplicating it here is complete."""
+    data = _table(batches)
+    if data is not None:
+        yield from spec.run(data).records.cast(schema).to_batches()
+
+
+def _attach_bucket(shared, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    mapping = pa.ipc.open_stream(shared.value).read_all()
+    for batch in batches:
+        joined = pa.Table.from_batches([batch]).join(mapping, [KEY, PARTITION], join_type="inner")
+        yield from joined.select(schema.names).cast(schema).to_batches()
+
+
+def _write(job: BucketJob, base: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Merge and write the bucket(s) of this task; records keep their key order within a bucket."""
+    data = _table(batches)
+    if data is None:
+        return
+    storage = Storage(base)
+    data = data.sort_by([(BUCKET, "ascending"), (KEY, "ascending")])
+    buckets = data.column(BUCKET).to_numpy()
+    starts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
+    statuses = []
+    for lo, hi in pairwise(starts):
+        records = data.slice(lo, hi - lo).drop_columns([BUCKET])
+        statuses.append(pickle.dumps(job.write(storage, int(buckets[lo]), records)))
+    yield pa.RecordBatch.from_pydict({STATUS: statuses}, schema=pa.schema([(STATUS, pa.binary())]))
