@@ -13,11 +13,11 @@ import sys
 import traceback
 from typing import NoReturn
 
-from upsertlake.cli import demo, insight, read, simulate, stats, write
+from upsertlake.cli import demo, ingest, insight, read, simulate, stats, write
 from upsertlake.cli.output import CliError
 from upsertlake.errors import UpsertlakeError
 
-GROUPS = (demo, write, insight, read, stats, simulate)
+GROUPS = (demo, write, insight, read, stats, simulate, ingest)
 USAGE_ERROR = 2
 
 

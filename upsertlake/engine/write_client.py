@@ -387,9 +387,12 @@ class WriteClient:
                 self.storage.write_if_absent(path, body.encode())
 
     # -- 9. commit ---------------------------------------------------------------------------
-    def commit(self, instant_time: str, result: WriteResult) -> WriteResult:
+    def commit(
+        self, instant_time: str, result: WriteResult, extra_metadata: dict[str, str] | None = None
+    ) -> WriteResult:
         """Complete the instant unless a write that completed since it started touched the same
-        file groups; on a conflict, roll this write back and raise WriteConflictError."""
+        file groups; on a conflict, roll this write back and raise WriteConflictError.
+        `extra_metadata` lands in the commit's extraMetadata (e.g. the files an ingest read)."""
         pending = self._pending.get(instant_time)
         if pending is None or result.instant_time != instant_time:
             raise UpsertlakeError(f"instant {instant_time} is not pending in this client")
@@ -398,7 +401,9 @@ class WriteClient:
         schema = result.data_schema
         # A delete on a table with no commits yet has no schema (an empty one) to record.
         has_schema = schema is not None and len(schema) > 0
-        extra = {"schema": avro_schema_json(arrow_to_avro(schema, self.table_config.name))} if has_schema else {}
+        extra = dict(extra_metadata or {})
+        if has_schema:
+            extra["schema"] = avro_schema_json(arrow_to_avro(schema, self.table_config.name))
         metadata = CommitMetadata(
             partition_to_write_stats=_by_partition(result.write_stats),
             operation_type=result.operation.upper(),

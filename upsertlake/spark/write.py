@@ -22,7 +22,7 @@ import pyarrow as pa
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION, BucketJob
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
-from upsertlake.engine.write_client import WriteResult
+from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
@@ -33,47 +33,54 @@ BUCKET = "_upsertlake_bucket"
 STATUS = "status"
 
 
-def write_dataframe(df: object, options: WriteOptions) -> WriteResult:
-    """Write a Spark DataFrame to the table with the options' operation, distributed."""
+def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str, str] | None = None) -> WriteResult:
+    """Write a Spark DataFrame to the table with the options' operation, distributed;
+    `extra_metadata` goes into the commit's extraMetadata."""
     schema = arrow_schema_of(df.schema)
     table = options.open_or_create(schema)
-    cfg = table.options.with_overrides(options.hoodie)
-    if cfg.get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"):
-        # A global index moves whole records between partitions on the driver (route_global).
-        log.warning("global index: the batch is collected to the driver and written in process")
-        return getattr(table, options.operation)(df.toArrow(), options.hoodie)
     client = table.write_client()
     instant = client.start_commit()
-    stages: dict[str, float] = {}
-    prepared = None
     try:
-        began = time.perf_counter()
-        spec = client.prepare_spec(options.operation, options.hoodie)
-        empty = spec.run(schema.empty_table())
-        key_fields = list(table.config.record_key_fields)
-        spark = df.sparkSession
-        parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
-        prepared = (
-            df.repartition(parts, *key_fields)
-            .mapInArrow(partial(_prepare, spec, empty.records.schema), spark_schema_of(empty.records.schema))
-            .persist()
-        )
+        if table.options.with_overrides(options.hoodie).get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"):
+            # A global index moves whole records between partitions on the driver (route_global).
+            log.warning("global index: the batch is collected to the driver and written in process")
+            result = getattr(client, options.operation)(df.toArrow(), instant, options.hoodie)
+        else:
+            result = _write_distributed(df, schema, client, instant, options)
+        return client.commit(instant, result, extra_metadata)
+    except BaseException:
+        client.rollback(instant)
+        raise
+
+
+def _write_distributed(
+    df: object, schema: pa.Schema, client: WriteClient, instant: str, options: WriteOptions
+) -> WriteResult:
+    stages: dict[str, float] = {}
+    began = time.perf_counter()
+    spec = client.prepare_spec(options.operation, options.hoodie)
+    empty = spec.run(schema.empty_table())
+    spark = df.sparkSession
+    # As many tasks as the input has partitions (at least one per core). Not Spark's shuffle
+    # default: the result is cached, and adaptive execution does not shrink a cached plan.
+    parts = max(df.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
+    prepared = (
+        df.repartition(parts, *client.table_config.record_key_fields)
+        .mapInArrow(partial(_prepare, spec, empty.records.schema), spark_schema_of(empty.records.schema))
+        .persist()
+    )
+    try:
         keys = prepared.select(KEY, PARTITION, DELETE_FLAG).toArrow()
         stages["dedup"] = time.perf_counter() - began
         batch = PreparedBatch(keys, empty.data_schema, keys.num_rows)
         plan = client.plan_prepared(options.operation, batch, options.hoodie, stages=stages)
         job = client.begin_write(instant, plan)
         began = time.perf_counter()
-        statuses = _write_buckets(prepared, plan.records, plan.assignment, job, table.storage.base, spark)
+        statuses = _write_buckets(prepared, plan.records, plan.assignment, job, client.storage.base, spark)
         stages["write"] = time.perf_counter() - began
-        result = client.write_result(instant, plan, statuses, stages)
-        return client.commit(instant, result)
-    except BaseException:
-        client.rollback(instant)
-        raise
+        return client.write_result(instant, plan, statuses, stages)
     finally:
-        if prepared is not None:
-            prepared.unpersist()
+        prepared.unpersist()
 
 
 def _write_buckets(prepared, records: pa.Table, assignment, job: BucketJob, base: str, spark) -> list:

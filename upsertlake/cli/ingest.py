@@ -1,0 +1,125 @@
+"""`upsertlake ingest`: a dedup ingestion job on Spark. It reads the input files it has not ingested
+yet, dedups and upserts them with the distributed writer, and records the files it read in the
+commit's extraMetadata, so the next run picks up only new files (and a failed run, whose commit
+never completed, is simply retried)."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from upsertlake.cli.output import CliError, parse_options, print_json
+from upsertlake.errors import TableNotFoundError
+from upsertlake.table.table import open_table
+from upsertlake.timeline.active import Timeline
+
+INGESTED_KEY = "upsertlake.ingest.files"
+EXTENSIONS = {"parquet": (".parquet", ".pq"), "json": (".json", ".ndjson", ".jsonl"), "csv": (".csv",)}
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("ingest", parents=[common], help="upsert new input files with Spark, each file once")
+    p.add_argument("--source", required=True, help="a folder or a glob of input files")
+    p.add_argument("--format", required=True, choices=sorted(EXTENSIONS), help="input format")
+    p.add_argument("--table", required=True, help="the table (created on the first run)")
+    p.add_argument("--name", help="table name when creating it (default: the folder's name)")
+    p.add_argument("--record-key", required=True, help="record key field(s), comma separated")
+    p.add_argument("--precombine", help="ordering field: the larger value wins")
+    p.add_argument("--partition", help="partition field(s), comma separated")
+    p.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a Hudi write option (repeatable)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=ingest)
+
+
+def source_files(source: str, fmt: str) -> list[str]:
+    """Input files of the format under a folder (recursively) or matching a glob, sorted."""
+    if os.path.isdir(source):
+        found = [str(p) for p in Path(source).rglob("*") if p.is_file()]
+    else:
+        found = glob.glob(source, recursive=True)
+    files = sorted(
+        str(Path(f).resolve()) for f in found
+        if f.lower().endswith(EXTENSIONS[fmt]) and not Path(f).name.startswith((".", "_"))
+    )
+    if not found:
+        raise CliError(f"no input files at {source}")
+    return files
+
+
+def ingested_files(table_path: str) -> set[str]:
+    """Every input file a completed commit of the table recorded as ingested."""
+    try:
+        timeline = Timeline.load(open_table(table_path).storage)
+    except TableNotFoundError:
+        return set()
+    done: set[str] = set()
+    for inst in timeline.completed_writes():
+        recorded = timeline.commit_metadata(inst).extra_metadata.get(INGESTED_KEY)
+        if recorded:
+            done.update(json.loads(recorded))
+    return done
+
+
+def ingest(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    files = source_files(args.source, args.format)
+    new = [f for f in files if f not in ingested_files(args.table)]
+    _say(f"{len(files)} input files, {len(new)} new")
+    summary: dict[str, object] = {"input_files": len(files), "new_files": len(new), "instant_time": None}
+    if new:
+        summary.update(_ingest(args, new, parse_options(args.option)))
+    summary["seconds"] = round(time.perf_counter() - started, 3)
+    if args.json:
+        print_json(summary)
+    elif new:
+        print(
+            f"ingested {len(new)} files in {summary['seconds']:.2f} s: {summary['inserts']} inserted, "
+            f"{summary['updates']} updated ({summary['instant_time']})"
+        )
+    else:
+        print("nothing new to ingest")
+    return 0
+
+
+def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str]) -> dict[str, object]:
+    from pyspark.sql import SparkSession  # only this command needs pyspark
+
+    import upsertlake.spark as uls
+    from upsertlake.spark.options import write_options
+    from upsertlake.spark.write import write_dataframe
+
+    began = time.perf_counter()
+    spark = (
+        SparkSession.builder.master(args.spark_master).appName("upsertlake-ingest")
+        .config("spark.ui.showConsoleProgress", "false").getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    uls.register(spark)
+    _say(f"spark session ({args.spark_master}) in {time.perf_counter() - began:.1f} s")
+    reader = spark.read.option("header", "true").option("inferSchema", "true") if args.format == "csv" else spark.read
+    df = reader.format(args.format).load(files)
+    opts = dict(options, record_key=args.record_key, table=args.name or Path(args.table).resolve().name)
+    if args.precombine:
+        opts["precombine"] = args.precombine
+    if args.partition:
+        opts["partition"] = args.partition
+    result = write_dataframe(df, write_options(opts, args.table, "upsert"), {INGESTED_KEY: json.dumps(files)})
+    for stage, seconds in result.stage_seconds.items():
+        _say(f"  {stage:<8} {seconds:.2f} s")
+    return {
+        "instant_time": result.instant_time,
+        "inserts": result.num_inserts,
+        "updates": result.num_updates,
+        "stage_seconds": {k: round(v, 3) for k, v in result.stage_seconds.items()},
+    }
+
+
+def _say(line: str) -> None:
+    """Progress goes to stderr, so stdout stays the summary (or JSON)."""
+    print(line, file=sys.stderr, flush=True)
