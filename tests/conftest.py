@@ -32,3 +32,25 @@ def tree_digest(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and p.name != ".lock"
     }
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole test run (start-up costs seconds)."""
+    from pyspark.sql import SparkSession
+
+    import upsertlake.spark
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("upsertlake-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    upsertlake.spark.register(session)
+    yield session
+    session.stop()

@@ -1,0 +1,208 @@
+"""The engine on Spark: the distributed writer and the data source give the snapshots and file
+layouts the in-process engine gives, tables move freely between them and Apache Hudi's reader,
+and a failed Spark job leaves nothing behind. One shared local session (conftest `spark`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from helpers import hudi_read
+
+import upsertlake.spark as uls
+from upsertlake import create_table, open_table
+from upsertlake.errors import ConfigError
+from upsertlake.spark.options import write_options
+from upsertlake.spark.source import plan_scan
+from upsertlake.timeline.instant import State
+
+REPO = Path(__file__).resolve().parents[1]
+OPTS = {"table": "t", "record_key": "id", "precombine": "ts", "partition": "p"}
+SMALL_FILES = {"hoodie.parquet.max.file.size": 16 * 1024, "hoodie.parquet.small.file.limit": 8 * 1024}
+
+
+def rows(ids: range, ts: int, tag: str, deleted: bool = False) -> pa.Table:
+    return pa.table({
+        "id": [f"k{i:05d}" for i in ids],
+        "ts": pa.array([ts] * len(ids), pa.int64()),
+        "v": [f"{tag}-{i}" for i in ids],
+        "p": [f"p{i % 3}" for i in ids],
+        "_hoodie_is_deleted": [deleted] * len(ids),
+    })
+
+
+BATCHES = [
+    ("upsert", rows(range(600), 1, "one")),
+    ("upsert", pa.concat_tables([rows(range(300, 900), 2, "two"), rows(range(300, 350), 1, "stale")])),
+    ("delete", rows(range(100), 0, "gone").select(["id", "p"])),
+    ("upsert", rows(range(500, 550), 3, "del", deleted=True)),
+    ("insert", rows(range(900, 1000), 1, "ins")),
+]
+
+
+def data(path: Path, **read: str) -> list[tuple]:
+    t = open_table(path).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "id", "ts", "v", "p"], **read)
+    return sorted(tuple(r.values()) for r in t.to_pylist())
+
+
+def layout(path: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """Each latest base file as (partition, its sorted keys): file ids differ, grouping must not."""
+    t = open_table(path).read(columns=["_hoodie_partition_path", "_hoodie_file_name", "id"])
+    groups: dict[str, list] = {}
+    for r in t.to_pylist():
+        groups.setdefault(r["_hoodie_file_name"], [r["_hoodie_partition_path"]]).append(r["id"])
+    return sorted((g[0], tuple(sorted(g[1:]))) for g in groups.values())
+
+
+def test_distributed_writes_match_the_in_process_engine(spark, tmp_path: Path) -> None:
+    local, dist = tmp_path / "local", tmp_path / "spark"
+    create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p", options=SMALL_FILES)
+    for i, (op, batch) in enumerate(BATCHES):
+        getattr(open_table(local, SMALL_FILES), op)(batch)
+        r = getattr(uls, op)(spark.createDataFrame(batch), str(dist), **OPTS, **SMALL_FILES)
+        assert r.committed and r.operation == op
+        assert data(dist) == data(local), f"after batch {i} ({op})"
+        assert layout(dist) == layout(local), f"after batch {i} ({op})"
+    assert len(layout(dist)) > 6  # small files: several file groups per partition, packed alike
+    hudi = hudi_read(dist).select(["_hoodie_record_key", "_hoodie_partition_path", "id", "ts", "v", "p"])
+    assert sorted(tuple(r.values()) for r in hudi.to_pylist()) == data(dist)
+
+
+def test_tables_move_between_spark_and_in_process(spark, tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    uls.upsert(spark.createDataFrame(rows(range(50), 1, "a")), str(path), **OPTS)
+    open_table(path).upsert(rows(range(25, 75), 2, "b"))
+    uls.upsert(spark.createDataFrame(rows(range(60, 80), 3, "c")), str(path))
+    got = {r[2]: r[4] for r in data(path)}
+    assert len(got) == 80 and got["k00000"] == "a-0" and got["k00030"] == "b-30" and got["k00070"] == "c-70"
+    assert [i.state for i in open_table(path).timeline()] == [State.COMPLETED] * 3
+
+
+def test_data_source_writes_with_hudi_option_names(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "trips")
+
+    def save(batch: pa.Table, operation: str) -> None:
+        (spark.createDataFrame(batch).write.format("upsertlake")
+         .option("hoodie.table.name", "trips")
+         .option("hoodie.datasource.write.recordkey.field", "id")
+         .option("hoodie.datasource.write.precombine.field", "ts")
+         .option("hoodie.datasource.write.partitionpath.field", "p")
+         .option("hoodie.datasource.write.operation", operation)
+         .mode("append").save(path))
+
+    save(rows(range(30), 1, "one"), "upsert")  # creates the table
+    save(pa.concat_tables([rows(range(10, 20), 2, "two"), rows(range(10, 20), 1, "old")]), "upsert")
+    save(rows(range(5), 0, "x").select(["id", "p"]), "delete")
+    got = {r[2]: (r[3], r[4]) for r in data(Path(path))}
+    assert len(got) == 25 and got["k00010"] == (2, "two-10") and got["k00025"] == (1, "one-25")
+    assert not list(Path(path, ".hoodie", ".temp").glob("spark-staging-*"))
+    with pytest.raises(Exception, match="mode\\('overwrite'\\)"):
+        spark.createDataFrame(rows(range(3), 5, "o")).write.format("upsertlake").mode("overwrite").save(path)
+    assert len(data(Path(path))) == 25
+
+
+def test_data_source_reads_snapshot_time_travel_and_incremental(spark, tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    t = create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p")
+    first = t.upsert(rows(range(30), 1, "one")).instant_time
+    second = t.upsert(rows(range(20, 40), 2, "two")).instant_time
+    t.upsert(rows(range(5), 3, "three"))
+
+    def load(**options: str):
+        reader = spark.read.format("upsertlake")
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return sorted((r.id, r.ts, r.v) for r in reader.load(str(path)).collect())
+
+    assert load() == sorted((r[2], r[3], r[4]) for r in data(path))
+    assert load(**{"as.of.instant": first}) == sorted((r[2], r[3], r[4]) for r in data(path, as_of=first))
+    incremental = load(**{"hoodie.datasource.query.type": "incremental",
+                          "hoodie.datasource.read.begin.instanttime": first,
+                          "hoodie.datasource.read.end.instanttime": second})
+    assert incremental == [(f"k{i:05d}", 2, f"two-{i}") for i in range(20, 40)]
+    sf = spark.read.format("upsertlake").load(str(path)).where("p = 'p1' and ts >= 2")
+    assert sorted(r.id for r in sf.collect()) == sorted(f"k{i:05d}" for i in [*range(1, 5, 3), *range(22, 40, 3)])
+    via_parquet = uls.read(spark, str(path), columns=["id", "v"])
+    assert sorted((r.id, r.v) for r in via_parquet.collect()) == sorted((r[2], r[4]) for r in data(path))
+    since = uls.read(spark, str(path), begin=second)
+    assert sorted(r.id for r in since.collect()) == [f"k{i:05d}" for i in range(5)]
+
+
+def test_pushed_filters_prune_partitions(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p").upsert(rows(range(30), 1, "a"))
+    assert len(plan_scan(str(path), {}).files) == 3
+    assert [bf.partition_path for bf in plan_scan(str(path), {}, [("p", "=", "p2")]).files] == ["p2"]
+    assert len(plan_scan(str(path), {}, [("p", "in", ["p0", "p1"])]).files) == 2
+
+
+def test_failed_spark_job_leaves_nothing(spark, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    path = tmp_path / "t"
+    uls.upsert(spark.createDataFrame(rows(range(30), 1, "one")), str(path), **OPTS)
+    before = data(path)
+
+    @F.udf("string")
+    def explode(v: str) -> str:
+        if v.endswith("-7"):
+            raise ValueError("bad record")
+        return v
+
+    bad = spark.createDataFrame(rows(range(30), 2, "two")).withColumn("v", explode("v"))
+    with pytest.raises(Exception, match="bad record"):
+        uls.upsert(bad, str(path))
+    # a write that fails after going inflight: the folder of a new partition is taken by a file
+    (path / "p9").write_text("not a folder")
+    blocked = spark.createDataFrame(rows(range(30), 2, "two")).withColumn("p", F.lit("p9"))
+    with pytest.raises(OSError):
+        uls.upsert(blocked, str(path))
+    assert data(path) == before
+    assert [i.state for i in open_table(path).timeline()] == [State.COMPLETED]
+    (path / "p9").unlink()
+    r = uls.upsert(spark.createDataFrame(rows(range(30, 40), 1, "three")), str(path))
+    names = {p.name for p in path.rglob("*.parquet")}
+    committed = {i.time for i in open_table(path).timeline()}
+    assert {n.rsplit("_", 1)[1].removesuffix(".parquet") for n in names} <= committed
+    assert len(data(path)) == 40 and r.num_inserts == 10
+
+
+def test_bad_options_fail_before_any_job(spark, tmp_path: Path) -> None:
+    df = spark.createDataFrame(rows(range(3), 1, "a"))
+    with pytest.raises(ConfigError, match="creating one needs hoodie.table.name"):
+        uls.upsert(df, str(tmp_path / "t"), record_key="id")
+    with pytest.raises(ConfigError, match="invalid value 'merge' for hoodie.datasource.write.operation"):
+        write_options({"operation": "merge"}, str(tmp_path / "t"))
+    with pytest.raises(ConfigError, match="hoodie.no.such.key"):
+        uls.upsert(df, str(tmp_path / "t"), **OPTS, **{"hoodie.no.such.key": "1"})
+    assert sorted(p.name for p in tmp_path.rglob("*")) == []
+
+
+def test_ingest_command_ingests_each_file_once(tmp_path: Path) -> None:
+    source, table = tmp_path / "in", tmp_path / "t"
+    source.mkdir()
+    pq.write_table(rows(range(20), 1, "one").drop_columns(["_hoodie_is_deleted"]), source / "a.parquet")
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "upsertlake.cli", "ingest", "--source", str(source), "--format", "parquet",
+           "--table", str(table), "--record-key", "id", "--precombine", "ts", "--partition", "p", "--json"]
+
+    def run() -> dict:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return json.loads(p.stdout)
+
+    first = run()
+    assert (first["input_files"], first["new_files"], first["inserts"]) == (1, 1, 20)
+    assert subprocess.run(cmd, env=env, capture_output=True, text=True, check=False).stderr == "1 input files, 0 new\n"
+    pq.write_table(rows(range(10, 30), 2, "two").drop_columns(["_hoodie_is_deleted"]), source / "b.parquet")
+    third = run()
+    assert (third["input_files"], third["new_files"], third["inserts"], third["updates"]) == (2, 1, 10, 10)
+    got = {r[2]: r[4] for r in data(table)}
+    assert len(got) == 30 and got["k00005"] == "one-5" and got["k00015"] == "two-15"
+    assert len(open_table(table).timeline()) == 2  # the run with nothing new committed nothing
