@@ -18,6 +18,7 @@ from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
+from pyspark.sql import functions as F
 
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION, BucketJob
@@ -84,28 +85,20 @@ def _write_distributed(
 
 
 def _write_buckets(prepared, records: pa.Table, assignment, job: BucketJob, base: str, spark) -> list:
-    """Attach each record's bucket (an inner join: deletes of unknown keys drop out), one task per
-    bucket, and the statuses back to the driver."""
+    """Attach each record's bucket by a broadcast join in the JVM (an inner join: deletes of
+    unknown keys drop out), give each bucket a task of its own, and bring the statuses back."""
     if not job.buckets:
         return []
     mapping = records.select([KEY, PARTITION]).append_column(BUCKET, pa.array(assignment, pa.int32()))
-    shared = spark.sparkContext.broadcast(_ipc(mapping))
-    schema = arrow_schema_of(prepared.schema).append(pa.field(BUCKET, pa.int32()))
+    buckets = spark.createDataFrame(mapping)
     rows = (
-        prepared.mapInArrow(partial(_attach_bucket, shared, schema), spark_schema_of(schema))
+        prepared.join(F.broadcast(buckets), [KEY, PARTITION], "inner")
+        .select(*prepared.columns, BUCKET)
         .repartitionById(len(job.buckets), BUCKET)
         .mapInArrow(partial(_write, job, base), f"{STATUS} binary")
         .toArrow()
     )
-    shared.unpersist()
     return [pickle.loads(b) for b in rows.column(STATUS).to_pylist()]
-
-
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
 
 
 def _table(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
@@ -120,13 +113,6 @@ def _prepare(spec: PrepareSpec, schema: pa.Schema, batches: Iterator[pa.RecordBa
     data = _table(batches)
     if data is not None:
         yield from spec.run(data).records.cast(schema).to_batches()
-
-
-def _attach_bucket(shared, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    mapping = pa.ipc.open_stream(shared.value).read_all()
-    for batch in batches:
-        joined = pa.Table.from_batches([batch]).join(mapping, [KEY, PARTITION], join_type="inner")
-        yield from joined.select(schema.names).cast(schema).to_batches()
 
 
 def _write(job: BucketJob, base: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
