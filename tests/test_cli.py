@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import tree_digest
 
 COMMANDS = ["demo", "create", "upsert", "insert", "bulk-insert", "delete", "explain",
-            "show", "timeline", "commit", "files", "read", "stats", "simulate"]  # fmt: skip
+            "show", "timeline", "commit", "files", "read", "stats", "simulate", "ingest",
+            "clean", "savepoint", "restore", "rollback"]  # fmt: skip
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -142,6 +142,12 @@ def test_defaults() -> None:
         opt.DATABASE_NAME: "default",
         opt.OPERATION: "upsert",
         opt.WRITE_PARALLELISM: 0,
+        opt.CLEANER_POLICY: "KEEP_LATEST_COMMITS",
+        opt.CLEANER_COMMITS_RETAINED: 10,
+        opt.CLEANER_FILE_VERSIONS_RETAINED: 3,
+        opt.CLEANER_HOURS_RETAINED: 24,
+        opt.CLEAN_AUTOMATIC: True,
+        opt.CLEAN_MAX_COMMITS: 1,
     }
     assert len(expected) == len(set(OPTIONS.values()))
     for option, value in expected.items():

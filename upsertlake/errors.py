@@ -37,3 +37,11 @@ class LockTimeoutError(UpsertlakeError):
 
 class UnsupportedTableError(UpsertlakeError):
     """The table uses a feature upsertlake does not write (yet), e.g. a time-based key generator."""
+
+
+class CleanedInstantError(UpsertlakeError):
+    """A read reaches an instant whose files the cleaner has deleted (outside the retained window)."""
+
+
+class ServiceError(UpsertlakeError):
+    """A table service cannot run as asked (nothing to roll back, no such savepoint, ...)."""

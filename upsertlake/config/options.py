@@ -75,6 +75,12 @@ __all__ = [
     "DATABASE_NAME",
     "OPERATION",
     "WRITE_PARALLELISM",
+    "CLEANER_POLICY",
+    "CLEANER_COMMITS_RETAINED",
+    "CLEANER_FILE_VERSIONS_RETAINED",
+    "CLEANER_HOURS_RETAINED",
+    "CLEAN_AUTOMATIC",
+    "CLEAN_MAX_COMMITS",
 ]
 
 T = TypeVar("T")
@@ -347,6 +353,34 @@ DATABASE_NAME: Option[str] = _option(
     "hoodie.database.name", str, "default",
     "Database name of the table. Deviation: Hudi leaves it unset by default; upsertlake uses "
     "'default', as catalogs do.")
+
+# --- table services (HoodieCleanConfig) ------------------------------------------------------------
+
+CLEANER_POLICY: Option[str] = _option(
+    "hoodie.cleaner.policy", str, "KEEP_LATEST_COMMITS",
+    "What the cleaner keeps: the file versions the last N commits read (KEEP_LATEST_COMMITS), the "
+    "latest N versions of each file group (KEEP_LATEST_FILE_VERSIONS), or the versions the "
+    "commits of the last N hours read (KEEP_LATEST_BY_HOURS). Savepointed files are always kept.",
+    choices=("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"),
+    aliases=("hoodie.clean.policy",))
+CLEANER_COMMITS_RETAINED: Option[int] = _option(
+    "hoodie.cleaner.commits.retained", int, 10,
+    "KEEP_LATEST_COMMITS: number of latest commits whose snapshots stay readable.",
+    aliases=("hoodie.clean.commits.retained",))
+CLEANER_FILE_VERSIONS_RETAINED: Option[int] = _option(
+    "hoodie.cleaner.fileversions.retained", int, 3,
+    "KEEP_LATEST_FILE_VERSIONS: number of versions kept per file group.",
+    aliases=("hoodie.clean.fileversions.retained",))
+CLEANER_HOURS_RETAINED: Option[int] = _option(
+    "hoodie.cleaner.hours.retained", int, 24,
+    "KEEP_LATEST_BY_HOURS: the snapshots of commits of the last this many hours stay readable.",
+    aliases=("hoodie.clean.hours.retained",))
+CLEAN_AUTOMATIC: Option[bool] = _option(
+    "hoodie.clean.automatic", bool, True,
+    "Clean after each commit when due (see hoodie.clean.max.commits) and there is something to delete.")
+CLEAN_MAX_COMMITS: Option[int] = _option(
+    "hoodie.clean.max.commits", int, 1,
+    "An automatic clean is attempted once this many commits completed since the last clean.")
 
 OPTIONS: Mapping[str, Option[Any]] = MappingProxyType(
     {key: option for option in _REGISTRY for key in (option.key, *option.aliases)}

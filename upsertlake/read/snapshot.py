@@ -22,6 +22,7 @@ from upsertlake.read.filters import (
     to_expression,
 )
 from upsertlake.schema import avro_to_arrow, conform
+from upsertlake.services.clean import check_readable
 from upsertlake.storage import Storage
 from upsertlake.table.file_system_view import BaseFile, FileSystemView
 from upsertlake.table.keygen import KeyGenerator
@@ -58,6 +59,7 @@ class Scan:
 
 
 def snapshot_scan(timeline: Timeline, config: TableConfig, as_of: str | None = None, filters: Filters = None) -> Scan:
+    check_readable(timeline, as_of, "time travel to")
     view = FileSystemView(timeline, as_of)
     schema = output_schema(table_schema(timeline, config, as_of), config)
     return Scan(prune_files(view, config, schema, view.latest_base_files(), filters), schema, filters)
@@ -77,6 +79,8 @@ def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: s
             "populate meta fields (hoodie.populate.meta.fields=false)"
         )
     in_range = [i for i in timeline.completed_writes() if i.time > begin and (end is None or i.time <= end)]
+    if in_range:
+        check_readable(timeline, in_range[0].time, "an incremental read from")
     end = end if end is not None else (in_range[-1].time if in_range else begin)
     view = FileSystemView(timeline, end)
     touched = set()

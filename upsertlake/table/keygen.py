@@ -15,7 +15,11 @@ from urllib.parse import quote_plus, unquote_plus
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.config.table_config import NONPARTITIONED_KEYGEN, SIMPLE_KEYGEN, TableConfig
+from upsertlake.config.table_config import (
+    NONPARTITIONED_KEYGEN,
+    SIMPLE_KEYGEN,
+    TableConfig,
+)
 from upsertlake.errors import SchemaError
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -127,7 +131,7 @@ def java_url_encode(value: str) -> str:
     return quote_plus(value, safe="*").replace("~", "%7E")
 
 
-def _map_distinct(text: pa.ChunkedArray, fn) -> pa.ChunkedArray:  # noqa: ANN001 - a str -> str callable
+def _map_distinct(text: pa.ChunkedArray, fn) -> pa.ChunkedArray:
     """Apply a Python function once per distinct value: partition values have few of them."""
     encoded = pc.dictionary_encode(text).combine_chunks()
     mapped = pa.array([fn(v) for v in encoded.dictionary.to_pylist()], pa.string())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -13,14 +14,25 @@ from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.write_client import WriteClient, WriteResult
-from upsertlake.errors import ConfigError, SchemaError, TableExistsError
+from upsertlake.errors import (
+    ConfigError,
+    SchemaError,
+    TableExistsError,
+    UpsertlakeError,
+)
 from upsertlake.read.filters import Filters
 from upsertlake.read.snapshot import read_incremental, read_snapshot, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
+from upsertlake.services.clean import CleanResult, clean, clean_due
+from upsertlake.services.restore import restore
+from upsertlake.services.rollback import rollback
+from upsertlake.services.savepoint import savepoint
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
+
+log = logging.getLogger(__name__)
 
 
 class Table:
@@ -91,7 +103,40 @@ class Table:
             client.rollback(instant)
             raise
         self.config = client.table_config
+        self._clean_if_due(client.config.with_overrides(options))
         return result
+
+    def _clean_if_due(self, cfg: Config) -> None:
+        """Hudi's automatic clean after a commit. The commit stands whatever happens here, so a
+        failure is logged, not raised (raising would make callers retry a committed write)."""
+        if not cfg.get(opt.CLEAN_AUTOMATIC):
+            return
+        try:
+            if clean_due(Timeline.load(self.storage), cfg):
+                clean(self.storage, self.write_client().lock, cfg)
+        except (UpsertlakeError, OSError):
+            log.warning("the automatic clean after a commit failed; the commit stands", exc_info=True)
+
+    # -- table services (upsertlake.services) --------------------------------------------------
+    def clean(self, policy: str | None = None, retained: int | None = None) -> CleanResult:
+        """Delete file versions no retained read needs (hoodie.cleaner.policy and its count)."""
+        return clean(self.storage, self.write_client().lock, self.options, policy, retained)
+
+    def savepoint(self, instant: str | datetime | None = None, comment: str = "") -> Instant:
+        """Pin a completed commit's snapshot (default: the latest) against cleaning, for restore."""
+        return savepoint(self.storage, self.write_client().lock, _instant(instant), comment)
+
+    def restore(self, instant: str | datetime) -> Instant:
+        """Roll back every instant after the savepoint `instant`: the table reads as of it again."""
+        done = restore(self.storage, self.write_client().lock, _instant(instant) or "")
+        self._client = None  # its index may hold keys of the instants rolled back
+        return done
+
+    def rollback(self, instant: str | datetime | None = None) -> Instant:
+        """Undo the latest completed commit (default) or any pending instant, as a `.rollback`."""
+        done = rollback(self.storage, self.write_client().lock, _instant(instant))
+        self._client = None
+        return done
 
     # -- reads -------------------------------------------------------------------------------
     def timeline(self) -> list[Instant]:

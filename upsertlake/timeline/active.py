@@ -76,6 +76,10 @@ class Timeline:
             raise UpsertlakeError(f"instant {instant.time} is not completed")
         return _read_commit_metadata(self.storage, f"{METAFOLDER}/{instant.file_name()}")
 
+    def document(self, instant: Instant) -> bytes:
+        """The bytes of an instant's file in its state (the Avro document of a service instant)."""
+        return self.storage.read_bytes(f"{METAFOLDER}/{instant.file_name()}")
+
     def latest_schema(self) -> str | None:
         """The Avro schema JSON of the newest completed write that recorded one."""
         for inst in reversed(self.completed_writes()):

@@ -1,0 +1,158 @@
+"""Table services: rollback, clean, savepoint and restore, with Hudi's Avro instants, and Apache
+Hudi's reader agreeing with ours after each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from helpers import hudi_read
+
+from upsertlake import create_table, open_table
+from upsertlake.errors import CleanedInstantError, ServiceError
+from upsertlake.services import documents
+from upsertlake.timeline.instant import Action, State
+
+NO_AUTO_CLEAN = {"hoodie.clean.automatic": False}
+
+
+def rows(ids: range, ts: int, tag: str) -> pa.Table:
+    return pa.table({"id": [f"k{i:03d}" for i in ids], "ts": [ts] * len(ids), "v": [f"{tag}-{i}" for i in ids],
+                     "p": [f"p{i % 2}" for i in ids]})
+
+
+def snap(path: Path, **read: str) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in open_table(path).read(columns=["id", "ts", "v", "p"], **read).to_pylist())
+
+
+def hudi_snap(path: Path, **read: str) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in hudi_read(path, **read).select(["id", "ts", "v", "p"]).to_pylist())
+
+
+def table_with_commits(path: Path, n: int, options: dict | None = None) -> list[str]:
+    """n upserts of the same 10 keys: every commit writes a new version of both file groups."""
+    t = create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p",
+                     options=options or NO_AUTO_CLEAN)
+    return [t.upsert(rows(range(10), i, f"c{i}")).instant_time for i in range(1, n + 1)]
+
+
+def doc(path: Path, time_: str, action: str) -> dict:
+    return documents.decode((path / ".hoodie" / f"{time_}.{action}").read_bytes())
+
+
+def test_rollback_of_the_latest_commit_is_a_rollback_instant(tmp_path: Path) -> None:
+    times = table_with_commits(tmp_path, 3)
+    before = snap(tmp_path, as_of=times[1])
+    done = open_table(tmp_path, NO_AUTO_CLEAN).rollback()
+    assert (done.action, done.state) == (Action.ROLLBACK, State.COMPLETED)
+    assert [i.time for i in open_table(tmp_path).timeline() if i.action is Action.COMMIT] == times[:2]
+    meta = doc(tmp_path, done.time, "rollback")
+    assert meta["commitsRollback"] == [times[2]] and meta["totalFilesDeleted"] == 2
+    assert doc(tmp_path, done.time, "rollback.requested")["instantToRollback"]["commitTime"] == times[2]
+    assert not list(tmp_path.rglob(f"*_{times[2]}.parquet"))
+    assert snap(tmp_path) == before == hudi_snap(tmp_path)
+
+
+def test_rollback_of_a_pending_write(tmp_path: Path) -> None:
+    times = table_with_commits(tmp_path, 1)
+    client = open_table(tmp_path, NO_AUTO_CLEAN).write_client()
+    pending = client.start_commit()
+    client.upsert(rows(range(5), 9, "never"), pending)
+    assert list(tmp_path.rglob(f"*_{pending}.parquet"))
+    done = open_table(tmp_path).rollback(pending)
+    assert doc(tmp_path, done.time, "rollback")["commitsRollback"] == [pending]
+    assert not list(tmp_path.rglob(f"*_{pending}.parquet"))
+    assert [i.time for i in open_table(tmp_path).timeline() if i.action is Action.COMMIT] == times
+
+
+def test_rollback_refuses_what_it_cannot_undo(tmp_path: Path) -> None:
+    create_table(tmp_path / "empty", "t", record_key="id")
+    with pytest.raises(ServiceError, match="no completed commit to roll back"):
+        open_table(tmp_path / "empty").rollback()
+    times = table_with_commits(tmp_path / "t", 2)
+    with pytest.raises(ServiceError, match=f"only the latest completed commit \\({times[1]}\\)"):
+        open_table(tmp_path / "t").rollback(times[0])
+    with pytest.raises(ServiceError, match="no commit at 20200101000000000"):
+        open_table(tmp_path / "t").rollback("20200101000000000")
+
+
+def test_clean_keep_latest_commits(tmp_path: Path) -> None:
+    times = table_with_commits(tmp_path, 5)
+    snapshot = snap(tmp_path)
+    result = open_table(tmp_path).clean("KEEP_LATEST_COMMITS", 2)
+    # the snapshots of the last 2 commits stay whole: versions of commits 4 and 5 survive
+    assert result.earliest_commit_to_retain == times[3]
+    assert sorted(Path(p).name.rsplit("_", 1)[1][:-8] for p in result.files_deleted) == sorted(times[:3] * 2)
+    assert snap(tmp_path) == snapshot == hudi_snap(tmp_path)
+    assert snap(tmp_path, as_of=times[3]) == sorted((f"k{i:03d}", 4, f"c4-{i}", f"p{i % 2}") for i in range(10))
+    with pytest.raises(CleanedInstantError, match=f"time travel to {times[1]} is before the cleaner's retained window"):
+        open_table(tmp_path).read(as_of=times[1])
+    with pytest.raises(CleanedInstantError, match="an incremental read from"):
+        open_table(tmp_path).read_incremental(times[0])
+    assert len(open_table(tmp_path).read_incremental(times[3])) == 10
+    meta = doc(tmp_path, result.instant_time, "clean")
+    assert (meta["policy"], meta["totalFilesDeleted"], meta["earliestCommitToRetain"]) == (
+        "KEEP_LATEST_COMMITS", 6, times[3])
+    assert open_table(tmp_path).clean("KEEP_LATEST_COMMITS", 2).instant_time is None  # nothing more to do
+
+
+def test_clean_keep_latest_file_versions(tmp_path: Path) -> None:
+    table_with_commits(tmp_path, 4)
+    snapshot = snap(tmp_path)
+    result = open_table(tmp_path).clean("KEEP_LATEST_FILE_VERSIONS", 1)
+    assert len(result.files_deleted) == 6 and len(list(tmp_path.rglob("*.parquet"))) == 2
+    assert snap(tmp_path) == snapshot == hudi_snap(tmp_path)
+
+
+def test_automatic_clean_keeps_the_configured_commits(tmp_path: Path) -> None:
+    times = table_with_commits(tmp_path, 6, {"hoodie.cleaner.commits.retained": 3})
+    assert len(list(tmp_path.rglob("*.parquet"))) == 2 * 3
+    cleans = [i for i in open_table(tmp_path).timeline() if i.action is Action.CLEAN]
+    assert cleans and all(i.state is State.COMPLETED for i in cleans)
+    assert snap(tmp_path, as_of=times[3]) == hudi_snap(tmp_path, as_of=times[3])
+
+
+def test_savepoint_survives_cleaning_and_restore_returns_to_it(tmp_path: Path) -> None:
+    times = table_with_commits(tmp_path, 2)
+    t = open_table(tmp_path, NO_AUTO_CLEAN)
+    sp = t.savepoint(times[1], comment="before the backfill")
+    assert (sp.time, sp.action, sp.state) == (times[1], Action.SAVEPOINT, State.COMPLETED)
+    assert doc(tmp_path, times[1], "savepoint")["comments"] == "before the backfill"
+    at_savepoint = snap(tmp_path)
+    for i in range(3, 7):
+        t.upsert(rows(range(10), i, f"c{i}"))
+    t.clean("KEEP_LATEST_COMMITS", 1)
+    assert snap(tmp_path, as_of=times[1]) == at_savepoint  # pinned files were kept
+    with pytest.raises(ServiceError, match="no completed savepoint at"):
+        t.restore(times[0])
+    done = t.restore(times[1])
+    assert (done.action, done.state) == (Action.RESTORE, State.COMPLETED)
+    assert [i.time for i in open_table(tmp_path).timeline() if i.action is Action.COMMIT] == times
+    assert snap(tmp_path) == at_savepoint == hudi_snap(tmp_path)
+    r = t.upsert(rows(range(10, 12), 9, "after"))  # the table takes writes again
+    assert r.num_inserts == 2 and len(snap(tmp_path)) == 12
+
+
+def test_service_commands(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    times = table_with_commits(tmp_path, 4)
+
+    def cli(*args: str) -> dict:
+        p = subprocess.run([sys.executable, "-m", "upsertlake.cli", args[0], str(tmp_path), *args[1:], "--json"],
+                           capture_output=True, text=True, check=False)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    assert cli("savepoint", times[1])["action"] == "savepoint"
+    out = cli("clean", "--policy", "KEEP_LATEST_COMMITS", "--retained", "2")
+    assert out["earliest_commit_to_retain"] == times[2] and len(out["files_deleted"]) == 2  # not the savepoint
+    assert cli("rollback")["action"] == "rollback"
+    assert cli("restore", times[1])["action"] == "restore"
+    assert snap(tmp_path) == sorted((f"k{i:03d}", 2, f"c2-{i}", f"p{i % 2}") for i in range(10))
+    p = subprocess.run([sys.executable, "-m", "upsertlake.cli", "restore", str(tmp_path), times[0]],
+                       capture_output=True, text=True, check=False)
+    assert p.returncode == 2 and p.stderr.startswith("error: ServiceError: no completed savepoint at")

@@ -1,0 +1,58 @@
+"""Table services from the terminal: `clean`, `savepoint`, `restore`, `rollback`."""
+
+from __future__ import annotations
+
+import argparse
+
+import upsertlake
+from upsertlake.cli.output import print_json
+from upsertlake.timeline.instant import Instant
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("clean", parents=[common], help="delete file versions outside the retained window")
+    p.add_argument("path", help="the table")
+    p.add_argument("--policy", choices=("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"))
+    p.add_argument("--retained", type=int, help="commits, file versions or hours to keep (by policy)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=clean)
+
+    for name, help_text, instant_help in (
+        ("savepoint", "pin a commit's snapshot against cleaning (default: the latest commit)", "commit to savepoint"),
+        ("restore", "roll back every instant after a savepoint", "the savepoint's instant"),
+        ("rollback", "undo the latest commit, or a pending instant", "pending instant (default: latest commit)"),
+    ):
+        p = sub.add_parser(name, parents=[common], help=help_text)
+        p.add_argument("path", help="the table")
+        p.add_argument("instant", nargs="?" if name != "restore" else None, help=instant_help)
+        if name == "savepoint":
+            p.add_argument("--comment", default="", help="why (stored in the savepoint)")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        p.set_defaults(func=_instant_service, service=name)
+
+
+def clean(args: argparse.Namespace) -> int:
+    result = upsertlake.open_table(args.path).clean(args.policy, args.retained)
+    if args.json:
+        print_json({"instant_time": result.instant_time, "policy": result.policy,
+                    "earliest_commit_to_retain": result.earliest_commit_to_retain,
+                    "files_deleted": list(result.files_deleted)})
+    elif result.instant_time is None:
+        print(f"nothing to clean ({result.policy})")
+    else:
+        print(f"clean {result.instant_time}: {len(result.files_deleted)} files deleted ({result.policy}); "
+              f"snapshots from {result.earliest_commit_to_retain} on stay readable")
+    return 0
+
+
+def _instant_service(args: argparse.Namespace) -> int:
+    table = upsertlake.open_table(args.path)
+    if args.service == "savepoint":
+        done: Instant = table.savepoint(args.instant, args.comment)
+    else:
+        done = getattr(table, args.service)(args.instant)
+    if args.json:
+        print_json({"instant_time": done.time, "action": done.action.value, "state": done.state.value})
+    else:
+        print(f"{done.action.value} {done.time} completed")
+    return 0

@@ -1,0 +1,212 @@
+"""Clean: delete base file versions no reader within the retained window needs (Hudi's CleanPlanner).
+
+A version of a file group is visible from its instant until the group's next committed version
+(or the replacecommit that replaced the group). The cleaner keeps every version visible at some
+retained read point: under KEEP_LATEST_COMMITS / KEEP_LATEST_BY_HOURS every completed commit from
+the earliest commit to retain on; under KEEP_LATEST_FILE_VERSIONS the newest N versions of each
+live file group. Savepointed files, files of pending instants and files of instants the timeline
+does not know are never touched. The clean metadata's `earliestCommitToRetain` is the earliest
+instant whose snapshot is still whole; reads before it fail (`cleaned_before`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from upsertlake.concurrency.lock import TableLock
+from upsertlake.config import Config
+from upsertlake.config import options as opt
+from upsertlake.errors import CleanedInstantError, ConfigError
+from upsertlake.services import documents
+from upsertlake.services.savepoint import savepoint_times, savepointed_files
+from upsertlake.storage import Storage
+from upsertlake.table.file_system_view import BaseFile, list_partitions_and_files
+from upsertlake.timeline.active import Timeline, create_requested, transition
+from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.instant_time import format_instant_time
+
+PLAN_SCHEMA = "HoodieCleanerPlan"
+METADATA_SCHEMA = "HoodieCleanMetadata"
+POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
+_RETAINED = {
+    "KEEP_LATEST_COMMITS": opt.CLEANER_COMMITS_RETAINED,
+    "KEEP_LATEST_FILE_VERSIONS": opt.CLEANER_FILE_VERSIONS_RETAINED,
+    "KEEP_LATEST_BY_HOURS": opt.CLEANER_HOURS_RETAINED,
+}
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    """What a clean did; `instant_time` is None when there was nothing to delete (no instant)."""
+
+    instant_time: str | None
+    policy: str
+    earliest_commit_to_retain: str | None
+    files_deleted: tuple[str, ...] = field(default=())
+
+
+def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = None, retained: int | None = None) -> CleanResult:
+    """Plan and run one clean under the table lock: `.clean.requested` (cleaner plan),
+    `.clean.inflight`, delete, `.clean` (clean metadata)."""
+    policy = (policy or cfg.get(opt.CLEANER_POLICY)).upper()
+    if policy not in POLICIES:
+        raise ConfigError(f"unknown clean policy {policy!r}; use one of {', '.join(POLICIES)}")
+    retained = cfg.get(_RETAINED[policy]) if retained is None else retained
+    if retained < 1 and policy != "KEEP_LATEST_BY_HOURS":
+        raise ConfigError(f"{_RETAINED[policy].key} must be at least 1, got {retained}")
+    started = time.monotonic()
+    with lock.hold():
+        timeline = Timeline.load(storage)
+        doomed, earliest = plan(timeline, policy, retained)
+        if not doomed:
+            return CleanResult(None, policy, earliest)
+        by_partition: dict[str, list[BaseFile]] = defaultdict(list)
+        for bf in doomed:
+            by_partition[bf.partition_path].append(bf)
+        boundary = max(filter(None, [earliest, cleaned_before(timeline)]), default="")
+        plan_doc = {
+            "earliestInstantToRetain": (
+                {"timestamp": boundary, "action": _action_at(timeline, boundary), "state": "COMPLETED"} if boundary else None
+            ),
+            "policy": policy,
+            "filesToBeDeletedPerPartition": None,
+            "version": 2,
+            "filePathsToBeDeletedPerPartition": {
+                p: [{"filePath": storage.full_path(bf.path), "isBootstrapBaseFile": False} for bf in files]
+                for p, files in by_partition.items()
+            },
+            "partitionsToBeDeleted": [],
+        }
+        body = documents.encode(PLAN_SCHEMA, plan_doc)
+        requested = create_requested(storage, Action.CLEAN, body)
+        inflight = transition(storage, requested, State.INFLIGHT, body)
+        deleted: list[str] = []
+        partitions = {}
+        for p, files in by_partition.items():
+            ok, failed = [], []
+            for bf in files:
+                try:
+                    storage.delete(bf.path)
+                    ok.append(bf.name)
+                    deleted.append(bf.path)
+                except OSError:
+                    failed.append(bf.name)
+            partitions[p] = {
+                "partitionPath": p,
+                "policy": policy,
+                "deletePathPatterns": [bf.name for bf in files],
+                "successDeleteFiles": ok,
+                "failedDeleteFiles": failed,
+                "isPartitionDeleted": False,
+            }
+        last = timeline.latest_completed_write()
+        metadata = {
+            "policy": policy,
+            "startCleanTime": requested.time,
+            "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+            "totalFilesDeleted": len(deleted),
+            "earliestCommitToRetain": boundary,
+            "lastCompletedCommitTimestamp": last.time if last else "",
+            "partitionMetadata": partitions,
+            "version": 2,
+            "bootstrapPartitionMetadata": {},
+        }
+        transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, metadata))
+    return CleanResult(requested.time, policy, boundary or None, tuple(sorted(deleted)))
+
+
+def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile], str | None]:
+    """The file versions to delete, and the earliest instant whose snapshot stays whole."""
+    writes = timeline.completed_writes()
+    if not writes:
+        return [], None
+    committed = {i.time for i in writes}
+    replaced_at: dict[tuple[str, str], str] = {}
+    for inst in writes:
+        if inst.action is Action.REPLACE_COMMIT:
+            for p, ids in (timeline.commit_metadata(inst).partition_to_replace_file_ids or {}).items():
+                for fid in ids:
+                    replaced_at.setdefault((p, fid), inst.time)
+    groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
+    for bf in list_partitions_and_files(timeline.storage)[1]:
+        if bf.instant_time in committed:
+            groups[bf.file_group].append(bf)
+    pinned = savepointed_files(timeline)
+    doomed: list[tuple[BaseFile, str]] = []  # (version, when it stopped being visible)
+    if policy == "KEEP_LATEST_FILE_VERSIONS":
+        earliest = None
+        for g, versions in groups.items():
+            versions.sort(key=lambda b: b.instant_time, reverse=True)
+            ends = [replaced_at.get(g)] + [v.instant_time for v in versions[:-1]]
+            drop = range(len(versions)) if g in replaced_at else range(retained, len(versions))
+            doomed.extend((versions[i], ends[i] or "") for i in drop)
+        ends_seen = [end for _, end in doomed if end]
+        if ends_seen:
+            earliest = min((w.time for w in writes if w.time >= max(ends_seen)), default=None)
+    else:
+        earliest = _earliest_to_retain(timeline, writes, policy, retained)
+        if earliest is None:
+            return [], None
+        points = [w.time for w in writes if w.time >= earliest]
+        for g, versions in groups.items():
+            versions.sort(key=lambda b: b.instant_time)
+            for i, v in enumerate(versions):
+                ends = [e for e in (replaced_at.get(g), versions[i + 1].instant_time if i + 1 < len(versions) else None) if e]
+                end = min(ends) if ends else None
+                k = bisect.bisect_left(points, v.instant_time)
+                if not (k < len(points) and (end is None or points[k] < end)):
+                    doomed.append((v, end or ""))
+    return [v for v, _ in doomed if v.path not in pinned], earliest
+
+
+def _earliest_to_retain(timeline: Timeline, writes: list[Instant], policy: str, retained: int) -> str | None:
+    """Hudi's earliest commit to retain, held back by the earliest pending write."""
+    if policy == "KEEP_LATEST_COMMITS":
+        if len(writes) <= retained:
+            return None
+        earliest = writes[-retained].time
+    else:
+        cutoff = format_instant_time(datetime.now(timezone.utc) - timedelta(hours=retained))
+        after = [w.time for w in writes if w.time >= cutoff]
+        earliest = after[0] if after else writes[-1].time
+    pending = timeline.pending_writes()
+    if pending:
+        earliest = min(earliest, pending[0].time)
+    return earliest
+
+
+def cleaned_before(timeline: Timeline) -> str | None:
+    """The earliest instant whose snapshot is whole after the latest completed clean (None: no clean)."""
+    cleans = timeline.filter([Action.CLEAN], [State.COMPLETED])
+    if not cleans:
+        return None
+    doc = documents.decode(timeline.document(cleans[-1]), f"clean {cleans[-1].time}")
+    return doc["earliestCommitToRetain"] or None
+
+
+def check_readable(timeline: Timeline, as_of: str | None, what: str) -> None:
+    """Raise CleanedInstantError when `as_of` lies before the retained window (savepoints excepted)."""
+    if as_of is None:
+        return
+    boundary = cleaned_before(timeline)
+    if boundary is not None and as_of < boundary and as_of not in savepoint_times(timeline):
+        raise CleanedInstantError(
+            f"{what} {as_of} is before the cleaner's retained window (earliest whole snapshot: {boundary}); "
+            "its files were deleted. Read from a later instant, or savepoint instants you need to keep"
+        )
+
+
+def clean_due(timeline: Timeline, cfg: Config) -> bool:
+    """An automatic clean is attempted once hoodie.clean.max.commits commits completed since the last."""
+    cleans = timeline.filter([Action.CLEAN], [State.COMPLETED])
+    since = cleans[-1].time if cleans else ""
+    return sum(1 for w in timeline.completed_writes() if w.time > since) >= cfg.get(opt.CLEAN_MAX_COMMITS)
+
+
+def _action_at(timeline: Timeline, time_: str) -> str:
+    inst = next((i for i in timeline.completed_writes() if i.time == time_), None)
+    return inst.action.value if inst else Action.COMMIT.value

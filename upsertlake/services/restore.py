@@ -1,0 +1,58 @@
+"""Restore: return the table to a savepoint by rolling back every later instant, newest first,
+inside one `.restore` instant (HoodieRestorePlan requested, HoodieRestoreMetadata completed)."""
+
+from __future__ import annotations
+
+import time
+
+from upsertlake.concurrency.lock import TableLock
+from upsertlake.errors import ServiceError
+from upsertlake.services import documents
+from upsertlake.services.rollback import undo
+from upsertlake.services.savepoint import savepoint_times
+from upsertlake.storage import Storage
+from upsertlake.timeline.active import (
+    METAFOLDER,
+    Timeline,
+    create_requested,
+    delete_instant_files,
+    transition,
+)
+from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+
+PLAN_SCHEMA = "HoodieRestorePlan"
+METADATA_SCHEMA = "HoodieRestoreMetadata"
+
+
+def restore(storage: Storage, lock: TableLock, savepoint_time: str) -> Instant:
+    """Roll back every commit (and savepoint) later than the savepoint; returns the `.restore` instant."""
+    with lock.hold():
+        timeline = Timeline.load(storage)
+        if savepoint_time not in savepoint_times(timeline):
+            raise ServiceError(f"no completed savepoint at {savepoint_time}; restore needs one (t.savepoint)")
+        later = [
+            i for i in reversed(timeline.instants)
+            if i.time > savepoint_time and i.action in (*WRITE_ACTIONS, Action.SAVEPOINT)
+        ]
+        infos = [{"commitTime": i.time, "action": i.action.value} for i in later]
+        started = time.monotonic()
+        plan = {"instantsToRollback": infos, "version": 2, "savepointToRestoreTimestamp": savepoint_time}
+        requested = create_requested(storage, Action.RESTORE, documents.encode(PLAN_SCHEMA, plan))
+        inflight = transition(storage, requested, State.INFLIGHT)
+        rolled: dict[str, list] = {}
+        for inst in later:
+            if inst.action is Action.SAVEPOINT:
+                storage.delete(f"{METAFOLDER}/{inst.file_name()}")
+                delete_instant_files(storage, inst.with_state(State.INFLIGHT))
+            else:
+                rolled[inst.time] = [undo(storage, inst, requested.time, started)]
+        meta = {
+            "startRestoreTime": requested.time,
+            "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+            "instantsToRollback": [i.time for i in later],
+            "hoodieRestoreMetadata": rolled,
+            "version": 1,
+            "restoreInstantInfo": infos,
+            "extraMetadata": None,
+        }
+        return transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, meta))

@@ -1,0 +1,104 @@
+"""Rollback: undo the latest completed commit, or any pending instant, recorded as a `.rollback`
+instant (HoodieRollbackPlan requested, HoodieRollbackMetadata completed) as Hudi does.
+
+A completed instant loses its completed file first, so readers stop seeing it before any of its
+files go; a crash midway leaves a pending instant that the next writer rolls back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+from upsertlake.concurrency.lock import TableLock
+from upsertlake.errors import ServiceError
+from upsertlake.services import documents
+from upsertlake.services.clean import check_readable
+from upsertlake.services.savepoint import savepoint_times
+from upsertlake.storage import Storage
+from upsertlake.table.file_system_view import list_partitions_and_files
+from upsertlake.timeline.active import (
+    METAFOLDER,
+    Timeline,
+    create_requested,
+    transition,
+)
+from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+from upsertlake.timeline.rollback import rollback_pending
+
+PLAN_SCHEMA = "HoodieRollbackPlan"
+METADATA_SCHEMA = "HoodieRollbackMetadata"
+
+
+def rollback(storage: Storage, lock: TableLock, instant_time: str | None = None) -> Instant:
+    """Roll back `instant_time` (default: the latest completed commit); returns the `.rollback` instant."""
+    with lock.hold():
+        timeline = Timeline.load(storage)
+        target = _target(timeline, instant_time)
+        started = time.monotonic()
+        requested = create_requested(storage, Action.ROLLBACK, documents.encode(PLAN_SCHEMA, rollback_plan(storage, target)))
+        inflight = transition(storage, requested, State.INFLIGHT)
+        meta = undo(storage, target, requested.time, started)
+        return transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, meta))
+
+
+def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:
+    """HoodieRollbackPlan: the base files the instant wrote, per partition."""
+    requests = [
+        {"partitionPath": p, "fileId": None, "latestBaseInstant": None, "filesToBeDeleted": paths, "logBlocksToBeDeleted": None}
+        for p, paths in _files_by_partition(storage, target.time).items()
+    ]
+    return {"instantToRollback": {"commitTime": target.time, "action": target.action.value}, "RollbackRequests": requests, "version": 1}
+
+
+def undo(storage: Storage, target: Instant, rollback_time: str, started: float) -> dict[str, Any]:
+    """Delete what `target` wrote and its instant files; returns its HoodieRollbackMetadata."""
+    if target.is_completed:
+        storage.delete(f"{METAFOLDER}/{target.file_name()}")
+        target = target.with_state(State.INFLIGHT)
+    deleted = rollback_pending(storage, target)
+    by_partition: dict[str, list[str]] = defaultdict(list)
+    for path in deleted:
+        by_partition[path.rpartition("/")[0]].append(storage.full_path(path))
+    return {
+        "startRollbackTime": rollback_time,
+        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+        "totalFilesDeleted": len(deleted),
+        "commitsRollback": [target.time],
+        "partitionMetadata": {
+            p: {"partitionPath": p, "successDeleteFiles": files, "failedDeleteFiles": [], "rollbackLogFiles": None, "writtenLogFiles": None}
+            for p, files in by_partition.items()
+        },
+        "version": 1,
+        "instantsRollback": [{"commitTime": target.time, "action": target.action.value}],
+    }
+
+
+def _target(timeline: Timeline, instant_time: str | None) -> Instant:
+    writes = [i for i in timeline.instants if i.action in WRITE_ACTIONS]
+    done = [i for i in writes if i.is_completed]
+    if instant_time is None:
+        if not done:
+            raise ServiceError("the table has no completed commit to roll back")
+        target = done[-1]
+    else:
+        target = next((i for i in writes if i.time == instant_time), None)
+        if target is None:
+            raise ServiceError(f"no commit at {instant_time} on the timeline")
+    if target.is_completed:
+        if target != done[-1]:
+            raise ServiceError(f"only the latest completed commit ({done[-1].time}) can be rolled back, not {target.time}")
+        if any(s >= target.time for s in savepoint_times(timeline)):
+            raise ServiceError(f"commit {target.time} is savepointed; restore to a savepoint instead")
+        previous = done[-2].time if len(done) > 1 else None
+        check_readable(timeline, previous, "rolling back would expose the snapshot of commit")
+    return target
+
+
+def _files_by_partition(storage: Storage, instant_time: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    for bf in list_partitions_and_files(storage)[1]:
+        if bf.instant_time == instant_time:
+            out[bf.partition_path].append(storage.full_path(bf.path))
+    return dict(out)

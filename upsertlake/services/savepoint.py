@@ -1,0 +1,83 @@
+"""Savepoints: pin the files of one commit's snapshot so the cleaner keeps them and the table can
+be restored to it. As in Hudi, the savepoint instant has the time of the commit it pins
+(`<t>.savepoint.inflight`, then `<t>.savepoint` holding HoodieSavepointMetadata)."""
+
+from __future__ import annotations
+
+import getpass
+import time
+
+from upsertlake.concurrency.lock import TableLock
+from upsertlake.errors import CleanedInstantError, ServiceError
+from upsertlake.services import documents
+from upsertlake.storage import Storage
+from upsertlake.table.file_system_view import FileSystemView
+from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.instant import Action, Instant, State
+
+SCHEMA = "HoodieSavepointMetadata"
+
+
+def savepoint(storage: Storage, lock: TableLock, instant_time: str | None = None, comment: str = "") -> Instant:
+    """Savepoint a completed commit (default: the latest); returns the completed savepoint instant."""
+    from upsertlake.services.clean import cleaned_before
+
+    with lock.hold():
+        timeline = Timeline.load(storage)
+        target = _completed_write(timeline, instant_time)
+        if timeline.get(target.time, Action.SAVEPOINT) is not None:
+            raise ServiceError(f"instant {target.time} is already savepointed")
+        boundary = cleaned_before(timeline)
+        if boundary is not None and target.time < boundary:
+            raise CleanedInstantError(f"cannot savepoint {target.time}: the cleaner kept only commits from {boundary}")
+        files = FileSystemView(timeline, target.time).latest_base_files()
+        partitions: dict[str, dict] = {}
+        for bf in files:
+            meta = partitions.setdefault(bf.partition_path, {"partitionPath": bf.partition_path, "savepointDataFile": []})
+            meta["savepointDataFile"].append(bf.name)
+        record = {
+            "savepointedBy": _user(),
+            "savepointedAt": int(time.time()),
+            "comments": comment,
+            "partitionMetadata": partitions,
+            "version": 1,
+        }
+        inflight = Instant(target.time, Action.SAVEPOINT, State.INFLIGHT)
+        if not storage.write_if_absent(f"{METAFOLDER}/{inflight.file_name()}", b""):
+            raise ServiceError(f"a savepoint of {target.time} is already in progress")
+        done = inflight.with_state(State.COMPLETED)
+        storage.write_if_absent(f"{METAFOLDER}/{done.file_name()}", documents.encode(SCHEMA, record))
+        return done
+
+
+def savepointed_files(timeline: Timeline) -> set[str]:
+    """Table-relative paths of every file some completed savepoint pins."""
+    pinned: set[str] = set()
+    for inst in timeline.filter([Action.SAVEPOINT], [State.COMPLETED]):
+        doc = documents.decode(timeline.document(inst), f"savepoint {inst.time}")
+        for partition, meta in doc["partitionMetadata"].items():
+            pinned.update(f"{partition}/{name}" if partition else name for name in meta["savepointDataFile"])
+    return pinned
+
+
+def savepoint_times(timeline: Timeline) -> set[str]:
+    return {i.time for i in timeline.filter([Action.SAVEPOINT], [State.COMPLETED])}
+
+
+def _completed_write(timeline: Timeline, instant_time: str | None) -> Instant:
+    done = timeline.completed_writes()
+    if instant_time is None:
+        if not done:
+            raise ServiceError("the table has no completed commit to savepoint")
+        return done[-1]
+    for inst in done:
+        if inst.time == instant_time:
+            return inst
+    raise ServiceError(f"no completed commit at {instant_time}")
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "upsertlake"
