@@ -148,6 +148,11 @@ def test_defaults() -> None:
         opt.CLEANER_HOURS_RETAINED: 24,
         opt.CLEAN_AUTOMATIC: True,
         opt.CLEAN_MAX_COMMITS: 1,
+        opt.CLUSTERING_SMALL_FILE_LIMIT: 314572800,
+        opt.CLUSTERING_TARGET_FILE_MAX_BYTES: 1073741824,
+        opt.CLUSTERING_SORT_COLUMNS: "",
+        opt.CLUSTERING_INLINE: False,
+        opt.CLUSTERING_INLINE_MAX_COMMITS: 4,
     }
     assert len(expected) == len(set(OPTIONS.values()))
     for option, value in expected.items():

@@ -3,14 +3,16 @@ Hudi's reader agreeing with ours after each."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from helpers import hudi_read
 
 from upsertlake import create_table, open_table
-from upsertlake.errors import CleanedInstantError, ServiceError
+from upsertlake.errors import CleanedInstantError, ServiceError, WriteConflictError
 from upsertlake.services import documents
 from upsertlake.timeline.instant import Action, State
 
@@ -156,3 +158,80 @@ def test_service_commands(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "upsertlake.cli", "restore", str(tmp_path), times[0]],
                        capture_output=True, text=True, check=False)
     assert p.returncode == 2 and p.stderr.startswith("error: ServiceError: no completed savepoint at")
+
+
+# -- clustering --------------------------------------------------------------------------------
+SMALL = {"hoodie.parquet.small.file.limit": 0, "hoodie.clean.automatic": False}
+
+
+def small_file_table(path: Path, batches: int = 6) -> list[str]:
+    """Each insert of new keys makes one new small file group per partition."""
+    t = create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p", options=SMALL)
+    return [t.upsert(rows(range(10 * b, 10 * b + 10), 1, f"b{b}")).instant_time for b in range(batches)]
+
+
+def full_snap(path: Path) -> list[tuple]:
+    cols = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
+            "id", "ts", "v", "p"]
+    return sorted(tuple(r.values()) for r in open_table(path).read(columns=cols).to_pylist())
+
+
+def test_cluster_merges_small_file_groups_without_changing_the_snapshot(tmp_path: Path) -> None:
+    times = small_file_table(tmp_path)
+    before, files_before = full_snap(tmp_path), len(list(tmp_path.rglob("*.parquet")))
+    assert files_before == 12
+    result = open_table(tmp_path, SMALL).cluster({"hoodie.clustering.plan.strategy.sort.columns": "v"})
+    assert {p: len(ids) for p, ids in result.replaced.items()} == {"p0": 6, "p1": 6}
+    assert len(result.files_written) == 2
+    assert full_snap(tmp_path) == before  # commit times and seqnos kept; only the files changed
+    assert hudi_snap(tmp_path) == snap(tmp_path)
+    latest = {r["_hoodie_file_name"] for r in open_table(tmp_path).read(columns=["_hoodie_file_name"]).to_pylist()}
+    assert latest == {Path(f).name for f in result.files_written}
+    meta = json.loads((tmp_path / ".hoodie" / f"{result.instant_time}.replacecommit").read_bytes())
+    assert meta["operationType"] == "CLUSTER" and len(meta["partitionToReplaceFileIds"]["p0"]) == 6
+    plan = doc(tmp_path, result.instant_time, "replacecommit.requested")
+    assert plan["operationType"] == "CLUSTER" and len(plan["clusteringPlan"]["inputGroups"]) == 2
+    written = pq.read_table(tmp_path / result.files_written[0]).column("v").to_pylist()
+    assert written == sorted(written)  # sorted by the sort column
+    assert snap(tmp_path, as_of=times[-1]) == snap(tmp_path) == hudi_snap(tmp_path, as_of=times[-1])
+    assert open_table(tmp_path, SMALL).cluster() is None  # one group per partition: nothing to merge
+
+
+def test_upsert_on_a_group_being_clustered_conflicts_and_inserts_avoid_it(tmp_path: Path, monkeypatch) -> None:
+    from upsertlake.services import cluster as cluster_module
+
+    small_file_table(tmp_path, 3)
+    packing = {"hoodie.parquet.small.file.limit": 10 * 1024 * 1024, "hoodie.clean.automatic": False}
+    outcome: dict[str, object] = {}
+    real = cluster_module._write_group
+
+    def meanwhile(*args, **kwargs):
+        if not outcome:  # another writer acts while the clustering is pending
+            t = open_table(tmp_path, packing)
+            inserted = t.upsert(rows(range(100, 102), 1, "new"))
+            outcome["insert_groups"] = {s.fileId for s in inserted.write_stats}
+            try:
+                t.upsert(rows(range(0, 2), 5, "upd"))
+            except WriteConflictError as exc:
+                outcome["conflict"] = str(exc)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cluster_module, "_write_group", meanwhile)
+    before_groups = {r["_hoodie_file_name"].split("_")[0] for r in open_table(tmp_path).read(
+        columns=["_hoodie_file_name"]).to_pylist()}
+    result = open_table(tmp_path, SMALL).cluster()
+    assert "it is clustering file group" in str(outcome["conflict"])
+    assert not outcome["insert_groups"] & before_groups  # small-file inserts skipped the planned groups
+    got = {r[0]: r[2] for r in snap(tmp_path)}
+    assert len(got) == 32 and got["k000"] == "b0-0" and got["k100"] == "new-100"  # nothing lost or doubled
+    assert result is not None and hudi_snap(tmp_path) == snap(tmp_path)
+
+
+def test_inline_clustering_runs_every_n_commits(tmp_path: Path) -> None:
+    opts = dict(SMALL, **{"hoodie.clustering.inline": True, "hoodie.clustering.inline.max.commits": 3})
+    t = create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="p", options=opts)
+    for b in range(3):
+        t.upsert(rows(range(10 * b, 10 * b + 10), 1, f"b{b}"))
+    actions = [i.action for i in open_table(tmp_path).timeline()]
+    assert actions == [Action.COMMIT] * 3 + [Action.REPLACE_COMMIT]
+    assert len(snap(tmp_path)) == 30 and hudi_snap(tmp_path) == snap(tmp_path)

@@ -1,11 +1,11 @@
-"""Table services from the terminal: `clean`, `savepoint`, `restore`, `rollback`."""
+"""Table services from the terminal: `clean`, `cluster`, `savepoint`, `restore`, `rollback`."""
 
 from __future__ import annotations
 
 import argparse
 
 import upsertlake
-from upsertlake.cli.output import print_json
+from upsertlake.cli.output import parse_options, print_json
 from upsertlake.timeline.instant import Instant
 
 
@@ -16,6 +16,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--retained", type=int, help="commits, file versions or hours to keep (by policy)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=clean)
+
+    p = sub.add_parser("cluster", parents=[common], help="merge small file groups (a replacecommit)")
+    p.add_argument("path", help="the table")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="e.g. hoodie.clustering.plan.strategy.small.file.limit=... (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cluster)
 
     for name, help_text, instant_help in (
         ("savepoint", "pin a commit's snapshot against cleaning (default: the latest commit)", "commit to savepoint"),
@@ -42,6 +49,19 @@ def clean(args: argparse.Namespace) -> int:
     else:
         print(f"clean {result.instant_time}: {len(result.files_deleted)} files deleted ({result.policy}); "
               f"snapshots from {result.earliest_commit_to_retain} on stay readable")
+    return 0
+
+
+def cluster(args: argparse.Namespace) -> int:
+    result = upsertlake.open_table(args.path).cluster(parse_options(args.option))
+    if args.json:
+        print_json(None if result is None else {"instant_time": result.instant_time, "replaced": result.replaced,
+                                                "files_written": list(result.files_written)})
+    elif result is None:
+        print("nothing to cluster: no partition has two small file groups")
+    else:
+        replaced = sum(len(ids) for ids in result.replaced.values())
+        print(f"replacecommit {result.instant_time}: {replaced} file groups clustered into {len(result.files_written)}")
     return 0
 
 

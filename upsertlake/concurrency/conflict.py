@@ -25,6 +25,7 @@ from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant import Action, Instant, State
 
 FileGroup = tuple[str, str]
+NO_INSERTS = pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string())})
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,15 @@ def clustering_file_groups(storage: Storage, instant: Instant) -> set[FileGroup]
         for group in plan.get("inputGroups") or []
         for s in group.get("slices") or []
     }
+
+
+def pending_clustering(timeline: Timeline) -> dict[str, set[str]]:
+    """partition -> fileIds in the plans of pending clusterings (small-file inserts skip them)."""
+    busy: dict[str, set[str]] = {}
+    for inst in timeline.filter([Action.REPLACE_COMMIT], [State.REQUESTED, State.INFLIGHT]):
+        for partition, file_id in clustering_file_groups(timeline.storage, inst):
+            busy.setdefault(partition, set()).add(file_id)
+    return busy
 
 
 def _duplicate_inserts(timeline: Timeline, instant: Instant, inserted: pa.Table, global_keys: bool) -> list[str]:

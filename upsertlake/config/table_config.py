@@ -10,7 +10,11 @@ import zlib
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError
+from upsertlake.errors import (
+    CorruptTableError,
+    TableNotFoundError,
+    UnsupportedTableError,
+)
 from upsertlake.storage import Storage
 
 PROPERTIES_FILE = ".hoodie/hoodie.properties"
@@ -225,9 +229,7 @@ def _split_key_value(line: str) -> tuple[str, str]:
             continue
         if c in "=: \t\f":
             key, rest = line[:i], line[i:].lstrip(" \t\f")
-            if rest[:1] in ("=", ":") and c in " \t\f":
-                rest = rest[1:].lstrip(" \t\f")
-            elif c in "=:":
+            if rest[:1] in ("=", ":") and c in " \t\f" or c in "=:":
                 rest = rest[1:].lstrip(" \t\f")
             return key, rest
         i += 1

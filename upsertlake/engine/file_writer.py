@@ -13,6 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from upsertlake.config import Config
+from upsertlake.config import options as opt
 from upsertlake.index.bloom_filter import BloomFilter
 from upsertlake.index.footer import footer_metadata
 from upsertlake.schema import META_COLUMNS
@@ -97,3 +99,15 @@ def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
         return 1
     per_row = max(1, table.nbytes // table.num_rows)
     return max(1, min(table.num_rows, row_group_bytes // per_row))
+
+
+def file_writer_config(cfg: Config) -> FileWriterConfig:
+    """The file writer settings a write config names."""
+    return FileWriterConfig(
+        compression=cfg.get(opt.PARQUET_COMPRESSION),
+        row_group_bytes=cfg.get(opt.PARQUET_BLOCK_SIZE),
+        bloom_num_entries=cfg.get(opt.BLOOM_NUM_ENTRIES),
+        bloom_fpp=cfg.get(opt.BLOOM_FPP),
+        bloom_filter_type=cfg.get(opt.BLOOM_FILTER_TYPE),
+        bloom_max_entries=cfg.get(opt.BLOOM_MAX_ENTRIES),
+    )

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.concurrency.conflict import find_conflict
+from upsertlake.concurrency.conflict import NO_INSERTS, clustering_file_groups, find_conflict, pending_clustering
 from upsertlake.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
@@ -34,7 +34,7 @@ from upsertlake.engine.bucket_writer import (
     WriteStatus,
 )
 from upsertlake.engine.bulk_insert import bulk_insert_buckets, bulk_insert_sort
-from upsertlake.engine.file_writer import FileWriterConfig
+from upsertlake.engine.file_writer import file_writer_config
 from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
@@ -61,8 +61,6 @@ from upsertlake.timeline.rollback import marker_folder, rollback_pending
 from upsertlake.util.arrow import constant
 
 log = logging.getLogger(__name__)
-
-_NO_KEYS = pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string())})
 
 OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 
@@ -142,12 +140,20 @@ class WriteClient:
         return [i.time for i in failed]
 
     def _failed_writes(self, timeline: Timeline) -> list[Instant]:
-        pending = timeline.pending_writes()
-        if not self.optimistic:
-            return pending
+        """Pending writes that failed. A clustering runs beside writers in either mode (it beats a
+        heartbeat), so it has failed only once its heartbeat expired, as under optimistic control."""
         interval = self.config.get(opt.HEARTBEAT_INTERVAL_MS)
         misses = self.config.get(opt.HEARTBEAT_TOLERABLE_MISSES)
-        return [i for i in pending if is_expired(self.storage, i.time, interval, misses)]
+        busy = {
+            i.time
+            for i in timeline.pending_writes()
+            if i.action is Action.REPLACE_COMMIT and clustering_file_groups(self.storage, i)
+        }
+        return [
+            i
+            for i in timeline.pending_writes()
+            if not (self.optimistic or i.time in busy) or is_expired(self.storage, i.time, interval, misses)
+        ]
 
     def _forget(self, instant_time: str) -> None:
         pending = self._pending.pop(instant_time, None)
@@ -215,7 +221,7 @@ class WriteClient:
             data_schema=plan.batch.data_schema,
             precombine_field=self.table_config.precombine_field,
             merge_mode=mode,
-            file_config=_file_writer_config(plan.cfg),
+            file_config=file_writer_config(plan.cfg),
         )
 
     def write_result(
@@ -346,8 +352,13 @@ class WriteClient:
         if operation == "bulk_insert":
             return bulk_insert_buckets(records, avg, pconf)
         limit = pconf.small_file_limit
+        busy = pending_clustering(timeline)  # a group being clustered takes no more inserts
         small = {
-            p: [SmallFile(bf.file_id, bf.size) for bf in view.latest_base_files([p]) if bf.size < limit]
+            p: [
+                SmallFile(bf.file_id, bf.size)
+                for bf in view.latest_base_files([p])
+                if bf.size < limit and bf.file_id not in busy.get(p, ())
+            ]
             for p, w in profile.partitions.items()
             if w.num_inserts > 0
         }
@@ -423,7 +434,7 @@ class WriteClient:
                     f"write {instant_time} is no longer pending: another writer rolled it back "
                     "(its heartbeat expired, or a single writer started); nothing of it is visible"
                 )
-            inserted = result.index_update.inserted if result.index_update is not None else _NO_KEYS
+            inserted = result.index_update.inserted if result.index_update is not None else NO_INSERTS
             conflict = find_conflict(
                 timeline, pending.completed_at_start, instant_time, ours, inserted, result.global_keys
             )
@@ -477,17 +488,6 @@ def _replace(result: WriteResult, **changes: object) -> WriteResult:
     from dataclasses import replace
 
     return replace(result, **changes)
-
-
-def _file_writer_config(cfg: Config) -> FileWriterConfig:
-    return FileWriterConfig(
-        compression=cfg.get(opt.PARQUET_COMPRESSION),
-        row_group_bytes=cfg.get(opt.PARQUET_BLOCK_SIZE),
-        bloom_num_entries=cfg.get(opt.BLOOM_NUM_ENTRIES),
-        bloom_fpp=cfg.get(opt.BLOOM_FPP),
-        bloom_filter_type=cfg.get(opt.BLOOM_FILTER_TYPE),
-        bloom_max_entries=cfg.get(opt.BLOOM_MAX_ENTRIES),
-    )
 
 
 def _commit_sizes(timeline: Timeline) -> Iterator[tuple[int, int]]:

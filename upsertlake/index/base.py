@@ -50,7 +50,7 @@ class Index(ABC):
     def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView) -> pa.Table:
         """One row per key with LOCATION_SCHEMA columns (nulls where the key is new)."""
 
-    def update(self, change: IndexUpdate, view: FileSystemView) -> None:  # noqa: B027 - optional hook
+    def update(self, change: IndexUpdate, view: FileSystemView) -> None:
         """Learn a committed write; stateless indexes read the table instead and need nothing."""
 
     def stats(self) -> dict[str, int]:

@@ -10,7 +10,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.index.base import Index, candidate_partitions, join_locations, read_file_keys
+from upsertlake.index.base import (
+    Index,
+    candidate_partitions,
+    join_locations,
+    read_file_keys,
+)
 from upsertlake.index.footer import read_footer
 from upsertlake.table.file_system_view import BaseFile, FileSystemView
 

@@ -483,7 +483,7 @@ class _Reader:
         return self._data[self._pos - size : self._pos]
 
 
-def _filter_class(type_code: str) -> type[SimpleBloomFilter] | type[DynamicBloomFilter]:
+def _filter_class(type_code: str) -> type[SimpleBloomFilter | DynamicBloomFilter]:
     """Hudi matches type codes case-insensitively."""
     kinds = {SIMPLE: SimpleBloomFilter, DYNAMIC_V0: DynamicBloomFilter}
     try:

@@ -67,7 +67,7 @@ def read_footer(storage: Storage, bf: BaseFile) -> Footer:
         text = meta.get(BLOOM_FILTER_KEY.encode())
         type_code = (meta.get(BLOOM_TYPE_KEY.encode()) or b"SIMPLE").decode()
         bloom = BloomFilter.deserialize(text, type_code) if text else None
-    except Exception as exc:  # noqa: BLE001 - any decoding failure means a corrupt footer
+    except Exception as exc:
         raise CorruptTableError(f"bloom filter footer of {path} cannot be read: {exc}") from exc
     lo, hi = meta.get(MIN_KEY.encode()), meta.get(MAX_KEY.encode())
     footer = Footer(lo.decode() if lo else None, hi.decode() if hi else None, bloom)

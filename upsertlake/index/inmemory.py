@@ -18,7 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from upsertlake.index.base import LOCATION_SCHEMA, Index, IndexUpdate, join_locations, read_file_keys
+from upsertlake.index.base import (
+    LOCATION_SCHEMA,
+    Index,
+    IndexUpdate,
+    join_locations,
+    read_file_keys,
+)
 from upsertlake.table.file_system_view import FileSystemView
 
 

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from upsertlake.index.base import Index, candidate_partitions, join_locations, read_file_keys
+from upsertlake.index.base import (
+    Index,
+    candidate_partitions,
+    join_locations,
+    read_file_keys,
+)
 from upsertlake.table.file_system_view import FileSystemView
 
 

@@ -1,7 +1,11 @@
 """Step 4-5 of the write path: the workload profile and Hudi's UpsertPartitioner (DESIGN.md §2)."""
 
 from upsertlake.partitioner.profile import PartitionWorkload, WorkloadProfile
-from upsertlake.partitioner.record_size import ESTIMATE_ACTIONS_0_14, ESTIMATE_ACTIONS_0_15, average_record_size
+from upsertlake.partitioner.record_size import (
+    ESTIMATE_ACTIONS_0_14,
+    ESTIMATE_ACTIONS_0_15,
+    average_record_size,
+)
 from upsertlake.partitioner.upsert_partitioner import (
     Bucket,
     BucketType,

@@ -5,7 +5,12 @@ converts it), `evolution` decides how a table's schema changes with a batch and 
 read from any base file into the table's schema.
 """
 
-from upsertlake.schema.avro import META_COLUMNS, arrow_to_avro, avro_schema_json, avro_to_arrow
+from upsertlake.schema.avro import (
+    META_COLUMNS,
+    arrow_to_avro,
+    avro_schema_json,
+    avro_to_arrow,
+)
 from upsertlake.schema.evolution import conform, merge_schemas
 from upsertlake.schema.types import normalize_batch
 

@@ -24,7 +24,13 @@ from __future__ import annotations
 import pyarrow as pa
 
 from upsertlake.errors import SchemaError
-from upsertlake.schema.types import canonical_list, canonical_map, check_no_nulls, convert, same_type
+from upsertlake.schema.types import (
+    canonical_list,
+    canonical_map,
+    check_no_nulls,
+    convert,
+    same_type,
+)
 
 _PROMOTIONS = {
     pa.int32(): (pa.int64(), pa.float32(), pa.float64()),

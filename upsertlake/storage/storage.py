@@ -36,8 +36,7 @@ class Storage:
 
     def __init__(self, base: str | os.PathLike[str]) -> None:
         base = os.fspath(base)
-        if base.startswith("file://"):
-            base = base[len("file://") :]
+        base = base.removeprefix("file://")
         self.base = str(Path(base).resolve())
         self.fs: pafs.FileSystem = pafs.LocalFileSystem()
 

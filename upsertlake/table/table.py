@@ -24,6 +24,7 @@ from upsertlake.read.filters import Filters
 from upsertlake.read.snapshot import read_incremental, read_snapshot, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
 from upsertlake.services.clean import CleanResult, clean, clean_due
+from upsertlake.services.cluster import ClusterResult, cluster, clustering_due
 from upsertlake.services.restore import restore
 from upsertlake.services.rollback import rollback
 from upsertlake.services.savepoint import savepoint
@@ -103,19 +104,27 @@ class Table:
             client.rollback(instant)
             raise
         self.config = client.table_config
-        self._clean_if_due(client.config.with_overrides(options))
+        self._services_after_commit(client.config.with_overrides(options))
         return result
 
-    def _clean_if_due(self, cfg: Config) -> None:
-        """Hudi's automatic clean after a commit. The commit stands whatever happens here, so a
-        failure is logged, not raised (raising would make callers retry a committed write)."""
-        if not cfg.get(opt.CLEAN_AUTOMATIC):
-            return
+    def _services_after_commit(self, cfg: Config) -> None:
+        """Hudi's order after a commit: inline clustering, then the automatic clean. The commit
+        stands whatever happens here, so a failure is logged, not raised (raising would make
+        callers retry a write that is already in the table)."""
         try:
-            if clean_due(Timeline.load(self.storage), cfg):
+            if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(Timeline.load(self.storage), cfg):
+                self.cluster()
+            if cfg.get(opt.CLEAN_AUTOMATIC) and clean_due(Timeline.load(self.storage), cfg):
                 clean(self.storage, self.write_client().lock, cfg)
         except (UpsertlakeError, OSError):
-            log.warning("the automatic clean after a commit failed; the commit stands", exc_info=True)
+            log.warning("a table service after the commit failed; the commit stands", exc_info=True)
+
+    def cluster(self, options: Mapping[str, object] | None = None) -> ClusterResult | None:
+        """Merge small file groups per partition into files near the target size (a replacecommit);
+        None when no partition has two small groups to merge."""
+        result = cluster(self.storage, self.write_client().lock, self.config, self.options.with_overrides(options))
+        self._client = None  # file groups moved: the index learns the new files
+        return result
 
     # -- table services (upsertlake.services) --------------------------------------------------
     def clean(self, policy: str | None = None, retained: int | None = None) -> CleanResult:

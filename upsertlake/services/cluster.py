@@ -1,0 +1,195 @@
+"""Clustering (small-file compaction): per partition, bin-pack file groups below the small file
+limit into new file groups near the target size, committed as one `replacecommit` that replaces
+the old groups (Hudi's size-based plan strategy with one output group per input group).
+
+Rows keep their commit time and seqno; only `_hoodie_file_name` changes. The plan is the
+`.replacecommit.requested` document (HoodieRequestedReplaceMetadata); while it is pending its file
+groups take no small-file inserts. A write that completed meanwhile on a planned file group wins:
+the clustering is rolled back and raises WriteConflictError, so no record is ever lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from upsertlake.concurrency.conflict import (
+    NO_INSERTS,
+    find_conflict,
+    pending_clustering,
+)
+from upsertlake.concurrency.heartbeat import Heartbeat
+from upsertlake.concurrency.lock import TableLock
+from upsertlake.config import Config
+from upsertlake.config import options as opt
+from upsertlake.config.table_config import TableConfig
+from upsertlake.engine.file_writer import (
+    file_writer_config,
+    full_schema,
+    marker_path,
+    write_base_file,
+)
+from upsertlake.errors import SchemaError, WriteConflictError
+from upsertlake.schema import avro_to_arrow, conform
+from upsertlake.services import documents
+from upsertlake.storage import Storage
+from upsertlake.table.file_system_view import BaseFile, FileSystemView, base_file_name
+from upsertlake.timeline.active import Timeline, create_requested, transition
+from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
+from upsertlake.timeline.instant import Action, State
+from upsertlake.timeline.rollback import marker_folder, rollback_pending
+
+log = logging.getLogger(__name__)
+
+PLAN_SCHEMA = "HoodieRequestedReplaceMetadata"
+STRATEGY_CLASS = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
+OPERATION = "CLUSTER"
+
+
+@dataclass(frozen=True)
+class ClusterResult:
+    """A completed clustering: the replacecommit, the groups replaced and the files written."""
+
+    instant_time: str
+    replaced: dict[str, list[str]]
+    files_written: tuple[str, ...]
+
+
+def cluster(storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config) -> ClusterResult | None:
+    """Plan, write and commit one clustering; None when no partition has two small groups to merge."""
+    with lock.hold():
+        timeline = Timeline.load(storage)
+        groups = plan_groups(timeline, cfg)
+        if not groups:
+            return None
+        schema_json = timeline.latest_schema() or table_config.create_schema
+        sort_columns = [c.strip() for c in cfg.get(opt.CLUSTERING_SORT_COLUMNS).split(",") if c.strip()]
+        requested = create_requested(storage, Action.REPLACE_COMMIT, documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns)))
+        # Writers leave a pending clustering alone while its heartbeat beats (write_client).
+        heartbeat = Heartbeat(storage, requested.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS)).start()
+        completed_at_start = {i.time for i in Timeline.load(storage).completed_writes()}
+    try:
+        inflight = transition(storage, requested, State.INFLIGHT)
+        if not schema_json:
+            raise SchemaError("the table has no schema to cluster with")
+        data_schema = avro_to_arrow(schema_json)
+        stats = [
+            _write_group(storage, group, n, inflight.time, data_schema, sort_columns, cfg)
+            for n, group in enumerate(groups)
+        ]
+        replaced: dict[str, list[str]] = defaultdict(list)
+        for group in groups:
+            for bf in group:
+                replaced[bf.partition_path].append(bf.file_id)
+        by_partition: dict[str, list[WriteStat]] = defaultdict(list)
+        for s in stats:
+            by_partition[s.partitionPath].append(s)
+        metadata = CommitMetadata(dict(by_partition), OPERATION, {"schema": schema_json}, dict(replaced))
+        with lock.hold():
+            conflict = find_conflict(
+                Timeline.load(storage), frozenset(completed_at_start), inflight.time, metadata.file_groups(),
+                NO_INSERTS, global_keys=False,
+            )
+            if conflict is not None:
+                raise WriteConflictError(
+                    f"clustering {inflight.time} conflicts with {conflict.describe()}; the clustering was "
+                    "rolled back, no record was lost"
+                )
+            transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes())
+    except BaseException:
+        with lock.hold():
+            current = Timeline.load(storage).get(requested.time, Action.REPLACE_COMMIT)
+            if current is not None and not current.is_completed:
+                rollback_pending(storage, current)
+        raise
+    finally:
+        heartbeat.stop()
+    storage.delete_dir(marker_folder(inflight.time))
+    log.info("clustered %d file groups into %d (%s)", sum(map(len, groups)), len(groups), inflight.time)
+    return ClusterResult(inflight.time, dict(replaced), tuple(s.path for s in stats))
+
+
+def plan_groups(timeline: Timeline, cfg: Config) -> list[list[BaseFile]]:
+    """Per partition, small file groups bin-packed (first fit, largest first) toward the target
+    size; bins of one group are dropped (nothing would merge)."""
+    limit = cfg.get(opt.CLUSTERING_SMALL_FILE_LIMIT)
+    target = cfg.get(opt.CLUSTERING_TARGET_FILE_MAX_BYTES)
+    busy = pending_clustering(timeline)
+    view = FileSystemView(timeline)
+    out: list[list[BaseFile]] = []
+    for partition in view.partitions():
+        small = [
+            bf for bf in view.latest_base_files([partition])
+            if bf.size < limit and bf.file_id not in busy.get(partition, ())
+        ]
+        bins: list[list[BaseFile]] = []
+        sizes: list[int] = []
+        for bf in sorted(small, key=lambda b: (-b.size, b.file_id)):
+            k = next((i for i, s in enumerate(sizes) if s + bf.size <= target), None)
+            if k is None:
+                bins.append([bf])
+                sizes.append(bf.size)
+            else:
+                bins[k].append(bf)
+                sizes[k] += bf.size
+        out.extend(b for b in bins if len(b) > 1)
+    return out
+
+
+def clustering_due(timeline: Timeline, cfg: Config) -> bool:
+    """Inline clustering runs once hoodie.clustering.inline.max.commits commits followed the last one."""
+    since = ""
+    for inst in reversed(timeline.filter([Action.REPLACE_COMMIT], [State.COMPLETED])):
+        if timeline.commit_metadata(inst).operation_type == OPERATION:
+            since = inst.time
+            break
+    commits = [w for w in timeline.completed_writes() if w.time > since and w.action is Action.COMMIT]
+    return len(commits) >= cfg.get(opt.CLUSTERING_INLINE_MAX_COMMITS)
+
+
+def _write_group(
+    storage: Storage, group: list[BaseFile], n: int, instant_time: str, data_schema: pa.Schema, sort_columns: list[str], cfg: Config
+) -> WriteStat:
+    schema = full_schema(data_schema)
+    rows = pa.concat_tables([conform(pq.read_table(storage.full_path(bf.path)), schema) for bf in group])
+    missing = [c for c in sort_columns if c not in schema.names]
+    if missing:
+        raise SchemaError(f"clustering sort column(s) {missing} are not in the table {schema.names}")
+    if sort_columns:
+        rows = rows.sort_by([(c, "ascending") for c in sort_columns])
+    partition = group[0].partition_path
+    file_id = f"{uuid.uuid4()}-0"
+    name = base_file_name(file_id, f"{n}-1-0", instant_time)
+    path = f"{partition}/{name}" if partition else name
+    rows = rows.set_column(4, schema.field(4), pa.array([name] * rows.num_rows, pa.string()))
+    storage.write_if_absent(marker_path(instant_time, partition, name, "CREATE"), b"")
+    size = write_base_file(storage, path, rows, file_writer_config(cfg))
+    return WriteStat(
+        fileId=file_id, path=path, partitionPath=partition, numWrites=rows.num_rows,
+        numInserts=rows.num_rows, totalWriteBytes=size, fileSizeInBytes=size,
+    )
+
+
+def _plan_doc(storage: Storage, groups: list[list[BaseFile]], sort_columns: list[str]) -> dict:
+    input_groups = [
+        {
+            "slices": [
+                {"dataFilePath": storage.full_path(bf.path), "deltaFilePaths": [], "fileId": bf.file_id,
+                 "partitionPath": bf.partition_path, "bootstrapFilePath": "", "version": 1}
+                for bf in group
+            ],
+            "metrics": {"TOTAL_IO_MB": sum(bf.size for bf in group) / 2**20, "TOTAL_LOG_FILES": 0.0},
+            "numOutputFileGroups": 1,
+            "version": 1,
+        }
+        for group in groups
+    ]
+    params = {"hoodie.clustering.plan.strategy.sort.columns": ",".join(sort_columns)} if sort_columns else {}
+    strategy = {"strategyClassName": STRATEGY_CLASS, "strategyParams": params, "version": 1}
+    plan = {"inputGroups": input_groups, "strategy": strategy, "extraMetadata": {}, "version": 1}
+    return {"operationType": OPERATION, "clusteringPlan": plan, "extraMetadata": {}, "version": 1}
