@@ -19,7 +19,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.concurrency.conflict import NO_INSERTS, clustering_file_groups, find_conflict, pending_clustering
+from upsertlake.concurrency.conflict import (
+    NO_INSERTS,
+    clustering_file_groups,
+    find_conflict,
+    pending_clustering,
+)
 from upsertlake.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
@@ -52,6 +57,7 @@ from upsertlake.partitioner import (
     average_record_size,
 )
 from upsertlake.schema import arrow_to_avro, avro_schema_json, avro_to_arrow
+from upsertlake.services.documents import encode
 from upsertlake.storage import Storage
 from upsertlake.table.file_system_view import PARTITION_METAFILE, FileSystemView
 from upsertlake.timeline.active import Timeline, create_requested, transition
@@ -62,7 +68,11 @@ from upsertlake.util.arrow import constant
 
 log = logging.getLogger(__name__)
 
-OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
+REPLACE_PLAN = "HoodieRequestedReplaceMetadata"
+
+OPERATIONS = ("upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table")
+# Replace file groups instead of merging into them: committed as replacecommits.
+OVERWRITES = ("insert_overwrite", "insert_overwrite_table", "delete_partition")
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,7 @@ class WriteResult:
     committed: bool = False
     index_update: IndexUpdate | None = field(default=None, repr=False)
     global_keys: bool = False  # keys are unique across partitions (a global index tagged them)
+    replaced: dict[str, list[str]] | None = None  # partition -> file ids an overwrite retires
 
 
 @dataclass
@@ -107,8 +118,8 @@ class WriteClient:
         self._pending: dict[str, _Pending] = {}
 
     # -- 1. start ----------------------------------------------------------------------------
-    def start_commit(self) -> str:
-        """Roll back failed writes, then request a new instant.
+    def start_commit(self, operation: str = "upsert") -> str:
+        """Roll back failed writes, then request a new instant (a replacecommit for overwrites).
 
         A single writer rolls back every pending write (eagerly: none can be alive). Under
         optimistic concurrency only those whose heartbeat expired are failed (lazily), and the new
@@ -117,7 +128,11 @@ class WriteClient:
         self.table_config.check_writable()
         with self.lock.hold():
             self._rollback_failed_writes()
-            instant = create_requested(self.storage, Action.COMMIT)
+            if operation in OVERWRITES:
+                plan = {"operationType": operation.upper(), "clusteringPlan": None, "extraMetadata": {}, "version": 1}
+                instant = create_requested(self.storage, Action.REPLACE_COMMIT, encode(REPLACE_PLAN, plan))
+            else:
+                instant = create_requested(self.storage, Action.COMMIT)
             heartbeat = None
             if self.optimistic:
                 heartbeat = Heartbeat(self.storage, instant.time, self.config.get(opt.HEARTBEAT_INTERVAL_MS)).start()
@@ -181,6 +196,15 @@ class WriteClient:
     ) -> WriteResult:
         return self._write("delete", data, instant_time, options, progress)
 
+    def overwrite(
+        self, operation: str, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+    ) -> WriteResult:
+        """insert_overwrite (the batch's partitions) or insert_overwrite_table: the records go to new
+        file groups and the old ones are retired at commit."""
+        if operation not in ("insert_overwrite", "insert_overwrite_table"):
+            raise UpsertlakeError(f"{operation!r} is not an overwrite; use insert_overwrite or insert_overwrite_table")
+        return self._write(operation, data, instant_time, options, progress)
+
     def _write(
         self, operation: str, data: object, instant_time: str, options: dict | None, progress: Progress | None = None
     ) -> WriteResult:
@@ -191,6 +215,20 @@ class WriteClient:
         with _stage(stages, "write", progress, total=len(np.unique(plan.assignment))):
             statuses = self._write_buckets(plan, job, progress)
         return self.write_result(instant_time, plan, statuses, stages)
+
+    def delete_partitions(self, partitions: list[str], instant_time: str) -> WriteResult:
+        """Retire every file group of the partitions (Hudi's delete_partition); writes no file."""
+        self._check_startable(instant_time)
+        timeline = Timeline.load(self.storage)
+        view = FileSystemView(timeline)
+        unknown = sorted(set(partitions) - set(view.partitions()))
+        if unknown:
+            raise UpsertlakeError(f"no such partition(s) {unknown}; the table has {view.partitions()}")
+        replaced = {p: [bf.file_id for bf in view.latest_base_files([p])] for p in partitions}
+        # The schema rides along: readers (hudi-rs) take it from the newest commit.
+        schema_json = timeline.latest_schema() or self.table_config.create_schema
+        schema = avro_to_arrow(schema_json) if schema_json else None
+        return WriteResult(instant_time, "delete_partition", 0, 0, 0, (), {}, data_schema=schema, replaced=replaced)
 
     def _check_startable(self, instant_time: str) -> None:
         pending = self._pending.get(instant_time)
@@ -207,6 +245,8 @@ class WriteClient:
         mode = {
             "insert": MergeMode.APPEND,
             "bulk_insert": MergeMode.APPEND,
+            "insert_overwrite": MergeMode.APPEND,
+            "insert_overwrite_table": MergeMode.APPEND,
             "delete": MergeMode.COMMIT_TIME,
         }.get(plan.operation, MergeMode(plan.cfg.get(opt.RECORD_MERGE_MODE)))
         latest = {bf.file_group: bf for bf in plan.view.latest_base_files()}
@@ -241,6 +281,7 @@ class WriteClient:
             data_schema=plan.batch.data_schema,
             index_update=_index_update(instant_time, statuses, stats),
             global_keys=plan.cfg.get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"),
+            replaced=_replaced(plan) if plan.operation in OVERWRITES else None,
         )
 
     # -- 2-5. plan ---------------------------------------------------------------------------
@@ -269,6 +310,8 @@ class WriteClient:
             "insert": cfg.get(opt.COMBINE_BEFORE_INSERT),
             "bulk_insert": cfg.get(opt.COMBINE_BEFORE_INSERT),
             "delete": cfg.get(opt.COMBINE_BEFORE_DELETE),
+            "insert_overwrite": cfg.get(opt.COMBINE_BEFORE_INSERT),
+            "insert_overwrite_table": cfg.get(opt.COMBINE_BEFORE_INSERT),
         }[operation]
         return PrepareSpec(
             config=self.table_config,
@@ -360,7 +403,7 @@ class WriteClient:
                 if bf.size < limit and bf.file_id not in busy.get(p, ())
             ]
             for p, w in profile.partitions.items()
-            if w.num_inserts > 0
+            if w.num_inserts > 0 and operation not in OVERWRITES  # new groups replace the old ones
         }
         partitioner = UpsertPartitioner(profile, small, avg, pconf)
         assignment = partitioner.assign(records.column(PARTITION), records.column(KEY), file_ids)
@@ -419,10 +462,12 @@ class WriteClient:
             partition_to_write_stats=_by_partition(result.write_stats),
             operation_type=result.operation.upper(),
             extra_metadata=extra,
+            partition_to_replace_file_ids=result.replaced,
         )
+        ours |= metadata.file_groups()  # an overwrite conflicts on the groups it retires too
         with self.lock.hold():
             timeline = Timeline.load(self.storage)
-            current = timeline.get(instant_time, Action.COMMIT)
+            current = timeline.get(instant_time, pending.instant.action)
             if current is not None and current.is_completed:
                 raise UpsertlakeError(f"instant {instant_time} is already completed")
             if current is None:
@@ -455,7 +500,9 @@ class WriteClient:
                 self.table_config = self.table_config.with_schema(extra["schema"])
                 self.table_config.save(self.storage)
         self._forget(instant_time)
-        if result.index_update is not None:
+        if result.replaced:
+            self.index = make_index(self.config.get(opt.INDEX_TYPE))  # whole groups went: relearn
+        elif result.index_update is not None:
             self.index.update(result.index_update, FileSystemView(Timeline.load(self.storage)))
         stages = dict(result.stage_seconds, commit=time.perf_counter() - started)
         log.info("committed %s %s: %s", result.operation, instant_time, stages)
@@ -464,7 +511,7 @@ class WriteClient:
     def rollback(self, instant_time: str) -> None:
         """Undo a started, uncommitted write of this client."""
         with self.lock.hold():
-            inst = Timeline.load(self.storage).get(instant_time, Action.COMMIT)
+            inst = next((i for i in Timeline.load(self.storage).pending_writes() if i.time == instant_time), None)
             if inst is not None and not inst.is_completed:
                 rollback_pending(self.storage, inst)
         self._forget(instant_time)
@@ -497,6 +544,18 @@ def _commit_sizes(timeline: Timeline) -> Iterator[tuple[int, int]]:
     for inst in reversed(timeline.filter(actions, [State.COMPLETED])):
         meta = timeline.commit_metadata(inst)
         yield (meta.total_bytes_written, meta.total_records_written)
+
+
+def _replaced(plan: WritePlan) -> dict[str, list[str]]:
+    """The file groups an overwrite retires: those of the partitions in the batch, or all."""
+    groups = plan.view.latest_base_files()
+    if plan.operation == "insert_overwrite":
+        present = set(pc.unique(plan.records.column(PARTITION)).to_pylist())
+        groups = [bf for bf in groups if bf.partition_path in present]
+    out: dict[str, list[str]] = {}
+    for bf in groups:
+        out.setdefault(bf.partition_path, []).append(bf.file_id)
+    return out
 
 
 def _by_partition(stats: tuple[WriteStat, ...]) -> dict[str, list[WriteStat]]:

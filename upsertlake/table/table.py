@@ -84,6 +84,18 @@ class Table:
         """Remove the keys in `data` whatever their ordering value; unknown keys count as nothing."""
         return self._write("delete", data, options, progress)
 
+    def insert_overwrite(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
+        """Replace the partitions present in `data` with its records (a replacecommit)."""
+        return self._write("insert_overwrite", data, options)
+
+    def insert_overwrite_table(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
+        """Replace the whole table with the records of `data` (a replacecommit)."""
+        return self._write("insert_overwrite_table", data, options)
+
+    def delete_partitions(self, partitions: Sequence[str]) -> WriteResult:
+        """Drop whole partitions (Hudi's delete_partition, a replacecommit); files go at clean."""
+        return self._write("delete_partition", list(partitions), None)
+
     def plan(self, operation: str, data: object, options: Mapping[str, object] | None = None) -> WritePlan:
         """What a write would do (dedup, tagging, buckets), computed without writing anything."""
         return self.write_client().plan(operation, data, dict(options) if options else None)
@@ -92,9 +104,14 @@ class Table:
         self, operation: str, data: object, options: Mapping[str, object] | None, progress: Progress | None = None
     ) -> WriteResult:
         client = self.write_client()
-        instant = client.start_commit()
+        instant = client.start_commit(operation)
         try:
-            result = getattr(client, operation)(data, instant, dict(options) if options else None, progress)
+            if operation == "delete_partition":
+                result = client.delete_partitions(data, instant)
+            elif operation in ("insert_overwrite", "insert_overwrite_table"):
+                result = client.overwrite(operation, data, instant, dict(options) if options else None)
+            else:
+                result = getattr(client, operation)(data, instant, dict(options) if options else None, progress)
             if progress is not None:
                 progress.started("commit")
             result = client.commit(instant, result)
