@@ -12,7 +12,12 @@ import pytest
 from helpers import hudi_read
 
 from upsertlake import create_table, open_table
-from upsertlake.errors import CleanedInstantError, ServiceError, UpsertlakeError, WriteConflictError
+from upsertlake.errors import (
+    CleanedInstantError,
+    ServiceError,
+    UpsertlakeError,
+    WriteConflictError,
+)
 from upsertlake.services import documents
 from upsertlake.timeline.instant import Action, State
 
@@ -211,7 +216,7 @@ def test_upsert_on_a_group_being_clustered_conflicts_and_inserts_avoid_it(tmp_pa
             inserted = t.upsert(rows(range(100, 102), 1, "new"))
             outcome["insert_groups"] = {s.fileId for s in inserted.write_stats}
             try:
-                t.upsert(rows(range(0, 2), 5, "upd"))
+                t.upsert(rows(range(2), 5, "upd"))
             except WriteConflictError as exc:
                 outcome["conflict"] = str(exc)
         return real(*args, **kwargs)
