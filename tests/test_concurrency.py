@@ -383,7 +383,7 @@ def test_a_users_lock_provider_class_is_used(tmp_path: Path) -> None:
     open_table(tmp_path, {"hoodie.write.lock.provider": "test_concurrency.CountingLock"}).upsert(
         rows(("z", 1, "z1", "p1"))
     )
-    assert CountingLock.acquired - before == 3  # start_commit, commit, the automatic clean
+    assert CountingLock.acquired - before == 4  # start_commit, commit, the automatic clean and archival
 
 
 def test_unknown_lock_provider_is_a_config_error(tmp_path: Path) -> None:

@@ -271,3 +271,33 @@ def test_insert_overwrite_table_and_delete_partition(tmp_path: Path) -> None:
     with pytest.raises(UpsertlakeError, match="no such partition"):
         t.delete_partitions(["nope"])
     assert [i.state for i in open_table(tmp_path).timeline()] == [State.COMPLETED] * 4  # the failed one left none
+
+
+# -- archival ----------------------------------------------------------------------------------
+def test_archive_keeps_the_timeline_short_and_reads_reaching_back(tmp_path: Path) -> None:
+    times = table_with_commits(tmp_path, 8)
+    t = open_table(tmp_path, NO_AUTO_CLEAN)
+    t.savepoint(times[1])
+    moved = t.archive({"hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5})
+    # the savepoint holds archival back: nothing at or after it goes
+    assert [i.time for i in moved] == [times[0]]
+    t2 = open_table(tmp_path, NO_AUTO_CLEAN)
+    active = [i.time for i in t2.timeline() if i.action is Action.COMMIT]
+    assert active == times[1:]
+    assert list((tmp_path / ".hoodie" / "archived").glob("upsertlake-*.avro"))
+    # time travel and incremental reads still reach the archived commit; Hudi's reader agrees on the snapshot
+    assert snap(tmp_path, as_of=times[0]) == sorted((f"k{i:03d}", 1, f"c1-{i}", f"p{i % 2}") for i in range(10))
+    assert len(t2.read_incremental(times[0])) == 10
+    assert snap(tmp_path) == hudi_snap(tmp_path)
+    with pytest.raises(ServiceError, match="is archived"):
+        t2.rollback(times[0])
+
+
+def test_automatic_archival_after_commits(tmp_path: Path) -> None:
+    opts = dict(NO_AUTO_CLEAN, **{"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 4})
+    times = table_with_commits(tmp_path, 7, opts)
+    active = [i.time for i in open_table(tmp_path).timeline() if i.action is Action.COMMIT]
+    assert len(active) <= 4 and active == times[-len(active):]
+    assert times[0] not in active  # archived, and still readable
+    assert snap(tmp_path, as_of=times[0]) == sorted((f"k{i:03d}", 1, f"c1-{i}", f"p{i % 2}") for i in range(10))
+    assert snap(tmp_path) == hudi_snap(tmp_path)

@@ -1,4 +1,4 @@
-"""Table services from the terminal: `clean`, `cluster`, `savepoint`, `restore`, `rollback`."""
+"""Table services from the terminal: `clean`, `cluster`, `archive`, `savepoint`, `restore`, `rollback`."""
 
 from __future__ import annotations
 
@@ -23,6 +23,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="e.g. hoodie.clustering.plan.strategy.small.file.limit=... (repeatable)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cluster)
+
+    p = sub.add_parser("archive", parents=[common], help="move old instants to .hoodie/archived")
+    p.add_argument("path", help="the table")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="e.g. hoodie.keep.min.commits=... hoodie.keep.max.commits=... (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=archive)
 
     for name, help_text, instant_help in (
         ("savepoint", "pin a commit's snapshot against cleaning (default: the latest commit)", "commit to savepoint"),
@@ -62,6 +69,15 @@ def cluster(args: argparse.Namespace) -> int:
     else:
         replaced = sum(len(ids) for ids in result.replaced.values())
         print(f"replacecommit {result.instant_time}: {replaced} file groups clustered into {len(result.files_written)}")
+    return 0
+
+
+def archive(args: argparse.Namespace) -> int:
+    moved = upsertlake.open_table(args.path).archive(parse_options(args.option))
+    if args.json:
+        print_json([{"instant_time": i.time, "action": i.action.value} for i in moved])
+    else:
+        print(f"archived {len(moved)} instants" + (f" ({moved[0].time} .. {moved[-1].time})" if moved else ""))
     return 0
 
 

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.table.table import open_table
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import State
 
 COLUMNS = ["id", "ts", "v", "p"]
@@ -32,7 +33,7 @@ def check_table(table_path: str, journal: Path) -> dict[str, object]:
     """The counts of the report and the list of violations."""
     violations: list[str] = []
     table = open_table(table_path)
-    timeline = table.timeline()
+    timeline = Timeline.load(table.storage).instants  # archived instants too
     pending = [i.time for i in timeline if i.state is not State.COMPLETED]
     if pending:
         violations.append(f"instants left pending after cleanup: {pending}")

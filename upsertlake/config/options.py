@@ -381,6 +381,15 @@ CLEAN_AUTOMATIC: Option[bool] = _option(
 CLEAN_MAX_COMMITS: Option[int] = _option(
     "hoodie.clean.max.commits", int, 1,
     "An automatic clean is attempted once this many commits completed since the last clean.")
+KEEP_MIN_COMMITS: Option[int] = _option(
+    "hoodie.keep.min.commits", int, 20,
+    "The archiver leaves at least this many commits on the active timeline.")
+KEEP_MAX_COMMITS: Option[int] = _option(
+    "hoodie.keep.max.commits", int, 30,
+    "The archiver runs once the active timeline holds more than this many commits.")
+ARCHIVE_AUTOMATIC: Option[bool] = _option(
+    "hoodie.archive.automatic", bool, True,
+    "Archive after each commit (after the automatic clean) when the active timeline is over the max.")
 CLUSTERING_SMALL_FILE_LIMIT: Option[int] = _option(
     "hoodie.clustering.plan.strategy.small.file.limit", int, 314572800,
     "Clustering rewrites file groups whose base file is below this size in bytes (Hudi default 300 MiB).")

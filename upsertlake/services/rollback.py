@@ -86,6 +86,8 @@ def _target(timeline: Timeline, instant_time: str | None) -> Instant:
         target = next((i for i in writes if i.time == instant_time), None)
         if target is None:
             raise ServiceError(f"no commit at {instant_time} on the timeline")
+    if target in timeline.archived:
+        raise ServiceError(f"commit {target.time} is archived and cannot be rolled back")
     if target.is_completed:
         if target != done[-1]:
             raise ServiceError(f"only the latest completed commit ({done[-1].time}) can be rolled back, not {target.time}")

@@ -23,6 +23,7 @@ from upsertlake.errors import (
 from upsertlake.read.filters import Filters
 from upsertlake.read.snapshot import read_incremental, read_snapshot, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
+from upsertlake.services.archive import archive
 from upsertlake.services.clean import CleanResult, clean, clean_due
 from upsertlake.services.cluster import ClusterResult, cluster, clustering_due
 from upsertlake.services.restore import restore
@@ -125,7 +126,7 @@ class Table:
         return result
 
     def _services_after_commit(self, cfg: Config) -> None:
-        """Hudi's order after a commit: inline clustering, then the automatic clean. The commit
+        """Hudi's order after a commit: inline clustering, automatic clean, archival. The commit
         stands whatever happens here, so a failure is logged, not raised (raising would make
         callers retry a write that is already in the table)."""
         try:
@@ -133,8 +134,15 @@ class Table:
                 self.cluster()
             if cfg.get(opt.CLEAN_AUTOMATIC) and clean_due(Timeline.load(self.storage), cfg):
                 clean(self.storage, self.write_client().lock, cfg)
+            if cfg.get(opt.ARCHIVE_AUTOMATIC):
+                archive(self.storage, self.write_client().lock, cfg)
         except (UpsertlakeError, OSError):
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)
+
+    def archive(self, options: Mapping[str, object] | None = None) -> list[Instant]:
+        """Move old completed instants to `.hoodie/archived/` (hoodie.keep.min/max.commits); time
+        travel and incremental reads still reach them while their files exist."""
+        return archive(self.storage, self.write_client().lock, self.options.with_overrides(options))
 
     def cluster(self, options: Mapping[str, object] | None = None) -> ClusterResult | None:
         """Merge small file groups per partition into files near the target size (a replacecommit);
@@ -166,8 +174,8 @@ class Table:
 
     # -- reads -------------------------------------------------------------------------------
     def timeline(self) -> list[Instant]:
-        """Every instant of the active timeline, oldest first."""
-        return list(Timeline.load(self.storage).instants)
+        """Every instant of the active timeline, oldest first (archived ones are not listed)."""
+        return Timeline.load(self.storage).active()
 
     def schema(self, as_of: str | datetime | None = None) -> pa.Schema:
         """The data schema (without meta columns) as of an instant."""

@@ -8,12 +8,13 @@ overwritten.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from upsertlake.errors import CorruptTableError, UpsertlakeError
 from upsertlake.storage import Storage
+from upsertlake.timeline.archived import load_archived
 from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.instant_time import next_instant_time
@@ -23,10 +24,12 @@ METAFOLDER = ".hoodie"
 
 @dataclass(frozen=True)
 class Timeline:
-    """An immutable snapshot of the active timeline, instants sorted by time."""
+    """An immutable snapshot of the timeline, instants sorted by time: the active ones and the
+    archived ones (completed, their documents in `archived`), so reads reach back past archival."""
 
     storage: Storage
     instants: tuple[Instant, ...]
+    archived: Mapping[Instant, bytes] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def load(cls, storage: Storage) -> Timeline:
@@ -41,7 +44,10 @@ class Timeline:
             seen = latest.get(key)
             if seen is None or inst.state.rank > seen.state.rank:
                 latest[key] = inst
-        return cls(storage, tuple(sorted(latest.values())))
+        archived = load_archived(storage)
+        for inst in archived:
+            latest.setdefault((inst.time, inst.action), inst)
+        return cls(storage, tuple(sorted(latest.values())), archived)
 
     # -- queries -----------------------------------------------------------------------------
     def filter(
@@ -74,11 +80,19 @@ class Timeline:
         """The metadata of a completed commit or replacecommit (cached: completed files never change)."""
         if not instant.is_completed:
             raise UpsertlakeError(f"instant {instant.time} is not completed")
+        if instant in self.archived:
+            return CommitMetadata.from_json_bytes(self.archived[instant], source=f"archived {instant.time}")
         return _read_commit_metadata(self.storage, f"{METAFOLDER}/{instant.file_name()}")
 
     def document(self, instant: Instant) -> bytes:
-        """The bytes of an instant's file in its state (the Avro document of a service instant)."""
+        """The bytes of an instant's file in its state (archived instants: their completed file)."""
+        if instant in self.archived:
+            return self.archived[instant]
         return self.storage.read_bytes(f"{METAFOLDER}/{instant.file_name()}")
+
+    def active(self) -> list[Instant]:
+        """The instants still in `.hoodie/` (not archived)."""
+        return [i for i in self.instants if i not in self.archived]
 
     def latest_schema(self) -> str | None:
         """The Avro schema JSON of the newest completed write that recorded one."""
