@@ -206,3 +206,17 @@ def test_ingest_command_ingests_each_file_once(tmp_path: Path) -> None:
     got = {r[2]: r[4] for r in data(table)}
     assert len(got) == 30 and got["k00005"] == "one-5" and got["k00015"] == "two-15"
     assert len(open_table(table).timeline()) == 2  # the run with nothing new committed nothing
+
+
+def test_clustering_on_spark_writes_each_group_as_a_task(spark, tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    t = create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p",
+                     options={"hoodie.parquet.small.file.limit": 0})
+    for b in range(4):
+        t.upsert(rows(range(10 * b, 10 * b + 10), 1, f"b{b}"))
+    before = data(path)
+    result = uls.cluster(spark, str(path), **{"hoodie.clustering.plan.strategy.sort.columns": "id"})
+    assert result is not None and len(result.files_written) == 3 and sum(map(len, result.replaced.values())) == 12
+    assert data(path) == before
+    hudi = hudi_read(path).select(["_hoodie_record_key", "_hoodie_partition_path", "id", "ts", "v", "p"])
+    assert sorted(tuple(r.values()) for r in hudi.to_pylist()) == before

@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -60,8 +62,19 @@ class ClusterResult:
     files_written: tuple[str, ...]
 
 
-def cluster(storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config) -> ClusterResult | None:
-    """Plan, write and commit one clustering; None when no partition has two small groups to merge."""
+# Runs a function over the groups of a plan: in process by default, as Spark tasks on Spark.
+GroupMap = Callable[[Callable[[tuple[int, list[BaseFile]]], WriteStat], list[tuple[int, list[BaseFile]]]], list[WriteStat]]
+
+
+def in_process(fn: Callable[[tuple[int, list[BaseFile]]], WriteStat], groups: list) -> list[WriteStat]:
+    return [fn(g) for g in groups]
+
+
+def cluster(
+    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_groups: GroupMap = in_process
+) -> ClusterResult | None:
+    """Plan, write and commit one clustering; None when no partition has two small groups to merge.
+    `map_groups` writes the new file groups (one task per group on Spark)."""
     with lock.hold():
         timeline = Timeline.load(storage)
         groups = plan_groups(timeline, cfg)
@@ -78,10 +91,9 @@ def cluster(storage: Storage, lock: TableLock, table_config: TableConfig, cfg: C
         if not schema_json:
             raise SchemaError("the table has no schema to cluster with")
         data_schema = avro_to_arrow(schema_json)
-        stats = [
-            _write_group(storage, group, n, inflight.time, data_schema, sort_columns, cfg)
-            for n, group in enumerate(groups)
-        ]
+        write = partial(_write_group, storage, instant_time=inflight.time, data_schema=data_schema,
+                        sort_columns=sort_columns, cfg=cfg)
+        stats = map_groups(write, list(enumerate(groups)))
         replaced: dict[str, list[str]] = defaultdict(list)
         for group in groups:
             for bf in group:
@@ -153,8 +165,16 @@ def clustering_due(timeline: Timeline, cfg: Config) -> bool:
 
 
 def _write_group(
-    storage: Storage, group: list[BaseFile], n: int, instant_time: str, data_schema: pa.Schema, sort_columns: list[str], cfg: Config
+    storage: Storage,
+    numbered: tuple[int, list[BaseFile]],
+    *,
+    instant_time: str,
+    data_schema: pa.Schema,
+    sort_columns: list[str],
+    cfg: Config,
 ) -> WriteStat:
+    """Write one planned group's rows as one new file group (the write token carries `n`)."""
+    n, group = numbered
     schema = full_schema(data_schema)
     rows = pa.concat_tables([conform(pq.read_table(storage.full_path(bf.path)), schema) for bf in group])
     missing = [c for c in sort_columns if c not in schema.names]

@@ -25,7 +25,13 @@ from upsertlake.read.snapshot import read_incremental, read_snapshot, table_sche
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
 from upsertlake.services.archive import archive
 from upsertlake.services.clean import CleanResult, clean, clean_due
-from upsertlake.services.cluster import ClusterResult, cluster, clustering_due
+from upsertlake.services.cluster import (
+    ClusterResult,
+    GroupMap,
+    cluster,
+    clustering_due,
+    in_process,
+)
 from upsertlake.services.restore import restore
 from upsertlake.services.rollback import rollback
 from upsertlake.services.savepoint import savepoint
@@ -144,10 +150,14 @@ class Table:
         travel and incremental reads still reach them while their files exist."""
         return archive(self.storage, self.write_client().lock, self.options.with_overrides(options))
 
-    def cluster(self, options: Mapping[str, object] | None = None) -> ClusterResult | None:
+    def cluster(
+        self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process
+    ) -> ClusterResult | None:
         """Merge small file groups per partition into files near the target size (a replacecommit);
-        None when no partition has two small groups to merge."""
-        result = cluster(self.storage, self.write_client().lock, self.config, self.options.with_overrides(options))
+        None when no partition has two small groups to merge. `upsertlake.spark.cluster` passes a
+        `map_groups` that writes each new group as a Spark task."""
+        cfg = self.options.with_overrides(options)
+        result = cluster(self.storage, self.write_client().lock, self.config, cfg, map_groups)
         self._client = None  # file groups moved: the index learns the new files
         return result
 
