@@ -87,6 +87,7 @@ def main() -> None:
     ap.add_argument("--scaling-max", type=int, default=10_000_000, help="largest table of the scaling series")
     ap.add_argument("--scaling-peers", nargs="+", default=["upsertlake", "delta-rs"])
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    ap.add_argument("--label", default="", help="suffix of the results file, to keep runs apart")
     args = ap.parse_args()
 
     rows, batch = SIZES[args.size]
@@ -100,9 +101,10 @@ def main() -> None:
         else:
             available.append(p)
     doc: dict[str, Any] = {"size": args.size, "repeat": args.repeat, "timeout": args.timeout, "skipped": skipped,
-                           "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "cpus": os.cpu_count()}
+                           "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "cpus": os.cpu_count(),
+                           "label": args.label}
     args.out.mkdir(parents=True, exist_ok=True)
-    out_json = args.out / f"results-{args.series}-{args.size}.json"
+    out_json = args.out / f"results-{args.series}-{args.size}{'-' + args.label if args.label else ''}.json"
     log: list[dict[str, Any]] = []
     if args.series in ("peers", "all"):
         print(f"peers: {rows:,} rows + {batch:,} batch")

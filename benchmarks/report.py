@@ -23,6 +23,10 @@ def _status(entry: dict[str, Any]) -> str:
     return f"{bad[0]['status']}: {'; '.join(bad[0]['errors'])[:120]}" if bad else f"verified ×{len(entry['runs'])}"
 
 
+def _size(workload: str, rows: int, batch: int) -> str:
+    return f"{rows:,} − {max(rows // 100, 1):,} keys" if workload == "delete" else f"{rows:,} + {batch:,}"
+
+
 def peer_table(entries: list[dict[str, Any]]) -> list[str]:
     lines = ["| workload | rows + batch | peer | median s | min–max s | × fastest | peak RSS MB | MB written | status |",
              "|---|---|---|---:|---:|---:|---:|---:|---|"]
@@ -40,7 +44,7 @@ def peer_table(entries: list[dict[str, Any]]) -> list[str]:
                 cells = [f"{_median(secs):.3f}", f"{min(secs):.3f}–{max(secs):.3f}", f"{_median(secs) / fastest:.2f}",
                          f"{_median([r['peak_rss_mb'] for r in runs]):.0f}",
                          f"{_median([r['bytes_written'] for r in runs]) / 1e6:.1f}"]
-            lines.append(f"| {workload} | {rows:,} + {batch:,} | {e['peer']} | " + " | ".join(cells) + f" | {_status(e)} |")
+            lines.append(f"| {workload} | {_size(workload, rows, batch)} | {e['peer']} | " + " | ".join(cells) + f" | {_status(e)} |")
     return lines
 
 
