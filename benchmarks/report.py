@@ -76,9 +76,17 @@ def index_table(entries: list[dict[str, Any]]) -> list[str]:
         keys_read = st.get("keys_read", st.get("keys_loaded", "–"))
         lines.append(
             f"| {e['workload']} | {e['peer'].split(':')[1]} | {_median(tags):.3f} ({min(tags):.3f}–{max(tags):.3f}) | {opened} | "
-            f"{keys_read} | {'–' if fp is None else f'{fp:.4%}'} | {_median([r['seconds'] for r in runs]):.3f} |"
+            f"{keys_read} | {_fp_cell(st, fp)} | {_median([r['seconds'] for r in runs]):.3f} |"
         )
     return lines
+
+
+def _fp_cell(st: dict[str, int], fp: float | None) -> str:
+    if fp is not None:
+        return f"{fp:.4%}"
+    if "bloom_checks" in st:  # every key the filters saw was stored: key ranges pruned all new keys
+        return f"n/a (0 of {st['bloom_checks']:,} checked keys were absent)"
+    return "–"
 
 
 def _bar_chart(entries: list[dict[str, Any]], path: Path, title: str) -> None:
