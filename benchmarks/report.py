@@ -122,6 +122,34 @@ def _bar_chart(entries: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def _index_chart(entries: list[dict[str, Any]], path: Path) -> None:
+    """Tag-stage seconds per index, uniform vs skewed keys."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    workloads = list(dict.fromkeys(e["workload"] for e in entries))
+    indexes = list(dict.fromkeys(e["peer"].split(":")[1] for e in entries))
+    width = 0.8 / max(len(indexes), 1)
+    for j, index in enumerate(indexes):
+        for i, w in enumerate(workloads):
+            e = next(e for e in entries if e["workload"] == w and e["peer"].endswith(":" + index))
+            tags = [r["stages"]["tag"] for r in _ok(e)]
+            if tags:
+                m = _median(tags)
+                ax.bar(i + j * width, m, width, yerr=[[m - min(tags)], [max(tags) - m]], capsize=2,
+                       color=f"C{j}", label=index if i == 0 else None)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(workloads))], workloads)
+    ax.set_ylabel("tag stage seconds (median, min–max)")
+    ax.set_title("Index lookup")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _scaling_chart(entries: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -164,7 +192,8 @@ def write_report(out: Path) -> Path:
                 lines += [f"### {title}", "", *peer_table(doc[section]), "", f"![{title}]({chart})", "",
                           "upsertlake per-stage seconds (median):", "", *stage_table(doc[section]), ""]
         if doc.get("index"):
-            lines += ["### Index series", "", *index_table(doc["index"]), "",
+            _index_chart(doc["index"], out / f"{tag}-index.png")
+            lines += ["### Index series", "", *index_table(doc["index"]), "", f"![Index series]({tag}-index.png)", "",
                       "False-positive rate: bloom candidates that were not stored keys, over the keys the bloom "
                       "filters rejected or passed that were not stored keys.", ""]
     target = out / "README.md"
