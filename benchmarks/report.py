@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def _ok(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -89,85 +89,59 @@ def _fp_cell(st: dict[str, int], fp: float | None) -> str:
     return "–"
 
 
-def _bar_chart(entries: list[dict[str, Any]], path: Path, title: str) -> None:
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    workloads = list(dict.fromkeys(e["workload"] for e in entries))
-    peers = list(dict.fromkeys(e["peer"] for e in entries))
-    fig, ax = plt.subplots(figsize=(2 + 1.6 * len(workloads) * max(len(peers), 1) / 3, 4))
-    width = 0.8 / max(len(peers), 1)
-    for j, peer in enumerate(peers):
-        xs, ys, lo, hi = [], [], [], []
-        for i, w in enumerate(workloads):
-            e = next((e for e in entries if e["peer"] == peer and e["workload"] == w), None)
-            runs = _ok(e) if e else []
-            if runs:
-                secs = [r["seconds"] for r in runs]
-                m = _median(secs)
-                xs.append(i + j * width)
-                ys.append(m)
-                lo.append(m - min(secs))
-                hi.append(max(secs) - m)
-        ax.bar(xs, ys, width, yerr=[lo, hi], label=peer, capsize=2)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(workloads))], workloads)
-    ax.set_ylabel("seconds (median, min–max)")
-    ax.set_yscale("log")
+    return plt
+
+
+def _save(fig: Any, ax: Any, path: Path, title: str, ylabel: str) -> None:
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _pyplot().close(fig)
 
 
-def _index_chart(entries: list[dict[str, Any]], path: Path) -> None:
-    """Tag-stage seconds per index, uniform vs skewed keys."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+def _grouped_bars(
+    entries: list[dict[str, Any]], path: Path, title: str, ylabel: str,
+    series: Callable[[dict[str, Any]], str], value: Callable[[dict[str, Any]], float], log: bool = False,
+) -> None:
+    """One group of bars per workload, one bar per series: median with min–max error bars."""
     workloads = list(dict.fromkeys(e["workload"] for e in entries))
-    indexes = list(dict.fromkeys(e["peer"].split(":")[1] for e in entries))
-    width = 0.8 / max(len(indexes), 1)
-    for j, index in enumerate(indexes):
+    names = list(dict.fromkeys(series(e) for e in entries))
+    fig, ax = _pyplot().subplots(figsize=(max(6, 2 + 0.55 * len(workloads) * len(names)), 4))
+    width = 0.8 / max(len(names), 1)
+    for j, name in enumerate(names):
+        xs, ys, lo, hi = [], [], [], []
         for i, w in enumerate(workloads):
-            e = next(e for e in entries if e["workload"] == w and e["peer"].endswith(":" + index))
-            tags = [r["stages"]["tag"] for r in _ok(e)]
-            if tags:
-                m = _median(tags)
-                ax.bar(i + j * width, m, width, yerr=[[m - min(tags)], [max(tags) - m]], capsize=2,
-                       color=f"C{j}", label=index if i == 0 else None)
+            e = next((e for e in entries if series(e) == name and e["workload"] == w), None)
+            values = [value(r) for r in _ok(e)] if e else []
+            if values:
+                m = _median(values)
+                xs.append(i + j * width)
+                ys.append(m)
+                lo.append(m - min(values))
+                hi.append(max(values) - m)
+        ax.bar(xs, ys, width, yerr=[lo, hi], label=name, capsize=2)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(workloads))], workloads)
-    ax.set_ylabel("tag stage seconds (median, min–max)")
-    ax.set_title("Index lookup")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    if log:
+        ax.set_yscale("log")
+    _save(fig, ax, path, title, ylabel)
 
 
 def _scaling_chart(entries: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = _pyplot().subplots(figsize=(6, 4))
     for key in dict.fromkeys((e["peer"], e["workload"]) for e in entries):
         pts = sorted((e["rows"], _median([r["seconds"] for r in _ok(e)])) for e in entries if (e["peer"], e["workload"]) == key and _ok(e))
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{key[0]} {key[1]}")
     ax.set_xlabel("table rows (batch 100,000)")
-    ax.set_ylabel("upsert seconds (median)")
-    ax.set_title("Upsert time against table size")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, path, "Upsert time against table size", "upsert seconds (median)")
 
 
 def write_report(out: Path) -> Path:
@@ -186,13 +160,15 @@ def write_report(out: Path) -> Path:
             if doc.get(section):
                 chart = f"{tag}-{section}.png"
                 if section == "peers":
-                    _bar_chart(doc[section], out / chart, f"Upsert, {doc['size']}")
+                    _grouped_bars(doc[section], out / chart, f"Upsert, {doc['size']}", "seconds (median, min–max)",
+                                  lambda e: e["peer"], lambda r: r["seconds"], log=True)
                 else:
                     _scaling_chart(doc[section], out / chart)
                 lines += [f"### {title}", "", *peer_table(doc[section]), "", f"![{title}]({chart})", "",
                           "upsertlake per-stage seconds (median):", "", *stage_table(doc[section]), ""]
         if doc.get("index"):
-            _index_chart(doc["index"], out / f"{tag}-index.png")
+            _grouped_bars(doc["index"], out / f"{tag}-index.png", "Index lookup", "tag stage seconds (median, min–max)",
+                          lambda e: e["peer"].split(":")[1], lambda r: r["stages"]["tag"])
             lines += ["### Index series", "", *index_table(doc["index"]), "", f"![Index series]({tag}-index.png)", "",
                       "False-positive rate: bloom candidates that were not stored keys, over the keys the bloom "
                       "filters rejected or passed that were not stored keys.", ""]
