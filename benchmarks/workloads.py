@@ -1,0 +1,148 @@
+"""Workload data: one base table and one batch per workload, generated with Arrow/numpy (no per-row
+Python), plus what a correct engine must hold afterwards so every peer run can be verified.
+
+Keys are `k` + zero-padded id; ids grow with time, so partition `p` (20 day-like partitions) holds a
+contiguous id range and the newest partitions hold the largest ids — which is what "skewed" means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+PARTITIONS = 20
+WORKLOADS = ("uniform", "skewed", "insert", "delete")
+SIZES = {"small": (100_000, 10_000), "medium": (1_000_000, 100_000), "large": (10_000_000, 1_000_000)}
+
+
+def keys_of(ids: np.ndarray) -> pa.Array:
+    return pc.binary_join_element_wise("k", pc.utf8_lpad(pc.cast(pa.array(ids), pa.string()), 10, "0"), "")
+
+
+def partition_of(ids: np.ndarray, rows: int) -> pa.Array:
+    part = np.minimum(ids * PARTITIONS // max(rows, 1), PARTITIONS - 1)
+    return pc.utf8_lpad(pc.cast(pa.array(part), pa.string()), 2, "0").cast(pa.string())
+
+
+def make_rows(ids: np.ndarray, rows: int, ts: int, rng: np.random.Generator) -> pa.Table:
+    """Rows for `ids` (12 columns like a trip table); `fare` is random so each version is distinct."""
+    n = len(ids)
+    return pa.table(
+        {
+            "key": keys_of(ids),
+            "ts": pa.array(np.full(n, ts, dtype=np.int64)),
+            "part": partition_of(ids, rows),
+            "fare": pa.array(rng.random(n) * 100),
+            "tip": pa.array(rng.random(n) * 10),
+            "rider": pc.binary_join_element_wise("rider-", pc.cast(pa.array(ids % 5000), pa.string()), ""),
+            "driver": pc.binary_join_element_wise("driver-", pc.cast(pa.array(ids % 3000), pa.string()), ""),
+            "distance_km": pa.array(rng.random(n).astype(np.float32) * 30),
+            "passengers": pa.array(rng.integers(1, 6, n, dtype=np.int32)),
+            "paid": pa.array(rng.random(n) < 0.9),
+            "begin_lat": pa.array(rng.random(n) * 180 - 90),
+            "begin_lon": pa.array(rng.random(n) * 360 - 180),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the table must hold after the write: row count and (ts, fare) of sampled keys; a key
+    mapped to None must be absent."""
+
+    rows: int
+    probes: dict[str, tuple[int, float] | None]
+
+
+def _update_ids(workload: str, rows: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    if workload == "uniform":
+        return rng.choice(rows, n, replace=False)
+    # skewed: 90% of updates hit the newest 10% of partitions (the last 2 of 20).
+    hot_start = rows - rows * max(PARTITIONS // 10, 1) // PARTITIONS
+    n_hot = min(n * 9 // 10, rows - hot_start)
+    hot = hot_start + rng.choice(rows - hot_start, n_hot, replace=False)
+    cold = rng.choice(hot_start, n - n_hot, replace=False)
+    return np.concatenate([hot, cold])
+
+
+def make_batch(workload: str, rows: int, batch: int, seed: int = 7) -> tuple[pa.Table, Expected]:
+    """The batch for a workload against `make_base(rows)` and the state it must leave.
+
+    uniform/skewed: half updates, half inserts, plus 5% in-batch duplicates with an older ts that
+    must lose. insert: only new keys. delete: 1% of the table's keys (`batch` is ignored)."""
+    rng = np.random.default_rng(seed)
+    probe = np.random.default_rng(seed + 1)
+    if workload == "delete":
+        gone = rng.choice(rows, max(rows // 100, 1), replace=False)
+        kept = np.setdiff1d(probe.choice(rows, 200, replace=False), gone)
+        table = pa.table({"key": keys_of(gone), "ts": pa.array(np.full(len(gone), 2, np.int64)), "part": partition_of(gone, rows)})
+        probes = {k: None for k in keys_of(gone[:200]).to_pylist()}
+        probes.update(_untouched(kept, rows))
+        return table, Expected(rows - len(gone), probes)
+    n_updates = 0 if workload == "insert" else batch // 2
+    n_dups = 0 if workload == "insert" else batch // 20
+    n_inserts = batch - n_updates - n_dups
+    updates = make_rows(_update_ids(workload, rows, n_updates, rng), rows, 2, rng) if n_updates else None
+    inserts = make_rows(np.arange(rows, rows + n_inserts), rows, 2, rng)
+    parts = [inserts]
+    if updates is not None:
+        dups = make_rows(rng.choice(pc.cast(pc.utf8_slice_codeunits(updates["key"], 1), pa.int64()).to_numpy(), n_dups, replace=False), rows, 1, rng)
+        parts = [updates, inserts, dups]
+    table = pa.concat_tables(parts)
+    probes: dict[str, tuple[int, float] | None] = {}
+    for part in parts[:2]:
+        sample = part.take(pa.array(probe.choice(part.num_rows, min(200, part.num_rows), replace=False)))
+        probes.update(zip(sample["key"].to_pylist(), zip(sample["ts"].to_pylist(), sample["fare"].to_pylist())))
+    touched = set(probes)
+    untouched = [i for i in probe.choice(rows, 300, replace=False) if keys_of(np.array([i]))[0].as_py() not in touched]
+    if updates is not None:
+        upd = set(updates["key"].to_pylist())
+        untouched = [i for i in untouched if keys_of(np.array([i]))[0].as_py() not in upd]
+    probes.update(_untouched(np.array(untouched[:200], dtype=np.int64), rows))
+    return table, Expected(rows + n_inserts, probes)
+
+
+def _untouched(ids: np.ndarray, rows: int) -> dict[str, tuple[int, float] | None]:
+    """Untouched keys keep the base version: regenerate the base and look their fares up."""
+    base = make_base(rows)
+    picked = base.take(pa.array(ids))
+    return dict(zip(picked["key"].to_pylist(), zip(picked["ts"].to_pylist(), picked["fare"].to_pylist())))
+
+
+_BASE_CACHE: dict[int, pa.Table] = {}
+
+
+def make_base(rows: int) -> pa.Table:
+    """The initial table (ts 0), deterministic for a given size."""
+    if rows not in _BASE_CACHE:
+        _BASE_CACHE.clear()
+        _BASE_CACHE[rows] = make_rows(np.arange(rows), rows, 0, np.random.default_rng(1))
+    return _BASE_CACHE[rows]
+
+
+def dedup_latest(batch: pa.Table) -> pa.Table:
+    """One row per key, the largest ts winning: what MERGE / ON CONFLICT / iceberg upsert require."""
+    order = pc.sort_indices(batch, [("key", "ascending"), ("ts", "descending")])
+    s = batch.take(order)
+    keys = s["key"].combine_chunks()
+    if len(keys) < 2:
+        return s
+    first = pc.not_equal(keys.slice(1), keys.slice(0, len(keys) - 1))
+    return s.filter(pa.concat_arrays([pa.array([True]), first]))
+
+
+def verify(expected: Expected, count: int, found: pa.Table) -> list[str]:
+    """Mismatches between the table a peer left and `expected`; `found` holds key, ts, fare of the
+    probed keys that exist."""
+    errors = []
+    if count != expected.rows:
+        errors.append(f"row count {count} != {expected.rows}")
+    got = {k: (t, f) for k, t, f in zip(found["key"].to_pylist(), found["ts"].to_pylist(), found["fare"].to_pylist())}
+    for key, want in expected.probes.items():
+        have = got.get(key)
+        if have != want:
+            errors.append(f"key {key}: {have} != {want}")
+    return errors[:5]
