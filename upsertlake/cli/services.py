@@ -17,19 +17,16 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=clean)
 
-    p = sub.add_parser("cluster", parents=[common], help="merge small file groups (a replacecommit)")
-    p.add_argument("path", help="the table")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="e.g. hoodie.clustering.plan.strategy.small.file.limit=... (repeatable)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cluster)
-
-    p = sub.add_parser("archive", parents=[common], help="move old instants to .hoodie/archived")
-    p.add_argument("path", help="the table")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="e.g. hoodie.keep.min.commits=... hoodie.keep.max.commits=... (repeatable)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=archive)
+    for name, func, help_text, example in (
+        ("cluster", cluster, "merge small file groups (a replacecommit)",
+         "hoodie.clustering.plan.strategy.small.file.limit=..."),
+        ("archive", archive, "move old instants to .hoodie/archived", "hoodie.keep.min.commits=..."),
+    ):
+        p = sub.add_parser(name, parents=[common], help=help_text)
+        p.add_argument("path", help="the table")
+        p.add_argument("--option", action="append", metavar="KEY=VALUE", help=f"e.g. {example} (repeatable)")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        p.set_defaults(func=func)
 
     for name, help_text, instant_help in (
         ("savepoint", "pin a commit's snapshot against cleaning (default: the latest commit)", "commit to savepoint"),
