@@ -10,16 +10,14 @@ in the files of every concurrent commit that inserted records.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
-import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.errors import CorruptTableError
 from upsertlake.index.base import KEY_COLUMN as RECORD_KEY
+from upsertlake.services import documents
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant import Action, Instant, State
@@ -84,11 +82,7 @@ def clustering_file_groups(storage: Storage, instant: Instant) -> set[FileGroup]
     data = storage.read_bytes(path)
     if not data:
         return set()
-    try:
-        records = list(fastavro.reader(io.BytesIO(data)))
-    except (ValueError, EOFError, fastavro.read.SchemaResolutionError) as exc:
-        raise CorruptTableError(f"cannot read the replace plan {path}: {exc}") from exc
-    plan = (records[0] if records else {}).get("clusteringPlan") or {}
+    plan = documents.decode(data, f"the replace plan {path}").get("clusteringPlan") or {}
     return {
         (s.get("partitionPath") or "", s["fileId"])
         for group in plan.get("inputGroups") or []
