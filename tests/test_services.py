@@ -301,3 +301,12 @@ def test_automatic_archival_after_commits(tmp_path: Path) -> None:
     assert times[0] not in active  # archived, and still readable
     assert snap(tmp_path, as_of=times[0]) == sorted((f"k{i:03d}", 1, f"c1-{i}", f"p{i % 2}") for i in range(10))
     assert snap(tmp_path) == hudi_snap(tmp_path)
+
+
+def test_inline_clustering_uses_the_writes_own_options(tmp_path: Path) -> None:
+    t = create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="p", options=SMALL)
+    per_write = {"hoodie.clustering.inline": True, "hoodie.clustering.inline.max.commits": 2,
+                 "hoodie.clustering.plan.strategy.small.file.limit": 1}  # no file is that small
+    for b in range(2):
+        t.upsert(rows(range(10 * b, 10 * b + 10), 1, f"b{b}"), per_write)
+    assert [i.action for i in open_table(tmp_path).timeline()] == [Action.COMMIT] * 2

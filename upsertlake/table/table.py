@@ -136,9 +136,11 @@ class Table:
         stands whatever happens here, so a failure is logged, not raised (raising would make
         callers retry a write that is already in the table)."""
         try:
-            if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(Timeline.load(self.storage), cfg):
-                self.cluster()
-            if cfg.get(opt.CLEAN_AUTOMATIC) and clean_due(Timeline.load(self.storage), cfg):
+            timeline = Timeline.load(self.storage)
+            if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(timeline, cfg):
+                self._cluster(cfg, in_process)
+                timeline = Timeline.load(self.storage)
+            if cfg.get(opt.CLEAN_AUTOMATIC) and clean_due(timeline, cfg):
                 clean(self.storage, self.write_client().lock, cfg)
             if cfg.get(opt.ARCHIVE_AUTOMATIC):
                 archive(self.storage, self.write_client().lock, cfg)
@@ -156,7 +158,9 @@ class Table:
         """Merge small file groups per partition into files near the target size (a replacecommit);
         None when no partition has two small groups to merge. `upsertlake.spark.cluster` passes a
         `map_groups` that writes each new group as a Spark task."""
-        cfg = self.options.with_overrides(options)
+        return self._cluster(self.options.with_overrides(options), map_groups)
+
+    def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult | None:
         result = cluster(self.storage, self.write_client().lock, self.config, cfg, map_groups)
         self._client = None  # file groups moved: the index learns the new files
         return result
