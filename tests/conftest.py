@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-HUDI_TABLES = Path(__file__).resolve().parents[1].parent / "shared" / "hudi-tables"
+HUDI_TABLES = Path(__file__).resolve().parent / "hudi_tables"
 
 
 def unzip_hudi_table(name: str, dest: Path) -> Path:
-    """Unzip `<name>.zip` from shared/hudi-tables into dest; returns the table's folder."""
+    """Unzip `<name>.zip` from tests/hudi_tables into dest; returns the table's folder."""
     with zipfile.ZipFile(HUDI_TABLES / f"{name}.zip") as zf:
         members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
         zf.extractall(dest, members)
