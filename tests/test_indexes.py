@@ -26,7 +26,7 @@ from upsertlake import create_table, open_table
 from upsertlake.index import make_index
 from upsertlake.index.bloom import BloomIndex
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import FileSystemView
+from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.timeline.active import Timeline
 
 NON_GLOBAL = ("SIMPLE", "BLOOM", "INMEMORY")

@@ -9,7 +9,7 @@ import pytest
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import SchemaError
 from upsertlake.storage import Storage
-from upsertlake.table.keygen import KeyGenerator
+from upsertlake.layout.keygen import KeyGenerator
 
 
 @pytest.mark.parametrize(

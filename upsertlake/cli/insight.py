@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 import upsertlake
 from upsertlake.cli.output import CliError, format_records, print_json
-from upsertlake.table.file_system_view import BaseFile, FileSystemView
+from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant import WRITE_ACTIONS, Instant

@@ -12,7 +12,7 @@ import upsertlake
 from upsertlake.cli.insight import footer_rows
 from upsertlake.cli.output import CliError, format_records, human_bytes, print_json
 from upsertlake.config import options as opt
-from upsertlake.table.file_system_view import FileSystemView
+from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 

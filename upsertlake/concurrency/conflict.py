@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.index.base import KEY_COLUMN as RECORD_KEY
 from upsertlake.services import documents
+from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant import Action, Instant, State

@@ -16,23 +16,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.engine.file_writer import (
+from upsertlake.layout.file_writer import (
     META_COLUMNS,
     FileWriterConfig,
     full_schema,
     marker_path,
     write_base_file,
 )
-from upsertlake.index.bloom_filter import BloomFilter
-from upsertlake.index.footer import BLOOM_FILTER_KEY, BLOOM_TYPE_KEY
+from upsertlake.layout.bloom_filter import BloomFilter
+from upsertlake.layout.footer import BLOOM_FILTER_KEY, BLOOM_TYPE_KEY
 from upsertlake.partitioner import Bucket
-from upsertlake.schema import conform
+from upsertlake.schema import RECORD_KEY_COLUMN, conform
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import BaseFile, base_file_name
+from upsertlake.layout.file_system_view import BaseFile, base_file_name
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.util.arrow import constant, row_numbers
 
-KEY = "_hoodie_record_key"
+KEY = RECORD_KEY_COLUMN
 PARTITION = "_hoodie_partition_path"
 DELETE_FLAG = "_upsertlake_delete"  # internal: the record is a delete
 FORCE_FLAG = "_upsertlake_force"  # internal: the record wins whatever the ordering values

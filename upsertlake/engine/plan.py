@@ -14,7 +14,7 @@ from upsertlake.config import Config
 from upsertlake.engine.bucket_writer import DELETE_FLAG
 from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.partitioner import Bucket, BucketType, WorkloadProfile
-from upsertlake.table.file_system_view import FileSystemView
+from upsertlake.layout.file_system_view import FileSystemView
 
 
 class Progress:

@@ -13,11 +13,11 @@ import pyarrow.compute as pc
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION
 from upsertlake.engine.dedup import dedup_indices
-from upsertlake.engine.file_writer import META_COLUMNS
+from upsertlake.layout.file_writer import META_COLUMNS
 from upsertlake.engine.input import to_arrow_table
 from upsertlake.errors import SchemaError
 from upsertlake.schema import conform, merge_schemas, normalize_batch
-from upsertlake.table.keygen import KeyGenerator
+from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.util.arrow import constant
 
 IS_DELETED = "_hoodie_is_deleted"

@@ -39,7 +39,7 @@ from upsertlake.engine.bucket_writer import (
     WriteStatus,
 )
 from upsertlake.engine.bulk_insert import bulk_insert_buckets, bulk_insert_sort
-from upsertlake.engine.file_writer import file_writer_config
+from upsertlake.layout.file_writer import file_writer_config
 from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
@@ -59,11 +59,11 @@ from upsertlake.partitioner import (
 from upsertlake.schema import arrow_to_avro, avro_schema_json, avro_to_arrow
 from upsertlake.services.documents import encode
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import PARTITION_METAFILE, FileSystemView
+from upsertlake.layout.file_system_view import PARTITION_METAFILE, FileSystemView
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
-from upsertlake.timeline.rollback import marker_folder, rollback_pending
+from upsertlake.layout.markers import marker_folder, rollback_pending
 from upsertlake.util.arrow import constant
 
 log = logging.getLogger(__name__)

@@ -17,14 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from upsertlake.schema import RECORD_KEY_COLUMN
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import BaseFile, FileSystemView
+from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.util.arrow import constant
 
 LOCATION_SCHEMA = pa.schema(
     [("loc_partition", pa.string()), ("loc_file_id", pa.string()), ("loc_instant", pa.string())]
 )
-KEY_COLUMN = "_hoodie_record_key"
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def read_file_keys(storage: Storage, files: Sequence[BaseFile], threads: int = 2
     """The record keys stored in `files`, with each key's location (partition, fileId, instant)."""
 
     def one(bf: BaseFile) -> pa.Table:
-        keys = pq.read_table(storage.full_path(bf.path), columns=[KEY_COLUMN]).column(0)
+        keys = pq.read_table(storage.full_path(bf.path), columns=[RECORD_KEY_COLUMN]).column(0)
         n = len(keys)
         return pa.table(
             {

@@ -16,8 +16,8 @@ from upsertlake.index.base import (
     join_locations,
     read_file_keys,
 )
-from upsertlake.index.footer import read_footer
-from upsertlake.table.file_system_view import BaseFile, FileSystemView
+from upsertlake.layout.footer import read_footer
+from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 
 
 class BloomIndex(Index):

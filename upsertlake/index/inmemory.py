@@ -25,7 +25,7 @@ from upsertlake.index.base import (
     join_locations,
     read_file_keys,
 )
-from upsertlake.table.file_system_view import FileSystemView
+from upsertlake.layout.file_system_view import FileSystemView
 
 
 def hash_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:

@@ -15,7 +15,7 @@ from upsertlake.index.base import (
     join_locations,
     read_file_keys,
 )
-from upsertlake.table.file_system_view import FileSystemView
+from upsertlake.layout.file_system_view import FileSystemView
 
 
 class SimpleIndex(Index):

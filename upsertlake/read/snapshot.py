@@ -11,9 +11,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.config.table_config import TableConfig
-from upsertlake.engine.file_writer import META_SCHEMA, full_schema
+from upsertlake.layout.file_writer import META_SCHEMA, full_schema
 from upsertlake.errors import SchemaError, UnsupportedTableError
-from upsertlake.index.footer import read_footer
+from upsertlake.layout.footer import read_footer
 from upsertlake.read.filters import (
     Filters,
     conjunction,
@@ -24,8 +24,8 @@ from upsertlake.read.filters import (
 from upsertlake.schema import avro_to_arrow, conform
 from upsertlake.services.clean import check_readable
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import BaseFile, FileSystemView
-from upsertlake.table.keygen import KeyGenerator
+from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.timeline.active import Timeline
 
 

@@ -1,5 +1,8 @@
 """Table schemas: Arrow <-> Avro as Hudi records them, batch normalization, and evolution.
 
+Floor 8 of the layers declared in pyproject.toml [tool.importlinter]; may import config, storage,
+util, errors; not timeline.
+
 `avro` speaks Hudi's schema format, `types` decides which Arrow data a table can hold (and
 converts it), `evolution` decides how a table's schema changes with a batch and shapes data
 read from any base file into the table's schema.
@@ -7,6 +10,7 @@ read from any base file into the table's schema.
 
 from upsertlake.schema.avro import (
     META_COLUMNS,
+    RECORD_KEY_COLUMN,
     arrow_to_avro,
     avro_schema_json,
     avro_to_arrow,
@@ -16,6 +20,7 @@ from upsertlake.schema.types import normalize_batch
 
 __all__ = [
     "META_COLUMNS",
+    "RECORD_KEY_COLUMN",
     "arrow_to_avro",
     "avro_schema_json",
     "avro_to_arrow",

@@ -33,6 +33,8 @@ META_COLUMNS = (
     "_hoodie_file_name",
 )
 
+RECORD_KEY_COLUMN = META_COLUMNS[2]  # "_hoodie_record_key"
+
 MAX_DECIMAL_PRECISION = 38  # Spark's (and so Hudi's) limit; decimal128 holds exactly this much
 
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -24,7 +24,7 @@ from upsertlake.errors import CleanedInstantError, ConfigError
 from upsertlake.services import documents
 from upsertlake.services.savepoint import savepoint_times, savepointed_files
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import BaseFile, list_partitions_and_files
+from upsertlake.layout.file_system_view import BaseFile, list_partitions_and_files
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time

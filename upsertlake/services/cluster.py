@@ -30,7 +30,7 @@ from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
-from upsertlake.engine.file_writer import (
+from upsertlake.layout.file_writer import (
     file_writer_config,
     full_schema,
     marker_path,
@@ -40,11 +40,11 @@ from upsertlake.errors import SchemaError, WriteConflictError
 from upsertlake.schema import avro_to_arrow, conform
 from upsertlake.services import documents
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import BaseFile, FileSystemView, base_file_name
+from upsertlake.layout.file_system_view import BaseFile, FileSystemView, base_file_name
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, State
-from upsertlake.timeline.rollback import marker_folder, rollback_pending
+from upsertlake.layout.markers import marker_folder, rollback_pending
 
 log = logging.getLogger(__name__)
 

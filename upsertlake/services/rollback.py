@@ -17,7 +17,7 @@ from upsertlake.services import documents
 from upsertlake.services.clean import check_readable
 from upsertlake.services.savepoint import savepoint_times
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import list_partitions_and_files
+from upsertlake.layout.file_system_view import list_partitions_and_files
 from upsertlake.timeline.active import (
     METAFOLDER,
     Timeline,
@@ -25,7 +25,7 @@ from upsertlake.timeline.active import (
     transition,
 )
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
-from upsertlake.timeline.rollback import rollback_pending
+from upsertlake.layout.markers import rollback_pending
 
 PLAN_SCHEMA = "HoodieRollbackPlan"
 METADATA_SCHEMA = "HoodieRollbackMetadata"

@@ -11,7 +11,7 @@ from upsertlake.concurrency.lock import TableLock
 from upsertlake.errors import CleanedInstantError, ServiceError
 from upsertlake.services import documents
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import FileSystemView
+from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant import Action, Instant, State
 

@@ -43,7 +43,7 @@ from upsertlake.read.snapshot import Scan, incremental_scan, read_scan, snapshot
 from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, write_options
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import BaseFile
+from upsertlake.layout.file_system_view import BaseFile
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import normalize_instant

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.index.bloom_filter import BloomFilter
-from upsertlake.index.footer import footer_metadata
+from upsertlake.layout.bloom_filter import BloomFilter
+from upsertlake.layout.footer import footer_metadata
 from upsertlake.schema import META_COLUMNS
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import METAFOLDER

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import list_partitions_and_files
+from upsertlake.layout.file_system_view import list_partitions_and_files
 from upsertlake.timeline.active import METAFOLDER, delete_instant_files
 from upsertlake.timeline.instant import Instant
 

@@ -15,9 +15,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.errors import CorruptTableError
-from upsertlake.index.bloom_filter import BloomFilter, bloom_filter_for_keys
+from upsertlake.layout.bloom_filter import BloomFilter, bloom_filter_for_keys
 from upsertlake.storage import Storage
-from upsertlake.table.file_system_view import BaseFile
+from upsertlake.layout.file_system_view import BaseFile
 
 BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
