@@ -18,7 +18,7 @@ from upsertlake.errors import (
     UpsertlakeError,
     WriteConflictError,
 )
-from upsertlake.services import documents
+from upsertlake.timeline import documents
 from upsertlake.timeline.instant import Action, State
 
 NO_AUTO_CLEAN = {"hoodie.clean.automatic": False}

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.services import documents
+from upsertlake.timeline import documents
 from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import METAFOLDER, Timeline

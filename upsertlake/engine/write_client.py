@@ -57,7 +57,7 @@ from upsertlake.partitioner import (
     average_record_size,
 )
 from upsertlake.schema import arrow_to_avro, avro_schema_json, avro_to_arrow
-from upsertlake.services.documents import encode
+from upsertlake.timeline.documents import encode
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import PARTITION_METAFILE, FileSystemView
 from upsertlake.timeline.active import Timeline, create_requested, transition

@@ -17,7 +17,7 @@ from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError
-from upsertlake.services import documents
+from upsertlake.timeline import documents
 from upsertlake.services.clean import cleaned_before
 from upsertlake.services.savepoint import savepoint_times
 from upsertlake.storage import Storage

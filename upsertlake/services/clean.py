@@ -21,7 +21,7 @@ from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import CleanedInstantError, ConfigError
-from upsertlake.services import documents
+from upsertlake.timeline import documents
 from upsertlake.services.savepoint import savepoint_times, savepointed_files
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, list_partitions_and_files

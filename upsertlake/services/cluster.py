@@ -38,7 +38,7 @@ from upsertlake.layout.file_writer import (
 )
 from upsertlake.errors import SchemaError, WriteConflictError
 from upsertlake.schema import avro_to_arrow, conform
-from upsertlake.services import documents
+from upsertlake.timeline import documents
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView, base_file_name
 from upsertlake.timeline.active import Timeline, create_requested, transition

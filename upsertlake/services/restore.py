@@ -7,7 +7,7 @@ import time
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.errors import ServiceError
-from upsertlake.services import documents
+from upsertlake.timeline import documents
 from upsertlake.services.rollback import undo
 from upsertlake.services.savepoint import savepoint_times
 from upsertlake.storage import Storage

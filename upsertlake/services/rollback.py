@@ -13,7 +13,7 @@ from typing import Any
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.errors import ServiceError
-from upsertlake.services import documents
+from upsertlake.timeline import documents
 from upsertlake.services.clean import check_readable
 from upsertlake.services.savepoint import savepoint_times
 from upsertlake.storage import Storage

@@ -9,7 +9,7 @@ import time
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.errors import CleanedInstantError, ServiceError
-from upsertlake.services import documents
+from upsertlake.timeline import documents
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.timeline.active import METAFOLDER, Timeline

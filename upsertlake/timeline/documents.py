@@ -19,8 +19,8 @@ from upsertlake.errors import CorruptTableError
 
 @cache
 def schema(name: str) -> Any:
-    """The parsed Avro schema `upsertlake/services/avro/<name>.avsc`."""
-    text = resources.files("upsertlake.services").joinpath("avro", f"{name}.avsc").read_text("utf-8")
+    """The parsed Avro schema `upsertlake/timeline/avro/<name>.avsc`."""
+    text = resources.files("upsertlake.timeline").joinpath("avro", f"{name}.avsc").read_text("utf-8")
     return fastavro.parse_schema(json.loads(text))
 
 
