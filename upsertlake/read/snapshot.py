@@ -22,7 +22,7 @@ from upsertlake.read.filters import (
     to_expression,
 )
 from upsertlake.schema import avro_to_arrow, conform
-from upsertlake.services.clean import check_readable
+from upsertlake.timeline.retention import check_readable
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.layout.keygen import KeyGenerator

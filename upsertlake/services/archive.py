@@ -18,8 +18,7 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError
 from upsertlake.timeline import documents
-from upsertlake.services.clean import cleaned_before
-from upsertlake.services.savepoint import savepoint_times
+from upsertlake.timeline.retention import cleaned_before, savepoint_times
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, delete_instant_files
 from upsertlake.timeline.archived import ARCHIVE_FOLDER, archive_file_name

@@ -22,12 +22,12 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import CleanedInstantError, ConfigError
 from upsertlake.timeline import documents
-from upsertlake.services.savepoint import savepoint_times, savepointed_files
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, list_partitions_and_files
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
+from upsertlake.timeline.retention import cleaned_before, savepointed_files
 
 PLAN_SCHEMA = "HoodieCleanerPlan"
 METADATA_SCHEMA = "HoodieCleanMetadata"
@@ -177,27 +177,6 @@ def _earliest_to_retain(timeline: Timeline, writes: list[Instant], policy: str, 
     if pending:
         earliest = min(earliest, pending[0].time)
     return earliest
-
-
-def cleaned_before(timeline: Timeline) -> str | None:
-    """The earliest instant whose snapshot is whole after the latest completed clean (None: no clean)."""
-    cleans = timeline.filter([Action.CLEAN], [State.COMPLETED])
-    if not cleans:
-        return None
-    doc = documents.decode(timeline.document(cleans[-1]), f"clean {cleans[-1].time}")
-    return doc["earliestCommitToRetain"] or None
-
-
-def check_readable(timeline: Timeline, as_of: str | None, what: str) -> None:
-    """Raise CleanedInstantError when `as_of` lies before the retained window (savepoints excepted)."""
-    if as_of is None:
-        return
-    boundary = cleaned_before(timeline)
-    if boundary is not None and as_of < boundary and as_of not in savepoint_times(timeline):
-        raise CleanedInstantError(
-            f"{what} {as_of} is before the cleaner's retained window (earliest whole snapshot: {boundary}); "
-            "its files were deleted. Read from a later instant, or savepoint instants you need to keep"
-        )
 
 
 def clean_due(timeline: Timeline, cfg: Config) -> bool:

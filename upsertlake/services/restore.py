@@ -9,7 +9,7 @@ from upsertlake.concurrency.lock import TableLock
 from upsertlake.errors import ServiceError
 from upsertlake.timeline import documents
 from upsertlake.services.rollback import undo
-from upsertlake.services.savepoint import savepoint_times
+from upsertlake.timeline.retention import savepoint_times
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import (
     METAFOLDER,

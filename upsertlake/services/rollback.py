@@ -14,8 +14,7 @@ from typing import Any
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.errors import ServiceError
 from upsertlake.timeline import documents
-from upsertlake.services.clean import check_readable
-from upsertlake.services.savepoint import savepoint_times
+from upsertlake.timeline.retention import check_readable, savepoint_times
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import list_partitions_and_files
 from upsertlake.timeline.active import (

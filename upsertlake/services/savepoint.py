@@ -14,14 +14,13 @@ from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.retention import cleaned_before
 
 SCHEMA = "HoodieSavepointMetadata"
 
 
 def savepoint(storage: Storage, lock: TableLock, instant_time: str | None = None, comment: str = "") -> Instant:
     """Savepoint a completed commit (default: the latest); returns the completed savepoint instant."""
-    from upsertlake.services.clean import cleaned_before
-
     with lock.hold():
         timeline = Timeline.load(storage)
         target = _completed_write(timeline, instant_time)
@@ -48,20 +47,6 @@ def savepoint(storage: Storage, lock: TableLock, instant_time: str | None = None
         done = inflight.with_state(State.COMPLETED)
         storage.write_if_absent(f"{METAFOLDER}/{done.file_name()}", documents.encode(SCHEMA, record))
         return done
-
-
-def savepointed_files(timeline: Timeline) -> set[str]:
-    """Table-relative paths of every file some completed savepoint pins."""
-    pinned: set[str] = set()
-    for inst in timeline.filter([Action.SAVEPOINT], [State.COMPLETED]):
-        doc = documents.decode(timeline.document(inst), f"savepoint {inst.time}")
-        for partition, meta in doc["partitionMetadata"].items():
-            pinned.update(f"{partition}/{name}" if partition else name for name in meta["savepointDataFile"])
-    return pinned
-
-
-def savepoint_times(timeline: Timeline) -> set[str]:
-    return {i.time for i in timeline.filter([Action.SAVEPOINT], [State.COMPLETED])}
 
 
 def _completed_write(timeline: Timeline, instant_time: str | None) -> Instant:
