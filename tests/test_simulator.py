@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake import open_table
-from upsertlake.concurrency.invariants import check_table
+from upsertlake.simulation.invariants import check_table
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""`upsertlake simulate`: the conflict simulator (upsertlake.concurrency.simulator) as a command;
+"""`upsertlake simulate`: the conflict simulator (upsertlake.simulation.simulator) as a command;
 exit status 1 when an invariant is violated."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from upsertlake.cli.output import CliError
-from upsertlake.concurrency.simulator import (
+from upsertlake.simulation.simulator import (
     SimulationConfig,
     format_report,
     report_json,

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from upsertlake.concurrency.invariants import check_table
+from upsertlake.simulation.invariants import check_table
 from upsertlake.errors import TableExistsError, WriteConflictError
 from upsertlake.table.table import create_table, open_table
 
