@@ -1,5 +1,8 @@
 """The `upsertlake` command: one entry point, one small module per command group.
 
+Floor 1 (top) of the layers declared in pyproject.toml [tool.importlinter]; may import anything
+below: spark, simulation, table and the floors under them.
+
 Every failure a user can cause (bad arguments, bad input files, a table error) ends in one line on
 stderr and a non-zero exit code, never a traceback (`--debug` shows it).
 """

@@ -1,5 +1,8 @@
 """Write options: the typed registry (`options`) and the resolved, immutable `Config`.
 
+Floor 9 of the layers declared in pyproject.toml [tool.importlinter]; may import storage, util,
+errors.
+
 The option constants live in `upsertlake.config.options` (import it as a module, e.g.
 `from upsertlake.config import options as opt; cfg.get(opt.INDEX_TYPE)`), so that this package
 namespace stays small; the names needed to resolve and inspect options are re-exported here.

@@ -1,4 +1,8 @@
-"""Indexes: find the file group that holds each incoming key (DESIGN.md §3)."""
+"""Indexes: find the file group that holds each incoming key (DESIGN.md §3).
+
+Floor 6 of the layers declared in pyproject.toml [tool.importlinter]; may import layout and every
+floor below; not partitioner or concurrency.
+"""
 
 from upsertlake.index.base import Index, IndexUpdate
 from upsertlake.index.bloom import BloomIndex

@@ -1,4 +1,8 @@
-"""Step 4-5 of the write path: the workload profile and Hudi's UpsertPartitioner (DESIGN.md §2)."""
+"""Step 4-5 of the write path: the workload profile and Hudi's UpsertPartitioner (DESIGN.md §2).
+
+Floor 6 of the layers declared in pyproject.toml [tool.importlinter]; may import layout and every
+floor below; not index or concurrency.
+"""
 
 from upsertlake.partitioner.profile import PartitionWorkload, WorkloadProfile
 from upsertlake.partitioner.record_size import (

@@ -1,4 +1,7 @@
 """upsertlake on PySpark: the `upsertlake` data source, distributed writes, and reads through
+
+Floor 2 of the layers declared in pyproject.toml [tool.importlinter]; may import table and every
+floor below; not cli, not simulation.
 Spark's own parquet reader.
 
     import upsertlake.spark as uls

@@ -1,0 +1,36 @@
+"""The package's imports run top-down: import-linter checks the layers contract in pyproject.toml."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def lint(package_parent: Path) -> subprocess.CompletedProcess:
+    """Run import-linter on the upsertlake package found under package_parent (no cache)."""
+    code = ("import sys; from importlinter.cli import lint_imports; "
+            f"sys.exit(lint_imports(config_filename={str(ROOT / 'pyproject.toml')!r}, no_cache=True, no_logo=True))")
+    env = {**os.environ, "PYTHONPATH": str(package_parent)}
+    return subprocess.run([sys.executable, "-c", code], cwd=package_parent, capture_output=True, text=True, env=env)
+
+
+def test_layers_contract_is_kept():
+    result = lint(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_an_upward_import_breaks_the_contract(tmp_path):
+    """The check can fail: a copy of the package whose storage imports the engine is refused."""
+    shutil.copytree(ROOT / "upsertlake", tmp_path / "upsertlake", ignore=shutil.ignore_patterns("__pycache__"))
+    storage = tmp_path / "upsertlake" / "storage" / "storage.py"
+    storage.write_text(storage.read_text() + "\nfrom upsertlake.engine import write_client  # noqa\n")
+    result = lint(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "0 kept, 1 broken" in result.stdout
+    assert "upsertlake.storage.storage -> upsertlake.engine.write_client" in result.stdout
