@@ -2,11 +2,19 @@
 
 Hudi writes it with `java.util.Properties.store`, so reading and writing follow Java's escaping
 rules (values containing ':' appear as '\\:').
+
+The file is validated as Hudi validates it (the checksum of database and table name) plus the
+keys its table version requires. A file that fails is never rewritten: readers fall back to a
+valid `hoodie.properties.backup`, as Hudi's do, and otherwise the config is marked damaged so
+that every write is refused. Every rewrite goes through Hudi's backup protocol
+(`write_properties`), so a crash at any step leaves one valid file to read.
 """
 
 from __future__ import annotations
 
+import logging
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -17,7 +25,11 @@ from upsertlake.errors import (
 )
 from upsertlake.storage import Storage
 
+log = logging.getLogger(__name__)
+
 PROPERTIES_FILE = ".hoodie/hoodie.properties"
+BACKUP_FILE = ".hoodie/hoodie.properties.backup"
+CHECKSUM_KEY = "hoodie.table.checksum"
 
 SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
@@ -75,6 +87,10 @@ class TableConfig:
     populate_meta_fields: bool = True
     table_type: str = "COPY_ON_WRITE"
     extra: dict[str, str] = field(default_factory=dict)
+    # Where it was read from (PROPERTIES_FILE, or BACKUP_FILE as Hudi's fallback) and, when that
+    # file was damaged with no valid backup, why every write is refused.
+    source: str = field(default=PROPERTIES_FILE, compare=False, repr=False)
+    damage: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.keygen_class:
@@ -94,7 +110,9 @@ class TableConfig:
         return replace(self, create_schema=avro_json)
 
     def check_writable(self) -> None:
-        """Refuse, with the reason, tables whose layout this engine cannot write yet."""
+        """Refuse, with the reason, damaged properties and tables this engine cannot write yet."""
+        if self.damage:
+            raise CorruptTableError(self.damage)
         if self.table_type != "COPY_ON_WRITE":
             raise UnsupportedTableError(f"table type {self.table_type} is not supported (COPY_ON_WRITE only)")
         if self.table_version != 6:
@@ -166,23 +184,201 @@ class TableConfig:
     # -- storage -----------------------------------------------------------------------------
     @classmethod
     def load(cls, storage: Storage) -> TableConfig:
-        if not storage.exists(PROPERTIES_FILE):
-            raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
-        try:
-            text = storage.read_bytes(PROPERTIES_FILE).decode("latin-1")
-        except OSError as exc:
-            raise CorruptTableError(f"cannot read {storage.full_path(PROPERTIES_FILE)}: {exc}") from exc
-        return cls.from_properties(parse_java_properties(text), storage.full_path(PROPERTIES_FILE))
+        """The table's config from a valid `hoodie.properties`, else from a valid backup (as Hudi's
+        readers fall back to it), else from the damaged file as read, marked so writes refuse it.
 
-    def save(self, storage: Storage, create: bool = False) -> bool:
-        """Write hoodie.properties; with `create`, only if absent (False if a table is there)."""
-        now = datetime.now(timezone.utc)
-        header = f"#Updated at {now.isoformat()}\n#{now.strftime('%a %b %d %H:%M:%S UTC %Y')}\n"
-        data = (header + format_java_properties(self.to_properties())).encode("latin-1", "backslashreplace")
-        if create:
-            return storage.write_if_absent(PROPERTIES_FILE, data)
-        storage.write_bytes(PROPERTIES_FILE, data)
-        return True
+        A config read from the backup must still agree with the table before a write uses it
+        (the checksum cannot see lost lines): `upsertlake.services.doctor` checks that.
+        """
+        main = PropertiesFile.read(storage, PROPERTIES_FILE)
+        if main.valid:
+            return cls.from_properties(main.props, storage.full_path(PROPERTIES_FILE))
+        backup = PropertiesFile.read(storage, BACKUP_FILE)
+        if main.missing and backup.missing:
+            raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
+        if backup.valid:
+            log.warning("%s: %s; reading %s instead, as Hudi does", main.path, main.reason, backup.path)
+            config = cls.from_properties(backup.props, backup.path)
+            return replace(config, source=BACKUP_FILE)
+        hint = f"run `upsertlake doctor {storage.base}`"
+        if main.missing:
+            raise CorruptTableError(f"{main.path} is missing and {backup.path} is not valid ({backup.reason}); {hint}")
+        damage = (
+            f"{main.path} is damaged ({main.reason}) and there is no valid {BACKUP_FILE.rsplit('/', 1)[1]}: "
+            f"every write is refused so that the damage cannot spread (reads proceed with the properties "
+            f"as read); {hint}"
+        )
+        if main.props is None:
+            raise CorruptTableError(damage)
+        try:
+            config = cls.from_properties(main.props, main.path)
+        except CorruptTableError as exc:
+            raise CorruptTableError(f"{exc}; {damage}") from exc
+        return replace(config, damage=damage)
+
+    def create(self, storage: Storage) -> bool:
+        """Write the first `hoodie.properties`; False (nothing written) if a table is there."""
+        if storage.exists(BACKUP_FILE):  # a table in the middle of a rewrite
+            return False
+        return storage.write_if_absent(PROPERTIES_FILE, _properties_bytes(self.to_properties()))
+
+
+# -- validation, as Hudi's HoodieTableConfig does it, plus the keys each version requires -------
+_REQUIRED_KEYS = (
+    "hoodie.table.name",
+    "hoodie.table.type",
+    "hoodie.table.version",
+    "hoodie.timeline.layout.version",
+)
+_REQUIRED_BY_VERSION = {
+    6: ("hoodie.table.keygenerator.class",),
+    8: ("hoodie.table.initial.version", "hoodie.timeline.path", "hoodie.record.merge.mode"),
+}
+_LAYOUT_OF_VERSION = {6: "1", 8: "2"}
+
+
+def properties_checksum(props: Mapping[str, str]) -> int:
+    """Hudi's table checksum: CRC32 of "<database>.<table>" (database "" when absent)."""
+    return zlib.crc32(f"{props.get('hoodie.database.name', '')}.{props['hoodie.table.name']}".encode())
+
+
+def validate_properties(props: Mapping[str, str]) -> list[str]:
+    """Why these properties cannot be trusted (empty when they can): Hudi's checksum check, then
+    the keys the table version requires. Lost optional lines (partition fields, precombine field)
+    pass here; only the table itself can tell (see `upsertlake.services.doctor`)."""
+    problems = [f"lacks {key}" for key in _REQUIRED_KEYS if not props.get(key)]
+    checksum = props.get(CHECKSUM_KEY)
+    if not checksum:
+        problems.append(f"lacks {CHECKSUM_KEY}")
+    elif props.get("hoodie.table.name"):
+        expected = properties_checksum(props)
+        if checksum.strip() != str(expected):
+            problems.append(f"{CHECKSUM_KEY}={checksum} does not match its database and table name (expected {expected})")
+    version = props.get("hoodie.table.version", "")
+    if version and not version.strip().isdigit():
+        problems.append(f"hoodie.table.version={version} is not a number")
+    elif version:
+        number = int(version)
+        problems += [f"lacks {key} (required by table version {number})" for key in _REQUIRED_BY_VERSION.get(number, ()) if not props.get(key)]
+        if number == 8 and not (props.get("hoodie.table.keygenerator.type") or props.get("hoodie.table.keygenerator.class")):
+            problems.append("lacks hoodie.table.keygenerator.type (required by table version 8)")
+        layout = props.get("hoodie.timeline.layout.version")
+        if number in _LAYOUT_OF_VERSION and layout and layout.strip() != _LAYOUT_OF_VERSION[number]:
+            problems.append(f"hoodie.timeline.layout.version={layout} does not go with table version {number}")
+    return problems
+
+
+@dataclass(frozen=True)
+class PropertiesFile:
+    """One properties file as found on storage: its exact bytes, what they parse to, and why it
+    is not valid (None when it is). `props` is None when the file is missing or unreadable."""
+
+    path: str
+    raw: bytes | None
+    props: dict[str, str] | None
+    reason: str | None
+
+    @property
+    def missing(self) -> bool:
+        return self.raw is None and self.reason == "missing"
+
+    @property
+    def valid(self) -> bool:
+        return self.reason is None
+
+    @classmethod
+    def read(cls, storage: Storage, rel: str) -> PropertiesFile:
+        path = storage.full_path(rel)
+        try:
+            raw = storage.read_bytes(rel)
+        except FileNotFoundError:
+            return cls(path, None, None, "missing")
+        except OSError as exc:
+            return cls(path, None, None, f"cannot be read: {exc}")
+        try:
+            props = parse_java_properties(raw.decode("latin-1"))
+        except (ValueError, StopIteration) as exc:
+            return cls(path, raw, None, f"cannot be parsed: {exc}")
+        problems = validate_properties(props)
+        return cls(path, raw, props, "; ".join(problems) if problems else None)
+
+
+# -- Hudi's backup protocol (HoodieTableConfig.modify / recover) --------------------------------
+def write_properties(storage: Storage, changes: Mapping[str, str | None]) -> dict[str, str]:
+    """Change keys of `hoodie.properties` (a None value deletes the key) by Hudi's protocol.
+
+    0. finish or undo an earlier rewrite that crashed (`recover_properties`);
+    1. read the current file, which must be valid: a file we could not fully read is never
+       rewritten (we would write its lost keys away for good);
+    2. copy its exact bytes to `hoodie.properties.backup` and read them back;
+    3. delete `hoodie.properties` (readers, ours and Hudi's, now read the backup);
+    4. write the new file with its checksum and read it back;
+    5. delete the backup.
+    A crash after any step leaves a valid file to read: the old one, its backup, or the new one.
+    Call under the table lock. Returns the properties now on disk.
+    """
+    recover_properties(storage)
+    current = PropertiesFile.read(storage, PROPERTIES_FILE)
+    if not current.valid or current.raw is None or current.props is None:
+        raise CorruptTableError(
+            f"refusing to rewrite {current.path}: it is not valid ({current.reason}); "
+            f"run `upsertlake doctor {storage.base}`"
+        )
+    props = {k: v for k, v in current.props.items() if k != CHECKSUM_KEY}
+    for key, value in changes.items():
+        if value is None:
+            props.pop(key, None)
+        else:
+            props[key] = value
+    props[CHECKSUM_KEY] = str(properties_checksum(props))
+    problems = validate_properties(props)
+    if problems:
+        raise CorruptTableError(f"refusing to write {current.path}: the new properties would be invalid ({'; '.join(problems)})")
+    new = _properties_bytes(props)
+    storage.write_bytes(BACKUP_FILE, current.raw)
+    if storage.read_bytes(BACKUP_FILE) != current.raw:
+        storage.delete(BACKUP_FILE)
+        raise CorruptTableError(f"{storage.full_path(BACKUP_FILE)} did not read back as written; {current.path} is unchanged")
+    storage.delete(PROPERTIES_FILE, missing_ok=False)
+    storage.write_bytes(PROPERTIES_FILE, new)
+    if storage.read_bytes(PROPERTIES_FILE) != new:
+        storage.delete(PROPERTIES_FILE)  # readers use the backup; the next rewrite recovers it
+        raise CorruptTableError(f"{current.path} did not read back as written; its backup stands in for it")
+    storage.delete(BACKUP_FILE)
+    return props
+
+
+def recover_properties(storage: Storage) -> str | None:
+    """Finish or undo a rewrite that crashed (Hudi's recoverIfNeeded); says what it did, or None.
+
+    A valid `hoodie.properties` wins and the leftover backup goes; otherwise a valid backup is
+    copied back. When neither is valid nothing is touched. Callers that use the backup for writes
+    first check that it agrees with the table (`upsertlake.services.doctor`).
+    """
+    if not storage.exists(BACKUP_FILE):
+        return None
+    main = PropertiesFile.read(storage, PROPERTIES_FILE)
+    if main.valid:
+        storage.delete(BACKUP_FILE)
+        return f"deleted {BACKUP_FILE}, left by an interrupted rewrite ({PROPERTIES_FILE} is valid)"
+    backup = PropertiesFile.read(storage, BACKUP_FILE)
+    if not backup.valid or backup.raw is None:
+        raise CorruptTableError(
+            f"neither {main.path} ({main.reason}) nor {backup.path} ({backup.reason}) is valid; "
+            f"run `upsertlake doctor {storage.base}`"
+        )
+    storage.write_bytes(PROPERTIES_FILE, backup.raw)
+    if storage.read_bytes(PROPERTIES_FILE) != backup.raw:
+        raise CorruptTableError(f"{main.path} did not read back as written; {backup.path} is kept")
+    storage.delete(BACKUP_FILE)
+    return f"restored {PROPERTIES_FILE} from {BACKUP_FILE} ({PROPERTIES_FILE} {main.reason})"
+
+
+def _properties_bytes(props: Mapping[str, str]) -> bytes:
+    """The file as Java's Properties.store writes it: a dated comment, then escaped lines."""
+    now = datetime.now(timezone.utc)
+    header = f"#Updated at {now.isoformat()}\n#{now.strftime('%a %b %d %H:%M:%S UTC %Y')}\n"
+    return (header + format_java_properties(dict(props))).encode("latin-1", "backslashreplace")
 
 
 def _bool(value: bool) -> str:

@@ -29,7 +29,7 @@ from upsertlake.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expir
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.config.table_config import TableConfig
+from upsertlake.config.table_config import TableConfig, write_properties
 from upsertlake.engine.bucket_writer import (
     DELETE_FLAG,
     KEY,
@@ -497,8 +497,8 @@ class WriteClient:
             self.storage.delete_dir(marker_folder(instant_time))
             transition(self.storage, current, State.COMPLETED, metadata.to_json_bytes())
             if has_schema and not self.table_config.create_schema:
+                write_properties(self.storage, {"hoodie.table.create.schema": extra["schema"]})
                 self.table_config = self.table_config.with_schema(extra["schema"])
-                self.table_config.save(self.storage)
         self._forget(instant_time)
         if result.replaced:
             self.index = make_index(self.config.get(opt.INDEX_TYPE))  # whole groups went: relearn

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.config.table_config import TableConfig
+from upsertlake.config.table_config import BACKUP_FILE, PROPERTIES_FILE, TableConfig
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.errors import (
@@ -264,10 +264,10 @@ def create_table(
         urlencode_partitions=resolved.get(opt.PARTITIONPATH_URLENCODE),
         create_schema=create_schema,
     )
-    if storage.exists(".hoodie/hoodie.properties"):
+    if storage.exists(PROPERTIES_FILE) or storage.exists(BACKUP_FILE):
         raise TableExistsError(f"a table already exists at {storage.base}")
     storage.makedirs(".hoodie/archived")
-    if not config.save(storage, create=True):
+    if not config.create(storage):
         raise TableExistsError(f"a table already exists at {storage.base}")
     return Table(storage, config, options)
 
