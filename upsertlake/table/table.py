@@ -24,6 +24,7 @@ from upsertlake.read.filters import Filters
 from upsertlake.read.snapshot import read_incremental, read_snapshot, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
 from upsertlake.services.archive import archive
+from upsertlake.services.doctor import refuse_damaged_table
 from upsertlake.services.clean import CleanResult, clean, clean_due
 from upsertlake.services.cluster import (
     ClusterResult,
@@ -67,6 +68,7 @@ class Table:
     def write_client(self) -> WriteClient:
         """The write client with explicit instants (start_commit / upsert / commit), as Hudi's."""
         if self._client is None:
+            refuse_damaged_table(self.storage, self.config)
             self._client = WriteClient(self.storage, self.config, self.options)
         return self._client
 

@@ -1,0 +1,445 @@
+"""The table doctor: what is wrong with a table, each finding naming its file, and the few safe fixes.
+
+Checks: `hoodie.properties` (Hudi's validation, then against the table itself, since the checksum
+cannot see lost lines), every instant file parses, files nobody committed (orphans), committed files
+that are gone, pending writes and their heartbeats, partition folders without metadata. The same
+properties-against-table check guards every write (`refuse_damaged_table`).
+
+Fixes, only what cannot lose data: restore `hoodie.properties` from a valid backup that agrees with
+the table, roll back failed writes, delete orphaned files of writes that never committed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, heartbeat_path, last_heartbeat_ms
+from upsertlake.concurrency.lock import make_lock
+from upsertlake.config import Config
+from upsertlake.config import options as opt
+from upsertlake.config.table_config import (
+    BACKUP_FILE,
+    PROPERTIES_FILE,
+    PropertiesFile,
+    TableConfig,
+    recover_properties,
+)
+from upsertlake.errors import CorruptTableError, TableNotFoundError
+from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile
+from upsertlake.layout.markers import rollback_pending
+from upsertlake.storage import FileEntry, Storage
+from upsertlake.timeline import documents
+from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.commit_metadata import CommitMetadata
+from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+
+DELETE_ORPHAN = "delete the file"
+
+# Instants whose files are Hudi's Avro documents (a replacecommit's plan is one too).
+_AVRO_ACTIONS = {Action.CLEAN, Action.ROLLBACK, Action.SAVEPOINT, Action.RESTORE}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the doctor found: which check, the table-relative file it is about, what is wrong,
+    whether it is a problem (False: worth knowing, e.g. a write in progress), and what `--fix`
+    would do about it (None: it needs a person)."""
+
+    check: str
+    path: str
+    message: str
+    problem: bool = True
+    fix: str | None = None
+
+
+@dataclass
+class Report:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    fixed: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if f.problem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "ok": self.ok,
+            "problems": len(self.problems),
+            "findings": [asdict(f) for f in self.findings],
+            "fixed": self.fixed,
+        }
+
+
+# -- the write guard -----------------------------------------------------------------------------
+def refuse_damaged_table(storage: Storage, config: TableConfig) -> None:
+    """Raise CorruptTableError, naming the file, when a write would read a damaged file or use
+    properties that are damaged or disagree with the table: it would otherwise spread the damage
+    (files in the wrong folders, lost keys written away for good) or fail halfway."""
+    if config.damage:
+        raise CorruptTableError(config.damage)
+    timeline = Timeline.load(storage)
+    for inst in timeline.completed_writes():
+        if inst not in timeline.archived:
+            try:
+                timeline.commit_metadata(inst)
+            except CorruptTableError as exc:
+                raise CorruptTableError(f"{exc}. {what_it_breaks(inst)}; run `upsertlake doctor {storage.base}`") from exc
+    problems = properties_disagreements(storage, config, timeline)
+    if problems:
+        raise CorruptTableError(
+            f"{storage.full_path(config.source)} disagrees with the table: {'; '.join(problems)}. "
+            "Every write is refused so that the damage cannot spread (reads proceed); "
+            f"run `upsertlake doctor {storage.base}`"
+        )
+
+
+def properties_disagreements(storage: Storage, config: TableConfig, timeline: Timeline) -> list[str]:
+    """What the data says that the properties deny: the partition depth and field names of the
+    data folders and of the partitions commits wrote, the key generator, the fields' presence in
+    the table's schema."""
+    problems = _keygen_problems(config)
+    seen: dict[str, str] = {}
+    for folder in _partition_folders(storage):
+        seen.setdefault(folder, "a data folder")
+    for inst in timeline.completed_writes():
+        if inst in timeline.archived:
+            continue
+        try:
+            meta = timeline.commit_metadata(inst)
+        except CorruptTableError:
+            continue  # reported by the doctor's instant check and by the write that reads it
+        for partition in meta.partition_to_write_stats:
+            seen.setdefault(partition, f"commit {inst.file_name()}")
+    for partition, where in sorted(seen.items()):
+        problem = _partition_problem(config, partition, where)
+        if problem:
+            problems.append(problem)
+            break  # one example says it; a table has thousands of partitions
+    schema = _schema_fields(timeline, config)
+    if schema is not None:
+        named = [*config.record_key_fields, *config.partition_fields, *([config.precombine_field] if config.precombine_field else [])]
+        absent = [f for f in named if f not in schema]
+        if absent:
+            problems.append(f"it names field(s) {absent} that the table's schema does not have")
+    return problems
+
+
+def _keygen_problems(config: TableConfig) -> list[str]:
+    keygen = config.keygen_class.rsplit(".", 1)[-1]
+    kind = config.extra.get("hoodie.table.keygenerator.type", "")
+    keys, parts = config.record_key_fields, config.partition_fields
+    if (keygen == "NonpartitionedKeyGenerator" or kind == "NON_PARTITION") and parts:
+        return [f"key generator {keygen or kind} does not go with partition fields {list(parts)}"]
+    if keygen == "SimpleKeyGenerator" or kind == "SIMPLE":
+        if len(keys) != 1 or len(parts) > 1:
+            return [f"key generator {keygen or kind} takes one record key field and at most one partition field, "
+                    f"not {list(keys)} and {list(parts)}"]
+    return []
+
+
+def _partition_problem(config: TableConfig, partition: str, where: str) -> str | None:
+    fields = list(config.partition_fields)
+    segments = partition.split("/") if partition else []
+    if not fields:
+        if segments:
+            return f"it names no partition fields, but {where} holds partition {partition!r} (depth {len(segments)})"
+        return None
+    if not segments:
+        return f"it names partition fields {fields}, but {where} holds files in the table's root (no partition)"
+    if config.hive_style_partitioning:
+        names = [s.split("=", 1)[0] for s in segments if "=" in s]
+        if names != fields:
+            return f"it names partition fields {fields}, but {where} holds partition {partition!r} (fields {names})"
+    elif len(segments) < len(fields):  # a value may hold '/', so deeper is possible, shallower is not
+        return (f"it names {len(fields)} partition field(s) {fields}, but {where} holds partition {partition!r} "
+                f"(depth {len(segments)})")
+    return None
+
+
+def _schema_fields(timeline: Timeline, config: TableConfig) -> set[str] | None:
+    try:
+        schema = timeline.latest_schema() or config.create_schema
+    except CorruptTableError:
+        return None
+    if not schema:
+        return None
+    try:
+        return {f["name"] for f in json.loads(schema).get("fields", [])}
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+def _partition_folders(storage: Storage) -> list[str]:
+    return sorted({_parent(e.path) for e in _data_entries(storage) if e.name == PARTITION_METAFILE})
+
+
+def _data_entries(storage: Storage) -> list[FileEntry]:
+    """Every file outside `.hoodie/`."""
+    return [
+        e for e in storage.list("", recursive=True)
+        if not e.is_dir and not (e.path == METAFOLDER or e.path.startswith(METAFOLDER + "/"))
+    ]
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+# -- the doctor ----------------------------------------------------------------------------------
+def diagnose(storage: Storage, config: Config | None = None) -> Report:
+    """Run every check; nothing is changed."""
+    if not storage.exists(PROPERTIES_FILE) and not storage.exists(BACKUP_FILE):
+        raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
+    cfg = config or Config.resolve(None)
+    report = Report(storage.base)
+    timeline = Timeline.load(storage)
+    entries = _data_entries(storage)
+    report.findings += check_properties(storage, timeline)
+    report.findings += check_instants(storage, timeline)
+    report.findings += check_pending_writes(storage, timeline, cfg)
+    report.findings += check_files(storage, timeline, entries, cfg)
+    report.findings += check_partition_metadata(storage, entries)
+    return report
+
+
+def treat(storage: Storage, config: Config | None = None) -> Report:
+    """Apply the safe fixes, then diagnose again; the report lists what was done. Restores the
+    properties only from a valid backup that agrees with the table; rolls back only writes with no
+    sign of life; deletes only files of instants on no timeline and newer than its start."""
+    cfg = config or Config.resolve(None)
+    before = diagnose(storage, cfg)
+    done: list[str] = []
+    if any(f.check == "properties" and f.fix for f in before.findings):
+        what = recover_properties(storage)
+        if what:
+            done.append(what)
+    orphans = [f.path for f in before.findings if f.check == "orphan" and f.fix == DELETE_ORPHAN]
+    if any(f.check == "pending" and f.fix for f in before.findings) or orphans:
+        with make_lock(storage, cfg).hold():
+            timeline = Timeline.load(storage)  # as it is now, under the lock
+            for inst in _failed_writes(storage, timeline, cfg):
+                deleted = rollback_pending(storage, inst)
+                storage.delete(heartbeat_path(inst.time))
+                done.append(f"rolled back failed write {METAFOLDER}/{inst.file_name()} ({len(deleted)} data file(s) deleted)")
+            known = {i.time for i in timeline.instants}
+            for path in orphans:
+                if BaseFile.parse(FileEntry(path, 0, False, 0)).instant_time not in known:
+                    storage.delete(path)
+                    done.append(f"deleted orphaned file {path}")
+    after = diagnose(storage, cfg)
+    after.fixed = done
+    return after
+
+
+# -- properties ----------------------------------------------------------------------------------
+def check_properties(storage: Storage, timeline: Timeline) -> list[Finding]:
+    main = PropertiesFile.read(storage, PROPERTIES_FILE)
+    backup = PropertiesFile.read(storage, BACKUP_FILE)
+    findings: list[Finding] = []
+    if main.valid and not backup.missing:
+        findings.append(Finding("properties", BACKUP_FILE, "left by an interrupted rewrite; hoodie.properties is valid",
+                                problem=False, fix="delete the leftover backup"))
+    if not main.valid:
+        backup_agrees = False
+        if backup.valid:
+            try:
+                config = TableConfig.load(storage)  # the backup, as readers fall back to it
+                backup_agrees = not properties_disagreements(storage, config, timeline)
+            except CorruptTableError:
+                pass
+        state = "valid and agrees with the table" if backup_agrees else (
+            "valid but disagrees with the table" if backup.valid else f"not usable ({backup.reason})")
+        findings.append(Finding(
+            "properties", PROPERTIES_FILE, f"{main.reason}; the backup is {state}",
+            fix="restore hoodie.properties from hoodie.properties.backup" if backup_agrees else None,
+        ))
+    try:
+        config = TableConfig.load(storage)
+    except CorruptTableError:
+        return findings
+    if config.damage is None:
+        for problem in properties_disagreements(storage, config, timeline):
+            findings.append(Finding("properties", config.source, f"disagrees with the table: {problem}"))
+    return findings
+
+
+# -- instants ------------------------------------------------------------------------------------
+def check_instants(storage: Storage, timeline: Timeline) -> list[Finding]:
+    """Every instant file of the active timeline parses; names that look like instants but are not."""
+    findings: list[Finding] = []
+    for inst in timeline.active():
+        rel = f"{METAFOLDER}/{inst.file_name()}"
+        try:
+            _parse_instant(timeline, inst, rel)
+        except CorruptTableError as exc:
+            findings.append(Finding("instant", rel, f"{exc}. {what_it_breaks(inst)}"))
+    for entry in storage.list(METAFOLDER):
+        if not entry.is_dir and entry.name[:1].isdigit() and Instant.from_file_name(entry.name) is None:
+            findings.append(Finding("instant", entry.path, "not a timeline file name Hudi writes; readers ignore it",
+                                    problem=False))
+    return findings
+
+
+def _parse_instant(timeline: Timeline, inst: Instant, rel: str) -> None:
+    if inst.action in WRITE_ACTIONS and inst.is_completed:
+        timeline.commit_metadata(inst)
+        return
+    data = timeline.document(inst)
+    if not data.strip():
+        return
+    if inst.action in _AVRO_ACTIONS or (inst.action is Action.REPLACE_COMMIT and inst.state is State.REQUESTED):
+        documents.decode(data, rel)
+    else:
+        CommitMetadata.from_json_bytes(data, rel)
+
+
+def what_it_breaks(inst: Instant) -> str:
+    """What an unreadable instant file stops, and the way out."""
+    if inst.action in WRITE_ACTIONS and inst.is_completed:
+        return (
+            "Every write and table service is refused, since they read the commits of the active timeline "
+            "(record sizes, conflicts, clustering); snapshot reads still work, reads that need this commit's "
+            "metadata (time travel to it, incremental reads over it) fail. upsertlake cannot rebuild the file: "
+            "put back a good copy of it (completed commit files never change)"
+        )
+    if inst.action in WRITE_ACTIONS:
+        return "a pending write whose plan cannot be read; rolling it back deletes its files and instant files"
+    return f"the {inst.action.value} it records cannot be read"
+
+
+# -- pending writes and heartbeats ----------------------------------------------------------------
+def check_pending_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Finding]:
+    findings: list[Finding] = []
+    failed = {i.time for i in _failed_writes(storage, timeline, cfg)}
+    for inst in timeline.pending_writes():
+        rel = f"{METAFOLDER}/{inst.file_name()}"
+        beat = last_heartbeat_ms(storage, inst.time)
+        seen = f"last heartbeat {_ago(beat)}" if beat else "no heartbeat"
+        if inst.time in failed:
+            findings.append(Finding("pending", rel, f"a failed write ({inst.state.value}, {seen})",
+                                    fix=f"roll back {inst.time}"))
+        else:
+            findings.append(Finding("pending", rel, f"a write in progress ({inst.state.value}, {seen})", problem=False))
+    pending = {i.time for i in timeline.pending_writes()}
+    for entry in storage.list(HEARTBEAT_FOLDER):
+        if not entry.is_dir and entry.name not in pending:
+            findings.append(Finding("heartbeat", entry.path, f"heartbeat of an instant that is not pending ({_ago(entry.mtime_ns // 1_000_000)})",
+                                    problem=False))
+    return findings
+
+
+def _failed_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Instant]:
+    """Pending writes nobody works on: heartbeat expired, or none and no file of it touched for as long."""
+    window_ms = cfg.get(opt.HEARTBEAT_INTERVAL_MS) * cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+    now_ms = time.time() * 1000
+    touched: dict[str, int] = defaultdict(int)
+    for entry in storage.list(METAFOLDER, recursive=True):
+        stamp = entry.name.split(".", 1)[0] if not entry.path.startswith(f"{METAFOLDER}/.temp/") else entry.path.split("/")[2]
+        touched[stamp] = max(touched[stamp], entry.mtime_ns // 1_000_000)
+    failed = []
+    for inst in timeline.pending_writes():
+        last = max(last_heartbeat_ms(storage, inst.time), touched.get(inst.time, 0))
+        if now_ms - last > window_ms:
+            failed.append(inst)
+    return failed
+
+
+def _ago(epoch_ms: int) -> str:
+    return f"{max(0, int(time.time() - epoch_ms / 1000))} s ago"
+
+
+# -- data files ----------------------------------------------------------------------------------
+def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], cfg: Config) -> list[Finding]:
+    """Orphans (files of no completed write, newer than the active timeline) and committed files
+    that are gone though no completed clean removed them."""
+    findings: list[Finding] = []
+    partitions = {_parent(e.path) for e in entries if e.name == PARTITION_METAFILE}
+    files = [BaseFile.parse(e) for e in entries if _is_base_file(e) and _parent(e.path) in partitions]
+    completed = {i.time for i in timeline.completed_writes()}
+    pending = {i.time for i in timeline.pending_writes()}
+    failed = {i.time for i in _failed_writes(storage, timeline, cfg)}
+    active = timeline.active()
+    start = active[0].time if active else None
+    for bf in files:
+        t = bf.instant_time
+        if t in completed or start is None or t < start:
+            continue  # committed, or older than the active timeline (maybe archived by Hudi): never touched
+        if t in pending:
+            if t in failed:
+                findings.append(Finding("orphan", bf.path, f"written by failed write {t}", fix=f"roll back {t}"))
+            continue
+        findings.append(Finding("orphan", bf.path, f"written by instant {t}, which is on no timeline (nothing commits it)",
+                                fix=DELETE_ORPHAN))
+    existing = {e.path for e in entries}
+    cleaned = _cleaned_files(timeline)
+    for inst in timeline.completed_writes():
+        if inst in timeline.archived:
+            continue
+        try:
+            stats = timeline.commit_metadata(inst).write_stats()
+        except CorruptTableError:
+            continue  # reported by check_instants
+        for stat in stats:
+            if stat.path and stat.path not in existing and stat.path not in cleaned:
+                findings.append(Finding("missing", stat.path,
+                                        f"committed by {METAFOLDER}/{inst.file_name()} but gone, and no completed clean removed it"))
+    return findings
+
+
+def _cleaned_files(timeline: Timeline) -> set[str]:
+    gone: set[str] = set()
+    for inst in timeline.filter([Action.CLEAN], [State.COMPLETED]):
+        try:
+            doc = documents.decode(timeline.document(inst), f"clean {inst.time}")
+        except CorruptTableError:
+            continue
+        for partition, meta in (doc.get("partitionMetadata") or {}).items():
+            for name in [*(meta.get("successDeleteFiles") or []), *(meta.get("deletePathPatterns") or [])]:
+                name = name.rsplit("/", 1)[-1]
+                gone.add(f"{partition}/{name}" if partition else name)
+    return gone
+
+
+def _is_base_file(entry: FileEntry) -> bool:
+    return entry.name.endswith(BASE_FILE_EXTENSION) and not entry.name.startswith(".") and entry.name.count("_") >= 2
+
+
+# -- partition metadata --------------------------------------------------------------------------
+def check_partition_metadata(storage: Storage, entries: Iterable[FileEntry]) -> list[Finding]:
+    """Folders with base files but no `.hoodie_partition_metadata` (readers skip them), and metadata
+    whose partitionDepth is not the folder's depth."""
+    findings: list[Finding] = []
+    by_folder: dict[str, list[FileEntry]] = defaultdict(list)
+    for e in entries:
+        by_folder[_parent(e.path)].append(e)
+    for folder, files in sorted(by_folder.items()):
+        names = {e.name for e in files}
+        data = [e for e in files if _is_base_file(e)]
+        meta = f"{folder}/{PARTITION_METAFILE}" if folder else PARTITION_METAFILE
+        if PARTITION_METAFILE not in names:
+            if data:
+                findings.append(Finding("partition", meta, f"missing: readers skip the {len(data)} data file(s) of {folder or 'the root'}"))
+            continue
+        depth = _partition_depth(storage, meta)
+        expected = len(folder.split("/")) if folder else 0
+        if depth is None or depth != expected:
+            findings.append(Finding("partition", meta, f"partitionDepth={depth} but the folder's depth is {expected}"))
+    return findings
+
+
+def _partition_depth(storage: Storage, rel: str) -> int | None:
+    for line in storage.read_bytes(rel).decode("latin-1").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "partitionDepth" and value.strip().isdigit():
+            return int(value.strip())
+    return None
