@@ -16,11 +16,11 @@ import sys
 import traceback
 from typing import NoReturn
 
-from upsertlake.cli import demo, ingest, insight, read, services, simulate, stats, write
+from upsertlake.cli import demo, doctor, ingest, insight, read, services, simulate, stats, write
 from upsertlake.cli.output import CliError
 from upsertlake.errors import UpsertlakeError
 
-GROUPS = (demo, write, insight, read, stats, services, simulate, ingest)
+GROUPS = (demo, write, insight, read, stats, services, simulate, ingest, doctor)
 USAGE_ERROR = 2
 
 

@@ -1,0 +1,49 @@
+"""`upsertlake doctor PATH`: what is wrong with a table, each finding naming its file; `--fix` does
+only what is safe and says what it did. Exit status 1 while a problem remains."""
+
+from __future__ import annotations
+
+import argparse
+
+from upsertlake.cli.output import print_json
+from upsertlake.services.doctor import Report, diagnose, treat
+from upsertlake.storage import Storage
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "doctor", parents=[common], help="check a table (properties, instants, files, pending writes)",
+        description="Check hoodie.properties against the table, parse every instant, find orphaned and missing "
+        "files, pending writes, expired heartbeats and partitions without metadata. Exit status 1 when "
+        "something is wrong.",
+    )
+    p.add_argument("path", help="the table")
+    p.add_argument("--fix", action="store_true",
+                   help="do what is safe: restore hoodie.properties from a valid backup that agrees with the table, "
+                        "roll back failed writes, delete orphaned files of failed writes")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=doctor)
+
+
+def doctor(args: argparse.Namespace) -> int:
+    storage = Storage(args.path)
+    report = treat(storage) if args.fix else diagnose(storage)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        print(format_report(report))
+    return 0 if report.ok else 1
+
+
+def format_report(report: Report) -> str:
+    lines = [f"fixed: {what}" for what in report.fixed]
+    for f in report.findings:
+        fix = f" (--fix: {f.fix})" if f.fix else ""
+        lines.append(f"{'PROBLEM' if f.problem else 'note':8} {f.check:10} {f.path}: {f.message}{fix}")
+    problems = report.problems
+    if problems:
+        fixable = sum(1 for f in problems if f.fix)
+        lines.append(f"{len(problems)} problem(s) in {report.path}, {fixable} fixable with --fix")
+    else:
+        lines.append(f"no problems found in {report.path}")
+    return "\n".join(lines)
