@@ -144,3 +144,13 @@ def test_a_corrupt_older_commit_names_the_file_what_it_breaks_and_the_doctor(roo
     assert "put back a good copy of it" in message
     assert message.endswith(f"run `upsertlake doctor {root}`")
     assert tree_digest(root) == before
+
+
+def test_reads_of_damaged_properties_do_not_prune_by_what_they_name(root: Path) -> None:
+    """A damaged file may name wrong fields; filters still apply row by row, no file is skipped."""
+    text = properties(root).read_text("latin-1").replace("partition.fields=p\n", "partition.fields=v\n")
+    properties(root).write_text("".join(line for line in text.splitlines(keepends=True)
+                                        if not line.startswith("hoodie.table.checksum")), "latin-1")
+    table = open_table(root)
+    assert table.config.damage is not None and table.config.partition_fields == ("v",)
+    assert table.read(columns=["id"], filters=[("v", "=", "vb")]).column("id").to_pylist() == ["b"]

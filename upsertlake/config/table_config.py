@@ -206,7 +206,7 @@ class TableConfig:
         damage = (
             f"{main.path} is damaged ({main.reason}) and there is no valid {BACKUP_FILE.rsplit('/', 1)[1]}: "
             f"every write is refused so that the damage cannot spread (reads proceed with the properties "
-            f"as read); {hint}"
+            f"as read, without partition pruning); {hint}"
         )
         if main.props is None:
             raise CorruptTableError(damage)

@@ -112,8 +112,8 @@ def prune_files(
     view: FileSystemView, config: TableConfig, schema: pa.Schema, files: list[BaseFile], filters: Filters
 ) -> list[BaseFile]:
     predicates = conjunction(filters)
-    if not predicates:
-        return files
+    if not predicates or config.damage:
+        return files  # damaged properties may name wrong fields: no pruning, rows are still filtered
     keygen = KeyGenerator(config)
     partitions = {bf.partition_path for bf in files}
     keep = {p for p in partitions if partition_may_match(keygen.partition_values(p), predicates, schema)}
