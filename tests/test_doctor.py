@@ -188,3 +188,14 @@ def test_expired_heartbeat_of_a_finished_write_is_a_note(root: Path) -> None:
 def test_not_a_table(tmp_path: Path) -> None:
     run = doctor(tmp_path)
     assert run.returncode == 2 and "TableNotFoundError" in run.stderr
+
+
+def test_an_unreadable_archive_is_reported(root: Path) -> None:
+    open_table(root).archive({"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "2",
+                              "hoodie.cleaner.commits.retained": "1"})
+    archived = list((root / ".hoodie/archived").glob("upsertlake-*.avro"))
+    assert len(archived) == 1
+    archived[0].write_bytes(b"not avro")
+    report = diagnose(Storage(root))
+    assert [(f.check, f.path, f.problem) for f in report.findings] == [("instant", ".hoodie/archived", True)]
+    assert report.findings[0].message.startswith(f"cannot parse archived timeline file {archived[0]}")

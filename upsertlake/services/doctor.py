@@ -34,6 +34,7 @@ from upsertlake.layout.markers import rollback_pending
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.archived import ARCHIVE_FOLDER
 from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 
@@ -202,8 +203,13 @@ def diagnose(storage: Storage, config: Config | None = None) -> Report:
         raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
     cfg = config or Config.resolve(None)
     report = Report(storage.base)
-    timeline = Timeline.load(storage)
     entries = _data_entries(storage)
+    try:
+        timeline = Timeline.load(storage)
+    except CorruptTableError as exc:  # an unreadable archive: the checks that need the timeline cannot run
+        report.findings.append(Finding("instant", ARCHIVE_FOLDER, f"{exc}; the checks that need the timeline did not run"))
+        report.findings += check_partition_metadata(storage, entries)
+        return report
     report.findings += check_properties(storage, timeline)
     report.findings += check_instants(storage, timeline)
     report.findings += check_pending_writes(storage, timeline, cfg)
