@@ -154,3 +154,13 @@ def test_reads_of_damaged_properties_do_not_prune_by_what_they_name(root: Path) 
     table = open_table(root)
     assert table.config.damage is not None and table.config.partition_fields == ("v",)
     assert table.read(columns=["id"], filters=[("v", "=", "vb")]).column("id").to_pylist() == ["b"]
+
+
+def test_a_lost_hive_style_line_is_caught_by_the_folders(tmp_path: Path) -> None:
+    t = create_table(tmp_path / "t", "t", record_key="id", precombine_field="ts", partition_fields="p",
+                     hive_style_partitioning=True)
+    t.upsert(batch())
+    root = tmp_path / "t"
+    edit(root, lambda line: not line.startswith("hoodie.datasource.write.hive_style_partitioning"))
+    assert_refused(root, "hoodie.datasource.write.hive_style_partitioning is false, but a data folder holds the "
+                         "hive-style partition 'p=x'", lambda: open_table(root).upsert(batch(ids=("e",), p=("x",))))

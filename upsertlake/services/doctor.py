@@ -157,10 +157,13 @@ def _partition_problem(config: TableConfig, partition: str, where: str) -> str |
         return None
     if not segments:
         return f"it names partition fields {fields}, but {where} holds files in the table's root (no partition)"
+    names = [s.split("=", 1)[0] for s in segments if "=" in s]
     if config.hive_style_partitioning:
-        names = [s.split("=", 1)[0] for s in segments if "=" in s]
         if names != fields:
             return f"it names partition fields {fields}, but {where} holds partition {partition!r} (fields {names})"
+    elif names == fields:
+        return (f"hoodie.datasource.write.hive_style_partitioning is false, but {where} holds the hive-style "
+                f"partition {partition!r}")
     elif len(segments) < len(fields):  # a value may hold '/', so deeper is possible, shallower is not
         return (f"it names {len(fields)} partition field(s) {fields}, but {where} holds partition {partition!r} "
                 f"(depth {len(segments)})")
@@ -225,13 +228,13 @@ def treat(storage: Storage, config: Config | None = None) -> Report:
     cfg = config or Config.resolve(None)
     before = diagnose(storage, cfg)
     done: list[str] = []
-    if any(f.check == "properties" and f.fix for f in before.findings):
-        what = recover_properties(storage)
-        if what:
-            done.append(what)
     orphans = [f.path for f in before.findings if f.check == "orphan" and f.fix == DELETE_ORPHAN]
-    if any(f.check == "pending" and f.fix for f in before.findings) or orphans:
+    if any(f.fix for f in before.findings):
         with make_lock(storage, cfg).hold():
+            if any(f.check == "properties" and f.fix for f in before.findings):
+                what = recover_properties(storage)
+                if what:
+                    done.append(what)
             timeline = Timeline.load(storage)  # as it is now, under the lock
             for inst in _failed_writes(storage, timeline, cfg):
                 deleted = rollback_pending(storage, inst)
