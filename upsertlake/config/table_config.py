@@ -100,7 +100,7 @@ class TableConfig:
     @property
     def checksum(self) -> int:
         """CRC32 of "<database>.<table>", as Hudi validates it."""
-        return zlib.crc32(f"{self.database}.{self.name}".encode())
+        return properties_checksum({"hoodie.database.name": self.database, "hoodie.table.name": self.name})
 
     @property
     def is_partitioned(self) -> bool:

@@ -348,19 +348,26 @@ def check_pending_writes(storage: Storage, timeline: Timeline, cfg: Config) -> l
 
 
 def _failed_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Instant]:
-    """Pending writes nobody works on: heartbeat expired, or none and no file of it touched for as long."""
+    """Pending writes nobody works on: no heartbeat, instant file, marker or data file of theirs
+    touched for the heartbeat window (interval x tolerable misses). A file being written keeps its
+    modification time fresh, so a slow single writer without heartbeats is not taken for dead."""
     window_ms = cfg.get(opt.HEARTBEAT_INTERVAL_MS) * cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
-    now_ms = time.time() * 1000
+    pending = timeline.pending_writes()
+    if not pending:
+        return []
     touched: dict[str, int] = defaultdict(int)
     for entry in storage.list(METAFOLDER, recursive=True):
-        stamp = entry.name.split(".", 1)[0] if not entry.path.startswith(f"{METAFOLDER}/.temp/") else entry.path.split("/")[2]
+        if entry.path.startswith(f"{METAFOLDER}/.temp/"):
+            stamp = entry.path.split("/")[2]  # markers: .hoodie/.temp/<instant>/...
+        else:
+            stamp = entry.name.split(".", 1)[0]  # <instant>.<action>..., .heartbeat/<instant>
         touched[stamp] = max(touched[stamp], entry.mtime_ns // 1_000_000)
-    failed = []
-    for inst in timeline.pending_writes():
-        last = max(last_heartbeat_ms(storage, inst.time), touched.get(inst.time, 0))
-        if now_ms - last > window_ms:
-            failed.append(inst)
-    return failed
+    for entry in _data_entries(storage):
+        if _is_base_file(entry):
+            stamp = BaseFile.parse(entry).instant_time
+            touched[stamp] = max(touched[stamp], entry.mtime_ns // 1_000_000)
+    now_ms = time.time() * 1000
+    return [i for i in pending if now_ms - touched.get(i.time, 0) > window_ms]
 
 
 def _ago(epoch_ms: int) -> str:
@@ -420,7 +427,11 @@ def _cleaned_files(timeline: Timeline) -> set[str]:
 
 
 def _is_base_file(entry: FileEntry) -> bool:
-    return entry.name.endswith(BASE_FILE_EXTENSION) and not entry.name.startswith(".") and entry.name.count("_") >= 2
+    """Named as a base file, <fileId>_<writeToken>_<instant>.parquet (what BaseFile.parse reads)."""
+    if not entry.name.endswith(BASE_FILE_EXTENSION) or entry.name.startswith("."):
+        return False
+    parts = entry.name[: -len(BASE_FILE_EXTENSION)].split("_")
+    return len(parts) == 3 and all(parts)
 
 
 # -- partition metadata --------------------------------------------------------------------------
