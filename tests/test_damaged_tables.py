@@ -164,3 +164,18 @@ def test_a_lost_hive_style_line_is_caught_by_the_folders(tmp_path: Path) -> None
     edit(root, lambda line: not line.startswith("hoodie.datasource.write.hive_style_partitioning"))
     assert_refused(root, "hoodie.datasource.write.hive_style_partitioning is false, but a data folder holds the "
                          "hive-style partition 'p=x'", lambda: open_table(root).upsert(batch(ids=("e",), p=("x",))))
+
+
+def test_custom_keygen_partition_types_are_not_a_disagreement(tmp_path: Path) -> None:
+    from upsertlake.config.table_config import TableConfig
+    from upsertlake.services.doctor import properties_disagreements
+    from upsertlake.storage import Storage
+    from upsertlake.timeline.active import Timeline
+
+    t = create_table(tmp_path / "t", "t", record_key="id", precombine_field="ts", partition_fields="p",
+                     hive_style_partitioning=True)
+    t.upsert(batch())
+    storage = Storage(tmp_path / "t")
+    custom = TableConfig("t", ("id",), ("p:SIMPLE",), "ts", hive_style_partitioning=True,
+                         keygen_class="org.apache.hudi.keygen.CustomKeyGenerator")
+    assert properties_disagreements(storage, custom, Timeline.load(storage)) == []

@@ -128,7 +128,8 @@ def properties_disagreements(storage: Storage, config: TableConfig, timeline: Ti
             break  # one example says it; a table has thousands of partitions
     schema = _schema_fields(timeline, config)
     if schema is not None:
-        named = [*config.record_key_fields, *config.partition_fields, *([config.precombine_field] if config.precombine_field else [])]
+        named = [*config.record_key_fields, *_partition_field_names(config),
+                 *([config.precombine_field] if config.precombine_field else [])]
         absent = [f for f in named if f not in schema]
         if absent:
             problems.append(f"it names field(s) {absent} that the table's schema does not have")
@@ -149,7 +150,7 @@ def _keygen_problems(config: TableConfig) -> list[str]:
 
 
 def _partition_problem(config: TableConfig, partition: str, where: str) -> str | None:
-    fields = list(config.partition_fields)
+    fields = _partition_field_names(config)
     segments = partition.split("/") if partition else []
     if not fields:
         if segments:
@@ -168,6 +169,11 @@ def _partition_problem(config: TableConfig, partition: str, where: str) -> str |
         return (f"it names {len(fields)} partition field(s) {fields}, but {where} holds partition {partition!r} "
                 f"(depth {len(segments)})")
     return None
+
+
+def _partition_field_names(config: TableConfig) -> list[str]:
+    """The partition fields without the `:TYPE` suffix CustomKeyGenerator tables give them."""
+    return [f.split(":", 1)[0] for f in config.partition_fields]
 
 
 def _schema_fields(timeline: Timeline, config: TableConfig) -> set[str] | None:
