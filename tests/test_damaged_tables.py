@@ -179,3 +179,16 @@ def test_custom_keygen_partition_types_are_not_a_disagreement(tmp_path: Path) ->
     custom = TableConfig("t", ("id",), ("p:SIMPLE",), "ts", hive_style_partitioning=True,
                          keygen_class="org.apache.hudi.keygen.CustomKeyGenerator")
     assert properties_disagreements(storage, custom, Timeline.load(storage)) == []
+
+
+def test_reads_of_disagreeing_properties_do_not_prune_by_them(tmp_path: Path) -> None:
+    """A valid checksum with a wrong partition field: filters apply row by row, no file is skipped."""
+    t = create_table(tmp_path / "t", "t", record_key="id", precombine_field="ts", partition_fields="p",
+                     hive_style_partitioning=True)
+    t.upsert(batch())
+    root = tmp_path / "t"
+    text = properties(root).read_text("latin-1").replace("partition.fields=p\n", "partition.fields=v\n")
+    properties(root).write_text(text, "latin-1")
+    table = open_table(root)
+    assert table.config.damage is None and table.config.partition_fields == ("v",)
+    assert table.read(columns=["id"], filters=[("v", "=", "vb")]).column("id").to_pylist() == ["b"]

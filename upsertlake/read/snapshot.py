@@ -22,6 +22,7 @@ from upsertlake.read.filters import (
     to_expression,
 )
 from upsertlake.schema import avro_to_arrow, conform
+from upsertlake.services.doctor import properties_disagreements
 from upsertlake.timeline.retention import check_readable
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
@@ -112,8 +113,10 @@ def prune_files(
     view: FileSystemView, config: TableConfig, schema: pa.Schema, files: list[BaseFile], filters: Filters
 ) -> list[BaseFile]:
     predicates = conjunction(filters)
-    if not predicates or config.damage:
-        return files  # damaged properties may name wrong fields: no pruning, rows are still filtered
+    if not predicates:
+        return files
+    if config.damage or properties_disagreements(view.storage, config, view.timeline, view.all_partitions()):
+        return files  # the properties may name wrong fields: no pruning by them; rows are still filtered
     keygen = KeyGenerator(config)
     partitions = {bf.partition_path for bf in files}
     keep = {p for p in partitions if partition_may_match(keygen.partition_values(p), predicates, schema)}

@@ -104,13 +104,15 @@ def refuse_damaged_table(storage: Storage, config: TableConfig) -> None:
         )
 
 
-def properties_disagreements(storage: Storage, config: TableConfig, timeline: Timeline) -> list[str]:
+def properties_disagreements(
+    storage: Storage, config: TableConfig, timeline: Timeline, folders: Iterable[str] | None = None
+) -> list[str]:
     """What the data says that the properties deny: the partition depth and field names of the
-    data folders and of the partitions commits wrote, the key generator, the fields' presence in
-    the table's schema."""
+    data folders (those holding partition metadata; listed unless given) and of the partitions
+    commits wrote, the key generator, the fields' presence in the table's schema."""
     problems = _keygen_problems(config)
     seen: dict[str, str] = {}
-    for folder in _partition_folders(storage):
+    for folder in _partition_folders(storage) if folders is None else folders:
         seen.setdefault(folder, "a data folder")
     for inst in timeline.completed_writes():
         if inst in timeline.archived:
