@@ -202,3 +202,24 @@ def test_an_unreadable_archive_is_reported(root: Path) -> None:
     report = diagnose(Storage(root))
     assert [(f.check, f.path, f.problem) for f in report.findings] == [("instant", ".hoodie/archived", True)]
     assert report.findings[0].message.startswith(f"cannot parse archived timeline file {archived[0]}")
+
+
+def test_leftover_backup_is_deleted_only_when_the_properties_agree(root: Path) -> None:
+    props = root / ".hoodie/hoodie.properties"
+    backup = root / ".hoodie/hoodie.properties.backup"
+    backup.write_bytes(props.read_bytes())
+    assert findings(root) == [("properties", ".hoodie/hoodie.properties.backup", False, "delete the leftover backup")]
+    props.write_text("".join(line for line in props.read_text().splitlines(keepends=True)
+                             if not line.startswith("hoodie.table.partition.fields")))
+    assert findings(root) == [
+        ("properties", ".hoodie/hoodie.properties.backup", False, None),
+        ("properties", ".hoodie/hoodie.properties", True, None),
+    ]
+    before = tree_digest(root)
+    assert doctor(root, "--fix").returncode == 1
+    assert tree_digest(root) == before
+    props.write_bytes(backup.read_bytes())
+    run = doctor(root, "--fix")
+    assert run.stdout.splitlines()[0] == (
+        "fixed: deleted .hoodie/hoodie.properties.backup, left by an interrupted rewrite (.hoodie/hoodie.properties is valid)")
+    assert run.returncode == 0 and not backup.exists()

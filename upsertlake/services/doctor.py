@@ -260,33 +260,33 @@ def treat(storage: Storage, config: Config | None = None) -> Report:
 
 # -- properties ----------------------------------------------------------------------------------
 def check_properties(storage: Storage, timeline: Timeline) -> list[Finding]:
+    """`hoodie.properties` valid (else whether its backup can stand in) and agreeing with the data."""
     main = PropertiesFile.read(storage, PROPERTIES_FILE)
     backup = PropertiesFile.read(storage, BACKUP_FILE)
+    try:
+        config: TableConfig | None = TableConfig.load(storage)  # main if valid, else a valid backup
+    except CorruptTableError:
+        config = None
+    usable = config is not None and config.damage is None
+    disagreements = properties_disagreements(storage, config, timeline) if usable and config else []
     findings: list[Finding] = []
     if main.valid and not backup.missing:
-        findings.append(Finding("properties", BACKUP_FILE, "left by an interrupted rewrite; hoodie.properties is valid",
-                                problem=False, fix="delete the leftover backup"))
+        findings.append(Finding(
+            "properties", BACKUP_FILE, "left by an interrupted rewrite; hoodie.properties is valid", problem=False,
+            fix=None if disagreements else "delete the leftover backup",
+        ))
     if not main.valid:
-        backup_agrees = False
-        if backup.valid:
-            try:
-                config = TableConfig.load(storage)  # the backup, as readers fall back to it
-                backup_agrees = not properties_disagreements(storage, config, timeline)
-            except CorruptTableError:
-                pass
-        state = "valid and agrees with the table" if backup_agrees else (
-            "valid but disagrees with the table" if backup.valid else f"not usable ({backup.reason})")
+        state = (
+            f"not usable ({backup.reason})" if not backup.valid
+            else "valid but disagrees with the table" if disagreements
+            else "valid and agrees with the table"
+        )
         findings.append(Finding(
             "properties", PROPERTIES_FILE, f"{main.reason}; the backup is {state}",
-            fix="restore hoodie.properties from hoodie.properties.backup" if backup_agrees else None,
+            fix="restore hoodie.properties from hoodie.properties.backup" if backup.valid and not disagreements else None,
         ))
-    try:
-        config = TableConfig.load(storage)
-    except CorruptTableError:
-        return findings
-    if config.damage is None:
-        for problem in properties_disagreements(storage, config, timeline):
-            findings.append(Finding("properties", config.source, f"disagrees with the table: {problem}"))
+    source = config.source if config is not None else PROPERTIES_FILE
+    findings += [Finding("properties", source, f"disagrees with the table: {problem}") for problem in disagreements]
     return findings
 
 
