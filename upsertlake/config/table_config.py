@@ -2,6 +2,11 @@
 
 Hudi writes it with `java.util.Properties.store`, so reading and writing follow Java's escaping
 rules (values containing ':' appear as '\\:').
+
+Table versions: 6 (timeline layout 1, Hudi 0.14/0.15) and 8 (timeline layout 2, Hudi 1.0) are read
+and written; older versions with layout 1 are read. Version 8 adds properties (`V8_KEYS`) Hudi 1.0
+writes: the timeline paths, the initial version, the merge mode with its strategy id and payload
+class, and the key generator type (new Hudi 1.x tables carry the type only, not the class).
 """
 
 from __future__ import annotations
@@ -24,6 +29,28 @@ COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
 NONPARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 WRITABLE_KEYGENS = (SIMPLE_KEYGEN, COMPLEX_KEYGEN, NONPARTITIONED_KEYGEN)
 
+READABLE_VERSIONS = (0, 1, 2, 3, 4, 5, 6, 8)  # 0-6: layout 1; 8: layout 2
+WRITABLE_VERSIONS = (6, 8)
+
+# hoodie.table.keygenerator.type (Hudi's KeyGeneratorType) -> the class it stands for.
+KEYGEN_TYPES = {
+    "SIMPLE": SIMPLE_KEYGEN,
+    "COMPLEX": COMPLEX_KEYGEN,
+    "NON_PARTITION": NONPARTITIONED_KEYGEN,
+    "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+    "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
+    "GLOBAL_DELETE": "org.apache.hudi.keygen.GlobalDeleteKeyGenerator",
+}
+
+# Merge mode -> (hoodie.record.merge.strategy.id, hoodie.compaction.payload.class), as Hudi 1.0
+# writes them (HoodieTableConfig.inferCorrectMergingBehavior) and the upgrade 6 -> 8 infers them.
+EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
+COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+MERGE_MODES = {
+    EVENT_TIME_ORDERING: ("eeb8d96f-b1e4-49fd-bbf8-28ac514178e5", "org.apache.hudi.common.model.DefaultHoodieRecordPayload"),
+    COMMIT_TIME_ORDERING: ("ce9acb64-bde0-424c-9b91-f6ebba25356d", "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"),
+}
+
 # Keys this model owns; every other property is kept verbatim in `extra`.
 _OWN_KEYS = {
     "hoodie.table.name",
@@ -44,6 +71,8 @@ _OWN_KEYS = {
     "hoodie.populate.meta.fields",
     "hoodie.table.checksum",
 }
+TIMELINE_PATH_KEY = "hoodie.timeline.path"
+KEYGEN_TYPE_KEY = "hoodie.table.keygenerator.type"
 
 
 def default_keygen(record_key_fields: list[str], partition_fields: list[str]) -> str:
@@ -75,6 +104,7 @@ class TableConfig:
     populate_meta_fields: bool = True
     table_type: str = "COPY_ON_WRITE"
     extra: dict[str, str] = field(default_factory=dict)
+    keygen_class_stored: bool = True  # False: hoodie.properties names the key generator by type only
 
     def __post_init__(self) -> None:
         if not self.keygen_class:
@@ -93,12 +123,36 @@ class TableConfig:
     def with_schema(self, avro_json: str) -> TableConfig:
         return replace(self, create_schema=avro_json)
 
+    @property
+    def timeline_path(self) -> str:
+        """Folder of the instant files under `.hoodie/` in timeline layout 2 (`hoodie.timeline.path`)."""
+        return self.extra.get(TIMELINE_PATH_KEY) or "timeline"
+
+    def check_readable(self) -> None:
+        """Refuse versions and layouts this engine would misread (never read them as empty)."""
+        version, layout = self.table_version, self.timeline_layout_version
+        if version not in READABLE_VERSIONS:
+            raise UnsupportedTableError(
+                f"table version {version} is not supported: upsertlake reads table versions up to 6 "
+                "(Apache Hudi 0.x) and 8 (Hudi 1.0); version 9 is written by Hudi 1.1"
+            )
+        expected = 2 if version >= 8 else 1
+        if layout != expected:
+            raise UnsupportedTableError(
+                f"table version {version} with timeline layout version {layout} is not a valid "
+                f"combination (version {version} uses timeline layout {expected})"
+            )
+
     def check_writable(self) -> None:
         """Refuse, with the reason, tables whose layout this engine cannot write yet."""
+        self.check_readable()
         if self.table_type != "COPY_ON_WRITE":
             raise UnsupportedTableError(f"table type {self.table_type} is not supported (COPY_ON_WRITE only)")
-        if self.table_version != 6:
-            raise UnsupportedTableError(f"writing table version {self.table_version} is not supported yet (6 only)")
+        if self.table_version not in WRITABLE_VERSIONS:
+            raise UnsupportedTableError(
+                f"writing table version {self.table_version} is not supported (6 and 8 only); "
+                "upgrade it with `upsertlake upgrade PATH --to 8`"
+            )
         if not self.populate_meta_fields:
             raise UnsupportedTableError("tables without meta fields (hoodie.populate.meta.fields=false) are read-only here")
         if self.keygen_class not in WRITABLE_KEYGENS:
@@ -106,6 +160,40 @@ class TableConfig:
                 f"key generator {self.keygen_class} is not supported for writes; "
                 f"supported: {', '.join(k.rsplit('.', 1)[1] for k in WRITABLE_KEYGENS)}"
             )
+
+    def as_version_8(self, merge_mode: str, initial_version: int) -> TableConfig:
+        """This table's settings at table version 8: layout 2 and the properties Hudi 1.0 adds.
+
+        A table created at 8 carries the key generator type only, as Hudi 1.x writes; an upgraded
+        one (`initial_version` 6) keeps its class beside the type, as Hudi's upgrade leaves it.
+        """
+        strategy, payload = MERGE_MODES[merge_mode]
+        keygen_type = next((t for t, cls in KEYGEN_TYPES.items() if cls == self.keygen_class), None)
+        extra = {
+            **self.extra,
+            "hoodie.table.initial.version": str(initial_version),
+            TIMELINE_PATH_KEY: self.timeline_path,
+            "hoodie.timeline.history.path": self.extra.get("hoodie.timeline.history.path") or "history",
+            "hoodie.record.merge.mode": merge_mode,
+            "hoodie.record.merge.strategy.id": strategy,
+            "hoodie.compaction.payload.class": payload,
+        }
+        if keygen_type is not None:
+            extra[KEYGEN_TYPE_KEY] = keygen_type
+        return replace(
+            self, table_version=8, timeline_layout_version=2, extra=extra, keygen_class_stored=initial_version < 8
+        )
+
+    def merge_mode_for_upgrade(self) -> str:
+        """The merge mode version 8 states for this version 6 table, as Hudi's upgrade infers it:
+        from the payload class; with none set, event time when there is a precombine field."""
+        payload = self.extra.get("hoodie.compaction.payload.class")
+        if payload is None:
+            return EVENT_TIME_ORDERING if self.precombine_field else COMMIT_TIME_ORDERING
+        for mode, (_, cls) in MERGE_MODES.items():
+            if payload == cls:
+                return mode
+        raise UnsupportedTableError(f"payload class {payload} has no merge mode this engine supports (custom merging)")
 
     # -- hoodie.properties -------------------------------------------------------------------
     def to_properties(self) -> dict[str, str]:
@@ -116,7 +204,6 @@ class TableConfig:
             "hoodie.table.version": str(self.table_version),
             "hoodie.timeline.layout.version": str(self.timeline_layout_version),
             "hoodie.table.recordkey.fields": ",".join(self.record_key_fields),
-            "hoodie.table.keygenerator.class": self.keygen_class,
             "hoodie.datasource.write.hive_style_partitioning": _bool(self.hive_style_partitioning),
             "hoodie.datasource.write.partitionpath.urlencode": _bool(self.urlencode_partitions),
             "hoodie.datasource.write.drop.partition.columns": _bool(self.drop_partition_columns),
@@ -124,6 +211,8 @@ class TableConfig:
             "hoodie.table.timeline.timezone": self.timeline_timezone,
             "hoodie.populate.meta.fields": _bool(self.populate_meta_fields),
         }
+        if self.keygen_class_stored or KEYGEN_TYPES.get(self.extra.get(KEYGEN_TYPE_KEY, "")) != self.keygen_class:
+            props["hoodie.table.keygenerator.class"] = self.keygen_class
         if self.precombine_field:
             props["hoodie.table.precombine.field"] = self.precombine_field
         if self.partition_fields:
@@ -148,7 +237,8 @@ class TableConfig:
                 partition_fields=_split(props.get("hoodie.table.partition.fields", "")),
                 precombine_field=props.get("hoodie.table.precombine.field") or None,
                 database=props.get("hoodie.database.name") or "default",
-                keygen_class=props.get("hoodie.table.keygenerator.class", ""),
+                keygen_class=props.get("hoodie.table.keygenerator.class")
+                or KEYGEN_TYPES.get(props.get(KEYGEN_TYPE_KEY, ""), ""),
                 hive_style_partitioning=_parse_bool(props.get("hoodie.datasource.write.hive_style_partitioning")),
                 urlencode_partitions=_parse_bool(props.get("hoodie.datasource.write.partitionpath.urlencode")),
                 drop_partition_columns=_parse_bool(props.get("hoodie.datasource.write.drop.partition.columns")),
@@ -159,6 +249,7 @@ class TableConfig:
                 populate_meta_fields=_parse_bool(props.get("hoodie.populate.meta.fields"), default=True),
                 table_type=props.get("hoodie.table.type", "COPY_ON_WRITE"),
                 extra={k: v for k, v in props.items() if k not in _OWN_KEYS},
+                keygen_class_stored="hoodie.table.keygenerator.class" in props or KEYGEN_TYPE_KEY not in props,
             )
         except ValueError as exc:
             raise CorruptTableError(f"{source}: {exc}") from exc

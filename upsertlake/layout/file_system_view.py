@@ -74,14 +74,20 @@ def list_partitions_and_files(storage: Storage) -> tuple[list[str], list[BaseFil
 
 
 class FileSystemView:
-    """The latest visible base file of every file group, as of an instant (default: newest)."""
+    """The latest visible base file of every file group, as of an instant (default: newest).
 
-    def __init__(self, timeline: Timeline, as_of: str | None = None) -> None:
+    `as_of` is a requested instant time (time travel); `completed_by` a completion time: only
+    writes that completed by then are visible (incremental reads of timeline layout 2).
+    """
+
+    def __init__(self, timeline: Timeline, as_of: str | None = None, completed_by: str | None = None) -> None:
         self.timeline = timeline
         self.storage = timeline.storage
         self.as_of = as_of
         self.visible_instants = [
-            i for i in timeline.completed_writes() if as_of is None or i.time <= as_of
+            i
+            for i in timeline.completed_writes()
+            if (as_of is None or i.time <= as_of) and (completed_by is None or i.completed_at <= completed_by)
         ]
         self._visible_times = {i.time for i in self.visible_instants}
 
