@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import tree_digest
-from helpers import hudi_read
+from helpers import completed_times, hudi_read
 from upsertlake import UnsupportedTableError, create_table, open_table
 
 KEY = "_hoodie_record_key"
@@ -282,6 +282,7 @@ def to_batch(rows: list[dict], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+@pytest.mark.usefixtures("table_version")
 @pytest.mark.parametrize("layout", LAYOUTS, ids=[layout.name for layout in LAYOUTS])
 def test_tables_we_write_read_the_same_through_hudi(tmp_path: Path, layout: Layout) -> None:
     path = tmp_path / layout.name
@@ -343,6 +344,7 @@ def test_tables_we_write_read_the_same_through_hudi(tmp_path: Path, layout: Layo
         assert len(groups) > len({p for p, _ in groups})
 
 
+@pytest.mark.usefixtures("table_version")
 @pytest.mark.parametrize("hive", [False, True])
 def test_emptied_file_groups_disappear_for_both_readers(tmp_path: Path, hive: bool) -> None:
     """A file group whose last record is deleted gets an empty new version: Hudi sees it gone."""
@@ -504,6 +506,24 @@ NO_PARTITIONS = ("", "", "", "")
             _original(NO_PARTITIONS),
             _expected(("Alicia", "Caroline"), NO_PARTITIONS),
         ),
+        (
+            "v8_simplekeygen_nonhivestyle",
+            None,
+            _original(SIMPLE_PARTITIONS),
+            _expected(("Alicia", "Caroline"), SIMPLE_PARTITIONS),
+        ),
+        (
+            "v8_complexkeygen_hivestyle",
+            {"hoodie.index.type": "SIMPLE"},
+            _original(COMPLEX_PARTITIONS),
+            _expected(("Alice", "Carol"), COMPLEX_PARTITIONS),
+        ),
+        (
+            "v8_nonpartitioned",
+            None,
+            _original(NO_PARTITIONS),
+            _expected(("Alicia", "Caroline"), NO_PARTITIONS),
+        ),
     ],
 )
 def test_upsert_into_hudi_written_table(
@@ -511,7 +531,8 @@ def test_upsert_into_hudi_written_table(
 ) -> None:
     path = hudi_table(name)
     old_files = {p.relative_to(path) for p in path.rglob("*.parquet")}
-    old_instants = sorted(p.stem for p in (path / ".hoodie").glob("*.commit"))
+    old_instants = completed_times(path)
+    old_properties = (path / ".hoodie" / "hoodie.properties").read_bytes()
     table = open_table(path, options=options)
     current = table.read()
     assert summary(current) == original
@@ -535,8 +556,9 @@ def test_upsert_into_hudi_written_table(
         carried[i] for i in sorted(carried)
     ]
     # Rows not touched keep their commit time and seqno; rewritten ones get the new instant.
-    instants = sorted(p.stem for p in (path / ".hoodie").glob("*.commit"))
+    instants = completed_times(path)
     assert instants[:-1] == old_instants
+    assert (path / ".hoodie" / "hoodie.properties").read_bytes() == old_properties  # version and all kept
     before = {r["id"]: (r["_hoodie_commit_time"], r["_hoodie_commit_seqno"]) for r in current.to_pylist()}
     after = {r["id"]: (r["_hoodie_commit_time"], r["_hoodie_commit_seqno"]) for r in theirs.to_pylist()}
     assert {after[i][0] for i in (1, 3, 5)} == {instants[-1]}

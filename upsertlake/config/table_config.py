@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from upsertlake.errors import (
+    ConfigError,
     CorruptTableError,
     TableNotFoundError,
     UnsupportedTableError,
@@ -141,6 +142,17 @@ class TableConfig:
             raise UnsupportedTableError(
                 f"table version {version} with timeline layout version {layout} is not a valid "
                 f"combination (version {version} uses timeline layout {expected})"
+            )
+
+    def check_write_version(self, requested: int) -> None:
+        """A table keeps its version: asking for another one (hoodie.write.table.version) is an error."""
+        if requested != self.table_version:
+            raise ConfigError(
+                f"hoodie.write.table.version={requested} but the table is at version {self.table_version}; "
+                f"a table keeps its version (upgrade it with `upsertlake upgrade PATH --to {requested}`)"
+                if requested > self.table_version
+                else f"hoodie.write.table.version={requested} but the table is at version {self.table_version}; "
+                "downgrades are not supported"
             )
 
     def check_writable(self) -> None:

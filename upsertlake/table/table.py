@@ -11,7 +11,12 @@ import pyarrow as pa
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.config.table_config import TableConfig
+from upsertlake.config.table_config import (
+    COMMIT_TIME_ORDERING,
+    EVENT_TIME_ORDERING,
+    WRITABLE_VERSIONS,
+    TableConfig,
+)
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.errors import (
@@ -50,6 +55,8 @@ class Table:
         self.storage = storage
         self.config = config
         self.options = Config.resolve(options, table_properties=config.to_properties())
+        if self.options.is_set(opt.WRITE_TABLE_VERSION):
+            config.check_write_version(self.options.get(opt.WRITE_TABLE_VERSION))
         self._client: WriteClient | None = None
 
     @property
@@ -264,9 +271,17 @@ def create_table(
         urlencode_partitions=resolved.get(opt.PARTITIONPATH_URLENCODE),
         create_schema=create_schema,
     )
+    version = resolved.get(opt.WRITE_TABLE_VERSION)
+    if version not in WRITABLE_VERSIONS:
+        raise ConfigError(f"hoodie.write.table.version={version}: upsertlake creates tables at version 6 or 8")
+    if version == 8:
+        mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
+        config = config.as_version_8(mode or (EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING), 8)
     if storage.exists(".hoodie/hoodie.properties"):
         raise TableExistsError(f"a table already exists at {storage.base}")
     storage.makedirs(".hoodie/archived")
+    if version == 8:
+        storage.makedirs(f".hoodie/{config.timeline_path}/{config.extra['hoodie.timeline.history.path']}")
     if not config.save(storage, create=True):
         raise TableExistsError(f"a table already exists at {storage.base}")
     return Table(storage, config, options)
