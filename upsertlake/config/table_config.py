@@ -24,6 +24,7 @@ from upsertlake.errors import (
 from upsertlake.storage import Storage
 
 PROPERTIES_FILE = ".hoodie/hoodie.properties"
+BACKUP_FILE = ".hoodie/hoodie.properties.backup"
 
 SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
@@ -269,7 +270,11 @@ class TableConfig:
     # -- storage -----------------------------------------------------------------------------
     @classmethod
     def load(cls, storage: Storage) -> TableConfig:
+        """The table's config; while a rewrite is under way (or crashed) the backup stands in."""
         if not storage.exists(PROPERTIES_FILE):
+            if storage.exists(BACKUP_FILE):
+                text = storage.read_bytes(BACKUP_FILE).decode("latin-1")
+                return cls.from_properties(parse_java_properties(text), storage.full_path(BACKUP_FILE))
             raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
         try:
             text = storage.read_bytes(PROPERTIES_FILE).decode("latin-1")
@@ -286,6 +291,46 @@ class TableConfig:
             return storage.write_if_absent(PROPERTIES_FILE, data)
         storage.write_bytes(PROPERTIES_FILE, data)
         return True
+
+
+def write_properties(storage: Storage, changes: dict[str, str | None]) -> dict[str, str]:
+    """Change keys of `hoodie.properties` (None deletes a key) by Hudi's protocol
+    (`HoodieTableConfig.modify`): finish a crashed rewrite; copy the file to
+    `hoodie.properties.backup`; write the new one with its checksum; delete the backup. A crash
+    after any step leaves a whole file to read: the old one or the new one, with the backup
+    beside it until the next rewrite or `recover_properties` removes it. Deviation: Hudi deletes
+    the file before writing the new one (a rename over it is not atomic on every store); here the
+    new file replaces it atomically, so no reader (hudi-rs has no backup fallback) ever finds
+    none. Call under the table lock.
+    """
+    recover_properties(storage)
+    current = storage.read_bytes(PROPERTIES_FILE)
+    props = parse_java_properties(current.decode("latin-1"))
+    for key, value in changes.items():
+        if value is None:
+            props.pop(key, None)
+        else:
+            props[key] = value
+    new = TableConfig.from_properties(props)  # the result must be a valid table config
+    storage.write_bytes(BACKUP_FILE, current)
+    new.save(storage)  # written to a temporary file, then renamed over the old one
+    storage.delete(BACKUP_FILE)
+    return new.to_properties()
+
+
+def recover_properties(storage: Storage) -> None:
+    """After a rewrite crashed: a whole `hoodie.properties` wins, else the backup is put back."""
+    if not storage.exists(BACKUP_FILE):
+        return
+    if not storage.exists(PROPERTIES_FILE) or not _is_whole(storage.read_bytes(PROPERTIES_FILE)):
+        storage.write_bytes(PROPERTIES_FILE, storage.read_bytes(BACKUP_FILE))
+    storage.delete(BACKUP_FILE)
+
+
+def _is_whole(data: bytes) -> bool:
+    """Whether a properties file was written to its end: it names the table and its checksum."""
+    props = parse_java_properties(data.decode("latin-1"))
+    return bool(props.get("hoodie.table.name")) and "hoodie.table.checksum" in props
 
 
 def _bool(value: bool) -> str:

@@ -44,6 +44,7 @@ from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.errors import UpsertlakeError, WriteConflictError
+from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.index import make_index
 from upsertlake.index.base import Index, IndexUpdate
 from upsertlake.partitioner import (
@@ -137,6 +138,7 @@ class WriteClient:
             # The version as of now, under the lock: an upgrade may have run since we opened.
             self.table_config = TableConfig.load(self.storage)
             self.table_config.check_writable()
+            self.table_config = drop_metadata_table(self.storage, self.table_config)
             self._rollback_failed_writes()
             if operation in OVERWRITES:
                 plan = {"operationType": operation.upper(), "clusteringPlan": None, "extraMetadata": {}, "version": 1}

@@ -70,9 +70,10 @@ def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: s
     """The latest state (as of `end`) of the records written by commits in (begin, end].
 
     Table version 6 (timeline layout 1): the commits whose instant time is in (begin, end], rows
-    whose `_hoodie_commit_time` is in that range. Version 8 (layout 2), as Hudi 1.x and hudi-rs
-    do it: the commits that *completed* in (begin, end], rows whose `_hoodie_commit_time` is one of
-    those commits' (requested) instant times, file versions of the commits completed by `end`.
+    whose `_hoodie_commit_time` is in that range, file versions as of `end`. Version 8 (layout 2),
+    as Hudi 1.x and hudi-rs do it: the commits that *completed* in (begin, end], rows whose
+    `_hoodie_commit_time` is one of those commits' (requested) instant times, in the newest file
+    version those commits wrote.
 
     The columns are those of the newest schema, whatever `end` is: Apache Hudi's incremental
     query does so by default (`hoodie.datasource.read.schema.use.end.instanttime=false`), and so
@@ -89,7 +90,7 @@ def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: s
         check_readable(timeline, min(i.time for i in in_range), "an incremental read from")
     end = end if end is not None else (in_range[-1].completed_at if in_range else begin)
     by_completion = timeline.layout.has_completion_times
-    view = FileSystemView(timeline, completed_by=end) if by_completion else FileSystemView(timeline, end)
+    view = FileSystemView(timeline, only=in_range) if by_completion else FileSystemView(timeline, end)
     touched = set()
     for inst in in_range:
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}

@@ -28,6 +28,7 @@ from upsertlake.errors import (
 from upsertlake.read.filters import Filters
 from upsertlake.read.snapshot import read_incremental, read_snapshot, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
+from upsertlake.concurrency.lock import make_lock
 from upsertlake.services.archive import archive
 from upsertlake.services.clean import CleanResult, clean, clean_due
 from upsertlake.services.cluster import (
@@ -40,6 +41,7 @@ from upsertlake.services.cluster import (
 from upsertlake.services.restore import restore
 from upsertlake.services.rollback import rollback
 from upsertlake.services.savepoint import savepoint
+from upsertlake.services.upgrade import UpgradeResult, upgrade
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
@@ -285,6 +287,16 @@ def create_table(
     if not config.save(storage, create=True):
         raise TableExistsError(f"a table already exists at {storage.base}")
     return Table(storage, config, options)
+
+
+def upgrade_table(
+    path: str | os.PathLike[str], version: int = 8, options: Mapping[str, object] | None = None
+) -> UpgradeResult:
+    """Upgrade the table at `path` to table version `version` (6 -> 8, as Apache Hudi 1.0 does),
+    crash-safe and resumable (`upsertlake.services.upgrade`); refuses while a write is running."""
+    storage = Storage(path)
+    cfg = Config.resolve(options)
+    return upgrade(storage, make_lock(storage, cfg), cfg, version)
 
 
 def open_table(path: str | os.PathLike[str], options: Mapping[str, object] | None = None) -> Table:
