@@ -25,6 +25,18 @@ def hudi_table(tmp_path: Path):
     return lambda name: unzip_hudi_table(name, tmp_path)
 
 
+@pytest.fixture(params=[6, 8], ids=["v6", "v8"])
+def table_version(request, monkeypatch) -> int:
+    """Runs a test once per writable table version: tables it creates without naming
+    hoodie.write.table.version get this version (the option's default is patched for the test)."""
+    from dataclasses import replace
+
+    from upsertlake.config import options as opt
+
+    monkeypatch.setattr(opt, "WRITE_TABLE_VERSION", replace(opt.WRITE_TABLE_VERSION, default=request.param))
+    return request.param
+
+
 def tree_digest(root: Path) -> dict[str, str]:
     """Every file below root with the SHA-256 of its bytes: 'the table is exactly as it was'."""
     return {

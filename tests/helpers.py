@@ -28,3 +28,23 @@ def hudi_read(path: str | Path, **read: str) -> pa.Table:
     if not batches:
         return pa.table({})
     return pa.Table.from_batches(batches)
+
+
+def timeline_dir(root: str | Path) -> Path:
+    """The folder of a table's instant files: `.hoodie/timeline` (version 8) or `.hoodie` (6)."""
+    hoodie = Path(root) / ".hoodie"
+    layout2 = "hoodie.timeline.layout.version=2" in (hoodie / "hoodie.properties").read_text("latin-1")
+    return hoodie / "timeline" if layout2 else hoodie
+
+
+def instant_file(root: str | Path, time: str, action: str) -> Path:
+    """A completed instant's file in either layout (`<t>.<action>` or `<t>_<completion>.<action>`)."""
+    folder = timeline_dir(root)
+    found = [*folder.glob(f"{time}.{action}"), *folder.glob(f"{time}_*.{action}")]
+    assert len(found) == 1, f"completed {action} {time}: {found}"
+    return found[0]
+
+
+def completed_times(root: str | Path, action: str = "commit") -> list[str]:
+    """Requested times of the completed instants of `action` in the active timeline, sorted."""
+    return sorted(p.name.split(".")[0].split("_")[0] for p in timeline_dir(root).glob(f"*.{action}"))

@@ -17,7 +17,7 @@ from tests.conftest import tree_digest
 
 COMMANDS = ["demo", "create", "upsert", "insert", "bulk-insert", "delete", "explain",
             "show", "timeline", "commit", "files", "read", "stats", "simulate", "ingest",
-            "clean", "cluster", "archive", "savepoint", "restore", "rollback", "doctor"]  # fmt: skip
+            "clean", "cluster", "archive", "savepoint", "restore", "rollback", "doctor", "upgrade"]  # fmt: skip
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

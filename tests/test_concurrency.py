@@ -20,7 +20,7 @@ from pathlib import Path
 import fastavro
 import pyarrow as pa
 import pytest
-from helpers import hudi_read
+from helpers import hudi_read, timeline_dir
 
 from upsertlake import WriteConflictError, create_table, open_table
 from upsertlake.concurrency.heartbeat import heartbeat_path, is_expired
@@ -80,6 +80,7 @@ def assert_clean(path: Path) -> None:
 
 
 # -- the conflict rule -------------------------------------------------------------------------
+@pytest.mark.usefixtures("table_version")
 def test_no_concurrent_writes_no_conflict(tmp_path: Path) -> None:
     make(tmp_path)
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
@@ -89,6 +90,7 @@ def test_no_concurrent_writes_no_conflict(tmp_path: Path) -> None:
     assert snap(tmp_path) == [("a", 3, "a3", "p1"), ("b", 1, "b1", "p1"), ("c", 1, "c1", "p2")]
 
 
+@pytest.mark.usefixtures("table_version")
 def test_overlapping_file_group_later_commit_fails_and_is_rolled_back(tmp_path: Path) -> None:
     make(tmp_path)
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
@@ -102,6 +104,7 @@ def test_overlapping_file_group_later_commit_fails_and_is_rolled_back(tmp_path: 
     assert sorted(hudi_read(tmp_path)["id"].to_pylist()) == ["a", "b", "c"]
 
 
+@pytest.mark.usefixtures("table_version")
 def test_conflict_is_found_whichever_writer_started_first(tmp_path: Path) -> None:
     make(tmp_path)
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
@@ -112,6 +115,7 @@ def test_conflict_is_found_whichever_writer_started_first(tmp_path: Path) -> Non
     assert snap(tmp_path)[0] == ("a", 2, "a2", "p1")
 
 
+@pytest.mark.usefixtures("table_version")
 def test_disjoint_partitions_both_commit_in_either_order(tmp_path: Path) -> None:
     make(tmp_path)
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1"), ("d", 1, "d1", "p1")))
@@ -125,6 +129,7 @@ def test_disjoint_partitions_both_commit_in_either_order(tmp_path: Path) -> None
     assert sorted(tuple(r.values()) for r in got) == expected
 
 
+@pytest.mark.usefixtures("table_version")
 def test_inserts_packed_into_the_same_small_file_conflict(tmp_path: Path) -> None:
     make(tmp_path, small_file_limit=10 * 1024 * 1024)
     c1, t1, r1 = started(tmp_path, rows(("x", 1, "x1", "p1")), small_file_limit=10 * 1024 * 1024)
@@ -136,6 +141,7 @@ def test_inserts_packed_into_the_same_small_file_conflict(tmp_path: Path) -> Non
     assert [r[0] for r in snap(tmp_path)] == ["a", "b", "c", "x"]
 
 
+@pytest.mark.usefixtures("table_version")
 def test_concurrent_inserts_of_one_new_key_fail_the_later_writer(tmp_path: Path) -> None:
     """Beyond Hudi: each writer creates its own file group, so the file-group check sees nothing."""
     make(tmp_path)
@@ -150,6 +156,7 @@ def test_concurrent_inserts_of_one_new_key_fail_the_later_writer(tmp_path: Path)
     assert sorted(hudi_read(tmp_path)["id"].to_pylist()) == ids
 
 
+@pytest.mark.usefixtures("table_version")
 def test_same_new_key_in_different_partitions_is_no_conflict(tmp_path: Path) -> None:
     make(tmp_path)
     c1, t1, r1 = started(tmp_path, rows(("new", 1, "w1", "p1")))
@@ -159,6 +166,7 @@ def test_same_new_key_in_different_partitions_is_no_conflict(tmp_path: Path) -> 
     assert [r for r in snap(tmp_path) if r[0] == "new"] == [("new", 1, "w1", "p1"), ("new", 1, "w2", "p2")]
 
 
+@pytest.mark.usefixtures("table_version")
 def test_same_new_key_in_different_partitions_conflicts_under_a_global_index(tmp_path: Path) -> None:
     opts = {"hoodie.index.type": "GLOBAL_SIMPLE"}
     make(tmp_path, opts)
@@ -221,6 +229,7 @@ def test_live_heartbeat_keeps_a_pending_write_alive(tmp_path: Path) -> None:
     assert list((tmp_path / ".hoodie" / ".heartbeat").iterdir()) == []
 
 
+@pytest.mark.usefixtures("table_version")
 def test_expired_heartbeat_is_rolled_back_by_the_next_writer(tmp_path: Path) -> None:
     make(tmp_path)
     opts = {"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 2}
@@ -229,7 +238,7 @@ def test_expired_heartbeat_is_rolled_back_by_the_next_writer(tmp_path: Path) -> 
     time.sleep(0.35)
     assert is_expired(Storage(tmp_path), t1, 100, 2)
     c2, t2, r2 = started(tmp_path, rows(("c", 2, "c2", "p2")), options=opts)
-    assert open_table(tmp_path).write_client().storage.exists(f".hoodie/{t1}.commit.requested") is False
+    assert (timeline_dir(tmp_path) / f"{t1}.commit.requested").exists() is False
     assert not any(Path(tmp_path, p).exists() for p in r1.files_written)
     c2.commit(t2, r2)
     with pytest.raises(WriteConflictError, match=f"write {t1} is no longer pending"):
@@ -238,12 +247,13 @@ def test_expired_heartbeat_is_rolled_back_by_the_next_writer(tmp_path: Path) -> 
     assert_clean(tmp_path)
 
 
+@pytest.mark.usefixtures("table_version")
 def test_single_writer_rolls_back_every_pending_write(tmp_path: Path) -> None:
     make(tmp_path)
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))  # OCC writer with a live heartbeat
     single = open_table(tmp_path, {"hoodie.parquet.small.file.limit": 0}).write_client()
     t2 = single.start_commit()
-    assert (tmp_path / ".hoodie" / f"{t1}.commit.requested").exists() is False
+    assert (timeline_dir(tmp_path) / f"{t1}.commit.requested").exists() is False
     single.commit(t2, single.upsert(rows(("c", 2, "c2", "p2")), t2))
     with pytest.raises(WriteConflictError, match="no longer pending"):
         c1.commit(t1, r1)
@@ -394,6 +404,7 @@ def test_unknown_lock_provider_is_a_config_error(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / ".hoodie").iterdir()) == before
 
 
+@pytest.mark.usefixtures("table_version")
 def test_timeline_has_one_completed_commit_per_acknowledged_write(tmp_path: Path) -> None:
     make(tmp_path)
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))

@@ -141,6 +141,7 @@ def test_defaults() -> None:
         opt.TABLE_NAME: "",
         opt.DATABASE_NAME: "default",
         opt.OPERATION: "upsert",
+        opt.WRITE_TABLE_VERSION: 6,
         opt.WRITE_PARALLELISM: 0,
         opt.CLEANER_POLICY: "KEEP_LATEST_COMMITS",
         opt.CLEANER_COMMITS_RETAINED: 10,

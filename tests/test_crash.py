@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from helpers import hudi_read
+from helpers import completed_times, hudi_read, timeline_dir
 
 from upsertlake import create_table, open_table
 from upsertlake.timeline.instant import State
@@ -68,11 +68,8 @@ print("COMMITTED", flush=True)
 
 
 def pending_instant(root: Path) -> str | None:
-    names = [p.name for p in (root / ".hoodie").iterdir()]
-    for name in names:
-        if name.endswith(".commit.requested") and name.replace(".commit.requested", ".commit") not in names:
-            return name.split(".")[0]
-    return None
+    requested = {p.name.split(".")[0] for p in timeline_dir(root).glob("*.commit.requested")}
+    return min(requested - set(completed_times(root)), default=None)
 
 
 def kill_mid_write(root: Path, wait_for: str, timeout: float = 120.0) -> str:
@@ -89,7 +86,7 @@ def kill_mid_write(root: Path, wait_for: str, timeout: float = 120.0) -> str:
             assert time.monotonic() < deadline, "the writer never reached the point to kill it at"
             instant = pending_instant(root)
             if instant is not None:
-                if wait_for == "inflight" and (root / ".hoodie" / f"{instant}.inflight").exists():
+                if wait_for == "inflight" and (timeline_dir(root) / f"{instant}.inflight").exists():
                     break
                 markers = root / ".hoodie" / ".temp" / instant
                 if wait_for == "markers" and markers.exists() and sum(1 for _ in markers.rglob("*.marker.*")) >= 6:
@@ -102,11 +99,12 @@ def kill_mid_write(root: Path, wait_for: str, timeout: float = 120.0) -> str:
             proc.kill()
             proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    assert not (root / ".hoodie" / f"{instant}.commit").exists(), "the writer committed before it was killed"
+    assert instant not in completed_times(root), "the writer committed before it was killed"
     return instant
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("table_version")
 @pytest.mark.parametrize("wait_for", ["inflight", "markers"])
 def test_killed_writer_is_invisible_and_rolled_back_by_the_next_write(tmp_path: Path, wait_for: str) -> None:
     root = tmp_path / "t"
@@ -121,7 +119,7 @@ def test_killed_writer_is_invisible_and_rolled_back_by_the_next_write(tmp_path: 
     failed = kill_mid_write(root, wait_for)
 
     # The failed write left its traces ...
-    assert (root / ".hoodie" / f"{failed}.commit.requested").exists()
+    assert (timeline_dir(root) / f"{failed}.commit.requested").exists()
     failed_files = [p for p in root.rglob(f"*_{failed}.parquet")]
     if wait_for == "markers":
         assert failed_files, "killed after its markers, the writer had written data files"
@@ -138,7 +136,7 @@ def test_killed_writer_is_invisible_and_rolled_back_by_the_next_write(tmp_path: 
     r = t2.upsert(rows_of(range(2400, 2600), 3, "three", 2))
     assert r.instant_time > failed
     assert not list(root.rglob(f"*_{failed}.parquet"))
-    assert not [p.name for p in (root / ".hoodie").iterdir() if p.name.startswith(failed)]
+    assert not [p.name for p in timeline_dir(root).iterdir() if p.name.startswith(failed)]
     assert not (root / ".hoodie" / ".temp" / failed).exists()
     assert [(i.time, i.state) for i in t2.timeline()] == [
         (first.instant_time, State.COMPLETED), (second.instant_time, State.COMPLETED), (r.instant_time, State.COMPLETED)
@@ -205,6 +203,7 @@ STAGES = ["requested", "inflight", "mid_file", "before_commit", "commit_rename"]
 MODES = ["single_writer", "optimistic_concurrency_control"]
 
 
+@pytest.mark.usefixtures("table_version")
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("stage", STAGES)
 def test_kill_at_every_stage_leaves_old_state_and_next_writer_cleans_up(tmp_path: Path, stage: str, mode: str) -> None:
@@ -223,7 +222,7 @@ def test_kill_at_every_stage_leaves_old_state_and_next_writer_cleans_up(tmp_path
     if stage == "mid_file":
         assert list(root.rglob(f"*_{failed}.parquet")), "killed mid-write, a data file was being written"
     if stage == "commit_rename":
-        assert [p for p in (root / ".hoodie").iterdir() if p.name.startswith(f".{failed}.commit.")]
+        assert [p for p in timeline_dir(root).iterdir() if p.name.startswith(f".{failed}") and ".commit." in p.name]
 
     # Readers see the old state, exactly.
     assert snapshot(open_table(root).read()) == before
@@ -234,7 +233,7 @@ def test_kill_at_every_stage_leaves_old_state_and_next_writer_cleans_up(tmp_path
     t2 = open_table(root, {"hoodie.write.concurrency.mode": mode, "hoodie.client.heartbeat.interval_in_ms": 100})
     r = t2.upsert(rows_of(range(1900, 2100), 3, "three", 2))
     assert not list(root.rglob(f"*_{failed}.parquet"))
-    assert not [p.name for p in (root / ".hoodie").iterdir() if failed in p.name]
+    assert not [p.name for p in timeline_dir(root).iterdir() if failed in p.name]
     assert not (root / ".hoodie" / ".temp" / failed).exists()
     assert [(i.time, i.state) for i in t2.timeline()] == [
         (first.instant_time, State.COMPLETED), (r.instant_time, State.COMPLETED)

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import tree_digest
-from helpers import hudi_read
+from helpers import completed_times, hudi_read
 from upsertlake import UnsupportedTableError, create_table, open_table
 
 KEY = "_hoodie_record_key"
@@ -61,6 +61,12 @@ def completed_instants(table) -> list[str]:
     return [i.time for i in table.timeline() if i.is_completed]
 
 
+def window_bounds(table) -> list[str]:
+    """Incremental window bounds: every completed instant's time and, in table version 8, its
+    completion time (Hudi 1.x selects commits by completion time, so both kinds of bound count)."""
+    return sorted({t for i in table.timeline() if i.is_completed for t in (i.time, i.completion) if t})
+
+
 def check_reads(table, path: Path, windows: bool = True) -> None:
     """Snapshot, time travel to every completed instant, incremental windows: ours == Hudi's."""
     assert_same(table.read(), hudi_read(path), "snapshot")
@@ -72,7 +78,7 @@ def check_reads(table, path: Path, windows: bool = True) -> None:
         assert_same_as_of(ours, hudi_read(path, as_of=t), f"as of {t}")
     if not windows:
         return
-    for begin, end in incremental_windows(instants):
+    for begin, end in incremental_windows(window_bounds(table)):
         theirs = hudi_read(path, begin=begin, end=end) if end else hudi_read(path, begin=begin)
         assert_same(table.read_incremental(begin, end), theirs, f"incremental ({begin}, {end}]")
 
@@ -276,6 +282,7 @@ def to_batch(rows: list[dict], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+@pytest.mark.usefixtures("table_version")
 @pytest.mark.parametrize("layout", LAYOUTS, ids=[layout.name for layout in LAYOUTS])
 def test_tables_we_write_read_the_same_through_hudi(tmp_path: Path, layout: Layout) -> None:
     path = tmp_path / layout.name
@@ -337,6 +344,7 @@ def test_tables_we_write_read_the_same_through_hudi(tmp_path: Path, layout: Layo
         assert len(groups) > len({p for p, _ in groups})
 
 
+@pytest.mark.usefixtures("table_version")
 @pytest.mark.parametrize("hive", [False, True])
 def test_emptied_file_groups_disappear_for_both_readers(tmp_path: Path, hive: bool) -> None:
     """A file group whose last record is deleted gets an empty new version: Hudi sees it gone."""
@@ -371,7 +379,16 @@ V6_TABLES = [
 ]
 
 
-@pytest.mark.parametrize("name", V6_TABLES)
+V8_TABLES = [
+    "v8_simplekeygen_nonhivestyle",
+    "v8_complexkeygen_hivestyle",
+    "v8_nonpartitioned",
+    "v8_simplekeygen_hivestyle_no_metafields",
+    "v8_empty",
+]
+
+
+@pytest.mark.parametrize("name", V6_TABLES + V8_TABLES)
 def test_hudi_written_tables_read_as_hudi_reads_them(hudi_table, name: str) -> None:
     path = hudi_table(name)
     table = open_table(path)
@@ -381,6 +398,48 @@ def test_hudi_written_tables_read_as_hudi_reads_them(hudi_table, name: str) -> N
         # No commit times to select rows by: Apache Hudi refuses incremental queries there.
         with pytest.raises(UnsupportedTableError):
             table.read_incremental(BEFORE_ALL)
+
+
+def test_v8_incremental_reads_select_commits_by_completion_time(hudi_table) -> None:
+    """Hudi 1.x semantics on a real version 8 table: the window bounds are completion times and
+    rows are those of the commits completed inside it (the HUDI-V8.md example), as hudi-rs reads."""
+    path = hudi_table("v8_simplekeygen_nonhivestyle")
+    table = open_table(path)
+    (r1, c1), (r2, c2) = [(i.time, i.completion) for i in table.timeline() if i.is_completed]
+    assert (r1, c1, r2, c2) == ("20250713011315930", "20250713011316231", "20250713011316909", "20250713011317225")
+
+    def ids(t: pa.Table) -> list[tuple[int, str]]:
+        return sorted(zip(t["id"].to_pylist(), t["_hoodie_commit_time"].to_pylist()))
+
+    assert ids(table.read_incremental(c1, c2)) == [(1, r2), (4, r2)]
+    assert ids(hudi_read(path, begin=c1, end=c2)) == [(1, r2), (4, r2)]
+    # (r1, r2] holds commit 1's completion only: commit 2, requested at r2, completed later.
+    assert ids(table.read_incremental(r1, r2)) == [(1, r1), (2, r1), (3, r1)]
+    assert ids(table.read_incremental(c1, r2)) == []
+    assert ids(table.read(as_of=c1)) == [(1, r1), (2, r1), (3, r1)]  # time travel: requested time
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"hoodie.table.version": "9"}, "table version 9 is not supported"),
+        ({"hoodie.timeline.layout.version": "1"}, "timeline layout version 1 is not a valid"),
+        ({"hoodie.timeline.layout.version": "3"}, "timeline layout version 3 is not a valid"),
+    ],
+)
+def test_unreadable_versions_raise_never_read_empty(hudi_table, changes: dict, message: str) -> None:
+    path = hudi_table("v8_simplekeygen_nonhivestyle")
+    props = path / ".hoodie" / "hoodie.properties"
+    text = props.read_text("latin-1")
+    for key, value in changes.items():
+        text = "\n".join(f"{key}={value}" if line.startswith(key + "=") else line for line in text.splitlines())
+    props.write_text(text + "\n", "latin-1")
+    before = tree_digest(path)
+    with pytest.raises(UnsupportedTableError, match=message):
+        open_table(path).read()
+    with pytest.raises(UnsupportedTableError, match=message):
+        open_table(path).read_incremental(BEFORE_ALL)
+    assert tree_digest(path) == before
 
 
 def test_empty_hudi_table_reads_as_no_rows(hudi_table) -> None:
@@ -447,6 +506,24 @@ NO_PARTITIONS = ("", "", "", "")
             _original(NO_PARTITIONS),
             _expected(("Alicia", "Caroline"), NO_PARTITIONS),
         ),
+        (
+            "v8_simplekeygen_nonhivestyle",
+            None,
+            _original(SIMPLE_PARTITIONS),
+            _expected(("Alicia", "Caroline"), SIMPLE_PARTITIONS),
+        ),
+        (
+            "v8_complexkeygen_hivestyle",
+            {"hoodie.index.type": "SIMPLE"},
+            _original(COMPLEX_PARTITIONS),
+            _expected(("Alice", "Carol"), COMPLEX_PARTITIONS),
+        ),
+        (
+            "v8_nonpartitioned",
+            None,
+            _original(NO_PARTITIONS),
+            _expected(("Alicia", "Caroline"), NO_PARTITIONS),
+        ),
     ],
 )
 def test_upsert_into_hudi_written_table(
@@ -454,7 +531,8 @@ def test_upsert_into_hudi_written_table(
 ) -> None:
     path = hudi_table(name)
     old_files = {p.relative_to(path) for p in path.rglob("*.parquet")}
-    old_instants = sorted(p.stem for p in (path / ".hoodie").glob("*.commit"))
+    old_instants = completed_times(path)
+    old_properties = (path / ".hoodie" / "hoodie.properties").read_bytes()
     table = open_table(path, options=options)
     current = table.read()
     assert summary(current) == original
@@ -478,8 +556,9 @@ def test_upsert_into_hudi_written_table(
         carried[i] for i in sorted(carried)
     ]
     # Rows not touched keep their commit time and seqno; rewritten ones get the new instant.
-    instants = sorted(p.stem for p in (path / ".hoodie").glob("*.commit"))
+    instants = completed_times(path)
     assert instants[:-1] == old_instants
+    assert (path / ".hoodie" / "hoodie.properties").read_bytes() == old_properties  # version and all kept
     before = {r["id"]: (r["_hoodie_commit_time"], r["_hoodie_commit_seqno"]) for r in current.to_pylist()}
     after = {r["id"]: (r["_hoodie_commit_time"], r["_hoodie_commit_seqno"]) for r in theirs.to_pylist()}
     assert {after[i][0] for i in (1, 3, 5)} == {instants[-1]}

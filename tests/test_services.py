@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import hudi_read
+from helpers import hudi_read, instant_file, timeline_dir
 
 from upsertlake import create_table, open_table
 from upsertlake.errors import (
@@ -22,6 +22,9 @@ from upsertlake.timeline import documents
 from upsertlake.timeline.instant import Action, State
 
 NO_AUTO_CLEAN = {"hoodie.clean.automatic": False}
+
+# Every service test runs on a table of each version (6 and 8), checked with hudi-rs.
+pytestmark = pytest.mark.usefixtures("table_version")
 
 
 def rows(ids: range, ts: int, tag: str) -> pa.Table:
@@ -45,7 +48,20 @@ def table_with_commits(path: Path, n: int, options: dict | None = None) -> list[
 
 
 def doc(path: Path, time_: str, action: str) -> dict:
-    return documents.decode((path / ".hoodie" / f"{time_}.{action}").read_bytes())
+    """The Avro document of an instant: completed (`action`) or pending (`action.state`)."""
+    if "." not in action:
+        return documents.decode(instant_file(path, time_, action).read_bytes())
+    folder = timeline_dir(path)
+    pending = folder / f"{time_}.{action}"
+    if not pending.exists():  # version 8 names a pending clustering so
+        pending = folder / f"{time_}.{action.replace('replacecommit', 'clustering')}"
+    return documents.decode(pending.read_bytes())
+
+
+def commit_doc(path: Path, time_: str, action: str) -> dict:
+    """A completed commit's document: JSON in version 6, Avro in version 8."""
+    data = instant_file(path, time_, action).read_bytes()
+    return documents.decode(data) if data.startswith(b"Obj\x01") else json.loads(data)
 
 
 def test_rollback_of_the_latest_commit_is_a_rollback_instant(tmp_path: Path) -> None:
@@ -181,7 +197,7 @@ def full_snap(path: Path) -> list[tuple]:
     return sorted(tuple(r.values()) for r in open_table(path).read(columns=cols).to_pylist())
 
 
-def test_cluster_merges_small_file_groups_without_changing_the_snapshot(tmp_path: Path) -> None:
+def test_cluster_merges_small_file_groups_without_changing_the_snapshot(tmp_path: Path, table_version: int) -> None:
     times = small_file_table(tmp_path)
     before, files_before = full_snap(tmp_path), len(list(tmp_path.rglob("*.parquet")))
     assert files_before == 12
@@ -192,8 +208,11 @@ def test_cluster_merges_small_file_groups_without_changing_the_snapshot(tmp_path
     assert hudi_snap(tmp_path) == snap(tmp_path)
     latest = {r["_hoodie_file_name"] for r in open_table(tmp_path).read(columns=["_hoodie_file_name"]).to_pylist()}
     assert latest == {Path(f).name for f in result.files_written}
-    meta = json.loads((tmp_path / ".hoodie" / f"{result.instant_time}.replacecommit").read_bytes())
+    meta = commit_doc(tmp_path, result.instant_time, "replacecommit")
     assert meta["operationType"] == "CLUSTER" and len(meta["partitionToReplaceFileIds"]["p0"]) == 6
+    names = sorted(p.name for p in timeline_dir(tmp_path).glob(f"{result.instant_time}*"))
+    pending = "clustering" if table_version == 8 else "replacecommit"  # Hudi 1.x names it so
+    assert names[:2] == [f"{result.instant_time}.{pending}.inflight", f"{result.instant_time}.{pending}.requested"]
     plan = doc(tmp_path, result.instant_time, "replacecommit.requested")
     assert plan["operationType"] == "CLUSTER" and len(plan["clusteringPlan"]["inputGroups"]) == 2
     written = pq.read_table(tmp_path / result.files_written[0]).column("v").to_pylist()

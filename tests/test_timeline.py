@@ -112,7 +112,7 @@ def test_commit_metadata_round_trip_and_corruption() -> None:
     doc = json.loads(meta.to_json_bytes())
     assert doc["partitionToWriteStats"]["p"][0]["fileId"] == "f-0"
     assert doc["operationType"] == "UPSERT" and doc["compacted"] is False
-    assert CommitMetadata.from_json_bytes(meta.to_json_bytes()) == meta
+    assert CommitMetadata.from_bytes(meta.to_json_bytes()) == meta
     assert meta.file_groups() == {("p", "f-0")}
     with pytest.raises(CorruptTableError, match="bad.commit"):
-        CommitMetadata.from_json_bytes(b"{not json", source="bad.commit")
+        CommitMetadata.from_bytes(b"{not json", source="bad.commit")

@@ -19,7 +19,7 @@ from upsertlake.errors import (
 
 if TYPE_CHECKING:
     from upsertlake.engine.write_client import WriteClient, WriteResult
-    from upsertlake.table.table import Table, create_table, open_table
+    from upsertlake.table.table import Table, create_table, open_table, upgrade_table
     from upsertlake.timeline.instant import Action, Instant, State
 
 # The API objects load on first use, so importing one submodule does not import the engine.
@@ -27,6 +27,7 @@ _LAZY = {
     "Table": "upsertlake.table.table",
     "create_table": "upsertlake.table.table",
     "open_table": "upsertlake.table.table",
+    "upgrade_table": "upsertlake.table.table",
     "WriteClient": "upsertlake.engine.write_client",
     "WriteResult": "upsertlake.engine.write_client",
     "Action": "upsertlake.timeline.instant",
@@ -59,4 +60,5 @@ __all__ = [
     "WriteResult",
     "create_table",
     "open_table",
+    "upgrade_table",
 ]

@@ -13,7 +13,7 @@ import upsertlake
 from upsertlake.cli.output import CliError, format_records, print_json
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.table.table import Table
-from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import WRITE_ACTIONS, Instant
 from upsertlake.timeline.instant_time import format_instant_time, parse_instant_time
 
@@ -79,7 +79,7 @@ def show(args: argparse.Namespace) -> int:
 def timeline(args: argparse.Namespace) -> int:
     table = upsertlake.open_table(args.path)
     tl = Timeline.load(table.storage)
-    mtimes = {e.name: e.mtime_ns for e in table.storage.list(METAFOLDER)}
+    mtimes = {e.name: e.mtime_ns for e in table.storage.list(tl.layout.folder)}
     out = [_instant_row(tl, inst, mtimes) for inst in tl.instants]
     if args.json:
         print_json(out)
@@ -89,7 +89,7 @@ def timeline(args: argparse.Namespace) -> int:
 
 
 def _instant_row(tl: Timeline, inst: Instant, mtimes: dict[str, int]) -> dict[str, Any]:
-    """Start is the instant time; completion the mtime of the completed file (Hudi 0.x has no other)."""
+    """Start is the instant time; completion the one layout 2 records, else the mtime of the completed file (Hudi 0.x has no other)."""
     row: dict[str, Any] = {
         "instant": inst.time,
         "action": inst.action.value,
@@ -98,7 +98,10 @@ def _instant_row(tl: Timeline, inst: Instant, mtimes: dict[str, int]) -> dict[st
     }
     if not inst.is_completed:
         return row
-    completed = datetime.fromtimestamp(mtimes[inst.file_name()] / 1e9, timezone.utc)
+    if inst.completion is not None:  # layout 2 records it
+        completed = parse_instant_time(inst.completion)
+    else:
+        completed = datetime.fromtimestamp(mtimes[inst.file_name()] / 1e9, timezone.utc)
     row["completion"] = format_instant_time(completed)
     row["seconds"] = round((completed - parse_instant_time(inst.time)).total_seconds(), 3)
     if inst.action in WRITE_ACTIONS:

@@ -1,4 +1,5 @@
-"""Table services from the terminal: `clean`, `cluster`, `archive`, `savepoint`, `restore`, `rollback`."""
+"""Table services from the terminal: `clean`, `cluster`, `archive`, `savepoint`, `restore`, `rollback`,
+`upgrade`."""
 
 from __future__ import annotations
 
@@ -40,6 +41,30 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
             p.add_argument("--comment", default="", help="why (stored in the savepoint)")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=_instant_service, service=name)
+
+
+    p = sub.add_parser("upgrade", parents=[common], help="upgrade the table to Hudi 1.x's table version 8")
+    p.add_argument("path", help="the table")
+    p.add_argument("--to", type=int, required=True, choices=(8,), help="the table version to upgrade to")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=upgrade)
+
+
+def upgrade(args: argparse.Namespace) -> int:
+    result = upsertlake.upgrade_table(args.path, args.to)
+    if args.json:
+        print_json({"from_version": result.from_version, "to_version": result.to_version,
+                    "rolled_back": list(result.rolled_back), "instants_moved": result.instants_moved,
+                    "old_files_deleted": result.old_files_deleted})
+    elif result.from_version == result.to_version:
+        print(f"the table is at version {result.to_version} already"
+              + (f"; finished an interrupted upgrade ({result.old_files_deleted} old instant files deleted)"
+                 if result.old_files_deleted else ""))
+    else:
+        rolled = f", {len(result.rolled_back)} failed writes rolled back first" if result.rolled_back else ""
+        print(f"upgraded from table version {result.from_version} to {result.to_version}: "
+              f"{result.instants_moved} instants moved to .hoodie/timeline{rolled}")
+    return 0
 
 
 def clean(args: argparse.Namespace) -> int:

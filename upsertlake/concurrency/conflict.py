@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 from upsertlake.timeline import documents
 from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
 from upsertlake.storage import Storage
-from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.layouts import table_layout
 from upsertlake.timeline.instant import Action, Instant, State
 
 FileGroup = tuple[str, str]
@@ -76,7 +77,7 @@ def find_conflict(
 
 def clustering_file_groups(storage: Storage, instant: Instant) -> set[FileGroup]:
     """The file groups a pending clustering plan (Hudi's HoodieRequestedReplaceMetadata) rewrites."""
-    path = f"{METAFOLDER}/{instant.with_state(State.REQUESTED).file_name()}"
+    path = table_layout(storage).path(instant.with_state(State.REQUESTED))
     if not storage.exists(path):
         return set()
     data = storage.read_bytes(path)

@@ -77,6 +77,7 @@ __all__ = [
     "WRITE_CONCURRENCY_MODE",
     "WRITE_PARALLELISM",
     "WRITE_SET_NULL_FOR_MISSING_COLUMNS",
+    "WRITE_TABLE_VERSION",
     "Config",
     "Option",
     "hudi_keys",
@@ -284,6 +285,12 @@ COMBINE_BEFORE_DELETE: Option[bool] = _option(
 WRITE_SET_NULL_FOR_MISSING_COLUMNS: Option[bool] = _option(
     "hoodie.write.set.null.for.missing.columns", bool, False,
     "Fill table columns missing from the batch (nullable ones) with nulls instead of failing.")
+WRITE_TABLE_VERSION: Option[int] = _option(
+    "hoodie.write.table.version", int, 6,
+    "Table version a new table is created at: 6 (timeline layout 1, read by Hudi 0.14+ and 1.x) "
+    "or 8 (timeline layout 2, Hudi 1.0's default, read by Hudi 1.x only). Deviation: Hudi 1.0 "
+    "defaults to 8; upsertlake to 6, which every Hudi reader reads. An existing table keeps its "
+    "version (upgrade it with `upsertlake upgrade PATH --to 8`); naming another one is an error.")
 OPERATION: Option[str] = _option(
     "hoodie.datasource.write.operation", str, "upsert",
     "Write operation of a datasource-style write; upsertlake implements these four.",

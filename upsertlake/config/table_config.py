@@ -8,6 +8,11 @@ keys its table version requires. A file that fails is never rewritten: readers f
 valid `hoodie.properties.backup`, as Hudi's do, and otherwise the config is marked damaged so
 that every write is refused. Every rewrite goes through Hudi's backup protocol
 (`write_properties`), so a crash at any step leaves one valid file to read.
+
+Table versions: 6 (timeline layout 1, Hudi 0.14/0.15) and 8 (timeline layout 2, Hudi 1.0) are read
+and written; older versions with layout 1 are read. Version 8 adds properties (`V8_KEYS`) Hudi 1.0
+writes: the timeline paths, the initial version, the merge mode with its strategy id and payload
+class, and the key generator type (new Hudi 1.x tables carry the type only, not the class).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from upsertlake.errors import (
+    ConfigError,
     CorruptTableError,
     TableNotFoundError,
     UnsupportedTableError,
@@ -35,6 +41,28 @@ SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
 NONPARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 WRITABLE_KEYGENS = (SIMPLE_KEYGEN, COMPLEX_KEYGEN, NONPARTITIONED_KEYGEN)
+
+READABLE_VERSIONS = (0, 1, 2, 3, 4, 5, 6, 8)  # 0-6: layout 1; 8: layout 2
+WRITABLE_VERSIONS = (6, 8)
+
+# hoodie.table.keygenerator.type (Hudi's KeyGeneratorType) -> the class it stands for.
+KEYGEN_TYPES = {
+    "SIMPLE": SIMPLE_KEYGEN,
+    "COMPLEX": COMPLEX_KEYGEN,
+    "NON_PARTITION": NONPARTITIONED_KEYGEN,
+    "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+    "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
+    "GLOBAL_DELETE": "org.apache.hudi.keygen.GlobalDeleteKeyGenerator",
+}
+
+# Merge mode -> (hoodie.record.merge.strategy.id, hoodie.compaction.payload.class), as Hudi 1.0
+# writes them (HoodieTableConfig.inferCorrectMergingBehavior) and the upgrade 6 -> 8 infers them.
+EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
+COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+MERGE_MODES = {
+    EVENT_TIME_ORDERING: ("eeb8d96f-b1e4-49fd-bbf8-28ac514178e5", "org.apache.hudi.common.model.DefaultHoodieRecordPayload"),
+    COMMIT_TIME_ORDERING: ("ce9acb64-bde0-424c-9b91-f6ebba25356d", "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"),
+}
 
 # Keys this model owns; every other property is kept verbatim in `extra`.
 _OWN_KEYS = {
@@ -56,6 +84,8 @@ _OWN_KEYS = {
     "hoodie.populate.meta.fields",
     "hoodie.table.checksum",
 }
+TIMELINE_PATH_KEY = "hoodie.timeline.path"
+KEYGEN_TYPE_KEY = "hoodie.table.keygenerator.type"
 
 
 def default_keygen(record_key_fields: list[str], partition_fields: list[str]) -> str:
@@ -91,6 +121,7 @@ class TableConfig:
     # file was damaged with no valid backup, why every write is refused.
     source: str = field(default=PROPERTIES_FILE, compare=False, repr=False)
     damage: str | None = field(default=None, compare=False, repr=False)
+    keygen_class_stored: bool = True  # False: hoodie.properties names the key generator by type only
 
     def __post_init__(self) -> None:
         if not self.keygen_class:
@@ -109,14 +140,49 @@ class TableConfig:
     def with_schema(self, avro_json: str) -> TableConfig:
         return replace(self, create_schema=avro_json)
 
+    @property
+    def timeline_path(self) -> str:
+        """Folder of the instant files under `.hoodie/` in timeline layout 2 (`hoodie.timeline.path`)."""
+        return self.extra.get(TIMELINE_PATH_KEY) or "timeline"
+
+    def check_readable(self) -> None:
+        """Refuse versions and layouts this engine would misread (never read them as empty)."""
+        version, layout = self.table_version, self.timeline_layout_version
+        if version not in READABLE_VERSIONS:
+            raise UnsupportedTableError(
+                f"table version {version} is not supported: upsertlake reads table versions up to 6 "
+                "(Apache Hudi 0.x) and 8 (Hudi 1.0); version 9 is written by Hudi 1.1"
+            )
+        expected = 2 if version >= 8 else 1
+        if layout != expected:
+            raise UnsupportedTableError(
+                f"table version {version} with timeline layout version {layout} is not a valid "
+                f"combination (version {version} uses timeline layout {expected})"
+            )
+
+    def check_write_version(self, requested: int) -> None:
+        """A table keeps its version: asking for another one (hoodie.write.table.version) is an error."""
+        if requested != self.table_version:
+            raise ConfigError(
+                f"hoodie.write.table.version={requested} but the table is at version {self.table_version}; "
+                f"a table keeps its version (upgrade it with `upsertlake upgrade PATH --to {requested}`)"
+                if requested > self.table_version
+                else f"hoodie.write.table.version={requested} but the table is at version {self.table_version}; "
+                "downgrades are not supported"
+            )
+
     def check_writable(self) -> None:
         """Refuse, with the reason, damaged properties and tables this engine cannot write yet."""
         if self.damage:
             raise CorruptTableError(self.damage)
+        self.check_readable()
         if self.table_type != "COPY_ON_WRITE":
             raise UnsupportedTableError(f"table type {self.table_type} is not supported (COPY_ON_WRITE only)")
-        if self.table_version != 6:
-            raise UnsupportedTableError(f"writing table version {self.table_version} is not supported yet (6 only)")
+        if self.table_version not in WRITABLE_VERSIONS:
+            raise UnsupportedTableError(
+                f"writing table version {self.table_version} is not supported (6 and 8 only); "
+                "upgrade it with `upsertlake upgrade PATH --to 8`"
+            )
         if not self.populate_meta_fields:
             raise UnsupportedTableError("tables without meta fields (hoodie.populate.meta.fields=false) are read-only here")
         if self.keygen_class not in WRITABLE_KEYGENS:
@@ -124,6 +190,40 @@ class TableConfig:
                 f"key generator {self.keygen_class} is not supported for writes; "
                 f"supported: {', '.join(k.rsplit('.', 1)[1] for k in WRITABLE_KEYGENS)}"
             )
+
+    def as_version_8(self, merge_mode: str, initial_version: int) -> TableConfig:
+        """This table's settings at table version 8: layout 2 and the properties Hudi 1.0 adds.
+
+        A table created at 8 carries the key generator type only, as Hudi 1.x writes; an upgraded
+        one (`initial_version` 6) keeps its class beside the type, as Hudi's upgrade leaves it.
+        """
+        strategy, payload = MERGE_MODES[merge_mode]
+        keygen_type = next((t for t, cls in KEYGEN_TYPES.items() if cls == self.keygen_class), None)
+        extra = {
+            **self.extra,
+            "hoodie.table.initial.version": str(initial_version),
+            TIMELINE_PATH_KEY: self.timeline_path,
+            "hoodie.timeline.history.path": self.extra.get("hoodie.timeline.history.path") or "history",
+            "hoodie.record.merge.mode": merge_mode,
+            "hoodie.record.merge.strategy.id": strategy,
+            "hoodie.compaction.payload.class": payload,
+        }
+        if keygen_type is not None:
+            extra[KEYGEN_TYPE_KEY] = keygen_type
+        return replace(
+            self, table_version=8, timeline_layout_version=2, extra=extra, keygen_class_stored=initial_version < 8
+        )
+
+    def merge_mode_for_upgrade(self) -> str:
+        """The merge mode version 8 states for this version 6 table, as Hudi's upgrade infers it:
+        from the payload class; with none set, event time when there is a precombine field."""
+        payload = self.extra.get("hoodie.compaction.payload.class")
+        if payload is None:
+            return EVENT_TIME_ORDERING if self.precombine_field else COMMIT_TIME_ORDERING
+        for mode, (_, cls) in MERGE_MODES.items():
+            if payload == cls:
+                return mode
+        raise UnsupportedTableError(f"payload class {payload} has no merge mode this engine supports (custom merging)")
 
     # -- hoodie.properties -------------------------------------------------------------------
     def to_properties(self) -> dict[str, str]:
@@ -142,6 +242,8 @@ class TableConfig:
             "hoodie.table.timeline.timezone": self.timeline_timezone,
             "hoodie.populate.meta.fields": _bool(self.populate_meta_fields),
         }
+        if not self.keygen_class_stored and KEYGEN_TYPES.get(self.extra.get(KEYGEN_TYPE_KEY, "")) == self.keygen_class:
+            del props["hoodie.table.keygenerator.class"]  # Hudi 1.x names it by type only
         if self.precombine_field:
             props["hoodie.table.precombine.field"] = self.precombine_field
         if self.partition_fields:
@@ -166,7 +268,8 @@ class TableConfig:
                 partition_fields=_split(props.get("hoodie.table.partition.fields", "")),
                 precombine_field=props.get("hoodie.table.precombine.field") or None,
                 database=props.get("hoodie.database.name") or "default",
-                keygen_class=props.get("hoodie.table.keygenerator.class", ""),
+                keygen_class=props.get("hoodie.table.keygenerator.class")
+                or KEYGEN_TYPES.get(props.get(KEYGEN_TYPE_KEY, ""), ""),
                 hive_style_partitioning=_parse_bool(props.get("hoodie.datasource.write.hive_style_partitioning")),
                 urlencode_partitions=_parse_bool(props.get("hoodie.datasource.write.partitionpath.urlencode")),
                 drop_partition_columns=_parse_bool(props.get("hoodie.datasource.write.drop.partition.columns")),
@@ -177,6 +280,7 @@ class TableConfig:
                 populate_meta_fields=_parse_bool(props.get("hoodie.populate.meta.fields"), default=True),
                 table_type=props.get("hoodie.table.type", "COPY_ON_WRITE"),
                 extra={k: v for k, v in props.items() if k not in _OWN_KEYS},
+                keygen_class_stored="hoodie.table.keygenerator.class" in props or KEYGEN_TYPE_KEY not in props,
             )
         except ValueError as exc:
             raise CorruptTableError(f"{source}: {exc}") from exc
@@ -311,10 +415,12 @@ def write_properties(storage: Storage, changes: Mapping[str, str | None]) -> dic
     1. read the current file, which must be valid: a file we could not fully read is never
        rewritten (we would write its lost keys away for good);
     2. copy its exact bytes to `hoodie.properties.backup` and read them back;
-    3. delete `hoodie.properties` (readers, ours and Hudi's, now read the backup);
-    4. write the new file with its checksum and read it back;
-    5. delete the backup.
-    A crash after any step leaves a valid file to read: the old one, its backup, or the new one.
+    3. write the new file with its checksum and read it back;
+    4. delete the backup.
+    A crash after any step leaves a valid file to read: the old one or the new one, with the backup
+    beside it until the next rewrite recovers. Deviation from Hudi, which deletes the file before
+    writing the new one: the new file replaces the old one atomically (temporary file + rename),
+    so no reader ever finds none (hudi-rs has no fallback to the backup).
     Call under the table lock. Returns the properties now on disk.
     """
     recover_properties(storage)
@@ -339,7 +445,6 @@ def write_properties(storage: Storage, changes: Mapping[str, str | None]) -> dic
     if storage.read_bytes(BACKUP_FILE) != current.raw:
         storage.delete(BACKUP_FILE)
         raise CorruptTableError(f"{storage.full_path(BACKUP_FILE)} did not read back as written; {current.path} is unchanged")
-    storage.delete(PROPERTIES_FILE, missing_ok=False)
     storage.write_bytes(PROPERTIES_FILE, new)
     if storage.read_bytes(PROPERTIES_FILE) != new:
         storage.delete(PROPERTIES_FILE)  # readers use the backup; the next rewrite recovers it

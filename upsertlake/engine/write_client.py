@@ -44,6 +44,7 @@ from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.errors import UpsertlakeError, WriteConflictError
+from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.index import make_index
 from upsertlake.index.base import Index, IndexUpdate
 from upsertlake.partitioner import (
@@ -117,6 +118,13 @@ class WriteClient:
         self.optimistic = config.get(opt.WRITE_CONCURRENCY_MODE) == "OPTIMISTIC_CONCURRENCY_CONTROL"
         self._pending: dict[str, _Pending] = {}
 
+    def _resolve(self, options: dict | None) -> Config:
+        """This client's options with a call's on top; a call cannot change the table version."""
+        cfg = self.config.with_overrides(options)
+        if options and cfg.is_set(opt.WRITE_TABLE_VERSION):
+            self.table_config.check_write_version(cfg.get(opt.WRITE_TABLE_VERSION))
+        return cfg
+
     # -- 1. start ----------------------------------------------------------------------------
     def start_commit(self, operation: str = "upsert") -> str:
         """Roll back failed writes, then request a new instant (a replacecommit for overwrites).
@@ -127,6 +135,10 @@ class WriteClient:
         """
         self.table_config.check_writable()
         with self.lock.hold():
+            # The version as of now, under the lock: an upgrade may have run since we opened.
+            self.table_config = TableConfig.load(self.storage)
+            self.table_config.check_writable()
+            self.table_config = drop_metadata_table(self.storage, self.table_config)
             self._rollback_failed_writes()
             if operation in OVERWRITES:
                 plan = {"operationType": operation.upper(), "clusteringPlan": None, "extraMetadata": {}, "version": 1}
@@ -303,7 +315,7 @@ class WriteClient:
         """How step 2 runs for this table and these options (Spark runs it on its executors)."""
         if operation not in OPERATIONS:
             raise UpsertlakeError(f"unknown operation {operation!r}; use one of {', '.join(OPERATIONS)}")
-        cfg = self.config.with_overrides(options)
+        cfg = self._resolve(options)
         schema_json = Timeline.load(self.storage).latest_schema() or self.table_config.create_schema
         combine = {
             "upsert": cfg.get(opt.COMBINE_BEFORE_UPSERT),
@@ -333,7 +345,7 @@ class WriteClient:
         """Steps 3-5 on a prepared batch: tag, profile, partition. The batch's records need only
         the key, partition and delete-flag columns (Spark hands the driver just those), except
         under a global index, which routes whole records."""
-        cfg = self.config.with_overrides(options)
+        cfg = self._resolve(options)
         index = self.index if options is None else make_index(cfg.get(opt.INDEX_TYPE))
         stages = {} if stages is None else stages
         timeline = Timeline.load(self.storage)
@@ -466,6 +478,14 @@ class WriteClient:
         )
         ours |= metadata.file_groups()  # an overwrite conflicts on the groups it retires too
         with self.lock.hold():
+            # Re-read under the lock: an upgrade may have changed the version since we opened.
+            table_config = TableConfig.load(self.storage)
+            # (An upgrade refuses while a write is pending, so this guards a lock-less upgrader.)
+            if table_config.table_version != self.table_config.table_version:
+                raise UpsertlakeError(
+                    f"the table was changed to version {table_config.table_version} while write "
+                    f"{instant_time} ran at version {self.table_config.table_version}; not committed"
+                )
             timeline = Timeline.load(self.storage)
             current = timeline.get(instant_time, pending.instant.action)
             if current is not None and current.is_completed:
@@ -496,9 +516,10 @@ class WriteClient:
             # a rollback before it still finds every file, which all exist by now, by its name.
             self.storage.delete_dir(marker_folder(instant_time))
             transition(self.storage, current, State.COMPLETED, metadata.to_json_bytes())
-            if has_schema and not self.table_config.create_schema:
+            self.table_config = table_config
+            if has_schema and not table_config.create_schema:
                 write_properties(self.storage, {"hoodie.table.create.schema": extra["schema"]})
-                self.table_config = self.table_config.with_schema(extra["schema"])
+                self.table_config = table_config.with_schema(extra["schema"])
         self._forget(instant_time)
         if result.replaced:
             self.index = make_index(self.config.get(opt.INDEX_TYPE))  # whole groups went: relearn

@@ -14,7 +14,7 @@ from functools import cached_property
 from upsertlake.errors import CorruptTableError
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline.active import METAFOLDER, Timeline
-from upsertlake.timeline.instant import Action
+from upsertlake.timeline.instant import Action, Instant
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 BASE_FILE_EXTENSION = ".parquet"
@@ -74,15 +74,21 @@ def list_partitions_and_files(storage: Storage) -> tuple[list[str], list[BaseFil
 
 
 class FileSystemView:
-    """The latest visible base file of every file group, as of an instant (default: newest)."""
+    """The latest visible base file of every file group, as of an instant (default: newest).
 
-    def __init__(self, timeline: Timeline, as_of: str | None = None) -> None:
+    `as_of` is a requested instant time (time travel). `only` makes just those completed writes
+    visible: an incremental read of timeline layout 2 sees the files of the commits in its range,
+    as Hudi 1.x and hudi-rs build file groups from those commits' metadata alone.
+    """
+
+    def __init__(self, timeline: Timeline, as_of: str | None = None, only: list[Instant] | None = None) -> None:
         self.timeline = timeline
         self.storage = timeline.storage
         self.as_of = as_of
-        self.visible_instants = [
-            i for i in timeline.completed_writes() if as_of is None or i.time <= as_of
-        ]
+        self.visible_instants = (
+            list(only) if only is not None
+            else [i for i in timeline.completed_writes() if as_of is None or i.time <= as_of]
+        )
         self._visible_times = {i.time for i in self.visible_instants}
 
     @cached_property

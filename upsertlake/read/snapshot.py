@@ -56,7 +56,8 @@ class Scan:
     files: list[BaseFile]
     schema: pa.Schema
     filters: Filters = None
-    window: tuple[str, str] | None = None  # incremental: commit times in (begin, end]
+    window: tuple[str, str] | None = None  # incremental, layout 1: commit times in (begin, end]
+    commit_times: tuple[str, ...] | None = None  # incremental, layout 2: these commit times
 
 
 def snapshot_scan(timeline: Timeline, config: TableConfig, as_of: str | None = None, filters: Filters = None) -> Scan:
@@ -69,6 +70,12 @@ def snapshot_scan(timeline: Timeline, config: TableConfig, as_of: str | None = N
 def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: str | None) -> Scan:
     """The latest state (as of `end`) of the records written by commits in (begin, end].
 
+    Table version 6 (timeline layout 1): the commits whose instant time is in (begin, end], rows
+    whose `_hoodie_commit_time` is in that range, file versions as of `end`. Version 8 (layout 2),
+    as Hudi 1.x and hudi-rs do it: the commits that *completed* in (begin, end], rows whose
+    `_hoodie_commit_time` is one of those commits' (requested) instant times, in the newest file
+    version those commits wrote.
+
     The columns are those of the newest schema, whatever `end` is: Apache Hudi's incremental
     query does so by default (`hoodie.datasource.read.schema.use.end.instanttime=false`), and so
     does hudi-rs. Without meta fields there are no commit times to select rows by, and Hudi
@@ -79,18 +86,23 @@ def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: s
             "incremental reads need the _hoodie_commit_time meta field; this table does not "
             "populate meta fields (hoodie.populate.meta.fields=false)"
         )
-    in_range = [i for i in timeline.completed_writes() if i.time > begin and (end is None or i.time <= end)]
+    in_range = timeline.completed_between(begin, end)
     if in_range:
-        check_readable(timeline, in_range[0].time, "an incremental read from")
-    end = end if end is not None else (in_range[-1].time if in_range else begin)
-    view = FileSystemView(timeline, end)
+        check_readable(timeline, min(i.time for i in in_range), "an incremental read from")
+    end = end if end is not None else (in_range[-1].completed_at if in_range else begin)
+    by_completion = timeline.layout.has_completion_times
+    view = FileSystemView(timeline, only=in_range) if by_completion else FileSystemView(timeline, end)
     touched = set()
     for inst in in_range:
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
     files = [bf for bf in view.latest_base_files() if bf.file_group in touched]
+    schema = full_schema(table_schema(timeline, config))
     commit_time = pc.field("_hoodie_commit_time")
+    if by_completion:
+        times = tuple(sorted(i.time for i in in_range))
+        return Scan(files, schema, commit_time.isin(pa.array(times, pa.string())), commit_times=times)
     window = (commit_time > pc.scalar(begin)) & (commit_time <= pc.scalar(end))
-    return Scan(files, full_schema(table_schema(timeline, config)), window, (begin, end))
+    return Scan(files, schema, window, (begin, end))
 
 
 def read_snapshot(

@@ -82,7 +82,9 @@ def cluster(
             return None
         schema_json = timeline.latest_schema() or table_config.create_schema
         sort_columns = [c.strip() for c in cfg.get(opt.CLUSTERING_SORT_COLUMNS).split(",") if c.strip()]
-        requested = create_requested(storage, Action.REPLACE_COMMIT, documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns)))
+        requested = create_requested(
+            storage, Action.REPLACE_COMMIT, documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns)), clustering=True
+        )
         # Writers leave a pending clustering alone while its heartbeat beats (write_client).
         heartbeat = Heartbeat(storage, requested.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS)).start()
         completed_at_start = {i.time for i in Timeline.load(storage).completed_writes()}

@@ -317,7 +317,7 @@ def _parse_instant(timeline: Timeline, inst: Instant, rel: str) -> None:
     if inst.action in _AVRO_ACTIONS or (inst.action is Action.REPLACE_COMMIT and inst.state is State.REQUESTED):
         documents.decode(data, rel)
     else:
-        CommitMetadata.from_json_bytes(data, rel)
+        CommitMetadata.from_bytes(data, rel)
 
 
 def what_it_breaks(inst: Instant) -> str:

@@ -12,7 +12,6 @@ from upsertlake.services.rollback import undo
 from upsertlake.timeline.retention import savepoint_times
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import (
-    METAFOLDER,
     Timeline,
     create_requested,
     delete_instant_files,
@@ -42,8 +41,7 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str) -> Instant:
         rolled: dict[str, list] = {}
         for inst in later:
             if inst.action is Action.SAVEPOINT:
-                storage.delete(f"{METAFOLDER}/{inst.file_name()}")
-                delete_instant_files(storage, inst.with_state(State.INFLIGHT))
+                delete_instant_files(storage, inst)
             else:
                 rolled[inst.time] = [undo(storage, inst, requested.time, started)]
         meta = {

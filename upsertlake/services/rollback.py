@@ -18,12 +18,12 @@ from upsertlake.timeline.retention import check_readable, savepoint_times
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import list_partitions_and_files
 from upsertlake.timeline.active import (
-    METAFOLDER,
     Timeline,
     create_requested,
     transition,
 )
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+from upsertlake.timeline.layouts import table_layout
 from upsertlake.layout.markers import rollback_pending
 
 PLAN_SCHEMA = "HoodieRollbackPlan"
@@ -54,7 +54,7 @@ def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:
 def undo(storage: Storage, target: Instant, rollback_time: str, started: float) -> dict[str, Any]:
     """Delete what `target` wrote and its instant files; returns its HoodieRollbackMetadata."""
     if target.is_completed:
-        storage.delete(f"{METAFOLDER}/{target.file_name()}")
+        storage.delete(table_layout(storage).path(target))
         target = target.with_state(State.INFLIGHT)
     deleted = rollback_pending(storage, target)
     by_partition: dict[str, list[str]] = defaultdict(list)

@@ -12,7 +12,7 @@ from upsertlake.errors import CleanedInstantError, ServiceError
 from upsertlake.timeline import documents
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import FileSystemView
-from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.retention import cleaned_before
 
@@ -42,11 +42,9 @@ def savepoint(storage: Storage, lock: TableLock, instant_time: str | None = None
             "version": 1,
         }
         inflight = Instant(target.time, Action.SAVEPOINT, State.INFLIGHT)
-        if not storage.write_if_absent(f"{METAFOLDER}/{inflight.file_name()}", b""):
+        if not storage.write_if_absent(timeline.path(inflight), b""):
             raise ServiceError(f"a savepoint of {target.time} is already in progress")
-        done = inflight.with_state(State.COMPLETED)
-        storage.write_if_absent(f"{METAFOLDER}/{done.file_name()}", documents.encode(SCHEMA, record))
-        return done
+        return transition(storage, inflight, State.COMPLETED, documents.encode(SCHEMA, record))
 
 
 def _completed_write(timeline: Timeline, instant_time: str | None) -> Instant:

@@ -37,4 +37,6 @@ def read(
         begin, end = scan.window
         commit_time = F.col("_hoodie_commit_time")
         df = df.where((commit_time > F.lit(begin)) & (commit_time <= F.lit(end)))
+    if scan.commit_times is not None:
+        df = df.where(F.col("_hoodie_commit_time").isin(list(scan.commit_times)))
     return df.select(*columns) if columns else df

@@ -11,7 +11,14 @@ import pyarrow as pa
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.config.table_config import BACKUP_FILE, PROPERTIES_FILE, TableConfig
+from upsertlake.config.table_config import (
+    BACKUP_FILE,
+    COMMIT_TIME_ORDERING,
+    EVENT_TIME_ORDERING,
+    PROPERTIES_FILE,
+    WRITABLE_VERSIONS,
+    TableConfig,
+)
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.errors import (
@@ -23,6 +30,7 @@ from upsertlake.errors import (
 from upsertlake.read.filters import Filters
 from upsertlake.read.snapshot import read_incremental, read_snapshot, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
+from upsertlake.concurrency.lock import make_lock
 from upsertlake.services.archive import archive
 from upsertlake.services.doctor import refuse_damaged_table
 from upsertlake.services.clean import CleanResult, clean, clean_due
@@ -36,6 +44,7 @@ from upsertlake.services.cluster import (
 from upsertlake.services.restore import restore
 from upsertlake.services.rollback import rollback
 from upsertlake.services.savepoint import savepoint
+from upsertlake.services.upgrade import UpgradeResult, upgrade
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
@@ -51,6 +60,8 @@ class Table:
         self.storage = storage
         self.config = config
         self.options = Config.resolve(options, table_properties=config.to_properties())
+        if self.options.is_set(opt.WRITE_TABLE_VERSION):
+            config.check_write_version(self.options.get(opt.WRITE_TABLE_VERSION))
         self._client: WriteClient | None = None
 
     @property
@@ -266,12 +277,30 @@ def create_table(
         urlencode_partitions=resolved.get(opt.PARTITIONPATH_URLENCODE),
         create_schema=create_schema,
     )
+    version = resolved.get(opt.WRITE_TABLE_VERSION)
+    if version not in WRITABLE_VERSIONS:
+        raise ConfigError(f"hoodie.write.table.version={version}: upsertlake creates tables at version 6 or 8")
+    if version == 8:
+        mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
+        config = config.as_version_8(mode or (EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING), 8)
     if storage.exists(PROPERTIES_FILE) or storage.exists(BACKUP_FILE):
         raise TableExistsError(f"a table already exists at {storage.base}")
     storage.makedirs(".hoodie/archived")
+    if version == 8:
+        storage.makedirs(f".hoodie/{config.timeline_path}/{config.extra['hoodie.timeline.history.path']}")
     if not config.create(storage):
         raise TableExistsError(f"a table already exists at {storage.base}")
     return Table(storage, config, options)
+
+
+def upgrade_table(
+    path: str | os.PathLike[str], version: int = 8, options: Mapping[str, object] | None = None
+) -> UpgradeResult:
+    """Upgrade the table at `path` to table version `version` (6 -> 8, as Apache Hudi 1.0 does),
+    crash-safe and resumable (`upsertlake.services.upgrade`); refuses while a write is running."""
+    storage = Storage(path)
+    cfg = Config.resolve(options)
+    return upgrade(storage, make_lock(storage, cfg), cfg, version)
 
 
 def open_table(path: str | os.PathLike[str], options: Mapping[str, object] | None = None) -> Table:

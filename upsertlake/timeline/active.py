@@ -1,9 +1,11 @@
-"""The active timeline: the instants in `.hoodie/`, read as one snapshot, and its state changes.
+"""The active timeline: the instants in the timeline folder (`.hoodie/` in layout 1,
+`.hoodie/timeline/` in layout 2), read as one snapshot, and its state changes.
 
 An instant's state is the most advanced of its files present (a completed instant keeps its
 `.requested` and `.inflight` siblings). Every state change creates a new file with
 write-if-absent, so two writers can never both complete the same instant, and nothing is ever
-overwritten.
+overwritten. In layout 2 completing an instant gives it a completion time later than every time
+on the timeline, and its commit document is stored in Avro.
 """
 
 from __future__ import annotations
@@ -15,11 +17,10 @@ from functools import lru_cache
 from upsertlake.errors import CorruptTableError, UpsertlakeError
 from upsertlake.storage import Storage
 from upsertlake.timeline.archived import load_archived
-from upsertlake.timeline.commit_metadata import CommitMetadata
+from upsertlake.timeline.commit_metadata import AVRO_MAGIC, CommitMetadata, json_to_avro
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.instant_time import next_instant_time
-
-METAFOLDER = ".hoodie"
+from upsertlake.timeline.layouts import LAYOUT_1, METAFOLDER, TimelineLayout, table_layout
 
 
 @dataclass(frozen=True)
@@ -30,16 +31,14 @@ class Timeline:
     storage: Storage
     instants: tuple[Instant, ...]
     archived: Mapping[Instant, bytes] = field(default_factory=dict, compare=False, repr=False)
+    layout: TimelineLayout = LAYOUT_1
 
     @classmethod
-    def load(cls, storage: Storage) -> Timeline:
+    def load(cls, storage: Storage, layout: TimelineLayout | None = None) -> Timeline:
+        """The timeline as listed now, in the layout `hoodie.properties` declares (or `layout`)."""
+        layout = layout or table_layout(storage)
         latest: dict[tuple[str, Action], Instant] = {}
-        for entry in storage.list(METAFOLDER):
-            if entry.is_dir:
-                continue
-            inst = Instant.from_file_name(entry.name)
-            if inst is None:
-                continue
+        for inst in _list_instants(storage, layout):
             key = (inst.time, inst.action)
             seen = latest.get(key)
             if seen is None or inst.state.rank > seen.state.rank:
@@ -47,7 +46,11 @@ class Timeline:
         archived = load_archived(storage)
         for inst in archived:
             latest.setdefault((inst.time, inst.action), inst)
-        return cls(storage, tuple(sorted(latest.values())), archived)
+        return cls(storage, tuple(sorted(latest.values())), archived, layout)
+
+    def path(self, instant: Instant) -> str:
+        """The table-relative path of an (active) instant's file in its state."""
+        return self.layout.path(instant)
 
     # -- queries -----------------------------------------------------------------------------
     def filter(
@@ -68,7 +71,14 @@ class Timeline:
         return done[-1] if done else None
 
     def last_time(self) -> str | None:
-        return max((i.time for i in self.instants), default=None)
+        """The newest time on the timeline, requested or completion: new instants come after it."""
+        return max((t for i in self.instants for t in (i.time, i.completion) if t), default=None)
+
+    def completed_between(self, begin: str, end: str | None) -> list[Instant]:
+        """Completed writes that completed in (begin, end], in completion order: what an
+        incremental read from `begin` to `end` returns (layout 1: completion = requested time)."""
+        done = [i for i in self.completed_writes() if i.completed_at > begin and (end is None or i.completed_at <= end)]
+        return sorted(done, key=lambda i: i.completed_at)
 
     def get(self, time: str, action: Action | None = None) -> Instant | None:
         for inst in self.instants:
@@ -81,17 +91,17 @@ class Timeline:
         if not instant.is_completed:
             raise UpsertlakeError(f"instant {instant.time} is not completed")
         if instant in self.archived:
-            return CommitMetadata.from_json_bytes(self.archived[instant], source=f"archived {instant.time}")
-        return _read_commit_metadata(self.storage, f"{METAFOLDER}/{instant.file_name()}")
+            return CommitMetadata.from_bytes(self.archived[instant], source=f"archived {instant.time}")
+        return _read_commit_metadata(self.storage, self.path(instant))
 
     def document(self, instant: Instant) -> bytes:
         """The bytes of an instant's file in its state (archived instants: their completed file)."""
         if instant in self.archived:
             return self.archived[instant]
-        return self.storage.read_bytes(f"{METAFOLDER}/{instant.file_name()}")
+        return self.storage.read_bytes(self.path(instant))
 
     def active(self) -> list[Instant]:
-        """The instants still in `.hoodie/` (not archived)."""
+        """The instants still in the timeline folder (not archived)."""
         return [i for i in self.instants if i not in self.archived]
 
     def latest_schema(self) -> str | None:
@@ -106,7 +116,7 @@ class Timeline:
 @lru_cache(maxsize=4096)
 def _read_commit_metadata_cached(base: str, rel: str, size: int, mtime_ns: int) -> CommitMetadata:
     storage = Storage(base)
-    return CommitMetadata.from_json_bytes(storage.read_bytes(rel), source=f"{base}/{rel}")
+    return CommitMetadata.from_bytes(storage.read_bytes(rel), source=f"{base}/{rel}")
 
 
 def _read_commit_metadata(storage: Storage, rel: str) -> CommitMetadata:
@@ -117,37 +127,66 @@ def _read_commit_metadata(storage: Storage, rel: str) -> CommitMetadata:
     return _read_commit_metadata_cached(storage.base, rel, info.size, info.mtime_ns or 0)
 
 
+def _list_instants(storage: Storage, layout: TimelineLayout) -> Iterable[Instant]:
+    for entry in storage.list(layout.folder):
+        if not entry.is_dir:
+            inst = layout.parse(entry.name)
+            if inst is not None:
+                yield inst
+
+
 # -- state changes ---------------------------------------------------------------------------
-def create_requested(storage: Storage, action: Action, content: bytes = b"") -> Instant:
+def create_requested(storage: Storage, action: Action, content: bytes = b"", clustering: bool = False) -> Instant:
     """Create `<t>.<action>.requested` with a fresh instant time later than any on the timeline.
 
     Call under the table lock: the time is chosen from the timeline as listed now, and
     write-if-absent guards against a writer that does not hold the lock.
     """
-    last = Timeline.load(storage).last_time()
+    timeline = Timeline.load(storage)
+    last = timeline.last_time()
     while True:
-        instant = Instant(next_instant_time(last), action, State.REQUESTED)
-        if storage.write_if_absent(f"{METAFOLDER}/{instant.file_name()}", content):
+        instant = Instant(next_instant_time(last), action, State.REQUESTED, clustering=clustering)
+        if storage.write_if_absent(timeline.path(instant), content):
             return instant
         last = instant.time
 
 
 def transition(storage: Storage, instant: Instant, to: State, content: bytes = b"") -> Instant:
-    """Move an instant to `to` by creating its file; refuses if that file already exists."""
-    target = instant.with_state(to)
+    """Move an instant to `to` by creating its file; refuses if that file already exists.
+
+    Commit documents are given as Hudi's JSON; layout 2 stores them in Avro. Completing an
+    instant in layout 2 names it with a fresh completion time: creating that file exclusively is
+    the commit point, so the instant must not be completed under any completion time already.
+    Call under the table lock.
+    """
     if to.rank <= instant.state.rank:
         raise UpsertlakeError(f"cannot move instant {instant.time} from {instant.state} to {to}")
-    if not storage.write_if_absent(f"{METAFOLDER}/{target.file_name()}", content):
-        raise CorruptTableError(f"instant file already exists: {target.file_name()}")
+    timeline = Timeline.load(storage)
+    layout = timeline.layout
+    target = instant.with_state(to)
+    if layout.has_completion_times and to is State.COMPLETED:
+        done = timeline.get(instant.time, instant.action)
+        if done is not None and done.is_completed:
+            raise CorruptTableError(f"instant {instant.time} is already completed ({layout.path(done)})")
+        target = instant.with_state(to, completion=next_instant_time(timeline.last_time()))
+    if layout.version == 2 and content and not content.startswith(AVRO_MAGIC) and instant.action in WRITE_ACTIONS:
+        content = json_to_avro(content, instant.action is Action.REPLACE_COMMIT, f"commit {instant.time}")
+    if not storage.write_if_absent(layout.path(target), content):
+        raise CorruptTableError(f"instant file already exists: {target.file_name(layout.version)}")
     return target
 
 
 def delete_instant_files(storage: Storage, instant: Instant) -> None:
     """Remove an instant's files, most advanced state first, so a crash midway leaves it pending;
     then the temporary files of a writer that died while creating one (write_if_absent's)."""
-    for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):
-        if state.rank <= instant.state.rank:
-            storage.delete(f"{METAFOLDER}/{instant.with_state(state).file_name()}")
-    for entry in storage.list(METAFOLDER):
-        if entry.name.startswith(f".{instant.time}.") and entry.name.endswith(".tmp"):
+    layout = table_layout(storage)
+    mine = sorted(
+        (i for i in _list_instants(storage, layout) if (i.time, i.action) == (instant.time, instant.action)),
+        key=lambda i: -i.state.rank,
+    )
+    for inst in mine:
+        if inst.state.rank <= instant.state.rank:
+            storage.delete(layout.path(inst))
+    for entry in storage.list(layout.folder):
+        if entry.name.startswith(f".{instant.time}") and entry.name.endswith(".tmp"):
             storage.delete(entry.path)

@@ -1,5 +1,9 @@
-"""Commit metadata: the JSON document of a completed commit or replacecommit (HoodieCommitMetadata).
+"""Commit metadata: the document of a completed commit or replacecommit (HoodieCommitMetadata).
 
+Timeline layout 1 (table version 6) stores it as JSON, layout 2 (table version 8) as an Avro
+container file with Hudi's schema (`avro/HoodieCommitMetadata.avsc`, the writer schema of the
+files Hudi 1.0 writes; `HoodieReplaceCommitMetadata` for replacecommits). Field names are the same
+in both, so one document model serves both; readers tell the two apart by the Avro magic bytes.
 Field names are Hudi's, so Hudi's readers (and ours) find the files each commit wrote.
 """
 
@@ -10,6 +14,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from upsertlake.errors import CorruptTableError
+from upsertlake.timeline import documents
+
+AVRO_MAGIC = b"Obj\x01"
+COMMIT_SCHEMA = "HoodieCommitMetadata"
+REPLACE_SCHEMA = "HoodieReplaceCommitMetadata"
 
 
 @dataclass(frozen=True)
@@ -124,10 +133,13 @@ class CommitMetadata:
         return json.dumps(doc, indent=2).encode()
 
     @classmethod
-    def from_json_bytes(cls, data: bytes, source: str = "commit metadata") -> CommitMetadata:
-        """Parse a commit file; `source` names the file in the error a corrupt one raises."""
+    def from_bytes(cls, data: bytes, source: str = "commit metadata") -> CommitMetadata:
+        """Parse a commit file, JSON or Avro; `source` names the file in the error a corrupt one raises."""
         try:
-            doc = json.loads(data.decode("utf-8")) if data.strip() else {}
+            if data.startswith(AVRO_MAGIC):
+                doc = documents.decode(data, source)
+            else:
+                doc = json.loads(data.decode("utf-8")) if data.strip() else {}
             stats = {
                 p: [WriteStat.from_json(s) for s in (lst or [])]
                 for p, lst in (doc.get("partitionToWriteStats") or {}).items()
@@ -144,3 +156,39 @@ class CommitMetadata:
             )
         except (ValueError, TypeError, AttributeError) as exc:
             raise CorruptTableError(f"cannot parse {source}: {exc}") from exc
+
+
+def json_to_avro(data: bytes, replace: bool, source: str = "commit metadata") -> bytes:
+    """A commit document in JSON (layout 1) as the Avro container file layout 2 stores.
+
+    Every field the Avro schema has is carried over (absent ones are null), so a converted
+    document says what the JSON said; JSON-only fields Hudi's Avro schema lacks are dropped as
+    Hudi's own conversion (`CommitMetadataSerDeV2`) drops them.
+    """
+    try:
+        doc = json.loads(data.decode("utf-8")) if data.strip() else {}
+    except ValueError as exc:
+        raise CorruptTableError(f"cannot parse {source}: {exc}") from exc
+    name = REPLACE_SCHEMA if replace else COMMIT_SCHEMA
+    return documents.encode(name, _conform(doc, documents.schema(name)))
+
+
+def _conform(value: Any, schema: Any) -> Any:
+    """`value` (parsed JSON) shaped to an Avro schema: record fields picked by name, nulls kept."""
+    if isinstance(schema, list):  # a union: null or the one other branch
+        if value is None:
+            return None
+        other = next(s for s in schema if s != "null")
+        return _conform(value, other)
+    if isinstance(schema, dict):
+        kind = schema["type"]
+        if kind == "record":
+            return {f["name"]: _conform(value.get(f["name"]), f["type"]) for f in schema["fields"]}
+        if kind == "map":
+            return {k: _conform(v, schema["values"]) for k, v in value.items()}
+        if kind == "array":
+            return [_conform(v, schema["items"]) for v in value]
+        return _conform(value, kind)
+    if schema == "string":
+        return value if isinstance(value, str) else str(value)
+    return value

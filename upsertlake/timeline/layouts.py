@@ -1,0 +1,58 @@
+"""Timeline layouts: where a table's instant files live and how they are named.
+
+Layout 1 (table versions up to 6) keeps instants in `.hoodie/`, a completed one named by its
+requested time. Layout 2 (table version 8, Apache Hudi 1.x) keeps them in `.hoodie/timeline/`
+(`hoodie.timeline.path`), a completed one named `<requested>_<completion>.<action>`, its commit
+documents in Avro. The table's `hoodie.properties` says which; a table of a version this engine
+cannot read correctly is refused here, so no reader ever sees an empty timeline instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from upsertlake.config.table_config import TableConfig
+from upsertlake.errors import TableNotFoundError
+from upsertlake.storage import Storage
+from upsertlake.timeline.instant import Instant
+
+METAFOLDER = ".hoodie"
+
+
+@dataclass(frozen=True)
+class TimelineLayout:
+    """One timeline layout: its version and the folder of its instant files."""
+
+    version: int
+    folder: str
+
+    def path(self, instant: Instant) -> str:
+        """The table-relative path of an instant's file in its state."""
+        return f"{self.folder}/{instant.file_name(self.version)}"
+
+    def parse(self, name: str) -> Instant | None:
+        return Instant.from_file_name(name, self.version)
+
+    @property
+    def has_completion_times(self) -> bool:
+        return self.version >= 2
+
+
+LAYOUT_1 = TimelineLayout(1, METAFOLDER)
+
+
+def layout_of(config: TableConfig) -> TimelineLayout:
+    """The layout a table's properties declare (UnsupportedTableError for unknown ones)."""
+    config.check_readable()
+    if config.timeline_layout_version == 1:
+        return LAYOUT_1
+    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}")
+
+
+def table_layout(storage: Storage) -> TimelineLayout:
+    """The layout of the table at `storage`, read from `hoodie.properties` now (so a writer under
+    the lock sees an upgrade that finished since it opened the table). No table yet: layout 1."""
+    try:
+        return layout_of(TableConfig.load(storage))
+    except TableNotFoundError:
+        return LAYOUT_1
