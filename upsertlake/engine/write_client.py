@@ -40,6 +40,7 @@ from upsertlake.engine.bucket_writer import (
 )
 from upsertlake.engine.bulk_insert import bulk_insert_buckets, bulk_insert_sort
 from upsertlake.layout.file_writer import file_writer_config
+from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
@@ -336,6 +337,7 @@ class WriteClient:
         cfg = self.config.with_overrides(options)
         index = self.index if options is None else make_index(cfg.get(opt.INDEX_TYPE))
         stages = {} if stages is None else stages
+        self._log_default_partition(batch)
         timeline = Timeline.load(self.storage)
         view = FileSystemView(timeline)
         with _stage(stages, "tag", progress):
@@ -349,6 +351,19 @@ class WriteClient:
             )
             buckets, assignment = self._partition(profile, records, file_ids, view, timeline, operation, cfg)
         return WritePlan(operation, cfg, batch, view, records, locations, profile, buckets, assignment, stages)
+
+    def _log_default_partition(self, batch: PreparedBatch) -> None:
+        """Hudi writes records with a null or empty partition value to __HIVE_DEFAULT_PARTITION__;
+        so do we, but say so once per write (here, on the driver, also for Spark writes)."""
+        if not self.table_config.partition_fields or batch.records.num_rows == 0:
+            return
+        count = pc.sum(pc.match_substring(batch.partitions, DEFAULT_PARTITION)).as_py() or 0
+        if count:
+            fields = ", ".join(self.table_config.partition_fields)
+            log.warning(
+                "%d record(s) have a null or empty partition value (%s): they go to partition %s",
+                count, fields, DEFAULT_PARTITION,
+            )
 
     # -- 3. tag ------------------------------------------------------------------------------
     def _tag(
