@@ -128,3 +128,90 @@ def test_no_log_without_null_partition_values(table, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="upsertlake"):
         table.upsert(batch(ids=("c",), ts=(1,), p=("x",), v=(1.0,)))
     assert not [r for r in caplog.records if "__HIVE_DEFAULT_PARTITION__" in r.getMessage()]
+
+
+# -- options that contradict the table's stored config ------------------------------------------
+@pytest.fixture
+def uuid_table(tmp_path: Path):
+    t = create_table(tmp_path / "u", "trips", record_key="uuid", precombine_field="ts", partition_fields="city")
+    t.upsert(pa.table({"uuid": ["a"], "ts": [1], "city": ["sf"]}))
+    return t
+
+
+def test_open_table_with_another_record_key_is_a_config_conflict(uuid_table) -> None:
+    before = tree_digest(Path(uuid_table.path))
+    with pytest.raises(ConfigError) as info:
+        open_table(uuid_table.path, options={"hoodie.datasource.write.recordkey.field": "id"})
+    assert "hoodie.datasource.write.recordkey.field='id' but the table has hoodie.table.recordkey.fields='uuid'" in str(
+        info.value
+    )
+    assert tree_digest(Path(uuid_table.path)) == before
+
+
+@pytest.mark.parametrize(
+    "key, value, stored",
+    [
+        ("hoodie.datasource.write.partitionpath.field", "region", "hoodie.table.partition.fields='city'"),
+        ("hoodie.datasource.write.precombine.field", "event_time", "hoodie.table.precombine.field='ts'"),
+        ("hoodie.table.name", "rides", "hoodie.table.name='trips'"),
+        ("hoodie.datasource.write.hive_style_partitioning", "true", "hive_style_partitioning=false"),
+        (
+            "hoodie.datasource.write.keygenerator.class",
+            "org.apache.hudi.keygen.ComplexKeyGenerator",
+            "hoodie.table.keygenerator.class='org.apache.hudi.keygen.SimpleKeyGenerator'",
+        ),
+    ],
+)
+def test_per_call_option_contradicting_the_table_is_refused(uuid_table, key: str, value: str, stored: str) -> None:
+    data = pa.table({"uuid": ["b"], "ts": [1], "city": ["sf"]})
+    unchanged(uuid_table, lambda: uuid_table.upsert(data, options={key: value}), ConfigError, stored)
+    with pytest.raises(ConfigError) as info:
+        uuid_table.upsert(data, options={key: value})
+    assert f"{key}={value}" in str(info.value).replace("'", "")
+
+
+def test_matching_options_are_fine(uuid_table) -> None:
+    t = open_table(uuid_table.path, options={
+        "hoodie.datasource.write.recordkey.field": "uuid",
+        "hoodie.datasource.write.partitionpath.field": "city",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.table.name": "trips",
+    })
+    assert t.upsert(pa.table({"uuid": ["b"], "ts": [1], "city": ["sf"]})).num_inserts == 1
+
+
+def test_create_table_refuses_options_contradicting_its_arguments(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="recordkey.field='id' but the table has hoodie.table.recordkey.fields='uuid'"):
+        create_table(tmp_path / "c", "c", record_key="uuid", options={"hoodie.datasource.write.recordkey.field": "id"})
+    assert not (tmp_path / "c").exists() or not any((tmp_path / "c").rglob("hoodie.properties"))
+
+
+def test_create_table_takes_the_key_generator_option(tmp_path: Path) -> None:
+    complex_keygen = "org.apache.hudi.keygen.ComplexKeyGenerator"
+    t = create_table(tmp_path / "g", "g", record_key="id", partition_fields="p",
+                     options={"hoodie.datasource.write.keygenerator.class": complex_keygen})
+    assert open_table(t.path).config.keygen_class == complex_keygen
+
+
+# -- named errors --------------------------------------------------------------------------------
+@pytest.mark.parametrize("filters", [[("p", "~", "x")], [("p", "=")], ["p = x"]])
+def test_bad_filter_is_a_filter_error(table, filters) -> None:
+    with pytest.raises(upsertlake.FilterError, match=re.escape(repr(filters[0]))):
+        table.read(filters=filters)
+    assert issubclass(upsertlake.FilterError, upsertlake.UpsertlakeError)
+
+
+def test_delete_unknown_partition_is_partition_not_found(table) -> None:
+    unchanged(
+        table, lambda: table.delete_partitions(["x", "nowhere"]), upsertlake.PartitionNotFoundError,
+        "no such partition(s) ['nowhere']",
+    )
+    assert issubclass(upsertlake.PartitionNotFoundError, upsertlake.UpsertlakeError)
+
+
+def test_every_error_class_is_exported() -> None:
+    import upsertlake.errors as errors
+
+    classes = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, errors.UpsertlakeError)]
+    assert {c.__name__ for c in classes} <= set(upsertlake.__all__)
+    assert all(getattr(upsertlake, c.__name__) is c for c in classes)

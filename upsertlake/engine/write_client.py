@@ -30,6 +30,7 @@ from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
+from upsertlake.config.table_options import check_against_table
 from upsertlake.engine.bucket_writer import (
     DELETE_FLAG,
     KEY,
@@ -44,7 +45,7 @@ from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
-from upsertlake.errors import UpsertlakeError, WriteConflictError
+from upsertlake.errors import PartitionNotFoundError, UpsertlakeError, WriteConflictError
 from upsertlake.index import make_index
 from upsertlake.index.base import Index, IndexUpdate
 from upsertlake.partitioner import (
@@ -224,7 +225,7 @@ class WriteClient:
         view = FileSystemView(timeline)
         unknown = sorted(set(partitions) - set(view.partitions()))
         if unknown:
-            raise UpsertlakeError(f"no such partition(s) {unknown}; the table has {view.partitions()}")
+            raise PartitionNotFoundError(f"no such partition(s) {unknown}; the table has {view.partitions()}")
         replaced = {p: [bf.file_id for bf in view.latest_base_files([p])] for p in partitions}
         # The schema rides along: readers (hudi-rs) take it from the newest commit.
         schema_json = timeline.latest_schema() or self.table_config.create_schema
@@ -305,6 +306,7 @@ class WriteClient:
         if operation not in OPERATIONS:
             raise UpsertlakeError(f"unknown operation {operation!r}; use one of {', '.join(OPERATIONS)}")
         cfg = self.config.with_overrides(options)
+        check_against_table(cfg, self.table_config)
         schema_json = Timeline.load(self.storage).latest_schema() or self.table_config.create_schema
         combine = {
             "upsert": cfg.get(opt.COMBINE_BEFORE_UPSERT),

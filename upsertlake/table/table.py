@@ -12,6 +12,7 @@ import pyarrow as pa
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
+from upsertlake.config.table_options import check_against_table
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.errors import (
@@ -50,6 +51,7 @@ class Table:
         self.storage = storage
         self.config = config
         self.options = Config.resolve(options, table_properties=config.to_properties())
+        check_against_table(self.options, config)
         self._client: WriteClient | None = None
 
     @property
@@ -260,10 +262,12 @@ def create_table(
         partition_fields=_fields(partition_fields),
         precombine_field=precombine_field or None,
         database=resolved.get(opt.DATABASE_NAME),
+        keygen_class=resolved.get(opt.KEYGEN_CLASS),
         hive_style_partitioning=hive_style_partitioning,
         urlencode_partitions=resolved.get(opt.PARTITIONPATH_URLENCODE),
         create_schema=create_schema,
     )
+    check_against_table(resolved, config)
     if storage.exists(".hoodie/hoodie.properties"):
         raise TableExistsError(f"a table already exists at {storage.base}")
     storage.makedirs(".hoodie/archived")
