@@ -156,15 +156,16 @@ class Table:
 
     def cluster(
         self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process
-    ) -> ClusterResult | None:
+    ) -> ClusterResult:
         """Merge small file groups per partition into files near the target size (a replacecommit);
-        None when no partition has two small groups to merge. `upsertlake.spark.cluster` passes a
+        when no partition has two small groups to merge, a result without instant says why. `upsertlake.spark.cluster` passes a
         `map_groups` that writes each new group as a Spark task."""
         return self._cluster(self.options.with_overrides(options), map_groups)
 
-    def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult | None:
+    def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult:
         result = cluster(self.storage, self.write_client().lock, self.config, cfg, map_groups)
-        self._client = None  # file groups moved: the index learns the new files
+        if result.clustered:
+            self._client = None  # file groups moved: the index learns the new files
         return result
 
     # -- table services (upsertlake.services) --------------------------------------------------
