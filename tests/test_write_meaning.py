@@ -215,3 +215,13 @@ def test_every_error_class_is_exported() -> None:
     classes = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, errors.UpsertlakeError)]
     assert {c.__name__ for c in classes} <= set(upsertlake.__all__)
     assert all(getattr(upsertlake, c.__name__) is c for c in classes)
+
+
+def test_naive_precombine_timestamps_do_not_become_zoned(tmp_path: Path) -> None:
+    t = create_table(tmp_path / "z", "z", record_key="id", precombine_field="at")
+    t.upsert(pa.table({"id": ["a"], "at": pa.array([1_000_000], pa.timestamp("us", "UTC"))}))
+    t.upsert(pa.table({"id": ["b"], "at": pa.array([1_000], pa.timestamp("ms", "UTC"))}))  # exact: fine
+    unchanged(
+        t, lambda: t.upsert(pa.table({"id": ["c"], "at": pa.array([1_000_000], pa.timestamp("us"))})),
+        SchemaError, "one has a time zone, the other not",
+    )

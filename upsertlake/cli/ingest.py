@@ -102,7 +102,10 @@ def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str])
     _say(f"spark session ({args.spark_master}) in {time.perf_counter() - began:.1f} s")
     reader = spark.read.option("header", "true").option("inferSchema", "true") if args.format == "csv" else spark.read
     df = reader.format(args.format).load(files)
-    opts = dict(options, record_key=args.record_key, table=args.name or Path(args.table).resolve().name)
+    opts = dict(options, record_key=args.record_key)
+    if args.name or not _table_exists(args.table):
+        # The name is the table's once created: a default differing from it would be a config conflict.
+        opts["table"] = args.name or Path(args.table).resolve().name
     if args.precombine_field:
         opts["precombine_field"] = args.precombine_field
     if args.partition_fields:
@@ -116,6 +119,14 @@ def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str])
         "updates": result.num_updates,
         "stage_seconds": {k: round(v, 3) for k, v in result.stage_seconds.items()},
     }
+
+
+def _table_exists(path: str) -> bool:
+    try:
+        open_table(path)
+    except TableNotFoundError:
+        return False
+    return True
 
 
 def _say(line: str) -> None:

@@ -68,6 +68,8 @@ def _keep_key_types(batch: pa.Table, table_schema: pa.Schema, config: TableConfi
             why = "some values change"
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             exact, why = False, str(exc)
+        if _tz_kind_differs(column.type, want):
+            exact, why = False, "one has a time zone, the other not"
         if not exact:
             raise SchemaError(
                 f"{role} column {name!r} keeps the table's type {want}: the batch's {column.type} values "
@@ -75,6 +77,11 @@ def _keep_key_types(batch: pa.Table, table_schema: pa.Schema, config: TableConfi
             )
         batch = batch.set_column(batch.schema.get_field_index(name), pa.field(name, want), cast)
     return batch
+
+
+def _tz_kind_differs(a: pa.DataType, b: pa.DataType) -> bool:
+    """A naive timestamp is not an instant: it never becomes a zoned one (or back) silently."""
+    return pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and (a.tz is None) != (b.tz is None)
 
 
 def _require_ordering(batch: pa.Table, name: str) -> None:
