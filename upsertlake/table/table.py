@@ -158,8 +158,8 @@ class Table:
         self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process
     ) -> ClusterResult:
         """Merge small file groups per partition into files near the target size (a replacecommit);
-        when no partition has two small groups to merge, a result without instant says why. `upsertlake.spark.cluster` passes a
-        `map_groups` that writes each new group as a Spark task."""
+        when no partition has two small groups to merge, a result without instant says why.
+        `upsertlake.spark.cluster` passes a `map_groups` that writes each new group as a Spark task."""
         return self._cluster(self.options.with_overrides(options), map_groups)
 
     def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult:
