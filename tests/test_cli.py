@@ -58,7 +58,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def table(tmp_path_factory: pytest.TempPathFactory, inputs: Path) -> tuple[Path, list[str]]:
     """A table written by the command: insert (parquet), upsert (CSV); returns its instants."""
     path = tmp_path_factory.mktemp("t") / "trips"
-    out = ok("create", path, "--name", "trips", "--record-key", "uuid", "--precombine", "ts", "--partition", "city")
+    out = ok("create", path, "--name", "trips", "--record-key", "uuid", "--precombine-field", "ts", "--partition-fields", "city")
     assert out == f"created table 'trips' at {path}\n"
     first = js("insert", path, inputs / "first.parquet")
     assert {k: first[k] for k in ("operation", "input_records", "inserts", "updates", "deletes", "files_written")} == {
@@ -88,11 +88,13 @@ def test_show_timeline_commit_files(table: tuple[Path, list[str]]) -> None:
     assert [(i["instant"], i["action"], i["state"], i["operation"]) for i in timeline] == [
         (t1, "commit", "completed", "INSERT"), (t2, "commit", "completed", "UPSERT"),
     ]  # fmt: skip
-    assert [(i["records"], i["inserts"], i["updates"], i["deletes"]) for i in timeline] == [(20, 20, 0, 0), (21, 1, 1, 0)]
+    assert [(i["batch"], i["inserts"], i["updates"], i["deletes"], i["rows_written"]) for i in timeline] == [
+        (20, 20, 0, 0, 20), (2, 1, 1, 0, 21),
+    ]  # fmt: skip
     assert all(i["completion"] >= i["instant"] and i["seconds"] >= 0 for i in timeline)
     text = ok("timeline", path).splitlines()
-    assert text[0].split() == ["instant", "action", "state", "completion", "operation", "records", "inserts",
-                               "updates", "deletes", "bytes", "seconds"]  # fmt: skip
+    assert text[0].split() == ["instant", "action", "state", "completion", "operation", "batch", "inserts",
+                               "updates", "deletes", "rows_written", "bytes", "seconds"]  # fmt: skip
     assert text[2].split()[:4] == [t2, "commit", "completed", timeline[1]["completion"]]
 
     commit = js("commit", path, t2)
@@ -103,7 +105,10 @@ def test_show_timeline_commit_files(table: tuple[Path, list[str]]) -> None:
     assert [(f["instant"], f["latest"], f["committed"], f["rows"]) for f in files] == [(t1, False, True, 10), (t2, True, True, 10)]
     assert len({f["file_id"] for f in files}) == 1
     assert all(f["bytes"] == (path / "nyc" / f["file"]).stat().st_size for f in files)
-    assert ok("files", path, "--partition", "nyc").splitlines()[0] == "1 file groups, 2 base files"
+    assert ok("files", path, "--partition", "nyc").splitlines()[0] == (
+        "1 file groups, as `show` counts them (the latest snapshot); also on storage: 0 replaced, "
+        "0 with no committed file; 2 base files"
+    )
 
 
 def test_read(table: tuple[Path, list[str]]) -> None:
@@ -233,7 +238,7 @@ def test_progress_bars_on_a_terminal(tmp_path: Path, inputs: Path) -> None:
     import pty
 
     path = tmp_path / "t"
-    ok("create", path, "--name", "t", "--record-key", "uuid", "--precombine", "ts", "--partition", "city")
+    ok("create", path, "--name", "t", "--record-key", "uuid", "--precombine-field", "ts", "--partition-fields", "city")
     out = bytearray()
 
     def read(fd: int) -> bytes:

@@ -218,7 +218,9 @@ def test_cluster_merges_small_file_groups_without_changing_the_snapshot(tmp_path
     written = pq.read_table(tmp_path / result.files_written[0]).column("v").to_pylist()
     assert written == sorted(written)  # sorted by the sort column
     assert snap(tmp_path, as_of=times[-1]) == snap(tmp_path) == hudi_snap(tmp_path, as_of=times[-1])
-    assert open_table(tmp_path, SMALL).cluster() is None  # one group per partition: nothing to merge
+    nothing = open_table(tmp_path, SMALL).cluster()  # one group per partition: nothing to merge
+    assert (nothing.instant_time, nothing.replaced, nothing.files_written) == (None, {}, ())
+    assert nothing.reason.startswith("no partition has two file groups below hoodie.clustering.plan.strategy")
 
 
 def test_upsert_on_a_group_being_clustered_conflicts_and_inserts_avoid_it(tmp_path: Path, monkeypatch) -> None:

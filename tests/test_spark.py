@@ -23,7 +23,7 @@ from upsertlake.spark.source import plan_scan
 from upsertlake.timeline.instant import State
 
 REPO = Path(__file__).resolve().parents[1]
-OPTS = {"table": "t", "record_key": "id", "precombine": "ts", "partition": "p"}
+OPTS = {"table": "t", "record_key": "id", "precombine_field": "ts", "partition_fields": "p"}
 SMALL_FILES = {"hoodie.parquet.max.file.size": 16 * 1024, "hoodie.parquet.small.file.limit": 8 * 1024}
 
 
@@ -190,7 +190,7 @@ def test_ingest_command_ingests_each_file_once(tmp_path: Path) -> None:
     pq.write_table(rows(range(20), 1, "one").drop_columns(["_hoodie_is_deleted"]), source / "a.parquet")
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-m", "upsertlake.cli", "ingest", "--source", str(source), "--format", "parquet",
-           "--table", str(table), "--record-key", "id", "--precombine", "ts", "--partition", "p", "--json"]
+           "--table", str(table), "--record-key", "id", "--precombine-field", "ts", "--partition-fields", "p", "--json"]
 
     def run() -> dict:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import hudi_read
 
-from upsertlake import create_table, open_table
+from upsertlake import SchemaError, create_table, open_table
 from upsertlake.timeline.instant import State
 
 GLOBAL_INDEXES = ["GLOBAL_SIMPLE", "GLOBAL_BLOOM", "GLOBAL_INMEMORY"]
@@ -110,10 +110,12 @@ def test_global_index_dedups_batch_by_key_alone(tmp_path: Path, index: str) -> N
     assert snap(t) == [("a", 2, "a2-later", "x"), ("b", 5, "b5", "y")]
 
 
-def test_null_precombine_value_loses_in_batch(tmp_path: Path) -> None:
+def test_null_precombine_value_is_refused(tmp_path: Path) -> None:
+    """Hudi refuses a null ordering value; so do we (it once silently lost the dedup)."""
     t = new_table(tmp_path, partitioned=False)
-    t.upsert(batch(("a", 1, "a1"), ("a", None, "anull"), ("b", None, "b-first"), ("b", None, "b-last"), partitioned=False))
-    assert snap(t, partitioned=False) == [("a", 1, "a1"), ("b", None, "b-last")]
+    with pytest.raises(SchemaError, match="precombine field 'ts' is null in 3 of 4 row"):
+        t.upsert(batch(("a", 1, "a1"), ("a", None, "anull"), ("b", None, "b-first"), ("b", None, "b-last"), partitioned=False))
+    assert t.timeline() == []
 
 
 # -- upsert: merge with the stored record ------------------------------------------------------

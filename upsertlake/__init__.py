@@ -6,10 +6,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from upsertlake.errors import (
+    CleanedInstantError,
     ConfigError,
     CorruptTableError,
+    FilterError,
     LockTimeoutError,
+    PartitionNotFoundError,
     SchemaError,
+    ServiceError,
     TableExistsError,
     TableNotFoundError,
     UnsupportedTableError,
@@ -44,11 +48,15 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Action",
+    "CleanedInstantError",
     "ConfigError",
     "CorruptTableError",
+    "FilterError",
     "Instant",
     "LockTimeoutError",
+    "PartitionNotFoundError",
     "SchemaError",
+    "ServiceError",
     "State",
     "Table",
     "TableExistsError",

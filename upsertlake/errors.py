@@ -45,3 +45,11 @@ class CleanedInstantError(UpsertlakeError):
 
 class ServiceError(UpsertlakeError):
     """A table service cannot run as asked (nothing to roll back, no such savepoint, ...)."""
+
+
+class FilterError(UpsertlakeError):
+    """A read filter is malformed: not a (column, op, value) tuple, or an unknown operator."""
+
+
+class PartitionNotFoundError(UpsertlakeError):
+    """A partition the caller named (e.g. to `delete_partitions`) is not in the table."""

@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import traceback
+import warnings
 from typing import NoReturn
 
 from upsertlake.cli import demo, doctor, ingest, insight, read, services, simulate, stats, write
@@ -45,7 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecationWarning)
+        args = build_parser().parse_args(argv)
+    for w in caught:  # deprecated spellings of options: one line each, the command still runs
+        print(f"warning: {w.message}", file=sys.stderr)
     debug = getattr(args, "debug", False)
     verbose = getattr(args, "verbose", 0)
     level = logging.DEBUG if debug or verbose > 1 else logging.INFO if verbose else logging.WARNING

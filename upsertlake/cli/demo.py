@@ -51,6 +51,10 @@ def demo(path: str | None) -> int:
         print(f"  {row['city']:<10} {row['uuid_count']}")
     print()
     print(format_rows(snapshot.select(["_hoodie_commit_time", "uuid", "city", "ts", "fare"]).sort_by("uuid")))
+    print(
+        f"\nthe table stays in {base} after this command: look at it with `upsertlake show {base}`, "
+        "delete the folder when done"
+    )
     return 0
 
 

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from upsertlake.cli.output import CliError, parse_options, print_json
+from upsertlake.cli.output import CliError, add_key_fields, parse_options, print_json
 from upsertlake.errors import TableNotFoundError
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
@@ -28,9 +28,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--format", required=True, choices=sorted(EXTENSIONS), help="input format")
     p.add_argument("--table", required=True, help="the table (created on the first run)")
     p.add_argument("--name", help="table name when creating it (default: the folder's name)")
-    p.add_argument("--record-key", required=True, help="record key field(s), comma separated")
-    p.add_argument("--precombine", help="ordering field: the larger value wins")
-    p.add_argument("--partition", help="partition field(s), comma separated")
+    add_key_fields(p)
     p.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a Hudi write option (repeatable)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -104,11 +102,14 @@ def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str])
     _say(f"spark session ({args.spark_master}) in {time.perf_counter() - began:.1f} s")
     reader = spark.read.option("header", "true").option("inferSchema", "true") if args.format == "csv" else spark.read
     df = reader.format(args.format).load(files)
-    opts = dict(options, record_key=args.record_key, table=args.name or Path(args.table).resolve().name)
-    if args.precombine:
-        opts["precombine"] = args.precombine
-    if args.partition:
-        opts["partition"] = args.partition
+    opts = dict(options, record_key=args.record_key)
+    if args.name or not _table_exists(args.table):
+        # The name is the table's once created: a default differing from it would be a config conflict.
+        opts["table"] = args.name or Path(args.table).resolve().name
+    if args.precombine_field:
+        opts["precombine_field"] = args.precombine_field
+    if args.partition_fields:
+        opts["partition_fields"] = args.partition_fields
     result = write_dataframe(df, write_options(opts, args.table, "upsert"), {INGESTED_KEY: json.dumps(files)})
     for stage, seconds in result.stage_seconds.items():
         _say(f"  {stage:<8} {seconds:.2f} s")
@@ -118,6 +119,14 @@ def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str])
         "updates": result.num_updates,
         "stage_seconds": {k: round(v, 3) for k, v in result.stage_seconds.items()},
     }
+
+
+def _table_exists(path: str) -> bool:
+    try:
+        open_table(path)
+    except TableNotFoundError:
+        return False
+    return True
 
 
 def _say(line: str) -> None:

@@ -85,7 +85,15 @@ def timeline(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         print(format_records(out, list(out[0]) if out else ["instant", "action", "state"]))
+        if out:
+            print(TIMELINE_LEGEND)
     return 0
+
+
+TIMELINE_LEGEND = (
+    "(batch = records the commit inserted, updated or deleted; rows_written = rows in the files it "
+    "wrote, which include the unchanged rows a rewrite copies)"
+)
 
 
 def _instant_row(tl: Timeline, inst: Instant, mtimes: dict[str, int]) -> dict[str, Any]:
@@ -94,7 +102,9 @@ def _instant_row(tl: Timeline, inst: Instant, mtimes: dict[str, int]) -> dict[st
         "instant": inst.time,
         "action": inst.action.value,
         "state": inst.state.value,
-        **dict.fromkeys(["completion", "operation", "records", "inserts", "updates", "deletes", "bytes", "seconds"]),
+        **dict.fromkeys(
+            ["completion", "operation", "batch", "inserts", "updates", "deletes", "rows_written", "bytes", "seconds"]
+        ),
     }
     if not inst.is_completed:
         return row
@@ -109,12 +119,13 @@ def _instant_row(tl: Timeline, inst: Instant, mtimes: dict[str, int]) -> dict[st
         stats = meta.write_stats()
         row.update(
             operation=meta.operation_type,
-            records=meta.total_records_written,
             inserts=sum(s.numInserts for s in stats),
             updates=sum(s.numUpdateWrites for s in stats),
             deletes=sum(s.numDeletes for s in stats),
+            rows_written=meta.total_records_written,
             bytes=meta.total_bytes_written,
         )
+        row["batch"] = row["inserts"] + row["updates"] + row["deletes"]
     return row
 
 
@@ -155,6 +166,7 @@ def files(args: argparse.Namespace) -> int:
     if args.partition is not None and args.partition not in view.all_partitions():
         raise CliError(f"no partition {args.partition!r} in {table.path}")
     latest = {bf.path for bf in view.latest_base_files()}
+    replaced = view.replaced_file_groups
     committed = {i.time for i in view.visible_instants}
     rows = [
         {
@@ -163,6 +175,7 @@ def files(args: argparse.Namespace) -> int:
             "instant": bf.instant_time,
             "latest": bf.path in latest,
             "committed": bf.instant_time in committed,
+            "replaced": bf.file_group in replaced,
             "bytes": bf.size,
             "rows": footer_rows(table, bf),
             "file": bf.name,
@@ -173,11 +186,21 @@ def files(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return 0
-    groups = {(r["partition"], r["file_id"]) for r in rows}
-    print(f"{len(groups)} file groups, {len(rows)} base files")
+    live = {(r["partition"], r["file_id"]) for r in rows if r["latest"]}
+    gone = {(r["partition"], r["file_id"]) for r in rows if r["replaced"]}
+    pending = {(r["partition"], r["file_id"]) for r in rows} - live - gone
+    print(
+        f"{len(live)} file groups, as `show` counts them (the latest snapshot); also on storage: "
+        f"{len(gone)} replaced, {len(pending)} with no committed file; {len(rows)} base files"
+    )
     for r in rows:
-        r["mark"] = "*" if r["latest"] else "" if r["committed"] else "uncommitted"
+        r["mark"] = (
+            "*" if r["latest"] else "replaced" if r["replaced"] else "" if r["committed"] else "uncommitted"
+        )
     if rows:
         print(format_records(rows, ["partition", "file_id", "instant", "mark", "bytes", "rows"]))
-        print("(* = the latest visible version of its file group)")
+        print(
+            "(* = the latest visible version of its file group; replaced = a group retired by clustering, "
+            "an overwrite or delete_partitions, kept for time travel until the cleaner removes it)"
+        )
     return 0

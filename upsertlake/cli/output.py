@@ -3,8 +3,10 @@ commands raise for bad arguments or input."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +27,31 @@ def format_rows(table: pa.Table) -> str:
 def format_records(records: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
     """Dicts as an aligned text table with the given columns."""
     return format_rows(pa.table({c: [_text(r.get(c)) for r in records] for c in columns}))
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling of an option: stores into the new option's value and warns."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str = "", **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
+        warnings.warn(f"{option_string} is deprecated; use {self.new}", DeprecationWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)
+
+
+def add_key_fields(p: argparse.ArgumentParser, what: str = "") -> None:
+    """--record-key, --precombine-field, --partition-fields (comma-separated), the names every
+    command that creates a table uses; --precombine and --partition remain as deprecated aliases."""
+    p.add_argument("--record-key", required=True, help="record key field(s), comma separated")
+    p.add_argument("--precombine-field", help=f"ordering field: the larger value wins{what}")
+    p.add_argument("--partition-fields", default="", metavar="FIELDS", help="partition field(s), comma separated")
+    for old, new, dest in (
+        ("--precombine", "--precombine-field", "precombine_field"),
+        ("--partition", "--partition-fields", "partition_fields"),
+    ):
+        p.add_argument(old, dest=dest, action=_Deprecated, new=new, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def print_json(data: Any) -> None:

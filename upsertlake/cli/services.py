@@ -7,6 +7,8 @@ import argparse
 
 import upsertlake
 from upsertlake.cli.output import parse_options, print_json
+from upsertlake.timeline import documents
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 
 
@@ -84,10 +86,9 @@ def clean(args: argparse.Namespace) -> int:
 def cluster(args: argparse.Namespace) -> int:
     result = upsertlake.open_table(args.path).cluster(parse_options(args.option))
     if args.json:
-        print_json(None if result is None else {"instant_time": result.instant_time, "replaced": result.replaced,
-                                                "files_written": list(result.files_written)})
-    elif result is None:
-        print("nothing to cluster: no partition has two small file groups")
+        print_json(result.to_dict())
+    elif not result.clustered:
+        print(f"nothing to cluster: {result.reason}")
     else:
         replaced = sum(len(ids) for ids in result.replaced.values())
         print(f"replacecommit {result.instant_time}: {replaced} file groups clustered into {len(result.files_written)}")
@@ -109,8 +110,18 @@ def _instant_service(args: argparse.Namespace) -> int:
         done: Instant = table.savepoint(args.instant, args.comment)
     else:
         done = getattr(table, args.service)(args.instant)
+    info = {"instant_time": done.time, "action": done.action.value, "state": done.state.value}
+    if args.service != "savepoint":
+        # What was undone, from the instant's own metadata (HoodieRollback/RestoreMetadata).
+        meta = documents.decode(Timeline.load(table.storage).document(done), done.file_name())
+        undone = meta["instantsRollback"] if args.service == "rollback" else meta["restoreInstantInfo"]
+        info["rolled_back"] = [{"instant_time": i["commitTime"], "action": i["action"]} for i in undone]
     if args.json:
-        print_json({"instant_time": done.time, "action": done.action.value, "state": done.state.value})
+        print_json(info)
+    elif args.service == "savepoint":
+        print(f"savepoint {done.time} completed: commit {done.time} is pinned against cleaning")
     else:
-        print(f"{done.action.value} {done.time} completed")
+        what = ", ".join(f"{i['action']} {i['instant_time']}" for i in info["rolled_back"]) or "nothing"
+        restored = f"restored to savepoint {args.instant}: " if args.service == "restore" else ""
+        print(f"{restored}rolled back {what} ({done.action.value} instant {done.time})")
     return 0

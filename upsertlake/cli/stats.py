@@ -31,7 +31,7 @@ def table_stats(table: Table) -> dict[str, Any]:
     view = FileSystemView(timeline)
     limit = table.options.get(opt.PARQUET_SMALL_FILE_LIMIT)
     sizes = [bf.size for bf in view.latest_base_files()]
-    counts, edges = np.histogram(sizes, bins=min(10, len(set(sizes)))) if sizes else (np.zeros(0), np.zeros(0))
+    counts, edges = _histogram(sizes)
     partitions = []
     for p in view.partitions():
         latest = view.latest_base_files([p])
@@ -61,6 +61,26 @@ def table_stats(table: Table) -> dict[str, Any]:
         "partitions": partitions,
         "commits": commits,
     }
+
+
+def _histogram(sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Up to 10 bins over the sizes present; equal sizes get one bar a tenth of their size wide
+    (numpy's default range would be one byte, too thin to see)."""
+    if not sizes:
+        return np.zeros(0), np.zeros(0)
+    lo, hi = min(sizes), max(sizes)
+    if lo == hi:
+        pad = max(1.0, hi * 0.05)
+        return np.histogram(sizes, bins=1, range=(lo - pad, hi + pad))
+    return np.histogram(sizes, bins=min(10, len(set(sizes))))
+
+
+def _unit(largest: float) -> tuple[float, str]:
+    """The binary unit that shows `largest` bytes as a number of at least 1."""
+    for scale, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if largest >= scale:
+            return scale, name
+    return 1, "bytes"
 
 
 def stats(args: argparse.Namespace) -> int:
@@ -103,12 +123,22 @@ def plot(info: dict[str, Any], out: str) -> None:
     names = [p["partition"] or "(none)" for p in parts]
     fig, ax = plt.subplots(2, 2, figsize=(11, 8))
     hist = info["file_sizes"]["histogram"]
-    edges = [e / 2**20 for e in hist["bin_edges"]]
+    limit = info["small_file_limit"]
+    # The axis spans the files, not the small file limit: 0.4 MiB files on a 0-100 MiB axis
+    # draw nothing visible. The limit is a line when it falls inside the files' range.
+    scale, unit = _unit(max(hist["bin_edges"], default=0))
+    edges = [e / scale for e in hist["bin_edges"]]
+    title = "file sizes"
     if hist["counts"]:
         ax[0, 0].stairs(hist["counts"], edges, fill=True)
-    ax[0, 0].axvline(info["small_file_limit"] / 2**20, color="red", linestyle="--", label="small file limit")
-    ax[0, 0].set(title="file sizes", xlabel="MiB", ylabel="files")
-    ax[0, 0].legend()
+        ax[0, 0].set_xlim(edges[0], edges[-1])
+        if edges[0] <= limit / scale <= edges[-1]:
+            ax[0, 0].axvline(limit / scale, color="red", linestyle="--", label="small file limit")
+            ax[0, 0].legend()
+        else:
+            below = "all below" if limit / scale > edges[-1] else "all above"
+            title = f"file sizes ({below} the small file limit, {human_bytes(limit)})"
+    ax[0, 0].set(title=title, xlabel=unit, ylabel="files")
     ax[0, 1].bar(names, [p["small_files"] for p in parts])
     ax[0, 1].set(title="small files per partition", ylabel="files")
     ax[1, 0].bar(names, [p["rows"] for p in parts])

@@ -10,7 +10,7 @@ import time
 
 import upsertlake
 from upsertlake.cli.inputs import FORMATS, read_inputs
-from upsertlake.cli.output import format_records, human_bytes, parse_options, print_json
+from upsertlake.cli.output import add_key_fields, format_records, human_bytes, parse_options, print_json
 from upsertlake.engine.plan import Progress
 
 log = logging.getLogger(__name__)
@@ -22,9 +22,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("create", parents=[common], help="create an empty table")
     p.add_argument("path")
     p.add_argument("--name", required=True, help="table name (hoodie.table.name)")
-    p.add_argument("--record-key", required=True, help="record key field(s), comma separated")
-    p.add_argument("--precombine", help="ordering field: the larger value wins on upsert")
-    p.add_argument("--partition", nargs="+", default=[], metavar="FIELD", help="partition field(s)")
+    add_key_fields(p, " on upsert")
     p.add_argument("--hive-style", action="store_true", help="partition folders as field=value")
     _add_options(p)
     p.set_defaults(func=create)
@@ -58,8 +56,8 @@ def create(args: argparse.Namespace) -> int:
         args.path,
         name=args.name,
         record_key=args.record_key,
-        precombine_field=args.precombine,
-        partition_fields=args.partition,
+        precombine_field=args.precombine_field,
+        partition_fields=args.partition_fields,
         hive_style_partitioning=args.hive_style,
         options=parse_options(args.option),
     )

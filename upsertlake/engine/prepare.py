@@ -17,6 +17,7 @@ from upsertlake.layout.file_writer import META_COLUMNS
 from upsertlake.engine.input import to_arrow_table
 from upsertlake.errors import SchemaError
 from upsertlake.schema import conform, merge_schemas, normalize_batch
+from upsertlake.schema.types import same_type
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.util.arrow import constant
 
@@ -44,6 +45,53 @@ def _require(batch: pa.Table, fields: tuple[str, ...] | list[str], role: str) ->
     for name in fields:
         if name not in batch.column_names:
             raise SchemaError(f"{role} field {name!r} is missing from the batch (columns: {batch.column_names})")
+
+
+def _keep_key_types(batch: pa.Table, table_schema: pa.Schema, config: TableConfig) -> pa.Table:
+    """Record key, partition and precombine columns never change type (other columns widen):
+    they decide where a record lives and which version wins, so a batch whose ts became float64
+    (a pandas column with a NaN) must not turn the table's long into a double. A batch type is
+    cast to the table's when every value survives the round trip, else refused."""
+    roles = {name: "precombine" for name in [config.precombine_field] if name}
+    roles.update({name: "partition" for name in config.partition_fields})
+    roles.update({name: "record key" for name in config.record_key_fields})
+    for name, role in roles.items():
+        if name not in table_schema.names or name not in batch.column_names:
+            continue
+        want = table_schema.field(name).type
+        column = batch.column(name)
+        if same_type(column.type, want) or pa.types.is_null(column.type):
+            continue
+        try:
+            cast = column.cast(want)
+            exact = pc.all(pc.equal(cast.cast(column.type), column)).as_py() is not False
+            why = "some values change"
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            exact, why = False, str(exc)
+        if _tz_kind_differs(column.type, want):
+            exact, why = False, "one has a time zone, the other not"
+        if not exact:
+            raise SchemaError(
+                f"{role} column {name!r} keeps the table's type {want}: the batch's {column.type} values "
+                f"do not convert to it exactly ({why}); cast the column to {want}"
+            )
+        batch = batch.set_column(batch.schema.get_field_index(name), pa.field(name, want), cast)
+    return batch
+
+
+def _tz_kind_differs(a: pa.DataType, b: pa.DataType) -> bool:
+    """A naive timestamp is not an instant: it never becomes a zoned one (or back) silently."""
+    return pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and (a.tz is None) != (b.tz is None)
+
+
+def _require_ordering(batch: pa.Table, name: str) -> None:
+    """Hudi refuses a null ordering value (it cannot say which version wins); so do we."""
+    nulls = batch.column(name).null_count
+    if nulls:
+        raise SchemaError(
+            f"precombine field {name!r} is null in {nulls} of {batch.num_rows} row(s); "
+            "every record needs an ordering value"
+        )
 
 
 @dataclass(frozen=True)
@@ -93,6 +141,10 @@ def prepare_batch(
     if config.precombine_field:
         _require(batch, [config.precombine_field], "precombine")
     batch = normalize_batch(batch)
+    if table_schema is not None:
+        batch = _keep_key_types(batch, table_schema, config)
+    if config.precombine_field:
+        _require_ordering(batch, config.precombine_field)
     data_schema = merge_schemas(table_schema, batch.schema, allow_missing=allow_missing_columns)
     batch = conform(batch, data_schema)
     keygen = KeyGenerator(config)

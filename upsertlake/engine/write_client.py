@@ -30,6 +30,7 @@ from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig, write_properties
+from upsertlake.config.table_options import check_against_table
 from upsertlake.engine.bucket_writer import (
     DELETE_FLAG,
     KEY,
@@ -40,10 +41,11 @@ from upsertlake.engine.bucket_writer import (
 )
 from upsertlake.engine.bulk_insert import bulk_insert_buckets, bulk_insert_sort
 from upsertlake.layout.file_writer import file_writer_config
+from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
-from upsertlake.errors import UpsertlakeError, WriteConflictError
+from upsertlake.errors import PartitionNotFoundError, UpsertlakeError, WriteConflictError
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.index import make_index
 from upsertlake.index.base import Index, IndexUpdate
@@ -235,7 +237,7 @@ class WriteClient:
         view = FileSystemView(timeline)
         unknown = sorted(set(partitions) - set(view.partitions()))
         if unknown:
-            raise UpsertlakeError(f"no such partition(s) {unknown}; the table has {view.partitions()}")
+            raise PartitionNotFoundError(f"no such partition(s) {unknown}; the table has {view.partitions()}")
         replaced = {p: [bf.file_id for bf in view.latest_base_files([p])] for p in partitions}
         # The schema rides along: readers (hudi-rs) take it from the newest commit.
         schema_json = timeline.latest_schema() or self.table_config.create_schema
@@ -316,6 +318,7 @@ class WriteClient:
         if operation not in OPERATIONS:
             raise UpsertlakeError(f"unknown operation {operation!r}; use one of {', '.join(OPERATIONS)}")
         cfg = self._resolve(options)
+        check_against_table(cfg, self.table_config)
         schema_json = Timeline.load(self.storage).latest_schema() or self.table_config.create_schema
         combine = {
             "upsert": cfg.get(opt.COMBINE_BEFORE_UPSERT),
@@ -348,6 +351,7 @@ class WriteClient:
         cfg = self._resolve(options)
         index = self.index if options is None else make_index(cfg.get(opt.INDEX_TYPE))
         stages = {} if stages is None else stages
+        self._log_default_partition(batch)
         timeline = Timeline.load(self.storage)
         view = FileSystemView(timeline)
         with _stage(stages, "tag", progress):
@@ -361,6 +365,19 @@ class WriteClient:
             )
             buckets, assignment = self._partition(profile, records, file_ids, view, timeline, operation, cfg)
         return WritePlan(operation, cfg, batch, view, records, locations, profile, buckets, assignment, stages)
+
+    def _log_default_partition(self, batch: PreparedBatch) -> None:
+        """Hudi writes records with a null or empty partition value to __HIVE_DEFAULT_PARTITION__;
+        so do we, but say so once per write (here, on the driver, also for Spark writes)."""
+        if not self.table_config.partition_fields or batch.records.num_rows == 0:
+            return
+        count = pc.sum(pc.match_substring(batch.partitions, DEFAULT_PARTITION)).as_py() or 0
+        if count:
+            fields = ", ".join(self.table_config.partition_fields)
+            log.warning(
+                "%d record(s) have a null or empty partition value (%s): they go to partition %s",
+                count, fields, DEFAULT_PARTITION,
+            )
 
     # -- 3. tag ------------------------------------------------------------------------------
     def _tag(

@@ -35,5 +35,5 @@ def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
         storage.delete(path)
     storage.delete_dir(marker_folder(instant.time))
     delete_instant_files(storage, instant)
-    log.info("rolled back pending instant %s (%d files deleted)", instant.time, len(doomed))
+    log.info("removed instant %s and the %d file(s) it wrote", instant.time, len(doomed))
     return sorted(doomed)

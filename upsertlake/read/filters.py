@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.errors import UpsertlakeError
+from upsertlake.errors import FilterError
 
 Predicate = tuple[str, str, Any]
 Filters = Union[Sequence[Predicate], pc.Expression, None]
@@ -40,10 +40,10 @@ def conjunction(filters: Filters) -> list[Predicate]:
     out = []
     for item in filters:
         if not (isinstance(item, (tuple, list)) and len(item) == 3 and isinstance(item[0], str)):
-            raise UpsertlakeError(f"a filter must be (column, op, value) tuples or an Expression, got {item!r}")
+            raise FilterError(f"a filter must be (column, op, value) tuples or an Expression, got {item!r}")
         column, op, value = item
         if op not in _OPS:
-            raise UpsertlakeError(f"unknown filter operator {op!r} in {item!r}; use one of {sorted(_OPS)}")
+            raise FilterError(f"unknown filter operator {op!r} in {item!r}; use one of {sorted(_OPS)}")
         out.append((column, "=" if op == "==" else op, value))
     return out
 

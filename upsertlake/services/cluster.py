@@ -55,11 +55,26 @@ OPERATION = "CLUSTER"
 
 @dataclass(frozen=True)
 class ClusterResult:
-    """A completed clustering: the replacecommit, the groups replaced and the files written."""
+    """What a clustering did: the replacecommit, the groups replaced and the files written; or,
+    when there was nothing to merge, no instant and the `reason` why."""
 
-    instant_time: str
+    instant_time: str | None
     replaced: dict[str, list[str]]
     files_written: tuple[str, ...]
+    reason: str = ""
+
+    @property
+    def clustered(self) -> bool:
+        return self.instant_time is not None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "instant_time": self.instant_time,
+            "clustered": self.clustered,
+            "replaced": self.replaced,
+            "files_written": list(self.files_written),
+            "reason": self.reason,
+        }
 
 
 # Runs a function over the groups of a plan: in process by default, as Spark tasks on Spark.
@@ -72,14 +87,15 @@ def in_process(fn: Callable[[tuple[int, list[BaseFile]]], WriteStat], groups: li
 
 def cluster(
     storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_groups: GroupMap = in_process
-) -> ClusterResult | None:
-    """Plan, write and commit one clustering; None when no partition has two small groups to merge.
-    `map_groups` writes the new file groups (one task per group on Spark)."""
+) -> ClusterResult:
+    """Plan, write and commit one clustering; a result without instant, saying why, when no
+    partition has two small groups to merge. `map_groups` writes the new file groups (one task
+    per group on Spark)."""
     with lock.hold():
         timeline = Timeline.load(storage)
         groups = plan_groups(timeline, cfg)
         if not groups:
-            return None
+            return ClusterResult(None, {}, (), nothing_to_cluster(timeline, cfg))
         schema_json = timeline.latest_schema() or table_config.create_schema
         sort_columns = [c.strip() for c in cfg.get(opt.CLUSTERING_SORT_COLUMNS).split(",") if c.strip()]
         requested = create_requested(
@@ -153,6 +169,33 @@ def plan_groups(timeline: Timeline, cfg: Config) -> list[list[BaseFile]]:
                 sizes[k] += bf.size
         out.extend(b for b in bins if len(b) > 1)
     return out
+
+
+def nothing_to_cluster(timeline: Timeline, cfg: Config) -> str:
+    """Why `plan_groups` found nothing: no file groups, groups already being clustered, or no
+    partition with two small groups that fit together under the target size."""
+    view = FileSystemView(timeline)
+    latest = view.latest_base_files()
+    if not latest:
+        return "the table has no file groups"
+    limit = cfg.get(opt.CLUSTERING_SMALL_FILE_LIMIT)
+    busy = pending_clustering(timeline)
+    small: dict[str, int] = {}
+    for bf in latest:
+        if bf.size < limit and bf.file_id not in busy.get(bf.partition_path, ()):
+            small[bf.partition_path] = small.get(bf.partition_path, 0) + 1
+    pending = f"; {sum(map(len, busy.values()))} file group(s) are in a pending clustering" if busy else ""
+    if any(n > 1 for n in small.values()):
+        target = cfg.get(opt.CLUSTERING_TARGET_FILE_MAX_BYTES)
+        return (
+            f"no two small file groups of a partition fit together under "
+            f"{opt.CLUSTERING_TARGET_FILE_MAX_BYTES.key}={target}{pending}"
+        )
+    return (
+        f"no partition has two file groups below {opt.CLUSTERING_SMALL_FILE_LIMIT.key}={limit} bytes "
+        f"({sum(small.values())} small of {len(latest)} file groups in {len(view.partitions())} "
+        f"partition(s)){pending}"
+    )
 
 
 def clustering_due(timeline: Timeline, cfg: Config) -> bool:

@@ -27,8 +27,13 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str) -> Instant:
     """Roll back every commit (and savepoint) later than the savepoint; returns the `.restore` instant."""
     with lock.hold():
         timeline = Timeline.load(storage)
-        if savepoint_time not in savepoint_times(timeline):
-            raise ServiceError(f"no completed savepoint at {savepoint_time}; restore needs one (t.savepoint)")
+        savepoints = savepoint_times(timeline)
+        if savepoint_time not in savepoints:
+            have = f"the savepoints are {sorted(savepoints)}" if savepoints else "the table has none"
+            raise ServiceError(
+                f"no completed savepoint at {savepoint_time} ({have}); restore returns to a savepoint: "
+                "create one with `upsertlake savepoint PATH [INSTANT]` (or Table.savepoint) before you need it"
+            )
         later = [
             i for i in reversed(timeline.instants)
             if i.time > savepoint_time and i.action in (*WRITE_ACTIONS, Action.SAVEPOINT)

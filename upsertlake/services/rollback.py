@@ -7,6 +7,7 @@ files go; a crash midway leaves a pending instant that the next writer rolls bac
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from typing import Any
@@ -26,6 +27,8 @@ from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.layouts import table_layout
 from upsertlake.layout.markers import rollback_pending
 
+log = logging.getLogger(__name__)
+
 PLAN_SCHEMA = "HoodieRollbackPlan"
 METADATA_SCHEMA = "HoodieRollbackMetadata"
 
@@ -39,6 +42,8 @@ def rollback(storage: Storage, lock: TableLock, instant_time: str | None = None)
         requested = create_requested(storage, Action.ROLLBACK, documents.encode(PLAN_SCHEMA, rollback_plan(storage, target)))
         inflight = transition(storage, requested, State.INFLIGHT)
         meta = undo(storage, target, requested.time, started)
+        state = "completed" if target.is_completed else "pending"
+        log.info("rollback %s undid %s %s %s", requested.time, state, target.action.value, target.time)
         return transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, meta))
 
 

@@ -7,7 +7,7 @@ Spark's own parquet reader.
     import upsertlake.spark as uls
     uls.register(spark)
     spark.read.format("upsertlake").load(path)
-    uls.upsert(df, path, table="trips", record_key="uuid", precombine="ts", partition="city")
+    uls.upsert(df, path, table="trips", record_key="uuid", precombine_field="ts", partition_fields="city")
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from upsertlake.spark.write import write_dataframe
 from upsertlake.table.table import open_table
 
 
-def cluster(spark: object, path: str, **options: object) -> ClusterResult | None:
+def cluster(spark: object, path: str, **options: object) -> ClusterResult:
     """Clustering with one Spark task per new file group; the plan and the commit stay on the driver."""
 
     def on_spark(write, groups: list) -> list:

@@ -3,6 +3,7 @@ aliases, split into the table to open or create, the operation and the write opt
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -16,10 +17,12 @@ from upsertlake.table.table import Table, create_table, open_table
 ALIASES = {
     "table": opt.TABLE_NAME.key,
     "record_key": opt.RECORDKEY_FIELD.key,
-    "precombine": opt.PRECOMBINE_FIELD.key,
-    "partition": opt.PARTITIONPATH_FIELD.key,
+    "precombine_field": opt.PRECOMBINE_FIELD.key,
+    "partition_fields": opt.PARTITIONPATH_FIELD.key,
     "operation": opt.OPERATION.key,
 }
+# Older spellings, still accepted with a DeprecationWarning: one name per setting, as create_table.
+DEPRECATED = {"precombine": "precombine_field", "partition": "partition_fields"}
 AS_OF = "as.of.instant"
 QUERY_TYPE = "hoodie.datasource.query.type"
 BEGIN = "hoodie.datasource.read.begin.instanttime"
@@ -60,7 +63,18 @@ class WriteOptions:
 
 
 def resolve_aliases(options: Mapping[str, object]) -> dict[str, str]:
-    return {ALIASES.get(k.lower(), k): str(v) for k, v in options.items() if v is not None}
+    """Short names to Hudi keys; a list of fields (record_key, partition_fields) is joined by commas."""
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        name = key.lower()
+        if name in DEPRECATED:
+            warnings.warn(f"{key}= is deprecated; use {DEPRECATED[name]}=", DeprecationWarning, stacklevel=3)
+            name = DEPRECATED[name]
+        text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+        out[ALIASES.get(name, key)] = text
+    return out
 
 
 def write_options(options: Mapping[str, object], path: str | None = None, operation: str | None = None) -> WriteOptions:

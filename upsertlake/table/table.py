@@ -19,6 +19,7 @@ from upsertlake.config.table_config import (
     WRITABLE_VERSIONS,
     TableConfig,
 )
+from upsertlake.config.table_options import check_against_table
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.errors import (
@@ -62,6 +63,7 @@ class Table:
         self.options = Config.resolve(options, table_properties=config.to_properties())
         if self.options.is_set(opt.WRITE_TABLE_VERSION):
             config.check_write_version(self.options.get(opt.WRITE_TABLE_VERSION))
+        check_against_table(self.options, config)
         self._client: WriteClient | None = None
 
     @property
@@ -167,15 +169,16 @@ class Table:
 
     def cluster(
         self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process
-    ) -> ClusterResult | None:
+    ) -> ClusterResult:
         """Merge small file groups per partition into files near the target size (a replacecommit);
-        None when no partition has two small groups to merge. `upsertlake.spark.cluster` passes a
-        `map_groups` that writes each new group as a Spark task."""
+        when no partition has two small groups to merge, a result without instant says why.
+        `upsertlake.spark.cluster` passes a `map_groups` that writes each new group as a Spark task."""
         return self._cluster(self.options.with_overrides(options), map_groups)
 
-    def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult | None:
+    def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult:
         result = cluster(self.storage, self.write_client().lock, self.config, cfg, map_groups)
-        self._client = None  # file groups moved: the index learns the new files
+        if result.clustered:
+            self._client = None  # file groups moved: the index learns the new files
         return result
 
     # -- table services (upsertlake.services) --------------------------------------------------
@@ -273,6 +276,7 @@ def create_table(
         partition_fields=_fields(partition_fields),
         precombine_field=precombine_field or None,
         database=resolved.get(opt.DATABASE_NAME),
+        keygen_class=resolved.get(opt.KEYGEN_CLASS),
         hive_style_partitioning=hive_style_partitioning,
         urlencode_partitions=resolved.get(opt.PARTITIONPATH_URLENCODE),
         create_schema=create_schema,
@@ -283,6 +287,7 @@ def create_table(
     if version == 8:
         mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
         config = config.as_version_8(mode or (EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING), 8)
+    check_against_table(resolved, config)
     if storage.exists(PROPERTIES_FILE) or storage.exists(BACKUP_FILE):
         raise TableExistsError(f"a table already exists at {storage.base}")
     storage.makedirs(".hoodie/archived")

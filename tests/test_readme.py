@@ -1,0 +1,42 @@
+"""The README's Python examples run as written: every ```python block outside the Spark section,
+in order, in one namespace, from a temporary working folder (the examples make their own table
+folder with tempfile)."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def python_blocks() -> list[str]:
+    text = README.read_text("utf-8")
+    return [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "upsertlake.spark" not in b]
+
+
+def test_the_readme_has_the_examples() -> None:
+    blocks = python_blocks()
+    assert len(blocks) == 2
+    assert "create_table" in blocks[0] and "t.cluster()" in blocks[1]
+
+
+def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pandas")  # the example calls .to_pandas(), as the README says
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    namespace: dict[str, object] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the examples use today's names: no deprecation, no warning
+        for block in python_blocks():
+            exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
+    t = namespace["t"]
+    assert Path(str(namespace["path"])).is_relative_to(tmp_path)
+    assert namespace["res"].reason.startswith("no partition has two file groups below")  # one group each
+    actions = [i.action.value for i in t.timeline()]
+    assert actions == ["commit", "commit", "savepoint", "rollback", "restore", "replacecommit", "replacecommit"]
+    assert sorted(t.read().column("city").to_pylist()) == ["nyc"]  # sf was retired last

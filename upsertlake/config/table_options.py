@@ -1,0 +1,55 @@
+"""Write options checked against the table's stored config (Hudi's "Config conflict" check).
+
+A write option that names a different record key, partition path, precombine field, key
+generator or table name than `hoodie.properties` would otherwise be ignored: the table's own
+settings decide where records go. Hudi's `HoodieWriterUtils.validateTableConfig` refuses such a
+write; so do we, naming the option, its value and the table's.
+"""
+
+from __future__ import annotations
+
+from upsertlake.config import options as opt
+from upsertlake.config.options import Config, Option
+from upsertlake.config.table_config import TableConfig
+from upsertlake.errors import ConfigError
+
+
+def _fields(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def check_against_table(cfg: Config, table: TableConfig) -> None:
+    """ConfigError listing every option set in `cfg` that contradicts the table's config."""
+    stored: list[tuple[Option, object, object, str]] = [
+        (opt.TABLE_NAME, cfg.get(opt.TABLE_NAME), table.name, "hoodie.table.name"),
+        (opt.RECORDKEY_FIELD, _fields(cfg.get(opt.RECORDKEY_FIELD)), table.record_key_fields,
+         "hoodie.table.recordkey.fields"),
+        (opt.PARTITIONPATH_FIELD, _fields(cfg.get(opt.PARTITIONPATH_FIELD)), table.partition_fields,
+         "hoodie.table.partition.fields"),
+        (opt.PRECOMBINE_FIELD, cfg.get(opt.PRECOMBINE_FIELD), table.precombine_field or "",
+         "hoodie.table.precombine.field"),
+        (opt.KEYGEN_CLASS, cfg.get(opt.KEYGEN_CLASS), table.keygen_class, "hoodie.table.keygenerator.class"),
+        (opt.HIVE_STYLE_PARTITIONING, cfg.get(opt.HIVE_STYLE_PARTITIONING), table.hive_style_partitioning,
+         opt.HIVE_STYLE_PARTITIONING.key),
+        (opt.PARTITIONPATH_URLENCODE, cfg.get(opt.PARTITIONPATH_URLENCODE), table.urlencode_partitions,
+         opt.PARTITIONPATH_URLENCODE.key),
+    ]
+    conflicts = [
+        f"{option.key}={_show(given)} but the table has {prop}={_show(have)}"
+        for option, given, have, prop in stored
+        if cfg.is_set(option) and given != have
+    ]
+    if conflicts:
+        raise ConfigError(
+            "config conflict: the write options contradict the table's stored config: "
+            + "; ".join(conflicts)
+            + " (drop these options or make them match; a table's keys and partitioning do not change)"
+        )
+
+
+def _show(value: object) -> str:
+    if isinstance(value, tuple):
+        return repr(",".join(value))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
