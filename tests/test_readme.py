@@ -40,3 +40,21 @@ def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     actions = [i.action.value for i in t.timeline()]
     assert actions == ["commit", "commit", "savepoint", "rollback", "restore", "replacecommit", "replacecommit"]
     assert sorted(t.read().column("city").to_pylist()) == ["nyc"]  # sf was retired last
+
+
+@pytest.mark.spark
+def test_readme_spark_example_runs_after_the_others(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Spark block continues the Use example (its `batch` and `path`), on the tests' session."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    text = README.read_text("utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    spark_blocks = [b for b in blocks if "upsertlake.spark" in b]
+    assert len(spark_blocks) == 1
+    namespace: dict[str, object] = {}
+    for block in python_blocks() + spark_blocks:
+        exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
+    t = namespace["t"]
+    assert sorted(t.read().column("uuid").to_pylist()) == ["a", "b"]  # upserted, one deleted, both saved again
+    assert namespace["i"] in [x.time for x in t.timeline()]
