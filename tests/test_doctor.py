@@ -15,7 +15,7 @@ import pytest
 from conftest import tree_digest
 
 from upsertlake import create_table, open_table
-from upsertlake.services.doctor import Finding, diagnose, treat
+from upsertlake.services.doctor import Finding, diagnose
 from upsertlake.storage import Storage
 
 OLD = time.time() - 3600  # an hour ago: far past the heartbeat window (2 x 60 s)
