@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from upsertlake import open_table
 from upsertlake.simulation.invariants import check_table
@@ -36,9 +37,11 @@ def test_disjoint_writers_all_commit(tmp_path: Path) -> None:
     assert report["hudi_reader"] == "agrees" and report["ok"] is True
 
 
-def test_overlapping_writers_with_kills_keep_every_invariant(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", ["6", "8"])
+def test_overlapping_writers_with_kills_keep_every_invariant(tmp_path: Path, version: str) -> None:
     code, report = simulate(
-        tmp_path / "t", "--writers", "3", "--commits", "4", "--overlap", "0.5", "--kill-rate", "0.3", "--seed", "7"
+        tmp_path / "t", "--writers", "3", "--commits", "4", "--overlap", "0.5", "--kill-rate", "0.3", "--seed", "7",
+        "--table-version", version,
     )
     assert code == 0, report["violations"]
     assert report["violations"] == [] and report["attempted"] == 12

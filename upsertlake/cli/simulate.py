@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--batch-size", type=int, default=100, help="records per write (default 100)")
     p.add_argument("--lock-provider", default=SimulationConfig.lock_provider, help="hoodie.write.lock.provider")
     p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--table-version", type=int, choices=(6, 8), default=6, help="table version to create (default 6)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=simulate)
 
@@ -41,6 +42,7 @@ def simulate(args: argparse.Namespace) -> int:
         SimulationConfig(
             table=args.table, writers=args.writers, commits=args.commits, overlap=args.overlap,
             kill_rate=args.kill_rate, batch_size=args.batch_size, lock_provider=args.lock_provider, seed=args.seed,
+            table_version=args.table_version,
         )
     )
     print(report_json(report) if args.json else format_report(report))

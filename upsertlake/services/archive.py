@@ -45,7 +45,10 @@ def archive(storage: Storage, lock: TableLock, cfg: Config) -> list[Instant]:
         doomed = [i for i in active if i.is_completed and i.time < cutoff and i.action is not Action.SAVEPOINT]
         if not doomed:
             return []
-        records = [{"instantTime": i.time, "action": i.action.value, "metadata": timeline.document(i)} for i in doomed]
+        records = [
+            {"instantTime": i.time, "action": i.action.value, "metadata": timeline.document(i), "completionTime": i.completion}
+            for i in doomed
+        ]
         out = io.BytesIO()
         fastavro.writer(out, documents.schema(SCHEMA), records)
         storage.makedirs(ARCHIVE_FOLDER)

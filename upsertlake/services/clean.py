@@ -21,6 +21,8 @@ from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import CleanedInstantError, ConfigError
+from upsertlake.config.table_config import TableConfig
+from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, list_partitions_and_files
@@ -60,6 +62,7 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
         raise ConfigError(f"{_RETAINED[policy].key} must be at least 1, got {retained}")
     started = time.monotonic()
     with lock.hold():
+        drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
         doomed, earliest = plan(timeline, policy, retained)
         if not doomed:

@@ -38,6 +38,7 @@ from upsertlake.layout.file_writer import (
 )
 from upsertlake.errors import SchemaError, WriteConflictError
 from upsertlake.schema import avro_to_arrow, conform
+from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView, base_file_name
@@ -92,6 +93,7 @@ def cluster(
     partition has two small groups to merge. `map_groups` writes the new file groups (one task
     per group on Spark)."""
     with lock.hold():
+        drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
         groups = plan_groups(timeline, cfg)
         if not groups:

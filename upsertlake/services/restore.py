@@ -7,6 +7,8 @@ import time
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.errors import ServiceError
+from upsertlake.config.table_config import TableConfig
+from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
 from upsertlake.services.rollback import undo
 from upsertlake.timeline.retention import savepoint_times
@@ -26,6 +28,7 @@ METADATA_SCHEMA = "HoodieRestoreMetadata"
 def restore(storage: Storage, lock: TableLock, savepoint_time: str) -> Instant:
     """Roll back every commit (and savepoint) later than the savepoint; returns the `.restore` instant."""
     with lock.hold():
+        drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
         savepoints = savepoint_times(timeline)
         if savepoint_time not in savepoints:

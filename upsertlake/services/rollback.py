@@ -14,6 +14,8 @@ from typing import Any
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.errors import ServiceError
+from upsertlake.config.table_config import TableConfig
+from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
 from upsertlake.timeline.retention import check_readable, savepoint_times
 from upsertlake.storage import Storage
@@ -36,6 +38,7 @@ METADATA_SCHEMA = "HoodieRollbackMetadata"
 def rollback(storage: Storage, lock: TableLock, instant_time: str | None = None) -> Instant:
     """Roll back `instant_time` (default: the latest completed commit); returns the `.rollback` instant."""
     with lock.hold():
+        drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
         target = _target(timeline, instant_time)
         started = time.monotonic()

@@ -44,6 +44,7 @@ class SimulationConfig:
     lock_provider: str = "upsertlake.concurrency.lock.FlockLockProvider"
     heartbeat_ms: int = 1000
     seed: int = 0
+    table_version: int = 6
 
     @property
     def journal(self) -> Path:
@@ -55,6 +56,7 @@ class SimulationConfig:
             "hoodie.write.lock.provider": self.lock_provider,
             "hoodie.client.heartbeat.interval_in_ms": self.heartbeat_ms,
             "hoodie.parquet.small.file.limit": 0,
+            "hoodie.write.table.version": self.table_version,
         }
 
 

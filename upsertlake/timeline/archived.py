@@ -2,7 +2,8 @@
 
 Deviation from Hudi 0.x, which appends them to log files `.hoodie/archived/.commits_.archive.N`:
 upsertlake writes one Avro container file per archival run, `archived/upsertlake-<first>-<last>.avro`,
-each record an instant's time, action and the bytes of its completed file. Hudi's readers skip
+each record an instant's time, action, completion time (version 8 tables; absent in older files)
+and the bytes of its completed file. Hudi's readers skip
 files of that folder not named `.commits_.archive*`, and treat base files of instants older than
 the active timeline as committed, so the table reads the same with them.
 """
@@ -43,7 +44,8 @@ def _read(base: str, rel: str, size: int, mtime_ns: int) -> dict[Instant, bytes]
     try:
         records = list(fastavro.reader(io.BytesIO(Storage(base).read_bytes(rel))))
         return {
-            Instant(r["instantTime"], Action(r["action"]), State.COMPLETED): bytes(r["metadata"]) for r in records
+            Instant(r["instantTime"], Action(r["action"]), State.COMPLETED, r.get("completionTime")): bytes(r["metadata"])
+            for r in records
         }
     except (ValueError, KeyError, EOFError) as exc:
         raise CorruptTableError(f"cannot parse archived timeline file {base}/{rel}: {exc}") from exc
