@@ -18,19 +18,21 @@ import time
 from pathlib import Path
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pytest
 from helpers import hudi_read
 
 from upsertlake import WriteConflictError, create_table, open_table
 from upsertlake.concurrency.heartbeat import heartbeat_path, is_expired
+from upsertlake.concurrency.key_summary import ROARING_MIN, KeySummary, key_hashes, read_summary
 from upsertlake.concurrency.lock import (
     FILE_SYSTEM_PROVIDER,
     IN_PROCESS_PROVIDER,
     make_lock,
 )
 from upsertlake.config import Config
-from upsertlake.errors import ConfigError, LockTimeoutError
+from upsertlake.errors import ConfigError, CorruptTableError, LockTimeoutError
 from upsertlake.storage import Storage
 from upsertlake.timeline.instant import Action, State
 
@@ -143,7 +145,7 @@ def test_concurrent_inserts_of_one_new_key_fail_the_later_writer(tmp_path: Path)
     c2, t2, r2 = started(tmp_path, rows(("new", 2, "w2", "p1"), ("n2", 1, "w2", "p1")))
     assert r1.write_stats[0].fileId != r2.write_stats[0].fileId
     c1.commit(t1, r1)
-    with pytest.raises(WriteConflictError, match="both inserted the new key\\(s\\) new"):
+    with pytest.raises(WriteConflictError, match="both wrote the record key\\(s\\) new"):
         c2.commit(t2, r2)
     ids = [r[0] for r in snap(tmp_path)]
     assert ids == ["a", "b", "c", "n1", "new"]
@@ -165,7 +167,7 @@ def test_same_new_key_in_different_partitions_conflicts_under_a_global_index(tmp
     c1, t1, r1 = started(tmp_path, rows(("new", 1, "w1", "p1")), options=opts)
     c2, t2, r2 = started(tmp_path, rows(("new", 1, "w2", "p2")), options=opts)
     c1.commit(t1, r1)
-    with pytest.raises(WriteConflictError, match="both inserted the new key"):
+    with pytest.raises(WriteConflictError, match="both wrote the record key\\(s\\) new"):
         c2.commit(t2, r2)
 
 
@@ -400,3 +402,88 @@ def test_timeline_has_one_completed_commit_per_acknowledged_write(tmp_path: Path
     c1.commit(t1, r1)
     commits = [i for i in open_table(tmp_path).timeline() if i.action is Action.COMMIT]
     assert [i.state for i in commits] == [State.COMPLETED, State.COMPLETED]
+
+
+# -- key summaries -----------------------------------------------------------------------------
+def hudi_snap(path: Path) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in hudi_read(path).select(["id", "ts", "v", "p"]).to_pylist())
+
+
+def summary_of(path: Path, instant: str, partition: str, file_id: str):
+    return read_summary(Storage(path), instant, partition, file_id)
+
+
+def test_key_hashes_are_stable_and_the_summary_round_trips() -> None:
+    # The hashes are on disk: they must never change between versions or machines.
+    assert key_hashes(pa.array(["a", "", "id-1"])).tolist() == [2191698264, 4023394144, 3642176598]
+    assert key_hashes(pa.chunked_array([["a"], ["id-1"]])).tolist() == [2191698264, 3642176598]
+    small = KeySummary.of(pa.array(["u1", "u2"]), pa.array(["d"]), pa.array([], pa.string()))
+    back = KeySummary.from_bytes(small.to_bytes(), "test")
+    assert [a.tolist() for a in (back.updated, back.deleted, back.inserted)] == [
+        sorted(key_hashes(pa.array(["u1", "u2"])).tolist()), key_hashes(pa.array(["d"])).tolist(), []
+    ]
+    assert len(small.to_bytes()) == 5 + 3 * 9 + 3 * 4
+    many = pa.array([f"key-{i:08d}" for i in range(ROARING_MIN * 2)])
+    big = KeySummary.of(pa.array([], pa.string()), pa.array([], pa.string()), many)
+    data = big.to_bytes()
+    assert len(data) < 4 * len(big.inserted)  # stored as a roaring bitmap, smaller than the array
+    assert np.array_equal(KeySummary.from_bytes(data, "test").inserted, big.inserted)
+    with pytest.raises(CorruptTableError, match="damaged"):
+        KeySummary.from_bytes(data[:100], "test")
+    with pytest.raises(CorruptTableError, match="not a version 1 key summary"):
+        KeySummary.from_bytes(b"PAR1", "test")
+
+
+def test_each_bucket_write_stores_the_keys_it_updated_deleted_and_inserted(tmp_path: Path) -> None:
+    make(tmp_path)
+    t = open_table(tmp_path, OCC)
+    batch = rows(("a", 2, "a2", "p1"), ("b", 2, "b2", "p1"), ("d", 1, "d1", "p1"), ("e", 1, "e1", "p2"))
+    result = t.upsert(batch.append_column("_hoodie_is_deleted", pa.array([False, True, False, False])))
+    by_partition = {s.partitionPath: s for s in result.write_stats}
+    p1 = summary_of(tmp_path, result.instant_time, "p1", by_partition["p1"].fileId)
+    assert p1.updated.tolist() == key_hashes(pa.array(["a"])).tolist()
+    assert p1.deleted.tolist() == key_hashes(pa.array(["b"])).tolist()
+    assert p1.inserted.tolist() == key_hashes(pa.array(["d"])).tolist()
+    p2 = summary_of(tmp_path, result.instant_time, "p2", by_partition["p2"].fileId)
+    assert (p2.updated.tolist(), p2.deleted.tolist(), p2.inserted.tolist()) == ([], [], key_hashes(pa.array(["e"])).tolist())
+    # Without an in-memory index the writer gets no key arrays back: the check reads the summaries.
+    assert result.index_update.inserted.num_rows == result.index_update.deleted.num_rows == 0
+    # Apache Hudi's reader ignores the sidecars: snapshot, time travel and incremental reads agree.
+    assert hudi_snap(tmp_path) == snap(tmp_path)
+    first = t.timeline()[0].time
+    assert sorted(hudi_read(tmp_path, as_of=first).column("id").to_pylist()) == ["a", "b", "c"]
+    assert sorted(hudi_read(tmp_path, begin=first).column("id").to_pylist()) == ["a", "d", "e"]
+
+
+def test_key_summaries_go_with_their_instant_on_rollback_clean_and_archive(tmp_path: Path) -> None:
+    make(tmp_path, {"hoodie.clean.automatic": False})
+    keys = tmp_path / ".hoodie" / ".keys"
+    t = open_table(tmp_path, dict(OCC, **{"hoodie.clean.automatic": False}))
+    times = [t.timeline()[0].time] + [t.upsert(rows(("a", i, f"a{i}", "p1"))).instant_time for i in range(2, 8)]
+    assert sorted(p.name for p in keys.iterdir()) == times
+    c, pending, _ = started(tmp_path, rows(("c", 9, "c9", "p2")))
+    assert (keys / pending).exists()
+    c.rollback(pending)  # a pending write
+    assert not (keys / pending).exists()
+    t.rollback()  # the latest completed commit
+    assert sorted(p.name for p in keys.iterdir()) == times[:-1]
+    cleaned = t.clean("KEEP_LATEST_COMMITS", 2)
+    # Old versions of group p1 are cleaned, and their summaries with them; p2's (times[0]) stays.
+    gone = [(f.split("/")[0], *Path(f).stem.split("_")) for f in cleaned.files_deleted]
+    assert len(gone) == 4 and all(summary_of(tmp_path, i, p, f) is None for p, f, _, i in gone)
+    assert list((keys / times[0] / "p2").glob("*.keys"))
+    moved = t.archive({"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3})
+    assert moved and all(not (keys / i.time).exists() for i in moved)
+    assert hudi_snap(tmp_path) == snap(tmp_path)
+
+
+def test_a_hash_collision_is_confirmed_against_the_keys_and_is_no_conflict(tmp_path: Path) -> None:
+    # k0115978 and k0125128 share one 32-bit hash; the check must read the keys and let both commit.
+    assert key_hashes(pa.array(["k0115978"])).tolist() == key_hashes(pa.array(["k0125128"])).tolist()
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("k0115978", 1, "x", "p1")))
+    c2, t2, r2 = started(tmp_path, rows(("k0125128", 1, "y", "p1")))
+    c1.commit(t1, r1)
+    c2.commit(t2, r2)
+    assert [r[0] for r in snap(tmp_path)] == ["a", "b", "c", "k0115978", "k0125128"]
+    assert_clean(tmp_path)

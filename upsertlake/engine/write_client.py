@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.concurrency.conflict import (
-    NO_INSERTS,
+    Conflict,
+    check_commit,
     clustering_file_groups,
-    find_conflict,
     pending_clustering,
 )
 from upsertlake.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
@@ -44,7 +44,7 @@ from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.errors import UpsertlakeError, WriteConflictError
-from upsertlake.index import make_index
+from upsertlake.index import InMemoryIndex, make_index
 from upsertlake.index.base import Index, IndexUpdate
 from upsertlake.partitioner import (
     ESTIMATE_ACTIONS_0_15,
@@ -262,6 +262,7 @@ class WriteClient:
             precombine_field=self.table_config.precombine_field,
             merge_mode=mode,
             file_config=file_writer_config(plan.cfg),
+            keep_keys=isinstance(self.index, InMemoryIndex),  # only it learns keys from a write
         )
 
     def write_result(
@@ -451,7 +452,6 @@ class WriteClient:
         if pending is None or result.instant_time != instant_time:
             raise UpsertlakeError(f"instant {instant_time} is not pending in this client")
         started = time.perf_counter()
-        ours = {(s.partitionPath, s.fileId) for s in result.write_stats}
         schema = result.data_schema
         # A delete on a table with no commits yet has no schema (an empty one) to record.
         has_schema = schema is not None and len(schema) > 0
@@ -464,7 +464,7 @@ class WriteClient:
             extra_metadata=extra,
             partition_to_replace_file_ids=result.replaced,
         )
-        ours |= metadata.file_groups()  # an overwrite conflicts on the groups it retires too
+        retiring = {(p, f) for p, ids in (result.replaced or {}).items() for f in ids}
         with self.lock.hold():
             timeline = Timeline.load(self.storage)
             current = timeline.get(instant_time, pending.instant.action)
@@ -479,10 +479,13 @@ class WriteClient:
                     f"write {instant_time} is no longer pending: another writer rolled it back "
                     "(its heartbeat expired, or a single writer started); nothing of it is visible"
                 )
-            inserted = result.index_update.inserted if result.index_update is not None else NO_INSERTS
-            conflict = find_conflict(
-                timeline, pending.completed_at_start, instant_time, ours, inserted, result.global_keys
+            check = check_commit(
+                timeline, pending.completed_at_start, instant_time, result.write_stats, retiring, result.global_keys
             )
+            conflict = check.conflict
+            if conflict is None and check.stale:
+                inst = next(iter(check.stale.values()))
+                conflict = Conflict(inst, f"both wrote file group(s) {sorted(check.stale)}")
             if conflict is not None:
                 rollback_pending(self.storage, current)
                 self._forget(instant_time)
