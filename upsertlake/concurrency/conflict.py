@@ -87,13 +87,13 @@ def check_commit(
         meta = timeline.commit_metadata(inst)
         retired = {(p, f) for p, ids in (meta.partition_to_replace_file_ids or {}).items() for f in ids}
         if retired & (own_groups | retiring):
-            return CommitCheck(Conflict(inst, f"it retired file group(s) {_names(retired & (own_groups | retiring))}"))
+            return CommitCheck(Conflict(inst, f"it retired file group(s) {describe_groups(retired & (own_groups | retiring))}"))
         theirs = _Written.load(storage, inst.time, meta.write_stats())
         shared = set(theirs.stats) & own_groups
         if set(theirs.stats) & retiring:
-            return CommitCheck(Conflict(inst, f"it wrote file group(s) {_names(set(theirs.stats) & retiring)} this overwrite retires"))
+            return CommitCheck(Conflict(inst, f"it wrote file group(s) {describe_groups(set(theirs.stats) & retiring)} this overwrite retires"))
         if shared and (theirs.summaries is None or own.summaries is None):
-            return CommitCheck(Conflict(inst, f"both wrote file group(s) {_names(shared)} (it keeps no key summary)"))
+            return CommitCheck(Conflict(inst, f"both wrote file group(s) {describe_groups(shared)} (it keeps no key summary)"))
         common = _common_keys(own, theirs, global_keys)
         if common:
             return CommitCheck(Conflict(inst, f"both wrote the record key(s) {', '.join(common)}", tuple(common)))
@@ -102,7 +102,7 @@ def check_commit(
         if inst.time != own_time:
             busy = clustering_file_groups(storage, inst) & own_groups
             if busy:
-                return CommitCheck(Conflict(inst, f"it is clustering file group(s) {_names(busy)}"))
+                return CommitCheck(Conflict(inst, f"it is clustering file group(s) {describe_groups(busy)}"))
     return CommitCheck(None, stale)
 
 
@@ -238,7 +238,7 @@ def pending_clustering(timeline: Timeline) -> dict[str, set[str]]:
     return busy
 
 
-def _names(groups: set[FileGroup]) -> str:
+def describe_groups(groups: set[FileGroup]) -> str:
     shown = sorted(groups)[:3]
     more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""
     return ", ".join(f"{p or '<root>'}/{f}" for p, f in shown) + more
