@@ -23,6 +23,7 @@ from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import State
 
 COLUMNS = ["id", "ts", "v", "p"]
+BATCH_KEY = "upsertlake.simulate.batch"  # extraMetadata: the journaled batch a commit wrote
 
 
 def _lines(journal: Path, pattern: str) -> list[str]:
@@ -38,20 +39,23 @@ def check_table(table_path: str, journal: Path) -> dict[str, object]:
     if pending:
         violations.append(f"instants left pending after cleanup: {pending}")
     committed = {i.time for i in timeline if i.state is State.COMPLETED}
+    batches = {p.stem.removeprefix("batch-"): p for p in journal.glob("batch-*.parquet")}
+    tl = Timeline.load(table.storage)
+    wrote = {i.time: tl.commit_metadata(i).extra_metadata.get(BATCH_KEY) for i in tl.completed_writes()}
+    known = {t: batches[b] for t, b in wrote.items() if b in batches}
     acked = set(_lines(journal, "acked-*.txt"))
-    simulated = committed - set(_lines(journal, "acked-seed.txt"))
+    simulated = set(known) - set(_lines(journal, "acked-seed.txt"))
     conflicted = set(_lines(journal, "conflicted-*.txt"))
     failed = _lines(journal, "failed-*.txt")
     violations += [f"acknowledged commit {t} is not on the timeline" for t in sorted(acked - committed)]
-    violations += [f"write {t} failed with a conflict but is visible" for t in sorted(conflicted & committed)]
-    batches = {p.stem.removeprefix("batch-"): p for p in journal.glob("batch-*.parquet")}
-    unknown = committed - set(batches)
+    violations += [f"write {b} failed with a conflict but is visible" for b in sorted(conflicted & set(wrote.values()))]
+    unknown = set(wrote) - set(known)
     violations += [f"commit {t} was not written by any simulated writer" for t in sorted(unknown)]
     violations += [f"write failed unexpectedly: {line}" for line in failed]
     violations += _stray_files(Path(table_path), committed)
 
     snapshot = table.read(columns=["_hoodie_commit_time", *COLUMNS])
-    expected = _serial_application([batches[t] for t in sorted(committed & set(batches))])
+    expected = _serial_application([known[t] for t in sorted(known)])
     violations += _compare("snapshot", _rows(snapshot), _rows(expected))
     keys = snapshot.column("id")
     if pc.count_distinct(keys).as_py() != len(keys):
@@ -60,10 +64,10 @@ def check_table(table_path: str, journal: Path) -> dict[str, object]:
     return {
         "attempted": len(_lines(journal, "attempts-*.txt")),
         "committed": len(acked & simulated),
-        "committed_unacknowledged": len(committed - acked - unknown),
+        "committed_unacknowledged": len(set(known) - acked),
         "conflicted": len(conflicted),
         "failed": len(failed),
-        "records_committed": sum(pq.read_metadata(batches[t]).num_rows for t in simulated & set(batches)),
+        "records_committed": sum(pq.read_metadata(known[t]).num_rows for t in simulated),
         "final_rows": snapshot.num_rows,
         "hudi_reader": hudi,
         "violations": violations,
