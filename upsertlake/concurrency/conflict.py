@@ -87,20 +87,23 @@ def check_commit(
         meta = timeline.commit_metadata(inst)
         retired = {(p, f) for p, ids in (meta.partition_to_replace_file_ids or {}).items() for f in ids}
         if retired & (own_groups | retiring):
-            return CommitCheck(Conflict(inst, f"it retired file group(s) {describe_groups(retired & (own_groups | retiring))}"))
+            why = f"it retired file group(s) {describe_groups(retired & (own_groups | retiring))}"
+            return CommitCheck(Conflict(inst, why))
         theirs = _Written.load(storage, inst.time, meta.write_stats())
         shared = set(theirs.stats) & own_groups
         if set(theirs.stats) & retiring:
-            return CommitCheck(Conflict(inst, f"it wrote file group(s) {describe_groups(set(theirs.stats) & retiring)} this overwrite retires"))
+            why = f"it wrote file group(s) {describe_groups(set(theirs.stats) & retiring)} this overwrite retires"
+            return CommitCheck(Conflict(inst, why))
         if shared and (theirs.summaries is None or own.summaries is None):
-            return CommitCheck(Conflict(inst, f"both wrote file group(s) {describe_groups(shared)} (it keeps no key summary)"))
+            why = f"both wrote file group(s) {describe_groups(shared)} (it keeps no key summary)"
+            return CommitCheck(Conflict(inst, why))
         common = _common_keys(own, theirs, global_keys)
         if common:
             return CommitCheck(Conflict(inst, f"both wrote the record key(s) {', '.join(common)}", tuple(common)))
         stale.update((g, inst) for g in shared)
     for inst in timeline.filter([Action.REPLACE_COMMIT], [State.REQUESTED, State.INFLIGHT]):
         if inst.time != own_time:
-            busy = clustering_file_groups(storage, inst) & own_groups
+            busy = clustering_file_groups(storage, inst) & (own_groups | retiring)
             if busy:
                 return CommitCheck(Conflict(inst, f"it is clustering file group(s) {describe_groups(busy)}"))
     return CommitCheck(None, stale)

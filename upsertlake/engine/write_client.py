@@ -501,17 +501,7 @@ class WriteClient:
                     self._fail(current, conflict)
                 moved_to = None
                 if conflict is None:
-                    # A file version named by an earlier instant than the newest one of its group
-                    # would be hidden from readers: then the whole write moves to a new instant.
-                    move = any(i.time > instant_time for i in check.stale.values())
-                    unkept = [g for g in check.stale if not self._can_remerge(pending, g, whole=move)]
-                    if unkept or remerges >= REMERGE_ATTEMPTS or (move and current.action is not Action.COMMIT):
-                        why = "it cannot merge them again (a distributed write)" if unkept else (
-                            f"they were rewritten again after {remerges} re-merges")
-                        inst = max(check.stale.values())
-                        self._fail(current, Conflict(inst, f"both wrote file group(s) {describe_groups(set(check.stale))} and {why}"))
-                    if move:
-                        moved_to = self._new_instant(pending)
+                    moved_to = self._prepare_remerge(current, pending, check.stale, remerges)
                 else:  # a true conflict, to be retried: drop what this attempt wrote, keep the instant
                     self._discard_files(instant_time, result)
                 view = FileSystemView(timeline)
@@ -528,7 +518,8 @@ class WriteClient:
             else:
                 retried += 1
                 log.info("write %s conflicts with %s; retry %d of %d", instant_time, conflict.describe(), retried, retries)
-                time.sleep(min(RETRY_WAIT_SECONDS[1], RETRY_WAIT_SECONDS[0] * 2 ** (retried - 1)) * random.uniform(0.5, 1))
+                first, longest = RETRY_WAIT_SECONDS
+                time.sleep(min(longest, first * 2 ** (retried - 1)) * random.uniform(0.5, 1))
                 result = self._redo(pending, result, attempt=remerges + retried + 1)
                 extra_seconds["retry"] += time.perf_counter() - began
         self._forget(instant_time)
@@ -591,15 +582,31 @@ class WriteClient:
             self.table_config = self.table_config.with_schema(extra["schema"])
             self.table_config.save(self.storage)
 
+    def _prepare_remerge(
+        self, current: Instant, pending: _Pending, stale: dict[FileGroup, Instant], remerges: int
+    ) -> Instant | None:
+        """Under the lock: fail the write if it cannot merge `stale` again; else the new instant it
+        must move to, or None. A version named by an earlier instant than the newest of its group
+        would be hidden from readers (they order versions by instant time): then the whole write
+        moves to a new instant."""
+        move = any(i.time > current.time for i in stale.values())
+        unkept = [g for g in stale if not self._can_remerge(pending, g, whole=move)]
+        if unkept or remerges >= REMERGE_ATTEMPTS or (move and current.action is not Action.COMMIT):
+            why = "it cannot merge them again (a distributed write)" if unkept else (
+                f"they were rewritten again after {remerges} re-merges")
+            why = f"both wrote file group(s) {describe_groups(set(stale))} and {why}"
+            self._fail(current, Conflict(max(stale.values()), why))
+        return self._new_instant(pending) if move else None
+
     @staticmethod
     def _can_remerge(pending: _Pending, group: FileGroup, whole: bool) -> bool:
         """Are this write's records of `group` kept (of every group, when the `whole` write moves)?"""
         if group not in pending.statuses or pending.job is None:
             return False
         kept = pending.bucket_records
-        if whole:
-            return all(b.number in kept for b in pending.job.buckets if (b.partition_path, b.file_id) in pending.statuses)
-        return any(b.number in kept for b in pending.job.buckets if (b.partition_path, b.file_id) == group)
+        groups = {(b.partition_path, b.file_id): b.number for b in pending.job.buckets}
+        wanted = pending.statuses if whole else [group]
+        return all(groups.get(g) in kept for g in wanted)
 
     def _new_instant(self, pending: _Pending) -> Instant:
         """Under the lock: an inflight instant (with its heartbeat) for the write to move to."""
