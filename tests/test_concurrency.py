@@ -598,3 +598,29 @@ def test_without_retries_a_conflict_on_a_record_fails_as_before(tmp_path: Path) 
         c2.commit(t2, r2)
     assert snap(tmp_path)[0] == ("a", 2, "w1", "p1")
     assert_clean(tmp_path)
+
+
+@pytest.mark.parametrize(("optimistic", "move", "locks"), [(2, False, 2), (2, True, 3), (0, False, 1), (0, True, 1)])
+def test_a_re_merge_runs_outside_the_lock_until_the_last_round_which_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, optimistic: int, move: bool, locks: int
+) -> None:
+    """With OPTIMISTIC_REMERGES = 0 the first re-merge is already the last: it runs holding the lock
+    (one acquisition: check, re-merge, commit), and the outcome is the same."""
+    from upsertlake.engine import write_client
+
+    monkeypatch.setattr(write_client, "OPTIMISTIC_REMERGES", optimistic)
+    opts = {"hoodie.write.lock.provider": "test_concurrency.CountingLock"}
+    make(tmp_path, opts)
+    c1, c2 = writer(tmp_path, opts), writer(tmp_path, opts)
+    first, second = (c2, c1) if move else (c1, c2)
+    t_first = first.start_commit()
+    t_second = second.start_commit()
+    t1, t2 = (t_second, t_first) if move else (t_first, t_second)
+    r1, r2 = c1.upsert(rows(("a", 2, "a2", "p1")), t1), c2.upsert(rows(("b", 2, "b2", "p1")), t2)
+    c1.commit(t1, r1)
+    before = CountingLock.acquired
+    done = c2.commit(t2, r2)
+    assert CountingLock.acquired - before == locks
+    assert (done.remerges, done.instant_time == t2) == (1, not move)
+    assert snap(tmp_path) == [("a", 2, "a2", "p1"), ("b", 2, "b2", "p1"), ("c", 1, "c1", "p2")] == hudi_snap(tmp_path)
+    assert_clean(tmp_path)

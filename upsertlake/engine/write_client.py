@@ -77,7 +77,9 @@ REPLACE_PLAN = "HoodieRequestedReplaceMetadata"
 OPERATIONS = ("upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table")
 # Replace file groups instead of merging into them: committed as replacecommits.
 OVERWRITES = ("insert_overwrite", "insert_overwrite_table", "delete_partition")
-REMERGE_ATTEMPTS = 5  # re-merges of groups another commit rewrote before the write gives up
+# Re-merges of groups another commit rewrote run outside the lock this many times; the next one
+# holds the lock, so that a write among many busy writers still ends (none can commit meanwhile).
+OPTIMISTIC_REMERGES = 2
 RETRY_WAIT_SECONDS = (0.1, 5.0)  # backoff between conflict retries: first wait, longest wait
 
 
@@ -501,19 +503,25 @@ class WriteClient:
                     self._fail(current, conflict)
                 moved_to = None
                 if conflict is None:
-                    moved_to = self._prepare_remerge(current, pending, check.stale, remerges)
+                    moved_to = self._prepare_remerge(current, pending, check.stale)
                 else:  # a true conflict, to be retried: drop what this attempt wrote, keep the instant
                     self._discard_files(instant_time, result)
                 view = FileSystemView(timeline)
                 pending.checked = frozenset(i.time for i in timeline.completed_writes())
+                if conflict is None and remerges >= OPTIMISTIC_REMERGES:
+                    began = time.perf_counter()
+                    remerges += 1
+                    result = self._remerge_or_move(pending, result, check.stale, moved_to, view, remerges + retried + 1,
+                                                   locked=True)
+                    instant_time = result.instant_time
+                    extra_seconds["remerge"] += time.perf_counter() - began
+                    self._complete(pending.instant, result, extra_metadata)  # nothing committed meanwhile
+                    break
             began = time.perf_counter()
             if conflict is None:
                 remerges += 1
-                if moved_to is not None:
-                    result = self._move(pending, result, moved_to, view)
-                    instant_time = moved_to.time
-                else:
-                    result = self._remerge(pending, result, set(check.stale), view, attempt=remerges + retried + 1)
+                result = self._remerge_or_move(pending, result, check.stale, moved_to, view, remerges + retried + 1)
+                instant_time = result.instant_time
                 extra_seconds["remerge"] += time.perf_counter() - began
             else:
                 retried += 1
@@ -582,18 +590,15 @@ class WriteClient:
             self.table_config = self.table_config.with_schema(extra["schema"])
             self.table_config.save(self.storage)
 
-    def _prepare_remerge(
-        self, current: Instant, pending: _Pending, stale: dict[FileGroup, Instant], remerges: int
-    ) -> Instant | None:
+    def _prepare_remerge(self, current: Instant, pending: _Pending, stale: dict[FileGroup, Instant]) -> Instant | None:
         """Under the lock: fail the write if it cannot merge `stale` again; else the new instant it
         must move to, or None. A version named by an earlier instant than the newest of its group
         would be hidden from readers (they order versions by instant time): then the whole write
         moves to a new instant."""
         move = any(i.time > current.time for i in stale.values())
         unkept = [g for g in stale if not self._can_remerge(pending, g, whole=move)]
-        if unkept or remerges >= REMERGE_ATTEMPTS or (move and current.action is not Action.COMMIT):
-            why = "it cannot merge them again (a distributed write)" if unkept else (
-                f"they were rewritten again after {remerges} re-merges")
+        if unkept or (move and current.action is not Action.COMMIT):
+            why = "it cannot merge them again (a distributed write)" if unkept else "an overwrite cannot move"
             why = f"both wrote file group(s) {describe_groups(set(stale))} and {why}"
             self._fail(current, Conflict(max(stale.values()), why))
         return self._new_instant(pending) if move else None
@@ -617,7 +622,23 @@ class WriteClient:
             self._pending[inflight.time] = _Pending(inflight, pending.checked, heartbeat)  # so a crash is undone
         return inflight
 
-    def _move(self, pending: _Pending, result: WriteResult, new: Instant, view: FileSystemView) -> WriteResult:
+    def _remerge_or_move(
+        self,
+        pending: _Pending,
+        result: WriteResult,
+        stale: dict[FileGroup, Instant],
+        moved_to: Instant | None,
+        view: FileSystemView,
+        attempt: int,
+        locked: bool = False,
+    ) -> WriteResult:
+        if moved_to is not None:
+            return self._move(pending, result, moved_to, view, locked)
+        return self._remerge(pending, result, set(stale), view, attempt)
+
+    def _move(
+        self, pending: _Pending, result: WriteResult, new: Instant, view: FileSystemView, locked: bool = False
+    ) -> WriteResult:
         """Write every kept bucket again under instant `new`, each onto its group's newest version,
         then roll the old instant back (before the new one can complete)."""
         old, job = pending.instant, pending.job
@@ -636,10 +657,17 @@ class WriteClient:
             with ThreadPoolExecutor(max_workers=max(1, min(threads, len(pending.bucket_records) or 1))) as pool:
                 statuses = list(pool.map(one, sorted(pending.bucket_records)))
         except BaseException:
-            self.rollback(new.time)
+            if locked:
+                rollback_pending(self.storage, new)
+                self._forget(new.time)
+            else:
+                self.rollback(new.time)
             raise
-        with self.lock.hold():
+        if locked:
             rollback_pending(self.storage, old)
+        else:
+            with self.lock.hold():
+                rollback_pending(self.storage, old)
         helper = self._pending.pop(new.time, None)
         pending.finish()
         pending.instant, pending.job = new, moved

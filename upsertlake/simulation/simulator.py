@@ -71,6 +71,8 @@ class Report:
     conflicted: int = 0
     killed: int = 0
     failed: int = 0
+    conflicts_on_records: int = 0  # conflicts because both wrote one record key
+    conflicts_on_file_groups: int = 0  # the rest: a retired or clustered group, re-merges exhausted
     remerged: int = 0  # acknowledged commits that merged file groups again (or moved instant)
     commit_seconds_plain: float = 0.0  # mean commit step of a commit without re-merge
     commit_seconds_remerged: float = 0.0  # mean commit step (re-merges included) of one with
@@ -128,7 +130,15 @@ def _commit_timings(journal: Path) -> dict[str, float | int]:
     plain = [float(s) for n, s in lines if n == "0"]
     merged = [float(s) for n, s in lines if n != "0"]
     mean = lambda xs: round(sum(xs) / len(xs), 4) if xs else 0.0  # noqa: E731
-    return {"remerged": len(merged), "commit_seconds_plain": mean(plain), "commit_seconds_remerged": mean(merged)}
+    reasons = [line for f in sorted(journal.glob("conflict-reasons-*.txt")) for line in f.read_text().splitlines()]
+    on_records = sum("both wrote the record key" in r for r in reasons)
+    return {
+        "conflicts_on_records": on_records,
+        "conflicts_on_file_groups": len(reasons) - on_records,
+        "remerged": len(merged),
+        "commit_seconds_plain": mean(plain),
+        "commit_seconds_remerged": mean(merged),
+    }
 
 
 def _seed(config: SimulationConfig) -> None:
@@ -183,16 +193,17 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
             threading.Timer(delay, os.kill, (os.getpid(), signal.SIGKILL)).start()
         began = time.perf_counter()
         batch_id = f"w{writer}-{attempt}"
+        instant = client.start_commit()  # first: a later write's batch gets larger ordering values
         batch = _batch(config, writer, rng)
         pq.write_table(batch, config.journal / f"batch-{batch_id}.parquet")
-        instant = client.start_commit()
         try:
             done = client.commit(instant, client.upsert(batch, instant), {BATCH_KEY: batch_id})
             _append(config.journal / f"acked-w{writer}.txt", done.instant_time)
             spent = done.stage_seconds.get("commit", 0.0) + done.stage_seconds.get("remerge", 0.0)
             _append(config.journal / f"timings-w{writer}.txt", f"{done.remerges} {spent:.6f}")
-        except WriteConflictError:
+        except WriteConflictError as exc:
             _append(config.journal / f"conflicted-w{writer}.txt", batch_id)
+            _append(config.journal / f"conflict-reasons-w{writer}.txt", f"{batch_id} {exc}")
         except Exception as exc:  # noqa: BLE001 - journaled: the checker reports it as a failure
             _append(config.journal / f"failed-w{writer}.txt", f"{instant} {type(exc).__name__}: {exc}")
             client.rollback(instant)
@@ -229,7 +240,8 @@ def format_report(report: Report) -> str:
         (f"commits attempted {report.attempted}: committed {report.committed} "
         f"(+{report.committed_unacknowledged} killed after committing), conflicted {report.conflicted}, "
         f"killed {report.killed}, failed {report.failed}"),
-        (f"re-merged {report.remerged} commits; mean commit step {report.commit_seconds_plain * 1000:.1f} ms plain, "
+        (f"conflicts: {report.conflicts_on_records} on a record key, {report.conflicts_on_file_groups} on file groups; "
+        f"re-merged {report.remerged} commits; mean commit step {report.commit_seconds_plain * 1000:.1f} ms plain, "
         f"{report.commit_seconds_remerged * 1000:.1f} ms with a re-merge"),
         f"{report.seconds:.1f} s: {data['commits_per_second']} commits/s, {data['records_per_second']} records/s",
         f"final snapshot: {report.final_rows} rows; Apache Hudi's reader: {report.hudi_reader}",
