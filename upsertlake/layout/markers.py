@@ -22,6 +22,11 @@ def marker_folder(instant_time: str) -> str:
     return f"{METAFOLDER}/.temp/{instant_time}"
 
 
+def key_summary_folder(instant_time: str) -> str:
+    """Where an instant's key summaries live (upsertlake.concurrency.key_summary): undone with it."""
+    return f"{METAFOLDER}/.keys/{instant_time}"
+
+
 def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
     """Undo a pending (never completed) instant; returns the data files deleted."""
     if instant.is_completed:
@@ -34,6 +39,7 @@ def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
     for path in sorted(doomed):
         storage.delete(path)
     storage.delete_dir(marker_folder(instant.time))
+    storage.delete_dir(key_summary_folder(instant.time))
     delete_instant_files(storage, instant)
     log.info("removed instant %s and the %d file(s) it wrote", instant.time, len(doomed))
     return sorted(doomed)
