@@ -4,9 +4,10 @@ Hudi writes it with `java.util.Properties.store`, so reading and writing follow 
 rules (values containing ':' appear as '\\:').
 
 Table versions: 6 (timeline layout 1, Hudi 0.14/0.15) and 8 (timeline layout 2, Hudi 1.0) are read
-and written; older versions with layout 1 are read. Version 8 adds properties (`V8_KEYS`) Hudi 1.0
-writes: the timeline paths, the initial version, the merge mode with its strategy id and payload
-class, and the key generator type (new Hudi 1.x tables carry the type only, not the class).
+and written; older versions with layout 1 are read. Version 8 adds the properties Hudi 1.0 writes
+(`TableConfig.as_version_8`): the timeline paths, the initial version, the merge mode with its
+strategy id and payload class, and the key generator type (new Hudi 1.x tables carry the type
+only, not the class; `from_properties` derives the class from it).
 """
 
 from __future__ import annotations
