@@ -28,6 +28,41 @@ def test_instant_file_name_round_trip(time: str, action: Action, state: State) -
     assert Instant.from_file_name(inst.file_name()) == inst
 
 
+@given(time=times, completion=times, action=st.sampled_from(list(Action)), state=st.sampled_from(list(State)),
+       clustering=st.booleans())
+def test_layout_2_file_name_round_trip(time: str, completion: str, action: Action, state: State, clustering: bool) -> None:
+    clustering = clustering and action is Action.REPLACE_COMMIT and state is not State.COMPLETED
+    inst = Instant(time, action, state, completion if state is State.COMPLETED else None, clustering)
+    back = Instant.from_file_name(inst.file_name(2), 2)
+    assert (back, back.completion, back.clustering) == (inst, inst.completion, inst.clustering)
+
+
+def test_layout_2_file_names_are_hudi_1x() -> None:
+    done = Instant("20250713011316909", Action.COMMIT, State.COMPLETED, completion="20250713011317225")
+    assert done.file_name(2) == "20250713011316909_20250713011317225.commit"
+    assert done.with_state(State.INFLIGHT).file_name(2) == "20250713011316909.inflight"
+    pending = Instant("20250713011316909", Action.REPLACE_COMMIT, State.REQUESTED, clustering=True)
+    assert pending.file_name(2) == "20250713011316909.clustering.requested"
+    assert pending.file_name(1) == "20250713011316909.replacecommit.requested"
+    # a completed name without its completion time is not a layout 2 instant, nor the reverse
+    assert Instant.from_file_name("20250713011316909.commit", 2) is None
+    assert Instant.from_file_name("20250713011316909_20250713011317225.commit", 1) is None
+    with pytest.raises(ValueError, match="no completion time"):
+        Instant("20250713011316909", Action.COMMIT, State.COMPLETED).file_name(2)
+
+
+def test_real_v8_commit_metadata_parses_and_our_avro_round_trips(hudi_table) -> None:
+    tl = Timeline.load(Storage(hudi_table("v8_simplekeygen_nonhivestyle")))
+    assert tl.layout.version == 2 and tl.layout.folder == ".hoodie/timeline"
+    meta = tl.commit_metadata(tl.completed_writes()[-1])
+    assert meta.operation_type == "UPSERT"
+    assert sorted((s.partitionPath, s.numWrites, s.numUpdateWrites) for s in meta.write_stats()) == [("10", 2, 1), ("30", 1, 0)]
+    from upsertlake.timeline.commit_metadata import json_to_avro
+
+    again = CommitMetadata.from_bytes(json_to_avro(meta.to_json_bytes(), replace=False))
+    assert again == meta
+
+
 def test_instant_file_names_are_hudis() -> None:
     assert Instant("20240418172802262", Action.COMMIT, State.REQUESTED).file_name() == "20240418172802262.commit.requested"
     assert Instant("20240418172802262", Action.COMMIT, State.INFLIGHT).file_name() == "20240418172802262.inflight"

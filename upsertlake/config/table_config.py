@@ -10,9 +10,10 @@ that every write is refused. Every rewrite goes through Hudi's backup protocol
 (`write_properties`), so a crash at any step leaves one valid file to read.
 
 Table versions: 6 (timeline layout 1, Hudi 0.14/0.15) and 8 (timeline layout 2, Hudi 1.0) are read
-and written; older versions with layout 1 are read. Version 8 adds properties (`V8_KEYS`) Hudi 1.0
-writes: the timeline paths, the initial version, the merge mode with its strategy id and payload
-class, and the key generator type (new Hudi 1.x tables carry the type only, not the class).
+and written; older versions with layout 1 are read. Version 8 adds the properties Hudi 1.0 writes
+(`TableConfig.as_version_8`): the timeline paths, the initial version, the merge mode with its
+strategy id and payload class, and the key generator type (new Hudi 1.x tables carry the type
+only, not the class; `from_properties` derives the class from it).
 """
 
 from __future__ import annotations
