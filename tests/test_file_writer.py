@@ -75,3 +75,34 @@ def test_dictionary_columns_sample_rows_spread_over_the_table() -> None:
     assert pa.compute.count_distinct(t.slice(0, 4096).column("rider")).as_py() == 3000
     assert dictionary_columns(t) == ["ts", "p", "rider"]
     assert dictionary_columns(t.slice(0, 10)) == t.column_names  # too few rows to judge
+
+
+def test_rewrites_keep_dictionary_columns_exact_with_a_string_ordering_field(tmp_path: Path) -> None:
+    """Old files are read with their dictionary columns as dictionaries (here the ordering field
+    too); the merge must compare, replace and carry over their values exactly, also when the
+    batch adds a column."""
+    def rows(ids: list[int], day: str, with_note: bool = False) -> pa.Table:
+        data = {
+            "k": pa.array([f"k{i:06d}" for i in ids]),
+            "day": pa.array([day] * len(ids)),
+            "city": pa.array([f"city-{i % 7}" for i in ids]),
+        }
+        if with_note:
+            data["note"] = pa.array([f"n{i}" for i in ids])
+        return pa.table(data)
+
+    table = create_table(tmp_path, name="t", record_key="k", precombine_field="day")
+    table.insert(rows(list(range(2000)), "2024-05-02"))
+    newer, older = list(range(0, 2000, 7)), list(range(3, 2000, 11))
+    batch = pa.concat_tables([rows(newer, "2024-05-03", True), rows(older, "2024-05-01", True), rows([5000], "2024-05-01", True)])
+    table.upsert(batch.filter(pa.compute.invert(pa.compute.is_in(batch["k"], value_set=pa.array(["k000077"])))))
+
+    got = {r["k"]: (r["day"], r["city"], r["note"]) for r in table.read(columns=["k", "day", "city", "note"]).to_pylist()}
+    want = {f"k{i:06d}": ("2024-05-02", f"city-{i % 7}", None) for i in range(2000)}
+    want.update({f"k{i:06d}": ("2024-05-03", f"city-{i % 7}", f"n{i}") for i in newer if i != 77})
+    want["k005000"] = ("2024-05-01", "city-2", "n5000")
+    assert got == want
+    ours = table.read().sort_by("_hoodie_record_key")
+    assert hudi_read(tmp_path).sort_by("_hoodie_record_key").to_pylist() == ours.to_pylist()
+    names = set(ours.column("_hoodie_file_name").to_pylist())
+    assert len(names) == 1 and all(name.endswith(".parquet") for name in names)

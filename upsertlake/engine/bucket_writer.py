@@ -182,9 +182,11 @@ def _merged_order(
     place of each stored copy it wins against; deleted rows drop out), inserts last; and whether
     every old row kept its place (then the file's keys are the old ones plus the inserts)."""
     n_old = old.num_rows
-    old = old.set_column(4, META_COLUMNS[4], constant(name, n_old))
     if n_old == 0:
         return new_rows, False
+    file_name = old.schema.field(4).with_name(META_COLUMNS[4])
+    old = old.set_column(4, file_name, constant(name, n_old).cast(file_name.type))
+    new_rows = new_rows.cast(old.schema)  # dictionary columns stay dictionaries
     new_pos = np.cumsum(write_new) - 1  # row of each record within new_rows
     source = np.arange(n_old, dtype=np.int64)
     keep = np.ones(n_old, dtype=bool)
@@ -213,7 +215,26 @@ def _read_old(storage: Storage, base_file: BaseFile | None, schema: pa.Schema) -
         return schema.empty_table(), {}
     parquet = pq.ParquetFile(storage.full_path(base_file.path))
     ours = parquet.metadata.created_by.startswith("parquet-cpp")
+    encoded = _dictionary_encoded(parquet.metadata, schema)
+    if encoded:  # read as dictionaries: no decoding, cheap takes, and the writer keeps them
+        parquet = pq.ParquetFile(storage.full_path(base_file.path), metadata=parquet.metadata, read_dictionary=encoded)
+        dictionary = pa.dictionary(pa.int32(), pa.string())
+        schema = pa.schema([f.with_type(dictionary) if f.name in encoded else f for f in schema])
     return conform(parquet.read(), schema), (parquet.metadata.metadata or {}) if ours else {}
+
+
+def _dictionary_encoded(metadata: pq.FileMetaData, schema: pa.Schema) -> list[str]:
+    """The top-level string columns (but the record key, probed by hash) that the file stores
+    dictionary-encoded in every row group."""
+    strings = {f.name for f in schema if pa.types.is_string(f.type) and f.name != KEY}
+    leaves = [metadata.schema.column(i) for i in range(metadata.num_columns)]
+    return [
+        c.path
+        for i, c in enumerate(leaves)
+        if c.path in strings
+        and c.max_repetition_level == 0
+        and all(metadata.row_group(g).column(i).has_dictionary_page for g in range(metadata.num_row_groups))
+    ]
 
 
 def _resumed_bloom(
