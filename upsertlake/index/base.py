@@ -8,7 +8,7 @@ tests can require that all of them tag identically.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -66,15 +66,27 @@ def candidate_partitions(partitions: pa.Array, view: FileSystemView, is_global: 
     return [p for p in view.partitions() if p in present]
 
 
-def read_file_keys(storage: Storage, files: Sequence[BaseFile], threads: int = 2) -> pa.Table:
-    """The record keys stored in `files`, with each key's location (partition, fileId, instant)."""
+def read_file_keys(
+    storage: Storage,
+    files: Sequence[BaseFile],
+    threads: int = 2,
+    wanted: Callable[[BaseFile], pa.Array] | None = None,
+) -> pa.Table:
+    """The record keys stored in `files`, with each key's location (partition, fileId, instant).
+
+    With `wanted`, only the keys of each file that `wanted(file)` holds: filtering in the reading
+    threads keeps what the join probes small (a batch updates few of the keys a file stores).
+    """
 
     def one(bf: BaseFile) -> pa.Table:
         keys = pq.read_table(storage.full_path(bf.path), columns=[RECORD_KEY_COLUMN]).column(0)
+        keys = pc.cast(keys, pa.string())
+        if wanted is not None:
+            keys = keys.filter(pc.is_in(keys, value_set=wanted(bf)))
         n = len(keys)
         return pa.table(
             {
-                "key": pc.cast(keys, pa.string()),
+                "key": keys,
                 "loc_partition": constant(bf.partition_path, n),
                 "loc_file_id": constant(bf.file_id, n),
                 "loc_instant": constant(bf.instant_time, n),
@@ -87,6 +99,19 @@ def read_file_keys(storage: Storage, files: Sequence[BaseFile], threads: int = 2
     with ThreadPoolExecutor(max_workers=threads) as pool:
         tables = list(pool.map(one, files))
     return pa.concat_tables([empty, *tables])
+
+
+def keys_by_partition(keys: pa.Array, partitions: pa.Array) -> dict[str, pa.Array]:
+    """The batch's keys split by partition path, with one sort instead of a scan per file."""
+    order = pc.sort_indices(partitions)
+    keys, partitions = keys.take(order), partitions.take(order)
+    runs = pc.value_counts(partitions)  # in order of first appearance == sorted order
+    out: dict[str, pa.Array] = {}
+    start = 0
+    for run in runs.to_pylist():
+        out[run["values"]] = keys.slice(start, run["counts"])
+        start += run["counts"]
+    return out
 
 
 def join_locations(
