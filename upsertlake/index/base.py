@@ -120,8 +120,8 @@ def join_locations(
     """Left-join the batch's keys to stored key locations; one output row per input key, in order
     (a key repeated in the batch is tagged on every row).
 
-    The hash table is built on the batch's distinct keys and probed with the (large) stored keys,
-    which is several times faster than the other way round. A key stored more than once
+    The stored keys are those the batch may hold (the indexes filter them while reading), so
+    one hash pass over both sides does the join. A key stored more than once
     (duplicates made by plain inserts) takes, so that every index tags alike, the location in the
     record's own partition if there is one (a non-global index looks nowhere else), then the
     smallest (partition, fileId).
@@ -129,12 +129,13 @@ def join_locations(
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
     n = len(keys)
-    encoded = pc.dictionary_encode(keys)
-    batch_key = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    num_keys = len(encoded.dictionary)
-    hit = np.asarray(
-        pc.fill_null(pc.index_in(located.column("key"), value_set=encoded.dictionary), -1).to_numpy(), dtype=np.int64
-    )
+    # One hash pass over the batch's keys, then the stored ones: the batch's distinct keys get
+    # ids 0..num_keys-1 in order of first appearance, a stored key not in the batch a larger id.
+    both = pa.concat_arrays([keys.cast(pa.string()), *located.column("key").chunks])
+    ids = np.asarray(pc.dictionary_encode(both).indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    batch_key = ids[:n]
+    num_keys = int(batch_key.max()) + 1 if n else 0
+    hit = np.where(ids[n:] < num_keys, ids[n:], -1)
     stored_rows = np.flatnonzero(hit >= 0)
     stored_key = hit[stored_rows]
     if len(stored_rows) and np.bincount(stored_key, minlength=num_keys).max() == 1:
