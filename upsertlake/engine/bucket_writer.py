@@ -185,7 +185,8 @@ def _merged_order(
     if n_old == 0:
         return new_rows, False
     file_name = old.schema.field(4).with_name(META_COLUMNS[4])
-    old = old.set_column(4, file_name, constant(name, n_old).cast(file_name.type))
+    names = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n_old, np.int32)), pa.array([name]))
+    old = old.set_column(4, file_name, names.cast(file_name.type))  # no copy of the name per row
     new_rows = new_rows.cast(old.schema)  # dictionary columns stay dictionaries
     new_pos = np.cumsum(write_new) - 1  # row of each record within new_rows
     source = np.arange(n_old, dtype=np.int64)

@@ -102,7 +102,8 @@ def column_encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:
 
 def dictionary_columns(table: pa.Table, sample: int = 4096) -> list[str]:
     """Columns worth dictionary encoding: the meta columns of one value per file, those already
-    dictionary-typed, and those repeating values in a sample of rows spread over the table.
+    dictionary-typed, and those repeating values in a sample of rows spread over the table (the
+    unique record key and seqno are not sampled).
 
     Dictionary-encoding a column of unique values (keys, seqnos, measurements) costs time and
     bytes for nothing; parquet-mr falls back per page, pyarrow pays for the attempt. The sample
@@ -112,15 +113,17 @@ def dictionary_columns(table: pa.Table, sample: int = 4096) -> list[str]:
     n = table.num_rows
     if n < 64:
         return table.column_names
-    head = table.take(pa.array(np.linspace(0, n - 1, min(sample, n), dtype=np.int64)))
-    return [
-        name
-        for name, col in zip(head.column_names, head.columns)
-        if name in DICTIONARY_COLUMNS
-        or pa.types.is_dictionary(col.type)
-        or pa.types.is_nested(col.type)
-        or pc.count_distinct(col).as_py() <= head.num_rows * 9 // 10
+    decided = [
+        f.name
+        for f in table.schema
+        if f.name in DICTIONARY_COLUMNS or pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type)
     ]
+    rest = table.drop_columns([*decided, *(c for c in DELTA_COLUMNS if c in table.column_names)])
+    rows = rest.take(pa.array(np.linspace(0, n - 1, min(sample, n), dtype=np.int64)))
+    repeating = {
+        name for name, col in zip(rows.column_names, rows.columns) if pc.count_distinct(col).as_py() <= rows.num_rows * 9 // 10
+    }
+    return [name for name in table.column_names if name in repeating or name in decided]
 
 
 def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
