@@ -23,7 +23,7 @@ from upsertlake.layout.file_writer import (
     marker_path,
     write_base_file,
 )
-from upsertlake.layout.bloom_filter import BloomFilter
+from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter
 from upsertlake.layout.footer import BLOOM_FILTER_KEY, BLOOM_TYPE_KEY
 from upsertlake.partitioner import Bucket
 from upsertlake.schema import RECORD_KEY_COLUMN, conform
@@ -240,14 +240,14 @@ def _dictionary_encoded(metadata: pq.FileMetaData, schema: pa.Schema) -> list[st
 
 def _resumed_bloom(
     footer: dict[bytes, bytes], n_old: int, inserted_keys: pa.Array, config: FileWriterConfig
-) -> BloomFilter | None:
+) -> BloomFilter | StoredFilter | None:
     """The old file's filter plus the inserted keys: hashing only the new keys gives the same
-    bytes as a filter built from the whole file, whose keys are the old ones in place plus them."""
+    bytes as a filter built from the whole file, whose keys are the old ones in place plus them
+    (with no new key, the old footer text itself)."""
     text = footer.get(BLOOM_FILTER_KEY.encode())
     if not text:
         return None
-    bloom = BloomFilter.resume(
-        text,
+    params = (
         footer.get(BLOOM_TYPE_KEY.encode(), b"").decode(),
         n_old,
         config.bloom_num_entries,
@@ -255,6 +255,9 @@ def _resumed_bloom(
         config.bloom_filter_type,
         config.bloom_max_entries,
     )
+    if not len(inserted_keys) and (kept := BloomFilter.unchanged(text, *params)) is not None:
+        return kept
+    bloom = BloomFilter.resume(text, *params)
     if bloom is not None and len(inserted_keys):
         bloom.add_keys(inserted_keys)
     return bloom

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.layout.bloom_filter import BloomFilter
+from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter
 from upsertlake.layout.footer import footer_metadata
 from upsertlake.schema import META_COLUMNS
 from upsertlake.storage import Storage
@@ -57,11 +57,12 @@ def marker_path(instant_time: str, partition_path: str, file_name: str, io_type:
 
 
 def write_base_file(
-    storage: Storage, path: str, table: pa.Table, config: FileWriterConfig, bloom: BloomFilter | None = None
+    storage: Storage, path: str, table: pa.Table, config: FileWriterConfig, bloom: BloomFilter | StoredFilter | None = None
 ) -> int:
     """Write `table` (meta + data columns) as a Hudi base file; returns its size in bytes.
 
-    `bloom` is a filter already holding the file's keys in order (see `BloomFilter.resume`).
+    `bloom` is a filter already holding the file's keys in order (see `BloomFilter.resume` and
+    `BloomFilter.unchanged`).
     """
     rows_per_group = _rows_per_group(table, config.row_group_bytes)
     dictionary, encodings = column_encodings(table)
