@@ -200,9 +200,8 @@ def _merged_order(
     order = np.concatenate([source[keep], inserts])
     if len(order) == n_old and np.array_equal(order, np.arange(n_old)):
         return old, True
-    # One contiguous table first: take over two chunks is slower than combining them once.
-    combined = pa.concat_tables([old, new_rows]).combine_chunks()
-    return combined.take(pa.array(order)), bool(keep.all())
+    # Take straight from the two chunks: combining them first copies everything once more.
+    return pa.concat_tables([old, new_rows]).take(pa.array(order)), bool(keep.all())
 
 
 def _io_type(task: BucketTask) -> str:
