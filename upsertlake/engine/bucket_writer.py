@@ -215,7 +215,7 @@ def _read_old(storage: Storage, base_file: BaseFile | None, schema: pa.Schema) -
         return schema.empty_table(), {}
     parquet = pq.ParquetFile(storage.full_path(base_file.path))
     ours = parquet.metadata.created_by.startswith("parquet-cpp")
-    encoded = _dictionary_encoded(parquet.metadata, schema)
+    encoded = _dictionary_encoded(parquet, schema)
     if encoded:  # read as dictionaries: no decoding, cheap takes, and the writer keeps them
         parquet = pq.ParquetFile(storage.full_path(base_file.path), metadata=parquet.metadata, read_dictionary=encoded)
         dictionary = pa.dictionary(pa.int32(), pa.string())
@@ -223,10 +223,17 @@ def _read_old(storage: Storage, base_file: BaseFile | None, schema: pa.Schema) -
     return conform(parquet.read(), schema), (parquet.metadata.metadata or {}) if ours else {}
 
 
-def _dictionary_encoded(metadata: pq.FileMetaData, schema: pa.Schema) -> list[str]:
-    """The top-level string columns (but the record key, probed by hash) that the file stores
-    dictionary-encoded in every row group."""
-    strings = {f.name for f in schema if pa.types.is_string(f.type) and f.name != KEY}
+def _dictionary_encoded(parquet: pq.ParquetFile, schema: pa.Schema) -> list[str]:
+    """The top-level string columns (but the record key, probed by hash) that the file stores as
+    strings, dictionary-encoded in every row group."""
+    stored = parquet.schema_arrow
+    strings = {
+        f.name
+        for f in schema
+        if f.type == pa.string() and f.name != KEY and stored.get_field_index(f.name) >= 0
+        and stored.field(f.name).type == pa.string()
+    }
+    metadata = parquet.metadata
     leaves = [metadata.schema.column(i) for i in range(metadata.num_columns)]
     return [
         c.path
