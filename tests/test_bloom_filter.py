@@ -331,3 +331,39 @@ def test_rewritten_files_carry_the_filter_of_their_keys(tmp_path) -> None:
         stored = pq.ParquetFile(path).metadata.metadata[b"org.apache.hudi.bloomfilter"].decode()
         file_keys = pq.read_table(path, columns=["_hoodie_record_key"]).column(0)
         assert stored == bloom_filter_for_keys(file_keys, 60000, 1e-9, "DYNAMIC_V0", 100000).serialize()
+
+
+@pytest.mark.parametrize("filter_type", ["DYNAMIC_V0", "SIMPLE"])
+@pytest.mark.parametrize("count", [0, 700, 2500])
+def test_unchanged_keeps_the_footer_text_exactly_when_resume_would_rebuild_it(filter_type: str, count: int) -> None:
+    """A rewrite adding no key writes the footer text back; only when it is what `resume` gives."""
+    keys = pa.array([f"key-{i:06d}" for i in range(count)], pa.string())
+    params = dict(num_entries=1000, fpp=0.01, filter_type=filter_type, max_entries=2000)
+    text = bloom_filter_for_keys(keys, **params).serialize() if count else BloomFilter.create(**params).serialize()
+    kept = BloomFilter.unchanged(text, filter_type, count, **params)
+    assert kept is not None and kept.serialize() == text and kept.type_code == filter_type
+    assert BloomFilter.resume(text, filter_type, count, **params).serialize() == text
+    # other parameters, another key count (dynamic: another fill state), a cut or damaged text
+    assert BloomFilter.unchanged(text, filter_type, count, **{**params, "fpp": 0.001}) is None
+    assert BloomFilter.unchanged(text, "SIMPLE" if filter_type != "SIMPLE" else "DYNAMIC_V0", count, **params) is None
+    if filter_type == "DYNAMIC_V0":
+        assert BloomFilter.unchanged(text, filter_type, count + 1, **params) is None
+    assert BloomFilter.unchanged(text[:-4], filter_type, count, **params) is None
+    assert BloomFilter.unchanged("!" + text[1:], filter_type, count, **params) is None
+
+
+def test_rewrites_adding_no_key_copy_the_footer_filter(tmp_path) -> None:
+    """An upsert of only updates rewrites the file with the very filter text it had."""
+    import upsertlake
+
+    table = upsertlake.create_table(tmp_path, name="t", record_key="k", precombine_field="ts")
+    keys = [f"k{i:05d}" for i in range(3000)]
+    table.insert(pa.table({"k": keys, "ts": [1] * 3000}))
+    (before,) = tmp_path.glob("*.parquet")
+    table.upsert(pa.table({"k": keys[::10], "ts": [2] * 300}))
+    after = [p for p in tmp_path.glob("*.parquet") if p != before]
+    assert len(after) == 1
+    footer = [pq.ParquetFile(p).metadata.metadata[b"org.apache.hudi.bloomfilter"] for p in (before, after[0])]
+    assert footer[0] == footer[1]
+    file_keys = pq.read_table(after[0], columns=["_hoodie_record_key"]).column(0)
+    assert footer[1].decode() == bloom_filter_for_keys(file_keys, 60000, 1e-9, "DYNAMIC_V0", 100000).serialize()

@@ -24,7 +24,7 @@ from upsertlake.layout.file_writer import (
     marker_path,
     write_base_file,
 )
-from upsertlake.layout.bloom_filter import BloomFilter
+from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter
 from upsertlake.layout.footer import BLOOM_FILTER_KEY, BLOOM_TYPE_KEY
 from upsertlake.partitioner import Bucket
 from upsertlake.schema import RECORD_KEY_COLUMN, conform
@@ -197,9 +197,12 @@ def _merged_order(
     place of each stored copy it wins against; deleted rows drop out), inserts last; and whether
     every old row kept its place (then the file's keys are the old ones plus the inserts)."""
     n_old = old.num_rows
-    old = old.set_column(4, META_COLUMNS[4], constant(name, n_old))
     if n_old == 0:
         return new_rows, False
+    file_name = old.schema.field(4).with_name(META_COLUMNS[4])
+    names = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n_old, np.int32)), pa.array([name]))
+    old = old.set_column(4, file_name, names.cast(file_name.type))  # no copy of the name per row
+    new_rows = new_rows.cast(old.schema)  # dictionary columns stay dictionaries
     new_pos = np.cumsum(write_new) - 1  # row of each record within new_rows
     source = np.arange(n_old, dtype=np.int64)
     keep = np.ones(n_old, dtype=bool)
@@ -212,9 +215,8 @@ def _merged_order(
     order = np.concatenate([source[keep], inserts])
     if len(order) == n_old and np.array_equal(order, np.arange(n_old)):
         return old, True
-    # One contiguous table first: take over two chunks is slower than combining them once.
-    combined = pa.concat_tables([old, new_rows]).combine_chunks()
-    return combined.take(pa.array(order)), bool(keep.all())
+    # Take straight from the two chunks: combining them first copies everything once more.
+    return pa.concat_tables([old, new_rows]).take(pa.array(order)), bool(keep.all())
 
 
 def _io_type(task: BucketTask) -> str:
@@ -228,19 +230,45 @@ def _read_old(storage: Storage, base_file: BaseFile | None, schema: pa.Schema) -
         return schema.empty_table(), {}
     parquet = pq.ParquetFile(storage.full_path(base_file.path))
     ours = parquet.metadata.created_by.startswith("parquet-cpp")
+    encoded = _dictionary_encoded(parquet, schema)
+    if encoded:  # read as dictionaries: no decoding, cheap takes, and the writer keeps them
+        parquet = pq.ParquetFile(storage.full_path(base_file.path), metadata=parquet.metadata, read_dictionary=encoded)
+        dictionary = pa.dictionary(pa.int32(), pa.string())
+        schema = pa.schema([f.with_type(dictionary) if f.name in encoded else f for f in schema])
     return conform(parquet.read(), schema), (parquet.metadata.metadata or {}) if ours else {}
+
+
+def _dictionary_encoded(parquet: pq.ParquetFile, schema: pa.Schema) -> list[str]:
+    """The top-level string columns (but the record key, probed by hash) that the file stores as
+    strings, dictionary-encoded in every row group."""
+    stored = parquet.schema_arrow
+    strings = {
+        f.name
+        for f in schema
+        if f.type == pa.string() and f.name != KEY and stored.get_field_index(f.name) >= 0
+        and stored.field(f.name).type == pa.string()
+    }
+    metadata = parquet.metadata
+    leaves = [metadata.schema.column(i) for i in range(metadata.num_columns)]
+    return [
+        c.path
+        for i, c in enumerate(leaves)
+        if c.path in strings
+        and c.max_repetition_level == 0
+        and all(metadata.row_group(g).column(i).has_dictionary_page for g in range(metadata.num_row_groups))
+    ]
 
 
 def _resumed_bloom(
     footer: dict[bytes, bytes], n_old: int, inserted_keys: pa.Array, config: FileWriterConfig
-) -> BloomFilter | None:
+) -> BloomFilter | StoredFilter | None:
     """The old file's filter plus the inserted keys: hashing only the new keys gives the same
-    bytes as a filter built from the whole file, whose keys are the old ones in place plus them."""
+    bytes as a filter built from the whole file, whose keys are the old ones in place plus them
+    (with no new key, the old footer text itself)."""
     text = footer.get(BLOOM_FILTER_KEY.encode())
     if not text:
         return None
-    bloom = BloomFilter.resume(
-        text,
+    params = (
         footer.get(BLOOM_TYPE_KEY.encode(), b"").decode(),
         n_old,
         config.bloom_num_entries,
@@ -248,6 +276,9 @@ def _resumed_bloom(
         config.bloom_filter_type,
         config.bloom_max_entries,
     )
+    if not len(inserted_keys) and (kept := BloomFilter.unchanged(text, *params)) is not None:
+        return kept
+    bloom = BloomFilter.resume(text, *params)
     if bloom is not None and len(inserted_keys):
         bloom.add_keys(inserted_keys)
     return bloom

@@ -481,15 +481,23 @@ class WriteClient:
         kept = {number: sorted_records.slice(lo, hi - lo) for number, lo, hi in slices}
         self._pending[job.instant_time].bucket_records = kept  # a re-merge writes them again
         threads = plan.cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
+        # Largest first (the file to rewrite plus the records' bytes): no big bucket starts last
+        # while the other threads sit idle.
+        record_bytes = sorted_records.nbytes // max(1, sorted_records.num_rows)
+
+        def work(s: tuple[int, int, int]) -> int:
+            base = job.base_files.get(s[0])
+            return (base.size if base is not None else 0) + (s[2] - s[1]) * record_bytes
+
         with ThreadPoolExecutor(max_workers=max(1, min(threads, len(slices) or 1))) as pool:
-            futures = [
-                pool.submit(job.write, self.storage, number, records, None, attempt)
-                for number, records in kept.items()
-            ]
+            futures = {
+                number: pool.submit(job.write, self.storage, number, kept[number], None, attempt)
+                for number, lo, hi in sorted(slices, key=work, reverse=True)
+            }
             if progress is not None:
-                for done, _ in enumerate(as_completed(futures), 1):
+                for done, _ in enumerate(as_completed(futures.values()), 1):
                     progress.advanced("write", done)
-            return [f.result() for f in futures]
+            return [futures[number].result() for number, _, _ in slices]
 
     def _write_partition_metadata(self, partitions: set[str], instant_time: str) -> None:
         for p in partitions:

@@ -8,7 +8,7 @@ tests can require that all of them tag identically.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -66,15 +66,27 @@ def candidate_partitions(partitions: pa.Array, view: FileSystemView, is_global: 
     return [p for p in view.partitions() if p in present]
 
 
-def read_file_keys(storage: Storage, files: Sequence[BaseFile], threads: int = 2) -> pa.Table:
-    """The record keys stored in `files`, with each key's location (partition, fileId, instant)."""
+def read_file_keys(
+    storage: Storage,
+    files: Sequence[BaseFile],
+    threads: int = 2,
+    wanted: Callable[[BaseFile], pa.Array] | None = None,
+) -> pa.Table:
+    """The record keys stored in `files`, with each key's location (partition, fileId, instant).
+
+    With `wanted`, only the keys of each file that `wanted(file)` holds: filtering in the reading
+    threads keeps what the join probes small (a batch updates few of the keys a file stores).
+    """
 
     def one(bf: BaseFile) -> pa.Table:
         keys = pq.read_table(storage.full_path(bf.path), columns=[RECORD_KEY_COLUMN]).column(0)
+        keys = pc.cast(keys, pa.string())
+        if wanted is not None:
+            keys = keys.filter(pc.is_in(keys, value_set=wanted(bf)))
         n = len(keys)
         return pa.table(
             {
-                "key": pc.cast(keys, pa.string()),
+                "key": keys,
                 "loc_partition": constant(bf.partition_path, n),
                 "loc_file_id": constant(bf.file_id, n),
                 "loc_instant": constant(bf.instant_time, n),
@@ -89,14 +101,27 @@ def read_file_keys(storage: Storage, files: Sequence[BaseFile], threads: int = 2
     return pa.concat_tables([empty, *tables])
 
 
+def keys_by_partition(keys: pa.Array, partitions: pa.Array) -> dict[str, pa.Array]:
+    """The batch's keys split by partition path, with one sort instead of a scan per file."""
+    order = pc.sort_indices(partitions)
+    keys, partitions = keys.take(order), partitions.take(order)
+    runs = pc.value_counts(partitions)  # in order of first appearance == sorted order
+    out: dict[str, pa.Array] = {}
+    start = 0
+    for run in runs.to_pylist():
+        out[run["values"]] = keys.slice(start, run["counts"])
+        start += run["counts"]
+    return out
+
+
 def join_locations(
     keys: pa.Array, partitions: pa.Array, located: pa.Table, is_global: bool
 ) -> pa.Table:
     """Left-join the batch's keys to stored key locations; one output row per input key, in order
     (a key repeated in the batch is tagged on every row).
 
-    The hash table is built on the batch's distinct keys and probed with the (large) stored keys,
-    which is several times faster than the other way round. A key stored more than once
+    The stored keys are those the batch may hold (the indexes filter them while reading), so
+    one hash pass over both sides does the join. A key stored more than once
     (duplicates made by plain inserts) takes, so that every index tags alike, the location in the
     record's own partition if there is one (a non-global index looks nowhere else), then the
     smallest (partition, fileId).
@@ -104,12 +129,13 @@ def join_locations(
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
     n = len(keys)
-    encoded = pc.dictionary_encode(keys)
-    batch_key = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    num_keys = len(encoded.dictionary)
-    hit = np.asarray(
-        pc.fill_null(pc.index_in(located.column("key"), value_set=encoded.dictionary), -1).to_numpy(), dtype=np.int64
-    )
+    # One hash pass over the batch's keys, then the stored ones: the batch's distinct keys get
+    # ids 0..num_keys-1 in order of first appearance, a stored key not in the batch a larger id.
+    both = pa.concat_arrays([keys.cast(pa.string()), *located.column("key").chunks])
+    ids = np.asarray(pc.dictionary_encode(both).indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    batch_key = ids[:n]
+    num_keys = int(batch_key.max()) + 1 if n else 0
+    hit = np.where(ids[n:] < num_keys, ids[n:], -1)
     stored_rows = np.flatnonzero(hit >= 0)
     stored_key = hit[stored_rows]
     if len(stored_rows) and np.bincount(stored_key, minlength=num_keys).max() == 1:

@@ -14,6 +14,7 @@ from upsertlake.index.base import (
     Index,
     candidate_partitions,
     join_locations,
+    keys_by_partition,
     read_file_keys,
 )
 from upsertlake.layout.footer import read_footer
@@ -32,7 +33,7 @@ class BloomIndex(Index):
         files = view.latest_base_files(candidate_partitions(partitions, view, self.is_global))
         candidates: list[tuple[BaseFile, pa.Array]] = []
         bloom_checks = 0
-        by_partition = {} if self.is_global else _keys_by_partition(keys, partitions)
+        by_partition = {} if self.is_global else keys_by_partition(keys, partitions)
         for bf in files:
             subset = keys if self.is_global else by_partition.get(bf.partition_path)
             if subset is None or len(subset) == 0:
@@ -48,10 +49,8 @@ class BloomIndex(Index):
                 subset = subset.filter(pa.array(np.asarray(footer.bloom.might_contain(subset), dtype=bool)))
             if len(subset):
                 candidates.append((bf, subset))
-        located = read_file_keys(view.storage, [bf for bf, _ in candidates])
-        if located.num_rows:
-            wanted = pa.concat_arrays([c for _, c in candidates])
-            located = located.filter(pc.is_in(located.column("key"), value_set=wanted))
+        wanted = {bf.path: subset for bf, subset in candidates}
+        located = read_file_keys(view.storage, [bf for bf, _ in candidates], wanted=lambda bf: wanted[bf.path])
         self._stats = {
             "files_considered": len(files),
             "files_opened": len(candidates),
@@ -64,15 +63,3 @@ class BloomIndex(Index):
     def stats(self) -> dict[str, int]:
         return dict(self._stats)
 
-
-def _keys_by_partition(keys: pa.Array, partitions: pa.Array) -> dict[str, pa.Array]:
-    """The batch's keys split by partition path, with one sort instead of a scan per file."""
-    order = pc.sort_indices(partitions)
-    keys, partitions = keys.take(order), partitions.take(order)
-    runs = pc.value_counts(partitions)  # in order of first appearance == sorted order
-    out: dict[str, pa.Array] = {}
-    start = 0
-    for run in runs.to_pylist():
-        out[run["values"]] = keys.slice(start, run["counts"])
-        start += run["counts"]
-    return out

@@ -13,6 +13,7 @@ from upsertlake.index.base import (
     Index,
     candidate_partitions,
     join_locations,
+    keys_by_partition,
     read_file_keys,
 )
 from upsertlake.layout.file_system_view import FileSystemView
@@ -25,8 +26,14 @@ class SimpleIndex(Index):
 
     def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView) -> pa.Table:
         files = view.latest_base_files(candidate_partitions(partitions, view, self.is_global))
-        located = read_file_keys(view.storage, files)
-        self._stats = {"files_considered": len(files), "files_opened": len(files), "keys_read": located.num_rows}
+        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
+        if self.is_global:
+            located = read_file_keys(view.storage, files, wanted=lambda bf: keys)
+        else:  # a key is looked for in its own partition only
+            by_partition = keys_by_partition(keys, partitions)
+            located = read_file_keys(view.storage, files, wanted=lambda bf: by_partition[bf.partition_path])
+        self._stats = {"files_considered": len(files), "files_opened": len(files), "keys_matched": located.num_rows}
         return join_locations(keys, partitions, located, self.is_global)
 
     def stats(self) -> dict[str, int]:

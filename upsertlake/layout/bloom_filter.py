@@ -32,6 +32,7 @@ _VERSION = -1  # Hadoop Filter's format version; positive values are the old, Je
 _INT = struct.Struct(">i")
 _HEADER = struct.Struct(">ibi")  # nbHash, hashType, vectorSize (after the version)
 _DYNAMIC_HEADER = struct.Struct(">iii")  # nr, currentNbRecord, number of bit vectors
+_HEADER_SIZE = _INT.size + _HEADER.size  # a Hadoop filter's version and header, before its bits
 _MAX_JAVA_INT = 2**31 - 1
 _WORDS_PER_GATHER = 4  # one 16-byte gather yields 4 words: ~2.5x faster than 4 gathers of 4 bytes
 _SLACK = 4 * _WORDS_PER_GATHER  # zero bytes after the key bytes, so gathers never run off the end
@@ -276,6 +277,43 @@ class BloomFilter:
         fresh._planes = stored._planes
         return fresh
 
+    @classmethod
+    def unchanged(
+        cls,
+        text: str | bytes,
+        type_code: str,
+        keys_so_far: int,
+        num_entries: int = 60000,
+        fpp: float = 1e-9,
+        filter_type: str = DYNAMIC_V0,
+        max_entries: int = 100000,
+    ) -> StoredFilter | None:
+        """The footer's filter as it stands, when it is what `resume` would rebuild: then a rewrite
+        that keeps its `keys_so_far` keys in place and adds none writes the text back as is.
+
+        Only the header is decoded (the vectors of 100K keys are ~860 KB of base64); the text's
+        length must be that of the vectors the header announces.
+        """
+        fresh = cls.create(num_entries, fpp, filter_type, max_entries)
+        fresh._vectors_for_new_keys(keys_so_far)
+        text = text.decode("ascii") if isinstance(text, bytes) else text
+        vector_bytes = _HEADER_SIZE + (fresh._vector_size + 7) // 8
+        if isinstance(fresh, DynamicBloomFilter):
+            size = _HEADER_SIZE + _DYNAMIC_HEADER.size + fresh._vectors * vector_bytes
+        else:
+            size = vector_bytes
+        try:
+            if _filter_class(type_code) is not type(fresh) or len(text) != 4 * ((size + 2) // 3):
+                return None
+            reader = _Reader(base64.b64decode(text[:36], validate=True))  # 27 bytes: both headers
+            stored = (*reader.header(), fresh._vectors)
+            if isinstance(fresh, DynamicBloomFilter):
+                nr, current_nb_record, vectors = reader.unpack(_DYNAMIC_HEADER)
+                stored = (stored[0], stored[1], vectors, nr, current_nb_record)
+        except ValueError:
+            return None
+        return StoredFilter(text, fresh.type_code) if stored == fresh._state() else None
+
     def _state(self) -> tuple:
         return (self._vector_size, self._nb_hash, self._vectors)
 
@@ -442,6 +480,17 @@ class DynamicBloomFilter(BloomFilter):
     def _to_bytes(self) -> bytes:
         header = _DYNAMIC_HEADER.pack(self._nr, self._current_nb_record, self._vectors)
         return b"".join([self._header_bytes(), header, *map(self._vector_bytes, range(self._vectors))])
+
+
+@dataclass(frozen=True)
+class StoredFilter:
+    """A filter kept as the footer text it was read from (see `BloomFilter.unchanged`)."""
+
+    text: str
+    type_code: str
+
+    def serialize(self) -> str:
+        return self.text
 
 
 class _Reader:

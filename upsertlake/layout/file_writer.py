@@ -3,25 +3,35 @@
 The footer keys go in with `add_key_value_metadata` and `store_schema=False`: pyarrow would
 otherwise copy them into the serialized `ARROW:schema` too and double every file (DESIGN.md §7).
 A marker is written before the data file, so a rollback knows what a failed write left behind.
+
+Encodings are chosen per column (`column_encodings`): the record key and seqno, unique and sharing
+long prefixes, are delta-encoded byte arrays (each value stored as the length of the prefix it
+shares with the one before, plus its suffix); columns that repeat values are dictionary-encoded;
+the rest are plain.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.layout.bloom_filter import BloomFilter
+from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter
 from upsertlake.layout.footer import footer_metadata
 from upsertlake.schema import META_COLUMNS
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import METAFOLDER
 
 META_SCHEMA = pa.schema([(name, pa.string()) for name in META_COLUMNS])
+# Unique per row and prefix-sharing (`k0000000123`, `20261123124731085_3_17`): delta-encoded.
+DELTA_COLUMNS = (META_COLUMNS[1], META_COLUMNS[2])
+# One or a few values per file (commit time, partition path, file name): always a dictionary.
+DICTIONARY_COLUMNS = (META_COLUMNS[0], META_COLUMNS[3], META_COLUMNS[4])
 
 @dataclass(frozen=True)
 class FileWriterConfig:
@@ -47,19 +57,22 @@ def marker_path(instant_time: str, partition_path: str, file_name: str, io_type:
 
 
 def write_base_file(
-    storage: Storage, path: str, table: pa.Table, config: FileWriterConfig, bloom: BloomFilter | None = None
+    storage: Storage, path: str, table: pa.Table, config: FileWriterConfig, bloom: BloomFilter | StoredFilter | None = None
 ) -> int:
     """Write `table` (meta + data columns) as a Hudi base file; returns its size in bytes.
 
-    `bloom` is a filter already holding the file's keys in order (see `BloomFilter.resume`).
+    `bloom` is a filter already holding the file's keys in order (see `BloomFilter.resume` and
+    `BloomFilter.unchanged`).
     """
     rows_per_group = _rows_per_group(table, config.row_group_bytes)
+    dictionary, encodings = column_encodings(table)
     with storage.open_output(path) as sink:
         writer = pq.ParquetWriter(
             sink,
             table.schema,
             compression=config.compression,
-            use_dictionary=dictionary_columns(table),
+            use_dictionary=dictionary,
+            column_encoding=encodings or None,
             store_schema=False,
             write_statistics=True,
         )
@@ -78,20 +91,40 @@ def write_base_file(
     return storage.fs.get_file_info(storage.full_path(path)).size
 
 
+def column_encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:
+    """(columns to dictionary-encode, explicit encodings of the others) for writing `table`."""
+    delta = {
+        name: "DELTA_BYTE_ARRAY"
+        for name in DELTA_COLUMNS
+        if name in table.column_names and pa.types.is_string(table.schema.field(name).type)
+    }
+    return [c for c in dictionary_columns(table) if c not in delta], delta
+
+
 def dictionary_columns(table: pa.Table, sample: int = 4096) -> list[str]:
-    """Columns worth dictionary encoding: those repeating values in a sample of their rows.
+    """Columns worth dictionary encoding: the meta columns of one value per file, those already
+    dictionary-typed, and those repeating values in a sample of rows spread over the table (the
+    unique record key and seqno are not sampled).
 
     Dictionary-encoding a column of unique values (keys, seqnos, measurements) costs time and
-    bytes for nothing; parquet-mr falls back per page, pyarrow pays for the attempt.
+    bytes for nothing; parquet-mr falls back per page, pyarrow pays for the attempt. The sample
+    is spread out because files are often sorted: the first rows of `rider-0 … rider-4999`
+    repeating over 100K rows are all distinct.
     """
-    head = table.slice(0, sample)
-    if head.num_rows < 64:
+    n = table.num_rows
+    if n < 64:
         return table.column_names
-    return [
-        name
-        for name, col in zip(head.column_names, head.columns)
-        if pa.types.is_nested(col.type) or pc.count_distinct(col).as_py() <= head.num_rows // 2
+    decided = [
+        f.name
+        for f in table.schema
+        if f.name in DICTIONARY_COLUMNS or pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type)
     ]
+    rest = table.drop_columns([*decided, *(c for c in DELTA_COLUMNS if c in table.column_names)])
+    rows = rest.take(pa.array(np.linspace(0, n - 1, min(sample, n), dtype=np.int64)))
+    repeating = {
+        name for name, col in zip(rows.column_names, rows.columns) if pc.count_distinct(col).as_py() <= rows.num_rows * 9 // 10
+    }
+    return [name for name in table.column_names if name in repeating or name in decided]
 
 
 def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.errors import CorruptTableError
-from upsertlake.layout.bloom_filter import BloomFilter, bloom_filter_for_keys
+from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter, bloom_filter_for_keys
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile
 
@@ -31,7 +31,7 @@ def footer_metadata(
     fpp: float,
     filter_type: str,
     max_entries: int,
-    bloom: BloomFilter | None = None,
+    bloom: BloomFilter | StoredFilter | None = None,
 ) -> dict[str, str]:
     """The footer entries for a file holding `keys`, in file order (`bloom`: already built)."""
     if bloom is None:
