@@ -65,6 +65,28 @@ def stage_table(entries: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def result_bytes_table(entries: list[dict[str, Any]]) -> list[str]:
+    """Bytes of Spark task results returned to the driver (from the event log), where measured."""
+    rows = [e for e in entries if _ok(e) and "result_bytes" in _ok(e)[0]]
+    if not rows:
+        return []
+    lines = ["Bytes of task results returned to the driver (Spark event log, median):", "",
+             "| workload | peer | result bytes |", "|---|---|---:|"]
+    lines += [f"| {e['workload']} | {e['peer']} | {_median([r['result_bytes'] for r in _ok(e)]):,.0f} |" for e in rows]
+    return [*lines, ""]
+
+
+def driver_table(runs: list[dict[str, Any]]) -> list[str]:
+    lines = ["| table rows | batch rows | upsert s | bytes returned to the driver | Python peak RSS MB (write) | status |",
+             "|---:|---:|---:|---:|---:|---|"]
+    for r in runs:
+        if r["status"] != "ok":
+            lines.append(f"| {r['rows']:,} | {r['batch']:,} | – | – | – | {r['status']}: {'; '.join(r['errors'])[:120]} |")
+        else:
+            lines.append(f"| {r['rows']:,} | {r['batch']:,} | {r['seconds']:.2f} | {r['result_bytes']:,} | {r['peak_rss_mb']:.0f} | verified |")
+    return lines
+
+
 def index_table(entries: list[dict[str, Any]]) -> list[str]:
     lines = ["| keys | index | tag s (median, min–max) | files opened / considered | keys read | false-positive rate | upsert s |",
              "|---|---|---:|---:|---:|---:|---:|"]
@@ -162,7 +184,8 @@ def write_report(out: Path) -> Path:
     for f in sorted(out.glob("results-*.json")):
         doc = json.loads(f.read_text())
         tag = f.stem.removeprefix("results-")
-        lines += [f"## {tag} (size {doc['size']}, repeat {doc['repeat']}, cap {doc['timeout']:.0f}s, {doc['cpus']} CPUs, {doc['started']})", ""]
+        how = doc.get("session") or f"fresh process per run, cap {doc['timeout']:.0f}s"
+        lines += [f"## {tag} (size {doc['size']}, repeat {doc['repeat']}, {how}, {doc['cpus']} CPUs, {doc['started']})", ""]
         if doc.get("tree"):
             lines += [f"upsertlake at commit {doc['tree']}.", ""]
         for peer, why in doc.get("skipped", {}).items():
@@ -177,7 +200,9 @@ def write_report(out: Path) -> Path:
                 else:
                     _scaling_chart(doc[section], out / chart)
                 lines += [f"### {title}", "", *peer_table(doc[section]), "", f"![{title}]({chart})", "",
-                          "upsertlake per-stage seconds (median):", "", *stage_table(doc[section]), ""]
+                          "upsertlake per-stage seconds (median):", "", *stage_table(doc[section]), "", *result_bytes_table(doc[section])]
+        if doc.get("driver"):
+            lines += ["### Driver", "", *driver_table(doc["driver"]), ""]
         if doc.get("index"):
             _grouped_bars(doc["index"], out / f"{tag}-index.png", "Index lookup", "tag stage seconds (median, min–max)",
                           lambda e: e["peer"].split(":")[1], lambda r: r["stages"]["tag"])

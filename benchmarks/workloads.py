@@ -71,11 +71,11 @@ class Expected:
     probes: dict[str, tuple[int, float] | None]
 
 
-def _update_ids(workload: str, rows: int, n: int, rng: np.random.Generator) -> np.ndarray:
+def _update_ids(workload: str, rows: int, n: int, rng: np.random.Generator, days: int) -> np.ndarray:
     if workload == "uniform":
         return rng.choice(rows, n, replace=False)
     # skewed: 90% of updates hit the newest 10% of partitions (the last 2 of 20).
-    hot_start = rows - rows * max(PARTITIONS // 10, 1) // PARTITIONS
+    hot_start = rows - rows * max(days // 10, 1) // days
     n_hot = min(n * 9 // 10, rows - hot_start)
     hot = hot_start + rng.choice(rows - hot_start, n_hot, replace=False)
     cold = rng.choice(hot_start, n - n_hot, replace=False)
@@ -94,23 +94,21 @@ def make_batch(
     probe = np.random.default_rng(seed + 1)
     if workload == "late":
         return _late_batch(rows, batch, days, hot_days, rng, probe)
-    if days != PARTITIONS:
-        raise ValueError(f"workload {workload} uses {PARTITIONS} partitions, not {days}")
     if workload == "delete":
         gone = rng.choice(rows, max(rows // 100, 1), replace=False)
         kept = np.setdiff1d(probe.choice(rows, 200, replace=False), gone)
-        table = pa.table({"key": keys_of(gone), "ts": pa.array(np.full(len(gone), 2, np.int64)), "part": partition_of(gone, rows)})
+        table = pa.table({"key": keys_of(gone), "ts": pa.array(np.full(len(gone), 2, np.int64)), "part": partition_of(gone, rows, days)})
         probes = {k: None for k in keys_of(gone[:200]).to_pylist()}
-        probes.update(_untouched(kept, rows))
+        probes.update(_untouched(kept, rows, days))
         return table, Expected(rows - len(gone), 0, probes)
     n_updates = 0 if workload == "insert" else batch // 2
     n_dups = 0 if workload == "insert" else batch // 20
     n_inserts = batch - n_updates - n_dups
-    updates = make_rows(_update_ids(workload, rows, n_updates, rng), rows, 2, rng) if n_updates else None
-    inserts = make_rows(np.arange(rows, rows + n_inserts), rows, 2, rng)
+    updates = make_rows(_update_ids(workload, rows, n_updates, rng, days), rows, 2, rng, days) if n_updates else None
+    inserts = make_rows(np.arange(rows, rows + n_inserts), rows, 2, rng, days)
     parts = [inserts]
     if updates is not None:
-        dups = make_rows(rng.choice(pc.cast(pc.utf8_slice_codeunits(updates["key"], 1), pa.int64()).to_numpy(), n_dups, replace=False), rows, 1, rng)
+        dups = make_rows(rng.choice(pc.cast(pc.utf8_slice_codeunits(updates["key"], 1), pa.int64()).to_numpy(), n_dups, replace=False), rows, 1, rng, days)
         parts = [updates, inserts, dups]
     table = pa.concat_tables(parts)
     probes: dict[str, tuple[int, float] | None] = {}
@@ -122,7 +120,7 @@ def make_batch(
     if updates is not None:
         upd = set(updates["key"].to_pylist())
         untouched = [i for i in untouched if keys_of(np.array([i]))[0].as_py() not in upd]
-    probes.update(_untouched(np.array(untouched[:200], dtype=np.int64), rows))
+    probes.update(_untouched(np.array(untouched[:200], dtype=np.int64), rows, days))
     return table, Expected(rows + n_inserts, 2 * (n_updates + n_inserts), probes)
 
 
