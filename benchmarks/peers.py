@@ -259,8 +259,8 @@ class DuckDBPeer(Peer):
 
     def snapshot(self, path: Path, keys: list[str]) -> Snapshot:
         con = self._con(path)
-        count, ts_sum = con.execute("SELECT count(*), coalesce(sum(ts), 0) FROM t").fetchone()
         found = con.sql("SELECT key, ts, fare FROM t WHERE key IN (SELECT unnest($1))", params=[keys]).to_arrow_table()
+        ((count, ts_sum),) = con.sql("SELECT count(*), coalesce(sum(ts), 0) FROM t").fetchall()
         con.close()
         return count, int(ts_sum), found
 
