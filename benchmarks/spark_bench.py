@@ -17,7 +17,7 @@ and the time of each stage (`--profile` prints the stages of upsertlake's runs).
 
     python benchmarks/spark_bench.py --rows 2000000 --days 40 --workloads late uniform --repeat 3
     python benchmarks/spark_bench.py --rows 10000000 --days 40 --workloads late uniform --repeat 1
-    python benchmarks/spark_bench.py --driver 1000000 5000000 --rows 2000000   # driver-side growth
+    python benchmarks/spark_bench.py --driver 1000000 5000000 --rows 5000000   # driver-side growth
 
 `--driver N...`: one fresh process per batch size upserts N rows (uniform: half updates) with
 upsertlake; it reports the bytes returned to the driver and the peak RSS of the Python process
