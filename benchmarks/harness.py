@@ -100,11 +100,17 @@ def run_matrix(peers: list[str], cases: list[dict[str, Any]], repeat: int, timeo
     return results
 
 
+LATE_RECORD_BYTES = 70  # on disk, meta columns included (measured at 1M rows)
+
+
 def late_case(args: argparse.Namespace) -> dict[str, Any]:
     """The late-arriving workload as the issues size it: `--days` days, upsertlake files of about
-    `--late-file-mb` so that each day holds several."""
+    `--late-file-mb` so that each day holds several. The first commit sizes its files by
+    hoodie.copyonwrite.record.size.estimate (1024 bytes unless set: files 15× too small), so the
+    build is told the real record size."""
     return {"workload": "late", "rows": args.late_rows, "batch": args.late_batch, "days": args.days,
-            "hoodie": {"hoodie.parquet.max.file.size": int(args.late_file_mb * 1024 * 1024)}}
+            "hoodie": {"hoodie.parquet.max.file.size": int(args.late_file_mb * 1024 * 1024),
+                       "hoodie.copyonwrite.record.size.estimate": LATE_RECORD_BYTES}}
 
 
 def main() -> None:
@@ -140,7 +146,9 @@ def main() -> None:
                            "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "cpus": os.cpu_count(),
                            "label": args.label}
     args.out.mkdir(parents=True, exist_ok=True)
-    out_json = args.out / f"results-{args.series}-{args.size}{'-' + args.label if args.label else ''}.json"
+    if args.series == "peers" and args.workloads == ["late"]:  # the late-arriving workload has its own size
+        doc["size"] = f"late {args.late_rows / 1e6:g}M + {args.late_batch / 1e3:g}K, {args.days} days"
+    out_json = args.out / f"results-{args.series}-{'late' if args.workloads == ['late'] else args.size}{'-' + args.label if args.label else ''}.json"
     log: list[dict[str, Any]] = []
     if args.series in ("peers", "all"):
         print(f"peers: {rows:,} rows + {batch:,} batch; late-arriving {args.late_batch:,} into {args.late_rows:,}")
