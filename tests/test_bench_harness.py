@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 
 import harness  # noqa: E402
 import runner  # noqa: E402
+import spark_bench  # noqa: E402
 from peers import make_peer  # noqa: E402
 from report import write_report  # noqa: E402
 from workloads import WORKLOADS, first_id_of_day, make_base, make_batch, verify  # noqa: E402
@@ -97,3 +98,30 @@ def test_harness_process_timeout_and_report(tmp_path: Path) -> None:
     (tmp_path / "results-peers-tiny.json").write_text(json.dumps(doc))
     text = write_report(tmp_path).read_text()
     assert "| uniform | 20,000 + 2,000 | upsertlake |" in text and (tmp_path / "peers-tiny-peers.png").exists()
+
+
+def test_event_log_counts_result_bytes_and_stages_since_the_last_call(tmp_path: Path) -> None:
+    log_file = tmp_path / "events" / "local-1"
+    log_file.parent.mkdir()
+    task = {"Event": "SparkListenerTaskEnd", "Task Metrics": {"Result Size": 1000}}
+    stage = {"Event": "SparkListenerStageCompleted", "Stage Info": {
+        "Stage Name": "toArrow at /some/where/write.py:74", "Number of Tasks": 2, "Submission Time": 1000, "Completion Time": 3500}}
+    log_file.write_text(json.dumps(task) + "\n")
+    log = spark_bench.EventLog(log_file.parent)
+    log.skip()
+    with log_file.open("a") as f:
+        f.write("\n".join(json.dumps(e) for e in (task, task, stage)) + "\n" + '{"Event": "half a li')
+    assert log.since() == {"result_bytes": 2000, "spark_stages": [{"stage": "toArrow at write.py:74", "tasks": 2, "seconds": 2.5}]}
+    assert log.since() == {"result_bytes": 0, "spark_stages": []}
+
+
+def test_clone_tree_links_data_files_and_copies_the_rest(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / ".hoodie").mkdir(parents=True)
+    (src / "09").mkdir()
+    (src / ".hoodie" / "hoodie.properties").write_text("a=1")
+    (src / "09" / "f.parquet").write_bytes(b"PAR1")
+    spark_bench.clone_tree(src, tmp_path / "dst")
+    assert (tmp_path / "dst" / "09" / "f.parquet").stat().st_ino == (src / "09" / "f.parquet").stat().st_ino
+    (tmp_path / "dst" / ".hoodie" / "hoodie.properties").write_text("a=2")
+    assert (src / ".hoodie" / "hoodie.properties").read_text() == "a=1"
