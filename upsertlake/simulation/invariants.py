@@ -4,7 +4,8 @@
    marker of an uncommitted write remains;
 2. a write that failed with a conflict is not visible; a killed write is visible only if it was
    killed after its commit completed;
-3. the snapshot equals the serial application of the committed batches in instant order (which
+3. the snapshot equals the serial application of the committed batches in instant order under
+   event-time ordering (the largest `ts` of each key wins; on a tie the later commit) (which
    also means every acknowledged record is there unless a later commit overwrote or deleted it),
    and no key appears twice; a delete counts only if its write found the key (its key summary says
    so): a delete of a key the write did not see is nothing, also when a concurrent commit inserted it;
@@ -106,11 +107,14 @@ def _effective(timeline: Timeline, instant: str, batch_file: Path) -> pa.Table:
 
 
 def _serial_application(batches: list[pa.Table]) -> pa.Table:
-    """The last record of each key over the batches in commit order, deletes removed."""
+    """Each key's record with the largest ordering value (`ts`; on a tie the later commit's) over
+    the batches in commit order, deletes removed: what event-time ordering keeps in any serial
+    order. (A write tagged after a concurrent commit can merge onto its newer records and lose to
+    them without sharing a written key, so commit order alone does not decide.)"""
     if not batches:
         return pa.table({c: pa.array([], pa.string()) for c in COLUMNS})
     tables = [b.append_column("_seq", pa.array([i] * b.num_rows, pa.int64())) for i, b in enumerate(batches)]
-    allrows = pa.concat_tables(tables)
+    allrows = pa.concat_tables(tables).sort_by([("ts", "ascending"), ("_seq", "ascending")])
     allrows = allrows.append_column("_row", pa.array(range(allrows.num_rows), pa.int64()))
     last = allrows.group_by("id").aggregate([("_row", "max")]).column("_row_max")
     latest = allrows.take(last)
