@@ -4,8 +4,9 @@
    marker of an uncommitted write remains;
 2. a write that failed with a conflict is not visible; a killed write is visible only if it was
    killed after its commit completed;
-3. the snapshot equals the serial application of the committed batches in instant order (which
-   also means every acknowledged record is there unless a later commit overwrote or deleted it),
+3. the snapshot equals the serial application of the committed batches in commit order (completion
+   order; instant order on version 6), merged by the ordering value as the writes are (which also
+   means every acknowledged record is there unless a later commit overwrote or deleted it),
    and no key appears twice; a delete counts only if its write found the key (its key summary says
    so): a delete of a key the write did not see is nothing, also when a concurrent commit inserted it;
 4. Apache Hudi's reader (the `hudi` package, when installed) returns the same snapshot.
@@ -26,6 +27,7 @@ from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import State
 
 COLUMNS = ["id", "ts", "v", "p"]
+SCHEMA = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string()), ("p", pa.string())])
 BATCH_KEY = "upsertlake.simulate.batch"  # extraMetadata: the journaled batch a commit wrote
 
 
@@ -45,6 +47,7 @@ def check_table(table_path: str, journal: Path) -> dict[str, object]:
     batches = {p.stem.removeprefix("batch-"): p for p in journal.glob("batch-*.parquet")}
     tl = Timeline.load(table.storage)
     wrote = {i.time: tl.commit_metadata(i).extra_metadata.get(BATCH_KEY) for i in tl.completed_writes()}
+    completed_at = {i.time: i.completed_at for i in tl.completed_writes()}  # commit order
     known = {t: batches[b] for t, b in wrote.items() if b in batches}
     acked = set(_lines(journal, "acked-*.txt"))
     simulated = set(known) - set(_lines(journal, "acked-seed.txt"))
@@ -58,7 +61,7 @@ def check_table(table_path: str, journal: Path) -> dict[str, object]:
     violations += _stray_files(Path(table_path), committed)
 
     snapshot = table.read(columns=["_hoodie_commit_time", *COLUMNS])
-    expected = _serial_application([_effective(tl, t, known[t]) for t in sorted(known)])
+    expected = _serial_application([_effective(tl, t, known[t]) for t in sorted(known, key=completed_at.get)])
     violations += _compare("snapshot", _rows(snapshot), _rows(expected))
     keys = snapshot.column("id")
     if pc.count_distinct(keys).as_py() != len(keys):
@@ -106,15 +109,24 @@ def _effective(timeline: Timeline, instant: str, batch_file: Path) -> pa.Table:
 
 
 def _serial_application(batches: list[pa.Table]) -> pa.Table:
-    """The last record of each key over the batches in commit order, deletes removed."""
-    if not batches:
-        return pa.table({c: pa.array([], pa.string()) for c in COLUMNS})
-    tables = [b.append_column("_seq", pa.array([i] * b.num_rows, pa.int64())) for i, b in enumerate(batches)]
-    allrows = pa.concat_tables(tables)
-    allrows = allrows.append_column("_row", pa.array(range(allrows.num_rows), pa.int64()))
-    last = allrows.group_by("id").aggregate([("_row", "max")]).column("_row_max")
-    latest = allrows.take(last)
-    return latest.filter(pc.invert(latest.column("_hoodie_is_deleted"))).select(COLUMNS)
+    """The batches applied one after another in commit order, merged as the simulator's writes are
+    (EVENT_TIME_ORDERING, the default): an incoming record replaces (or deletes) a stored one
+    unless the stored record's ordering value `ts` is larger; a key not stored is inserted (a
+    delete of it is nothing). Commit order alone is not enough: a write that moved to a new
+    instant (onto a newer version of a shared file group) keeps the ordering values it was drawn
+    with, which may be smaller than those of commits with earlier instants."""
+    state = SCHEMA.empty_table()
+    for batch in batches:
+        incoming = batch.select([*COLUMNS, "_hoodie_is_deleted"])
+        stored_ts = state.select(["id", "ts"]).rename_columns(["id", "_stored_ts"])
+        joined = incoming.join(stored_ts, "id", join_type="left outer")
+        wins = pc.fill_null(pc.greater_equal(joined.column("ts"), joined.column("_stored_ts")), True)  # null: new key
+        winners = joined.filter(wins)
+        replaced = pc.is_in(state.column("id"), value_set=winners.column("id"))
+        kept = state.filter(pc.invert(replaced))
+        added = winners.filter(pc.invert(winners.column("_hoodie_is_deleted"))).select(COLUMNS)
+        state = pa.concat_tables([kept, added.cast(SCHEMA)])
+    return state
 
 
 def _rows(table: pa.Table) -> pa.Table:
