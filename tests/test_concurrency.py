@@ -138,6 +138,27 @@ def test_a_re_merge_onto_a_later_instants_version_moves_the_write_to_a_new_insta
 
 
 @pytest.mark.usefixtures("table_version")
+def test_a_moved_write_whose_record_lost_by_ordering_value_keeps_the_larger_one(tmp_path: Path) -> None:
+    """The write of t1 tags only after t2 (started later, with a larger ordering value for a)
+    committed, so it merges onto t2's version, where its record of a loses (EVENT_TIME_ORDERING):
+    it did not write a, no conflict. It moves to an instant after t2's and a keeps t2's record,
+    as the serial application of t2 then the moved write, merged by ordering value, gives (not
+    "the last commit's record wins", which the simulator's checker assumed)."""
+    make(tmp_path)
+    c1 = writer(tmp_path)
+    t1 = c1.start_commit()
+    c2, t2, r2 = started(tmp_path, rows(("a", 3, "a3", "p1")))
+    c2.commit(t2, r2)
+    r1 = c1.upsert(rows(("a", 2, "a2", "p1"), ("b", 2, "b2", "p1")), t1)
+    assert (r1.num_updates, r1.write_stats[0].prevCommit) == (1, t2)  # b only: a lost to a3
+    done = c1.commit(t1, r1)
+    assert done.instant_time > t2 and (done.remerges, done.num_updates) == (1, 1)
+    expected = [("a", 3, "a3", "p1"), ("b", 2, "b2", "p1"), ("c", 1, "c1", "p2")]
+    assert snap(tmp_path) == expected == hudi_snap(tmp_path)
+    assert_clean(tmp_path)
+
+
+@pytest.mark.usefixtures("table_version")
 def test_conflict_is_found_whichever_writer_started_first(tmp_path: Path) -> None:
     make(tmp_path)
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))

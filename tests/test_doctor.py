@@ -123,7 +123,7 @@ def test_failed_write_its_files_and_fix_rolls_it_back(root: Path) -> None:
     assert [(f[0], f[2]) for f in findings(root)] == [("pending", False)]
     assert doctor(root).returncode == 0
     # a data file still being written keeps the write alive, though its instant files are old
-    age([*root.glob(f".hoodie/{instant}*"), *(root / ".hoodie/.temp").rglob("*")])
+    age([*root.glob(f".hoodie/{instant}*"), *(root / ".hoodie/.temp").rglob("*"), *(root / ".hoodie/.keys").rglob("*")])
     assert [(f[0], f[2]) for f in findings(root)] == [("pending", False)]
     age(root.glob(f"*/*_{instant}.parquet"))
     assert findings(root) == [

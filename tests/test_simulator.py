@@ -37,12 +37,13 @@ def test_disjoint_writers_all_commit(tmp_path: Path) -> None:
     assert report["hudi_reader"] == "agrees" and report["ok"] is True
 
 
-def test_writers_on_disjoint_keys_of_shared_file_groups_never_conflict(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", ["6", "8"])
+def test_writers_on_disjoint_keys_of_shared_file_groups_never_conflict(tmp_path: Path, version: str) -> None:
     """Every write touches the one file group of the shared partition, on records of its own: each
     later commit merges again onto the other's version (or moves to a new instant), none fails."""
     code, report = simulate(
         tmp_path / "t", "--writers", "3", "--commits", "4", "--overlap", "0.5", "--disjoint-keys",
-        "--kill-rate", "0.2", "--seed", "3",
+        "--kill-rate", "0.2", "--seed", "3", "--table-version", version,
     )
     assert code == 0, report["violations"]
     assert (report["attempted"], report["conflicted"], report["failed"]) == (12, 0, 0)

@@ -195,7 +195,9 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
             threading.Timer(delay, os.kill, (os.getpid(), signal.SIGKILL)).start()
         began = time.perf_counter()
         batch_id = f"w{writer}-{attempt}"
-        instant = client.start_commit()  # first: a later write's batch gets larger ordering values
+        # First: a later write's batch gets larger ordering values (a write that moves to a new
+        # instant keeps its batch, so the checker merges by ordering value, as the table does).
+        instant = client.start_commit()
         batch = _batch(config, writer, rng)
         pq.write_table(batch, config.journal / f"batch-{batch_id}.parquet")
         try:
