@@ -74,6 +74,22 @@ def test_distributed_writes_match_the_in_process_engine(spark, tmp_path: Path) -
     assert sorted(tuple(r.values()) for r in hudi.to_pylist()) == data(dist)
 
 
+def test_duplicates_with_equal_ordering_values_keep_the_later_record(spark, tmp_path: Path) -> None:
+    """Ties in the precombine field go to the record later in the input, as in process, however
+    Spark shuffles the rows: four copies of every key with one ordering value, in 8 partitions."""
+    copies = [rows(range(40), 5, f"copy{c}") for c in range(4)]
+    df = spark.createDataFrame(copies[0])
+    for copy in copies[1:]:
+        df = df.union(spark.createDataFrame(copy))
+    local = tmp_path / "local"
+    create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p").upsert(
+        pa.concat_tables(copies)
+    )
+    uls.upsert(df, str(tmp_path / "spark"), **OPTS)
+    assert data(tmp_path / "spark") == data(local)
+    assert sorted(r[4] for r in data(local)) == sorted(f"copy3-{i}" for i in range(40))
+
+
 def test_tables_move_between_spark_and_in_process(spark, tmp_path: Path) -> None:
     path = tmp_path / "t"
     uls.upsert(spark.createDataFrame(rows(range(50), 1, "a")), str(path), **OPTS)

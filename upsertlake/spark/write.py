@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION, BucketJob
-from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
+from upsertlake.engine.prepare import POSITION, PreparedBatch, PrepareSpec
 from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
@@ -60,13 +60,18 @@ def _write_distributed(
     stages: dict[str, float] = {}
     began = time.perf_counter()
     spec = client.prepare_spec(options.operation, options.hoodie)
-    empty = spec.run(schema.empty_table())
+    positioned = schema.append(pa.field(POSITION, pa.int64(), nullable=False))
+    empty = spec.run(positioned.empty_table())
     spark = df.sparkSession
     # As many tasks as the input has partitions (at least one per core). Not Spark's shuffle
     # default: the result is cached, and adaptive execution does not shrink a cached plan.
     parts = max(df.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
+    # Each row's place in the input, fixed before the shuffle: "the later record wins" among
+    # duplicates means what it means in process (monotonically_increasing_id orders by input
+    # partition, then row).
     prepared = (
-        df.repartition(parts, *client.table_config.record_key_fields)
+        df.withColumn(POSITION, F.monotonically_increasing_id())
+        .repartition(parts, *client.table_config.record_key_fields)
         .mapInArrow(partial(_prepare, spec, empty.records.schema), spark_schema_of(empty.records.schema))
         .persist()
     )
@@ -109,23 +114,25 @@ def _table(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------
 def _prepare(spec: PrepareSpec, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Every record of a key lands in one hash partition, so deduplicating it here is complete."""
+    """Every record of a key lands in one hash partition, so deduplicating it here is complete;
+    the rows are put back in input order first, so ties go to the later record as in process."""
     data = _table(batches)
     if data is not None:
+        data = data.sort_by(POSITION)
         yield from spec.run(data).records.cast(schema).to_batches()
 
 
 def _write(job: BucketJob, base: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Merge and write the bucket(s) of this task; records keep their key order within a bucket."""
+    """Merge and write the bucket(s) of this task; records keep their input order within a bucket."""
     data = _table(batches)
     if data is None:
         return
     storage = Storage(base)
-    data = data.sort_by([(BUCKET, "ascending"), (KEY, "ascending")])
+    data = data.sort_by([(BUCKET, "ascending"), (POSITION, "ascending")])
     buckets = data.column(BUCKET).to_numpy()
     starts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
     statuses = []
     for lo, hi in pairwise(starts):
-        records = data.slice(lo, hi - lo).drop_columns([BUCKET])
+        records = data.slice(lo, hi - lo).drop_columns([BUCKET, POSITION])
         statuses.append(pickle.dumps(job.write(storage, int(buckets[lo]), records)))
     yield pa.RecordBatch.from_pydict({STATUS: statuses}, schema=pa.schema([(STATUS, pa.binary())]))
