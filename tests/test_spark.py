@@ -74,6 +74,39 @@ def test_distributed_writes_match_the_in_process_engine(spark, tmp_path: Path) -
     assert sorted(tuple(r.values()) for r in hudi.to_pylist()) == data(dist)
 
 
+MOVES = [
+    ("bulk_insert", rows(range(300), 1, "one")),
+    ("upsert", pa.concat_tables([rows(range(200, 400), 2, "two"), rows(range(250, 260), 1, "stale")])),
+    # keys 0..59 change partition (p_i -> p(i+1)); 0..9 with an older ordering value stay put
+    ("upsert", pa.concat_tables([
+        rows(range(10, 60), 3, "moved").set_column(3, "p", pa.array([f"p{(i + 1) % 3}" for i in range(10, 60)])),
+        rows(range(10), 0, "older").set_column(3, "p", pa.array([f"p{(i + 1) % 3}" for i in range(10)])),
+    ])),
+    ("delete", rows(range(50, 70), 0, "gone").select(["id", "p"])),
+]
+
+
+@pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE"])
+def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: str) -> None:
+    """Each index tags on the executors as it does in process, a global one moving keys between
+    partitions (delete in the old file group, insert in the new partition) unless the stored
+    record orders after the incoming one; bulk_insert fills files as in process."""
+    opts = {**SMALL_FILES, "hoodie.index.type": index}
+    local, dist = tmp_path / "local", tmp_path / "spark"
+    create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p", options=opts)
+    for i, (op, batch) in enumerate(MOVES):
+        getattr(open_table(local, opts), op)(batch)
+        getattr(uls, op)(spark.createDataFrame(batch), str(dist), **OPTS, **opts)
+        assert data(dist) == data(local), f"after batch {i} ({op})"
+        assert layout(dist) == layout(local), f"after batch {i} ({op})"
+    stored = [(r[2], r[1], r[4]) for r in data(dist)]
+    if index.startswith("GLOBAL_"):
+        assert ("k00011", "p0", "moved-11") in stored and ("k00001", "p1", "one-1") in stored
+        assert len(stored) == len({r[0] for r in stored}) == 380
+    else:  # a non-global index keeps the key in both partitions
+        assert {("k00001", "p1", "one-1"), ("k00001", "p2", "older-1")} <= set(stored) and len(stored) == 440
+
+
 def test_duplicates_with_equal_ordering_values_keep_the_later_record(spark, tmp_path: Path) -> None:
     """Ties in the precombine field go to the record later in the input, as in process, however
     Spark shuffles the rows: four copies of every key with one ordering value, in 8 partitions."""

@@ -72,9 +72,11 @@ class BucketJob:
     precombine_field: str | None
     merge_mode: MergeMode
     file_config: FileWriterConfig
+    with_keys: bool = True  # statuses carry the inserted/deleted key arrays (not on Spark)
 
-    def write(self, storage: Storage, number: int, records: pa.Table) -> WriteStatus:
-        """Write bucket `number` with its records (data columns + key, partition, delete flag)."""
+    def write(self, storage: Storage, number: int, records: pa.Table, write_token: str | None = None) -> WriteStatus:
+        """Write bucket `number` with its records (data columns + key, partition, delete flag).
+        `write_token` names this attempt's file (Spark: one per task attempt)."""
         task = BucketTask(
             bucket=self.buckets[number],
             records=records,
@@ -83,18 +85,20 @@ class BucketJob:
             data_schema=self.data_schema,
             precombine_field=self.precombine_field,
             merge_mode=self.merge_mode,
-            write_token=f"{number}-1-0",
+            write_token=write_token or f"{number}-1-0",
         )
-        return write_bucket(storage, task, self.file_config)
+        status = write_bucket(storage, task, self.file_config)
+        return status if self.with_keys else replace(status, inserted_keys=None, deleted_keys=None)
 
 
 @dataclass(frozen=True)
 class WriteStatus:
-    """The result of writing one bucket: its write stat and the key changes for the index."""
+    """The result of writing one bucket: its write stat and the key changes for the index (None
+    on Spark, where nothing per record goes back to the driver)."""
 
     stat: WriteStat
-    inserted_keys: pa.Array
-    deleted_keys: pa.Array
+    inserted_keys: pa.Array | None
+    deleted_keys: pa.Array | None
     num_updates: int
     num_inserts: int
     num_deletes: int
