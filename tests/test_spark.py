@@ -154,6 +154,50 @@ def test_data_source_writes_with_hudi_option_names(spark, tmp_path: Path) -> Non
     with pytest.raises(Exception, match="mode\\('overwrite'\\)"):
         spark.createDataFrame(rows(range(3), 5, "o")).write.format("upsertlake").mode("overwrite").save(path)
     assert len(data(Path(path))) == 25
+    before = sorted(p.name for p in Path(path).rglob("*"))
+    with pytest.raises(Exception, match="at most 10 rows \\(upsertlake.save.max.records\\); this batch has 30.*upsertlake.spark.upsert"):
+        (spark.createDataFrame(rows(range(30), 9, "big")).write.format("upsertlake")
+         .option("upsertlake.save.max.records", "10").mode("append").save(path))
+    assert sorted(p.name for p in Path(path).rglob("*")) == before
+
+
+def test_services_run_after_a_spark_commit_as_in_process(spark, tmp_path: Path) -> None:
+    """Inline clustering (as Spark tasks), automatic clean and archival follow each Spark commit
+    exactly as they follow an in-process one: same snapshot, same files left on disk."""
+    opts = {"hoodie.parquet.small.file.limit": 0, "hoodie.clustering.inline": "true",
+            "hoodie.clustering.inline.max.commits": 2, "hoodie.cleaner.commits.retained": 1,
+            "hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3}
+    local, dist = tmp_path / "local", tmp_path / "spark"
+    create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p", options=opts)
+    for b in range(4):
+        batch = rows(range(10 * b, 10 * b + 15), b + 1, f"b{b}")
+        open_table(local, opts).upsert(batch)
+        uls.upsert(spark.createDataFrame(batch), str(dist), **OPTS, **opts)
+    assert data(dist) == data(local) and layout(dist) == layout(local)
+
+    def actions(path: Path) -> list[str]:
+        return [i.action.value for i in open_table(path).timeline()]
+
+    assert actions(dist) == actions(local) and "replacecommit" in actions(dist) and "clean" in actions(dist)
+    assert len(list(dist.rglob("*.parquet"))) == len(list(local.rglob("*.parquet")))
+    assert len(list((dist / ".hoodie" / "archived").iterdir())) > 0
+
+
+def test_workers_without_pyarrow_get_a_clear_error(spark, tmp_path: Path) -> None:
+    """A session whose Python workers run an interpreter without pyarrow fails before any write."""
+    from upsertlake.spark import session
+
+    sc = spark.sparkContext
+    python, checked = sc.pythonExec, set(session._CHECKED)
+    sc.pythonExec, session._CHECKED = "/usr/bin/python3", set()  # has no pyarrow (checked below)
+    try:
+        probe = subprocess.run(["/usr/bin/python3", "-c", "import pyarrow"], capture_output=True, check=False)
+        assert probe.returncode != 0
+        with pytest.raises(ConfigError, match="workers run /usr/bin/python3, which cannot import pyarrow.*spark.pyspark.python"):
+            uls.upsert(spark.createDataFrame(rows(range(3), 1, "a")), str(tmp_path / "t"), **OPTS)
+    finally:
+        sc.pythonExec, session._CHECKED = python, checked
+    assert not (tmp_path / "t").exists()
 
 
 def test_data_source_reads_snapshot_time_travel_and_incremental(spark, tmp_path: Path) -> None:
@@ -220,6 +264,28 @@ def test_failed_spark_job_leaves_nothing(spark, tmp_path: Path) -> None:
     committed = {i.time for i in open_table(path).timeline()}
     assert {n.rsplit("_", 1)[1].removesuffix(".parquet") for n in names} <= committed
     assert len(data(path)) == 40 and r.num_inserts == 10
+
+
+def test_driver_stays_small_and_failed_task_attempts_leave_nothing(tmp_path: Path) -> None:
+    """In a session of its own (tests/spark_driver_probe.py): spark.driver.maxResultSize=1m and
+    300,000 keys (about 4 MB of keys alone) upsert fine, so nothing per record is collected; the
+    Python process's peak RSS after that write is within 25% of its peak after a write ten times
+    smaller; every write task fails once after writing its file and its retry succeeds (local[2,3]),
+    and the commit deleted the failed attempts' files (marker reconciliation)."""
+    path, failures = tmp_path / "t", tmp_path / "failures"
+    failures.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, str(REPO / "tests" / "spark_driver_probe.py"), str(path), "300000", str(failures)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(list(failures.iterdir())) >= 4  # one injected failure per write task (4 partitions)
+    assert got["on_disk"] == got["files_written"] and len(got["files_written"]) >= 4
+    assert (got["updates"], got["inserts"]) == (30_000, 270_000)
+    assert got["peak_mb_large"] <= 1.25 * got["peak_mb_small"], got
+    t = open_table(path).read(columns=["id", "ts"])
+    assert t.num_rows == 300_000 and t.column("ts").to_pylist().count(3) == 300_000
+    assert len(set(t.column("id").to_pylist())) == 300_000
 
 
 def test_bad_options_fail_before_any_job(spark, tmp_path: Path) -> None:

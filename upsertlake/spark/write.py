@@ -16,12 +16,13 @@ from __future__ import annotations
 import logging
 import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -32,11 +33,14 @@ from upsertlake.engine.bulk_insert import bulk_insert_layout
 from upsertlake.engine.prepare import POSITION, PrepareSpec
 from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.layout.markers import reconcile_markers
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.spark.options import WriteOptions
+from upsertlake.spark.session import check_workers
 from upsertlake.spark.tagging import LOCATION, tag
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
+from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
 
 log = logging.getLogger(__name__)
@@ -44,21 +48,39 @@ log = logging.getLogger(__name__)
 BUCKET = "_upsertlake_bucket"
 STATUS = "status"
 _SORTED_BULK_MODES = ("GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION_AND_SORT")
+# Tests put a function here to make write tasks fail after writing (as a lost executor would):
+# it is shipped with the job and called with the task's attempt number.
+_WRITE_FAULT: Callable[[int], None] | None = None
 
 
 def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str, str] | None = None) -> WriteResult:
     """Write a Spark DataFrame to the table with the options' operation, distributed;
     `extra_metadata` goes into the commit's extraMetadata."""
+    spark = df.sparkSession
+    check_workers(spark)
     schema = arrow_schema_of(df.schema)
     table = options.open_or_create(schema)
     client = table.write_client()
     instant = client.start_commit()
     try:
         result = _write_distributed(df, schema, client, instant, options)
-        return client.commit(instant, result, extra_metadata)
+        reconcile_markers(client.storage, instant, result.files_written)
+        result = client.commit(instant, result, extra_metadata)
     except BaseException:
         client.rollback(instant)
         raise
+    # The same services as in process (clean, archive, inline clustering as Spark tasks).
+    open_table(options.path, options.hoodie).services_after_commit(options.hoodie, groups_on(spark))
+    return result
+
+
+def groups_on(spark: object) -> Callable[[Callable, list], list]:
+    """A clustering `map_groups` that writes each new file group as a Spark task."""
+
+    def on_spark(write: Callable, groups: list) -> list:
+        return spark.sparkContext.parallelize(groups, max(1, len(groups))).map(write).collect()
+
+    return on_spark
 
 
 def _write_distributed(
@@ -162,7 +184,7 @@ def _write_buckets(assigned: DataFrame, buckets: list[Bucket], job: BucketJob, b
         return []
     rows = (
         assigned.repartitionById(len(buckets), BUCKET)
-        .mapInArrow(partial(_write_task, job, base), f"{STATUS} binary")
+        .mapInArrow(partial(_write_task, job, base, _WRITE_FAULT), f"{STATUS} binary")
         .collect()
     )
     return [pickle.loads(r[0]) for r in rows]
@@ -194,17 +216,25 @@ def _assign_task(partitioner: UpsertPartitioner, batches: Iterator[pa.RecordBatc
         yield from out.to_batches()
 
 
-def _write_task(job: BucketJob, base: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Merge and write the bucket(s) of this task; records keep their input order within a bucket."""
+def _write_task(
+    job: BucketJob, base: str, fault: Callable[[int], None] | None, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Merge and write the bucket(s) of this task; records keep their input order within a bucket.
+    Each attempt writes under its own token (Hudi's partition-stage-attempt), so a retried or
+    speculative attempt never overwrites another's file; the commit deletes the losers' files."""
     data = _table(batches)
     if data is None:
         return
     storage = Storage(base)
+    ctx = TaskContext.get()
+    token = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.taskAttemptId()}" if ctx is not None else None
     data = data.sort_by([(BUCKET, "ascending"), (POSITION, "ascending")])
     buckets = data.column(BUCKET).to_numpy()
     starts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
     statuses = []
     for lo, hi in pairwise(starts):
         records = data.slice(lo, hi - lo).drop_columns([BUCKET, POSITION])
-        statuses.append(pickle.dumps(job.write(storage, int(buckets[lo]), records)))
+        statuses.append(pickle.dumps(job.write(storage, int(buckets[lo]), records, token)))
+    if fault is not None:
+        fault(ctx.attemptNumber() if ctx is not None else 0)
     yield pa.RecordBatch.from_pydict({STATUS: statuses}, schema=pa.schema([(STATUS, pa.binary())]))
