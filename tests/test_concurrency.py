@@ -12,25 +12,30 @@ import io
 import json
 import multiprocessing as mp
 import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pytest
 from helpers import hudi_read
 
 from upsertlake import WriteConflictError, create_table, open_table
 from upsertlake.concurrency.heartbeat import heartbeat_path, is_expired
+from upsertlake.concurrency.key_summary import ROARING_MIN, KeySummary, key_hashes, read_summary
 from upsertlake.concurrency.lock import (
     FILE_SYSTEM_PROVIDER,
     IN_PROCESS_PROVIDER,
     make_lock,
 )
 from upsertlake.config import Config
-from upsertlake.errors import ConfigError, LockTimeoutError
+from upsertlake.errors import ConfigError, CorruptTableError, LockTimeoutError
 from upsertlake.storage import Storage
 from upsertlake.timeline.instant import Action, State
 
@@ -89,17 +94,45 @@ def test_no_concurrent_writes_no_conflict(tmp_path: Path) -> None:
     assert snap(tmp_path) == [("a", 3, "a3", "p1"), ("b", 1, "b1", "p1"), ("c", 1, "c1", "p2")]
 
 
-def test_overlapping_file_group_later_commit_fails_and_is_rolled_back(tmp_path: Path) -> None:
+def test_different_records_of_one_file_group_both_commit_the_later_re_merging(tmp_path: Path) -> None:
+    """Beyond Hudi, whose file-group rule fails the later write: it merges its records again onto
+    the version the other commit wrote (new write token, same instant), and the table holds both."""
     make(tmp_path)
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
     c2, t2, r2 = started(tmp_path, rows(("b", 2, "b2", "p1")))  # same file group as a
-    c2.commit(t2, r2)
-    with pytest.raises(WriteConflictError, match=rf"write {t1} conflicts with commit {t2} \(completed\)"):
-        c1.commit(t1, r1)
-    assert snap(tmp_path) == [("a", 1, "a1", "p1"), ("b", 2, "b2", "p1"), ("c", 1, "c1", "p2")]
-    assert all(Path(tmp_path, p).exists() is False for p in r1.files_written)
+    c1.commit(t1, r1)
+    done = c2.commit(t2, r2)
+    expected = [("a", 2, "a2", "p1"), ("b", 2, "b2", "p1"), ("c", 1, "c1", "p2")]
+    assert snap(tmp_path) == expected == hudi_snap(tmp_path)
+    assert (done.instant_time, done.remerges, done.retries, done.num_updates, done.num_inserts) == (t2, 1, 0, 1, 0)
+    (stat,) = done.write_stats
+    old = r2.write_stats[0]
+    assert (stat.fileId, stat.prevCommit, stat.numWrites, stat.numUpdateWrites) == (old.fileId, t1, 2, 1)
+    assert stat.path == old.path.replace("_0-1-0_", "_0-2-0_")  # a new write token
+    assert not Path(tmp_path, old.path).exists()
+    meta = json.loads((tmp_path / ".hoodie" / f"{t2}.commit").read_text())
+    assert [s["path"] for s in meta["partitionToWriteStats"]["p1"]] == [stat.path]
     assert_clean(tmp_path)
-    assert sorted(hudi_read(tmp_path)["id"].to_pylist()) == ["a", "b", "c"]
+
+
+def test_a_re_merge_onto_a_later_instants_version_moves_the_write_to_a_new_instant(tmp_path: Path) -> None:
+    """Readers order a group's versions by instant time: a version named by t1 after t2's would be
+    hidden, so the write of t1 is written again under a new instant and t1 is rolled back."""
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
+    c2, t2, r2 = started(tmp_path, rows(("b", 2, "b2", "p1"), ("c", 2, "c2", "p2")))  # same group as a
+    c2.commit(t2, r2)
+    done = c1.commit(t1, r1)
+    assert done.instant_time > t2 and done.remerges == 1
+    expected = [("a", 2, "a2", "p1"), ("b", 2, "b2", "p1"), ("c", 2, "c2", "p2")]
+    assert snap(tmp_path) == expected == hudi_snap(tmp_path)
+    timeline = open_table(tmp_path).timeline()
+    assert [i.time for i in timeline if i.action is Action.COMMIT][-2:] == [t2, done.instant_time]
+    assert t1 not in {i.time for i in timeline} and not list(tmp_path.rglob(f"*_{t1}.parquet"))
+    (stat,) = done.write_stats
+    assert (stat.prevCommit, stat.numWrites, stat.numUpdateWrites) == (t2, 2, 1)
+    assert not (tmp_path / ".hoodie" / ".keys" / t1).exists()
+    assert_clean(tmp_path)
 
 
 def test_conflict_is_found_whichever_writer_started_first(tmp_path: Path) -> None:
@@ -107,9 +140,10 @@ def test_conflict_is_found_whichever_writer_started_first(tmp_path: Path) -> Non
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
     c2, t2, r2 = started(tmp_path, rows(("a", 3, "a3", "p1")))
     c1.commit(t1, r1)  # the earlier instant commits first this time
-    with pytest.raises(WriteConflictError, match=f"conflicts with commit {t1}"):
+    with pytest.raises(WriteConflictError, match=f"conflicts with commit {t1} .*both wrote the record key\\(s\\) a;"):
         c2.commit(t2, r2)
     assert snap(tmp_path)[0] == ("a", 2, "a2", "p1")
+    assert_clean(tmp_path)
 
 
 def test_disjoint_partitions_both_commit_in_either_order(tmp_path: Path) -> None:
@@ -125,15 +159,17 @@ def test_disjoint_partitions_both_commit_in_either_order(tmp_path: Path) -> None
     assert sorted(tuple(r.values()) for r in got) == expected
 
 
-def test_inserts_packed_into_the_same_small_file_conflict(tmp_path: Path) -> None:
+def test_inserts_packed_into_the_same_small_file_both_commit(tmp_path: Path) -> None:
     make(tmp_path, small_file_limit=10 * 1024 * 1024)
     c1, t1, r1 = started(tmp_path, rows(("x", 1, "x1", "p1")), small_file_limit=10 * 1024 * 1024)
     c2, t2, r2 = started(tmp_path, rows(("y", 1, "y1", "p1")), small_file_limit=10 * 1024 * 1024)
     assert r1.num_inserts == r2.num_inserts == 1 and r1.write_stats[0].fileId == r2.write_stats[0].fileId
     c1.commit(t1, r1)
-    with pytest.raises(WriteConflictError, match="both wrote file group"):
-        c2.commit(t2, r2)
-    assert [r[0] for r in snap(tmp_path)] == ["a", "b", "c", "x"]
+    done = c2.commit(t2, r2)
+    assert (done.remerges, done.num_inserts, done.write_stats[0].numWrites) == (1, 1, 4)
+    assert [r[0] for r in snap(tmp_path)] == ["a", "b", "c", "x", "y"]
+    assert snap(tmp_path) == hudi_snap(tmp_path)
+    assert_clean(tmp_path)
 
 
 def test_concurrent_inserts_of_one_new_key_fail_the_later_writer(tmp_path: Path) -> None:
@@ -143,7 +179,7 @@ def test_concurrent_inserts_of_one_new_key_fail_the_later_writer(tmp_path: Path)
     c2, t2, r2 = started(tmp_path, rows(("new", 2, "w2", "p1"), ("n2", 1, "w2", "p1")))
     assert r1.write_stats[0].fileId != r2.write_stats[0].fileId
     c1.commit(t1, r1)
-    with pytest.raises(WriteConflictError, match="both inserted the new key\\(s\\) new"):
+    with pytest.raises(WriteConflictError, match="both wrote the record key\\(s\\) new"):
         c2.commit(t2, r2)
     ids = [r[0] for r in snap(tmp_path)]
     assert ids == ["a", "b", "c", "n1", "new"]
@@ -165,7 +201,7 @@ def test_same_new_key_in_different_partitions_conflicts_under_a_global_index(tmp
     c1, t1, r1 = started(tmp_path, rows(("new", 1, "w1", "p1")), options=opts)
     c2, t2, r2 = started(tmp_path, rows(("new", 1, "w2", "p2")), options=opts)
     c1.commit(t1, r1)
-    with pytest.raises(WriteConflictError, match="both inserted the new key"):
+    with pytest.raises(WriteConflictError, match="both wrote the record key\\(s\\) new"):
         c2.commit(t2, r2)
 
 
@@ -400,3 +436,191 @@ def test_timeline_has_one_completed_commit_per_acknowledged_write(tmp_path: Path
     c1.commit(t1, r1)
     commits = [i for i in open_table(tmp_path).timeline() if i.action is Action.COMMIT]
     assert [i.state for i in commits] == [State.COMPLETED, State.COMPLETED]
+
+
+# -- key summaries -----------------------------------------------------------------------------
+def hudi_snap(path: Path) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in hudi_read(path).select(["id", "ts", "v", "p"]).to_pylist())
+
+
+def summary_of(path: Path, instant: str, partition: str, file_id: str):
+    return read_summary(Storage(path), instant, partition, file_id)
+
+
+def test_key_hashes_are_stable_and_the_summary_round_trips() -> None:
+    # The hashes are on disk: they must never change between versions or machines.
+    assert key_hashes(pa.array(["a", "", "id-1"])).tolist() == [2191698264, 4023394144, 3642176598]
+    assert key_hashes(pa.chunked_array([["a"], ["id-1"]])).tolist() == [2191698264, 3642176598]
+    small = KeySummary.of(pa.array(["u1", "u2"]), pa.array(["d"]), pa.array([], pa.string()))
+    back = KeySummary.from_bytes(small.to_bytes(), "test")
+    assert [a.tolist() for a in (back.updated, back.deleted, back.inserted)] == [
+        sorted(key_hashes(pa.array(["u1", "u2"])).tolist()), key_hashes(pa.array(["d"])).tolist(), []
+    ]
+    assert len(small.to_bytes()) == 5 + 3 * 9 + 3 * 4
+    many = pa.array([f"key-{i:08d}" for i in range(ROARING_MIN * 2)])
+    big = KeySummary.of(pa.array([], pa.string()), pa.array([], pa.string()), many)
+    data = big.to_bytes()
+    assert len(data) < 4 * len(big.inserted)  # stored as a roaring bitmap, smaller than the array
+    assert np.array_equal(KeySummary.from_bytes(data, "test").inserted, big.inserted)
+    with pytest.raises(CorruptTableError, match="damaged"):
+        KeySummary.from_bytes(data[:100], "test")
+    with pytest.raises(CorruptTableError, match="not a version 1 key summary"):
+        KeySummary.from_bytes(b"PAR1", "test")
+
+
+def test_each_bucket_write_stores_the_keys_it_updated_deleted_and_inserted(tmp_path: Path) -> None:
+    make(tmp_path)
+    t = open_table(tmp_path, OCC)
+    batch = rows(("a", 2, "a2", "p1"), ("b", 2, "b2", "p1"), ("d", 1, "d1", "p1"), ("e", 1, "e1", "p2"))
+    result = t.upsert(batch.append_column("_hoodie_is_deleted", pa.array([False, True, False, False])))
+    by_partition = {s.partitionPath: s for s in result.write_stats}
+    p1 = summary_of(tmp_path, result.instant_time, "p1", by_partition["p1"].fileId)
+    assert p1.updated.tolist() == key_hashes(pa.array(["a"])).tolist()
+    assert p1.deleted.tolist() == key_hashes(pa.array(["b"])).tolist()
+    assert p1.inserted.tolist() == key_hashes(pa.array(["d"])).tolist()
+    p2 = summary_of(tmp_path, result.instant_time, "p2", by_partition["p2"].fileId)
+    assert (p2.updated.tolist(), p2.deleted.tolist(), p2.inserted.tolist()) == ([], [], key_hashes(pa.array(["e"])).tolist())
+    # Without an in-memory index the writer gets no key arrays back: the check reads the summaries.
+    assert result.index_update.inserted.num_rows == result.index_update.deleted.num_rows == 0
+    # Apache Hudi's reader ignores the sidecars: snapshot, time travel and incremental reads agree.
+    assert hudi_snap(tmp_path) == snap(tmp_path)
+    first = t.timeline()[0].time
+    assert sorted(hudi_read(tmp_path, as_of=first).column("id").to_pylist()) == ["a", "b", "c"]
+    assert sorted(hudi_read(tmp_path, begin=first).column("id").to_pylist()) == ["a", "d", "e"]
+
+
+def test_key_summaries_go_with_their_instant_on_rollback_clean_and_archive(tmp_path: Path) -> None:
+    make(tmp_path, {"hoodie.clean.automatic": False})
+    keys = tmp_path / ".hoodie" / ".keys"
+    t = open_table(tmp_path, dict(OCC, **{"hoodie.clean.automatic": False}))
+    times = [t.timeline()[0].time] + [t.upsert(rows(("a", i, f"a{i}", "p1"))).instant_time for i in range(2, 8)]
+    assert sorted(p.name for p in keys.iterdir()) == times
+    c, pending, _ = started(tmp_path, rows(("c", 9, "c9", "p2")))
+    assert (keys / pending).exists()
+    c.rollback(pending)  # a pending write
+    assert not (keys / pending).exists()
+    t.rollback()  # the latest completed commit
+    assert sorted(p.name for p in keys.iterdir()) == times[:-1]
+    cleaned = t.clean("KEEP_LATEST_COMMITS", 2)
+    # Old versions of group p1 are cleaned, and their summaries with them; p2's (times[0]) stays.
+    gone = [(f.split("/")[0], *Path(f).stem.split("_")) for f in cleaned.files_deleted]
+    assert len(gone) == 4 and all(summary_of(tmp_path, i, p, f) is None for p, f, _, i in gone)
+    assert list((keys / times[0] / "p2").glob("*.keys"))
+    moved = t.archive({"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3})
+    assert moved and all(not (keys / i.time).exists() for i in moved)
+    assert hudi_snap(tmp_path) == snap(tmp_path)
+
+
+def test_a_hash_collision_is_confirmed_against_the_keys_and_is_no_conflict(tmp_path: Path) -> None:
+    # k0115978 and k0125128 share one 32-bit hash; the check must read the keys and let both commit.
+    assert key_hashes(pa.array(["k0115978"])).tolist() == key_hashes(pa.array(["k0125128"])).tolist()
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("k0115978", 1, "x", "p1")))
+    c2, t2, r2 = started(tmp_path, rows(("k0125128", 1, "y", "p1")))
+    c1.commit(t1, r1)
+    c2.commit(t2, r2)
+    assert [r[0] for r in snap(tmp_path)] == ["a", "b", "c", "k0115978", "k0125128"]
+    assert_clean(tmp_path)
+
+
+KILLED_WHILE_RE_MERGING = """
+import os, signal, sys
+import pyarrow as pa
+from upsertlake import open_table
+from upsertlake.engine.bucket_writer import BucketJob
+
+path, move = sys.argv[1], sys.argv[2] == "move"
+opts = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+        "hoodie.client.heartbeat.interval_in_ms": 200, "hoodie.parquet.small.file.limit": 0}
+rows = lambda i, ts, v, p: pa.table({"id": [i], "ts": [ts], "v": [v], "p": [p]})
+c1, c2 = open_table(path, opts).write_client(), open_table(path, opts).write_client()
+first, second = (c2, c1) if move else (c1, c2)  # c2 commits last; with "move" it has the earlier instant
+t_first = first.start_commit()
+t_second = second.start_commit()
+t1, t2 = (t_second, t_first) if move else (t_first, t_second)
+r1 = c1.upsert(rows("a", 2, "a2", "p1"), t1)
+r2 = c2.upsert(rows("b", 2, "b2", "p1"), t2)
+c1.commit(t1, r1)
+original = BucketJob.write
+
+def write_then_die(self, storage, number, records, base_file=None, attempt=1):
+    status = original(self, storage, number, records, base_file, attempt)
+    os.kill(os.getpid(), signal.SIGKILL)  # killed once the re-merged file is written
+
+BucketJob.write = write_then_die
+c2.commit(t2, r2)
+"""
+
+
+@pytest.mark.parametrize("move", ["same", "move"])
+def test_a_writer_killed_while_re_merging_leaves_nothing_visible(tmp_path: Path, move: str) -> None:
+    make(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", KILLED_WHILE_RE_MERGING, str(tmp_path), move], capture_output=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    expected = [("a", 2, "a2", "p1"), ("b", 1, "b1", "p1"), ("c", 1, "c1", "p2")]
+    assert snap(tmp_path) == expected == hudi_snap(tmp_path)
+    pending = [i for i in open_table(tmp_path).timeline() if i.state is not State.COMPLETED]
+    assert len(pending) == (2 if move == "move" else 1)  # the old instant and the one it moved to
+    time.sleep(0.6)  # their heartbeats expire (200 ms x 2 misses)
+    w = writer(tmp_path, {"hoodie.client.heartbeat.interval_in_ms": 200})
+    assert sorted(w.rollback_failed_writes()) == sorted(i.time for i in pending)
+    assert snap(tmp_path) == expected
+    assert_clean(tmp_path)
+    assert not any((tmp_path / ".hoodie" / ".keys" / i.time).exists() for i in pending)
+
+
+RETRY = {"hoodie.write.num.retries.on.conflict.failures": 2}
+
+
+@pytest.mark.parametrize(("ts1", "ts2", "a"), [(2, 3, ("a", 3, "w2", "p1")), (3, 2, ("a", 3, "w1", "p1"))])
+def test_a_conflict_on_a_record_is_retried_when_configured(tmp_path: Path, ts1: int, ts2: int, a: tuple) -> None:
+    """Tagged and merged again against the table with the other commit: under event-time ordering
+    the larger ordering value wins whichever writer commits last, as in either serial order."""
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", ts1, "w1", "p1")))
+    c2, t2, r2 = started(tmp_path, rows(("a", ts2, "w2", "p1"), ("c", ts2, "w2", "p2")), options=RETRY)
+    c1.commit(t1, r1)
+    done = c2.commit(t2, r2)
+    assert (done.instant_time, done.retries) == (t2, 1)
+    expected = [a, ("b", 1, "b1", "p1"), ("c", ts2, "w2", "p2")]
+    assert snap(tmp_path) == expected == hudi_snap(tmp_path)
+    p1 = next(s for s in done.write_stats if s.partitionPath == "p1")
+    assert (p1.prevCommit, done.num_updates) == (t1, 2 if ts2 > ts1 else 1)  # merged onto t1's version
+    assert_clean(tmp_path)
+
+
+def test_without_retries_a_conflict_on_a_record_fails_as_before(tmp_path: Path) -> None:
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "w1", "p1")))
+    c2, t2, r2 = started(tmp_path, rows(("a", 3, "w2", "p1")))
+    c1.commit(t1, r1)
+    with pytest.raises(WriteConflictError, match="record key"):
+        c2.commit(t2, r2)
+    assert snap(tmp_path)[0] == ("a", 2, "w1", "p1")
+    assert_clean(tmp_path)
+
+
+@pytest.mark.parametrize(("optimistic", "move", "locks"), [(2, False, 2), (2, True, 3), (0, False, 1), (0, True, 1)])
+def test_a_re_merge_runs_outside_the_lock_until_the_last_round_which_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, optimistic: int, move: bool, locks: int
+) -> None:
+    """With OPTIMISTIC_REMERGES = 0 the first re-merge is already the last: it runs holding the lock
+    (one acquisition: check, re-merge, commit), and the outcome is the same."""
+    from upsertlake.engine import write_client
+
+    monkeypatch.setattr(write_client, "OPTIMISTIC_REMERGES", optimistic)
+    opts = {"hoodie.write.lock.provider": "test_concurrency.CountingLock"}
+    make(tmp_path, opts)
+    c1, c2 = writer(tmp_path, opts), writer(tmp_path, opts)
+    first, second = (c2, c1) if move else (c1, c2)
+    t_first = first.start_commit()
+    t_second = second.start_commit()
+    t1, t2 = (t_second, t_first) if move else (t_first, t_second)
+    r1, r2 = c1.upsert(rows(("a", 2, "a2", "p1")), t1), c2.upsert(rows(("b", 2, "b2", "p1")), t2)
+    c1.commit(t1, r1)
+    before = CountingLock.acquired
+    done = c2.commit(t2, r2)
+    assert CountingLock.acquired - before == locks
+    assert (done.remerges, done.instant_time == t2) == (1, not move)
+    assert snap(tmp_path) == [("a", 2, "a2", "p1"), ("b", 2, "b2", "p1"), ("c", 1, "c1", "p2")] == hudi_snap(tmp_path)
+    assert_clean(tmp_path)

@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--writers", type=int, default=4, help="writer processes (default 4)")
     p.add_argument("--commits", type=int, default=10, help="commits each writer attempts (default 10)")
     p.add_argument("--overlap", type=float, default=0.2, help="share of each batch on keys all writers share, 0..1")
+    p.add_argument("--disjoint-keys", action="store_true",
+                   help="writers share file groups (the shared partition) but never a record key: none may conflict")
     p.add_argument("--kill-rate", type=float, default=0.0, help="chance an attempt is SIGKILLed at a random moment")
     p.add_argument("--batch-size", type=int, default=100, help="records per write (default 100)")
     p.add_argument("--lock-provider", default=SimulationConfig.lock_provider, help="hoodie.write.lock.provider")
@@ -39,7 +41,7 @@ def simulate(args: argparse.Namespace) -> int:
             raise CliError(f"--{name.replace('_', '-')} must be between 0 and 1")
     report = run(
         SimulationConfig(
-            table=args.table, writers=args.writers, commits=args.commits, overlap=args.overlap,
+            table=args.table, writers=args.writers, commits=args.commits, overlap=args.overlap, disjoint_keys=args.disjoint_keys,
             kill_rate=args.kill_rate, batch_size=args.batch_size, lock_provider=args.lock_provider, seed=args.seed,
         )
     )

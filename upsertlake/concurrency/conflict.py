@@ -1,76 +1,218 @@
 """Conflict detection at commit, run under the table lock on a freshly loaded timeline.
 
-Hudi's rule (SimpleConcurrentFileWritesConflictResolutionStrategy): a write conflicts with an
-instant that completed after it started, or with a pending clustering, when both touch one file
-group. We add a second rule Hudi lacks: two writers that insert the same new key each create a file
-group of their own, so their file groups never overlap and Hudi lets both commit, leaving the key
-twice in the table. The later writer's inserted keys are therefore compared with the keys stored
-in the files of every concurrent commit that inserted records.
+Hudi's rule (SimpleConcurrentFileWritesConflictResolutionStrategy) fails a write that shares a
+file group with a commit that completed after it started. We compare records instead (issue 16):
+a write conflicts with such a commit only when both wrote (updated, deleted or inserted) one same
+record key — per partition, or across the table when a global index keeps keys unique there — or
+when the commit retired one of its file groups (a replacecommit: overwrite, clustering,
+delete_partition). Keys are compared as the 32-bit hashes of the key summaries each bucket write
+stores (upsertlake.concurrency.key_summary), and every hash match is confirmed against the keys in
+the files, so no conflict is needless. Inserts are compared too, which Hudi misses: two writers
+inserting one new key each create a file group of their own and would leave the key twice.
+
+A shared file group without a shared record is `stale`: the writer merges its records of that
+group again onto the version the other commit wrote (upsertlake.engine.write_client). A commit
+that keeps no summary (written by Apache Hudi, or by upsertlake before summaries) falls back to
+the file-group rule, plus the insert comparison against the keys of its files.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.timeline import documents
+from upsertlake.concurrency.key_summary import key_hashes, read_summary
+from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile
 from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
 from upsertlake.storage import Storage
+from upsertlake.timeline import documents
 from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
 
 FileGroup = tuple[str, str]
-NO_INSERTS = pa.table({"key": pa.array([], pa.string()), "partition": pa.array([], pa.string())})
+COMMIT_TIME = "_hoodie_commit_time"
+SHOWN_KEYS = 5
 
 
 @dataclass(frozen=True)
 class Conflict:
-    """The instant a write lost to, and why."""
+    """The instant a write lost to, why, and some of the record keys both wrote."""
 
     instant: Instant
     reason: str
+    keys: tuple[str, ...] = ()
 
     def describe(self) -> str:
         state = "pending" if not self.instant.is_completed else "completed"
         return f"{self.instant.action.value} {self.instant.time} ({state}): {self.reason}"
 
 
-def concurrent_writes(timeline: Timeline, completed_at_start: frozenset[str]) -> list[Instant]:
-    """Writes that completed after the write in question started."""
-    return [i for i in timeline.completed_writes() if i.time not in completed_at_start]
+@dataclass(frozen=True)
+class CommitCheck:
+    """What the check found: a conflict, or the file groups to merge again (each with the newest
+    concurrent commit that wrote it), or neither (the write may commit)."""
+
+    conflict: Conflict | None = None
+    stale: dict[FileGroup, Instant] = field(default_factory=dict)
 
 
-def find_conflict(
+def concurrent_writes(timeline: Timeline, checked: frozenset[str]) -> list[Instant]:
+    """Completed writes not in `checked` (those completed when the write started, or re-merged on)."""
+    return [i for i in timeline.completed_writes() if i.time not in checked]
+
+
+def check_commit(
     timeline: Timeline,
-    completed_at_start: frozenset[str],
+    checked: frozenset[str],
     own_time: str,
-    file_groups: set[FileGroup],
-    inserted: pa.Table,
+    own_stats: Sequence[WriteStat],
+    retiring: set[FileGroup],
     global_keys: bool,
-) -> Conflict | None:
-    """The first instant this write conflicts with, or None.
-
-    `inserted` has columns `key` and `partition`: the records this write adds as new; with a
-    global index a key may exist once in the whole table, otherwise once per partition.
-    """
-    concurrent = concurrent_writes(timeline, completed_at_start)
-    for inst in concurrent:
-        shared = timeline.commit_metadata(inst).file_groups() & file_groups
-        if shared:
-            return Conflict(inst, f"both wrote file group(s) {_names(shared)}")
+) -> CommitCheck:
+    """Check a write's files (`own_stats`) and the groups an overwrite retires against every
+    commit that completed since `checked` and against pending clusterings."""
+    storage = timeline.storage
+    own = _Written.load(storage, own_time, own_stats)
+    own_groups = set(own.stats)
+    stale: dict[FileGroup, Instant] = {}
+    for inst in concurrent_writes(timeline, checked):
+        meta = timeline.commit_metadata(inst)
+        retired = {(p, f) for p, ids in (meta.partition_to_replace_file_ids or {}).items() for f in ids}
+        if retired & (own_groups | retiring):
+            why = f"it retired file group(s) {describe_groups(retired & (own_groups | retiring))}"
+            return CommitCheck(Conflict(inst, why))
+        theirs = _Written.load(storage, inst.time, meta.write_stats())
+        shared = set(theirs.stats) & own_groups
+        if set(theirs.stats) & retiring:
+            why = f"it wrote file group(s) {describe_groups(set(theirs.stats) & retiring)} this overwrite retires"
+            return CommitCheck(Conflict(inst, why))
+        if shared and (theirs.summaries is None or own.summaries is None):
+            why = f"both wrote file group(s) {describe_groups(shared)} (it keeps no key summary)"
+            return CommitCheck(Conflict(inst, why))
+        common = _common_keys(own, theirs, global_keys)
+        if common:
+            return CommitCheck(Conflict(inst, f"both wrote the record key(s) {', '.join(common)}", tuple(common)))
+        stale.update((g, inst) for g in shared)
     for inst in timeline.filter([Action.REPLACE_COMMIT], [State.REQUESTED, State.INFLIGHT]):
         if inst.time != own_time:
-            shared = clustering_file_groups(timeline.storage, inst) & file_groups
-            if shared:
-                return Conflict(inst, f"it is clustering file group(s) {_names(shared)}")
-    if inserted.num_rows:
-        for inst in concurrent:
-            dup = _duplicate_inserts(timeline, inst, inserted, global_keys)
-            if dup:
-                return Conflict(inst, f"both inserted the new key(s) {', '.join(dup)}")
+            busy = clustering_file_groups(storage, inst) & (own_groups | retiring)
+            if busy:
+                return CommitCheck(Conflict(inst, f"it is clustering file group(s) {describe_groups(busy)}"))
+    return CommitCheck(None, stale)
+
+
+@dataclass(frozen=True)
+class _Written:
+    """The file groups one write wrote, with their key summaries (None: the write kept none)."""
+
+    storage: Storage
+    instant_time: str
+    stats: dict[FileGroup, WriteStat]
+    summaries: dict[FileGroup, np.ndarray] | None
+
+    @classmethod
+    def load(cls, storage: Storage, instant_time: str, stats: Sequence[WriteStat]) -> _Written:
+        by_group = {(s.partitionPath, s.fileId): s for s in stats}
+        summaries: dict[FileGroup, np.ndarray] | None = {}
+        for g in by_group:
+            summary = read_summary(storage, instant_time, *g)
+            if summary is None:
+                summaries = None
+                break
+            summaries[g] = summary.hashes()
+        return cls(storage, instant_time, by_group, summaries)
+
+    @cached_property
+    def hashes(self) -> dict[FileGroup, np.ndarray]:
+        """Per file group, the hashes of the keys written; without summaries, those of the keys
+        its files with inserts hold with this commit's time (Hudi's writers record no deletes)."""
+        if self.summaries is not None:
+            return self.summaries
+        return {
+            g: np.unique(key_hashes(_keys_of(self.storage, s, self.instant_time)))
+            for g, s in self.stats.items()
+            if s.numInserts > 0
+        }
+
+    def keys(self, group: FileGroup, wanted: np.ndarray) -> pa.Array | None:
+        """The keys this write wrote in `group` whose hash is in `wanted`: those its file holds with
+        this commit's time, and those it deleted (in the previous version, gone from its own);
+        None when the version it deleted from was cleaned, so its deletions are unknown."""
+        stat = self.stats[group]
+        new_all = pq.read_table(self.storage.full_path(stat.path), columns=[RECORD_KEY, COMMIT_TIME])
+        keys = new_all.column(0).filter(pc.equal(new_all.column(1), self.instant_time))
+        if stat.numDeletes and stat.prevCommit not in ("", "null", None):
+            previous = _previous_file(self.storage, stat)
+            if previous is not None:
+                old = pq.read_table(self.storage.full_path(previous), columns=[RECORD_KEY]).column(0)
+                gone = old.filter(pc.invert(pc.is_in(old, value_set=new_all.column(0).combine_chunks())))
+                keys = pa.chunked_array([*keys.chunks, *gone.chunks], keys.type)
+            else:
+                return None
+        keys = keys.combine_chunks()
+        return pc.unique(keys.filter(pa.array(np.isin(key_hashes(keys), wanted))))
+
+
+def _common_keys(own: _Written, theirs: _Written, global_keys: bool) -> list[str]:
+    """Up to SHOWN_KEYS record keys both writes wrote (per partition, or across the table)."""
+    own_hashes, their_hashes = _by_scope(own.hashes, global_keys), _by_scope(theirs.hashes, global_keys)
+    found: list[str] = []
+    for scope, ours in own_hashes.items():
+        candidates = np.intersect1d(ours, their_hashes.get(scope, np.zeros(0, np.uint32)))
+        if len(candidates) == 0:
+            continue
+        mine = _keys_in_scope(own, scope, candidates, global_keys)
+        other = _keys_in_scope(theirs, scope, candidates, global_keys)
+        if mine is None or other is None:  # cannot confirm: the hash match stands
+            hits = [f"<a key of hash {h}>" for h in candidates.tolist()]
+        else:
+            hits = pc.unique(mine.filter(pc.is_in(mine, value_set=other))).to_pylist()
+        found += hits[: SHOWN_KEYS - len(found)]
+        if len(found) >= SHOWN_KEYS:
+            break
+    return found
+
+
+def _by_scope(hashes: dict[FileGroup, np.ndarray], global_keys: bool) -> dict[str, np.ndarray]:
+    """Hashes per partition ("" for the whole table under a global index)."""
+    scoped: dict[str, list[np.ndarray]] = defaultdict(list)
+    for (partition, _), values in hashes.items():
+        scoped["" if global_keys else partition].append(values)
+    return {s: np.unique(np.concatenate(v)) for s, v in scoped.items()}
+
+
+def _keys_in_scope(written: _Written, scope: str, wanted: np.ndarray, global_keys: bool) -> pa.Array | None:
+    hashes = written.hashes
+    arrays = [
+        written.keys(g, wanted)
+        for g in written.stats
+        if (global_keys or g[0] == scope) and g in hashes and np.isin(hashes[g], wanted).any()
+    ]
+    if any(a is None for a in arrays):
+        return None
+    return pa.concat_arrays([pa.array([], pa.string()), *[pc.cast(a, pa.string()) for a in arrays]])
+
+
+def _keys_of(storage: Storage, stat: WriteStat, instant_time: str) -> pa.Array:
+    table = pq.read_table(storage.full_path(stat.path), columns=[RECORD_KEY, COMMIT_TIME])
+    return table.column(0).filter(pc.equal(table.column(1), instant_time))
+
+
+def _previous_file(storage: Storage, stat: WriteStat) -> str | None:
+    """The base file of the version a write stat merged onto, if it still exists."""
+    for entry in storage.list(stat.partitionPath):
+        if entry.name.startswith(f"{stat.fileId}_") and entry.name.endswith(BASE_FILE_EXTENSION):
+            bf = BaseFile.parse(entry)
+            if bf.file_id == stat.fileId and bf.instant_time == stat.prevCommit:
+                return bf.path
     return None
 
 
@@ -99,24 +241,7 @@ def pending_clustering(timeline: Timeline) -> dict[str, set[str]]:
     return busy
 
 
-def _duplicate_inserts(timeline: Timeline, instant: Instant, inserted: pa.Table, global_keys: bool) -> list[str]:
-    """Up to 5 of our inserted keys found in the files `instant` wrote with inserts."""
-    found: list[str] = []
-    for stat in timeline.commit_metadata(instant).write_stats():
-        if stat.numInserts == 0:
-            continue
-        ours = inserted if global_keys else inserted.filter(pc.equal(inserted["partition"], stat.partitionPath))
-        if ours.num_rows == 0:
-            continue
-        keys = pq.read_table(timeline.storage.full_path(stat.path), columns=[RECORD_KEY]).column(0)
-        hits = pc.unique(keys.filter(pc.is_in(keys, value_set=ours["key"].combine_chunks())))
-        found.extend(hits.to_pylist()[: 5 - len(found)])
-        if len(found) >= 5:
-            break
-    return found
-
-
-def _names(groups: set[FileGroup]) -> str:
+def describe_groups(groups: set[FileGroup]) -> str:
     shown = sorted(groups)[:3]
     more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""
     return ", ".join(f"{p or '<root>'}/{f}" for p, f in shown) + more

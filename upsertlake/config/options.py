@@ -323,6 +323,11 @@ HEARTBEAT_TOLERABLE_MISSES: Option[int] = _option(
     "hoodie.client.heartbeat.tolerable.misses", int, 2,
     "Missed heartbeats after which an in-flight write is considered failed.")
 
+NUM_RETRIES_ON_CONFLICT: Option[int] = _option(
+    "hoodie.write.num.retries.on.conflict.failures", int, 0,
+    "Times a write that conflicts on a record is tagged and merged again against the new table state "
+    "(with backoff) before WriteConflictError; safe under event-time ordering (README).")
+
 # --- keys and table identity (KeyGeneratorOptions, HoodieWriteConfig, HoodieTableConfig) ---------
 
 PARTITIONPATH_URLENCODE: Option[bool] = _option(

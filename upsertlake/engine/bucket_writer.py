@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from upsertlake.concurrency.key_summary import KeySummary, write_summary
 from upsertlake.layout.file_writer import (
     META_COLUMNS,
     FileWriterConfig,
@@ -72,33 +73,45 @@ class BucketJob:
     precombine_field: str | None
     merge_mode: MergeMode
     file_config: FileWriterConfig
-    with_keys: bool = True  # statuses carry the inserted/deleted key arrays (not on Spark)
+    keep_keys: bool = True  # return the inserted and deleted keys (an in-memory index learns them)
 
-    def write(self, storage: Storage, number: int, records: pa.Table, write_token: str | None = None) -> WriteStatus:
+    def write(
+        self,
+        storage: Storage,
+        number: int,
+        records: pa.Table,
+        base_file: BaseFile | None = None,
+        attempt: int = 1,
+        write_token: str | None = None,
+    ) -> WriteStatus:
         """Write bucket `number` with its records (data columns + key, partition, delete flag).
-        `write_token` names this attempt's file (Spark: one per task attempt)."""
+        A re-merge passes the group's newer `base_file` and a higher `attempt` (a new write token);
+        Spark passes each task attempt's own `write_token`."""
         task = BucketTask(
             bucket=self.buckets[number],
             records=records,
-            base_file=self.base_files.get(number),
+            base_file=base_file or self.base_files.get(number),
             instant_time=self.instant_time,
             data_schema=self.data_schema,
             precombine_field=self.precombine_field,
             merge_mode=self.merge_mode,
-            write_token=write_token or f"{number}-1-0",
+            write_token=write_token or f"{number}-{attempt}-0",
         )
         status = write_bucket(storage, task, self.file_config)
-        return status if self.with_keys else replace(status, inserted_keys=None, deleted_keys=None)
+        if self.keep_keys:
+            return status
+        none = pa.array([], pa.string())
+        return replace(status, inserted_keys=none, deleted_keys=none)
 
 
 @dataclass(frozen=True)
 class WriteStatus:
-    """The result of writing one bucket: its write stat and the key changes for the index (None
-    on Spark, where nothing per record goes back to the driver)."""
+    """The result of writing one bucket: its write stat and the key changes for the index (empty
+    unless an in-memory index learns them: on Spark nothing per record goes back to the driver)."""
 
     stat: WriteStat
-    inserted_keys: pa.Array | None
-    deleted_keys: pa.Array | None
+    inserted_keys: pa.Array
+    deleted_keys: pa.Array
     num_updates: int
     num_inserts: int
     num_deletes: int
@@ -144,6 +157,12 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     bloom = _resumed_bloom(old_footer, n_old, in_keys.filter(pa.array(inserted)), config) if kept_all_old else None
 
     storage.write_if_absent(marker_path(task.instant_time, bucket.partition_path, name, _io_type(task)), b"")
+    summary = KeySummary.of(
+        pc.filter(in_keys, pa.array(replaced & ~deletes)),
+        pc.filter(in_keys, pa.array(replaced & deletes)),
+        pc.filter(in_keys, pa.array(inserted)),
+    )
+    write_summary(storage, task.instant_time, bucket.partition_path, bucket.file_id, summary)
     size = write_base_file(storage, path, out, config, bloom)
 
     deleted = all_copies & deletes  # keys gone from the file group, for the index

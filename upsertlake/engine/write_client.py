@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from dataclasses import replace as _replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.concurrency.conflict import (
-    NO_INSERTS,
+    Conflict,
+    FileGroup,
+    check_commit,
     clustering_file_groups,
-    find_conflict,
+    describe_groups,
     pending_clustering,
 )
 from upsertlake.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
@@ -44,7 +48,7 @@ from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.errors import UpsertlakeError, WriteConflictError
-from upsertlake.index import make_index
+from upsertlake.index import InMemoryIndex, make_index
 from upsertlake.index.base import Index, IndexUpdate
 from upsertlake.partitioner import (
     ESTIMATE_ACTIONS_0_15,
@@ -63,7 +67,7 @@ from upsertlake.layout.file_system_view import PARTITION_METAFILE, FileSystemVie
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
-from upsertlake.layout.markers import marker_folder, rollback_pending
+from upsertlake.layout.markers import key_summary_folder, marker_folder, rollback_pending
 from upsertlake.util.arrow import constant
 
 log = logging.getLogger(__name__)
@@ -73,6 +77,10 @@ REPLACE_PLAN = "HoodieRequestedReplaceMetadata"
 OPERATIONS = ("upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table")
 # Replace file groups instead of merging into them: committed as replacecommits.
 OVERWRITES = ("insert_overwrite", "insert_overwrite_table", "delete_partition")
+# Re-merges of groups another commit rewrote run outside the lock this many times; the next one
+# holds the lock, so that a write among many busy writers still ends (none can commit meanwhile).
+OPTIMISTIC_REMERGES = 2
+RETRY_WAIT_SECONDS = (0.1, 5.0)  # backoff between conflict retries: first wait, longest wait
 
 
 @dataclass(frozen=True)
@@ -92,13 +100,22 @@ class WriteResult:
     index_update: IndexUpdate | None = field(default=None, repr=False)
     global_keys: bool = False  # keys are unique across partitions (a global index tagged them)
     replaced: dict[str, list[str]] | None = None  # partition -> file ids an overwrite retires
+    remerges: int = 0  # times the commit merged file groups again onto a concurrent commit's versions
+    retries: int = 0  # times the commit tagged and wrote the batch again after a conflict on a record
 
 
 @dataclass
 class _Pending:
+    """A started write, and what its commit needs to merge it again if it must."""
+
     instant: Instant
-    completed_at_start: frozenset[str]
+    checked: frozenset[str]  # completed writes it need not be checked against (done at its start)
     heartbeat: Heartbeat | None = None
+    job: BucketJob | None = None
+    statuses: dict[FileGroup, WriteStatus] = field(default_factory=dict)
+    bucket_records: dict[int, pa.Table] = field(default_factory=dict)  # in process: to re-merge
+    redo: tuple[str, PreparedBatch, dict | None] | None = None  # in process: to retry a conflict
+    inflight_doc: bytes = b""  # the inflight file's workload profile, for an instant it moves to
 
     def finish(self) -> None:
         if self.heartbeat is not None:
@@ -116,6 +133,7 @@ class WriteClient:
         self.lock = make_lock(storage, config)
         self.optimistic = config.get(opt.WRITE_CONCURRENCY_MODE) == "OPTIMISTIC_CONCURRENCY_CONTROL"
         self._pending: dict[str, _Pending] = {}
+        self._moved: dict[str, str] = {}  # instant -> the instant a re-merge moved its write to
 
     # -- 1. start ----------------------------------------------------------------------------
     def start_commit(self, operation: str = "upsert") -> str:
@@ -212,6 +230,7 @@ class WriteClient:
         plan = self.plan(operation, data, options, progress)
         stages = dict(plan.stages)
         job = self.begin_write(instant_time, plan)
+        self._pending[instant_time].redo = (operation, plan.batch, options)
         with _stage(stages, "write", progress, total=len(np.unique(plan.assignment))):
             statuses = self._write_buckets(plan, job, progress)
         return self.write_result(instant_time, plan, statuses, stages)
@@ -251,13 +270,27 @@ class WriteClient:
         profile: WorkloadProfile,
         buckets: list[Bucket],
         data_schema: pa.Schema,
-        with_keys: bool = True,
+        keep_keys: bool | None = None,
     ) -> BucketJob:
         """`begin_write` from the plan's parts (Spark has no per-record plan on the driver);
-        `with_keys=False`: the statuses carry counts and stats only, no key arrays."""
+        `keep_keys=False`: the statuses carry counts and stats only, no key arrays."""
         self._check_startable(instant_time)
         pending = self._pending[instant_time]
-        pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, profile.to_inflight_json())
+        pending.inflight_doc = profile.to_inflight_json()
+        pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc)
+        pending.job = self._bucket_job(instant_time, operation, cfg, view, buckets, data_schema, keep_keys)
+        return pending.job
+
+    def _bucket_job(
+        self,
+        instant_time: str,
+        operation: str,
+        cfg: Config,
+        view: FileSystemView,
+        buckets: list[Bucket],
+        data_schema: pa.Schema,
+        keep_keys: bool | None = None,
+    ) -> BucketJob:
         self._write_partition_metadata({b.partition_path for b in buckets}, instant_time)
         mode = {
             "insert": MergeMode.APPEND,
@@ -279,7 +312,8 @@ class WriteClient:
             precombine_field=self.table_config.precombine_field,
             merge_mode=mode,
             file_config=file_writer_config(cfg),
-            with_keys=with_keys,
+            # only an in-memory index learns keys from a write (never on Spark)
+            keep_keys=isinstance(self.index, InMemoryIndex) if keep_keys is None else keep_keys,
         )
 
     def write_result(
@@ -299,23 +333,23 @@ class WriteClient:
         stages: dict[str, float],
         replaced: dict[str, list[str]] | None = None,
     ) -> WriteResult:
-        """The result of bucket statuses; statuses without key arrays (Spark) give no index update."""
-        stats = tuple(s.stat for s in statuses)
-        with_keys = all(s.inserted_keys is not None for s in statuses)
-        return WriteResult(
+        """The result of bucket statuses, ready to commit (Spark builds it from its tasks' statuses)."""
+        pending = self._pending.get(instant_time)
+        if pending is not None:
+            pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
+        result = WriteResult(
             instant_time=instant_time,
             operation=operation,
-            num_inserts=sum(s.num_inserts for s in statuses),
-            num_updates=sum(s.num_updates for s in statuses),
-            num_deletes=sum(s.num_deletes for s in statuses),
-            files_written=tuple(s.path for s in stats),
+            num_inserts=0,
+            num_updates=0,
+            num_deletes=0,
+            files_written=(),
             stage_seconds=stages,
-            write_stats=stats,
             data_schema=data_schema,
-            index_update=_index_update(instant_time, statuses, stats) if with_keys else None,
             global_keys=cfg.get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"),
             replaced=replaced,
         )
+        return _with_statuses(result, statuses)
 
     # -- 2-5. plan ---------------------------------------------------------------------------
     def plan(
@@ -455,7 +489,9 @@ class WriteClient:
         return UpsertPartitioner(profile, small, avg, pconf)
 
     # -- 7. write ----------------------------------------------------------------------------
-    def _write_buckets(self, plan: WritePlan, job: BucketJob, progress: Progress | None) -> list[WriteStatus]:
+    def _write_buckets(
+        self, plan: WritePlan, job: BucketJob, progress: Progress | None, attempt: int = 1
+    ) -> list[WriteStatus]:
         """Step 7 in process: each bucket's records, in their prepared order, on a thread pool."""
         assignment = plan.assignment
         order = np.argsort(assignment, kind="stable")
@@ -466,11 +502,13 @@ class WriteClient:
             for b in job.buckets
             if bounds[b.number + 1] > bounds[b.number]
         ]
+        kept = {number: sorted_records.slice(lo, hi - lo) for number, lo, hi in slices}
+        self._pending[job.instant_time].bucket_records = kept  # a re-merge writes them again
         threads = plan.cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
         with ThreadPoolExecutor(max_workers=max(1, min(threads, len(slices) or 1))) as pool:
             futures = [
-                pool.submit(job.write, self.storage, number, sorted_records.slice(lo, hi - lo))
-                for number, lo, hi in slices
+                pool.submit(job.write, self.storage, number, records, None, attempt)
+                for number, records in kept.items()
             ]
             if progress is not None:
                 for done, _ in enumerate(as_completed(futures), 1):
@@ -489,14 +527,100 @@ class WriteClient:
     def commit(
         self, instant_time: str, result: WriteResult, extra_metadata: dict[str, str] | None = None
     ) -> WriteResult:
-        """Complete the instant unless a write that completed since it started touched the same
-        file groups; on a conflict, roll this write back and raise WriteConflictError.
+        """Complete the instant unless a write that completed since it started wrote one of its
+        record keys or retired one of its file groups; on such a conflict (after the retries of
+        hoodie.write.num.retries.on.conflict.failures), roll this write back and raise
+        WriteConflictError. File groups another commit rewrote without touching this write's
+        records are merged again onto that version first (outside the lock), then checked again.
         `extra_metadata` lands in the commit's extraMetadata (e.g. the files an ingest read)."""
         pending = self._pending.get(instant_time)
         if pending is None or result.instant_time != instant_time:
             raise UpsertlakeError(f"instant {instant_time} is not pending in this client")
         started = time.perf_counter()
-        ours = {(s.partitionPath, s.fileId) for s in result.write_stats}
+        retiring = {(p, f) for p, ids in (result.replaced or {}).items() for f in ids}
+        retries = max(0, self.config.get(opt.NUM_RETRIES_ON_CONFLICT))
+        remerges = retried = 0
+        extra_seconds = {"remerge": 0.0, "retry": 0.0}
+        while True:
+            with self.lock.hold():
+                timeline = Timeline.load(self.storage)
+                current = self._still_pending(timeline, instant_time, pending, result)
+                check = check_commit(
+                    timeline, pending.checked, instant_time, result.write_stats, retiring, result.global_keys
+                )
+                conflict = check.conflict
+                if conflict is None and not check.stale:
+                    self._complete(current, result, extra_metadata)
+                    break
+                if conflict is not None and (retried >= retries or pending.redo is None):
+                    self._fail(current, conflict)
+                moved_to = None
+                if conflict is None:
+                    moved_to = self._prepare_remerge(current, pending, check.stale)
+                else:  # a true conflict, to be retried: drop what this attempt wrote, keep the instant
+                    self._discard_files(instant_time, result)
+                view = FileSystemView(timeline)
+                pending.checked = frozenset(i.time for i in timeline.completed_writes())
+                if conflict is None and remerges >= OPTIMISTIC_REMERGES:
+                    began = time.perf_counter()
+                    remerges += 1
+                    result = self._remerge_or_move(pending, result, check.stale, moved_to, view, remerges + retried + 1,
+                                                   locked=True)
+                    instant_time = result.instant_time
+                    extra_seconds["remerge"] += time.perf_counter() - began
+                    self._complete(pending.instant, result, extra_metadata)  # nothing committed meanwhile
+                    break
+            began = time.perf_counter()
+            if conflict is None:
+                remerges += 1
+                result = self._remerge_or_move(pending, result, check.stale, moved_to, view, remerges + retried + 1)
+                instant_time = result.instant_time
+                extra_seconds["remerge"] += time.perf_counter() - began
+            else:
+                retried += 1
+                log.info("write %s conflicts with %s; retry %d of %d", instant_time, conflict.describe(), retried, retries)
+                first, longest = RETRY_WAIT_SECONDS
+                time.sleep(min(longest, first * 2 ** (retried - 1)) * random.uniform(0.5, 1))
+                result = self._redo(pending, result, attempt=remerges + retried + 1)
+                extra_seconds["retry"] += time.perf_counter() - began
+        self._forget(instant_time)
+        if result.replaced:
+            self.index = make_index(self.config.get(opt.INDEX_TYPE))  # whole groups went: relearn
+        elif result.index_update is not None:
+            self.index.update(result.index_update, FileSystemView(Timeline.load(self.storage)))
+        stages = dict(result.stage_seconds, commit=time.perf_counter() - started - sum(extra_seconds.values()))
+        stages.update({k: v for k, v in extra_seconds.items() if v})
+        log.info("committed %s %s: %s", result.operation, instant_time, stages)
+        return _replace(result, stage_seconds=stages, committed=True, remerges=remerges, retries=retried)
+
+    def _still_pending(self, timeline: Timeline, instant_time: str, pending: _Pending, result: WriteResult) -> Instant:
+        """The instant as it stands now; raises if it completed or another writer rolled it back."""
+        current = timeline.get(instant_time, pending.instant.action)
+        if current is not None and current.is_completed:
+            raise UpsertlakeError(f"instant {instant_time} is already completed")
+        if current is None:
+            for path in result.files_written:  # written after another writer rolled us back
+                self.storage.delete(path)
+            self.storage.delete_dir(marker_folder(instant_time))
+            self.storage.delete_dir(key_summary_folder(instant_time))
+            self._forget(instant_time)
+            raise WriteConflictError(
+                f"write {instant_time} is no longer pending: another writer rolled it back "
+                "(its heartbeat expired, or a single writer started); nothing of it is visible"
+            )
+        return current
+
+    def _fail(self, current: Instant, conflict: Conflict) -> None:
+        """Roll the write back (under the lock) and raise the conflict."""
+        rollback_pending(self.storage, current)
+        self._forget(current.time)
+        raise WriteConflictError(
+            f"write {current.time} conflicts with {conflict.describe()}; this write was rolled "
+            "back and left nothing behind: retry it"
+        )
+
+    def _complete(self, current: Instant, result: WriteResult, extra_metadata: dict[str, str] | None) -> None:
+        """Write the commit file (under the lock, after a clean check)."""
         schema = result.data_schema
         # A delete on a table with no commits yet has no schema (an empty one) to record.
         has_schema = schema is not None and len(schema) > 0
@@ -509,52 +633,150 @@ class WriteClient:
             extra_metadata=extra,
             partition_to_replace_file_ids=result.replaced,
         )
-        ours |= metadata.file_groups()  # an overwrite conflicts on the groups it retires too
-        with self.lock.hold():
-            timeline = Timeline.load(self.storage)
-            current = timeline.get(instant_time, pending.instant.action)
-            if current is not None and current.is_completed:
-                raise UpsertlakeError(f"instant {instant_time} is already completed")
-            if current is None:
-                for path in result.files_written:  # written after another writer rolled us back
-                    self.storage.delete(path)
-                self.storage.delete_dir(marker_folder(instant_time))
-                self._forget(instant_time)
-                raise WriteConflictError(
-                    f"write {instant_time} is no longer pending: another writer rolled it back "
-                    "(its heartbeat expired, or a single writer started); nothing of it is visible"
-                )
-            inserted = result.index_update.inserted if result.index_update is not None else NO_INSERTS
-            conflict = find_conflict(
-                timeline, pending.completed_at_start, instant_time, ours, inserted, result.global_keys
-            )
-            if conflict is not None:
-                rollback_pending(self.storage, current)
-                self._forget(instant_time)
-                raise WriteConflictError(
-                    f"write {instant_time} conflicts with {conflict.describe()}; this write was rolled "
-                    "back and left nothing behind: retry it"
-                )
-            if current.state is State.REQUESTED:
-                current = transition(self.storage, current, State.INFLIGHT, b"")
-            # Markers go before the commit: a crash right after it must not leave them behind, and
-            # a rollback before it still finds every file, which all exist by now, by its name.
-            self.storage.delete_dir(marker_folder(instant_time))
-            transition(self.storage, current, State.COMPLETED, metadata.to_json_bytes())
-            if has_schema and not self.table_config.create_schema:
-                self.table_config = self.table_config.with_schema(extra["schema"])
-                self.table_config.save(self.storage)
-        self._forget(instant_time)
-        if result.replaced:
-            self.index = make_index(self.config.get(opt.INDEX_TYPE))  # whole groups went: relearn
-        elif result.index_update is not None:
-            self.index.update(result.index_update, FileSystemView(Timeline.load(self.storage)))
-        stages = dict(result.stage_seconds, commit=time.perf_counter() - started)
-        log.info("committed %s %s: %s", result.operation, instant_time, stages)
-        return _replace(result, stage_seconds=stages, committed=True)
+        if current.state is State.REQUESTED:
+            current = transition(self.storage, current, State.INFLIGHT, b"")
+        # Markers go before the commit: a crash right after it must not leave them behind, and
+        # a rollback before it still finds every file, which all exist by now, by its name.
+        self.storage.delete_dir(marker_folder(current.time))
+        transition(self.storage, current, State.COMPLETED, metadata.to_json_bytes())
+        if has_schema and not self.table_config.create_schema:
+            self.table_config = self.table_config.with_schema(extra["schema"])
+            self.table_config.save(self.storage)
+
+    def _prepare_remerge(self, current: Instant, pending: _Pending, stale: dict[FileGroup, Instant]) -> Instant | None:
+        """Under the lock: fail the write if it cannot merge `stale` again; else the new instant it
+        must move to, or None. A version named by an earlier instant than the newest of its group
+        would be hidden from readers (they order versions by instant time): then the whole write
+        moves to a new instant."""
+        move = any(i.time > current.time for i in stale.values())
+        unkept = [g for g in stale if not self._can_remerge(pending, g, whole=move)]
+        if unkept or (move and current.action is not Action.COMMIT):
+            why = "it cannot merge them again (a distributed write)" if unkept else "an overwrite cannot move"
+            why = f"both wrote file group(s) {describe_groups(set(stale))} and {why}"
+            self._fail(current, Conflict(max(stale.values()), why))
+        return self._new_instant(pending) if move else None
+
+    @staticmethod
+    def _can_remerge(pending: _Pending, group: FileGroup, whole: bool) -> bool:
+        """Are this write's records of `group` kept (of every group, when the `whole` write moves)?"""
+        if group not in pending.statuses or pending.job is None:
+            return False
+        kept = pending.bucket_records
+        groups = {(b.partition_path, b.file_id): b.number for b in pending.job.buckets}
+        wanted = pending.statuses if whole else [group]
+        return all(groups.get(g) in kept for g in wanted)
+
+    def _new_instant(self, pending: _Pending) -> Instant:
+        """Under the lock: an inflight instant (with its heartbeat) for the write to move to."""
+        requested = create_requested(self.storage, Action.COMMIT)
+        inflight = transition(self.storage, requested, State.INFLIGHT, pending.inflight_doc)
+        if self.optimistic:
+            heartbeat = Heartbeat(self.storage, inflight.time, self.config.get(opt.HEARTBEAT_INTERVAL_MS)).start()
+            self._pending[inflight.time] = _Pending(inflight, pending.checked, heartbeat)  # so a crash is undone
+        return inflight
+
+    def _remerge_or_move(
+        self,
+        pending: _Pending,
+        result: WriteResult,
+        stale: dict[FileGroup, Instant],
+        moved_to: Instant | None,
+        view: FileSystemView,
+        attempt: int,
+        locked: bool = False,
+    ) -> WriteResult:
+        if moved_to is not None:
+            return self._move(pending, result, moved_to, view, locked)
+        return self._remerge(pending, result, set(stale), view, attempt)
+
+    def _move(
+        self, pending: _Pending, result: WriteResult, new: Instant, view: FileSystemView, locked: bool = False
+    ) -> WriteResult:
+        """Write every kept bucket again under instant `new`, each onto its group's newest version,
+        then roll the old instant back (before the new one can complete)."""
+        old, job = pending.instant, pending.job
+        assert job is not None
+        latest = {bf.file_group: bf for bf in view.latest_base_files()}
+        groups = {b.number: (b.partition_path, b.file_id) for b in job.buckets}
+        base_files = {n: latest.get(groups[n], bf) for n, bf in job.base_files.items()}
+        moved = _replace(job, instant_time=new.time, base_files=base_files)
+        self._write_partition_metadata({b.partition_path for b in job.buckets}, new.time)
+
+        def one(number: int) -> WriteStatus:
+            return moved.write(self.storage, number, pending.bucket_records[number])
+
+        threads = self.config.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, min(threads, len(pending.bucket_records) or 1))) as pool:
+                statuses = list(pool.map(one, sorted(pending.bucket_records)))
+        except BaseException:
+            if locked:
+                rollback_pending(self.storage, new)
+                self._forget(new.time)
+            else:
+                self.rollback(new.time)
+            raise
+        if locked:
+            rollback_pending(self.storage, old)
+        else:
+            with self.lock.hold():
+                rollback_pending(self.storage, old)
+        helper = self._pending.pop(new.time, None)
+        pending.finish()
+        pending.instant, pending.job = new, moved
+        pending.heartbeat = helper.heartbeat if helper is not None else None
+        pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
+        self._pending.pop(old.time, None)
+        self._pending[new.time] = pending
+        self._moved[old.time] = new.time
+        log.info("write %s moved to instant %s to merge onto newer versions", old.time, new.time)
+        return _with_statuses(_replace(result, instant_time=new.time), statuses)
+
+    def _remerge(self, pending: _Pending, result: WriteResult, groups: set[FileGroup], view: FileSystemView,
+                 attempt: int) -> WriteResult:
+        """Merge this write's records of `groups` again onto their newest committed versions (new
+        write token); each file it replaces is deleted at once, long before the commit file."""
+        job = pending.job
+        assert job is not None
+        latest = {bf.file_group: bf for bf in view.latest_base_files()}
+        numbers = {(b.partition_path, b.file_id): b.number for b in job.buckets}
+
+        def one(group: FileGroup) -> WriteStatus:
+            number = numbers[group]
+            status = job.write(self.storage, number, pending.bucket_records[number], latest[group], attempt)
+            self.storage.delete(pending.statuses[group].stat.path)
+            return status
+
+        threads = self.config.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
+        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(groups)))) as pool:
+            for status in pool.map(one, sorted(groups)):
+                pending.statuses[(status.stat.partitionPath, status.stat.fileId)] = status
+        log.info("write %s re-merged %d file group(s) onto newer versions", job.instant_time, len(groups))
+        return _with_statuses(result, list(pending.statuses.values()))
+
+    def _discard_files(self, instant_time: str, result: WriteResult) -> None:
+        """Delete what one attempt wrote (files, markers, summaries); the instant stays pending."""
+        for path in result.files_written:
+            self.storage.delete(path)
+        self.storage.delete_dir(marker_folder(instant_time))
+        self.storage.delete_dir(key_summary_folder(instant_time))
+
+    def _redo(self, pending: _Pending, result: WriteResult, attempt: int) -> WriteResult:
+        """Tag, partition and write the kept batch again against the table as it is now."""
+        assert pending.redo is not None
+        operation, batch, options = pending.redo
+        plan = self.plan_prepared(operation, batch, options)
+        pending.checked = frozenset(i.time for i in plan.view.visible_instants)
+        pending.job = self._bucket_job(
+            result.instant_time, plan.operation, plan.cfg, plan.view, plan.buckets, plan.batch.data_schema
+        )
+        statuses = self._write_buckets(plan, pending.job, None, attempt)
+        redone = self.write_result(result.instant_time, plan, statuses, dict(result.stage_seconds))
+        return redone
 
     def rollback(self, instant_time: str) -> None:
         """Undo a started, uncommitted write of this client."""
+        instant_time = self._moved.pop(instant_time, instant_time)  # a re-merge moved it
         with self.lock.hold():
             inst = next((i for i in Timeline.load(self.storage).pending_writes() if i.time == instant_time), None)
             if inst is not None and not inst.is_completed:
@@ -576,12 +798,6 @@ def _stage(stages: dict[str, float], name: str, progress: Progress | None = None
             progress.ended(name, stages[name])
 
 
-def _replace(result: WriteResult, **changes: object) -> WriteResult:
-    from dataclasses import replace
-
-    return replace(result, **changes)
-
-
 def _commit_sizes(timeline: Timeline) -> Iterator[tuple[int, int]]:
     """(bytes, records) written by each completed commit and replacecommit (as Hudi 0.15),
     newest first, read lazily: the estimate usually stops at the first one."""
@@ -601,6 +817,20 @@ def _replaced(plan: WritePlan) -> dict[str, list[str]]:
     for bf in groups:
         out.setdefault(bf.partition_path, []).append(bf.file_id)
     return out
+
+
+def _with_statuses(result: WriteResult, statuses: list[WriteStatus]) -> WriteResult:
+    """`result` with the counts, files and stats of these bucket statuses."""
+    stats = tuple(s.stat for s in statuses)
+    return _replace(
+        result,
+        num_inserts=sum(s.num_inserts for s in statuses),
+        num_updates=sum(s.num_updates for s in statuses),
+        num_deletes=sum(s.num_deletes for s in statuses),
+        files_written=tuple(s.path for s in stats),
+        write_stats=stats,
+        index_update=_index_update(result.instant_time, statuses, stats),
+    )
 
 
 def _by_partition(stats: tuple[WriteStat, ...]) -> dict[str, list[WriteStat]]:

@@ -23,6 +23,11 @@ def marker_folder(instant_time: str) -> str:
     return f"{METAFOLDER}/.temp/{instant_time}"
 
 
+def key_summary_folder(instant_time: str) -> str:
+    """Where an instant's key summaries live (upsertlake.concurrency.key_summary): undone with it."""
+    return f"{METAFOLDER}/.keys/{instant_time}"
+
+
 def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
     """Undo a pending (never completed) instant; returns the data files deleted."""
     if instant.is_completed:
@@ -35,6 +40,7 @@ def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
     for path in sorted(doomed):
         storage.delete(path)
     storage.delete_dir(marker_folder(instant.time))
+    storage.delete_dir(key_summary_folder(instant.time))
     delete_instant_files(storage, instant)
     log.info("rolled back pending instant %s (%d files deleted)", instant.time, len(doomed))
     return sorted(doomed)

@@ -20,6 +20,7 @@ from upsertlake.errors import ConfigError
 from upsertlake.timeline import documents
 from upsertlake.timeline.retention import cleaned_before, savepoint_times
 from upsertlake.storage import Storage
+from upsertlake.layout.markers import key_summary_folder
 from upsertlake.timeline.active import Timeline, delete_instant_files
 from upsertlake.timeline.archived import ARCHIVE_FOLDER, archive_file_name
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant
@@ -52,4 +53,5 @@ def archive(storage: Storage, lock: TableLock, cfg: Config) -> list[Instant]:
         storage.write_if_absent(f"{ARCHIVE_FOLDER}/{archive_file_name(doomed[0].time, doomed[-1].time)}", out.getvalue())
         for inst in doomed:
             delete_instant_files(storage, inst)
+            storage.delete_dir(key_summary_folder(inst.time))
     return doomed

@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from upsertlake.concurrency.key_summary import delete_summary
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -91,6 +92,7 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
             for bf in files:
                 try:
                     storage.delete(bf.path)
+                    delete_summary(storage, bf.instant_time, bf.partition_path, bf.file_id)
                     ok.append(bf.name)
                     deleted.append(bf.path)
                 except OSError:

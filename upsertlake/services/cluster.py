@@ -20,11 +20,7 @@ from functools import partial
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from upsertlake.concurrency.conflict import (
-    NO_INSERTS,
-    find_conflict,
-    pending_clustering,
-)
+from upsertlake.concurrency.conflict import check_commit, pending_clustering
 from upsertlake.concurrency.heartbeat import Heartbeat
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
@@ -103,10 +99,11 @@ def cluster(
             by_partition[s.partitionPath].append(s)
         metadata = CommitMetadata(dict(by_partition), OPERATION, {"schema": schema_json}, dict(replaced))
         with lock.hold():
-            conflict = find_conflict(
-                Timeline.load(storage), frozenset(completed_at_start), inflight.time, metadata.file_groups(),
-                NO_INSERTS, global_keys=False,
-            )
+            # Every record it moves is in the groups it retires: a write on any of them conflicts.
+            conflict = check_commit(
+                Timeline.load(storage), frozenset(completed_at_start), inflight.time, (),
+                metadata.file_groups(), global_keys=False,
+            ).conflict
             if conflict is not None:
                 raise WriteConflictError(
                     f"clustering {inflight.time} conflicts with {conflict.describe()}; the clustering was "

@@ -6,7 +6,8 @@
    killed after its commit completed;
 3. the snapshot equals the serial application of the committed batches in instant order (which
    also means every acknowledged record is there unless a later commit overwrote or deleted it),
-   and no key appears twice;
+   and no key appears twice; a delete counts only if its write found the key (its key summary says
+   so): a delete of a key the write did not see is nothing, also when a concurrent commit inserted it;
 4. Apache Hudi's reader (the `hudi` package, when installed) returns the same snapshot.
 """
 
@@ -14,15 +15,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from upsertlake.concurrency.key_summary import key_hashes, read_summary
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import State
 
 COLUMNS = ["id", "ts", "v", "p"]
+BATCH_KEY = "upsertlake.simulate.batch"  # extraMetadata: the journaled batch a commit wrote
 
 
 def _lines(journal: Path, pattern: str) -> list[str]:
@@ -38,20 +42,23 @@ def check_table(table_path: str, journal: Path) -> dict[str, object]:
     if pending:
         violations.append(f"instants left pending after cleanup: {pending}")
     committed = {i.time for i in timeline if i.state is State.COMPLETED}
+    batches = {p.stem.removeprefix("batch-"): p for p in journal.glob("batch-*.parquet")}
+    tl = Timeline.load(table.storage)
+    wrote = {i.time: tl.commit_metadata(i).extra_metadata.get(BATCH_KEY) for i in tl.completed_writes()}
+    known = {t: batches[b] for t, b in wrote.items() if b in batches}
     acked = set(_lines(journal, "acked-*.txt"))
-    simulated = committed - set(_lines(journal, "acked-seed.txt"))
+    simulated = set(known) - set(_lines(journal, "acked-seed.txt"))
     conflicted = set(_lines(journal, "conflicted-*.txt"))
     failed = _lines(journal, "failed-*.txt")
     violations += [f"acknowledged commit {t} is not on the timeline" for t in sorted(acked - committed)]
-    violations += [f"write {t} failed with a conflict but is visible" for t in sorted(conflicted & committed)]
-    batches = {p.stem.removeprefix("batch-"): p for p in journal.glob("batch-*.parquet")}
-    unknown = committed - set(batches)
+    violations += [f"write {b} failed with a conflict but is visible" for b in sorted(conflicted & set(wrote.values()))]
+    unknown = set(wrote) - set(known)
     violations += [f"commit {t} was not written by any simulated writer" for t in sorted(unknown)]
     violations += [f"write failed unexpectedly: {line}" for line in failed]
     violations += _stray_files(Path(table_path), committed)
 
     snapshot = table.read(columns=["_hoodie_commit_time", *COLUMNS])
-    expected = _serial_application([batches[t] for t in sorted(committed & set(batches))])
+    expected = _serial_application([_effective(tl, t, known[t]) for t in sorted(known)])
     violations += _compare("snapshot", _rows(snapshot), _rows(expected))
     keys = snapshot.column("id")
     if pc.count_distinct(keys).as_py() != len(keys):
@@ -60,10 +67,10 @@ def check_table(table_path: str, journal: Path) -> dict[str, object]:
     return {
         "attempted": len(_lines(journal, "attempts-*.txt")),
         "committed": len(acked & simulated),
-        "committed_unacknowledged": len(committed - acked - unknown),
+        "committed_unacknowledged": len(set(known) - acked),
         "conflicted": len(conflicted),
         "failed": len(failed),
-        "records_committed": sum(pq.read_metadata(batches[t]).num_rows for t in simulated & set(batches)),
+        "records_committed": sum(pq.read_metadata(known[t]).num_rows for t in simulated),
         "final_rows": snapshot.num_rows,
         "hudi_reader": hudi,
         "violations": violations,
@@ -79,12 +86,30 @@ def _stray_files(root: Path, committed: set[str]) -> list[str]:
     return out
 
 
-def _serial_application(batch_files: list[Path]) -> pa.Table:
+def _effective(timeline: Timeline, instant: str, batch_file: Path) -> pa.Table:
+    """A committed batch without the deletes of keys its write did not find (they are nothing, as
+    in Hudi, also when a concurrent commit inserted the key): those its key summaries lack."""
+    batch = pq.read_table(batch_file)
+    meta = timeline.commit_metadata(timeline.get(instant))
+    deleted: dict[str, list[np.ndarray]] = {}
+    for stat in meta.write_stats():
+        summary = read_summary(timeline.storage, instant, stat.partitionPath, stat.fileId)
+        if summary is not None:
+            deleted.setdefault(stat.partitionPath, []).append(summary.deleted)
+    found = np.zeros(batch.num_rows, dtype=bool)
+    hashes = key_hashes(batch.column("id"))
+    parts = np.asarray(batch.column("p").to_pylist(), dtype=object)
+    for partition, arrays in deleted.items():
+        found |= (parts == partition) & np.isin(hashes, np.concatenate(arrays))
+    is_delete = np.asarray(batch.column("_hoodie_is_deleted").to_pylist(), dtype=bool)
+    return batch.filter(pa.array(~is_delete | found))
+
+
+def _serial_application(batches: list[pa.Table]) -> pa.Table:
     """The last record of each key over the batches in commit order, deletes removed."""
-    if not batch_files:
+    if not batches:
         return pa.table({c: pa.array([], pa.string()) for c in COLUMNS})
-    tables = [pq.read_table(f).append_column("_seq", pa.array([i] * pq.read_metadata(f).num_rows, pa.int64()))
-              for i, f in enumerate(batch_files)]
+    tables = [b.append_column("_seq", pa.array([i] * b.num_rows, pa.int64())) for i, b in enumerate(batches)]
     allrows = pa.concat_tables(tables)
     allrows = allrows.append_column("_row", pa.array(range(allrows.num_rows), pa.int64()))
     last = allrows.group_by("id").aggregate([("_row", "max")]).column("_row_max")

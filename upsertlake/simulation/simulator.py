@@ -4,8 +4,12 @@ moments, then the table is checked against the invariants of optimistic concurre
 Keys: each writer owns a partition (`w<i>`) of private keys; a shared partition (`shared`) holds
 keys every writer may touch. `overlap` is the share of each batch drawn from the shared keys, so
 0.0 gives writes on disjoint file groups (which must all commit) and 1.0 gives maximal contention.
-Every attempt journals its batch before committing and its outcome after (outside the table), so
-the checker can replay exactly the writes that committed.
+With `disjoint_keys` each writer draws only its own keys of the shared partition (key number ≡
+writer mod writers): writes share file groups but never a record, so none may conflict; they
+exercise the re-merge of groups another commit rewrote.
+Every attempt journals its batch before committing and its outcome after (outside the table), and
+names its batch in the commit's extraMetadata, so the checker replays exactly the writes that
+committed (a re-merge may move a write to a new instant).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from upsertlake.simulation.invariants import check_table
+from upsertlake.simulation.invariants import BATCH_KEY, check_table
 from upsertlake.errors import TableExistsError, WriteConflictError
 from upsertlake.table.table import create_table, open_table
 
@@ -37,6 +41,7 @@ class SimulationConfig:
     writers: int = 4
     commits: int = 10
     overlap: float = 0.2
+    disjoint_keys: bool = False
     kill_rate: float = 0.0
     batch_size: int = 100
     keys_per_partition: int = 1000
@@ -66,6 +71,11 @@ class Report:
     conflicted: int = 0
     killed: int = 0
     failed: int = 0
+    conflicts_on_records: int = 0  # conflicts because both wrote one record key
+    conflicts_on_file_groups: int = 0  # the rest: a retired or clustered group, re-merges exhausted
+    remerged: int = 0  # acknowledged commits that merged file groups again (or moved instant)
+    commit_seconds_plain: float = 0.0  # mean commit step of a commit without re-merge
+    commit_seconds_remerged: float = 0.0  # mean commit step (re-merges included) of one with
     seconds: float = 0.0
     records_committed: int = 0
     final_rows: int = 0
@@ -110,7 +120,25 @@ def run(config: SimulationConfig) -> Report:
     # Killed writers' instants are failed once their heartbeats expire: let them, then clean up.
     time.sleep(config.heartbeat_ms * 2.5 / 1000)
     open_table(config.table, config.write_options()).write_client().rollback_failed_writes()
-    return Report(**check_table(config.table, config.journal), killed=kills, seconds=round(seconds, 3))
+    return Report(**check_table(config.table, config.journal), **_commit_timings(config.journal), killed=kills,
+                  seconds=round(seconds, 3))
+
+
+def _commit_timings(journal: Path) -> dict[str, float | int]:
+    """From the `timings-*` journals: re-merged commits and the mean commit latency with and without."""
+    lines = [line.split() for f in sorted(journal.glob("timings-*.txt")) for line in f.read_text().splitlines()]
+    plain = [float(s) for n, s in lines if n == "0"]
+    merged = [float(s) for n, s in lines if n != "0"]
+    mean = lambda xs: round(sum(xs) / len(xs), 4) if xs else 0.0  # noqa: E731
+    reasons = [line for f in sorted(journal.glob("conflict-reasons-*.txt")) for line in f.read_text().splitlines()]
+    on_records = sum("both wrote the record key" in r for r in reasons)
+    return {
+        "conflicts_on_records": on_records,
+        "conflicts_on_file_groups": len(reasons) - on_records,
+        "remerged": len(merged),
+        "commit_seconds_plain": mean(plain),
+        "commit_seconds_remerged": mean(merged),
+    }
 
 
 def _seed(config: SimulationConfig) -> None:
@@ -127,8 +155,10 @@ def _seed(config: SimulationConfig) -> None:
         "p": [p for p in parts for _ in range(n)],
         "_hoodie_is_deleted": [False] * (n * len(parts)),
     })
-    result = t.upsert(batch)
-    pq.write_table(batch, config.journal / f"batch-{result.instant_time}.parquet")
+    pq.write_table(batch, config.journal / f"batch-{SEED_TIME}.parquet")
+    client = t.write_client()
+    instant = client.start_commit()
+    result = client.commit(instant, client.upsert(batch, instant), {BATCH_KEY: SEED_TIME})
     _append(config.journal / "acked-seed.txt", result.instant_time)
 
 
@@ -162,14 +192,18 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
             delay = rng.uniform(0, 1.5 * average)
             threading.Timer(delay, os.kill, (os.getpid(), signal.SIGKILL)).start()
         began = time.perf_counter()
-        instant = client.start_commit()
+        batch_id = f"w{writer}-{attempt}"
+        instant = client.start_commit()  # first: a later write's batch gets larger ordering values
         batch = _batch(config, writer, rng)
-        pq.write_table(batch, config.journal / f"batch-{instant}.parquet")
+        pq.write_table(batch, config.journal / f"batch-{batch_id}.parquet")
         try:
-            client.commit(instant, client.upsert(batch, instant))
-            _append(config.journal / f"acked-w{writer}.txt", instant)
-        except WriteConflictError:
-            _append(config.journal / f"conflicted-w{writer}.txt", instant)
+            done = client.commit(instant, client.upsert(batch, instant), {BATCH_KEY: batch_id})
+            _append(config.journal / f"acked-w{writer}.txt", done.instant_time)
+            spent = done.stage_seconds.get("commit", 0.0) + done.stage_seconds.get("remerge", 0.0)
+            _append(config.journal / f"timings-w{writer}.txt", f"{done.remerges} {spent:.6f}")
+        except WriteConflictError as exc:
+            _append(config.journal / f"conflicted-w{writer}.txt", batch_id)
+            _append(config.journal / f"conflict-reasons-w{writer}.txt", f"{batch_id} {exc}")
         except Exception as exc:  # noqa: BLE001 - journaled: the checker reports it as a failure
             _append(config.journal / f"failed-w{writer}.txt", f"{instant} {type(exc).__name__}: {exc}")
             client.rollback(instant)
@@ -182,7 +216,12 @@ def _batch(config: SimulationConfig, writer: int, rng: random.Random) -> pa.Tabl
     shared = np.array([rng.random() < config.overlap for _ in range(n)])
     picks = rng.sample(range(config.keys_per_partition * 2), n)  # distinct (shared, private) draws
     parts = ["shared" if s else f"w{writer}" for s in shared]
-    ids = [f"{p}-{k % config.keys_per_partition:06d}" for p, k in zip(parts, picks)]
+    nums = [k % config.keys_per_partition for k in picks]
+    if config.disjoint_keys:  # a shared key this writer owns: the draw moved to its residue
+        owned = [k - k % config.writers + writer for k in nums]
+        nums = [(o if o < config.keys_per_partition else o - config.writers) if s else k
+                for k, o, s in zip(nums, owned, shared)]
+    ids = [f"{p}-{k:06d}" for p, k in zip(parts, nums)]
     keep = list({i: j for j, i in enumerate(ids)}.values())  # a key drawn twice: keep one
     ts = time.time_ns()
     deleted = [rng.random() < config.delete_share for _ in keep]
@@ -201,6 +240,9 @@ def format_report(report: Report) -> str:
         (f"commits attempted {report.attempted}: committed {report.committed} "
         f"(+{report.committed_unacknowledged} killed after committing), conflicted {report.conflicted}, "
         f"killed {report.killed}, failed {report.failed}"),
+        (f"conflicts: {report.conflicts_on_records} on a record key, {report.conflicts_on_file_groups} on file groups; "
+        f"re-merged {report.remerged} commits; mean commit step {report.commit_seconds_plain * 1000:.1f} ms plain, "
+        f"{report.commit_seconds_remerged * 1000:.1f} ms with a re-merge"),
         f"{report.seconds:.1f} s: {data['commits_per_second']} commits/s, {data['records_per_second']} records/s",
         f"final snapshot: {report.final_rows} rows; Apache Hudi's reader: {report.hudi_reader}",
     ]

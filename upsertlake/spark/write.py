@@ -122,7 +122,7 @@ def _write_distributed(
             assigned = _assign(tagged, partitioner)
         stages["profile"] = time.perf_counter() - began
         data_schema = spec.run(_positioned(schema).empty_table()).data_schema
-        job = client.begin_buckets(instant, operation, cfg, view, profile, buckets, data_schema, with_keys=False)
+        job = client.begin_buckets(instant, operation, cfg, view, profile, buckets, data_schema, keep_keys=False)
         began = time.perf_counter()
         statuses = _write_buckets(assigned, buckets, job, client.storage.base)
         stages["write"] = time.perf_counter() - began
@@ -234,7 +234,7 @@ def _write_task(
     statuses = []
     for lo, hi in pairwise(starts):
         records = data.slice(lo, hi - lo).drop_columns([BUCKET, POSITION])
-        statuses.append(pickle.dumps(job.write(storage, int(buckets[lo]), records, token)))
+        statuses.append(pickle.dumps(job.write(storage, int(buckets[lo]), records, write_token=token)))
     if fault is not None:
         fault(ctx.attemptNumber() if ctx is not None else 0)
     yield pa.RecordBatch.from_pydict({STATUS: statuses}, schema=pa.schema([(STATUS, pa.binary())]))
