@@ -12,6 +12,7 @@ import io
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -623,4 +624,25 @@ def test_a_re_merge_runs_outside_the_lock_until_the_last_round_which_holds_it(
     assert CountingLock.acquired - before == locks
     assert (done.remerges, done.instant_time == t2) == (1, not move)
     assert snap(tmp_path) == [("a", 2, "a2", "p1"), ("b", 2, "b2", "p1"), ("c", 1, "c1", "p2")] == hudi_snap(tmp_path)
+    assert_clean(tmp_path)
+
+
+def test_a_commit_without_key_summaries_falls_back_to_the_file_group_rule(tmp_path: Path) -> None:
+    """As if Apache Hudi (or upsertlake before summaries) had written the other commit."""
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
+    c2, t2, r2 = started(tmp_path, rows(("b", 2, "b2", "p1"), ("c", 2, "c2", "p2")))  # a's group too
+    c1.commit(t1, r1)
+    shutil.rmtree(tmp_path / ".hoodie" / ".keys" / t1)
+    with pytest.raises(WriteConflictError, match=rf"commit {t1} .*both wrote file group\(s\) p1/.* no key summary"):
+        c2.commit(t2, r2)
+    assert snap(tmp_path) == [("a", 2, "a2", "p1"), ("b", 1, "b1", "p1"), ("c", 1, "c1", "p2")]
+    assert_clean(tmp_path)
+    # Without a shared group its inserts are still compared with the keys in its files.
+    c3, t3, r3 = started(tmp_path, rows(("new", 1, "w3", "p2")))
+    c4, t4, r4 = started(tmp_path, rows(("new", 2, "w4", "p2")))
+    c3.commit(t3, r3)
+    shutil.rmtree(tmp_path / ".hoodie" / ".keys" / t3)
+    with pytest.raises(WriteConflictError, match=rf"commit {t3} .*both wrote the record key\(s\) new;"):
+        c4.commit(t4, r4)
     assert_clean(tmp_path)

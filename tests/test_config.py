@@ -156,6 +156,7 @@ def test_defaults() -> None:
         opt.CLUSTERING_SORT_COLUMNS: "",
         opt.CLUSTERING_INLINE: False,
         opt.CLUSTERING_INLINE_MAX_COMMITS: 4,
+        opt.NUM_RETRIES_ON_CONFLICT: 0,
     }
     assert len(expected) == len(set(OPTIONS.values()))
     for option, value in expected.items():
