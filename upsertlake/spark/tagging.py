@@ -50,10 +50,13 @@ def tag(
     index_type: str,
     precombine_field: str | None,
     global_order: pa.DataType | None,
+    parts: int,
 ) -> DataFrame:
     """The prepared records with LOCATION columns (nulls for new keys); deletes of keys not
     stored are dropped; under a global index records that change partition are routed.
-    `global_order`: the ordering field's type when global routing compares stored values."""
+    `global_order`: the ordering field's type when global routing compares stored values;
+    `parts`: the tasks of the join (the caller persists the result, and adaptive execution does
+    not coalesce the partitions of a cached plan, so Spark's 200 shuffle partitions would stay)."""
     spark = prepared.sparkSession
     if index_type.endswith("INMEMORY"):
         # The in-memory index lives in one process; on Spark it would have to sit on the driver.
@@ -75,7 +78,7 @@ def tag(
         stored = _bloom_located(prepared, files, view.storage, is_global, order, global_order)
     else:
         stored = _simple_located(spark, files, view.storage, order, global_order)
-    tagged = _join(prepared, stored, is_global, order, global_order)
+    tagged = _join(prepared, stored, is_global, order, global_order, parts)
     if is_global:
         routed = prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION]).schema
         tagged = tagged.mapInArrow(partial(_route, operation, cfg, precombine_field), routed)
@@ -133,7 +136,12 @@ def _bloom_located(
 
 
 def _join(
-    prepared: DataFrame, stored: DataFrame | None, is_global: bool, order: str | None, order_type: pa.DataType | None
+    prepared: DataFrame,
+    stored: DataFrame | None,
+    is_global: bool,
+    order: str | None,
+    order_type: pa.DataType | None,
+    parts: int,
 ) -> DataFrame:
     """Left-join the batch to the stored rows of its keys and pick one location per record."""
     extra = [STORED_ORDER] if order else []
@@ -144,14 +152,16 @@ def _join(
             nulls.append(F.lit(None).cast(order_spark).alias(STORED_ORDER))
         return prepared.select("*", *nulls)
     fields = ["p", "f", "i", *extra]
-    grouped = stored.groupBy(_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
-    joined = prepared.join(grouped, prepared[KEY] == grouped[_KEY], "left")
+    # Both sides hash-partitioned by key into `parts`: the group-by and the join add no shuffle.
+    grouped = stored.repartition(parts, _KEY).groupBy(_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
+    batch = prepared.repartition(parts, KEY)
+    joined = batch.join(grouped, batch[KEY] == grouped[_KEY], "left")
     own = F.array_min(F.filter("_locs", lambda loc: loc["p"] == F.col(PARTITION)))
     pick = F.coalesce(own, F.array_min("_locs")) if is_global else own
     joined = joined.withColumn("_loc", pick)
     located = [F.col(f"_loc.{f}").alias(c) for f, c in zip(("p", "f", "i"), LOCATION)]
     stored_order = [F.col(f"_loc.{STORED_ORDER}").alias(STORED_ORDER) for _ in extra]
-    return joined.select(*[prepared[c] for c in prepared.columns], *located, *stored_order)
+    return joined.select(*[batch[c] for c in prepared.columns], *located, *stored_order)
 
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------

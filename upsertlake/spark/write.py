@@ -92,13 +92,15 @@ def _write_distributed(
     timeline = Timeline.load(client.storage)
     view = FileSystemView(timeline)
     spec = client.prepare_spec(operation, options.hoodie)
-    prepared = _prepare(df, spec, schema, client.table_config.record_key_fields).persist()
+    # As many tasks as the input has partitions (at least one per core).
+    parts = max(df.rdd.getNumPartitions(), df.sparkSession.sparkContext.defaultParallelism)
+    prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
     tagged = None
     try:
         precombine = client.table_config.precombine_field
         order_type = _order_type(spec, precombine)
         index_type = cfg.get(opt.INDEX_TYPE).upper()
-        tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type).persist()
+        tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts).persist()
         counts = (
             tagged.groupBy(PARTITION, "loc_file_id")
             .agg(F.count(F.lit(1)).alias("n"), F.max("loc_instant").alias("i"))
@@ -137,14 +139,13 @@ def _positioned(schema: pa.Schema) -> pa.Schema:
     return schema.append(pa.field(POSITION, pa.int64(), nullable=False))
 
 
-def _prepare(df: DataFrame, spec: PrepareSpec, schema: pa.Schema, key_fields: tuple[str, ...]) -> DataFrame:
+def _prepare(
+    df: DataFrame, spec: PrepareSpec, schema: pa.Schema, key_fields: tuple[str, ...], parts: int
+) -> DataFrame:
     """Hudi's HoodieWriteHelper.deduplicateRecords on the executors: each row's place in the input
     is fixed before the shuffle, so "the later record wins" means what it means in process
     (monotonically_increasing_id orders by input partition, then row)."""
     records = spec.run(_positioned(schema).empty_table()).records.schema
-    spark = df.sparkSession
-    # As many tasks as the input has partitions (at least one per core).
-    parts = max(df.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
     return (
         df.withColumn(POSITION, F.monotonically_increasing_id())
         .repartition(parts, *key_fields)
