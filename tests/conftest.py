@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 import zipfile
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def spark():
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.pyspark.python", sys.executable)  # workers run the interpreter with our packages
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -74,6 +74,55 @@ def test_distributed_writes_match_the_in_process_engine(spark, tmp_path: Path) -
     assert sorted(tuple(r.values()) for r in hudi.to_pylist()) == data(dist)
 
 
+MOVES = [
+    ("bulk_insert", rows(range(300), 1, "one")),
+    ("upsert", pa.concat_tables([rows(range(200, 400), 2, "two"), rows(range(250, 260), 1, "stale")])),
+    # keys 0..59 change partition (p_i -> p(i+1)); 0..9 with an older ordering value stay put
+    ("upsert", pa.concat_tables([
+        rows(range(10, 60), 3, "moved").set_column(3, "p", pa.array([f"p{(i + 1) % 3}" for i in range(10, 60)])),
+        rows(range(10), 0, "older").set_column(3, "p", pa.array([f"p{(i + 1) % 3}" for i in range(10)])),
+    ])),
+    ("delete", rows(range(50, 70), 0, "gone").select(["id", "p"])),
+]
+
+
+@pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE"])
+def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: str) -> None:
+    """Each index tags on the executors as it does in process, a global one moving keys between
+    partitions (delete in the old file group, insert in the new partition) unless the stored
+    record orders after the incoming one; bulk_insert fills files as in process."""
+    opts = {**SMALL_FILES, "hoodie.index.type": index}
+    local, dist = tmp_path / "local", tmp_path / "spark"
+    create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p", options=opts)
+    for i, (op, batch) in enumerate(MOVES):
+        getattr(open_table(local, opts), op)(batch)
+        getattr(uls, op)(spark.createDataFrame(batch), str(dist), **OPTS, **opts)
+        assert data(dist) == data(local), f"after batch {i} ({op})"
+        assert layout(dist) == layout(local), f"after batch {i} ({op})"
+    stored = [(r[2], r[1], r[4]) for r in data(dist)]
+    if index.startswith("GLOBAL_"):
+        assert ("k00011", "p0", "moved-11") in stored and ("k00001", "p1", "one-1") in stored
+        assert len(stored) == len({r[0] for r in stored}) == 380
+    else:  # a non-global index keeps the key in both partitions
+        assert {("k00001", "p1", "one-1"), ("k00001", "p2", "older-1")} <= set(stored) and len(stored) == 440
+
+
+def test_duplicates_with_equal_ordering_values_keep_the_later_record(spark, tmp_path: Path) -> None:
+    """Ties in the precombine field go to the record later in the input, as in process, however
+    Spark shuffles the rows: four copies of every key with one ordering value, in 8 partitions."""
+    copies = [rows(range(40), 5, f"copy{c}") for c in range(4)]
+    df = spark.createDataFrame(copies[0])
+    for copy in copies[1:]:
+        df = df.union(spark.createDataFrame(copy))
+    local = tmp_path / "local"
+    create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p").upsert(
+        pa.concat_tables(copies)
+    )
+    uls.upsert(df, str(tmp_path / "spark"), **OPTS)
+    assert data(tmp_path / "spark") == data(local)
+    assert sorted(r[4] for r in data(local)) == sorted(f"copy3-{i}" for i in range(40))
+
+
 def test_tables_move_between_spark_and_in_process(spark, tmp_path: Path) -> None:
     path = tmp_path / "t"
     uls.upsert(spark.createDataFrame(rows(range(50), 1, "a")), str(path), **OPTS)
@@ -105,6 +154,50 @@ def test_data_source_writes_with_hudi_option_names(spark, tmp_path: Path) -> Non
     with pytest.raises(Exception, match="mode\\('overwrite'\\)"):
         spark.createDataFrame(rows(range(3), 5, "o")).write.format("upsertlake").mode("overwrite").save(path)
     assert len(data(Path(path))) == 25
+    before = sorted(p.name for p in Path(path).rglob("*"))
+    with pytest.raises(Exception, match="at most 10 rows \\(upsertlake.save.max.records\\); this batch has 30.*upsertlake.spark.upsert"):
+        (spark.createDataFrame(rows(range(30), 9, "big")).write.format("upsertlake")
+         .option("upsertlake.save.max.records", "10").mode("append").save(path))
+    assert sorted(p.name for p in Path(path).rglob("*")) == before
+
+
+def test_services_run_after_a_spark_commit_as_in_process(spark, tmp_path: Path) -> None:
+    """Inline clustering (as Spark tasks), automatic clean and archival follow each Spark commit
+    exactly as they follow an in-process one: same snapshot, same files left on disk."""
+    opts = {"hoodie.parquet.small.file.limit": 0, "hoodie.clustering.inline": "true",
+            "hoodie.clustering.inline.max.commits": 2, "hoodie.cleaner.commits.retained": 1,
+            "hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3}
+    local, dist = tmp_path / "local", tmp_path / "spark"
+    create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p", options=opts)
+    for b in range(4):
+        batch = rows(range(10 * b, 10 * b + 15), b + 1, f"b{b}")
+        open_table(local, opts).upsert(batch)
+        uls.upsert(spark.createDataFrame(batch), str(dist), **OPTS, **opts)
+    assert data(dist) == data(local) and layout(dist) == layout(local)
+
+    def actions(path: Path) -> list[str]:
+        return [i.action.value for i in open_table(path).timeline()]
+
+    assert actions(dist) == actions(local) and "replacecommit" in actions(dist) and "clean" in actions(dist)
+    assert len(list(dist.rglob("*.parquet"))) == len(list(local.rglob("*.parquet")))
+    assert len(list((dist / ".hoodie" / "archived").iterdir())) > 0
+
+
+def test_workers_without_pyarrow_get_a_clear_error(spark, tmp_path: Path) -> None:
+    """A session whose Python workers run an interpreter without pyarrow fails before any write."""
+    from upsertlake.spark import session
+
+    sc = spark.sparkContext
+    python, checked = sc.pythonExec, set(session._CHECKED)
+    sc.pythonExec, session._CHECKED = "/usr/bin/python3", set()  # has no pyarrow (checked below)
+    try:
+        probe = subprocess.run(["/usr/bin/python3", "-c", "import pyarrow"], capture_output=True, check=False)
+        assert probe.returncode != 0
+        with pytest.raises(ConfigError, match="workers run /usr/bin/python3, which cannot import pyarrow.*spark.pyspark.python"):
+            uls.upsert(spark.createDataFrame(rows(range(3), 1, "a")), str(tmp_path / "t"), **OPTS)
+    finally:
+        sc.pythonExec, session._CHECKED = python, checked
+    assert not (tmp_path / "t").exists()
 
 
 def test_data_source_reads_snapshot_time_travel_and_incremental(spark, tmp_path: Path) -> None:
@@ -171,6 +264,28 @@ def test_failed_spark_job_leaves_nothing(spark, tmp_path: Path) -> None:
     committed = {i.time for i in open_table(path).timeline()}
     assert {n.rsplit("_", 1)[1].removesuffix(".parquet") for n in names} <= committed
     assert len(data(path)) == 40 and r.num_inserts == 10
+
+
+def test_driver_stays_small_and_failed_task_attempts_leave_nothing(tmp_path: Path) -> None:
+    """In a session of its own (tests/spark_driver_probe.py): spark.driver.maxResultSize=1m and
+    300,000 keys (about 4 MB of keys alone) upsert fine, so nothing per record is collected; the
+    Python process's peak RSS after that write is within 25% of its peak after a write ten times
+    smaller; every write task fails once after writing its file and its retry succeeds (local[2,3]),
+    and the commit deleted the failed attempts' files (marker reconciliation)."""
+    path, failures = tmp_path / "t", tmp_path / "failures"
+    failures.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, str(REPO / "tests" / "spark_driver_probe.py"), str(path), "300000", str(failures)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(list(failures.iterdir())) >= 4  # one injected failure per write task (4 partitions)
+    assert got["on_disk"] == got["files_written"] and len(got["files_written"]) >= 4
+    assert (got["updates"], got["inserts"]) == (30_000, 270_000)
+    assert got["peak_mb_large"] <= 1.25 * got["peak_mb_small"], got
+    t = open_table(path).read(columns=["id", "ts"])
+    assert t.num_rows == 300_000 and t.column("ts").to_pylist().count(3) == 300_000
+    assert len(set(t.column("id").to_pylist())) == 300_000
 
 
 def test_bad_options_fail_before_any_job(spark, tmp_path: Path) -> None:

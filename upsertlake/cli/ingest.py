@@ -86,18 +86,12 @@ def ingest(args: argparse.Namespace) -> int:
 
 
 def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str]) -> dict[str, object]:
-    from pyspark.sql import SparkSession  # only this command needs pyspark
-
-    import upsertlake.spark as uls
+    import upsertlake.spark as uls  # only this command needs pyspark
     from upsertlake.spark.options import write_options
     from upsertlake.spark.write import write_dataframe
 
     began = time.perf_counter()
-    spark = (
-        SparkSession.builder.master(args.spark_master).appName("upsertlake-ingest")
-        .config("spark.ui.showConsoleProgress", "false").getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = uls.build_session(args.spark_master, "upsertlake-ingest")  # workers run this interpreter
     uls.register(spark)
     _say(f"spark session ({args.spark_master}) in {time.perf_counter() - began:.1f} s")
     reader = spark.read.option("header", "true").option("inferSchema", "true") if args.format == "csv" else spark.read

@@ -76,10 +76,17 @@ class BucketJob:
     keep_keys: bool = True  # return the inserted and deleted keys (an in-memory index learns them)
 
     def write(
-        self, storage: Storage, number: int, records: pa.Table, base_file: BaseFile | None = None, attempt: int = 1
+        self,
+        storage: Storage,
+        number: int,
+        records: pa.Table,
+        base_file: BaseFile | None = None,
+        attempt: int = 1,
+        write_token: str | None = None,
     ) -> WriteStatus:
         """Write bucket `number` with its records (data columns + key, partition, delete flag).
-        A re-merge passes the group's newer `base_file` and a higher `attempt` (a new write token)."""
+        A re-merge passes the group's newer `base_file` and a higher `attempt` (a new write token);
+        Spark passes each task attempt's own `write_token`."""
         task = BucketTask(
             bucket=self.buckets[number],
             records=records,
@@ -88,7 +95,7 @@ class BucketJob:
             data_schema=self.data_schema,
             precombine_field=self.precombine_field,
             merge_mode=self.merge_mode,
-            write_token=f"{number}-{attempt}-0",
+            write_token=write_token or f"{number}-{attempt}-0",
         )
         status = write_bucket(storage, task, self.file_config)
         if self.keep_keys:
@@ -99,7 +106,8 @@ class BucketJob:
 
 @dataclass(frozen=True)
 class WriteStatus:
-    """The result of writing one bucket: its write stat and the key changes for the index."""
+    """The result of writing one bucket: its write stat and the key changes for the index (empty
+    unless an in-memory index learns them: on Spark nothing per record goes back to the driver)."""
 
     stat: WriteStat
     inserted_keys: pa.Array

@@ -7,6 +7,8 @@ says so, else it is updated in place in its old partition.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,6 +35,23 @@ def route_global(
     As in Hudi, the incoming record is merged with the stored one first: under event-time ordering
     a stored record with the larger ordering value wins and stays where it is (the record is routed
     to it as an in-place update, which the merge then discards)."""
+
+    def stored_wins(moved: pa.ChunkedArray) -> pa.Array:
+        return _stored_wins(records, locations, moved, view, precombine_field)
+
+    return route_moves(records, locations, operation, cfg, precombine_field, stored_wins)
+
+
+def route_moves(
+    records: pa.Table,
+    locations: pa.Table,
+    operation: str,
+    cfg: Config,
+    precombine_field: str | None,
+    stored_wins: Callable[[pa.ChunkedArray], pa.Array],
+) -> tuple[pa.Table, pa.Table]:
+    """`route_global` given how to learn, per moved record, whether the stored copy orders after
+    it: the in-process engine reads the stored files, Spark joins the stored ordering values."""
     moved = pc.fill_null(pc.not_equal(locations.column("loc_partition"), records.column(PARTITION)), False)
     if operation == "delete":
         # Deletes go wherever the key lives.
@@ -42,7 +61,7 @@ def route_global(
     if not _update_partition_path(cfg):
         stay = moved
     elif precombine_field and cfg.get(opt.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING":
-        stay = _stored_wins(records, locations, moved, view, precombine_field)
+        stay = stored_wins(moved)
     else:
         stay = None
     if stay is not None and pc.any(stay).as_py():
@@ -58,6 +77,17 @@ def route_global(
     no_location = pa.scalar(None, pa.string())
     new_locations = pa.table({name: pc.if_else(moved, no_location, locations.column(name)) for name in locations.column_names})
     return pa.concat_tables([records, old_home]), pa.concat_tables([new_locations, locations.filter(moved)])
+
+
+def stored_orders_after(stored: pa.Array | pa.ChunkedArray, incoming: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per record: the stored ordering value is larger (a null incoming value loses to any)."""
+    try:
+        stored = stored.cast(incoming.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    larger = pc.fill_null(pc.greater(stored, incoming), False)
+    larger = pc.or_(larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
+    return np.asarray(larger.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _update_partition_path(cfg: Config) -> bool:
@@ -100,13 +130,7 @@ def _stored_wins(
         pos = pc.index_in(records.column(KEY).take(sub), value_set=stored_file.column(KEY))
         incoming = incoming_all.take(sub)
         stored = stored_file.column(field).take(pos)
-        try:
-            stored = stored.cast(incoming.type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-        larger = pc.fill_null(pc.greater(stored, incoming), False)
-        larger = pc.or_(larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
-        wins[group["row_list"]] = np.asarray(larger.to_numpy(zero_copy_only=False), dtype=bool)
+        wins[group["row_list"]] = stored_orders_after(stored, incoming)
     return pa.array(wins)
 
 

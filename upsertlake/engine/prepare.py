@@ -22,6 +22,9 @@ from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.util.arrow import constant
 
 IS_DELETED = "_hoodie_is_deleted"
+# Internal: a record's place in the whole input (Spark numbers rows before any shuffle). When the
+# batch carries it, it rides along with each record, so a task's winners keep their input order.
+POSITION = "_upsertlake_position"
 
 
 @dataclass(frozen=True)
@@ -131,12 +134,15 @@ def prepare_batch(
     """Validate and shape `data` for `operation` (upsert, insert, bulk_insert or delete)."""
     batch = to_arrow_table(data)
     batch = batch.drop_columns([c for c in batch.column_names if c in META_COLUMNS])
+    position = batch.column(POSITION) if POSITION in batch.column_names else None
+    if position is not None:
+        batch = batch.drop_columns([POSITION])
     num_input = batch.num_rows
     _require(batch, config.record_key_fields, "record key")
     if operation == "delete":
         if not dedup_by_key_only:
             _require(batch, config.partition_fields, "partition")
-        return _prepare_delete(batch, config, table_schema, num_input)
+        return _prepare_delete(batch, config, table_schema, num_input, position)
     _require(batch, config.partition_fields, "partition")
     if config.precombine_field:
         _require(batch, [config.precombine_field], "precombine")
@@ -165,6 +171,8 @@ def prepare_batch(
         .append_column(DELETE_FLAG, flag)
         .append_column(FORCE_FLAG, constant(False, batch.num_rows, pa.bool_()))
     )
+    if position is not None:
+        records = records.append_column(POSITION, position)
     if combine:
         by = [keys] if dedup_by_key_only else [keys, partitions]
         ordering = batch.column(config.precombine_field) if config.precombine_field else None
@@ -175,7 +183,11 @@ def prepare_batch(
 
 
 def _prepare_delete(
-    batch: pa.Table, config: TableConfig, table_schema: pa.Schema | None, num_input: int
+    batch: pa.Table,
+    config: TableConfig,
+    table_schema: pa.Schema | None,
+    num_input: int,
+    position: pa.ChunkedArray | None = None,
 ) -> PreparedBatch:
     """Deletes need only the key (and partition) columns; data columns are carried as nulls."""
     keygen = KeyGenerator(config)
@@ -194,6 +206,7 @@ def _prepare_delete(
             PARTITION: partitions,
             DELETE_FLAG: constant(True, batch.num_rows, pa.bool_()),
             FORCE_FLAG: constant(True, batch.num_rows, pa.bool_()),
+            **({POSITION: position} if position is not None else {}),
         }
     )
     winners = dedup_indices([keys] if config.partition_fields == () else [keys, partitions], None)

@@ -271,56 +271,97 @@ class WriteClient:
     def begin_write(self, instant_time: str, plan: WritePlan) -> BucketJob:
         """Step 6: the instant goes inflight with the workload profile; the partition metafiles
         are written; returns what every bucket's writer needs (picklable, for Spark executors)."""
+        return self.begin_buckets(
+            instant_time, plan.operation, plan.cfg, plan.view, plan.profile, plan.buckets, plan.batch.data_schema
+        )
+
+    def begin_buckets(
+        self,
+        instant_time: str,
+        operation: str,
+        cfg: Config,
+        view: FileSystemView,
+        profile: WorkloadProfile,
+        buckets: list[Bucket],
+        data_schema: pa.Schema,
+        keep_keys: bool | None = None,
+    ) -> BucketJob:
+        """`begin_write` from the plan's parts (Spark has no per-record plan on the driver);
+        `keep_keys=False`: the statuses carry counts and stats only, no key arrays."""
         self._check_startable(instant_time)
         pending = self._pending[instant_time]
-        pending.inflight_doc = plan.profile.to_inflight_json()
+        pending.inflight_doc = profile.to_inflight_json()
         pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc)
-        pending.job = self._bucket_job(instant_time, plan)
+        pending.job = self._bucket_job(instant_time, operation, cfg, view, buckets, data_schema, keep_keys)
         return pending.job
 
-    def _bucket_job(self, instant_time: str, plan: WritePlan) -> BucketJob:
-        self._write_partition_metadata({b.partition_path for b in plan.buckets}, instant_time)
+    def _bucket_job(
+        self,
+        instant_time: str,
+        operation: str,
+        cfg: Config,
+        view: FileSystemView,
+        buckets: list[Bucket],
+        data_schema: pa.Schema,
+        keep_keys: bool | None = None,
+    ) -> BucketJob:
+        self._write_partition_metadata({b.partition_path for b in buckets}, instant_time)
         mode = {
             "insert": MergeMode.APPEND,
             "bulk_insert": MergeMode.APPEND,
             "insert_overwrite": MergeMode.APPEND,
             "insert_overwrite_table": MergeMode.APPEND,
             "delete": MergeMode.COMMIT_TIME,
-        }.get(plan.operation, MergeMode(plan.cfg.get(opt.RECORD_MERGE_MODE)))
-        latest = {bf.file_group: bf for bf in plan.view.latest_base_files()}
+        }.get(operation, MergeMode(cfg.get(opt.RECORD_MERGE_MODE)))
+        latest = {bf.file_group: bf for bf in view.latest_base_files()}
         return BucketJob(
             instant_time=instant_time,
-            buckets=tuple(plan.buckets),
+            buckets=tuple(buckets),
             base_files={
                 b.number: latest[(b.partition_path, b.file_id)]
-                for b in plan.buckets
+                for b in buckets
                 if b.type is BucketType.UPDATE and (b.partition_path, b.file_id) in latest
             },
-            data_schema=plan.batch.data_schema,
+            data_schema=data_schema,
             precombine_field=self.table_config.precombine_field,
             merge_mode=mode,
-            file_config=file_writer_config(plan.cfg),
-            keep_keys=isinstance(self.index, InMemoryIndex),  # only it learns keys from a write
+            file_config=file_writer_config(cfg),
+            # only an in-memory index learns keys from a write (never on Spark)
+            keep_keys=isinstance(self.index, InMemoryIndex) if keep_keys is None else keep_keys,
         )
 
     def write_result(
         self, instant_time: str, plan: WritePlan, statuses: list[WriteStatus], stages: dict[str, float]
     ) -> WriteResult:
         """Step 8: the write statuses of every bucket as one result, ready to commit."""
+        replaced = _replaced(plan) if plan.operation in OVERWRITES else None
+        return self.result_of(instant_time, plan.operation, plan.cfg, plan.batch.data_schema, statuses, stages, replaced)
+
+    def result_of(
+        self,
+        instant_time: str,
+        operation: str,
+        cfg: Config,
+        data_schema: pa.Schema,
+        statuses: list[WriteStatus],
+        stages: dict[str, float],
+        replaced: dict[str, list[str]] | None = None,
+    ) -> WriteResult:
+        """The result of bucket statuses, ready to commit (Spark builds it from its tasks' statuses)."""
         pending = self._pending.get(instant_time)
         if pending is not None:
             pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
         result = WriteResult(
             instant_time=instant_time,
-            operation=plan.operation,
+            operation=operation,
             num_inserts=0,
             num_updates=0,
             num_deletes=0,
             files_written=(),
             stage_seconds=stages,
-            data_schema=plan.batch.data_schema,
-            global_keys=plan.cfg.get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"),
-            replaced=_replaced(plan) if plan.operation in OVERWRITES else None,
+            data_schema=data_schema,
+            global_keys=cfg.get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"),
+            replaced=replaced,
         )
         return _with_statuses(result, statuses)
 
@@ -435,6 +476,14 @@ class WriteClient:
         operation: str,
         cfg: Config,
     ) -> tuple[list[Bucket], np.ndarray]:
+        if operation == "bulk_insert":
+            return bulk_insert_buckets(records, *self.sizing(timeline, cfg))
+        partitioner = self.partitioner(profile, view, timeline, operation, cfg)
+        assignment = partitioner.assign(records.column(PARTITION), records.column(KEY), file_ids)
+        return partitioner.buckets, np.asarray(assignment)
+
+    def sizing(self, timeline: Timeline, cfg: Config) -> tuple[int, PartitionerConfig]:
+        """The average record size and the file sizing options buckets are cut by."""
         avg = average_record_size(
             _commit_sizes(timeline),
             cfg.get(opt.RECORD_SIZE_ESTIMATE),
@@ -447,8 +496,14 @@ class WriteClient:
             insert_split_size=cfg.get(opt.COPY_ON_WRITE_INSERT_SPLIT_SIZE),
             auto_split=cfg.get(opt.COPY_ON_WRITE_AUTO_SPLIT),
         )
-        if operation == "bulk_insert":
-            return bulk_insert_buckets(records, avg, pconf)
+        return avg, pconf
+
+    def partitioner(
+        self, profile: WorkloadProfile, view: FileSystemView, timeline: Timeline, operation: str, cfg: Config
+    ) -> UpsertPartitioner:
+        """Hudi's UpsertPartitioner for a profile: its buckets, and (picklable, small) what assigns
+        each record to one, so Spark tasks assign their own records."""
+        avg, pconf = self.sizing(timeline, cfg)
         limit = pconf.small_file_limit
         busy = pending_clustering(timeline)  # a group being clustered takes no more inserts
         small = {
@@ -460,9 +515,7 @@ class WriteClient:
             for p, w in profile.partitions.items()
             if w.num_inserts > 0 and operation not in OVERWRITES  # new groups replace the old ones
         }
-        partitioner = UpsertPartitioner(profile, small, avg, pconf)
-        assignment = partitioner.assign(records.column(PARTITION), records.column(KEY), file_ids)
-        return partitioner.buckets, np.asarray(assignment)
+        return UpsertPartitioner(profile, small, avg, pconf)
 
     # -- 7. write ----------------------------------------------------------------------------
     def _write_buckets(
@@ -764,7 +817,9 @@ class WriteClient:
         operation, batch, options = pending.redo
         plan = self.plan_prepared(operation, batch, options)
         pending.checked = frozenset(i.time for i in plan.view.visible_instants)
-        pending.job = self._bucket_job(result.instant_time, plan)
+        pending.job = self._bucket_job(
+            result.instant_time, plan.operation, plan.cfg, plan.view, plan.buckets, plan.batch.data_schema
+        )
         statuses = self._write_buckets(plan, pending.job, None, attempt)
         redone = self.write_result(result.instant_time, plan, statuses, dict(result.stage_seconds))
         return redone

@@ -9,6 +9,7 @@ and is rolled back again by the next writer.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import list_partitions_and_files
@@ -43,3 +44,22 @@ def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
     delete_instant_files(storage, instant)
     log.info("removed instant %s and the %d file(s) it wrote", instant.time, len(doomed))
     return sorted(doomed)
+
+
+def reconcile_markers(storage: Storage, instant_time: str, written: Collection[str]) -> list[str]:
+    """Hudi's marker-based reconciliation before a commit: every data file a marker names that is
+    not among the files the write reports (`written`, as its write stats name them) was left by a
+    failed or duplicate task attempt (retry, speculation); delete it. Returns the deleted paths."""
+    kept = set(written)
+    folder = marker_folder(instant_time)
+    stray = []
+    for marker in storage.list(folder, recursive=True):
+        if marker.is_dir or ".marker." not in marker.name:
+            continue
+        path = marker.path[len(folder) + 1 :].rsplit(".marker.", 1)[0]
+        if path not in kept and storage.exists(path):
+            storage.delete(path)
+            stray.append(path)
+    if stray:
+        log.info("write %s: deleted %d file(s) of failed or duplicate task attempts", instant_time, len(stray))
+    return sorted(stray)

@@ -9,7 +9,7 @@ this write touches before it completes.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,10 +69,23 @@ class WorkloadProfile:
             .to_pydict()
         )
         instants = groups.get("i_max", [None] * len(groups["p"]))
+        return cls.from_counts(groups["p"], groups["f"], groups["count_all"], instants, operation)
+
+    @classmethod
+    def from_counts(
+        cls,
+        partitions: Sequence[str],
+        file_ids: Sequence[str | None],
+        counts: Sequence[int],
+        instants: Sequence[str | None],
+        operation: str,
+    ) -> WorkloadProfile:
+        """The profile from counts per (partition, fileId or None for inserts), sorted by both:
+        what a distributed count (Spark) brings back instead of one row per record."""
         inserts: dict[str, int] = {}
         updates: dict[str, dict[str, int]] = {}
         prev: dict[str, dict[str, str]] = {}
-        for partition, file_id, count, instant in zip(groups["p"], groups["f"], groups["count_all"], instants):
+        for partition, file_id, count, instant in zip(partitions, file_ids, counts, instants):
             inserts.setdefault(partition, 0)
             updates.setdefault(partition, {})
             prev.setdefault(partition, {})

@@ -17,17 +17,14 @@ from upsertlake.services.cluster import ClusterResult
 from upsertlake.spark.options import resolve_aliases, write_options
 from upsertlake.spark.read import read
 from upsertlake.spark.source import UpsertlakeDataSource
-from upsertlake.spark.write import write_dataframe
+from upsertlake.spark.session import build_session
+from upsertlake.spark.write import groups_on, write_dataframe
 from upsertlake.table.table import open_table
 
 
 def cluster(spark: object, path: str, **options: object) -> ClusterResult:
     """Clustering with one Spark task per new file group; the plan and the commit stay on the driver."""
-
-    def on_spark(write, groups: list) -> list:
-        return spark.sparkContext.parallelize(groups, max(1, len(groups))).map(write).collect()
-
-    return open_table(path).cluster(resolve_aliases(options), map_groups=on_spark)
+    return open_table(path).cluster(resolve_aliases(options), map_groups=groups_on(spark))
 
 
 def register(spark: object) -> None:
@@ -54,4 +51,4 @@ def delete(df: object, path: str, **options: object) -> WriteResult:
     return write_dataframe(df, write_options(options, path, "delete"))
 
 
-__all__ = ["bulk_insert", "cluster", "delete", "insert", "read", "register", "upsert"]
+__all__ = ["build_session", "bulk_insert", "cluster", "delete", "insert", "read", "register", "upsert"]

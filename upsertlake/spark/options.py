@@ -28,6 +28,10 @@ QUERY_TYPE = "hoodie.datasource.query.type"
 BEGIN = "hoodie.datasource.read.begin.instanttime"
 END = "hoodie.datasource.read.end.instanttime"
 READ_KEYS = (AS_OF, QUERY_TYPE, BEGIN, END)
+# `.save()` merges the staged rows in one Python worker (the data source's commit cannot start
+# Spark jobs); above this many rows it refuses and points to `upsertlake.spark.upsert`.
+SAVE_MAX_RECORDS = "upsertlake.save.max.records"
+SAVE_MAX_RECORDS_DEFAULT = 1_000_000
 OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 
 
@@ -36,6 +40,7 @@ class WriteOptions:
     path: str
     operation: str
     hoodie: dict[str, str]  # every hoodie.* key given (aliases resolved), validated
+    save_max_records: int = SAVE_MAX_RECORDS_DEFAULT  # `.save()` refuses larger batches
 
     def open_or_create(self, schema: pa.Schema) -> Table:
         """The table at `path`; the first write creates it from the options and the data's schema."""
@@ -84,9 +89,21 @@ def write_options(options: Mapping[str, object], path: str | None = None, operat
     given.pop("path", None)
     if not path:
         raise ConfigError("no table path: pass it to save(path) or as the 'path' option")
-    hoodie = {k: v for k, v in given.items() if k not in READ_KEYS}
+    hoodie = {k: v for k, v in given.items() if k not in READ_KEYS and k != SAVE_MAX_RECORDS}
     Config.resolve(hoodie)  # unknown keys and bad values fail here, before any Spark job runs
     op = (operation or hoodie.get(opt.OPERATION.key) or "upsert").lower()
     if op not in OPERATIONS:
         raise ConfigError(f"{opt.OPERATION.key}={op!r}: use one of {', '.join(OPERATIONS)}")
-    return WriteOptions(path, op, hoodie)
+    return WriteOptions(path, op, hoodie, _save_max_records(given.get(SAVE_MAX_RECORDS)))
+
+
+def _save_max_records(value: str | None) -> int:
+    if value is None:
+        return SAVE_MAX_RECORDS_DEFAULT
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = -1
+    if limit < 0:
+        raise ConfigError(f"{SAVE_MAX_RECORDS}={value!r}: give a number of rows (0 or more)")
+    return limit

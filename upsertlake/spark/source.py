@@ -6,8 +6,10 @@ partition and key-range pruning from the filters Spark pushes) and read one base
 Writes: the Python data source API hands each task its rows before any shuffle, so tasks cannot
 be the ones merging file groups. Each task stages its rows as a parquet file under
 `.hoodie/.temp/`; the driver's commit runs the engine on all of them and deletes them; an
-aborted job only deletes them. That path is correct for every operation but merges on the driver:
-`upsertlake.spark.upsert` is the one that scales (see the README).
+aborted job only deletes them. The commit runs in a Python worker the JVM starts, which cannot
+start Spark jobs, so it merges in that one process: above `upsertlake.save.max.records` staged rows
+(default 1,000,000, counted from the staged files' footers) it refuses before merging and names
+`upsertlake.spark.upsert`, the path that merges on the executors (see the README).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from pyspark.sql.types import StructType
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate
 from upsertlake.read.snapshot import Scan, incremental_scan, read_scan, snapshot_scan
-from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, write_options
+from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, SAVE_MAX_RECORDS, write_options
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile
@@ -157,6 +159,14 @@ class StagingWriter(DataSourceArrowWriter):
         options = write_options(self.options)
         try:
             files = [m.path for m in messages if m is not None]
+            staged = sum(pq.ParquetFile(f).metadata.num_rows for f in files)  # from the footers
+            if staged > options.save_max_records:
+                raise ConfigError(
+                    f"df.write.format('upsertlake').save() merges in one Python worker and takes at most "
+                    f"{options.save_max_records:,} rows ({SAVE_MAX_RECORDS}); this batch has {staged:,}. "
+                    "Use upsertlake.spark.upsert(df, path, ...) (or insert/delete/bulk_insert), which "
+                    "merges on the executors"
+                )
             data = ds.dataset(files, schema=self.schema).to_table() if files else self.schema.empty_table()
             table = options.open_or_create(self.schema)
             getattr(table, options.operation)(data, options.hoodie)

@@ -1,10 +1,14 @@
-"""The distributed write: the engine's steps, with the heavy ones as Spark jobs.
+"""The distributed write, in the shape of Hudi's Spark write path (HoodieWriteHelper →
+HoodieIndex.tagLocation → WorkloadProfile → UpsertPartitioner → BaseSparkCommitActionExecutor).
 
-driver: start_commit → executors: prepare (validate, key, dedup) each hash partition of the input
-by record key → driver: collect the keys, tag, profile and partition them (the in-process code)
-→ executors: attach each record's bucket, shuffle with `repartitionById` so one task holds each
-bucket, merge and write it (the in-process BucketJob) → driver: one commit of the write statuses.
-A failure anywhere rolls the instant back: nothing becomes visible and no file stays behind.
+driver: start_commit → executors: number the input rows, shuffle by record key, prepare
+(validate, key, dedup with ties to the later row) → executors: tag (`spark.tagging`) → a
+distributed count per (partition, file group) → driver: the workload profile and Hudi's
+UpsertPartitioner from those counts (the in-process code) → executors: each task assigns its
+records' buckets with the partitioner's small state; a shuffle gives each bucket one task, which
+merges and writes it (the in-process BucketJob) → driver: one commit of the write stats.
+Nothing that grows with the records reaches the driver: only partitions, file listings, footers,
+counts and write stats. A failure anywhere rolls the instant back.
 """
 
 from __future__ import annotations
@@ -12,93 +16,179 @@ from __future__ import annotations
 import logging
 import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION, BucketJob
-from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
+from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, WriteStatus
+from upsertlake.engine.bulk_insert import bulk_insert_layout
+from upsertlake.engine.prepare import POSITION, PrepareSpec
 from upsertlake.engine.write_client import WriteClient, WriteResult
+from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.layout.markers import reconcile_markers
+from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.spark.options import WriteOptions
+from upsertlake.spark.session import check_workers
+from upsertlake.spark.tagging import LOCATION, tag
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
+from upsertlake.table.table import open_table
+from upsertlake.timeline.active import Timeline
 
 log = logging.getLogger(__name__)
 
 BUCKET = "_upsertlake_bucket"
 STATUS = "status"
+_SORTED_BULK_MODES = ("GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION_AND_SORT")
+# Tests put a function here to make write tasks fail after writing (as a lost executor would):
+# it is shipped with the job and called with the task's attempt number.
+_WRITE_FAULT: Callable[[int], None] | None = None
 
 
 def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str, str] | None = None) -> WriteResult:
     """Write a Spark DataFrame to the table with the options' operation, distributed;
     `extra_metadata` goes into the commit's extraMetadata."""
+    spark = df.sparkSession
+    check_workers(spark)
     schema = arrow_schema_of(df.schema)
     table = options.open_or_create(schema)
     client = table.write_client()
     instant = client.start_commit()
     try:
-        if table.options.with_overrides(options.hoodie).get(opt.INDEX_TYPE).upper().startswith("GLOBAL_"):
-            # A global index moves whole records between partitions on the driver (route_global).
-            log.warning("global index: the batch is collected to the driver and written in process")
-            result = getattr(client, options.operation)(df.toArrow(), instant, options.hoodie)
-        else:
-            result = _write_distributed(df, schema, client, instant, options)
-        return client.commit(instant, result, extra_metadata)
+        result = _write_distributed(df, schema, client, instant, options)
+        reconcile_markers(client.storage, instant, result.files_written)
+        result = client.commit(instant, result, extra_metadata)
     except BaseException:
         client.rollback(instant)
         raise
+    # The same services as in process (clean, archive, inline clustering as Spark tasks).
+    open_table(options.path, options.hoodie).services_after_commit(options.hoodie, groups_on(spark))
+    return result
+
+
+def groups_on(spark: object) -> Callable[[Callable, list], list]:
+    """A clustering `map_groups` that writes each new file group as a Spark task."""
+
+    def on_spark(write: Callable, groups: list) -> list:
+        return spark.sparkContext.parallelize(groups, max(1, len(groups))).map(write).collect()
+
+    return on_spark
 
 
 def _write_distributed(
-    df: object, schema: pa.Schema, client: WriteClient, instant: str, options: WriteOptions
+    df: DataFrame, schema: pa.Schema, client: WriteClient, instant: str, options: WriteOptions
 ) -> WriteResult:
     stages: dict[str, float] = {}
     began = time.perf_counter()
-    spec = client.prepare_spec(options.operation, options.hoodie)
-    empty = spec.run(schema.empty_table())
-    spark = df.sparkSession
-    # As many tasks as the input has partitions (at least one per core). Not Spark's shuffle
-    # default: the result is cached, and adaptive execution does not shrink a cached plan.
-    parts = max(df.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
-    prepared = (
-        df.repartition(parts, *client.table_config.record_key_fields)
-        .mapInArrow(partial(_prepare, spec, empty.records.schema), spark_schema_of(empty.records.schema))
-        .persist()
-    )
+    operation, cfg = options.operation, client.config.with_overrides(options.hoodie)
+    timeline = Timeline.load(client.storage)
+    view = FileSystemView(timeline)
+    spec = client.prepare_spec(operation, options.hoodie)
+    # As many tasks as the input has partitions (at least one per core).
+    parts = max(df.rdd.getNumPartitions(), df.sparkSession.sparkContext.defaultParallelism)
+    prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
+    tagged = None
     try:
-        keys = prepared.select(KEY, PARTITION, DELETE_FLAG).toArrow()
-        stages["dedup"] = time.perf_counter() - began
-        batch = PreparedBatch(keys, empty.data_schema, keys.num_rows)
-        plan = client.plan_prepared(options.operation, batch, options.hoodie, stages=stages)
-        job = client.begin_write(instant, plan)
+        precombine = client.table_config.precombine_field
+        order_type = _order_type(spec, precombine)
+        index_type = cfg.get(opt.INDEX_TYPE).upper()
+        tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts).persist()
+        counts = (
+            tagged.groupBy(PARTITION, "loc_file_id")
+            .agg(F.count(F.lit(1)).alias("n"), F.max("loc_instant").alias("i"))
+            .collect()
+        )  # one row per (partition, file group), inserts as a null file group
+        stages["tag"] = time.perf_counter() - began
         began = time.perf_counter()
-        statuses = _write_buckets(prepared, plan.records, plan.assignment, job, client.storage.base, spark)
+        prepared.unpersist()
+        counts.sort(key=lambda r: (r[0], r[1] is None, r[1] or ""))
+        profile = WorkloadProfile.from_counts(
+            [r[0] for r in counts], [r[1] for r in counts], [r[2] for r in counts], [r[3] for r in counts],
+            operation.upper(),
+        )
+        if operation == "bulk_insert":
+            inserts = {p: w.num_inserts for p, w in profile.partitions.items()}
+            buckets, first, per_file = bulk_insert_layout(inserts, *client.sizing(timeline, cfg))
+            assigned = _bulk_assign(tagged, first, per_file, cfg.get(opt.BULK_INSERT_SORT_MODE))
+        else:
+            partitioner = client.partitioner(profile, view, timeline, operation, cfg)
+            buckets = partitioner.buckets
+            assigned = _assign(tagged, partitioner)
+        stages["profile"] = time.perf_counter() - began
+        data_schema = spec.run(_positioned(schema).empty_table()).data_schema
+        job = client.begin_buckets(instant, operation, cfg, view, profile, buckets, data_schema, keep_keys=False)
+        began = time.perf_counter()
+        statuses = _write_buckets(assigned, buckets, job, client.storage.base)
         stages["write"] = time.perf_counter() - began
-        return client.write_result(instant, plan, statuses, stages)
+        return client.result_of(instant, operation, cfg, data_schema, statuses, stages)
     finally:
         prepared.unpersist()
+        if tagged is not None:
+            tagged.unpersist()
 
 
-def _write_buckets(prepared, records: pa.Table, assignment, job: BucketJob, base: str, spark) -> list:
-    """Attach each record's bucket by a broadcast join in the JVM (an inner join: deletes of
-    unknown keys drop out), give each bucket a task of its own, and bring the statuses back."""
-    if not job.buckets:
-        return []
-    mapping = records.select([KEY, PARTITION]).append_column(BUCKET, pa.array(assignment, pa.int32()))
-    buckets = spark.createDataFrame(mapping)
-    rows = (
-        prepared.join(F.broadcast(buckets), [KEY, PARTITION], "inner")
-        .select(*prepared.columns, BUCKET)
-        .repartitionById(len(job.buckets), BUCKET)
-        .mapInArrow(partial(_write, job, base), f"{STATUS} binary")
-        .toArrow()
+def _positioned(schema: pa.Schema) -> pa.Schema:
+    return schema.append(pa.field(POSITION, pa.int64(), nullable=False))
+
+
+def _prepare(
+    df: DataFrame, spec: PrepareSpec, schema: pa.Schema, key_fields: tuple[str, ...], parts: int
+) -> DataFrame:
+    """Hudi's HoodieWriteHelper.deduplicateRecords on the executors: each row's place in the input
+    is fixed before the shuffle, so "the later record wins" means what it means in process
+    (monotonically_increasing_id orders by input partition, then row)."""
+    records = spec.run(_positioned(schema).empty_table()).records.schema
+    return (
+        df.withColumn(POSITION, F.monotonically_increasing_id())
+        .repartition(parts, *key_fields)
+        .mapInArrow(partial(_prepare_task, spec, records), spark_schema_of(records))
     )
-    return [pickle.loads(b) for b in rows.column(STATUS).to_pylist()]
+
+
+def _order_type(spec: PrepareSpec, precombine: str | None) -> pa.DataType | None:
+    """The ordering field's type, which a global index compares stored values in."""
+    if not precombine or spec.table_schema is None or precombine not in spec.table_schema.names:
+        return None
+    return spec.table_schema.field(precombine).type
+
+
+def _assign(tagged: DataFrame, partitioner: UpsertPartitioner) -> DataFrame:
+    """Each task assigns its records' buckets (Hudi's getPartition: update buckets by file group,
+    inserts by MD5 of the key against cumulative weights), with the partitioner shipped to it."""
+    out = tagged.drop(*LOCATION).withColumn(BUCKET, F.lit(0).cast("int")).schema
+    return tagged.mapInArrow(partial(_assign_task, partitioner), out)
+
+
+def _bulk_assign(tagged: DataFrame, first: dict[str, int], per_file: int, sort_mode: str) -> DataFrame:
+    """Bulk insert: the i-th record of a partition (in sort order) goes to bucket first + i //
+    per_file, as in process; the rank also orders the records within their file."""
+    order = [F.col(KEY), F.col(POSITION)] if sort_mode in _SORTED_BULK_MODES else [F.col(POSITION)]
+    rank = F.row_number().over(Window.partitionBy(PARTITION).orderBy(*order)) - 1
+    firsts = F.create_map(*[F.lit(x) for item in first.items() for x in item]) if first else F.create_map()
+    ranked = tagged.drop(*LOCATION).withColumn(POSITION, rank)
+    bucket = (firsts[F.col(PARTITION)] + F.floor(F.col(POSITION) / per_file)).cast("int")
+    return ranked.withColumn(BUCKET, bucket)
+
+
+def _write_buckets(assigned: DataFrame, buckets: list[Bucket], job: BucketJob, base: str) -> list[WriteStatus]:
+    """One task per bucket (`repartitionById`) merges and writes it; only the write statuses
+    (stats and counts, no keys) come back."""
+    if not buckets:
+        return []
+    rows = (
+        assigned.repartitionById(len(buckets), BUCKET)
+        .mapInArrow(partial(_write_task, job, base, _WRITE_FAULT), f"{STATUS} binary")
+        .collect()
+    )
+    return [pickle.loads(r[0]) for r in rows]
 
 
 def _table(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
@@ -108,24 +198,44 @@ def _table(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
 
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------
-def _prepare(spec: PrepareSpec, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Every record of a key lands in one hash partition, so deduplicating it here is complete."""
+def _prepare_task(spec: PrepareSpec, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Every record of a key lands in one hash partition, so deduplicating it here is complete;
+    the rows are put back in input order first, so ties go to the later record as in process."""
     data = _table(batches)
     if data is not None:
+        data = data.sort_by(POSITION)
         yield from spec.run(data).records.cast(schema).to_batches()
 
 
-def _write(job: BucketJob, base: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Merge and write the bucket(s) of this task; records keep their key order within a bucket."""
+def _assign_task(partitioner: UpsertPartitioner, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        data = pa.Table.from_batches([batch])
+        numbers = partitioner.assign(data.column(PARTITION), data.column(KEY), data.column("loc_file_id"))
+        out = data.drop_columns(list(LOCATION)).append_column(BUCKET, pa.array(numbers, pa.int32()))
+        yield from out.to_batches()
+
+
+def _write_task(
+    job: BucketJob, base: str, fault: Callable[[int], None] | None, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Merge and write the bucket(s) of this task; records keep their input order within a bucket.
+    Each attempt writes under its own token (Hudi's partition-stage-attempt), so a retried or
+    speculative attempt never overwrites another's file; the commit deletes the losers' files."""
     data = _table(batches)
     if data is None:
         return
     storage = Storage(base)
-    data = data.sort_by([(BUCKET, "ascending"), (KEY, "ascending")])
+    ctx = TaskContext.get()
+    token = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.taskAttemptId()}" if ctx is not None else None
+    data = data.sort_by([(BUCKET, "ascending"), (POSITION, "ascending")])
     buckets = data.column(BUCKET).to_numpy()
     starts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
     statuses = []
     for lo, hi in pairwise(starts):
-        records = data.slice(lo, hi - lo).drop_columns([BUCKET])
-        statuses.append(pickle.dumps(job.write(storage, int(buckets[lo]), records)))
+        records = data.slice(lo, hi - lo).drop_columns([BUCKET, POSITION])
+        statuses.append(pickle.dumps(job.write(storage, int(buckets[lo]), records, write_token=token)))
+    if fault is not None:
+        fault(ctx.attemptNumber() if ctx is not None else 0)
     yield pa.RecordBatch.from_pydict({STATUS: statuses}, schema=pa.schema([(STATUS, pa.binary())]))

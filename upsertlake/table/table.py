@@ -146,14 +146,18 @@ class Table:
         self._services_after_commit(client.config.with_overrides(options))
         return result
 
-    def _services_after_commit(self, cfg: Config) -> None:
+    def services_after_commit(self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process) -> None:
+        """What runs after every commit (a distributed writer calls it with its own `map_groups`)."""
+        self._services_after_commit(self.options.with_overrides(options), map_groups)
+
+    def _services_after_commit(self, cfg: Config, map_groups: GroupMap = in_process) -> None:
         """Hudi's order after a commit: inline clustering, automatic clean, archival. The commit
         stands whatever happens here, so a failure is logged, not raised (raising would make
         callers retry a write that is already in the table)."""
         try:
             timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(timeline, cfg):
-                self._cluster(cfg, in_process)
+                self._cluster(cfg, map_groups)
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLEAN_AUTOMATIC) and clean_due(timeline, cfg):
                 clean(self.storage, self.write_client().lock, cfg)

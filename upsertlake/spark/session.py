@@ -1,0 +1,63 @@
+"""Spark sessions for upsertlake: workers that run the interpreter holding our packages.
+
+Spark starts its Python workers with `spark.pyspark.python` (or PYSPARK_PYTHON), else plain
+`python3`, which for a venv used without activation has no pyarrow. Sessions the project starts
+(ingest, benchmarks, tests) use `build_session`; every distributed write first checks, once per
+Spark application, that the workers can import pyarrow and upsertlake.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from upsertlake.errors import ConfigError
+
+_CHECKED: set[str] = set()
+
+
+def build_session(master: str = "local[2]", app: str = "upsertlake", **conf: str) -> object:
+    """A session whose workers (and driver) run this interpreter; `conf`: more Spark settings."""
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def check_workers(spark: object) -> None:
+    """Raise ConfigError naming the workers' interpreter when it cannot import pyarrow or
+    upsertlake (checked once per application: one tiny job)."""
+    sc = spark.sparkContext
+    if sc.applicationId in _CHECKED:
+        return
+
+    def probe(_: object) -> list[str]:  # defined here: shipped by value, needs nothing of ours
+        import importlib
+        import sys as worker_sys
+
+        missing = []
+        for name in ("pyarrow", "upsertlake"):
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                missing.append(f"{name} ({exc})")
+        return [worker_sys.executable, *missing]
+
+    executable, *missing = sc.parallelize([0], 1).mapPartitions(lambda part: [probe(part)]).collect()[0]
+    if missing:
+        raise ConfigError(
+            f"Spark's Python workers run {executable}, which cannot import {', '.join(missing)}. "
+            f"Set spark.pyspark.python (or PYSPARK_PYTHON) to the interpreter that has upsertlake, "
+            f"e.g. {sys.executable}, or build the session with upsertlake.spark.session.build_session()"
+        )
+    _CHECKED.add(sc.applicationId)
