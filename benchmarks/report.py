@@ -188,6 +188,8 @@ def write_report(out: Path) -> Path:
         lines += [f"## {tag} (size {doc['size']}, repeat {doc['repeat']}, {how}, {doc['cpus']} CPUs, {doc['started']})", ""]
         if doc.get("tree"):
             lines += [f"upsertlake at commit {doc['tree']}.", ""]
+        if doc.get("note"):
+            lines += [doc["note"], ""]
         for peer, why in doc.get("skipped", {}).items():
             lines.append(f"- skipped **{peer}**: {why}")
         lines.append("")
