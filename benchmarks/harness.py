@@ -40,12 +40,13 @@ INDEXES = ("INMEMORY", "BLOOM", "SIMPLE")
 
 
 def tree_commit() -> str:
-    """The commit of the upsertlake tree being measured (plus "+changes" if its work tree differs)."""
+    """The last commit that changed the upsertlake package being measured (plus "+changes" if its
+    work tree differs from it)."""
     import upsertlake
 
     where = Path(upsertlake.__file__).parent
     try:
-        head = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(["git", "-C", str(where), "log", "-1", "--format=%h", "--", "."], capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--", "."], capture_output=True, text=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -32,7 +32,7 @@ def _size(workload: str, rows: int, batch: int, days: int | None = None) -> str:
 
 
 def peer_table(entries: list[dict[str, Any]]) -> list[str]:
-    lines = ["| workload | rows + batch | peer | median s | min–max s | × upsertlake | × fastest | peak RSS MB | MB written | status |",
+    lines = ["| workload | rows + batch | peer | median s | min–max s | × upsertlake (in-process, else Spark) | × fastest | peak RSS MB | MB written | status |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     groups: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
     for e in entries:
@@ -40,7 +40,7 @@ def peer_table(entries: list[dict[str, Any]]) -> list[str]:
     for (workload, rows, batch), group in groups.items():
         medians = {e["peer"]: _median([r["seconds"] for r in _ok(e)]) for e in group if _ok(e)}
         fastest = min(medians.values(), default=float("nan"))
-        ours = medians.get("upsertlake", float("nan"))
+        ours = medians.get("upsertlake", medians.get("upsertlake-spark", float("nan")))
         for e in group:
             runs = _ok(e)
             secs = [r["seconds"] for r in runs]
@@ -188,6 +188,8 @@ def write_report(out: Path) -> Path:
         lines += [f"## {tag} (size {doc['size']}, repeat {doc['repeat']}, {how}, {doc['cpus']} CPUs, {doc['started']})", ""]
         if doc.get("tree"):
             lines += [f"upsertlake at commit {doc['tree']}.", ""]
+        if doc.get("note"):
+            lines += [doc["note"], ""]
         for peer, why in doc.get("skipped", {}).items():
             lines.append(f"- skipped **{peer}**: {why}")
         lines.append("")
