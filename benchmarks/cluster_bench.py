@@ -74,7 +74,7 @@ def main() -> None:
     result = upsertlake.open_table(path, OPTS).cluster()
     took = time.perf_counter() - started
     after = measure(path, next_batch, args.repeat)
-    assert result is not None
+    assert result.clustered, result.reason
     print(f"clustering: {took:.2f} s, {sum(len(v) for v in result.replaced.values())} file groups -> "
           f"{len(result.files_written)}")
     print(f"{'':8}{'files':>8}{'snapshot read s':>18}{'next upsert s':>16}")
