@@ -81,8 +81,8 @@ def check_commit(
     """Check a write's files (`own_stats`) and the groups an overwrite retires against every
     commit that completed since `checked` and against pending clusterings."""
     storage = timeline.storage
-    own = _Written.load(storage, own_time, own_stats)
-    own_groups = set(own.stats)
+    own_groups = {(s.partitionPath, s.fileId) for s in own_stats}
+    own: _Written | None = None  # its summaries are read only when some commit ran beside it
     stale: dict[FileGroup, Instant] = {}
     for inst in concurrent_writes(timeline, checked):
         meta = timeline.commit_metadata(inst)
@@ -91,6 +91,7 @@ def check_commit(
             why = f"it retired file group(s) {describe_groups(retired & (own_groups | retiring))}"
             return CommitCheck(Conflict(inst, why))
         theirs = _Written.load(storage, inst.time, meta.write_stats())
+        own = own or _Written.load(storage, own_time, own_stats)
         shared = set(theirs.stats) & own_groups
         if set(theirs.stats) & retiring:
             why = f"it wrote file group(s) {describe_groups(set(theirs.stats) & retiring)} this overwrite retires"
