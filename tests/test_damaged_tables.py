@@ -40,6 +40,20 @@ def edit(root: Path, keep) -> None:
     path.write_text("".join(line for line in path.read_text("latin-1").splitlines(keepends=True) if keep(line)), "latin-1")
 
 
+def hive_table(tmp_path: Path) -> Path:
+    """A hive-style table partitioned by `p` holding `batch()`; returns its folder."""
+    create_table(tmp_path / "t", "t", record_key="id", precombine_field="ts", partition_fields="p",
+                 hive_style_partitioning=True).upsert(batch())
+    return tmp_path / "t"
+
+
+def rename_partition_field(root: Path) -> str:
+    """Rename the partition field p to v in hoodie.properties (the checksum still matches); returns the text."""
+    text = properties(root).read_text("latin-1").replace("partition.fields=p\n", "partition.fields=v\n")
+    properties(root).write_text(text, "latin-1")
+    return text
+
+
 def snapshot(root: Path) -> list[dict]:
     return sorted(open_table(root).read(columns=KEYS).to_pylist(), key=lambda r: r["id"])
 
@@ -92,13 +106,9 @@ def test_lost_partition_fields_with_a_valid_checksum_are_caught_by_the_data(root
 
 
 def test_partition_field_names_that_disagree_with_hive_folders(tmp_path: Path) -> None:
-    t = create_table(tmp_path / "t", "t", record_key="id", precombine_field="ts", partition_fields="p",
-                     hive_style_partitioning=True)
-    t.upsert(batch())
-    root = tmp_path / "t"
+    root = hive_table(tmp_path)
     # a lost keygen line and the partition field renamed: both keys still look plausible
-    text = properties(root).read_text("latin-1").replace("partition.fields=p\n", "partition.fields=v\n")
-    properties(root).write_text(text, "latin-1")
+    rename_partition_field(root)
     assert_refused(root, "it names partition fields ['v'], but a data folder holds partition 'p=x' (fields ['p'])",
                    lambda: open_table(root).upsert(batch(ids=("e",), p=("x",))))
 
@@ -148,7 +158,7 @@ def test_a_corrupt_older_commit_names_the_file_what_it_breaks_and_the_doctor(roo
 
 def test_reads_of_damaged_properties_do_not_prune_by_what_they_name(root: Path) -> None:
     """A damaged file may name wrong fields; filters still apply row by row, no file is skipped."""
-    text = properties(root).read_text("latin-1").replace("partition.fields=p\n", "partition.fields=v\n")
+    text = rename_partition_field(root)
     properties(root).write_text("".join(line for line in text.splitlines(keepends=True)
                                         if not line.startswith("hoodie.table.checksum")), "latin-1")
     table = open_table(root)
@@ -157,10 +167,7 @@ def test_reads_of_damaged_properties_do_not_prune_by_what_they_name(root: Path) 
 
 
 def test_a_lost_hive_style_line_is_caught_by_the_folders(tmp_path: Path) -> None:
-    t = create_table(tmp_path / "t", "t", record_key="id", precombine_field="ts", partition_fields="p",
-                     hive_style_partitioning=True)
-    t.upsert(batch())
-    root = tmp_path / "t"
+    root = hive_table(tmp_path)
     edit(root, lambda line: not line.startswith("hoodie.datasource.write.hive_style_partitioning"))
     assert_refused(root, "hoodie.datasource.write.hive_style_partitioning is false, but a data folder holds the "
                          "hive-style partition 'p=x'", lambda: open_table(root).upsert(batch(ids=("e",), p=("x",))))
@@ -183,12 +190,8 @@ def test_custom_keygen_partition_types_are_not_a_disagreement(tmp_path: Path) ->
 
 def test_reads_of_disagreeing_properties_do_not_prune_by_them(tmp_path: Path) -> None:
     """A valid checksum with a wrong partition field: filters apply row by row, no file is skipped."""
-    t = create_table(tmp_path / "t", "t", record_key="id", precombine_field="ts", partition_fields="p",
-                     hive_style_partitioning=True)
-    t.upsert(batch())
-    root = tmp_path / "t"
-    text = properties(root).read_text("latin-1").replace("partition.fields=p\n", "partition.fields=v\n")
-    properties(root).write_text(text, "latin-1")
+    root = hive_table(tmp_path)
+    rename_partition_field(root)
     table = open_table(root)
     assert table.config.damage is None and table.config.partition_fields == ("v",)
     assert table.read(columns=["id"], filters=[("v", "=", "vb")]).column("id").to_pylist() == ["b"]
