@@ -86,6 +86,30 @@ MOVES = [
 ]
 
 
+def test_bucket_expression_assigns_as_the_in_process_partitioner(spark) -> None:
+    """The SQL form of Hudi's getPartition gives every record the bucket UpsertPartitioner.assign
+    gives: updates by file group, inserts by MD5 against cumulative weights, small files first."""
+    from upsertlake.partitioner import PartitionerConfig, SmallFile, UpsertPartitioner, WorkloadProfile
+    from upsertlake.spark.assign import bucket_column
+
+    profile = WorkloadProfile.from_counts(
+        ["a", "a", "a", "b", "c"], ["f1", "f2", None, None, "f3"], [5, 7, 3000, 1, 9],
+        ["001", "001", None, None, "002"], "UPSERT",
+    )
+    small = {"a": [SmallFile("f2", 200), SmallFile("f4", 900)], "b": [SmallFile("f5", 100)]}
+    partitioner = UpsertPartitioner(profile, small, 10, PartitionerConfig(max_file_size=4000, small_file_limit=1000))
+    assert len(partitioner.insert_buckets("a")) > 2  # small files and new buckets share the inserts
+    records = pa.table({
+        "partition": ["a"] * 3000 + ["b", "a", "a", "c"],
+        "key": [f"key-{i}" for i in range(3000)] + ["only", "x", "y", "z"],
+        "file_id": [None] * 3001 + ["f1", "f2", "f3"],
+    })
+    expected = partitioner.assign(records["partition"], records["key"], records["file_id"]).tolist()
+    df = spark.createDataFrame(records.to_pandas()).coalesce(1)
+    got = df.select(bucket_column(partitioner, df["partition"], df["key"], df["file_id"]).alias("b")).collect()
+    assert [r[0] for r in got] == expected
+
+
 @pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE"])
 def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: str) -> None:
     """Each index tags on the executors as it does in process, a global one moving keys between

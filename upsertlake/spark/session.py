@@ -1,13 +1,15 @@
 """Spark sessions for upsertlake: workers that run the interpreter holding our packages.
 
-Spark starts its Python workers with `spark.pyspark.python` (or PYSPARK_PYTHON), else plain
-`python3`, which for a venv used without activation has no pyarrow. Sessions the project starts
+PySpark starts its Python workers with PYSPARK_PYTHON (SQL workers may also take
+`spark.pyspark.python`), else plain `python3`, which for a venv used without activation has no
+pyarrow. Sessions the project starts
 (ingest, benchmarks, tests) use `build_session`; every distributed write first checks, once per
 Spark application, that the workers can import pyarrow and upsertlake.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from upsertlake.errors import ConfigError
@@ -19,6 +21,9 @@ def build_session(master: str = "local[2]", app: str = "upsertlake", **conf: str
     """A session whose workers (and driver) run this interpreter; `conf`: more Spark settings."""
     from pyspark.sql import SparkSession
 
+    # PySpark's RDD jobs take the workers' interpreter from PYSPARK_PYTHON (else `python3` on the
+    # PATH), not from spark.pyspark.python: set both.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = (
         SparkSession.builder.master(master)
         .appName(app)
@@ -57,7 +62,8 @@ def check_workers(spark: object) -> None:
     if missing:
         raise ConfigError(
             f"Spark's Python workers run {executable}, which cannot import {', '.join(missing)}. "
-            f"Set spark.pyspark.python (or PYSPARK_PYTHON) to the interpreter that has upsertlake, "
+            f"Set PYSPARK_PYTHON (and spark.pyspark.python) to the interpreter that has upsertlake "
+            f"before the session starts, "
             f"e.g. {sys.executable}, or build the session with upsertlake.spark.session.build_session()"
         )
     _CHECKED.add(sc.applicationId)

@@ -35,6 +35,7 @@ from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import reconcile_markers
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
+from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.session import check_workers
 from upsertlake.spark.tagging import LOCATION, tag
@@ -161,10 +162,10 @@ def _order_type(spec: PrepareSpec, precombine: str | None) -> pa.DataType | None
 
 
 def _assign(tagged: DataFrame, partitioner: UpsertPartitioner) -> DataFrame:
-    """Each task assigns its records' buckets (Hudi's getPartition: update buckets by file group,
-    inserts by MD5 of the key against cumulative weights), with the partitioner shipped to it."""
-    out = tagged.drop(*LOCATION).withColumn(BUCKET, F.lit(0).cast("int")).schema
-    return tagged.mapInArrow(partial(_assign_task, partitioner), out)
+    """Each record's bucket (Hudi's getPartition) as a SQL expression over the partitioner's small
+    state: update buckets by file group, inserts by MD5 of the key against cumulative weights."""
+    bucket = bucket_column(partitioner, F.col(PARTITION), F.col(KEY), F.col("loc_file_id"))
+    return tagged.withColumn(BUCKET, bucket).drop(*LOCATION)
 
 
 def _bulk_assign(tagged: DataFrame, first: dict[str, int], per_file: int, sort_mode: str) -> DataFrame:
@@ -205,16 +206,6 @@ def _prepare_task(spec: PrepareSpec, schema: pa.Schema, batches: Iterator[pa.Rec
     if data is not None:
         data = data.sort_by(POSITION)
         yield from spec.run(data).records.cast(schema).to_batches()
-
-
-def _assign_task(partitioner: UpsertPartitioner, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        data = pa.Table.from_batches([batch])
-        numbers = partitioner.assign(data.column(PARTITION), data.column(KEY), data.column("loc_file_id"))
-        out = data.drop_columns(list(LOCATION)).append_column(BUCKET, pa.array(numbers, pa.int32()))
-        yield from out.to_batches()
 
 
 def _write_task(
