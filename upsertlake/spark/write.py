@@ -37,7 +37,7 @@ from upsertlake.layout.markers import reconcile_markers
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
-from upsertlake.spark.session import check_workers
+from upsertlake.spark.session import WRITE_SETTINGS, check_workers, session_settings
 from upsertlake.spark.tagging import LOCATION, tag
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
@@ -64,7 +64,10 @@ def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str,
     client = table.write_client()
     instant = client.start_commit()
     try:
-        result = _write_distributed(df, schema, client, instant, options)
+        # As many tasks as the input has partitions (at least one per core).
+        parts = max(df.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
+        with session_settings(spark, {**WRITE_SETTINGS, "spark.sql.shuffle.partitions": str(parts)}):
+            result = _write_distributed(df, schema, client, instant, options, parts)
         reconcile_markers(client.storage, instant, result.files_written)
         result = client.commit(instant, result, extra_metadata)
     except BaseException:
@@ -85,7 +88,7 @@ def groups_on(spark: object) -> Callable[[Callable, list], list]:
 
 
 def _write_distributed(
-    df: DataFrame, schema: pa.Schema, client: WriteClient, instant: str, options: WriteOptions
+    df: DataFrame, schema: pa.Schema, client: WriteClient, instant: str, options: WriteOptions, parts: int
 ) -> WriteResult:
     stages: dict[str, float] = {}
     began = time.perf_counter()
@@ -93,8 +96,6 @@ def _write_distributed(
     timeline = Timeline.load(client.storage)
     view = FileSystemView(timeline)
     spec = client.prepare_spec(operation, options.hoodie)
-    # As many tasks as the input has partitions (at least one per core).
-    parts = max(df.rdd.getNumPartitions(), df.sparkSession.sparkContext.defaultParallelism)
     prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
     tagged = None
     try:
