@@ -259,6 +259,22 @@ def test_pushed_filters_prune_partitions(tmp_path: Path) -> None:
     assert len(plan_scan(str(path), {}, [("p", "in", ["p0", "p1"])]).files) == 2
 
 
+def test_bad_batch_on_spark_raises_the_in_process_error(spark, tmp_path: Path) -> None:
+    """A null record key found by a Spark task reaches the caller as the SchemaError the in-process
+    engine raises (not as PySpark's PythonException), and the table is as it was."""
+    from upsertlake.errors import SchemaError
+
+    path = tmp_path / "t"
+    uls.upsert(spark.createDataFrame(rows(range(10), 1, "one")), str(path), **OPTS)
+    before = data(path)
+    bad = rows(range(10, 13), 2, "two")
+    bad = bad.set_column(0, "id", pa.array(["k1", None, "k3"]))
+    with pytest.raises(SchemaError, match="'id'"):
+        uls.upsert(spark.createDataFrame(bad.to_pandas()), str(path))
+    assert data(path) == before
+    assert [i.state for i in open_table(path).timeline()] == [State.COMPLETED]
+
+
 def test_failed_spark_job_leaves_nothing(spark, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -26,6 +27,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from upsertlake import errors
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, WriteStatus
@@ -70,12 +72,29 @@ def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str,
             result = _write_distributed(df, schema, client, instant, options, parts)
         reconcile_markers(client.storage, instant, result.files_written)
         result = client.commit(instant, result, extra_metadata)
-    except BaseException:
+    except BaseException as exc:
         client.rollback(instant)
-        raise
+        raised = _task_error(exc)
+        if raised is exc:
+            raise
+        raise raised from exc
     # The same services as in process (clean, archive, inline clustering as Spark tasks).
     open_table(options.path, options.hoodie).services_after_commit(options.hoodie, groups_on(spark))
     return result
+
+
+def _task_error(exc: BaseException) -> BaseException:
+    """An upsertlake error a Spark task raised (bad input found while preparing the batch, say),
+    as that error again: PySpark hands it to the driver as a PythonException holding its text."""
+    from pyspark.errors import PythonException
+
+    if not isinstance(exc, PythonException):
+        return exc
+    found = re.findall(r"^upsertlake\.errors\.(\w+): (.+)$", str(exc), re.MULTILINE)
+    kind = getattr(errors, found[-1][0], None) if found else None
+    if not (isinstance(kind, type) and issubclass(kind, errors.UpsertlakeError)):
+        return exc
+    return kind(found[-1][1])
 
 
 def groups_on(spark: object) -> Callable[[Callable, list], list]:
