@@ -110,11 +110,12 @@ def test_bucket_expression_assigns_as_the_in_process_partitioner(spark) -> None:
     assert [r[0] for r in got] == expected
 
 
-@pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE"])
-def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: str) -> None:
+@pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE", "INMEMORY"])
+def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: str, caplog) -> None:
     """Each index tags on the executors as it does in process, a global one moving keys between
     partitions (delete in the old file group, insert in the new partition) unless the stored
-    record orders after the incoming one; bulk_insert fills files as in process."""
+    record orders after the incoming one; bulk_insert fills files as in process. The in-memory
+    index lives in one process: Spark tags with SIMPLE instead, says so, and gives its result."""
     opts = {**SMALL_FILES, "hoodie.index.type": index}
     local, dist = tmp_path / "local", tmp_path / "spark"
     create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p", options=opts)
@@ -124,6 +125,8 @@ def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: st
         assert data(dist) == data(local), f"after batch {i} ({op})"
         assert layout(dist) == layout(local), f"after batch {i} ({op})"
     stored = [(r[2], r[1], r[4]) for r in data(dist)]
+    fallback = [r.getMessage() for r in caplog.records if "single-process" in r.getMessage()]
+    assert fallback == (["hoodie.index.type INMEMORY is single-process: this Spark write tags with SIMPLE"] * len(MOVES) if index == "INMEMORY" else [])
     if index.startswith("GLOBAL_"):
         assert ("k00011", "p0", "moved-11") in stored and ("k00001", "p1", "one-1") in stored
         assert len(stored) == len({r[0] for r in stored}) == 380
