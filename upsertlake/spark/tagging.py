@@ -157,7 +157,7 @@ def _join(
     # Both sides hash-partitioned by key into `parts`: the group-by and the join add no shuffle.
     grouped = stored.repartition(parts, _KEY).groupBy(_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
     batch = prepared.repartition(parts, KEY)
-    joined = batch.join(grouped.hint("shuffle_hash"), batch[KEY] == grouped[_KEY], "left")
+    joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[_KEY], "left")
     own = F.array_min(F.filter("_locs", lambda loc: loc["p"] == F.col(PARTITION)))
     joined = joined.withColumn("_loc", F.coalesce(own, F.array_min("_locs")))
     located = [F.col(f"_loc.{f}").alias(c) for f, c in zip(("p", "f", "i"), LOCATION)]
@@ -167,8 +167,10 @@ def _join(
 
 def _join_in_partition(prepared: DataFrame, stored: DataFrame, parts: int) -> DataFrame:
     """A key's location in the record's own partition: an equi-join on (key, partition); a key
-    stored twice in one partition takes the smallest fileId, as in process. The stored side is
-    never broadcast (it grows with the records, and a broadcast passes through the driver)."""
+    stored twice in one partition takes the smallest fileId, as in process. A sort-merge join:
+    both sides grow with the records, so neither may be broadcast (that passes through the
+    driver) nor held as one task's hash table (10M stored keys in two tasks ran out of memory);
+    sorting spills to disk instead."""
     located = (
         stored.repartition(parts, _KEY, "p")
         .groupBy(_KEY, "p")
@@ -176,7 +178,7 @@ def _join_in_partition(prepared: DataFrame, stored: DataFrame, parts: int) -> Da
     )
     batch = prepared.repartition(parts, KEY, PARTITION)
     on = (batch[KEY] == located[_KEY]) & (batch[PARTITION] == located["p"])
-    joined = batch.join(located.hint("shuffle_hash"), on, "left")
+    joined = batch.join(located.hint("merge"), on, "left")
     return joined.select(
         *[batch[c] for c in prepared.columns],
         located["p"].alias(LOCATION[0]),
