@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import pickle
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from functools import partial
 from itertools import pairwise
 
@@ -85,8 +85,14 @@ def groups_on(spark: object) -> Callable[[Callable, list], list]:
 
 
 def _write_distributed(
-    df: DataFrame, schema: pa.Schema, client: WriteClient, instant: str, options: WriteOptions
+    df: DataFrame,
+    schema: pa.Schema,
+    client: WriteClient,
+    instant: str,
+    options: WriteOptions,
+    prepared: DataFrame | None = None,
 ) -> WriteResult:
+    """The write; a retry after a conflict passes the `prepared` frame kept from the first attempt."""
     stages: dict[str, float] = {}
     began = time.perf_counter()
     operation, cfg = options.operation, client.config.with_overrides(options.hoodie)
@@ -95,7 +101,13 @@ def _write_distributed(
     spec = client.prepare_spec(operation, options.hoodie)
     # As many tasks as the input has partitions (at least one per core).
     parts = max(df.rdd.getNumPartitions(), df.sparkSession.sparkContext.defaultParallelism)
-    prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
+    # With retries on conflict the prepared frame stays cached until the commit: a retry tags it again.
+    keep_prepared = client.config.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
+    if prepared is None:
+        prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
+        if keep_prepared:
+            redo = partial(_redo, df, schema, client, options, prepared)
+            client.keep_for_commit(instant, redo=redo, redo_release=prepared.unpersist)
     tagged = None
     try:
         precombine = client.table_config.precombine_field
@@ -109,7 +121,8 @@ def _write_distributed(
         )  # one row per (partition, file group), inserts as a null file group
         stages["tag"] = time.perf_counter() - began
         began = time.perf_counter()
-        prepared.unpersist()
+        if not keep_prepared:
+            prepared.unpersist()
         counts.sort(key=lambda r: (r[0], r[1] is None, r[1] or ""))
         profile = WorkloadProfile.from_counts(
             [r[0] for r in counts], [r[1] for r in counts], [r[2] for r in counts], [r[3] for r in counts],
@@ -126,12 +139,18 @@ def _write_distributed(
         stages["profile"] = time.perf_counter() - began
         data_schema = spec.run(_positioned(schema).empty_table()).data_schema
         job = client.begin_buckets(instant, operation, cfg, view, profile, buckets, data_schema, keep_keys=False)
+        # Cached until the commit, which may write buckets again from it (a re-merge).
+        assigned = assigned.persist()
+        client.keep_for_commit(
+            instant, rewrite=partial(_rewrite, assigned, client.storage.base), release=assigned.unpersist
+        )
         began = time.perf_counter()
         statuses = _write_buckets(assigned, buckets, job, client.storage.base)
         stages["write"] = time.perf_counter() - began
         return client.result_of(instant, operation, cfg, data_schema, statuses, stages)
     finally:
-        prepared.unpersist()
+        if not keep_prepared:
+            prepared.unpersist()
         if tagged is not None:
             tagged.unpersist()
 
@@ -179,13 +198,38 @@ def _bulk_assign(tagged: DataFrame, first: dict[str, int], per_file: int, sort_m
     return ranked.withColumn(BUCKET, bucket)
 
 
-def _write_buckets(assigned: DataFrame, buckets: list[Bucket], job: BucketJob, base: str) -> list[WriteStatus]:
-    """One task per bucket (`repartitionById`) merges and writes it; only the write statuses
-    (stats and counts, no keys) come back."""
-    if not buckets:
+def _redo(
+    df: DataFrame, schema: pa.Schema, client: WriteClient, options: WriteOptions, prepared: DataFrame,
+    instant: str, attempt: int,
+) -> WriteResult:
+    """The Spark `Redo` (a retry after a conflict on a record): the kept prepared frame tagged,
+    partitioned and written again against the table as it is now (each task's own write token)."""
+    return _write_distributed(df, schema, client, instant, options, prepared)
+
+
+def _rewrite(
+    assigned: DataFrame, base: str, job: BucketJob, numbers: Collection[int] | None, attempt: int
+) -> list[WriteStatus]:
+    """The Spark `Rewrite` (a re-merge, or a move to a new instant): one job over the cached,
+    bucket-assigned frame, one task per bucket in `numbers` (all when None), each writing under
+    its own task's token."""
+    return _write_buckets(assigned, list(job.buckets), job, base, None if numbers is None else sorted(numbers))
+
+
+def _write_buckets(
+    assigned: DataFrame, buckets: list[Bucket], job: BucketJob, base: str, numbers: list[int] | None = None
+) -> list[WriteStatus]:
+    """One task per bucket (`repartitionById`) merges and writes it (only the buckets `numbers`
+    when given, one task each); only the write statuses (stats and counts, no keys) come back."""
+    if not buckets or numbers == []:
         return []
+    task, tasks = F.col(BUCKET), len(buckets)
+    if numbers is not None:
+        assigned = assigned.where(F.col(BUCKET).isin(numbers))
+        position = F.array_position(F.array(*[F.lit(n) for n in numbers]), F.col(BUCKET))
+        task, tasks = (position - 1).cast("int"), len(numbers)
     rows = (
-        assigned.repartitionById(len(buckets), BUCKET)
+        assigned.repartitionById(tasks, task)
         .mapInArrow(partial(_write_task, job, base, _WRITE_FAULT), f"{STATUS} binary")
         .collect()
     )
