@@ -520,3 +520,36 @@ def test_a_true_conflict_on_spark_is_retried_when_configured(spark, tmp_path: Pa
     assert not any((path / s.path).exists() for s in r2.write_stats)  # the first attempt's files are gone
     assert len(list(path.rglob("*.parquet"))) == 9
     assert_clean(path)
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_a_failed_spark_re_merge_leaves_nothing(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                moved: bool) -> None:
+    """The re-merge job fails (every task raises after writing its file): the commit raises, the
+    rollback leaves the table as the other commit left it, and the cached frame is released."""
+    from upsertlake.spark import write as spark_write
+
+    path = tmp_path / "t"
+    occ_table(path)
+    before = cached(spark)
+    first, second = rows(range(0, 6), 2, "a"), rows(range(10, 16), 2, "b")
+    if moved:
+        c2, t2, r2 = spark_started(spark, path, second)
+        c1, t1, r1 = local_started(path, first)
+    else:
+        c1, t1, r1 = local_started(path, first)
+        c2, t2, r2 = spark_started(spark, path, second)
+    c1.commit(t1, r1)
+
+    def fail(attempt: int) -> None:
+        raise RuntimeError("injected failure of a re-merge task")
+
+    monkeypatch.setattr(spark_write, "_WRITE_FAULT", fail)
+    with pytest.raises(Exception, match="injected failure of a re-merge task"):
+        c2.commit(t2, r2)
+    c2.rollback(t2)  # as write_dataframe does on any failure
+    assert cached(spark) == before
+    assert snapshot(path) == expected_rows((range(0, 6), 2, "a"))
+    assert [i.time for i in open_table(path).timeline()][-1] == t1
+    assert len(list(path.rglob("*.parquet"))) == 6
+    assert_clean(path)
