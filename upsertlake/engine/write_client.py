@@ -146,11 +146,15 @@ class _Pending:
             self.held[what] = release
 
     def free(self) -> None:
-        """Free everything held (the write committed or rolled back)."""
+        """Free everything held (the write committed or rolled back). A release that fails (say, a
+        stopped Spark session) is logged: the write's outcome stands."""
         held, self.held = self.held, {}
         self.rewrite = self.redo = None
-        for release in held.values():
-            release()
+        for what, release in held.items():
+            try:
+                release()
+            except Exception:  # noqa: BLE001 - freeing a cache must not undo a commit's outcome
+                log.warning("write %s: could not free what its %s held", self.instant.time, what, exc_info=True)
 
 
 class WriteClient:
