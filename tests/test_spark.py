@@ -553,3 +553,22 @@ def test_a_failed_spark_re_merge_leaves_nothing(spark, tmp_path: Path, monkeypat
     assert [i.time for i in open_table(path).timeline()][-1] == t1
     assert len(list(path.rglob("*.parquet"))) == 6
     assert_clean(path)
+
+
+def test_failed_task_attempts_of_a_re_merge_leave_nothing(tmp_path: Path) -> None:
+    """In a session of its own (tests/spark_remerge_probe.py, local[2,3]): every task of the
+    re-merge job fails once after writing its file and its retry succeeds; the commit names the
+    retries' files and deleted the failed attempts' (marker reconciliation after the re-merge)."""
+    path, failures = tmp_path / "t", tmp_path / "failures"
+    failures.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, str(REPO / "tests" / "spark_remerge_probe.py"), str(path), str(failures)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(list(failures.iterdir())) == 3  # one injected failure per re-merged group
+    assert got["remerges"] == 1 and len(got["files_written"]) == 3 and got["moved_to"] > got["instant"]
+    assert got["on_disk"] == got["files_written"]
+    assert not set(got["first_files"]) & set(got["on_disk"])  # the replaced files are gone too
+    assert snapshot(path) == expected_rows((range(10, 16), 2, "spark"), (range(0, 6), 2, "local"))
+    assert_clean(path)
