@@ -129,7 +129,7 @@ class _Pending:
     statuses: dict[FileGroup, WriteStatus] = field(default_factory=dict)
     rewrite: Rewrite | None = None  # writes buckets again: a re-merge needs it
     redo: Redo | None = None  # writes the batch again: a retry after a conflict needs it
-    held: dict[str, Callable[[], None]] = field(default_factory=dict)  # frees what rewrite, redo hold
+    held: dict[str, Callable[[], None]] = field(default_factory=dict)  # name -> frees what rewrite/redo read
     redoing: bool = False  # a retry is writing the batch again under the inflight instant
     inflight_doc: bytes = b""  # the inflight file's workload profile, for an instant it moves to
 
@@ -137,24 +137,23 @@ class _Pending:
         if self.heartbeat is not None:
             self.heartbeat.stop()
 
-    def hold(self, what: str, release: Callable[[], None] | None) -> None:
-        """Keep `release` of what `what` needs until the write ends, freeing an earlier hold."""
-        earlier = self.held.pop(what, None)
+    def hold(self, name: str, release: Callable[[], None]) -> None:
+        """Call `release` when the write ends; an earlier hold of `name` is released now."""
+        earlier = self.held.pop(name, None)
         if earlier is not None:
             earlier()
-        if release is not None:
-            self.held[what] = release
+        self.held[name] = release
 
     def free(self) -> None:
         """Free everything held (the write committed or rolled back). A release that fails (say, a
         stopped Spark session) is logged: the write's outcome stands."""
         held, self.held = self.held, {}
         self.rewrite = self.redo = None
-        for what, release in held.items():
+        for name, release in held.items():
             try:
                 release()
             except Exception:  # noqa: BLE001 - freeing a cache must not undo a commit's outcome
-                log.warning("write %s: could not free what its %s held", self.instant.time, what, exc_info=True)
+                log.warning("write %s: could not release %s", self.instant.time, name, exc_info=True)
 
 
 class WriteClient:
@@ -234,25 +233,17 @@ class WriteClient:
             if not (self.optimistic or i.time in busy) or is_expired(self.storage, i.time, interval, misses)
         ]
 
-    def keep_for_commit(
-        self,
-        instant_time: str,
-        *,
-        rewrite: Rewrite | None = None,
-        release: Callable[[], None] | None = None,
-        redo: Redo | None = None,
-        redo_release: Callable[[], None] | None = None,
-    ) -> None:
-        """What a distributed write keeps until its commit: `rewrite` writes buckets again for a
-        re-merge, `redo` the whole batch for a retry; each release frees what it holds (Spark's
-        cached DataFrames) once the write commits or rolls back, or when it is kept anew."""
+    def keep_for_commit(self, instant_time: str, *, rewrite: Rewrite | None = None, redo: Redo | None = None) -> None:
+        """What a distributed write gives its commit: `rewrite` writes buckets again for a
+        re-merge, `redo` the whole batch again for a retry after a conflict on a record."""
         pending = self._pending[instant_time]
-        if rewrite is not None:
-            pending.rewrite = rewrite
-            pending.hold("rewrite", release)
-        if redo is not None:
-            pending.redo = redo
-            pending.hold("redo", redo_release)
+        pending.rewrite = rewrite or pending.rewrite
+        pending.redo = redo or pending.redo
+
+    def hold_until_commit(self, instant_time: str, name: str, release: Callable[[], None]) -> None:
+        """Call `release` (say, unpersist a cached DataFrame that a rewrite or redo reads) once the
+        write commits or rolls back, or when `name` is held anew (a retry caches a new frame)."""
+        self._pending[instant_time].hold(name, release)
 
     def _forget(self, instant_time: str) -> None:
         pending = self._pending.pop(instant_time, None)

@@ -106,14 +106,15 @@ def _write_distributed(
     if prepared is None:
         prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
         if keep_prepared:
-            redo = partial(_redo, df, schema, client, options, prepared)
-            client.keep_for_commit(instant, redo=redo, redo_release=prepared.unpersist)
-    tagged = None
+            client.keep_for_commit(instant, redo=partial(_redo, df, schema, client, options, prepared))
+            client.hold_until_commit(instant, "prepared", prepared.unpersist)
     try:
         precombine = client.table_config.precombine_field
         order_type = _order_type(spec, precombine)
         index_type = cfg.get(opt.INDEX_TYPE).upper()
         tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts).persist()
+        # Cached until the commit: a re-merge assigns and writes buckets again from it.
+        client.hold_until_commit(instant, "tagged", tagged.unpersist)
         counts = (
             tagged.groupBy(PARTITION, "loc_file_id")
             .agg(F.count(F.lit(1)).alias("n"), F.max("loc_instant").alias("i"))
@@ -139,11 +140,7 @@ def _write_distributed(
         stages["profile"] = time.perf_counter() - began
         data_schema = spec.run(_positioned(schema).empty_table()).data_schema
         job = client.begin_buckets(instant, operation, cfg, view, profile, buckets, data_schema, keep_keys=False)
-        # Cached until the commit, which may write buckets again from it (a re-merge).
-        assigned = assigned.persist()
-        client.keep_for_commit(
-            instant, rewrite=partial(_rewrite, assigned, client.storage.base), release=assigned.unpersist
-        )
+        client.keep_for_commit(instant, rewrite=partial(_rewrite, assigned, client.storage.base))
         began = time.perf_counter()
         statuses = _write_buckets(assigned, buckets, job, client.storage.base)
         stages["write"] = time.perf_counter() - began
@@ -151,8 +148,6 @@ def _write_distributed(
     finally:
         if not keep_prepared:
             prepared.unpersist()
-        if tagged is not None:
-            tagged.unpersist()
 
 
 def _positioned(schema: pa.Schema) -> pa.Schema:
@@ -210,9 +205,10 @@ def _redo(
 def _rewrite(
     assigned: DataFrame, base: str, job: BucketJob, numbers: Collection[int] | None, attempt: int
 ) -> list[WriteStatus]:
-    """The Spark `Rewrite` (a re-merge, or a move to a new instant): one job over the cached,
-    bucket-assigned frame, one task per bucket in `numbers` (all when None), each writing under
-    its own task's token."""
+    """The Spark `Rewrite` (a re-merge, or a move to a new instant): one job over the bucket-assigned
+    frame (the cached tagged frame and the same bucket expression, so every record gets the same
+    bucket again), one task per bucket in `numbers` (all when None), each under its own task's
+    write token."""
     return _write_buckets(assigned, list(job.buckets), job, base, None if numbers is None else sorted(numbers))
 
 
