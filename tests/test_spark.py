@@ -450,6 +450,7 @@ def expected_rows(*writes: tuple[range, int, str]) -> list[tuple]:
     return sorted((f"k{i:05d}", f"p{i % 3}", f"k{i:05d}", ts, v, f"p{i % 3}") for i, (ts, v) in latest.items())
 
 
+@pytest.mark.usefixtures("table_version")
 @pytest.mark.parametrize("case", ["spark-then-spark", "spark-then-spark-moved", "local-then-spark"])
 def test_a_spark_write_sharing_file_groups_but_no_record_re_merges(spark, tmp_path: Path, case: str) -> None:
     """Two writes of different records of the same three file groups, both started before either
