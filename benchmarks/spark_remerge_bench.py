@@ -47,7 +47,8 @@ def one_run(spark: object, root: Path, n: int, concurrent: bool) -> dict:
     client = open_table(path, options.hoodie).write_client()
     instant = client.start_commit()
     began = time.perf_counter()
-    result = _write_distributed(df, arrow_schema_of(df.schema), client, instant, options)
+    parts = spark.sparkContext.defaultParallelism
+    result = _write_distributed(df, arrow_schema_of(df.schema), client, instant, options, parts)
     reconcile_markers(client.storage, instant, result.files_written)
     write_s = time.perf_counter() - began
     if concurrent:

@@ -37,7 +37,8 @@ def main(path: str, failures: str) -> None:
     df = spark.createDataFrame(rows(range(10, 16), 2, "spark"))
     client = open_table(path, options.hoodie).write_client()
     instant = client.start_commit()
-    result = spark_write._write_distributed(df, arrow_schema_of(df.schema), client, instant, options)
+    parts = spark.sparkContext.defaultParallelism
+    result = spark_write._write_distributed(df, arrow_schema_of(df.schema), client, instant, options, parts)
     reconcile_markers(client.storage, instant, result.files_written)
     open_table(path, OPTS).upsert(rows(range(0, 6), 2, "local"))
 

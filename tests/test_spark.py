@@ -407,7 +407,8 @@ def spark_started(spark, path: Path, batch: pa.Table, **opts: object):
     df = spark.createDataFrame(batch)
     client = open_table(path, options.hoodie).write_client()
     instant = client.start_commit()
-    result = _write_distributed(df, arrow_schema_of(df.schema), client, instant, options)
+    parts = spark.sparkContext.defaultParallelism
+    result = _write_distributed(df, arrow_schema_of(df.schema), client, instant, options, parts)
     reconcile_markers(client.storage, instant, result.files_written)
     return client, instant, result
 

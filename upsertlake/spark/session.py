@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from upsertlake.errors import ConfigError
 
@@ -67,3 +69,35 @@ def check_workers(spark: object) -> None:
             f"e.g. {sys.executable}, or build the session with upsertlake.spark.session.build_session()"
         )
     _CHECKED.add(sc.applicationId)
+
+
+# What a distributed write changes in its session while it runs (spark.sql.shuffle.partitions is
+# set per write to its number of tasks):
+# - the write caches its prepared and tagged batch, and Spark's in-memory cache dictionary-encodes
+#   each column by default: that cost a fifth of the JVM's samples of a late-arriving upsert, for
+#   data read twice and then dropped;
+# - every shuffle is partitioned explicitly, so adaptive execution only adds a re-planning round
+#   per stage (a fifth of a small upsert's time);
+# - no automatic broadcast: a broadcast passes through the driver, and both sides of the tagging
+#   join grow with the records (the file listing is broadcast by an explicit hint).
+WRITE_SETTINGS = {
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+}
+
+
+@contextmanager
+def session_settings(spark: object, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set SQL settings of the session for the duration of a write, then restore them."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

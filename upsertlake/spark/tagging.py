@@ -55,8 +55,7 @@ def tag(
     """The prepared records with LOCATION columns (nulls for new keys); deletes of keys not
     stored are dropped; under a global index records that change partition are routed.
     `global_order`: the ordering field's type when global routing compares stored values;
-    `parts`: the tasks of the join (the caller persists the result, and adaptive execution does
-    not coalesce the partitions of a cached plan, so Spark's 200 shuffle partitions would stay)."""
+    `parts`: the tasks of the join (the write's parallelism)."""
     spark = prepared.sparkSession
     if index_type.endswith("INMEMORY"):
         # The in-memory index lives in one process; on Spark it would have to sit on the driver.

@@ -37,7 +37,7 @@ from upsertlake.layout.markers import reconcile_markers
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
-from upsertlake.spark.session import check_workers
+from upsertlake.spark.session import WRITE_SETTINGS, check_workers, session_settings
 from upsertlake.spark.tagging import LOCATION, tag
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
@@ -64,9 +64,12 @@ def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str,
     client = table.write_client()
     instant = client.start_commit()
     try:
-        result = _write_distributed(df, schema, client, instant, options)
-        reconcile_markers(client.storage, instant, result.files_written)
-        result = client.commit(instant, result, extra_metadata)
+        # As many tasks as the input has partitions (at least one per core).
+        parts = max(df.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
+        with session_settings(spark, {**WRITE_SETTINGS, "spark.sql.shuffle.partitions": str(parts)}):
+            result = _write_distributed(df, schema, client, instant, options, parts)
+            reconcile_markers(client.storage, instant, result.files_written)
+            result = client.commit(instant, result, extra_metadata)  # may re-merge or redo (Spark jobs)
     except BaseException:
         client.rollback(instant)
         raise
@@ -90,6 +93,7 @@ def _write_distributed(
     client: WriteClient,
     instant: str,
     options: WriteOptions,
+    parts: int,
     prepared: DataFrame | None = None,
 ) -> WriteResult:
     """The write; a retry after a conflict passes the `prepared` frame kept from the first attempt."""
@@ -99,14 +103,12 @@ def _write_distributed(
     timeline = Timeline.load(client.storage)
     view = FileSystemView(timeline)
     spec = client.prepare_spec(operation, options.hoodie)
-    # As many tasks as the input has partitions (at least one per core).
-    parts = max(df.rdd.getNumPartitions(), df.sparkSession.sparkContext.defaultParallelism)
     # With retries on conflict the prepared frame stays cached until the commit: a retry tags it again.
     keep_prepared = client.config.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
     if prepared is None:
         prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
         if keep_prepared:
-            client.keep_for_commit(instant, redo=partial(_redo, df, schema, client, options, prepared))
+            client.keep_for_commit(instant, redo=partial(_redo, df, schema, client, options, parts, prepared))
             client.hold_until_commit(instant, "prepared", prepared.unpersist)
     try:
         precombine = client.table_config.precombine_field
@@ -194,12 +196,12 @@ def _bulk_assign(tagged: DataFrame, first: dict[str, int], per_file: int, sort_m
 
 
 def _redo(
-    df: DataFrame, schema: pa.Schema, client: WriteClient, options: WriteOptions, prepared: DataFrame,
+    df: DataFrame, schema: pa.Schema, client: WriteClient, options: WriteOptions, parts: int, prepared: DataFrame,
     instant: str, attempt: int,
 ) -> WriteResult:
     """The Spark `Redo` (a retry after a conflict on a record): the kept prepared frame tagged,
     partitioned and written again against the table as it is now (each task's own write token)."""
-    return _write_distributed(df, schema, client, instant, options, prepared)
+    return _write_distributed(df, schema, client, instant, options, parts, prepared)
 
 
 def _rewrite(
