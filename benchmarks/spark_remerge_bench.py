@@ -21,7 +21,7 @@ import pyarrow as pa
 from upsertlake import create_table, open_table
 from upsertlake.layout.markers import reconcile_markers
 from upsertlake.spark.options import write_options
-from upsertlake.spark.session import build_session
+from upsertlake.spark.session import WRITE_SETTINGS, build_session, session_settings
 from upsertlake.spark.types import arrow_schema_of
 from upsertlake.spark.write import _write_distributed
 
@@ -46,16 +46,18 @@ def one_run(spark: object, root: Path, n: int, concurrent: bool) -> dict:
     df.count()
     client = open_table(path, options.hoodie).write_client()
     instant = client.start_commit()
-    began = time.perf_counter()
     parts = spark.sparkContext.defaultParallelism
-    result = _write_distributed(df, arrow_schema_of(df.schema), client, instant, options, parts)
-    reconcile_markers(client.storage, instant, result.files_written)
-    write_s = time.perf_counter() - began
-    if concurrent:
-        open_table(path, OPTS).upsert(batch(range(5, n, 10), 3, "local"))  # other keys, same groups
-    began = time.perf_counter()
-    done = client.commit(instant, result)
-    commit_s = time.perf_counter() - began
+    # The write and its commit under the settings write_dataframe uses.
+    with session_settings(spark, {**WRITE_SETTINGS, "spark.sql.shuffle.partitions": str(parts)}):
+        began = time.perf_counter()
+        result = _write_distributed(df, arrow_schema_of(df.schema), client, instant, options, parts)
+        reconcile_markers(client.storage, instant, result.files_written)
+        write_s = time.perf_counter() - began
+        if concurrent:
+            open_table(path, OPTS).upsert(batch(range(5, n, 10), 3, "local"))  # other keys, same groups
+        began = time.perf_counter()
+        done = client.commit(instant, result)
+        commit_s = time.perf_counter() - began
     df.unpersist()
     return {"concurrent": concurrent, "rows": n, "write_s": round(write_s, 3), "commit_s": round(commit_s, 3),
             "remerges": done.remerges, "groups": len(done.write_stats)}
