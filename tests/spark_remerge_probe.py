@@ -51,7 +51,8 @@ def main(path: str, failures: str) -> None:
     done = client.commit(instant, result)
     spark_write._WRITE_FAULT = None
     on_disk = sorted(str(p.relative_to(path)) for p in Path(path).rglob(f"*_{done.instant_time}.parquet"))
-    print(json.dumps({"instant": instant, "moved_to": done.instant_time, "remerges": done.remerges, "files_written": sorted(done.files_written),
+    print(json.dumps({"instant": instant, "moved_to": done.instant_time, "remerges": done.remerges,
+                      "files_written": sorted(done.files_written),
                       "on_disk": on_disk, "first_files": sorted(result.files_written)}))
     spark.stop()
 
