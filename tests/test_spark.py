@@ -17,7 +17,7 @@ from helpers import hudi_read
 
 import upsertlake.spark as uls
 from upsertlake import create_table, open_table
-from upsertlake.errors import ConfigError
+from upsertlake.errors import ConfigError, WriteConflictError
 from upsertlake.spark.options import write_options
 from upsertlake.spark.source import plan_scan
 from upsertlake.timeline.instant import State
@@ -403,3 +403,193 @@ def test_version_8_table_on_spark(spark, tmp_path: Path) -> None:
         .option("hoodie.datasource.read.begin.instanttime", c1).option("hoodie.datasource.read.end.instanttime", c2)
     assert sorted((r.id, r.v) for r in incremental.load(str(path)).collect()) == expected
     assert r1 < c1 < r2 < c2
+
+
+# -- concurrent writers on Spark: re-merge and retry ---------------------------------------------
+OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control", "hoodie.parquet.small.file.limit": 0}
+RETRY = {"hoodie.write.num.retries.on.conflict.failures": 2}
+
+
+def occ_table(path: Path) -> None:
+    """30 keys, one file group in each of p0, p1, p2."""
+    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p", options=OCC)
+    open_table(path, OCC).upsert(rows(range(30), 1, "one"))
+
+
+def spark_started(spark, path: Path, batch: pa.Table, **opts: object):
+    """A Spark write of `batch` started and written as write_dataframe does, not committed yet."""
+    from upsertlake.layout.markers import reconcile_markers
+    from upsertlake.spark.types import arrow_schema_of
+    from upsertlake.spark.write import _write_distributed
+
+    options = write_options({**OCC, **opts}, str(path), "upsert")
+    df = spark.createDataFrame(batch)
+    client = open_table(path, options.hoodie).write_client()
+    instant = client.start_commit()
+    parts = spark.sparkContext.defaultParallelism
+    result = _write_distributed(df, arrow_schema_of(df.schema), client, instant, options, parts)
+    reconcile_markers(client.storage, instant, result.files_written)
+    return client, instant, result
+
+
+def local_started(path: Path, batch: pa.Table, **opts: object):
+    client = open_table(path, {**OCC, **opts}).write_client()
+    instant = client.start_commit()
+    return client, instant, client.upsert(batch, instant)
+
+
+def cached(spark) -> int:
+    """How many RDDs Spark holds persisted (a cached DataFrame's, once computed)."""
+    return spark.sparkContext._jsc.getPersistentRDDs().size()
+
+
+def assert_clean(path: Path) -> None:
+    """Nothing pending, no markers, every base file of a completed instant, the latest file of
+    each group the one its commit names."""
+    timeline = open_table(path).timeline()
+    assert [i for i in timeline if i.state is not State.COMPLETED] == []
+    done = {i.time for i in timeline}
+    names = [p.name for p in path.rglob("*.parquet") if ".hoodie" not in p.parts]
+    assert {n.rsplit("_", 1)[1].removesuffix(".parquet") for n in names} <= done, names
+    temp = path / ".hoodie" / ".temp"
+    assert not temp.exists() or not any(temp.rglob("*.marker.*"))
+
+
+def snapshot(path: Path) -> list[tuple]:
+    got = data(path)
+    hudi = hudi_read(path).select(["_hoodie_record_key", "_hoodie_partition_path", "id", "ts", "v", "p"])
+    assert sorted(tuple(r.values()) for r in hudi.to_pylist()) == got  # Hudi's reader agrees
+    return got
+
+
+def expected_rows(*writes: tuple[range, int, str]) -> list[tuple]:
+    """The table's rows after upserts (ids, ts, tag) applied in order onto occ_table's."""
+    latest = {i: (1, f"one-{i}") for i in range(30)}
+    for ids, ts, tag in writes:
+        latest.update({i: (ts, f"{tag}-{i}") for i in ids})
+    return sorted((f"k{i:05d}", f"p{i % 3}", f"k{i:05d}", ts, v, f"p{i % 3}") for i, (ts, v) in latest.items())
+
+
+@pytest.mark.usefixtures("table_version")
+@pytest.mark.parametrize("case", ["spark-then-spark", "spark-then-spark-moved", "local-then-spark"])
+def test_a_spark_write_sharing_file_groups_but_no_record_re_merges(spark, tmp_path: Path, case: str) -> None:
+    """Two writes of different records of the same three file groups, both started before either
+    commits: the later to commit merges its buckets again as one Spark job over its cached,
+    bucket-assigned frame (in place, or under a new instant when the other's version is named by
+    a later instant), and the table holds both writes, as Hudi's reader agrees."""
+    path = tmp_path / "t"
+    occ_table(path)
+    before = cached(spark)
+    first, second = rows(range(0, 6), 2, "a"), rows(range(10, 16), 2, "b")
+    if case == "local-then-spark":
+        c1, t1, r1 = local_started(path, first)
+        c2, t2, r2 = spark_started(spark, path, second)
+    elif case == "spark-then-spark":
+        c1, t1, r1 = spark_started(spark, path, first)
+        c2, t2, r2 = spark_started(spark, path, second)
+    else:  # the write started first commits last: its versions would sort before the other's
+        c2, t2, r2 = spark_started(spark, path, second)
+        c1, t1, r1 = spark_started(spark, path, first)
+    assert cached(spark) > before  # the Spark writes hold their assigned frames until their commits
+    c1.commit(t1, r1)
+    done = c2.commit(t2, r2)
+    assert cached(spark) == before  # released at the commit
+    assert (done.remerges, done.retries, done.num_updates, done.num_inserts) == (1, 0, 6, 0)
+    assert (done.instant_time == t2) == (case != "spark-then-spark-moved")
+    assert done.instant_time > t1
+    assert snapshot(path) == expected_rows((range(0, 6), 2, "a"), (range(10, 16), 2, "b"))
+    assert {s.prevCommit for s in done.write_stats} == {t1}  # merged onto the other's versions
+    assert len(done.write_stats) == 3 and all((path / s.path).exists() for s in done.write_stats)
+    assert not any((path / s.path).exists() for s in r2.write_stats)  # the replaced files are gone
+    assert len(list(path.rglob("*.parquet"))) == 9  # three groups, three versions each
+    assert_clean(path)
+
+
+def test_a_true_conflict_on_spark_fails_and_leaves_nothing(spark, tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    occ_table(path)
+    before = cached(spark)
+    c1, t1, r1 = local_started(path, rows(range(0, 6), 2, "a"))
+    c2, t2, r2 = spark_started(spark, path, rows(range(5, 11), 3, "b"))  # k00005 in both
+    c1.commit(t1, r1)
+    with pytest.raises(WriteConflictError, match=rf"write {t2} conflicts with commit {t1} .*k00005"):
+        c2.commit(t2, r2)
+    assert cached(spark) == before
+    assert snapshot(path) == expected_rows((range(0, 6), 2, "a"))
+    assert t2 not in {i.time for i in open_table(path).timeline()}
+    assert_clean(path)
+
+
+@pytest.mark.parametrize("first", ["local", "spark"])
+def test_a_true_conflict_on_spark_is_retried_when_configured(spark, tmp_path: Path, first: str) -> None:
+    """hoodie.write.num.retries.on.conflict.failures: the Spark write tags, partitions and writes
+    its cached prepared frame again against the table with the other commit, and commits; under
+    event-time ordering k00005 keeps the larger ordering value (the retried write's)."""
+    path = tmp_path / "t"
+    occ_table(path)
+    before = cached(spark)
+    a = rows(range(0, 6), 2, "a")
+    c1, t1, r1 = local_started(path, a) if first == "local" else spark_started(spark, path, a)
+    c2, t2, r2 = spark_started(spark, path, rows(range(5, 11), 3, "b"), **RETRY)
+    c1.commit(t1, r1)
+    done = c2.commit(t2, r2)
+    assert cached(spark) == before
+    assert (done.instant_time, done.retries, done.remerges) == (t2, 1, 0)
+    assert (done.num_updates, done.num_inserts) == (6, 0)
+    assert snapshot(path) == expected_rows((range(0, 6), 2, "a"), (range(5, 11), 3, "b"))
+    assert {s.prevCommit for s in done.write_stats} == {t1}
+    assert not any((path / s.path).exists() for s in r2.write_stats)  # the first attempt's files are gone
+    assert len(list(path.rglob("*.parquet"))) == 9
+    assert_clean(path)
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_a_failed_spark_re_merge_leaves_nothing(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                moved: bool) -> None:
+    """The re-merge job fails (every task raises after writing its file): the commit raises, the
+    rollback leaves the table as the other commit left it, and the cached frame is released."""
+    from upsertlake.spark import write as spark_write
+
+    path = tmp_path / "t"
+    occ_table(path)
+    before = cached(spark)
+    first, second = rows(range(0, 6), 2, "a"), rows(range(10, 16), 2, "b")
+    if moved:
+        c2, t2, r2 = spark_started(spark, path, second)
+        c1, t1, r1 = local_started(path, first)
+    else:
+        c1, t1, r1 = local_started(path, first)
+        c2, t2, r2 = spark_started(spark, path, second)
+    c1.commit(t1, r1)
+
+    def fail(attempt: int) -> None:
+        raise RuntimeError("injected failure of a re-merge task")
+
+    monkeypatch.setattr(spark_write, "_WRITE_FAULT", fail)
+    with pytest.raises(Exception, match="injected failure of a re-merge task"):
+        c2.commit(t2, r2)
+    c2.rollback(t2)  # as write_dataframe does on any failure
+    assert cached(spark) == before
+    assert snapshot(path) == expected_rows((range(0, 6), 2, "a"))
+    assert [i.time for i in open_table(path).timeline()][-1] == t1
+    assert len(list(path.rglob("*.parquet"))) == 6
+    assert_clean(path)
+
+
+def test_failed_task_attempts_of_a_re_merge_leave_nothing(tmp_path: Path) -> None:
+    """In a session of its own (tests/spark_remerge_probe.py, local[2,3]): every task of the
+    re-merge job fails once after writing its file and its retry succeeds; the commit names the
+    retries' files and deleted the failed attempts' (marker reconciliation after the re-merge)."""
+    path, failures = tmp_path / "t", tmp_path / "failures"
+    failures.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, str(REPO / "tests" / "spark_remerge_probe.py"), str(path), str(failures)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(list(failures.iterdir())) == 3  # one injected failure per re-merged group
+    assert got["remerges"] == 1 and len(got["files_written"]) == 3 and got["moved_to"] > got["instant"]
+    assert got["on_disk"] == got["files_written"]
+    assert not set(got["first_files"]) & set(got["on_disk"])  # the replaced files are gone too
+    assert snapshot(path) == expected_rows((range(10, 16), 2, "spark"), (range(0, 6), 2, "local"))
+    assert_clean(path)

@@ -11,11 +11,12 @@ import logging
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -70,7 +71,7 @@ from upsertlake.layout.file_system_view import PARTITION_METAFILE, FileSystemVie
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
-from upsertlake.layout.markers import key_summary_folder, marker_folder, rollback_pending
+from upsertlake.layout.markers import key_summary_folder, marker_folder, reconcile_markers, rollback_pending
 from upsertlake.util.arrow import constant
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,16 @@ OVERWRITES = ("insert_overwrite", "insert_overwrite_table", "delete_partition")
 # holds the lock, so that a write among many busy writers still ends (none can commit meanwhile).
 OPTIMISTIC_REMERGES = 2
 RETRY_WAIT_SECONDS = (0.1, 5.0)  # backoff between conflict retries: first wait, longest wait
+
+# Writes buckets of a write again, for its commit: (job, bucket numbers or None for all, attempt)
+# -> their statuses. The job carries the instant and the base files to merge onto. In process a
+# thread pool over the records each bucket kept; on Spark one job over the cached, bucket-assigned
+# DataFrame (one task per bucket). A re-merge and a move both go through it.
+Rewrite = Callable[[BucketJob, Collection[int] | None, int], list[WriteStatus]]
+# Tags, partitions and writes the kept batch again against the table as it is now, for a retry
+# after a conflict on a record: (instant, attempt) -> the new result, through begin_buckets and
+# result_of as the first attempt.
+Redo = Callable[[str, int], "WriteResult"]
 
 
 @dataclass(frozen=True)
@@ -116,13 +127,33 @@ class _Pending:
     heartbeat: Heartbeat | None = None
     job: BucketJob | None = None
     statuses: dict[FileGroup, WriteStatus] = field(default_factory=dict)
-    bucket_records: dict[int, pa.Table] = field(default_factory=dict)  # in process: to re-merge
-    redo: tuple[str, PreparedBatch, dict | None] | None = None  # in process: to retry a conflict
+    rewrite: Rewrite | None = None  # writes buckets again: a re-merge needs it
+    redo: Redo | None = None  # writes the batch again: a retry after a conflict needs it
+    held: dict[str, Callable[[], None]] = field(default_factory=dict)  # name -> frees what rewrite/redo read
+    redoing: bool = False  # a retry is writing the batch again under the inflight instant
     inflight_doc: bytes = b""  # the inflight file's workload profile, for an instant it moves to
 
     def finish(self) -> None:
         if self.heartbeat is not None:
             self.heartbeat.stop()
+
+    def hold(self, name: str, release: Callable[[], None]) -> None:
+        """Call `release` when the write ends; an earlier hold of `name` is released now."""
+        earlier = self.held.pop(name, None)
+        if earlier is not None:
+            earlier()
+        self.held[name] = release
+
+    def free(self) -> None:
+        """Free everything held (the write committed or rolled back). A release that fails (say, a
+        stopped Spark session) is logged: the write's outcome stands."""
+        held, self.held = self.held, {}
+        self.rewrite = self.redo = None
+        for name, release in held.items():
+            try:
+                release()
+            except Exception:  # noqa: BLE001 - freeing a cache must not undo a commit's outcome
+                log.warning("write %s: could not release %s", self.instant.time, name, exc_info=True)
 
 
 class WriteClient:
@@ -202,10 +233,23 @@ class WriteClient:
             if not (self.optimistic or i.time in busy) or is_expired(self.storage, i.time, interval, misses)
         ]
 
+    def keep_for_commit(self, instant_time: str, *, rewrite: Rewrite | None = None, redo: Redo | None = None) -> None:
+        """What a distributed write gives its commit: `rewrite` writes buckets again for a
+        re-merge, `redo` the whole batch again for a retry after a conflict on a record."""
+        pending = self._pending[instant_time]
+        pending.rewrite = rewrite or pending.rewrite
+        pending.redo = redo or pending.redo
+
+    def hold_until_commit(self, instant_time: str, name: str, release: Callable[[], None]) -> None:
+        """Call `release` (say, unpersist a cached DataFrame that a rewrite or redo reads) once the
+        write commits or rolls back, or when `name` is held anew (a retry caches a new frame)."""
+        self._pending[instant_time].hold(name, release)
+
     def _forget(self, instant_time: str) -> None:
         pending = self._pending.pop(instant_time, None)
         if pending is not None:
             pending.finish()
+            pending.free()
 
     # -- 2..8. the write ---------------------------------------------------------------------
     def upsert(
@@ -244,7 +288,7 @@ class WriteClient:
         plan = self.plan(operation, data, options, progress)
         stages = dict(plan.stages)
         job = self.begin_write(instant_time, plan)
-        self._pending[instant_time].redo = (operation, plan.batch, options)
+        self._pending[instant_time].redo = partial(self._redo, operation, plan.batch, options)
         with _stage(stages, "write", progress, total=len(np.unique(plan.assignment))):
             statuses = self._write_buckets(plan, job, progress)
         return self.write_result(instant_time, plan, statuses, stages)
@@ -287,11 +331,17 @@ class WriteClient:
         keep_keys: bool | None = None,
     ) -> BucketJob:
         """`begin_write` from the plan's parts (Spark has no per-record plan on the driver);
-        `keep_keys=False`: the statuses carry counts and stats only, no key arrays."""
-        self._check_startable(instant_time)
+        `keep_keys=False`: the statuses carry counts and stats only, no key arrays. A retry
+        (`redoing`) writes again under its inflight instant, tagged against `view`."""
+        pending = self._pending.get(instant_time)
+        if pending is None or not pending.redoing:
+            self._check_startable(instant_time)
         pending = self._pending[instant_time]
-        pending.inflight_doc = profile.to_inflight_json()
-        pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc)
+        if pending.redoing:
+            pending.checked = frozenset(i.time for i in view.visible_instants)
+        else:
+            pending.inflight_doc = profile.to_inflight_json()
+            pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc)
         pending.job = self._bucket_job(instant_time, operation, cfg, view, buckets, data_schema, keep_keys)
         return pending.job
 
@@ -532,7 +582,7 @@ class WriteClient:
             if bounds[b.number + 1] > bounds[b.number]
         ]
         kept = {number: sorted_records.slice(lo, hi - lo) for number, lo, hi in slices}
-        self._pending[job.instant_time].bucket_records = kept  # a re-merge writes them again
+        self._pending[job.instant_time].rewrite = partial(self._rewrite_kept, kept)  # for a re-merge
         threads = plan.cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
         # Largest first (the file to rewrite plus the records' bytes): no big bucket starts last
         # while the other threads sit idle.
@@ -551,6 +601,15 @@ class WriteClient:
                 for done, _ in enumerate(as_completed(futures.values()), 1):
                     progress.advanced("write", done)
             return [futures[number].result() for number, _, _ in slices]
+
+    def _rewrite_kept(
+        self, kept: dict[int, pa.Table], job: BucketJob, numbers: Collection[int] | None, attempt: int
+    ) -> list[WriteStatus]:
+        """The in-process `Rewrite`: the buckets' kept records written again on a thread pool."""
+        chosen = sorted(kept if numbers is None else numbers)
+        threads = self.config.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
+        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(chosen) or 1))) as pool:
+            return list(pool.map(lambda n: job.write(self.storage, n, kept[n], None, attempt), chosen))
 
     def _write_partition_metadata(self, partitions: set[str], instant_time: str) -> None:
         for p in partitions:
@@ -619,7 +678,13 @@ class WriteClient:
                 log.info("write %s conflicts with %s; retry %d of %d", instant_time, conflict.describe(), retried, retries)
                 first, longest = RETRY_WAIT_SECONDS
                 time.sleep(min(longest, first * 2 ** (retried - 1)) * random.uniform(0.5, 1))
-                result = self._redo(pending, result, attempt=remerges + retried + 1)
+                pending.redoing = True
+                try:
+                    redone = pending.redo(instant_time, remerges + retried + 1)
+                finally:
+                    pending.redoing = False
+                result = _replace(redone, stage_seconds=result.stage_seconds)
+                reconcile_markers(self.storage, instant_time, result.files_written)
                 extra_seconds["retry"] += time.perf_counter() - began
         self._forget(instant_time)
         if result.replaced:
@@ -699,22 +764,12 @@ class WriteClient:
         would be hidden from readers (they order versions by instant time): then the whole write
         moves to a new instant."""
         move = any(i.time > current.time for i in stale.values())
-        unkept = [g for g in stale if not self._can_remerge(pending, g, whole=move)]
+        unkept = pending.rewrite is None or pending.job is None
         if unkept or (move and current.action is not Action.COMMIT):
-            why = "it cannot merge them again (a distributed write)" if unkept else "an overwrite cannot move"
+            why = "it kept no records to merge them again" if unkept else "an overwrite cannot move"
             why = f"both wrote file group(s) {describe_groups(set(stale))} and {why}"
             self._fail(current, Conflict(max(stale.values()), why))
         return self._new_instant(pending) if move else None
-
-    @staticmethod
-    def _can_remerge(pending: _Pending, group: FileGroup, whole: bool) -> bool:
-        """Are this write's records of `group` kept (of every group, when the `whole` write moves)?"""
-        if group not in pending.statuses or pending.job is None:
-            return False
-        kept = pending.bucket_records
-        groups = {(b.partition_path, b.file_id): b.number for b in pending.job.buckets}
-        wanted = pending.statuses if whole else [group]
-        return all(groups.get(g) in kept for g in wanted)
 
     def _new_instant(self, pending: _Pending) -> Instant:
         """Under the lock: an inflight instant (with its heartbeat) for the write to move to."""
@@ -736,29 +791,28 @@ class WriteClient:
         locked: bool = False,
     ) -> WriteResult:
         if moved_to is not None:
-            return self._move(pending, result, moved_to, view, locked)
-        return self._remerge(pending, result, set(stale), view, attempt)
+            result = self._move(pending, result, moved_to, view, attempt, locked)
+        else:
+            result = self._remerge(pending, result, set(stale), view, attempt)
+        # A failed or duplicate attempt of a distributed rewrite leaves a file only its marker names.
+        reconcile_markers(self.storage, result.instant_time, result.files_written)
+        return result
 
     def _move(
-        self, pending: _Pending, result: WriteResult, new: Instant, view: FileSystemView, locked: bool = False
+        self, pending: _Pending, result: WriteResult, new: Instant, view: FileSystemView, attempt: int,
+        locked: bool = False,
     ) -> WriteResult:
-        """Write every kept bucket again under instant `new`, each onto its group's newest version,
+        """Write every bucket again under instant `new`, each onto its group's newest version,
         then roll the old instant back (before the new one can complete)."""
         old, job = pending.instant, pending.job
-        assert job is not None
+        assert job is not None and pending.rewrite is not None
         latest = {bf.file_group: bf for bf in view.latest_base_files()}
         groups = {b.number: (b.partition_path, b.file_id) for b in job.buckets}
         base_files = {n: latest.get(groups[n], bf) for n, bf in job.base_files.items()}
         moved = _replace(job, instant_time=new.time, base_files=base_files)
         self._write_partition_metadata({b.partition_path for b in job.buckets}, new.time)
-
-        def one(number: int) -> WriteStatus:
-            return moved.write(self.storage, number, pending.bucket_records[number])
-
-        threads = self.config.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
         try:
-            with ThreadPoolExecutor(max_workers=max(1, min(threads, len(pending.bucket_records) or 1))) as pool:
-                statuses = list(pool.map(one, sorted(pending.bucket_records)))
+            statuses = pending.rewrite(moved, None, attempt)
         except BaseException:
             if locked:
                 rollback_pending(self.storage, new)
@@ -785,22 +839,17 @@ class WriteClient:
     def _remerge(self, pending: _Pending, result: WriteResult, groups: set[FileGroup], view: FileSystemView,
                  attempt: int) -> WriteResult:
         """Merge this write's records of `groups` again onto their newest committed versions (new
-        write token); each file it replaces is deleted at once, long before the commit file."""
+        write token); the files they replace are deleted at once, long before the commit file."""
         job = pending.job
-        assert job is not None
+        assert job is not None and pending.rewrite is not None
         latest = {bf.file_group: bf for bf in view.latest_base_files()}
         numbers = {(b.partition_path, b.file_id): b.number for b in job.buckets}
-
-        def one(group: FileGroup) -> WriteStatus:
-            number = numbers[group]
-            status = job.write(self.storage, number, pending.bucket_records[number], latest[group], attempt)
+        pending.job = _replace(job, base_files={**job.base_files, **{numbers[g]: latest[g] for g in groups}})
+        statuses = pending.rewrite(pending.job, [numbers[g] for g in sorted(groups)], attempt)
+        for group in groups:
             self.storage.delete(pending.statuses[group].stat.path)
-            return status
-
-        threads = self.config.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
-        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(groups)))) as pool:
-            for status in pool.map(one, sorted(groups)):
-                pending.statuses[(status.stat.partitionPath, status.stat.fileId)] = status
+        for status in statuses:
+            pending.statuses[(status.stat.partitionPath, status.stat.fileId)] = status
         log.info("write %s re-merged %d file group(s) onto newer versions", job.instant_time, len(groups))
         return _with_statuses(result, list(pending.statuses.values()))
 
@@ -811,18 +860,12 @@ class WriteClient:
         self.storage.delete_dir(marker_folder(instant_time))
         self.storage.delete_dir(key_summary_folder(instant_time))
 
-    def _redo(self, pending: _Pending, result: WriteResult, attempt: int) -> WriteResult:
-        """Tag, partition and write the kept batch again against the table as it is now."""
-        assert pending.redo is not None
-        operation, batch, options = pending.redo
+    def _redo(self, operation: str, batch: PreparedBatch, options: dict | None, instant_time: str,
+              attempt: int) -> WriteResult:
+        """The in-process `Redo`: tag, partition and write the kept batch again."""
         plan = self.plan_prepared(operation, batch, options)
-        pending.checked = frozenset(i.time for i in plan.view.visible_instants)
-        pending.job = self._bucket_job(
-            result.instant_time, plan.operation, plan.cfg, plan.view, plan.buckets, plan.batch.data_schema
-        )
-        statuses = self._write_buckets(plan, pending.job, None, attempt)
-        redone = self.write_result(result.instant_time, plan, statuses, dict(result.stage_seconds))
-        return redone
+        job = self.begin_write(instant_time, plan)
+        return self.write_result(instant_time, plan, self._write_buckets(plan, job, None, attempt), {})
 
     def rollback(self, instant_time: str) -> None:
         """Undo a started, uncommitted write of this client."""

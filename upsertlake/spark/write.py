@@ -17,7 +17,7 @@ import logging
 import pickle
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from functools import partial
 from itertools import pairwise
 
@@ -70,8 +70,8 @@ def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str,
         parts = max(df.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
         with session_settings(spark, {**WRITE_SETTINGS, "spark.sql.shuffle.partitions": str(parts)}):
             result = _write_distributed(df, schema, client, instant, options, parts)
-        reconcile_markers(client.storage, instant, result.files_written)
-        result = client.commit(instant, result, extra_metadata)
+            reconcile_markers(client.storage, instant, result.files_written)
+            result = client.commit(instant, result, extra_metadata)  # may re-merge or redo (Spark jobs)
     except BaseException as exc:
         client.rollback(instant)
         raised = _task_error(exc)
@@ -107,21 +107,35 @@ def groups_on(spark: object) -> Callable[[Callable, list], list]:
 
 
 def _write_distributed(
-    df: DataFrame, schema: pa.Schema, client: WriteClient, instant: str, options: WriteOptions, parts: int
+    df: DataFrame,
+    schema: pa.Schema,
+    client: WriteClient,
+    instant: str,
+    options: WriteOptions,
+    parts: int,
+    prepared: DataFrame | None = None,
 ) -> WriteResult:
+    """The write; a retry after a conflict passes the `prepared` frame kept from the first attempt."""
     stages: dict[str, float] = {}
     began = time.perf_counter()
     operation, cfg = options.operation, client.config.with_overrides(options.hoodie)
     timeline = Timeline.load(client.storage)
     view = FileSystemView(timeline)
     spec = client.prepare_spec(operation, options.hoodie)
-    prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
-    tagged = None
+    # With retries on conflict the prepared frame stays cached until the commit: a retry tags it again.
+    keep_prepared = client.config.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
+    if prepared is None:
+        prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
+        if keep_prepared:
+            client.keep_for_commit(instant, redo=partial(_redo, df, schema, client, options, parts, prepared))
+            client.hold_until_commit(instant, "prepared", prepared.unpersist)
     try:
         precombine = client.table_config.precombine_field
         order_type = _order_type(spec, precombine)
         index_type = cfg.get(opt.INDEX_TYPE).upper()
         tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts).persist()
+        # Cached until the commit: a re-merge assigns and writes buckets again from it.
+        client.hold_until_commit(instant, "tagged", tagged.unpersist)
         counts = (
             tagged.groupBy(PARTITION, "loc_file_id")
             .agg(F.count(F.lit(1)).alias("n"), F.max("loc_instant").alias("i"))
@@ -129,7 +143,8 @@ def _write_distributed(
         )  # one row per (partition, file group), inserts as a null file group
         stages["tag"] = time.perf_counter() - began
         began = time.perf_counter()
-        prepared.unpersist()
+        if not keep_prepared:
+            prepared.unpersist()
         counts.sort(key=lambda r: (r[0], r[1] is None, r[1] or ""))
         profile = WorkloadProfile.from_counts(
             [r[0] for r in counts], [r[1] for r in counts], [r[2] for r in counts], [r[3] for r in counts],
@@ -146,14 +161,14 @@ def _write_distributed(
         stages["profile"] = time.perf_counter() - began
         data_schema = spec.run(_positioned(schema).empty_table()).data_schema
         job = client.begin_buckets(instant, operation, cfg, view, profile, buckets, data_schema, keep_keys=False)
+        client.keep_for_commit(instant, rewrite=partial(_rewrite, assigned, client.storage.base))
         began = time.perf_counter()
         statuses = _write_buckets(assigned, buckets, job, client.storage.base)
         stages["write"] = time.perf_counter() - began
         return client.result_of(instant, operation, cfg, data_schema, statuses, stages)
     finally:
-        prepared.unpersist()
-        if tagged is not None:
-            tagged.unpersist()
+        if not keep_prepared:
+            prepared.unpersist()
 
 
 def _positioned(schema: pa.Schema) -> pa.Schema:
@@ -199,13 +214,39 @@ def _bulk_assign(tagged: DataFrame, first: dict[str, int], per_file: int, sort_m
     return ranked.withColumn(BUCKET, bucket)
 
 
-def _write_buckets(assigned: DataFrame, buckets: list[Bucket], job: BucketJob, base: str) -> list[WriteStatus]:
-    """One task per bucket (`repartitionById`) merges and writes it; only the write statuses
-    (stats and counts, no keys) come back."""
-    if not buckets:
+def _redo(
+    df: DataFrame, schema: pa.Schema, client: WriteClient, options: WriteOptions, parts: int, prepared: DataFrame,
+    instant: str, attempt: int,
+) -> WriteResult:
+    """The Spark `Redo` (a retry after a conflict on a record): the kept prepared frame tagged,
+    partitioned and written again against the table as it is now (each task's own write token)."""
+    return _write_distributed(df, schema, client, instant, options, parts, prepared)
+
+
+def _rewrite(
+    assigned: DataFrame, base: str, job: BucketJob, numbers: Collection[int] | None, attempt: int
+) -> list[WriteStatus]:
+    """The Spark `Rewrite` (a re-merge, or a move to a new instant): one job over the bucket-assigned
+    frame (the cached tagged frame and the same bucket expression, so every record gets the same
+    bucket again), one task per bucket in `numbers` (all when None), each under its own task's
+    write token."""
+    return _write_buckets(assigned, list(job.buckets), job, base, None if numbers is None else sorted(numbers))
+
+
+def _write_buckets(
+    assigned: DataFrame, buckets: list[Bucket], job: BucketJob, base: str, numbers: list[int] | None = None
+) -> list[WriteStatus]:
+    """One task per bucket (`repartitionById`) merges and writes it (only the buckets `numbers`
+    when given, one task each); only the write statuses (stats and counts, no keys) come back."""
+    if not buckets or numbers == []:
         return []
+    task, tasks = F.col(BUCKET), len(buckets)
+    if numbers is not None:
+        assigned = assigned.where(F.col(BUCKET).isin(numbers))
+        position = F.array_position(F.array(*[F.lit(n) for n in numbers]), F.col(BUCKET))
+        task, tasks = (position - 1).cast("int"), len(numbers)
     rows = (
-        assigned.repartitionById(len(buckets), BUCKET)
+        assigned.repartitionById(tasks, task)
         .mapInArrow(partial(_write_task, job, base, _WRITE_FAULT), f"{STATUS} binary")
         .collect()
     )
