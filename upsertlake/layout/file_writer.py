@@ -104,7 +104,10 @@ def column_encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:
 def dictionary_columns(table: pa.Table, sample: int = 4096) -> list[str]:
     """Columns worth dictionary encoding: the meta columns of one value per file, those already
     dictionary-typed, and those repeating values in a sample of rows spread over the table (the
-    unique record key and seqno are not sampled).
+    unique record key and seqno are not sampled). The sample rows are drawn at random (a fixed
+    seed): evenly spaced rows alias with values that cycle (`rider-{id % 5000}` read every 43rd
+    row looks unique), and the choice would change with the row count, so the bytes of a file
+    (which bulk insert measures on a sample of its records) would not scale with it.
 
     Dictionary-encoding a column of unique values (keys, seqnos, measurements) costs time and
     bytes for nothing; parquet-mr falls back per page, pyarrow pays for the attempt. The sample
@@ -120,7 +123,7 @@ def dictionary_columns(table: pa.Table, sample: int = 4096) -> list[str]:
         if f.name in DICTIONARY_COLUMNS or pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type)
     ]
     rest = table.drop_columns([*decided, *(c for c in DELTA_COLUMNS if c in table.column_names)])
-    rows = rest.take(pa.array(np.linspace(0, n - 1, min(sample, n), dtype=np.int64)))
+    rows = rest.take(pa.array(np.sort(np.random.default_rng(0).choice(n, min(sample, n), replace=False))))
     repeating = {
         name for name, col in zip(rows.column_names, rows.columns) if pc.count_distinct(col).as_py() <= rows.num_rows * 9 // 10
     }
