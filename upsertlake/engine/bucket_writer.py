@@ -151,7 +151,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     replaced = exists & applied
     write_new = applied & ~deletes
 
-    new_rows = _with_meta(records.filter(pa.array(write_new)), task, name, schema)
+    new_rows = with_meta(records.filter(pa.array(write_new)), task.instant_time, bucket.number, name, task.data_schema)
     out, kept_all_old = _merged_order(old, new_rows, name, old_rows, matched, copy_wins, write_new, exists)
     inserted = ~exists & write_new
     bloom = _resumed_bloom(old_footer, n_old, in_keys.filter(pa.array(inserted)), config) if kept_all_old else None
@@ -307,11 +307,12 @@ def _incoming_wins(task: BucketTask, old: pa.Table, stored_row: pa.Array, exists
     return ~loses
 
 
-def _with_meta(records: pa.Table, task: BucketTask, file_name: str, schema: pa.Schema) -> pa.Table:
+def with_meta(records: pa.Table, instant_time: str, bucket_number: int, file_name: str, data_schema: pa.Schema) -> pa.Table:
+    """The rows of a new file: the meta columns of `instant_time`'s bucket, then the data columns."""
     n = records.num_rows
-    seq_prefix = f"{task.instant_time}_{task.bucket.number}_"
+    seq_prefix = f"{instant_time}_{bucket_number}_"
     meta = {
-        "_hoodie_commit_time": constant(task.instant_time, n),
+        "_hoodie_commit_time": constant(instant_time, n),
         "_hoodie_commit_seqno": pc.binary_join_element_wise(
             constant(seq_prefix, n), pc.cast(row_numbers(n), pa.string()), ""
         ),
@@ -319,6 +320,6 @@ def _with_meta(records: pa.Table, task: BucketTask, file_name: str, schema: pa.S
         "_hoodie_partition_path": records.column(PARTITION),
         "_hoodie_file_name": constant(file_name, n),
     }
-    data = {f.name: records.column(f.name) for f in task.data_schema}
-    return pa.table({**meta, **data}).cast(schema)
+    data = {f.name: records.column(f.name) for f in data_schema}
+    return pa.table({**meta, **data}).cast(full_schema(data_schema))
 

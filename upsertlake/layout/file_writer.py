@@ -65,17 +65,8 @@ def write_base_file(
     `BloomFilter.unchanged`).
     """
     rows_per_group = _rows_per_group(table, config.row_group_bytes)
-    dictionary, encodings = column_encodings(table)
     with storage.open_output(path) as sink:
-        writer = pq.ParquetWriter(
-            sink,
-            table.schema,
-            compression=config.compression,
-            use_dictionary=dictionary,
-            column_encoding=encodings or None,
-            store_schema=False,
-            write_statistics=True,
-        )
+        writer = _parquet_writer(sink, table, config)
         writer.write_table(table, row_group_size=rows_per_group)
         writer.add_key_value_metadata(
             footer_metadata(
@@ -89,6 +80,34 @@ def write_base_file(
         )
         writer.close()
     return storage.fs.get_file_info(storage.full_path(path)).size
+
+
+def data_bytes(table: pa.Table, config: FileWriterConfig) -> int:
+    """The bytes of `table`'s column chunks as `write_base_file` encodes and compresses them,
+    measured by writing it to memory. The footer (bloom filter, statistics) is left out, as
+    Hudi's rollover check (HoodieBaseParquetWriter.canWrite) leaves it out: a file's data fills
+    hoodie.parquet.max.file.size and its footer comes on top."""
+    sink = pa.BufferOutputStream()
+    writer = _parquet_writer(sink, table, config)
+    writer.write_table(table, row_group_size=_rows_per_group(table, config.row_group_bytes))
+    writer.close()
+    meta = pq.read_metadata(pa.BufferReader(sink.getvalue()))
+    return sum(
+        meta.row_group(g).column(c).total_compressed_size for g in range(meta.num_row_groups) for c in range(meta.num_columns)
+    )
+
+
+def _parquet_writer(sink: object, table: pa.Table, config: FileWriterConfig) -> pq.ParquetWriter:
+    dictionary, encodings = column_encodings(table)
+    return pq.ParquetWriter(
+        sink,
+        table.schema,
+        compression=config.compression,
+        use_dictionary=dictionary,
+        column_encoding=encodings or None,
+        store_schema=False,
+        write_statistics=True,
+    )
 
 
 def column_encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:
