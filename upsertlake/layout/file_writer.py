@@ -57,12 +57,17 @@ def marker_path(instant_time: str, partition_path: str, file_name: str, io_type:
 
 
 def write_base_file(
-    storage: Storage, path: str, table: pa.Table, config: FileWriterConfig, bloom: BloomFilter | StoredFilter | None = None
+    storage: Storage,
+    path: str,
+    table: pa.Table,
+    config: FileWriterConfig,
+    bloom: BloomFilter | StoredFilter | None = None,
+    key_range: tuple[str, str] | None = None,
 ) -> int:
     """Write `table` (meta + data columns) as a Hudi base file; returns its size in bytes.
 
     `bloom` is a filter already holding the file's keys in order (see `BloomFilter.resume` and
-    `BloomFilter.unchanged`).
+    `BloomFilter.unchanged`); `key_range` their (min, max), when known (`resumed_key_range`).
     """
     rows_per_group = _rows_per_group(table, config.row_group_bytes)
     with storage.open_output(path) as sink:
@@ -76,6 +81,7 @@ def write_base_file(
                 config.bloom_filter_type,
                 config.bloom_max_entries,
                 bloom,
+                key_range,
             )
         )
         writer.close()
