@@ -9,7 +9,8 @@ Peers (benchmarks/peers.py), on the same data in the same session:
 Workloads (benchmarks/workloads.py): `late` (D days; 95% updates in the newest H days, 5% inserts
 on the newest day) and `uniform`. Each peer builds its table once (untimed); every run works on a
 fresh copy of it (data files hard-linked), is verified (row count, sum of ts, sampled keys), and
-the first run of each peer is a warm-up that is not counted. Runs go round-robin over the peers, so
+the first runs of each peer (`--warmup`, 3 by default) are not counted: the JVM's JIT compilers
+keep burning seconds of CPU per run for several runs, for every peer alike. Runs go round-robin over the peers, so
 load from other jobs on the machine falls on all of them alike.
 
 For every timed run the Spark event log gives the bytes of task results returned to the driver
@@ -116,7 +117,8 @@ def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         del base
         clear_base_cache()
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in peers}
-        for i in range(args.repeat + 1):
+        for i in range(args.warmup + args.repeat):
+            warm = i < args.warmup
             for name, peer in peers.items():
                 table = work / f"run-{name}" / "table"
                 shutil.rmtree(table.parent, ignore_errors=True)
@@ -133,11 +135,11 @@ def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 count, ts_sum, found = peer.snapshot(table, list(expected.probes))
                 errors = verify(expected, count, ts_sum, found)
                 shown = f"{seconds:.2f}s, {driver['result_bytes']:,} result bytes" if not errors else f"WRONG {errors}"
-                print(f"  {workload:<8} {args.rows:>11,}+{args.batch:<9,} {name:<17} {'warm-up' if i == 0 else f'run {i}'}: {shown}", flush=True)
-                if i and (errors or args.profile) and name == "upsertlake-spark":
+                print(f"  {workload:<8} {args.rows:>11,}+{args.batch:<9,} {name:<17} {'warm-up' if warm else f'run {i - args.warmup + 1}'}: {shown}", flush=True)
+                if not warm and (errors or args.profile) and name == "upsertlake-spark":
                     for st in driver["spark_stages"]:
                         print(f"      {st['seconds']:7.2f}s {st['tasks']:4d} tasks  {st['stage']}")
-                if i:
+                if not warm:
                     runs[name].append({"status": "WRONG" if errors else "ok", "errors": errors, "seconds": seconds,
                                        "bytes_written": written, "peak_rss_mb": peak, **driver, **extra})
         for name in peers:
@@ -197,7 +199,8 @@ def main() -> None:
     ap.add_argument("--hot-days", type=int, default=2)
     ap.add_argument("--workloads", nargs="+", choices=("late", "uniform"), default=["late", "uniform"])
     ap.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS))
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs per peer, after one warm-up run")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per peer, after the warm-up runs")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed runs per peer first (the JVM's JIT keeps compiling for several)")
     ap.add_argument("--profile", action="store_true", help="print the Spark stages of upsertlake's runs")
     ap.add_argument("--driver", nargs="+", type=int, metavar="BATCH_ROWS", help="driver-side series (fresh process each)")
     ap.add_argument("--driver-run", type=int, help=argparse.SUPPRESS)
@@ -215,7 +218,7 @@ def main() -> None:
         doc: dict[str, Any] = {"size": f"spark-{args.rows / 1e6:g}M", "repeat": args.repeat, "timeout": 0,
                                "cpus": os.cpu_count(), "tree": tree_commit(), "skipped": {},
                                "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                               "session": "one warmed Spark local[2] session; one untimed warm-up run per peer"}
+                               "session": f"one warmed Spark local[2] session; {args.warmup} untimed warm-up run(s) per peer"}
         if args.driver:
             doc["driver"] = []
             for n in args.driver:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import zipfile
 from pathlib import Path
@@ -54,6 +55,7 @@ def spark():
 
     import upsertlake.spark
 
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # RDD jobs read this, not spark.pyspark.python
     session = (
         SparkSession.builder.master("local[2]")
         .appName("upsertlake-tests")

@@ -86,11 +86,36 @@ MOVES = [
 ]
 
 
-@pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE"])
-def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: str) -> None:
+def test_bucket_expression_assigns_as_the_in_process_partitioner(spark) -> None:
+    """The SQL form of Hudi's getPartition gives every record the bucket UpsertPartitioner.assign
+    gives: updates by file group, inserts by MD5 against cumulative weights, small files first."""
+    from upsertlake.partitioner import PartitionerConfig, SmallFile, UpsertPartitioner, WorkloadProfile
+    from upsertlake.spark.assign import bucket_column
+
+    profile = WorkloadProfile.from_counts(
+        ["a", "a", "a", "b", "c"], ["f1", "f2", None, None, "f3"], [5, 7, 3000, 1, 9],
+        ["001", "001", None, None, "002"], "UPSERT",
+    )
+    small = {"a": [SmallFile("f2", 200), SmallFile("f4", 900)], "b": [SmallFile("f5", 100)]}
+    partitioner = UpsertPartitioner(profile, small, 10, PartitionerConfig(max_file_size=4000, small_file_limit=1000))
+    assert len(partitioner.insert_buckets("a")) > 2  # small files and new buckets share the inserts
+    records = pa.table({
+        "partition": ["a"] * 3000 + ["b", "a", "a", "c"],
+        "key": [f"key-{i}" for i in range(3000)] + ["only", "x", "y", "z"],
+        "file_id": [None] * 3001 + ["f1", "f2", "f3"],
+    })
+    expected = partitioner.assign(records["partition"], records["key"], records["file_id"]).tolist()
+    df = spark.createDataFrame(records.to_pandas()).coalesce(1)
+    got = df.select(bucket_column(partitioner, df["partition"], df["key"], df["file_id"]).alias("b")).collect()
+    assert [r[0] for r in got] == expected
+
+
+@pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE", "INMEMORY"])
+def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: str, caplog) -> None:
     """Each index tags on the executors as it does in process, a global one moving keys between
     partitions (delete in the old file group, insert in the new partition) unless the stored
-    record orders after the incoming one; bulk_insert fills files as in process."""
+    record orders after the incoming one; bulk_insert fills files as in process. The in-memory
+    index lives in one process: Spark tags with SIMPLE instead, says so, and gives its result."""
     opts = {**SMALL_FILES, "hoodie.index.type": index}
     local, dist = tmp_path / "local", tmp_path / "spark"
     create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p", options=opts)
@@ -100,6 +125,8 @@ def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: st
         assert data(dist) == data(local), f"after batch {i} ({op})"
         assert layout(dist) == layout(local), f"after batch {i} ({op})"
     stored = [(r[2], r[1], r[4]) for r in data(dist)]
+    fallback = [r.getMessage() for r in caplog.records if "single-process" in r.getMessage()]
+    assert fallback == (["hoodie.index.type INMEMORY is single-process: this Spark write tags with SIMPLE"] * len(MOVES) if index == "INMEMORY" else [])
     if index.startswith("GLOBAL_"):
         assert ("k00011", "p0", "moved-11") in stored and ("k00001", "p1", "one-1") in stored
         assert len(stored) == len({r[0] for r in stored}) == 380
@@ -233,6 +260,22 @@ def test_pushed_filters_prune_partitions(tmp_path: Path) -> None:
     assert len(plan_scan(str(path), {}).files) == 3
     assert [bf.partition_path for bf in plan_scan(str(path), {}, [("p", "=", "p2")]).files] == ["p2"]
     assert len(plan_scan(str(path), {}, [("p", "in", ["p0", "p1"])]).files) == 2
+
+
+def test_bad_batch_on_spark_raises_the_in_process_error(spark, tmp_path: Path) -> None:
+    """A null record key found by a Spark task reaches the caller as the SchemaError the in-process
+    engine raises (not as PySpark's PythonException), and the table is as it was."""
+    from upsertlake.errors import SchemaError
+
+    path = tmp_path / "t"
+    uls.upsert(spark.createDataFrame(rows(range(10), 1, "one")), str(path), **OPTS)
+    before = data(path)
+    bad = rows(range(10, 13), 2, "two")
+    bad = bad.set_column(0, "id", pa.array(["k1", None, "k3"]))
+    with pytest.raises(SchemaError, match="'id'"):
+        uls.upsert(spark.createDataFrame(bad.to_pandas()), str(path))
+    assert data(path) == before
+    assert [i.state for i in open_table(path).timeline()] == [State.COMPLETED]
 
 
 def test_failed_spark_job_leaves_nothing(spark, tmp_path: Path) -> None:

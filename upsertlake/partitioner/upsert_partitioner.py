@@ -103,6 +103,11 @@ class UpsertPartitioner:
         """The UPDATE bucket of a file group (keyed by fileId alone, as Hudi keys it)."""
         return self._update_buckets[file_id]
 
+    @property
+    def update_buckets(self) -> dict[str, int]:
+        """fileId -> UPDATE bucket number, for every file group the write rewrites."""
+        return dict(self._update_buckets)
+
     def insert_buckets(self, partition_path: str) -> list[tuple[int, float]]:
         """(bucket number, cumulative weight) of the partition's insert targets, small files first."""
         return list(self._insert_buckets.get(partition_path, ()))

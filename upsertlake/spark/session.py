@@ -1,14 +1,18 @@
 """Spark sessions for upsertlake: workers that run the interpreter holding our packages.
 
-Spark starts its Python workers with `spark.pyspark.python` (or PYSPARK_PYTHON), else plain
-`python3`, which for a venv used without activation has no pyarrow. Sessions the project starts
+PySpark starts its Python workers with PYSPARK_PYTHON (SQL workers may also take
+`spark.pyspark.python`), else plain `python3`, which for a venv used without activation has no
+pyarrow. Sessions the project starts
 (ingest, benchmarks, tests) use `build_session`; every distributed write first checks, once per
 Spark application, that the workers can import pyarrow and upsertlake.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from upsertlake.errors import ConfigError
 
@@ -19,6 +23,9 @@ def build_session(master: str = "local[2]", app: str = "upsertlake", **conf: str
     """A session whose workers (and driver) run this interpreter; `conf`: more Spark settings."""
     from pyspark.sql import SparkSession
 
+    # PySpark's RDD jobs take the workers' interpreter from PYSPARK_PYTHON (else `python3` on the
+    # PATH), not from spark.pyspark.python: set both.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = (
         SparkSession.builder.master(master)
         .appName(app)
@@ -57,7 +64,40 @@ def check_workers(spark: object) -> None:
     if missing:
         raise ConfigError(
             f"Spark's Python workers run {executable}, which cannot import {', '.join(missing)}. "
-            f"Set spark.pyspark.python (or PYSPARK_PYTHON) to the interpreter that has upsertlake, "
+            f"Set PYSPARK_PYTHON (and spark.pyspark.python) to the interpreter that has upsertlake "
+            f"before the session starts, "
             f"e.g. {sys.executable}, or build the session with upsertlake.spark.session.build_session()"
         )
     _CHECKED.add(sc.applicationId)
+
+
+# What a distributed write changes in its session while it runs (spark.sql.shuffle.partitions is
+# set per write to its number of tasks):
+# - the write caches its prepared and tagged batch, and Spark's in-memory cache dictionary-encodes
+#   each column by default: that cost a fifth of the JVM's samples of a late-arriving upsert, for
+#   data read twice and then dropped;
+# - every shuffle is partitioned explicitly, so adaptive execution only adds a re-planning round
+#   per stage (a fifth of a small upsert's time);
+# - no automatic broadcast: a broadcast passes through the driver, and both sides of the tagging
+#   join grow with the records (the file listing is broadcast by an explicit hint).
+WRITE_SETTINGS = {
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+}
+
+
+@contextmanager
+def session_settings(spark: object, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set SQL settings of the session for the duration of a write, then restore them."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

@@ -55,8 +55,7 @@ def tag(
     """The prepared records with LOCATION columns (nulls for new keys); deletes of keys not
     stored are dropped; under a global index records that change partition are routed.
     `global_order`: the ordering field's type when global routing compares stored values;
-    `parts`: the tasks of the join (the caller persists the result, and adaptive execution does
-    not coalesce the partitions of a cached plan, so Spark's 200 shuffle partitions would stay)."""
+    `parts`: the tasks of the join (the write's parallelism)."""
     spark = prepared.sparkSession
     if index_type.endswith("INMEMORY"):
         # The in-memory index lives in one process; on Spark it would have to sit on the driver.
@@ -143,7 +142,8 @@ def _join(
     order_type: pa.DataType | None,
     parts: int,
 ) -> DataFrame:
-    """Left-join the batch to the stored rows of its keys and pick one location per record."""
+    """Left-join the batch to the stored rows of its keys and pick one location per record: under
+    a global index the copy in the record's own partition, else the smallest (partition, fileId)."""
     extra = [STORED_ORDER] if order else []
     if stored is None:
         nulls = [F.lit(None).cast("string").alias(c) for c in LOCATION]
@@ -151,17 +151,40 @@ def _join(
             order_spark = spark_schema_of(pa.schema([pa.field(STORED_ORDER, order_type)]))[0].dataType
             nulls.append(F.lit(None).cast(order_spark).alias(STORED_ORDER))
         return prepared.select("*", *nulls)
+    if not is_global:
+        return _join_in_partition(prepared, stored, parts)
     fields = ["p", "f", "i", *extra]
     # Both sides hash-partitioned by key into `parts`: the group-by and the join add no shuffle.
     grouped = stored.repartition(parts, _KEY).groupBy(_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
     batch = prepared.repartition(parts, KEY)
-    joined = batch.join(grouped, batch[KEY] == grouped[_KEY], "left")
+    joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[_KEY], "left")
     own = F.array_min(F.filter("_locs", lambda loc: loc["p"] == F.col(PARTITION)))
-    pick = F.coalesce(own, F.array_min("_locs")) if is_global else own
-    joined = joined.withColumn("_loc", pick)
+    joined = joined.withColumn("_loc", F.coalesce(own, F.array_min("_locs")))
     located = [F.col(f"_loc.{f}").alias(c) for f, c in zip(("p", "f", "i"), LOCATION)]
     stored_order = [F.col(f"_loc.{STORED_ORDER}").alias(STORED_ORDER) for _ in extra]
     return joined.select(*[batch[c] for c in prepared.columns], *located, *stored_order)
+
+
+def _join_in_partition(prepared: DataFrame, stored: DataFrame, parts: int) -> DataFrame:
+    """A key's location in the record's own partition: an equi-join on (key, partition); a key
+    stored twice in one partition takes the smallest fileId, as in process. A sort-merge join:
+    both sides grow with the records, so neither may be broadcast (that passes through the
+    driver) nor held as one task's hash table (10M stored keys in two tasks ran out of memory);
+    sorting spills to disk instead."""
+    located = (
+        stored.repartition(parts, _KEY, "p")
+        .groupBy(_KEY, "p")
+        .agg(F.min(F.struct("f", "i")).alias("_loc"))
+    )
+    batch = prepared.repartition(parts, KEY, PARTITION)
+    on = (batch[KEY] == located[_KEY]) & (batch[PARTITION] == located["p"])
+    joined = batch.join(located.hint("merge"), on, "left")
+    return joined.select(
+        *[batch[c] for c in prepared.columns],
+        located["p"].alias(LOCATION[0]),
+        F.col("_loc.f").alias(LOCATION[1]),
+        F.col("_loc.i").alias(LOCATION[2]),
+    )
 
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------

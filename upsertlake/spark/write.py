@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -26,6 +27,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from upsertlake import errors
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, WriteStatus
@@ -43,8 +45,9 @@ from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.file_writer import FileWriterConfig, file_writer_config
 from upsertlake.layout.markers import reconcile_markers
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
+from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
-from upsertlake.spark.session import check_workers
+from upsertlake.spark.session import WRITE_SETTINGS, check_workers, session_settings
 from upsertlake.spark.tagging import LOCATION, tag
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
@@ -70,15 +73,35 @@ def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str,
     client = table.write_client()
     instant = client.start_commit()
     try:
-        result = _write_distributed(df, schema, client, instant, options)
+        # As many tasks as the input has partitions (at least one per core).
+        parts = max(df.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
+        with session_settings(spark, {**WRITE_SETTINGS, "spark.sql.shuffle.partitions": str(parts)}):
+            result = _write_distributed(df, schema, client, instant, options, parts)
         reconcile_markers(client.storage, instant, result.files_written)
         result = client.commit(instant, result, extra_metadata)
-    except BaseException:
+    except BaseException as exc:
         client.rollback(instant)
-        raise
+        raised = _task_error(exc)
+        if raised is exc:
+            raise
+        raise raised from exc
     # The same services as in process (clean, archive, inline clustering as Spark tasks).
     open_table(options.path, options.hoodie).services_after_commit(options.hoodie, groups_on(spark))
     return result
+
+
+def _task_error(exc: BaseException) -> BaseException:
+    """An upsertlake error a Spark task raised (bad input found while preparing the batch, say),
+    as that error again: PySpark hands it to the driver as a PythonException holding its text."""
+    from pyspark.errors import PythonException
+
+    if not isinstance(exc, PythonException):
+        return exc
+    found = re.findall(r"^upsertlake\.errors\.(\w+): (.+)$", str(exc), re.MULTILINE)
+    kind = getattr(errors, found[-1][0], None) if found else None
+    if not (isinstance(kind, type) and issubclass(kind, errors.UpsertlakeError)):
+        return exc
+    return kind(found[-1][1])
 
 
 def groups_on(spark: object) -> Callable[[Callable, list], list]:
@@ -91,7 +114,7 @@ def groups_on(spark: object) -> Callable[[Callable, list], list]:
 
 
 def _write_distributed(
-    df: DataFrame, schema: pa.Schema, client: WriteClient, instant: str, options: WriteOptions
+    df: DataFrame, schema: pa.Schema, client: WriteClient, instant: str, options: WriteOptions, parts: int
 ) -> WriteResult:
     stages: dict[str, float] = {}
     began = time.perf_counter()
@@ -99,8 +122,6 @@ def _write_distributed(
     timeline = Timeline.load(client.storage)
     view = FileSystemView(timeline)
     spec = client.prepare_spec(operation, options.hoodie)
-    # As many tasks as the input has partitions (at least one per core).
-    parts = max(df.rdd.getNumPartitions(), df.sparkSession.sparkContext.defaultParallelism)
     prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
     tagged = None
     try:
@@ -170,10 +191,10 @@ def _order_type(spec: PrepareSpec, precombine: str | None) -> pa.DataType | None
 
 
 def _assign(tagged: DataFrame, partitioner: UpsertPartitioner) -> DataFrame:
-    """Each task assigns its records' buckets (Hudi's getPartition: update buckets by file group,
-    inserts by MD5 of the key against cumulative weights), with the partitioner shipped to it."""
-    out = tagged.drop(*LOCATION).withColumn(BUCKET, F.lit(0).cast("int")).schema
-    return tagged.mapInArrow(partial(_assign_task, partitioner), out)
+    """Each record's bucket (Hudi's getPartition) as a SQL expression over the partitioner's small
+    state: update buckets by file group, inserts by MD5 of the key against cumulative weights."""
+    bucket = bucket_column(partitioner, F.col(PARTITION), F.col(KEY), F.col("loc_file_id"))
+    return tagged.withColumn(BUCKET, bucket).drop(*LOCATION)
 
 
 def _record_size(
@@ -246,16 +267,6 @@ def _record_size_task(
         yield pa.RecordBatch.from_pydict(
             {"fixed": [size.fixed], "per_record": [size.per_record], "records": [data.num_rows]}
         )
-
-
-def _assign_task(partitioner: UpsertPartitioner, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        data = pa.Table.from_batches([batch])
-        numbers = partitioner.assign(data.column(PARTITION), data.column(KEY), data.column("loc_file_id"))
-        out = data.drop_columns(list(LOCATION)).append_column(BUCKET, pa.array(numbers, pa.int32()))
-        yield from out.to_batches()
 
 
 def _write_task(
