@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def rows(table: pa.Table, columns: list[str], key: str) -> list[dict]:
@@ -30,6 +32,29 @@ def hudi_read(path: str | Path, **read: str) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
+def data_bytes(path: str | Path) -> int:
+    """A parquet file's column chunk bytes, its footer left out: what bulk insert fills a file
+    with up to hoodie.parquet.max.file.size (the bloom filter footer comes on top, as in Hudi)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(path)
+    return sum(
+        meta.row_group(g).column(c).total_compressed_size for g in range(meta.num_row_groups) for c in range(meta.num_columns)
+    )
+
+
+def record_bytes(probe: object, data: pa.Table) -> float:
+    """Column chunk bytes per record of `data` bulk-inserted into the empty table `probe`, one file
+    a partition (the most of any partition). Bulk insert measures records the same way, so a max
+    file size of k.5 times this makes files of k records (for a batch of up to 32K records a
+    partition, which it measures whole)."""
+    import pyarrow.parquet as pq
+
+    r = probe.bulk_insert(data, {"hoodie.parquet.max.file.size": 1 << 40})
+    files = [Path(probe.path) / f for f in r.files_written]
+    return max(data_bytes(f) / pq.read_metadata(f).num_rows for f in files)
+
+
 def timeline_dir(root: str | Path) -> Path:
     """The folder of a table's instant files: `.hoodie/timeline` (version 8) or `.hoodie` (6)."""
     hoodie = Path(root) / ".hoodie"
@@ -48,3 +73,19 @@ def instant_file(root: str | Path, time: str, action: str) -> Path:
 def completed_times(root: str | Path, action: str = "commit") -> list[str]:
     """Requested times of the completed instants of `action` in the active timeline, sorted."""
     return sorted(p.name.split(".")[0].split("_")[0] for p in timeline_dir(root).glob(f"*.{action}"))
+
+
+def trips(n: int, day: str = "2026-11-23", seed: int = 7) -> pa.Table:
+    """Sorted keys, a constant ordering value, a repeating rider and random fares and counts."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(n)
+    return pa.table(
+        {
+            "key": pc.binary_join_element_wise("k", pc.utf8_lpad(pc.cast(pa.array(ids), pa.string()), 8, "0"), ""),
+            "ts": pa.array(np.ones(n, np.int64)),
+            "day": pa.array([day] * n),
+            "fare": pa.array(np.round(rng.random(n) * 100, 2)),
+            "rider": pc.binary_join_element_wise("rider-", pc.cast(pa.array(ids % 500), pa.string()), ""),
+            "passengers": pa.array(rng.integers(1, 6, n, dtype=np.int32)),
+        }
+    )

@@ -61,6 +61,7 @@ def test_columns_are_encoded_by_what_they_hold_and_hudi_reads_them(tmp_path: Pat
             stored = pq.ParquetFile(path).metadata.metadata[b"org.apache.hudi.bloomfilter"].decode()
             keys = pq.read_table(path, columns=["_hoodie_record_key"]).column(0)
             assert stored == bloom_filter_for_keys(keys, 60000, 1e-9, "DYNAMIC_V0", 100000).serialize()
+            assert key_range(path) == (min(keys.to_pylist()), max(keys.to_pylist()))
 
     ours = table.read().sort_by("_hoodie_record_key")
     theirs = hudi_read(tmp_path).sort_by("_hoodie_record_key")
@@ -106,3 +107,31 @@ def test_rewrites_keep_dictionary_columns_exact_with_a_string_ordering_field(tmp
     assert hudi_read(tmp_path).sort_by("_hoodie_record_key").to_pylist() == ours.to_pylist()
     names = set(ours.column("_hoodie_file_name").to_pylist())
     assert len(names) == 1 and all(name.endswith(".parquet") for name in names)
+
+
+def key_range(path: Path) -> tuple[str, str]:
+    meta = pq.read_metadata(path).metadata
+    return meta[b"hoodie_min_record_key"].decode(), meta[b"hoodie_max_record_key"].decode()
+
+
+def test_rewritten_footers_hold_the_key_range_of_the_new_version(tmp_path: Path) -> None:
+    """A rewrite that keeps every old row widens the old footer's range by the inserted keys
+    (no pass over the old keys); one that deletes rows measures its keys again."""
+    table = create_table(tmp_path, name="t", record_key="k", precombine_field="ts")
+    rows = lambda ids, ts, deleted=False: pa.table(  # noqa: E731
+        {"k": [f"k{i:02d}" for i in ids], "ts": [ts] * len(ids), "_hoodie_is_deleted": [deleted] * len(ids)}
+    )
+    table.upsert(rows(range(10, 20), 1))
+
+    def latest() -> Path:
+        (name,) = set(table.read(columns=["_hoodie_file_name"]).column(0).to_pylist())
+        return next(tmp_path.rglob(name))
+
+    assert key_range(latest()) == ("k10", "k19")
+    table.upsert(pa.concat_tables([rows([5, 25], 2), rows([12], 3)]))  # inserts either side, an update
+    assert key_range(latest()) == ("k05", "k25")
+    table.upsert(rows([5, 25], 4, deleted=True))  # the ends deleted: the range shrinks back
+    assert key_range(latest()) == ("k10", "k19")
+    table.upsert(rows([7], 5))  # an insert below, nothing deleted
+    assert key_range(latest()) == ("k07", "k19")
+    assert sorted(table.read(columns=["k"]).column(0).to_pylist()) == [f"k{i:02d}" for i in [7, *range(10, 20)]]

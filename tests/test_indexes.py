@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from helpers import record_bytes
 
 from upsertlake import create_table, open_table
 from upsertlake.index import make_index
@@ -163,15 +164,17 @@ def test_all_indexes_tag_like_the_files(writer_index: str, writes, probe) -> Non
 # --- (b) bloom index pruning ---------------------------------------------------------------------
 def test_bloom_index_opens_only_the_file_holding_the_keys(tmp_path: Path) -> None:
     path = tmp_path / "t"
+    n = 2000  # even ids only, in order: 20 files of 100 consecutive keys
+    ids = [f"{2 * i:08d}" for i in range(n)]
+    data = pa.table({"id": ids, "ts": [0] * n, "p": ["p0"] * n, "v": list(range(n))})
+    max_size = int(100.5 * record_bytes(new_table(tmp_path / "probe"), data))
     table = new_table(
         path,
         "BLOOM",
-        **{"hoodie.parquet.max.file.size": 100 * 400, "hoodie.index.bloom.num_entries": 1000,
+        **{"hoodie.parquet.max.file.size": max_size, "hoodie.index.bloom.num_entries": 1000,
            "hoodie.index.bloom.fpp": 1e-9},
     )
-    n = 2000  # even ids only, in order: 20 files of 100 consecutive keys
-    ids = [f"{2 * i:08d}" for i in range(n)]
-    table.bulk_insert(pa.table({"id": ids, "ts": [0] * n, "p": ["p0"] * n, "v": list(range(n))}))
+    table.bulk_insert(data)
     files = sorted(latest_files(path).items(), key=lambda kv: pq.read_metadata(kv[1][1]).metadata[b"hoodie_min_record_key"])
     assert len(files) == 20
     (partition, fid), (instant, f) = files[7]

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from helpers import rows
+from helpers import record_bytes, rows
 
 from upsertlake import create_table, open_table
 from upsertlake.timeline.instant_time import parse_instant_time
@@ -292,10 +292,12 @@ def test_the_default_partition_holds_nulls_and_empty_strings(tmp_path: Path) -> 
 
 def test_key_range_filters_do_not_read_files_outside_the_range(tmp_path: Path) -> None:
     path = tmp_path / "t"
-    create_table(path, "t", "id", "ts", "p")
-    table = open_table(path, {**SMALL, "hoodie.parquet.max.file.size": 20 * 400})
     ids = [f"key-{i:04d}" for i in range(200)]  # ordered keys: 10 files of 20 consecutive keys
-    table.bulk_insert(pa.table({"id": ids, "ts": [1] * 200, "p": ["a"] * 200, "v": list(range(200))}))
+    data = pa.table({"id": ids, "ts": [1] * 200, "p": ["a"] * 200, "v": list(range(200))})
+    per_record = record_bytes(create_table(tmp_path / "probe", "t", "id", "ts", "p"), data)
+    create_table(path, "t", "id", "ts", "p")
+    table = open_table(path, {**SMALL, "hoodie.parquet.max.file.size": int(20.5 * per_record)})
+    table.bulk_insert(data)
     files = _files(path)
     assert len(files) == 10
     ranges = {f: pq.read_metadata(f).metadata for f in files}

@@ -593,3 +593,36 @@ def test_failed_task_attempts_of_a_re_merge_leave_nothing(tmp_path: Path) -> Non
     assert not set(got["first_files"]) & set(got["on_disk"])  # the replaced files are gone too
     assert snapshot(path) == expected_rows((range(10, 16), 2, "spark"), (range(0, 6), 2, "local"))
     assert_clean(path)
+
+
+def test_bulk_insert_on_spark_fills_files_up_to_the_max_file_size(spark, tmp_path: Path) -> None:
+    """Bulk insert measures its records on an executor (a sample of the largest partition, in
+    file order) as in process: 120K records at a max file size of 400 KB make 2 full files and
+    most of a third, whatever the 1024-byte estimate (which would make 308 files) says."""
+    from helpers import data_bytes, trips
+
+    path = tmp_path / "t"
+    opts = {"table": "t", "record_key": "key", "precombine_field": "ts", "partition_fields": "day",
+            "hoodie.parquet.max.file.size": 400_000, "hoodie.bulkinsert.sort.mode": "GLOBAL_SORT"}
+    r = uls.bulk_insert(spark.createDataFrame(trips(120_000)), str(path), **opts)
+    files = sorted((path / f for f in r.files_written), key=lambda f: pq.read_metadata(f).num_rows, reverse=True)
+    assert len(files) == 3
+    assert sum(pq.read_metadata(f).num_rows for f in files) == 120_000
+    for f in files[:2]:
+        assert abs(data_bytes(f) - 400_000) <= 0.05 * 400_000, (f.name, data_bytes(f))
+    assert data_bytes(files[2]) < 0.95 * 400_000
+    keys = [pq.read_table(f, columns=["key"]).column(0).to_pylist() for f in files]
+    assert all(k == sorted(k) for k in keys)  # each file a sorted run of keys
+    assert hudi_read(path).num_rows == 120_000
+    local = create_table(tmp_path / "local", "t", record_key="key", precombine_field="ts", partition_fields="day")
+    written = local.bulk_insert(trips(120_000), {k: v for k, v in opts.items() if k.startswith("hoodie.")})
+    assert layout_of(tmp_path / "local", written.files_written) == layout_of(path, r.files_written)
+
+
+def layout_of(root: Path, files: tuple[str, ...]) -> list[tuple[str, str, int]]:
+    """Each file as (first key, last key, records): the same records measured, the same layout."""
+    out = []
+    for f in files:
+        keys = pq.read_table(root / f, columns=["key"]).column(0).to_pylist()
+        out.append((keys[0], keys[-1], len(keys)))
+    return sorted(out)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import hudi_read
+from helpers import hudi_read, record_bytes
 
 from upsertlake import SchemaError, create_table, open_table
 from upsertlake.timeline.instant import State
@@ -266,10 +266,10 @@ def test_bulk_insert_splits_by_max_file_size_and_never_packs_small_files(tmp_pat
     first = parquet_files(Path(t.path))
     assert len(first) == 1
     keys = [f"k{i:02d}" for i in range(10)]
-    # no completed commit is big enough to measure records by: 1024 bytes each, 3 per file
-    r = t.bulk_insert(
-        batch(*[(k, 1, k) for k in keys], partitioned=False), {"hoodie.parquet.max.file.size": 3 * 1024}
-    )
+    data = batch(*[(k, 1, k) for k in keys], partitioned=False)
+    # room for 3.5 records as written: 3 per file; the record size estimate plays no part
+    max_size = int(3.5 * record_bytes(new_table(tmp_path / "probe", partitioned=False), data))
+    r = t.bulk_insert(data, {"hoodie.parquet.max.file.size": max_size, "hoodie.copyonwrite.record.size.estimate": 1})
     assert len(r.files_written) == 4
     assert sorted(len(_file_keys(p)) for p in _written_files(t, r)) == [1, 3, 3, 3]
     # the small file of the first commit was not touched (no new version of it)
@@ -282,10 +282,12 @@ def test_bulk_insert_sort_modes(tmp_path: Path, mode: str) -> None:
     t = new_table(tmp_path)
     keys = ["k3", "k7", "k1", "k9", "k0", "k5", "k2", "k8", "k4", "k6"]
     data = batch(*[(k, 1, k, "x" if int(k[1]) % 2 else "y") for k in keys])
-    r = t.bulk_insert(data, {"hoodie.bulkinsert.sort.mode": mode, "hoodie.parquet.max.file.size": 2 * 1024})
+    max_size = int(2.5 * record_bytes(new_table(tmp_path / "probe"), data))  # 2 records a file
+    r = t.bulk_insert(data, {"hoodie.bulkinsert.sort.mode": mode, "hoodie.parquet.max.file.size": max_size})
     files = {}
     for p in _written_files(t, r):
         files.setdefault(p.parent.name, []).append(_file_keys(p))
+    assert sorted(files) == ["x", "y"]
     for partition, contents in files.items():
         in_input_order = [k for k in keys if (int(k[1]) % 2 == 1) == (partition == "x")]
         chunks = [in_input_order[i : i + 2] for i in range(0, len(in_input_order), 2)]

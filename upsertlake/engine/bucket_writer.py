@@ -25,7 +25,7 @@ from upsertlake.layout.file_writer import (
     write_base_file,
 )
 from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter
-from upsertlake.layout.footer import BLOOM_FILTER_KEY, BLOOM_TYPE_KEY
+from upsertlake.layout.footer import BLOOM_FILTER_KEY, BLOOM_TYPE_KEY, resumed_key_range
 from upsertlake.partitioner import Bucket
 from upsertlake.schema import RECORD_KEY_COLUMN, conform
 from upsertlake.storage import Storage
@@ -151,19 +151,21 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     replaced = exists & applied
     write_new = applied & ~deletes
 
-    new_rows = _with_meta(records.filter(pa.array(write_new)), task, name, schema)
+    new_rows = with_meta(records.filter(pa.array(write_new)), task.instant_time, bucket.number, name, task.data_schema)
     out, kept_all_old = _merged_order(old, new_rows, name, old_rows, matched, copy_wins, write_new, exists)
     inserted = ~exists & write_new
-    bloom = _resumed_bloom(old_footer, n_old, in_keys.filter(pa.array(inserted)), config) if kept_all_old else None
+    inserted_keys = in_keys.filter(pa.array(inserted))
+    bloom = _resumed_bloom(old_footer, n_old, inserted_keys, config) if kept_all_old else None
+    key_range = resumed_key_range(old_footer, inserted_keys) if kept_all_old else None
 
     storage.write_if_absent(marker_path(task.instant_time, bucket.partition_path, name, _io_type(task)), b"")
     summary = KeySummary.of(
         pc.filter(in_keys, pa.array(replaced & ~deletes)),
         pc.filter(in_keys, pa.array(replaced & deletes)),
-        pc.filter(in_keys, pa.array(inserted)),
+        inserted_keys,
     )
     write_summary(storage, task.instant_time, bucket.partition_path, bucket.file_id, summary)
-    size = write_base_file(storage, path, out, config, bloom)
+    size = write_base_file(storage, path, out, config, bloom, key_range)
 
     deleted = all_copies & deletes  # keys gone from the file group, for the index
     num_updates = int((replaced & ~deletes).sum())
@@ -183,7 +185,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     )
     return WriteStatus(
         stat=stat,
-        inserted_keys=pc.filter(in_keys, pa.array(inserted)),
+        inserted_keys=inserted_keys,
         deleted_keys=pc.filter(in_keys, pa.array(deleted)),
         num_updates=num_updates,
         num_inserts=num_inserts,
@@ -307,11 +309,12 @@ def _incoming_wins(task: BucketTask, old: pa.Table, stored_row: pa.Array, exists
     return ~loses
 
 
-def _with_meta(records: pa.Table, task: BucketTask, file_name: str, schema: pa.Schema) -> pa.Table:
+def with_meta(records: pa.Table, instant_time: str, bucket_number: int, file_name: str, data_schema: pa.Schema) -> pa.Table:
+    """The rows of a new file: the meta columns of `instant_time`'s bucket, then the data columns."""
     n = records.num_rows
-    seq_prefix = f"{task.instant_time}_{task.bucket.number}_"
+    seq_prefix = f"{instant_time}_{bucket_number}_"
     meta = {
-        "_hoodie_commit_time": constant(task.instant_time, n),
+        "_hoodie_commit_time": constant(instant_time, n),
         "_hoodie_commit_seqno": pc.binary_join_element_wise(
             constant(seq_prefix, n), pc.cast(row_numbers(n), pa.string()), ""
         ),
@@ -319,6 +322,6 @@ def _with_meta(records: pa.Table, task: BucketTask, file_name: str, schema: pa.S
         "_hoodie_partition_path": records.column(PARTITION),
         "_hoodie_file_name": constant(file_name, n),
     }
-    data = {f.name: records.column(f.name) for f in task.data_schema}
-    return pa.table({**meta, **data}).cast(schema)
+    data = {f.name: records.column(f.name) for f in data_schema}
+    return pa.table({**meta, **data}).cast(full_schema(data_schema))
 

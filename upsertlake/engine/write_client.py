@@ -480,7 +480,9 @@ class WriteClient:
             profile = WorkloadProfile.build(
                 records.column(PARTITION), file_ids, operation.upper(), instant_times=locations.column("loc_instant")
             )
-            buckets, assignment = self._partition(profile, records, file_ids, view, timeline, operation, cfg)
+            buckets, assignment = self._partition(
+                profile, records, file_ids, view, timeline, operation, cfg, batch.data_schema
+            )
         return WritePlan(operation, cfg, batch, view, records, locations, profile, buckets, assignment, stages)
 
     def _log_default_partition(self, batch: PreparedBatch) -> None:
@@ -525,9 +527,11 @@ class WriteClient:
         timeline: Timeline,
         operation: str,
         cfg: Config,
+        data_schema: pa.Schema,
     ) -> tuple[list[Bucket], np.ndarray]:
-        if operation == "bulk_insert":
-            return bulk_insert_buckets(records, *self.sizing(timeline, cfg))
+        if operation == "bulk_insert":  # sized by the batch's own encoded size, not the estimate
+            pconf = self.sizing(timeline, cfg)[1]
+            return bulk_insert_buckets(records, data_schema, file_writer_config(cfg), pconf)
         partitioner = self.partitioner(profile, view, timeline, operation, cfg)
         assignment = partitioner.assign(records.column(PARTITION), records.column(KEY), file_ids)
         return partitioner.buckets, np.asarray(assignment)

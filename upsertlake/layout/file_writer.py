@@ -57,25 +57,21 @@ def marker_path(instant_time: str, partition_path: str, file_name: str, io_type:
 
 
 def write_base_file(
-    storage: Storage, path: str, table: pa.Table, config: FileWriterConfig, bloom: BloomFilter | StoredFilter | None = None
+    storage: Storage,
+    path: str,
+    table: pa.Table,
+    config: FileWriterConfig,
+    bloom: BloomFilter | StoredFilter | None = None,
+    key_range: tuple[str, str] | None = None,
 ) -> int:
     """Write `table` (meta + data columns) as a Hudi base file; returns its size in bytes.
 
     `bloom` is a filter already holding the file's keys in order (see `BloomFilter.resume` and
-    `BloomFilter.unchanged`).
+    `BloomFilter.unchanged`); `key_range` their (min, max), when known (`resumed_key_range`).
     """
     rows_per_group = _rows_per_group(table, config.row_group_bytes)
-    dictionary, encodings = column_encodings(table)
     with storage.open_output(path) as sink:
-        writer = pq.ParquetWriter(
-            sink,
-            table.schema,
-            compression=config.compression,
-            use_dictionary=dictionary,
-            column_encoding=encodings or None,
-            store_schema=False,
-            write_statistics=True,
-        )
+        writer = _parquet_writer(sink, table, config)
         writer.write_table(table, row_group_size=rows_per_group)
         writer.add_key_value_metadata(
             footer_metadata(
@@ -85,10 +81,39 @@ def write_base_file(
                 config.bloom_filter_type,
                 config.bloom_max_entries,
                 bloom,
+                key_range,
             )
         )
         writer.close()
     return storage.fs.get_file_info(storage.full_path(path)).size
+
+
+def data_bytes(table: pa.Table, config: FileWriterConfig) -> int:
+    """The bytes of `table`'s column chunks as `write_base_file` encodes and compresses them,
+    measured by writing it to memory. The footer (bloom filter, statistics) is left out, as
+    Hudi's rollover check (HoodieBaseParquetWriter.canWrite) leaves it out: a file's data fills
+    hoodie.parquet.max.file.size and its footer comes on top."""
+    sink = pa.BufferOutputStream()
+    writer = _parquet_writer(sink, table, config)
+    writer.write_table(table, row_group_size=_rows_per_group(table, config.row_group_bytes))
+    writer.close()
+    meta = pq.read_metadata(pa.BufferReader(sink.getvalue()))
+    return sum(
+        meta.row_group(g).column(c).total_compressed_size for g in range(meta.num_row_groups) for c in range(meta.num_columns)
+    )
+
+
+def _parquet_writer(sink: object, table: pa.Table, config: FileWriterConfig) -> pq.ParquetWriter:
+    dictionary, encodings = column_encodings(table)
+    return pq.ParquetWriter(
+        sink,
+        table.schema,
+        compression=config.compression,
+        use_dictionary=dictionary,
+        column_encoding=encodings or None,
+        store_schema=False,
+        write_statistics=True,
+    )
 
 
 def column_encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:
@@ -104,7 +129,10 @@ def column_encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:
 def dictionary_columns(table: pa.Table, sample: int = 4096) -> list[str]:
     """Columns worth dictionary encoding: the meta columns of one value per file, those already
     dictionary-typed, and those repeating values in a sample of rows spread over the table (the
-    unique record key and seqno are not sampled).
+    unique record key and seqno are not sampled). The sample rows are drawn at random (a fixed
+    seed): evenly spaced rows alias with values that cycle (`rider-{id % 5000}` read every 43rd
+    row looks unique), and the choice would change with the row count, so the bytes of a file
+    (which bulk insert measures on a sample of its records) would not scale with it.
 
     Dictionary-encoding a column of unique values (keys, seqnos, measurements) costs time and
     bytes for nothing; parquet-mr falls back per page, pyarrow pays for the attempt. The sample
@@ -120,7 +148,7 @@ def dictionary_columns(table: pa.Table, sample: int = 4096) -> list[str]:
         if f.name in DICTIONARY_COLUMNS or pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type)
     ]
     rest = table.drop_columns([*decided, *(c for c in DELTA_COLUMNS if c in table.column_names)])
-    rows = rest.take(pa.array(np.linspace(0, n - 1, min(sample, n), dtype=np.int64)))
+    rows = rest.take(pa.array(np.sort(np.random.default_rng(0).choice(n, min(sample, n), replace=False))))
     repeating = {
         name for name, col in zip(rows.column_names, rows.columns) if pc.count_distinct(col).as_py() <= rows.num_rows * 9 // 10
     }

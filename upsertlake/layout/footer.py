@@ -32,16 +32,33 @@ def footer_metadata(
     filter_type: str,
     max_entries: int,
     bloom: BloomFilter | StoredFilter | None = None,
+    key_range: tuple[str, str] | None = None,
 ) -> dict[str, str]:
-    """The footer entries for a file holding `keys`, in file order (`bloom`: already built)."""
+    """The footer entries for a file holding `keys`, in file order (`bloom`, `key_range`: already
+    known, see `resumed_key_range`)."""
     if bloom is None:
         bloom = bloom_filter_for_keys(keys, num_entries, fpp, filter_type, max_entries)
     meta = {BLOOM_FILTER_KEY: bloom.serialize(), BLOOM_TYPE_KEY: bloom.type_code}
-    if len(keys):
+    if key_range is None and len(keys):
         bounds = pc.min_max(keys)
-        meta[MIN_KEY] = bounds["min"].as_py()
-        meta[MAX_KEY] = bounds["max"].as_py()
+        key_range = bounds["min"].as_py(), bounds["max"].as_py()
+    if key_range is not None:
+        meta[MIN_KEY], meta[MAX_KEY] = key_range
     return meta
+
+
+def resumed_key_range(footer: dict[bytes, bytes], added_keys: pa.Array | pa.ChunkedArray) -> tuple[str, str] | None:
+    """The key range of a new file version that keeps every old key and adds `added_keys`: the
+    old footer's range widened by theirs, without a pass over the old keys (None when the old
+    footer has no range). Strings compare as their UTF-8 bytes, as pc.min_max compares them."""
+    lo, hi = footer.get(MIN_KEY.encode()), footer.get(MAX_KEY.encode())
+    if lo is None or hi is None:
+        return None
+    low, high = lo.decode(), hi.decode()
+    if len(added_keys):
+        bounds = pc.min_max(added_keys)
+        low, high = min(low, bounds["min"].as_py()), max(high, bounds["max"].as_py())
+    return low, high
 
 
 @dataclass(frozen=True)

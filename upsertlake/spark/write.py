@@ -31,10 +31,18 @@ from upsertlake import errors
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, WriteStatus
-from upsertlake.engine.bulk_insert import bulk_insert_layout
+from upsertlake.engine.bulk_insert import (
+    SAMPLE_ROWS,
+    SORTED_MODES,
+    RecordSize,
+    bulk_insert_layout,
+    sample_partition,
+    written_record_size,
+)
 from upsertlake.engine.prepare import POSITION, PrepareSpec
 from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.layout.file_writer import FileWriterConfig, file_writer_config
 from upsertlake.layout.markers import reconcile_markers
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.spark.assign import bucket_column
@@ -50,7 +58,6 @@ log = logging.getLogger(__name__)
 
 BUCKET = "_upsertlake_bucket"
 STATUS = "status"
-_SORTED_BULK_MODES = ("GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION_AND_SORT")
 # Tests put a function here to make write tasks fail after writing (as a lost executor would):
 # it is shipped with the job and called with the task's attempt number.
 _WRITE_FAULT: Callable[[int], None] | None = None
@@ -150,16 +157,18 @@ def _write_distributed(
             [r[0] for r in counts], [r[1] for r in counts], [r[2] for r in counts], [r[3] for r in counts],
             operation.upper(),
         )
+        data_schema = spec.run(_positioned(schema).empty_table()).data_schema
         if operation == "bulk_insert":
             inserts = {p: w.num_inserts for p, w in profile.partitions.items()}
-            buckets, first, per_file = bulk_insert_layout(inserts, *client.sizing(timeline, cfg))
-            assigned = _bulk_assign(tagged, first, per_file, cfg.get(opt.BULK_INSERT_SORT_MODE))
+            sort_mode = cfg.get(opt.BULK_INSERT_SORT_MODE)
+            size = _record_size(tagged, inserts, data_schema, file_writer_config(cfg), sort_mode)
+            buckets, first, per_file = bulk_insert_layout(inserts, size, client.sizing(timeline, cfg)[1])
+            assigned = _bulk_assign(tagged, first, per_file, sort_mode)
         else:
             partitioner = client.partitioner(profile, view, timeline, operation, cfg)
             buckets = partitioner.buckets
             assigned = _assign(tagged, partitioner)
         stages["profile"] = time.perf_counter() - began
-        data_schema = spec.run(_positioned(schema).empty_table()).data_schema
         job = client.begin_buckets(instant, operation, cfg, view, profile, buckets, data_schema, keep_keys=False)
         client.keep_for_commit(instant, rewrite=partial(_rewrite, assigned, client.storage.base))
         began = time.perf_counter()
@@ -203,10 +212,30 @@ def _assign(tagged: DataFrame, partitioner: UpsertPartitioner) -> DataFrame:
     return tagged.withColumn(BUCKET, bucket).drop(*LOCATION)
 
 
+def _record_size(
+    tagged: DataFrame, counts: dict[str, int], data_schema: pa.Schema, config: FileWriterConfig, sort_mode: str
+) -> RecordSize:
+    """Bulk insert's bytes per record, measured as in process (`written_record_size`) on the
+    first SAMPLE_ROWS records of the largest partition in the order its files hold them (a top-K
+    per task, then one task that measures them): only the figure comes back to the driver."""
+    partition = sample_partition(counts)
+    if partition is None:
+        return RecordSize(0.0, 1.0)
+    sort = sort_mode in SORTED_MODES
+    order = [F.col(KEY), F.col(POSITION)] if sort else [F.col(POSITION)]
+    sample = tagged.filter(F.col(PARTITION) == partition).drop(*LOCATION).orderBy(*order).limit(SAMPLE_ROWS)
+    measure = partial(_record_size_task, data_schema, config, sort)
+    measured = sample.mapInArrow(measure, "fixed double, per_record double, records long").collect()
+    if not measured:
+        return RecordSize(0.0, 1.0)
+    fixed, per_record, _ = max(measured, key=lambda r: r[2])  # one task measures them all
+    return RecordSize(fixed, per_record)
+
+
 def _bulk_assign(tagged: DataFrame, first: dict[str, int], per_file: int, sort_mode: str) -> DataFrame:
     """Bulk insert: the i-th record of a partition (in sort order) goes to bucket first + i //
     per_file, as in process; the rank also orders the records within their file."""
-    order = [F.col(KEY), F.col(POSITION)] if sort_mode in _SORTED_BULK_MODES else [F.col(POSITION)]
+    order = [F.col(KEY), F.col(POSITION)] if sort_mode in SORTED_MODES else [F.col(POSITION)]
     rank = F.row_number().over(Window.partitionBy(PARTITION).orderBy(*order)) - 1
     firsts = F.create_map(*[F.lit(x) for item in first.items() for x in item]) if first else F.create_map()
     ranked = tagged.drop(*LOCATION).withColumn(POSITION, rank)
@@ -267,6 +296,18 @@ def _prepare_task(spec: PrepareSpec, schema: pa.Schema, batches: Iterator[pa.Rec
     if data is not None:
         data = data.sort_by(POSITION)
         yield from spec.run(data).records.cast(schema).to_batches()
+
+
+def _record_size_task(
+    data_schema: pa.Schema, config: FileWriterConfig, sort: bool, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    data = _table(batches)
+    if data is not None:  # in file order, as `_bulk_assign` ranks them
+        data = data.sort_by([(KEY, "ascending"), (POSITION, "ascending")] if sort else [(POSITION, "ascending")])
+        size = written_record_size(data, data_schema, config)
+        yield pa.RecordBatch.from_pydict(
+            {"fixed": [size.fixed], "per_record": [size.per_record], "records": [data.num_rows]}
+        )
 
 
 def _write_task(
