@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import (
     DataSource,
@@ -167,6 +166,8 @@ class StagingWriter(DataSourceArrowWriter):
                     "Use upsertlake.spark.upsert(df, path, ...) (or insert/delete/bulk_insert), which "
                     "merges on the executors"
                 )
+            import pyarrow.dataset as ds  # here: it imports pandas, which every Spark worker would pay
+
             data = ds.dataset(files, schema=self.schema).to_table() if files else self.schema.empty_table()
             table = options.open_or_create(self.schema)
             getattr(table, options.operation)(data, options.hoodie)

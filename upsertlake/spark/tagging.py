@@ -1,12 +1,13 @@
 """Tagging on the executors, in the shape of Hudi's HoodieSimpleIndex and HoodieBloomIndex.
 
-Each index gives the same thing: the stored (key, partition, fileId, instant) rows of the batch's
-keys, found by Spark tasks. SIMPLE reads the key column of the latest base files of the touched
-partitions (all partitions when global) with Spark's own parquet reader. BLOOM reads one footer
-per file on the driver for its key range, pairs each key with the files whose range holds it (in
-tasks), then checks each file's bloom filter and its exact keys in tasks grouped by file.
-The stored rows are grouped by key and left-joined to the batch; a key stored several times takes
-the copy in the record's own partition, then the smallest (partition, fileId), as in process.
+Each index gives the same thing: the stored (key, file number) rows of the batch's keys, found by
+Spark tasks (the driver numbers the files; their locations are looked up after the join). SIMPLE
+reads the key column of the latest base files of the touched partitions (all partitions when
+global) with Spark's own parquet reader. BLOOM reads one footer per file on the driver for its key
+range, pairs each key with the files whose range holds it (in tasks), then checks each file's
+bloom filter and its exact keys in tasks grouped by file.
+The stored rows are left-joined to the batch; a key stored several times takes the copy in the
+record's own partition, then the smallest (partition, fileId), as in process.
 A global index then routes records that change partition, in tasks (`route_moves`).
 The driver holds the file listing and footers only.
 """
@@ -38,7 +39,8 @@ log = logging.getLogger(__name__)
 
 LOCATION = ("loc_partition", "loc_file_id", "loc_instant")
 STORED_ORDER = "_upsertlake_stored_order"  # the stored record's ordering value (global routing)
-_KEY, _NAME = "_upsertlake_stored_key", "_upsertlake_file_name"
+_KEY, _FILE = "_upsertlake_stored_key", "_upsertlake_file"  # a stored key and its file's number
+_PART = "_upsertlake_partition"  # the number of a partition that has files
 _FILES_PER_TASK = 8  # bloom checks: files (filters and key columns) one task opens
 
 
@@ -69,7 +71,8 @@ def tag(
     else:
         touched = {r[0] for r in prepared.select(PARTITION).distinct().collect()}  # one row a partition
         partitions = [p for p in view.partitions() if p in touched]
-    files = view.latest_base_files(partitions)
+    # Numbered in (partition, fileId) order: the smallest number is the smallest location.
+    files = sorted(view.latest_base_files(partitions), key=lambda bf: (bf.partition_path, bf.file_id))
     order = precombine_field if is_global and global_order is not None else None
     if not files:
         stored = None
@@ -77,37 +80,26 @@ def tag(
         stored = _bloom_located(prepared, files, view.storage, is_global, order, global_order)
     else:
         stored = _simple_located(spark, files, view.storage, order, global_order)
-    tagged = _join(prepared, stored, is_global, order, global_order, parts)
+    tagged = _join(prepared, stored, files, is_global, order, global_order, parts)
     if is_global:
         routed = prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION]).schema
         tagged = tagged.mapInArrow(partial(_route, operation, cfg, precombine_field), routed)
     return tagged.where(~(F.col(DELETE_FLAG) & F.col("loc_file_id").isNull()))
 
 
-def _files_frame(spark: object, files: list[BaseFile]) -> DataFrame:
-    """One row per file: its name and location (grows with files, not records)."""
-    return spark.createDataFrame(
-        pa.table(
-            {
-                _NAME: [bf.name for bf in files],
-                "p": [bf.partition_path for bf in files],
-                "f": [bf.file_id for bf in files],
-                "i": [bf.instant_time for bf in files],
-            }
-        )
-    )
-
-
 def _simple_located(
     spark: object, files: list[BaseFile], storage: Storage, order: str | None, order_type: pa.DataType | None
 ) -> DataFrame:
-    """Stored (key, location[, ordering value]) of every latest base file, through Spark's reader."""
+    """Stored (key, file number[, ordering value]) of every latest base file, through Spark's
+    reader. A file is named by its number in `files` (a literal map of file names, which grows
+    with the files): the rows shuffled to the join carry an int, not three location strings."""
     fields = [pa.field(KEY, pa.string())] + ([pa.field(order, order_type)] if order else [])
     scan = spark.read.schema(spark_schema_of(pa.schema(fields))).parquet(*[storage.full_path(bf.path) for bf in files])
-    columns = [F.col(KEY).alias(_KEY), F.col("_metadata.file_name").alias(_NAME)]
+    numbers = F.create_map(*[x for n, bf in enumerate(files) for x in (F.lit(bf.name), F.lit(n))])
+    columns = [F.col(KEY).alias(_KEY), F.element_at(numbers, F.col("_metadata.file_name")).alias(_FILE)]
     if order:
         columns.append(F.col(order).alias(STORED_ORDER))
-    return scan.select(*columns).join(F.broadcast(_files_frame(spark, files)), _NAME).drop(_NAME)
+    return scan.select(*columns)
 
 
 def _bloom_located(
@@ -123,13 +115,13 @@ def _bloom_located(
     spark = prepared.sparkSession
     ranges = [(bf, read_footer(storage, bf)) for bf in files]
     table = [(n, bf.partition_path, f.min_key, f.max_key) for n, (bf, f) in enumerate(ranges)]
-    pairs_schema = StructType([StructField(_KEY, StringType()), StructField("_file", IntegerType())])
+    pairs_schema = StructType([StructField(_KEY, StringType()), StructField(_FILE, IntegerType())])
     pairs = prepared.select(KEY, PARTITION).mapInArrow(partial(_pair_with_files, table, is_global), pairs_schema)
-    out = [pa.field(_KEY, pa.string()), pa.field("p", pa.string()), pa.field("f", pa.string()), pa.field("i", pa.string())]
+    out = [pa.field(_KEY, pa.string()), pa.field(_FILE, pa.int32())]
     if order:
         out.append(pa.field(STORED_ORDER, order_type))
     tasks = max(1, -(-len(files) // _FILES_PER_TASK))
-    return pairs.repartition(tasks, "_file").mapInArrow(
+    return pairs.repartition(tasks, _FILE).mapInArrow(
         partial(_check_files, [bf for bf, _ in ranges], storage.base, order), spark_schema_of(pa.schema(out))
     )
 
@@ -137,54 +129,48 @@ def _bloom_located(
 def _join(
     prepared: DataFrame,
     stored: DataFrame | None,
+    files: list[BaseFile],
     is_global: bool,
     order: str | None,
     order_type: pa.DataType | None,
     parts: int,
 ) -> DataFrame:
-    """Left-join the batch to the stored rows of its keys and pick one location per record: under
-    a global index the copy in the record's own partition, else the smallest (partition, fileId)."""
-    extra = [STORED_ORDER] if order else []
+    """Left-join the batch to the stored (key, file number) rows of its keys and pick one file per
+    record: the copy in the record's own partition (the smallest fileId if it is stored twice
+    there); under a global index, when there is none, the smallest (partition, fileId); as in
+    process. A sort-merge join: both sides grow with the records, so neither may be broadcast
+    (that passes through the driver) nor held as one task's hash table (10M stored keys in two
+    tasks ran out of memory); sorting spills instead. Partitions and files are numbered by the
+    driver (literals that grow with the files); the locations are looked up after the join."""
     if stored is None:
         nulls = [F.lit(None).cast("string").alias(c) for c in LOCATION]
         if order:
             order_spark = spark_schema_of(pa.schema([pa.field(STORED_ORDER, order_type)]))[0].dataType
             nulls.append(F.lit(None).cast(order_spark).alias(STORED_ORDER))
         return prepared.select("*", *nulls)
-    if not is_global:
-        return _join_in_partition(prepared, stored, parts)
-    fields = ["p", "f", "i", *extra]
-    # Both sides hash-partitioned by key into `parts`: the group-by and the join add no shuffle.
-    grouped = stored.repartition(parts, _KEY).groupBy(_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
-    batch = prepared.repartition(parts, KEY)
-    joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[_KEY], "left")
-    own = F.array_min(F.filter("_locs", lambda loc: loc["p"] == F.col(PARTITION)))
-    joined = joined.withColumn("_loc", F.coalesce(own, F.array_min("_locs")))
-    located = [F.col(f"_loc.{f}").alias(c) for f, c in zip(("p", "f", "i"), LOCATION)]
-    stored_order = [F.col(f"_loc.{STORED_ORDER}").alias(STORED_ORDER) for _ in extra]
+    numbered = {p: n for n, p in enumerate(sorted({bf.partition_path for bf in files}))}
+    part_of_file = F.array(*[F.lit(numbered[bf.partition_path]) for bf in files])
+    stored = stored.withColumn(_PART, F.element_at(part_of_file, F.col(_FILE) + 1))
+    own_part = F.element_at(F.create_map(*[x for p, n in numbered.items() for x in (F.lit(p), F.lit(n))]), F.col(PARTITION))
+    batch = prepared.withColumn(_PART, own_part)  # null: a partition without files, so no match
+    if is_global:
+        fields = [_PART, _FILE, *([STORED_ORDER] if order else [])]  # ordered by (partition, file)
+        grouped = stored.repartition(parts, _KEY).groupBy(_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
+        batch = batch.repartition(parts, KEY)
+        joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[_KEY], "left")
+        own = F.array_min(F.filter("_locs", lambda loc: loc[_PART] == batch[_PART]))
+        loc = F.coalesce(own, F.array_min("_locs"))
+        number, stored_order = loc[_FILE], [loc[STORED_ORDER].alias(STORED_ORDER)] if order else []
+    else:
+        located = stored.repartition(parts, _KEY, _PART).groupBy(_KEY, _PART).agg(F.min(_FILE).alias(_FILE))
+        batch = batch.repartition(parts, KEY, _PART)
+        on = (batch[KEY] == located[_KEY]) & (batch[_PART] == located[_PART])
+        joined = batch.join(located.hint("merge"), on, "left")
+        number, stored_order = located[_FILE], []
+    values = ([bf.partition_path for bf in files], [bf.file_id for bf in files], [bf.instant_time for bf in files])
+    # Guarded: Spark 4.1 gave element_at(literal array, <null from the outer join> + 1) a value.
+    located = [F.when(number.isNotNull(), F.element_at(F.array(*map(F.lit, v)), number + 1)).alias(c) for v, c in zip(values, LOCATION)]
     return joined.select(*[batch[c] for c in prepared.columns], *located, *stored_order)
-
-
-def _join_in_partition(prepared: DataFrame, stored: DataFrame, parts: int) -> DataFrame:
-    """A key's location in the record's own partition: an equi-join on (key, partition); a key
-    stored twice in one partition takes the smallest fileId, as in process. A sort-merge join:
-    both sides grow with the records, so neither may be broadcast (that passes through the
-    driver) nor held as one task's hash table (10M stored keys in two tasks ran out of memory);
-    sorting spills to disk instead."""
-    located = (
-        stored.repartition(parts, _KEY, "p")
-        .groupBy(_KEY, "p")
-        .agg(F.min(F.struct("f", "i")).alias("_loc"))
-    )
-    batch = prepared.repartition(parts, KEY, PARTITION)
-    on = (batch[KEY] == located[_KEY]) & (batch[PARTITION] == located["p"])
-    joined = batch.join(located.hint("merge"), on, "left")
-    return joined.select(
-        *[batch[c] for c in prepared.columns],
-        located["p"].alias(LOCATION[0]),
-        F.col("_loc.f").alias(LOCATION[1]),
-        F.col("_loc.i").alias(LOCATION[2]),
-    )
 
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------
@@ -207,7 +193,7 @@ def _pair_with_files(
                 out_files.append(pa.array(np.full(len(hit), number, dtype=np.int32)))
         if out_keys:
             yield pa.RecordBatch.from_arrays(
-                [pa.concat_arrays(out_keys), pa.concat_arrays(out_files)], names=[_KEY, "_file"]
+                [pa.concat_arrays(out_keys), pa.concat_arrays(out_files)], names=[_KEY, _FILE]
             )
 
 
@@ -221,7 +207,7 @@ def _check_files(
         return
     pairs = pa.Table.from_batches(listed)
     storage = Storage(base)
-    numbers = pairs.column("_file").to_numpy()
+    numbers = pairs.column(_FILE).to_numpy()
     for number in np.unique(numbers):
         bf = files[int(number)]
         candidates = pc.unique(pairs.column(_KEY).filter(pa.array(numbers == number)).combine_chunks())
@@ -239,9 +225,7 @@ def _check_files(
             continue
         out = {
             _KEY: pc.cast(found.column(KEY), pa.string()),
-            "p": pa.array([bf.partition_path] * n, pa.string()),
-            "f": pa.array([bf.file_id] * n, pa.string()),
-            "i": pa.array([bf.instant_time] * n, pa.string()),
+            _FILE: pa.array(np.full(n, number, dtype=np.int32)),
         }
         if order:
             out[STORED_ORDER] = found.column(order) if order in found.column_names else pa.nulls(n)
