@@ -178,7 +178,8 @@ def write_report(out: Path) -> Path:
              "(table built untimed); medians of the repeated runs, min–max spread, ratios to upsertlake and to the fastest peer "
              "of the same run. Peak RSS is the process's peak during the write (reset after the build; the Python driver "
              "for Spark peers). `pyarrow-limit` is pyarrow alone decoding the files upsertlake's upsert replaces and "
-             "encoding the files it writes, with the same writer settings: the physical limit of a copy-on-write upsert. "
+             "encoding the files it writes, with the same writer settings and as many threads as upsertlake's write pool "
+             "(runs before 2026-11-23 17:30 encoded one file at a time): the physical limit of a copy-on-write upsert. "
              "`delta-rs` merges on the key alone, `delta-rs+part` adds the batch's partitions to the predicate. The machine "
              "is shared with other jobs, so figures vary from run to run: compare peers within one run.", ""]
     for f in sorted(out.glob("results-*.json")):
