@@ -112,7 +112,6 @@ def _bloom_located(
 ) -> DataFrame:
     """Hudi's bloom index on Spark: key ranges from the footers (driver), (key, candidate file)
     pairs in tasks, then per file its bloom filter and exact keys in tasks grouped by file."""
-    spark = prepared.sparkSession
     ranges = [(bf, read_footer(storage, bf)) for bf in files]
     table = [(n, bf.partition_path, f.min_key, f.max_key) for n, (bf, f) in enumerate(ranges)]
     pairs_schema = StructType([StructField(_KEY, StringType()), StructField(_FILE, IntegerType())])

@@ -28,7 +28,6 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from upsertlake import errors
-from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, WriteStatus
 from upsertlake.engine.bulk_insert import (
