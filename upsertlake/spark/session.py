@@ -43,14 +43,17 @@ def build_session(master: str = "local[2]", app: str = "upsertlake", **conf: str
 
 def check_workers(spark: object) -> None:
     """Raise ConfigError naming the workers' interpreter when it cannot import pyarrow or
-    upsertlake (checked once per application: one tiny job)."""
+    upsertlake (checked once per application: one tiny job). The check runs as a SQL Arrow job,
+    so it starts the same Python worker pool the write then uses (an RDD job would start a second
+    one, about a second in a fresh process); only when that fails does an RDD job, which needs no
+    pyarrow in the workers, find out what is missing."""
     sc = spark.sparkContext
     if sc.applicationId in _CHECKED:
         return
 
-    def probe(_: object) -> list[str]:  # defined here: shipped by value, needs nothing of ours
+    # Defined here, so that they are shipped by value and need nothing of ours in the workers.
+    def missing_modules() -> list[str]:
         import importlib
-        import sys as worker_sys
 
         missing = []
         for name in ("pyarrow", "upsertlake"):
@@ -58,12 +61,31 @@ def check_workers(spark: object) -> None:
                 importlib.import_module(name)
             except ImportError as exc:
                 missing.append(f"{name} ({exc})")
-        return [worker_sys.executable, *missing]
+        return missing
 
-    executable, *missing = sc.parallelize([0], 1).mapPartitions(lambda part: [probe(part)]).collect()[0]
-    if missing:
+    def arrow_probe(batches: Iterator[object]) -> Iterator[object]:
+        import sys as worker_sys
+
+        import pyarrow as worker_pa
+
+        for _ in batches:
+            pass
+        missing = "; ".join(missing_modules())
+        yield worker_pa.RecordBatch.from_pydict({"python": [worker_sys.executable], "missing": [missing]})
+
+    def rdd_probe(_: object) -> list[list[str]]:
+        import sys as worker_sys
+
+        return [[worker_sys.executable, *missing_modules()]]
+
+    try:
+        python, missing = spark.range(1, numPartitions=1).mapInArrow(arrow_probe, "python string, missing string").collect()[0]
+        executable, missing_list = python, [m for m in missing.split("; ") if m]
+    except Exception:  # noqa: BLE001 - the RDD probe below says what is wrong
+        executable, *missing_list = sc.parallelize([0], 1).mapPartitions(rdd_probe).collect()[0]
+    if missing_list:
         raise ConfigError(
-            f"Spark's Python workers run {executable}, which cannot import {', '.join(missing)}. "
+            f"Spark's Python workers run {executable}, which cannot import {', '.join(missing_list)}. "
             f"Set PYSPARK_PYTHON (and spark.pyspark.python) to the interpreter that has upsertlake "
             f"before the session starts, "
             f"e.g. {sys.executable}, or build the session with upsertlake.spark.session.build_session()"

@@ -72,8 +72,9 @@ def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str,
     client = table.write_client()
     instant = client.start_commit()
     try:
-        # As many tasks as the input has partitions (at least one per core).
-        parts = max(df.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
+        # As many tasks as the input has partitions (at least one per core); asked of the JVM's
+        # RDD: PySpark's `df.rdd` sets up a conversion to Python rows (a second in a fresh process).
+        parts = max(df._jdf.rdd().getNumPartitions(), spark.sparkContext.defaultParallelism)
         with session_settings(spark, {**WRITE_SETTINGS, "spark.sql.shuffle.partitions": str(parts)}):
             result = _write_distributed(df, schema, client, instant, options, parts)
             reconcile_markers(client.storage, instant, result.files_written)
