@@ -43,3 +43,28 @@ def test_matches_reference(rows: list[tuple[str, int | None]]) -> None:
     keys = pa.array([k for k, _ in rows], pa.string())
     ts = pa.array([t for _, t in rows], pa.int64())
     assert dedup_indices([keys], ts).to_pylist() == sorted(winners.values())
+
+
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.sampled_from("abc")), st.sampled_from(["p", "q"]), st.one_of(st.none(), st.integers(0, 3))),
+        max_size=60,
+    )
+)
+def test_matches_reference_by_key_and_partition_with_null_keys(rows: list[tuple[str | None, str, int | None]]) -> None:
+    """Two key columns, null keys (two nulls are the same key), chunked input."""
+    winners: dict[tuple[str | None, str], int] = {}
+    for i, (k, p, ts) in enumerate(rows):
+        j = winners.get((k, p))
+        if j is None or (-1 if ts is None else ts) >= (-1 if rows[j][2] is None else rows[j][2]):
+            winners[(k, p)] = i
+    half = len(rows) // 2
+    keys = pa.chunked_array([pa.array([r[0] for r in rows[:half]], pa.string()), pa.array([r[0] for r in rows[half:]], pa.string())])
+    parts = pa.array([r[1] for r in rows], pa.string())
+    ts = pa.array([r[2] for r in rows], pa.int64())
+    assert dedup_indices([keys, parts], ts).to_pylist() == sorted(winners.values())
+
+
+def test_a_batch_without_duplicates_keeps_every_row() -> None:
+    assert dedup_indices([pa.array(["c", "a", "b"])], pa.array([3, 1, 2])).to_pylist() == [0, 1, 2]
+    assert dedup_indices([pa.array([], pa.string())], None).to_pylist() == []
