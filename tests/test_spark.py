@@ -150,6 +150,31 @@ def test_duplicates_with_equal_ordering_values_keep_the_later_record(spark, tmp_
     assert sorted(r[4] for r in data(local)) == sorted(f"copy3-{i}" for i in range(40))
 
 
+@pytest.mark.parametrize("index", ["SIMPLE", "GLOBAL_SIMPLE"])
+def test_duplicates_across_input_partitions_keep_the_largest_ordering_value(spark, tmp_path: Path, index: str) -> None:
+    """Dedup runs in each input partition, then across them in the tagging join's shuffle: the
+    largest ordering value wins wherever it sits in the input, ties go to the later record, and a
+    global index dedups by key alone (copy1 holds the keys in another partition), as in process."""
+    copies = [rows(range(40), ts, f"copy{c}") for c, ts in enumerate([7, 8, 7, 3])]
+    copies[1] = copies[1].set_column(3, "p", pa.array(["p9"] * 20 + ["p0"] * 20)).slice(10, 20)
+    df = spark.createDataFrame(copies[0])
+    for copy in copies[1:]:
+        df = df.union(spark.createDataFrame(copy))
+    opts = {"hoodie.index.type": index}
+    local = tmp_path / "local"
+    create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p", options=opts).upsert(
+        pa.concat_tables(copies)
+    )
+    uls.upsert(df, str(tmp_path / "spark"), **OPTS, **opts)
+    assert data(tmp_path / "spark") == data(local)
+    winners = {(r[2], r[5]): r[4] for r in data(local)}
+    assert winners[("k00000", "p0")] == "copy2-0" and winners[("k00015", "p9")] == "copy1-15"
+    if index == "GLOBAL_SIMPLE":  # one record a key: copy1 (ts 8) wins keys 10..29 in its partition
+        assert len(winners) == 40 and ("k00015", "p0") not in winners
+    else:
+        assert len(winners) == 57 and winners[("k00015", "p0")] == "copy2-15"  # 40 + 10 in p9 + 7 new in p0
+
+
 def test_tables_move_between_spark_and_in_process(spark, tmp_path: Path) -> None:
     path = tmp_path / "t"
     uls.upsert(spark.createDataFrame(rows(range(50), 1, "a")), str(path), **OPTS)
