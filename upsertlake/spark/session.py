@@ -100,13 +100,10 @@ def check_workers(spark: object) -> None:
 #   data read twice and then dropped;
 # - every shuffle is partitioned explicitly, so adaptive execution only adds a re-planning round
 #   per stage (a fifth of a small upsert's time);
-# - the tagging join is on (record key, partition) and both sides are hashed by record key alone
-#   (the batch in the shuffle that deduplicates it): that co-partitions them, no second shuffle;
 # - no automatic broadcast: a broadcast passes through the driver, and both sides of the tagging
 #   join grow with the records (the file listing is broadcast by an explicit hint).
 WRITE_SETTINGS = {
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
-    "spark.sql.requireAllClusterKeysForCoPartition": "false",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
 }

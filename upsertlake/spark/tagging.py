@@ -46,7 +46,6 @@ _FILES_PER_TASK = 8  # bloom checks: files (filters and key columns) one task op
 
 def tag(
     prepared: DataFrame,
-    batch: DataFrame,
     operation: str,
     cfg: Config,
     view: FileSystemView,
@@ -55,18 +54,17 @@ def tag(
     global_order: pa.DataType | None,
     parts: int,
 ) -> DataFrame:
-    """The `batch` (the deduplicated `prepared` records, hashed by record key into `parts` tasks
-    when looked up) with LOCATION columns (nulls for new keys); deletes of keys not stored are
-    dropped; under a global index records that change partition are routed. `prepared` (cached)
-    gives the touched partitions and the bloom index's candidate pairs. `global_order`: the
-    ordering field's type when global routing compares stored values."""
+    """The prepared records with LOCATION columns (nulls for new keys); deletes of keys not
+    stored are dropped; under a global index records that change partition are routed.
+    `global_order`: the ordering field's type when global routing compares stored values;
+    `parts`: the tasks of the join (the write's parallelism)."""
     spark = prepared.sparkSession
     if index_type.endswith("INMEMORY"):
         # The in-memory index lives in one process; on Spark it would have to sit on the driver.
         index_type = index_type.replace("INMEMORY", "SIMPLE")
         log.warning("hoodie.index.type %s is single-process: this Spark write tags with %s", cfg.get(opt.INDEX_TYPE), index_type)
     if operation in ("insert", "bulk_insert"):  # insert-only operations skip the lookup, as in Hudi
-        return batch.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION])
+        return prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION])
     is_global = index_type.startswith("GLOBAL_")
     if is_global:
         partitions = view.partitions()
@@ -82,9 +80,9 @@ def tag(
         stored = _bloom_located(prepared, files, view.storage, is_global, order, global_order)
     else:
         stored = _simple_located(spark, files, view.storage, order, global_order)
-    tagged = _join(batch, stored, files, is_global, order, global_order, parts)
+    tagged = _join(prepared, stored, files, is_global, order, global_order, parts)
     if is_global:
-        routed = batch.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION]).schema
+        routed = prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION]).schema
         tagged = tagged.mapInArrow(partial(_route, operation, cfg, precombine_field), routed)
     return tagged.where(~(F.col(DELETE_FLAG) & F.col("loc_file_id").isNull()))
 
@@ -128,7 +126,7 @@ def _bloom_located(
 
 
 def _join(
-    records: DataFrame,
+    prepared: DataFrame,
     stored: DataFrame | None,
     files: list[BaseFile],
     is_global: bool,
@@ -142,37 +140,36 @@ def _join(
     process. A sort-merge join: both sides grow with the records, so neither may be broadcast
     (that passes through the driver) nor held as one task's hash table (10M stored keys in two
     tasks ran out of memory); sorting spills instead. Partitions and files are numbered by the
-    driver (literals that grow with the files); the locations are looked up after the join.
-    The records arrive hashed by record key (`_deduplicated`), and the stored rows are hashed the
-    same way, so only the stored side is shuffled here (with spark.sql.
-    requireAllClusterKeysForCoPartition off, the key alone co-partitions the (key, partition) join)."""
+    driver (literals that grow with the files); the locations are looked up after the join."""
     if stored is None:
         nulls = [F.lit(None).cast("string").alias(c) for c in LOCATION]
         if order:
             order_spark = spark_schema_of(pa.schema([pa.field(STORED_ORDER, order_type)]))[0].dataType
             nulls.append(F.lit(None).cast(order_spark).alias(STORED_ORDER))
-        return records.select("*", *nulls)
+        return prepared.select("*", *nulls)
     numbered = {p: n for n, p in enumerate(sorted({bf.partition_path for bf in files}))}
     part_of_file = F.array(*[F.lit(numbered[bf.partition_path]) for bf in files])
     stored = stored.withColumn(_PART, F.element_at(part_of_file, F.col(_FILE) + 1))
     own_part = F.element_at(F.create_map(*[x for p, n in numbered.items() for x in (F.lit(p), F.lit(n))]), F.col(PARTITION))
-    batch = records.withColumn(_PART, own_part)  # null: a partition without files, so no match
+    batch = prepared.withColumn(_PART, own_part)  # null: a partition without files, so no match
     if is_global:
         fields = [_PART, _FILE, *([STORED_ORDER] if order else [])]  # ordered by (partition, file)
         grouped = stored.repartition(parts, _KEY).groupBy(_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
+        batch = batch.repartition(parts, KEY)
         joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[_KEY], "left")
         own = F.array_min(F.filter("_locs", lambda loc: loc[_PART] == batch[_PART]))
         loc = F.coalesce(own, F.array_min("_locs"))
         number, stored_order = loc[_FILE], [loc[STORED_ORDER].alias(STORED_ORDER)] if order else []
     else:
-        located = stored.repartition(parts, _KEY).groupBy(_KEY, _PART).agg(F.min(_FILE).alias(_FILE))
+        located = stored.repartition(parts, _KEY, _PART).groupBy(_KEY, _PART).agg(F.min(_FILE).alias(_FILE))
+        batch = batch.repartition(parts, KEY, _PART)
         on = (batch[KEY] == located[_KEY]) & (batch[_PART] == located[_PART])
         joined = batch.join(located.hint("merge"), on, "left")
         number, stored_order = located[_FILE], []
     values = ([bf.partition_path for bf in files], [bf.file_id for bf in files], [bf.instant_time for bf in files])
     # Guarded: Spark 4.1 gave element_at(literal array, <null from the outer join> + 1) a value.
     located = [F.when(number.isNotNull(), F.element_at(F.array(*map(F.lit, v)), number + 1)).alias(c) for v, c in zip(values, LOCATION)]
-    return joined.select(*[batch[c] for c in records.columns], *located, *stored_order)
+    return joined.select(*[batch[c] for c in prepared.columns], *located, *stored_order)
 
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------

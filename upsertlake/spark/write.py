@@ -132,7 +132,7 @@ def _write_distributed(
     # With retries on conflict the prepared frame stays cached until the commit: a retry tags it again.
     keep_prepared = client.config.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
     if prepared is None:
-        prepared = _prepare(df, spec, schema).persist()
+        prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
         if keep_prepared:
             client.keep_for_commit(instant, redo=partial(_redo, df, schema, client, options, parts, prepared))
             client.hold_until_commit(instant, "prepared", prepared.unpersist)
@@ -140,8 +140,7 @@ def _write_distributed(
         precombine = client.table_config.precombine_field
         order_type = _order_type(spec, precombine)
         index_type = cfg.get(opt.INDEX_TYPE).upper()
-        batch = _deduplicated(prepared, spec, parts, lookup=operation not in ("insert", "bulk_insert"))
-        tagged = tag(prepared, batch, operation, cfg, view, index_type, precombine, order_type, parts).persist()
+        tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts).persist()
         # Cached until the commit: a re-merge assigns and writes buckets again from it.
         client.hold_until_commit(instant, "tagged", tagged.unpersist)
         counts = (
@@ -185,44 +184,18 @@ def _positioned(schema: pa.Schema) -> pa.Schema:
     return schema.append(pa.field(POSITION, pa.int64(), nullable=False))
 
 
-def _prepare(df: DataFrame, spec: PrepareSpec, schema: pa.Schema) -> DataFrame:
-    """Validate, key and flag the records where they are, with no shuffle, deduplicating within
-    each input partition (`_deduplicated` finishes the job in the tagging join's shuffle). Each
-    row's place in the input is fixed first (monotonically_increasing_id orders by input
-    partition, then row), so "the later record wins" means what it means in process."""
+def _prepare(
+    df: DataFrame, spec: PrepareSpec, schema: pa.Schema, key_fields: tuple[str, ...], parts: int
+) -> DataFrame:
+    """Hudi's HoodieWriteHelper.deduplicateRecords on the executors: each row's place in the input
+    is fixed before the shuffle, so "the later record wins" means what it means in process
+    (monotonically_increasing_id orders by input partition, then row)."""
     records = spec.run(_positioned(schema).empty_table()).records.schema
-    return df.withColumn(POSITION, F.monotonically_increasing_id()).mapInArrow(
-        partial(_prepare_task, spec, records), spark_schema_of(records)
+    return (
+        df.withColumn(POSITION, F.monotonically_increasing_id())
+        .repartition(parts, *key_fields)
+        .mapInArrow(partial(_prepare_task, spec, records), spark_schema_of(records))
     )
-
-
-def _deduplicated(prepared: DataFrame, spec: PrepareSpec, parts: int, lookup: bool) -> DataFrame:
-    """Hudi's HoodieWriteHelper.deduplicateRecords across input partitions: the records hashed by
-    record key into `parts` tasks (the shuffle the tagging join then reuses, so the batch crosses
-    the network once), and of each key (with partition, unless the index is global) the one with
-    the largest ordering value, ties to the later record, a null ordering losing, as
-    `dedup_indices` picks in process. Without dedup the records are only hashed, when the
-    index is looked up (`lookup`), else left where they are."""
-    by = _dedup_columns(spec)
-    if by is None and not lookup:
-        return prepared
-    keyed = prepared.repartition(parts, KEY)
-    if by is None:
-        return keyed
-    ordering = spec.config.precombine_field if spec.operation != "delete" else None
-    order = [F.col(ordering).desc_nulls_last()] if ordering and ordering in prepared.columns else []
-    window = Window.partitionBy(*by).orderBy(*order, F.col(POSITION).desc())
-    rank = "_upsertlake_rank"
-    return keyed.withColumn(rank, F.row_number().over(window)).where(F.col(rank) == 1).drop(rank)
-
-
-def _dedup_columns(spec: PrepareSpec) -> list[str] | None:
-    """What makes two records duplicates in `prepare_batch`, or None when it keeps them all."""
-    if spec.operation == "delete":
-        return [KEY] if spec.config.partition_fields == () else [KEY, PARTITION]
-    if not spec.combine:
-        return None
-    return [KEY] if spec.dedup_by_key_only else [KEY, PARTITION]
 
 
 def _order_type(spec: PrepareSpec, precombine: str | None) -> pa.DataType | None:
