@@ -139,19 +139,31 @@ class UpsertPartitioner:
         if len(inserts) == 0:
             return out
         mask = pa.array(~tagged)
-        hashes = md5_key_hash(_combined(record_keys).filter(mask))
+        keys = _combined(record_keys).filter(mask)
+        if keys.null_count:
+            raise ValueError("a record key is null")
         encoded = pc.dictionary_encode(partitions.filter(mask))
         if encoded.null_count:
             raise ValueError("a record has no partition path")
         codes = encoded.indices.to_numpy(zero_copy_only=False)
         order = np.argsort(codes, kind="stable")
         bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
+        spread = []  # (rows, targets, inserts) of the partitions with more than one target
         for code, partition in enumerate(encoded.dictionary.to_pylist()):
             rows = order[bounds[code] : bounds[code + 1]]
             targets = self._insert_buckets.get(partition)
             if not targets:
                 raise KeyError(f"partition {partition!r} has inserts but no insert buckets")
-            total = max(1, self.profile.partitions[partition].num_inserts)
+            if len(targets) == 1:  # every r picks the only target: no key needs hashing
+                out[inserts[rows]] = targets[0][0]
+            else:
+                spread.append((rows, targets, max(1, self.profile.partitions[partition].num_inserts)))
+        if not spread:
+            return out
+        hashed = np.concatenate([rows for rows, _, _ in spread])
+        hashes = np.empty(len(inserts), dtype=np.int64)
+        hashes[hashed] = md5_key_hash(keys.take(pa.array(hashed)))
+        for rows, targets, total in spread:
             r = np.mod(hashes[rows], total).astype(np.float64) / float(total)
             cumulative = np.array([w for _, w in targets], dtype=np.float64)
             index = np.searchsorted(cumulative, r, side="left")
