@@ -18,6 +18,7 @@ and the time of each stage (`--profile` prints the stages of upsertlake's runs).
 
     python benchmarks/spark_bench.py --rows 2000000 --days 40 --workloads late uniform --repeat 3
     python benchmarks/spark_bench.py --rows 10000000 --days 40 --workloads late uniform --repeat 1
+    python benchmarks/spark_bench.py --rows 10000000 --workloads uniform --index BLOOM --peers upsertlake-spark spark-rewrite
     python benchmarks/spark_bench.py --driver 1000000 5000000 --rows 5000000   # driver-side growth
 
 `--driver N...`: one fresh process per batch size upserts N rows (uniform: half updates) with
@@ -111,7 +112,8 @@ def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     for workload in args.workloads:
         base = make_base(args.rows, args.days)
         batch, expected = make_batch(workload, args.rows, args.batch, days=args.days, hot_days=args.hot_days)
-        peers = {name: make_peer(name) for name in args.peers}
+        index = {"hoodie.index.type": args.index} if args.index else None
+        peers = {name: make_peer(name, index if name == "upsertlake-spark" else None) for name in args.peers}
         for name, peer in peers.items():  # untimed builds, one seed table per peer
             peer.build(work / f"seed-{name}", base)
         del base
@@ -205,6 +207,7 @@ def main() -> None:
     ap.add_argument("--driver", nargs="+", type=int, metavar="BATCH_ROWS", help="driver-side series (fresh process each)")
     ap.add_argument("--driver-run", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    ap.add_argument("--index", help="upsertlake's hoodie.index.type (default: the table's, SIMPLE)")
     ap.add_argument("--label", default="")
     args = ap.parse_args()
 
@@ -218,7 +221,8 @@ def main() -> None:
         doc: dict[str, Any] = {"size": f"spark-{args.rows / 1e6:g}M", "repeat": args.repeat, "timeout": 0,
                                "cpus": os.cpu_count(), "tree": tree_commit(), "skipped": {},
                                "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                               "session": f"one warmed Spark local[2] session; {args.warmup} untimed warm-up run(s) per peer"}
+                               "session": f"one warmed Spark local[2] session; {args.warmup} untimed warm-up run(s) per peer",
+                               "upsertlake_index": args.index or "SIMPLE"}
         if args.driver:
             doc["driver"] = []
             for n in args.driver:
