@@ -19,23 +19,24 @@ def dedup_indices(keys: list[pa.ChunkedArray | pa.Array], ordering: pa.ChunkedAr
     """Row indices (ascending) of the winning record of each distinct key tuple."""
     n = len(keys[0])
     first = _ids(keys[0])
-    repeated = np.flatnonzero(np.bincount(first)[first] > 1) if n else first
+    repeated = np.flatnonzero(np.bincount(first)[first] > 1)
     if not len(repeated):
         return row_numbers(n)
     # Only rows whose first key column repeats can lose; the other key columns split them further.
+    rows = pa.array(repeated)
     cols = {"k0": first[repeated]}
-    cols.update({f"k{i}": _ids(column.take(pa.array(repeated))) for i, column in enumerate(keys[1:], 1)})
+    cols.update({f"k{i}": _ids(column.take(rows)) for i, column in enumerate(keys[1:], 1)})
     key_names = list(cols)
     if ordering is not None:
-        cols["o"] = ordering.take(pa.array(repeated))
+        cols["o"] = ordering.take(rows)
     cols["r"] = repeated
     sort_keys = [(name, "ascending", "at_start") for name in cols]
     order = np.asarray(pc.sort_indices(pa.table(cols), sort_keys=sort_keys).to_numpy(), dtype=np.int64)
-    is_last = np.ones(len(order), dtype=bool)
-    for name in key_names:  # the last row of each run of equal key tuples wins
+    same_as_next = np.ones(len(order) - 1, dtype=bool)
+    for name in key_names:
         ids = cols[name][order]
-        is_last[:-1] &= ids[1:] == ids[:-1]
-    is_last[:-1] = ~is_last[:-1]
+        same_as_next &= ids[1:] == ids[:-1]
+    is_last = np.append(~same_as_next, True)  # the last row of each run of equal key tuples wins
     keep = np.ones(n, dtype=bool)
     keep[repeated] = False
     keep[repeated[order[is_last]]] = True

@@ -79,8 +79,8 @@ def check_workers(spark: object) -> None:
         return [[worker_sys.executable, *missing_modules()]]
 
     try:
-        python, missing = spark.range(1, numPartitions=1).mapInArrow(arrow_probe, "python string, missing string").collect()[0]
-        executable, missing_list = python, [m for m in missing.split("; ") if m]
+        executable, missing = spark.range(1, numPartitions=1).mapInArrow(arrow_probe, "python string, missing string").collect()[0]
+        missing_list = [m for m in missing.split("; ") if m]
     except Exception:  # noqa: BLE001 - the RDD probe below says what is wrong
         executable, *missing_list = sc.parallelize([0], 1).mapPartitions(rdd_probe).collect()[0]
     if missing_list:

@@ -166,7 +166,7 @@ class StagingWriter(DataSourceArrowWriter):
                     "Use upsertlake.spark.upsert(df, path, ...) (or insert/delete/bulk_insert), which "
                     "merges on the executors"
                 )
-            import pyarrow.dataset as ds  # here: it imports pandas, which every Spark worker would pay
+            import pyarrow.dataset as ds  # here: only the committing worker needs it (it imports pandas)
 
             data = ds.dataset(files, schema=self.schema).to_table() if files else self.schema.empty_table()
             table = options.open_or_create(self.schema)
