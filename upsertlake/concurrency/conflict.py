@@ -37,6 +37,7 @@ from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.timeline.layouts import table_layout
 from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.util.arrays import sorted_unique
 
 FileGroup = tuple[str, str]
 COMMIT_TIME = "_hoodie_commit_time"
@@ -139,7 +140,7 @@ class _Written:
         if self.summaries is not None:
             return self.summaries
         return {
-            g: np.unique(key_hashes(_keys_of(self.storage, s, self.instant_time)))
+            g: sorted_unique(key_hashes(_keys_of(self.storage, s, self.instant_time)))
             for g, s in self.stats.items()
             if s.numInserts > 0
         }
@@ -188,7 +189,7 @@ def _by_scope(hashes: dict[FileGroup, np.ndarray], global_keys: bool) -> dict[st
     scoped: dict[str, list[np.ndarray]] = defaultdict(list)
     for (partition, _), values in hashes.items():
         scoped["" if global_keys else partition].append(values)
-    return {s: np.unique(np.concatenate(v)) for s, v in scoped.items()}
+    return {s: sorted_unique(np.concatenate(v)) for s, v in scoped.items()}
 
 
 def _keys_in_scope(written: _Written, scope: str, wanted: np.ndarray, global_keys: bool) -> pa.Array | None:

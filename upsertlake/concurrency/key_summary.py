@@ -28,6 +28,7 @@ import pyroaring
 from upsertlake.errors import CorruptTableError
 from upsertlake.layout.markers import key_summary_folder
 from upsertlake.storage import Storage
+from upsertlake.util.arrays import sorted_unique
 
 MAGIC = b"ULKS"
 VERSION = 1
@@ -73,11 +74,11 @@ class KeySummary:
 
     @classmethod
     def of(cls, updated: pa.Array, deleted: pa.Array, inserted: pa.Array) -> KeySummary:
-        return cls(*(np.unique(key_hashes(k)) for k in (updated, deleted, inserted)))
+        return cls(*(sorted_unique(key_hashes(k)) for k in (updated, deleted, inserted)))
 
     def hashes(self) -> np.ndarray:
         """Every key the write touched: updated, deleted or inserted."""
-        return np.union1d(np.union1d(self.updated, self.deleted), self.inserted)
+        return sorted_unique(np.concatenate([self.updated, self.deleted, self.inserted]))
 
     def to_bytes(self) -> bytes:
         out = [MAGIC, bytes([VERSION])]

@@ -289,7 +289,7 @@ class WriteClient:
         stages = dict(plan.stages)
         job = self.begin_write(instant_time, plan)
         self._pending[instant_time].redo = partial(self._redo, operation, plan.batch, options)
-        with _stage(stages, "write", progress, total=len(np.unique(plan.assignment))):
+        with _stage(stages, "write", progress, total=_buckets_used(plan.assignment)):
             statuses = self._write_buckets(plan, job, progress)
         return self.write_result(instant_time, plan, statuses, stages)
 
@@ -928,6 +928,12 @@ def _with_statuses(result: WriteResult, statuses: list[WriteStatus]) -> WriteRes
         write_stats=stats,
         index_update=_index_update(result.instant_time, statuses, stats),
     )
+
+
+def _buckets_used(assignment: np.ndarray) -> int:
+    """How many buckets get records (bucket numbers are small and non-negative: a bincount, not
+    NumPy 2's hash-based unique, which took 28 ms for a 1M-record batch)."""
+    return int(np.count_nonzero(np.bincount(np.asarray(assignment, dtype=np.int64))))
 
 
 def _by_partition(stats: tuple[WriteStat, ...]) -> dict[str, list[WriteStat]]:

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from upsertlake.schema import RECORD_KEY_COLUMN
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.util.arrays import sorted_unique
 from upsertlake.util.arrow import constant
 
 LOCATION_SCHEMA = pa.schema(
@@ -185,7 +186,7 @@ def _pick_locations(
     if not is_global:
         ranked = ranked.filter(pc.equal(ranked.column("elsewhere"), 0))
     rows = ranked.column("row").to_numpy()
-    if len(np.unique(rows)) == len(rows):  # e.g. non-global, the key's other copies elsewhere
+    if len(sorted_unique(rows)) == len(rows):  # e.g. non-global, the key's other copies elsewhere
         first = np.arange(len(rows))
     else:
         order = [("row", "ascending"), ("elsewhere", "ascending"), ("p", "ascending"), ("f", "ascending")]
