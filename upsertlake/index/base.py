@@ -103,16 +103,15 @@ def read_file_keys(
 
 
 def keys_by_partition(keys: pa.Array, partitions: pa.Array) -> dict[str, pa.Array]:
-    """The batch's keys split by partition path, with one sort instead of a scan per file."""
-    order = pc.sort_indices(partitions)
-    keys, partitions = keys.take(order), partitions.take(order)
-    runs = pc.value_counts(partitions)  # in order of first appearance == sorted order
-    out: dict[str, pa.Array] = {}
-    start = 0
-    for run in runs.to_pylist():
-        out[run["values"]] = keys.slice(start, run["counts"])
-        start += run["counts"]
-    return out
+    """The batch's keys split by partition path (each in batch order), with one pass instead of
+    a scan per file: the paths are hashed to small codes and the codes sorted (a string sort of
+    1M paths took 0.2 s)."""
+    encoded = pc.dictionary_encode(partitions, null_encoding="encode")
+    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    counts = np.bincount(codes, minlength=len(encoded.dictionary))
+    grouped = keys.take(pa.array(np.argsort(codes, kind="stable")))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    return {p: grouped.slice(start, n) for p, start, n in zip(encoded.dictionary.to_pylist(), starts.tolist(), counts.tolist())}
 
 
 def join_locations(
