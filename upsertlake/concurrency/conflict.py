@@ -169,7 +169,8 @@ def _common_keys(own: _Written, theirs: _Written, global_keys: bool) -> list[str
     own_hashes, their_hashes = _by_scope(own.hashes, global_keys), _by_scope(theirs.hashes, global_keys)
     found: list[str] = []
     for scope, ours in own_hashes.items():
-        candidates = np.intersect1d(ours, their_hashes.get(scope, np.zeros(0, np.uint32)))
+        # Both sides are sorted and distinct (`_by_scope`): skip intersect1d's own np.unique.
+        candidates = np.intersect1d(ours, their_hashes.get(scope, np.zeros(0, np.uint32)), assume_unique=True)
         if len(candidates) == 0:
             continue
         mine = _keys_in_scope(own, scope, candidates, global_keys)
