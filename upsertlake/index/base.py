@@ -111,7 +111,8 @@ def keys_by_partition(keys: pa.Array, partitions: pa.Array) -> dict[str, pa.Arra
     counts = np.bincount(codes, minlength=len(encoded.dictionary))
     grouped = keys.take(pa.array(np.argsort(codes, kind="stable")))
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    return {p: grouped.slice(start, n) for p, start, n in zip(encoded.dictionary.to_pylist(), starts.tolist(), counts.tolist())}
+    paths = encoded.dictionary.to_pylist()
+    return {p: grouped.slice(start, n) for p, start, n in zip(paths, starts.tolist(), counts.tolist())}
 
 
 def join_locations(
