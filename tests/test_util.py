@@ -1,5 +1,5 @@
 """util: `constant` gives n copies of one value of the asked type (nulls included);
-`sorted_unique` gives what np.unique gives."""
+`sorted_unique` gives what np.unique gives; `group_rows` lists each code's rows in order."""
 
 import numpy as np
 import pyarrow as pa
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from upsertlake.util.arrays import sorted_unique
+from upsertlake.util.arrays import group_rows, sorted_unique
 from upsertlake.util.arrow import constant
 
 
@@ -28,3 +28,10 @@ def test_sorted_unique_is_np_unique(values: np.ndarray) -> None:
     got = sorted_unique(values)
     assert got.dtype == values.dtype
     assert got.tolist() == np.unique(values).tolist()
+
+
+@given(arrays(np.int32, st.integers(0, 200), elements=st.integers(0, 6)))
+def test_group_rows_lists_each_groups_rows_in_row_order(codes: np.ndarray) -> None:
+    order, bounds = group_rows(codes, 7)
+    for g in range(7):
+        assert order[bounds[g] : bounds[g + 1]].tolist() == np.flatnonzero(codes == g).tolist()

@@ -72,6 +72,7 @@ from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.layout.markers import key_summary_folder, marker_folder, reconcile_markers, rollback_pending
+from upsertlake.util.arrays import group_rows
 from upsertlake.util.arrow import constant
 
 log = logging.getLogger(__name__)
@@ -576,10 +577,8 @@ class WriteClient:
         self, plan: WritePlan, job: BucketJob, progress: Progress | None, attempt: int = 1
     ) -> list[WriteStatus]:
         """Step 7 in process: each bucket's records, in their prepared order, on a thread pool."""
-        assignment = plan.assignment
-        order = np.argsort(assignment, kind="stable")
+        order, bounds = group_rows(np.asarray(plan.assignment, dtype=np.int64), len(job.buckets))
         sorted_records = plan.records.take(pa.array(order))
-        bounds = np.searchsorted(assignment[order], np.arange(len(job.buckets) + 1))
         slices = [
             (b.number, int(bounds[b.number]), int(bounds[b.number + 1]))
             for b in job.buckets

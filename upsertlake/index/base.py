@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from upsertlake.schema import RECORD_KEY_COLUMN
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
-from upsertlake.util.arrays import sorted_unique
+from upsertlake.util.arrays import group_rows, sorted_unique
 from upsertlake.util.arrow import constant
 
 LOCATION_SCHEMA = pa.schema(
@@ -108,11 +108,10 @@ def keys_by_partition(keys: pa.Array, partitions: pa.Array) -> dict[str, pa.Arra
     1M paths took 0.2 s)."""
     encoded = pc.dictionary_encode(partitions, null_encoding="encode")
     codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    counts = np.bincount(codes, minlength=len(encoded.dictionary))
-    grouped = keys.take(pa.array(np.argsort(codes, kind="stable")))
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    paths = encoded.dictionary.to_pylist()
-    return {p: grouped.slice(start, n) for p, start, n in zip(paths, starts.tolist(), counts.tolist())}
+    order, bounds = group_rows(codes, len(encoded.dictionary))
+    grouped = keys.take(pa.array(order))
+    paths, starts, ends = encoded.dictionary.to_pylist(), bounds[:-1].tolist(), bounds[1:].tolist()
+    return {p: grouped.slice(lo, hi - lo) for p, lo, hi in zip(paths, starts, ends)}
 
 
 def join_locations(

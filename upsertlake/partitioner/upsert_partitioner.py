@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.partitioner.profile import WorkloadProfile
+from upsertlake.util.arrays import group_rows
 
 
 class BucketType(Enum):
@@ -145,9 +146,7 @@ class UpsertPartitioner:
         encoded = pc.dictionary_encode(partitions.filter(mask))
         if encoded.null_count:
             raise ValueError("a record has no partition path")
-        codes = encoded.indices.to_numpy(zero_copy_only=False)
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
+        order, bounds = group_rows(encoded.indices.to_numpy(zero_copy_only=False), len(encoded.dictionary))
         spread = []  # (rows, targets, inserts) of the partitions with more than one target
         for code, partition in enumerate(encoded.dictionary.to_pylist()):
             rows = order[bounds[code] : bounds[code + 1]]

@@ -13,3 +13,11 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     if len(ordered) < 2:
         return ordered
     return ordered[np.r_[True, ordered[1:] != ordered[:-1]]]
+
+
+def group_rows(codes: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by a small non-negative code: (order, bounds), group g being the rows
+    order[bounds[g]:bounds[g + 1]], each group in row order (a stable sort)."""
+    order = np.argsort(codes, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=groups))])
+    return order, bounds
