@@ -92,22 +92,54 @@ def test_bucket_expression_assigns_as_the_in_process_partitioner(spark) -> None:
     from upsertlake.partitioner import PartitionerConfig, SmallFile, UpsertPartitioner, WorkloadProfile
     from upsertlake.spark.assign import bucket_column
 
+    b = "it's\\b"  # SQL text must carry quotes and backslashes as they are
     profile = WorkloadProfile.from_counts(
-        ["a", "a", "a", "b", "c"], ["f1", "f2", None, None, "f3"], [5, 7, 3000, 1, 9],
+        ["a", "a", "a", b, "c"], ["f1", "f2", None, None, "f3"], [5, 7, 3000, 1, 9],
         ["001", "001", None, None, "002"], "UPSERT",
     )
-    small = {"a": [SmallFile("f2", 200), SmallFile("f4", 900)], "b": [SmallFile("f5", 100)]}
+    small = {"a": [SmallFile("f2", 200), SmallFile("f4", 900)], b: [SmallFile("f5", 100)]}
     partitioner = UpsertPartitioner(profile, small, 10, PartitionerConfig(max_file_size=4000, small_file_limit=1000))
     assert len(partitioner.insert_buckets("a")) > 2  # small files and new buckets share the inserts
     records = pa.table({
-        "partition": ["a"] * 3000 + ["b", "a", "a", "c"],
+        "partition": ["a"] * 3000 + [b, "a", "a", "c"],
         "key": [f"key-{i}" for i in range(3000)] + ["only", "x", "y", "z"],
         "file_id": [None] * 3001 + ["f1", "f2", "f3"],
     })
     expected = partitioner.assign(records["partition"], records["key"], records["file_id"]).tolist()
     df = spark.createDataFrame(records.to_pandas()).coalesce(1)
-    got = df.select(bucket_column(partitioner, df["partition"], df["key"], df["file_id"]).alias("b")).collect()
+    got = df.select(bucket_column(partitioner, "partition", "key", "file_id").alias("b")).collect()
     assert [r[0] for r in got] == expected
+    assert expected[3000] == partitioner.insert_buckets(b)[0][0]
+
+
+def test_sql_literals_are_the_values_and_types_f_lit_gives(spark) -> None:
+    """The SQL text the write's expressions are built from means what PySpark's literals mean,
+    whatever the parser's escaping settings."""
+    from pyspark.sql import functions as F
+
+    from upsertlake.spark.literals import sql_array, sql_literal, sql_map
+
+    values = ["plain", "it's", "back\\slash\\'", "ünï ✓", "", 0, -5, 2**31 - 1, 2**31, -(2**63), 0.1 + 0.2, 1e-05, 1.0, True, None]
+    quoted = "it's"
+    keyed = sql_map({"x": sql_literal(1), quoted: sql_literal(2)})
+    listed = sql_array(["a", "b\\"])
+    row = spark.range(1).select(
+        *[F.expr(sql_literal(v)).alias(f"s{i}") for i, v in enumerate(values)],
+        *[F.lit(v).alias(f"l{i}") for i, v in enumerate(values)],
+        F.expr(f"element_at({keyed}, {sql_literal(quoted)})").alias("m"),
+        F.expr(f"element_at({listed}, 2)").alias("a"),
+    )
+    fields = {f.name: f.dataType for f in row.schema}
+    got = row.collect()[0]
+    for i, v in enumerate(values):
+        assert got[f"s{i}"] == got[f"l{i}"] == v
+        assert fields[f"s{i}"] == fields[f"l{i}"], v
+    assert (got["m"], got["a"]) == (2, "b\\")
+    spark.conf.set("spark.sql.parser.escapedStringLiterals", "true")
+    try:
+        assert spark.range(1).select(F.expr(sql_literal("it's\\"))).collect()[0][0] == "it's\\"
+    finally:
+        spark.conf.unset("spark.sql.parser.escapedStringLiterals")
 
 
 @pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE", "INMEMORY"])

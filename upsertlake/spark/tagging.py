@@ -32,6 +32,7 @@ from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION
 from upsertlake.engine.global_routing import route_moves, stored_orders_after
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.layout.footer import read_footer
+from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
 from upsertlake.spark.types import spark_schema_of
 from upsertlake.storage import Storage
 
@@ -95,8 +96,8 @@ def _simple_located(
     with the files): the rows shuffled to the join carry an int, not three location strings."""
     fields = [pa.field(KEY, pa.string())] + ([pa.field(order, order_type)] if order else [])
     scan = spark.read.schema(spark_schema_of(pa.schema(fields))).parquet(*[storage.full_path(bf.path) for bf in files])
-    numbers = F.create_map(*[x for n, bf in enumerate(files) for x in (F.lit(bf.name), F.lit(n))])
-    columns = [F.col(KEY).alias(_KEY), F.element_at(numbers, F.col("_metadata.file_name")).alias(_FILE)]
+    numbers = sql_map({bf.name: sql_literal(n) for n, bf in enumerate(files)})
+    columns = [F.col(KEY).alias(_KEY), F.expr(f"element_at({numbers}, _metadata.file_name)").alias(_FILE)]
     if order:
         columns.append(F.col(order).alias(STORED_ORDER))
     return scan.select(*columns)
@@ -148,9 +149,9 @@ def _join(
             nulls.append(F.lit(None).cast(order_spark).alias(STORED_ORDER))
         return prepared.select("*", *nulls)
     numbered = {p: n for n, p in enumerate(sorted({bf.partition_path for bf in files}))}
-    part_of_file = F.array(*[F.lit(numbered[bf.partition_path]) for bf in files])
-    stored = stored.withColumn(_PART, F.element_at(part_of_file, F.col(_FILE) + 1))
-    own_part = F.element_at(F.create_map(*[x for p, n in numbered.items() for x in (F.lit(p), F.lit(n))]), F.col(PARTITION))
+    part_of_file = sql_array([numbered[bf.partition_path] for bf in files])
+    stored = stored.withColumn(_PART, F.expr(f"element_at({part_of_file}, {_FILE} + 1)"))
+    own_part = F.expr(f"element_at({sql_map({p: sql_literal(n) for p, n in numbered.items()})}, {identifier(PARTITION)})")
     batch = prepared.withColumn(_PART, own_part)  # null: a partition without files, so no match
     if is_global:
         fields = [_PART, _FILE, *([STORED_ORDER] if order else [])]  # ordered by (partition, file)
@@ -168,7 +169,7 @@ def _join(
         number, stored_order = located[_FILE], []
     values = ([bf.partition_path for bf in files], [bf.file_id for bf in files], [bf.instant_time for bf in files])
     # Guarded: Spark 4.1 gave element_at(literal array, <null from the outer join> + 1) a value.
-    located = [F.when(number.isNotNull(), F.element_at(F.array(*map(F.lit, v)), number + 1)).alias(c) for v, c in zip(values, LOCATION)]
+    located = [F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c) for v, c in zip(values, LOCATION)]
     return joined.select(*[batch[c] for c in prepared.columns], *located, *stored_order)
 
 

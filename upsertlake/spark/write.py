@@ -208,7 +208,7 @@ def _order_type(spec: PrepareSpec, precombine: str | None) -> pa.DataType | None
 def _assign(tagged: DataFrame, partitioner: UpsertPartitioner) -> DataFrame:
     """Each record's bucket (Hudi's getPartition) as a SQL expression over the partitioner's small
     state: update buckets by file group, inserts by MD5 of the key against cumulative weights."""
-    bucket = bucket_column(partitioner, F.col(PARTITION), F.col(KEY), F.col("loc_file_id"))
+    bucket = bucket_column(partitioner, PARTITION, KEY, "loc_file_id")
     return tagged.withColumn(BUCKET, bucket).drop(*LOCATION)
 
 
