@@ -6,6 +6,8 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from upsertlake.config.table_config import (
     BACKUP_FILE,
@@ -47,6 +49,14 @@ def test_properties_round_trip_escapes() -> None:
     props = {"a.b": 'x:y=z #!', "schema": '{"type":"record"}', "sp ace": " lead", "uni": "é\u20ac"}
     assert parse_java_properties(format_java_properties(props)) == props
     assert "\\:" in format_java_properties({"k": "a:b"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(min_size=1), st.text(), max_size=5))
+def test_properties_round_trip_any_text(props: dict[str, str]) -> None:
+    """Every key and value comes back as written: separators, escapes, line breaks, leading
+    spaces, characters beyond the Basic Multilingual Plane (Java writes their UTF-16 halves)."""
+    assert parse_java_properties(format_java_properties(props)) == props
 
 
 def test_parse_java_continuations_and_comments() -> None:

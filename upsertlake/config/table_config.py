@@ -19,6 +19,7 @@ only, not the class; `from_properties` derives the class from it).
 from __future__ import annotations
 
 import logging
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -501,6 +502,7 @@ def _split(value: str) -> tuple[str, ...]:
 
 # -- java.util.Properties text format -----------------------------------------------------------
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_KEY = re.compile(r"(?:\\.?|[^=: \t\f\\])*")  # escaped characters, or anything but a separator
 
 
 def parse_java_properties(text: str) -> dict[str, str]:
@@ -523,22 +525,19 @@ def _ends_with_odd_backslashes(line: str) -> bool:
 
 
 def _split_key_value(line: str) -> tuple[str, str]:
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c in "=: \t\f":
-            key, rest = line[:i], line[i:].lstrip(" \t\f")
-            if rest[:1] in ("=", ":") and c in " \t\f" or c in "=:":
-                rest = rest[1:].lstrip(" \t\f")
-            return key, rest
-        i += 1
-    return line, ""
+    i = _KEY.match(line).end()  # the key runs to the first unescaped separator
+    if i >= len(line):
+        return line, ""
+    c = line[i]
+    key, rest = line[:i], line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":") and c in " \t\f" or c in "=:":
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
 
 
 def _unescape(text: str) -> str:
+    if "\\" not in text:  # most keys and values: nothing to undo
+        return text
     out: list[str] = []
     i = 0
     while i < len(text):
@@ -554,7 +553,8 @@ def _unescape(text: str) -> str:
             continue
         out.append(c)
         i += 1
-    return "".join(out)
+    # \\uXXXX escapes are UTF-16 code units: characters beyond the BMP come as two halves.
+    return "".join(out).encode("utf-16-be", "surrogatepass").decode("utf-16-be", "replace")
 
 
 def _escape(text: str, is_key: bool) -> str:
@@ -568,8 +568,9 @@ def _escape(text: str, is_key: bool) -> str:
             out.append("\\ ")
         elif c in "\t\n\r\f":
             out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[c])
-        elif ord(c) > 0x7E or ord(c) < 0x20:
-            out.append(f"\\u{ord(c):04X}")
+        elif ord(c) > 0x7E or ord(c) < 0x20:  # as UTF-16 code units, one or two, as Java does
+            units = c.encode("utf-16-be", "surrogatepass")
+            out.extend(f"\\u{int.from_bytes(units[j : j + 2]):04X}" for j in range(0, len(units), 2))
         else:
             out.append(c)
     return "".join(out)
