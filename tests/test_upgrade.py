@@ -21,7 +21,6 @@ from upsertlake import ConfigError, UnsupportedTableError, create_table, open_ta
 from upsertlake.config.table_config import BACKUP_FILE, TableConfig, parse_java_properties
 from upsertlake.errors import CleanedInstantError, ServiceError
 from upsertlake.storage import Storage
-from upsertlake.timeline import documents
 from upsertlake.timeline.instant import State
 
 NO_AUTO_CLEAN = {"hoodie.clean.automatic": False}

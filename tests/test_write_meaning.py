@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from conftest import tree_digest
 

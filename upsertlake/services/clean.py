@@ -21,7 +21,7 @@ from upsertlake.concurrency.key_summary import delete_summary
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.errors import CleanedInstantError, ConfigError
+from upsertlake.errors import ConfigError
 from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents

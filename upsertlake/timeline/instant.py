@@ -12,8 +12,6 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from upsertlake.errors import CorruptTableError
-
 
 class Action(str, Enum):
     COMMIT = "commit"
