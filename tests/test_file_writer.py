@@ -78,6 +78,27 @@ def test_dictionary_columns_sample_rows_spread_over_the_table() -> None:
     assert dictionary_columns(t.slice(0, 10)) == t.column_names  # too few rows to judge
 
 
+def test_a_rewrite_keeps_the_dictionary_choice_of_the_version_it_replaces(tmp_path: Path) -> None:
+    """A file group's new version dictionary-encodes what its previous version did, without
+    sampling its rows again; a version of fewer rows than one sample was judged on too few
+    (every rider differs among the first 100), so its successor is sampled afresh."""
+    table = create_table(tmp_path, name="t", record_key="k", precombine_field="ts")
+
+    def latest() -> dict[str, set[str]]:
+        (name,) = set(table.read(columns=["_hoodie_file_name"]).column(0).to_pylist())
+        return encodings(next(tmp_path.rglob(name)))
+
+    table.insert(batch(np.arange(100), 1))
+    assert latest()["rider"] == {"PLAIN", "RLE"}
+    table.upsert(batch(np.arange(100, 5000), 1))  # tops up the small file: sampled afresh
+    assert latest()["k"] == latest()["fare"] == {"PLAIN", "RLE"} and "RLE_DICTIONARY" in latest()["rider"]
+    unique_riders = batch(np.arange(5000), 2, riders=10**9)
+    assert "rider" not in dictionary_columns(unique_riders)  # sampling would now say plain
+    table.upsert(unique_riders)
+    assert latest()["k"] == latest()["fare"] == {"PLAIN", "RLE"} and "RLE_DICTIONARY" in latest()["rider"]
+    assert table.read(columns=["rider"]).column(0).to_pylist() == unique_riders.column("rider").to_pylist()
+
+
 def test_rewrites_keep_dictionary_columns_exact_with_a_string_ordering_field(tmp_path: Path) -> None:
     """Old files are read with their dictionary columns as dictionaries (here the ordering field
     too); the merge must compare, replace and carry over their values exactly, also when the

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from upsertlake.concurrency.key_summary import KeySummary, write_summary
 from upsertlake.layout.file_writer import (
+    DICTIONARY_SAMPLE,
     META_COLUMNS,
     FileWriterConfig,
     full_schema,
@@ -122,7 +123,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     name = base_file_name(bucket.file_id, task.write_token, task.instant_time)
     path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
     schema = full_schema(task.data_schema)
-    old, old_footer = _read_old(storage, task.base_file, schema)
+    old, old_footer, old_dictionary = _read_old(storage, task.base_file, schema)
     records = task.records
     in_keys = records.column(KEY)
     is_delete = records.column(DELETE_FLAG)
@@ -165,7 +166,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         inserted_keys,
     )
     write_summary(storage, task.instant_time, bucket.partition_path, bucket.file_id, summary)
-    size = write_base_file(storage, path, out, config, bloom, key_range)
+    size = write_base_file(storage, path, out, config, bloom, key_range, old_dictionary)
 
     deleted = all_copies & deletes  # keys gone from the file group, for the index
     num_updates = int((replaced & ~deletes).sum())
@@ -233,40 +234,46 @@ def _io_type(task: BucketTask) -> str:
     return "MERGE" if task.base_file is not None else "CREATE"
 
 
-def _read_old(storage: Storage, base_file: BaseFile | None, schema: pa.Schema) -> tuple[pa.Table, dict[bytes, bytes]]:
-    """The old file version made to `schema`, and its footer when we wrote it (Hudi's own
-    writers' footers are not reused: some tables carry filters that miss their keys)."""
+def _read_old(
+    storage: Storage, base_file: BaseFile | None, schema: pa.Schema
+) -> tuple[pa.Table, dict[bytes, bytes], frozenset[str] | None]:
+    """The old file version made to `schema`; its footer when we wrote it (Hudi's own writers'
+    footers are not reused: some tables carry filters that miss their keys); and, when we wrote
+    it with every column of `schema`, the columns it dictionary-encodes, so that the new version
+    keeps that choice instead of sampling the rows again (`column_encodings`)."""
     if base_file is None:
-        return schema.empty_table(), {}
+        return schema.empty_table(), {}, None
     parquet = pq.ParquetFile(storage.full_path(base_file.path))
     ours = parquet.metadata.created_by.startswith("parquet-cpp")
-    encoded = _dictionary_encoded(parquet, schema)
-    if encoded:  # read as dictionaries: no decoding, cheap takes, and the writer keeps them
-        parquet = pq.ParquetFile(storage.full_path(base_file.path), metadata=parquet.metadata, read_dictionary=encoded)
-        dictionary = pa.dictionary(pa.int32(), pa.string())
-        schema = pa.schema([f.with_type(dictionary) if f.name in encoded else f for f in schema])
-    return conform(parquet.read(), schema), (parquet.metadata.metadata or {}) if ours else {}
-
-
-def _dictionary_encoded(parquet: pq.ParquetFile, schema: pa.Schema) -> list[str]:
-    """The top-level string columns (but the record key, probed by hash) that the file stores as
-    strings, dictionary-encoded in every row group."""
+    dictionary = _dictionary_pages(parquet.metadata)
     stored = parquet.schema_arrow
-    strings = {
+    # Strings (but the record key, probed by hash) read as dictionaries: no decoding, cheap
+    # takes, and the writer keeps them.
+    encoded = [
         f.name
         for f in schema
-        if f.type == pa.string() and f.name != KEY and stored.get_field_index(f.name) >= 0
+        if f.name in dictionary and f.name != KEY and f.type == pa.string()
         and stored.field(f.name).type == pa.string()
-    }
-    metadata = parquet.metadata
+    ]
+    if encoded:
+        parquet = pq.ParquetFile(storage.full_path(base_file.path), metadata=parquet.metadata, read_dictionary=encoded)
+        as_dictionary = pa.dictionary(pa.int32(), pa.string())
+        schema = pa.schema([f.with_type(as_dictionary) if f.name in encoded else f for f in schema])
+    # A version of fewer rows than one sample was judged on too few to keep the choice.
+    sampled = parquet.metadata.num_rows >= DICTIONARY_SAMPLE
+    kept = frozenset(dictionary) if ours and sampled and all(stored.get_field_index(n) >= 0 for n in schema.names) else None
+    return conform(parquet.read(), schema), (parquet.metadata.metadata or {}) if ours else {}, kept
+
+
+def _dictionary_pages(metadata: pq.FileMetaData) -> set[str]:
+    """The top-level columns with a dictionary page in every row group."""
     leaves = [metadata.schema.column(i) for i in range(metadata.num_columns)]
-    return [
+    return {
         c.path
         for i, c in enumerate(leaves)
-        if c.path in strings
-        and c.max_repetition_level == 0
+        if c.max_repetition_level == 0 and "." not in c.path
         and all(metadata.row_group(g).column(i).has_dictionary_page for g in range(metadata.num_row_groups))
-    ]
+    }
 
 
 def _resumed_bloom(

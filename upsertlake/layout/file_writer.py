@@ -12,6 +12,7 @@ the rest are plain.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,7 @@ META_SCHEMA = pa.schema([(name, pa.string()) for name in META_COLUMNS])
 DELTA_COLUMNS = (META_COLUMNS[1], META_COLUMNS[2])
 # One or a few values per file (commit time, partition path, file name): always a dictionary.
 DICTIONARY_COLUMNS = (META_COLUMNS[0], META_COLUMNS[3], META_COLUMNS[4])
+DICTIONARY_SAMPLE = 4096  # rows `dictionary_columns` looks at
 
 @dataclass(frozen=True)
 class FileWriterConfig:
@@ -63,15 +65,18 @@ def write_base_file(
     config: FileWriterConfig,
     bloom: BloomFilter | StoredFilter | None = None,
     key_range: tuple[str, str] | None = None,
+    dictionary: Collection[str] | None = None,
 ) -> int:
     """Write `table` (meta + data columns) as a Hudi base file; returns its size in bytes.
 
     `bloom` is a filter already holding the file's keys in order (see `BloomFilter.resume` and
-    `BloomFilter.unchanged`); `key_range` their (min, max), when known (`resumed_key_range`).
+    `BloomFilter.unchanged`); `key_range` their (min, max), when known (`resumed_key_range`);
+    `dictionary` the columns the file group's previous version dictionary-encodes, when it
+    should keep that choice (`column_encodings`).
     """
     rows_per_group = _rows_per_group(table, config.row_group_bytes)
     with storage.open_output(path) as sink:
-        writer = _parquet_writer(sink, table, config)
+        writer = _parquet_writer(sink, table, config, dictionary)
         writer.write_table(table, row_group_size=rows_per_group)
         writer.add_key_value_metadata(
             footer_metadata(
@@ -103,30 +108,49 @@ def data_bytes(table: pa.Table, config: FileWriterConfig) -> int:
     )
 
 
-def _parquet_writer(sink: object, table: pa.Table, config: FileWriterConfig) -> pq.ParquetWriter:
-    dictionary, encodings = column_encodings(table)
+def _parquet_writer(
+    sink: object, table: pa.Table, config: FileWriterConfig, dictionary: Collection[str] | None = None
+) -> pq.ParquetWriter:
+    chosen, encodings = column_encodings(table, dictionary)
     return pq.ParquetWriter(
         sink,
         table.schema,
         compression=config.compression,
-        use_dictionary=dictionary,
+        use_dictionary=chosen,
         column_encoding=encodings or None,
         store_schema=False,
         write_statistics=True,
     )
 
 
-def column_encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:
-    """(columns to dictionary-encode, explicit encodings of the others) for writing `table`."""
+def column_encodings(table: pa.Table, kept: Collection[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(columns to dictionary-encode, explicit encodings of the others) for writing `table`.
+    `kept`: the data columns the file group's previous version dictionary-encodes; a rewrite keeps
+    that choice (the meta columns and dictionary-typed ones follow their rules), which spares
+    sampling the rows of every file again."""
     delta = {
         name: "DELTA_BYTE_ARRAY"
         for name in DELTA_COLUMNS
         if name in table.column_names and pa.types.is_string(table.schema.field(name).type)
     }
-    return [c for c in dictionary_columns(table) if c not in delta], delta
+    if kept is None:
+        dictionary = dictionary_columns(table)
+    else:
+        always = set(_always_dictionary(table))
+        dictionary = [c for c in table.column_names if c in kept or c in always]
+    return [c for c in dictionary if c not in delta], delta
 
 
-def dictionary_columns(table: pa.Table, sample: int = 4096) -> list[str]:
+def _always_dictionary(table: pa.Table) -> list[str]:
+    """The meta columns of one value per file, and the columns already dictionary-typed or nested."""
+    return [
+        f.name
+        for f in table.schema
+        if f.name in DICTIONARY_COLUMNS or pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type)
+    ]
+
+
+def dictionary_columns(table: pa.Table, sample: int = DICTIONARY_SAMPLE) -> list[str]:
     """Columns worth dictionary encoding: the meta columns of one value per file, those already
     dictionary-typed, and those repeating values in a sample of rows spread over the table (the
     unique record key and seqno are not sampled). The sample rows are drawn at random (a fixed
@@ -142,11 +166,7 @@ def dictionary_columns(table: pa.Table, sample: int = 4096) -> list[str]:
     n = table.num_rows
     if n < 64:
         return table.column_names
-    decided = [
-        f.name
-        for f in table.schema
-        if f.name in DICTIONARY_COLUMNS or pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type)
-    ]
+    decided = _always_dictionary(table)
     rest = table.drop_columns([*decided, *(c for c in DELTA_COLUMNS if c in table.column_names)])
     rows = rest.take(pa.array(np.sort(np.random.default_rng(0).choice(n, min(sample, n), replace=False))))
     repeating = {
