@@ -142,6 +142,31 @@ def test_sql_literals_are_the_values_and_types_f_lit_gives(spark) -> None:
         spark.conf.unset("spark.sql.parser.escapedStringLiterals")
 
 
+def test_files_we_list_are_scanned_without_a_spark_listing_job(spark, tmp_path: Path) -> None:
+    """Spark lists more than 32 named files in a job of its own; our scans name files the driver
+    has listed already, so the driver looks them up itself (and the session keeps its setting)."""
+    import pyarrow.parquet as pq
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from upsertlake.spark.session import scan_files
+
+    paths = []
+    for i in range(40):
+        pq.write_table(pa.table({"x": [i, i + 100]}), tmp_path / f"f{i}.parquet")
+        paths.append(str(tmp_path / f"f{i}.parquet"))
+    threshold = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    before = spark.conf.get(threshold)
+    sc = spark.sparkContext
+    sc.setJobGroup("scan-files", "listing")
+    try:
+        df = scan_files(spark, StructType([StructField("x", LongType())]), paths)
+        assert sc.statusTracker().getJobIdsForGroup("scan-files") == []
+    finally:
+        sc.setJobGroup("", "")
+    assert spark.conf.get(threshold) == before
+    assert sorted(r[0] for r in df.collect()) == sorted([*range(40), *range(100, 140)])
+
+
 @pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE", "INMEMORY"])
 def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: str, caplog) -> None:
     """Each index tags on the executors as it does in process, a global one moving keys between

@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 
 from upsertlake.read.snapshot import Scan
 from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE
+from upsertlake.spark.session import scan_files
 from upsertlake.spark.source import plan_scan
 from upsertlake.spark.types import spark_schema_of
 from upsertlake.storage import Storage
@@ -32,7 +33,7 @@ def read(
     if not scan.files:
         df = spark.createDataFrame([], schema)
     else:
-        df = spark.read.schema(schema).parquet(*[storage.full_path(bf.path) for bf in scan.files])
+        df = scan_files(spark, schema, [storage.full_path(bf.path) for bf in scan.files])
     if scan.window is not None:
         begin, end = scan.window
         commit_time = F.col("_hoodie_commit_time")

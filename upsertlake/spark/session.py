@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from upsertlake.errors import ConfigError
@@ -127,3 +127,19 @@ def session_settings(spark: object, settings: Mapping[str, str]) -> Iterator[Non
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+# Up to this many files named to Spark's parquet reader are looked up (one status call each) by
+# the driver itself; above, Spark lists them in a job (from 33 files by default). Our storage is
+# a local file system, where a status call takes microseconds and a listing job 0.3 s warm and
+# 0.5 s cold (a write of 100K records into 40 touched partitions: tagging 2.14 s -> 1.79 s).
+FILES_LISTED_ON_DRIVER = 10_000
+
+
+def scan_files(spark: object, schema: object, paths: Sequence[str]) -> object:
+    """A DataFrame over these parquet files (listed by our file-system view) with `schema`,
+    through Spark's own reader, which builds its file index when the DataFrame is made."""
+    threshold = {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(FILES_LISTED_ON_DRIVER)}
+    with session_settings(spark, threshold):
+        return spark.read.schema(schema).parquet(*paths)
+

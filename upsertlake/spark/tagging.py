@@ -33,6 +33,7 @@ from upsertlake.engine.global_routing import route_moves, stored_orders_after
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.layout.footer import read_footer
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
+from upsertlake.spark.session import scan_files
 from upsertlake.spark.types import spark_schema_of
 from upsertlake.storage import Storage
 
@@ -95,7 +96,7 @@ def _simple_located(
     reader. A file is named by its number in `files` (a literal map of file names, which grows
     with the files): the rows shuffled to the join carry an int, not three location strings."""
     fields = [pa.field(KEY, pa.string())] + ([pa.field(order, order_type)] if order else [])
-    scan = spark.read.schema(spark_schema_of(pa.schema(fields))).parquet(*[storage.full_path(bf.path) for bf in files])
+    scan = scan_files(spark, spark_schema_of(pa.schema(fields)), [storage.full_path(bf.path) for bf in files])
     numbers = sql_map({bf.name: sql_literal(n) for n, bf in enumerate(files)})
     columns = [F.col(KEY).alias(_KEY), F.expr(f"element_at({numbers}, _metadata.file_name)").alias(_FILE)]
     if order:
