@@ -119,7 +119,10 @@ def test_sql_literals_are_the_values_and_types_f_lit_gives(spark) -> None:
 
     from upsertlake.spark.literals import sql_array, sql_literal, sql_map
 
-    values = ["plain", "it's", "back\\slash\\'", "ünï ✓", "", 0, -5, 2**31 - 1, 2**31, -(2**63), 0.1 + 0.2, 1e-05, 1.0, True, None]
+    values = [
+        "plain", "it's", "back\\slash\\'", "ünï ✓", "",
+        0, -5, 2**31 - 1, 2**31, -(2**63), 0.1 + 0.2, 1e-05, 1.0, True, None,
+    ]
     quoted = "it's"
     keyed = sql_map({"x": sql_literal(1), quoted: sql_literal(2)})
     listed = sql_array(["a", "b\\"])

@@ -261,12 +261,14 @@ def _read_old(
         schema = pa.schema([f.with_type(as_dictionary) if f.name in encoded else f for f in schema])
     # A version of fewer rows than one sample was judged on too few to keep the choice.
     sampled = parquet.metadata.num_rows >= DICTIONARY_SAMPLE
-    kept = frozenset(dictionary) if ours and sampled and all(stored.get_field_index(n) >= 0 for n in schema.names) else None
+    complete = all(stored.get_field_index(n) >= 0 for n in schema.names)
+    kept = frozenset(dictionary) if ours and sampled and complete else None
     return conform(parquet.read(), schema), (parquet.metadata.metadata or {}) if ours else {}, kept
 
 
 def _dictionary_pages(metadata: pq.FileMetaData) -> set[str]:
-    """The top-level columns with a dictionary page in every row group."""
+    """The top-level columns (names hold no dots: they are Avro names) with a dictionary page in
+    every row group."""
     leaves = [metadata.schema.column(i) for i in range(metadata.num_columns)]
     return {
         c.path

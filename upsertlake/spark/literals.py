@@ -15,9 +15,9 @@ SqlValue = str | int | float | bool | None  # NumPy integers and floats too
 
 
 def sql_literal(value: SqlValue) -> str:
-    """A Spark SQL literal of the same type PySpark's `F.lit` gives: STRING (one holding quotes or
-    backslashes as UTF-8 bytes in hex), INT, BIGINT when it does not fit, DOUBLE (exact: Java parses the
-    shortest repr back to the same double), or an untyped NULL."""
+    """A Spark SQL literal of the same type PySpark's `F.lit` gives: STRING (one holding quotes
+    or backslashes as UTF-8 bytes in hex), INT, BIGINT when it does not fit, DOUBLE (exact: Java
+    parses the shortest repr back to the same double), or an untyped NULL."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):

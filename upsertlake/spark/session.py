@@ -142,4 +142,3 @@ def scan_files(spark: object, schema: object, paths: Sequence[str]) -> object:
     threshold = {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(FILES_LISTED_ON_DRIVER)}
     with session_settings(spark, threshold):
         return spark.read.schema(schema).parquet(*paths)
-

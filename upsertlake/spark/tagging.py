@@ -152,7 +152,8 @@ def _join(
     numbered = {p: n for n, p in enumerate(sorted({bf.partition_path for bf in files}))}
     part_of_file = sql_array([numbered[bf.partition_path] for bf in files])
     stored = stored.withColumn(_PART, F.expr(f"element_at({part_of_file}, {_FILE} + 1)"))
-    own_part = F.expr(f"element_at({sql_map({p: sql_literal(n) for p, n in numbered.items()})}, {identifier(PARTITION)})")
+    partition_numbers = sql_map({p: sql_literal(n) for p, n in numbered.items()})
+    own_part = F.expr(f"element_at({partition_numbers}, {identifier(PARTITION)})")
     batch = prepared.withColumn(_PART, own_part)  # null: a partition without files, so no match
     if is_global:
         fields = [_PART, _FILE, *([STORED_ORDER] if order else [])]  # ordered by (partition, file)
