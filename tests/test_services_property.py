@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from helpers import hudi_read
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from upsertlake import create_table, open_table
@@ -31,13 +31,15 @@ def snap(path: Path) -> list[tuple]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops)
+@example([("upsert", [0]), ("upsert", [0, 1, 2, 3]), "cluster", "savepoint", "restore"])  # savepoint at a replacecommit
 def test_services_keep_the_snapshot(sequence: list) -> None:
     path = Path(tempfile.mkdtemp()) / "t"
     t = create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p", options=OPTS)
-    history: dict[str, list[tuple]] = {}  # commit time -> snapshot right after it
+    history: dict[str, list[tuple]] = {}  # commit or replacecommit time -> snapshot right after it
     savepoints: list[str] = []
     for step, op in enumerate(sequence):
         before = snap(path)
+        clustered = None
         if isinstance(op, tuple):
             keys = op[1]
             r = t.upsert(pa.table({"id": [f"k{k:02d}" for k in keys], "ts": [step] * len(keys),
@@ -50,7 +52,7 @@ def test_services_keep_the_snapshot(sequence: list) -> None:
             elif op == "clean_versions":
                 t.clean("KEEP_LATEST_FILE_VERSIONS", 1)
             elif op == "cluster":
-                t.cluster()
+                clustered = t.cluster().instant_time
             elif op == "savepoint":
                 savepoints.append(t.savepoint().time)
             elif op == "rollback":
@@ -75,6 +77,8 @@ def test_services_keep_the_snapshot(sequence: list) -> None:
         assert snap(path) == before, f"{op} changed the snapshot"
         if op == "cluster" and history:
             history[max(history)] = before  # time travel to the last commit still reads the same
+        if clustered:
+            history[clustered] = before  # a savepoint may now name the replacecommit
     expected = sorted((r[2], r[3], r[4], r[5]) for r in snap(path))
     theirs = hudi_read(path)
     got = sorted(tuple(r.values()) for r in theirs.select(["id", "ts", "v", "p"]).to_pylist()) if theirs.num_rows else []
