@@ -70,3 +70,65 @@ def spark():
     upsertlake.spark.register(session)
     yield session
     session.stop()
+
+
+class S3Server:
+    """The loopback S3 server of this test session (tests/s3_server.py, its own process)."""
+
+    def __init__(self, port: int) -> None:
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.env = {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                    "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+        # storage_options in the keys delta-rs and obstore take
+        self.options = {"aws_endpoint": self.endpoint, "aws_access_key_id": "testing",
+                        "aws_secret_access_key": "testing", "aws_region": "us-east-1"}
+        self._buckets = 0
+
+    @property
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="testing",
+                            aws_secret_access_key="testing", region_name="us-east-1")
+
+    def new_bucket(self) -> str:
+        self._buckets += 1
+        name = f"bucket-{os.getpid()}-{self._buckets}"
+        self.client.create_bucket(Bucket=name)
+        return name
+
+    def keys(self, bucket: str, prefix: str = "") -> dict[str, str]:
+        """Every object below prefix with its ETag: 'the table is exactly as it was'."""
+        out: dict[str, str] = {}
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            out.update({o["Key"]: o["ETag"] for o in page.get("Contents", [])})
+        return out
+
+    def download(self, bucket: str, prefix: str, dest: Path) -> Path:
+        """A local copy of a table (for readers that cannot reach the server)."""
+        for key in self.keys(bucket, prefix):
+            target = dest / key[len(prefix):].lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.client.download_file(bucket, key, str(target))
+        return dest
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """One S3-compatible server (moto, writes serialised) on loopback for the whole run."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("s3_server.py"))],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        port = int(proc.stdout.readline())
+        yield S3Server(port)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def s3_table(s3_server: S3Server) -> str:
+    """The URI of a table in a new bucket of the test server."""
+    return f"s3://{s3_server.new_bucket()}/tables/t"

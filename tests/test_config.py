@@ -158,6 +158,8 @@ def test_defaults() -> None:
         opt.CLUSTERING_INLINE: False,
         opt.CLUSTERING_INLINE_MAX_COMMITS: 4,
         opt.NUM_RETRIES_ON_CONFLICT: 0,
+        opt.LOCK_STORAGE_VALIDITY_SECS: 300,
+        opt.LOCK_STORAGE_HEARTBEAT_POLL_SECS: 30,
     }
     assert len(expected) == len(set(OPTIONS.values()))
     for option, value in expected.items():

@@ -53,3 +53,15 @@ class FilterError(UpsertlakeError):
 
 class PartitionNotFoundError(UpsertlakeError):
     """A partition the caller named (e.g. to `delete_partitions`) is not in the table."""
+
+
+class UnsupportedSchemeError(UpsertlakeError):
+    """A table path is a URI whose scheme upsertlake cannot store on (e.g. `hdfs://`)."""
+
+
+class LockLostError(UpsertlakeError):
+    """A writer's lease on the table lock expired or was taken over before it could commit."""
+
+
+class StorageError(UpsertlakeError):
+    """The store refused or failed a request: a missing bucket, bad credentials, access denied."""

@@ -26,7 +26,6 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summary
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile
@@ -150,12 +149,12 @@ class _Written:
         this commit's time, and those it deleted (in the previous version, gone from its own);
         None when the version it deleted from was cleaned, so its deletions are unknown."""
         stat = self.stats[group]
-        new_all = pq.read_table(self.storage.full_path(stat.path), columns=[RECORD_KEY, COMMIT_TIME])
+        new_all = self.storage.read_parquet(stat.path, columns=[RECORD_KEY, COMMIT_TIME])
         keys = new_all.column(0).filter(pc.equal(new_all.column(1), self.instant_time))
         if stat.numDeletes and stat.prevCommit not in ("", "null", None):
             previous = _previous_file(self.storage, stat)
             if previous is not None:
-                old = pq.read_table(self.storage.full_path(previous), columns=[RECORD_KEY]).column(0)
+                old = self.storage.read_parquet(previous, columns=[RECORD_KEY]).column(0)
                 gone = old.filter(pc.invert(pc.is_in(old, value_set=new_all.column(0).combine_chunks())))
                 keys = pa.chunked_array([*keys.chunks, *gone.chunks], keys.type)
             else:
@@ -206,7 +205,7 @@ def _keys_in_scope(written: _Written, scope: str, wanted: np.ndarray, global_key
 
 
 def _keys_of(storage: Storage, stat: WriteStat, instant_time: str) -> pa.Array:
-    table = pq.read_table(storage.full_path(stat.path), columns=[RECORD_KEY, COMMIT_TIME])
+    table = storage.read_parquet(stat.path, columns=[RECORD_KEY, COMMIT_TIME])
     return table.column(0).filter(pc.equal(table.column(1), instant_time))
 
 

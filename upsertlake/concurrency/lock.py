@@ -30,12 +30,14 @@ from typing import Protocol
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError, LockTimeoutError
+from upsertlake.concurrency.storage_lock import StorageLockProvider
 from upsertlake.storage import Storage
 
 HUDI_PACKAGE = "org.apache.hudi.client.transaction.lock."
 FLOCK_PROVIDER = "upsertlake.concurrency.lock.FlockLockProvider"
 FILE_SYSTEM_PROVIDER = HUDI_PACKAGE + "FileSystemBasedLockProvider"
 IN_PROCESS_PROVIDER = HUDI_PACKAGE + "InProcessLockProvider"
+STORAGE_PROVIDER = HUDI_PACKAGE + "StorageBasedLockProvider"
 FLOCK_FILE = ".hoodie/.lock"
 POLL_SECONDS = 0.005
 
@@ -72,6 +74,13 @@ class TableLock:
         finally:
             self.provider.unlock()
 
+    def fence(self) -> None:
+        """Called under the lock right before a commit's write: a lease-based lock checks that it
+        is still held (LockLostError otherwise); locks that cannot be lost need nothing."""
+        fence = getattr(self.provider, "fence", None)
+        if fence is not None:
+            fence()
+
 
 def make_lock(storage: Storage, config: Config) -> TableLock:
     """The table lock named by `hoodie.write.lock.provider`."""
@@ -80,7 +89,10 @@ def make_lock(storage: Storage, config: Config) -> TableLock:
         FLOCK_PROVIDER: FlockLockProvider,
         FILE_SYSTEM_PROVIDER: FileSystemLockProvider,
         IN_PROCESS_PROVIDER: InProcessLockProvider,
+        STORAGE_PROVIDER: StorageLockProvider,
     }
+    if not storage.is_local and not config.is_set(opt.LOCK_PROVIDER):
+        name = STORAGE_PROVIDER  # flock means nothing on an object store
     cls = builtin.get(name) or _import_class(name)
     return TableLock(cls(storage, config), config.get(opt.LOCK_WAIT_TIME_MS))
 
@@ -92,7 +104,8 @@ def _import_class(name: str) -> type:
     except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigError(
             f"hoodie.write.lock.provider: cannot load lock provider class {name!r} ({exc}); use "
-            f"{FLOCK_PROVIDER}, {FILE_SYSTEM_PROVIDER}, {IN_PROCESS_PROVIDER} or an importable class"
+            f"{FLOCK_PROVIDER}, {FILE_SYSTEM_PROVIDER}, {IN_PROCESS_PROVIDER}, {STORAGE_PROVIDER} or an "
+            "importable class"
         ) from exc
 
 

@@ -58,6 +58,8 @@ __all__ = [
     "LOCK_EXPIRE_MINUTES",
     "LOCK_FILESYSTEM_PATH",
     "LOCK_PROVIDER",
+    "LOCK_STORAGE_HEARTBEAT_POLL_SECS",
+    "LOCK_STORAGE_VALIDITY_SECS",
     "LOCK_WAIT_TIME_MS",
     "OPERATION",
     "OPTIONS",
@@ -309,8 +311,8 @@ WRITE_CONCURRENCY_MODE: Option[str] = _option(
     choices=("SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL"))
 LOCK_PROVIDER: Option[str] = _option(
     "hoodie.write.lock.provider", str, "upsertlake.concurrency.lock.FlockLockProvider",
-    "Lock provider class: Hudi's org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider "
-    "or InProcessLockProvider, upsertlake.concurrency.lock.FlockLockProvider, or the dotted path of "
+    "Lock provider class: Hudi's org.apache.hudi.client.transaction.lock.StorageBasedLockProvider "
+    "(the default on object stores), FileSystemBasedLockProvider or InProcessLockProvider, upsertlake.concurrency.lock.FlockLockProvider, or the dotted path of "
     "your own class. Deviation: Hudi 0.15 defaults to ZookeeperBasedLockProvider; ours is an flock "
     "the kernel releases when its holder dies, so a crash never leaves a stale lock.")
 LOCK_FILESYSTEM_PATH: Option[str] = _option(
@@ -323,6 +325,13 @@ LOCK_EXPIRE_MINUTES: Option[int] = _option(
     "hoodie.write.lock.filesystem.expire", int, 0,
     "FileSystemBasedLockProvider: a lock older than this many minutes is stale and taken over; "
     "0 = only when its holder is a dead process on this host (Hudi: never).")
+LOCK_STORAGE_VALIDITY_SECS: Option[int] = _option(
+    "hoodie.write.lock.storage.validity.timeout.secs", int, 300,
+    "StorageBasedLockProvider: seconds a lease is valid without renewal (at least 10, and at least "
+    "10 times the heartbeat interval).")
+LOCK_STORAGE_HEARTBEAT_POLL_SECS: Option[int] = _option(
+    "hoodie.write.lock.storage.heartbeat.poll.secs", int, 30,
+    "StorageBasedLockProvider: seconds between renewals of a held lease (at least 1).")
 HEARTBEAT_INTERVAL_MS: Option[int] = _option(
     "hoodie.client.heartbeat.interval_in_ms", int, 60000,
     "Interval in milliseconds at which an in-flight writer refreshes its heartbeat file.")

@@ -243,7 +243,7 @@ def _read_old(
     keeps that choice instead of sampling the rows again (`column_encodings`)."""
     if base_file is None:
         return schema.empty_table(), {}, None
-    parquet = pq.ParquetFile(storage.full_path(base_file.path))
+    parquet = storage.parquet_file(base_file.path)
     ours = parquet.metadata.created_by.startswith("parquet-cpp")
     dictionary = _dictionary_pages(parquet.metadata)
     stored = parquet.schema_arrow
@@ -256,7 +256,7 @@ def _read_old(
         and stored.field(f.name).type == pa.string()
     ]
     if encoded:
-        parquet = pq.ParquetFile(storage.full_path(base_file.path), metadata=parquet.metadata, read_dictionary=encoded)
+        parquet = storage.parquet_file(base_file.path, metadata=parquet.metadata, read_dictionary=encoded)
         as_dictionary = pa.dictionary(pa.int32(), pa.string())
         schema = pa.schema([f.with_type(as_dictionary) if f.name in encoded else f for f in schema])
     # A version of fewer rows than one sample was judged on too few to keep the choice.

@@ -12,7 +12,6 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -122,7 +121,7 @@ def _stored_wins(
         bf = latest.get((group["p"], group["f"]))
         if bf is None:
             continue
-        parquet = pq.ParquetFile(view.storage.full_path(bf.path))
+        parquet = view.storage.parquet_file(bf.path)
         if field not in parquet.schema_arrow.names:
             continue
         stored_file = parquet.read(columns=[KEY, field])

@@ -756,6 +756,7 @@ class WriteClient:
         # Markers go before the commit: a crash right after it must not leave them behind, and
         # a rollback before it still finds every file, which all exist by now, by its name.
         self.storage.delete_dir(marker_folder(current.time))
+        self.lock.fence()
         transition(self.storage, current, State.COMPLETED, metadata.to_json_bytes())
         if has_schema and not self.table_config.create_schema:
             write_properties(self.storage, {"hoodie.table.create.schema": extra["schema"]})

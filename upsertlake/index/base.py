@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from upsertlake.schema import RECORD_KEY_COLUMN
 from upsertlake.storage import Storage
@@ -80,7 +79,7 @@ def read_file_keys(
     """
 
     def one(bf: BaseFile) -> pa.Table:
-        keys = pq.read_table(storage.full_path(bf.path), columns=[RECORD_KEY_COLUMN]).column(0)
+        keys = storage.read_parquet(bf.path, columns=[RECORD_KEY_COLUMN]).column(0)
         keys = pc.cast(keys, pa.string())
         if wanted is not None:
             keys = keys.filter(pc.is_in(keys, value_set=wanted(bf)))

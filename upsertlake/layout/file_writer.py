@@ -90,7 +90,7 @@ def write_base_file(
             )
         )
         writer.close()
-    return storage.fs.get_file_info(storage.full_path(path)).size
+        return sink.tell()
 
 
 def data_bytes(table: pa.Table, config: FileWriterConfig) -> int:

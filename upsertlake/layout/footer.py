@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from upsertlake.errors import CorruptTableError
 from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter, bloom_filter_for_keys
@@ -79,7 +78,7 @@ def read_footer(storage: Storage, bf: BaseFile) -> Footer:
         if path in _FOOTERS:
             _FOOTERS.move_to_end(path)
             return _FOOTERS[path]
-    meta = pq.ParquetFile(path).metadata.metadata or {}
+    meta = storage.parquet_file(bf.path).metadata.metadata or {}
     try:
         text = meta.get(BLOOM_FILTER_KEY.encode())
         type_code = (meta.get(BLOOM_TYPE_KEY.encode()) or b"SIMPLE").decode()

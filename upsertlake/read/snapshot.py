@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from upsertlake.config.table_config import TableConfig
 from upsertlake.layout.file_writer import META_SCHEMA, full_schema
@@ -166,7 +165,7 @@ def read_scan(storage: Storage, scan: Scan, columns: Sequence[str] | None = None
 
     def one(bf: BaseFile) -> pa.Table | None:
         try:
-            parquet = pq.ParquetFile(storage.full_path(bf.path))
+            parquet = storage.parquet_file(bf.path)
             present = [c for c in needed.names if c in parquet.schema_arrow.names]
             table = conform(parquet.read(columns=present), needed)
         except FileNotFoundError:

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from functools import partial
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from upsertlake.concurrency.conflict import check_commit, pending_clustering
 from upsertlake.concurrency.heartbeat import Heartbeat
@@ -220,7 +219,7 @@ def _write_group(
     """Write one planned group's rows as one new file group (the write token carries `n`)."""
     n, group = numbered
     schema = full_schema(data_schema)
-    rows = pa.concat_tables([conform(pq.read_table(storage.full_path(bf.path)), schema) for bf in group])
+    rows = pa.concat_tables([conform(storage.read_parquet(bf.path), schema) for bf in group])
     missing = [c for c in sort_columns if c not in schema.names]
     if missing:
         raise SchemaError(f"clustering sort column(s) {missing} are not in the table {schema.names}")

@@ -21,7 +21,6 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
@@ -218,7 +217,7 @@ def _check_files(
             candidates = candidates.filter(pa.array(np.asarray(footer.bloom.might_contain(candidates), dtype=bool)))
         if not len(candidates):
             continue
-        parquet = pq.ParquetFile(storage.full_path(bf.path))
+        parquet = storage.parquet_file(bf.path)
         columns = [KEY] + ([order] if order and order in parquet.schema_arrow.names else [])
         stored = parquet.read(columns=columns)
         found = stored.filter(pc.is_in(stored.column(KEY), value_set=candidates))

@@ -1,9 +1,10 @@
 """Storage: every byte the library reads or writes goes through `Storage`, with table-relative
-paths.
+paths, on a local disk or an object store.
 
 Floor 10 of the layers declared in pyproject.toml [tool.importlinter]; may import util, errors.
 """
 
+from upsertlake.storage.location import Location, parse_location
 from upsertlake.storage.storage import FileEntry, Storage
 
-__all__ = ["FileEntry", "Storage"]
+__all__ = ["FileEntry", "Location", "Storage", "parse_location"]

@@ -1,20 +1,27 @@
-"""One small storage layer over `pyarrow.fs`, addressed by paths relative to the table's base.
+"""One storage layer for every store, addressed by paths relative to the table's base.
 
-Data files go through pyarrow's file systems so that object stores can come later; the one
-operation that commits need to be atomic, *write-if-absent*, is implemented per file system
-(locally: write a temporary file, then hard-link it to its final name, which fails if the name
-exists — never an overwriting rename).
+Local folders go through pyarrow's local file system and the OS; object stores (S3, GCS, Azure)
+through obstore for objects and listings and pyarrow's file systems for parquet. The one operation
+commits need to be atomic, *write-if-absent*, is a hard link of a finished temporary file locally
+(never an overwriting rename) and a conditional PUT (`If-None-Match: *`) on an object store. Nothing
+relies on rename: on S3 it is a copy and a delete.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from upsertlake.errors import StorageError
+from upsertlake.storage.clients import arrow_file_system, normalized, object_store
+from upsertlake.storage.location import Location, parse_location
 
 
 @dataclass(frozen=True)
@@ -32,33 +39,129 @@ class FileEntry:
 
 
 class Storage:
-    """Reads, lists, writes and deletes files below one base path."""
+    """Reads, lists, writes and deletes files below one base path or URI.
 
-    def __init__(self, base: str | os.PathLike[str]) -> None:
-        base = os.fspath(base)
-        base = base.removeprefix("file://")
-        self.base = str(Path(base).resolve())
-        self.fs: pafs.FileSystem = pafs.LocalFileSystem()
+    Picklable: a Spark task gets the location and options, and builds its own clients."""
+
+    def __init__(self, base: str | os.PathLike[str], options: Mapping[str, object] | None = None) -> None:
+        self.location: Location = parse_location(base)
+        self.base = self.location.uri
+        self.options: dict[str, str] = normalized(options)
+        self._clients: tuple[int, Any, pafs.FileSystem, str] | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_clients": None}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Storage) and (self.base, self.options) == (other.base, other.options)
+
+    def __hash__(self) -> int:
+        return hash((self.base, tuple(sorted(self.options.items()))))
+
+    def __repr__(self) -> str:
+        return f"Storage({self.base!r})"
+
+    @property
+    def is_local(self) -> bool:
+        return self.location.is_local
+
+    def _client(self) -> tuple[Any, pafs.FileSystem, str]:
+        """(obstore store or None, pyarrow file system, base path in it), built once per process."""
+        pid = os.getpid()
+        if self._clients is None or self._clients[0] != pid:
+            if self.is_local:
+                self._clients = (pid, None, pafs.LocalFileSystem(), self.base)
+            else:
+                fs, root = arrow_file_system(self.location, self.options)
+                self._clients = (pid, object_store(self.location, self.options), fs, root)
+        return self._clients[1:]
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        return self._client()[1]
+
+    @property
+    def _store(self) -> Any:
+        return self._client()[0]
 
     # -- paths -------------------------------------------------------------------------------
     def full_path(self, rel: str) -> str:
-        """The absolute path of a table-relative path (as pyarrow readers want it)."""
-        return f"{self.base}/{rel}" if rel else self.base
+        """The absolute path or URI of a table-relative path (as Hudi's metadata names files)."""
+        return self.location.child(rel)
+
+    def fs_path(self, rel: str) -> str:
+        """The path of a table-relative path inside `fs` (for pyarrow readers and writers)."""
+        root = self._client()[2]
+        return f"{root}/{rel}" if rel else root
+
+    def check(self) -> None:
+        """Fail early, with a named error, when the store cannot be reached or read: one LIST of
+        the table's prefix (a missing bucket, wrong credentials, access denied); nothing written."""
+        if self.is_local:
+            return
+        import obstore
+
+        try:
+            obstore.list_with_delimiter(self._store, None)
+        except Exception as exc:  # obstore's errors name the HTTP status and the store's message
+            first = " ".join(str(exc).split())[:300]
+            raise StorageError(f"cannot read {self.base} (bucket {self.location.bucket!r}): {first}") from exc
 
     # -- reads -------------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:
-        return self.fs.get_file_info(self.full_path(rel)).type != pafs.FileType.NotFound
+        if self.is_local:
+            return self.fs.get_file_info(self.fs_path(rel)).type != pafs.FileType.NotFound
+        return self.stat(rel) is not None or bool(self.list(rel))
+
+    def stat(self, rel: str) -> FileEntry | None:
+        """The file at `rel`, or None when there is none."""
+        if self.is_local:
+            info = self.fs.get_file_info(self.fs_path(rel))
+            if info.type != pafs.FileType.File:
+                return None
+            return FileEntry(rel, info.size or 0, False, info.mtime_ns or 0)
+        import obstore
+
+        try:
+            meta = obstore.head(self._store, rel)
+        except FileNotFoundError:
+            return None
+        return _entry(rel, meta)
 
     def read_bytes(self, rel: str) -> bytes:
-        with self.fs.open_input_stream(self.full_path(rel)) as f:
-            return f.read()
+        if self.is_local:
+            with self.fs.open_input_stream(self.fs_path(rel)) as f:
+                return f.read()
+        import obstore
+
+        return bytes(obstore.get(self._store, rel).bytes())
 
     def open_input(self, rel: str) -> pa.NativeFile:
-        return self.fs.open_input_file(self.full_path(rel))
+        """A random-access file (one GET per range on an object store, not a stream of small ones)."""
+        return self.fs.open_input_file(self.fs_path(rel))
+
+    def parquet_file(self, rel: str, **kwargs: Any) -> pq.ParquetFile:
+        return pq.ParquetFile(self.open_input(rel), **kwargs)
+
+    def read_parquet(self, rel: str, columns: list[str] | None = None) -> pa.Table:
+        return pq.read_table(self.fs_path(rel), columns=columns, filesystem=self.fs)
 
     def list(self, rel: str = "", recursive: bool = False) -> list[FileEntry]:
-        """Entries below `rel` (empty list when it does not exist)."""
-        selector = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=recursive)
+        """Entries below `rel` (empty list when it does not exist). On an object store a
+        recursive listing names files only (prefixes are not objects)."""
+        if self.is_local:
+            return self._list_local(rel, recursive)
+        import obstore
+
+        prefix = f"{rel}/" if rel else None
+        if recursive:
+            return [_entry(m["path"], m) for chunk in obstore.list(self._store, prefix) for m in chunk]
+        found = obstore.list_with_delimiter(self._store, prefix)
+        dirs = [FileEntry(p.rstrip("/"), 0, True, 0) for p in found["common_prefixes"]]
+        return dirs + [_entry(m["path"], m) for m in found["objects"]]
+
+    def _list_local(self, rel: str, recursive: bool) -> list[FileEntry]:
+        selector = pafs.FileSelector(self.fs_path(rel), allow_not_found=True, recursive=recursive)
         prefix = len(self.base) + 1
         return [
             FileEntry(
@@ -72,50 +175,112 @@ class Storage:
 
     # -- writes ------------------------------------------------------------------------------
     def makedirs(self, rel: str) -> None:
-        self.fs.create_dir(self.full_path(rel), recursive=True)
+        """Create a folder locally; object stores have none (a prefix exists once an object does)."""
+        if self.is_local:
+            self.fs.create_dir(self.fs_path(rel), recursive=True)
 
     def open_output(self, rel: str) -> pa.NativeFile:
+        """A stream whose file appears when closed (an object store's upload completes then)."""
         parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
         self.makedirs(parent)
-        return self.fs.open_output_stream(self.full_path(rel))
+        return self.fs.open_output_stream(self.fs_path(rel))
 
     def write_bytes(self, rel: str, data: bytes) -> None:
-        """Write a whole file, replacing it atomically if it exists (temp file + rename)."""
-        tmp = self._temp_sibling(rel)
+        """Write a whole file, replacing it atomically if it exists (a PUT; locally temp + rename)."""
+        if not self.is_local:
+            import obstore
+
+            obstore.put(self._store, rel, data)
+            return
+        tmp = _temp_sibling(rel)
         with self.open_output(tmp) as f:
             f.write(data)
-        self.fs.move(self.full_path(tmp), self.full_path(rel))
+        self.fs.move(self.fs_path(tmp), self.fs_path(rel))
 
     def write_if_absent(self, rel: str, data: bytes) -> bool:
         """Atomically create `rel` with `data`; False (and nothing written) if it already exists.
 
-        Readers never see a partly written file: the bytes go to a temporary sibling first,
-        which is then hard-linked to the final name (`link` fails if the name exists).
-        """
-        tmp = self._temp_sibling(rel)
+        Readers never see a partly written file: locally the bytes go to a temporary sibling first,
+        which is then hard-linked to the final name (`link` fails if the name exists); an object
+        store's conditional PUT is atomic by itself."""
+        if not self.is_local:
+            import obstore
+
+            try:
+                obstore.put(self._store, rel, data, mode="create")
+                return True
+            except obstore.exceptions.AlreadyExistsError:
+                return False
+        tmp = _temp_sibling(rel)
         with self.open_output(tmp) as f:
             f.write(data)
         try:
-            os.link(self.full_path(tmp), self.full_path(rel))
+            os.link(self.fs_path(tmp), self.fs_path(rel))
             return True
         except FileExistsError:
             return False
         finally:
-            os.unlink(self.full_path(tmp))
+            os.unlink(self.fs_path(tmp))
+
+    @property
+    def conditional_writes(self) -> bool:
+        """Whether `read_versioned`/`put_if` work here (object stores: ETags and conditional PUTs)."""
+        return not self.is_local
+
+    def read_versioned(self, rel: str) -> tuple[bytes, str] | None:
+        """The bytes of `rel` and their version (ETag), or None when there is no such object."""
+        import obstore
+
+        try:
+            got = obstore.get(self._store, rel)
+        except FileNotFoundError:
+            return None
+        return bytes(got.bytes()), got.meta["e_tag"]
+
+    def put_if(self, rel: str, data: bytes, version: str | None) -> str | None:
+        """Write `rel` only if its version is still `version` (None: only if it is absent);
+        returns the new version, or None when another writer changed it first (HTTP 412)."""
+        import obstore
+
+        mode = "create" if version is None else {"e_tag": version}
+        try:
+            return obstore.put(self._store, rel, data, mode=mode)["e_tag"]
+        except (obstore.exceptions.AlreadyExistsError, obstore.exceptions.PreconditionError):
+            return None
 
     def delete(self, rel: str, missing_ok: bool = True) -> None:
+        if not self.is_local:
+            import obstore
+
+            if not missing_ok and self.stat(rel) is None:
+                raise FileNotFoundError(self.full_path(rel))
+            obstore.delete(self._store, rel)
+            return
         try:
-            self.fs.delete_file(self.full_path(rel))
+            self.fs.delete_file(self.fs_path(rel))
         except FileNotFoundError:
             if not missing_ok:
                 raise
 
     def delete_dir(self, rel: str) -> None:
-        if self.exists(rel):
-            self.fs.delete_dir(self.full_path(rel))
+        """Delete a folder and everything below it (every object under the prefix)."""
+        if self.is_local:
+            if self.exists(rel):
+                self.fs.delete_dir(self.fs_path(rel))
+            return
+        import obstore
 
-    @staticmethod
-    def _temp_sibling(rel: str) -> str:
-        head, _, name = rel.rpartition("/")
-        tmp = f".{name}.{uuid.uuid4().hex}.tmp"
-        return f"{head}/{tmp}" if head else tmp
+        paths = [e.path for e in self.list(rel, recursive=True)]
+        for start in range(0, len(paths), 1000):
+            obstore.delete(self._store, paths[start:start + 1000])
+
+
+def _entry(path: str, meta: Mapping[str, Any]) -> FileEntry:
+    mtime = meta["last_modified"]
+    return FileEntry(path, int(meta["size"]), False, int(mtime.timestamp() * 1_000_000_000))
+
+
+def _temp_sibling(rel: str) -> str:
+    head, _, name = rel.rpartition("/")
+    tmp = f".{name}.{uuid.uuid4().hex}.tmp"
+    return f"{head}/{tmp}" if head else tmp

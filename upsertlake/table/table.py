@@ -260,9 +260,13 @@ def create_table(
     hive_style_partitioning: bool = False,
     schema: pa.Schema | None = None,
     options: Mapping[str, object] | None = None,
+    storage_options: Mapping[str, object] | None = None,
 ) -> Table:
-    """Create an empty table (its `.hoodie/hoodie.properties`); TableExistsError if one is there."""
-    storage = Storage(path)
+    """Create an empty table (its `.hoodie/hoodie.properties`); TableExistsError if one is there.
+    `path` is a local folder or an `s3://`, `gs://`, `abfs://` URI; `storage_options` hold the
+    store's settings (endpoint, credentials, region) over its standard environment variables."""
+    storage = Storage(path, storage_options)
+    storage.check()
     resolved = Config.resolve(options)
     keys = _fields(record_key)
     if not keys:
@@ -303,16 +307,22 @@ def create_table(
 
 
 def upgrade_table(
-    path: str | os.PathLike[str], version: int = 8, options: Mapping[str, object] | None = None
+    path: str | os.PathLike[str], version: int = 8, options: Mapping[str, object] | None = None,
+    storage_options: Mapping[str, object] | None = None,
 ) -> UpgradeResult:
     """Upgrade the table at `path` to table version `version` (6 -> 8, as Apache Hudi 1.0 does),
     crash-safe and resumable (`upsertlake.services.upgrade`); refuses while a write is running."""
-    storage = Storage(path)
+    storage = Storage(path, storage_options)
     cfg = Config.resolve(options)
     return upgrade(storage, make_lock(storage, cfg), cfg, version)
 
 
-def open_table(path: str | os.PathLike[str], options: Mapping[str, object] | None = None) -> Table:
+def open_table(
+    path: str | os.PathLike[str],
+    options: Mapping[str, object] | None = None,
+    storage_options: Mapping[str, object] | None = None,
+) -> Table:
     """Open an existing table; TableNotFoundError if the path holds none."""
-    storage = Storage(path)
+    storage = Storage(path, storage_options)
+    storage.check()
     return Table(storage, TableConfig.load(storage), options)

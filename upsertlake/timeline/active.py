@@ -114,17 +114,16 @@ class Timeline:
 
 
 @lru_cache(maxsize=4096)
-def _read_commit_metadata_cached(base: str, rel: str, size: int, mtime_ns: int) -> CommitMetadata:
-    storage = Storage(base)
-    return CommitMetadata.from_bytes(storage.read_bytes(rel), source=f"{base}/{rel}")
+def _read_commit_metadata_cached(storage: Storage, rel: str, size: int, mtime_ns: int) -> CommitMetadata:
+    return CommitMetadata.from_bytes(storage.read_bytes(rel), source=storage.full_path(rel))
 
 
 def _read_commit_metadata(storage: Storage, rel: str) -> CommitMetadata:
     # Keyed by size and mtime too, so a table deleted and re-created at the same path is re-read.
-    info = storage.fs.get_file_info(storage.full_path(rel))
-    if info.size is None:
+    info = storage.stat(rel)
+    if info is None:
         raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}")
-    return _read_commit_metadata_cached(storage.base, rel, info.size, info.mtime_ns or 0)
+    return _read_commit_metadata_cached(storage, rel, info.size, info.mtime_ns)
 
 
 def _list_instants(storage: Storage, layout: TimelineLayout) -> Iterable[Instant]:

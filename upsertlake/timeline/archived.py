@@ -34,18 +34,18 @@ def load_archived(storage: Storage) -> dict[Instant, bytes]:
     for entry in storage.list(ARCHIVE_FOLDER):
         if entry.is_dir or not (entry.name.startswith(ARCHIVE_PREFIX) and entry.name.endswith(ARCHIVE_SUFFIX)):
             continue
-        out.update(_read(storage.base, entry.path, entry.size, entry.mtime_ns))
+        out.update(_read(storage, entry.path, entry.size, entry.mtime_ns))
     return out
 
 
 @lru_cache(maxsize=256)
-def _read(base: str, rel: str, size: int, mtime_ns: int) -> dict[Instant, bytes]:
+def _read(storage: Storage, rel: str, size: int, mtime_ns: int) -> dict[Instant, bytes]:
     # Archive files are written once; keyed by size and mtime so a re-created table is re-read.
     try:
-        records = list(fastavro.reader(io.BytesIO(Storage(base).read_bytes(rel))))
+        records = list(fastavro.reader(io.BytesIO(storage.read_bytes(rel))))
         return {
             Instant(r["instantTime"], Action(r["action"]), State.COMPLETED, r.get("completionTime")): bytes(r["metadata"])
             for r in records
         }
     except (ValueError, KeyError, EOFError) as exc:
-        raise CorruptTableError(f"cannot parse archived timeline file {base}/{rel}: {exc}") from exc
+        raise CorruptTableError(f"cannot parse archived timeline file {storage.full_path(rel)}: {exc}") from exc

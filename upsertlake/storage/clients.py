@@ -1,0 +1,87 @@
+"""Store clients for a location: obstore for objects (conditional writes, listings), pyarrow's file
+systems for parquet (ranged reads through `open_input_file`, multipart writes).
+
+Clients are built lazily, once per process (obstore hangs in a process forked after it was used),
+and read the environment at first use: the cloud's standard variables (`AWS_ENDPOINT_URL`,
+`AWS_ACCESS_KEY_ID`, `AWS_REGION`, `GOOGLE_APPLICATION_CREDENTIALS`, `AZURE_STORAGE_ACCOUNT_NAME`,
+...) with a `storage_options` mapping on top, in the keys delta-rs and obstore take
+(`aws_endpoint`/`AWS_ENDPOINT_URL`, `aws_access_key_id`, `aws_region`, `allow_http`, ...).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from upsertlake.errors import ConfigError
+from upsertlake.storage.location import Location
+
+# Keys of a storage_options mapping that are client options (not store config) in obstore.
+_CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "timeout", "connect_timeout", "proxy_url"}
+_ENDPOINT_KEYS = ("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint")
+
+
+def normalized(options: Mapping[str, object] | None) -> dict[str, str]:
+    """Lower-case keys with string values (delta-rs takes `AWS_REGION` and `aws_region` alike)."""
+    return {str(k).lower(): str(v) for k, v in (options or {}).items()}
+
+
+def _endpoint(options: dict[str, str]) -> str | None:
+    for key in _ENDPOINT_KEYS:
+        if options.get(key):
+            return options[key]
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
+def object_store(location: Location, options: dict[str, str]) -> Any:
+    """The obstore store rooted at the table's base."""
+    from obstore.store import from_url
+
+    config: dict[str, str] = {}
+    client: dict[str, object] = {}
+    for key, value in options.items():
+        name = key.removeprefix("aws_").removeprefix("google_").removeprefix("azure_")
+        if name in _CLIENT_KEYS:
+            client[name] = value.lower() in ("1", "true", "yes") if name.startswith("allow") else value
+        elif key not in _ENDPOINT_KEYS:
+            config[key] = value
+    if location.kind == "s3":
+        endpoint = _endpoint(options)
+        if endpoint:
+            config["aws_endpoint"] = endpoint
+            if endpoint.startswith("http://"):
+                client.setdefault("allow_http", True)
+        url = f"s3://{location.bucket}/{location.prefix}"
+    else:
+        url = location.uri
+    try:
+        return from_url(url, config=config or None, client_options=client or None)
+    except Exception as exc:  # obstore raises its own errors (and panics) for unknown keys
+        raise ConfigError(f"cannot open {location.uri}: {exc}") from exc
+
+
+def arrow_file_system(location: Location, options: dict[str, str]) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's file system for the location and the table's base path inside it."""
+    if location.kind == "s3":
+        kwargs: dict[str, object] = {}
+        endpoint = _endpoint(options)
+        if endpoint:
+            scheme, _, host = endpoint.partition("://")
+            kwargs.update(endpoint_override=host or scheme, scheme=scheme if host else "https")
+        for ours, theirs in (("aws_access_key_id", "access_key"), ("aws_secret_access_key", "secret_key"),
+                             ("aws_session_token", "session_token"), ("aws_region", "region")):
+            value = options.get(ours) or options.get(ours.removeprefix("aws_"))
+            if value:
+                kwargs[theirs] = value
+        region = kwargs.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if region:
+            kwargs["region"] = region
+        return pafs.S3FileSystem(**kwargs), f"{location.bucket}/{location.prefix}".rstrip("/")
+    uri = location.uri
+    if location.scheme == "az":  # pyarrow knows abfs(s):// only
+        uri = "abfs://" + uri[len("az://"):]
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return fs, path.rstrip("/")
