@@ -192,3 +192,94 @@ def test_a_holder_that_lost_its_lease_does_not_commit(s3_server, s3_table) -> No
         with pytest.raises(LockLostError, match="no longer held"):
             lock.fence()
     assert lease(s3_server, s3_table)["owner"] == "took-it-over"  # release did not touch theirs
+
+
+# -- writers in several processes -----------------------------------------------------------------
+
+OCC_WRITER = """
+import json, sys, time, pyarrow as pa, upsertlake
+from upsertlake.errors import WriteConflictError
+path, me, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+opts = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+        "hoodie.write.lock.storage.validity.timeout.secs": "10",
+        "hoodie.write.lock.storage.heartbeat.poll.secs": "1"}
+t = upsertlake.open_table(path, options=opts)
+for r in range(rounds):
+    ts = time.time_ns()
+    keys = [f"{me}-{r}", f"shared-{r % 3}"]
+    b = pa.table({"uuid": keys, "ts": [ts, ts], "city": ["sf", "sf"], "fare": [float(r), float(r)],
+                  "writer": [me, me]})
+    try:
+        res = t.upsert(b)
+        print(json.dumps({"ok": True, "keys": keys, "ts": ts, "instant": res.instant_time}), flush=True)
+    except WriteConflictError:
+        print(json.dumps({"ok": False, "keys": keys, "ts": ts}), flush=True)
+"""
+
+
+def test_writers_in_two_processes_under_occ_lose_nothing_acknowledged(s3_server, s3_table) -> None:
+    import os
+
+    t = create_table(s3_table, name="t", record_key="uuid", precombine_field="ts", partition_fields=["city"],
+                     storage_options=s3_server.options)
+    t.upsert(pa.table({"uuid": ["seed"], "ts": [0], "city": ["sf"], "fare": [0.0], "writer": ["seed"]}))
+    env = {**os.environ, **s3_server.env}
+    procs = [subprocess.Popen([sys.executable, "-c", OCC_WRITER, s3_table, name, "8"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        results += [json.loads(line) for line in out.splitlines()]
+    acked = [r for r in results if r["ok"]]
+    assert len(results) == 16 and len(acked) >= 8  # at least one writer wins each clash
+    rows = {r["uuid"]: r for r in open_table(s3_table, storage_options=s3_server.options).read().to_pylist()}
+    for r in results:  # every acknowledged write is there; no failed write's own key is
+        assert (r["keys"][0] in rows) == r["ok"], r
+    for shared in {k for r in results for k in r["keys"] if k.startswith("shared")}:
+        latest = max((r["ts"] for r in acked if shared in r["keys"]), default=None)
+        assert (rows[shared]["ts"] if shared in rows else None) == latest, shared
+    commits = [i for i in t.timeline() if i.action.value == "commit" and i.state.value == "completed"]
+    assert len(commits) == 1 + len(acked)
+
+
+PAUSED_HOLDER = """
+import sys, time
+from upsertlake.concurrency.lock import make_lock
+from upsertlake.config import Config
+from upsertlake.errors import LockLostError
+from upsertlake.storage import Storage
+storage = Storage(sys.argv[1])
+lock = make_lock(storage, Config.resolve({"hoodie.write.lock.storage.validity.timeout.secs": "10",
+                                          "hoodie.write.lock.storage.heartbeat.poll.secs": "1"}))
+with lock.hold():
+    print("held", flush=True)
+    sys.stdin.readline()  # the test stops us here (SIGSTOP), lets the lease lapse, then resumes us
+    try:
+        lock.fence()
+        print("committed", flush=True)
+    except LockLostError:
+        print("fenced", flush=True)
+"""
+
+
+def test_a_paused_holder_loses_the_lock_and_does_not_commit_over_the_next_writer(s3_server, s3_table) -> None:
+    import os
+    import signal
+
+    t = create_table(s3_table, name="t", record_key="uuid", precombine_field="ts", storage_options=s3_server.options,
+                     options={**LOCK_OPTIONS, "hoodie.write.concurrency.mode": "optimistic_concurrency_control"})
+    holder = subprocess.Popen([sys.executable, "-c", PAUSED_HOLDER, s3_table], env={**os.environ, **s3_server.env},
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        os.kill(holder.pid, signal.SIGSTOP)
+        t.upsert(batch(["k1"], 1, 1.0))  # waits out the paused holder's lease, then takes it over
+        assert snapshot(t.read()) == [{"uuid": "k1", "ts": 1, "city": "nyc", "fare": 2.0}]
+        os.kill(holder.pid, signal.SIGCONT)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "fenced"
+    finally:
+        os.kill(holder.pid, signal.SIGCONT)
+        holder.wait(timeout=30)
