@@ -283,3 +283,43 @@ def test_a_paused_holder_loses_the_lock_and_does_not_commit_over_the_next_writer
     finally:
         os.kill(holder.pid, signal.SIGCONT)
         holder.wait(timeout=30)
+
+
+# -- a faulty network -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def faulty_endpoint(s3_server):
+    """A proxy in front of the server that fails 10% of requests (503, 500, dropped connections)."""
+    port = s3_server.endpoint.rsplit(":", 1)[1]
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("s3_fault_proxy.py")), port, "0.1", "3"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        yield f"http://127.0.0.1:{int(proc.stdout.readline())}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_writes_through_a_faulty_network_succeed_or_fail_cleanly(s3_server, s3_table, faulty_endpoint) -> None:
+    from upsertlake.errors import UpsertlakeError
+
+    faulty = {**s3_server.options, "aws_endpoint": faulty_endpoint}
+    t = create_table(s3_table, name="t", record_key="uuid", precombine_field="ts", partition_fields=["city"],
+                     storage_options=faulty)
+    model: dict[str, dict] = {}
+    outcomes = []
+    for n in range(12):
+        keys = [f"k{(n * 7 + i) % 40}" for i in range(10)]
+        b = batch(keys, n + 1, float(n))
+        try:
+            t.upsert(b)
+        except UpsertlakeError as exc:  # a clean failure: nothing of it may be visible
+            outcomes.append(type(exc).__name__)
+            continue
+        outcomes.append("ok")
+        model.update({r["uuid"]: r for r in b.to_pylist()})
+    assert outcomes.count("ok") >= 10, outcomes
+    direct = open_table(s3_table, storage_options=s3_server.options)
+    assert snapshot(direct.read()) == sorted(model.values(), key=lambda r: r["uuid"])
+    assert snapshot(t.read()) == snapshot(direct.read())

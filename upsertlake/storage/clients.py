@@ -1,5 +1,5 @@
-"""Store clients for a location: obstore for objects (conditional writes, listings), pyarrow's file
-systems for parquet (ranged reads through `open_input_file`, multipart writes).
+"""The obstore client of a location (Rust's `object_store`: S3, GCS, Azure), for every request:
+objects, listings, conditional writes and parquet's ranged reads and multipart writes alike.
 
 Clients are built lazily, once per process (obstore hangs in a process forked after it was used),
 and read the environment at first use: the cloud's standard variables (`AWS_ENDPOINT_URL`,
@@ -14,7 +14,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import pyarrow.fs as pafs
 
 from upsertlake.errors import ConfigError
 from upsertlake.storage.location import Location
@@ -61,27 +60,3 @@ def object_store(location: Location, options: dict[str, str]) -> Any:
         return from_url(url, config=config or None, client_options=client or None)
     except Exception as exc:  # obstore raises its own errors (and panics) for unknown keys
         raise ConfigError(f"cannot open {location.uri}: {exc}") from exc
-
-
-def arrow_file_system(location: Location, options: dict[str, str]) -> tuple[pafs.FileSystem, str]:
-    """pyarrow's file system for the location and the table's base path inside it."""
-    if location.kind == "s3":
-        kwargs: dict[str, object] = {}
-        endpoint = _endpoint(options)
-        if endpoint:
-            scheme, _, host = endpoint.partition("://")
-            kwargs.update(endpoint_override=host or scheme, scheme=scheme if host else "https")
-        for ours, theirs in (("aws_access_key_id", "access_key"), ("aws_secret_access_key", "secret_key"),
-                             ("aws_session_token", "session_token"), ("aws_region", "region")):
-            value = options.get(ours) or options.get(ours.removeprefix("aws_"))
-            if value:
-                kwargs[theirs] = value
-        region = kwargs.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        if region:
-            kwargs["region"] = region
-        return pafs.S3FileSystem(**kwargs), f"{location.bucket}/{location.prefix}".rstrip("/")
-    uri = location.uri
-    if location.scheme == "az":  # pyarrow knows abfs(s):// only
-        uri = "abfs://" + uri[len("az://"):]
-    fs, path = pafs.FileSystem.from_uri(uri)
-    return fs, path.rstrip("/")

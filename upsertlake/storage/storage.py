@@ -1,7 +1,7 @@
 """One storage layer for every store, addressed by paths relative to the table's base.
 
 Local folders go through pyarrow's local file system and the OS; object stores (S3, GCS, Azure)
-through obstore for objects and listings and pyarrow's file systems for parquet. The one operation
+through obstore (Rust's `object_store`), parquet included, so every request gets its retries. The one operation
 commits need to be atomic, *write-if-absent*, is a hard link of a finished temporary file locally
 (never an overwriting rename) and a conditional PUT (`If-None-Match: *`) on an object store. Nothing
 relies on rename: on S3 it is a copy and a delete.
@@ -20,8 +20,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from upsertlake.errors import StorageError
-from upsertlake.storage.clients import arrow_file_system, normalized, object_store
+from upsertlake.storage.clients import normalized, object_store
 from upsertlake.storage.location import Location, parse_location
+from upsertlake.storage.object_files import ObjectReader, ObjectWriter
+
+_LOCAL_FS = pafs.LocalFileSystem()
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class Storage:
         self.location: Location = parse_location(base)
         self.base = self.location.uri
         self.options: dict[str, str] = normalized(options)
-        self._clients: tuple[int, Any, pafs.FileSystem, str] | None = None
+        self._clients: tuple[int, Any] | None = None
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_clients": None}
@@ -65,24 +68,19 @@ class Storage:
     def is_local(self) -> bool:
         return self.location.is_local
 
-    def _client(self) -> tuple[Any, pafs.FileSystem, str]:
-        """(obstore store or None, pyarrow file system, base path in it), built once per process."""
+    @property
+    def _store(self) -> Any:
+        """The obstore store at the table's base, built once per process (obstore hangs in a
+        process forked after it was used, and the environment is read at first use)."""
         pid = os.getpid()
         if self._clients is None or self._clients[0] != pid:
-            if self.is_local:
-                self._clients = (pid, None, pafs.LocalFileSystem(), self.base)
-            else:
-                fs, root = arrow_file_system(self.location, self.options)
-                self._clients = (pid, object_store(self.location, self.options), fs, root)
-        return self._clients[1:]
+            self._clients = (pid, object_store(self.location, self.options))
+        return self._clients[1]
 
     @property
     def fs(self) -> pafs.FileSystem:
-        return self._client()[1]
-
-    @property
-    def _store(self) -> Any:
-        return self._client()[0]
+        """pyarrow's local file system (local tables only)."""
+        return _LOCAL_FS
 
     # -- paths -------------------------------------------------------------------------------
     def full_path(self, rel: str) -> str:
@@ -90,9 +88,8 @@ class Storage:
         return self.location.child(rel)
 
     def fs_path(self, rel: str) -> str:
-        """The path of a table-relative path inside `fs` (for pyarrow readers and writers)."""
-        root = self._client()[2]
-        return f"{root}/{rel}" if rel else root
+        """The local path of a table-relative path (local tables only)."""
+        return self.full_path(rel)
 
     def check(self) -> None:
         """Fail early, with a named error, when the store cannot be reached or read: one LIST of
@@ -137,14 +134,19 @@ class Storage:
         return bytes(obstore.get(self._store, rel).bytes())
 
     def open_input(self, rel: str) -> pa.NativeFile:
-        """A random-access file (one GET per range on an object store, not a stream of small ones)."""
-        return self.fs.open_input_file(self.fs_path(rel))
+        """A random-access file (on an object store: one GET of the tail, then ranged GETs)."""
+        if self.is_local:
+            return self.fs.open_input_file(self.fs_path(rel))
+        return pa.PythonFile(ObjectReader(self._store, rel), mode="r")
 
     def parquet_file(self, rel: str, **kwargs: Any) -> pq.ParquetFile:
         return pq.ParquetFile(self.open_input(rel), **kwargs)
 
     def read_parquet(self, rel: str, columns: list[str] | None = None) -> pa.Table:
-        return pq.read_table(self.fs_path(rel), columns=columns, filesystem=self.fs)
+        if self.is_local:
+            return pq.read_table(self.fs_path(rel), columns=columns, filesystem=self.fs)
+        with self.open_input(rel) as f:
+            return pq.read_table(f, columns=columns)
 
     def list(self, rel: str = "", recursive: bool = False) -> list[FileEntry]:
         """Entries below `rel` (empty list when it does not exist). On an object store a
@@ -181,6 +183,8 @@ class Storage:
 
     def open_output(self, rel: str) -> pa.NativeFile:
         """A stream whose file appears when closed (an object store's upload completes then)."""
+        if not self.is_local:
+            return pa.PythonFile(ObjectWriter(self._store, rel), mode="w")
         parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
         self.makedirs(parent)
         return self.fs.open_output_stream(self.fs_path(rel))
@@ -210,7 +214,9 @@ class Storage:
                 obstore.put(self._store, rel, data, mode="create")
                 return True
             except obstore.exceptions.AlreadyExistsError:
-                return False
+                # A retried PUT whose first answer was lost finds its own object: the same bytes
+                # (never empty ones, which any writer could have created) mean this write won.
+                return bool(data) and self.read_bytes(rel) == data
         tmp = _temp_sibling(rel)
         with self.open_output(tmp) as f:
             f.write(data)

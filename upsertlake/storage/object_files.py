@@ -1,0 +1,97 @@
+"""Files of an object store as pyarrow sees files: random-access reads and streamed writes, both
+through obstore, so every request of a parquet read or write gets obstore's retries (503
+SlowDown, 500s, dropped connections) instead of failing the write on the first broken reply.
+
+A read starts with one GET of the object's tail: a file up to `TAIL_BYTES` arrives whole in that
+one request, and a larger one has its footer (and usually its page index) in hand; the column
+chunks it then reads are ranged GETs.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import obstore
+
+TAIL_BYTES = 8 * 2**20
+
+
+class ObjectReader(io.RawIOBase):
+    """A seekable, read-only view of one object."""
+
+    def __init__(self, store: Any, path: str) -> None:
+        self._store, self._path = store, path
+        got = obstore.get(store, path, options={"range": {"suffix": TAIL_BYTES}})
+        self._size = int(got.meta["size"])
+        self._tail_start = got.range[0]
+        self._tail = bytes(got.bytes())
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def size(self) -> int:
+        return self._size
+
+    def read(self, n: int = -1) -> bytes:
+        end = self._size if n is None or n < 0 else min(self._size, self._pos + n)
+        start = self._pos
+        if start >= end:
+            return b""
+        if start >= self._tail_start:
+            data = self._tail[start - self._tail_start:end - self._tail_start]
+        elif end > self._tail_start:  # straddles the tail: fetch only the part before it
+            head = bytes(obstore.get_range(self._store, self._path, start=start, end=self._tail_start))
+            data = head + self._tail[:end - self._tail_start]
+        else:
+            data = bytes(obstore.get_range(self._store, self._path, start=start, end=end))
+        self._pos = end
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+class ObjectWriter(io.RawIOBase):
+    """A write-only stream whose object appears, whole, when it is closed (multipart upload)."""
+
+    def __init__(self, store: Any, path: str) -> None:
+        self._writer = obstore.open_writer(store, path)
+        self._written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self._writer.write(view.tobytes())
+        self._written += view.nbytes
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self._written
+
+    def flush(self) -> None:
+        pass  # the upload goes on in parts; only close() completes it
+
+    def close(self) -> None:
+        if not self.closed:
+            self._writer.close()
+        super().close()
