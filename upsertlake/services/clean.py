@@ -175,7 +175,7 @@ def _earliest_to_retain(timeline: Timeline, writes: list[Instant], policy: str, 
             return None
         earliest = writes[-retained].time
     else:
-        cutoff = format_instant_time(datetime.now(timezone.utc) - timedelta(hours=retained))
+        cutoff = format_instant_time(datetime.now(timezone.utc) - timedelta(hours=retained), timeline.layout.zone)
         after = [w.time for w in writes if w.time >= cutoff]
         earliest = after[0] if after else writes[-1].time
     pending = timeline.pending_writes()
