@@ -29,7 +29,7 @@ from upsertlake.errors import (
     UpsertlakeError,
 )
 from upsertlake.read.filters import Filters
-from upsertlake.read.snapshot import read_incremental, read_snapshot, table_schema
+from upsertlake.read.snapshot import read_incremental, read_snapshot, snapshot_scan, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.services.archive import archive
@@ -234,6 +234,14 @@ class Table:
         """The snapshot as of an instant (default: newest): five `_hoodie_*` columns, then data
         (data only for a table that does not populate meta fields, as Hudi's readers return it)."""
         return read_snapshot(Timeline.load(self.storage), self.config, columns, self._instant(as_of), filters)
+
+    def files(self, as_of: str | datetime | None = None, filters: Filters = None) -> list[str]:
+        """The absolute paths of the base files a snapshot reads (default: the newest), for
+        engines that read parquet themselves (DuckDB, pandas, Polars): the table's folder also
+        holds every older version of each file group, replaced groups and uncommitted files.
+        `filters` prune partitions (and key ranges) as `read` does; filter the rows too."""
+        scan = snapshot_scan(Timeline.load(self.storage), self.config, self._instant(as_of), filters)
+        return [self.storage.full_path(bf.path) for bf in scan.files]
 
     def read_incremental(
         self, begin: str | datetime, end: str | datetime | None = None, columns: Sequence[str] | None = None
