@@ -124,3 +124,12 @@ def test_files_lists_the_snapshot_an_outside_engine_should_read(tmp_path: Path) 
     assert ok("files", path, "--current", "--as-of", first).split() == old
     old_rows = pa.concat_tables([pq.read_table(p, columns=["id", "v"]) for p in old]).to_pylist()
     assert sorted(old_rows, key=lambda r: r["id"]) == sorted(t.read(columns=["id", "v"], as_of=first).to_pylist(), key=lambda r: r["id"])
+
+
+# -- extras --------------------------------------------------------------------------------------
+def test_no_extra_downgrades_pandas() -> None:
+    """`pip install '.[spark]'` (or any extra) must not replace an installed pandas 3 by 2.x."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    pins = [req for reqs in project["optional-dependencies"].values() for req in reqs if req.startswith("pandas")]
+    assert pins and all("<" not in req for req in pins), pins

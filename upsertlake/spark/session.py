@@ -9,17 +9,43 @@ Spark application, that the workers can import pyarrow and upsertlake.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 from upsertlake.errors import ConfigError
 
 _CHECKED: set[str] = set()
+F = TypeVar("F", bound=Callable[..., object])
+
+# PySpark 4.x warns (FutureWarning) that it does not fully support pandas 3 wherever it checks
+# pandas, including inside mapInArrow (which builds a pandas_udf object) and at some imports.
+# Our Spark paths hand Spark Arrow batches, never pandas objects, so that warning says nothing
+# about them: they silence it, and only it, while they run. A user's own pandas calls into
+# PySpark still get it. (The extras do not cap pandas below 3: installing them must not
+# downgrade the user's pandas.)
+PANDAS3_WARNING = "PySpark does not yet fully support pandas >= 3.0.0"
 
 
+def arrow_only(func: F) -> F:
+    """Run `func` with PySpark's pandas-3 FutureWarning silenced (see PANDAS3_WARNING)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=re.escape(PANDAS3_WARNING), category=FutureWarning)
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@arrow_only
 def build_session(master: str = "local[2]", app: str = "upsertlake", **conf: str) -> object:
     """A session whose workers (and driver) run this interpreter; `conf`: more Spark settings."""
     from pyspark.sql import SparkSession
@@ -42,6 +68,7 @@ def build_session(master: str = "local[2]", app: str = "upsertlake", **conf: str
     return spark
 
 
+@arrow_only
 def check_workers(spark: object) -> None:
     """Raise ConfigError naming the workers' interpreter when it cannot import pyarrow or
     upsertlake (checked once per application: one tiny job). When the workers run this very
