@@ -224,7 +224,7 @@ def test_plot_without_matplotlib(table: tuple[Path, list[str]], tmp_path: Path) 
     (tmp_path / "matplotlib" / "__init__.py").write_text("raise ImportError('not installed')\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     p = run("stats", table[0], "--plot", tmp_path / "x.png", env=env)
-    assert (p.returncode, p.stderr) == (2, "error: --plot needs matplotlib: pip install 'upsertlake[plot]'\n")
+    assert (p.returncode, p.stderr) == (2, "error: --plot needs matplotlib: pip install matplotlib (or '.[plot]' from upsertlake's folder)\n")
 
 
 def test_demo(tmp_path: Path) -> None:
