@@ -72,7 +72,7 @@ def check_every_instant(t: upsertlake.Table, seen: dict[str, list[tuple]]) -> li
 
 
 @pytest.mark.parametrize("policy", ["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"])
-def test_clean_then_time_travel_is_exact_or_refused(tmp_path: Path, policy: str) -> None:
+def test_clean_then_time_travel_is_exact_or_refused(tmp_path: Path, policy: str, table_version: int) -> None:
     t, seen = build(tmp_path / "t")
     result = t.clean(policy, 2 if policy == "KEEP_LATEST_COMMITS" else 1)
     assert result.files_deleted  # something was cleaned, so some instants must be refused
@@ -83,7 +83,7 @@ def test_clean_then_time_travel_is_exact_or_refused(tmp_path: Path, policy: str)
     assert check_every_instant(t, seen) == refused
 
 
-def test_savepoint_survives_clean_and_archival(tmp_path: Path) -> None:
+def test_savepoint_survives_clean_and_archival(tmp_path: Path, table_version: int) -> None:
     t, seen = build(tmp_path / "t")
     times = list(seen)
     sp = t.savepoint(times[2]).time  # before the clustering and the overwrite
@@ -103,7 +103,7 @@ def test_savepoint_survives_clean_and_archival(tmp_path: Path) -> None:
     assert rows(t.read()) == seen[sp]
 
 
-def test_restore_after_clustering_gives_exactly_the_savepoint(tmp_path: Path) -> None:
+def test_restore_after_clustering_gives_exactly_the_savepoint(tmp_path: Path, table_version: int) -> None:
     t, seen = build(tmp_path / "t")
     times = list(seen)
     before_clustering = times[4]
