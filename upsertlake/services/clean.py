@@ -31,7 +31,7 @@ from upsertlake.layout.file_system_view import BaseFile, list_partitions_and_fil
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
-from upsertlake.timeline.retention import cleaned_before, savepointed_files
+from upsertlake.timeline.retention import cleaned_before, pending_clean_plan, savepointed_files
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,10 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
             timeline = Timeline.load(storage)
         doomed, earliest = plan(timeline, policy, retained)
         if not doomed:
-            deleted_before = tuple(sorted(p for f in finished for p in f))
-            return CleanResult(None, policy, cleaned_before(timeline) if finished else earliest, deleted_before)
+            if finished:  # the run finished a killed clean: report that one
+                files = tuple(sorted(path for _, paths in finished for path in paths))
+                return CleanResult(finished[-1][0], policy, cleaned_before(timeline), files)
+            return CleanResult(None, policy, earliest)
         by_partition: dict[str, list[str]] = defaultdict(list)
         for bf in doomed:
             by_partition[bf.partition_path].append(bf.path)
@@ -103,17 +105,20 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
 PENDING = (State.REQUESTED, State.INFLIGHT)
 
 
-def _finish_pending(storage: Storage, timeline: Timeline, pending: Instant) -> list[str]:
-    """Run the rest of a pending clean's plan and complete it; returns the paths it deleted now."""
-    body = storage.read_bytes(timeline.path(pending.with_state(State.REQUESTED)))
-    plan_doc = documents.decode(body, f"clean plan {pending.time}")
+def _finish_pending(storage: Storage, timeline: Timeline, pending: Instant) -> tuple[str, list[str]]:
+    """Run the rest of a pending clean's plan and complete it; returns its instant time and the
+    paths it deleted now."""
+    plan_doc = pending_clean_plan(timeline, pending) or {}
     by_partition = _planned_paths(storage, plan_doc)
     present = [path for paths in by_partition.values() for path in paths if storage.exists(path)]
-    inflight = pending if pending.state is State.INFLIGHT else transition(storage, pending, State.INFLIGHT, body)
+    if pending.state is State.INFLIGHT:
+        inflight = pending
+    else:
+        inflight = transition(storage, pending, State.INFLIGHT, documents.encode(PLAN_SCHEMA, plan_doc))
     boundary = (plan_doc.get("earliestInstantToRetain") or {}).get("timestamp") or ""
     _execute(storage, timeline, inflight, plan_doc.get("policy") or "", boundary, by_partition, time.monotonic())
     log.info("finished clean %s, left pending by a cleaner that stopped midway", pending.time)
-    return present
+    return pending.time, present
 
 
 def _planned_paths(storage: Storage, plan_doc: dict) -> dict[str, list[str]]:

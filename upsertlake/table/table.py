@@ -232,7 +232,9 @@ class Table:
         filters: Filters = None,
     ) -> pa.Table:
         """The snapshot as of an instant (default: newest): five `_hoodie_*` columns, then data
-        (data only for a table that does not populate meta fields, as Hudi's readers return it)."""
+        (data only for a table that does not populate meta fields, as Hudi's readers return it).
+        `as_of` is an instant time or a datetime: a naive datetime is local time (as
+        `datetime.now()` gives it), converted like an aware one to the table's timeline zone."""
         return read_snapshot(Timeline.load(self.storage), self.config, columns, self._instant(as_of), filters)
 
     def files(self, as_of: str | datetime | None = None, filters: Filters = None) -> list[str]:

@@ -41,13 +41,23 @@ def _clean_boundary(timeline: Timeline, inst: Instant) -> str | None:
     if inst.is_completed:
         doc = documents.decode(timeline.document(inst), f"clean {inst.time}")
         return doc.get("earliestCommitToRetain") or doc.get("lastCompletedCommitTimestamp") or None
-    requested = inst.with_state(State.REQUESTED)
-    plan = documents.decode(timeline.storage.read_bytes(timeline.path(requested)), f"clean plan {inst.time}")
+    plan = pending_clean_plan(timeline, inst) or {}
     retain = (plan.get("earliestInstantToRetain") or {}).get("timestamp")
     if retain:
         return retain
     before = [w.time for w in timeline.completed_writes() if w.time < inst.time]
     return before[-1] if before else None
+
+
+def pending_clean_plan(timeline: Timeline, inst: Instant) -> dict | None:
+    """The cleaner plan of a pending clean: in its `.clean.requested` file (also in `.inflight`,
+    which Hudi may leave empty); None when neither holds one."""
+    for state in (State.REQUESTED, State.INFLIGHT):
+        path = timeline.path(inst.with_state(state))
+        data = timeline.storage.read_bytes(path) if timeline.storage.exists(path) else b""
+        if data:
+            return documents.decode(data, f"clean plan {inst.time} ({path})")
+    return None
 
 
 def check_readable(timeline: Timeline, as_of: str | None, what: str) -> None:
