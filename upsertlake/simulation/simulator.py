@@ -248,7 +248,7 @@ def format_report(report: Report) -> str:
         (f"conflicts: {report.conflicts_on_records} on a record key, {report.conflicts_on_file_groups} on file groups; "
         f"re-merged {report.remerged} commits; mean commit step {human_duration(report.commit_seconds_plain)} plain, "
         f"{human_duration(report.commit_seconds_remerged)} with a re-merge"),
-        f"{human_duration(report.seconds)}: {data['commits_per_second']} commits/s, {data['records_per_second']} records/s",
+        f"ran {human_duration(report.seconds)}: {data['commits_per_second']} commits/s, {data['records_per_second']} records/s",
         f"final snapshot: {report.final_rows} rows; Apache Hudi's reader: {report.hudi_reader}",
     ]
     lines += [f"VIOLATION: {v}" for v in report.violations] or ["invariants hold"]
