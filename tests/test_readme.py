@@ -4,6 +4,7 @@ folder with tempfile)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import warnings
 from pathlib import Path
@@ -14,14 +15,18 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def python_blocks() -> list[str]:
+    """The blocks outside the Spark section; the DuckDB one only where duckdb is installed (it is
+    no dependency of ours, and too large a download for the test extra)."""
     text = README.read_text("utf-8")
-    return [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "upsertlake.spark" not in b]
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "upsertlake.spark" not in b]
+    return [b for b in blocks if "import duckdb" not in b or importlib.util.find_spec("duckdb") is not None]
 
 
 def test_the_readme_has_the_examples() -> None:
-    blocks = python_blocks()
-    assert len(blocks) == 2
-    assert "create_table" in blocks[0] and "t.cluster()" in blocks[1]
+    text = README.read_text("utf-8")
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "upsertlake.spark" not in b]
+    assert len(blocks) == 3
+    assert "create_table" in blocks[0] and "duckdb.read_parquet(t.files()" in blocks[1] and "t.cluster()" in blocks[2]
 
 
 def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,9 +41,13 @@ def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
     t = namespace["t"]
     assert Path(str(namespace["path"])).is_relative_to(tmp_path)
+    # read_incremental(begin=r.instant_time) returns what its comment says: b with its new fare.
+    assert namespace["changed"].select(["uuid", "fare"]).to_pylist() == [{"uuid": "b", "fare": 4.0}]
+    if "fares" in namespace:  # the DuckDB example ran: the snapshot's files only, not old versions
+        assert namespace["fares"] == [("b", 5.0)]
     assert namespace["res"].reason.startswith("no partition has two file groups below")  # one group each
     actions = [i.action.value for i in t.timeline()]
-    assert actions == ["commit", "commit", "savepoint", "rollback", "restore", "replacecommit", "replacecommit"]
+    assert actions == ["commit", "commit", "commit", "savepoint", "rollback", "restore", "replacecommit", "replacecommit"]
     assert sorted(t.read().column("city").to_pylist()) == ["nyc"]  # sf was retired last
 
 

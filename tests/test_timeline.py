@@ -79,7 +79,10 @@ def test_instant_time_forms() -> None:
     assert format_instant_time(datetime(2024, 4, 18, 17, 28, 2, 262999, tzinfo=timezone.utc)) == "20240418172802262"
     assert normalize_instant("20240418172802") == "20240418172802999"
     assert normalize_instant("20240418172802262") == "20240418172802262"
-    assert normalize_instant(datetime(2024, 1, 2, 3, 4, 5)) == "20240102030405000"
+    assert normalize_instant(datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc)) == "20240102030405000"
+    naive = datetime(2024, 1, 2, 3, 4, 5)  # local time, as datetime.now() gives it
+    assert normalize_instant(naive, "LOCAL") == "20240102030405000"
+    assert normalize_instant(naive, "UTC") == format_instant_time(naive.astimezone(timezone.utc))
     assert next_instant_time("20991231235959999") == "21000101000000000"
     with pytest.raises(ValueError, match="not an instant time"):
         normalize_instant("2024-01-01")

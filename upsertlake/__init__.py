@@ -21,6 +21,8 @@ from upsertlake.errors import (
     WriteConflictError,
 )
 
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
+
 if TYPE_CHECKING:
     from upsertlake.engine.write_client import WriteClient, WriteResult
     from upsertlake.table.table import Table, create_table, open_table, upgrade_table

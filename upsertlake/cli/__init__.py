@@ -17,6 +17,7 @@ import traceback
 import warnings
 from typing import NoReturn
 
+from upsertlake import __version__
 from upsertlake.cli import demo, doctor, ingest, insight, read, services, simulate, stats, write
 from upsertlake.cli.output import CliError
 from upsertlake.errors import UpsertlakeError
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     parser = _Parser(prog="upsertlake", description="Hudi-compatible copy-on-write upserts", parents=[common])
+    parser.add_argument("--version", action="version", version=f"upsertlake {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.register(sub, common)

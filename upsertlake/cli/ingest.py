@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from upsertlake.cli.output import CliError, add_key_fields, parse_options, print_json
+from upsertlake.cli.output import CliError, add_key_fields, human_duration, parse_options, print_json
 from upsertlake.errors import TableNotFoundError
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
@@ -77,7 +77,7 @@ def ingest(args: argparse.Namespace) -> int:
         print_json(summary)
     elif new:
         print(
-            f"ingested {len(new)} files in {summary['seconds']:.2f} s: {summary['inserts']} inserted, "
+            f"ingested {len(new)} files in {human_duration(summary['seconds'])}: {summary['inserts']} inserted, "
             f"{summary['updates']} updated ({summary['instant_time']})"
         )
     else:
@@ -93,7 +93,7 @@ def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str])
     began = time.perf_counter()
     spark = uls.build_session(args.spark_master, "upsertlake-ingest")  # workers run this interpreter
     uls.register(spark)
-    _say(f"spark session ({args.spark_master}) in {time.perf_counter() - began:.1f} s")
+    _say(f"spark session ({args.spark_master}) in {human_duration(time.perf_counter() - began)}")
     reader = spark.read.option("header", "true").option("inferSchema", "true") if args.format == "csv" else spark.read
     df = reader.format(args.format).load(files)
     opts = dict(options, record_key=args.record_key)
@@ -106,7 +106,7 @@ def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str])
         opts["partition_fields"] = args.partition_fields
     result = write_dataframe(df, write_options(opts, args.table, "upsert"), {INGESTED_KEY: json.dumps(files)})
     for stage, seconds in result.stage_seconds.items():
-        _say(f"  {stage:<8} {seconds:.2f} s")
+        _say(f"  {stage:<8} {human_duration(seconds)}")
     return {
         "instant_time": result.instant_time,
         "inserts": result.num_inserts,

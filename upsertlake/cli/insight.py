@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 import upsertlake
-from upsertlake.cli.output import CliError, format_records, print_json
+from upsertlake.cli.output import CliError, format_records, human_duration, print_json
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
@@ -31,6 +31,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
             p.add_argument("instant", help="instant time of a completed commit")
         if name == "files":
             p.add_argument("--partition", help="only this partition path")
+            p.add_argument(
+                "--current", action="store_true",
+                help="only the files of the latest snapshot (or --as-of's), one absolute path a line: "
+                "what DuckDB, pandas or Polars should read",
+            )
+            p.add_argument("--as-of", metavar="INSTANT", help="with --current: the snapshot as of this instant")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=func)
 
@@ -84,7 +90,8 @@ def timeline(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        print(format_records(out, list(out[0]) if out else ["instant", "action", "state"]))
+        shown = [{**{k: v for k, v in r.items() if k != "seconds"}, "duration": human_duration(r["seconds"])} for r in out]
+        print(format_records(shown, list(shown[0]) if shown else ["instant", "action", "state"]))
         if out:
             print(TIMELINE_LEGEND)
     return 0
@@ -108,12 +115,13 @@ def _instant_row(tl: Timeline, inst: Instant, mtimes: dict[str, int]) -> dict[st
     }
     if not inst.is_completed:
         return row
+    zone = tl.layout.zone
     if inst.completion is not None:  # layout 2 records it
-        completed = parse_instant_time(inst.completion)
+        completed = parse_instant_time(inst.completion, zone)
     else:
         completed = datetime.fromtimestamp(mtimes[inst.file_name()] / 1e9, timezone.utc)
-    row["completion"] = format_instant_time(completed)
-    row["seconds"] = round((completed - parse_instant_time(inst.time)).total_seconds(), 3)
+    row["completion"] = format_instant_time(completed, zone)
+    row["seconds"] = round((completed - parse_instant_time(inst.time, zone)).total_seconds(), 3)
     if inst.action in WRITE_ACTIONS:
         meta = tl.commit_metadata(inst)
         stats = meta.write_stats()
@@ -165,6 +173,10 @@ def files(args: argparse.Namespace) -> int:
     view = FileSystemView(Timeline.load(table.storage))
     if args.partition is not None and args.partition not in view.all_partitions():
         raise CliError(f"no partition {args.partition!r} in {table.path}")
+    if args.current:
+        return _current_files(table, args.partition, args.as_of, args.json)
+    if args.as_of:
+        raise CliError("--as-of goes with --current")
     latest = {bf.path for bf in view.latest_base_files()}
     replaced = view.replaced_file_groups
     committed = {i.time for i in view.visible_instants}
@@ -203,4 +215,15 @@ def files(args: argparse.Namespace) -> int:
             "(* = the latest visible version of its file group; replaced = a group retired by clustering, "
             "an overwrite or delete_partitions, kept for time travel until the cleaner removes it)"
         )
+    return 0
+
+
+def _current_files(table: Table, partition: str | None, as_of: str | None, as_json: bool) -> int:
+    """The snapshot's base files (Table.files), one absolute path a line, for outside engines."""
+    prefix = f"{table.storage.full_path(partition)}/" if partition is not None else ""
+    paths = [p for p in table.files(as_of=as_of) if p.startswith(prefix)]
+    if as_json:
+        print_json(paths)
+    elif paths:
+        print("\n".join(paths))
     return 0

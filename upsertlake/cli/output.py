@@ -12,6 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from upsertlake.util.humanize import human_duration  # noqa: F401 - every command prints durations with it
+
 
 class CliError(Exception):
     """A bad argument or input file: printed as one line, exit code 2."""

@@ -10,9 +10,10 @@ import numpy as np
 
 import upsertlake
 from upsertlake.cli.insight import footer_rows
-from upsertlake.cli.output import CliError, format_records, human_bytes, print_json
+from upsertlake.cli.output import CliError, format_records, human_bytes, parse_options, print_json
 from upsertlake.config import options as opt
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.services.cluster import small_file_limit
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 
@@ -21,15 +22,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("stats", parents=[common], help="file sizes, small files, rows per partition, bytes per commit")
     p.add_argument("path", help="the table")
     p.add_argument("--plot", metavar="OUT.png", help="draw the statistics into a PNG (needs matplotlib)")
+    p.add_argument(
+        "--option", action="append", metavar="KEY=VALUE",
+        help="e.g. hoodie.clustering.plan.strategy.small.file.limit=... (as for `cluster`; repeatable)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=stats)
 
 
 def table_stats(table: Table) -> dict[str, Any]:
-    """The statistics of the latest file slices and of every completed commit."""
+    """The statistics of the latest file slices and of every completed commit; small files are
+    those `cluster` would merge (one threshold: services.cluster.small_file_limit)."""
     timeline = Timeline.load(table.storage)
     view = FileSystemView(timeline)
-    limit = table.options.get(opt.PARQUET_SMALL_FILE_LIMIT)
+    limit = small_file_limit(table.options)
     sizes = [bf.size for bf in view.latest_base_files()]
     counts, edges = _histogram(sizes)
     partitions = []
@@ -84,7 +90,7 @@ def _unit(largest: float) -> tuple[float, str]:
 
 
 def stats(args: argparse.Namespace) -> int:
-    table = upsertlake.open_table(args.path)
+    table = upsertlake.open_table(args.path, parse_options(args.option))
     info = table_stats(table)
     if args.plot:
         plot(info, args.plot)
@@ -99,7 +105,10 @@ def stats(args: argparse.Namespace) -> int:
     hist = s["histogram"]
     for lo, hi, n in zip(hist["bin_edges"], hist["bin_edges"][1:], hist["counts"]):
         print(f"  {lo:>12} .. {hi:<12} bytes: {n} files")
-    print(f"\nper partition (small = below {human_bytes(info['small_file_limit'])}):")
+    print(
+        f"\nper partition (small = below {human_bytes(info['small_file_limit'])}, "
+        f"{opt.CLUSTERING_SMALL_FILE_LIMIT.key}: what `upsertlake cluster` merges):"
+    )
     if info["partitions"]:
         print(format_records(info["partitions"], ["partition", "files", "small_files", "rows", "bytes"]))
     print("\nbytes written per commit:")
@@ -115,7 +124,7 @@ def plot(info: dict[str, Any], out: str) -> None:
     try:
         import matplotlib
     except ImportError as exc:
-        raise CliError("--plot needs matplotlib: pip install 'upsertlake[plot]'") from exc
+        raise CliError("--plot needs matplotlib: pip install matplotlib (or '.[plot]' from upsertlake's folder)") from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -10,7 +10,7 @@ import time
 
 import upsertlake
 from upsertlake.cli.inputs import FORMATS, read_inputs
-from upsertlake.cli.output import add_key_fields, format_records, human_bytes, parse_options, print_json
+from upsertlake.cli.output import add_key_fields, format_records, human_bytes, human_duration, parse_options, print_json
 from upsertlake.engine.plan import Progress
 
 log = logging.getLogger(__name__)
@@ -91,11 +91,11 @@ def write(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
-        stages = ", ".join(f"{k} {v:.2f}" for k, v in result.stage_seconds.items())
+        stages = ", ".join(f"{k} {human_duration(v)}" for k, v in result.stage_seconds.items())
         print(
             f"{args.operation} {result.instant_time}: {data.num_rows} input, {result.num_inserts} inserted, "
             f"{result.num_updates} updated, {result.num_deletes} deleted, {len(result.files_written)} files "
-            f"written in {seconds:.2f} s ({stages})"
+            f"written in {human_duration(seconds)} ({stages})"
         )
     return 0
 
@@ -155,5 +155,5 @@ class StageProgress(Progress):
         filled = self.WIDTH if seconds is not None else (self.WIDTH * done // self.total if self.total else 0)
         count = f" {done}/{self.total} file groups" if self.total else ""
         took = seconds if seconds is not None else time.perf_counter() - self.began
-        sys.stderr.write(f"\r  {stage:<8}[{'#' * filled}{'.' * (self.WIDTH - filled)}]{count} {took:.2f} s")
+        sys.stderr.write(f"\r  {stage:<8}[{'#' * filled}{'.' * (self.WIDTH - filled)}]{count} {human_duration(took)}")
         sys.stderr.flush()

@@ -12,6 +12,7 @@ instant whose snapshot is still whole; reads before it fail (`cleaned_before`).
 from __future__ import annotations
 
 import bisect
+import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -30,7 +31,9 @@ from upsertlake.layout.file_system_view import BaseFile, list_partitions_and_fil
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
-from upsertlake.timeline.retention import cleaned_before, savepointed_files
+from upsertlake.timeline.retention import cleaned_before, pending_clean_plan, savepointed_files
+
+log = logging.getLogger(__name__)
 
 PLAN_SCHEMA = "HoodieCleanerPlan"
 METADATA_SCHEMA = "HoodieCleanMetadata"
@@ -54,7 +57,8 @@ class CleanResult:
 
 def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = None, retained: int | None = None) -> CleanResult:
     """Plan and run one clean under the table lock: `.clean.requested` (cleaner plan),
-    `.clean.inflight`, delete, `.clean` (clean metadata)."""
+    `.clean.inflight`, delete, `.clean` (clean metadata). A clean left pending by a killed cleaner
+    is finished first, as Hudi does: some of its files are gone already."""
     policy = (policy or cfg.get(opt.CLEANER_POLICY)).upper()
     if policy not in POLICIES:
         raise ConfigError(f"unknown clean policy {policy!r}; use one of {', '.join(POLICIES)}")
@@ -65,12 +69,18 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
+        finished = [_finish_pending(storage, timeline, inst) for inst in timeline.filter([Action.CLEAN], PENDING)]
+        if finished:
+            timeline = Timeline.load(storage)
         doomed, earliest = plan(timeline, policy, retained)
         if not doomed:
+            if finished:  # the run finished a killed clean: report that one
+                files = tuple(sorted(path for _, paths in finished for path in paths))
+                return CleanResult(finished[-1][0], policy, cleaned_before(timeline), files)
             return CleanResult(None, policy, earliest)
-        by_partition: dict[str, list[BaseFile]] = defaultdict(list)
+        by_partition: dict[str, list[str]] = defaultdict(list)
         for bf in doomed:
-            by_partition[bf.partition_path].append(bf)
+            by_partition[bf.partition_path].append(bf.path)
         boundary = max(filter(None, [earliest, cleaned_before(timeline)]), default="")
         plan_doc = {
             "earliestInstantToRetain": (
@@ -80,48 +90,99 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
             "filesToBeDeletedPerPartition": None,
             "version": 2,
             "filePathsToBeDeletedPerPartition": {
-                p: [{"filePath": storage.full_path(bf.path), "isBootstrapBaseFile": False} for bf in files]
-                for p, files in by_partition.items()
+                p: [{"filePath": storage.full_path(path), "isBootstrapBaseFile": False} for path in paths]
+                for p, paths in by_partition.items()
             },
             "partitionsToBeDeleted": [],
         }
         body = documents.encode(PLAN_SCHEMA, plan_doc)
         requested = create_requested(storage, Action.CLEAN, body)
         inflight = transition(storage, requested, State.INFLIGHT, body)
-        deleted: list[str] = []
-        partitions = {}
-        for p, files in by_partition.items():
-            ok, failed = [], []
-            for bf in files:
-                try:
-                    storage.delete(bf.path)
-                    delete_summary(storage, bf.instant_time, bf.partition_path, bf.file_id)
-                    ok.append(bf.name)
-                    deleted.append(bf.path)
-                except OSError:
-                    failed.append(bf.name)
-            partitions[p] = {
-                "partitionPath": p,
-                "policy": policy,
-                "deletePathPatterns": [bf.name for bf in files],
-                "successDeleteFiles": ok,
-                "failedDeleteFiles": failed,
-                "isPartitionDeleted": False,
-            }
-        last = timeline.latest_completed_write()
-        metadata = {
-            "policy": policy,
-            "startCleanTime": requested.time,
-            "timeTakenInMillis": int((time.monotonic() - started) * 1000),
-            "totalFilesDeleted": len(deleted),
-            "earliestCommitToRetain": boundary,
-            "lastCompletedCommitTimestamp": last.time if last else "",
-            "partitionMetadata": partitions,
-            "version": 2,
-            "bootstrapPartitionMetadata": {},
-        }
-        transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, metadata))
+        deleted = _execute(storage, timeline, inflight, policy, boundary, by_partition, started)
     return CleanResult(requested.time, policy, boundary or None, tuple(sorted(deleted)))
+
+
+PENDING = (State.REQUESTED, State.INFLIGHT)
+
+
+def _finish_pending(storage: Storage, timeline: Timeline, pending: Instant) -> tuple[str, list[str]]:
+    """Run the rest of a pending clean's plan and complete it; returns its instant time and the
+    paths it deleted now."""
+    plan_doc = pending_clean_plan(timeline, pending) or {}
+    by_partition = _planned_paths(storage, plan_doc)
+    present = [path for paths in by_partition.values() for path in paths if storage.exists(path)]
+    if pending.state is State.INFLIGHT:
+        inflight = pending
+    else:
+        inflight = transition(storage, pending, State.INFLIGHT, documents.encode(PLAN_SCHEMA, plan_doc))
+    boundary = (plan_doc.get("earliestInstantToRetain") or {}).get("timestamp") or ""
+    _execute(storage, timeline, inflight, plan_doc.get("policy") or "", boundary, by_partition, time.monotonic())
+    log.info("finished clean %s, left pending by a cleaner that stopped midway", pending.time)
+    return pending.time, present
+
+
+def _planned_paths(storage: Storage, plan_doc: dict) -> dict[str, list[str]]:
+    """A cleaner plan's files per partition, table-relative (plan version 2 names full paths,
+    version 1 file names)."""
+    if plan_doc.get("filePathsToBeDeletedPerPartition") is not None:
+        prefix = f"{storage.base}/"
+        return {
+            p: [f["filePath"].removeprefix("file://").removeprefix("file:").removeprefix(prefix) for f in files]
+            for p, files in plan_doc["filePathsToBeDeletedPerPartition"].items()
+        }
+    return {
+        p: [f"{p}/{name}" if p else name for name in names]
+        for p, names in (plan_doc.get("filesToBeDeletedPerPartition") or {}).items()
+    }
+
+
+def _execute(
+    storage: Storage,
+    timeline: Timeline,
+    inflight: Instant,
+    policy: str,
+    boundary: str,
+    by_partition: dict[str, list[str]],
+    started: float,
+) -> list[str]:
+    """Delete a plan's files (with their key summaries) and complete the clean with its metadata;
+    returns the table-relative paths deleted (a file already gone counts as deleted)."""
+    deleted: list[str] = []
+    partitions = {}
+    for p, paths in by_partition.items():
+        ok, failed = [], []
+        for path in paths:
+            name = path.rpartition("/")[2]
+            try:
+                storage.delete(path)
+                file_id, _, rest = name.partition("_")
+                delete_summary(storage, rest.rpartition("_")[2].removesuffix(".parquet"), p, file_id)
+                ok.append(name)
+                deleted.append(path)
+            except OSError:
+                failed.append(name)
+        partitions[p] = {
+            "partitionPath": p,
+            "policy": policy,
+            "deletePathPatterns": [path.rpartition("/")[2] for path in paths],
+            "successDeleteFiles": ok,
+            "failedDeleteFiles": failed,
+            "isPartitionDeleted": False,
+        }
+    last = timeline.latest_completed_write()
+    metadata = {
+        "policy": policy,
+        "startCleanTime": inflight.time,
+        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+        "totalFilesDeleted": len(deleted),
+        "earliestCommitToRetain": boundary,
+        "lastCompletedCommitTimestamp": last.time if last else "",
+        "partitionMetadata": partitions,
+        "version": 2,
+        "bootstrapPartitionMetadata": {},
+    }
+    transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, metadata))
+    return deleted
 
 
 def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile], str | None]:
@@ -175,7 +236,7 @@ def _earliest_to_retain(timeline: Timeline, writes: list[Instant], policy: str, 
             return None
         earliest = writes[-retained].time
     else:
-        cutoff = format_instant_time(datetime.now(timezone.utc) - timedelta(hours=retained))
+        cutoff = format_instant_time(datetime.now(timezone.utc) - timedelta(hours=retained), timeline.layout.zone)
         after = [w.time for w in writes if w.time >= cutoff]
         earliest = after[0] if after else writes[-1].time
     pending = timeline.pending_writes()

@@ -142,10 +142,17 @@ def cluster(
     return ClusterResult(inflight.time, dict(replaced), tuple(s.path for s in stats))
 
 
+def small_file_limit(cfg: Config) -> int:
+    """The size below which a file group is small: what clustering merges and what `stats`
+    counts as small (hoodie.clustering.plan.strategy.small.file.limit, Hudi's 300 MiB). The
+    writer's hoodie.parquet.small.file.limit is another setting: files inserts are packed into."""
+    return cfg.get(opt.CLUSTERING_SMALL_FILE_LIMIT)
+
+
 def plan_groups(timeline: Timeline, cfg: Config) -> list[list[BaseFile]]:
     """Per partition, small file groups bin-packed (first fit, largest first) toward the target
     size; bins of one group are dropped (nothing would merge)."""
-    limit = cfg.get(opt.CLUSTERING_SMALL_FILE_LIMIT)
+    limit = small_file_limit(cfg)
     target = cfg.get(opt.CLUSTERING_TARGET_FILE_MAX_BYTES)
     busy = pending_clustering(timeline)
     view = FileSystemView(timeline)
@@ -176,7 +183,7 @@ def nothing_to_cluster(timeline: Timeline, cfg: Config) -> str:
     latest = view.latest_base_files()
     if not latest:
         return "the table has no file groups"
-    limit = cfg.get(opt.CLUSTERING_SMALL_FILE_LIMIT)
+    limit = small_file_limit(cfg)
     busy = pending_clustering(timeline)
     small: dict[str, int] = {}
     for bf in latest:

@@ -120,7 +120,7 @@ def _copy_converted_instants(storage: Storage, layout: TimelineLayout) -> int:
         data = storage.read_bytes(f"{LAYOUT_1.folder}/{name}")
         converted = inst
         if inst.is_completed:
-            completion = format_instant_time(datetime.fromtimestamp(mtimes[name] / 1e9, timezone.utc))
+            completion = format_instant_time(datetime.fromtimestamp(mtimes[name] / 1e9, timezone.utc), layout.zone)
             converted = inst.with_state(State.COMPLETED, completion=max(completion, inst.time))
         elif inst.time in pending_clustering:
             converted = Instant(inst.time, inst.action, inst.state, clustering=True)

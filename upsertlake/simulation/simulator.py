@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from upsertlake.simulation.invariants import BATCH_KEY, check_table
 from upsertlake.errors import TableExistsError, WriteConflictError
 from upsertlake.table.table import create_table, open_table
+from upsertlake.util.humanize import human_duration
 
 SEED_TIME = "seed"
 
@@ -245,9 +246,9 @@ def format_report(report: Report) -> str:
         f"(+{report.committed_unacknowledged} killed after committing), conflicted {report.conflicted}, "
         f"killed {report.killed}, failed {report.failed}"),
         (f"conflicts: {report.conflicts_on_records} on a record key, {report.conflicts_on_file_groups} on file groups; "
-        f"re-merged {report.remerged} commits; mean commit step {report.commit_seconds_plain * 1000:.1f} ms plain, "
-        f"{report.commit_seconds_remerged * 1000:.1f} ms with a re-merge"),
-        f"{report.seconds:.1f} s: {data['commits_per_second']} commits/s, {data['records_per_second']} records/s",
+        f"re-merged {report.remerged} commits; mean commit step {human_duration(report.commit_seconds_plain)} plain, "
+        f"{human_duration(report.commit_seconds_remerged)} with a re-merge"),
+        f"ran {human_duration(report.seconds)}: {data['commits_per_second']} commits/s, {data['records_per_second']} records/s",
         f"final snapshot: {report.final_rows} rows; Apache Hudi's reader: {report.hudi_reader}",
     ]
     lines += [f"VIOLATION: {v}" for v in report.violations] or ["invariants hold"]

@@ -9,12 +9,13 @@ from pyspark.sql import functions as F
 
 from upsertlake.read.snapshot import Scan
 from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE
-from upsertlake.spark.session import scan_files
+from upsertlake.spark.session import arrow_only, scan_files
 from upsertlake.spark.source import plan_scan
 from upsertlake.spark.types import spark_schema_of
 from upsertlake.storage import Storage
 
 
+@arrow_only
 def read(
     spark: object,
     path: str,

@@ -9,16 +9,43 @@ Spark application, that the workers can import pyarrow and upsertlake.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
+import shutil
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 from upsertlake.errors import ConfigError
 
 _CHECKED: set[str] = set()
+F = TypeVar("F", bound=Callable[..., object])
+
+# PySpark 4.x warns (FutureWarning) that it does not fully support pandas 3 wherever it checks
+# pandas, including inside mapInArrow (which builds a pandas_udf object) and at some imports.
+# Our Spark paths hand Spark Arrow batches, never pandas objects, so that warning says nothing
+# about them: they silence it, and only it, while they run. A user's own pandas calls into
+# PySpark still get it. (The extras do not cap pandas below 3: installing them must not
+# downgrade the user's pandas.)
+PANDAS3_WARNING = "PySpark does not yet fully support pandas >= 3.0.0"
 
 
+def arrow_only(func: F) -> F:
+    """Run `func` with PySpark's pandas-3 FutureWarning silenced (see PANDAS3_WARNING)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=re.escape(PANDAS3_WARNING), category=FutureWarning)
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@arrow_only
 def build_session(master: str = "local[2]", app: str = "upsertlake", **conf: str) -> object:
     """A session whose workers (and driver) run this interpreter; `conf`: more Spark settings."""
     from pyspark.sql import SparkSession
@@ -41,12 +68,14 @@ def build_session(master: str = "local[2]", app: str = "upsertlake", **conf: str
     return spark
 
 
+@arrow_only
 def check_workers(spark: object) -> None:
     """Raise ConfigError naming the workers' interpreter when it cannot import pyarrow or
-    upsertlake (checked once per application: one tiny job). The check runs as a SQL Arrow job,
-    so it starts the same Python worker pool the write then uses (an RDD job would start a second
-    one, about a second in a fresh process); only when that fails does an RDD job, which needs no
-    pyarrow in the workers, find out what is missing."""
+    upsertlake (checked once per application: one tiny job). When the workers run this very
+    interpreter (local mode, `build_session`), the check is a SQL Arrow job, which starts the same
+    Python worker pool the write then uses (an RDD job would start a second one, about a second in
+    a fresh process); otherwise an RDD job, which needs no pyarrow in the workers, so that our
+    error, not a failed task's Java trace, is the first thing printed."""
     sc = spark.sparkContext
     if sc.applicationId in _CHECKED:
         return
@@ -78,19 +107,35 @@ def check_workers(spark: object) -> None:
 
         return [[worker_sys.executable, *missing_modules()]]
 
-    try:
-        executable, missing = spark.range(1, numPartitions=1).mapInArrow(arrow_probe, "python string, missing string").collect()[0]
+    if _runs_this_interpreter(sc):
+        # The workers are this process's interpreter, which has pyarrow: the Arrow probe cannot
+        # fail on an import, and it starts the worker pool the write then uses.
+        executable, missing = (
+            spark.range(1, numPartitions=1).mapInArrow(arrow_probe, "python string, missing string").collect()[0]
+        )
         missing_list = [m for m in missing.split("; ") if m]
-    except Exception:  # noqa: BLE001 - the RDD probe below says what is wrong
+    else:
+        # An RDD job needs no pyarrow in the workers, so a missing module is reported by us
+        # first, not by Spark's log of a failed task (80 lines of Java trace).
         executable, *missing_list = sc.parallelize([0], 1).mapPartitions(rdd_probe).collect()[0]
     if missing_list:
         raise ConfigError(
             f"Spark's Python workers run {executable}, which cannot import {', '.join(missing_list)}. "
-            f"Set PYSPARK_PYTHON (and spark.pyspark.python) to the interpreter that has upsertlake "
-            f"before the session starts, "
-            f"e.g. {sys.executable}, or build the session with upsertlake.spark.session.build_session()"
+            f"Build the session with upsertlake.spark.build_session(master) (its workers run this "
+            f"interpreter, {sys.executable}), or set PYSPARK_PYTHON (and spark.pyspark.python) to an "
+            f"interpreter that has upsertlake before the session starts"
         )
     _CHECKED.add(sc.applicationId)
+
+
+def _runs_this_interpreter(sc: object) -> bool:
+    """Whether the Python workers are local processes of the interpreter running this code (by
+    path, not resolved: a venv's python is a symlink to a system interpreter without its packages)."""
+    if not str(sc.master).startswith("local"):
+        return False
+    names = {sc.pythonExec or "python3", sc.getConf().get("spark.pyspark.python") or sc.pythonExec or "python3"}
+    paths = {os.path.abspath(shutil.which(n) or n) for n in names}
+    return paths == {os.path.abspath(sys.executable)}
 
 
 # What a distributed write changes in its session while it runs (spark.sql.shuffle.partitions is

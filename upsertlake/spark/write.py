@@ -46,7 +46,7 @@ from upsertlake.layout.markers import reconcile_markers
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
-from upsertlake.spark.session import WRITE_SETTINGS, check_workers, session_settings
+from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, session_settings
 from upsertlake.spark.tagging import LOCATION, tag
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
@@ -62,6 +62,7 @@ STATUS = "status"
 _WRITE_FAULT: Callable[[int], None] | None = None
 
 
+@arrow_only
 def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str, str] | None = None) -> WriteResult:
     """Write a Spark DataFrame to the table with the options' operation, distributed;
     `extra_metadata` goes into the commit's extraMetadata."""

@@ -29,7 +29,7 @@ from upsertlake.errors import (
     UpsertlakeError,
 )
 from upsertlake.read.filters import Filters
-from upsertlake.read.snapshot import read_incremental, read_snapshot, table_schema
+from upsertlake.read.snapshot import read_incremental, read_snapshot, snapshot_scan, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.services.archive import archive
@@ -192,28 +192,38 @@ class Table:
 
     def savepoint(self, instant: str | datetime | None = None, comment: str = "") -> Instant:
         """Pin a completed commit's snapshot (default: the latest) against cleaning, for restore."""
-        return savepoint(self.storage, self.write_client().lock, _instant(instant), comment)
+        return savepoint(self.storage, self.write_client().lock, self._instant(instant), comment)
 
     def restore(self, instant: str | datetime) -> Instant:
         """Roll back every instant after the savepoint `instant`: the table reads as of it again."""
-        done = restore(self.storage, self.write_client().lock, _instant(instant) or "")
+        done = restore(self.storage, self.write_client().lock, self._instant(instant) or "")
         self._client = None  # its index may hold keys of the instants rolled back
         return done
 
     def rollback(self, instant: str | datetime | None = None) -> Instant:
         """Undo the latest completed commit (default) or any pending instant, as a `.rollback`."""
-        done = rollback(self.storage, self.write_client().lock, _instant(instant))
+        done = rollback(self.storage, self.write_client().lock, self._instant(instant))
         self._client = None
         return done
 
     # -- reads -------------------------------------------------------------------------------
+    def _instant(self, value: str | datetime | None) -> str | None:
+        """An instant time from a user's instant string or datetime, in the table's timeline zone
+        (hoodie.table.timeline.timezone); a naive datetime is local time, as datetime.now() gives."""
+        if value is None:
+            return None
+        try:
+            return normalize_instant(value, self.config.timeline_timezone)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+
     def timeline(self) -> list[Instant]:
         """Every instant of the active timeline, oldest first (archived ones are not listed)."""
         return Timeline.load(self.storage).active()
 
     def schema(self, as_of: str | datetime | None = None) -> pa.Schema:
         """The data schema (without meta columns) as of an instant."""
-        return table_schema(Timeline.load(self.storage), self.config, _instant(as_of))
+        return table_schema(Timeline.load(self.storage), self.config, self._instant(as_of))
 
     def read(
         self,
@@ -222,25 +232,27 @@ class Table:
         filters: Filters = None,
     ) -> pa.Table:
         """The snapshot as of an instant (default: newest): five `_hoodie_*` columns, then data
-        (data only for a table that does not populate meta fields, as Hudi's readers return it)."""
-        return read_snapshot(Timeline.load(self.storage), self.config, columns, _instant(as_of), filters)
+        (data only for a table that does not populate meta fields, as Hudi's readers return it).
+        `as_of` is an instant time or a datetime: a naive datetime is local time (as
+        `datetime.now()` gives it), converted like an aware one to the table's timeline zone."""
+        return read_snapshot(Timeline.load(self.storage), self.config, columns, self._instant(as_of), filters)
+
+    def files(self, as_of: str | datetime | None = None, filters: Filters = None) -> list[str]:
+        """The absolute paths of the base files a snapshot reads (default: the newest), for
+        engines that read parquet themselves (DuckDB, pandas, Polars): the table's folder also
+        holds every older version of each file group, replaced groups and uncommitted files.
+        `filters` prune partitions (and key ranges) as `read` does; filter the rows too."""
+        scan = snapshot_scan(Timeline.load(self.storage), self.config, self._instant(as_of), filters)
+        return [self.storage.full_path(bf.path) for bf in scan.files]
 
     def read_incremental(
         self, begin: str | datetime, end: str | datetime | None = None, columns: Sequence[str] | None = None
     ) -> pa.Table:
         """The latest state of the records written by commits in (begin, end]."""
         return read_incremental(
-            Timeline.load(self.storage), self.config, _instant(begin), _instant(end), columns
+            Timeline.load(self.storage), self.config, self._instant(begin), self._instant(end), columns
         )
 
-
-def _instant(value: str | datetime | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return normalize_instant(value)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
 
 
 def _fields(value: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -144,7 +144,7 @@ def create_requested(storage: Storage, action: Action, content: bytes = b"", clu
     timeline = Timeline.load(storage)
     last = timeline.last_time()
     while True:
-        instant = Instant(next_instant_time(last), action, State.REQUESTED, clustering=clustering)
+        instant = Instant(next_instant_time(last, timeline.layout.zone), action, State.REQUESTED, clustering=clustering)
         if storage.write_if_absent(timeline.path(instant), content):
             return instant
         last = instant.time
@@ -167,7 +167,7 @@ def transition(storage: Storage, instant: Instant, to: State, content: bytes = b
         done = timeline.get(instant.time, instant.action)
         if done is not None and done.is_completed:
             raise CorruptTableError(f"instant {instant.time} is already completed ({layout.path(done)})")
-        target = instant.with_state(to, completion=next_instant_time(timeline.last_time()))
+        target = instant.with_state(to, completion=next_instant_time(timeline.last_time(), layout.zone))
     if layout.version == 2 and content and not content.startswith(AVRO_MAGIC) and instant.action in WRITE_ACTIONS:
         content = json_to_avro(content, instant.action is Action.REPLACE_COMMIT, f"commit {instant.time}")
     if not storage.write_if_absent(layout.path(target), content):

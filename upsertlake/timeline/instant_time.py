@@ -1,43 +1,57 @@
-"""Instant times: `yyyyMMddHHmmssSSS` in UTC, and the user-facing forms that name one."""
+"""Instant times: `yyyyMMddHHmmssSSS` in the table's timeline zone, and the user-facing forms that
+name one.
+
+Hudi writes instant times as wall-clock times in `hoodie.table.timeline.timezone`: `UTC`, or
+`LOCAL` (the writer's zone, Hudi's default; our new tables say UTC). Every conversion between a
+datetime and an instant time goes through that zone. A naive datetime is local time, as Python's
+`datetime.now()` gives it, so a user who passes `datetime.now()` lands on the instants they just saw.
+"""
 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 
 _DIGITS = re.compile(r"^\d{14}(\d{3})?$")
 FORMAT = "%Y%m%d%H%M%S"
+UTC = "UTC"
 
 
-def format_instant_time(when: datetime) -> str:
-    """The 17-digit instant time of a datetime (naive datetimes are taken as UTC)."""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    when = when.astimezone(timezone.utc)
+def zone_info(zone: str) -> tzinfo | None:
+    """A `hoodie.table.timeline.timezone` value as Python's tzinfo: UTC, else None (local time)."""
+    return timezone.utc if zone.strip().upper() == UTC else None
+
+
+def format_instant_time(when: datetime, zone: str = UTC) -> str:
+    """The 17-digit instant time of a datetime in the timeline zone (naive = local time)."""
+    when = when.astimezone(zone_info(zone))
     return when.strftime(FORMAT) + f"{when.microsecond // 1000:03d}"
 
 
-def now_instant_time() -> str:
-    return format_instant_time(datetime.now(timezone.utc))
+def now_instant_time(zone: str = UTC) -> str:
+    return format_instant_time(datetime.now(timezone.utc), zone)
 
 
-def parse_instant_time(time: str) -> datetime:
-    """The UTC datetime an instant time stands for."""
+def parse_instant_time(time: str, zone: str = UTC) -> datetime:
+    """The (aware) datetime an instant time of a timeline in `zone` stands for."""
     if not _DIGITS.match(time):
         raise ValueError(f"not an instant time (yyyyMMddHHmmss[SSS]): {time!r}")
-    base = datetime.strptime(time[:14], FORMAT).replace(tzinfo=timezone.utc)
+    base = datetime.strptime(time[:14], FORMAT)
     millis = int(time[14:] or 0)
-    return base.replace(microsecond=millis * 1000)
+    wall = base.replace(microsecond=millis * 1000)
+    tz = zone_info(zone)
+    return wall.replace(tzinfo=tz) if tz is not None else wall.astimezone()
 
 
-def normalize_instant(value: str | datetime, *, end_of_second: bool = True) -> str:
+def normalize_instant(value: str | datetime, zone: str = UTC, *, end_of_second: bool = True) -> str:
     """A 17-digit instant time from a user's `as_of` / `begin` / `end`.
 
-    A 14-digit (second precision) time names the whole second, so `end_of_second` pads it
-    with 999: every instant started within that second is included.
+    A datetime is converted to the timeline zone (a naive one is local time). A 14-digit (second
+    precision) time names the whole second, so `end_of_second` pads it with 999: every instant
+    started within that second is included.
     """
     if isinstance(value, datetime):
-        return format_instant_time(value)
+        return format_instant_time(value, zone)
     text = str(value).strip()
     if not _DIGITS.match(text):
         raise ValueError(f"not an instant time (yyyyMMddHHmmss[SSS] or datetime): {value!r}")
@@ -46,9 +60,9 @@ def normalize_instant(value: str | datetime, *, end_of_second: bool = True) -> s
     return text
 
 
-def next_instant_time(after: str | None) -> str:
+def next_instant_time(after: str | None, zone: str = UTC) -> str:
     """An instant time later than both the clock and `after` (the newest time on the timeline)."""
-    now = now_instant_time()
+    now = now_instant_time(zone)
     if after is None or now > after:
         return now
-    return format_instant_time(parse_instant_time(after) + timedelta(milliseconds=1))
+    return format_instant_time(parse_instant_time(after, zone) + timedelta(milliseconds=1), zone)

@@ -9,7 +9,7 @@ cannot read correctly is refused here, so no reader ever sees an empty timeline 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import TableNotFoundError
@@ -21,10 +21,12 @@ METAFOLDER = ".hoodie"
 
 @dataclass(frozen=True)
 class TimelineLayout:
-    """One timeline layout: its version and the folder of its instant files."""
+    """One timeline layout: its version, the folder of its instant files, and the zone its
+    instant times are written in (`hoodie.table.timeline.timezone`: UTC or LOCAL)."""
 
     version: int
     folder: str
+    zone: str = field(default="UTC", compare=False)
 
     def path(self, instant: Instant) -> str:
         """The table-relative path of an instant's file in its state."""
@@ -45,8 +47,8 @@ def layout_of(config: TableConfig) -> TimelineLayout:
     """The layout a table's properties declare (UnsupportedTableError for unknown ones)."""
     config.check_readable()
     if config.timeline_layout_version == 1:
-        return LAYOUT_1
-    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}")
+        return replace(LAYOUT_1, zone=config.timeline_timezone)
+    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}", config.timeline_timezone)
 
 
 def table_layout(storage: Storage) -> TimelineLayout:

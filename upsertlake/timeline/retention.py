@@ -10,7 +10,7 @@ from __future__ import annotations
 from upsertlake.errors import CleanedInstantError
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.instant import Action, State
+from upsertlake.timeline.instant import Action, Instant, State
 
 
 def savepointed_files(timeline: Timeline) -> set[str]:
@@ -28,12 +28,36 @@ def savepoint_times(timeline: Timeline) -> set[str]:
 
 
 def cleaned_before(timeline: Timeline) -> str | None:
-    """The earliest instant whose snapshot is whole after the latest completed clean (None: no clean)."""
-    cleans = timeline.filter([Action.CLEAN], [State.COMPLETED])
-    if not cleans:
-        return None
-    doc = documents.decode(timeline.document(cleans[-1]), f"clean {cleans[-1].time}")
-    return doc["earliestCommitToRetain"] or None
+    """The earliest instant whose snapshot is whole after every clean (None: no clean).
+
+    Pending cleans count: one killed midway has deleted some of its planned files already, so its
+    plan's boundary holds as if it had completed. A clean that recorded no boundary (Hudi's
+    KEEP_LATEST_FILE_VERSIONS) counts as keeping only the newest commit it saw."""
+    bounds = [_clean_boundary(timeline, inst) for inst in timeline.filter([Action.CLEAN])]
+    return max(filter(None, bounds), default=None)
+
+
+def _clean_boundary(timeline: Timeline, inst: Instant) -> str | None:
+    if inst.is_completed:
+        doc = documents.decode(timeline.document(inst), f"clean {inst.time}")
+        return doc.get("earliestCommitToRetain") or doc.get("lastCompletedCommitTimestamp") or None
+    plan = pending_clean_plan(timeline, inst) or {}
+    retain = (plan.get("earliestInstantToRetain") or {}).get("timestamp")
+    if retain:
+        return retain
+    before = [w.time for w in timeline.completed_writes() if w.time < inst.time]
+    return before[-1] if before else None
+
+
+def pending_clean_plan(timeline: Timeline, inst: Instant) -> dict | None:
+    """The cleaner plan of a pending clean: in its `.clean.requested` file (also in `.inflight`,
+    which Hudi may leave empty); None when neither holds one."""
+    for state in (State.REQUESTED, State.INFLIGHT):
+        path = timeline.path(inst.with_state(state))
+        data = timeline.storage.read_bytes(path) if timeline.storage.exists(path) else b""
+        if data:
+            return documents.decode(data, f"clean plan {inst.time} ({path})")
+    return None
 
 
 def check_readable(timeline: Timeline, as_of: str | None, what: str) -> None:
