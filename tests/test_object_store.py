@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 
 from helpers import hudi_read

@@ -12,6 +12,7 @@ import upsertlake
 from upsertlake.cli.inputs import FORMATS, read_inputs
 from upsertlake.cli.output import add_key_fields, format_records, human_bytes, human_duration, parse_options, print_json
 from upsertlake.engine.plan import Progress
+from upsertlake.storage import requests as store_requests
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,10 @@ def write(args: argparse.Namespace) -> int:
 def explain(args: argparse.Namespace) -> int:
     table = upsertlake.open_table(args.path, parse_options(args.option))
     data = read_inputs(args.files, args.format)
+    before = store_requests.snapshot()
     summary = table.plan(OPERATIONS[args.operation], data).summary()
+    if not table.storage.is_local:  # object stores bill per request: what planning alone cost
+        summary["store_requests"] = store_requests.since(before)
     if args.json:
         print_json(summary)
         return 0
@@ -123,6 +127,9 @@ def explain(args: argparse.Namespace) -> int:
         if rows:
             print(format_records(rows, columns))
     print(f"\nbytes rewritten: {summary['bytes_rewritten']} ({human_bytes(summary['bytes_rewritten'])})")
+    if "store_requests" in summary:
+        counts = ", ".join(f"{k} {v}" for k, v in summary["store_requests"].items())
+        print(f"store requests of this dry run: {counts}")
     return 0
 
 

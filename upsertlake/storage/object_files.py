@@ -10,23 +10,69 @@ chunks it then reads are ranged GETs.
 from __future__ import annotations
 
 import io
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import obstore
 
+from upsertlake.storage.requests import count
+
 TAIL_BYTES = 8 * 2**20
+CACHE_BYTES = 256 * 2**20
+
+
+class _WholeFiles:
+    """Objects read whole lately, by URI. Data files are immutable (a new version gets a new
+    name), so an index lookup, a merge and a conflict check reading one file make one GET, not
+    four; a write or delete through this process forgets the name."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+        self.files: OrderedDict[str, bytes] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, uri: str) -> bytes | None:
+        with self.lock:
+            data = self.files.get(uri)
+            if data is not None:
+                self.files.move_to_end(uri)
+            return data
+
+    def put(self, uri: str, data: bytes) -> None:
+        with self.lock:
+            if uri not in self.files:
+                self.files[uri] = data
+                self.used += len(data)
+            while self.used > self.limit:
+                self.used -= len(self.files.popitem(last=False)[1])
+
+    def forget(self, uri: str) -> None:
+        with self.lock:
+            data = self.files.pop(uri, None)
+            self.used -= len(data) if data is not None else 0
+
+
+WHOLE_FILES = _WholeFiles(CACHE_BYTES)
 
 
 class ObjectReader(io.RawIOBase):
-    """A seekable, read-only view of one object."""
+    """A seekable, read-only view of one object (`uri` names it in the cache)."""
 
-    def __init__(self, store: Any, path: str) -> None:
+    def __init__(self, store: Any, path: str, uri: str, cacheable: bool) -> None:
         self._store, self._path = store, path
+        self._pos = 0
+        cached = WHOLE_FILES.get(uri) if cacheable else None
+        if cached is not None:
+            self._size, self._tail_start, self._tail = len(cached), 0, cached
+            return
+        count("GET")
         got = obstore.get(store, path, options={"range": {"suffix": TAIL_BYTES}})
         self._size = int(got.meta["size"])
         self._tail_start = got.range[0]
         self._tail = bytes(got.bytes())
-        self._pos = 0
+        if cacheable and self._tail_start == 0:
+            WHOLE_FILES.put(uri, self._tail)
 
     def readable(self) -> bool:
         return True
@@ -53,9 +99,11 @@ class ObjectReader(io.RawIOBase):
         if start >= self._tail_start:
             data = self._tail[start - self._tail_start:end - self._tail_start]
         elif end > self._tail_start:  # straddles the tail: fetch only the part before it
+            count("GET")
             head = bytes(obstore.get_range(self._store, self._path, start=start, end=self._tail_start))
             data = head + self._tail[:end - self._tail_start]
         else:
+            count("GET")
             data = bytes(obstore.get_range(self._store, self._path, start=start, end=end))
         self._pos = end
         return data
@@ -73,6 +121,7 @@ class ObjectWriter(io.RawIOBase):
     """A write-only stream whose object appears, whole, when it is closed (multipart upload)."""
 
     def __init__(self, store: Any, path: str) -> None:
+        count("PUT")
         self._writer = obstore.open_writer(store, path)
         self._written = 0
 

@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 from upsertlake.errors import StorageError
 from upsertlake.storage.clients import normalized, object_store
 from upsertlake.storage.location import Location, parse_location
-from upsertlake.storage.object_files import ObjectReader, ObjectWriter
+from upsertlake.storage.object_files import WHOLE_FILES, ObjectReader, ObjectWriter
+from upsertlake.storage.requests import count
 
 _LOCAL_FS = pafs.LocalFileSystem()
 
@@ -99,6 +100,7 @@ class Storage:
         import obstore
 
         try:
+            count("LIST")
             obstore.list_with_delimiter(self._store, None)
         except Exception as exc:  # obstore's errors name the HTTP status and the store's message
             first = " ".join(str(exc).split())[:300]
@@ -120,6 +122,7 @@ class Storage:
         import obstore
 
         try:
+            count("HEAD")
             meta = obstore.head(self._store, rel)
         except FileNotFoundError:
             return None
@@ -131,13 +134,14 @@ class Storage:
                 return f.read()
         import obstore
 
+        count("GET")
         return bytes(obstore.get(self._store, rel).bytes())
 
     def open_input(self, rel: str) -> pa.NativeFile:
         """A random-access file (on an object store: one GET of the tail, then ranged GETs)."""
         if self.is_local:
             return self.fs.open_input_file(self.fs_path(rel))
-        return pa.PythonFile(ObjectReader(self._store, rel), mode="r")
+        return pa.PythonFile(ObjectReader(self._store, rel, self.full_path(rel), _immutable(rel)), mode="r")
 
     def parquet_file(self, rel: str, **kwargs: Any) -> pq.ParquetFile:
         return pq.ParquetFile(self.open_input(rel), **kwargs)
@@ -156,6 +160,7 @@ class Storage:
         import obstore
 
         prefix = f"{rel}/" if rel else None
+        count("LIST")
         if recursive:
             return [_entry(m["path"], m) for chunk in obstore.list(self._store, prefix) for m in chunk]
         found = obstore.list_with_delimiter(self._store, prefix)
@@ -184,6 +189,7 @@ class Storage:
     def open_output(self, rel: str) -> pa.NativeFile:
         """A stream whose file appears when closed (an object store's upload completes then)."""
         if not self.is_local:
+            WHOLE_FILES.forget(self.full_path(rel))
             return pa.PythonFile(ObjectWriter(self._store, rel), mode="w")
         parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
         self.makedirs(parent)
@@ -194,6 +200,7 @@ class Storage:
         if not self.is_local:
             import obstore
 
+            count("PUT")
             obstore.put(self._store, rel, data)
             return
         tmp = _temp_sibling(rel)
@@ -211,6 +218,7 @@ class Storage:
             import obstore
 
             try:
+                count("PUT")
                 obstore.put(self._store, rel, data, mode="create")
                 return True
             except obstore.exceptions.AlreadyExistsError:
@@ -238,6 +246,7 @@ class Storage:
         import obstore
 
         try:
+            count("GET")
             got = obstore.get(self._store, rel)
         except FileNotFoundError:
             return None
@@ -250,6 +259,7 @@ class Storage:
 
         mode = "create" if version is None else {"e_tag": version}
         try:
+            count("PUT")
             return obstore.put(self._store, rel, data, mode=mode)["e_tag"]
         except (obstore.exceptions.AlreadyExistsError, obstore.exceptions.PreconditionError):
             return None
@@ -260,6 +270,8 @@ class Storage:
 
             if not missing_ok and self.stat(rel) is None:
                 raise FileNotFoundError(self.full_path(rel))
+            count("DELETE")
+            WHOLE_FILES.forget(self.full_path(rel))
             obstore.delete(self._store, rel)
             return
         try:
@@ -277,13 +289,21 @@ class Storage:
         import obstore
 
         paths = [e.path for e in self.list(rel, recursive=True)]
+        for path in paths:
+            WHOLE_FILES.forget(self.full_path(path))
         for start in range(0, len(paths), 1000):
+            count("DELETE")
             obstore.delete(self._store, paths[start:start + 1000])
 
 
 def _entry(path: str, meta: Mapping[str, Any]) -> FileEntry:
     mtime = meta["last_modified"]
     return FileEntry(path, int(meta["size"]), False, int(mtime.timestamp() * 1_000_000_000))
+
+
+def _immutable(rel: str) -> bool:
+    """Data files never change under their name (each version has its own)."""
+    return rel.endswith(".parquet") and not rel.startswith(".hoodie/")
 
 
 def _temp_sibling(rel: str) -> str:

@@ -115,11 +115,17 @@ class Timeline:
 
 @lru_cache(maxsize=4096)
 def _read_commit_metadata_cached(storage: Storage, rel: str, size: int, mtime_ns: int) -> CommitMetadata:
-    return CommitMetadata.from_bytes(storage.read_bytes(rel), source=storage.full_path(rel))
+    try:
+        data = storage.read_bytes(rel)
+    except FileNotFoundError as exc:
+        raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}") from exc
+    return CommitMetadata.from_bytes(data, source=storage.full_path(rel))
 
 
 def _read_commit_metadata(storage: Storage, rel: str) -> CommitMetadata:
     # Keyed by size and mtime too, so a table deleted and re-created at the same path is re-read.
+    if not storage.is_local:  # created once, by a conditional PUT, and never replaced: no HEAD
+        return _read_commit_metadata_cached(storage, rel, -1, 0)
     info = storage.stat(rel)
     if info is None:
         raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}")

@@ -1,0 +1,141 @@
+"""Upserts on object storage: upsertlake against delta-rs's MERGE on the same S3 server on loopback
+(moto, tests/s3_server.py), a fresh process per run, with the requests each upsert makes, counted
+by the server by kind (LIST, GET, HEAD, PUT, multipart POST, DELETE).
+
+    python benchmarks/s3_bench.py                         # 1M rows + 100K uniform, 3 runs a peer
+    python benchmarks/s3_bench.py --rows 10000000 --peers upsertlake
+    python benchmarks/s3_bench.py --instants 200 --peers upsertlake   # a longer timeline first
+
+Each run: a new table of --rows rows (bulk insert, then --instants - 1 small upserts), then one
+uniform upsert of --batch rows timed inside a fresh process (its start-up excluded, its
+first-use costs included), verified against the expected row count and fare sum.
+Prints one line per run and a summary; writes nothing into the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+SERVER = Path(__file__).resolve().parents[1] / "tests" / "s3_server.py"
+PEERS = ("upsertlake", "delta-rs")
+
+WORKER = r"""
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np, pyarrow as pa, pyarrow.compute as pc
+from workloads import make_rows
+peer, uri, step, rows, batch_rows, instants = sys.argv[2], sys.argv[3], sys.argv[4], *map(int, sys.argv[5:8])
+endpoint = os.environ["AWS_ENDPOINT_URL"]
+delta_opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "bench",
+              "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1", "conditional_put": "etag"}
+rng = np.random.default_rng(1)
+if step == "build":
+    base = make_rows(np.arange(rows), rows, 1, rng)
+    small = [make_rows(rng.choice(rows, 100, replace=False), rows, 1 + i, rng) for i in range(1, instants)]
+    if peer == "upsertlake":
+        import upsertlake
+        t = upsertlake.create_table(uri, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"],
+                                    options={"hoodie.cleaner.commits.retained": "1000", "hoodie.keep.min.commits": "1000",
+                                             "hoodie.keep.max.commits": "1010"})
+        t.bulk_insert(base)
+        for b in small:
+            t.upsert(b)
+    else:
+        from deltalake import DeltaTable, write_deltalake
+        write_deltalake(uri, base, partition_by=["part"], storage_options=delta_opts)
+        for b in small:
+            (DeltaTable(uri, storage_options=delta_opts).merge(b, predicate="t.key = s.key", source_alias="s", target_alias="t")
+             .when_matched_update_all(predicate="s.ts >= t.ts").when_not_matched_insert_all().execute())
+    print(json.dumps({}))
+else:
+    ids = rng.choice(rows, batch_rows, replace=False)
+    batch = make_rows(ids, rows, 10_000, np.random.default_rng(2))
+    if peer == "upsertlake":
+        import upsertlake
+        began = time.perf_counter()
+        t = upsertlake.open_table(uri)
+        r = t.upsert(batch)
+        seconds = time.perf_counter() - began
+        t2 = upsertlake.open_table(uri).read(columns=["fare", "ts"])
+        extra = {"stages": r.stage_seconds}
+    else:
+        from deltalake import DeltaTable
+        began = time.perf_counter()
+        (DeltaTable(uri, storage_options=delta_opts).merge(batch, predicate="t.key = s.key", source_alias="s", target_alias="t")
+         .when_matched_update_all(predicate="s.ts >= t.ts").when_not_matched_insert_all().execute())
+        seconds = time.perf_counter() - began
+        t2 = DeltaTable(uri, storage_options=delta_opts).to_pyarrow_table(columns=["fare", "ts"])
+        extra = {}
+    print(json.dumps({"seconds": seconds, "rows": t2.num_rows, "updated": pc.sum(pc.equal(t2["ts"], 10_000)).as_py(),
+                      **extra}))
+"""
+
+
+def counts(endpoint: str) -> dict[str, int]:
+    with urllib.request.urlopen(f"{endpoint}/__requests") as resp:
+        return json.loads(resp.read())
+
+
+def run(peer: str, step: str, uri: str, env: dict[str, str], args: argparse.Namespace) -> dict:
+    out = subprocess.run([sys.executable, "-c", WORKER, str(Path(__file__).parent), peer, uri, step,
+                          str(args.rows), str(args.batch), str(args.instants)],
+                         env=env, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise SystemExit(f"{peer} {step} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=100_000)
+    parser.add_argument("--instants", type=int, default=1, help="completed instants before the timed upsert")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--peers", nargs="+", default=list(PEERS), choices=PEERS)
+    args = parser.parse_args()
+
+    server = subprocess.Popen([sys.executable, str(SERVER)], stdout=subprocess.PIPE, text=True)
+    endpoint = f"http://127.0.0.1:{int(server.stdout.readline())}"
+    env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench",
+           "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1"}
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
+                      region_name="us-east-1")
+    results: dict[str, list[dict]] = {p: [] for p in args.peers}
+    try:
+        for i in range(args.repeat):
+            for peer in args.peers:  # alternate the peers, each run on a table of its own
+                bucket = f"bench-{peer.replace('-', '')}-{i}-{int(time.time())}"
+                s3.create_bucket(Bucket=bucket)
+                uri = f"s3://{bucket}/t"
+                run(peer, "build", uri, env, args)
+                counts(endpoint)  # reset
+                got = run(peer, "upsert", uri, env, args)
+                got["requests"] = counts(endpoint)
+                results[peer].append(got)
+                print(f"{peer:11s} run {i + 1}: {got['seconds']:.3f} s, rows {got['rows']}, updated {got['updated']}, "
+                      f"requests {got['requests']}", flush=True)
+    finally:
+        server.terminate()
+    medians = {p: statistics.median(r["seconds"] for r in rs) for p, rs in results.items()}
+    print(f"\n{args.rows} rows + {args.batch} uniform upsert, {args.instants} instants before, "
+          f"median of {args.repeat} fresh-process runs:")
+    for peer, median in medians.items():
+        print(f"  {peer:11s} {median:.3f} s  requests {results[peer][-1]['requests']}")
+    if "upsertlake" in medians and "delta-rs" in medians:
+        print(f"  upsertlake / delta-rs: {medians['upsertlake'] / medians['delta-rs']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
