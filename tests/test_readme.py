@@ -25,12 +25,25 @@ def python_blocks() -> list[str]:
 def test_the_readme_has_the_examples() -> None:
     text = README.read_text("utf-8")
     blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "upsertlake.spark" not in b]
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     assert "create_table" in blocks[0] and "duckdb.read_parquet(t.files()" in blocks[1] and "t.cluster()" in blocks[2]
+    assert "s3://lake/trips" in blocks[3]
 
 
-def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def use_the_test_s3_server(s3_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The object-storage example's environment: the test server, an empty bucket `lake`."""
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    client = s3_server.client
+    if "lake" not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket="lake")
+    for key in s3_server.keys("lake"):
+        client.delete_object(Bucket="lake", Key=key)
+
+
+def test_readme_python_examples_run(s3_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pandas")  # the example calls .to_pandas(), as the README says
+    use_the_test_s3_server(s3_server, monkeypatch)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)
@@ -49,11 +62,15 @@ def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     actions = [i.action.value for i in t.timeline()]
     assert actions == ["commit", "commit", "commit", "savepoint", "rollback", "restore", "replacecommit", "replacecommit"]
     assert sorted(t.read().column("city").to_pylist()) == ["nyc"]  # sf was retired last
+    assert namespace["same"].read().num_rows == 2
+    assert all(f.startswith("s3://lake/trips/") for f in namespace["same"].files())
 
 
 @pytest.mark.spark
-def test_readme_spark_example_runs_after_the_others(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_spark_example_runs_after_the_others(spark, s3_server, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The Spark block continues the Use example (its `batch` and `path`), on the tests' session."""
+    use_the_test_s3_server(s3_server, monkeypatch)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)
