@@ -104,14 +104,6 @@ class S3Server:
             out.update({o["Key"]: o["ETag"] for o in page.get("Contents", [])})
         return out
 
-    def download(self, bucket: str, prefix: str, dest: Path) -> Path:
-        """A local copy of a table (for readers that cannot reach the server)."""
-        for key in self.keys(bucket, prefix):
-            target = dest / key[len(prefix):].lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self.client.download_file(bucket, key, str(target))
-        return dest
-
 
 @pytest.fixture(scope="session")
 def s3_server():
