@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from upsertlake.cli.inputs import InputTypes
 from upsertlake.cli.output import CliError, add_key_fields, parse_options, print_json
 from upsertlake.errors import TableNotFoundError
 from upsertlake.table.table import open_table
@@ -94,10 +95,10 @@ def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str])
     spark = uls.build_session(args.spark_master, "upsertlake-ingest")  # workers run this interpreter
     uls.register(spark)
     _say(f"spark session ({args.spark_master}) in {time.perf_counter() - began:.1f} s")
-    reader = spark.read.option("header", "true").option("inferSchema", "true") if args.format == "csv" else spark.read
-    df = reader.format(args.format).load(files)
+    exists = _table_exists(args.table)
+    df = _read(spark, args.format, files, _input_types(args, exists))
     opts = dict(options, record_key=args.record_key)
-    if args.name or not _table_exists(args.table):
+    if args.name or not exists:
         # The name is the table's once created: a default differing from it would be a config conflict.
         opts["table"] = args.name or Path(args.table).resolve().name
     if args.precombine_field:
@@ -113,6 +114,32 @@ def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str])
         "updates": result.num_updates,
         "stage_seconds": {k: round(v, 3) for k, v in result.stage_seconds.items()},
     }
+
+
+def _input_types(args: argparse.Namespace, exists: bool) -> InputTypes:
+    """The table's types, as the commands that write named files read them (`cli.inputs`)."""
+    if exists:
+        return InputTypes.of(open_table(args.table))
+    fields = f"{args.record_key},{args.partition_fields or ''}".split(",")
+    return InputTypes(text_fields=tuple(f.strip() for f in fields if f.strip()))
+
+
+def _read(spark: object, fmt: str, files: list[str], types: InputTypes) -> object:
+    """The files as a DataFrame: inferred, then read again with the types `types` imposes on the
+    columns found, failing on a value that does not parse (Spark would silently make it null)."""
+    from upsertlake.spark.types import arrow_schema_of, with_types
+
+    def reader() -> object:  # a DataFrameReader's options stick: one per read
+        return spark.read.option("header", "true") if fmt == "csv" else spark.read
+
+    df = (reader().option("inferSchema", "true") if fmt == "csv" else reader()).format(fmt).load(files)
+    if fmt == "parquet":
+        return df
+    imposed = types.csv_types() if fmt == "csv" else types.json_types(arrow_schema_of(df.schema))
+    imposed = {k: v for k, v in imposed.items() if k in df.columns}
+    if not imposed:
+        return df
+    return reader().schema(with_types(df.schema, imposed)).option("mode", "FAILFAST").format(fmt).load(files)
 
 
 def _table_exists(path: str) -> bool:

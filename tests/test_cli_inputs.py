@@ -1,0 +1,132 @@
+"""Input files named on the command line and ingested files are read with the table's types: a
+string column stays text exactly as written (issue 25, item 3), and `ingest` sees a source file
+again when it changes (item 6)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from upsertlake import open_table
+
+REPO = Path(__file__).resolve().parents[1]
+STRINGS = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string()), ("zip", pa.string())])
+
+
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run(
+        [sys.executable, "-m", "upsertlake.cli", *map(str, args)], capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+def ok(*args: str | Path) -> str:
+    p = cli(*args)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p.stdout
+
+
+def rows(path: Path) -> dict[str, tuple]:
+    t = open_table(path).read(columns=["_hoodie_record_key", "id", "ts", "v", "zip"])
+    return {r["_hoodie_record_key"]: (r["id"], r["ts"], r["v"], r["zip"]) for r in t.to_pylist()}
+
+
+def string_keyed_table(tmp_path: Path) -> Path:
+    """A table whose string keys are "001", "002" and "1", with a string zip code column."""
+    path, first = tmp_path / "t", tmp_path / "first.parquet"
+    pq.write_table(
+        pa.table({"id": ["001", "002", "1"], "ts": [1, 1, 1], "v": ["a", "b", "c"], "zip": ["10001", "10002", "10003"]},
+                 schema=STRINGS),
+        first,
+    )
+    ok("create", path, "--name", "t", "--record-key", "id", "--precombine-field", "ts")
+    ok("insert", path, first)
+    return path
+
+
+EXPECTED = {
+    "001": ("001", 2, "2024-05-01 12:00:00", "00501"),
+    "002": ("002", 3, "2024-05-02", "02134"),
+    "1": ("1", 1, "c", "10003"),
+    "003": ("003", 1, "2024-05-03T00:00:00", "00999"),
+}
+
+
+@pytest.mark.parametrize("suffix", ["csv", "ndjson"])
+def test_text_inputs_keep_leading_zeros(tmp_path: Path, suffix: str) -> None:
+    """`001,2,...` updates key "001", not "1"; a new "003" is stored as "003"; a quoted "002" stays
+    "002"; a zip code "00501" and a date-like text in string columns are taken as written."""
+    path = string_keyed_table(tmp_path)
+    changes = tmp_path / f"b.{suffix}"
+    if suffix == "csv":
+        changes.write_text('id,ts,v,zip\n001,2,2024-05-01 12:00:00,00501\n"002",3,2024-05-02,"02134"\n003,1,2024-05-03T00:00:00,00999\n')
+    else:
+        changes.write_text("".join(
+            json.dumps({"id": i, "ts": ts, "v": v, "zip": z}) + "\n"
+            for i, ts, v, z in [("001", 2, "2024-05-01 12:00:00", "00501"), ("002", 3, "2024-05-02", "02134"),
+                                ("003", 1, "2024-05-03T00:00:00", "00999")]
+        ))
+    summary = json.loads(ok("upsert", path, changes, "--json"))
+    assert (summary["inserts"], summary["updates"]) == (1, 2)
+    assert rows(path) == EXPECTED
+    assert open_table(path).schema() == STRINGS
+
+
+def test_delete_and_explain_read_keys_as_text(tmp_path: Path) -> None:
+    path = string_keyed_table(tmp_path)
+    gone = tmp_path / "gone.csv"
+    gone.write_text("id\n001\n")
+    plan = json.loads(ok("explain", "delete", path, gone, "--json"))
+    assert (plan["deletes"], plan["dropped_unknown_deletes"]) == (1, 0)
+    ok("delete", path, gone)
+    assert sorted(rows(path)) == ["002", "1"]
+
+
+def test_new_table_reads_key_and_partition_fields_as_text(tmp_path: Path) -> None:
+    """A table with no schema yet: the record key and partition fields are read as text (keys
+    "001" and "1" are two records, the partition "01" is "01"); other columns are inferred."""
+    path, first = tmp_path / "t", tmp_path / "first.csv"
+    first.write_text("id,ts,month\n001,1,01\n1,1,02\n")
+    ok("create", path, "--name", "t", "--record-key", "id", "--precombine-field", "ts", "--partition-fields", "month")
+    summary = json.loads(ok("upsert", path, first, "--json"))
+    assert summary["inserts"] == 2
+    t = open_table(path)
+    assert t.schema() == pa.schema([("id", pa.string()), ("ts", pa.int64()), ("month", pa.string())])
+    got = t.read(columns=["_hoodie_record_key", "_hoodie_partition_path", "id", "month"]).to_pylist()
+    assert sorted(tuple(r.values()) for r in got) == [("001", "01", "001", "01"), ("1", "02", "1", "02")]
+
+
+def test_a_json_number_for_a_string_column_is_refused_by_name(tmp_path: Path) -> None:
+    path = string_keyed_table(tmp_path)
+    changes = tmp_path / "b.ndjson"
+    changes.write_text('{"id": "001", "ts": 2, "v": "A", "zip": 501}\n')
+    p = cli("upsert", path, changes)
+    assert p.returncode == 2 and f"cannot read {changes} as ndjson" in p.stderr
+    assert rows(path)["001"] == ("001", 1, "a", "10001")
+
+
+def ingest(source: Path, table: Path, fmt: str) -> dict:
+    out = ok("ingest", "--source", source, "--format", fmt, "--table", table, "--record-key", "id",
+             "--precombine-field", "ts", "--json")  # fmt: skip
+    return json.loads(out)
+
+
+@pytest.mark.spark
+def test_ingest_keeps_leading_zeros(tmp_path: Path) -> None:
+    """`ingest` reads CSV and JSON with the table's types, as the write commands do."""
+    table, source = string_keyed_table(tmp_path), tmp_path / "in"
+    source.mkdir()
+    (source / "b.csv").write_text('id,ts,v,zip\n001,2,2024-05-01 12:00:00,00501\n"002",3,2024-05-02,"02134"\n')
+    first = ingest(source, table, "csv")
+    assert (first["inserts"], first["updates"]) == (0, 2)
+    (source / "c.json").write_text(json.dumps({"id": "003", "ts": 1, "v": "2024-05-03T00:00:00", "zip": "00999"}) + "\n")
+    assert ingest(source, table, "json")["inserts"] == 1
+    assert rows(table) == EXPECTED
+    assert open_table(table).schema() == STRINGS
