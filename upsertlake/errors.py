@@ -53,3 +53,8 @@ class FilterError(UpsertlakeError):
 
 class PartitionNotFoundError(UpsertlakeError):
     """A partition the caller named (e.g. to `delete_partitions`) is not in the table."""
+
+
+class MergeOnReadError(UnsupportedTableError):
+    """A merge-on-read table (or a request to create one): not supported yet. Its base files alone
+    are not the snapshot (updates and deletes wait in log files), so nothing reads or writes it."""
