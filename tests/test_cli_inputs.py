@@ -130,3 +130,62 @@ def test_ingest_keeps_leading_zeros(tmp_path: Path) -> None:
     assert ingest(source, table, "json")["inserts"] == 1
     assert rows(table) == EXPECTED
     assert open_table(table).schema() == STRINGS
+
+
+def commit_with(table_path: Path, extra: dict[str, str]) -> str:
+    """An upsert committed in process with this extraMetadata (as an ingest run records it)."""
+    client = open_table(table_path).write_client()
+    instant = client.start_commit("upsert")
+    result = client.upsert(pa.table({"id": ["x"], "ts": [1], "v": ["x"], "zip": ["x"]}, schema=STRINGS), instant)
+    client.commit(instant, result, extra)
+    return instant
+
+
+def test_path_only_checkpoints_of_earlier_versions_still_count(tmp_path: Path) -> None:
+    """A commit of an earlier version recorded bare paths: such a file counts as ingested unless it
+    was modified after that commit's instant time; new checkpoints need path, size and mtime."""
+    from upsertlake.cli.ingest import INGESTED_KEY, SourceFile, checkpoint
+    from upsertlake.timeline.instant_time import parse_instant_time
+
+    path = string_keyed_table(tmp_path)
+    old, new = tmp_path / "old.csv", tmp_path / "new.csv"
+    old.write_text("id\n1\n")
+    new.write_text("id\n2\n")
+    instant = commit_with(path, {INGESTED_KEY: json.dumps([str(old)])})
+    at = parse_instant_time(instant).timestamp()
+    os.utime(old, (at - 60, at - 60))
+    commit_with(path, {INGESTED_KEY: json.dumps([SourceFile.stat(str(new)).to_json()])})
+    done = checkpoint(str(path))
+    assert done.has(SourceFile.stat(str(old))) and done.has(SourceFile.stat(str(new)))
+    os.utime(old, (at + 60, at + 60))  # rewritten after the old commit read it
+    new.write_text("id\n3\n")  # same size, so only the modification time tells
+    os.utime(new, ns=(0, SourceFile.stat(str(new)).mtime_ns + 1_000_000_000))
+    assert not done.has(SourceFile.stat(str(old))) and not done.has(SourceFile.stat(str(new)))
+    assert done.seen_paths() == {str(old), str(new)}
+
+
+@pytest.mark.spark
+def test_ingest_reads_a_file_rewritten_in_place_again(tmp_path: Path) -> None:
+    """A source file rewritten in place with more rows (same path) is ingested again: its new rows
+    appear, none doubles; an unchanged file is not read again."""
+    table, source = tmp_path / "t", tmp_path / "in"
+    source.mkdir()
+    a, b = source / "a.csv", source / "b.csv"
+    a.write_text("id,ts,v,zip\n001,1,a1,1\n002,1,a2,2\n")
+    b.write_text("id,ts,v,zip\n101,1,b1,1\n")
+    first = ingest(source, table, "csv")
+    assert (first["input_files"], first["new_files"], first["inserts"]) == (2, 2, 3)
+    mtime = a.stat().st_mtime_ns
+    a.write_text("id,ts,v,zip\n001,1,a1,1\n002,1,a2,2\n003,1,a3,3\n004,1,a4,4\n")
+    os.utime(a, ns=(mtime + 10**9, mtime + 10**9))  # a file system with coarse times must see it too
+    second = ingest(source, table, "csv")
+    got = open_table(table).read(columns=["id", "v"])
+    assert sorted(zip(got["id"].to_pylist(), got["v"].to_pylist())) == [
+        ("001", "a1"), ("002", "a2"), ("003", "a3"), ("004", "a4"), ("101", "b1"),
+    ]
+    assert (second["input_files"], second["new_files"], second["changed_files"]) == (2, 0, 1)
+    assert (second["inserts"], second["updates"]) == (2, 2)  # b.csv not read again
+    assert first["changed_files"] == 0
+    third = ingest(source, table, "csv")
+    assert (third["new_files"], third["changed_files"], third["instant_time"]) == (0, 0, None)
+    assert [i.time for i in open_table(table).timeline()] == [first["instant_time"], second["instant_time"]]

@@ -1,7 +1,12 @@
 """`upsertlake ingest`: a dedup ingestion job on Spark. It reads the input files it has not ingested
-yet, dedups and upserts them with the distributed writer, and records the files it read in the
-commit's extraMetadata, so the next run picks up only new files (and a failed run, whose commit
-never completed, is simply retried)."""
+yet, dedups and upserts them with the distributed writer, and records the files it read (path, size
+and modification time, as Hudi's DeltaStreamer checkpoints by modification time) in the commit's
+extraMetadata, so the next run picks up only new files and files changed since (a file rewritten in
+place is read again; the upsert's dedup by precombine field keeps its old rows from doubling), and a
+failed run, whose commit never completed, is simply retried.
+
+Commits of earlier versions recorded paths only: such a file counts as ingested unless it was
+modified after the instant time of the commit that recorded it."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from upsertlake.cli.inputs import InputTypes
@@ -18,6 +24,7 @@ from upsertlake.cli.output import CliError, add_key_fields, parse_options, print
 from upsertlake.errors import TableNotFoundError
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.instant_time import parse_instant_time
 
 INGESTED_KEY = "upsertlake.ingest.files"
 EXTENSIONS = {"parquet": (".parquet", ".pq"), "json": (".json", ".ndjson", ".jsonl"), "csv": (".csv",)}
@@ -51,26 +58,71 @@ def source_files(source: str, fmt: str) -> list[str]:
     return files
 
 
-def ingested_files(table_path: str) -> set[str]:
+@dataclass(frozen=True)
+class SourceFile:
+    """An input file as ingested: its path and the size and modification time it had then."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def stat(cls, path: str) -> SourceFile:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise CliError(f"cannot read input file {path}: {exc.strerror}") from exc
+        return cls(path, st.st_size, st.st_mtime_ns)
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path, "size": self.size, "mtime_ns": self.mtime_ns}
+
+
+@dataclass
+class Checkpoint:
+    """What completed commits recorded as ingested: files with their size and modification time,
+    and (commits of earlier versions) bare paths with the instant time that recorded them."""
+
+    files: set[SourceFile] = field(default_factory=set)
+    paths: dict[str, int] = field(default_factory=dict)  # path -> latest instant recording it, epoch ns
+
+    def has(self, f: SourceFile) -> bool:
+        """Whether `f`, as it is now, was ingested: same path, size and modification time."""
+        return f in self.files or f.mtime_ns <= self.paths.get(f.path, -1)
+
+    def seen_paths(self) -> set[str]:
+        return set(self.paths) | {f.path for f in self.files}
+
+
+def checkpoint(table_path: str) -> Checkpoint:
     """Every input file a completed commit of the table recorded as ingested."""
+    done = Checkpoint()
     try:
         timeline = Timeline.load(open_table(table_path).storage)
     except TableNotFoundError:
-        return set()
-    done: set[str] = set()
+        return done
     for inst in timeline.completed_writes():
         recorded = timeline.commit_metadata(inst).extra_metadata.get(INGESTED_KEY)
-        if recorded:
-            done.update(json.loads(recorded))
+        for entry in json.loads(recorded) if recorded else ():
+            if isinstance(entry, str):  # a path-only checkpoint: as of the instant that recorded it
+                at = int(parse_instant_time(inst.time).timestamp() * 1000) * 1_000_000
+                done.paths[entry] = max(done.paths.get(entry, -1), at)
+            else:
+                done.files.add(SourceFile(entry["path"], int(entry["size"]), int(entry["mtime_ns"])))
     return done
 
 
 def ingest(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    files = source_files(args.source, args.format)
-    new = [f for f in files if f not in ingested_files(args.table)]
-    _say(f"{len(files)} input files, {len(new)} new")
-    summary: dict[str, object] = {"input_files": len(files), "new_files": len(new), "instant_time": None}
+    files = [SourceFile.stat(f) for f in source_files(args.source, args.format)]  # before reading any
+    done = checkpoint(args.table)
+    new = [f for f in files if not done.has(f)]
+    seen = done.seen_paths()
+    changed = sum(1 for f in new if f.path in seen)
+    _say(f"{len(files)} input files, {len(new) - changed} new" + (f", {changed} changed since ingested" if changed else ""))
+    summary: dict[str, object] = {
+        "input_files": len(files), "new_files": len(new) - changed, "changed_files": changed, "instant_time": None,
+    }
     if new:
         summary.update(_ingest(args, new, parse_options(args.option)))
     summary["seconds"] = round(time.perf_counter() - started, 3)
@@ -86,7 +138,7 @@ def ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str]) -> dict[str, object]:
+def _ingest(args: argparse.Namespace, sources: list[SourceFile], options: dict[str, str]) -> dict[str, object]:
     import upsertlake.spark as uls  # only this command needs pyspark
     from upsertlake.spark.options import write_options
     from upsertlake.spark.write import write_dataframe
@@ -95,6 +147,7 @@ def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str])
     spark = uls.build_session(args.spark_master, "upsertlake-ingest")  # workers run this interpreter
     uls.register(spark)
     _say(f"spark session ({args.spark_master}) in {time.perf_counter() - began:.1f} s")
+    files = [f.path for f in sources]
     exists = _table_exists(args.table)
     df = _read(spark, args.format, files, _input_types(args, exists))
     opts = dict(options, record_key=args.record_key)
@@ -105,7 +158,7 @@ def _ingest(args: argparse.Namespace, files: list[str], options: dict[str, str])
         opts["precombine_field"] = args.precombine_field
     if args.partition_fields:
         opts["partition_fields"] = args.partition_fields
-    result = write_dataframe(df, write_options(opts, args.table, "upsert"), {INGESTED_KEY: json.dumps(files)})
+    result = write_dataframe(df, write_options(opts, args.table, "upsert"), {INGESTED_KEY: json.dumps([f.to_json() for f in sources])})
     for stage, seconds in result.stage_seconds.items():
         _say(f"  {stage:<8} {seconds:.2f} s")
     return {
