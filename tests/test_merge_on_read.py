@@ -46,6 +46,24 @@ def test_a_merge_on_read_table_is_refused_by_the_api(tmp_path: Path) -> None:
     assert tree_digest(path) == before
 
 
+def test_deltacommits_are_refused_whatever_the_properties_say(tmp_path: Path) -> None:
+    """hoodie.properties edited (or damaged) to say COPY_ON_WRITE: the deltacommits on the timeline
+    still say merge-on-read, so reads and writes refuse rather than read the base files alone."""
+    path = mor_table(tmp_path)
+    props = path / ".hoodie" / "hoodie.properties"
+    props.write_text(props.read_text("latin-1").replace("=MERGE_ON_READ", "=COPY_ON_WRITE"), "latin-1")
+    before = tree_digest(path)
+    table = open_table(path)
+    message = "holds deltacommits \\(the first at 20250117083125837\\), which only merge-on-read tables write"
+    with pytest.raises(MergeOnReadError, match=message):
+        table.read()
+    with pytest.raises(MergeOnReadError, match=message):
+        table.upsert(pa.table({"id": pa.array([5], pa.int32()), "longField": [1]}))
+    doctor = cli("doctor", path)
+    assert doctor.returncode == 1 and "which only merge-on-read tables write" in doctor.stdout
+    assert tree_digest(path) == before
+
+
 @pytest.mark.parametrize("command", [["read"], ["upsert", "FILE"], ["delete", "FILE"], ["timeline"], ["files"],
                                      ["stats"], ["clean"], ["rollback"], ["savepoint"], ["upgrade", "--to", "8"]])  # fmt: skip
 def test_a_merge_on_read_table_is_refused_by_the_cli(tmp_path: Path, command: list[str]) -> None:
