@@ -189,3 +189,16 @@ def test_ingest_reads_a_file_rewritten_in_place_again(tmp_path: Path) -> None:
     third = ingest(source, table, "csv")
     assert (third["new_files"], third["changed_files"], third["instant_time"]) == (0, 0, None)
     assert [i.time for i in open_table(table).timeline()] == [first["instant_time"], second["instant_time"]]
+
+
+@pytest.mark.spark
+def test_ingest_refuses_malformed_csv_rows(tmp_path: Path) -> None:
+    """Spark's default would drop a row's extra field and fill a short row with nulls, silently;
+    the write commands refuse such a file (pyarrow), and so does `ingest`, with the reason."""
+    table, source = tmp_path / "t", tmp_path / "in"
+    source.mkdir()
+    (source / "a.csv").write_text("id,ts,v\n1,1,a\n2,1,b,extra\n3,1\n")
+    p = cli("ingest", "--source", source, "--format", "csv", "--table", table, "--record-key", "id")
+    assert p.returncode == 2
+    assert p.stderr.splitlines()[-1] == "error: ingest of 1 file(s) failed: [MALFORMED_CSV_RECORD] Malformed CSV record: 2,1,b,extra"
+    assert not table.exists() or open_table(table).timeline() == []

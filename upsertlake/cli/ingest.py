@@ -14,6 +14,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from upsertlake.cli.inputs import InputTypes
 from upsertlake.cli.output import CliError, add_key_fields, parse_options, print_json
-from upsertlake.errors import TableNotFoundError
+from upsertlake.errors import TableNotFoundError, UpsertlakeError
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import parse_instant_time
@@ -124,7 +125,12 @@ def ingest(args: argparse.Namespace) -> int:
         "input_files": len(files), "new_files": len(new) - changed, "changed_files": changed, "instant_time": None,
     }
     if new:
-        summary.update(_ingest(args, new, parse_options(args.option)))
+        try:
+            summary.update(_ingest(args, new, parse_options(args.option)))
+        except (UpsertlakeError, CliError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a Spark job's failure: its reason, not the JVM's stack
+            raise CliError(f"ingest of {len(new)} file(s) failed: {spark_reason(exc)}") from exc
     summary["seconds"] = round(time.perf_counter() - started, 3)
     if args.json:
         print_json(summary)
@@ -179,11 +185,14 @@ def _input_types(args: argparse.Namespace, exists: bool) -> InputTypes:
 
 def _read(spark: object, fmt: str, files: list[str], types: InputTypes) -> object:
     """The files as a DataFrame: inferred, then read again with the types `types` imposes on the
-    columns found, failing on a value that does not parse (Spark would silently make it null)."""
+    columns found. A malformed record (a CSV row with too few or too many fields, a broken JSON
+    line) or a value that does not parse fails the run, naming the file, as the write commands do:
+    Spark's default would fill nulls, drop extra fields, or add a `_corrupt_record` column."""
     from upsertlake.spark.types import arrow_schema_of, with_types
 
     def reader() -> object:  # a DataFrameReader's options stick: one per read
-        return spark.read.option("header", "true") if fmt == "csv" else spark.read
+        read = spark.read.option("mode", "FAILFAST")
+        return read.option("header", "true") if fmt == "csv" else read
 
     df = (reader().option("inferSchema", "true") if fmt == "csv" else reader()).format(fmt).load(files)
     if fmt == "parquet":
@@ -192,7 +201,15 @@ def _read(spark: object, fmt: str, files: list[str], types: InputTypes) -> objec
     imposed = {k: v for k, v in imposed.items() if k in df.columns}
     if not imposed:
         return df
-    return reader().schema(with_types(df.schema, imposed)).option("mode", "FAILFAST").format(fmt).load(files)
+    return reader().schema(with_types(df.schema, imposed)).format(fmt).load(files)
+
+
+def spark_reason(exc: BaseException) -> str:
+    """The innermost Spark error class and message of a failure (e.g. `[MALFORMED_CSV_RECORD]
+    Malformed CSV record: 2,1,b,extra`), without the Java stack traces around it."""
+    text = " ".join(str(exc).split())
+    reasons = re.findall(r"(\[[A-Z_.]+\] .*?)(?= at [\w$.]+\(| SQLSTATE|$)", text)
+    return reasons[-1] if reasons else text[:300]
 
 
 def _table_exists(path: str) -> bool:
