@@ -202,3 +202,20 @@ def test_ingest_refuses_malformed_csv_rows(tmp_path: Path) -> None:
     assert p.returncode == 2
     assert p.stderr.splitlines()[-1] == "error: ingest of 1 file(s) failed: [MALFORMED_CSV_RECORD] Malformed CSV record: 2,1,b,extra"
     assert not table.exists() or open_table(table).timeline() == []
+
+
+def test_a_json_array_keeps_fields_its_first_object_lacks(tmp_path: Path) -> None:
+    """A JSON array file is read as NDJSON is: every object's fields (Arrow's from_pylist kept the
+    first object's only, so "v" and "zip" of the second record were silently dropped)."""
+    path = string_keyed_table(tmp_path)
+    changes = tmp_path / "b.json"
+    changes.write_text(json.dumps([{"id": "001", "ts": 2}, {"id": "003", "ts": 1, "v": "2024-05-03T00:00:00", "zip": "00999"}]))
+    ok("upsert", path, changes)
+    got = rows(path)
+    assert got["003"] == EXPECTED["003"]
+    assert got["001"] == ("001", 2, None, None)  # fields absent from a record are null, as in NDJSON
+    fresh, first = tmp_path / "fresh", tmp_path / "first.json"
+    first.write_text(json.dumps([{"id": "1", "ts": 1}, {"id": "2", "ts": 1, "note": "kept"}]))
+    ok("create", fresh, "--name", "fresh", "--record-key", "id")
+    ok("insert", fresh, first)
+    assert open_table(fresh).read(columns=["id", "note"]).to_pylist() == [{"id": "1", "note": None}, {"id": "2", "note": "kept"}]

@@ -95,8 +95,10 @@ def _read(path: Path, fmt: str, types: InputTypes) -> pa.Table:
             rows = json.loads(path.read_text(encoding="utf-8"))
             if not all(isinstance(r, dict) for r in rows):
                 raise ValueError("a JSON array must hold objects, one per record")
-            return pa.Table.from_pylist(rows)
-        return _read_ndjson(path, types)
+            # As NDJSON: every field of every object, typed as NDJSON is (Arrow's from_pylist
+            # would keep only the first object's fields).
+            return _read_ndjson("".join(json.dumps(r) + "\n" for r in rows).encode(), types)
+        return _read_ndjson(path.read_bytes(), types)
     except (pa.ArrowException, ValueError, OSError) as exc:
         raise CliError(f"cannot read {path} as {fmt}: {' '.join(str(exc).split())}") from exc
 
@@ -106,12 +108,12 @@ def _read_csv(path: Path, types: InputTypes) -> pa.Table:
     return pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(column_types=types.csv_types()))
 
 
-def _read_ndjson(path: Path, types: InputTypes) -> pa.Table:
+def _read_ndjson(data: bytes, types: InputTypes) -> pa.Table:
     """NDJSON, inferred first to learn its columns, then read again with the imposed types for
     those columns only (an explicit schema would add the table's other columns as nulls)."""
-    inferred = pjson.read_json(path)
+    inferred = pjson.read_json(pa.BufferReader(data))
     imposed = types.json_types(inferred.schema)
     if not imposed:
         return inferred
     options = pjson.ParseOptions(explicit_schema=pa.schema(imposed.items()), unexpected_field_behavior="infer")
-    return pjson.read_json(path, parse_options=options).select(inferred.column_names)
+    return pjson.read_json(pa.BufferReader(data), parse_options=options).select(inferred.column_names)
