@@ -139,6 +139,7 @@ def test_defaults() -> None:
         opt.PRECOMBINE_FIELD: "",
         opt.PARTITIONPATH_FIELD: "",
         opt.TABLE_NAME: "",
+        opt.TABLE_TYPE: "COPY_ON_WRITE",
         opt.DATABASE_NAME: "default",
         opt.OPERATION: "upsert",
         opt.WRITE_TABLE_VERSION: 6,

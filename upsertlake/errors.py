@@ -65,3 +65,8 @@ class LockLostError(UpsertlakeError):
 
 class StorageError(UpsertlakeError):
     """The store refused or failed a request: a missing bucket, bad credentials, access denied."""
+
+
+class MergeOnReadError(UnsupportedTableError):
+    """A merge-on-read table (or a request to create one): not supported yet. Its base files alone
+    are not the snapshot (updates and deletes wait in log files), so nothing reads or writes it."""

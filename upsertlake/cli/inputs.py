@@ -1,9 +1,14 @@
 """Input files for writes: parquet, CSV, JSON (an array or NDJSON) or NDJSON, read into one Arrow
-table, by extension or `--format`; a folder contributes its files of a known format."""
+table, by extension or `--format`; a folder contributes its files of a known format.
+
+Text formats are read with the table's types for the columns it has (`InputTypes`), so a string
+column stays text exactly as written: inferring CSV types would read the key "001" as the number 1
+(and then update the row of key "1") or refuse a zip code "00501" in a string column."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,15 +17,52 @@ import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
 from upsertlake.cli.output import CliError
+from upsertlake.table.table import Table
 
 FORMATS = ("parquet", "csv", "json", "ndjson")
 _BY_EXTENSION = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson"}
 
 
-def read_inputs(paths: list[str], fmt: str | None) -> pa.Table:
+@dataclass(frozen=True)
+class InputTypes:
+    """The types text inputs are read with: the table's type for each column the table has, and
+    text for the identifier fields (record key and partition fields) it has no type for yet;
+    every other column is inferred. Timestamps and nested types are left to inference (and the
+    write's cast), since text readers cannot parse every form a table's timestamps take."""
+
+    schema: pa.Schema = pa.schema([])
+    text_fields: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, table: Table) -> InputTypes:
+        config = table.config
+        return cls(table.schema(), (*config.record_key_fields, *config.partition_fields))
+
+    def csv_types(self) -> dict[str, pa.DataType]:
+        """Types by column name for a format that cannot tell text from numbers (CSV)."""
+        out = {name: pa.string() for name in self.text_fields if name not in self.schema.names}
+        out.update({f.name: f.type for f in self.schema if not _inferred(f.type)})
+        return out
+
+    def json_types(self, inferred: pa.Schema) -> dict[str, pa.DataType]:
+        """Types for the columns of a JSON input, which tells strings from numbers: the table's,
+        and text for an identifier field only where inference made a timestamp of a string."""
+        wanted = self.csv_types()
+        return {
+            f.name: wanted[f.name] for f in inferred
+            if f.name in wanted and (f.name in self.schema.names or pa.types.is_timestamp(f.type))
+        }
+
+
+def _inferred(t: pa.DataType) -> bool:
+    """Types left to inference and the write's cast: text readers parse only some of their forms."""
+    return pa.types.is_nested(t) or pa.types.is_timestamp(t)
+
+
+def read_inputs(paths: list[str], fmt: str | None, types: InputTypes | None = None) -> pa.Table:
     """Every input file as one table (columns unified by name); CliError naming a bad file."""
     files = [f for p in paths for f in _expand(Path(p), fmt)]
-    tables = [_read(f, fmt or _BY_EXTENSION[f.suffix.lower()]) for f in files]
+    tables = [_read(f, fmt or _BY_EXTENSION[f.suffix.lower()], types or InputTypes()) for f in files]
     try:
         return pa.concat_tables(tables, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -43,17 +85,35 @@ def _expand(path: Path, fmt: str | None) -> list[Path]:
     return [path]
 
 
-def _read(path: Path, fmt: str) -> pa.Table:
+def _read(path: Path, fmt: str, types: InputTypes) -> pa.Table:
     try:
         if fmt == "parquet":
             return pq.read_table(path)
         if fmt == "csv":
-            return pcsv.read_csv(path)
+            return _read_csv(path, types)
         if fmt == "json" and path.read_text(encoding="utf-8").lstrip().startswith("["):
             rows = json.loads(path.read_text(encoding="utf-8"))
             if not all(isinstance(r, dict) for r in rows):
                 raise ValueError("a JSON array must hold objects, one per record")
-            return pa.Table.from_pylist(rows)
-        return pjson.read_json(path)
+            # As NDJSON: every field of every object, typed as NDJSON is (Arrow's from_pylist
+            # would keep only the first object's fields).
+            return _read_ndjson("".join(json.dumps(r) + "\n" for r in rows).encode(), types)
+        return _read_ndjson(path.read_bytes(), types)
     except (pa.ArrowException, ValueError, OSError) as exc:
         raise CliError(f"cannot read {path} as {fmt}: {' '.join(str(exc).split())}") from exc
+
+
+def _read_csv(path: Path, types: InputTypes) -> pa.Table:
+    """CSV with the table's types (names the file lacks are ignored)."""
+    return pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(column_types=types.csv_types()))
+
+
+def _read_ndjson(data: bytes, types: InputTypes) -> pa.Table:
+    """NDJSON, inferred first to learn its columns, then read again with the imposed types for
+    those columns only (an explicit schema would add the table's other columns as nulls)."""
+    inferred = pjson.read_json(pa.BufferReader(data))
+    imposed = types.json_types(inferred.schema)
+    if not imposed:
+        return inferred
+    options = pjson.ParseOptions(explicit_schema=pa.schema(imposed.items()), unexpected_field_behavior="infer")
+    return pjson.read_json(pa.BufferReader(data), parse_options=options).select(inferred.column_names)

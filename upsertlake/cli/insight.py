@@ -11,7 +11,10 @@ import pyarrow.parquet as pq
 
 import upsertlake
 from upsertlake.cli.output import CliError, format_records, human_duration, print_json
+from upsertlake.config.table_config import TableConfig
+from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.storage import Storage
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import WRITE_ACTIONS, Instant
@@ -48,7 +51,10 @@ def footer_rows(table: Table, bf: BaseFile) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
-    table = upsertlake.open_table(args.path)
+    try:
+        table = upsertlake.open_table(args.path)
+    except MergeOnReadError as exc:
+        return _show_unsupported(args, exc)
     view = FileSystemView(Timeline.load(table.storage))
     latest = view.latest_base_files()
     rows: dict[str, int] = {}
@@ -79,6 +85,21 @@ def show(args: argparse.Namespace) -> int:
         f"\nrows {info['rows']}, file groups {info['file_groups']}, base files on storage "
         f"{info['base_files_on_storage']}, completed commits {info['completed_commits']}"
     )
+    return 0
+
+
+def _show_unsupported(args: argparse.Namespace, exc: MergeOnReadError) -> int:
+    """A table upsertlake cannot read: its config and why, and no data read (its base files alone
+    would be a wrong answer)."""
+    storage = Storage(args.path)
+    info = {"path": storage.base, "config": TableConfig.load(storage).to_properties(), "unsupported": str(exc)}
+    if args.json:
+        print_json(info)
+        return 0
+    print(f"table at {storage.base}: not readable here")
+    print("\nconfig:")
+    print("\n".join(f"  {k} = {v}" for k, v in info["config"].items()))
+    print(f"\nunsupported: {exc}; no data was read")
     return 0
 
 

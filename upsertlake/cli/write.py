@@ -9,7 +9,7 @@ import sys
 import time
 
 import upsertlake
-from upsertlake.cli.inputs import FORMATS, read_inputs
+from upsertlake.cli.inputs import FORMATS, InputTypes, read_inputs
 from upsertlake.cli.output import add_key_fields, format_records, human_bytes, human_duration, parse_options, print_json
 from upsertlake.engine.plan import Progress
 from upsertlake.storage import requests as store_requests
@@ -73,7 +73,7 @@ def write(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
     table = upsertlake.open_table(args.path, options)
     started = time.perf_counter()
-    data = read_inputs(args.files, args.format)
+    data = read_inputs(args.files, args.format, InputTypes.of(table))
     log.info("read %d input rows in %.3f s", data.num_rows, time.perf_counter() - started)
     draw = not (args.no_progress or args.json) and sys.stderr.isatty()
     result = getattr(table, args.operation)(data, progress=StageProgress(draw))
@@ -103,7 +103,7 @@ def write(args: argparse.Namespace) -> int:
 
 def explain(args: argparse.Namespace) -> int:
     table = upsertlake.open_table(args.path, parse_options(args.option))
-    data = read_inputs(args.files, args.format)
+    data = read_inputs(args.files, args.format, InputTypes.of(table))
     before = store_requests.snapshot()
     summary = table.plan(OPERATIONS[args.operation], data).summary()
     if not table.storage.is_local:  # object stores bill per request: what planning alone cost

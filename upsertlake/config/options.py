@@ -76,6 +76,7 @@ __all__ = [
     "RECORD_SIZE_ESTIMATION_THRESHOLD",
     "SIMPLE_INDEX_UPDATE_PARTITION_PATH",
     "TABLE_NAME",
+    "TABLE_TYPE",
     "WRITE_CONCURRENCY_MODE",
     "WRITE_PARALLELISM",
     "WRITE_SET_NULL_FOR_MISSING_COLUMNS",
@@ -370,6 +371,11 @@ PARTITIONPATH_FIELD: Option[str] = _option(
 TABLE_NAME: Option[str] = _option(
     "hoodie.table.name", str, "",
     "Table name, written to hoodie.properties. Hudi has no default.")
+TABLE_TYPE: Option[str] = _option(
+    "hoodie.table.type", str, "COPY_ON_WRITE",
+    "Table type. upsertlake reads and writes COPY_ON_WRITE tables only: MERGE_ON_READ is refused "
+    "(MergeOnReadError) by create_table and by every write asking for it, until it is supported.",
+    choices=("COPY_ON_WRITE", "MERGE_ON_READ"), aliases=("hoodie.datasource.write.table.type",))
 DATABASE_NAME: Option[str] = _option(
     "hoodie.database.name", str, "default",
     "Database name of the table. Deviation: Hudi leaves it unset by default; upsertlake uses "

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from upsertlake.errors import (
     ConfigError,
     CorruptTableError,
+    MergeOnReadError,
     TableNotFoundError,
     UnsupportedTableError,
 )
@@ -66,6 +67,9 @@ MERGE_MODES = {
     COMMIT_TIME_ORDERING: ("ce9acb64-bde0-424c-9b91-f6ebba25356d", "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"),
 }
 
+COPY_ON_WRITE = "COPY_ON_WRITE"
+MERGE_ON_READ = "MERGE_ON_READ"
+
 # Keys this model owns; every other property is kept verbatim in `extra`.
 _OWN_KEYS = {
     "hoodie.table.name",
@@ -88,6 +92,21 @@ _OWN_KEYS = {
 }
 TIMELINE_PATH_KEY = "hoodie.timeline.path"
 KEYGEN_TYPE_KEY = "hoodie.table.keygenerator.type"
+
+
+def check_table_type(table_type: str, what: str) -> None:
+    """MergeOnReadError for a merge-on-read table type (`what` says whose: "table 't' is", ...):
+    reading its base files alone returns stale values and rows already deleted, and writing it as
+    copy-on-write would hide its log files."""
+    if table_type == COPY_ON_WRITE:
+        return
+    if table_type == MERGE_ON_READ:
+        raise MergeOnReadError(
+            f"{what} {MERGE_ON_READ}: merge-on-read is not supported yet; upsertlake reads and writes "
+            f"{COPY_ON_WRITE} tables only (reading the base files alone would return stale values and "
+            "rows already deleted)"
+        )
+    raise UnsupportedTableError(f"{what} of table type {table_type!r}, not a Hudi table type ({COPY_ON_WRITE} only)")
 
 
 def default_keygen(record_key_fields: list[str], partition_fields: list[str]) -> str:
@@ -117,7 +136,7 @@ class TableConfig:
     timeline_layout_version: int = 1
     timeline_timezone: str = "UTC"
     populate_meta_fields: bool = True
-    table_type: str = "COPY_ON_WRITE"
+    table_type: str = COPY_ON_WRITE
     extra: dict[str, str] = field(default_factory=dict)
     # Where it was read from (PROPERTIES_FILE, or BACKUP_FILE as Hudi's fallback) and, when that
     # file was damaged with no valid backup, why every write is refused.
@@ -148,7 +167,9 @@ class TableConfig:
         return self.extra.get(TIMELINE_PATH_KEY) or "timeline"
 
     def check_readable(self) -> None:
-        """Refuse versions and layouts this engine would misread (never read them as empty)."""
+        """Refuse versions, layouts and table types this engine would misread (never read them as
+        empty, or a merge-on-read table as its base files alone)."""
+        check_table_type(self.table_type, f"table {self.name!r} is")
         version, layout = self.table_version, self.timeline_layout_version
         if version not in READABLE_VERSIONS:
             raise UnsupportedTableError(
@@ -178,8 +199,6 @@ class TableConfig:
         if self.damage:
             raise CorruptTableError(self.damage)
         self.check_readable()
-        if self.table_type != "COPY_ON_WRITE":
-            raise UnsupportedTableError(f"table type {self.table_type} is not supported (COPY_ON_WRITE only)")
         if self.table_version not in WRITABLE_VERSIONS:
             raise UnsupportedTableError(
                 f"writing table version {self.table_version} is not supported (6 and 8 only); "
@@ -280,7 +299,7 @@ class TableConfig:
                 timeline_layout_version=int(props.get("hoodie.timeline.layout.version", "1")),
                 timeline_timezone=props.get("hoodie.table.timeline.timezone", "LOCAL"),
                 populate_meta_fields=_parse_bool(props.get("hoodie.populate.meta.fields"), default=True),
-                table_type=props.get("hoodie.table.type", "COPY_ON_WRITE"),
+                table_type=props.get("hoodie.table.type", COPY_ON_WRITE),
                 extra={k: v for k, v in props.items() if k not in _OWN_KEYS},
                 keygen_class_stored="hoodie.table.keygenerator.class" in props or KEYGEN_TYPE_KEY not in props,
             )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from upsertlake.config import options as opt
 from upsertlake.config.options import Config, Option
-from upsertlake.config.table_config import TableConfig
+from upsertlake.config.table_config import TableConfig, check_table_type
 from upsertlake.errors import ConfigError
 
 
@@ -19,7 +19,9 @@ def _fields(value: str) -> tuple[str, ...]:
 
 
 def check_against_table(cfg: Config, table: TableConfig) -> None:
-    """ConfigError listing every option set in `cfg` that contradicts the table's config."""
+    """ConfigError listing every option set in `cfg` that contradicts the table's config;
+    MergeOnReadError when the options ask for merge-on-read."""
+    check_table_type(cfg.get(opt.TABLE_TYPE), f"{opt.TABLE_TYPE.key} (or {opt.TABLE_TYPE.aliases[0]}) is")
     stored: list[tuple[Option, object, object, str]] = [
         (opt.TABLE_NAME, cfg.get(opt.TABLE_NAME), table.name, "hoodie.table.name"),
         (opt.RECORDKEY_FIELD, _fields(cfg.get(opt.RECORDKEY_FIELD)), table.record_key_fields,

@@ -28,7 +28,7 @@ from upsertlake.config.table_config import (
     TableConfig,
     recover_properties,
 )
-from upsertlake.errors import CorruptTableError, TableNotFoundError
+from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile
 from upsertlake.layout.markers import rollback_pending
 from upsertlake.storage import FileEntry, Storage
@@ -220,6 +220,9 @@ def diagnose(storage: Storage, config: Config | None = None) -> Report:
     except CorruptTableError as exc:  # an unreadable archive: the checks that need the timeline cannot run
         report.findings.append(Finding("instant", ARCHIVE_FOLDER, f"{exc}; the checks that need the timeline did not run"))
         report.findings += check_partition_metadata(storage, entries)
+        return report
+    except UnsupportedTableError as exc:  # e.g. merge-on-read: its files cannot be judged (nor fixed) here
+        report.findings.append(Finding("properties", PROPERTIES_FILE, f"{exc}; no other check ran"))
         return report
     report.findings += check_properties(storage, timeline)
     report.findings += check_instants(storage, timeline)

@@ -58,6 +58,7 @@ class Table:
     """A Hudi copy-on-write table at a path, with write options for this object's writes."""
 
     def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, object] | None = None) -> None:
+        config.check_readable()  # e.g. merge-on-read: refused at open, not misread later
         self.storage = storage
         self.config = config
         self.options = Config.resolve(options, table_properties=config.to_properties())

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from upsertlake.errors import CorruptTableError, UpsertlakeError
+from upsertlake.errors import CorruptTableError, MergeOnReadError, UpsertlakeError
 from upsertlake.storage import Storage
 from upsertlake.timeline.archived import load_archived
 from upsertlake.timeline.commit_metadata import AVRO_MAGIC, CommitMetadata, json_to_avro
@@ -46,6 +46,7 @@ class Timeline:
         archived = load_archived(storage)
         for inst in archived:
             latest.setdefault((inst.time, inst.action), inst)
+        _refuse_delta_commits(storage, latest.values())
         return cls(storage, tuple(sorted(latest.values())), archived, layout)
 
     def path(self, instant: Instant) -> str:
@@ -111,6 +112,18 @@ class Timeline:
             if schema:
                 return schema
         return None
+
+
+def _refuse_delta_commits(storage: Storage, instants: Iterable[Instant]) -> None:
+    """Only merge-on-read tables write deltacommits: whatever `hoodie.properties` says (a damaged
+    file read as is, a hand edit), such a timeline is never read as copy-on-write."""
+    delta = min((i.time for i in instants if i.action is Action.DELTA_COMMIT), default=None)
+    if delta is not None:
+        raise MergeOnReadError(
+            f"the timeline of {storage.base} holds deltacommits (the first at {delta}), which only "
+            "merge-on-read tables write: merge-on-read is not supported yet; upsertlake reads and writes "
+            "COPY_ON_WRITE tables only (check hoodie.table.type in .hoodie/hoodie.properties)"
+        )
 
 
 @lru_cache(maxsize=4096)

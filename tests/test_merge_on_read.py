@@ -1,0 +1,141 @@
+"""Merge-on-read tables are refused, not misread (issue 25, item 9): a MOR table's base files alone
+are not its snapshot (updates and deletes wait in log files), so opening, reading, writing one,
+or creating one, raises MergeOnReadError and changes nothing; `show` and `doctor` say why."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tests.conftest import HUDI_TABLES, tree_digest
+from upsertlake import MergeOnReadError, UnsupportedTableError, create_table, open_table, upgrade_table
+
+REPO = Path(__file__).resolve().parents[1]
+NOT_YET = "merge-on-read is not supported yet"
+
+
+def mor_table(dest: Path) -> Path:
+    """Hudi's MOR table (v6, non-partitioned): ids 1-3 inserted, then id 1 updated (isActive
+    true -> false) in a log file beside its base file, and id 4 inserted."""
+    with zipfile.ZipFile(HUDI_TABLES / "mor" / "mor_v6_nonpartitioned.zip") as zf:
+        zf.extractall(dest, [m for m in zf.namelist() if not m.startswith("__MACOSX")])
+    path = dest / "v6_nonpartitioned"
+    assert any(".log." in p.name for p in path.iterdir())
+    return path
+
+
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "upsertlake.cli", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env)
+
+
+def test_a_merge_on_read_table_is_refused_by_the_api(tmp_path: Path) -> None:
+    path = mor_table(tmp_path)
+    before = tree_digest(path)
+    with pytest.raises(MergeOnReadError, match=f"table 'v6_nonpartitioned' is MERGE_ON_READ: {NOT_YET}"):
+        open_table(path)  # it used to open and read id 1 with its stale isActive=True
+    assert issubclass(MergeOnReadError, UnsupportedTableError)
+    with pytest.raises(MergeOnReadError, match=NOT_YET):
+        upgrade_table(path)
+    assert tree_digest(path) == before
+
+
+def test_deltacommits_are_refused_whatever_the_properties_say(tmp_path: Path) -> None:
+    """hoodie.properties edited (or damaged) to say COPY_ON_WRITE: the deltacommits on the timeline
+    still say merge-on-read, so reads and writes refuse rather than read the base files alone."""
+    path = mor_table(tmp_path)
+    props = path / ".hoodie" / "hoodie.properties"
+    props.write_text(props.read_text("latin-1").replace("=MERGE_ON_READ", "=COPY_ON_WRITE"), "latin-1")
+    before = tree_digest(path)
+    table = open_table(path)
+    message = "holds deltacommits \\(the first at 20250117083125837\\), which only merge-on-read tables write"
+    with pytest.raises(MergeOnReadError, match=message):
+        table.read()
+    with pytest.raises(MergeOnReadError, match=message):
+        table.upsert(pa.table({"id": pa.array([5], pa.int32()), "longField": [1]}))
+    doctor = cli("doctor", path)
+    assert doctor.returncode == 1 and "which only merge-on-read tables write" in doctor.stdout
+    assert tree_digest(path) == before
+
+
+@pytest.mark.parametrize("command", [["read"], ["upsert", "FILE"], ["delete", "FILE"], ["timeline"], ["files"],
+                                     ["stats"], ["clean"], ["rollback"], ["savepoint"], ["upgrade", "--to", "8"]])  # fmt: skip
+def test_a_merge_on_read_table_is_refused_by_the_cli(tmp_path: Path, command: list[str]) -> None:
+    path = mor_table(tmp_path / "t")
+    (tmp_path / "b.csv").write_text("id,longField\n1,1\n")
+    before = tree_digest(path)
+    args = [str(tmp_path / "b.csv") if a == "FILE" else a for a in command]
+    p = cli(args[0], path, *args[1:])
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert p.stderr.startswith(f"error: MergeOnReadError: table 'v6_nonpartitioned' is MERGE_ON_READ: {NOT_YET}")
+    assert tree_digest(path) == before
+
+
+def test_show_and_doctor_say_it_is_merge_on_read_and_read_no_data(tmp_path: Path) -> None:
+    path = mor_table(tmp_path)
+    before = tree_digest(path)
+    show = cli("show", path)
+    assert show.returncode == 0, show.stderr
+    assert "  hoodie.table.type = MERGE_ON_READ" in show.stdout
+    assert f"unsupported: table 'v6_nonpartitioned' is MERGE_ON_READ: {NOT_YET}" in show.stdout
+    assert "no data was read" in show.stdout and "\nrows " not in show.stdout and "schema:" not in show.stdout
+    for fix in ([], ["--fix"]):
+        doctor = cli("doctor", path, *fix)
+        assert doctor.returncode == 1, doctor.stderr  # it used to say "no problems found", exit 0
+        finding = f"PROBLEM  properties .hoodie/hoodie.properties: table 'v6_nonpartitioned' is MERGE_ON_READ: {NOT_YET}"
+        assert finding in doctor.stdout
+        assert "0 fixable" in doctor.stdout
+    assert tree_digest(path) == before
+
+
+@pytest.mark.parametrize("key", ["hoodie.table.type", "hoodie.datasource.write.table.type"])
+@pytest.mark.parametrize("value", ["MERGE_ON_READ", "merge_on_read"])
+def test_creating_a_merge_on_read_table_is_refused_and_creates_nothing(tmp_path: Path, key: str, value: str) -> None:
+    with pytest.raises(MergeOnReadError, match=f"{NOT_YET}"):
+        create_table(tmp_path / "t", "t", record_key="id", options={key: value})
+    p = cli("create", tmp_path / "c", "--name", "c", "--record-key", "id", "--option", f"{key}={value}")
+    assert p.returncode == 2 and "MergeOnReadError" in p.stderr and NOT_YET in p.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writes_asking_for_merge_on_read_are_refused(tmp_path: Path) -> None:
+    """A copy-on-write table opened, or written, with the option: refused, the table unchanged."""
+    path = tmp_path / "t"
+    table = create_table(path, "t", record_key="id", precombine_field="ts")
+    table.upsert(pa.table({"id": ["a"], "ts": [1]}))
+    before = tree_digest(path)
+    mor = {"hoodie.datasource.write.table.type": "MERGE_ON_READ"}
+    with pytest.raises(MergeOnReadError, match=NOT_YET):
+        open_table(path, mor)
+    with pytest.raises(MergeOnReadError, match=NOT_YET):
+        table.upsert(pa.table({"id": ["b"], "ts": [1]}), options=mor)
+    p = cli("upsert", path, tmp_path / "nothing.csv", "--option", "hoodie.table.type=MERGE_ON_READ")
+    assert p.returncode == 2 and "MergeOnReadError" in p.stderr
+    assert tree_digest(path) == before
+    cow = open_table(path, {"hoodie.table.type": "COPY_ON_WRITE"})
+    assert cow.read(columns=["id"]).column("id").to_pylist() == ["a"]
+
+
+@pytest.mark.spark
+def test_spark_refuses_a_merge_on_read_table(spark, tmp_path: Path) -> None:
+    import upsertlake.spark as uls
+
+    path = mor_table(tmp_path)
+    before = tree_digest(path)
+    with pytest.raises(Exception, match=NOT_YET):
+        spark.read.format("upsertlake").load(str(path)).collect()
+    with pytest.raises(MergeOnReadError, match=NOT_YET):
+        uls.read(spark, str(path))
+    df = spark.createDataFrame([(5, 1)], "id int, longField long")
+    with pytest.raises(MergeOnReadError, match=NOT_YET):
+        uls.upsert(df, str(path))
+    with pytest.raises(MergeOnReadError, match=NOT_YET):
+        uls.upsert(df, str(tmp_path / "new"), table="new", record_key="id", **{"hoodie.table.type": "MERGE_ON_READ"})
+    assert tree_digest(path) == before and not (tmp_path / "new").exists()
