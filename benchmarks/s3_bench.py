@@ -63,7 +63,7 @@ else:
     if peer == "upsertlake":
         import upsertlake
         began = time.perf_counter()
-        t = upsertlake.open_table(uri)
+        t = upsertlake.open_table(uri, options=json.loads(os.environ.get("BENCH_OPTIONS", "{}")))
         r = t.upsert(batch)
         seconds = time.perf_counter() - began
         t2 = upsertlake.open_table(uri).read(columns=["fare", "ts"])
@@ -126,6 +126,8 @@ def main() -> None:
                 results[peer].append(got)
                 print(f"{peer:11s} run {i + 1}: {got['seconds']:.3f} s, rows {got['rows']}, updated {got['updated']}, "
                       f"requests {got['requests']}", flush=True)
+                if "stages" in got:
+                    print("            stages " + ", ".join(f"{k} {v:.3f}" for k, v in got["stages"].items()), flush=True)
     finally:
         server.terminate()
     medians = {p: statistics.median(r["seconds"] for r in rs) for p, rs in results.items()}
