@@ -53,3 +53,7 @@ class FilterError(UpsertlakeError):
 
 class PartitionNotFoundError(UpsertlakeError):
     """A partition the caller named (e.g. to `delete_partitions`) is not in the table."""
+
+
+class WriteInProgressError(UpsertlakeError):
+    """Single-writer mode: another writer's write stayed in flight, alive, longer than a writer waits."""

@@ -16,6 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+DELETE_DIR_ATTEMPTS = 5
+
 
 @dataclass(frozen=True)
 class FileEntry:
@@ -111,8 +113,17 @@ class Storage:
                 raise
 
     def delete_dir(self, rel: str) -> None:
-        if self.exists(rel):
-            self.fs.delete_dir(self.full_path(rel))
+        """Delete a folder and what it holds. A file another process adds (or removes) meanwhile
+        fails one attempt ("Directory not empty"); the next one takes it along."""
+        for attempt in range(DELETE_DIR_ATTEMPTS):
+            if not self.exists(rel):
+                return
+            try:
+                self.fs.delete_dir(self.full_path(rel))
+                return
+            except OSError:
+                if attempt == DELETE_DIR_ATTEMPTS - 1:
+                    raise
 
     @staticmethod
     def _temp_sibling(rel: str) -> str:
