@@ -940,10 +940,11 @@ class WriteClient:
         already (its heartbeat expired while it ran), what it wrote since is deleted all the same."""
         instant_time = self._moved.pop(instant_time, instant_time)  # a re-merge moved it
         with self.lock.hold():
-            inst = next((i for i in Timeline.load(self.storage).pending_writes() if i.time == instant_time), None)
+            timeline = Timeline.load(self.storage)
+            inst = next((i for i in timeline.pending_writes() if i.time == instant_time), None)
             pending = self._pending.get(instant_time)
-            if inst is None and pending is not None:
-                inst = pending.instant
+            if inst is None and pending is not None and timeline.get(instant_time) is None:
+                inst = pending.instant  # on no timeline: only what this write left since
             if inst is not None and not inst.is_completed:
                 rollback_pending(self.storage, inst)
         self._forget(instant_time)

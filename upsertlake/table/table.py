@@ -201,8 +201,9 @@ class Table:
         return done
 
     def rollback(self, instant: str | datetime | None = None) -> Instant:
-        """Undo the latest completed commit (default) or any pending instant, as a `.rollback`."""
-        done = rollback(self.storage, self.write_client().lock, _instant(instant))
+        """Undo a failed write or the latest completed commit (default: the newest failed write,
+        else the latest commit), or any pending instant whose writer is gone, as a `.rollback`."""
+        done = rollback(self.storage, self.write_client().lock, _instant(instant), self.options)
         self._client = None
         return done
 
