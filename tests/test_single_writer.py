@@ -345,3 +345,59 @@ def test_a_write_rolled_back_under_it_fails_with_a_named_error_and_leaves_nothin
     assert not list(tmp_path.rglob(f"*_{lost[0]}.parquet"))
     assert snapshot(tmp_path)["b"] == (1, "b") and "k0" not in snapshot(tmp_path)
     assert_no_leftovers(tmp_path)
+
+
+def test_a_commit_is_not_rolled_back_under_a_write_that_builds_on_it(tmp_path: Path) -> None:
+    """Before: the rollback of the latest commit succeeded while a write that had merged onto its
+    file was in flight; that write then committed, and the rolled-back row was back."""
+    from upsertlake.errors import ServiceError
+
+    t = create_table(tmp_path, name="t", record_key="id", precombine_field="ts")
+    t.upsert(pa.table({"id": ["a", "b"], "ts": [1, 1], "v": ["a1", "b1"]}))
+    latest = t.upsert(pa.table({"id": ["c"], "ts": [1], "v": ["c1"]})).instant_time
+    client = open_table(tmp_path).write_client()
+    live = client.start_commit()
+    result = client.upsert(pa.table({"id": ["a"], "ts": [2], "v": ["a2"]}), live)
+    with pytest.raises(ServiceError, match=f"write {live} is in flight .* latest completed commit is {latest}"):
+        open_table(tmp_path).rollback()
+    with pytest.raises(ServiceError, match=f"commit {latest} cannot be rolled back while write {live} is in flight"):
+        open_table(tmp_path).rollback(latest)
+    client.commit(live, result)
+    open_table(tmp_path).rollback()  # now the latest commit is the write's own
+    commits = [i.time for i in open_table(tmp_path).timeline() if i.action.value == "commit"]
+    assert latest in commits and live not in commits
+    assert sorted(r["v"] for r in open_table(tmp_path).read(columns=["v"]).to_pylist()) == ["a1", "b1", "c1"]
+
+
+def test_a_write_whose_files_a_rollback_deleted_is_not_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's rollback of this write (taken for dead while still requested) runs while it
+    writes: the rollback lists and deletes the files written so far, then the `.requested` file,
+    but not the `.inflight` file the write created meanwhile. The write must not commit a file
+    list with files missing (before: it did, and its rows were silently gone)."""
+    from upsertlake import WriteConflictError
+    from upsertlake.engine.bucket_writer import BucketJob
+    from upsertlake.layout.markers import rollback_pending
+    from upsertlake.timeline.instant import Action, Instant
+
+    make_table(tmp_path)
+    before = snapshot(tmp_path)
+    write, calls = BucketJob.write, []
+
+    def write_then_race_a_rollback(self, storage, *args, **kw):
+        status = write(self, storage, *args, **kw)
+        calls.append(self.instant_time)
+        if len(calls) == 2:
+            rollback_pending(storage, Instant(self.instant_time, Action.COMMIT, State.REQUESTED))
+        return status
+
+    monkeypatch.setattr(BucketJob, "write", write_then_race_a_rollback)
+    keys = [f"k{p}" for p in range(PARTITIONS)]
+    with pytest.raises(WriteConflictError, match=f"write {'[0-9]' * 17}"):
+        open_table(tmp_path, {"hoodie.upsert.shuffle.parallelism": 1}).upsert(pa.table(
+            {"id": keys, "ts": [1] * len(keys), "v": ["a"] * len(keys), "p": [f"p{p:02d}" for p in range(PARTITIONS)]}
+        ))
+    assert snapshot(tmp_path) == before
+    assert not list(tmp_path.rglob(f"*_{calls[0]}.parquet"))
+    assert_no_leftovers(tmp_path)

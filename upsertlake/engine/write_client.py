@@ -783,15 +783,15 @@ class WriteClient:
         current = timeline.get(instant_time, pending.instant.action)
         if current is not None and current.is_completed:
             raise UpsertlakeError(f"instant {instant_time} is already completed")
-        if current is None:
-            for path in result.files_written:  # written after another writer rolled us back
-                self.storage.delete(path)
-            self.storage.delete_dir(marker_folder(instant_time))
-            self.storage.delete_dir(key_summary_folder(instant_time))
+        # A rollback by another writer that ran while this one wrote may have deleted some files
+        # and left the instant (it deletes the state it saw; this write moved on to inflight).
+        gone = current is not None and any(not self.storage.exists(p) for p in result.files_written)
+        if current is None or gone:
+            rollback_pending(self.storage, current or pending.instant)  # what it wrote since, too
             self._forget(instant_time)
             raise WriteConflictError(
                 f"write {instant_time} is no longer pending: another writer rolled it back "
-                "(its heartbeat expired, or a single writer started); nothing of it is visible"
+                "(its heartbeat expired); nothing of it is visible"
             )
         return current
 
