@@ -401,3 +401,24 @@ def test_a_write_whose_files_a_rollback_deleted_is_not_committed(
     assert snapshot(tmp_path) == before
     assert not list(tmp_path.rglob(f"*_{calls[0]}.parquet"))
     assert_no_leftovers(tmp_path)
+
+
+def test_restore_refuses_to_pull_a_write_in_flight_from_under_its_writer(tmp_path: Path) -> None:
+    """Before: the restore rolled back the pending instant of a live writer (deleting the files it
+    was writing), whose commit then failed."""
+    from upsertlake.errors import ServiceError
+
+    t = create_table(tmp_path, name="t", record_key="id", precombine_field="ts")
+    saved = t.upsert(pa.table({"id": ["a"], "ts": [1], "v": ["a1"]})).instant_time
+    t.savepoint(saved)
+    client = open_table(tmp_path).write_client()
+    live = client.start_commit()
+    result = client.upsert(pa.table({"id": ["a"], "ts": [2], "v": ["a2"]}), live)
+    before = tree_digest(tmp_path)
+    with pytest.raises(ServiceError, match=f"write {live} is in flight"):
+        open_table(tmp_path).restore(saved)
+    assert tree_digest(tmp_path) == before
+    client.commit(live, result)
+    assert open_table(tmp_path).read(columns=["v"]).column("v").to_pylist() == ["a2"]
+    open_table(tmp_path).restore(saved)
+    assert open_table(tmp_path).read(columns=["v"]).column("v").to_pylist() == ["a1"]

@@ -47,9 +47,7 @@ def rollback(storage: Storage, lock: TableLock, instant_time: str | None = None,
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
-        interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
-        live = [i for i in timeline.pending_writes() if not is_expired(storage, i.time, interval, misses)]
-        target = _target(timeline, instant_time, live)
+        target = _target(timeline, instant_time, live_writes(storage, timeline, cfg))
         started = time.monotonic()
         requested = create_requested(storage, Action.ROLLBACK, documents.encode(PLAN_SCHEMA, rollback_plan(storage, target)))
         inflight = transition(storage, requested, State.INFLIGHT)
@@ -58,6 +56,12 @@ def rollback(storage: Storage, lock: TableLock, instant_time: str | None = None,
         state = "completed" if target.is_completed else "pending"
         log.info("rollback %s undid %s %s %s", requested.time, state, target.action.value, target.time)
         return transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, meta))
+
+
+def live_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Instant]:
+    """Pending writes whose heartbeat is alive: their writers are running."""
+    interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+    return [i for i in timeline.pending_writes() if not is_expired(storage, i.time, interval, misses)]
 
 
 def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:

@@ -196,7 +196,7 @@ class Table:
 
     def restore(self, instant: str | datetime) -> Instant:
         """Roll back every instant after the savepoint `instant`: the table reads as of it again."""
-        done = restore(self.storage, self.write_client().lock, _instant(instant) or "")
+        done = restore(self.storage, self.write_client().lock, _instant(instant) or "", self.options)
         self._client = None  # its index may hold keys of the instants rolled back
         return done
 
