@@ -38,7 +38,9 @@ PLAN_SCHEMA = "HoodieRollbackPlan"
 METADATA_SCHEMA = "HoodieRollbackMetadata"
 
 
-def rollback(storage: Storage, lock: TableLock, instant_time: str | None = None, config: Config | None = None) -> Instant:
+def rollback(
+    storage: Storage, lock: TableLock, instant_time: str | None = None, config: Config | None = None
+) -> Instant:
     """Roll back `instant_time`; returns the `.rollback` instant. By default the newest failed
     write (pending, its heartbeat expired), else the latest completed commit. A write in flight
     (its heartbeat alive, judged by `config`'s heartbeat settings) is never pulled from under its
