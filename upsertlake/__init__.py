@@ -19,6 +19,7 @@ from upsertlake.errors import (
     UnsupportedTableError,
     UpsertlakeError,
     WriteConflictError,
+    WriteInProgressError,
 )
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ __all__ = [
     "UpsertlakeError",
     "WriteClient",
     "WriteConflictError",
+    "WriteInProgressError",
     "WriteResult",
     "create_table",
     "open_table",
