@@ -304,15 +304,26 @@ def test_expired_heartbeat_is_rolled_back_by_the_next_writer(tmp_path: Path) -> 
 
 
 @pytest.mark.usefixtures("table_version")
-def test_single_writer_rolls_back_every_pending_write(tmp_path: Path) -> None:
+def test_single_writer_rolls_back_a_dead_write_and_waits_for_a_live_one(tmp_path: Path) -> None:
     make(tmp_path)
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))  # OCC writer with a live heartbeat
+    c1._pending[t1].heartbeat.stop()  # it dies
     single = open_table(tmp_path, {"hoodie.parquet.small.file.limit": 0}).write_client()
     t2 = single.start_commit()
     assert (timeline_dir(tmp_path) / f"{t1}.commit.requested").exists() is False
     single.commit(t2, single.upsert(rows(("c", 2, "c2", "p2")), t2))
     with pytest.raises(WriteConflictError, match="no longer pending"):
         c1.commit(t1, r1)
+    assert_clean(tmp_path)
+    # A live write is waited for: the single writer starts once it has committed.
+    c3, t3, r3 = started(tmp_path, rows(("a", 3, "a3", "p1")), options={"hoodie.client.heartbeat.interval_in_ms": 100})
+    committer = threading.Timer(0.5, c3.commit, (t3, r3))
+    committer.start()
+    t4 = single.start_commit()
+    committer.join()
+    assert t4 > t3 and [i.time for i in open_table(tmp_path).timeline()][-2:] == [t3, t4]
+    single.commit(t4, single.upsert(rows(("b", 4, "b4", "p1")), t4))
+    assert snap(tmp_path) == [("a", 3, "a3", "p1"), ("b", 4, "b4", "p1"), ("c", 2, "c2", "p2")]
     assert_clean(tmp_path)
 
 

@@ -61,7 +61,8 @@ batch = pa.table({
     "p": [f"p{i % 3}" for i in keys],  # p2 is a new partition
     "pad": ["x" * 80] * len(keys),
 })
-t = open_table(path, {"hoodie.parquet.max.file.size": 32 * 1024, "hoodie.upsert.shuffle.parallelism": 2})
+t = open_table(path, {"hoodie.parquet.max.file.size": 32 * 1024, "hoodie.upsert.shuffle.parallelism": 2,
+                      "hoodie.client.heartbeat.interval_in_ms": 200})  # the next writer waits for its expiry
 t.upsert(batch)
 print("COMMITTED", flush=True)
 """
@@ -131,7 +132,8 @@ def test_killed_writer_is_invisible_and_rolled_back_by_the_next_write(tmp_path: 
         first.instant_time, second.instant_time
     ]
 
-    # The next write (single writer) rolls the failed instant back, then commits correctly.
+    # The next write (single writer) waits for its heartbeat to expire (the window the dead writer
+    # declared), rolls the failed instant back, then commits correctly.
     t2 = open_table(root)
     r = t2.upsert(rows_of(range(2400, 2600), 3, "three", 2))
     assert r.instant_time > failed

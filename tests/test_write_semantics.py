@@ -434,7 +434,8 @@ def test_next_write_rolls_back_an_abandoned_instant(tmp_path: Path) -> None:
     c = t.write_client()
     i = c.start_commit()
     s = c.upsert(batch(("a", 2, "a2", "x"), ("b", 1, "b1", "y")), i)
-    # the writer goes away without committing; another writer of the table comes along
+    # the writer goes away without committing (its heartbeat stops); another writer comes along
+    c._pending[i].heartbeat.stop()
     t2 = open_table(t.path)
     r = t2.upsert(batch(("c", 1, "c1", "x")))
     assert all(not (Path(t.path) / f).exists() for f in s.files_written)

@@ -70,3 +70,7 @@ class StorageError(UpsertlakeError):
 class MergeOnReadError(UnsupportedTableError):
     """A merge-on-read table (or a request to create one): not supported yet. Its base files alone
     are not the snapshot (updates and deletes wait in log files), so nothing reads or writes it."""
+
+
+class WriteInProgressError(UpsertlakeError):
+    """Single-writer mode: another writer's write stayed in flight, alive, longer than a writer waits."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from upsertlake.cli.output import print_json
-from upsertlake.services.doctor import Report, diagnose, treat
+from upsertlake.cli.output import parse_options, print_json
+from upsertlake.services.doctor import Report, diagnose, doctor_config, treat
 from upsertlake.storage import Storage
 
 
@@ -21,13 +21,17 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--fix", action="store_true",
                    help="do what is safe: restore hoodie.properties from a valid backup that agrees with the table, "
                         "roll back failed writes, delete orphaned files of failed writes")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="a Hudi option over the table's, e.g. hoodie.client.heartbeat.interval_in_ms=... for "
+                        "heartbeats without a declared window (repeatable)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=doctor)
 
 
 def doctor(args: argparse.Namespace) -> int:
     storage = Storage(args.path)
-    report = treat(storage) if args.fix else diagnose(storage)
+    cfg = doctor_config(storage, parse_options(args.option))
+    report = treat(storage, cfg) if args.fix else diagnose(storage, cfg)
     if args.json:
         print_json(report.to_json())
     else:

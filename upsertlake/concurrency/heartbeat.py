@@ -1,14 +1,20 @@
 """Writer heartbeats: how concurrent writers tell a slow write from a dead one.
 
-Under optimistic concurrency a pending instant may belong to a live writer in another process, so
-it is rolled back only once its heartbeat has expired (Hudi's lazy failed-writes cleaning). As in
-Hudi, the heartbeat is the file `.hoodie/.heartbeat/<instant>`, rewritten every
-`hoodie.client.heartbeat.interval_in_ms`; its modification time is the last beat. It is expired
-when older than interval × `hoodie.client.heartbeat.tolerable.misses`, or missing.
+A pending instant may belong to a live writer in another process, so it is rolled back only once
+its heartbeat has expired (Hudi's lazy failed-writes cleaning); every writer beats one, in either
+concurrency mode. As in Hudi, the heartbeat is the file `.hoodie/.heartbeat/<instant>`, rewritten
+every `hoodie.client.heartbeat.interval_in_ms`; its modification time is the last beat. It is
+expired when older than interval × `hoodie.client.heartbeat.tolerable.misses`, or missing.
+
+Hudi's heartbeat files are empty; ours hold the writer's own interval and misses (JSON), so that
+whoever judges it (another writer, `doctor`) uses the window the writer promised, not its own
+settings: a writer with a short interval would otherwise take a live writer with a long one for
+dead. An empty or unreadable file is judged by the reader's settings.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -31,17 +37,31 @@ def last_heartbeat_ms(storage: Storage, instant_time: str) -> int:
     return entries[0].mtime_ns // 1_000_000 if entries else 0
 
 
+def expiry_ms(storage: Storage, instant_time: str, interval_ms: int, tolerable_misses: int) -> int:
+    """How long the heartbeat of `instant_time` may go without a beat: the window its writer
+    declared in the file, else interval × tolerable misses as given."""
+    try:
+        declared = json.loads(storage.read_bytes(heartbeat_path(instant_time)) or b"null")
+        return int(declared["intervalMs"]) * int(declared["tolerableMisses"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return interval_ms * tolerable_misses
+
+
 def is_expired(storage: Storage, instant_time: str, interval_ms: int, tolerable_misses: int) -> bool:
-    return time.time() * 1000 - last_heartbeat_ms(storage, instant_time) > interval_ms * tolerable_misses
+    last = last_heartbeat_ms(storage, instant_time)
+    if not last:
+        return True
+    return time.time() * 1000 - last > expiry_ms(storage, instant_time, interval_ms, tolerable_misses)
 
 
 class Heartbeat:
     """Beats for one instant on a daemon thread until stopped; stopping deletes the file."""
 
-    def __init__(self, storage: Storage, instant_time: str, interval_ms: int) -> None:
+    def __init__(self, storage: Storage, instant_time: str, interval_ms: int, tolerable_misses: int = 2) -> None:
         self.storage = storage
         self.instant_time = instant_time
         self.interval_ms = interval_ms
+        self._body = json.dumps({"intervalMs": interval_ms, "tolerableMisses": tolerable_misses}).encode()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{instant_time}", daemon=True)
 
@@ -51,7 +71,7 @@ class Heartbeat:
         return self
 
     def beat(self) -> None:
-        self.storage.write_bytes(heartbeat_path(self.instant_time), b"")
+        self.storage.write_bytes(heartbeat_path(self.instant_time), self._body)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_ms / 1000):
@@ -60,8 +80,10 @@ class Heartbeat:
             except OSError as exc:  # a missed beat is tolerated; the next one may succeed
                 log.warning("heartbeat of %s failed: %s", self.instant_time, exc)
 
-    def stop(self) -> None:
+    def stop(self, delete: bool = True) -> None:
+        """Stop beating; `delete=False` leaves the file (it may belong to another writer now)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        self.storage.delete(heartbeat_path(self.instant_time))
+        if delete:
+            self.storage.delete(heartbeat_path(self.instant_time))

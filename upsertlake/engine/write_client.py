@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -30,7 +31,7 @@ from upsertlake.concurrency.conflict import (
     describe_groups,
     pending_clustering,
 )
-from upsertlake.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
+from upsertlake.concurrency.heartbeat import Heartbeat, expiry_ms, heartbeat_path, is_expired
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -50,7 +51,7 @@ from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
-from upsertlake.errors import PartitionNotFoundError, UpsertlakeError, WriteConflictError
+from upsertlake.errors import PartitionNotFoundError, UpsertlakeError, WriteConflictError, WriteInProgressError
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.index import InMemoryIndex, make_index
 from upsertlake.index.base import Index, IndexUpdate
@@ -86,6 +87,7 @@ OVERWRITES = ("insert_overwrite", "insert_overwrite_table", "delete_partition")
 # holds the lock, so that a write among many busy writers still ends (none can commit meanwhile).
 OPTIMISTIC_REMERGES = 2
 RETRY_WAIT_SECONDS = (0.1, 5.0)  # backoff between conflict retries: first wait, longest wait
+WAIT_POLL_SECONDS = 0.5  # a single writer waiting for a live write polls at most this long apart
 
 # Writes buckets of a write again, for its commit: (job, bucket numbers or None for all, attempt)
 # -> their statuses. The job carries the instant and the base files to merge onto. In process a
@@ -133,6 +135,7 @@ class _Pending:
     held: dict[str, Callable[[], None]] = field(default_factory=dict)  # name -> frees what rewrite/redo read
     redoing: bool = False  # a retry is writing the batch again under the inflight instant
     inflight_doc: bytes = b""  # the inflight file's workload profile, for an instant it moves to
+    thread: int = field(default_factory=threading.get_ident)  # the thread that started it
 
     def finish(self) -> None:
         if self.heartbeat is not None:
@@ -179,39 +182,85 @@ class WriteClient:
 
     # -- 1. start ----------------------------------------------------------------------------
     def start_commit(self, operation: str = "upsert") -> str:
-        """Roll back failed writes, then request a new instant (a replacecommit for overwrites).
+        """Roll back failed writes, then request a new instant (a replacecommit for overwrites),
+        which beats a heartbeat until it commits or rolls back.
 
-        A single writer rolls back every pending write (eagerly: none can be alive). Under
-        optimistic concurrency only those whose heartbeat expired are failed (lazily), and the new
-        instant beats a heartbeat of its own until it commits or rolls back.
+        A write is failed once its heartbeat expired (Hudi's lazy cleaning); one whose heartbeat is
+        alive is never rolled back. Under optimistic concurrency the new write runs beside it; a
+        single writer waits for it, outside the lock so that it can commit (`_wait_for`).
         """
         self.table_config.check_writable()
-        with self.lock.hold():
-            # The version as of now, under the lock: an upgrade may have run since we opened.
-            self.table_config = TableConfig.load(self.storage)
-            self.table_config.check_writable()
-            self.table_config = drop_metadata_table(self.storage, self.table_config)
-            self._rollback_failed_writes()
-            if operation in OVERWRITES:
-                plan = {"operationType": operation.upper(), "clusteringPlan": None, "extraMetadata": {}, "version": 1}
-                instant = create_requested(self.storage, Action.REPLACE_COMMIT, encode(REPLACE_PLAN, plan))
-            else:
-                instant = create_requested(self.storage, Action.COMMIT)
-            heartbeat = None
-            if self.optimistic:
-                heartbeat = Heartbeat(self.storage, instant.time, self.config.get(opt.HEARTBEAT_INTERVAL_MS)).start()
-            done = frozenset(i.time for i in Timeline.load(self.storage).completed_writes())
+        began: float | None = None
+        told: set[str] = set()
+        while True:
+            with self.lock.hold():
+                # The version as of now, under the lock: an upgrade may have run since we opened.
+                self.table_config = TableConfig.load(self.storage)
+                self.table_config.check_writable()
+                self.table_config = drop_metadata_table(self.storage, self.table_config)
+                timeline = Timeline.load(self.storage)
+                live = [] if self.optimistic else self._live_writes(timeline)
+                if not live:
+                    self._rollback_failed_writes(timeline)
+                    instant, heartbeat = self._request(operation)
+                    done = frozenset(i.time for i in Timeline.load(self.storage).completed_writes())
+                    break
+            began = time.monotonic() if began is None else began
+            self._wait_for(live[0], told, began)
         self._pending[instant.time] = _Pending(instant, done, heartbeat)
         log.info("started commit %s", instant.time)
         return instant.time
 
+    def _request(self, operation: str) -> tuple[Instant, Heartbeat]:
+        """Under the lock: a new requested instant and its heartbeat, which beats before the instant
+        is visible, so no other writer ever sees it without one (and takes it for a dead write)."""
+        action, content = Action.COMMIT, b""
+        if operation in OVERWRITES:
+            plan = {"operationType": operation.upper(), "clusteringPlan": None, "extraMetadata": {}, "version": 1}
+            action, content = Action.REPLACE_COMMIT, encode(REPLACE_PLAN, plan)
+        beats: list[Heartbeat] = []
+
+        def beat_first(instant_time: str) -> None:
+            if beats:  # a writer without the lock took the time before us: its heartbeat now
+                beats[-1].stop(delete=False)
+            beats.append(self._heartbeat(instant_time))
+
+        return create_requested(self.storage, action, content, before=beat_first), beats[-1]
+
+    def _heartbeat(self, instant_time: str) -> Heartbeat:
+        interval = self.config.get(opt.HEARTBEAT_INTERVAL_MS)
+        return Heartbeat(self.storage, instant_time, interval, self.config.get(opt.HEARTBEAT_TOLERABLE_MISSES)).start()
+
+    def _wait_for(self, inst: Instant, told: set[str], began: float) -> None:
+        """Single writer: `inst`, another write, is in flight and alive. Say so once, then sleep a
+        poll. Past the bound (its heartbeat's expiry, one more interval and the lock wait time,
+        counted from the first wait: a dead writer's heartbeat always expires before) give up."""
+        interval = self.config.get(opt.HEARTBEAT_INTERVAL_MS)
+        expiry = expiry_ms(self.storage, inst.time, interval, self.config.get(opt.HEARTBEAT_TOLERABLE_MISSES))
+        bound_ms = expiry + interval + self.config.get(opt.LOCK_WAIT_TIME_MS)
+        if (time.monotonic() - began) * 1000 > bound_ms:
+            raise WriteInProgressError(
+                f"write {inst.time} of another writer is still in flight after {bound_ms / 1000:g} s (its heartbeat "
+                "is alive) and this single writer cannot run beside it: retry later, or let writers run side by side "
+                "with optimistic concurrency (hoodie.write.concurrency.mode=optimistic_concurrency_control)"
+            )
+        if inst.time not in told:
+            told.add(inst.time)
+            log.warning(
+                "write %s of another writer is in flight (its heartbeat is alive): this single writer waits for it "
+                "to complete, or for its heartbeat to expire (%g s without a beat); optimistic concurrency "
+                "(hoodie.write.concurrency.mode=optimistic_concurrency_control) lets writers run side by side",
+                inst.time, expiry / 1000,
+            )
+        time.sleep(min(WAIT_POLL_SECONDS, interval / 4000))
+
     def rollback_failed_writes(self) -> list[str]:
         """Roll back the writes that failed (as `start_commit` does first); returns their times."""
         with self.lock.hold():
-            return self._rollback_failed_writes()
+            return self._rollback_failed_writes(Timeline.load(self.storage))
 
-    def _rollback_failed_writes(self) -> list[str]:
-        failed = self._failed_writes(Timeline.load(self.storage))
+    def _rollback_failed_writes(self, timeline: Timeline) -> list[str]:
+        failed = self._failed_writes(timeline)
         for inst in failed:
             rollback_pending(self.storage, inst)
             self.storage.delete(heartbeat_path(inst.time))
@@ -219,20 +268,32 @@ class WriteClient:
         return [i.time for i in failed]
 
     def _failed_writes(self, timeline: Timeline) -> list[Instant]:
-        """Pending writes that failed. A clustering runs beside writers in either mode (it beats a
-        heartbeat), so it has failed only once its heartbeat expired, as under optimistic control."""
+        """Pending writes whose heartbeat expired or is missing (a dead writer, or a pending write
+        of Hudi or an older upsertlake, whose single writers beat none: rolled back, as Hudi's
+        eager single writer does), and this thread's own abandoned writes (a thread runs one write
+        at a time; starting another abandons them)."""
         interval = self.config.get(opt.HEARTBEAT_INTERVAL_MS)
         misses = self.config.get(opt.HEARTBEAT_TOLERABLE_MISSES)
-        busy = {
-            i.time
-            for i in timeline.pending_writes()
-            if i.action is Action.REPLACE_COMMIT and clustering_file_groups(self.storage, i)
-        }
+        mine = set() if self.optimistic else self._abandoned()
+        return [
+            i for i in timeline.pending_writes() if i.time in mine or is_expired(self.storage, i.time, interval, misses)
+        ]
+
+    def _live_writes(self, timeline: Timeline) -> list[Instant]:
+        """The pending writes a single writer must wait for: alive, not a clustering (which runs
+        beside writers in either mode), not this thread's own abandoned ones."""
+        failed = {i.time for i in self._failed_writes(timeline)}
         return [
             i
             for i in timeline.pending_writes()
-            if not (self.optimistic or i.time in busy) or is_expired(self.storage, i.time, interval, misses)
+            if i.time not in failed
+            and not (i.action is Action.REPLACE_COMMIT and clustering_file_groups(self.storage, i))
         ]
+
+    def _abandoned(self) -> set[str]:
+        """This client's pending writes started by the calling thread."""
+        me = threading.get_ident()
+        return {t for t, p in self._pending.items() if p.thread == me}
 
     def keep_for_commit(self, instant_time: str, *, rewrite: Rewrite | None = None, redo: Redo | None = None) -> None:
         """What a distributed write gives its commit: `rewrite` writes buckets again for a
@@ -291,7 +352,13 @@ class WriteClient:
         job = self.begin_write(instant_time, plan)
         self._pending[instant_time].redo = partial(self._redo, operation, plan.batch, options)
         with _stage(stages, "write", progress, total=_buckets_used(plan.assignment)):
-            statuses = self._write_buckets(plan, job, progress)
+            try:
+                statuses = self._write_buckets(plan, job, progress)
+            except OSError as exc:
+                conflict = self._rolled_back_meanwhile(instant_time, exc)
+                if conflict is None:
+                    raise
+                raise conflict from exc
         return self.write_result(instant_time, plan, statuses, stages)
 
     def delete_partitions(self, partitions: list[str], instant_time: str) -> WriteResult:
@@ -716,15 +783,15 @@ class WriteClient:
         current = timeline.get(instant_time, pending.instant.action)
         if current is not None and current.is_completed:
             raise UpsertlakeError(f"instant {instant_time} is already completed")
-        if current is None:
-            for path in result.files_written:  # written after another writer rolled us back
-                self.storage.delete(path)
-            self.storage.delete_dir(marker_folder(instant_time))
-            self.storage.delete_dir(key_summary_folder(instant_time))
+        # A rollback by another writer that ran while this one wrote may have deleted some files
+        # and left the instant (it deletes the state it saw; this write moved on to inflight).
+        gone = current is not None and any(not self.storage.exists(p) for p in result.files_written)
+        if current is None or gone:
+            rollback_pending(self.storage, current or pending.instant)  # what it wrote since, too
             self._forget(instant_time)
             raise WriteConflictError(
                 f"write {instant_time} is no longer pending: another writer rolled it back "
-                "(its heartbeat expired, or a single writer started); nothing of it is visible"
+                "(its heartbeat expired); nothing of it is visible"
             )
         return current
 
@@ -777,11 +844,9 @@ class WriteClient:
 
     def _new_instant(self, pending: _Pending) -> Instant:
         """Under the lock: an inflight instant (with its heartbeat) for the write to move to."""
-        requested = create_requested(self.storage, Action.COMMIT)
+        requested, heartbeat = self._request("upsert")
         inflight = transition(self.storage, requested, State.INFLIGHT, pending.inflight_doc)
-        if self.optimistic:
-            heartbeat = Heartbeat(self.storage, inflight.time, self.config.get(opt.HEARTBEAT_INTERVAL_MS)).start()
-            self._pending[inflight.time] = _Pending(inflight, pending.checked, heartbeat)  # so a crash is undone
+        self._pending[inflight.time] = _Pending(inflight, pending.checked, heartbeat)  # so a crash is undone
         return inflight
 
     def _remerge_or_move(
@@ -872,13 +937,30 @@ class WriteClient:
         return self.write_result(instant_time, plan, self._write_buckets(plan, job, None, attempt), {})
 
     def rollback(self, instant_time: str) -> None:
-        """Undo a started, uncommitted write of this client."""
+        """Undo a started, uncommitted write of this client. If another writer rolled it back
+        already (its heartbeat expired while it ran), what it wrote since is deleted all the same."""
         instant_time = self._moved.pop(instant_time, instant_time)  # a re-merge moved it
         with self.lock.hold():
-            inst = next((i for i in Timeline.load(self.storage).pending_writes() if i.time == instant_time), None)
+            timeline = Timeline.load(self.storage)
+            inst = next((i for i in timeline.pending_writes() if i.time == instant_time), None)
+            pending = self._pending.get(instant_time)
+            if inst is None and pending is not None and timeline.get(instant_time) is None:
+                inst = pending.instant  # on no timeline: only what this write left since
             if inst is not None and not inst.is_completed:
                 rollback_pending(self.storage, inst)
         self._forget(instant_time)
+
+    def _rolled_back_meanwhile(self, instant_time: str, exc: OSError) -> WriteConflictError | None:
+        """For an OSError met while writing files: a WriteConflictError when another writer rolled
+        the instant back meanwhile (its files and folders went from under it), else None."""
+        pending = self._pending.get(instant_time)
+        action = pending.instant.action if pending is not None else Action.COMMIT
+        if Timeline.load(self.storage).get(instant_time, action) is not None:
+            return None
+        return WriteConflictError(
+            f"write {instant_time} was rolled back by another writer while it wrote its files (its heartbeat "
+            f"expired: {exc}); nothing of it is visible"
+        )
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -99,7 +99,9 @@ def cluster(
             storage, Action.REPLACE_COMMIT, documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns)), clustering=True
         )
         # Writers leave a pending clustering alone while its heartbeat beats (write_client).
-        heartbeat = Heartbeat(storage, requested.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS)).start()
+        heartbeat = Heartbeat(
+            storage, requested.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+        ).start()
         completed_at_start = {i.time for i in Timeline.load(storage).completed_writes()}
     try:
         inflight = transition(storage, requested, State.INFLIGHT)

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, heartbeat_path, last_heartbeat_ms
+from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, expiry_ms, heartbeat_path, last_heartbeat_ms
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -208,11 +208,18 @@ def _parent(path: str) -> str:
 
 
 # -- the doctor ----------------------------------------------------------------------------------
+def doctor_config(storage: Storage, options: dict[str, str] | None = None) -> Config:
+    """The settings the doctor judges by (heartbeat windows): the table's, from hoodie.properties
+    (or its backup) as far as it reads, with `options` on top."""
+    props = PropertiesFile.read(storage, PROPERTIES_FILE).props or PropertiesFile.read(storage, BACKUP_FILE).props
+    return Config.resolve(options, table_properties=props or {})
+
+
 def diagnose(storage: Storage, config: Config | None = None) -> Report:
     """Run every check; nothing is changed."""
     if not storage.exists(PROPERTIES_FILE) and not storage.exists(BACKUP_FILE):
         raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
-    cfg = config or Config.resolve(None)
+    cfg = config or doctor_config(storage)
     report = Report(storage.base)
     entries = _data_entries(storage)
     try:
@@ -236,7 +243,7 @@ def treat(storage: Storage, config: Config | None = None) -> Report:
     """Apply the safe fixes, then diagnose again; the report lists what was done. Restores the
     properties only from a valid backup that agrees with the table; rolls back only writes with no
     sign of life; deletes only files of instants on no timeline and newer than its start."""
-    cfg = config or Config.resolve(None)
+    cfg = config or doctor_config(storage)
     before = diagnose(storage, cfg)
     done: list[str] = []
     orphans = [f.path for f in before.findings if f.check == "orphan" and f.fix == DELETE_ORPHAN]
@@ -360,9 +367,10 @@ def check_pending_writes(storage: Storage, timeline: Timeline, cfg: Config) -> l
 
 def _failed_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Instant]:
     """Pending writes nobody works on: no heartbeat, instant file, marker or data file of theirs
-    touched for the heartbeat window (interval x tolerable misses). A file being written keeps its
-    modification time fresh, so a slow single writer without heartbeats is not taken for dead."""
-    window_ms = cfg.get(opt.HEARTBEAT_INTERVAL_MS) * cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+    touched for the heartbeat window (the one its heartbeat declares, else interval x tolerable
+    misses of `cfg`). A file being written keeps its modification time fresh, so a slow writer
+    without heartbeats (Hudi's single writer) is not taken for dead."""
+    interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
     pending = timeline.pending_writes()
     if not pending:
         return []
@@ -378,7 +386,7 @@ def _failed_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[In
             stamp = BaseFile.parse(entry).instant_time
             touched[stamp] = max(touched[stamp], entry.mtime_ns // 1_000_000)
     now_ms = time.time() * 1000
-    return [i for i in pending if now_ms - touched.get(i.time, 0) > window_ms]
+    return [i for i in pending if now_ms - touched.get(i.time, 0) > expiry_ms(storage, i.time, interval, misses)]
 
 
 def _ago(epoch_ms: int) -> str:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import time
 
 from upsertlake.concurrency.lock import TableLock
+from upsertlake.config import Config
 from upsertlake.errors import ServiceError
 from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
-from upsertlake.services.rollback import undo
+from upsertlake.services.rollback import live_writes, undo
 from upsertlake.timeline.retention import savepoint_times
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import (
@@ -25,11 +26,18 @@ PLAN_SCHEMA = "HoodieRestorePlan"
 METADATA_SCHEMA = "HoodieRestoreMetadata"
 
 
-def restore(storage: Storage, lock: TableLock, savepoint_time: str) -> Instant:
-    """Roll back every commit (and savepoint) later than the savepoint; returns the `.restore` instant."""
+def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Config | None = None) -> Instant:
+    """Roll back every commit (and savepoint) later than the savepoint; returns the `.restore` instant.
+    Refused while a write is in flight (its heartbeat alive, by `config`'s settings): it would be
+    pulled from under its writer, or commit onto versions the restore undid."""
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
+        live = live_writes(storage, timeline, config or Config.resolve(None))
+        if live:
+            raise ServiceError(
+                f"write {live[-1].time} is in flight (its heartbeat is alive): restore once it has ended"
+            )
         savepoints = savepoint_times(timeline)
         if savepoint_time not in savepoints:
             have = f"the savepoints are {sorted(savepoints)}" if savepoints else "the table has none"

@@ -12,7 +12,10 @@ import time
 from collections import defaultdict
 from typing import Any
 
+from upsertlake.concurrency.heartbeat import heartbeat_path, is_expired
 from upsertlake.concurrency.lock import TableLock
+from upsertlake.config import Config
+from upsertlake.config import options as opt
 from upsertlake.errors import ServiceError
 from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
@@ -35,19 +38,32 @@ PLAN_SCHEMA = "HoodieRollbackPlan"
 METADATA_SCHEMA = "HoodieRollbackMetadata"
 
 
-def rollback(storage: Storage, lock: TableLock, instant_time: str | None = None) -> Instant:
-    """Roll back `instant_time` (default: the latest completed commit); returns the `.rollback` instant."""
+def rollback(
+    storage: Storage, lock: TableLock, instant_time: str | None = None, config: Config | None = None
+) -> Instant:
+    """Roll back `instant_time`; returns the `.rollback` instant. By default the newest failed
+    write (pending, its heartbeat expired), else the latest completed commit. A write in flight
+    (its heartbeat alive, judged by `config`'s heartbeat settings) is never pulled from under its
+    writer, and no commit is rolled back while one runs: it may be building on that commit."""
+    cfg = config or Config.resolve(None)
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
-        target = _target(timeline, instant_time)
+        target = _target(timeline, instant_time, live_writes(storage, timeline, cfg))
         started = time.monotonic()
         requested = create_requested(storage, Action.ROLLBACK, documents.encode(PLAN_SCHEMA, rollback_plan(storage, target)))
         inflight = transition(storage, requested, State.INFLIGHT)
         meta = undo(storage, target, requested.time, started)
+        storage.delete(heartbeat_path(target.time))
         state = "completed" if target.is_completed else "pending"
         log.info("rollback %s undid %s %s %s", requested.time, state, target.action.value, target.time)
         return transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, meta))
+
+
+def live_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Instant]:
+    """Pending writes whose heartbeat is alive: their writers are running."""
+    interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+    return [i for i in timeline.pending_writes() if not is_expired(storage, i.time, interval, misses)]
 
 
 def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:
@@ -82,10 +98,21 @@ def undo(storage: Storage, target: Instant, rollback_time: str, started: float) 
     }
 
 
-def _target(timeline: Timeline, instant_time: str | None) -> Instant:
+def _target(timeline: Timeline, instant_time: str | None, live: list[Instant]) -> Instant:
+    """What to roll back: `instant_time`, or by default the newest failed write, else the latest
+    completed commit. Refuses to touch a write in flight (`live`), or a commit while one runs."""
     writes = [i for i in timeline.instants if i.action in WRITE_ACTIONS]
     done = [i for i in writes if i.is_completed]
+    failed = [i for i in timeline.pending_writes() if i not in live]
     if instant_time is None:
+        if live:
+            latest = f"; the latest completed commit is {done[-1].time}" if done else ""
+            raise ServiceError(
+                f"write {live[-1].time} is in flight (its heartbeat is alive){latest}: say which instant to roll "
+                "back, once that write has ended (`upsertlake doctor` shows it)"
+            )
+        if failed:
+            return failed[-1]  # what a user means after a crash: the write that failed
         if not done:
             raise ServiceError("the table has no completed commit to roll back")
         target = done[-1]
@@ -93,8 +120,18 @@ def _target(timeline: Timeline, instant_time: str | None) -> Instant:
         target = next((i for i in writes if i.time == instant_time), None)
         if target is None:
             raise ServiceError(f"no commit at {instant_time} on the timeline")
+    if target in live:
+        raise ServiceError(
+            f"write {target.time} is in flight (its heartbeat is alive): its writer is still running; stop it, "
+            "or wait for it to end or for its heartbeat to expire"
+        )
     if target in timeline.archived:
         raise ServiceError(f"commit {target.time} is archived and cannot be rolled back")
+    if target.is_completed and live:
+        raise ServiceError(
+            f"commit {target.time} cannot be rolled back while write {live[-1].time} is in flight: it may be "
+            "building on that commit's files; roll back once it has ended"
+        )
     if target.is_completed:
         if target != done[-1]:
             raise ServiceError(f"only the latest completed commit ({done[-1].time}) can be rolled back, not {target.time}")

@@ -27,6 +27,8 @@ from upsertlake.storage.requests import count
 
 _LOCAL_FS = pafs.LocalFileSystem()
 
+DELETE_DIR_ATTEMPTS = 5
+
 
 @dataclass(frozen=True)
 class FileEntry:
@@ -281,10 +283,19 @@ class Storage:
                 raise
 
     def delete_dir(self, rel: str) -> None:
-        """Delete a folder and everything below it (every object under the prefix)."""
+        """Delete a folder and everything below it (every object under the prefix). Locally, a
+        file another process adds (or removes) meanwhile fails one attempt ("Directory not
+        empty"); the next one takes it along."""
         if self.is_local:
-            if self.exists(rel):
-                self.fs.delete_dir(self.fs_path(rel))
+            for attempt in range(DELETE_DIR_ATTEMPTS):
+                if not self.exists(rel):
+                    return
+                try:
+                    self.fs.delete_dir(self.fs_path(rel))
+                    return
+                except OSError:
+                    if attempt == DELETE_DIR_ATTEMPTS - 1:
+                        raise
             return
         import obstore
 

@@ -197,13 +197,14 @@ class Table:
 
     def restore(self, instant: str | datetime) -> Instant:
         """Roll back every instant after the savepoint `instant`: the table reads as of it again."""
-        done = restore(self.storage, self.write_client().lock, self._instant(instant) or "")
+        done = restore(self.storage, self.write_client().lock, self._instant(instant) or "", self.options)
         self._client = None  # its index may hold keys of the instants rolled back
         return done
 
     def rollback(self, instant: str | datetime | None = None) -> Instant:
-        """Undo the latest completed commit (default) or any pending instant, as a `.rollback`."""
-        done = rollback(self.storage, self.write_client().lock, self._instant(instant))
+        """Undo a failed write or the latest completed commit (default: the newest failed write,
+        else the latest commit), or any pending instant whose writer is gone, as a `.rollback`."""
+        done = rollback(self.storage, self.write_client().lock, self._instant(instant), self.options)
         self._client = None
         return done
 

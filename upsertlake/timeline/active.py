@@ -10,7 +10,7 @@ on the timeline, and its commit document is stored in Avro.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -154,16 +154,26 @@ def _list_instants(storage: Storage, layout: TimelineLayout) -> Iterable[Instant
 
 
 # -- state changes ---------------------------------------------------------------------------
-def create_requested(storage: Storage, action: Action, content: bytes = b"", clustering: bool = False) -> Instant:
+def create_requested(
+    storage: Storage,
+    action: Action,
+    content: bytes = b"",
+    clustering: bool = False,
+    before: Callable[[str], object] | None = None,
+) -> Instant:
     """Create `<t>.<action>.requested` with a fresh instant time later than any on the timeline.
 
     Call under the table lock: the time is chosen from the timeline as listed now, and
-    write-if-absent guards against a writer that does not hold the lock.
+    write-if-absent guards against a writer that does not hold the lock. `before(t)` runs once the
+    time is chosen and before the file exists (a writer starts its heartbeat there, so no one
+    sees its instant without one); it runs again for the next time if `t` was taken meanwhile.
     """
     timeline = Timeline.load(storage)
     last = timeline.last_time()
     while True:
         instant = Instant(next_instant_time(last, timeline.layout.zone), action, State.REQUESTED, clustering=clustering)
+        if before is not None:
+            before(instant.time)
         if storage.write_if_absent(timeline.path(instant), content):
             return instant
         last = instant.time
