@@ -316,7 +316,7 @@ def test_a_write_rolled_back_under_it_fails_with_a_named_error_and_leaves_nothin
 
     make_table(tmp_path)
     opts = {"hoodie.upsert.shuffle.parallelism": 1, "hoodie.parquet.small.file.limit": 0}
-    b = open_table(tmp_path, opts)  # B's storage is not racy
+    b = open_table(tmp_path, opts)
     lost: list[str] = []
     move = storage_module.pafs.LocalFileSystem.move
 
@@ -336,7 +336,7 @@ def test_a_write_rolled_back_under_it_fails_with_a_named_error_and_leaves_nothin
                 lose_the_instant()
             move(self, src, dest)
 
-    monkeypatch.setattr(storage_module.pafs, "LocalFileSystem", RacyFileSystem)
+    monkeypatch.setattr(storage_module, "_LOCAL_FS", RacyFileSystem())  # B's moves pass: `lost` is set
     a = open_table(tmp_path, opts)
     keys = [f"k{p}" for p in range(PARTITIONS)]
     with pytest.raises(WriteConflictError, match="another writer") as raised:
