@@ -308,3 +308,22 @@ def test_an_upsert_retried_after_an_insert_overwrite_lands_on_top_of_it(tmp_path
     assert done.retries == 1 and done.instant_time > tr
     assert snap(tmp_path) == [("a", 2, "a2", "p1"), ("c", 1, "c1", "p2"), ("x", 1, "x1", "p1")] == hudi_snap(tmp_path)
     assert_clean(tmp_path)
+
+
+@pytest.mark.parametrize("operation", ["insert_overwrite", "insert_overwrite_table"])
+def test_two_overwrites_of_a_new_partition_do_not_both_commit(tmp_path: Path, operation: str) -> None:
+    """Neither retires a file group (the partition had none when they were planned): committed
+    both, the partition held both batches, a state no serial order gives."""
+    make(tmp_path)
+    first, second = writer(tmp_path), writer(tmp_path)
+    t1, t2 = first.start_commit(operation), second.start_commit(operation)
+    r1 = first.overwrite(operation, rows(("x", 1, "x1", "p9")), t1)
+    r2 = second.overwrite(operation, rows(("y", 1, "y1", "p9")), t2)
+    first.commit(t1, r1)
+    with pytest.raises(WriteConflictError, match=rf"{t1} .*(partition\(s\) p9|retired)"):
+        second.commit(t2, r2)
+    expected = [("x", 1, "x1", "p9")]
+    if operation == "insert_overwrite":
+        expected = [("a", 1, "a1", "p1"), ("b", 1, "b1", "p1"), ("c", 1, "c1", "p2"), *expected]
+    assert snap(tmp_path) == expected == hudi_snap(tmp_path)
+    assert_clean(tmp_path)
