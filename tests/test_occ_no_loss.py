@@ -29,6 +29,7 @@ def completed(path: Path) -> list[str]:
 
 
 # -- item 1: a retry goes under a new instant ------------------------------------------------
+@pytest.mark.usefixtures("table_version")
 def test_a_retry_onto_a_later_instants_version_is_committed_under_a_newer_instant(tmp_path: Path) -> None:
     """A (retries=1) starts first and writes k ts=100; B starts later and commits k ts=50. A's retry
     merges onto B's version: under A's own (earlier) instant its file would be hidden."""
@@ -224,6 +225,7 @@ def _replace(path: Path, operation: str):
     return r, t, r.overwrite(operation, rows(("x", 1, "x1", "p1")), t)
 
 
+@pytest.mark.usefixtures("table_version")
 @pytest.mark.parametrize("operation", ["insert_overwrite", "insert_overwrite_table", "delete_partition"])
 def test_a_replace_conflicts_with_an_insert_into_a_new_file_group_committed_meanwhile(
     tmp_path: Path, operation: str
@@ -264,6 +266,7 @@ def test_insert_overwrite_of_other_partitions_commits_beside_an_insert(tmp_path:
     assert_clean(tmp_path)
 
 
+@pytest.mark.usefixtures("table_version")
 def test_a_retried_replace_replaces_what_the_insert_added(tmp_path: Path) -> None:
     """With retries R goes again under a new instant, after U: U's n is replaced, as serially."""
     make(tmp_path)
@@ -325,5 +328,34 @@ def test_two_overwrites_of_a_new_partition_do_not_both_commit(tmp_path: Path, op
     expected = [("x", 1, "x1", "p9")]
     if operation == "insert_overwrite":
         expected = [("a", 1, "a1", "p1"), ("b", 1, "b1", "p1"), ("c", 1, "c1", "p2"), *expected]
+    assert snap(tmp_path) == expected == hudi_snap(tmp_path)
+    assert_clean(tmp_path)
+
+
+def test_a_later_instant_committed_during_a_re_merge_moves_the_write_in_the_next_round(tmp_path: Path) -> None:
+    """Per-record re-merge keeps the guarantee: A re-merges (keeping its instant) onto X, named
+    before it; meanwhile Y, named after A, rewrites the group: the next round moves A past Y."""
+    make(tmp_path)
+    x, tx, rx = started(tmp_path, rows(("b", 2, "X", "p1")))
+    a, ta, ra = started(tmp_path, rows(("a", 2, "A", "p1")))
+    x.commit(tx, rx)
+    pending = a._pending[ta]
+    rewrite = pending.rewrite
+    late: list[str] = []
+
+    def rewrite_while_y_commits(job, numbers, attempt):
+        if not late:
+            y, ty, ry = started(tmp_path, rows(("b", 3, "Y", "p1")))
+            y.commit(ty, ry)
+            late.append(ty)
+        return rewrite(job, numbers, attempt)
+
+    pending.rewrite = rewrite_while_y_commits
+    done = a.commit(ta, ra)
+    (ty,) = late
+    assert tx < ta < ty < done.instant_time and done.remerges == 2
+    (stat,) = done.write_stats
+    assert stat.prevCommit == ty
+    expected = [("a", 2, "A", "p1"), ("b", 3, "Y", "p1"), ("c", 1, "c1", "p2")]
     assert snap(tmp_path) == expected == hudi_snap(tmp_path)
     assert_clean(tmp_path)
