@@ -359,3 +359,25 @@ def test_a_later_instant_committed_during_a_re_merge_moves_the_write_in_the_next
     expected = [("a", 2, "A", "p1"), ("b", 3, "Y", "p1"), ("c", 1, "c1", "p2")]
     assert snap(tmp_path) == expected == hudi_snap(tmp_path)
     assert_clean(tmp_path)
+
+
+def test_the_doctor_reports_a_version_hidden_behind_a_later_instants(tmp_path: Path) -> None:
+    """What the old retry left: a commit named before the version it merged onto. The doctor says
+    so (the table is not healthy), naming the file, the commit and the later instant."""
+    from upsertlake.services.doctor import diagnose
+    from upsertlake.storage import Storage
+
+    make(tmp_path)
+    a, ta = writer(tmp_path), None
+    ta = a.start_commit()
+    b, tb, rb = started(tmp_path, rows(("a", 50, "B", "p1")))
+    b.commit(tb, rb)
+    assert diagnose(Storage(tmp_path)).ok
+    a._pending[ta].checked |= {tb}  # as the old retry did: took the later commit as already seen
+    done = a.commit(ta, a.upsert(rows(("a", 100, "A", "p1")), ta))
+    assert done.instant_time == ta and snap(tmp_path)[0] == ("a", 50, "B", "p1")  # A's row hidden
+    report = diagnose(Storage(tmp_path))
+    (found,) = [f for f in report.findings if f.check == "hidden"]
+    (stat,) = done.write_stats
+    assert found.path == stat.path and found.problem and not report.ok
+    assert f"{ta}.commit" in found.message and f"later instant {tb}" in found.message
