@@ -381,3 +381,22 @@ def test_the_doctor_reports_a_version_hidden_behind_a_later_instants(tmp_path: P
     (stat,) = done.write_stats
     assert found.path == stat.path and found.problem and not report.ok
     assert f"{ta}.commit" in found.message and f"later instant {tb}" in found.message
+
+
+def test_a_commit_archived_by_another_writer_after_the_timeline_was_listed_is_still_read(tmp_path: Path) -> None:
+    """Seen with several writers and a short archive window: a writer's timeline listed a commit,
+    another writer archived it, and the first failed with 'commit file missing' (CorruptTableError)."""
+    from upsertlake.timeline.active import Timeline
+    from upsertlake.storage import Storage
+
+    opts = dict(OCC, **{"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3,
+                        "hoodie.cleaner.commits.retained": 1})
+    make(tmp_path, opts)
+    listed = Timeline.load(Storage(tmp_path))
+    (first,) = listed.completed_writes()
+    t = open_table(tmp_path, opts)
+    for ts in range(2, 6):
+        t.upsert(rows(("a", ts, f"a{ts}", "p1")))  # the fourth archives the oldest commits
+    assert first not in listed.archived and first in Timeline.load(Storage(tmp_path)).archived
+    assert listed.commit_metadata(first).operation_type == "UPSERT"
+    assert listed.latest_schema() is not None
