@@ -19,6 +19,9 @@ import pytest
 from test_concurrency import OCC, assert_clean, hudi_snap, make, rows, snap, started, writer
 
 from upsertlake import WriteConflictError, create_table, open_table
+from upsertlake.services.doctor import diagnose
+from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import State
 
 RETRY_ONCE = {"hoodie.write.num.retries.on.conflict.failures": 1}
@@ -164,7 +167,7 @@ rng = random.Random(1000 + who)
 original = BucketJob.write
 
 def jittered(self, *args, **kwargs):  # widens the write stage, so writes overlap more often
-    time.sleep(rng.uniform(0, 0.03))
+    time.sleep(rng.uniform(0, 0.06))
     return original(self, *args, **kwargs)
 
 BucketJob.write = jittered
@@ -173,7 +176,7 @@ options = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control",
 table = open_table(path, options)
 acked = []
 for r in range(rounds):
-    keys = rng.sample(range(12), 4)
+    keys = rng.sample(range(10), 4)  # k8, k9 are new keys: concurrent inserts of one key
     ts = [(rng.randrange(10**6) * 100 + r) * 10 + who for _ in keys]  # never equal across writes
     batch = pa.table({"id": [f"k{k}" for k in keys], "ts": ts, "v": [f"w{who}r{r}"] * 4,
                       "p": [f"p{k % 2}" for k in keys]})
@@ -187,14 +190,14 @@ print(json.dumps(acked))
 
 
 def test_writers_in_several_processes_with_retries_lose_no_acknowledged_write(tmp_path: Path) -> None:
-    """Three processes, eight rounds each, overlapping keys, retries on: the table holds, per key,
+    """Three processes, ten rounds each, overlapping keys, retries on: the table holds, per key,
     the acknowledged row with the largest ordering value (event-time ordering), and nothing else."""
     create_table(tmp_path, name="t", record_key="id", precombine_field="ts", partition_fields=["p"], options=OCC)
     open_table(tmp_path, OCC).upsert(
-        pa.table({"id": [f"k{k}" for k in range(12)], "ts": [0] * 12, "v": ["init"] * 12, "p": [f"p{k % 2}" for k in range(12)]})
+        pa.table({"id": [f"k{k}" for k in range(8)], "ts": [0] * 8, "v": ["init"] * 8, "p": [f"p{k % 2}" for k in range(8)]})
     )
     procs = [
-        subprocess.Popen([sys.executable, "-c", RANDOM_WRITER, str(tmp_path), str(w), "8"],
+        subprocess.Popen([sys.executable, "-c", RANDOM_WRITER, str(tmp_path), str(w), "10"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for w in range(3)
     ]
@@ -202,15 +205,17 @@ def test_writers_in_several_processes_with_retries_lose_no_acknowledged_write(tm
     for p, (_, err) in zip(procs, outputs):
         assert p.returncode == 0, err[-3000:]
     acked = [w for out, _ in outputs for w in json.loads(out)]
-    assert len(acked) >= 12  # most writes get through (retries on)
-    expected = {f"k{k}": (0, "init", f"p{k % 2}") for k in range(12)}
+    assert len(acked) >= 8  # most writes get through (retries on)
+    expected = {f"k{k}": (0, "init", f"p{k % 2}") for k in range(8)}
     for write in acked:
         for row in write["rows"]:
-            if row["ts"] > expected[row["id"]][0]:
+            if row["ts"] > expected.get(row["id"], (-1,))[0]:
                 expected[row["id"]] = (row["ts"], row["v"], row["p"])
     want = sorted((k, *v) for k, v in expected.items())
     assert snap(tmp_path) == want == hudi_snap(tmp_path)
-    times = completed(tmp_path)
+    # A hidden file may be masked above by a later, larger value: the doctor finds it anyway.
+    assert [f for f in diagnose(Storage(tmp_path)).findings if f.problem] == []
+    times = {i.time for i in Timeline.load(Storage(tmp_path)).completed_writes()}  # archived ones too
     assert all(w["instant"] in times for w in acked) and len({w["instant"] for w in acked}) == len(acked)
     assert_clean(tmp_path)
 
@@ -364,9 +369,6 @@ def test_a_later_instant_committed_during_a_re_merge_moves_the_write_in_the_next
 def test_the_doctor_reports_a_version_hidden_behind_a_later_instants(tmp_path: Path) -> None:
     """What the old retry left: a commit named before the version it merged onto. The doctor says
     so (the table is not healthy), naming the file, the commit and the later instant."""
-    from upsertlake.services.doctor import diagnose
-    from upsertlake.storage import Storage
-
     make(tmp_path)
     a, ta = writer(tmp_path), None
     ta = a.start_commit()
@@ -386,8 +388,6 @@ def test_the_doctor_reports_a_version_hidden_behind_a_later_instants(tmp_path: P
 def test_a_commit_archived_by_another_writer_after_the_timeline_was_listed_is_still_read(tmp_path: Path) -> None:
     """Seen with several writers and a short archive window: a writer's timeline listed a commit,
     another writer archived it, and the first failed with 'commit file missing' (CorruptTableError)."""
-    from upsertlake.timeline.active import Timeline
-    from upsertlake.storage import Storage
 
     opts = dict(OCC, **{"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3,
                         "hoodie.cleaner.commits.retained": 1})
