@@ -194,7 +194,8 @@ def test_writers_in_several_processes_with_retries_lose_no_acknowledged_write(tm
     the acknowledged row with the largest ordering value (event-time ordering), and nothing else."""
     create_table(tmp_path, name="t", record_key="id", precombine_field="ts", partition_fields=["p"], options=OCC)
     open_table(tmp_path, OCC).upsert(
-        pa.table({"id": [f"k{k}" for k in range(8)], "ts": [0] * 8, "v": ["init"] * 8, "p": [f"p{k % 2}" for k in range(8)]})
+        pa.table({"id": [f"k{k}" for k in range(8)], "ts": [0] * 8, "v": ["init"] * 8,
+                  "p": [f"p{k % 2}" for k in range(8)]})
     )
     procs = [
         subprocess.Popen([sys.executable, "-c", RANDOM_WRITER, str(tmp_path), str(w), "10"],

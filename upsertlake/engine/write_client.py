@@ -637,8 +637,9 @@ class WriteClient:
         """Complete the instant unless a write that completed since it started wrote one of its
         record keys or retired one of its file groups (or, for a replace, wrote into a partition it
         replaces); on such a conflict (after the retries of hoodie.write.num.retries.on.conflict.failures,
-        each under a new instant), roll this write back and raise WriteConflictError. File groups another commit rewrote without touching this write's
-        records are merged again onto that version first (outside the lock), then checked again.
+        each under a new instant), roll this write back and raise WriteConflictError. File groups
+        another commit rewrote without touching this write's records are merged again onto that
+        version first (outside the lock), then checked again.
         `extra_metadata` lands in the commit's extraMetadata (e.g. the files an ingest read)."""
         pending = self._pending.get(instant_time)
         if pending is None or result.instant_time != instant_time:

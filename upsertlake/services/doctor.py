@@ -2,8 +2,9 @@
 
 Checks: `hoodie.properties` (Hudi's validation, then against the table itself, since the checksum
 cannot see lost lines), every instant file parses, files nobody committed (orphans), committed files
-that are gone or hidden behind a version of a later instant, pending writes and their heartbeats, partition folders without metadata. The same
-properties-against-table check guards every write (`refuse_damaged_table`).
+that are gone or hidden behind a version of a later instant, pending writes and their heartbeats,
+partition folders without metadata. The same properties-against-table check guards every write
+(`refuse_damaged_table`).
 
 Fixes, only what cannot lose data: restore `hoodie.properties` from a valid backup that agrees with
 the table, roll back failed writes, delete orphaned files of writes that never committed.
