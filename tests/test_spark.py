@@ -619,12 +619,32 @@ def test_a_true_conflict_on_spark_is_retried_when_configured(spark, tmp_path: Pa
     c1.commit(t1, r1)
     done = c2.commit(t2, r2)
     assert cached(spark) == before
-    assert (done.instant_time, done.retries, done.remerges) == (t2, 1, 0)
+    assert (done.instant_time > t2, done.retries, done.remerges) == (True, 1, 0)  # a new instant, as Hudi
+    assert t2 not in {i.time for i in open_table(path).timeline()}
     assert (done.num_updates, done.num_inserts) == (6, 0)
     assert snapshot(path) == expected_rows((range(0, 6), 2, "a"), (range(5, 11), 3, "b"))
     assert {s.prevCommit for s in done.write_stats} == {t1}
     assert not any((path / s.path).exists() for s in r2.write_stats)  # the first attempt's files are gone
     assert len(list(path.rglob("*.parquet"))) == 9
+    assert_clean(path)
+
+
+def test_a_spark_write_retried_onto_a_later_instants_version_commits_under_a_newer_instant(
+    spark, tmp_path: Path
+) -> None:
+    """Issue 25: the Spark write started first, the other commit (a later instant) wrote its keys;
+    the retry merges onto that version, so it must commit under an instant newer than it (readers
+    would hide the retried files under the first instant), and the public result names it."""
+    path = tmp_path / "t"
+    occ_table(path)
+    c2, t2, r2 = spark_started(spark, path, rows(range(5, 11), 3, "b"), **RETRY)
+    c1, t1, r1 = local_started(path, rows(range(0, 6), 2, "a"))
+    c1.commit(t1, r1)
+    done = c2.commit(t2, r2)
+    assert done.retries == 1 and done.instant_time > t1 > t2
+    assert [i.time for i in open_table(path).timeline()][-2:] == [t1, done.instant_time]
+    assert snapshot(path) == expected_rows((range(0, 6), 2, "a"), (range(5, 11), 3, "b"))
+    assert {s.prevCommit for s in done.write_stats} == {t1}
     assert_clean(path)
 
 

@@ -65,6 +65,20 @@ class CommitCheck:
     stale: dict[FileGroup, Instant] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Replaces:
+    """The partitions a replace (insert_overwrite, delete_partition) overwrites, or every one
+    (insert_overwrite_table): a write that committed into one after the replace started conflicts
+    with it, as Hudi's conflict resolution treats replacecommits. A file group such a write
+    created is not among those the replace retires, so the replace would otherwise leave it."""
+
+    partitions: frozenset[str] = frozenset()
+    whole_table: bool = False
+
+    def covered(self, partitions: set[str]) -> set[str]:
+        return set(partitions) if self.whole_table else set(partitions) & self.partitions
+
+
 def concurrent_writes(timeline: Timeline, checked: frozenset[str]) -> list[Instant]:
     """Completed writes not in `checked` (those completed when the write started, or re-merged on)."""
     return [i for i in timeline.completed_writes() if i.time not in checked]
@@ -77,9 +91,11 @@ def check_commit(
     own_stats: Sequence[WriteStat],
     retiring: set[FileGroup],
     global_keys: bool,
+    replaces: Replaces | None = None,
 ) -> CommitCheck:
-    """Check a write's files (`own_stats`) and the groups an overwrite retires against every
-    commit that completed since `checked` and against pending clusterings."""
+    """Check a write's files (`own_stats`) and the groups an overwrite retires (and, for a
+    replace, the partitions it `replaces`) against every commit that completed since `checked`
+    and against pending clusterings."""
     storage = timeline.storage
     own_groups = {(s.partitionPath, s.fileId) for s in own_stats}
     own: _Written | None = None  # its summaries are read only when some commit ran beside it
@@ -89,6 +105,11 @@ def check_commit(
         retired = {(p, f) for p, ids in (meta.partition_to_replace_file_ids or {}).items() for f in ids}
         if retired & (own_groups | retiring):
             why = f"it retired file group(s) {describe_groups(retired & (own_groups | retiring))}"
+            return CommitCheck(Conflict(inst, why))
+        written = {s.partitionPath for s in meta.write_stats()} | set(meta.partition_to_replace_file_ids or {})
+        into = replaces.covered(written) if replaces else set()
+        if into:
+            why = f"it wrote into partition(s) {', '.join(sorted(into))}, which this write replaces"
             return CommitCheck(Conflict(inst, why))
         theirs = _Written.load(storage, inst.time, meta.write_stats())
         own = own or _Written.load(storage, own_time, own_stats)

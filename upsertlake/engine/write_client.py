@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from upsertlake.concurrency.conflict import (
     Conflict,
     FileGroup,
+    Replaces,
     check_commit,
     clustering_file_groups,
     describe_groups,
@@ -72,7 +73,7 @@ from upsertlake.layout.file_system_view import PARTITION_METAFILE, FileSystemVie
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
-from upsertlake.layout.markers import key_summary_folder, marker_folder, reconcile_markers, rollback_pending
+from upsertlake.layout.markers import marker_folder, reconcile_markers, rollback_pending
 from upsertlake.util.arrays import group_rows
 from upsertlake.util.arrow import constant
 
@@ -133,9 +134,10 @@ class _Pending:
     rewrite: Rewrite | None = None  # writes buckets again: a re-merge needs it
     redo: Redo | None = None  # writes the batch again: a retry after a conflict needs it
     held: dict[str, Callable[[], None]] = field(default_factory=dict)  # name -> frees what rewrite/redo read
-    redoing: bool = False  # a retry is writing the batch again under the inflight instant
+    redoing: bool = False  # a retry is writing the batch again under its new instant
     inflight_doc: bytes = b""  # the inflight file's workload profile, for an instant it moves to
     thread: int = field(default_factory=threading.get_ident)  # the thread that started it
+    requested_doc: bytes = b""  # the requested file's content (a replace's plan), for a new instant
 
     def finish(self) -> None:
         if self.heartbeat is not None:
@@ -202,22 +204,23 @@ class WriteClient:
                 live = [] if self.optimistic else self._live_writes(timeline)
                 if not live:
                     self._rollback_failed_writes(timeline)
-                    instant, heartbeat = self._request(operation)
+                    action, doc = Action.COMMIT, b""
+                    if operation in OVERWRITES:
+                        plan = {"operationType": operation.upper(), "clusteringPlan": None, "extraMetadata": {},
+                                "version": 1}
+                        action, doc = Action.REPLACE_COMMIT, encode(REPLACE_PLAN, plan)
+                    instant, heartbeat = self._request(action, doc)
                     done = frozenset(i.time for i in Timeline.load(self.storage).completed_writes())
                     break
             began = time.monotonic() if began is None else began
             self._wait_for(live[0], told, began)
-        self._pending[instant.time] = _Pending(instant, done, heartbeat)
+        self._pending[instant.time] = _Pending(instant, done, heartbeat, requested_doc=doc)
         log.info("started commit %s", instant.time)
         return instant.time
 
-    def _request(self, operation: str) -> tuple[Instant, Heartbeat]:
+    def _request(self, action: Action, content: bytes) -> tuple[Instant, Heartbeat]:
         """Under the lock: a new requested instant and its heartbeat, which beats before the instant
         is visible, so no other writer ever sees it without one (and takes it for a dead write)."""
-        action, content = Action.COMMIT, b""
-        if operation in OVERWRITES:
-            plan = {"operationType": operation.upper(), "clusteringPlan": None, "extraMetadata": {}, "version": 1}
-            action, content = Action.REPLACE_COMMIT, encode(REPLACE_PLAN, plan)
         beats: list[Heartbeat] = []
 
         def beat_first(instant_time: str) -> None:
@@ -400,16 +403,17 @@ class WriteClient:
     ) -> BucketJob:
         """`begin_write` from the plan's parts (Spark has no per-record plan on the driver);
         `keep_keys=False`: the statuses carry counts and stats only, no key arrays. A retry
-        (`redoing`) writes again under its inflight instant, tagged against `view`."""
-        pending = self._pending.get(instant_time)
-        if pending is None or not pending.redoing:
-            self._check_startable(instant_time)
+        (`redoing`) writes again under its new instant, tagged against `view`."""
+        self._check_startable(instant_time)
         pending = self._pending[instant_time]
         if pending.redoing:
-            pending.checked = frozenset(i.time for i in view.visible_instants)
-        else:
-            pending.inflight_doc = profile.to_inflight_json()
-            pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc)
+            # The retry builds on what `view` holds: no need to check those commits again, but
+            # only those named before its instant. A later one it built on must still be found
+            # (and the write moved past it): readers would hide a version named by an earlier time.
+            seen = {i.time for i in view.visible_instants if i.time < instant_time}
+            pending.checked = pending.checked | seen
+        pending.inflight_doc = profile.to_inflight_json()
+        pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc)
         pending.job = self._bucket_job(instant_time, operation, cfg, view, buckets, data_schema, keep_keys)
         return pending.job
 
@@ -694,16 +698,16 @@ class WriteClient:
         self, instant_time: str, result: WriteResult, extra_metadata: dict[str, str] | None = None
     ) -> WriteResult:
         """Complete the instant unless a write that completed since it started wrote one of its
-        record keys or retired one of its file groups; on such a conflict (after the retries of
-        hoodie.write.num.retries.on.conflict.failures), roll this write back and raise
-        WriteConflictError. File groups another commit rewrote without touching this write's
-        records are merged again onto that version first (outside the lock), then checked again.
+        record keys or retired one of its file groups (or, for a replace, wrote into a partition it
+        replaces); on such a conflict (after the retries of hoodie.write.num.retries.on.conflict.failures,
+        each under a new instant), roll this write back and raise WriteConflictError. File groups
+        another commit rewrote without touching this write's records are merged again onto that
+        version first (outside the lock), then checked again.
         `extra_metadata` lands in the commit's extraMetadata (e.g. the files an ingest read)."""
         pending = self._pending.get(instant_time)
         if pending is None or result.instant_time != instant_time:
             raise UpsertlakeError(f"instant {instant_time} is not pending in this client")
         started = time.perf_counter()
-        retiring = {(p, f) for p, ids in (result.replaced or {}).items() for f in ids}
         retries = max(0, self.config.get(opt.NUM_RETRIES_ON_CONFLICT))
         remerges = retried = 0
         extra_seconds = {"remerge": 0.0, "retry": 0.0}
@@ -712,8 +716,10 @@ class WriteClient:
                 self._reload_table_config(instant_time)
                 timeline = Timeline.load(self.storage)
                 current = self._still_pending(timeline, instant_time, pending, result)
+                retiring = {(p, f) for p, ids in (result.replaced or {}).items() for f in ids}
                 check = check_commit(
-                    timeline, pending.checked, instant_time, result.write_stats, retiring, result.global_keys
+                    timeline, pending.checked, instant_time, result.write_stats, retiring, result.global_keys,
+                    _replaces(result),
                 )
                 conflict = check.conflict
                 if conflict is None and not check.stale:
@@ -724,8 +730,8 @@ class WriteClient:
                 moved_to = None
                 if conflict is None:
                     moved_to = self._prepare_remerge(current, pending, check.stale)
-                else:  # a true conflict, to be retried: drop what this attempt wrote, keep the instant
-                    self._discard_files(instant_time, result)
+                else:  # a true conflict, to be retried (as Hudi) under a new instant
+                    instant_time = self._restart(current, pending)
                 view = FileSystemView(timeline)
                 pending.checked = frozenset(i.time for i in timeline.completed_writes())
                 if conflict is None and remerges >= OPTIMISTIC_REMERGES:
@@ -745,7 +751,8 @@ class WriteClient:
                 extra_seconds["remerge"] += time.perf_counter() - began
             else:
                 retried += 1
-                log.info("write %s conflicts with %s; retry %d of %d", instant_time, conflict.describe(), retried, retries)
+                log.info("write %s conflicts with %s; retry %d of %d under instant %s",
+                         current.time, conflict.describe(), retried, retries, instant_time)
                 first, longest = RETRY_WAIT_SECONDS
                 time.sleep(min(longest, first * 2 ** (retried - 1)) * random.uniform(0.5, 1))
                 pending.redoing = True
@@ -842,12 +849,37 @@ class WriteClient:
             self._fail(current, Conflict(max(stale.values()), why))
         return self._new_instant(pending) if move else None
 
-    def _new_instant(self, pending: _Pending) -> Instant:
-        """Under the lock: an inflight instant (with its heartbeat) for the write to move to."""
-        requested, heartbeat = self._request("upsert")
-        inflight = transition(self.storage, requested, State.INFLIGHT, pending.inflight_doc)
-        self._pending[inflight.time] = _Pending(inflight, pending.checked, heartbeat)  # so a crash is undone
-        return inflight
+    def _new_instant(self, pending: _Pending, inflight: bool = True) -> Instant:
+        """Under the lock: an instant of the write's action (with its heartbeat) for the write to
+        move to; inflight with the write's profile unless a retry writes it anew."""
+        instant, heartbeat = self._request(pending.instant.action, pending.requested_doc)
+        if inflight:
+            instant = transition(self.storage, instant, State.INFLIGHT, pending.inflight_doc)
+        self._pending[instant.time] = _Pending(instant, pending.checked, heartbeat)  # so a crash is undone
+        return instant
+
+    def _adopt(self, pending: _Pending, new: Instant) -> None:
+        """The write goes on under `new` (from `_new_instant`, with its heartbeat); the old instant's
+        heartbeat stops, and `rollback` of the old time finds the new one."""
+        old = pending.instant
+        helper = self._pending.pop(new.time)
+        pending.finish()
+        pending.instant, pending.heartbeat = new, helper.heartbeat
+        self._pending.pop(old.time, None)
+        self._pending[new.time] = pending
+        self._moved[old.time] = new.time
+
+    def _restart(self, current: Instant, pending: _Pending) -> str:
+        """Under the lock: a retry after a conflict goes under a new instant, as in Hudi, and the
+        conflicted attempt is rolled back. The retry merges onto versions committed since the old
+        instant, maybe named by later times: readers, who order a group's versions by instant
+        time, would hide a file named by the old one. The new instant is created before the
+        rollback, so it is later than the old one."""
+        new = self._new_instant(pending, inflight=False)
+        rollback_pending(self.storage, current)
+        self._adopt(pending, new)
+        log.info("write %s goes on under instant %s for its retry", current.time, new.time)
+        return new.time
 
     def _remerge_or_move(
         self,
@@ -894,14 +926,9 @@ class WriteClient:
         else:
             with self.lock.hold():
                 rollback_pending(self.storage, old)
-        helper = self._pending.pop(new.time, None)
-        pending.finish()
-        pending.instant, pending.job = new, moved
-        pending.heartbeat = helper.heartbeat if helper is not None else None
+        self._adopt(pending, new)
+        pending.job = moved
         pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
-        self._pending.pop(old.time, None)
-        self._pending[new.time] = pending
-        self._moved[old.time] = new.time
         log.info("write %s moved to instant %s to merge onto newer versions", old.time, new.time)
         return _with_statuses(_replace(result, instant_time=new.time), statuses)
 
@@ -922,13 +949,6 @@ class WriteClient:
         log.info("write %s re-merged %d file group(s) onto newer versions", job.instant_time, len(groups))
         return _with_statuses(result, list(pending.statuses.values()))
 
-    def _discard_files(self, instant_time: str, result: WriteResult) -> None:
-        """Delete what one attempt wrote (files, markers, summaries); the instant stays pending."""
-        for path in result.files_written:
-            self.storage.delete(path)
-        self.storage.delete_dir(marker_folder(instant_time))
-        self.storage.delete_dir(key_summary_folder(instant_time))
-
     def _redo(self, operation: str, batch: PreparedBatch, options: dict | None, instant_time: str,
               attempt: int) -> WriteResult:
         """The in-process `Redo`: tag, partition and write the kept batch again."""
@@ -939,7 +959,8 @@ class WriteClient:
     def rollback(self, instant_time: str) -> None:
         """Undo a started, uncommitted write of this client. If another writer rolled it back
         already (its heartbeat expired while it ran), what it wrote since is deleted all the same."""
-        instant_time = self._moved.pop(instant_time, instant_time)  # a re-merge moved it
+        while instant_time in self._moved:  # a re-merge or a retry moved it (maybe more than once)
+            instant_time = self._moved.pop(instant_time)
         with self.lock.hold():
             timeline = Timeline.load(self.storage)
             inst = next((i for i in timeline.pending_writes() if i.time == instant_time), None)
@@ -996,6 +1017,15 @@ def _replaced(plan: WritePlan) -> dict[str, list[str]]:
     for bf in groups:
         out.setdefault(bf.partition_path, []).append(bf.file_id)
     return out
+
+
+def _replaces(result: WriteResult) -> Replaces | None:
+    """The partitions a replace overwrites (those it retires groups of or writes to), or deletes."""
+    if result.replaced is None:
+        return None
+    if result.operation == "insert_overwrite_table":
+        return Replaces(whole_table=True)
+    return Replaces(frozenset(result.replaced) | {s.partitionPath for s in result.write_stats})
 
 
 def _with_statuses(result: WriteResult, statuses: list[WriteStatus]) -> WriteResult:

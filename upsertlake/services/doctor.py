@@ -2,8 +2,9 @@
 
 Checks: `hoodie.properties` (Hudi's validation, then against the table itself, since the checksum
 cannot see lost lines), every instant file parses, files nobody committed (orphans), committed files
-that are gone, pending writes and their heartbeats, partition folders without metadata. The same
-properties-against-table check guards every write (`refuse_damaged_table`).
+that are gone or hidden behind a version of a later instant, pending writes and their heartbeats,
+partition folders without metadata. The same properties-against-table check guards every write
+(`refuse_damaged_table`).
 
 Fixes, only what cannot lose data: restore `hoodie.properties` from a valid backup that agrees with
 the table, roll back failed writes, delete orphaned files of writes that never committed.
@@ -235,6 +236,7 @@ def diagnose(storage: Storage, config: Config | None = None) -> Report:
     report.findings += check_instants(storage, timeline)
     report.findings += check_pending_writes(storage, timeline, cfg)
     report.findings += check_files(storage, timeline, entries, cfg)
+    report.findings += check_hidden_versions(timeline)
     report.findings += check_partition_metadata(storage, entries)
     return report
 
@@ -482,3 +484,28 @@ def _partition_depth(storage: Storage, rel: str) -> int | None:
         if key.strip() == "partitionDepth" and value.strip().isdigit():
             return int(value.strip())
     return None
+
+
+def check_hidden_versions(timeline: Timeline) -> list[Finding]:
+    """Files committed onto a version named by a later instant: readers order a group's versions by
+    instant time, so the commit's rows in that group are hidden from every read (what a retry
+    under optimistic concurrency before issue 25 left: it kept its instant and merged onto a
+    later commit's version). Nothing can fix it safely: the rows are in the file, not in the table."""
+    findings: list[Finding] = []
+    for inst in timeline.completed_writes():
+        if inst in timeline.archived:
+            continue
+        try:
+            stats = timeline.commit_metadata(inst).write_stats()
+        except CorruptTableError:
+            continue  # reported by check_instants
+        for stat in stats:
+            if stat.prevCommit not in ("", "null", None) and stat.prevCommit > inst.time:
+                findings.append(Finding(
+                    "hidden", stat.path,
+                    f"committed by {METAFOLDER}/{inst.file_name()} onto the version of file group "
+                    f"{stat.partitionPath or '<root>'}/{stat.fileId} written by the later instant "
+                    f"{stat.prevCommit}: readers see that version, so the {stat.numWrites} row(s) of "
+                    f"this file are hidden; write them again (the file still holds them)",
+                ))
+    return findings

@@ -93,7 +93,15 @@ class Timeline:
             raise UpsertlakeError(f"instant {instant.time} is not completed")
         if instant in self.archived:
             return CommitMetadata.from_bytes(self.archived[instant], source=f"archived {instant.time}")
-        return _read_commit_metadata(self.storage, self.path(instant))
+        try:
+            return _read_commit_metadata(self.storage, self.path(instant))
+        except (CorruptTableError, FileNotFoundError):
+            # Archived by another process since this timeline was listed: a concurrent writer's
+            # archival must not fail this one (the archive is written before the files go).
+            late = load_archived(self.storage).get(instant)
+            if late is None:
+                raise
+            return CommitMetadata.from_bytes(late, source=f"archived {instant.time}")
 
     def document(self, instant: Instant) -> bytes:
         """The bytes of an instant's file in its state (archived instants: their completed file)."""
