@@ -53,3 +53,7 @@ class FilterError(UpsertlakeError):
 
 class PartitionNotFoundError(UpsertlakeError):
     """A partition the caller named (e.g. to `delete_partitions`) is not in the table."""
+
+
+class MissingFileError(UpsertlakeError):
+    """A data file that a completed commit wrote, and that a read or write needs, is gone."""

@@ -37,6 +37,7 @@ from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.archived import ARCHIVE_FOLDER
 from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+from upsertlake.timeline.retention import cleaned_files
 
 DELETE_ORPHAN = "delete the file"
 
@@ -405,7 +406,7 @@ def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], 
         findings.append(Finding("orphan", bf.path, f"written by instant {t}, which is on no timeline (nothing commits it)",
                                 fix=DELETE_ORPHAN))
     existing = {e.path for e in entries}
-    cleaned = _cleaned_files(timeline)
+    cleaned = cleaned_files(timeline)
     for inst in timeline.completed_writes():
         if inst in timeline.archived:
             continue
@@ -418,20 +419,6 @@ def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], 
                 findings.append(Finding("missing", stat.path,
                                         f"committed by {METAFOLDER}/{inst.file_name()} but gone, and no completed clean removed it"))
     return findings
-
-
-def _cleaned_files(timeline: Timeline) -> set[str]:
-    gone: set[str] = set()
-    for inst in timeline.filter([Action.CLEAN], [State.COMPLETED]):
-        try:
-            doc = documents.decode(timeline.document(inst), f"clean {inst.time}")
-        except CorruptTableError:
-            continue
-        for partition, meta in (doc.get("partitionMetadata") or {}).items():
-            for name in [*(meta.get("successDeleteFiles") or []), *(meta.get("deletePathPatterns") or [])]:
-                name = name.rsplit("/", 1)[-1]
-                gone.add(f"{partition}/{name}" if partition else name)
-    return gone
 
 
 def _is_base_file(entry: FileEntry) -> bool:

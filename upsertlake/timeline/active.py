@@ -91,7 +91,7 @@ class Timeline:
         if not instant.is_completed:
             raise UpsertlakeError(f"instant {instant.time} is not completed")
         if instant in self.archived:
-            return CommitMetadata.from_bytes(self.archived[instant], source=f"archived {instant.time}")
+            return _parse_archived_commit_metadata(self.archived[instant], f"archived {instant.time}")
         return _read_commit_metadata(self.storage, self.path(instant))
 
     def document(self, instant: Instant) -> bytes:
@@ -117,6 +117,13 @@ class Timeline:
 def _read_commit_metadata_cached(base: str, rel: str, size: int, mtime_ns: int) -> CommitMetadata:
     storage = Storage(base)
     return CommitMetadata.from_bytes(storage.read_bytes(rel), source=f"{base}/{rel}")
+
+
+@lru_cache(maxsize=4096)
+def _parse_archived_commit_metadata(data: bytes, source: str) -> CommitMetadata:
+    # The bytes come from the (cached) archive file, so the same object keeps its hash: every
+    # read checks the write stats of every commit against the listing, archived ones too.
+    return CommitMetadata.from_bytes(data, source=source)
 
 
 def _read_commit_metadata(storage: Storage, rel: str) -> CommitMetadata:
