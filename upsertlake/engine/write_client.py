@@ -302,7 +302,7 @@ class WriteClient:
         unknown = sorted(set(partitions) - set(view.partitions()))
         if unknown:
             raise PartitionNotFoundError(f"no such partition(s) {unknown}; the table has {view.partitions()}")
-        replaced = {p: [bf.file_id for bf in view.latest_base_files([p])] for p in partitions}
+        replaced = view.file_ids(partitions)  # their files are not read: a missing one is no obstacle
         # The schema rides along: readers (hudi-rs) take it from the newest commit.
         schema_json = timeline.latest_schema() or self.table_config.create_schema
         schema = avro_to_arrow(schema_json) if schema_json else None
@@ -364,7 +364,8 @@ class WriteClient:
             "insert_overwrite_table": MergeMode.APPEND,
             "delete": MergeMode.COMMIT_TIME,
         }.get(operation, MergeMode(cfg.get(opt.RECORD_MERGE_MODE)))
-        latest = {bf.file_group: bf for bf in view.latest_base_files()}
+        updated = sorted({b.partition_path for b in buckets if b.type is BucketType.UPDATE})
+        latest = {bf.file_group: bf for bf in view.latest_base_files(updated)}
         return BucketJob(
             instant_time=instant_time,
             buckets=tuple(buckets),
@@ -905,14 +906,9 @@ def _commit_sizes(timeline: Timeline) -> Iterator[tuple[int, int]]:
 
 def _replaced(plan: WritePlan) -> dict[str, list[str]]:
     """The file groups an overwrite retires: those of the partitions in the batch, or all."""
-    groups = plan.view.latest_base_files()
     if plan.operation == "insert_overwrite":
-        present = set(pc.unique(plan.records.column(PARTITION)).to_pylist())
-        groups = [bf for bf in groups if bf.partition_path in present]
-    out: dict[str, list[str]] = {}
-    for bf in groups:
-        out.setdefault(bf.partition_path, []).append(bf.file_id)
-    return out
+        return plan.view.file_ids(pc.unique(plan.records.column(PARTITION)).to_pylist())
+    return plan.view.file_ids()
 
 
 def _with_statuses(result: WriteResult, statuses: list[WriteStatus]) -> WriteResult:

@@ -195,6 +195,16 @@ class FileSystemView:
         """Partitions that hold at least one visible file group (whose file may be missing)."""
         return sorted(self._latest.keys() | self._missing.keys())
 
+    def file_ids(self, partitions: list[str] | None = None) -> dict[str, list[str]]:
+        """The visible file groups per partition, also those whose file is missing: what an
+        overwrite or a partition delete retires without reading them."""
+        groups = {bf.file_group for bf in self._latest_by_group.values()} | self._committed.keys()
+        out: dict[str, list[str]] = defaultdict(list)
+        for partition, file_id in sorted(groups):
+            if partitions is None or partition in partitions:
+                out[partition].append(file_id)
+        return dict(out)
+
     def all_partitions(self) -> list[str]:
         """Every partition folder on storage, visible or not."""
         return self._listing[0]
