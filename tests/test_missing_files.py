@@ -186,3 +186,21 @@ def test_time_travel_into_a_version_a_clean_deleted(root: Path) -> None:
     table.clean(policy="KEEP_LATEST_FILE_VERSIONS", retained=1)
     with pytest.raises(CleanedInstantError):
         table.read(as_of=c1)
+
+
+@pytest.mark.parametrize("service", ["cluster", "savepoint"])
+def test_services_that_need_the_snapshot_refuse_and_change_nothing(root: Path, service: str) -> None:
+    table = open_table(root)
+    table.upsert(batch(["d"], ["x"], ts=3), {"hoodie.parquet.small.file.limit": "0"})  # a second group in x
+    data_file(root, "x", instants(root)[1]).unlink()  # the latest version of a's group
+    before = tree_digest(root)
+    with pytest.raises(MissingFileError):
+        getattr(table, service)()  # before: a savepoint without the group; a clustering of the stale version
+    assert tree_digest(root) == before
+
+
+def test_a_partition_whose_file_is_gone_can_be_dropped(root: Path) -> None:
+    data_file(root, "x", instants(root)[-1]).unlink()
+    table = open_table(root)
+    table.delete_partitions(["x"])
+    assert table.read().column("id").to_pylist() == ["c"]

@@ -810,7 +810,7 @@ class WriteClient:
         then roll the old instant back (before the new one can complete)."""
         old, job = pending.instant, pending.job
         assert job is not None and pending.rewrite is not None
-        latest = {bf.file_group: bf for bf in view.latest_base_files()}
+        latest = {bf.file_group: bf for bf in view.latest_base_files(sorted({b.partition_path for b in job.buckets}))}
         groups = {b.number: (b.partition_path, b.file_id) for b in job.buckets}
         base_files = {n: latest.get(groups[n], bf) for n, bf in job.base_files.items()}
         moved = _replace(job, instant_time=new.time, base_files=base_files)
@@ -846,7 +846,7 @@ class WriteClient:
         write token); the files they replace are deleted at once, long before the commit file."""
         job = pending.job
         assert job is not None and pending.rewrite is not None
-        latest = {bf.file_group: bf for bf in view.latest_base_files()}
+        latest = {bf.file_group: bf for bf in view.latest_base_files(sorted({p for p, _ in groups}))}
         numbers = {(b.partition_path, b.file_id): b.number for b in job.buckets}
         pending.job = _replace(job, base_files={**job.base_files, **{numbers[g]: latest[g] for g in groups}})
         statuses = pending.rewrite(pending.job, [numbers[g] for g in sorted(groups)], attempt)
