@@ -89,6 +89,26 @@ _OWN_KEYS = {
 TIMELINE_PATH_KEY = "hoodie.timeline.path"
 KEYGEN_TYPE_KEY = "hoodie.table.keygenerator.type"
 
+# The settings every commit of ours records in its extraMetadata (beside the schema), under these
+# keys, so that a lost or damaged hoodie.properties can be rebuilt from the table (`upsertlake
+# doctor --fix`): nothing in the data files tells the precombine field, for one. A key left out
+# of a record that has the record key fields is not set.
+RECORDED_KEYS = (
+    "hoodie.table.name",
+    "hoodie.database.name",
+    "hoodie.table.recordkey.fields",
+    "hoodie.table.partition.fields",
+    "hoodie.table.precombine.field",
+    "hoodie.table.keygenerator.class",
+    KEYGEN_TYPE_KEY,
+    "hoodie.datasource.write.hive_style_partitioning",
+    "hoodie.datasource.write.partitionpath.urlencode",
+    "hoodie.datasource.write.drop.partition.columns",
+    "hoodie.table.timeline.timezone",
+    "hoodie.record.merge.mode",
+    "hoodie.table.initial.version",
+)
+
 
 def default_keygen(record_key_fields: list[str], partition_fields: list[str]) -> str:
     """Hudi's choice: non-partitioned, simple (one key, ≤ one partition field) or complex."""
@@ -255,6 +275,11 @@ class TableConfig:
         props.update(self.extra)
         props["hoodie.table.checksum"] = str(self.checksum)
         return props
+
+    def recorded_properties(self) -> dict[str, str]:
+        """What a commit records of this config (RECORDED_KEYS), as hoodie.properties states it."""
+        props = self.to_properties()
+        return {key: props[key] for key in RECORDED_KEYS if key in props}
 
     @classmethod
     def from_properties(cls, props: dict[str, str], source: str = PROPERTIES_FILE) -> TableConfig:

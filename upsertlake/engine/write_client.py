@@ -743,7 +743,7 @@ class WriteClient:
         schema = result.data_schema
         # A delete on a table with no commits yet has no schema (an empty one) to record.
         has_schema = schema is not None and len(schema) > 0
-        extra = dict(extra_metadata or {})
+        extra = {**self.table_config.recorded_properties(), **(extra_metadata or {})}
         if has_schema:
             extra["schema"] = avro_schema_json(arrow_to_avro(schema, self.table_config.name))
         metadata = CommitMetadata(
