@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from upsertlake.cli.output import print_json
+from upsertlake.cli.output import parse_options, print_json
+from upsertlake.config import Config
 from upsertlake.services.doctor import Report, diagnose, treat
+from upsertlake.services.rebuild import split_table_values
 from upsertlake.storage import Storage
 
 
@@ -19,15 +21,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     p.add_argument("path", help="the table")
     p.add_argument("--fix", action="store_true",
-                   help="do what is safe: restore hoodie.properties from a valid backup that agrees with the table, "
-                        "roll back failed writes, delete orphaned files of failed writes")
+                   help="do what is safe: restore hoodie.properties from a valid backup that agrees with the table "
+                        "or rebuild it from the table, roll back failed writes, delete orphaned files of failed writes")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="a table or write option (repeatable); with --fix, values hoodie.properties cannot be "
+                        "rebuilt without, e.g. hoodie.table.precombine.field=ts")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=doctor)
 
 
 def doctor(args: argparse.Namespace) -> int:
     storage = Storage(args.path)
-    report = treat(storage) if args.fix else diagnose(storage)
+    properties, options = split_table_values(parse_options(args.option))
+    cfg = Config.resolve(options)
+    report = treat(storage, cfg, properties) if args.fix else diagnose(storage, cfg, properties)
     if args.json:
         print_json(report.to_json())
     else:

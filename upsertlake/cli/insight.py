@@ -4,6 +4,7 @@ and `files` (file groups and every base file version on storage)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
@@ -11,7 +12,9 @@ import pyarrow.parquet as pq
 
 import upsertlake
 from upsertlake.cli.output import CliError, format_records, print_json
+from upsertlake.config.table_config import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.services.doctor import properties_disagreements
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import WRITE_ACTIONS, Instant
@@ -41,9 +44,26 @@ def footer_rows(table: Table, bf: BaseFile) -> int:
         return pq.read_metadata(f).num_rows
 
 
+def property_warnings(table: Table, timeline: Timeline) -> list[str]:
+    """Why the config `show` prints may be wrong: hoodie.properties damaged, replaced by its
+    backup, or disagreeing with the table (each says to run the doctor)."""
+    config, fix = table.config, f"run `upsertlake doctor {table.path} --fix`"
+    if config.damage:
+        return [config.damage]
+    warnings = [f"{config.source} disagrees with the table: {problem}; {fix}"
+                for problem in properties_disagreements(table.storage, config, timeline)]
+    if config.source == BACKUP_FILE:
+        warnings.insert(0, f"{PROPERTIES_FILE} is not valid: this config is read from {BACKUP_FILE}; {fix}")
+    return warnings
+
+
 def show(args: argparse.Namespace) -> int:
     table = upsertlake.open_table(args.path)
-    view = FileSystemView(Timeline.load(table.storage))
+    timeline_now = Timeline.load(table.storage)
+    warnings = property_warnings(table, timeline_now)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    view = FileSystemView(timeline_now)
     latest = view.latest_base_files()
     rows: dict[str, int] = {}
     for bf in latest:
@@ -57,6 +77,7 @@ def show(args: argparse.Namespace) -> int:
         "file_groups": len(latest),
         "base_files_on_storage": len(view.all_base_files()),
         "completed_commits": len(view.visible_instants),
+        "warnings": warnings,
     }
     if args.json:
         print_json(info)

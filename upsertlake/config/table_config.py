@@ -326,7 +326,10 @@ class TableConfig:
             return cls.from_properties(main.props, storage.full_path(PROPERTIES_FILE))
         backup = PropertiesFile.read(storage, BACKUP_FILE)
         if main.missing and backup.missing:
-            raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
+            lost = any(e.name.endswith((".commit", ".replacecommit")) for e in storage.list(".hoodie")) or (
+                storage.exists(".hoodie/timeline"))
+            hint = f"; .hoodie/ holds a timeline: to rebuild the lost file, run `upsertlake doctor {storage.base} --fix`"
+            raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE}){hint if lost else ''}")
         if backup.valid:
             log.warning("%s: %s; reading %s instead, as Hudi does", main.path, main.reason, backup.path)
             config = cls.from_properties(backup.props, backup.path)
@@ -504,6 +507,20 @@ def recover_properties(storage: Storage) -> str | None:
         raise CorruptTableError(f"{main.path} did not read back as written; {backup.path} is kept")
     storage.delete(BACKUP_FILE)
     return f"restored {PROPERTIES_FILE} from {BACKUP_FILE} ({PROPERTIES_FILE} {main.reason})"
+
+
+def replace_properties(storage: Storage, props: Mapping[str, str]) -> None:
+    """Write rebuilt properties in place of a damaged or missing `hoodie.properties` (the doctor's
+    fix, under the table lock; `write_properties` refuses to start from a damaged file):
+    atomically, read back, then the backup goes, since it was not valid or did not agree."""
+    problems = validate_properties(props)
+    if problems:
+        raise CorruptTableError(f"refusing to write {storage.full_path(PROPERTIES_FILE)}: {'; '.join(problems)}")
+    data = _properties_bytes(props)
+    storage.write_bytes(PROPERTIES_FILE, data)
+    if storage.read_bytes(PROPERTIES_FILE) != data:
+        raise CorruptTableError(f"{storage.full_path(PROPERTIES_FILE)} did not read back as written")
+    storage.delete(BACKUP_FILE)
 
 
 def _properties_bytes(props: Mapping[str, str]) -> bytes:
