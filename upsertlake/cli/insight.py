@@ -50,10 +50,11 @@ def property_warnings(table: Table, timeline: Timeline) -> list[str]:
     config, fix = table.config, f"run `upsertlake doctor {table.path} --fix`"
     if config.damage:
         return [config.damage]
-    warnings = [f"{config.source} disagrees with the table: {problem}; {fix}"
+    warnings = [f"{table.storage.full_path(config.source)} disagrees with the table: {problem}; {fix}"
                 for problem in properties_disagreements(table.storage, config, timeline)]
     if config.source == BACKUP_FILE:
-        warnings.insert(0, f"{PROPERTIES_FILE} is not valid: this config is read from {BACKUP_FILE}; {fix}")
+        warnings.insert(0, f"{table.storage.full_path(PROPERTIES_FILE)} is not valid: this config is read from "
+                           f"{BACKUP_FILE}; {fix}")
     return warnings
 
 
