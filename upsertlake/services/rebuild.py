@@ -9,7 +9,9 @@ Each setting comes from the first source that tells it:
 4. the lines of the damaged file (and of an invalid backup) that survived and fit the table: the
    last line of a file cut short may be cut itself and is not used;
 5. defaults no read depends on (the archive folder; a database named by the surviving checksum).
-A setting none of them tells (the precombine field of a table written by Apache Hudi, say) is
+For the table name, database, partition fields and key generator a surviving line that fits comes
+before what the table shows: it keeps what the table cannot (the name before Avro sanitized it,
+CustomKeyGenerator's `field:TYPE`, a time-based key generator). A setting none of them tells (the precombine field of a table written by Apache Hudi, say) is
 named, with the option that supplies it, and nothing is written.
 """
 
@@ -63,8 +65,9 @@ _ALIASES = {
     "hoodie.datasource.write.precombine.field": PRECOMBINE,
     "hoodie.datasource.write.keygenerator.class": "hoodie.table.keygenerator.class",
 }
-_DEFAULTS = {"Hudi's default", "upsertlake's default", "the only type with base files alone",
-             "not set: the surviving file or commit record lacks it"}
+HUDI_DEFAULT, UPSERTLAKE_DEFAULT = "Hudi's default", "upsertlake's default"
+NOT_SET = "not set: the surviving valid file or the commit record lacks it"
+_DEFAULTS = {HUDI_DEFAULT, UPSERTLAKE_DEFAULT, NOT_SET, "the only type with base files alone"}
 _SAMPLE_FILES = 8  # data files (one per partition) read to tell key and partition fields apart
 _SAMPLE_ROWS = 1000
 
@@ -118,9 +121,9 @@ def layout_on_disk(storage: Storage, remnants: Mapping[str, str]) -> TimelineLay
 
 
 def remnants(storage: Storage) -> tuple[dict[str, str], bool]:
-    """The lines that survived in `hoodie.properties` (over those of its backup), and whether the
-    file is whole (ends with a line break and keeps its checksum line): then a key it lacks is
-    one the table does not set."""
+    """The lines that survived in `hoodie.properties` (over those of its backup), and whether one
+    of the two is valid (a file that only disagrees with the table): then a key it lacks is one
+    the table does not set. A damaged file may have lost any line."""
     found: dict[str, str] = {}
     whole = False
     for rel in (BACKUP_FILE, PROPERTIES_FILE):
@@ -131,67 +134,31 @@ def remnants(storage: Storage) -> tuple[dict[str, str], bool]:
         if props and not file.raw.endswith(b"\n"):
             props.pop(list(props)[-1])  # a value cut short would pass for a true one
         found.update(props)
-        whole = file.raw.endswith(b"\n") and CHECKSUM_KEY in props
+        whole = whole or file.valid
     return found, whole
 
 
 def rebuild_properties(storage: Storage, timeline: Timeline, given: Mapping[str, str]) -> Rebuild:
     """hoodie.properties as the table's sources tell it (see the module's docstring)."""
     old, whole = remnants(storage)
-    recorded = _recorded(timeline)
     schema_json = _schema(timeline, old)
     columns = _columns(schema_json)
     partitions, files = list_partitions_and_files(storage)
     completed = {i.time for i in timeline.completed_writes()}
     sample = _sample(storage, [f for f in files if f.instant_time in completed])
-    user = {_ALIASES.get(k, k): v for k, v in given.items()}
-    rb = _Builder(user, recorded or {}, old)
-
+    recorded = _recorded(timeline)
+    rb = _Builder({_ALIASES.get(k, k): v for k, v in given.items()}, recorded or {}, old)
     version = 8 if timeline.layout.version == 2 else _int(old.get("hoodie.table.version"), 6, range(0, 7))
     rb.set("hoodie.table.version", str(version), "the timeline layout")
     rb.set("hoodie.timeline.layout.version", "2" if version >= 8 else "1", "the timeline layout")
-    rb.pick("hoodie.table.name", _table_name(schema_json), "the schema's record name", prefer_old=True,
-            fits=lambda v: _table_name(schema_json) in (None, sanitize_name(v)))
-    rb.pick("hoodie.database.name", _database(old), "the surviving checksum", prefer_old=True)
-    rb.set_default("hoodie.database.name", "default", "upsertlake's default")
-    rb.pick("hoodie.table.type", None, fits=lambda v: v in ("COPY_ON_WRITE", "MERGE_ON_READ"))
-    rb.set_default("hoodie.table.type", "COPY_ON_WRITE", "the only type with base files alone")
-    # Hudi writes the meta columns of a table without meta fields too, all null.
-    meta = "_hoodie_record_key" in sample[0].schema.names and sample[0].column("_hoodie_record_key").null_count < \
-        sample[0].num_rows if sample else None
-    rb.pick("hoodie.populate.meta.fields", None if meta is None else _bool(meta), "the data files' columns")
-
-    in_schema = (lambda v: all(f in columns for f in v.split(","))) if columns else bool
-    rb.pick(KEY_FIELDS, _key_fields(sample, columns), "the record keys of the data files", fits=in_schema)
-    hive, names = _partition_layout(partitions)
-    if partitions == [""]:
-        names = ""  # files in the table's root only: not partitioned
-    elif names is None and partitions:
-        names = _plain_partition_fields(sample, columns, old.get(PARTITION_FIELDS))
-    rb.pick(PARTITION_FIELDS, names, "the partition folders", prefer_old=True,  # keeps CustomKeyGenerator's :TYPE
-            fits=lambda v: [f.split(":", 1)[0] for f in _split(v)] == _split(names) if names is not None
-            else all(f.split(":", 1)[0] in columns for f in _split(v)) if columns else True)
-    rb.pick(HIVE_STYLE, hive, "the partition folders")
-    rb.pick(PRECOMBINE, None, fits=lambda v: not columns or v in columns)
+    _identity(rb, schema_json, sample)
+    _fields(rb, columns, partitions, sample)
     if PRECOMBINE not in rb.values and (whole or recorded or old.get(MERGE_MODE) == COMMIT_TIME_ORDERING):
-        rb.set(PRECOMBINE, "", "not set: the surviving file or commit record lacks it")
-    for key in ("hoodie.datasource.write.partitionpath.urlencode", "hoodie.datasource.write.drop.partition.columns"):
-        rb.pick(key, None, fits=lambda v: v in ("true", "false"))
-        rb.set_default(key, "false", "Hudi's default")
-    rb.set_default(HIVE_STYLE, "false", "Hudi's default (the table has no partition folders)")
-    rb.pick("hoodie.table.timeline.timezone", None, fits=lambda v: v in ("UTC", "LOCAL"))
-    rb.set("hoodie.archivelog.folder", old.get("hoodie.archivelog.folder") or "archived", "Hudi's default")
-    if schema_json:
-        create = old.get("hoodie.table.create.schema")
-        rb.set("hoodie.table.create.schema", create if _schema_ok(create) else schema_json, "the schema")
-    keys, parts = rb.values.get(KEY_FIELDS, ""), rb.values.get(PARTITION_FIELDS, "")
-    typed = KEYGEN_TYPES.get(rb.recorded.get(KEYGEN_TYPE_KEY) or old.get(KEYGEN_TYPE_KEY, ""))
-    guess = typed or (COMPLEX_KEYGEN if _complex_keys(sample, keys) else default_keygen(_split(keys), _split(parts)))
-    rb.pick("hoodie.table.keygenerator.class", guess if keys else None, "the key and partition fields",
-            prefer_old=True, fits=lambda v: "." in v and (v == guess or v not in WRITABLE_KEYGENS))
+        rb.set(PRECOMBINE, "", NOT_SET)
+    _settings(rb, schema_json)
+    _keygen(rb, sample)
     if version >= 8:
         _version_8(rb)
-
     unknown = {key: why for key, why in _REQUIRED.items() if key not in rb.values}
     if PARTITION_FIELDS not in rb.values and (partitions or not whole):
         unknown[PARTITION_FIELDS] = (
@@ -203,6 +170,63 @@ def rebuild_properties(storage: Storage, timeline: Timeline, given: Mapping[str,
     if "hoodie.table.name" in props:
         props[CHECKSUM_KEY] = str(properties_checksum(props))
     return Rebuild(props, rb.sources, unknown)
+
+
+def _identity(rb: _Builder, schema_json: str | None, sample: list[pa.Table]) -> None:
+    """Table name, database, type, and whether the meta fields are populated."""
+    from_schema = _table_name(schema_json)
+    rb.pick("hoodie.table.name", from_schema, "the schema's record name", prefer_old=True,
+            fits=lambda v: from_schema in (None, sanitize_name(v)))
+    rb.pick("hoodie.database.name", _database(rb.old), "the surviving checksum", prefer_old=True)
+    rb.set_default("hoodie.database.name", "default", UPSERTLAKE_DEFAULT)
+    rb.pick("hoodie.table.type", None, fits=lambda v: v in ("COPY_ON_WRITE", "MERGE_ON_READ"))
+    rb.set_default("hoodie.table.type", "COPY_ON_WRITE", "the only type with base files alone")
+    if sample:  # Hudi writes the meta columns of a table without meta fields too, all null
+        keys = sample[0].column("_hoodie_record_key") if "_hoodie_record_key" in sample[0].schema.names else None
+        rb.pick("hoodie.populate.meta.fields", _bool(keys is not None and keys.null_count < len(keys)),
+                "the data files' columns")
+
+
+def _fields(rb: _Builder, columns: list[str], partitions: list[str], sample: list[pa.Table]) -> None:
+    """Record key, partition and precombine fields, and the folders' style."""
+    in_schema = (lambda v: all(f in columns for f in _split(v))) if columns else bool
+    rb.pick(KEY_FIELDS, _key_fields(sample, columns), "the record keys of the data files", fits=in_schema)
+    hive, names = _partition_layout(partitions)
+    if partitions == [""]:
+        names = ""  # files in the table's root only: not partitioned
+    elif names is None and partitions:
+        names = _plain_partition_fields(sample, columns, rb.old.get(PARTITION_FIELDS))
+
+    def fits(value: str) -> bool:  # a surviving line keeps CustomKeyGenerator's `field:TYPE`
+        plain = [f.split(":", 1)[0] for f in _split(value)]
+        return plain == _split(names) if names is not None else all(f in columns for f in plain) or not columns
+
+    rb.pick(PARTITION_FIELDS, names, "the partition folders", prefer_old=True, fits=fits)
+    rb.pick(HIVE_STYLE, hive, "the partition folders")
+    rb.set_default(HIVE_STYLE, "false", HUDI_DEFAULT)
+    rb.pick(PRECOMBINE, None, fits=lambda v: not columns or v in columns)
+
+
+def _settings(rb: _Builder, schema_json: str | None) -> None:
+    """The flags no read depends on, the timezone, the archive folder and the create schema."""
+    for key in ("hoodie.datasource.write.partitionpath.urlencode", "hoodie.datasource.write.drop.partition.columns"):
+        rb.pick(key, None, fits=lambda v: v in ("true", "false"))
+        rb.set_default(key, "false", HUDI_DEFAULT)
+    rb.pick("hoodie.table.timeline.timezone", None, fits=lambda v: v in ("UTC", "LOCAL"))
+    rb.set("hoodie.archivelog.folder", rb.old.get("hoodie.archivelog.folder") or "archived", HUDI_DEFAULT)
+    if schema_json:
+        create = rb.old.get("hoodie.table.create.schema")
+        rb.set("hoodie.table.create.schema", create if _schema_ok(create) else schema_json, "the schema")
+
+
+def _keygen(rb: _Builder, sample: list[pa.Table]) -> None:
+    """The key generator: recorded, by type, as the surviving line names it (a time-based one the
+    fields cannot imply), or as the key format and the fields imply it."""
+    keys, parts = rb.values.get(KEY_FIELDS, ""), rb.values.get(PARTITION_FIELDS, "")
+    typed = KEYGEN_TYPES.get(rb.recorded.get(KEYGEN_TYPE_KEY) or rb.old.get(KEYGEN_TYPE_KEY, ""))
+    guess = typed or (COMPLEX_KEYGEN if _complex_keys(sample, keys) else default_keygen(_split(keys), _split(parts)))
+    rb.pick("hoodie.table.keygenerator.class", guess if keys else None, "the key and partition fields",
+            prefer_old=True, fits=lambda v: "." in v and (v == guess or v not in WRITABLE_KEYGENS))
 
 
 _REQUIRED = {
@@ -258,7 +282,7 @@ def _version_8(rb: _Builder) -> None:
     rb.pick("hoodie.table.initial.version", None, fits=str.isdigit)
     rb.set_default("hoodie.table.initial.version", "8", "the timeline layout")
     rb.set(TIMELINE_PATH_KEY, rb.old.get(TIMELINE_PATH_KEY) or "timeline", "the timeline folder")
-    rb.set("hoodie.timeline.history.path", rb.old.get("hoodie.timeline.history.path") or "history", "Hudi's default")
+    rb.set("hoodie.timeline.history.path", rb.old.get("hoodie.timeline.history.path") or "history", HUDI_DEFAULT)
     keygen_type = next((t for t, cls in KEYGEN_TYPES.items() if cls == rb.values.get("hoodie.table.keygenerator.class")), None)
     if keygen_type:
         rb.set(KEYGEN_TYPE_KEY, keygen_type, "the key generator")
