@@ -204,3 +204,32 @@ def test_a_partition_whose_file_is_gone_can_be_dropped(root: Path) -> None:
     table = open_table(root)
     table.delete_partitions(["x"])
     assert table.read().column("id").to_pylist() == ["c"]
+
+
+def test_the_error_names_the_commit_file_of_either_layout(root: Path, table_version: int) -> None:
+    c2 = instants(root)[-1]
+    data_file(root, "x", c2).unlink()
+    (commit,) = root.glob(f".hoodie/**/{c2}*.commit")
+    with pytest.raises(MissingFileError, match=re.escape(f"({commit.relative_to(root).as_posix()})")):
+        open_table(root).read()
+
+
+def test_a_file_of_an_archived_commit_is_checked_too(tmp_path: Path) -> None:
+    """The commit that wrote the only version of a group may be archived: the group is not dropped."""
+    t = create_table(tmp_path / "t", "t", record_key="id", precombine_field="ts", partition_fields="p")
+    t.upsert(batch(["a"], ["old"]))
+    for ts in range(2, 8):
+        t.upsert(batch(["z"], ["new"], ts=ts))
+    t.archive({"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1"})
+    assert any((tmp_path / "t/.hoodie/archived").glob("*.avro"))
+    (gone,) = (tmp_path / "t/old").glob("*.parquet")
+    gone.unlink()
+    with pytest.raises(MissingFileError, match=re.escape(f"{gone}, written by commit ")):
+        open_table(tmp_path / "t").read()  # before: only z's row
+
+
+def test_committed_files_in_a_folder_without_partition_metadata(root: Path) -> None:
+    """Readers skip a folder without .hoodie_partition_metadata: its committed rows are not dropped."""
+    (root / "y/.hoodie_partition_metadata").unlink()
+    with pytest.raises(MissingFileError, match="is in a folder without .hoodie_partition_metadata"):
+        open_table(root).read()  # before: c's row silently left out

@@ -184,8 +184,9 @@ class FileSystemView:
             if self.storage.exists(path) and folder not in self._listing[0]
             else "is missing"
         )
+        recorded = "the archived timeline" if inst in self.timeline.archived else self.timeline.path(inst)
         return MissingFileError(
-            f"{where}, written by {inst.action.value} {inst.time} (.hoodie/{inst.file_name()}), {why}{others}. "
+            f"{where}, written by {inst.action.value} {inst.time} ({recorded}), {why}{others}. "
             "Reading or writing its file group would silently use an older version of it (or lose its rows), "
             f"so this is refused. Run `upsertlake doctor {self.storage.base}`; put the file back, or return "
             f"to a savepoint with `upsertlake restore {self.storage.base} INSTANT`"
