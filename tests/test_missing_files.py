@@ -233,3 +233,16 @@ def test_committed_files_in_a_folder_without_partition_metadata(root: Path) -> N
     (root / "y/.hoodie_partition_metadata").unlink()
     with pytest.raises(MissingFileError, match="is in a folder without .hoodie_partition_metadata"):
         open_table(root).read()  # before: c's row silently left out
+
+
+def test_a_commit_rolled_back_while_listing_says_read_again(root: Path) -> None:
+    from upsertlake.layout.file_system_view import FileSystemView
+    from upsertlake.timeline.active import Timeline
+
+    table = open_table(root)
+    view = FileSystemView(Timeline.load(table.storage))
+    assert view._committed  # the commits' write stats are read, the table not listed yet
+    table.rollback()  # undoes c2: its file and commit go
+    with pytest.raises(MissingFileError, match="was rolled back while this view listed the table; read"):
+        view.latest_base_files()
+    assert sorted(table.read().column("v").to_pylist()) == ["a1", "b1", "c1"]

@@ -178,6 +178,12 @@ class FileSystemView:
                 "later instant, or savepoint instants you need to keep"
             )
         where = self.storage.full_path(path)
+        now = Timeline.load(self.storage, self.timeline.layout).get(inst.time, inst.action)
+        if now is None or not now.is_completed:  # a rollback or restore ran since the timeline was read
+            return MissingFileError(
+                f"{where}: its {inst.action.value} {inst.time} was rolled back while this view listed the table; "
+                "read (or write) again"
+            )
         folder = path.rpartition("/")[0]
         why = (
             f"is in a folder without {PARTITION_METAFILE}, so readers cannot see it"
