@@ -118,17 +118,16 @@ class FileSystemView:
         write stats (no file is opened or stat-ed: the listing is what they are checked against).
         A commit whose metadata cannot be parsed is left out: the doctor and every write report it."""
         newest: dict[tuple[str, str], tuple[str, Instant]] = {}
-        for inst in self.visible_instants:
+        for inst in sorted(self.visible_instants, key=lambda i: i.time, reverse=True):
             try:
-                stats = self.timeline.commit_metadata(inst).write_stats()
+                written = self.timeline.commit_metadata(inst).written_files
             except CorruptTableError:
                 continue
-            for stat in stats:
-                group = (stat.path.rpartition("/")[0], stat.fileId)
-                if stat.path and group not in self.replaced_file_groups:
-                    seen = newest.get(group)
-                    if seen is None or inst.time > seen[1].time:
-                        newest[group] = (stat.path, inst)
+            for group, path in written:
+                if group not in newest:
+                    newest[group] = (path, inst)
+        for group in self.replaced_file_groups:
+            newest.pop(group, None)
         return newest
 
     @cached_property
