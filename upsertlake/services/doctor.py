@@ -35,6 +35,7 @@ from upsertlake.config.table_config import (
 from upsertlake.errors import CorruptTableError, TableNotFoundError, UpsertlakeError
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile
 from upsertlake.layout.markers import rollback_pending
+from upsertlake.services.rebuild import Rebuild, holds_a_timeline, layout_on_disk, rebuild_properties, remnants
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import METAFOLDER, Timeline
@@ -43,7 +44,6 @@ from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.layouts import TimelineLayout
 from upsertlake.timeline.retention import cleaned_files
-from upsertlake.services.rebuild import Rebuild, holds_a_timeline, layout_on_disk, rebuild_properties, remnants
 
 DELETE_ORPHAN = "delete the file"
 REBUILD_PROPERTIES = "rebuild hoodie.properties from the table"
@@ -240,7 +240,8 @@ def diagnose(storage: Storage, config: Config | None = None, properties: Mapping
 
 def treat(storage: Storage, config: Config | None = None, properties: Mapping[str, str] | None = None) -> Report:
     """Apply the safe fixes, then diagnose again; the report lists what was done. Restores the
-    properties only from a valid backup that agrees with the table; rolls back only writes with no
+    properties only from a valid backup that agrees with the table, else rebuilds them only when
+    every value is told and the result agrees with the table; rolls back only writes with no
     sign of life; deletes only files of instants on no timeline and newer than its start."""
     cfg = config or Config.resolve(None)
     before = diagnose(storage, cfg, properties)
