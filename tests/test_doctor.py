@@ -15,6 +15,7 @@ import pytest
 from conftest import tree_digest
 
 from upsertlake import create_table, open_table
+from upsertlake.config.table_config import parse_java_properties
 from upsertlake.services.doctor import Finding, diagnose
 from upsertlake.storage import Storage
 
@@ -69,18 +70,16 @@ def test_tables_written_by_hudi_are_healthy(hudi_table, name: str) -> None:
     assert findings(hudi_table(name)) == []
 
 
-def test_damaged_properties_without_backup_are_reported_and_left_alone(root: Path) -> None:
+def test_damaged_properties_without_backup_are_rebuilt_from_the_table(root: Path) -> None:
+    """Issue 25: before, "0 fixable" and nothing done; the commits record every setting."""
     props = root / ".hoodie/hoodie.properties"
+    good = parse_java_properties(props.read_text())
     props.write_text("".join(props.read_text().splitlines(keepends=True)[:9]))
-    before = tree_digest(root)
     run = doctor(root, "--fix", "--json")
     report = json.loads(run.stdout)
-    assert run.returncode == 1 and report["fixed"] == [] and not report["ok"]
-    assert report["findings"] == [{
-        "check": "properties", "path": ".hoodie/hoodie.properties", "problem": True, "fix": None,
-        "message": "lacks hoodie.table.checksum; the backup is not usable (missing)",
-    }]
-    assert tree_digest(root) == before
+    assert run.returncode == 0 and report["ok"] and report["findings"] == []
+    assert report["fixed"][0].startswith("rebuilt .hoodie/hoodie.properties from the table (")
+    assert parse_java_properties(props.read_text()) == good
 
 
 def test_fix_restores_properties_from_a_backup_that_agrees(root: Path) -> None:
@@ -106,6 +105,7 @@ def test_properties_that_disagree_with_the_data(root: Path) -> None:
     assert diagnose(Storage(root)).findings == [Finding(
         "properties", ".hoodie/hoodie.properties",
         "disagrees with the table: it names no partition fields, but a data folder holds partition 'x' (depth 1)",
+        fix="rebuild hoodie.properties from the table",
     )]
     run = doctor(root)
     assert run.returncode == 1
@@ -209,17 +209,18 @@ def test_leftover_backup_is_deleted_only_when_the_properties_agree(root: Path) -
     props = root / ".hoodie/hoodie.properties"
     backup = root / ".hoodie/hoodie.properties.backup"
     backup.write_bytes(props.read_bytes())
+    backup_text = backup.read_text()
     assert findings(root) == [("properties", ".hoodie/hoodie.properties.backup", False, "delete the leftover backup")]
     props.write_text("".join(line for line in props.read_text().splitlines(keepends=True)
                              if not line.startswith("hoodie.table.partition.fields")))
     assert findings(root) == [
         ("properties", ".hoodie/hoodie.properties.backup", False, None),
-        ("properties", ".hoodie/hoodie.properties", True, None),
+        ("properties", ".hoodie/hoodie.properties", True, "rebuild hoodie.properties from the table"),
     ]
-    before = tree_digest(root)
-    assert doctor(root, "--fix").returncode == 1
-    assert tree_digest(root) == before
-    props.write_bytes(backup.read_bytes())
+    run = doctor(root, "--fix")
+    assert run.returncode == 0 and not backup.exists()
+    assert parse_java_properties(props.read_text()) == parse_java_properties(backup_text)
+    backup.write_text(backup_text)
     run = doctor(root, "--fix")
     assert run.stdout.splitlines()[0] == (
         "fixed: deleted .hoodie/hoodie.properties.backup, left by an interrupted rewrite (.hoodie/hoodie.properties is valid)")

@@ -74,3 +74,7 @@ class MergeOnReadError(UnsupportedTableError):
 
 class WriteInProgressError(UpsertlakeError):
     """Single-writer mode: another writer's write stayed in flight, alive, longer than a writer waits."""
+
+
+class MissingFileError(UpsertlakeError):
+    """A data file that a completed commit wrote, and that a read or write needs, is gone."""

@@ -7,6 +7,7 @@ import argparse
 
 from upsertlake.cli.output import parse_options, print_json
 from upsertlake.services.doctor import Report, diagnose, doctor_config, treat
+from upsertlake.services.rebuild import split_table_values
 from upsertlake.storage import Storage
 
 
@@ -19,19 +20,21 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     p.add_argument("path", help="the table")
     p.add_argument("--fix", action="store_true",
-                   help="do what is safe: restore hoodie.properties from a valid backup that agrees with the table, "
-                        "roll back failed writes, delete orphaned files of failed writes")
+                   help="do what is safe: restore hoodie.properties from a valid backup that agrees with the table "
+                        "or rebuild it from the table, roll back failed writes, delete orphaned files of failed writes")
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="a Hudi option over the table's, e.g. hoodie.client.heartbeat.interval_in_ms=... for "
-                        "heartbeats without a declared window (repeatable)")
+                   help="a table or write option over the table's (repeatable): e.g. hoodie.client.heartbeat."
+                        "interval_in_ms=... for heartbeats without a declared window; with --fix, values "
+                        "hoodie.properties cannot be rebuilt without, e.g. hoodie.table.precombine.field=ts")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=doctor)
 
 
 def doctor(args: argparse.Namespace) -> int:
     storage = Storage(args.path)
-    cfg = doctor_config(storage, parse_options(args.option))
-    report = treat(storage, cfg) if args.fix else diagnose(storage, cfg)
+    properties, options = split_table_values(parse_options(args.option))
+    cfg = doctor_config(storage, options)
+    report = treat(storage, cfg, properties) if args.fix else diagnose(storage, cfg, properties)
     if args.json:
         print_json(report.to_json())
     else:

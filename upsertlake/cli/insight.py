@@ -4,6 +4,7 @@ and `files` (file groups and every base file version on storage)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
@@ -11,9 +12,10 @@ import pyarrow.parquet as pq
 
 import upsertlake
 from upsertlake.cli.output import CliError, format_records, human_duration, print_json
-from upsertlake.config.table_config import TableConfig
+from upsertlake.config.table_config import BACKUP_FILE, PROPERTIES_FILE, TableConfig
 from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.services.doctor import properties_disagreements
 from upsertlake.storage import Storage
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
@@ -50,12 +52,30 @@ def footer_rows(table: Table, bf: BaseFile) -> int:
         return pq.read_metadata(f).num_rows
 
 
+def property_warnings(table: Table, timeline: Timeline) -> list[str]:
+    """Why the config `show` prints may be wrong: hoodie.properties damaged, replaced by its
+    backup, or disagreeing with the table (each says to run the doctor)."""
+    config, fix = table.config, f"run `upsertlake doctor {table.path} --fix`"
+    if config.damage:
+        return [config.damage]
+    warnings = [f"{table.storage.full_path(config.source)} disagrees with the table: {problem}; {fix}"
+                for problem in properties_disagreements(table.storage, config, timeline)]
+    if config.source == BACKUP_FILE:
+        warnings.insert(0, f"{table.storage.full_path(PROPERTIES_FILE)} is not valid: this config is read from "
+                           f"{BACKUP_FILE}; {fix}")
+    return warnings
+
+
 def show(args: argparse.Namespace) -> int:
     try:
         table = upsertlake.open_table(args.path)
     except MergeOnReadError as exc:
         return _show_unsupported(args, exc)
-    view = FileSystemView(Timeline.load(table.storage))
+    timeline_now = Timeline.load(table.storage)
+    warnings = property_warnings(table, timeline_now)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    view = FileSystemView(timeline_now)
     latest = view.latest_base_files()
     rows: dict[str, int] = {}
     for bf in latest:
@@ -69,6 +89,7 @@ def show(args: argparse.Namespace) -> int:
         "file_groups": len(latest),
         "base_files_on_storage": len(view.all_base_files()),
         "completed_commits": len(view.visible_instants),
+        "warnings": warnings,
     }
     if args.json:
         print_json(info)

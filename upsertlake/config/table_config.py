@@ -93,6 +93,26 @@ _OWN_KEYS = {
 TIMELINE_PATH_KEY = "hoodie.timeline.path"
 KEYGEN_TYPE_KEY = "hoodie.table.keygenerator.type"
 
+# The settings every commit of ours records in its extraMetadata (beside the schema), under these
+# keys, so that a lost or damaged hoodie.properties can be rebuilt from the table (`upsertlake
+# doctor --fix`): nothing in the data files tells the precombine field, for one. A key left out
+# of a record that has the record key fields is not set.
+RECORDED_KEYS = (
+    "hoodie.table.name",
+    "hoodie.database.name",
+    "hoodie.table.recordkey.fields",
+    "hoodie.table.partition.fields",
+    "hoodie.table.precombine.field",
+    "hoodie.table.keygenerator.class",
+    KEYGEN_TYPE_KEY,
+    "hoodie.datasource.write.hive_style_partitioning",
+    "hoodie.datasource.write.partitionpath.urlencode",
+    "hoodie.datasource.write.drop.partition.columns",
+    "hoodie.table.timeline.timezone",
+    "hoodie.record.merge.mode",
+    "hoodie.table.initial.version",
+)
+
 
 def check_table_type(table_type: str, what: str) -> None:
     """MergeOnReadError for a merge-on-read table type (`what` says whose: "table 't' is", ...):
@@ -275,6 +295,11 @@ class TableConfig:
         props["hoodie.table.checksum"] = str(self.checksum)
         return props
 
+    def recorded_properties(self) -> dict[str, str]:
+        """What a commit records of this config (RECORDED_KEYS), as hoodie.properties states it."""
+        props = self.to_properties()
+        return {key: props[key] for key in RECORDED_KEYS if key in props}
+
     @classmethod
     def from_properties(cls, props: dict[str, str], source: str = PROPERTIES_FILE) -> TableConfig:
         def need(key: str) -> str:
@@ -320,7 +345,10 @@ class TableConfig:
             return cls.from_properties(main.props, storage.full_path(PROPERTIES_FILE))
         backup = PropertiesFile.read(storage, BACKUP_FILE)
         if main.missing and backup.missing:
-            raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
+            lost = any(e.name.endswith((".commit", ".replacecommit")) for e in storage.list(".hoodie")) or (
+                storage.exists(".hoodie/timeline"))
+            hint = f"; .hoodie/ holds a timeline: to rebuild the lost file, run `upsertlake doctor {storage.base} --fix`"
+            raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE}){hint if lost else ''}")
         if backup.valid:
             log.warning("%s: %s; reading %s instead, as Hudi does", main.path, main.reason, backup.path)
             config = cls.from_properties(backup.props, backup.path)
@@ -498,6 +526,20 @@ def recover_properties(storage: Storage) -> str | None:
         raise CorruptTableError(f"{main.path} did not read back as written; {backup.path} is kept")
     storage.delete(BACKUP_FILE)
     return f"restored {PROPERTIES_FILE} from {BACKUP_FILE} ({PROPERTIES_FILE} {main.reason})"
+
+
+def replace_properties(storage: Storage, props: Mapping[str, str]) -> None:
+    """Write rebuilt properties in place of a damaged or missing `hoodie.properties` (the doctor's
+    fix, under the table lock; `write_properties` refuses to start from a damaged file):
+    atomically, read back, then the backup goes, since it was not valid or did not agree."""
+    problems = validate_properties(props)
+    if problems:
+        raise CorruptTableError(f"refusing to write {storage.full_path(PROPERTIES_FILE)}: {'; '.join(problems)}")
+    data = _properties_bytes(props)
+    storage.write_bytes(PROPERTIES_FILE, data)
+    if storage.read_bytes(PROPERTIES_FILE) != data:
+        raise CorruptTableError(f"{storage.full_path(PROPERTIES_FILE)} did not read back as written")
+    storage.delete(BACKUP_FILE)
 
 
 def _properties_bytes(props: Mapping[str, str]) -> bytes:

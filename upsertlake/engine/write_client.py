@@ -372,7 +372,7 @@ class WriteClient:
         unknown = sorted(set(partitions) - set(view.partitions()))
         if unknown:
             raise PartitionNotFoundError(f"no such partition(s) {unknown}; the table has {view.partitions()}")
-        replaced = {p: [bf.file_id for bf in view.latest_base_files([p])] for p in partitions}
+        replaced = view.file_ids(partitions)  # their files are not read: a missing one is no obstacle
         # The schema rides along: readers (hudi-rs) take it from the newest commit.
         schema_json = timeline.latest_schema() or self.table_config.create_schema
         schema = avro_to_arrow(schema_json) if schema_json else None
@@ -435,7 +435,8 @@ class WriteClient:
             "insert_overwrite_table": MergeMode.APPEND,
             "delete": MergeMode.COMMIT_TIME,
         }.get(operation, MergeMode(cfg.get(opt.RECORD_MERGE_MODE)))
-        latest = {bf.file_group: bf for bf in view.latest_base_files()}
+        updated = sorted({b.partition_path for b in buckets if b.type is BucketType.UPDATE})
+        latest = {bf.file_group: bf for bf in view.latest_base_files(updated)}
         return BucketJob(
             instant_time=instant_time,
             buckets=tuple(buckets),
@@ -816,7 +817,7 @@ class WriteClient:
         schema = result.data_schema
         # A delete on a table with no commits yet has no schema (an empty one) to record.
         has_schema = schema is not None and len(schema) > 0
-        extra = dict(extra_metadata or {})
+        extra = {**self.table_config.recorded_properties(), **(extra_metadata or {})}
         if has_schema:
             extra["schema"] = avro_schema_json(arrow_to_avro(schema, self.table_config.name))
         metadata = CommitMetadata(
@@ -907,7 +908,7 @@ class WriteClient:
         then roll the old instant back (before the new one can complete)."""
         old, job = pending.instant, pending.job
         assert job is not None and pending.rewrite is not None
-        latest = {bf.file_group: bf for bf in view.latest_base_files()}
+        latest = {bf.file_group: bf for bf in view.latest_base_files(sorted({b.partition_path for b in job.buckets}))}
         groups = {b.number: (b.partition_path, b.file_id) for b in job.buckets}
         base_files = {n: latest.get(groups[n], bf) for n, bf in job.base_files.items()}
         moved = _replace(job, instant_time=new.time, base_files=base_files)
@@ -938,7 +939,7 @@ class WriteClient:
         write token); the files they replace are deleted at once, long before the commit file."""
         job = pending.job
         assert job is not None and pending.rewrite is not None
-        latest = {bf.file_group: bf for bf in view.latest_base_files()}
+        latest = {bf.file_group: bf for bf in view.latest_base_files(sorted({p for p, _ in groups}))}
         numbers = {(b.partition_path, b.file_id): b.number for b in job.buckets}
         pending.job = _replace(job, base_files={**job.base_files, **{numbers[g]: latest[g] for g in groups}})
         statuses = pending.rewrite(pending.job, [numbers[g] for g in sorted(groups)], attempt)
@@ -1009,14 +1010,9 @@ def _commit_sizes(timeline: Timeline) -> Iterator[tuple[int, int]]:
 
 def _replaced(plan: WritePlan) -> dict[str, list[str]]:
     """The file groups an overwrite retires: those of the partitions in the batch, or all."""
-    groups = plan.view.latest_base_files()
     if plan.operation == "insert_overwrite":
-        present = set(pc.unique(plan.records.column(PARTITION)).to_pylist())
-        groups = [bf for bf in groups if bf.partition_path in present]
-    out: dict[str, list[str]] = {}
-    for bf in groups:
-        out.setdefault(bf.partition_path, []).append(bf.file_id)
-    return out
+        return plan.view.file_ids(pc.unique(plan.records.column(PARTITION)).to_pylist())
+    return plan.view.file_ids()
 
 
 def _replaces(result: WriteResult) -> Replaces | None:

@@ -3,18 +3,25 @@
 For each (partition, fileId) the visible base file is the one with the greatest completed
 instant ≤ the as-of instant; files of pending or unknown instants are invisible, and file groups
 replaced by a completed replacecommit ≤ as-of are gone (DESIGN.md §1).
+
+The listing is checked against the completed commits' write stats: when the version a commit
+wrote of a live file group is not on storage, the view refuses (MissingFileError, or
+CleanedInstantError when a clean deleted it) instead of falling back to an older version or
+dropping the group, for reads and for the writes that would build on them.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from upsertlake.errors import CorruptTableError
+from upsertlake.errors import CleanedInstantError, CorruptTableError, MissingFileError
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant import Action, Instant
+from upsertlake.timeline.retention import cleaned_files
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 BASE_FILE_EXTENSION = ".parquet"
@@ -106,7 +113,25 @@ class FileSystemView:
         return replaced
 
     @cached_property
-    def _latest(self) -> dict[str, list[BaseFile]]:
+    def _committed(self) -> dict[tuple[str, str], tuple[str, Instant]]:
+        """Per live file group, the file its newest visible commit wrote and that commit, from the
+        write stats (no file is opened or stat-ed: the listing is what they are checked against).
+        A commit whose metadata cannot be parsed is left out: the doctor and every write report it."""
+        newest: dict[tuple[str, str], tuple[str, Instant]] = {}
+        for inst in sorted(self.visible_instants, key=lambda i: i.time, reverse=True):
+            try:
+                written = self.timeline.commit_metadata(inst).written_files
+            except CorruptTableError:
+                continue
+            for group, path in written:
+                if group not in newest:
+                    newest[group] = (path, inst)
+        for group in self.replaced_file_groups:
+            newest.pop(group, None)
+        return newest
+
+    @cached_property
+    def _latest_by_group(self) -> dict[tuple[str, str], BaseFile]:
         latest: dict[tuple[str, str], BaseFile] = {}
         for bf in self._listing[1]:
             if bf.instant_time not in self._visible_times or bf.file_group in self.replaced_file_groups:
@@ -114,20 +139,86 @@ class FileSystemView:
             seen = latest.get(bf.file_group)
             if seen is None or bf.instant_time > seen.instant_time:
                 latest[bf.file_group] = bf
+        return latest
+
+    @cached_property
+    def _latest(self) -> dict[str, list[BaseFile]]:
         by_partition: dict[str, list[BaseFile]] = defaultdict(list)
-        for bf in sorted(latest.values(), key=lambda b: (b.partition_path, b.file_id)):
+        for bf in sorted(self._latest_by_group.values(), key=lambda b: (b.partition_path, b.file_id)):
             by_partition[bf.partition_path].append(bf)
         return dict(by_partition)
 
+    @cached_property
+    def _missing(self) -> dict[str, list[tuple[str, Instant]]]:
+        """Per partition, the committed files this view needs that the listing lacks: the listed
+        version of their file group is older than the one a commit wrote, or there is none."""
+        missing: dict[str, list[tuple[str, Instant]]] = defaultdict(list)
+        for group, (path, inst) in sorted(self._committed.items()):
+            listed = self._latest_by_group.get(group)
+            if listed is None or listed.instant_time < inst.time:
+                missing[group[0]].append((path, inst))
+        return dict(missing)
+
+    def check_complete(self, partitions: Iterable[str] | None = None) -> None:
+        """Raise when a file this view needs (in `partitions`, default all) is not on storage."""
+        wanted = self._missing.keys() if partitions is None else [p for p in partitions if p in self._missing]
+        gone = [entry for p in sorted(wanted) for entry in self._missing[p]]
+        if gone:
+            raise self._missing_error(gone)
+
+    def _missing_error(self, gone: list[tuple[str, Instant]]) -> CleanedInstantError | MissingFileError:
+        path, inst = gone[0]
+        others = f" (and {len(gone) - 1} more committed file(s))" if len(gone) > 1 else ""
+        if path in cleaned_files(self.timeline):
+            snapshot = f"the snapshot as of {self.as_of}" if self.as_of else "this read"
+            return CleanedInstantError(
+                f"{snapshot} needs {path}, written by {inst.action.value} {inst.time}, "
+                f"which a clean deleted{others}: that instant is outside the retained window. Read from a "
+                "later instant, or savepoint instants you need to keep"
+            )
+        where = self.storage.full_path(path)
+        now = Timeline.load(self.storage, self.timeline.layout).get(inst.time, inst.action)
+        if now is None or not now.is_completed:  # a rollback or restore ran since the timeline was read
+            return MissingFileError(
+                f"{where}: its {inst.action.value} {inst.time} was rolled back while this view listed the table; "
+                "read (or write) again"
+            )
+        folder = path.rpartition("/")[0]
+        why = (
+            f"is in a folder without {PARTITION_METAFILE}, so readers cannot see it"
+            if self.storage.exists(path) and folder not in self._listing[0]
+            else "is missing"
+        )
+        recorded = "the archived timeline" if inst in self.timeline.archived else self.timeline.path(inst)
+        return MissingFileError(
+            f"{where}, written by {inst.action.value} {inst.time} ({recorded}), {why}{others}. "
+            "Reading or writing its file group would silently use an older version of it (or lose its rows), "
+            f"so this is refused. Run `upsertlake doctor {self.storage.base}`; put the file back, or return "
+            f"to a savepoint with `upsertlake restore {self.storage.base} INSTANT`"
+        )
+
     def partitions(self) -> list[str]:
-        """Partitions that hold at least one visible file group."""
-        return sorted(self._latest)
+        """Partitions that hold at least one visible file group (whose file may be missing)."""
+        return sorted(self._latest.keys() | self._missing.keys())
+
+    def file_ids(self, partitions: list[str] | None = None) -> dict[str, list[str]]:
+        """The visible file groups per partition, also those whose file is missing: what an
+        overwrite or a partition delete retires without reading them."""
+        groups = {bf.file_group for bf in self._latest_by_group.values()} | self._committed.keys()
+        out: dict[str, list[str]] = defaultdict(list)
+        for partition, file_id in sorted(groups):
+            if partitions is None or partition in partitions:
+                out[partition].append(file_id)
+        return dict(out)
 
     def all_partitions(self) -> list[str]:
         """Every partition folder on storage, visible or not."""
         return self._listing[0]
 
     def latest_base_files(self, partitions: list[str] | None = None) -> list[BaseFile]:
+        """The visible file of every file group (of `partitions`); MissingFileError when one of
+        them is gone from storage."""
+        self.check_complete(partitions)
         wanted = self._latest.keys() if partitions is None else partitions
         return [bf for p in wanted for bf in self._latest.get(p, [])]
 

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from upsertlake.config.table_config import TableConfig
 from upsertlake.layout.file_writer import META_SCHEMA, full_schema
-from upsertlake.errors import SchemaError, UnsupportedTableError
+from upsertlake.errors import MissingFileError, SchemaError, UnsupportedTableError
 from upsertlake.layout.footer import read_footer
 from upsertlake.read.filters import (
     Filters,
@@ -94,7 +94,8 @@ def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: s
     touched = set()
     for inst in in_range:
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
-    files = [bf for bf in view.latest_base_files() if bf.file_group in touched]
+    needed = sorted({partition for partition, _ in touched})  # a missing file elsewhere is not read
+    files = [bf for bf in view.latest_base_files(needed) if bf.file_group in touched]
     schema = full_schema(table_schema(timeline, config))
     commit_time = pc.field("_hoodie_commit_time")
     if by_completion:
@@ -163,19 +164,23 @@ def read_scan(storage: Storage, scan: Scan, columns: Sequence[str] | None = None
     expression = to_expression(filters)
     needed = _needed_columns(schema, out_schema, filters)
 
-    def one(bf: BaseFile) -> pa.Table | None:
+    def one(bf: BaseFile) -> pa.Table:
         try:
             parquet = storage.parquet_file(bf.path)
             present = [c for c in needed.names if c in parquet.schema_arrow.names]
             table = conform(parquet.read(columns=present), needed)
-        except FileNotFoundError:
-            return None  # removed between listing and reading (a concurrent clean): not ours to fail
+        except FileNotFoundError as exc:  # the view listed it as the visible version: never skip it
+            raise MissingFileError(
+                f"{storage.full_path(bf.path)}, written by instant {bf.instant_time}, was listed by this read "
+                "but is gone (a restore or rollback ran meanwhile, or the file was deleted): its rows cannot be "
+                f"returned. Read again; if it stays missing, run `upsertlake doctor {storage.base}`"
+            ) from exc
         if expression is not None:
             table = table.filter(expression)
         return table.select(out_schema.names)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        tables = [t for t in pool.map(one, scan.files) if t is not None]
+        tables = list(pool.map(one, scan.files))
     if not tables:
         return out_schema.empty_table()
     return pa.concat_tables(tables)

@@ -7,7 +7,9 @@ partition folders without metadata. The same properties-against-table check guar
 (`refuse_damaged_table`).
 
 Fixes, only what cannot lose data: restore `hoodie.properties` from a valid backup that agrees with
-the table, roll back failed writes, delete orphaned files of writes that never committed.
+the table, or else rebuild it from the table (`upsertlake.services.rebuild`) when every value is
+told and the result agrees with the table; roll back failed writes, delete orphaned files of writes
+that never committed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, expiry_ms, heartbeat_path, last_heartbeat_ms
@@ -28,18 +30,24 @@ from upsertlake.config.table_config import (
     PropertiesFile,
     TableConfig,
     recover_properties,
+    replace_properties,
+    validate_properties,
 )
-from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError
+from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError, UpsertlakeError
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile
 from upsertlake.layout.markers import rollback_pending
+from upsertlake.services.rebuild import Rebuild, holds_a_timeline, layout_on_disk, rebuild_properties, remnants
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.archived import ARCHIVE_FOLDER
 from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+from upsertlake.timeline.layouts import TimelineLayout
+from upsertlake.timeline.retention import cleaned_files
 
 DELETE_ORPHAN = "delete the file"
+REBUILD_PROPERTIES = "rebuild hoodie.properties from the table"
 
 # Instants whose files are Hudi's Avro documents (a replacecommit's plan is one too).
 _AVRO_ACTIONS = {Action.CLEAN, Action.ROLLBACK, Action.SAVEPOINT, Action.RESTORE}
@@ -216,15 +224,16 @@ def doctor_config(storage: Storage, options: dict[str, str] | None = None) -> Co
     return Config.resolve(options, table_properties=props or {})
 
 
-def diagnose(storage: Storage, config: Config | None = None) -> Report:
-    """Run every check; nothing is changed."""
-    if not storage.exists(PROPERTIES_FILE) and not storage.exists(BACKUP_FILE):
+def diagnose(storage: Storage, config: Config | None = None, properties: Mapping[str, str] | None = None) -> Report:
+    """Run every check; nothing is changed. `properties`: values for a rebuilt hoodie.properties
+    that the table cannot tell (see `upsertlake.services.rebuild`)."""
+    if not storage.exists(PROPERTIES_FILE) and not storage.exists(BACKUP_FILE) and not holds_a_timeline(storage):
         raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
     cfg = config or doctor_config(storage)
     report = Report(storage.base)
     entries = _data_entries(storage)
     try:
-        timeline = Timeline.load(storage)
+        timeline = Timeline.load(storage, _layout(storage))
     except CorruptTableError as exc:  # an unreadable archive: the checks that need the timeline cannot run
         report.findings.append(Finding("instant", ARCHIVE_FOLDER, f"{exc}; the checks that need the timeline did not run"))
         report.findings += check_partition_metadata(storage, entries)
@@ -232,7 +241,7 @@ def diagnose(storage: Storage, config: Config | None = None) -> Report:
     except UnsupportedTableError as exc:  # e.g. merge-on-read: its files cannot be judged (nor fixed) here
         report.findings.append(Finding("properties", PROPERTIES_FILE, f"{exc}; no other check ran"))
         return report
-    report.findings += check_properties(storage, timeline)
+    report.findings += check_properties(storage, timeline, properties)
     report.findings += check_instants(storage, timeline)
     report.findings += check_pending_writes(storage, timeline, cfg)
     report.findings += check_files(storage, timeline, entries, cfg)
@@ -241,17 +250,20 @@ def diagnose(storage: Storage, config: Config | None = None) -> Report:
     return report
 
 
-def treat(storage: Storage, config: Config | None = None) -> Report:
+def treat(storage: Storage, config: Config | None = None, properties: Mapping[str, str] | None = None) -> Report:
     """Apply the safe fixes, then diagnose again; the report lists what was done. Restores the
-    properties only from a valid backup that agrees with the table; rolls back only writes with no
+    properties only from a valid backup that agrees with the table, else rebuilds them only when
+    every value is told and the result agrees with the table; rolls back only writes with no
     sign of life; deletes only files of instants on no timeline and newer than its start."""
     cfg = config or doctor_config(storage)
-    before = diagnose(storage, cfg)
+    before = diagnose(storage, cfg, properties)
     done: list[str] = []
     orphans = [f.path for f in before.findings if f.check == "orphan" and f.fix == DELETE_ORPHAN]
     if any(f.fix for f in before.findings):
         with make_lock(storage, cfg).hold():
-            if any(f.check == "properties" and f.fix for f in before.findings):
+            if any(f.fix == REBUILD_PROPERTIES for f in before.findings):
+                done.append(_rebuild(storage, properties or {}))
+            elif any(f.check == "properties" and f.fix for f in before.findings):
                 what = recover_properties(storage)
                 if what:
                     done.append(what)
@@ -265,19 +277,20 @@ def treat(storage: Storage, config: Config | None = None) -> Report:
                 if BaseFile.parse(FileEntry(path, 0, False, 0)).instant_time not in known:
                     storage.delete(path)
                     done.append(f"deleted orphaned file {path}")
-    after = diagnose(storage, cfg)
+    after = diagnose(storage, cfg, properties)
     after.fixed = done
     return after
 
 
 # -- properties ----------------------------------------------------------------------------------
-def check_properties(storage: Storage, timeline: Timeline) -> list[Finding]:
-    """`hoodie.properties` valid (else whether its backup can stand in) and agreeing with the data."""
+def check_properties(storage: Storage, timeline: Timeline, given: Mapping[str, str] | None = None) -> list[Finding]:
+    """`hoodie.properties` valid (else whether its backup can stand in, or the table can tell every
+    value again) and agreeing with the data."""
     main = PropertiesFile.read(storage, PROPERTIES_FILE)
     backup = PropertiesFile.read(storage, BACKUP_FILE)
     try:
         config: TableConfig | None = TableConfig.load(storage)  # main if valid, else a valid backup
-    except CorruptTableError:
+    except (CorruptTableError, TableNotFoundError):
         config = None
     usable = config is not None and config.damage is None
     disagreements = properties_disagreements(storage, config, timeline) if usable and config else []
@@ -287,19 +300,65 @@ def check_properties(storage: Storage, timeline: Timeline) -> list[Finding]:
             "properties", BACKUP_FILE, "left by an interrupted rewrite; hoodie.properties is valid", problem=False,
             fix=None if disagreements else "delete the leftover backup",
         ))
+    rebuild_note, rebuild_fix = "", None
+    if disagreements or not (main.valid or backup.valid):
+        rebuilt, problems = rebuilt_properties(storage, timeline, given or {})
+        if rebuilt.unknown:
+            rebuild_note = f"; --fix cannot rebuild it from the table: {rebuilt.missing_hint(storage.base)}"
+        elif problems:
+            rebuild_note = f"; rebuilt from the table it would still disagree: {'; '.join(problems)}"
+        else:
+            rebuild_fix = REBUILD_PROPERTIES
     if not main.valid:
         state = (
             f"not usable ({backup.reason})" if not backup.valid
             else "valid but disagrees with the table" if disagreements
             else "valid and agrees with the table"
         )
+        restore = "restore hoodie.properties from hoodie.properties.backup" if backup.valid and not disagreements else None
         findings.append(Finding(
-            "properties", PROPERTIES_FILE, f"{main.reason}; the backup is {state}",
-            fix="restore hoodie.properties from hoodie.properties.backup" if backup.valid and not disagreements else None,
+            "properties", PROPERTIES_FILE, f"{main.reason}; the backup is {state}{rebuild_note}",
+            fix=restore or rebuild_fix,
         ))
     source = config.source if config is not None else PROPERTIES_FILE
-    findings += [Finding("properties", source, f"disagrees with the table: {problem}") for problem in disagreements]
+    findings += [Finding("properties", source, f"disagrees with the table: {problem}{rebuild_note if main.valid else ''}",
+                         fix=rebuild_fix if main.valid else None) for problem in disagreements]
     return findings
+
+
+def rebuilt_properties(storage: Storage, timeline: Timeline, given: Mapping[str, str]) -> tuple[Rebuild, list[str]]:
+    """hoodie.properties rebuilt from the table (values given with --option first), and why it
+    would still not do (empty: it is valid and agrees with the table)."""
+    rebuilt = rebuild_properties(storage, timeline, given)
+    if rebuilt.unknown:
+        return rebuilt, []
+    problems = validate_properties(rebuilt.props)
+    if problems:
+        return rebuilt, problems
+    try:
+        config = TableConfig.from_properties(rebuilt.props)
+        config.check_readable()
+    except UpsertlakeError as exc:
+        return rebuilt, [str(exc)]
+    return rebuilt, properties_disagreements(storage, config, timeline)
+
+
+def _rebuild(storage: Storage, given: Mapping[str, str]) -> str:
+    """Under the lock: rebuild and write hoodie.properties; says what it did and from what."""
+    timeline = Timeline.load(storage, _layout(storage))
+    rebuilt, problems = rebuilt_properties(storage, timeline, given)
+    if rebuilt.unknown or problems:
+        return f"did not rebuild {PROPERTIES_FILE}: the table changed meanwhile; run the doctor again"
+    replace_properties(storage, rebuilt.props)
+    return f"rebuilt {PROPERTIES_FILE} from the table ({rebuilt.summary()})"
+
+
+def _layout(storage: Storage) -> TimelineLayout | None:
+    """The layout the properties declare while they (or the backup) are valid; else the one the
+    instant files use (None: the declared one)."""
+    if PropertiesFile.read(storage, PROPERTIES_FILE).valid or PropertiesFile.read(storage, BACKUP_FILE).valid:
+        return None
+    return layout_on_disk(storage, remnants(storage)[0])
 
 
 # -- instants ------------------------------------------------------------------------------------
@@ -418,7 +477,7 @@ def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], 
         findings.append(Finding("orphan", bf.path, f"written by instant {t}, which is on no timeline (nothing commits it)",
                                 fix=DELETE_ORPHAN))
     existing = {e.path for e in entries}
-    cleaned = _cleaned_files(timeline)
+    cleaned = cleaned_files(timeline)
     for inst in timeline.completed_writes():
         if inst in timeline.archived:
             continue
@@ -431,20 +490,6 @@ def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], 
                 findings.append(Finding("missing", stat.path,
                                         f"committed by {METAFOLDER}/{inst.file_name()} but gone, and no completed clean removed it"))
     return findings
-
-
-def _cleaned_files(timeline: Timeline) -> set[str]:
-    gone: set[str] = set()
-    for inst in timeline.filter([Action.CLEAN], [State.COMPLETED]):
-        try:
-            doc = documents.decode(timeline.document(inst), f"clean {inst.time}")
-        except CorruptTableError:
-            continue
-        for partition, meta in (doc.get("partitionMetadata") or {}).items():
-            for name in [*(meta.get("successDeleteFiles") or []), *(meta.get("deletePathPatterns") or [])]:
-                name = name.rsplit("/", 1)[-1]
-                gone.add(f"{partition}/{name}" if partition else name)
-    return gone
 
 
 def _is_base_file(entry: FileEntry) -> bool:

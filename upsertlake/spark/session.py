@@ -183,7 +183,9 @@ FILES_LISTED_ON_DRIVER = 10_000
 
 def scan_files(spark: object, schema: object, paths: Sequence[str]) -> object:
     """A DataFrame over these parquet files (listed by our file-system view) with `schema`,
-    through Spark's own reader, which builds its file index when the DataFrame is made."""
+    through Spark's own reader, which builds its file index when the DataFrame is made. A file
+    that is gone when a task opens it fails the task, whatever `spark.sql.files.ignoreMissingFiles`
+    says: skipping a committed file would return a snapshot without its rows."""
     threshold = {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(FILES_LISTED_ON_DRIVER)}
     with session_settings(spark, threshold):
-        return spark.read.schema(schema).parquet(*paths)
+        return spark.read.schema(schema).option("ignoreMissingFiles", "false").parquet(*paths)

@@ -92,7 +92,7 @@ class Timeline:
         if not instant.is_completed:
             raise UpsertlakeError(f"instant {instant.time} is not completed")
         if instant in self.archived:
-            return CommitMetadata.from_bytes(self.archived[instant], source=f"archived {instant.time}")
+            return _parse_archived_commit_metadata(self.archived[instant], f"archived {instant.time}")
         try:
             return _read_commit_metadata(self.storage, self.path(instant))
         except (CorruptTableError, FileNotFoundError):
@@ -101,7 +101,7 @@ class Timeline:
             late = load_archived(self.storage).get(instant)
             if late is None:
                 raise
-            return CommitMetadata.from_bytes(late, source=f"archived {instant.time}")
+            return _parse_archived_commit_metadata(late, f"archived {instant.time}")
 
     def document(self, instant: Instant) -> bytes:
         """The bytes of an instant's file in its state (archived instants: their completed file)."""
@@ -141,6 +141,13 @@ def _read_commit_metadata_cached(storage: Storage, rel: str, size: int, mtime_ns
     except FileNotFoundError as exc:
         raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}") from exc
     return CommitMetadata.from_bytes(data, source=storage.full_path(rel))
+
+
+@lru_cache(maxsize=4096)
+def _parse_archived_commit_metadata(data: bytes, source: str) -> CommitMetadata:
+    # The bytes come from the (cached) archive file, so the same object keeps its hash: every
+    # read checks the write stats of every commit against the listing, archived ones too.
+    return CommitMetadata.from_bytes(data, source=source)
 
 
 def _read_commit_metadata(storage: Storage, rel: str) -> CommitMetadata:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Any
 
 from upsertlake.errors import CorruptTableError
@@ -103,6 +104,12 @@ class CommitMetadata:
 
     def write_stats(self) -> list[WriteStat]:
         return [s for stats in self.partition_to_write_stats.values() for s in stats]
+
+    @cached_property
+    def written_files(self) -> tuple[tuple[tuple[str, str], str], ...]:
+        """((partition folder, fileId), path) of every file this commit wrote, computed once per
+        (cached) document: every read checks them against the listing."""
+        return tuple(((s.path.rpartition("/")[0], s.fileId), s.path) for s in self.write_stats() if s.path)
 
     def file_groups(self) -> set[tuple[str, str]]:
         """The (partition, fileId) pairs this commit wrote or replaced: what a conflict check compares."""

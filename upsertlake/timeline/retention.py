@@ -7,7 +7,7 @@ whose files are gone.
 
 from __future__ import annotations
 
-from upsertlake.errors import CleanedInstantError
+from upsertlake.errors import CleanedInstantError, CorruptTableError
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action, Instant, State
@@ -21,6 +21,21 @@ def savepointed_files(timeline: Timeline) -> set[str]:
         for partition, meta in doc["partitionMetadata"].items():
             pinned.update(f"{partition}/{name}" if partition else name for name in meta["savepointDataFile"])
     return pinned
+
+
+def cleaned_files(timeline: Timeline) -> set[str]:
+    """Table-relative paths of every file a completed clean of the active timeline deleted."""
+    gone: set[str] = set()
+    for inst in timeline.filter([Action.CLEAN], [State.COMPLETED]):
+        try:
+            doc = documents.decode(timeline.document(inst), f"clean {inst.time}")
+        except CorruptTableError:
+            continue
+        for partition, meta in (doc.get("partitionMetadata") or {}).items():
+            for name in [*(meta.get("successDeleteFiles") or []), *(meta.get("deletePathPatterns") or [])]:
+                name = name.rsplit("/", 1)[-1]
+                gone.add(f"{partition}/{name}" if partition else name)
+    return gone
 
 
 def savepoint_times(timeline: Timeline) -> set[str]:
