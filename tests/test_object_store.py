@@ -368,3 +368,42 @@ def test_a_writer_killed_mid_write_leaves_nothing_visible_and_the_next_one_goes_
     leftovers = [k for k in s3_server.keys(bucket, prefix) if k.endswith(".parquet")
                  and k.rsplit("_", 1)[1][:17] not in {i.time for i in nxt.timeline()}]
     assert leftovers == []  # the killed write's data files went with its rollback
+
+
+def test_the_command_line_on_s3(s3_server, s3_table, tmp_path: Path) -> None:
+    """Every kind of command with --storage-option (no environment): create, upsert, read, explain
+    (with its request count), files, timeline, stats, doctor, clean, rollback."""
+    import pyarrow.parquet as pq
+
+    store = [arg for k, v in s3_server.options.items() for arg in ("--storage-option", f"{k}={v}")]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "upsertlake.cli", *args, *store], capture_output=True, text=True,
+                              env={k: v for k, v in __import__("os").environ.items() if not k.startswith("AWS_")})
+
+    def ok(*args: str) -> str:
+        run = cli(*args)
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    pq.write_table(batch(["k1", "k2", "k3"], 1, 1.0), first)
+    pq.write_table(batch(["k2", "k4"], 2, 5.0), second)
+    ok("create", s3_table, "--name", "t", "--record-key", "uuid", "--precombine-field", "ts", "--partition-fields", "city")
+    ok("upsert", s3_table, str(first))
+    explained = ok("explain", "upsert", s3_table, str(second))
+    assert "updates 1" in explained and "inserts 1" in explained and "store requests of this dry run: LIST" in explained
+    ok("upsert", s3_table, str(second))
+    rows = json.loads(ok("read", s3_table, "--json"))
+    assert sorted((r["uuid"], r["fare"]) for r in rows) == [("k1", 2.0), ("k2", 7.0), ("k3", 4.0), ("k4", 9.0)]
+    files = ok("files", s3_table, "--current").split()
+    assert files and all(f.startswith(s3_table + "/") and f.endswith(".parquet") for f in files)
+    assert ok("timeline", s3_table).count("commit") >= 2
+    ok("stats", s3_table)
+    assert "no problems found" in ok("doctor", s3_table)
+    ok("clean", s3_table)
+    ok("rollback", s3_table)
+    rows = json.loads(ok("read", s3_table, "--json"))
+    assert sorted(r["uuid"] for r in rows) == ["k1", "k2", "k3"]
+    denied = cli("read", s3_table.replace("s3://", "s3://no-such-bucket-"), "--json")
+    assert denied.returncode != 0 and "StorageError" in denied.stderr

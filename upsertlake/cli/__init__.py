@@ -39,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="log stage timings (INFO); -vv for DEBUG"
     )
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    common.add_argument(
+        "--storage-option", action="append", metavar="KEY=VALUE", default=argparse.SUPPRESS,
+        help="an object store setting over its environment variables, e.g. aws_endpoint=http://127.0.0.1:9000 "
+             "(repeatable; the keys delta-rs and obstore take)",
+    )
     parser = _Parser(prog="upsertlake", description="Hudi-compatible copy-on-write upserts", parents=[common])
     parser.add_argument("--version", action="version", version=f"upsertlake {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 import upsertlake
-from upsertlake.cli.output import CliError, format_records, human_duration, print_json
+from upsertlake.cli.output import CliError, format_records, human_duration, print_json, store_options
 from upsertlake.config.table_config import BACKUP_FILE, PROPERTIES_FILE, TableConfig
 from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
@@ -68,7 +68,7 @@ def property_warnings(table: Table, timeline: Timeline) -> list[str]:
 
 def show(args: argparse.Namespace) -> int:
     try:
-        table = upsertlake.open_table(args.path)
+        table = upsertlake.open_table(args.path, storage_options=store_options(args))
     except MergeOnReadError as exc:
         return _show_unsupported(args, exc)
     timeline_now = Timeline.load(table.storage)
@@ -112,7 +112,7 @@ def show(args: argparse.Namespace) -> int:
 def _show_unsupported(args: argparse.Namespace, exc: MergeOnReadError) -> int:
     """A table upsertlake cannot read: its config and why, and no data read (its base files alone
     would be a wrong answer)."""
-    storage = Storage(args.path)
+    storage = Storage(args.path, store_options(args))
     info = {"path": storage.base, "config": TableConfig.load(storage).to_properties(), "unsupported": str(exc)}
     if args.json:
         print_json(info)
@@ -125,7 +125,7 @@ def _show_unsupported(args: argparse.Namespace, exc: MergeOnReadError) -> int:
 
 
 def timeline(args: argparse.Namespace) -> int:
-    table = upsertlake.open_table(args.path)
+    table = upsertlake.open_table(args.path, storage_options=store_options(args))
     tl = Timeline.load(table.storage)
     mtimes = {e.name: e.mtime_ns for e in table.storage.list(tl.layout.folder)}
     out = [_instant_row(tl, inst, mtimes) for inst in tl.instants]
@@ -180,7 +180,7 @@ def _instant_row(tl: Timeline, inst: Instant, mtimes: dict[str, int]) -> dict[st
 
 
 def commit(args: argparse.Namespace) -> int:
-    table = upsertlake.open_table(args.path)
+    table = upsertlake.open_table(args.path, storage_options=store_options(args))
     tl = Timeline.load(table.storage)
     inst = next((i for i in tl.completed_writes() if i.time == args.instant), None)
     if inst is None:
@@ -211,7 +211,7 @@ def commit(args: argparse.Namespace) -> int:
 
 
 def files(args: argparse.Namespace) -> int:
-    table = upsertlake.open_table(args.path)
+    table = upsertlake.open_table(args.path, storage_options=store_options(args))
     view = FileSystemView(Timeline.load(table.storage))
     if args.partition is not None and args.partition not in view.all_partitions():
         raise CliError(f"no partition {args.partition!r} in {table.path}")

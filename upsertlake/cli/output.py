@@ -61,15 +61,20 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
-def parse_options(pairs: Sequence[str] | None) -> dict[str, str]:
+def parse_options(pairs: Sequence[str] | None, flag: str = "--option") -> dict[str, str]:
     """`--option k=v` pairs as a dict; the library validates keys and values."""
     out: dict[str, str] = {}
     for pair in pairs or ():
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise CliError(f"--option expects key=value, got {pair!r}")
+            raise CliError(f"{flag} expects key=value, got {pair!r}")
         out[key.strip()] = value.strip()
     return out
+
+
+def store_options(args: object) -> dict[str, str]:
+    """`--storage-option k=v` (every command): the object store's settings, in delta-rs's keys."""
+    return parse_options(getattr(args, "storage_option", None), "--storage-option")
 
 
 def human_bytes(n: int) -> str:

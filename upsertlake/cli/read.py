@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 
 import upsertlake
-from upsertlake.cli.output import CliError, format_rows, print_json
+from upsertlake.cli.output import CliError, format_rows, print_json, store_options
 from upsertlake.read.filters import to_expression
 
 # A quoted string, an operator or parenthesis or comma, or a bare word.
@@ -40,7 +40,7 @@ def read(args: argparse.Namespace) -> int:
         raise CliError("--until needs --since")
     if args.limit is not None and args.limit < 0:
         raise CliError("--limit must be at least 0")
-    table = upsertlake.open_table(args.path)
+    table = upsertlake.open_table(args.path, storage_options=store_options(args))
     columns = [c for item in args.columns or () for c in item.split(",") if c] or None
     filters = parse_where(args.where, table.schema()) if args.where else None
     if args.since:

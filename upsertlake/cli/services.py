@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 import upsertlake
-from upsertlake.cli.output import parse_options, print_json
+from upsertlake.cli.output import parse_options, print_json, store_options
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def upgrade(args: argparse.Namespace) -> int:
-    result = upsertlake.upgrade_table(args.path, args.to)
+    result = upsertlake.upgrade_table(args.path, args.to, storage_options=store_options(args))
     if args.json:
         print_json({"from_version": result.from_version, "to_version": result.to_version,
                     "rolled_back": list(result.rolled_back), "instants_moved": result.instants_moved,
@@ -70,7 +70,7 @@ def upgrade(args: argparse.Namespace) -> int:
 
 
 def clean(args: argparse.Namespace) -> int:
-    result = upsertlake.open_table(args.path).clean(args.policy, args.retained)
+    result = upsertlake.open_table(args.path, storage_options=store_options(args)).clean(args.policy, args.retained)
     if args.json:
         print_json({"instant_time": result.instant_time, "policy": result.policy,
                     "earliest_commit_to_retain": result.earliest_commit_to_retain,
@@ -84,7 +84,7 @@ def clean(args: argparse.Namespace) -> int:
 
 
 def cluster(args: argparse.Namespace) -> int:
-    result = upsertlake.open_table(args.path).cluster(parse_options(args.option))
+    result = upsertlake.open_table(args.path, storage_options=store_options(args)).cluster(parse_options(args.option))
     if args.json:
         print_json(result.to_dict())
     elif not result.clustered:
@@ -96,7 +96,7 @@ def cluster(args: argparse.Namespace) -> int:
 
 
 def archive(args: argparse.Namespace) -> int:
-    moved = upsertlake.open_table(args.path).archive(parse_options(args.option))
+    moved = upsertlake.open_table(args.path, storage_options=store_options(args)).archive(parse_options(args.option))
     if args.json:
         print_json([{"instant_time": i.time, "action": i.action.value} for i in moved])
     else:
@@ -105,7 +105,7 @@ def archive(args: argparse.Namespace) -> int:
 
 
 def _instant_service(args: argparse.Namespace) -> int:
-    table = upsertlake.open_table(args.path)
+    table = upsertlake.open_table(args.path, storage_options=store_options(args))
     if args.service == "savepoint":
         done: Instant = table.savepoint(args.instant, args.comment)
     else:

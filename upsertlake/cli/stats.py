@@ -10,7 +10,7 @@ import numpy as np
 
 import upsertlake
 from upsertlake.cli.insight import footer_rows
-from upsertlake.cli.output import CliError, format_records, human_bytes, parse_options, print_json
+from upsertlake.cli.output import CliError, format_records, human_bytes, parse_options, print_json, store_options
 from upsertlake.config import options as opt
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.services.cluster import small_file_limit
@@ -90,7 +90,7 @@ def _unit(largest: float) -> tuple[float, str]:
 
 
 def stats(args: argparse.Namespace) -> int:
-    table = upsertlake.open_table(args.path, parse_options(args.option))
+    table = upsertlake.open_table(args.path, parse_options(args.option), store_options(args))
     info = table_stats(table)
     if args.plot:
         plot(info, args.plot)

@@ -10,7 +10,7 @@ import time
 
 import upsertlake
 from upsertlake.cli.inputs import FORMATS, InputTypes, read_inputs
-from upsertlake.cli.output import add_key_fields, format_records, human_bytes, human_duration, parse_options, print_json
+from upsertlake.cli.output import add_key_fields, format_records, human_bytes, human_duration, parse_options, print_json, store_options
 from upsertlake.engine.plan import Progress
 from upsertlake.storage import requests as store_requests
 
@@ -61,6 +61,7 @@ def create(args: argparse.Namespace) -> int:
         partition_fields=args.partition_fields,
         hive_style_partitioning=args.hive_style,
         options=parse_options(args.option),
+        storage_options=store_options(args),
     )
     if args.json:
         print_json({"path": table.path, "name": table.name})
@@ -71,7 +72,7 @@ def create(args: argparse.Namespace) -> int:
 
 def write(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
-    table = upsertlake.open_table(args.path, options)
+    table = upsertlake.open_table(args.path, options, store_options(args))
     started = time.perf_counter()
     data = read_inputs(args.files, args.format, InputTypes.of(table))
     log.info("read %d input rows in %.3f s", data.num_rows, time.perf_counter() - started)
@@ -102,7 +103,7 @@ def write(args: argparse.Namespace) -> int:
 
 
 def explain(args: argparse.Namespace) -> int:
-    table = upsertlake.open_table(args.path, parse_options(args.option))
+    table = upsertlake.open_table(args.path, parse_options(args.option), store_options(args))
     data = read_inputs(args.files, args.format, InputTypes.of(table))
     before = store_requests.snapshot()
     summary = table.plan(OPERATIONS[args.operation], data).summary()
