@@ -71,7 +71,7 @@ def table(tmp_path_factory: pytest.TempPathFactory, inputs: Path) -> tuple[Path,
 
 
 def test_help_everywhere() -> None:
-    assert "usage: upsertlake [-h] [-v] [--debug] [--version] COMMAND ..." in ok("--help")
+    assert "usage: upsertlake [-h] [-v] [--debug] [--storage-option KEY=VALUE] [--version]" in ok("--help")
     for command in COMMANDS:
         assert ok(command, "--help").startswith(f"usage: upsertlake {command} ")
 

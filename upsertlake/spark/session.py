@@ -189,3 +189,41 @@ def scan_files(spark: object, schema: object, paths: Sequence[str]) -> object:
     threshold = {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(FILES_LISTED_ON_DRIVER)}
     with session_settings(spark, threshold):
         return spark.read.schema(schema).option("ignoreMissingFiles", "false").parquet(*paths)
+
+
+SETTLE_SECONDS = 60.0
+
+
+def collect_settled(spark: object, frame: object) -> list:
+    """`frame.collect()` for a job whose tasks write files. When the job fails, Spark raises at
+    once while its other tasks may still be running and about to write theirs; a rollback then
+    would miss those files and leave them behind. So on failure, wait (up to SETTLE_SECONDS) until
+    no task of the job is active any more, then raise."""
+    import time
+    import uuid
+
+    sc = spark.sparkContext
+    group = f"upsertlake-write-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, "upsertlake: write files", interruptOnCancel=True)
+    try:
+        return frame.collect()
+    except BaseException:
+        tracker, deadline = sc.statusTracker(), time.monotonic() + SETTLE_SECONDS
+        sc.cancelJobGroup(group)
+        while time.monotonic() < deadline and _active_tasks(tracker, group):
+            time.sleep(0.05)
+        raise
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+
+
+def _active_tasks(tracker: object, group: str) -> int:
+    """Tasks of the group's jobs that are still running."""
+    active = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else ():
+            stage = tracker.getStageInfo(stage_id)
+            active += stage.numActiveTasks if stage is not None else 0
+    return active

@@ -46,7 +46,7 @@ from upsertlake.layout.markers import reconcile_markers
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
-from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, session_settings
+from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
 from upsertlake.spark.tagging import LOCATION, tag
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
@@ -109,7 +109,7 @@ def groups_on(spark: object) -> Callable[[Callable, list], list]:
     """A clustering `map_groups` that writes each new file group as a Spark task."""
 
     def on_spark(write: Callable, groups: list) -> list:
-        return spark.sparkContext.parallelize(groups, max(1, len(groups))).map(write).collect()
+        return collect_settled(spark, spark.sparkContext.parallelize(groups, max(1, len(groups))).map(write))
 
     return on_spark
 
@@ -275,11 +275,9 @@ def _write_buckets(
         assigned = assigned.where(F.col(BUCKET).isin(numbers))
         position = F.array_position(F.array(*[F.lit(n) for n in numbers]), F.col(BUCKET))
         task, tasks = (position - 1).cast("int"), len(numbers)
-    rows = (
-        assigned.repartitionById(tasks, task)
-        .mapInArrow(partial(_write_task, job, base, _WRITE_FAULT), f"{STATUS} binary")
-        .collect()
-    )
+    frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, base, _WRITE_FAULT),
+                                                               f"{STATUS} binary")
+    rows = collect_settled(assigned.sparkSession, frame)
     return [pickle.loads(r[0]) for r in rows]
 
 
