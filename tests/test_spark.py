@@ -152,17 +152,18 @@ def test_files_we_list_are_scanned_without_a_spark_listing_job(spark, tmp_path: 
     from pyspark.sql.types import LongType, StructField, StructType
 
     from upsertlake.spark.session import scan_files
+    from upsertlake.storage import Storage
 
     paths = []
     for i in range(40):
         pq.write_table(pa.table({"x": [i, i + 100]}), tmp_path / f"f{i}.parquet")
-        paths.append(str(tmp_path / f"f{i}.parquet"))
+        paths.append(f"f{i}.parquet")
     threshold = "spark.sql.sources.parallelPartitionDiscovery.threshold"
     before = spark.conf.get(threshold)
     sc = spark.sparkContext
     sc.setJobGroup("scan-files", "listing")
     try:
-        df = scan_files(spark, StructType([StructField("x", LongType())]), paths)
+        df = scan_files(spark, StructType([StructField("x", LongType())]), Storage(tmp_path), paths)
         assert sc.statusTracker().getJobIdsForGroup("scan-files") == []
     finally:
         sc.setJobGroup("", "")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from upsertlake.engine.write_client import WriteResult
 from upsertlake.services.cluster import ClusterResult
-from upsertlake.spark.options import resolve_aliases, write_options
+from upsertlake.spark.options import resolve_aliases, resolve_path, split_store_options, write_options
 from upsertlake.spark.read import read
 from upsertlake.spark.source import UpsertlakeDataSource
 from upsertlake.spark.session import build_session
@@ -24,7 +24,9 @@ from upsertlake.table.table import open_table
 
 def cluster(spark: object, path: str, **options: object) -> ClusterResult:
     """Clustering with one Spark task per new file group; the plan and the commit stay on the driver."""
-    return open_table(path).cluster(resolve_aliases(options), map_groups=groups_on(spark))
+    options, store = split_store_options(options)
+    return open_table(resolve_path(path), storage_options=store).cluster(resolve_aliases(options),
+                                                                         map_groups=groups_on(spark))
 
 
 def register(spark: object) -> None:

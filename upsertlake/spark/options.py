@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError, TableNotFoundError
+from upsertlake.storage import parse_location
 from upsertlake.table.table import Table, create_table, open_table
 
 ALIASES = {
@@ -35,17 +36,43 @@ SAVE_MAX_RECORDS_DEFAULT = 1_000_000
 OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 
 
+# Keys of the object store's settings among a data source's options (delta-rs's and obstore's).
+STORE_PREFIXES = ("aws_", "google_", "azure_", "allow_http")
+
+
+def split_store_options(options: Mapping[str, object]) -> tuple[dict[str, object], dict[str, str]]:
+    """The options without the store's settings, and those settings: a `storage_options` mapping
+    (the Python functions) and keys like `aws_endpoint` or `AWS_REGION` (the data source's)."""
+    rest: dict[str, object] = {}
+    store: dict[str, str] = {str(k): str(v) for k, v in dict(options.get("storage_options") or {}).items()}
+    for key, value in options.items():
+        if key == "storage_options":
+            continue
+        if key.lower().startswith(STORE_PREFIXES):
+            store[key] = str(value)
+        else:
+            rest[key] = value
+    return rest, store
+
+
+def resolve_path(path: str) -> str:
+    """The table's absolute path or URI, resolved once on the driver: a task runs in another
+    working folder (an executor's), where a relative path would name another table."""
+    return parse_location(path).uri
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     path: str
     operation: str
     hoodie: dict[str, str]  # every hoodie.* key given (aliases resolved), validated
     save_max_records: int = SAVE_MAX_RECORDS_DEFAULT  # `.save()` refuses larger batches
+    storage: dict[str, str] = field(default_factory=dict)  # the object store's settings
 
     def open_or_create(self, schema: pa.Schema) -> Table:
         """The table at `path`; the first write creates it from the options and the data's schema."""
         try:
-            return open_table(self.path, self.hoodie)
+            return open_table(self.path, self.hoodie, self.storage)
         except TableNotFoundError:
             pass
         cfg = Config.resolve(self.hoodie)
@@ -64,6 +91,7 @@ class WriteOptions:
             hive_style_partitioning=cfg.get(opt.HIVE_STYLE_PARTITIONING),
             schema=schema,
             options=self.hoodie,
+            storage_options=self.storage,
         )
 
 
@@ -84,17 +112,19 @@ def resolve_aliases(options: Mapping[str, object]) -> dict[str, str]:
 
 def write_options(options: Mapping[str, object], path: str | None = None, operation: str | None = None) -> WriteOptions:
     """Split and check a write's options; ConfigError names a missing path or a bad operation."""
+    options, store = split_store_options(options)
     given = resolve_aliases(options)
     path = path or given.pop("path", None)
     given.pop("path", None)
     if not path:
         raise ConfigError("no table path: pass it to save(path) or as the 'path' option")
+    path = resolve_path(path)
     hoodie = {k: v for k, v in given.items() if k not in READ_KEYS and k != SAVE_MAX_RECORDS}
     Config.resolve(hoodie)  # unknown keys and bad values fail here, before any Spark job runs
     op = (operation or hoodie.get(opt.OPERATION.key) or "upsert").lower()
     if op not in OPERATIONS:
         raise ConfigError(f"{opt.OPERATION.key}={op!r}: use one of {', '.join(OPERATIONS)}")
-    return WriteOptions(path, op, hoodie, _save_max_records(given.get(SAVE_MAX_RECORDS)))
+    return WriteOptions(path, op, hoodie, _save_max_records(given.get(SAVE_MAX_RECORDS)), store)
 
 
 def _save_max_records(value: str | None) -> int:

@@ -3,12 +3,12 @@ filter pushdown into parquet; the scan's row filter (incremental window) applied
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import functions as F
 
 from upsertlake.read.snapshot import Scan
-from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE
+from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, resolve_path
 from upsertlake.spark.session import arrow_only, scan_files
 from upsertlake.spark.source import plan_scan
 from upsertlake.spark.types import spark_schema_of
@@ -23,18 +23,21 @@ def read(
     begin: str | None = None,
     end: str | None = None,
     columns: Sequence[str] | None = None,
+    storage_options: Mapping[str, object] | None = None,
 ) -> object:
     """A DataFrame of the snapshot (as of an instant), or of the records written in (begin, end]."""
+    store = {str(k): str(v) for k, v in (storage_options or {}).items()}
+    path = resolve_path(path)
     options = {AS_OF: as_of} if as_of else {}
     if begin:
         options = {QUERY_TYPE: "incremental", BEGIN: begin, **({END: end} if end else {})}
-    scan: Scan = plan_scan(path, options)
-    storage = Storage(path)
+    scan: Scan = plan_scan(path, options, store=store)
+    storage = Storage(path, store)
     schema = spark_schema_of(scan.schema)
     if not scan.files:
         df = spark.createDataFrame([], schema)
     else:
-        df = scan_files(spark, schema, [storage.full_path(bf.path) for bf in scan.files])
+        df = scan_files(spark, schema, storage, [bf.path for bf in scan.files])
     if scan.window is not None:
         begin, end = scan.window
         commit_time = F.col("_hoodie_commit_time")

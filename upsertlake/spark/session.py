@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from upsertlake.errors import ConfigError
+from upsertlake.storage import Storage
 
 _CHECKED: set[str] = set()
 F = TypeVar("F", bound=Callable[..., object])
@@ -181,14 +182,52 @@ def session_settings(spark: object, settings: Mapping[str, str]) -> Iterator[Non
 FILES_LISTED_ON_DRIVER = 10_000
 
 
-def scan_files(spark: object, schema: object, paths: Sequence[str]) -> object:
-    """A DataFrame over these parquet files (listed by our file-system view) with `schema`,
-    through Spark's own reader, which builds its file index when the DataFrame is made. A file
-    that is gone when a task opens it fails the task, whatever `spark.sql.files.ignoreMissingFiles`
-    says: skipping a committed file would return a snapshot without its rows."""
+FILE_NAME = "__upsertlake_file_name"
+
+
+def scan_files(spark: object, schema: object, storage: Storage, paths: Sequence[str], file_names: bool = False) -> object:
+    """A DataFrame over these parquet files (table-relative paths our file-system view listed) with
+    `schema`, and with `file_names` a column FILE_NAME naming each row's file. A file that is gone
+    when a task opens it fails the task, whatever `spark.sql.files.ignoreMissingFiles` says:
+    skipping a committed file would return a snapshot without its rows.
+
+    On a local table through Spark's own reader (its file index is made when the DataFrame is). On
+    an object store, which a JVM without the store's Hadoop connector cannot read, one task per
+    file reads it through our storage layer (the Storage, with its settings, travels with it)."""
+    if not storage.is_local:
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        out = StructType([*schema.fields, *([StructField(FILE_NAME, StringType())] if file_names else [])])
+        files = spark.createDataFrame([(p,) for p in paths], "path string").repartition(max(1, len(paths)))
+        from upsertlake.spark.types import arrow_schema_of
+
+        return files.mapInArrow(functools.partial(_read_files, storage, arrow_schema_of(out), file_names), out)
     threshold = {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(FILES_LISTED_ON_DRIVER)}
     with session_settings(spark, threshold):
-        return spark.read.schema(schema).option("ignoreMissingFiles", "false").parquet(*paths)
+        frame = spark.read.schema(schema).option("ignoreMissingFiles", "false").parquet(
+            *[storage.full_path(p) for p in paths]
+        )
+    if file_names:
+        from pyspark.sql import functions as F
+
+        frame = frame.select("*", F.col("_metadata.file_name").alias(FILE_NAME))
+    return frame
+
+
+def _read_files(storage: Storage, target: object, file_names: bool, batches: Iterator) -> Iterator:
+    """Task: read the files named in `batches` (one path a row) into the `target` Arrow schema; a
+    column a file lacks (written before it was added) is null, as Spark's reader gives it."""
+    import pyarrow as pa
+
+    for batch in batches:
+        for path in batch.column(0).to_pylist():
+            parquet = storage.parquet_file(path)
+            data = parquet.read(columns=[n for n in target.names if n in parquet.schema_arrow.names])
+            cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
+                    for f in target if f.name != FILE_NAME]
+            if file_names:
+                cols.append(pa.array([path.rsplit("/", 1)[-1]] * data.num_rows, pa.string()))
+            yield from pa.Table.from_arrays(cols, schema=target).to_batches()
 
 
 SETTLE_SECONDS = 60.0

@@ -14,7 +14,6 @@ start Spark jobs, so it merges in that one process: above `upsertlake.save.max.r
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -41,7 +40,16 @@ from pyspark.sql.types import StructType
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate
 from upsertlake.read.snapshot import Scan, incremental_scan, read_scan, snapshot_scan
-from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, SAVE_MAX_RECORDS, write_options
+from upsertlake.spark.options import (
+    AS_OF,
+    BEGIN,
+    END,
+    QUERY_TYPE,
+    SAVE_MAX_RECORDS,
+    resolve_path,
+    split_store_options,
+    write_options,
+)
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile
@@ -53,9 +61,10 @@ STAGING = ".hoodie/.temp/spark-staging"
 _OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
 
 
-def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] = ()) -> Scan:
+def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] = (),
+              store: dict[str, str] | None = None) -> Scan:
     """The scan a read's options ask for: snapshot (optionally as of an instant) or incremental."""
-    table = open_table(path)
+    table = open_table(path, storage_options=store)
     timeline = Timeline.load(table.storage)
     query = options.get(QUERY_TYPE, "snapshot").lower()
     if query == "incremental":
@@ -76,14 +85,18 @@ class UpsertlakeDataSource(DataSource):
     def name(cls) -> str:
         return "upsertlake"
 
-    def _options(self) -> dict[str, str]:
-        return {k.lower() if k.lower() in (AS_OF, QUERY_TYPE, BEGIN, END) else k: v for k, v in self.options.items()}
+    def _options(self) -> tuple[str, dict[str, str], dict[str, str]]:
+        """The table's path resolved here, on the driver; the read options; the store's settings."""
+        options, store = split_store_options(dict(self.options))
+        read = {k.lower() if k.lower() in (AS_OF, QUERY_TYPE, BEGIN, END) else k: str(v) for k, v in options.items()}
+        return resolve_path(read.pop("path")), read, store
 
     def schema(self) -> StructType:
-        return spark_schema_of(plan_scan(self.options["path"], self._options()).schema)
+        path, options, store = self._options()
+        return spark_schema_of(plan_scan(path, options, store=store).schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return ScanReader(self.options["path"], self._options(), schema)
+        return ScanReader(*self._options(), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> StagingWriter:
         if overwrite:
@@ -92,7 +105,8 @@ class UpsertlakeDataSource(DataSource):
                 "hoodie.datasource.write.operation upsert, insert, bulk_insert or delete"
             )
         options = write_options(dict(self.options))
-        return StagingWriter(options.path, dict(self.options), arrow_schema_of(schema), uuid.uuid4().hex)
+        return StagingWriter(options.path, dict(self.options), arrow_schema_of(schema), uuid.uuid4().hex,
+                             Storage(options.path, options.storage))
 
 
 @dataclass
@@ -105,8 +119,8 @@ class FilePartition(InputPartition):
 
 
 class ScanReader(DataSourceReader):
-    def __init__(self, path: str, options: dict[str, str], schema: StructType) -> None:
-        self.path, self.options, self.schema = path, options, schema
+    def __init__(self, path: str, options: dict[str, str], store: dict[str, str], schema: StructType) -> None:
+        self.path, self.options, self.store, self.schema = path, options, store, schema
         self.predicates: list[Predicate] = []
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
@@ -121,12 +135,12 @@ class ScanReader(DataSourceReader):
             yield f
 
     def partitions(self) -> Sequence[InputPartition]:
-        scan = plan_scan(self.path, self.options, self.predicates)
+        scan = plan_scan(self.path, self.options, self.predicates, self.store)
         return [FilePartition(bf, scan.schema, scan.filters) for bf in scan.files]
 
     def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
         target = arrow_schema_of(self.schema)
-        table = read_scan(Storage(self.path), Scan([partition.file], partition.schema, partition.filters))
+        table = read_scan(Storage(self.path, self.store), Scan([partition.file], partition.schema, partition.filters))
         yield from table.select(target.names).cast(target).to_batches()
 
 
@@ -137,28 +151,30 @@ class StagedFile(WriterCommitMessage):
 
 
 class StagingWriter(DataSourceArrowWriter):
-    def __init__(self, path: str, options: dict[str, str], schema: pa.Schema, job: str) -> None:
-        self.path, self.options, self.schema, self.job = path, options, schema, job
+    """Stages each task's rows as a parquet file under the table's `.hoodie/.temp` (on the table's
+    own store: executors share no disk with the driver), then merges them in the commit."""
+
+    def __init__(self, path: str, options: dict[str, str], schema: pa.Schema, job: str, storage: Storage) -> None:
+        self.path, self.options, self.schema, self.job, self.storage = path, options, schema, job, storage
 
     @property
-    def staging(self) -> Path:
-        return Path(Storage(self.path).full_path(f"{STAGING}-{self.job}"))
+    def staging(self) -> str:
+        return f"{STAGING}-{self.job}"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
-        self.staging.mkdir(parents=True, exist_ok=True)
-        target = self.staging / f"{uuid.uuid4().hex}.parquet"
+        target = f"{self.staging}/{uuid.uuid4().hex}.parquet"
         rows = 0
-        with pq.ParquetWriter(target, self.schema) as out:
+        with self.storage.open_output(target) as sink, pq.ParquetWriter(sink, self.schema) as out:
             for batch in iterator:
                 out.write_batch(batch.cast(self.schema) if batch.schema != self.schema else batch)
                 rows += batch.num_rows
-        return StagedFile(str(target), rows)
+        return StagedFile(target, rows)
 
     def commit(self, messages: list[StagedFile | None]) -> None:
         options = write_options(self.options)
         try:
             files = [m.path for m in messages if m is not None]
-            staged = sum(pq.ParquetFile(f).metadata.num_rows for f in files)  # from the footers
+            staged = sum(self.storage.parquet_file(f).metadata.num_rows for f in files)  # from the footers
             if staged > options.save_max_records:
                 raise ConfigError(
                     f"df.write.format('upsertlake').save() merges in one Python worker and takes at most "
@@ -166,9 +182,8 @@ class StagingWriter(DataSourceArrowWriter):
                     "Use upsertlake.spark.upsert(df, path, ...) (or insert/delete/bulk_insert), which "
                     "merges on the executors"
                 )
-            import pyarrow.dataset as ds  # here: only the committing worker needs it (it imports pandas)
-
-            data = ds.dataset(files, schema=self.schema).to_table() if files else self.schema.empty_table()
+            parts = [self.storage.read_parquet(f).cast(self.schema) for f in files]
+            data = pa.concat_tables(parts) if parts else self.schema.empty_table()
             table = options.open_or_create(self.schema)
             getattr(table, options.operation)(data, options.hoodie)
         finally:
@@ -178,9 +193,11 @@ class StagingWriter(DataSourceArrowWriter):
         self._remove_staging()
 
     def _remove_staging(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
+        self.storage.delete_dir(self.staging)
+        if not self.storage.is_local:
+            return
         # A first write that failed leaves no empty table folders behind either.
-        root = Path(Storage(self.path).base)
+        root = Path(self.storage.base)
         if not (root / ".hoodie" / "hoodie.properties").exists():
             for folder in (root / ".hoodie" / ".temp", root / ".hoodie", root):
                 try:

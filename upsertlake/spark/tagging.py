@@ -32,7 +32,7 @@ from upsertlake.engine.global_routing import route_moves, stored_orders_after
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.layout.footer import read_footer
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
-from upsertlake.spark.session import scan_files
+from upsertlake.spark.session import FILE_NAME, scan_files
 from upsertlake.spark.types import spark_schema_of
 from upsertlake.storage import Storage
 
@@ -95,9 +95,9 @@ def _simple_located(
     reader. A file is named by its number in `files` (a literal map of file names, which grows
     with the files): the rows shuffled to the join carry an int, not three location strings."""
     fields = [pa.field(KEY, pa.string())] + ([pa.field(order, order_type)] if order else [])
-    scan = scan_files(spark, spark_schema_of(pa.schema(fields)), [storage.full_path(bf.path) for bf in files])
+    scan = scan_files(spark, spark_schema_of(pa.schema(fields)), storage, [bf.path for bf in files], file_names=True)
     numbers = sql_map({bf.name: sql_literal(n) for n, bf in enumerate(files)})
-    columns = [F.col(KEY).alias(_KEY), F.expr(f"element_at({numbers}, _metadata.file_name)").alias(_FILE)]
+    columns = [F.col(KEY).alias(_KEY), F.expr(f"element_at({numbers}, {FILE_NAME})").alias(_FILE)]
     if order:
         columns.append(F.col(order).alias(STORED_ORDER))
     return scan.select(*columns)
@@ -122,7 +122,7 @@ def _bloom_located(
         out.append(pa.field(STORED_ORDER, order_type))
     tasks = max(1, -(-len(files) // _FILES_PER_TASK))
     return pairs.repartition(tasks, _FILE).mapInArrow(
-        partial(_check_files, [bf for bf, _ in ranges], storage.base, order), spark_schema_of(pa.schema(out))
+        partial(_check_files, [bf for bf, _ in ranges], storage, order), spark_schema_of(pa.schema(out))
     )
 
 
@@ -199,7 +199,7 @@ def _pair_with_files(
 
 
 def _check_files(
-    files: list[BaseFile], base: str, order: str | None, batches: Iterator[pa.RecordBatch]
+    files: list[BaseFile], storage: Storage, order: str | None, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """For each file of this task: its candidate keys through its bloom filter, then the exact
     keys it holds (with the stored ordering value when global routing needs it)."""
@@ -207,7 +207,6 @@ def _check_files(
     if not listed:
         return
     pairs = pa.Table.from_batches(listed)
-    storage = Storage(base)
     numbers = pairs.column(_FILE).to_numpy()
     for number in np.unique(numbers):
         bf = files[int(number)]

@@ -87,7 +87,7 @@ def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str,
             raise
         raise raised from exc
     # The same services as in process (clean, archive, inline clustering as Spark tasks).
-    open_table(options.path, options.hoodie).services_after_commit(options.hoodie, groups_on(spark))
+    open_table(options.path, options.hoodie, options.storage).services_after_commit(options.hoodie, groups_on(spark))
     return result
 
 
@@ -171,9 +171,9 @@ def _write_distributed(
             assigned = _assign(tagged, partitioner)
         stages["profile"] = time.perf_counter() - began
         job = client.begin_buckets(instant, operation, cfg, view, profile, buckets, data_schema, keep_keys=False)
-        client.keep_for_commit(instant, rewrite=partial(_rewrite, assigned, client.storage.base))
+        client.keep_for_commit(instant, rewrite=partial(_rewrite, assigned, client.storage))
         began = time.perf_counter()
-        statuses = _write_buckets(assigned, buckets, job, client.storage.base)
+        statuses = _write_buckets(assigned, buckets, job, client.storage)
         stages["write"] = time.perf_counter() - began
         return client.result_of(instant, operation, cfg, data_schema, statuses, stages)
     finally:
@@ -254,17 +254,17 @@ def _redo(
 
 
 def _rewrite(
-    assigned: DataFrame, base: str, job: BucketJob, numbers: Collection[int] | None, attempt: int
+    assigned: DataFrame, storage: Storage, job: BucketJob, numbers: Collection[int] | None, attempt: int
 ) -> list[WriteStatus]:
     """The Spark `Rewrite` (a re-merge, or a move to a new instant): one job over the bucket-assigned
     frame (the cached tagged frame and the same bucket expression, so every record gets the same
     bucket again), one task per bucket in `numbers` (all when None), each under its own task's
     write token."""
-    return _write_buckets(assigned, list(job.buckets), job, base, None if numbers is None else sorted(numbers))
+    return _write_buckets(assigned, list(job.buckets), job, storage, None if numbers is None else sorted(numbers))
 
 
 def _write_buckets(
-    assigned: DataFrame, buckets: list[Bucket], job: BucketJob, base: str, numbers: list[int] | None = None
+    assigned: DataFrame, buckets: list[Bucket], job: BucketJob, storage: Storage, numbers: list[int] | None = None
 ) -> list[WriteStatus]:
     """One task per bucket (`repartitionById`) merges and writes it (only the buckets `numbers`
     when given, one task each); only the write statuses (stats and counts, no keys) come back."""
@@ -275,7 +275,7 @@ def _write_buckets(
         assigned = assigned.where(F.col(BUCKET).isin(numbers))
         position = F.array_position(F.array(*[F.lit(n) for n in numbers]), F.col(BUCKET))
         task, tasks = (position - 1).cast("int"), len(numbers)
-    frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, base, _WRITE_FAULT),
+    frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, storage, _WRITE_FAULT),
                                                                f"{STATUS} binary")
     rows = collect_settled(assigned.sparkSession, frame)
     return [pickle.loads(r[0]) for r in rows]
@@ -310,7 +310,7 @@ def _record_size_task(
 
 
 def _write_task(
-    job: BucketJob, base: str, fault: Callable[[int], None] | None, batches: Iterator[pa.RecordBatch]
+    job: BucketJob, storage: Storage, fault: Callable[[int], None] | None, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """Merge and write the bucket(s) of this task; records keep their input order within a bucket.
     Each attempt writes under its own token (Hudi's partition-stage-attempt), so a retried or
@@ -318,7 +318,6 @@ def _write_task(
     data = _table(batches)
     if data is None:
         return
-    storage = Storage(base)
     ctx = TaskContext.get()
     token = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.taskAttemptId()}" if ctx is not None else None
     data = data.sort_by([(BUCKET, "ascending"), (POSITION, "ascending")])
