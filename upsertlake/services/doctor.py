@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
 from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, expiry_ms, heartbeat_path, last_heartbeat_ms
@@ -478,18 +478,24 @@ def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], 
                                 fix=DELETE_ORPHAN))
     existing = {e.path for e in entries}
     cleaned = cleaned_files(timeline)
-    for inst in timeline.completed_writes():
-        if inst in timeline.archived:
-            continue
-        try:
-            stats = timeline.commit_metadata(inst).write_stats()
-        except CorruptTableError:
-            continue  # reported by check_instants
+    for inst, stats in _active_write_stats(timeline):
         for stat in stats:
             if stat.path and stat.path not in existing and stat.path not in cleaned:
                 findings.append(Finding("missing", stat.path,
                                         f"committed by {METAFOLDER}/{inst.file_name()} but gone, and no completed clean removed it"))
     return findings
+
+
+def _active_write_stats(timeline: Timeline) -> Iterator[tuple[Instant, list]]:
+    """Each completed write of the active timeline with its write stats (an unreadable commit is
+    skipped here: check_instants reports it)."""
+    for inst in timeline.completed_writes():
+        if inst in timeline.archived:
+            continue
+        try:
+            yield inst, timeline.commit_metadata(inst).write_stats()
+        except CorruptTableError:
+            continue
 
 
 def _is_base_file(entry: FileEntry) -> bool:
@@ -537,13 +543,7 @@ def check_hidden_versions(timeline: Timeline) -> list[Finding]:
     under optimistic concurrency before issue 25 left: it kept its instant and merged onto a
     later commit's version). Nothing can fix it safely: the rows are in the file, not in the table."""
     findings: list[Finding] = []
-    for inst in timeline.completed_writes():
-        if inst in timeline.archived:
-            continue
-        try:
-            stats = timeline.commit_metadata(inst).write_stats()
-        except CorruptTableError:
-            continue  # reported by check_instants
+    for inst, stats in _active_write_stats(timeline):
         for stat in stats:
             if stat.prevCommit not in ("", "null", None) and stat.prevCommit > inst.time:
                 findings.append(Finding(
