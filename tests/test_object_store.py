@@ -445,3 +445,18 @@ def test_spark_writes_and_reads_an_s3_table_through_our_storage(spark, s3_server
     assert after.column("fare").to_pylist() == [22.0]
     bucket, _, prefix = s3_table[len("s3://"):].partition("/")
     assert not [k for k in s3_server.keys(bucket, prefix) if "spark-staging" in k]  # staging cleaned up
+
+
+def test_a_store_that_fails_every_request_gives_a_named_error(s3_server, tmp_path: Path) -> None:
+    """After obstore's retries, a failure is a StorageError naming the operation and the object,
+    never a raw obstore exception (nothing listens on port 9 of loopback)."""
+    from upsertlake.errors import StorageError
+
+    down = {**s3_server.options, "aws_endpoint": "http://127.0.0.1:9"}
+    storage = Storage("s3://bucket-down/t", down)
+    with pytest.raises(StorageError, match=r"write_bytes s3://bucket-down/t/\.hoodie/x failed"):
+        storage.write_bytes(".hoodie/x", b"x")
+    with pytest.raises(StorageError, match=r"list s3://bucket-down/t/\.hoodie failed"):
+        storage.list(".hoodie")
+    with pytest.raises(StorageError, match="cannot read s3://bucket-down/t"):
+        open_table("s3://bucket-down/t", storage_options=down)

@@ -9,11 +9,12 @@ relies on rename: on S3 it is a copy and a delete.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -26,8 +27,35 @@ from upsertlake.storage.object_files import WHOLE_FILES, ObjectReader, ObjectWri
 from upsertlake.storage.requests import count
 
 _LOCAL_FS = pafs.LocalFileSystem()
+T = TypeVar("T")
 
 DELETE_DIR_ATTEMPTS = 5
+
+
+def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
+    """An object store's failure (after obstore's retries: a 5xx that persists, access denied,
+    expired credentials) as a StorageError naming the operation and the object, not a raw
+    `obstore` exception; not-found, already-exists and precondition answers pass through, since
+    callers act on them."""
+
+    @functools.wraps(method)
+    def wrapper(self: Storage, rel: str = "", *args: Any, **kwargs: Any) -> T:
+        try:
+            return method(self, rel, *args, **kwargs)
+        except Exception as exc:
+            if self.is_local or not _is_store_failure(exc):
+                raise
+            first = " ".join(str(exc).split())[:300]
+            raise StorageError(f"{method.__name__} {self.full_path(rel)} failed: {first}") from exc
+
+    return wrapper
+
+
+def _is_store_failure(exc: Exception) -> bool:
+    import obstore.exceptions as errors
+
+    passing = (errors.NotFoundError, errors.AlreadyExistsError, errors.PreconditionError)
+    return isinstance(exc, errors.BaseError) and not isinstance(exc, passing)
 
 
 @dataclass(frozen=True)
@@ -114,6 +142,7 @@ class Storage:
             return self.fs.get_file_info(self.fs_path(rel)).type != pafs.FileType.NotFound
         return self.stat(rel) is not None or bool(self.list(rel))
 
+    @_named_errors
     def stat(self, rel: str) -> FileEntry | None:
         """The file at `rel`, or None when there is none."""
         if self.is_local:
@@ -130,6 +159,7 @@ class Storage:
             return None
         return _entry(rel, meta)
 
+    @_named_errors
     def read_bytes(self, rel: str) -> bytes:
         if self.is_local:
             with self.fs.open_input_stream(self.fs_path(rel)) as f:
@@ -154,6 +184,7 @@ class Storage:
         with self.open_input(rel) as f:
             return pq.read_table(f, columns=columns)
 
+    @_named_errors
     def list(self, rel: str = "", recursive: bool = False) -> list[FileEntry]:
         """Entries below `rel` (empty list when it does not exist). On an object store a
         recursive listing names files only (prefixes are not objects)."""
@@ -197,6 +228,7 @@ class Storage:
         self.makedirs(parent)
         return self.fs.open_output_stream(self.fs_path(rel))
 
+    @_named_errors
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Write a whole file, replacing it atomically if it exists (a PUT; locally temp + rename)."""
         if not self.is_local:
@@ -210,6 +242,7 @@ class Storage:
             f.write(data)
         self.fs.move(self.fs_path(tmp), self.fs_path(rel))
 
+    @_named_errors
     def write_if_absent(self, rel: str, data: bytes) -> bool:
         """Atomically create `rel` with `data`; False (and nothing written) if it already exists.
 
@@ -243,6 +276,7 @@ class Storage:
         """Whether `read_versioned`/`put_if` work here (object stores: ETags and conditional PUTs)."""
         return not self.is_local
 
+    @_named_errors
     def read_versioned(self, rel: str) -> tuple[bytes, str] | None:
         """The bytes of `rel` and their version (ETag), or None when there is no such object."""
         import obstore
@@ -254,6 +288,7 @@ class Storage:
             return None
         return bytes(got.bytes()), got.meta["e_tag"]
 
+    @_named_errors
     def put_if(self, rel: str, data: bytes, version: str | None) -> str | None:
         """Write `rel` only if its version is still `version` (None: only if it is absent);
         returns the new version, or None when another writer changed it first (HTTP 412)."""
@@ -266,6 +301,7 @@ class Storage:
         except (obstore.exceptions.AlreadyExistsError, obstore.exceptions.PreconditionError):
             return None
 
+    @_named_errors
     def delete(self, rel: str, missing_ok: bool = True) -> None:
         if not self.is_local:
             import obstore
@@ -282,6 +318,7 @@ class Storage:
             if not missing_ok:
                 raise
 
+    @_named_errors
     def delete_dir(self, rel: str) -> None:
         """Delete a folder and everything below it (every object under the prefix). Locally, a
         file another process adds (or removes) meanwhile fails one attempt ("Directory not
