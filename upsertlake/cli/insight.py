@@ -94,9 +94,7 @@ def show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(info)
         return 0
-    print(f"table {table.name!r} at {table.path}")
-    print("\nconfig:")
-    print("\n".join(f"  {k} = {v}" for k, v in info["config"].items()))
+    _print_config(f"table {table.name!r} at {table.path}", info["config"])
     print("\nschema:")
     print("\n".join(f"  {f['name']}: {f['type']}" for f in info["schema"]) or "  (none yet)")
     print(f"\npartitions: {len(info['partitions'])}")
@@ -109,6 +107,12 @@ def show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_config(title: str, config: dict[str, str]) -> None:
+    print(title)
+    print("\nconfig:")
+    print("\n".join(f"  {k} = {v}" for k, v in config.items()))
+
+
 def _show_unsupported(args: argparse.Namespace, exc: MergeOnReadError) -> int:
     """A table upsertlake cannot read: its config and why, and no data read (its base files alone
     would be a wrong answer)."""
@@ -117,9 +121,7 @@ def _show_unsupported(args: argparse.Namespace, exc: MergeOnReadError) -> int:
     if args.json:
         print_json(info)
         return 0
-    print(f"table at {storage.base}: not readable here")
-    print("\nconfig:")
-    print("\n".join(f"  {k} = {v}" for k, v in info["config"].items()))
+    _print_config(f"table at {storage.base}: not readable here", info["config"])
     print(f"\nunsupported: {exc}; no data was read")
     return 0
 

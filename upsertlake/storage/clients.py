@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from obstore.store import from_url
 
 from upsertlake.errors import ConfigError
 from upsertlake.storage.location import Location
@@ -37,8 +38,6 @@ def _endpoint(options: dict[str, str]) -> str | None:
 
 def object_store(location: Location, options: dict[str, str]) -> Any:
     """The obstore store rooted at the table's base."""
-    from obstore.store import from_url
-
     config: dict[str, str] = {}
     client: dict[str, object] = {}
     for key, value in options.items():

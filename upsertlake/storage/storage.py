@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import obstore
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -45,17 +46,20 @@ def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
         except Exception as exc:
             if self.is_local or not _is_store_failure(exc):
                 raise
-            first = " ".join(str(exc).split())[:300]
-            raise StorageError(f"{method.__name__} {self.full_path(rel)} failed: {first}") from exc
+            raise StorageError(f"{method.__name__} {self.full_path(rel)} failed: {_brief(exc)}") from exc
 
     return wrapper
 
 
 def _is_store_failure(exc: Exception) -> bool:
-    import obstore.exceptions as errors
-
+    errors = obstore.exceptions
     passing = (errors.NotFoundError, errors.AlreadyExistsError, errors.PreconditionError)
     return isinstance(exc, errors.BaseError) and not isinstance(exc, passing)
+
+
+def _brief(exc: Exception) -> str:
+    """An obstore error's message on one line, cut to what names the cause (status, store's reason)."""
+    return " ".join(str(exc).split())[:300]
 
 
 @dataclass(frozen=True)
@@ -81,10 +85,10 @@ class Storage:
         self.location: Location = parse_location(base)
         self.base = self.location.uri
         self.options: dict[str, str] = normalized(options)
-        self._clients: tuple[int, Any] | None = None
+        self._pid_store: tuple[int, Any] | None = None
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_clients": None}
+        return {**self.__dict__, "_pid_store": None}
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Storage) and (self.base, self.options) == (other.base, other.options)
@@ -104,9 +108,9 @@ class Storage:
         """The obstore store at the table's base, built once per process (obstore hangs in a
         process forked after it was used, and the environment is read at first use)."""
         pid = os.getpid()
-        if self._clients is None or self._clients[0] != pid:
-            self._clients = (pid, object_store(self.location, self.options))
-        return self._clients[1]
+        if self._pid_store is None or self._pid_store[0] != pid:
+            self._pid_store = (pid, object_store(self.location, self.options))
+        return self._pid_store[1]
 
     @property
     def fs(self) -> pafs.FileSystem:
@@ -118,40 +122,31 @@ class Storage:
         """The absolute path or URI of a table-relative path (as Hudi's metadata names files)."""
         return self.location.child(rel)
 
-    def fs_path(self, rel: str) -> str:
-        """The local path of a table-relative path (local tables only)."""
-        return self.full_path(rel)
-
     def check(self) -> None:
         """Fail early, with a named error, when the store cannot be reached or read: one LIST of
         the table's prefix (a missing bucket, wrong credentials, access denied); nothing written."""
         if self.is_local:
             return
-        import obstore
-
         try:
             count("LIST")
             obstore.list_with_delimiter(self._store, None)
         except Exception as exc:  # obstore's errors name the HTTP status and the store's message
-            first = " ".join(str(exc).split())[:300]
-            raise StorageError(f"cannot read {self.base} (bucket {self.location.bucket!r}): {first}") from exc
+            raise StorageError(f"cannot read {self.base} (bucket {self.location.bucket!r}): {_brief(exc)}") from exc
 
     # -- reads -------------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:
         if self.is_local:
-            return self.fs.get_file_info(self.fs_path(rel)).type != pafs.FileType.NotFound
+            return self.fs.get_file_info(self.full_path(rel)).type != pafs.FileType.NotFound
         return self.stat(rel) is not None or bool(self.list(rel))
 
     @_named_errors
     def stat(self, rel: str) -> FileEntry | None:
         """The file at `rel`, or None when there is none."""
         if self.is_local:
-            info = self.fs.get_file_info(self.fs_path(rel))
+            info = self.fs.get_file_info(self.full_path(rel))
             if info.type != pafs.FileType.File:
                 return None
             return FileEntry(rel, info.size or 0, False, info.mtime_ns or 0)
-        import obstore
-
         try:
             count("HEAD")
             meta = obstore.head(self._store, rel)
@@ -162,17 +157,15 @@ class Storage:
     @_named_errors
     def read_bytes(self, rel: str) -> bytes:
         if self.is_local:
-            with self.fs.open_input_stream(self.fs_path(rel)) as f:
+            with self.fs.open_input_stream(self.full_path(rel)) as f:
                 return f.read()
-        import obstore
-
         count("GET")
         return bytes(obstore.get(self._store, rel).bytes())
 
     def open_input(self, rel: str) -> pa.NativeFile:
         """A random-access file (on an object store: one GET of the tail, then ranged GETs)."""
         if self.is_local:
-            return self.fs.open_input_file(self.fs_path(rel))
+            return self.fs.open_input_file(self.full_path(rel))
         return pa.PythonFile(ObjectReader(self._store, rel, self.full_path(rel), _immutable(rel)), mode="r")
 
     def parquet_file(self, rel: str, **kwargs: Any) -> pq.ParquetFile:
@@ -180,7 +173,7 @@ class Storage:
 
     def read_parquet(self, rel: str, columns: list[str] | None = None) -> pa.Table:
         if self.is_local:
-            return pq.read_table(self.fs_path(rel), columns=columns, filesystem=self.fs)
+            return pq.read_table(self.full_path(rel), columns=columns, filesystem=self.fs)
         with self.open_input(rel) as f:
             return pq.read_table(f, columns=columns)
 
@@ -190,8 +183,6 @@ class Storage:
         recursive listing names files only (prefixes are not objects)."""
         if self.is_local:
             return self._list_local(rel, recursive)
-        import obstore
-
         prefix = f"{rel}/" if rel else None
         count("LIST")
         if recursive:
@@ -201,7 +192,7 @@ class Storage:
         return dirs + [_entry(m["path"], m) for m in found["objects"]]
 
     def _list_local(self, rel: str, recursive: bool) -> list[FileEntry]:
-        selector = pafs.FileSelector(self.fs_path(rel), allow_not_found=True, recursive=recursive)
+        selector = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=recursive)
         prefix = len(self.base) + 1
         return [
             FileEntry(
@@ -217,7 +208,7 @@ class Storage:
     def makedirs(self, rel: str) -> None:
         """Create a folder locally; object stores have none (a prefix exists once an object does)."""
         if self.is_local:
-            self.fs.create_dir(self.fs_path(rel), recursive=True)
+            self.fs.create_dir(self.full_path(rel), recursive=True)
 
     def open_output(self, rel: str) -> pa.NativeFile:
         """A stream whose file appears when closed (an object store's upload completes then)."""
@@ -226,21 +217,19 @@ class Storage:
             return pa.PythonFile(ObjectWriter(self._store, rel), mode="w")
         parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
         self.makedirs(parent)
-        return self.fs.open_output_stream(self.fs_path(rel))
+        return self.fs.open_output_stream(self.full_path(rel))
 
     @_named_errors
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Write a whole file, replacing it atomically if it exists (a PUT; locally temp + rename)."""
         if not self.is_local:
-            import obstore
-
             count("PUT")
             obstore.put(self._store, rel, data)
             return
         tmp = _temp_sibling(rel)
         with self.open_output(tmp) as f:
             f.write(data)
-        self.fs.move(self.fs_path(tmp), self.fs_path(rel))
+        self.fs.move(self.full_path(tmp), self.full_path(rel))
 
     @_named_errors
     def write_if_absent(self, rel: str, data: bytes) -> bool:
@@ -250,8 +239,6 @@ class Storage:
         which is then hard-linked to the final name (`link` fails if the name exists); an object
         store's conditional PUT is atomic by itself."""
         if not self.is_local:
-            import obstore
-
             try:
                 count("PUT")
                 obstore.put(self._store, rel, data, mode="create")
@@ -264,12 +251,12 @@ class Storage:
         with self.open_output(tmp) as f:
             f.write(data)
         try:
-            os.link(self.fs_path(tmp), self.fs_path(rel))
+            os.link(self.full_path(tmp), self.full_path(rel))
             return True
         except FileExistsError:
             return False
         finally:
-            os.unlink(self.fs_path(tmp))
+            os.unlink(self.full_path(tmp))
 
     @property
     def conditional_writes(self) -> bool:
@@ -279,8 +266,6 @@ class Storage:
     @_named_errors
     def read_versioned(self, rel: str) -> tuple[bytes, str] | None:
         """The bytes of `rel` and their version (ETag), or None when there is no such object."""
-        import obstore
-
         try:
             count("GET")
             got = obstore.get(self._store, rel)
@@ -292,8 +277,6 @@ class Storage:
     def put_if(self, rel: str, data: bytes, version: str | None) -> str | None:
         """Write `rel` only if its version is still `version` (None: only if it is absent);
         returns the new version, or None when another writer changed it first (HTTP 412)."""
-        import obstore
-
         mode = "create" if version is None else {"e_tag": version}
         try:
             count("PUT")
@@ -304,8 +287,6 @@ class Storage:
     @_named_errors
     def delete(self, rel: str, missing_ok: bool = True) -> None:
         if not self.is_local:
-            import obstore
-
             if not missing_ok and self.stat(rel) is None:
                 raise FileNotFoundError(self.full_path(rel))
             count("DELETE")
@@ -313,7 +294,7 @@ class Storage:
             obstore.delete(self._store, rel)
             return
         try:
-            self.fs.delete_file(self.fs_path(rel))
+            self.fs.delete_file(self.full_path(rel))
         except FileNotFoundError:
             if not missing_ok:
                 raise
@@ -328,14 +309,12 @@ class Storage:
                 if not self.exists(rel):
                     return
                 try:
-                    self.fs.delete_dir(self.fs_path(rel))
+                    self.fs.delete_dir(self.full_path(rel))
                     return
                 except OSError:
                     if attempt == DELETE_DIR_ATTEMPTS - 1:
                         raise
             return
-        import obstore
-
         paths = [e.path for e in self.list(rel, recursive=True)]
         for path in paths:
             WHOLE_FILES.forget(self.full_path(path))
