@@ -197,10 +197,10 @@ def scan_files(spark: object, schema: object, storage: Storage, paths: Sequence[
     if not storage.is_local:
         from pyspark.sql.types import StringType, StructField, StructType
 
-        out = StructType([*schema.fields, *([StructField(FILE_NAME, StringType())] if file_names else [])])
-        files = spark.createDataFrame([(p,) for p in paths], "path string").repartition(max(1, len(paths)))
         from upsertlake.spark.types import arrow_schema_of
 
+        out = StructType([*schema.fields, *([StructField(FILE_NAME, StringType())] if file_names else [])])
+        files = spark.createDataFrame([(p,) for p in paths], "path string").repartition(max(1, len(paths)))
         return files.mapInArrow(functools.partial(_read_files, storage, arrow_schema_of(out), file_names), out)
     threshold = {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(FILES_LISTED_ON_DRIVER)}
     with session_settings(spark, threshold):
@@ -208,9 +208,9 @@ def scan_files(spark: object, schema: object, storage: Storage, paths: Sequence[
             *[storage.full_path(p) for p in paths]
         )
     if file_names:
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions
 
-        frame = frame.select("*", F.col("_metadata.file_name").alias(FILE_NAME))
+        frame = frame.select("*", functions.col("_metadata.file_name").alias(FILE_NAME))
     return frame
 
 
