@@ -460,3 +460,25 @@ def test_a_store_that_fails_every_request_gives_a_named_error(s3_server, tmp_pat
         storage.list(".hoodie")
     with pytest.raises(StorageError, match="cannot read s3://bucket-down/t"):
         open_table("s3://bucket-down/t", storage_options=down)
+
+
+def test_a_heartbeat_outlives_a_beat_the_store_failed(s3_server, s3_table) -> None:
+    """A beat that fails after obstore's retries (a StorageError, not an OSError) is a missed beat:
+    the thread goes on, and the next beat lands. Before, the thread died and a live write was
+    later taken for dead."""
+    from upsertlake.concurrency.heartbeat import Heartbeat, last_heartbeat_ms
+
+    storage = Storage(s3_table, s3_server.options)
+    beat = Heartbeat(storage, "20260101000000000", 200).start()
+    try:
+        beat.storage = Storage(s3_table, {**s3_server.options, "aws_endpoint": "http://127.0.0.1:9"})
+        time.sleep(2.5)  # at least one beat fails against the closed port
+        beat.storage = storage
+        first = last_heartbeat_ms(storage, "20260101000000000")
+        deadline = time.monotonic() + 20
+        while last_heartbeat_ms(storage, "20260101000000000") == first and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert beat._thread.is_alive()
+        assert last_heartbeat_ms(storage, "20260101000000000") > first
+    finally:
+        beat.stop()

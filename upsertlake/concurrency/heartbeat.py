@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 
+from upsertlake.errors import StorageError
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import METAFOLDER
 
@@ -43,7 +44,7 @@ def expiry_ms(storage: Storage, instant_time: str, interval_ms: int, tolerable_m
     try:
         declared = json.loads(storage.read_bytes(heartbeat_path(instant_time)) or b"null")
         return int(declared["intervalMs"]) * int(declared["tolerableMisses"])
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, StorageError, ValueError, TypeError, KeyError):
         return interval_ms * tolerable_misses
 
 
@@ -77,7 +78,7 @@ class Heartbeat:
         while not self._stop.wait(self.interval_ms / 1000):
             try:
                 self.beat()
-            except OSError as exc:  # a missed beat is tolerated; the next one may succeed
+            except (OSError, StorageError) as exc:  # a missed beat is tolerated; the next one may succeed
                 log.warning("heartbeat of %s failed: %s", self.instant_time, exc)
 
     def stop(self, delete: bool = True) -> None:
