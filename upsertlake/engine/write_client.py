@@ -52,7 +52,7 @@ from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
-from upsertlake.errors import PartitionNotFoundError, UpsertlakeError, WriteConflictError, WriteInProgressError
+from upsertlake.errors import PartitionNotFoundError, StorageError, UpsertlakeError, WriteConflictError, WriteInProgressError
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.index import InMemoryIndex, make_index
 from upsertlake.index.base import Index, IndexUpdate
@@ -357,7 +357,7 @@ class WriteClient:
         with _stage(stages, "write", progress, total=_buckets_used(plan.assignment)):
             try:
                 statuses = self._write_buckets(plan, job, progress)
-            except OSError as exc:
+            except (OSError, StorageError) as exc:
                 conflict = self._rolled_back_meanwhile(instant_time, exc)
                 if conflict is None:
                     raise
@@ -972,8 +972,8 @@ class WriteClient:
                 rollback_pending(self.storage, inst)
         self._forget(instant_time)
 
-    def _rolled_back_meanwhile(self, instant_time: str, exc: OSError) -> WriteConflictError | None:
-        """For an OSError met while writing files: a WriteConflictError when another writer rolled
+    def _rolled_back_meanwhile(self, instant_time: str, exc: Exception) -> WriteConflictError | None:
+        """For an I/O error met while writing files (OSError locally, StorageError on a store): a WriteConflictError when another writer rolled
         the instant back meanwhile (its files and folders went from under it), else None."""
         pending = self._pending.get(instant_time)
         action = pending.instant.action if pending is not None else Action.COMMIT

@@ -22,7 +22,7 @@ from upsertlake.concurrency.key_summary import delete_summary
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.errors import ConfigError
+from upsertlake.errors import ConfigError, StorageError
 from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
@@ -159,7 +159,7 @@ def _execute(
                 delete_summary(storage, rest.rpartition("_")[2].removesuffix(".parquet"), p, file_id)
                 ok.append(name)
                 deleted.append(path)
-            except OSError:
+            except (OSError, StorageError):  # recorded as Hudi's failedDeleteFiles, locally or on a store
                 failed.append(name)
         partitions[p] = {
             "partitionPath": p,
