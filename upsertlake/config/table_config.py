@@ -115,18 +115,22 @@ RECORDED_KEYS = (
 
 
 def check_table_type(table_type: str, what: str) -> None:
-    """MergeOnReadError for a merge-on-read table type (`what` says whose: "table 't' is", ...):
-    reading its base files alone returns stale values and rows already deleted, and writing it as
-    copy-on-write would hide its log files."""
-    if table_type == COPY_ON_WRITE:
-        return
+    """UnsupportedTableError for a value that is not one of Hudi's table types."""
+    if table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
+        raise UnsupportedTableError(
+            f"{what} of table type {table_type!r}, not a Hudi table type ({COPY_ON_WRITE} or {MERGE_ON_READ})"
+        )
+
+
+def check_writable_type(table_type: str, what: str) -> None:
+    """MergeOnReadError for a merge-on-read table type until its write path exists: writing it as
+    copy-on-write would leave its log files out of every later read."""
+    check_table_type(table_type, what)
     if table_type == MERGE_ON_READ:
         raise MergeOnReadError(
-            f"{what} {MERGE_ON_READ}: merge-on-read is not supported yet; upsertlake reads and writes "
-            f"{COPY_ON_WRITE} tables only (reading the base files alone would return stale values and "
-            "rows already deleted)"
+            f"{what} {MERGE_ON_READ}: writing merge-on-read tables is not supported yet; upsertlake reads "
+            f"them (snapshot, read_optimized, time travel, incremental) and writes {COPY_ON_WRITE} tables"
         )
-    raise UnsupportedTableError(f"{what} of table type {table_type!r}, not a Hudi table type ({COPY_ON_WRITE} only)")
 
 
 def default_keygen(record_key_fields: list[str], partition_fields: list[str]) -> str:
@@ -219,6 +223,7 @@ class TableConfig:
         if self.damage:
             raise CorruptTableError(self.damage)
         self.check_readable()
+        check_writable_type(self.table_type, f"table {self.name!r} is")
         if self.table_version not in WRITABLE_VERSIONS:
             raise UnsupportedTableError(
                 f"writing table version {self.table_version} is not supported (6 and 8 only); "
@@ -254,6 +259,16 @@ class TableConfig:
         return replace(
             self, table_version=8, timeline_layout_version=2, extra=extra, keygen_class_stored=initial_version < 8
         )
+
+    @property
+    def is_merge_on_read(self) -> bool:
+        return self.table_type == MERGE_ON_READ
+
+    @property
+    def merge_mode(self) -> str:
+        """How records of one key merge: version 8 states it (`hoodie.record.merge.mode`); version
+        6 implies it by its payload class, as Hudi's readers take it."""
+        return self.extra.get("hoodie.record.merge.mode") or self.merge_mode_for_upgrade()
 
     def merge_mode_for_upgrade(self) -> str:
         """The merge mode version 8 states for this version 6 table, as Hudi's upgrade infers it:

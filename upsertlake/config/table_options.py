@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from upsertlake.config import options as opt
 from upsertlake.config.options import Config, Option
-from upsertlake.config.table_config import TableConfig, check_table_type
+from upsertlake.config.table_config import TableConfig, check_table_type, check_writable_type
 from upsertlake.errors import ConfigError
 
 
@@ -20,10 +20,15 @@ def _fields(value: str) -> tuple[str, ...]:
 
 def check_against_table(cfg: Config, table: TableConfig) -> None:
     """ConfigError listing every option set in `cfg` that contradicts the table's config;
-    MergeOnReadError when the options ask for merge-on-read."""
-    check_table_type(cfg.get(opt.TABLE_TYPE), f"{opt.TABLE_TYPE.key} (or {opt.TABLE_TYPE.aliases[0]}) is")
+    MergeOnReadError when the options ask to write merge-on-read into a copy-on-write table."""
+    table_type = cfg.get(opt.TABLE_TYPE)
+    what = f"{opt.TABLE_TYPE.key} (or {opt.TABLE_TYPE.aliases[0]}) is"
+    check_table_type(table_type, what)
+    if table_type != table.table_type:
+        check_writable_type(table_type, what)
     stored: list[tuple[Option, object, object, str]] = [
         (opt.TABLE_NAME, cfg.get(opt.TABLE_NAME), table.name, "hoodie.table.name"),
+        (opt.TABLE_TYPE, table_type, table.table_type, "hoodie.table.type"),
         (opt.RECORDKEY_FIELD, _fields(cfg.get(opt.RECORDKEY_FIELD)), table.record_key_fields,
          "hoodie.table.recordkey.fields"),
         (opt.PARTITIONPATH_FIELD, _fields(cfg.get(opt.PARTITIONPATH_FIELD)), table.partition_fields,

@@ -2,7 +2,9 @@
 
 For each (partition, fileId) the visible base file is the one with the greatest completed
 instant ≤ the as-of instant; files of pending or unknown instants are invisible, and file groups
-replaced by a completed replacecommit ≤ as-of are gone (DESIGN.md §1).
+replaced by a completed replacecommit ≤ as-of are gone (DESIGN.md §1). On a merge-on-read table
+a file group's visible *slice* is that base file (or none: log-only groups) with the log files
+written after it (`latest_file_slices`; HUDI-LOG-FORMAT.md "File slices").
 
 The listing is checked against the completed commits' write stats: when the version a commit
 wrote of a live file group is not on storage, the view refuses (MissingFileError, or
@@ -13,11 +15,14 @@ dropping the group, for reads and for the writes that would build on them.
 from __future__ import annotations
 
 from collections import defaultdict
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from upsertlake.errors import CleanedInstantError, CorruptTableError, MissingFileError
+from upsertlake.logfile.names import LogFileName
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant import Action, Instant
@@ -59,14 +64,62 @@ class BaseFile:
         return cls(entry.path, partition, file_id, token, instant, entry.size)
 
 
+def _is_base_file(path: str) -> bool:
+    name = path.rpartition("/")[2]
+    return name.endswith(BASE_FILE_EXTENSION) and not name.startswith(".")
+
+
+def _slice_of(keys: list[str], completed_at: str) -> str:
+    """The base instant of the slice a log completed at `completed_at` belongs to: the newest
+    base instant not after it, else the oldest (Hudi 1.x, HoodieFileGroup.getBaseInstantTime)."""
+    at = bisect_right(keys, completed_at)
+    return keys[at - 1] if at else keys[0]
+
+
 def base_file_name(file_id: str, write_token: str, instant_time: str) -> str:
     return f"{file_id}_{write_token}_{instant_time}{BASE_FILE_EXTENSION}"
 
 
-def list_partitions_and_files(storage: Storage) -> tuple[list[str], list[BaseFile]]:
-    """Every partition (folder holding a partition metafile) and every base file in them."""
+@dataclass(frozen=True)
+class LogFile:
+    """One log file of a merge-on-read file group: `.<fileId>_<instant>.log.<version>_<writeToken>`."""
+
+    path: str
+    partition_path: str
+    name: LogFileName
+    size: int
+
+    @property
+    def file_group(self) -> tuple[str, str]:
+        return (self.partition_path, self.name.file_id)
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """What a reader merges for one file group: its base file (None in a log-only group) and the
+    log files written after it, in log order."""
+
+    partition_path: str
+    file_id: str
+    base: BaseFile | None
+    logs: tuple[LogFile, ...] = ()
+
+    @property
+    def file_group(self) -> tuple[str, str]:
+        return (self.partition_path, self.file_id)
+
+
+class Listing(NamedTuple):
+    partitions: list[str]
+    base_files: list[BaseFile]
+    log_files: list[LogFile]
+
+
+def list_partitions_and_files(storage: Storage) -> Listing:
+    """Every partition (folder holding a partition metafile) and every base and log file in them."""
     partitions: set[str] = set()
     files: list[FileEntry] = []
+    logs: list[tuple[FileEntry, LogFileName]] = []
     for entry in storage.list("", recursive=True):
         path = entry.path
         if path.startswith(METAFOLDER + "/") or path == METAFOLDER or entry.is_dir:
@@ -76,8 +129,15 @@ def list_partitions_and_files(storage: Storage) -> tuple[list[str], list[BaseFil
             partitions.add(path.rpartition("/")[0])
         elif name.endswith(BASE_FILE_EXTENSION) and not name.startswith("."):
             files.append(entry)
+        elif name.startswith(".") and (log := LogFileName.parse(name)) is not None and not log.is_cdc:
+            logs.append((entry, log))
     base_files = [BaseFile.parse(f) for f in files if f.path.rpartition("/")[0] in partitions]
-    return sorted(partitions), base_files
+    log_files = [
+        LogFile(e.path, folder, log, e.size)
+        for e, log in logs
+        if (folder := e.path.rpartition("/")[0]) in partitions
+    ]
+    return Listing(sorted(partitions), base_files, log_files)
 
 
 class FileSystemView:
@@ -99,7 +159,7 @@ class FileSystemView:
         self._visible_times = {i.time for i in self.visible_instants}
 
     @cached_property
-    def _listing(self) -> tuple[list[str], list[BaseFile]]:
+    def _listing(self) -> Listing:
         return list_partitions_and_files(self.storage)
 
     @cached_property
@@ -124,7 +184,7 @@ class FileSystemView:
             except CorruptTableError:
                 continue
             for group, path in written:
-                if group not in newest:
+                if group not in newest and _is_base_file(path):
                     newest[group] = (path, inst)
         for group in self.replaced_file_groups:
             newest.pop(group, None)
@@ -133,7 +193,7 @@ class FileSystemView:
     @cached_property
     def _latest_by_group(self) -> dict[tuple[str, str], BaseFile]:
         latest: dict[tuple[str, str], BaseFile] = {}
-        for bf in self._listing[1]:
+        for bf in self._listing.base_files:
             if bf.instant_time not in self._visible_times or bf.file_group in self.replaced_file_groups:
                 continue
             seen = latest.get(bf.file_group)
@@ -142,11 +202,57 @@ class FileSystemView:
         return latest
 
     @cached_property
+    def _log_only(self) -> dict[str, list[FileSlice]]:
+        """Per partition, the slices of file groups that have log files and no visible base file."""
+        out: dict[str, list[FileSlice]] = defaultdict(list)
+        for (partition, file_id), logs in sorted(self._visible_logs.items()):
+            if (partition, file_id) not in self._latest_by_group:
+                out[partition].append(FileSlice(partition, file_id, None, logs))
+        return dict(out)
+
+    @cached_property
     def _latest(self) -> dict[str, list[BaseFile]]:
         by_partition: dict[str, list[BaseFile]] = defaultdict(list)
         for bf in sorted(self._latest_by_group.values(), key=lambda b: (b.partition_path, b.file_id)):
             by_partition[bf.partition_path].append(bf)
         return dict(by_partition)
+
+    @cached_property
+    def _visible_logs(self) -> dict[tuple[str, str], tuple[LogFile, ...]]:
+        """Per file group, the log files of its visible slice, in log order (merge-on-read).
+
+        Layout 1 names a log by its slice's base instant: the slice of the visible base file, and
+        later ones (a compaction pending or past the as-of instant) folded onto it; their blocks
+        are filtered by instant when read. Layout 2 names a log by its deltacommit: a visible one
+        belongs to the slice of the newest base file older than its completion, as Hudi 1.x
+        places it (HoodieFileGroup.getBaseInstantTime)."""
+        by_group: dict[tuple[str, str], list[LogFile]] = defaultdict(list)
+        for log in self._listing.log_files:
+            if log.file_group not in self.replaced_file_groups:
+                by_group[log.file_group].append(log)
+        if not by_group:
+            return {}
+        bases: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for bf in self._listing.base_files:
+            if bf.instant_time in self._visible_times:
+                bases[bf.file_group].append(bf.instant_time)
+        layout_2 = self.timeline.layout.has_completion_times
+        completion = {i.time: i.completed_at for i in self.visible_instants}
+        out: dict[tuple[str, str], tuple[LogFile, ...]] = {}
+        for group, logs in by_group.items():
+            keys = sorted(bases.get(group, ()))
+            if layout_2:
+                logs = [log for log in logs if log.name.instant in completion]
+                if keys:
+                    logs = [log for log in logs if _slice_of(keys, completion[log.name.instant]) == keys[-1]]
+            elif keys:
+                logs = [log for log in logs if log.name.instant >= keys[-1]]
+            else:  # a log-only group: its slice starts at the deltacommit that created it
+                first = min(log.name.instant for log in logs)
+                logs = logs if first in self._visible_times else []
+            if logs:
+                out[group] = tuple(sorted(logs, key=lambda log: log.name.sort_key()))
+        return out
 
     @cached_property
     def _missing(self) -> dict[str, list[tuple[str, Instant]]]:
@@ -157,7 +263,33 @@ class FileSystemView:
             listed = self._latest_by_group.get(group)
             if listed is None or listed.instant_time < inst.time:
                 missing[group[0]].append((path, inst))
+        if self._listing.log_files or any(i.action is Action.DELTA_COMMIT for i in self.visible_instants):
+            for path, inst in self._missing_logs():
+                missing[path.rpartition("/")[0]].append((path, inst))
         return dict(missing)
+
+    def _missing_logs(self) -> list[tuple[str, Instant]]:
+        """Log files visible deltacommits wrote into the slices this view reads, not on storage."""
+        listed = {log.path for log in self._listing.log_files}
+        bases = {group: bf.instant_time for group, bf in self._latest_by_group.items()}
+        completion = {i.time: i.completed_at for i in self.visible_instants}
+        gone = []
+        for inst in self.visible_instants:
+            if inst.action is not Action.DELTA_COMMIT:
+                continue
+            try:
+                written = self.timeline.commit_metadata(inst).written_files
+            except CorruptTableError:
+                continue
+            for group, path in written:
+                name = LogFileName.parse(path.rpartition("/")[2])
+                if name is None or path in listed or group in self.replaced_file_groups:
+                    continue
+                base = bases.get(group)
+                start = completion[name.instant] if self.timeline.layout.has_completion_times else name.instant
+                if base is None or start >= base:
+                    gone.append((path, inst))
+        return gone
 
     def check_complete(self, partitions: Iterable[str] | None = None) -> None:
         """Raise when a file this view needs (in `partitions`, default all) is not on storage."""
@@ -186,7 +318,7 @@ class FileSystemView:
         folder = path.rpartition("/")[0]
         why = (
             f"is in a folder without {PARTITION_METAFILE}, so readers cannot see it"
-            if self.storage.exists(path) and folder not in self._listing[0]
+            if self.storage.exists(path) and folder not in self._listing.partitions
             else "is missing"
         )
         recorded = "the archived timeline" if inst in self.timeline.archived else self.timeline.path(inst)
@@ -199,12 +331,13 @@ class FileSystemView:
 
     def partitions(self) -> list[str]:
         """Partitions that hold at least one visible file group (whose file may be missing)."""
-        return sorted(self._latest.keys() | self._missing.keys())
+        return sorted(self._latest.keys() | self._missing.keys() | self._log_only.keys())
 
     def file_ids(self, partitions: list[str] | None = None) -> dict[str, list[str]]:
         """The visible file groups per partition, also those whose file is missing: what an
         overwrite or a partition delete retires without reading them."""
         groups = {bf.file_group for bf in self._latest_by_group.values()} | self._committed.keys()
+        groups |= self._visible_logs.keys()
         out: dict[str, list[str]] = defaultdict(list)
         for partition, file_id in sorted(groups):
             if partitions is None or partition in partitions:
@@ -213,7 +346,7 @@ class FileSystemView:
 
     def all_partitions(self) -> list[str]:
         """Every partition folder on storage, visible or not."""
-        return self._listing[0]
+        return self._listing.partitions
 
     def latest_base_files(self, partitions: list[str] | None = None) -> list[BaseFile]:
         """The visible file of every file group (of `partitions`); MissingFileError when one of
@@ -222,6 +355,22 @@ class FileSystemView:
         wanted = self._latest.keys() if partitions is None else partitions
         return [bf for p in wanted for bf in self._latest.get(p, [])]
 
+    def latest_file_slices(self, partitions: list[str] | None = None) -> list[FileSlice]:
+        """The visible slice of every file group (of `partitions`): its base file and the log files
+        to merge over it (none on a copy-on-write table). MissingFileError when a file is gone."""
+        self.check_complete(partitions)
+        wanted = self.partitions() if partitions is None else partitions
+        logs = self._visible_logs
+        out = []
+        for p in wanted:
+            out += [FileSlice(p, bf.file_id, bf, logs.get(bf.file_group, ())) for bf in self._latest.get(p, [])]
+            out += self._log_only.get(p, [])
+        return out
+
+    def all_log_files(self) -> list[LogFile]:
+        """Every log file on storage in a partition folder, of any instant."""
+        return list(self._listing.log_files)
+
     def all_base_files(self) -> list[BaseFile]:
         """Every base file on storage in a partition folder, of any instant (for rollback)."""
-        return list(self._listing[1])
+        return list(self._listing.base_files)

@@ -32,7 +32,7 @@ def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
     """Undo a pending (never completed) instant; returns the data files deleted."""
     if instant.is_completed:
         raise ValueError(f"instant {instant.time} is completed; rollback_pending only undoes pending ones")
-    _, files = list_partitions_and_files(storage)
+    files = list_partitions_and_files(storage).base_files
     doomed = {bf.path for bf in files if bf.instant_time == instant.time}
     for marker in storage.list(marker_folder(instant.time), recursive=True):
         if not marker.is_dir and ".marker." in marker.name:

@@ -1,17 +1,21 @@
-"""Snapshot, time-travel and incremental reads of a copy-on-write table."""
+"""Snapshot, read-optimized, time-travel and incremental reads.
+
+A copy-on-write table is read file by file; a merge-on-read file slice with log files is read
+whole: its base file and blocks merged by record key under the table's merge mode."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.config.table_config import TableConfig
 from upsertlake.layout.file_writer import META_SCHEMA, full_schema
-from upsertlake.errors import MissingFileError, SchemaError, UnsupportedTableError
+from upsertlake.errors import ConfigError, MissingFileError, SchemaError, UnsupportedTableError
 from upsertlake.layout.footer import read_footer
 from upsertlake.read.filters import (
     Filters,
@@ -24,7 +28,9 @@ from upsertlake.schema import avro_to_arrow, conform
 from upsertlake.services.doctor import properties_disagreements
 from upsertlake.timeline.retention import check_readable
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView
+from upsertlake.logfile.reader import read_log_blocks
+from upsertlake.read.log_merge import merge_slice
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.timeline.active import Timeline
 
@@ -48,22 +54,66 @@ def output_schema(data_schema: pa.Schema, config: TableConfig) -> pa.Schema:
 
 
 @dataclass(frozen=True)
+class Merge:
+    """How a slice's records merge: by record key, under the table's merge mode and ordering
+    field, with only the blocks of `instants` (the completed writes the read sees) applied."""
+
+    ordering_field: str | None
+    mode: str
+    instants: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Scan:
-    """What a read touches: the base files, the schema each is read into, the row filter. Reads
-    in process run it at once; Spark reads one file per task."""
+    """What a read touches: the base files, the merge-on-read slices with log files, the schema
+    each is read into, the row filter. Reads in process run it at once; Spark reads one file (or
+    slice) per task."""
 
     files: list[BaseFile]
     schema: pa.Schema
     filters: Filters = None
     window: tuple[str, str] | None = None  # incremental, layout 1: commit times in (begin, end]
     commit_times: tuple[str, ...] | None = None  # incremental, layout 2: these commit times
+    slices: list[FileSlice] = field(default_factory=list)
+    merge: Merge | None = None
 
 
-def snapshot_scan(timeline: Timeline, config: TableConfig, as_of: str | None = None, filters: Filters = None) -> Scan:
+SNAPSHOT, READ_OPTIMIZED = "snapshot", "read_optimized"
+QUERY_TYPES = (SNAPSHOT, READ_OPTIMIZED)
+
+
+def snapshot_scan(
+    timeline: Timeline, config: TableConfig, as_of: str | None = None, filters: Filters = None, query_type: str = SNAPSHOT
+) -> Scan:
+    """A snapshot read as of an instant; `read_optimized` reads a merge-on-read table's base
+    files alone (Hudi's read-optimized query: fast, without the updates still in log files)."""
+    if query_type not in QUERY_TYPES:
+        raise ConfigError(f"query type {query_type!r}: one of {', '.join(QUERY_TYPES)} (incremental: read_incremental)")
     check_readable(timeline, as_of, "time travel to")
     view = FileSystemView(timeline, as_of)
     schema = output_schema(table_schema(timeline, config, as_of), config)
-    return Scan(prune_files(view, config, schema, view.latest_base_files(), filters), schema, filters)
+    if query_type == READ_OPTIMIZED or not config.is_merge_on_read:
+        return Scan(prune_files(view, config, schema, view.latest_base_files(), filters), schema, filters)
+    return _slice_scan(view, config, schema, view.latest_file_slices(), filters)
+
+
+def _slice_scan(
+    view: FileSystemView, config: TableConfig, schema: pa.Schema, slices: list[FileSlice], filters: Filters, **kw: object
+) -> Scan:
+    """A merge-on-read scan: slices without logs read as base files (pruned as copy-on-write
+    files are), the others merged; partition pruning applies to both."""
+    if not config.populate_meta_fields:
+        raise UnsupportedTableError(
+            "merge-on-read tables without meta fields (hoodie.populate.meta.fields=false) are not "
+            "supported: their log records are merged by _hoodie_record_key"
+        )
+    plain = prune_files(view, config, schema, [s.base for s in slices if not s.logs and s.base], filters)
+    merged = [s for s in slices if s.logs]
+    keep = matching_partitions(view, config, schema, {s.partition_path for s in merged}, filters)
+    if keep is not None:
+        merged = [s for s in merged if s.partition_path in keep]
+    merge = Merge(config.precombine_field, config.merge_mode, frozenset(i.time for i in view.visible_instants))
+    return Scan(plain, schema, filters, slices=merged, merge=merge, **kw)
 
 
 def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: str | None) -> Scan:
@@ -90,19 +140,26 @@ def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: s
         check_readable(timeline, min(i.time for i in in_range), "an incremental read from")
     end = end if end is not None else (in_range[-1].completed_at if in_range else begin)
     by_completion = timeline.layout.has_completion_times
-    view = FileSystemView(timeline, only=in_range) if by_completion else FileSystemView(timeline, end)
+    if config.is_merge_on_read:  # a slice merges over its base: every write completed by `end`
+        view = FileSystemView(timeline, only=[i for i in timeline.completed_writes() if i.completed_at <= end])
+    else:
+        view = FileSystemView(timeline, only=in_range) if by_completion else FileSystemView(timeline, end)
     touched = set()
     for inst in in_range:
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
     needed = sorted({partition for partition, _ in touched})  # a missing file elsewhere is not read
-    files = [bf for bf in view.latest_base_files(needed) if bf.file_group in touched]
     schema = full_schema(table_schema(timeline, config))
     commit_time = pc.field("_hoodie_commit_time")
     if by_completion:
         times = tuple(sorted(i.time for i in in_range))
-        return Scan(files, schema, commit_time.isin(pa.array(times, pa.string())), commit_times=times)
-    window = (commit_time > pc.scalar(begin)) & (commit_time <= pc.scalar(end))
-    return Scan(files, schema, window, (begin, end))
+        rows, kw = commit_time.isin(pa.array(times, pa.string())), {"commit_times": times}
+    else:
+        rows, kw = (commit_time > pc.scalar(begin)) & (commit_time <= pc.scalar(end)), {"window": (begin, end)}
+    if config.is_merge_on_read:
+        slices = [s for s in view.latest_file_slices(needed) if s.file_group in touched]
+        return _slice_scan(view, config, schema, slices, rows, **kw)
+    files = [bf for bf in view.latest_base_files(needed) if bf.file_group in touched]
+    return Scan(files, schema, rows, **kw)
 
 
 def read_snapshot(
@@ -111,8 +168,9 @@ def read_snapshot(
     columns: Sequence[str] | None = None,
     as_of: str | None = None,
     filters: Filters = None,
+    query_type: str = SNAPSHOT,
 ) -> pa.Table:
-    return read_scan(timeline.storage, snapshot_scan(timeline, config, as_of, filters), columns)
+    return read_scan(timeline.storage, snapshot_scan(timeline, config, as_of, filters, query_type), columns)
 
 
 def read_incremental(
@@ -124,18 +182,15 @@ def read_incremental(
 def prune_files(
     view: FileSystemView, config: TableConfig, schema: pa.Schema, files: list[BaseFile], filters: Filters
 ) -> list[BaseFile]:
-    predicates = conjunction(filters)
-    if not predicates:
+    """The files whose partition (and footer key range) may hold rows the filters select."""
+    keep = matching_partitions(view, config, schema, {bf.partition_path for bf in files}, filters)
+    if keep is None:
         return files
-    if config.damage or properties_disagreements(view.storage, config, view.timeline, view.all_partitions()):
-        return files  # the properties may name wrong fields: no pruning by them; rows are still filtered
-    keygen = KeyGenerator(config)
-    partitions = {bf.partition_path for bf in files}
-    keep = {p for p in partitions if partition_may_match(keygen.partition_values(p), predicates, schema)}
     files = [bf for bf in files if bf.partition_path in keep]
     # Footer key ranges are over `_hoodie_record_key`, which is the field's value only under the
     # simple key generators (ComplexKeyGenerator keys read `id:<value>`).
-    key_field = config.record_key_fields[0] if keygen.simple_key else None
+    predicates = conjunction(filters)
+    key_field = config.record_key_fields[0] if KeyGenerator(config).simple_key else None
     if key_field and key_field in schema.names and pa.types.is_string(schema.field(key_field).type):
         if any(col == key_field for col, _, _ in predicates):
             files = [
@@ -144,6 +199,19 @@ def prune_files(
                 if key_range_may_match(*_key_range(view, bf), column=key_field, predicates=predicates)
             ]
     return files
+
+
+def matching_partitions(
+    view: FileSystemView, config: TableConfig, schema: pa.Schema, partitions: set[str], filters: Filters
+) -> set[str] | None:
+    """The partitions whose values may match the filters; None when nothing prunes."""
+    predicates = conjunction(filters)
+    if not predicates:
+        return None
+    if config.damage or properties_disagreements(view.storage, config, view.timeline, view.all_partitions()):
+        return None  # the properties may name wrong fields: no pruning by them; rows are still filtered
+    keygen = KeyGenerator(config)
+    return {p for p in partitions if partition_may_match(keygen.partition_values(p), predicates, schema)}
 
 
 def _key_range(view: FileSystemView, bf: BaseFile) -> tuple[str | None, str | None]:
@@ -165,25 +233,53 @@ def read_scan(storage: Storage, scan: Scan, columns: Sequence[str] | None = None
     needed = _needed_columns(schema, out_schema, filters)
 
     def one(bf: BaseFile) -> pa.Table:
-        try:
+        with _listed(storage, bf.path, bf.instant_time):
             parquet = storage.parquet_file(bf.path)
             present = [c for c in needed.names if c in parquet.schema_arrow.names]
             table = conform(parquet.read(columns=present), needed)
-        except FileNotFoundError as exc:  # the view listed it as the visible version: never skip it
-            raise MissingFileError(
-                f"{storage.full_path(bf.path)}, written by instant {bf.instant_time}, was listed by this read "
-                "but is gone (a restore or rollback ran meanwhile, or the file was deleted): its rows cannot be "
-                f"returned. Read again; if it stays missing, run `upsertlake doctor {storage.base}`"
-            ) from exc
+        if expression is not None:
+            table = table.filter(expression)
+        return table.select(out_schema.names)
+
+    def merged(sl: FileSlice) -> pa.Table:
+        # Merge first, filter after: a filter on a column an update changed must see the update.
+        table = conform(read_slice(storage, sl, scan.merge, schema), needed)
         if expression is not None:
             table = table.filter(expression)
         return table.select(out_schema.names)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        tables = list(pool.map(one, scan.files))
+        tables = list(pool.map(one, scan.files)) + list(pool.map(merged, scan.slices))
     if not tables:
         return out_schema.empty_table()
     return pa.concat_tables(tables)
+
+
+def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema) -> pa.Table:
+    """A merge-on-read slice's records: its base file's, merged with its log blocks by key."""
+    base = None
+    if sl.base is not None:
+        with _listed(storage, sl.base.path, sl.base.instant_time):
+            base = storage.parquet_file(sl.base.path).read()
+    blocks = []
+    for log in sl.logs:
+        with _listed(storage, log.path, log.name.instant):
+            blocks += read_log_blocks(storage.read_bytes(log.path))
+    table = merge_slice(base, blocks, "_hoodie_record_key", merge.ordering_field, merge.mode, merge.instants)
+    return conform(table, schema)
+
+
+@contextmanager
+def _listed(storage: Storage, path: str, instant: str) -> Iterator[None]:
+    """A file the view listed as visible is read or the read fails: never skipped."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise MissingFileError(
+            f"{storage.full_path(path)}, written by instant {instant}, was listed by this read "
+            "but is gone (a restore or rollback ran meanwhile, or the file was deleted): its rows cannot be "
+            f"returned. Read again; if it stays missing, run `upsertlake doctor {storage.base}`"
+        ) from exc
 
 
 def _needed_columns(schema: pa.Schema, out_schema: pa.Schema, filters: Filters) -> pa.Schema:

@@ -143,7 +143,7 @@ def rebuild_properties(storage: Storage, timeline: Timeline, given: Mapping[str,
     old, whole = remnants(storage)
     schema_json = _schema(timeline, old)
     columns = _columns(schema_json)
-    partitions, files = list_partitions_and_files(storage)
+    partitions, files, _ = list_partitions_and_files(storage)
     completed = {i.time for i in timeline.completed_writes()}
     sample = _sample(storage, [f for f in files if f.instant_time in completed])
     recorded = _recorded(timeline)

@@ -1,18 +1,36 @@
 """Reads through Spark's own parquet reader: the scan's files, with column pruning and Spark's
-filter pushdown into parquet; the scan's row filter (incremental window) applied on top."""
+filter pushdown into parquet; merge-on-read slices with log files merged in tasks; the scan's row
+filter (incremental window) applied on top."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Iterator, Mapping, Sequence
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
-from upsertlake.read.snapshot import Scan
+from upsertlake.read.snapshot import Scan, read_slice
 from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, resolve_path
 from upsertlake.spark.session import arrow_only, scan_files
 from upsertlake.spark.source import plan_scan
-from upsertlake.spark.types import spark_schema_of
+from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
+
+
+def _merged_slices(spark: object, schema: object, storage: Storage, scan: Scan) -> object:
+    """A DataFrame of the scan's merge-on-read slices, one task per slice merging it in Python
+    (the driver ships the slices, which grow with the files, never with the records)."""
+    index = spark.createDataFrame([(i,) for i in range(len(scan.slices))], "i int").repartition(len(scan.slices))
+    return index.mapInArrow(functools.partial(_read_slices, storage, scan, arrow_schema_of(schema)), schema)
+
+
+def _read_slices(storage: Storage, scan: Scan, target: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator:
+    """Task: merge the slices whose indexes `batches` hold into `target`."""
+    for batch in batches:
+        for i in batch.column(0).to_pylist():
+            table = read_slice(storage, scan.slices[i], scan.merge, scan.schema)
+            yield from table.select(target.names).cast(target).to_batches()
 
 
 @arrow_only
@@ -24,20 +42,22 @@ def read(
     end: str | None = None,
     columns: Sequence[str] | None = None,
     storage_options: Mapping[str, object] | None = None,
+    query_type: str = "snapshot",
 ) -> object:
-    """A DataFrame of the snapshot (as of an instant), or of the records written in (begin, end]."""
+    """A DataFrame of the snapshot (as of an instant), or of the records written in (begin, end].
+    `query_type="read_optimized"` reads a merge-on-read table's base files alone."""
     store = {str(k): str(v) for k, v in (storage_options or {}).items()}
     path = resolve_path(path)
-    options = {AS_OF: as_of} if as_of else {}
+    options = {QUERY_TYPE: query_type, **({AS_OF: as_of} if as_of else {})}
     if begin:
         options = {QUERY_TYPE: "incremental", BEGIN: begin, **({END: end} if end else {})}
     scan: Scan = plan_scan(path, options, store=store)
     storage = Storage(path, store)
     schema = spark_schema_of(scan.schema)
-    if not scan.files:
-        df = spark.createDataFrame([], schema)
-    else:
-        df = scan_files(spark, schema, storage, [bf.path for bf in scan.files])
+    frames = [scan_files(spark, schema, storage, [bf.path for bf in scan.files])] if scan.files else []
+    if scan.slices:
+        frames.append(_merged_slices(spark, schema, storage, scan))
+    df = functools.reduce(lambda a, b: a.unionByName(b), frames) if frames else spark.createDataFrame([], schema)
     if scan.window is not None:
         begin, end = scan.window
         commit_time = F.col("_hoodie_commit_time")

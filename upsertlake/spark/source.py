@@ -39,7 +39,7 @@ from pyspark.sql.types import StructType
 
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate
-from upsertlake.read.snapshot import Scan, incremental_scan, read_scan, snapshot_scan
+from upsertlake.read.snapshot import QUERY_TYPES, Merge, Scan, incremental_scan, read_scan, snapshot_scan
 from upsertlake.spark.options import (
     AS_OF,
     BEGIN,
@@ -52,7 +52,7 @@ from upsertlake.spark.options import (
 )
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import BaseFile
+from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import normalize_instant
@@ -74,10 +74,10 @@ def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] =
         return incremental_scan(
             timeline, table.config, normalize_instant(options[BEGIN]), normalize_instant(end) if end else None
         )
-    if query != "snapshot":
-        raise ConfigError(f"{QUERY_TYPE}={query!r}: use snapshot or incremental")
+    if query not in QUERY_TYPES:
+        raise ConfigError(f"{QUERY_TYPE}={query!r}: use snapshot, read_optimized or incremental")
     as_of = normalize_instant(options[AS_OF]) if options.get(AS_OF) else None
-    return snapshot_scan(timeline, table.config, as_of, list(filters) or None)
+    return snapshot_scan(timeline, table.config, as_of, list(filters) or None, query)
 
 
 class UpsertlakeDataSource(DataSource):
@@ -111,11 +111,12 @@ class UpsertlakeDataSource(DataSource):
 
 @dataclass
 class FilePartition(InputPartition):
-    """One base file of a scan, with what it is read into and filtered by."""
+    """One base file (or merge-on-read slice) of a scan, with what it is read into and filtered by."""
 
-    file: BaseFile
+    file: BaseFile | FileSlice
     schema: pa.Schema
     filters: object
+    merge: Merge | None = None
 
 
 class ScanReader(DataSourceReader):
@@ -136,11 +137,19 @@ class ScanReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         scan = plan_scan(self.path, self.options, self.predicates, self.store)
-        return [FilePartition(bf, scan.schema, scan.filters) for bf in scan.files]
+        return [FilePartition(bf, scan.schema, scan.filters) for bf in scan.files] + [
+            FilePartition(sl, scan.schema, scan.filters, scan.merge) for sl in scan.slices
+        ]
 
     def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
         target = arrow_schema_of(self.schema)
-        table = read_scan(Storage(self.path, self.store), Scan([partition.file], partition.schema, partition.filters))
+        part = partition.file
+        scan = (
+            Scan([], partition.schema, partition.filters, slices=[part], merge=partition.merge)
+            if isinstance(part, FileSlice)
+            else Scan([part], partition.schema, partition.filters)
+        )
+        table = read_scan(Storage(self.path, self.store), scan)
         yield from table.select(target.names).cast(target).to_batches()
 
 

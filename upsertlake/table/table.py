@@ -18,12 +18,14 @@ from upsertlake.config.table_config import (
     PROPERTIES_FILE,
     WRITABLE_VERSIONS,
     TableConfig,
+    check_writable_type,
 )
 from upsertlake.config.table_options import check_against_table
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.write_client import WriteClient, WriteResult
 from upsertlake.errors import (
     ConfigError,
+    MergeOnReadError,
     SchemaError,
     TableExistsError,
     UpsertlakeError,
@@ -58,7 +60,7 @@ class Table:
     """A Hudi copy-on-write table at a path, with write options for this object's writes."""
 
     def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, object] | None = None) -> None:
-        config.check_readable()  # e.g. merge-on-read: refused at open, not misread later
+        config.check_readable()  # e.g. a table version this engine would misread: refused at open
         self.storage = storage
         self.config = config
         self.options = Config.resolve(options, table_properties=config.to_properties())
@@ -82,6 +84,8 @@ class Table:
     def write_client(self) -> WriteClient:
         """The write client with explicit instants (start_commit / upsert / commit), as Hudi's."""
         if self._client is None:
+            # Writes and table services alike: none of them handles log files yet.
+            check_writable_type(self.config.table_type, f"table {self.name!r} is")
             refuse_damaged_table(self.storage, self.config)
             self._client = WriteClient(self.storage, self.config, self.options)
         return self._client
@@ -232,12 +236,16 @@ class Table:
         columns: Sequence[str] | None = None,
         as_of: str | datetime | None = None,
         filters: Filters = None,
+        query_type: str = "snapshot",
     ) -> pa.Table:
         """The snapshot as of an instant (default: newest): five `_hoodie_*` columns, then data
         (data only for a table that does not populate meta fields, as Hudi's readers return it).
         `as_of` is an instant time or a datetime: a naive datetime is local time (as
-        `datetime.now()` gives it), converted like an aware one to the table's timeline zone."""
-        return read_snapshot(Timeline.load(self.storage), self.config, columns, self._instant(as_of), filters)
+        `datetime.now()` gives it), converted like an aware one to the table's timeline zone.
+        `query_type="read_optimized"` reads a merge-on-read table's base files alone, as Hudi's
+        read-optimized query does (without the changes still in log files)."""
+        timeline = Timeline.load(self.storage)
+        return read_snapshot(timeline, self.config, columns, self._instant(as_of), filters, query_type)
 
     def files(self, as_of: str | datetime | None = None, filters: Filters = None) -> list[str]:
         """The absolute paths of the base files a snapshot reads (default: the newest), for
@@ -245,6 +253,12 @@ class Table:
         holds every older version of each file group, replaced groups and uncommitted files.
         `filters` prune partitions (and key ranges) as `read` does; filter the rows too."""
         scan = snapshot_scan(Timeline.load(self.storage), self.config, self._instant(as_of), filters)
+        if scan.slices:
+            raise MergeOnReadError(
+                f"{len(scan.slices)} file group(s) of this merge-on-read snapshot have log files, whose "
+                "changes parquet readers would miss: read it with `read()` (or list the base files of "
+                "the read-optimized query, which leaves those changes out)"
+            )
         return [self.storage.full_path(bf.path) for bf in scan.files]
 
     def read_incremental(
@@ -310,6 +324,7 @@ def create_table(
         mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
         config = config.as_version_8(mode or (EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING), 8)
     check_against_table(resolved, config)
+    check_writable_type(resolved.get(opt.TABLE_TYPE), f"{opt.TABLE_TYPE.key} is")
     if storage.exists(PROPERTIES_FILE) or storage.exists(BACKUP_FILE):
         raise TableExistsError(f"a table already exists at {storage.base}")
     storage.makedirs(".hoodie/archived")

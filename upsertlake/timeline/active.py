@@ -46,7 +46,8 @@ class Timeline:
         archived = load_archived(storage)
         for inst in archived:
             latest.setdefault((inst.time, inst.action), inst)
-        _refuse_delta_commits(storage, latest.values())
+        if not layout.delta_commits:
+            _refuse_delta_commits(storage, latest.values())
         return cls(storage, tuple(sorted(latest.values())), archived, layout)
 
     def path(self, instant: Instant) -> str:
@@ -129,8 +130,8 @@ def _refuse_delta_commits(storage: Storage, instants: Iterable[Instant]) -> None
     if delta is not None:
         raise MergeOnReadError(
             f"the timeline of {storage.base} holds deltacommits (the first at {delta}), which only "
-            "merge-on-read tables write: merge-on-read is not supported yet; upsertlake reads and writes "
-            "COPY_ON_WRITE tables only (check hoodie.table.type in .hoodie/hoodie.properties)"
+            "merge-on-read tables write, but hoodie.table.type is not MERGE_ON_READ: reading it as "
+            "copy-on-write would leave its log files out (check hoodie.table.type in .hoodie/hoodie.properties)"
         )
 
 

@@ -27,6 +27,7 @@ class TimelineLayout:
     version: int
     folder: str
     zone: str = field(default="UTC", compare=False)
+    delta_commits: bool = field(default=False, compare=False)  # a merge-on-read table's timeline
 
     def path(self, instant: Instant) -> str:
         """The table-relative path of an instant's file in its state."""
@@ -46,9 +47,10 @@ LAYOUT_1 = TimelineLayout(1, METAFOLDER)
 def layout_of(config: TableConfig) -> TimelineLayout:
     """The layout a table's properties declare (UnsupportedTableError for unknown ones)."""
     config.check_readable()
+    mor = config.is_merge_on_read
     if config.timeline_layout_version == 1:
-        return replace(LAYOUT_1, zone=config.timeline_timezone)
-    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}", config.timeline_timezone)
+        return replace(LAYOUT_1, zone=config.timeline_timezone, delta_commits=mor)
+    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}", config.timeline_timezone, mor)
 
 
 def table_layout(storage: Storage) -> TimelineLayout:
