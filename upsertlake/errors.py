@@ -72,6 +72,16 @@ class MergeOnReadError(UnsupportedTableError):
     are not the snapshot (updates and deletes wait in log files), so nothing reads or writes it."""
 
 
+class UnsupportedLogBlockError(UnsupportedTableError):
+    """A log file holds a block upsertlake does not read: a delete block of a version before 3
+    (Java-serialized by old Hudi releases), a CDC block, an unknown block type or format version."""
+
+
+class HFileBlockError(UnsupportedLogBlockError):
+    """A log file holds an HFile data block: Hudi writes those only in its metadata table, whose
+    slices upsertlake does not read."""
+
+
 class WriteInProgressError(UpsertlakeError):
     """Single-writer mode: another writer's write stayed in flight, alive, longer than a writer waits."""
 

@@ -135,8 +135,9 @@ def avro_schema_json(schema: dict) -> str:
     return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
 
 
-def avro_to_arrow(avro: dict | str) -> pa.Schema:
-    """The canonical Arrow schema of a Hudi table's Avro schema (meta columns left out).
+def avro_to_arrow(avro: dict | str, *, keep_meta: bool = False) -> pa.Schema:
+    """The canonical Arrow schema of a Hudi table's Avro schema (meta columns left out unless
+    `keep_meta`: a log block's records carry them).
 
     Logical types are honoured as Spark reads them: decimal, date, (local-)timestamp-millis/micros;
     others (time-millis/micros, uuid, ...) are read as their underlying type, as the Avro spec says.
@@ -145,7 +146,7 @@ def avro_to_arrow(avro: dict | str) -> pa.Schema:
     if not isinstance(root, dict) or root.get("type") != "record":
         raise SchemaError(f"a table's Avro schema must be a record, got {str(root)[:200]}")
     struct = _ArrowBuilder().build(root, "", "")
-    return pa.schema([f for f in struct if f.name not in META_COLUMNS])
+    return pa.schema([f for f in struct if keep_meta or f.name not in META_COLUMNS])
 
 
 class _ArrowBuilder:

@@ -1,0 +1,39 @@
+"""Hudi's log files (merge-on-read): their names, their blocks, and the codec between a log
+file's bytes and those blocks (Avro and parquet data, delete, rollback command, corrupt).
+
+Floor 7 of the layers declared in pyproject.toml [tool.importlinter], below `layout`; may import
+timeline, schema and every floor below.
+"""
+
+from upsertlake.logfile.blocks import (
+    Block,
+    BlockType,
+    Command,
+    CommandBlock,
+    CorruptBlock,
+    DataBlock,
+    DeleteBlock,
+    HeaderKey,
+)
+from upsertlake.logfile.names import LogFileName, sort_log_files
+from upsertlake.logfile.reader import read_blocks
+from upsertlake.logfile.writer import append_blocks, data_block, delete_block, encode_block, rollback_block
+
+__all__ = [
+    "Block",
+    "BlockType",
+    "Command",
+    "CommandBlock",
+    "CorruptBlock",
+    "DataBlock",
+    "DeleteBlock",
+    "HeaderKey",
+    "LogFileName",
+    "append_blocks",
+    "data_block",
+    "delete_block",
+    "encode_block",
+    "read_blocks",
+    "rollback_block",
+    "sort_log_files",
+]

@@ -1,0 +1,169 @@
+"""Parse a log file's bytes into blocks, as Hudi's HoodieLogFileReader frames them.
+
+A block is `#HUDI#`, an int64 size (the bytes after it), then format version, type, header,
+content, footer and, last, the block's total length (magic included, this field not). A block
+whose size runs past the end of the file, whose trailing total disagrees with its size, or that
+is not followed by the next magic (or the end) is corrupt: the reader returns a CorruptBlock for
+the bytes up to the next magic and goes on from there, as Hudi's scanner does after a torn write.
+A block that frames correctly but whose content cannot be decoded is a CorruptTableError.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from upsertlake.errors import CorruptTableError, HFileBlockError, UnsupportedLogBlockError
+from upsertlake.logfile.avro_records import decode_records
+from upsertlake.logfile.blocks import (
+    LOG_FORMAT_VERSION,
+    MAGIC,
+    Block,
+    BlockType,
+    Command,
+    CommandBlock,
+    CorruptBlock,
+    DataBlock,
+    DeleteBlock,
+    Header,
+    HeaderKey,
+)
+from upsertlake.logfile.deletes import decode_delete_content
+
+_LONG = struct.Struct(">q")
+_INT = struct.Struct(">i")
+
+
+def read_blocks(data: bytes, name: str = "log file") -> list[Block]:
+    """Every block of a log file, in file order (corrupt stretches as CorruptBlock)."""
+    blocks: list[Block] = []
+    pos, end = 0, len(data)
+    while end - pos >= len(MAGIC):  # fewer bytes than a magic left: Hudi's reader stops (EOF)
+        if data[pos : pos + len(MAGIC)] != MAGIC:
+            # Hudi's reader fails here (it only lands off a magic at the file's start); skipping to
+            # the next magic keeps the rest of the slice readable
+            pos = _skip_corrupt(data, pos, blocks)
+            continue
+        start = pos + len(MAGIC)
+        size = _block_size(data, start)
+        if size is None:
+            pos = _skip_corrupt(data, start, blocks)
+            continue
+        block_end = start + 8 + size
+        try:
+            block = _parse_block(memoryview(data)[start + 8 : block_end])
+        except CorruptTableError as e:
+            raise CorruptTableError(f"{name}: block at byte {pos}: {e}") from e
+        except UnsupportedLogBlockError as e:
+            raise type(e)(f"{name}: block at byte {pos}: {e}") from e
+        blocks.append(block)
+        pos = block_end
+    return blocks
+
+
+def _block_size(data: bytes, start: int) -> int | None:
+    """The block's size if its framing checks out (HoodieLogFileReader.isBlockCorrupt), else None."""
+    if len(data) - start < 8:
+        return None
+    size = _LONG.unpack_from(data, start)[0]
+    block_end = start + 8 + size
+    if size < 8 or block_end > len(data):
+        return None
+    if _LONG.unpack_from(data, block_end - 8)[0] - len(MAGIC) != size:
+        return None
+    rest = len(data) - block_end
+    if rest >= len(MAGIC) and data[block_end : block_end + len(MAGIC)] != MAGIC:
+        return None
+    return size
+
+
+def _skip_corrupt(data: bytes, start: int, blocks: list[Block]) -> int:
+    nxt = data.find(MAGIC, start)
+    stop = len(data) if nxt < 0 else nxt
+    blocks.append(CorruptBlock(start, stop - start))
+    return stop
+
+
+class _Cursor:
+    def __init__(self, buf: memoryview) -> None:
+        self.buf, self.pos = buf, 0
+
+    def take(self, n: int) -> memoryview:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise CorruptTableError(f"a field of {n} bytes runs past the block's end")
+        out = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def int32(self) -> int:
+        return _INT.unpack(self.take(4))[0]
+
+    def int64(self) -> int:
+        return _LONG.unpack(self.take(8))[0]
+
+    def metadata(self) -> Header:
+        header: Header = {}
+        for _ in range(self.int32()):
+            key = self.int32()
+            value = bytes(self.take(self.int32())).decode("utf-8")
+            header[HeaderKey(key) if key in HeaderKey._value2member_map_ else key] = value
+        return header
+
+
+def _parse_block(buf: memoryview) -> Block:
+    cur = _Cursor(buf)
+    version = cur.int32()
+    if version != LOG_FORMAT_VERSION:
+        raise UnsupportedLogBlockError(f"log format version {version} (only {LOG_FORMAT_VERSION} is read)")
+    type_id = cur.int32()
+    header = cur.metadata()
+    content = bytes(cur.take(cur.int64()))
+    cur.metadata()  # the footer: Hudi defines no footer keys
+    cur.int64()  # the total length, checked by the framing
+    try:
+        block_type = BlockType(type_id)
+    except ValueError:
+        raise UnsupportedLogBlockError(f"unknown log block type {type_id}") from None
+    instant = header.get(HeaderKey.INSTANT_TIME, "")
+    if block_type == BlockType.AVRO_DATA:
+        schema_json = _schema(header)
+        return DataBlock(instant, schema_json, _avro_records(content, schema_json), header)
+    if block_type == BlockType.PARQUET_DATA:
+        records = pq.read_table(pa.BufferReader(content))
+        return DataBlock(instant, _schema(header), records, header, BlockType.PARQUET_DATA)
+    if block_type == BlockType.DELETE:
+        return DeleteBlock(instant, decode_delete_content(content), header)
+    if block_type == BlockType.COMMAND:
+        command = header.get(HeaderKey.COMMAND_BLOCK_TYPE)
+        if command != str(Command.ROLLBACK.value):
+            raise UnsupportedLogBlockError(f"command block of type {command!r} (only rollback, 0, exists)")
+        target = header.get(HeaderKey.TARGET_INSTANT_TIME)
+        if not target:
+            raise CorruptTableError("a rollback command block names no target instant")
+        return CommandBlock(instant, target, Command.ROLLBACK, header)
+    if block_type == BlockType.HFILE_DATA:
+        raise HFileBlockError(
+            "an HFile data block (Hudi writes these in its metadata table's log files); upsertlake does not read HFile"
+        )
+    raise UnsupportedLogBlockError(f"a {block_type.name} block is not read by upsertlake")
+
+
+def _schema(header: Header) -> str:
+    schema = header.get(HeaderKey.SCHEMA)
+    if not schema:
+        raise CorruptTableError("a data block's header has no SCHEMA")
+    return schema
+
+
+def _avro_records(content: bytes, schema_json: str) -> pa.Table:
+    """HoodieAvroDataBlock content: int32 version, int32 record count, then length-prefixed datums."""
+    cur = _Cursor(memoryview(content))
+    version = cur.int32()
+    if version < 2:
+        raise UnsupportedLogBlockError(f"Avro data block version {version} (only 2 and 3 carry a record count)")
+    count = cur.int32()
+    datums = [bytes(cur.take(cur.int32())) for _ in range(count)]
+    return decode_records(datums, schema_json)

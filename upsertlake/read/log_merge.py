@@ -1,0 +1,231 @@
+"""Merge a file slice: its base file's records with its log blocks', by key, as Hudi's merged
+log scanner (HoodieMergedLogRecordScanner) and file-slice reader do, with Arrow and numpy.
+
+Which blocks count: data and delete blocks of instants the caller says are valid (completed as
+of the read) and that no rollback command block in the slice voids. Each record, base file
+first, then the log blocks in log order, is an *event* on its key; the key's state folds over
+its events in that order:
+
+- COMMIT_TIME_ORDERING: the latest event wins.
+- EVENT_TIME_ORDERING: a later event replaces the state when its ordering value is at least the
+  state's (ties: the later wins); a delete whose writer gave it no ordering value (Hudi's
+  IntWrapper(0) default, `natural_order`) always wins, and any later record replaces it.
+  That fold is computed without a loop: the events after a key's last natural-order delete
+  compete, and the winner is the largest (ordering value, position) among them.
+
+A winning delete (a delete block entry, or a record with `_hoodie_is_deleted` true) removes the
+key. The output holds `schema`'s columns (by default the base file's): base rows keep their
+order, records only the log holds follow in log order; log records with fewer or more columns
+are conformed (missing ones null).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from upsertlake.errors import SchemaError
+from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock
+from upsertlake.schema import conform
+
+IS_DELETED = "_hoodie_is_deleted"
+MergeMode = Literal["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"]
+MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")
+
+_DATA, _DELETE, _NATURAL_DELETE = 0, 1, 2
+
+
+def merge_slice(
+    base: pa.Table | None,
+    blocks: list[Block],
+    key_field: str,
+    ordering_field: str | None,
+    mode: MergeMode,
+    valid_instants: Collection[str] | Callable[[str], bool],
+    schema: pa.Schema | None = None,
+) -> pa.Table:
+    """The slice's records after merging `blocks` (in log order) into `base` (None: a log-only
+    file group). `valid_instants`: the instants whose blocks count (a set, or a predicate)."""
+    if mode not in MERGE_MODES:
+        raise ValueError(f"merge mode {mode!r} is not one of {MERGE_MODES}")
+    is_valid = valid_instants if callable(valid_instants) else valid_instants.__contains__
+    rolled_back = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
+    live = [
+        b
+        for b in blocks
+        if isinstance(b, (DataBlock, DeleteBlock)) and b.instant not in rolled_back and is_valid(b.instant)
+    ]
+    out_schema = _output_schema(schema, base, live)
+    if out_schema is None:
+        return pa.table({})
+    ordering_type = _ordering_type(out_schema, ordering_field, base, live)
+    events = _Events(key_field, ordering_field, ordering_type)
+    base_table = conform(base, out_schema) if base is not None else out_schema.empty_table()
+    log_tables = []
+    row_offset = base_table.num_rows
+    for block in live:
+        if isinstance(block, DataBlock):
+            events.add_records(block.records, row_offset)
+            log_tables.append(conform(block.records, out_schema))
+            row_offset += block.records.num_rows
+        else:
+            events.add_deletes(block.keys)
+    if events.empty:
+        return _drop_deleted(base_table, base)
+    winners, touched = events.resolve(base, mode)
+    kept_base = np.flatnonzero(~touched & ~_deleted_mask(base)) if base is not None else np.zeros(0, np.int64)
+    rows = np.sort(np.concatenate([kept_base, winners]))
+    merged = pa.concat_tables([base_table, *log_tables])
+    return merged.take(pa.array(rows, pa.int64()))
+
+
+def _output_schema(schema: pa.Schema | None, base: pa.Table | None, live: list[Block]) -> pa.Schema | None:
+    if schema is not None:
+        return schema
+    if base is not None:
+        return base.schema
+    data = [b for b in live if isinstance(b, DataBlock)]
+    return data[-1].records.schema if data else None
+
+
+def _ordering_type(schema: pa.Schema, field: str | None, base: pa.Table | None, live: list[Block]) -> pa.DataType:
+    if field is None:
+        return pa.null()
+    if field in schema.names:
+        return schema.field(field).type
+    for table in [base] + [b.records for b in live if isinstance(b, DataBlock)]:
+        if table is not None and field in table.column_names:
+            return table.schema.field(field).type
+    return pa.null()
+
+
+def _deleted_mask(table: pa.Table | None) -> np.ndarray:
+    if table is None:
+        return np.zeros(0, bool)
+    if IS_DELETED not in table.column_names:
+        return np.zeros(table.num_rows, bool)
+    return np.asarray(pc.fill_null(table.column(IS_DELETED), False), dtype=bool)
+
+
+def _drop_deleted(base_table: pa.Table, base: pa.Table | None) -> pa.Table:
+    mask = _deleted_mask(base)
+    return base_table.filter(pa.array(~mask)) if mask.any() else base_table
+
+
+class _Events:
+    """The log's events on keys, in log order: key, ordering value, kind, row in the merged table."""
+
+    def __init__(self, key_field: str, ordering_field: str | None, ordering_type: pa.DataType) -> None:
+        self.key_field, self.ordering_field, self.ordering_type = key_field, ordering_field, ordering_type
+        self.keys: list[pa.Array] = []
+        self.orderings: list[pa.Array] = []
+        self.kinds: list[np.ndarray] = []
+        self.rows: list[np.ndarray] = []
+
+    @property
+    def empty(self) -> bool:
+        return not self.kinds
+
+    def add_records(self, records: pa.Table, row_offset: int) -> None:
+        n = records.num_rows
+        if self.key_field not in records.column_names:
+            raise SchemaError(f"a log data block has no key column {self.key_field!r}")
+        self.keys.append(_strings(records.column(self.key_field)))
+        self.orderings.append(self._ordering(records))
+        deleted = _deleted_mask(records)
+        self.kinds.append(np.where(deleted, _DELETE, _DATA).astype(np.int8))
+        self.rows.append(np.where(deleted, -1, np.arange(row_offset, row_offset + n)))
+
+    def add_deletes(self, keys: pa.Table) -> None:
+        n = keys.num_rows
+        self.keys.append(_strings(keys.column("record_key")))
+        natural = np.asarray(keys.column("natural_order"), dtype=bool)
+        values = keys.column("ordering_value")
+        comparable = values.type == self.ordering_type or (
+            pa.types.is_decimal(values.type) and pa.types.is_decimal(self.ordering_type)
+        )
+        if pa.types.is_null(values.type) or not comparable:
+            # Hudi lets a delete win when its ordering value is not of the record's class
+            natural = np.ones(n, bool)
+            values = pa.nulls(n, self.ordering_type)
+        else:
+            values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+            values = pc.if_else(pa.array(natural), pa.nulls(n, values.type), values).cast(self.ordering_type)
+        self.orderings.append(values)
+        self.kinds.append(np.where(natural, _NATURAL_DELETE, _DELETE).astype(np.int8))
+        self.rows.append(np.full(n, -1, np.int64))
+
+    def _ordering(self, records: pa.Table) -> pa.Array:
+        if self.ordering_field is None or self.ordering_field not in records.column_names:
+            return pa.nulls(records.num_rows, self.ordering_type)
+        column = records.column(self.ordering_field).combine_chunks()
+        return column if column.type == self.ordering_type else column.cast(self.ordering_type)
+
+    def resolve(self, base: pa.Table | None, mode: str) -> tuple[np.ndarray, np.ndarray]:
+        """(the merged-table rows of the winning log records, which base rows the log touched)."""
+        log_keys = pa.concat_arrays(self.keys)
+        touched = np.zeros(0, bool)
+        keys, orderings = [log_keys], [pa.concat_arrays(self.orderings)]
+        kinds, rows = [np.concatenate(self.kinds)], [np.concatenate(self.rows)]
+        if base is not None and base.num_rows:
+            base_keys = _strings(base.column(self.key_field))
+            touched = np.asarray(pc.is_in(base_keys, value_set=pc.unique(log_keys)), dtype=bool)
+            idx = np.flatnonzero(touched)
+            base_deleted = _deleted_mask(base)[idx]
+            keys.insert(0, base_keys.take(pa.array(idx)))
+            orderings.insert(0, self._ordering(base.take(pa.array(idx))) if len(idx) else pa.nulls(0, self.ordering_type))
+            kinds.insert(0, np.where(base_deleted, _DELETE, _DATA).astype(np.int8))
+            rows.insert(0, np.where(base_deleted, -1, idx))
+        key = pa.concat_arrays(keys)
+        ordering = pa.concat_arrays(orderings)
+        kind = np.concatenate(kinds)
+        row = np.concatenate(rows)
+        seq = np.arange(len(kind))
+        winners = _winners(key, ordering, kind, seq, mode)
+        won = row[winners]
+        return won[won >= 0], touched
+
+
+def _winners(key: pa.Array, ordering: pa.Array, kind: np.ndarray, seq: np.ndarray, mode: str) -> np.ndarray:
+    """The index of each key's winning event."""
+    by_key = pc.sort_indices(pa.table({"k": key, "s": seq}), sort_keys=[("k", "ascending"), ("s", "ascending")])
+    order = np.asarray(by_key)
+    sorted_keys = key.take(by_key)
+    n = len(order)
+    starts = np.ones(n, bool)
+    if n > 1:
+        starts[1:] = ~np.asarray(pc.fill_null(pc.equal(sorted_keys[1:], sorted_keys[:-1]), False), dtype=bool)
+    group = np.cumsum(starts) - 1
+    ends = np.ones(n, bool)
+    ends[:-1] = starts[1:]
+    if mode == "COMMIT_TIME_ORDERING":
+        return order[ends]
+    # events after the key's last natural-order delete compete (that delete among them, lowest)
+    natural = kind[order] == _NATURAL_DELETE
+    resets = np.cumsum(natural)
+    last_reset = resets[ends][group]
+    competing = order[resets == last_reset]
+    groups = group[resets == last_reset]
+    comp_ordering = ordering.take(pa.array(competing))
+    if natural.any():
+        is_reset = pa.array(kind[competing] == _NATURAL_DELETE)
+        comp_ordering = pc.if_else(is_reset, pa.nulls(len(competing), ordering.type), comp_ordering)
+    ranked = np.asarray(
+        pc.sort_indices(
+            pa.table({"g": groups, "o": comp_ordering, "s": competing}),
+            sort_keys=[("g", "ascending"), ("o", "ascending", "at_start"), ("s", "ascending")],
+        )
+    )
+    g_sorted = groups[ranked]
+    last = np.ones(len(ranked), bool)
+    last[:-1] = g_sorted[1:] != g_sorted[:-1]
+    return competing[ranked[last]]
+
+
+def _strings(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    return array if array.type == pa.string() else array.cast(pa.string())
