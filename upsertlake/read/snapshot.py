@@ -29,7 +29,7 @@ from upsertlake.services.doctor import properties_disagreements
 from upsertlake.timeline.retention import check_readable
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView
-from upsertlake.logfile.reader import read_log_blocks
+from upsertlake.logfile.reader import read_blocks
 from upsertlake.read.log_merge import merge_slice
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.timeline.active import Timeline
@@ -264,8 +264,8 @@ def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema)
     blocks = []
     for log in sl.logs:
         with _listed(storage, log.path, log.name.instant):
-            blocks += read_log_blocks(storage.read_bytes(log.path))
-    table = merge_slice(base, blocks, "_hoodie_record_key", merge.ordering_field, merge.mode, merge.instants)
+            blocks += read_blocks(storage.read_bytes(log.path), storage.full_path(log.path))
+    table = merge_slice(base, blocks, "_hoodie_record_key", merge.ordering_field, merge.mode, merge.instants, schema)
     return conform(table, schema)
 
 
