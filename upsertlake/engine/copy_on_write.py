@@ -44,7 +44,7 @@ from upsertlake.util.arrays import group_rows
 
 # How each operation merges a bucket's records onto its file group's version; the others merge by
 # the table's hoodie.record.merge.mode.
-MERGE_MODES = {
+OPERATION_MERGE_MODES = {
     "insert": MergeMode.APPEND,
     "bulk_insert": MergeMode.APPEND,
     "insert_overwrite": MergeMode.APPEND,
@@ -134,7 +134,7 @@ def bucket_job(
     """What every bucket's writer needs (picklable, for Spark executors); the partition metafiles
     of the buckets' partitions are written first."""
     write_partition_metadata(storage, {b.partition_path for b in buckets}, instant_time)
-    mode = MERGE_MODES.get(operation, MergeMode(cfg.get(opt.RECORD_MERGE_MODE)))
+    mode = OPERATION_MERGE_MODES.get(operation, MergeMode(cfg.get(opt.RECORD_MERGE_MODE)))
     updated = sorted({b.partition_path for b in buckets if b.type is BucketType.UPDATE})
     latest = {bf.file_group: bf for bf in view.latest_base_files(updated)}
     return BucketJob(
