@@ -649,9 +649,9 @@ def test_a_re_merge_runs_outside_the_lock_until_the_last_round_which_holds_it(
 ) -> None:
     """With OPTIMISTIC_REMERGES = 0 the first re-merge is already the last: it runs holding the lock
     (one acquisition: check, re-merge, commit), and the outcome is the same."""
-    from upsertlake.engine import write_client
+    from upsertlake.engine import commit
 
-    monkeypatch.setattr(write_client, "OPTIMISTIC_REMERGES", optimistic)
+    monkeypatch.setattr(commit, "OPTIMISTIC_REMERGES", optimistic)
     opts = {"hoodie.write.lock.provider": "test_concurrency.CountingLock"}
     make(tmp_path, opts)
     c1, c2 = writer(tmp_path, opts), writer(tmp_path, opts)

@@ -159,6 +159,7 @@ STAGE_WRITER = """
 import os, signal, sys
 import pyarrow as pa
 import pyarrow.parquet as pq
+import upsertlake.engine.instants as instants
 import upsertlake.engine.write_client as wc
 import upsertlake.storage.storage as st
 from upsertlake import open_table
@@ -175,7 +176,7 @@ def after(fn, when=lambda *a, **k: True):
     return wrapped
 
 if stage == "requested":
-    wc.create_requested = after(wc.create_requested)
+    instants.create_requested = after(instants.create_requested)
 elif stage == "inflight":
     wc.transition = after(wc.transition, lambda s, i, to, *r: to.value == "inflight")
 elif stage == "mid_file":

@@ -67,7 +67,7 @@ def test_a_write_that_built_on_a_later_instants_version_before_its_retry_moves(t
     """The retry's plan reads the table as it is then: a commit named by an instant later than the
     retry's, finished meanwhile, is merged onto and so must be checked again (here: re-merged by
     moving the write once more), never taken as already seen."""
-    from upsertlake.engine import write_client
+    from upsertlake.engine import commit
 
     make(tmp_path)
     a, ta, ra = started(tmp_path, rows(("a", 100, "A", "p1")), options=RETRY_ONCE)
@@ -89,7 +89,7 @@ def test_a_write_that_built_on_a_later_instants_version_before_its_retry_moves(t
     assert done.instant_time > tc and done.retries == 1 and done.remerges == 1
     expected = [("a", 100, "A", "p1"), ("b", 9, "C", "p1"), ("c", 1, "c1", "p2")]
     assert snap(tmp_path) == expected == hudi_snap(tmp_path)
-    assert write_client.OPTIMISTIC_REMERGES >= 1
+    assert commit.OPTIMISTIC_REMERGES >= 1
     assert_clean(tmp_path)
 
 

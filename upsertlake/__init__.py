@@ -30,7 +30,8 @@ from upsertlake.errors import (
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 
 if TYPE_CHECKING:
-    from upsertlake.engine.write_client import WriteClient, WriteResult
+    from upsertlake.engine.write_client import WriteClient
+    from upsertlake.engine.write_result import WriteResult
     from upsertlake.table.table import Table, create_table, open_table, upgrade_table
     from upsertlake.timeline.instant import Action, Instant, State
 
@@ -41,7 +42,7 @@ _LAZY = {
     "open_table": "upsertlake.table.table",
     "upgrade_table": "upsertlake.table.table",
     "WriteClient": "upsertlake.engine.write_client",
-    "WriteResult": "upsertlake.engine.write_client",
+    "WriteResult": "upsertlake.engine.write_result",
     "Action": "upsertlake.timeline.instant",
     "Instant": "upsertlake.timeline.instant",
     "State": "upsertlake.timeline.instant",

@@ -12,7 +12,7 @@ Spark's own parquet reader.
 
 from __future__ import annotations
 
-from upsertlake.engine.write_client import WriteResult
+from upsertlake.engine.write_result import WriteResult
 from upsertlake.services.cluster import ClusterResult
 from upsertlake.spark.options import resolve_aliases, resolve_path, split_store_options, write_options
 from upsertlake.spark.read import read

@@ -39,7 +39,8 @@ from upsertlake.engine.bulk_insert import (
     written_record_size,
 )
 from upsertlake.engine.prepare import POSITION, PrepareSpec
-from upsertlake.engine.write_client import WriteClient, WriteResult
+from upsertlake.engine.write_client import WriteClient
+from upsertlake.engine.write_result import WriteResult
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.file_writer import FileWriterConfig, file_writer_config
 from upsertlake.layout.markers import reconcile_markers

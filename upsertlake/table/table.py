@@ -22,7 +22,8 @@ from upsertlake.config.table_config import (
 )
 from upsertlake.config.table_options import check_against_table
 from upsertlake.engine.plan import Progress, WritePlan
-from upsertlake.engine.write_client import WriteClient, WriteResult
+from upsertlake.engine.write_client import WriteClient
+from upsertlake.engine.write_result import WriteResult
 from upsertlake.errors import (
     ConfigError,
     MergeOnReadError,

@@ -1,0 +1,233 @@
+"""The instants of a client's writes: request one (with its heartbeat), wait for or roll back the
+writes of others, move a write to a new instant, roll one back.
+
+Its own module because every action starts and ends its instant alike (Hudi's write client's
+startCommit, rollbackFailedWrites and its heartbeat client); the functions take the client, whose
+table config, lock and started writes (`_pending`, `_moved`) they read and update.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from upsertlake.concurrency.conflict import clustering_file_groups
+from upsertlake.concurrency.heartbeat import Heartbeat, expiry_ms, heartbeat_path, is_expired
+from upsertlake.config import options as opt
+from upsertlake.config.table_config import TableConfig
+from upsertlake.engine import overwrite
+from upsertlake.engine.pending import PendingWrite
+from upsertlake.errors import UpsertlakeError, WriteConflictError, WriteInProgressError
+from upsertlake.layout.markers import rollback_pending
+from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.timeline.active import Timeline, create_requested, transition
+from upsertlake.timeline.instant import Action, Instant, State
+
+if TYPE_CHECKING:
+    from upsertlake.engine.write_client import WriteClient
+
+log = logging.getLogger(__name__)
+
+WAIT_POLL_SECONDS = 0.5  # a single writer waiting for a live write polls at most this long apart
+
+
+# -- start ---------------------------------------------------------------------------------
+def start_commit(client: WriteClient, operation: str) -> str:
+    """`WriteClient.start_commit`: roll back failed writes (or, a single writer, wait for a live
+    one), then request a new instant with its heartbeat."""
+    client.table_config.check_writable()
+    began: float | None = None
+    told: set[str] = set()
+    while True:
+        with client.lock.hold():
+            # The version as of now, under the lock: an upgrade may have run since we opened.
+            client.table_config = TableConfig.load(client.storage)
+            client.table_config.check_writable()
+            client.table_config = drop_metadata_table(client.storage, client.table_config)
+            timeline = Timeline.load(client.storage)
+            live = [] if client.optimistic else _live_writes(client, timeline)
+            if not live:
+                _rollback_failed_writes(client, timeline)
+                action, doc = overwrite.requested(operation)
+                instant, heartbeat = request(client, action, doc)
+                done = frozenset(i.time for i in Timeline.load(client.storage).completed_writes())
+                break
+        began = time.monotonic() if began is None else began
+        _wait_for(client, live[0], told, began)
+    client._pending[instant.time] = PendingWrite(instant, done, heartbeat, requested_doc=doc)
+    log.info("started commit %s", instant.time)
+    return instant.time
+
+
+def request(client: WriteClient, action: Action, content: bytes) -> tuple[Instant, Heartbeat]:
+    """Under the lock: a new requested instant and its heartbeat, which beats before the instant
+    is visible, so no other writer ever sees it without one (and takes it for a dead write)."""
+    beats: list[Heartbeat] = []
+
+    def beat_first(instant_time: str) -> None:
+        if beats:  # a writer without the lock took the time before us: its heartbeat now
+            beats[-1].stop(delete=False)
+        beats.append(_heartbeat(client, instant_time))
+
+    return create_requested(client.storage, action, content, before=beat_first), beats[-1]
+
+
+def _heartbeat(client: WriteClient, instant_time: str) -> Heartbeat:
+    interval = client.config.get(opt.HEARTBEAT_INTERVAL_MS)
+    return Heartbeat(
+        client.storage, instant_time, interval, client.config.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+    ).start()
+
+
+def _wait_for(client: WriteClient, inst: Instant, told: set[str], began: float) -> None:
+    """Single writer: `inst`, another write, is in flight and alive. Say so once, then sleep a
+    poll. Past the bound (its heartbeat's expiry, one more interval and the lock wait time,
+    counted from the first wait: a dead writer's heartbeat always expires before) give up."""
+    interval = client.config.get(opt.HEARTBEAT_INTERVAL_MS)
+    expiry = expiry_ms(client.storage, inst.time, interval, client.config.get(opt.HEARTBEAT_TOLERABLE_MISSES))
+    bound_ms = expiry + interval + client.config.get(opt.LOCK_WAIT_TIME_MS)
+    if (time.monotonic() - began) * 1000 > bound_ms:
+        raise WriteInProgressError(
+            f"write {inst.time} of another writer is still in flight after {bound_ms / 1000:g} s (its heartbeat "
+            "is alive) and this single writer cannot run beside it: retry later, or let writers run side by side "
+            "with optimistic concurrency (hoodie.write.concurrency.mode=optimistic_concurrency_control)"
+        )
+    if inst.time not in told:
+        told.add(inst.time)
+        log.warning(
+            "write %s of another writer is in flight (its heartbeat is alive): this single writer waits for it "
+            "to complete, or for its heartbeat to expire (%g s without a beat); optimistic concurrency "
+            "(hoodie.write.concurrency.mode=optimistic_concurrency_control) lets writers run side by side",
+            inst.time, expiry / 1000,
+        )
+    time.sleep(min(WAIT_POLL_SECONDS, interval / 4000))
+
+
+def check_startable(client: WriteClient, instant_time: str) -> None:
+    """Raise unless this client started `instant_time` and has written nothing under it yet."""
+    pending = client._pending.get(instant_time)
+    if pending is None or pending.instant.state is not State.REQUESTED:
+        raise UpsertlakeError(f"instant {instant_time} was not started by this client (or was already written)")
+
+
+# -- failed and live writes ----------------------------------------------------------------
+def rollback_failed_writes(client: WriteClient) -> list[str]:
+    """`WriteClient.rollback_failed_writes`: under the lock."""
+    with client.lock.hold():
+        return _rollback_failed_writes(client, Timeline.load(client.storage))
+
+
+def _rollback_failed_writes(client: WriteClient, timeline: Timeline) -> list[str]:
+    failed = _failed_writes(client, timeline)
+    for inst in failed:
+        rollback_pending(client.storage, inst)
+        client.storage.delete(heartbeat_path(inst.time))
+        forget(client, inst.time)
+    return [i.time for i in failed]
+
+
+def _failed_writes(client: WriteClient, timeline: Timeline) -> list[Instant]:
+    """Pending writes whose heartbeat expired or is missing (a dead writer, or a pending write
+    of Hudi or an older upsertlake, whose single writers beat none: rolled back, as Hudi's
+    eager single writer does), and this thread's own abandoned writes (a thread runs one write
+    at a time; starting another abandons them)."""
+    interval = client.config.get(opt.HEARTBEAT_INTERVAL_MS)
+    misses = client.config.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+    mine = set() if client.optimistic else _abandoned(client)
+    return [
+        i for i in timeline.pending_writes() if i.time in mine or is_expired(client.storage, i.time, interval, misses)
+    ]
+
+
+def _live_writes(client: WriteClient, timeline: Timeline) -> list[Instant]:
+    """The pending writes a single writer must wait for: alive, not a clustering (which runs
+    beside writers in either mode), not this thread's own abandoned ones."""
+    failed = {i.time for i in _failed_writes(client, timeline)}
+    return [
+        i
+        for i in timeline.pending_writes()
+        if i.time not in failed
+        and not (i.action is Action.REPLACE_COMMIT and clustering_file_groups(client.storage, i))
+    ]
+
+
+def _abandoned(client: WriteClient) -> set[str]:
+    """This client's pending writes started by the calling thread."""
+    me = threading.get_ident()
+    return {t for t, p in client._pending.items() if p.thread == me}
+
+
+# -- moving a write to a new instant -------------------------------------------------------
+def new_instant(client: WriteClient, pending: PendingWrite, inflight: bool = True) -> Instant:
+    """Under the lock: an instant of the write's action (with its heartbeat) for the write to
+    move to; inflight with the write's profile unless a retry writes it anew."""
+    instant, heartbeat = request(client, pending.instant.action, pending.requested_doc)
+    if inflight:
+        instant = transition(client.storage, instant, State.INFLIGHT, pending.inflight_doc)
+    client._pending[instant.time] = PendingWrite(instant, pending.checked, heartbeat)  # so a crash is undone
+    return instant
+
+
+def adopt(client: WriteClient, pending: PendingWrite, new: Instant) -> None:
+    """The write goes on under `new` (from `new_instant`, with its heartbeat); the old instant's
+    heartbeat stops, and `rollback` of the old time finds the new one."""
+    old = pending.instant
+    helper = client._pending.pop(new.time)
+    pending.finish()
+    pending.instant, pending.heartbeat = new, helper.heartbeat
+    client._pending.pop(old.time, None)
+    client._pending[new.time] = pending
+    client._moved[old.time] = new.time
+
+
+def restart(client: WriteClient, current: Instant, pending: PendingWrite) -> str:
+    """Under the lock: a retry after a conflict goes under a new instant, as in Hudi, and the
+    conflicted attempt is rolled back. The retry merges onto versions committed since the old
+    instant, maybe named by later times: readers, who order a group's versions by instant
+    time, would hide a file named by the old one. The new instant is created before the
+    rollback, so it is later than the old one."""
+    new = new_instant(client, pending, inflight=False)
+    rollback_pending(client.storage, current)
+    adopt(client, pending, new)
+    log.info("write %s goes on under instant %s for its retry", current.time, new.time)
+    return new.time
+
+
+# -- ending a write ------------------------------------------------------------------------
+def forget(client: WriteClient, instant_time: str) -> None:
+    """The write ended (committed or rolled back): stop its heartbeat, free what it held."""
+    pending = client._pending.pop(instant_time, None)
+    if pending is not None:
+        pending.finish()
+        pending.free()
+
+
+def rollback(client: WriteClient, instant_time: str) -> None:
+    """`WriteClient.rollback`: undo a started, uncommitted write of this client."""
+    while instant_time in client._moved:  # a re-merge or a retry moved it (maybe more than once)
+        instant_time = client._moved.pop(instant_time)
+    with client.lock.hold():
+        timeline = Timeline.load(client.storage)
+        inst = next((i for i in timeline.pending_writes() if i.time == instant_time), None)
+        pending = client._pending.get(instant_time)
+        if inst is None and pending is not None and timeline.get(instant_time) is None:
+            inst = pending.instant  # on no timeline: only what this write left since
+        if inst is not None and not inst.is_completed:
+            rollback_pending(client.storage, inst)
+    forget(client, instant_time)
+
+
+def rolled_back_meanwhile(client: WriteClient, instant_time: str, exc: Exception) -> WriteConflictError | None:
+    """For an I/O error met while writing files (OSError locally, StorageError on a store): a
+    WriteConflictError when another writer rolled the instant back meanwhile (its files and
+    folders went from under it), else None."""
+    pending = client._pending.get(instant_time)
+    action = pending.instant.action if pending is not None else Action.COMMIT
+    if Timeline.load(client.storage).get(instant_time, action) is not None:
+        return None
+    return WriteConflictError(
+        f"write {instant_time} was rolled back by another writer while it wrote its files (its heartbeat "
+        f"expired: {exc}); nothing of it is visible"
+    )

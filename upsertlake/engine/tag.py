@@ -1,0 +1,58 @@
+"""Step 3 of a write: tag each record with the file group that holds its key (or none: an insert).
+
+Its own module because every action tags alike (Hudi's HoodieWriteHelper.tag) before its own
+partitioner decides where the records go.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from upsertlake.config import Config
+from upsertlake.config.table_config import TableConfig
+from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION
+from upsertlake.engine.global_routing import route_global
+from upsertlake.engine.prepare import PreparedBatch
+from upsertlake.index.base import Index
+from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.layout.keygen import DEFAULT_PARTITION
+from upsertlake.util.arrow import constant
+
+log = logging.getLogger(__name__)
+
+
+def tag(
+    batch: PreparedBatch, index: Index, view: FileSystemView, operation: str, cfg: Config, precombine_field: str | None
+) -> tuple[pa.Table, pa.Table]:
+    """The batch's records that are written, and beside them their locations (`loc_partition`,
+    `loc_file_id`, `loc_instant`: null for an insert). A delete of a key that is not stored is
+    dropped; a global index routes records whose partition changed."""
+    records = batch.records
+    if not index.requires_tagging(operation) or records.num_rows == 0:
+        empty = constant(None, records.num_rows)
+        return records, pa.table({"loc_partition": empty, "loc_file_id": empty, "loc_instant": empty})
+    locations = index.tag(records.column(KEY), records.column(PARTITION), view)
+    if index.is_global:
+        records, locations = route_global(records, locations, operation, cfg, view, precombine_field)
+    # A delete of a key that is not stored is nothing.
+    keep = pc.invert(pc.and_(records.column(DELETE_FLAG), pc.is_null(locations.column("loc_file_id"))))
+    if not pc.all(keep).as_py():
+        records, locations = records.filter(keep), locations.filter(keep)
+    return records, locations
+
+
+def log_default_partition(table_config: TableConfig, batch: PreparedBatch) -> None:
+    """Hudi writes records with a null or empty partition value to __HIVE_DEFAULT_PARTITION__;
+    so do we, but say so once per write (here, on the driver, also for Spark writes)."""
+    if not table_config.partition_fields or batch.records.num_rows == 0:
+        return
+    count = pc.sum(pc.match_substring(batch.partitions, DEFAULT_PARTITION)).as_py() or 0
+    if count:
+        fields = ", ".join(table_config.partition_fields)
+        log.warning(
+            "%d record(s) have a null or empty partition value (%s): they go to partition %s",
+            count, fields, DEFAULT_PARTITION,
+        )
