@@ -69,7 +69,7 @@ def encode_rows(table: pa.Table, schema_json: str) -> bytes:
     """`encode_records` through fastavro, one row at a time (any schema)."""
     parsed = _parsed(schema_json)
     names = {f["name"] for f in json.loads(schema_json)["fields"]}
-    rows = table.select([n for n in table.column_names if n in names]).to_pylist()
+    rows = table.select([n for n in table.column_names if n in names]).to_pylist(maps_as_pydicts="strict")
     out = io.BytesIO()
     datum = io.BytesIO()
     for row in rows:
