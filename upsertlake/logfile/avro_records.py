@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.errors import CorruptTableError, SchemaError
+from upsertlake.logfile.avro_decode import decode_flat
 from upsertlake.schema import META_COLUMNS, avro_to_arrow
 
 _META_FIELD = {"type": ["null", "string"], "doc": "", "default": None}
@@ -44,14 +45,29 @@ def arrow_schema_of(schema_json: str) -> pa.Schema:
     return avro_to_arrow(schema_json, keep_meta=True)
 
 
-def decode_records(datums: list[bytes], schema_json: str) -> pa.Table:
-    """The records (Avro binary datums) as an Arrow table in the schema's canonical Arrow types."""
-    parsed = _parsed(schema_json)
-    rows = [fastavro.schemaless_reader(io.BytesIO(d), parsed, None) for d in datums]
+def decode_records(payload: bytes, count: int, schema_json: str) -> pa.Table:
+    """`count` records as an Avro data block lists them (int32 length, then the datum) as an
+    Arrow table in the schema's canonical Arrow types (meta columns kept)."""
+    starts = np.empty(count, np.int64)
+    ends = np.empty(count, np.int64)
+    pos = 0
+    for i in range(count):  # each length says where the next record starts: a chain, walked once
+        if pos + 4 > len(payload):
+            raise CorruptTableError(f"record {i} of {count} runs past the block's end")
+        starts[i] = pos + 4
+        pos += 4 + int.from_bytes(payload[pos : pos + 4], "big", signed=True)
+        ends[i] = pos
+    if pos > len(payload) or (count and (ends < starts).any()):
+        raise CorruptTableError(f"the lengths of {count} records run past the block's end")
     schema = arrow_schema_of(schema_json)
+    fields = json.loads(schema_json)["fields"]
+    if all(_flat(f["type"]) for f in fields):
+        return decode_flat(payload, starts, ends, fields, schema)
+    parsed = _parsed(schema_json)
     try:
+        rows = [fastavro.schemaless_reader(io.BytesIO(payload[s:e]), parsed, None) for s, e in zip(starts, ends)]
         return pa.Table.from_pylist(rows, schema=schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+    except (EOFError, ValueError, IndexError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise CorruptTableError(f"Avro records do not fit their block's schema: {e}") from e
 
 
@@ -124,18 +140,20 @@ class _Rows:
         row_len = np.zeros(self.n, np.int64)
         for _, lengths in self.segments:
             row_len += lengths
-        offsets = np.zeros(self.n + 1, np.int64)
-        np.cumsum(row_len + 4, out=offsets[1:])
-        out = np.empty(int(offsets[-1]), np.uint8)
-        prefix = row_len.astype(">i4").view(np.uint8).reshape(self.n, 4)
-        out[(offsets[:-1, None] + np.arange(4)).reshape(-1)] = prefix.reshape(-1)
-        cursor = offsets[:-1] + 4
-        for flat, lengths in self.segments:
-            if len(flat):
-                src_start = np.cumsum(lengths) - lengths
-                out[np.repeat(cursor - src_start, lengths) + np.arange(len(flat))] = flat
-            cursor += lengths
-        return out.tobytes()
+        prefix = row_len.astype(">i4").view(np.uint8)
+        pieces = [_binary(prefix, np.full(self.n, 4, np.int64))]
+        pieces += [_binary(flat, lengths) for flat, lengths in self.segments]
+        # Arrow concatenates the pieces row by row in one pass; the result's data buffer is the rows
+        rows = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.binary()))
+        offsets = np.frombuffer(rows.buffers()[1], np.int32, self.n + 1, rows.offset * 4)
+        return rows.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]] if self.n else b""
+
+
+def _binary(flat: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """A binary array whose row i is the next lengths[i] bytes of flat (zero-copy)."""
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(flat))])
 
 
 def _varints(values: np.ndarray, valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -165,5 +165,4 @@ def _avro_records(content: bytes, schema_json: str) -> pa.Table:
     if version < 2:
         raise UnsupportedLogBlockError(f"Avro data block version {version} (only 2 and 3 carry a record count)")
     count = cur.int32()
-    datums = [bytes(cur.take(cur.int32())) for _ in range(count)]
-    return decode_records(datums, schema_json)
+    return decode_records(content[8:], count, schema_json)
