@@ -41,7 +41,7 @@ from upsertlake.logfile import (
     rollback_block,
     sort_log_files,
 )
-from upsertlake.logfile.avro_records import encode_records, encode_rows, with_meta_fields
+from upsertlake.logfile.avro_records import decode_records, decode_rows, encode_records, encode_rows, with_meta_fields
 from upsertlake.read.log_merge import merge_slice
 from upsertlake.schema import arrow_to_avro, avro_schema_json
 
@@ -268,6 +268,22 @@ def test_the_vectorized_avro_encoder_writes_fastavros_bytes(seed: int) -> None:
     (block,) = read_blocks(encode_block(data_block("20250101000000000", table, schema_json)))
     assert block.records.select(table.column_names).equals(table.cast(block.records.select(table.column_names).schema))
     assert block.records.column("_hoodie_commit_seqno").null_count == 500  # absent from the table: written null
+    assert decode_records(fast, 500, schema_json).equals(decode_rows(fast, 500, schema_json))  # numpy == fastavro
+
+
+def test_records_that_do_not_fit_their_schema_are_corrupt() -> None:
+    table = pa.table({"_hoodie_record_key": ["a", "b"], "n": pa.array([1, None], pa.int64())})
+    schema_json = avro_schema_json(with_meta_fields(arrow_to_avro(table.schema, "t")))
+    payload = bytearray(encode_records(table, schema_json))
+    assert decode_records(bytes(payload), 2, schema_json).select(table.column_names).equals(table)
+    payload[4] = 6  # the first field's union branch: 3, of a two-branch union
+    with pytest.raises(CorruptTableError, match="union branch index out of range"):
+        decode_records(bytes(payload), 2, schema_json)
+    good = encode_records(table, schema_json)
+    first = int.from_bytes(good[:4], "big")
+    padded = (first + 1).to_bytes(4, "big") + good[4 : 4 + first] + b"\x00" + good[4 + first :]  # a byte too many
+    with pytest.raises(CorruptTableError, match="do not end where their lengths say"):
+        decode_records(padded, 2, schema_json)
 
 
 def test_nested_records_round_trip_through_fastavro() -> None:

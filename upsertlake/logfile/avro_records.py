@@ -48,6 +48,29 @@ def arrow_schema_of(schema_json: str) -> pa.Schema:
 def decode_records(payload: bytes, count: int, schema_json: str) -> pa.Table:
     """`count` records as an Avro data block lists them (int32 length, then the datum) as an
     Arrow table in the schema's canonical Arrow types (meta columns kept)."""
+    starts, ends = _bounds(payload, count)
+    fields = json.loads(schema_json)["fields"]
+    if all(_flat(f["type"]) for f in fields):
+        return decode_flat(payload, starts, ends, fields, arrow_schema_of(schema_json))
+    return _decode_rows(payload, starts, ends, schema_json)
+
+
+def decode_rows(payload: bytes, count: int, schema_json: str) -> pa.Table:
+    """`decode_records` through fastavro, one record at a time (any schema)."""
+    return _decode_rows(payload, *_bounds(payload, count), schema_json)
+
+
+def _decode_rows(payload: bytes, starts: np.ndarray, ends: np.ndarray, schema_json: str) -> pa.Table:
+    parsed = _parsed(schema_json)
+    try:
+        rows = [fastavro.schemaless_reader(io.BytesIO(payload[s:e]), parsed, None) for s, e in zip(starts, ends)]
+        return pa.Table.from_pylist(rows, schema=arrow_schema_of(schema_json))
+    except (EOFError, ValueError, IndexError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise CorruptTableError(f"Avro records do not fit their block's schema: {e}") from e
+
+
+def _bounds(payload: bytes, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each record's datum starts and ends in the payload."""
     starts = np.empty(count, np.int64)
     ends = np.empty(count, np.int64)
     pos = 0
@@ -59,16 +82,7 @@ def decode_records(payload: bytes, count: int, schema_json: str) -> pa.Table:
         ends[i] = pos
     if pos > len(payload) or (count and (ends < starts).any()):
         raise CorruptTableError(f"the lengths of {count} records run past the block's end")
-    schema = arrow_schema_of(schema_json)
-    fields = json.loads(schema_json)["fields"]
-    if all(_flat(f["type"]) for f in fields):
-        return decode_flat(payload, starts, ends, fields, schema)
-    parsed = _parsed(schema_json)
-    try:
-        rows = [fastavro.schemaless_reader(io.BytesIO(payload[s:e]), parsed, None) for s, e in zip(starts, ends)]
-        return pa.Table.from_pylist(rows, schema=schema)
-    except (EOFError, ValueError, IndexError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise CorruptTableError(f"Avro records do not fit their block's schema: {e}") from e
+    return starts, ends
 
 
 def encode_records(table: pa.Table, schema_json: str) -> bytes:
