@@ -1,11 +1,12 @@
 """Records of an Avro data block: Avro binary datums under the block's writer schema, each
 preceded (in the block) by its length.
 
-Decoding goes through fastavro. Encoding is the MOR upsert's hot path, so flat records (every
-field a primitive, a date, a timestamp or a decimal, nullable or not) are encoded column by
-column with numpy (zigzag varints, length-prefixed strings, union branch indexes) and the
-columns' bytes then interleaved into rows; records with nested fields (structs, lists, maps) go
-through fastavro row by row. Both produce the same bytes (tests compare them on random data).
+The MOR upsert writes these on its hot path and the merged read decodes them, so flat records
+(every field a primitive, a date, a timestamp or a decimal, nullable or not) are encoded column
+by column with numpy (zigzag varints, length-prefixed strings, union branch indexes), the
+columns' bytes then interleaved into rows, and decoded the same way (avro_decode); records with
+nested fields (structs, lists, maps) go through fastavro row by row. Both ways give the same
+bytes and the same tables (tests compare them on random data).
 """
 
 from __future__ import annotations
@@ -140,27 +141,45 @@ def _flat(avro_type: Any) -> bool:
 
 
 class _Rows:
-    """Per-row byte segments, appended in field order, interleaved into rows by `finish`."""
+    """Per-row byte segments, appended in field order, interleaved into rows by `finish`.
+
+    Arrow's binary join interleaves them at a cost per row and segment, so adjacent segments of
+    the same width in every row (union branches, doubles, varints that all take the same bytes,
+    and the leading length) are first joined into one with numpy."""
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.segments: list[tuple[np.ndarray, np.ndarray]] = []  # (flat bytes, per-row lengths)
+        self.fixed: list[np.ndarray] = [np.zeros((n, 4), np.uint8)]  # (n, width) pieces; first: the length
 
     def add(self, flat: np.ndarray, lengths: np.ndarray) -> None:
-        self.segments.append((flat, lengths))
+        if self.n and (lengths == lengths[0]).all():
+            self.fixed.append(flat.reshape(self.n, int(lengths[0])))
+        else:
+            self._close_fixed()
+            self.segments.append((flat, lengths))
+
+    def _close_fixed(self) -> None:
+        if self.fixed:
+            joined = np.hstack(self.fixed) if len(self.fixed) > 1 else self.fixed[0]
+            self.segments.append((joined.reshape(-1), np.full(self.n, joined.shape[1], np.int64)))
+            self.fixed = []
 
     def finish(self) -> bytes:
         """The rows, each preceded by its length as a big-endian int32."""
-        row_len = np.zeros(self.n, np.int64)
-        for _, lengths in self.segments:
-            row_len += lengths
-        prefix = row_len.astype(">i4").view(np.uint8)
-        pieces = [_binary(prefix, np.full(self.n, 4, np.int64))]
-        pieces += [_binary(flat, lengths) for flat, lengths in self.segments]
-        # Arrow concatenates the pieces row by row in one pass; the result's data buffer is the rows
-        rows = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.binary()))
+        if not self.n:
+            return b""
+        self._close_fixed()
+        row_len = sum((lengths for _, lengths in self.segments), np.zeros(self.n, np.int64)) - 4
+        first, widths = self.segments[0]
+        first.reshape(self.n, int(widths[0]))[:, :4] = row_len.astype(">i4").view(np.uint8).reshape(self.n, 4)
+        pieces = [_binary(flat, lengths) for flat, lengths in self.segments]
+        if len(pieces) == 1:
+            rows = pieces[0]
+        else:  # Arrow concatenates the pieces row by row in one pass; the result's data are the rows
+            rows = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.binary()))
         offsets = np.frombuffer(rows.buffers()[1], np.int32, self.n + 1, rows.offset * 4)
-        return rows.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]] if self.n else b""
+        return rows.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
 
 
 def _binary(flat: np.ndarray, lengths: np.ndarray) -> pa.Array:
