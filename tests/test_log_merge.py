@@ -181,3 +181,16 @@ def test_the_v6_fixture_merges_by_commit_time_as_the_hudi_reader_reads_it(tmp_pa
         ({c: r[c] for c in columns} for r in hudi), key=lambda r: r[KEY]
     )
     assert {r["rider"]: r["fare"] for r in ours}["rider-D"] == 25.0
+
+
+def test_base_records_marked_deleted_are_not_read() -> None:
+    schema = SCHEMA.append(pa.field("_hoodie_is_deleted", pa.bool_()))
+    base = pa.Table.from_pylist(
+        [{KEY: "a", "ts": 5, "v": "a0", "_hoodie_is_deleted": True}, {KEY: "b", "ts": 5, "v": "b0", "_hoodie_is_deleted": None}],
+        schema=schema,
+    )
+    assert merged([], base=base) == [("b", 5, "b0", None)]
+    assert merged([records("1", [("c", 1, "c1")])], base=base) == [("b", 5, "b0", None), ("c", 1, "c1", None)]
+    # a base record marked deleted is a delete of its ordering value (Hudi's writers never leave one)
+    assert merged([records("1", [("a", 4, "a1")])], base=base) == [("b", 5, "b0", None)]
+    assert merged([records("1", [("a", 6, "a1")])], base=base) == [("a", 6, "a1", None), ("b", 5, "b0", None)]
