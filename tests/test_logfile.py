@@ -458,3 +458,16 @@ def test_the_hudi_reader_reads_blocks_we_append_to_a_hudi_slice(tmp_path: Path) 
     # then only the rollback block keeps the failed write out
     everything = merge_slice(base, blocks, "_hoodie_record_key", "ts", "COMMIT_TIME_ORDERING", lambda _: True)
     assert sorted(everything.select(columns).to_pylist(), key=lambda r: r["rider"]) == expected
+
+
+def test_blocks_of_unwanted_instants_are_left_out_undecoded() -> None:
+    log, _ = three_block_log()
+    assert [(type(b).__name__, b.instant) for b in read_blocks(log, keep=lambda i: i != "002")] == [
+        ("DataBlock", "001"),
+        ("DataBlock", "003"),
+    ]
+    garbled = bytearray(log + encode_block(rollback_block("004", "003")))
+    content_at = garbled.index(struct.pack(">ii", 3, 2), garbled.index(b"]}"))  # the first data block's version, count
+    garbled[content_at + 4 : content_at + 8] = struct.pack(">i", 99)
+    blocks = read_blocks(bytes(garbled), keep=lambda i: i > "001")  # the bad block is never decoded
+    assert [type(b).__name__ for b in blocks] == ["DeleteBlock", "DataBlock", "CommandBlock"]
