@@ -21,6 +21,7 @@ from tests.conftest import HUDI_TABLES
 from upsertlake.errors import (
     CorruptTableError,
     HFileBlockError,
+    SchemaError,
     UnsupportedLogBlockError,
     UnsupportedTableError,
 )
@@ -46,6 +47,7 @@ from upsertlake.read.log_merge import merge_slice
 from upsertlake.schema import arrow_to_avro, avro_schema_json
 
 MOR = HUDI_TABLES / "mor"
+KEY_COLUMN = "_hoodie_record_key"
 V8_KEYS = {  # rider -> record key in the v8 trips fixture
     "A": "334e26e9-8355-45cc-97c6-c31daf0df330",
     "C": "e96c4396-3fad-413a-a942-4cb36106d721",
@@ -471,3 +473,31 @@ def test_blocks_of_unwanted_instants_are_left_out_undecoded() -> None:
     garbled[content_at + 4 : content_at + 8] = struct.pack(">i", 99)
     blocks = read_blocks(bytes(garbled), keep=lambda i: i > "001")  # the bad block is never decoded
     assert [type(b).__name__ for b in blocks] == ["DeleteBlock", "DataBlock", "CommandBlock"]
+
+
+def test_columns_are_written_in_the_writer_schemas_units_and_scales() -> None:
+    schema = pa.schema(
+        [(KEY_COLUMN, pa.string()), ("at", pa.timestamp("us", tz="UTC")), ("amount", pa.decimal128(10, 4)), ("ms", pa.timestamp("ms"))]
+    )
+    schema_json = avro_schema_json(with_meta_fields(arrow_to_avro(schema, "t")))
+    given = pa.table(
+        {
+            KEY_COLUMN: ["a"],
+            "at": pa.array([1_500], pa.timestamp("ms", tz="UTC")),
+            "amount": pa.array([decimal.Decimal("1.5")], pa.decimal128(5, 1)),
+            "ms": pa.array([2_000_000], pa.timestamp("us")),
+        }
+    )
+    assert encode_records(given, schema_json) == encode_rows(given, schema_json)
+    (block,) = read_blocks(encode_block(data_block("001", given, schema_json)))
+    assert block.records.select(schema.names).to_pylist() == [
+        {
+            KEY_COLUMN: "a",
+            "at": dt.datetime(1970, 1, 1, 0, 0, 1, 500_000, tzinfo=dt.timezone.utc),
+            "amount": decimal.Decimal("1.5000"),
+            "ms": dt.datetime(1970, 1, 1, 0, 0, 2),
+        }
+    ]
+    lossy = given.set_column(3, "ms", pa.array([2_000_001], pa.timestamp("us")))
+    with pytest.raises(SchemaError, match="column 'ms': timestamp\\[us\\] values do not convert exactly"):
+        encode_records(lossy, schema_json)

@@ -25,7 +25,7 @@ def decode_flat(payload: bytes, starts: np.ndarray, ends: np.ndarray, fields: li
     pos = starts.astype(np.int64)
     columns = []
     for field in fields:
-        avro_type, null_index = _branches(field["type"])
+        avro_type, null_index = branches(field["type"])
         n = len(pos)
         valid: np.ndarray | None = None
         if null_index is not None:
@@ -48,8 +48,12 @@ def decode_flat(payload: bytes, starts: np.ndarray, ends: np.ndarray, fields: li
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _branches(avro_type: Any) -> tuple[Any, int | None]:
+def branches(avro_type: Any) -> tuple[Any, int | None]:
+    """(the non-null type, the null branch's index or None) of a field type; (None, None) for a
+    union other than [null, T] / [T, null]."""
     if isinstance(avro_type, list):
+        if len(avro_type) != 2 or avro_type.count("null") != 1:
+            return None, None
         null_index = avro_type.index("null")
         return avro_type[1 - null_index], null_index
     return avro_type, None
@@ -112,11 +116,10 @@ def _arrow(values: Any, valid: np.ndarray | None, n: int, target: pa.DataType, a
         np.cumsum(full, out=offsets[1:])
         if offsets[-1] >= 2**31:
             raise CorruptTableError("a data block's strings exceed 2 GiB")
-        body = _gather(data, starts, lengths)
+        body = gather(data, starts, lengths)
         validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
-        array = pa.Array.from_buffers(
-            pa.string() if kind == "string" else pa.binary(), n, [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)]
-        )
+        buffers = [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)]
+        array = pa.Array.from_buffers(pa.string() if kind == "string" else pa.binary(), n, buffers)
         if kind == "string":
             try:
                 array.validate(full=True)
@@ -142,7 +145,8 @@ def _arrow(values: Any, valid: np.ndarray | None, n: int, target: pa.DataType, a
     return pa.array(full_values, mask=mask).cast(target)
 
 
-def _gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """data[starts[i]:starts[i]+lengths[i]] for every i, concatenated, without a Python loop."""
     total = int(lengths.sum())
     if total == 0:
         return np.zeros(0, np.uint8)

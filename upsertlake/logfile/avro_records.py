@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.errors import CorruptTableError, SchemaError
-from upsertlake.logfile.avro_decode import decode_flat
+from upsertlake.logfile.avro_decode import branches, decode_flat, gather
 from upsertlake.schema import META_COLUMNS, avro_to_arrow
 
 _META_FIELD = {"type": ["null", "string"], "doc": "", "default": None}
@@ -117,19 +117,8 @@ def encode_rows(table: pa.Table, schema_json: str) -> bytes:
 _PRIMITIVE = {"boolean", "int", "long", "float", "double", "string", "bytes"}
 
 
-def _branches(avro_type: Any) -> tuple[Any, int | None]:
-    """(the non-null type, the null branch's index or None) of a field type."""
-    if isinstance(avro_type, list):
-        others = [i for i, b in enumerate(avro_type) if b != "null"]
-        nulls = [i for i, b in enumerate(avro_type) if b == "null"]
-        if len(others) != 1 or len(nulls) != 1 or len(avro_type) != 2:
-            return None, None
-        return avro_type[others[0]], nulls[0]
-    return avro_type, None
-
-
 def _flat(avro_type: Any) -> bool:
-    t, _ = _branches(avro_type)
+    t, _ = branches(avro_type)
     if isinstance(t, str):
         return t in _PRIMITIVE
     if isinstance(t, dict):
@@ -186,7 +175,8 @@ def _binary(flat: np.ndarray, lengths: np.ndarray) -> pa.Array:
     """A binary array whose row i is the next lengths[i] bytes of flat (zero-copy)."""
     offsets = np.zeros(len(lengths) + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    return pa.Array.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(flat))])
+    body = pa.py_buffer(np.ascontiguousarray(flat))
+    return pa.Array.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets), body])
 
 
 def _varints(values: np.ndarray, valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -221,15 +211,6 @@ def _spread(lengths: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
     return out
 
 
-def _gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """data[starts[i]:starts[i]+lengths[i]] for every i, concatenated, without a Python loop."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.uint8)
-    out_starts = np.cumsum(lengths) - lengths
-    return data[np.repeat(starts - out_starts, lengths) + np.arange(total)]
-
-
 def _fixed(values: np.ndarray, width: int, valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Fixed-width little-endian (or already ordered) bytes per value, nothing for invalid rows."""
     raw = np.ascontiguousarray(values).view(np.uint8).reshape(len(values), width)
@@ -240,18 +221,18 @@ def _fixed(values: np.ndarray, width: int, valid: np.ndarray | None) -> tuple[np
 
 def _encode_flat(table: pa.Table, schema: dict) -> bytes:
     n = table.num_rows
+    if not n:
+        return b""
     rows = _Rows(n)
     for field in schema["fields"]:
         name = field["name"]
-        avro_type, null_index = _branches(field["type"])
+        avro_type, null_index = branches(field["type"])
         if name in table.column_names:
-            column = table.column(name).combine_chunks() if n else pa.nulls(0)
+            column = table.column(name).combine_chunks()
+        elif null_index is None:
+            raise SchemaError(f"column {name!r} is missing and its Avro type is not nullable")
         else:
-            if null_index is None:
-                raise SchemaError(f"column {name!r} is missing and its Avro type is not nullable")
             column = pa.nulls(n)
-        if isinstance(column, pa.ChunkedArray):
-            column = column.combine_chunks() if column.num_chunks else pa.nulls(0)
         valid = None
         if null_index is not None:
             valid = np.ones(n, bool) if column.null_count == 0 else np.asarray(column.is_valid())
@@ -281,7 +262,7 @@ def _encode_values(rows: _Rows, column: pa.Array, avro_type: Any, valid: np.ndar
         data = column.buffers()[2]
         body = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
         if has_nulls or offsets[0] != 0:
-            body = _gather(body, offsets[:-1], lengths)
+            body = gather(body, offsets[:-1], lengths)
         else:
             body = body[: offsets[-1]]
         rows.add(*_varints(lengths, valid if has_nulls else None))
@@ -298,14 +279,17 @@ def _encode_values(rows: _Rows, column: pa.Array, avro_type: Any, valid: np.ndar
         return
     if kind == "fixed" and logical == "decimal":
         size = avro_type["size"]
-        if not pa.types.is_decimal128(column.type):
-            raise SchemaError(f"column {name!r}: {column.type} cannot be written as an Avro decimal")
+        column = _cast(column, pa.decimal128(avro_type["precision"], avro_type.get("scale", 0)), name)
         raw = np.frombuffer(column.buffers()[1], np.uint8, len(column) * 16, column.offset * 16).reshape(-1, 16)
         big_endian = np.ascontiguousarray(raw[:, ::-1][:, 16 - size :])
         rows.add(*_fixed(big_endian, size, valid if has_nulls else None))
         return
     if kind in ("int", "long"):
-        if pa.types.is_timestamp(column.type) or pa.types.is_date(column.type):
+        if logical in _LOGICAL:  # the values in the logical type's unit, then their storage integers
+            target = _LOGICAL[logical]
+            if pa.types.is_timestamp(target) and pa.types.is_timestamp(column.type):
+                target = pa.timestamp(target.unit, column.type.tz)
+            column = _cast(column, target, name)
             column = column.view(pa.int64() if column.type.bit_width == 64 else pa.int32())
         if not pa.types.is_integer(column.type):
             raise SchemaError(f"column {name!r}: {column.type} cannot be written as Avro {kind}")
@@ -313,3 +297,22 @@ def _encode_values(rows: _Rows, column: pa.Array, avro_type: Any, valid: np.ndar
         rows.add(*_varints(values, valid if has_nulls else None))
         return
     raise SchemaError(f"column {name!r}: Avro type {avro_type} is not a flat type")
+
+
+_LOGICAL = {
+    "date": pa.date32(),
+    "timestamp-millis": pa.timestamp("ms"),
+    "timestamp-micros": pa.timestamp("us"),
+    "local-timestamp-millis": pa.timestamp("ms"),
+    "local-timestamp-micros": pa.timestamp("us"),
+}
+
+
+def _cast(column: pa.Array, target: pa.DataType, name: str) -> pa.Array:
+    """`column` as `target` exactly (a value that would change is a SchemaError)."""
+    if column.type == target:
+        return column
+    try:
+        return column.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaError(f"column {name!r}: {column.type} values do not convert exactly to {target}: {e}") from e
