@@ -501,3 +501,42 @@ def test_columns_are_written_in_the_writer_schemas_units_and_scales() -> None:
     lossy = given.set_column(3, "ms", pa.array([2_000_001], pa.timestamp("us")))
     with pytest.raises(SchemaError, match="column 'ms': timestamp\\[us\\] values do not convert exactly"):
         encode_records(lossy, schema_json)
+
+
+@pytest.mark.parametrize("parquet", [False, True], ids=["avro", "parquet"])
+def test_the_hudi_reader_reads_nested_records_we_write(tmp_path: Path, parquet: bool) -> None:
+    """v6 non-partitioned table (arrays, maps, structs, decimals, dates, timestamps): a deltacommit
+    of ours updates id 2 in a data block (Avro or parquet) and deletes id 3."""
+    table = unzip_mor("mor_v6_nonpartitioned", tmp_path)
+    hoodie = table / ".hoodie"
+    (old_log,) = data_log_files(table)
+    name = LogFileName.parse(old_log.name)
+    assert name is not None
+    new_log = table / name.next_version("0-1-1").format()
+    (old,) = read_blocks(old_log.read_bytes())
+    ours = "20250117090000000"
+    row = old.records.to_pylist()[0]
+    row.update(_hoodie_commit_time=ours, _hoodie_commit_seqno=f"{ours}_0_1", _hoodie_record_key="2", id=2, name="Bobby")
+    update = pa.Table.from_pylist([row], schema=old.records.schema)
+    gone = pa.table({"record_key": ["3"], "partition_path": [""]})
+    blocks = [data_block(ours, update, old.schema_json, parquet=parquet), delete_block(ours, gone, old.schema_json)]
+    new_log.write_bytes(append_blocks(blocks))
+    for suffix in (".deltacommit.requested", ".deltacommit.inflight"):
+        (hoodie / f"{ours}{suffix}").write_bytes(b"")
+    (hoodie / f"{ours}.deltacommit").write_bytes((hoodie / "20250117083136333.deltacommit").read_bytes())
+
+    columns = ["_hoodie_commit_time", "id", "name", "decimalField", "dateField", "timestampField", "arrayField", "mapField", "structField"]
+    hudi = hudi_read(table).select(columns).sort_by("id").to_pylist()
+    assert [(r["id"], r["name"], r["_hoodie_commit_time"]) for r in hudi] == [
+        (1, "Alice", "20250117083136333"),
+        (2, "Bobby", ours),
+        (4, "Diana", "20250117083136333"),
+    ]
+    assert {k: v for k, v in hudi[1].items() if k not in ("id", "name", "_hoodie_commit_time")} == {
+        k: v for k, v in hudi[0].items() if k not in ("id", "name", "_hoodie_commit_time")
+    }
+    base = pq.read_table(table / "d206069c-22c8-4532-b9ea-3cf4282342c4-0_0-13-23_20250117083125837.parquet")
+    log_blocks = [b for p in (old_log, new_log) for b in read_blocks(p.read_bytes())]
+    valid = {"20250117083125837", "20250117083136333", ours}
+    ours_read = merge_slice(base, log_blocks, KEY_COLUMN, "longField", "COMMIT_TIME_ORDERING", valid)
+    assert ours_read.select(columns).sort_by("id").to_pylist() == hudi[:2]
