@@ -1,11 +1,12 @@
 """Records of an Avro data block: Avro binary datums under the block's writer schema, each
 preceded (in the block) by its length.
 
-Decoding goes through fastavro. Encoding is the MOR upsert's hot path, so flat records (every
-field a primitive, a date, a timestamp or a decimal, nullable or not) are encoded column by
-column with numpy (zigzag varints, length-prefixed strings, union branch indexes) and the
-columns' bytes then interleaved into rows; records with nested fields (structs, lists, maps) go
-through fastavro row by row. Both produce the same bytes (tests compare them on random data).
+The MOR upsert writes these on its hot path and the merged read decodes them, so flat records
+(every field a primitive, a date, a timestamp or a decimal, nullable or not) are encoded column
+by column with numpy (zigzag varints, length-prefixed strings, union branch indexes), the
+columns' bytes then interleaved into rows, and decoded the same way (avro_decode); records with
+nested fields (structs, lists, maps) go through fastavro row by row. Both ways give the same
+bytes and the same tables (tests compare them on random data).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.errors import CorruptTableError, SchemaError
+from upsertlake.logfile.avro_decode import branches, decode_flat, gather
 from upsertlake.schema import META_COLUMNS, avro_to_arrow
 
 _META_FIELD = {"type": ["null", "string"], "doc": "", "default": None}
@@ -44,15 +46,44 @@ def arrow_schema_of(schema_json: str) -> pa.Schema:
     return avro_to_arrow(schema_json, keep_meta=True)
 
 
-def decode_records(datums: list[bytes], schema_json: str) -> pa.Table:
-    """The records (Avro binary datums) as an Arrow table in the schema's canonical Arrow types."""
+def decode_records(payload: bytes, count: int, schema_json: str) -> pa.Table:
+    """`count` records as an Avro data block lists them (int32 length, then the datum) as an
+    Arrow table in the schema's canonical Arrow types (meta columns kept)."""
+    starts, ends = _bounds(payload, count)
+    fields = json.loads(schema_json)["fields"]
+    if all(_flat(f["type"]) for f in fields):
+        return decode_flat(payload, starts, ends, fields, arrow_schema_of(schema_json))
+    return _decode_rows(payload, starts, ends, schema_json)
+
+
+def decode_rows(payload: bytes, count: int, schema_json: str) -> pa.Table:
+    """`decode_records` through fastavro, one record at a time (any schema)."""
+    return _decode_rows(payload, *_bounds(payload, count), schema_json)
+
+
+def _decode_rows(payload: bytes, starts: np.ndarray, ends: np.ndarray, schema_json: str) -> pa.Table:
     parsed = _parsed(schema_json)
-    rows = [fastavro.schemaless_reader(io.BytesIO(d), parsed, None) for d in datums]
-    schema = arrow_schema_of(schema_json)
     try:
-        return pa.Table.from_pylist(rows, schema=schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        rows = [fastavro.schemaless_reader(io.BytesIO(payload[s:e]), parsed, None) for s, e in zip(starts, ends)]
+        return pa.Table.from_pylist(rows, schema=arrow_schema_of(schema_json))
+    except (EOFError, ValueError, IndexError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise CorruptTableError(f"Avro records do not fit their block's schema: {e}") from e
+
+
+def _bounds(payload: bytes, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each record's datum starts and ends in the payload."""
+    starts = np.empty(count, np.int64)
+    ends = np.empty(count, np.int64)
+    pos = 0
+    for i in range(count):  # each length says where the next record starts: a chain, walked once
+        if pos + 4 > len(payload):
+            raise CorruptTableError(f"record {i} of {count} runs past the block's end")
+        starts[i] = pos + 4
+        pos += 4 + int.from_bytes(payload[pos : pos + 4], "big", signed=True)
+        ends[i] = pos
+    if pos > len(payload) or (count and (ends < starts).any()):
+        raise CorruptTableError(f"the lengths of {count} records run past the block's end")
+    return starts, ends
 
 
 def encode_records(table: pa.Table, schema_json: str) -> bytes:
@@ -69,7 +100,7 @@ def encode_rows(table: pa.Table, schema_json: str) -> bytes:
     """`encode_records` through fastavro, one row at a time (any schema)."""
     parsed = _parsed(schema_json)
     names = {f["name"] for f in json.loads(schema_json)["fields"]}
-    rows = table.select([n for n in table.column_names if n in names]).to_pylist()
+    rows = table.select([n for n in table.column_names if n in names]).to_pylist(maps_as_pydicts="strict")
     out = io.BytesIO()
     datum = io.BytesIO()
     for row in rows:
@@ -86,19 +117,8 @@ def encode_rows(table: pa.Table, schema_json: str) -> bytes:
 _PRIMITIVE = {"boolean", "int", "long", "float", "double", "string", "bytes"}
 
 
-def _branches(avro_type: Any) -> tuple[Any, int | None]:
-    """(the non-null type, the null branch's index or None) of a field type."""
-    if isinstance(avro_type, list):
-        others = [i for i, b in enumerate(avro_type) if b != "null"]
-        nulls = [i for i, b in enumerate(avro_type) if b == "null"]
-        if len(others) != 1 or len(nulls) != 1 or len(avro_type) != 2:
-            return None, None
-        return avro_type[others[0]], nulls[0]
-    return avro_type, None
-
-
 def _flat(avro_type: Any) -> bool:
-    t, _ = _branches(avro_type)
+    t, _ = branches(avro_type)
     if isinstance(t, str):
         return t in _PRIMITIVE
     if isinstance(t, dict):
@@ -110,32 +130,53 @@ def _flat(avro_type: Any) -> bool:
 
 
 class _Rows:
-    """Per-row byte segments, appended in field order, interleaved into rows by `finish`."""
+    """Per-row byte segments, appended in field order, interleaved into rows by `finish`.
+
+    Arrow's binary join interleaves them at a cost per row and segment, so adjacent segments of
+    the same width in every row (union branches, doubles, varints that all take the same bytes,
+    and the leading length) are first joined into one with numpy."""
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.segments: list[tuple[np.ndarray, np.ndarray]] = []  # (flat bytes, per-row lengths)
+        self.fixed: list[np.ndarray] = [np.zeros((n, 4), np.uint8)]  # (n, width) pieces; first: the length
 
     def add(self, flat: np.ndarray, lengths: np.ndarray) -> None:
-        self.segments.append((flat, lengths))
+        if self.n and (lengths == lengths[0]).all():
+            self.fixed.append(flat.reshape(self.n, int(lengths[0])))
+        else:
+            self._close_fixed()
+            self.segments.append((flat, lengths))
+
+    def _close_fixed(self) -> None:
+        if self.fixed:
+            joined = np.hstack(self.fixed) if len(self.fixed) > 1 else self.fixed[0]
+            self.segments.append((joined.reshape(-1), np.full(self.n, joined.shape[1], np.int64)))
+            self.fixed = []
 
     def finish(self) -> bytes:
         """The rows, each preceded by its length as a big-endian int32."""
-        row_len = np.zeros(self.n, np.int64)
-        for _, lengths in self.segments:
-            row_len += lengths
-        offsets = np.zeros(self.n + 1, np.int64)
-        np.cumsum(row_len + 4, out=offsets[1:])
-        out = np.empty(int(offsets[-1]), np.uint8)
-        prefix = row_len.astype(">i4").view(np.uint8).reshape(self.n, 4)
-        out[(offsets[:-1, None] + np.arange(4)).reshape(-1)] = prefix.reshape(-1)
-        cursor = offsets[:-1] + 4
-        for flat, lengths in self.segments:
-            if len(flat):
-                src_start = np.cumsum(lengths) - lengths
-                out[np.repeat(cursor - src_start, lengths) + np.arange(len(flat))] = flat
-            cursor += lengths
-        return out.tobytes()
+        if not self.n:
+            return b""
+        self._close_fixed()
+        row_len = sum((lengths for _, lengths in self.segments), np.zeros(self.n, np.int64)) - 4
+        first, widths = self.segments[0]
+        first.reshape(self.n, int(widths[0]))[:, :4] = row_len.astype(">i4").view(np.uint8).reshape(self.n, 4)
+        pieces = [_binary(flat, lengths) for flat, lengths in self.segments]
+        if len(pieces) == 1:
+            rows = pieces[0]
+        else:  # Arrow concatenates the pieces row by row in one pass; the result's data are the rows
+            rows = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.binary()))
+        offsets = np.frombuffer(rows.buffers()[1], np.int32, self.n + 1, rows.offset * 4)
+        return rows.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
+
+
+def _binary(flat: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """A binary array whose row i is the next lengths[i] bytes of flat (zero-copy)."""
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    body = pa.py_buffer(np.ascontiguousarray(flat))
+    return pa.Array.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets), body])
 
 
 def _varints(values: np.ndarray, valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -170,15 +211,6 @@ def _spread(lengths: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
     return out
 
 
-def _gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """data[starts[i]:starts[i]+lengths[i]] for every i, concatenated, without a Python loop."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.uint8)
-    out_starts = np.cumsum(lengths) - lengths
-    return data[np.repeat(starts - out_starts, lengths) + np.arange(total)]
-
-
 def _fixed(values: np.ndarray, width: int, valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Fixed-width little-endian (or already ordered) bytes per value, nothing for invalid rows."""
     raw = np.ascontiguousarray(values).view(np.uint8).reshape(len(values), width)
@@ -189,18 +221,18 @@ def _fixed(values: np.ndarray, width: int, valid: np.ndarray | None) -> tuple[np
 
 def _encode_flat(table: pa.Table, schema: dict) -> bytes:
     n = table.num_rows
+    if not n:
+        return b""
     rows = _Rows(n)
     for field in schema["fields"]:
         name = field["name"]
-        avro_type, null_index = _branches(field["type"])
+        avro_type, null_index = branches(field["type"])
         if name in table.column_names:
-            column = table.column(name).combine_chunks() if n else pa.nulls(0)
+            column = table.column(name).combine_chunks()
+        elif null_index is None:
+            raise SchemaError(f"column {name!r} is missing and its Avro type is not nullable")
         else:
-            if null_index is None:
-                raise SchemaError(f"column {name!r} is missing and its Avro type is not nullable")
             column = pa.nulls(n)
-        if isinstance(column, pa.ChunkedArray):
-            column = column.combine_chunks() if column.num_chunks else pa.nulls(0)
         valid = None
         if null_index is not None:
             valid = np.ones(n, bool) if column.null_count == 0 else np.asarray(column.is_valid())
@@ -230,7 +262,7 @@ def _encode_values(rows: _Rows, column: pa.Array, avro_type: Any, valid: np.ndar
         data = column.buffers()[2]
         body = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
         if has_nulls or offsets[0] != 0:
-            body = _gather(body, offsets[:-1], lengths)
+            body = gather(body, offsets[:-1], lengths)
         else:
             body = body[: offsets[-1]]
         rows.add(*_varints(lengths, valid if has_nulls else None))
@@ -247,14 +279,17 @@ def _encode_values(rows: _Rows, column: pa.Array, avro_type: Any, valid: np.ndar
         return
     if kind == "fixed" and logical == "decimal":
         size = avro_type["size"]
-        if not pa.types.is_decimal128(column.type):
-            raise SchemaError(f"column {name!r}: {column.type} cannot be written as an Avro decimal")
+        column = _cast(column, pa.decimal128(avro_type["precision"], avro_type.get("scale", 0)), name)
         raw = np.frombuffer(column.buffers()[1], np.uint8, len(column) * 16, column.offset * 16).reshape(-1, 16)
         big_endian = np.ascontiguousarray(raw[:, ::-1][:, 16 - size :])
         rows.add(*_fixed(big_endian, size, valid if has_nulls else None))
         return
     if kind in ("int", "long"):
-        if pa.types.is_timestamp(column.type) or pa.types.is_date(column.type):
+        if logical in _LOGICAL:  # the values in the logical type's unit, then their storage integers
+            target = _LOGICAL[logical]
+            if pa.types.is_timestamp(target) and pa.types.is_timestamp(column.type):
+                target = pa.timestamp(target.unit, column.type.tz)
+            column = _cast(column, target, name)
             column = column.view(pa.int64() if column.type.bit_width == 64 else pa.int32())
         if not pa.types.is_integer(column.type):
             raise SchemaError(f"column {name!r}: {column.type} cannot be written as Avro {kind}")
@@ -262,3 +297,22 @@ def _encode_values(rows: _Rows, column: pa.Array, avro_type: Any, valid: np.ndar
         rows.add(*_varints(values, valid if has_nulls else None))
         return
     raise SchemaError(f"column {name!r}: Avro type {avro_type} is not a flat type")
+
+
+_LOGICAL = {
+    "date": pa.date32(),
+    "timestamp-millis": pa.timestamp("ms"),
+    "timestamp-micros": pa.timestamp("us"),
+    "local-timestamp-millis": pa.timestamp("ms"),
+    "local-timestamp-micros": pa.timestamp("us"),
+}
+
+
+def _cast(column: pa.Array, target: pa.DataType, name: str) -> pa.Array:
+    """`column` as `target` exactly (a value that would change is a SchemaError)."""
+    if column.type == target:
+        return column
+    try:
+        return column.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaError(f"column {name!r}: {column.type} values do not convert exactly to {target}: {e}") from e

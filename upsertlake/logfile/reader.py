@@ -10,8 +10,8 @@ A block that frames correctly but whose content cannot be decoded is a CorruptTa
 
 from __future__ import annotations
 
-import io
 import struct
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -37,8 +37,10 @@ _LONG = struct.Struct(">q")
 _INT = struct.Struct(">i")
 
 
-def read_blocks(data: bytes, name: str = "log file") -> list[Block]:
-    """Every block of a log file, in file order (corrupt stretches as CorruptBlock)."""
+def read_blocks(data: bytes, name: str = "log file", keep: Callable[[str], bool] | None = None) -> list[Block]:
+    """Every block of a log file, in file order (corrupt stretches as CorruptBlock). With `keep`,
+    data and delete blocks of instants it refuses are left out undecoded (a time-travel read
+    need not decode what came later); command blocks are always kept."""
     blocks: list[Block] = []
     pos, end = 0, len(data)
     while end - pos >= len(MAGIC):  # fewer bytes than a magic left: Hudi's reader stops (EOF)
@@ -54,12 +56,13 @@ def read_blocks(data: bytes, name: str = "log file") -> list[Block]:
             continue
         block_end = start + 8 + size
         try:
-            block = _parse_block(memoryview(data)[start + 8 : block_end])
+            block = _parse_block(memoryview(data)[start + 8 : block_end], keep)
         except CorruptTableError as e:
             raise CorruptTableError(f"{name}: block at byte {pos}: {e}") from e
         except UnsupportedLogBlockError as e:
             raise type(e)(f"{name}: block at byte {pos}: {e}") from e
-        blocks.append(block)
+        if block is not None:
+            blocks.append(block)
         pos = block_end
     return blocks
 
@@ -113,7 +116,7 @@ class _Cursor:
         return header
 
 
-def _parse_block(buf: memoryview) -> Block:
+def _parse_block(buf: memoryview, keep: Callable[[str], bool] | None) -> Block | None:
     cur = _Cursor(buf)
     version = cur.int32()
     if version != LOG_FORMAT_VERSION:
@@ -128,6 +131,9 @@ def _parse_block(buf: memoryview) -> Block:
     except ValueError:
         raise UnsupportedLogBlockError(f"unknown log block type {type_id}") from None
     instant = header.get(HeaderKey.INSTANT_TIME, "")
+    skippable = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE, BlockType.HFILE_DATA)
+    if keep is not None and block_type in skippable and not keep(instant):
+        return None
     if block_type == BlockType.AVRO_DATA:
         schema_json = _schema(header)
         return DataBlock(instant, schema_json, _avro_records(content, schema_json), header)
@@ -165,5 +171,4 @@ def _avro_records(content: bytes, schema_json: str) -> pa.Table:
     if version < 2:
         raise UnsupportedLogBlockError(f"Avro data block version {version} (only 2 and 3 carry a record count)")
     count = cur.int32()
-    datums = [bytes(cur.take(cur.int32())) for _ in range(count)]
-    return decode_records(datums, schema_json)
+    return decode_records(content[8:], count, schema_json)

@@ -76,9 +76,10 @@ def merge_slice(
             events.add_deletes(block.keys)
     if events.empty:
         return _drop_deleted(base_table, base)
-    winners, touched = events.resolve(base, mode)
+    winners, positions, touched = events.resolve(base, mode)
     kept_base = np.flatnonzero(~touched & ~_deleted_mask(base)) if base is not None else np.zeros(0, np.int64)
-    rows = np.sort(np.concatenate([kept_base, winners]))
+    rows = np.concatenate([kept_base, winners])
+    rows = rows[np.argsort(np.concatenate([kept_base, positions]), kind="stable")]
     merged = pa.concat_tables([base_table, *log_tables])
     return merged.take(pa.array(rows, pa.int64()))
 
@@ -165,33 +166,40 @@ class _Events:
         column = records.column(self.ordering_field).combine_chunks()
         return column if column.type == self.ordering_type else column.cast(self.ordering_type)
 
-    def resolve(self, base: pa.Table | None, mode: str) -> tuple[np.ndarray, np.ndarray]:
-        """(the merged-table rows of the winning log records, which base rows the log touched)."""
+    def resolve(self, base: pa.Table | None, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the merged-table rows of the winning records, their output positions, which base rows
+        the log touched): a key the base file holds stays at its base row's position, a key only
+        the log holds goes after the base rows, where the log first names it."""
         log_keys = pa.concat_arrays(self.keys)
         touched = np.zeros(0, bool)
         keys, orderings = [log_keys], [pa.concat_arrays(self.orderings)]
         kinds, rows = [np.concatenate(self.kinds)], [np.concatenate(self.rows)]
+        n_base = base.num_rows if base is not None else 0
+        positions = [n_base + np.arange(len(kinds[0]))]
         if base is not None and base.num_rows:
             base_keys = _strings(base.column(self.key_field))
             touched = np.asarray(pc.is_in(base_keys, value_set=pc.unique(log_keys)), dtype=bool)
             idx = np.flatnonzero(touched)
             base_deleted = _deleted_mask(base)[idx]
             keys.insert(0, base_keys.take(pa.array(idx)))
-            orderings.insert(0, self._ordering(base.take(pa.array(idx))) if len(idx) else pa.nulls(0, self.ordering_type))
+            orderings.insert(0, self._ordering(base).take(pa.array(idx)))
             kinds.insert(0, np.where(base_deleted, _DELETE, _DATA).astype(np.int8))
             rows.insert(0, np.where(base_deleted, -1, idx))
+            positions.insert(0, idx)
         key = pa.concat_arrays(keys)
         ordering = pa.concat_arrays(orderings)
         kind = np.concatenate(kinds)
         row = np.concatenate(rows)
+        position = np.concatenate(positions)
         seq = np.arange(len(kind))
-        winners = _winners(key, ordering, kind, seq, mode)
+        winners, firsts = _winners(key, ordering, kind, seq, mode)
         won = row[winners]
-        return won[won >= 0], touched
+        live = won >= 0
+        return won[live], position[firsts][live], touched
 
 
-def _winners(key: pa.Array, ordering: pa.Array, kind: np.ndarray, seq: np.ndarray, mode: str) -> np.ndarray:
-    """The index of each key's winning event."""
+def _winners(key: pa.Array, ordering: pa.Array, kind: np.ndarray, seq: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """(each key's winning event, each key's first event), keys in the same order."""
     by_key = pc.sort_indices(pa.table({"k": key, "s": seq}), sort_keys=[("k", "ascending"), ("s", "ascending")])
     order = np.asarray(by_key)
     sorted_keys = key.take(by_key)
@@ -202,8 +210,9 @@ def _winners(key: pa.Array, ordering: pa.Array, kind: np.ndarray, seq: np.ndarra
     group = np.cumsum(starts) - 1
     ends = np.ones(n, bool)
     ends[:-1] = starts[1:]
+    firsts = order[starts]
     if mode == "COMMIT_TIME_ORDERING":
-        return order[ends]
+        return order[ends], firsts
     # events after the key's last natural-order delete compete (that delete among them, lowest)
     natural = kind[order] == _NATURAL_DELETE
     resets = np.cumsum(natural)
@@ -223,7 +232,7 @@ def _winners(key: pa.Array, ordering: pa.Array, kind: np.ndarray, seq: np.ndarra
     g_sorted = groups[ranked]
     last = np.ones(len(ranked), bool)
     last[:-1] = g_sorted[1:] != g_sorted[:-1]
-    return competing[ranked[last]]
+    return competing[ranked[last]], firsts
 
 
 def _strings(column: pa.Array | pa.ChunkedArray) -> pa.Array:

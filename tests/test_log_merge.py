@@ -1,0 +1,196 @@
+"""merge_slice (issue 27): a slice's base records and log blocks merged by key as Hudi's merged log
+scanner does, by hand on exact tables, and on the Hudi-written fixtures against the `hudi` reader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from helpers import hudi_read
+from test_logfile import unzip_mor
+from upsertlake.logfile import Block, read_blocks, rollback_block
+from upsertlake.logfile.blocks import DataBlock, DeleteBlock
+from upsertlake.read.log_merge import merge_slice
+
+KEY = "_hoodie_record_key"
+EVENT, COMMIT = "EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"
+SCHEMA = pa.schema([(KEY, pa.string()), ("ts", pa.int64()), ("v", pa.string())])
+
+
+def records(instant: str, rows: list[tuple], schema: pa.Schema = SCHEMA) -> DataBlock:
+    return DataBlock(instant, "{}", pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema), {})
+
+
+def deletes(instant: str, keys: list[str], ordering: list[int | None] | None = None) -> DeleteBlock:
+    """Delete keys; no ordering list: Hudi's plain deletes (IntWrapper(0)); None in it: natural too."""
+    natural = [True] * len(keys) if ordering is None else [o is None for o in ordering]
+    values = pa.array(ordering or [None] * len(keys), pa.int64() if ordering else pa.null())
+    table = pa.table({"record_key": keys, "partition_path": [""] * len(keys), "ordering_value": values, "natural_order": natural})
+    return DeleteBlock(instant, table, {})
+
+
+BASE = pa.Table.from_pylist(
+    [{KEY: "a", "ts": 5, "v": "a0"}, {KEY: "b", "ts": 5, "v": "b0"}, {KEY: "c", "ts": 5, "v": "c0"}], schema=SCHEMA
+)
+ALL = lambda _: True  # noqa: E731
+
+
+def merged(blocks: list[Block], mode: str = EVENT, base: pa.Table | None = BASE, valid=ALL, **kw) -> list[tuple]:
+    out = merge_slice(base, blocks, KEY, "ts", mode, valid, **kw)
+    return [tuple(r.values()) for r in out.to_pylist()]
+
+
+def test_event_time_the_larger_ordering_value_wins_and_ties_go_to_the_later_write() -> None:
+    blocks = [records("1", [("a", 4, "a1"), ("b", 5, "b1"), ("c", 6, "c1"), ("d", 1, "d1")])]
+    assert merged(blocks) == [("a", 5, "a0"), ("b", 5, "b1"), ("c", 6, "c1"), ("d", 1, "d1")]
+    # log against log: a smaller later value loses to a larger earlier one, a tie goes to the later
+    blocks += [records("2", [("c", 5, "c2"), ("d", 1, "d2")])]
+    assert merged(blocks) == [("a", 5, "a0"), ("b", 5, "b1"), ("c", 6, "c1"), ("d", 1, "d2")]
+
+
+def test_commit_time_the_later_write_wins() -> None:
+    blocks = [records("1", [("a", 4, "a1"), ("c", 6, "c1")]), records("2", [("c", 1, "c2")])]
+    assert merged(blocks, COMMIT) == [("a", 4, "a1"), ("b", 5, "b0"), ("c", 1, "c2")]
+
+
+def test_a_plain_delete_wins_whatever_the_ordering_and_a_later_record_brings_the_key_back() -> None:
+    blocks = [records("1", [("a", 9, "a1")]), deletes("2", ["a", "b", "zz"]), records("3", [("b", 1, "b3")])]
+    assert merged(blocks) == [("b", 1, "b3"), ("c", 5, "c0")]  # b is back with a smaller ts
+    assert merged(blocks, COMMIT) == [("b", 1, "b3"), ("c", 5, "c0")]
+
+
+def test_a_delete_with_an_ordering_value_competes_by_event_time() -> None:
+    blocks = [deletes("1", ["a", "b", "c"], [4, 5, None])]
+    assert merged(blocks) == [("a", 5, "a0")]  # 4 < 5 keeps a; a tie deletes b; None is a plain delete
+    assert merged(blocks, COMMIT) == []
+    # after a delete of ordering 7, a record must reach 7 to come back
+    later = blocks + [deletes("2", ["a"], [7]), records("3", [("a", 6, "a3"), ("b", 6, "b3")])]
+    assert merged(later) == [("b", 6, "b3")]
+    assert merged(later + [records("4", [("a", 7, "a4")])]) == [("a", 7, "a4"), ("b", 6, "b3")]
+
+
+def test_is_deleted_records_delete_when_they_win() -> None:
+    schema = SCHEMA.append(pa.field("_hoodie_is_deleted", pa.bool_()))
+    blocks = [records("1", [("a", 6, "x", True), ("b", 4, "x", True), ("c", 5, "c1", False)], schema)]
+    assert merged(blocks) == [("b", 5, "b0"), ("c", 5, "c1")]
+    assert merged(blocks, COMMIT) == [("c", 5, "c1")]
+    assert merged(blocks + [records("2", [("a", 6, "a2", None)], schema)]) == [("a", 6, "a2"), ("b", 5, "b0"), ("c", 5, "c1")]
+
+
+def test_only_valid_instants_count_and_rollback_blocks_void_their_target() -> None:
+    blocks = [records("1", [("a", 9, "a1")]), records("2", [("b", 9, "b2")]), deletes("3", ["c"])]
+    assert merged(blocks, valid={"1"}) == [("a", 9, "a1"), ("b", 5, "b0"), ("c", 5, "c0")]
+    assert merged(blocks, valid=lambda i: i != "1") == [("a", 5, "a0"), ("b", 9, "b2")]
+    # a rollback voids its target's blocks wherever they sit, before or after it in the log
+    voided = [rollback_block("4", "1"), *blocks, rollback_block("5", "3")]
+    assert merged(voided) == [("a", 5, "a0"), ("b", 9, "b2"), ("c", 5, "c0")]
+    assert merged([*blocks[:1], rollback_block("6", "1")], base=None) == []
+
+
+def test_base_order_is_kept_and_log_only_keys_follow_in_log_order() -> None:
+    blocks = [records("1", [("z", 1, "z1"), ("b", 9, "b1"), ("m", 1, "m1")]), records("2", [("e", 1, "e2"), ("z", 2, "z2")])]
+    assert merged(blocks) == [("a", 5, "a0"), ("b", 9, "b1"), ("c", 5, "c0"), ("z", 2, "z2"), ("m", 1, "m1"), ("e", 1, "e2")]
+
+
+def test_duplicate_keys_in_one_block_fold_in_row_order() -> None:
+    blocks = [records("1", [("a", 7, "first"), ("a", 7, "second"), ("a", 6, "third")])]
+    assert merged(blocks) == [("a", 7, "second"), ("b", 5, "b0"), ("c", 5, "c0")]
+    assert merged(blocks, COMMIT) == [("a", 6, "third"), ("b", 5, "b0"), ("c", 5, "c0")]
+
+
+def test_log_blocks_with_other_columns_are_read_in_the_base_schema() -> None:
+    wider = pa.schema([(KEY, pa.string()), ("ts", pa.int32()), ("extra", pa.float64())])
+    blocks = [records("1", [("a", 9, 1.5), ("n", 1, 2.5)], wider)]
+    assert merged(blocks) == [("a", 9, None), ("b", 5, "b0"), ("c", 5, "c0"), ("n", 1, None)]
+    out = merge_slice(BASE, blocks, KEY, "ts", EVENT, ALL)
+    assert out.schema == SCHEMA
+
+
+def test_a_log_only_file_group_takes_the_last_data_blocks_schema_or_the_one_given() -> None:
+    blocks = [records("1", [("a", 1, "a1"), ("b", 1, "b1")]), deletes("2", ["a"])]
+    assert merged(blocks, base=None) == [("b", 1, "b1")]
+    narrow = pa.schema([(KEY, pa.string()), ("v", pa.string())])
+    assert merged(blocks, base=None, schema=narrow) == [("b", "b1")]
+    assert merge_slice(None, [deletes("1", ["a"])], KEY, "ts", EVENT, ALL).num_rows == 0
+    assert merged([], base=BASE) == [("a", 5, "a0"), ("b", 5, "b0"), ("c", 5, "c0")]
+
+
+def test_without_an_ordering_field_event_time_keeps_the_later_write() -> None:
+    out = merge_slice(BASE, [records("1", [("a", 1, "a1")])], KEY, None, EVENT, ALL)
+    assert out.column("v").to_pylist() == ["a1", "b0", "c0"]
+    with pytest.raises(ValueError, match="merge mode 'CUSTOM'"):
+        merge_slice(BASE, [], KEY, "ts", "CUSTOM", ALL)  # type: ignore[arg-type]
+
+
+# ---- the Hudi-written fixtures, slice by slice, against the `hudi` reader ---------------------------
+
+
+def snapshot_by_slices(table: Path, as_of: str, completed: list[str], mode: str) -> list[dict]:
+    """Each file group's latest slice as of `as_of` (base file of the latest instant <= as_of,
+    log files of later instants <= as_of), merged; `completed`: the completed instants."""
+    valid = {i for i in completed if i <= as_of}
+    out = []
+    for part in sorted(p for p in table.iterdir() if p.is_dir() and p.name != ".hoodie"):
+        for file_id in sorted({f.name.split("_")[0] for f in part.glob("*.parquet")}):
+            bases = sorted((f for f in part.glob(f"{file_id}_*.parquet") if f.stem.rsplit("_", 1)[1] <= as_of), key=lambda f: f.stem.rsplit("_", 1)[1])
+            base_instant = bases[-1].stem.rsplit("_", 1)[1]
+            blocks = [b for f in sorted(part.glob(f".{file_id}_*.log.*")) for b in read_blocks(f.read_bytes())]
+            blocks = [b for b in blocks if getattr(b, "instant", "") > base_instant]
+            out += merge_slice(pq.read_table(bases[-1]), blocks, KEY, "ts", mode, valid).to_pylist()
+    return out
+
+
+V8_INSTANTS = [
+    "20251220210108078",
+    "20251220210123755",
+    "20251220210125441",
+    "20251220210127080",
+    "20251220210128625",
+    "20251220210129235",
+    "20251220210130911",
+]
+
+
+@pytest.mark.parametrize("as_of", V8_INSTANTS)
+def test_the_v8_fixture_merges_as_the_hudi_reader_reads_it(tmp_path: Path, as_of: str) -> None:
+    table = unzip_mor("mor_v8_trips_8i3u1d", tmp_path)
+    columns = ["_hoodie_commit_time", "_hoodie_commit_seqno", KEY, "ts", "rider", "driver", "fare", "city"]
+
+    def view(rows: list[dict]) -> list[dict]:
+        return sorted(({c: r[c] for c in columns} for r in rows), key=lambda r: r[KEY])
+
+    ours = view(snapshot_by_slices(table, as_of, V8_INSTANTS, EVENT))
+    assert ours == view(hudi_read(table, as_of=as_of).to_pylist())
+    riders = {r["rider"]: r["fare"] for r in ours}
+    expected = {"20251220210108078": 8, "20251220210125441": 7, "20251220210127080": 7, "20251220210128625": 6}
+    assert len(riders) == expected.get(as_of, len(riders))
+    if as_of >= "20251220210128625":
+        assert "rider-J" not in riders and "rider-F" not in riders and riders["rider-A"] == 0.0
+
+
+def test_the_v6_fixture_merges_by_commit_time_as_the_hudi_reader_reads_it(tmp_path: Path) -> None:
+    table = unzip_mor("mor_v6_trips_8i1u", tmp_path)
+    instants = ["20250331030642808", "20250331030645735"]
+    ours = snapshot_by_slices(table, instants[-1], instants, COMMIT)
+    hudi = hudi_read(table).to_pylist()
+    columns = ["_hoodie_commit_time", KEY, "ts", "rider", "fare"]
+    assert sorted(({c: r[c] for c in columns} for r in ours), key=lambda r: r[KEY]) == sorted(
+        ({c: r[c] for c in columns} for r in hudi), key=lambda r: r[KEY]
+    )
+    assert {r["rider"]: r["fare"] for r in ours}["rider-D"] == 25.0
+
+
+def test_base_records_marked_deleted_are_not_read() -> None:
+    schema = SCHEMA.append(pa.field("_hoodie_is_deleted", pa.bool_()))
+    base = pa.Table.from_pylist(
+        [{KEY: "a", "ts": 5, "v": "a0", "_hoodie_is_deleted": True}, {KEY: "b", "ts": 5, "v": "b0", "_hoodie_is_deleted": None}],
+        schema=schema,
+    )
+    assert merged([], base=base) == [("b", 5, "b0", None)]
+    assert merged([records("1", [("c", 1, "c1")])], base=base) == [("b", 5, "b0", None), ("c", 1, "c1", None)]
+    # a base record marked deleted is a delete of its ordering value (Hudi's writers never leave one)
+    assert merged([records("1", [("a", 4, "a1")])], base=base) == [("b", 5, "b0", None)]
+    assert merged([records("1", [("a", 6, "a1")])], base=base) == [("a", 6, "a1", None), ("b", 5, "b0", None)]

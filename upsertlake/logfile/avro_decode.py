@@ -1,0 +1,154 @@
+"""Vectorized decoding of flat Avro records (the read side of avro_records' encoder).
+
+All records are decoded at once, one field at a time: a cursor per record walks the field's
+bytes (union branch, zigzag varint, fixed width, or length-prefixed bytes), so the work is a
+handful of numpy operations per field, not per record. A record whose fields do not end exactly
+where its length says is corrupt.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from upsertlake.errors import CorruptTableError
+
+_PAD = 16  # zero bytes after the data, so gathers near the end stay in bounds
+
+
+def decode_flat(payload: bytes, starts: np.ndarray, ends: np.ndarray, fields: list[dict], schema: pa.Schema) -> pa.Table:
+    """Records payload[starts[i]:ends[i]] under the flat Avro `fields`, as `schema` (same names)."""
+    data = np.frombuffer(payload + bytes(_PAD), np.uint8)
+    limit = len(payload)
+    pos = starts.astype(np.int64)
+    columns = []
+    for field in fields:
+        avro_type, null_index = branches(field["type"])
+        n = len(pos)
+        valid: np.ndarray | None = None
+        if null_index is not None:
+            branch = data[np.minimum(pos, limit)]
+            if not np.isin(branch, (0, 2)).all():
+                raise CorruptTableError(f"field {field['name']!r}: a union branch index out of range")
+            valid = branch != (null_index << 1)
+            pos = pos + 1
+        at = pos if valid is None else pos[valid]
+        values, width = _read(data, at, avro_type, limit, ends if valid is None else ends[valid], field["name"])
+        if valid is None:
+            pos = pos + width
+        else:
+            step = np.zeros(n, np.int64)
+            step[valid] = width
+            pos = pos + step
+        columns.append(_arrow(values, valid, n, schema.field(field["name"]).type, avro_type))
+    if not np.array_equal(pos, ends):
+        raise CorruptTableError("Avro records do not end where their lengths say: they do not fit their block's schema")
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def branches(avro_type: Any) -> tuple[Any, int | None]:
+    """(the non-null type, the null branch's index or None) of a field type; (None, None) for a
+    union other than [null, T] / [T, null]."""
+    if isinstance(avro_type, list):
+        if len(avro_type) != 2 or avro_type.count("null") != 1:
+            return None, None
+        null_index = avro_type.index("null")
+        return avro_type[1 - null_index], null_index
+    return avro_type, None
+
+
+def _read(data: np.ndarray, at: np.ndarray, avro_type: Any, limit: int, ends: np.ndarray, name: str) -> tuple[Any, Any]:
+    """(values, bytes taken per record) of one field at cursors `at`."""
+    kind = avro_type if isinstance(avro_type, str) else avro_type["type"]
+    if kind == "boolean":
+        return data[np.minimum(at, limit)] != 0, 1
+    if kind in ("int", "long"):
+        return _varints(data, at, limit)
+    if kind in ("float", "double"):
+        width = 4 if kind == "float" else 8
+        raw = data[np.minimum(at[:, None] + np.arange(width), limit)]
+        return raw.view(np.float32 if width == 4 else np.float64).reshape(-1), width
+    if kind == "fixed":
+        size = avro_type["size"]
+        return data[np.minimum(at[:, None] + np.arange(size), limit)], size
+    # string / bytes: a varint length, then the bytes
+    lengths, width = _varints(data, at, limit)
+    body_start = at + width
+    if (lengths < 0).any() or (body_start + lengths > ends).any():
+        raise CorruptTableError(f"field {name!r}: a length runs past its record")
+    return (data, body_start, lengths), width + lengths
+
+
+def _varints(data: np.ndarray, at: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Zigzag varints at `at`: (values, byte lengths); only as many bytes are read as the longest needs."""
+    cols = [data[np.minimum(at, limit)]]
+    ended = cols[0] < 0x80
+    while not ended.all():
+        if len(cols) == 10:
+            raise CorruptTableError("a varint runs longer than 10 bytes")
+        nxt = data[np.minimum(at + len(cols), limit)]
+        cols.append(nxt)
+        ended |= nxt < 0x80
+    raw = np.stack(cols, axis=1)
+    low = raw < 0x80
+    lengths = np.argmax(low, axis=1) + 1
+    k = np.arange(raw.shape[1])
+    groups = (raw & 0x7F).astype(np.uint64) << (np.uint64(7) * k.astype(np.uint64))
+    groups[k[None, :] >= lengths[:, None]] = 0
+    z = np.bitwise_or.reduce(groups, axis=1)
+    values = (z >> np.uint64(1)).astype(np.int64) ^ -(z & np.uint64(1)).astype(np.int64)
+    return values, lengths
+
+
+def _arrow(values: Any, valid: np.ndarray | None, n: int, target: pa.DataType, avro_type: Any) -> pa.Array:
+    mask = None if valid is None else ~valid
+    kind = avro_type if isinstance(avro_type, str) else avro_type["type"]
+    if kind in ("string", "bytes"):
+        data, starts, lengths = values
+        full = np.zeros(n, np.int64)
+        if valid is None:
+            full = lengths
+        else:
+            full[valid] = lengths
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(full, out=offsets[1:])
+        if offsets[-1] >= 2**31:
+            raise CorruptTableError("a data block's strings exceed 2 GiB")
+        body = gather(data, starts, lengths)
+        validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+        buffers = [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)]
+        array = pa.Array.from_buffers(pa.string() if kind == "string" else pa.binary(), n, buffers)
+        if kind == "string":
+            try:
+                array.validate(full=True)
+            except pa.ArrowInvalid as e:
+                raise CorruptTableError(f"a string is not valid UTF-8: {e}") from None
+        return array if array.type == target else array.cast(target)
+    if kind == "fixed":  # a decimal: big-endian two's complement, sign-extended to 16 bytes
+        size = values.shape[1]
+        wide = np.where(values[:, :1] >= 0x80, 0xFF, 0).astype(np.uint8).repeat(16, axis=1)
+        wide[:, 16 - size :] = values
+        little = np.ascontiguousarray(wide[:, ::-1])
+        full = np.zeros((n, 16), np.uint8)
+        full[slice(None) if valid is None else valid] = little
+        validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.Array.from_buffers(target, n, [validity, pa.py_buffer(full)])
+    dtype = values.dtype
+    full_values = values if valid is None else np.zeros(n, dtype)
+    if valid is not None:
+        full_values[valid] = values
+    if pa.types.is_timestamp(target) or pa.types.is_date(target):
+        storage = pa.int64() if target.bit_width == 64 else pa.int32()
+        return pa.array(full_values.astype(storage.to_pandas_dtype()), storage, mask=mask).view(target)
+    return pa.array(full_values, mask=mask).cast(target)
+
+
+def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """data[starts[i]:starts[i]+lengths[i]] for every i, concatenated, without a Python loop."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.uint8)
+    out_starts = np.cumsum(lengths) - lengths
+    return data[np.repeat(starts - out_starts, lengths) + np.arange(total)]
