@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
-import pyarrow.parquet as pq
 
 from upsertlake.cli.input_files import InputFile, find
 from upsertlake.cli.output import CliError
