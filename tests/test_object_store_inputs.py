@@ -173,3 +173,18 @@ def test_ingest_parquet_from_s3_into_a_local_table(s3_server, tmp_path: Path) ->
                         "--record-key", "id", "--precombine-field", "ts", "--json"))
     assert (out["input_files"], out["new_files"], out["inserts"]) == (2, 2, 3)
     assert by_key(table, None) == {"1": (1, "a"), "2": (1, "b"), "3": (1, None)}
+
+
+@pytest.mark.spark
+def test_ingest_of_a_malformed_csv_on_s3_names_the_file_and_writes_nothing(s3_server, s3_table) -> None:
+    """A row with an extra field fails the run (pyarrow's reader in the task, as `upsert FILE`),
+    with the file and the reason in one line, not a Python worker's traceback."""
+    src = f"s3://{s3_server.new_bucket()}/in"
+    put(s3_server, f"{src}/a.csv", b"id,ts,v\n1,1,a\n2,1,b,extra\n")
+    p = cli(s3_server, "ingest", "--source", src, "--format", "csv", "--table", s3_table, "--record-key", "id")
+    assert p.returncode == 2
+    assert p.stderr.splitlines()[-1] == (
+        f"error: ingest of 1 file(s) failed: cannot read {src}/a.csv as csv: CSV parse error: Expected 3 columns, got 4: "
+        "2,1,b,extra"
+    )
+    assert s3_server.keys(s3_table.split("/")[2]) == {}

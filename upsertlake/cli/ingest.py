@@ -177,10 +177,20 @@ def _input_types(args: argparse.Namespace, exists: bool) -> InputTypes:
     return InputTypes(text_fields=tuple(f.strip() for f in fields if f.strip()))
 
 
+PYTHON_TRACEBACK = "Traceback (most recent call last):"
+
+
 def spark_reason(exc: BaseException) -> str:
     """The innermost Spark error class and message of a failure (e.g. `[MALFORMED_CSV_RECORD]
-    Malformed CSV record: 2,1,b,extra`), without the Java stack traces around it."""
-    text = " ".join(str(exc).split())
+    Malformed CSV record: 2,1,b,extra`), without the Java stack traces around it; for a Python
+    task's failure (reading a file on an object store), its exception's message."""
+    raw = str(exc)
+    if PYTHON_TRACEBACK in raw:
+        last = re.findall(r"^[\w.]*?(\w+): (.+)$", raw.rsplit(PYTHON_TRACEBACK, 1)[1].split("\n\tat ")[0], re.M)
+        if last:
+            name, message = last[-1]
+            return message if name == "CliError" else f"{name}: {message}"
+    text = " ".join(raw.split())
     reasons = re.findall(r"(\[[A-Z_.]+\] .*?)(?= at [\w$.]+\(| SQLSTATE|$)", text)
     return reasons[-1] if reasons else text[:300]
 
