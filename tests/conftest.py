@@ -124,3 +124,95 @@ def s3_server():
 def s3_table(s3_server: S3Server) -> str:
     """The URI of a table in a new bucket of the test server."""
     return f"s3://{s3_server.new_bucket()}/tables/t"
+
+
+# Azurite, the Azure storage emulator, from the npm registry: `npx` installs it into ~/.npm on
+# the first run (about 11 s here), then starts it from that cache (under 1 s). Pinned, so the cache
+# is hit and the suite tests one known emulator.
+AZURITE = "azurite@3.35.0"
+AZURITE_START_SECONDS = 300
+
+
+class AzuriteServer:
+    """The loopback Azurite blob service of this test session, with its well-known account."""
+
+    ACCOUNT = "devstoreaccount1"
+    KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.endpoint = f"http://127.0.0.1:{port}/{self.ACCOUNT}"
+        # storage_options in the keys obstore (and delta-rs) take
+        self.options = {"azure_storage_account_name": self.ACCOUNT, "azure_storage_account_key": self.KEY,
+                        "azure_endpoint": self.endpoint, "allow_http": "true"}
+        self._containers = 0
+
+    def new_container(self) -> str:
+        """Create a container (obstore has no call for it): a Put Container request, SharedKey-signed."""
+        import base64
+        import hashlib
+        import hmac
+        import urllib.request
+        from email.utils import formatdate
+
+        self._containers += 1
+        name = f"container-{os.getpid()}-{self._containers}"
+        headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": "2021-12-02"}
+        signed = "PUT" + "\n" * 12 + "".join(f"{k}:{v}\n" for k, v in sorted(headers.items()))
+        signed += f"/{self.ACCOUNT}/{self.ACCOUNT}/{name}\nrestype:container"
+        mac = hmac.new(base64.b64decode(self.KEY), signed.encode(), hashlib.sha256).digest()
+        headers["Authorization"] = f"SharedKey {self.ACCOUNT}:{base64.b64encode(mac).decode()}"
+        request = urllib.request.Request(f"{self.endpoint}/{name}?restype=container", method="PUT", headers=headers)
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            assert reply.status == 201
+        return name
+
+
+@pytest.fixture(scope="session")
+def azurite():
+    """One Azurite blob service (in memory) on a free loopback port for the whole run; skipped,
+    saying why, only where node's npx is missing."""
+    import queue
+    import re
+    import shutil
+    import signal
+    import subprocess
+    import threading
+
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("Azurite (the Azure storage emulator) needs node's npx, which is not on PATH")
+    proc = subprocess.Popen(
+        [npx, "--yes", "--package", AZURITE, "azurite-blob", "--inMemoryPersistence", "--blobHost", "127.0.0.1",
+         "--blobPort", "0", "--disableTelemetry", "--silent"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+        start_new_session=True,  # npx runs a shell that runs node: stop the whole group at the end
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def drain() -> None:  # read every line, so a full pipe never blocks the emulator
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=drain, daemon=True).start()
+    said: list[str] = []
+    try:
+        port = None
+        while port is None:
+            line = lines.get(timeout=AZURITE_START_SECONDS)
+            if line is None:
+                raise RuntimeError(f"Azurite did not start: {''.join(said)[-2000:]}")
+            said.append(line)
+            found = re.search(r"listens on http://127\.0\.0\.1:(\d+)", line)
+            port = int(found.group(1)) if found else None
+        yield AzuriteServer(port)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def az_table(azurite: AzuriteServer) -> str:
+    """The URI of a table in a new container of the Azurite server."""
+    return f"az://{azurite.new_container()}/tables/t"

@@ -147,7 +147,11 @@ def test_path_only_checkpoints_of_earlier_versions_still_count(tmp_path: Path) -
     """A commit of an earlier version recorded bare paths: such a file counts as ingested unless it
     was modified after that commit's instant time; new checkpoints need path, size and mtime."""
     from upsertlake.cli.ingest import INGESTED_KEY, SourceFile, checkpoint
+    from upsertlake.cli.input_files import find
     from upsertlake.timeline.instant_time import parse_instant_time
+
+    def stat(p: Path) -> SourceFile:
+        return SourceFile.of(*find(str(p)))
 
     path = string_keyed_table(tmp_path)
     old, new = tmp_path / "old.csv", tmp_path / "new.csv"
@@ -156,13 +160,13 @@ def test_path_only_checkpoints_of_earlier_versions_still_count(tmp_path: Path) -
     instant = commit_with(path, {INGESTED_KEY: json.dumps([str(old)])})
     at = parse_instant_time(instant).timestamp()
     os.utime(old, (at - 60, at - 60))
-    commit_with(path, {INGESTED_KEY: json.dumps([SourceFile.stat(str(new)).to_json()])})
+    commit_with(path, {INGESTED_KEY: json.dumps([stat(new).to_json()])})
     done = checkpoint(str(path))
-    assert done.has(SourceFile.stat(str(old))) and done.has(SourceFile.stat(str(new)))
+    assert done.has(stat(old)) and done.has(stat(new))
     os.utime(old, (at + 60, at + 60))  # rewritten after the old commit read it
     new.write_text("id\n3\n")  # same size, so only the modification time tells
-    os.utime(new, ns=(0, SourceFile.stat(str(new)).mtime_ns + 1_000_000_000))
-    assert not done.has(SourceFile.stat(str(old))) and not done.has(SourceFile.stat(str(new)))
+    os.utime(new, ns=(0, stat(new).mtime_ns + 1_000_000_000))
+    assert not done.has(stat(old)) and not done.has(stat(new))
     assert done.seen_paths() == {str(old), str(new)}
 
 

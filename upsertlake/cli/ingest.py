@@ -1,9 +1,11 @@
 """`upsertlake ingest`: a dedup ingestion job on Spark. It reads the input files it has not ingested
-yet, dedups and upserts them with the distributed writer, and records the files it read (path, size
-and modification time, as Hudi's DeltaStreamer checkpoints by modification time) in the commit's
-extraMetadata, so the next run picks up only new files and files changed since (a file rewritten in
-place is read again; the upsert's dedup by precombine field keeps its old rows from doubling), and a
-failed run, whose commit never completed, is simply retried.
+yet (from a local folder or an object store, `cli.input_files`), dedups and upserts them with the
+distributed writer, and records the files it read (path or URI, size and modification time, as
+Hudi's DeltaStreamer checkpoints by modification time; on an object store the listing's size and
+last-modified time) in the commit's extraMetadata, so the next run picks up only new files and
+files changed since (a file rewritten in place is read again; the upsert's dedup by precombine
+field keeps its old rows from doubling), and a failed run, whose commit never completed, is simply
+retried.
 
 Commits of earlier versions recorded paths only: such a file counts as ingested unless it was
 modified after the instant time of the commit that recorded it."""
@@ -11,18 +13,18 @@ modified after the instant time of the commit that recorded it."""
 from __future__ import annotations
 
 import argparse
-import glob
 import json
-import os
 import re
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from upsertlake.cli.input_files import InputFile, add_input_store_option, find, input_store_options
 from upsertlake.cli.inputs import InputTypes
-from upsertlake.cli.output import CliError, add_key_fields, human_duration, parse_options, print_json
+from upsertlake.cli.output import CliError, add_key_fields, human_duration, parse_options, print_json, store_options
 from upsertlake.errors import TableNotFoundError, UpsertlakeError
+from upsertlake.storage import parse_location
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import parse_instant_time
@@ -33,7 +35,8 @@ EXTENSIONS = {"parquet": (".parquet", ".pq"), "json": (".json", ".ndjson", ".jso
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("ingest", parents=[common], help="upsert new input files with Spark, each file once")
-    p.add_argument("--source", required=True, help="a folder or a glob of input files")
+    p.add_argument("--source", required=True, help="a folder or a glob of input files (a path or URI)")
+    add_input_store_option(p)
     p.add_argument("--format", required=True, choices=sorted(EXTENSIONS), help="input format")
     p.add_argument("--table", required=True, help="the table (created on the first run)")
     p.add_argument("--name", help="table name when creating it (default: the folder's name)")
@@ -44,36 +47,26 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=ingest)
 
 
-def source_files(source: str, fmt: str) -> list[str]:
+def source_files(source: str, fmt: str, options: Mapping[str, str] | None = None) -> list[InputFile]:
     """Input files of the format under a folder (recursively) or matching a glob, sorted."""
-    if os.path.isdir(source):
-        found = [str(p) for p in Path(source).rglob("*") if p.is_file()]
-    else:
-        found = glob.glob(source, recursive=True)
-    files = sorted(
-        str(Path(f).resolve()) for f in found
-        if f.lower().endswith(EXTENSIONS[fmt]) and not Path(f).name.startswith((".", "_"))
-    )
+    found = find(source, options)
     if not found:
         raise CliError(f"no input files at {source}")
-    return files
+    return [f for f in found if f.name.lower().endswith(EXTENSIONS[fmt])]
 
 
 @dataclass(frozen=True)
 class SourceFile:
-    """An input file as ingested: its path and the size and modification time it had then."""
+    """An input file as ingested: its path (or URI) and the size and modification time it had then
+    (on an object store, the listing's size and last-modified time)."""
 
     path: str
     size: int
     mtime_ns: int
 
     @classmethod
-    def stat(cls, path: str) -> SourceFile:
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            raise CliError(f"cannot read input file {path}: {exc.strerror}") from exc
-        return cls(path, st.st_size, st.st_mtime_ns)
+    def of(cls, f: InputFile) -> SourceFile:
+        return cls(f.uri, f.size, f.mtime_ns)
 
     def to_json(self) -> dict[str, object]:
         return {"path": self.path, "size": self.size, "mtime_ns": self.mtime_ns}
@@ -95,11 +88,11 @@ class Checkpoint:
         return set(self.paths) | {f.path for f in self.files}
 
 
-def checkpoint(table_path: str) -> Checkpoint:
+def checkpoint(table_path: str, storage_options: Mapping[str, str] | None = None) -> Checkpoint:
     """Every input file a completed commit of the table recorded as ingested."""
     done = Checkpoint()
     try:
-        timeline = Timeline.load(open_table(table_path).storage)
+        timeline = Timeline.load(open_table(table_path, storage_options=storage_options).storage)
     except TableNotFoundError:
         return done
     for inst in timeline.completed_writes():
@@ -115,11 +108,11 @@ def checkpoint(table_path: str) -> Checkpoint:
 
 def ingest(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    files = [SourceFile.stat(f) for f in source_files(args.source, args.format)]  # before reading any
-    done = checkpoint(args.table)
-    new = [f for f in files if not done.has(f)]
+    files = source_files(args.source, args.format, input_store_options(args))  # listed before reading any
+    done = checkpoint(args.table, store_options(args))
+    new = [f for f in files if not done.has(SourceFile.of(f))]
     seen = done.seen_paths()
-    changed = sum(1 for f in new if f.path in seen)
+    changed = sum(1 for f in new if f.uri in seen)
     _say(f"{len(files)} input files, {len(new) - changed} new" + (f", {changed} changed since ingested" if changed else ""))
     summary: dict[str, object] = {
         "input_files": len(files), "new_files": len(new) - changed, "changed_files": changed, "instant_time": None,
@@ -144,8 +137,9 @@ def ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ingest(args: argparse.Namespace, sources: list[SourceFile], options: dict[str, str]) -> dict[str, object]:
+def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[str, str]) -> dict[str, object]:
     import upsertlake.spark as uls  # only this command needs pyspark
+    from upsertlake.cli.ingest_read import read_sources
     from upsertlake.spark.options import write_options
     from upsertlake.spark.write import write_dataframe
 
@@ -153,18 +147,18 @@ def _ingest(args: argparse.Namespace, sources: list[SourceFile], options: dict[s
     spark = uls.build_session(args.spark_master, "upsertlake-ingest")  # workers run this interpreter
     uls.register(spark)
     _say(f"spark session ({args.spark_master}) in {human_duration(time.perf_counter() - began)}")
-    files = [f.path for f in sources]
-    exists = _table_exists(args.table)
-    df = _read(spark, args.format, files, _input_types(args, exists))
-    opts = dict(options, record_key=args.record_key)
+    exists = _table_exists(args.table, store_options(args))
+    df = read_sources(spark, sources, args.format, _input_types(args, exists))
+    opts = dict(options, record_key=args.record_key, storage_options=store_options(args))
     if args.name or not exists:
         # The name is the table's once created: a default differing from it would be a config conflict.
-        opts["table"] = args.name or Path(args.table).resolve().name
+        opts["table"] = args.name or parse_location(args.table).uri.rsplit("/", 1)[-1]
     if args.precombine_field:
         opts["precombine_field"] = args.precombine_field
     if args.partition_fields:
         opts["partition_fields"] = args.partition_fields
-    result = write_dataframe(df, write_options(opts, args.table, "upsert"), {INGESTED_KEY: json.dumps([f.to_json() for f in sources])})
+    ingested = json.dumps([SourceFile.of(f).to_json() for f in sources])
+    result = write_dataframe(df, write_options(opts, args.table, "upsert"), {INGESTED_KEY: ingested})
     for stage, seconds in result.stage_seconds.items():
         _say(f"  {stage:<8} {human_duration(seconds)}")
     return {
@@ -178,43 +172,32 @@ def _ingest(args: argparse.Namespace, sources: list[SourceFile], options: dict[s
 def _input_types(args: argparse.Namespace, exists: bool) -> InputTypes:
     """The table's types, as the commands that write named files read them (`cli.inputs`)."""
     if exists:
-        return InputTypes.of(open_table(args.table))
+        return InputTypes.of(open_table(args.table, storage_options=store_options(args)))
     fields = f"{args.record_key},{args.partition_fields or ''}".split(",")
     return InputTypes(text_fields=tuple(f.strip() for f in fields if f.strip()))
 
 
-def _read(spark: object, fmt: str, files: list[str], types: InputTypes) -> object:
-    """The files as a DataFrame: inferred, then read again with the types `types` imposes on the
-    columns found. A malformed record (a CSV row with too few or too many fields, a broken JSON
-    line) or a value that does not parse fails the run, naming the file, as the write commands do:
-    Spark's default would fill nulls, drop extra fields, or add a `_corrupt_record` column."""
-    from upsertlake.spark.types import arrow_schema_of, with_types
-
-    def reader() -> object:  # a DataFrameReader's options stick: one per read
-        read = spark.read.option("mode", "FAILFAST")
-        return read.option("header", "true") if fmt == "csv" else read
-
-    df = (reader().option("inferSchema", "true") if fmt == "csv" else reader()).format(fmt).load(files)
-    if fmt == "parquet":
-        return df
-    imposed = types.csv_types() if fmt == "csv" else types.json_types(arrow_schema_of(df.schema))
-    imposed = {k: v for k, v in imposed.items() if k in df.columns}
-    if not imposed:
-        return df
-    return reader().schema(with_types(df.schema, imposed)).format(fmt).load(files)
+PYTHON_TRACEBACK = "Traceback (most recent call last):"
 
 
 def spark_reason(exc: BaseException) -> str:
     """The innermost Spark error class and message of a failure (e.g. `[MALFORMED_CSV_RECORD]
-    Malformed CSV record: 2,1,b,extra`), without the Java stack traces around it."""
-    text = " ".join(str(exc).split())
+    Malformed CSV record: 2,1,b,extra`), without the Java stack traces around it; for a Python
+    task's failure (reading a file on an object store), its exception's message."""
+    raw = str(exc)
+    if PYTHON_TRACEBACK in raw:
+        last = re.findall(r"^[\w.]*?(\w+): (.+)$", raw.rsplit(PYTHON_TRACEBACK, 1)[1].split("\n\tat ")[0], re.M)
+        if last:
+            name, message = last[-1]
+            return message if name == "CliError" else f"{name}: {message}"
+    text = " ".join(raw.split())
     reasons = re.findall(r"(\[[A-Z_.]+\] .*?)(?= at [\w$.]+\(| SQLSTATE|$)", text)
     return reasons[-1] if reasons else text[:300]
 
 
-def _table_exists(path: str) -> bool:
+def _table_exists(path: str, storage_options: Mapping[str, str]) -> bool:
     try:
-        open_table(path)
+        open_table(path, storage_options=storage_options)
     except TableNotFoundError:
         return False
     return True

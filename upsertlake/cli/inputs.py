@@ -8,15 +8,16 @@ column stays text exactly as written: inferring CSV types would read the key "00
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
-import pyarrow.parquet as pq
 
+from upsertlake.cli.input_files import InputFile, find
 from upsertlake.cli.output import CliError
+from upsertlake.storage import Storage, parse_location
 from upsertlake.table.table import Table
 
 FORMATS = ("parquet", "csv", "json", "ndjson")
@@ -59,53 +60,57 @@ def _inferred(t: pa.DataType) -> bool:
     return pa.types.is_nested(t) or pa.types.is_timestamp(t)
 
 
-def read_inputs(paths: list[str], fmt: str | None, types: InputTypes | None = None) -> pa.Table:
-    """Every input file as one table (columns unified by name); CliError naming a bad file."""
-    files = [f for p in paths for f in _expand(Path(p), fmt)]
-    tables = [_read(f, fmt or _BY_EXTENSION[f.suffix.lower()], types or InputTypes()) for f in files]
+def read_inputs(
+    paths: list[str], fmt: str | None, types: InputTypes | None = None, options: Mapping[str, str] | None = None
+) -> pa.Table:
+    """Every input file as one table (columns unified by name); CliError naming a bad file. Paths
+    may be folders, and may be on an object store (read with the store settings `options`)."""
+    files = [f for p in paths for f in _expand(p, fmt, options)]
+    tables = [read_file(f, fmt or _BY_EXTENSION[f.suffix], types or InputTypes()) for f in files]
     try:
         return pa.concat_tables(tables, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise CliError(f"input files do not share one schema: {exc}") from exc
 
 
-def _expand(path: Path, fmt: str | None) -> list[Path]:
-    if path.is_dir():
-        files = sorted(
-            f for f in path.rglob("*") if f.is_file() and not f.name.startswith((".", "_"))
-            and (fmt is not None or f.suffix.lower() in _BY_EXTENSION)
-        )
-        if not files:
-            raise CliError(f"no input files in folder {path}")
-        return files
-    if not path.is_file():
-        raise CliError(f"no such input file: {path}")
-    if fmt is None and path.suffix.lower() not in _BY_EXTENSION:
-        raise CliError(f"cannot tell the format of {path} from its extension; pass --format {{{','.join(FORMATS)}}}")
-    return [path]
+def _expand(path: str, fmt: str | None, options: Mapping[str, str] | None) -> list[InputFile]:
+    found = find(path, options)
+    if len(found) == 1 and found[0].uri == parse_location(path).uri:  # the file named
+        if fmt is None and found[0].suffix not in _BY_EXTENSION:
+            raise CliError(f"cannot tell the format of {path} from its extension; pass --format {{{','.join(FORMATS)}}}")
+        return found
+    files = [f for f in found if fmt is not None or f.suffix in _BY_EXTENSION]
+    if not files:
+        # An object store has no empty folders: a prefix exists while an object is below it.
+        folder = bool(found) or (parse_location(path).is_local and Storage(path).exists(""))
+        raise CliError(f"no input files in folder {path}" if folder else f"no such input file: {path}")
+    return files
 
 
-def _read(path: Path, fmt: str, types: InputTypes) -> pa.Table:
+def read_file(f: InputFile, fmt: str, types: InputTypes) -> pa.Table:
+    """One input file, read through its storage, with `types` imposed on the text formats."""
     try:
         if fmt == "parquet":
-            return pq.read_table(path)
+            return f.storage.read_parquet(f.rel)
         if fmt == "csv":
-            return _read_csv(path, types)
-        if fmt == "json" and path.read_text(encoding="utf-8").lstrip().startswith("["):
-            rows = json.loads(path.read_text(encoding="utf-8"))
+            return _read_csv(f, types)
+        data = f.storage.read_bytes(f.rel)
+        if fmt == "json" and data.lstrip().startswith(b"["):
+            rows = json.loads(data)
             if not all(isinstance(r, dict) for r in rows):
                 raise ValueError("a JSON array must hold objects, one per record")
             # As NDJSON: every field of every object, typed as NDJSON is (Arrow's from_pylist
             # would keep only the first object's fields).
             return _read_ndjson("".join(json.dumps(r) + "\n" for r in rows).encode(), types)
-        return _read_ndjson(path.read_bytes(), types)
+        return _read_ndjson(data, types)
     except (pa.ArrowException, ValueError, OSError) as exc:
-        raise CliError(f"cannot read {path} as {fmt}: {' '.join(str(exc).split())}") from exc
+        raise CliError(f"cannot read {f.uri} as {fmt}: {' '.join(str(exc).split())}") from exc
 
 
-def _read_csv(path: Path, types: InputTypes) -> pa.Table:
+def _read_csv(f: InputFile, types: InputTypes) -> pa.Table:
     """CSV with the table's types (names the file lacks are ignored)."""
-    return pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(column_types=types.csv_types()))
+    with f.storage.open_input(f.rel) as stream:
+        return pcsv.read_csv(stream, convert_options=pcsv.ConvertOptions(column_types=types.csv_types()))
 
 
 def _read_ndjson(data: bytes, types: InputTypes) -> pa.Table:

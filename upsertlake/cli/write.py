@@ -9,6 +9,7 @@ import sys
 import time
 
 import upsertlake
+from upsertlake.cli.input_files import add_input_store_option, input_store_options
 from upsertlake.cli.inputs import FORMATS, InputTypes, read_inputs
 from upsertlake.cli.output import add_key_fields, format_records, human_bytes, human_duration, parse_options, print_json, store_options
 from upsertlake.engine.plan import Progress
@@ -42,8 +43,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def _add_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="the table")
-    p.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER", help="parquet, CSV, JSON or NDJSON input")
+    p.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER", help="parquet, CSV, JSON or NDJSON input (a path or URI)")
     p.add_argument("--format", choices=FORMATS, help="input format (default: by extension)")
+    add_input_store_option(p)
     _add_options(p)
 
 
@@ -74,7 +76,7 @@ def write(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
     table = upsertlake.open_table(args.path, options, store_options(args))
     started = time.perf_counter()
-    data = read_inputs(args.files, args.format, InputTypes.of(table))
+    data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args))
     log.info("read %d input rows in %.3f s", data.num_rows, time.perf_counter() - started)
     draw = not (args.no_progress or args.json) and sys.stderr.isatty()
     result = getattr(table, args.operation)(data, progress=StageProgress(draw))
@@ -104,7 +106,7 @@ def write(args: argparse.Namespace) -> int:
 
 def explain(args: argparse.Namespace) -> int:
     table = upsertlake.open_table(args.path, parse_options(args.option), store_options(args))
-    data = read_inputs(args.files, args.format, InputTypes.of(table))
+    data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args))
     before = store_requests.snapshot()
     summary = table.plan(OPERATIONS[args.operation], data).summary()
     if not table.storage.is_local:  # object stores bill per request: what planning alone cost

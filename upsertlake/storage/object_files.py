@@ -66,8 +66,13 @@ class ObjectReader(io.RawIOBase):
         if cached is not None:
             self._size, self._tail_start, self._tail = len(cached), 0, cached
             return
+        try:
+            got = obstore.get(store, path, options={"range": {"suffix": TAIL_BYTES}})
+        except obstore.exceptions.NotSupportedError:  # Azure has no suffix ranges: a HEAD for the size
+            count("HEAD")
+            size = int(obstore.head(store, path)["size"])
+            got = obstore.get(store, path, options={"range": {"offset": max(0, size - TAIL_BYTES)}})
         count("GET")
-        got = obstore.get(store, path, options={"range": {"suffix": TAIL_BYTES}})
         self._size = int(got.meta["size"])
         self._tail_start = got.range[0]
         self._tail = bytes(got.bytes())

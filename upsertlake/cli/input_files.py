@@ -1,0 +1,121 @@
+"""Input files of the writing commands and of `ingest`, on a local disk or an object store, found
+through the storage layer (so `s3://`, `gs://` and `abfs://` sources work as folders do), each with
+the size and modification time its listing gave (what `ingest`'s checkpoint compares).
+
+An input's store takes `--input-storage-option KEY=VALUE` when given (a source bucket with other
+credentials or another endpoint than the table's), else the table's `--storage-option` settings:
+most sources sit in the same account as the table. The options replace, not extend, the table's,
+so settings of one cloud never reach another's store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from upsertlake.cli.output import CliError, parse_options, store_options
+from upsertlake.storage import Storage, parse_location
+
+_WILDCARD = re.compile(r"[*?[]")
+HIDDEN = (".", "_")  # Spark's and Hudi's markers and temporary files (`_SUCCESS`, `.crc`)
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """A file found in a source: the storage of the folder it was found in, its path relative to
+    that folder, and its size and modification time (ns) as listed."""
+
+    storage: Storage
+    rel: str
+    size: int
+    mtime_ns: int
+
+    @property
+    def uri(self) -> str:
+        return self.storage.full_path(self.rel)
+
+    @property
+    def name(self) -> str:
+        return self.rel.rsplit("/", 1)[-1]
+
+    @property
+    def suffix(self) -> str:
+        dot = self.name.rfind(".")
+        return self.name[dot:].lower() if dot > 0 else ""
+
+
+def add_input_store_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--input-storage-option", action="append", metavar="KEY=VALUE",
+        help="a setting of the object store the input files are on (repeatable); default: the --storage-option settings",
+    )
+
+
+def input_store_options(args: argparse.Namespace) -> dict[str, str]:
+    """The input files' store settings: their own when given, else the table's."""
+    own = getattr(args, "input_storage_option", None)
+    return parse_options(own, "--input-storage-option") if own else store_options(args)
+
+
+def find(source: str, options: Mapping[str, str] | None = None) -> list[InputFile]:
+    """The files `source` names, sorted by URI: the file itself; every file below a folder
+    (recursively); or every file a glob matches (`*`, `?` and `[...]` within a name, `**` across
+    folders). In folders and globs, names starting with '.' or '_' are skipped. Empty when there
+    is nothing; StorageError when the store cannot be read (a missing bucket, denied access)."""
+    location = parse_location(source)
+    wildcard = _WILDCARD.search(location.uri)
+    if wildcard:
+        base = location.uri[:location.uri.rfind("/", 0, wildcard.start())]
+        if not location.is_local and len(base) < len(f"{location.scheme}://{location.bucket}"):
+            raise CliError(f"{source}: a wildcard may not name the bucket")
+        pattern = _glob_regex(location.uri[len(base) + 1:])
+        return [f for f in _listed(Storage(base or "/", options)) if pattern.fullmatch(f.rel)]
+    parent, _, name = location.uri.rpartition("/")
+    if name and (location.is_local or location.prefix):
+        folder = Storage(parent or "/", options)
+        entry = folder.stat(name)
+        if entry is not None:
+            return [InputFile(folder, name, entry.size, entry.mtime_ns)]
+    return _listed(Storage(location.uri, options))
+
+
+def _listed(folder: Storage) -> list[InputFile]:
+    """Every file below the folder (none when there is no such folder), hidden names skipped."""
+    try:
+        entries = folder.list("", recursive=True)
+    except NotADirectoryError:  # a local file where a folder was expected: it holds no files
+        return []
+    files = [
+        InputFile(folder, e.path, e.size, e.mtime_ns)
+        for e in entries if not e.is_dir and not e.name.startswith(HIDDEN)
+    ]
+    return sorted(files, key=lambda f: f.rel)
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob as `glob.glob(recursive=True)` reads it, for paths relative to its base folder."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2:]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1:end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
