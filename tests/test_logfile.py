@@ -393,7 +393,7 @@ def test_a_well_framed_block_with_bad_content_is_a_corrupt_table() -> None:
     block = bytearray(encode_block(data_block("001", table, schema_json)))
     count_at = block.index(struct.pack(">ii", 3, 1))
     block[count_at + 4 : count_at + 8] = struct.pack(">i", 5)  # claims 5 records
-    with pytest.raises(CorruptTableError, match="f.log: block at byte 0: record 1 of 5 runs past the block.s end"):
+    with pytest.raises(CorruptTableError, match="f.log: block at byte 0: the lengths of 5 records run past the block.s end"):
         read_blocks(bytes(block), "f.log")
 
 

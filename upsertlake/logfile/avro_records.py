@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 from functools import lru_cache
 from typing import Any
 
@@ -25,6 +26,7 @@ from upsertlake.errors import CorruptTableError, SchemaError
 from upsertlake.logfile.avro_decode import branches, decode_flat, gather
 from upsertlake.schema import META_COLUMNS, avro_to_arrow
 
+_INT32 = struct.Struct(">i")
 _META_FIELD = {"type": ["null", "string"], "doc": "", "default": None}
 
 
@@ -72,16 +74,21 @@ def _decode_rows(payload: bytes, starts: np.ndarray, ends: np.ndarray, schema_js
 
 def _bounds(payload: bytes, count: int) -> tuple[np.ndarray, np.ndarray]:
     """Where each record's datum starts and ends in the payload."""
-    starts = np.empty(count, np.int64)
-    ends = np.empty(count, np.int64)
+    length_at = _INT32.unpack_from
+    prefixes = [0] * count
     pos = 0
-    for i in range(count):  # each length says where the next record starts: a chain, walked once
-        if pos + 4 > len(payload):
-            raise CorruptTableError(f"record {i} of {count} runs past the block's end")
-        starts[i] = pos + 4
-        pos += 4 + int.from_bytes(payload[pos : pos + 4], "big", signed=True)
-        ends[i] = pos
-    if pos > len(payload) or (count and (ends < starts).any()):
+    try:
+        for i in range(count):  # each length says where the next record starts: a chain, walked once
+            prefixes[i] = pos
+            pos += 4 + length_at(payload, pos)[0]
+    except struct.error:
+        raise CorruptTableError(f"the lengths of {count} records run past the block's end") from None
+    starts = np.array(prefixes, np.int64) + 4
+    ends = np.empty(count, np.int64)
+    ends[:-1] = starts[1:] - 4
+    if count:
+        ends[-1] = pos
+    if pos > len(payload) or (ends < starts).any():
         raise CorruptTableError(f"the lengths of {count} records run past the block's end")
     return starts, ends
 
