@@ -34,6 +34,7 @@ from upsertlake.logfile import (
     HeaderKey,
     LogFileName,
     append_blocks,
+    avro_data_blocks,
     data_block,
     delete_block,
     encode_block,
@@ -530,3 +531,18 @@ def test_the_hudi_reader_reads_nested_records_we_write(tmp_path: Path, parquet: 
     valid = {"20250117083125837", "20250117083136333", ours}
     ours_read = merge_slice(base, log_blocks, KEY_COLUMN, "longField", "COMMIT_TIME_ORDERING", valid)
     assert ours_read.select(columns).sort_by("id").to_pylist() == hudi[:2]
+
+
+def test_avro_data_blocks_encode_each_file_groups_rows_as_a_block_of_its_own() -> None:
+    table = random_table(300, 7)
+    schema_json = avro_schema_json(with_meta_fields(arrow_to_avro(table.schema, "t")))
+    runs = [0, 120, 120, 299, 300]  # an empty run first, one in the middle
+    framed = avro_data_blocks("001", table, schema_json, runs)
+    cuts = [0, *runs]
+    assert framed == [encode_block(data_block("001", table.slice(a, b - a), schema_json)) for a, b in zip(cuts, cuts[1:])]
+    nested = pa.table({KEY_COLUMN: ["a", "b", "c"], "tags": pa.array([["x"], [], None], pa.list_(pa.string()))})
+    nested_json = avro_schema_json(with_meta_fields(arrow_to_avro(nested.schema, "n")))
+    assert [read_blocks(b)[0].records.column("tags").to_pylist() for b in avro_data_blocks("001", nested, nested_json, [2, 3])] == [
+        [["x"], []],
+        [None],
+    ]
