@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import hudi_read
-from test_logfile import unzip_mor
+from tests.conftest import unzip_mor_table
+from upsertlake.errors import ConfigError
 from upsertlake.logfile import Block, read_blocks, rollback_block
 from upsertlake.logfile.blocks import DataBlock, DeleteBlock
 from upsertlake.read.log_merge import merge_slice
@@ -121,7 +122,7 @@ def test_a_log_only_file_group_takes_the_last_data_blocks_schema_or_the_one_give
 def test_without_an_ordering_field_event_time_keeps_the_later_write() -> None:
     out = merge_slice(BASE, [records("1", [("a", 1, "a1")])], KEY, None, EVENT, ALL)
     assert out.column("v").to_pylist() == ["a1", "b0", "c0"]
-    with pytest.raises(ValueError, match="merge mode 'CUSTOM'"):
+    with pytest.raises(ConfigError, match="merge mode 'CUSTOM' is not one upsertlake merges by"):
         merge_slice(BASE, [], KEY, "ts", "CUSTOM", ALL)  # type: ignore[arg-type]
 
 
@@ -156,7 +157,7 @@ V8_INSTANTS = [
 
 @pytest.mark.parametrize("as_of", V8_INSTANTS)
 def test_the_v8_fixture_merges_as_the_hudi_reader_reads_it(tmp_path: Path, as_of: str) -> None:
-    table = unzip_mor("mor_v8_trips_8i3u1d", tmp_path)
+    table = unzip_mor_table("mor_v8_trips_8i3u1d", tmp_path)
     columns = ["_hoodie_commit_time", "_hoodie_commit_seqno", KEY, "ts", "rider", "driver", "fare", "city"]
 
     def view(rows: list[dict]) -> list[dict]:
@@ -172,7 +173,7 @@ def test_the_v8_fixture_merges_as_the_hudi_reader_reads_it(tmp_path: Path, as_of
 
 
 def test_the_v6_fixture_merges_by_commit_time_as_the_hudi_reader_reads_it(tmp_path: Path) -> None:
-    table = unzip_mor("mor_v6_trips_8i1u", tmp_path)
+    table = unzip_mor_table("mor_v6_trips_8i1u", tmp_path)
     instants = ["20250331030642808", "20250331030645735"]
     ours = snapshot_by_slices(table, instants[-1], instants, COMMIT)
     hudi = hudi_read(table).to_pylist()

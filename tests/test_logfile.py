@@ -8,7 +8,6 @@ import datetime as dt
 import decimal
 import json
 import struct
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import hudi_read
-from tests.conftest import HUDI_TABLES
+from tests.conftest import HUDI_TABLES, unzip_mor_table
 from upsertlake.errors import (
     CorruptTableError,
     HFileBlockError,
@@ -35,6 +34,7 @@ from upsertlake.logfile import (
     HeaderKey,
     LogFileName,
     append_blocks,
+    avro_data_blocks,
     data_block,
     delete_block,
     encode_block,
@@ -56,15 +56,6 @@ V8_KEYS = {  # rider -> record key in the v8 trips fixture
     "G": "7a84095f-737f-40bc-b62f-6b69664712d2",
     "J": "c8abbe79-8d89-47ea-b4ce-4d224bae5bfa",
 }
-
-
-def unzip_mor(name: str, dest: Path) -> Path:
-    """The table folder of tests/hudi_tables/mor/<name>.zip, unzipped into dest."""
-    with zipfile.ZipFile(MOR / f"{name}.zip") as zf:
-        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
-        zf.extractall(dest, members)
-    (table,) = [p for p in dest.iterdir() if p.is_dir() and p.name != "__MACOSX"]
-    return table
 
 
 def data_log_files(table: Path) -> list[Path]:
@@ -91,7 +82,7 @@ def summary(path: Path) -> list[tuple]:
 def test_log_file_names_parse_and_format_exactly(tmp_path: Path) -> None:
     names = []
     for zip_path in sorted(MOR.glob("*.zip")):
-        names += [p.name for p in unzip_mor(zip_path.stem, tmp_path / zip_path.stem).rglob(".*.log.*")]
+        names += [p.name for p in unzip_mor_table(zip_path.stem, tmp_path / zip_path.stem).rglob(".*.log.*")]
     assert len(names) == 71  # 8 data log files, 63 in the v8 table's metadata table
     for name in names:
         parsed = LogFileName.parse(name)
@@ -128,7 +119,7 @@ def test_log_files_sort_by_instant_then_version_then_write_token() -> None:
 def test_every_fixture_log_file_parses_to_its_blocks(tmp_path: Path) -> None:
     got = {}
     for zip_path in sorted(MOR.glob("*.zip")):
-        table = unzip_mor(zip_path.stem, tmp_path / zip_path.stem)
+        table = unzip_mor_table(zip_path.stem, tmp_path / zip_path.stem)
         for p in data_log_files(table):
             got[f"{zip_path.stem}/{p.parent.name}/{p.name}"] = summary(p)
     v8 = "mor_v8_trips_8i3u1d"
@@ -153,7 +144,7 @@ def test_every_fixture_log_file_parses_to_its_blocks(tmp_path: Path) -> None:
 
 
 def test_fixture_records_decode_to_their_values(tmp_path: Path) -> None:
-    table = unzip_mor("mor_v6_nonpartitioned", tmp_path)
+    table = unzip_mor_table("mor_v6_nonpartitioned", tmp_path)
     (block,) = read_blocks(data_log_files(table)[0].read_bytes())
     row = block.records.to_pylist()[0]
     assert {k: row[k] for k in ("_hoodie_commit_seqno", "id", "name", "isActive", "longField", "decimalField", "dateField")} == {
@@ -167,7 +158,7 @@ def test_fixture_records_decode_to_their_values(tmp_path: Path) -> None:
     }
     assert row["mapField"] == [("key1", {"map_field_value_struct_f1": 123.456, "map_field_value_struct_f2": True}),
                                ("key2", {"map_field_value_struct_f1": 789.012, "map_field_value_struct_f2": False})]
-    trips = unzip_mor("mor_v6_trips_8i1u", tmp_path / "trips")
+    trips = unzip_mor_table("mor_v6_trips_8i1u", tmp_path / "trips")
     (avro,) = read_blocks(data_log_files(trips)[0].read_bytes())
     assert avro.records.select(["ts", "rider", "driver", "fare", "city"]).to_pylist() == [
         {"ts": 1695046462179, "rider": "rider-D", "driver": "driver-L", "fare": 25.0, "city": "san_francisco"}
@@ -177,7 +168,7 @@ def test_fixture_records_decode_to_their_values(tmp_path: Path) -> None:
 
 
 def test_the_metadata_tables_hfile_blocks_are_refused_by_name(tmp_path: Path) -> None:
-    table = unzip_mor("mor_v8_trips_8i3u1d", tmp_path)
+    table = unzip_mor_table("mor_v8_trips_8i3u1d", tmp_path)
     hfile, deletes = 0, 0
     for p in sorted((table / ".hoodie" / "metadata").rglob(".*.log.*")):
         try:
@@ -198,7 +189,7 @@ def test_the_metadata_tables_hfile_blocks_are_refused_by_name(tmp_path: Path) ->
 def test_avro_and_delete_blocks_reencode_byte_for_byte(tmp_path: Path) -> None:
     checked = 0
     for zip_path in sorted(MOR.glob("*.zip")):
-        for p in data_log_files(unzip_mor(zip_path.stem, tmp_path / zip_path.stem)):
+        for p in data_log_files(unzip_mor_table(zip_path.stem, tmp_path / zip_path.stem)):
             data = p.read_bytes()
             blocks = read_blocks(data)
             if all(getattr(b, "block_type", None) != BlockType.PARQUET_DATA for b in blocks):
@@ -209,7 +200,7 @@ def test_avro_and_delete_blocks_reencode_byte_for_byte(tmp_path: Path) -> None:
 
 def test_parquet_blocks_reencode_to_the_same_records_and_header(tmp_path: Path) -> None:
     for name in ("mor_v6_nonpartitioned", "mor_v6_simplekeygen_nonhivestyle"):
-        (p,) = data_log_files(unzip_mor(name, tmp_path / name))
+        (p,) = data_log_files(unzip_mor_table(name, tmp_path / name))
         data = p.read_bytes()
         (block,) = read_blocks(data)
         again = encode_block(block)
@@ -221,7 +212,7 @@ def test_parquet_blocks_reencode_to_the_same_records_and_header(tmp_path: Path) 
 
 
 def test_the_writer_schema_is_hudis(tmp_path: Path) -> None:
-    trips = unzip_mor("mor_v6_trips_8i1u", tmp_path)
+    trips = unzip_mor_table("mor_v6_trips_8i1u", tmp_path)
     commit = json.loads((trips / ".hoodie" / "20250331030645735.deltacommit").read_text())
     (block,) = read_blocks(data_log_files(trips)[0].read_bytes())
     assert avro_schema_json(with_meta_fields(json.loads(commit["extraMetadata"]["schema"]))) == block.schema_json
@@ -393,7 +384,7 @@ def test_a_well_framed_block_with_bad_content_is_a_corrupt_table() -> None:
     block = bytearray(encode_block(data_block("001", table, schema_json)))
     count_at = block.index(struct.pack(">ii", 3, 1))
     block[count_at + 4 : count_at + 8] = struct.pack(">i", 5)  # claims 5 records
-    with pytest.raises(CorruptTableError, match="f.log: block at byte 0: record 1 of 5 runs past the block.s end"):
+    with pytest.raises(CorruptTableError, match="f.log: block at byte 0: the lengths of 5 records run past the block.s end"):
         read_blocks(bytes(block), "f.log")
 
 
@@ -404,7 +395,7 @@ def test_the_hudi_reader_reads_blocks_we_append_to_a_hudi_slice(tmp_path: Path) 
     """v6 trips table: a deltacommit of ours appends a log file to the san_francisco slice with an
     update (rider-D), an insert, a delete (rider-A), and blocks of a failed instant voided by a
     rollback block; the `hudi` reader reads our blocks, and merge_slice reads the slice as it does."""
-    table = unzip_mor("mor_v6_trips_8i1u", tmp_path)
+    table = unzip_mor_table("mor_v6_trips_8i1u", tmp_path)
     hoodie = table / ".hoodie"
     slice_dir = table / "city=san_francisco"
     (old_log,) = data_log_files(table)
@@ -507,7 +498,7 @@ def test_columns_are_written_in_the_writer_schemas_units_and_scales() -> None:
 def test_the_hudi_reader_reads_nested_records_we_write(tmp_path: Path, parquet: bool) -> None:
     """v6 non-partitioned table (arrays, maps, structs, decimals, dates, timestamps): a deltacommit
     of ours updates id 2 in a data block (Avro or parquet) and deletes id 3."""
-    table = unzip_mor("mor_v6_nonpartitioned", tmp_path)
+    table = unzip_mor_table("mor_v6_nonpartitioned", tmp_path)
     hoodie = table / ".hoodie"
     (old_log,) = data_log_files(table)
     name = LogFileName.parse(old_log.name)
@@ -540,3 +531,18 @@ def test_the_hudi_reader_reads_nested_records_we_write(tmp_path: Path, parquet: 
     valid = {"20250117083125837", "20250117083136333", ours}
     ours_read = merge_slice(base, log_blocks, KEY_COLUMN, "longField", "COMMIT_TIME_ORDERING", valid)
     assert ours_read.select(columns).sort_by("id").to_pylist() == hudi[:2]
+
+
+def test_avro_data_blocks_encode_each_file_groups_rows_as_a_block_of_its_own() -> None:
+    table = random_table(300, 7)
+    schema_json = avro_schema_json(with_meta_fields(arrow_to_avro(table.schema, "t")))
+    runs = [0, 120, 120, 299, 300]  # an empty run first, one in the middle
+    framed = avro_data_blocks("001", table, schema_json, runs)
+    cuts = [0, *runs]
+    assert framed == [encode_block(data_block("001", table.slice(a, b - a), schema_json)) for a, b in zip(cuts, cuts[1:])]
+    nested = pa.table({KEY_COLUMN: ["a", "b", "c"], "tags": pa.array([["x"], [], None], pa.list_(pa.string()))})
+    nested_json = avro_schema_json(with_meta_fields(arrow_to_avro(nested.schema, "n")))
+    assert [read_blocks(b)[0].records.column("tags").to_pylist() for b in avro_data_blocks("001", nested, nested_json, [2, 3])] == [
+        [["x"], []],
+        [None],
+    ]

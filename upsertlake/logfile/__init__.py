@@ -1,8 +1,8 @@
 """Hudi's log files (merge-on-read): their names, their blocks, and the codec between a log
 file's bytes and those blocks (Avro and parquet data, delete, rollback command, corrupt).
 
-Floor 7 of the layers declared in pyproject.toml [tool.importlinter], below `layout`; may import
-timeline, schema and every floor below.
+Its own floor of the layers declared in pyproject.toml [tool.importlinter], directly below
+`layout` (which may import it); may import timeline, schema and every floor below.
 """
 
 from upsertlake.logfile.blocks import (
@@ -15,9 +15,17 @@ from upsertlake.logfile.blocks import (
     DeleteBlock,
     HeaderKey,
 )
+from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.logfile.names import LogFileName, sort_log_files
 from upsertlake.logfile.reader import read_blocks
-from upsertlake.logfile.writer import append_blocks, data_block, delete_block, encode_block, rollback_block
+from upsertlake.logfile.writer import (
+    append_blocks,
+    avro_data_blocks,
+    data_block,
+    delete_block,
+    encode_block,
+    rollback_block,
+)
 
 __all__ = [
     "Block",
@@ -30,10 +38,12 @@ __all__ = [
     "HeaderKey",
     "LogFileName",
     "append_blocks",
+    "avro_data_blocks",
     "data_block",
     "delete_block",
     "encode_block",
     "read_blocks",
     "rollback_block",
     "sort_log_files",
+    "with_meta_fields",
 ]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.errors import UnsupportedLogBlockError
-from upsertlake.logfile.avro_records import encode_records
+from upsertlake.logfile.avro_records import encode_record_runs, encode_records
 from upsertlake.logfile.blocks import (
     CONTENT_VERSION,
     LOG_FORMAT_VERSION,
@@ -66,17 +67,31 @@ def append_blocks(blocks: Iterable[Block], existing: bytes = b"") -> bytes:
     return b"".join(parts)
 
 
+def avro_data_blocks(instant: str, records: pa.Table, schema_json: str, run_ends: Sequence[int]) -> list[bytes]:
+    """Framed Avro data blocks, one for each run of rows records[run_ends[i-1]:run_ends[i]] (the
+    rows of one file group each), their records encoded in one pass."""
+    header: Header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
+    payloads = encode_record_runs(records, schema_json, run_ends)
+    counts = np.diff(np.concatenate([[0], np.asarray(run_ends, np.int64)]))
+    return [
+        _frame(BlockType.AVRO_DATA, header, struct.pack(">ii", CONTENT_VERSION, count) + payload)
+        for count, payload in zip(counts.tolist(), payloads)
+    ]
+
+
 def encode_block(block: Block) -> bytes:
     """One framed block: magic, size, format version, type, header, content, footer, total."""
     if isinstance(block, DataBlock):
-        block_type, content = block.block_type, _data_content(block)
-    elif isinstance(block, DeleteBlock):
-        block_type, content = BlockType.DELETE, encode_delete_content(block.keys)
-    elif isinstance(block, CommandBlock):
-        block_type, content = BlockType.COMMAND, b""
-    else:
-        raise UnsupportedLogBlockError(f"a {type(block).__name__} cannot be written")
-    header = _metadata(block.header)
+        return _frame(block.block_type, block.header, _data_content(block))
+    if isinstance(block, DeleteBlock):
+        return _frame(BlockType.DELETE, block.header, encode_delete_content(block.keys))
+    if isinstance(block, CommandBlock):
+        return _frame(BlockType.COMMAND, block.header, b"")
+    raise UnsupportedLogBlockError(f"a {type(block).__name__} cannot be written")
+
+
+def _frame(block_type: BlockType, block_header: Header, content: bytes) -> bytes:
+    header = _metadata(block_header)
     footer = _metadata({})
     size = 4 + 4 + len(header) + 8 + len(content) + len(footer) + 8
     return b"".join(
