@@ -11,7 +11,7 @@ the files, so no conflict is needless. Inserts are compared too, which Hudi miss
 inserting one new key each create a file group of their own and would leave the key twice.
 
 A shared file group without a shared record is `stale`: the writer merges its records of that
-group again onto the version the other commit wrote (upsertlake.engine.write_client). A commit
+group again onto the version the other commit wrote (upsertlake.engine.remerge). A commit
 that keeps no summary (written by Apache Hudi, or by upsertlake before summaries) falls back to
 the file-group rule, plus the insert comparison against the keys of its files.
 """

@@ -1,4 +1,5 @@
-"""The write client and its steps: input, dedup, tag, profile, partition, write buckets, commit.
+"""The write client and its steps, one module each: input, prepare (dedup), tag, copy_on_write
+(partition, write buckets), overwrite, commit and remerge; instants starts and ends them.
 
 Floor 4 of the layers declared in pyproject.toml [tool.importlinter]; may import services and every
 floor below; not read.

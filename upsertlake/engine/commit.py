@@ -159,7 +159,9 @@ def _fail(client: WriteClient, current: Instant, conflict: Conflict) -> None:
     )
 
 
-def _complete(client: WriteClient, current: Instant, result: WriteResult, extra_metadata: dict[str, str] | None) -> None:
+def _complete(
+    client: WriteClient, current: Instant, result: WriteResult, extra_metadata: dict[str, str] | None
+) -> None:
     """Write the commit file (under the lock, after a clean check)."""
     schema = result.data_schema
     # A delete on a table with no commits yet has no schema (an empty one) to record.

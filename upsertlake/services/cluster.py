@@ -98,7 +98,7 @@ def cluster(
         requested = create_requested(
             storage, Action.REPLACE_COMMIT, documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns)), clustering=True
         )
-        # Writers leave a pending clustering alone while its heartbeat beats (write_client).
+        # Writers leave a pending clustering alone while its heartbeat beats (engine.instants).
         heartbeat = Heartbeat(
             storage, requested.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
         ).start()
