@@ -51,6 +51,8 @@ def start_commit(client: WriteClient, operation: str) -> str:
             if not live:
                 _rollback_failed_writes(client, timeline)
                 action, doc = overwrite.requested(operation)
+                if action is Action.COMMIT and client.table_config.is_merge_on_read:
+                    action = Action.DELTA_COMMIT  # every write but an overwrite, as Hudi's
                 instant, heartbeat = request(client, action, doc)
                 done = frozenset(i.time for i in Timeline.load(client.storage).completed_writes())
                 break
