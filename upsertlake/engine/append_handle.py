@@ -18,13 +18,12 @@ from upsertlake.concurrency.key_summary import KeySummary, write_summary
 from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, with_meta
 from upsertlake.errors import StorageError
 from upsertlake.layout.file_writer import marker_path
+from upsertlake.layout.markers import APPEND
 from upsertlake.logfile import LogFileName, append_blocks, data_block, delete_block
 from upsertlake.logfile.blocks import Block
 from upsertlake.partitioner import Bucket
 from upsertlake.storage import Storage
 from upsertlake.timeline.commit_metadata import DeltaWriteStat
-
-APPEND = "APPEND"  # the marker's IO type, as Hudi's append handle writes it
 
 
 @dataclass(frozen=True)
