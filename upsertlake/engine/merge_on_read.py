@@ -11,12 +11,12 @@ for its small file ids. The tagging before and the commit after are copy-on-writ
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 
 import fastavro
 
-from upsertlake.concurrency.conflict import pending_clustering
+from upsertlake.concurrency.conflict import CommitCheck, Conflict, describe_groups, pending_clustering
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
@@ -25,10 +25,12 @@ from upsertlake.engine.bucket_writer import BucketJob
 from upsertlake.engine.copy_on_write import sizing
 from upsertlake.engine.overwrite import OVERWRITES
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.logfile import LogFileName
 from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.partitioner import Bucket, BucketType, SmallFile, UpsertPartitioner, WorkloadProfile
 from upsertlake.schema import arrow_to_avro, avro_schema_json
 from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
 
 PARQUET_BLOCKS = "parquet"  # hoodie.logfile.data.block.format
@@ -125,3 +127,28 @@ def _target(
         log_instant = compaction or base_instant
     version = 1 if table_version >= 8 else versions.get((bucket.partition_path, bucket.file_id, log_instant), 0) + 1
     return AppendTarget(log_instant, version, sl.base.name if sl.base is not None else "", base_instant)
+
+
+def settle_stale(timeline: Timeline, check: CommitCheck, own_stats: Sequence[WriteStat], table_version: int) -> CommitCheck:
+    """A merge-on-read write's file groups that a concurrent commit also wrote, without a record
+    in common. Two appends stand side by side (each is its own log file of the slice), and so
+    does, on table version 8, an append beside a new base file (a log joins the slice its
+    deltacommit completed in). Any other pair is a conflict: on version 6 an append named by
+    the old slice would fall out of the new one, and a base file rewritten here would leave out
+    the other write's log records."""
+    own = {(s.partitionPath, s.fileId): _is_log(s) for s in own_stats}
+    clash: dict[tuple[str, str], Instant] = {}
+    for group, inst in check.stale.items():
+        theirs = [s for s in timeline.commit_metadata(inst).write_stats() if (s.partitionPath, s.fileId) == group]
+        if own.get(group) and (all(_is_log(s) for s in theirs) or table_version >= 8):
+            continue
+        clash[group] = inst
+    if not clash:
+        return CommitCheck(None, {})
+    first = max(clash.values())
+    why = f"both wrote file group(s) {describe_groups(set(clash))} of this merge-on-read table"
+    return CommitCheck(Conflict(first, why))
+
+
+def _is_log(stat: WriteStat) -> bool:
+    return LogFileName.parse(stat.path.rpartition("/")[2]) is not None
