@@ -148,7 +148,7 @@ def test_spark_reads_and_writes_a_merge_on_read_table(spark, tmp_path: Path) -> 
     optimized = uls.read(spark, str(path), query_type="read_optimized").select("id", "isActive").orderBy("id").collect()
     assert [tuple(r) for r in optimized] == [(1, True), (2, False), (3, True), (4, True)]
     df = spark.createDataFrame([(5, 1)], "id int, longField long")
-    uls.upsert(df, str(path))
+    uls.upsert(df, str(path), **{"hoodie.write.set.null.for.missing.columns": "true"})
     assert sorted(open_table(path).read(columns=["id"]).column("id").to_pylist()) == [1, 2, 3, 4, 5]
     uls.upsert(df, str(tmp_path / "new"), table="new", record_key="id", table_type="MERGE_ON_READ")
     assert open_table(tmp_path / "new").config.table_type == "MERGE_ON_READ"

@@ -363,3 +363,28 @@ def test_rolling_back_the_latest_deltacommit(tmp_path: Path, version: int) -> No
     table.upsert(batch([2], [7], 4))
     before["k0002"] = batch([2], [7], 4).to_pylist()[0]
     assert snapshot(table) == before == hudi_snapshot(path)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("version", VERSIONS)
+def test_spark_upserts_and_deletes_on_a_mor_table_as_in_process(spark, tmp_path: Path, version: int) -> None:
+    """The distributed write appends log files in tasks (one per file group): the same table as
+    the in-process write of the same batches, read the same by Hudi's reader."""
+    import shutil
+
+    import upsertlake.spark as uls
+
+    local = tmp_path / "local"
+    table = mor_table(local, version, **{"hoodie.parquet.small.file.limit": 0})
+    table.bulk_insert(batch(list(range(40)), [1] * 40, 1))
+    shutil.copytree(local, tmp_path / "spark")
+    distributed = tmp_path / "spark"
+    updates = batch(list(range(0, 40, 3)) + [50, 51], [2] * 16, 2)
+    deletes = batch([1, 4, 7], [0] * 3, 3)
+    table.upsert(updates)
+    table.delete(deletes)
+    uls.upsert(spark.createDataFrame(updates.to_pandas()), str(distributed))
+    uls.delete(spark.createDataFrame(deletes.to_pandas()), str(distributed))
+    assert any(".log." in p.name for p in distributed.rglob("*"))
+    assert [i.action.value for i in open_table(distributed).timeline()] == ["deltacommit"] * 3
+    assert snapshot(open_table(distributed)) == snapshot(table) == hudi_snapshot(distributed)
