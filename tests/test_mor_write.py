@@ -428,3 +428,19 @@ def test_appends_respect_a_pending_compaction_plan(tmp_path: Path, version: int)
         assert hudi_snapshot(path) == expected
     else:  # hudi-rs leaves out a version 6 slice started by a pending compaction until it completes
         assert hudi_snapshot(path)["k0002"]["ts"] == 1
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_overwrites_on_a_mor_table_are_replacecommits(tmp_path: Path, version: int) -> None:
+    """insert_overwrite and delete_partitions retire whole file groups, their log files with them."""
+    path = tmp_path / "t"
+    table = mor_table(path, version)
+    table.upsert(batch(list(range(9)), [1] * 9, 1))
+    table.upsert(batch([0, 1, 2], [2, 2, 2], 2))  # a log file in each partition
+    table.insert_overwrite(batch([30, 33], [1, 1], 3))  # p0: only these two now
+    table.delete_partitions(["p1"])
+    actions = [i.action.value for i in table.timeline() if i.is_completed]
+    assert actions == ["deltacommit", "deltacommit", "replacecommit", "replacecommit"]
+    expected = {r["id"]: r for r in batch([30, 33], [1, 1], 3).to_pylist()}
+    expected.update({r["id"]: r for r in batch([5, 8], [1, 1], 1).to_pylist() + batch([2], [2], 2).to_pylist()})
+    assert snapshot(table) == expected == hudi_snapshot(path)
