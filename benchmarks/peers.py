@@ -72,8 +72,8 @@ class UpsertlakePeer(Peer):
     def build(self, path: Path, base: pa.Table) -> None:
         import upsertlake
 
-        t = upsertlake.create_table(path, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"],
-                                    table_type=self.table_type)
+        kind = {"table_type": self.table_type} if self.table_type != "COPY_ON_WRITE" else {}
+        t = upsertlake.create_table(path, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"], **kind)
         t.bulk_insert(base, self.hoodie)
 
     def apply(self, path: Path, batch: pa.Table, workload: str) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from upsertlake.concurrency.key_summary import KeySummary, write_summary
 from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, with_meta
 from upsertlake.errors import StorageError
 from upsertlake.layout.file_writer import marker_path
@@ -76,9 +75,8 @@ def append_bucket(
         blocks.append(data_block(job.instant_time, rows, job.schema_json, parquet=job.parquet_blocks))
     if removed.num_rows:
         blocks.append(delete_block(job.instant_time, _delete_keys(removed, job.precombine_field), job.schema_json))
+    # No key summary: the conflict check reads an append's keys from its log file.
     storage.write_if_absent(marker_path(job.instant_time, bucket.partition_path, name, APPEND), b"")
-    summary = KeySummary.of(upserts.column(KEY), removed.column(KEY), pa.array([], pa.string()))
-    write_summary(storage, job.instant_time, bucket.partition_path, bucket.file_id, summary)
     data = append_blocks(blocks)
     if not storage.write_if_absent(path, data):
         raise StorageError(f"log file {storage.full_path(path)} exists already: another write took its name")

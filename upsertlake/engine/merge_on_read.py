@@ -24,7 +24,7 @@ from upsertlake.engine.append_handle import AppendJob, AppendTarget
 from upsertlake.engine.bucket_writer import BucketJob
 from upsertlake.engine.copy_on_write import sizing
 from upsertlake.engine.overwrite import OVERWRITES
-from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.logfile import LogFileName
 from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.partitioner import Bucket, BucketType, SmallFile, UpsertPartitioner, WorkloadProfile
@@ -117,9 +117,11 @@ def append_job(
 
 
 def _target(
-    bucket: Bucket, sl: object, instant_time: str, table_version: int, compaction: str | None,
+    bucket: Bucket, sl: FileSlice, instant_time: str, table_version: int, compaction: str | None,
     versions: Mapping[tuple[str, str, str], int],
 ) -> AppendTarget:
+    """The log file name's instant and version for an append to `sl` (`versions`: the highest log
+    version on storage per (partition, fileId, name instant), failed writes' included)."""
     base_instant = sl.base.instant_time if sl.base is not None else min(log.name.instant for log in sl.logs)
     if table_version >= 8:
         log_instant = instant_time
