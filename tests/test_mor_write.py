@@ -444,3 +444,19 @@ def test_overwrites_on_a_mor_table_are_replacecommits(tmp_path: Path, version: i
     expected = {r["id"]: r for r in batch([30, 33], [1, 1], 3).to_pylist()}
     expected.update({r["id"]: r for r in batch([5, 8], [1, 1], 1).to_pylist() + batch([2], [2], 2).to_pylist()})
     assert snapshot(table) == expected == hudi_snapshot(path)
+
+
+@pytest.mark.parametrize("index", ["INMEMORY", "SIMPLE", "BLOOM"])
+def test_a_key_deleted_in_a_log_comes_back_in_its_file_group(tmp_path: Path, index: str) -> None:
+    """Indexes read base files only, where a key deleted by a log block stays: written again, it
+    is appended to the same group (every index alike), so no base file holds it twice."""
+    path = tmp_path / "t"
+    table = mor_table(path, 6, partitioned=False, **{"hoodie.index.type": index, "hoodie.parquet.small.file.limit": 0})
+    table.upsert(batch(list(range(5)), [1] * 5, 1))
+    table.delete(batch([2], [0], 2))
+    again = table.upsert(batch([2], [3], 3))
+    assert again.num_updates == 1 and again.num_inserts == 0 and len(list(path.glob("*.parquet"))) == 1
+    fresh = open_table(path, {"hoodie.index.type": "SIMPLE"})
+    fresh.upsert(batch([2], [4], 4))
+    assert len(list(path.glob("*.parquet"))) == 1
+    assert snapshot(fresh)["k0002"]["ts"] == 4 == hudi_snapshot(path)["k0002"]["ts"]

@@ -96,11 +96,13 @@ def append_bucket(
         baseFile=target.base_file,
         logFiles=(name,),
     )
+    # The index learns nothing: a key deleted in a log stays in its base file, where the indexes
+    # (none of which reads logs) find it, so a later write of it appends to the same group.
     none = pa.array([], pa.string())
     return WriteStatus(
         stat=stat,
         inserted_keys=none,
-        deleted_keys=removed.column(KEY).combine_chunks() if job.keep_keys else none,
+        deleted_keys=none,
         num_updates=upserts.num_rows,
         num_inserts=0,
         num_deletes=removed.num_rows,
