@@ -45,6 +45,10 @@ class AppendJob(BucketJob):
     schema_json: str = ""  # the log blocks' writer schema (meta fields first)
     parquet_blocks: bool = False  # hoodie.logfile.data.block.format=parquet
 
+    def base_bytes(self, number: int) -> int:
+        """An append reads no file: only its records weigh (the pool starts big buckets first)."""
+        return 0 if number in (self.appends or {}) else super().base_bytes(number)
+
     def write(
         self,
         storage: Storage,

@@ -181,8 +181,7 @@ def write_buckets(
     record_bytes = sorted_records.nbytes // max(1, sorted_records.num_rows)
 
     def work(s: tuple[int, int, int]) -> int:
-        base = job.base_files.get(s[0])
-        return (base.size if base is not None else 0) + (s[2] - s[1]) * record_bytes
+        return job.base_bytes(s[0]) + (s[2] - s[1]) * record_bytes
 
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(slices) or 1))) as pool:
         futures = {
