@@ -64,14 +64,16 @@ class UpsertlakePeer(Peer):
     name = "upsertlake"
     needs = ("upsertlake",)
 
-    def __init__(self, hoodie: dict[str, Any] | None = None, index: str = "SIMPLE") -> None:
+    def __init__(self, hoodie: dict[str, Any] | None = None, index: str = "SIMPLE", table_type: str = "COPY_ON_WRITE") -> None:
         super().__init__(hoodie)
         self.index = index
+        self.table_type = table_type
 
     def build(self, path: Path, base: pa.Table) -> None:
         import upsertlake
 
-        t = upsertlake.create_table(path, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"])
+        kind = {"table_type": self.table_type} if self.table_type != "COPY_ON_WRITE" else {}
+        t = upsertlake.create_table(path, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"], **kind)
         t.bulk_insert(base, self.hoodie)
 
     def apply(self, path: Path, batch: pa.Table, workload: str) -> dict[str, Any]:
@@ -417,6 +419,7 @@ class UpsertlakeSparkPeer(UpsertlakePeer):
 
 PEERS: dict[str, Callable[..., Peer]] = {
     "upsertlake": UpsertlakePeer,
+    "upsertlake-mor": lambda hoodie=None: UpsertlakePeer(hoodie, table_type="MERGE_ON_READ"),
     "pyarrow-limit": PyarrowLimitPeer,
     "upsertlake-spark": UpsertlakeSparkPeer,
     "delta-rs": DeltaPeer,

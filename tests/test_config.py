@@ -161,6 +161,7 @@ def test_defaults() -> None:
         opt.NUM_RETRIES_ON_CONFLICT: 0,
         opt.LOCK_STORAGE_VALIDITY_SECS: 300,
         opt.LOCK_STORAGE_HEARTBEAT_POLL_SECS: 30,
+        opt.LOGFILE_DATA_BLOCK_FORMAT: "avro",
     }
     assert len(expected) == len(set(OPTIONS.values()))
     for option, value in expected.items():

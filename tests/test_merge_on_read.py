@@ -1,7 +1,7 @@
-"""Merge-on-read tables open and read (tests/test_mor_read.py compares every read with Hudi's
-reader), but writing one, running a table service on one, or creating one raises
-MergeOnReadError until the write path exists, and changes nothing (issue 25, item 9: never
-written as if it were copy-on-write)."""
+"""Merge-on-read tables open, read (tests/test_mor_read.py compares every read with Hudi's reader)
+and take writes (tests/test_mor_write.py); the table services that do not handle file slices yet
+(clean, savepoint, restore, archive, clustering, upgrade) raise MergeOnReadError and change
+nothing (issue 25, item 9: never run as if the table were copy-on-write)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import HUDI_TABLES, tree_digest
-from upsertlake import MergeOnReadError, UnsupportedTableError, create_table, open_table, upgrade_table
+from upsertlake import ConfigError, MergeOnReadError, UnsupportedTableError, create_table, open_table, upgrade_table
 
 REPO = Path(__file__).resolve().parents[1]
-NOT_YET = "writing merge-on-read tables is not supported yet"
+NOT_YET = "this table service does not handle merge-on-read tables yet"
 
 
 def mor_table(dest: Path) -> Path:
@@ -37,18 +37,23 @@ def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, env=env)
 
 
-def test_a_merge_on_read_table_reads_but_is_not_written_by_the_api(tmp_path: Path) -> None:
+def test_a_merge_on_read_table_is_written_but_its_services_are_refused(tmp_path: Path) -> None:
     path = mor_table(tmp_path)
-    before = tree_digest(path)
     table = open_table(path)
     assert table.read(columns=["id", "isActive"]).sort_by("id").to_pylist() == [
         {"id": 1, "isActive": False}, {"id": 2, "isActive": False}, {"id": 3, "isActive": True}, {"id": 4, "isActive": True}
     ]  # id 1's isActive=False is in a log file: the base file alone said True
-    with pytest.raises(MergeOnReadError, match=f"table 'v6_nonpartitioned' is MERGE_ON_READ: {NOT_YET}"):
-        table.upsert(pa.table({"id": pa.array([5], pa.int32()), "longField": [1]}))
+    row = table.read(filters=[("id", "=", 1)])
+    row = row.drop_columns([c for c in row.column_names if c.startswith("_hoodie")])
+    result = table.upsert(row.set_column(row.schema.get_field_index("isActive"), "isActive", pa.array([True])))
+    assert result.num_updates == 1 and any(".log." in f for f in result.files_written)
+    assert table.read(columns=["id", "isActive"]).sort_by("id").column("isActive").to_pylist() == [True, False, True, True]
+    before = tree_digest(path)
     assert issubclass(MergeOnReadError, UnsupportedTableError)
-    with pytest.raises(MergeOnReadError, match=NOT_YET):
-        upgrade_table(path)
+    for service in (table.clean, table.savepoint, table.archive, table.cluster, lambda: table.restore(result.instant_time),
+                    lambda: upgrade_table(path)):
+        with pytest.raises(MergeOnReadError, match=f"table 'v6_nonpartitioned' is MERGE_ON_READ: {NOT_YET}"):
+            service()
     assert tree_digest(path) == before
 
 
@@ -70,14 +75,19 @@ def test_deltacommits_are_refused_whatever_the_properties_say(tmp_path: Path) ->
     assert tree_digest(path) == before
 
 
-@pytest.mark.parametrize("command", [["upsert", "FILE"], ["delete", "FILE"], ["clean"], ["rollback"], ["savepoint"],
-                                     ["upgrade", "--to", "8"]])  # fmt: skip
-def test_writes_to_a_merge_on_read_table_are_refused_by_the_cli(tmp_path: Path, command: list[str]) -> None:
+def test_the_cli_writes_a_merge_on_read_table(tmp_path: Path) -> None:
     path = mor_table(tmp_path / "t")
-    (tmp_path / "b.csv").write_text("id,longField\n1,1\n")
+    (tmp_path / "b.csv").write_text("id,longField\n5,1\n")
+    p = cli("upsert", path, tmp_path / "b.csv", "--option", "hoodie.write.set.null.for.missing.columns=true")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert sorted(open_table(path).read(columns=["id"]).column("id").to_pylist()) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("command", [["clean"], ["savepoint"], ["upgrade", "--to", "8"]])
+def test_services_on_a_merge_on_read_table_are_refused_by_the_cli(tmp_path: Path, command: list[str]) -> None:
+    path = mor_table(tmp_path / "t")
     before = tree_digest(path)
-    args = [str(tmp_path / "b.csv") if a == "FILE" else a for a in command]
-    p = cli(args[0], path, *args[1:])
+    p = cli(command[0], path, *command[1:])
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert p.stderr.startswith(f"error: MergeOnReadError: table 'v6_nonpartitioned' is MERGE_ON_READ: {NOT_YET}")
     assert tree_digest(path) == before
@@ -98,38 +108,39 @@ def test_the_cli_reads_a_merge_on_read_table(tmp_path: Path, command: str) -> No
 
 @pytest.mark.parametrize("key", ["hoodie.table.type", "hoodie.datasource.write.table.type"])
 @pytest.mark.parametrize("value", ["MERGE_ON_READ", "merge_on_read"])
-def test_creating_a_merge_on_read_table_is_refused_and_creates_nothing(tmp_path: Path, key: str, value: str) -> None:
-    with pytest.raises(MergeOnReadError, match=f"{NOT_YET}"):
-        create_table(tmp_path / "t", "t", record_key="id", options={key: value})
+def test_creating_a_merge_on_read_table_by_option(tmp_path: Path, key: str, value: str) -> None:
+    assert create_table(tmp_path / "t", "t", record_key="id", options={key: value}).config.table_type == "MERGE_ON_READ"
     p = cli("create", tmp_path / "c", "--name", "c", "--record-key", "id", "--option", f"{key}={value}")
-    assert p.returncode == 2 and "MergeOnReadError" in p.stderr and NOT_YET in p.stderr
-    assert list(tmp_path.iterdir()) == []
+    assert p.returncode == 0, p.stderr
+    assert open_table(tmp_path / "c").config.table_type == "MERGE_ON_READ"
+    with pytest.raises(ConfigError, match="invalid value 'MERGE_ON_WRITE' for hoodie.table.type"):
+        create_table(tmp_path / "x", "x", record_key="id", table_type="MERGE_ON_WRITE")
+    assert not (tmp_path / "x").exists()
 
 
-def test_writes_asking_for_merge_on_read_are_refused(tmp_path: Path) -> None:
-    """A copy-on-write table opened, or written, with the option: refused, the table unchanged."""
+def test_a_table_keeps_its_type(tmp_path: Path) -> None:
+    """A copy-on-write table opened, or written, asking for merge-on-read: a config conflict,
+    the table unchanged."""
     path = tmp_path / "t"
     table = create_table(path, "t", record_key="id", precombine_field="ts")
     table.upsert(pa.table({"id": ["a"], "ts": [1]}))
     before = tree_digest(path)
     mor = {"hoodie.datasource.write.table.type": "MERGE_ON_READ"}
-    with pytest.raises(MergeOnReadError, match=NOT_YET):
+    conflict = "hoodie.table.type='MERGE_ON_READ' but the table has hoodie.table.type='COPY_ON_WRITE'"
+    with pytest.raises(ConfigError, match=conflict):
         open_table(path, mor)
-    with pytest.raises(MergeOnReadError, match=NOT_YET):
+    with pytest.raises(ConfigError, match=conflict):
         table.upsert(pa.table({"id": ["b"], "ts": [1]}), options=mor)
-    p = cli("upsert", path, tmp_path / "nothing.csv", "--option", "hoodie.table.type=MERGE_ON_READ")
-    assert p.returncode == 2 and "MergeOnReadError" in p.stderr
     assert tree_digest(path) == before
     cow = open_table(path, {"hoodie.table.type": "COPY_ON_WRITE"})
     assert cow.read(columns=["id"]).column("id").to_pylist() == ["a"]
 
 
 @pytest.mark.spark
-def test_spark_reads_a_merge_on_read_table_and_refuses_writes(spark, tmp_path: Path) -> None:
+def test_spark_reads_and_writes_a_merge_on_read_table(spark, tmp_path: Path) -> None:
     import upsertlake.spark as uls
 
     path = mor_table(tmp_path)
-    before = tree_digest(path)
     expected = [(1, False), (2, False), (3, True), (4, True)]
     rows = spark.read.format("upsertlake").load(str(path)).select("id", "isActive").orderBy("id").collect()
     assert [tuple(r) for r in rows] == expected
@@ -137,8 +148,7 @@ def test_spark_reads_a_merge_on_read_table_and_refuses_writes(spark, tmp_path: P
     optimized = uls.read(spark, str(path), query_type="read_optimized").select("id", "isActive").orderBy("id").collect()
     assert [tuple(r) for r in optimized] == [(1, True), (2, False), (3, True), (4, True)]
     df = spark.createDataFrame([(5, 1)], "id int, longField long")
-    with pytest.raises(MergeOnReadError, match=NOT_YET):
-        uls.upsert(df, str(path))
-    with pytest.raises(MergeOnReadError, match=NOT_YET):
-        uls.upsert(df, str(tmp_path / "new"), table="new", record_key="id", **{"hoodie.table.type": "MERGE_ON_READ"})
-    assert tree_digest(path) == before and not (tmp_path / "new").exists()
+    uls.upsert(df, str(path), **{"hoodie.write.set.null.for.missing.columns": "true"})
+    assert sorted(open_table(path).read(columns=["id"]).column("id").to_pylist()) == [1, 2, 3, 4, 5]
+    uls.upsert(df, str(tmp_path / "new"), table="new", record_key="id", table_type="MERGE_ON_READ")
+    assert open_table(tmp_path / "new").config.table_type == "MERGE_ON_READ"

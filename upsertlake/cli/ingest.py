@@ -157,6 +157,8 @@ def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[st
         opts["precombine_field"] = args.precombine_field
     if args.partition_fields:
         opts["partition_fields"] = args.partition_fields
+    if args.table_type:
+        opts["table_type"] = args.table_type
     ingested = json.dumps([SourceFile.of(f).to_json() for f in sources])
     result = write_dataframe(df, write_options(opts, args.table, "upsert"), {INGESTED_KEY: ingested})
     for stage, seconds in result.stage_seconds.items():

@@ -49,6 +49,8 @@ def add_key_fields(p: argparse.ArgumentParser, what: str = "") -> None:
     p.add_argument("--record-key", required=True, help="record key field(s), comma separated")
     p.add_argument("--precombine-field", help=f"ordering field: the larger value wins{what}")
     p.add_argument("--partition-fields", default="", metavar="FIELDS", help="partition field(s), comma separated")
+    p.add_argument("--table-type", type=str.upper, choices=("COPY_ON_WRITE", "MERGE_ON_READ"),
+                   help="table type of a table this creates (default COPY_ON_WRITE)")
     for old, new, dest in (
         ("--precombine", "--precombine-field", "precombine_field"),
         ("--partition", "--partition-fields", "partition_fields"),

@@ -64,6 +64,7 @@ def create(args: argparse.Namespace) -> int:
         hive_style_partitioning=args.hive_style,
         options=parse_options(args.option),
         storage_options=store_options(args),
+        table_type=args.table_type,
     )
     if args.json:
         print_json({"path": table.path, "name": table.name})

@@ -13,7 +13,8 @@ inserting one new key each create a file group of their own and would leave the 
 A shared file group without a shared record is `stale`: the writer merges its records of that
 group again onto the version the other commit wrote (upsertlake.engine.remerge). A commit
 that keeps no summary (written by Apache Hudi, or by upsertlake before summaries) falls back to
-the file-group rule, plus the insert comparison against the keys of its files.
+the file-group rule, plus the insert comparison against the keys of its files. A merge-on-read
+append keeps no summary: its log file holds exactly the keys it updated or deleted.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pyarrow.compute as pc
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summary
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile
+from upsertlake.logfile import DataBlock, DeleteBlock, LogFileName, read_blocks
 from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
@@ -145,7 +147,14 @@ class _Written:
     def load(cls, storage: Storage, instant_time: str, stats: Sequence[WriteStat]) -> _Written:
         by_group = {(s.partitionPath, s.fileId): s for s in stats}
         summaries: dict[FileGroup, np.ndarray] | None = {}
-        for g in by_group:
+        for g, stat in by_group.items():
+            if _is_log(stat.path):  # an append keeps no summary: its log file holds just its keys
+                try:
+                    summaries[g] = sorted_unique(key_hashes(_log_keys(storage, stat.path, instant_time)))
+                    continue
+                except FileNotFoundError:
+                    summaries = None
+                    break
             summary = read_summary(storage, instant_time, *g)
             if summary is None:
                 summaries = None
@@ -170,6 +179,9 @@ class _Written:
         this commit's time, and those it deleted (in the previous version, gone from its own);
         None when the version it deleted from was cleaned, so its deletions are unknown."""
         stat = self.stats[group]
+        if _is_log(stat.path):  # an append: its blocks' keys
+            keys = _log_keys(self.storage, stat.path, self.instant_time)
+            return pc.unique(keys.filter(pa.array(np.isin(key_hashes(keys), wanted))))
         new_all = self.storage.read_parquet(stat.path, columns=[RECORD_KEY, COMMIT_TIME])
         keys = new_all.column(0).filter(pc.equal(new_all.column(1), self.instant_time))
         if stat.numDeletes and stat.prevCommit not in ("", "null", None):
@@ -223,6 +235,21 @@ def _keys_in_scope(written: _Written, scope: str, wanted: np.ndarray, global_key
     if any(a is None for a in arrays):
         return None
     return pa.concat_arrays([pa.array([], pa.string()), *[pc.cast(a, pa.string()) for a in arrays]])
+
+
+def _is_log(path: str) -> bool:
+    return LogFileName.parse(path.rpartition("/")[2]) is not None
+
+
+def _log_keys(storage: Storage, path: str, instant_time: str) -> pa.Array:
+    """The keys a write's log file updates or deletes (its blocks of that instant)."""
+    arrays = [pa.array([], pa.string())]
+    for block in read_blocks(storage.read_bytes(path), storage.full_path(path)):
+        if isinstance(block, DataBlock) and block.instant == instant_time:
+            arrays.append(block.records.column(RECORD_KEY).combine_chunks().cast(pa.string()))
+        elif isinstance(block, DeleteBlock) and block.instant == instant_time:
+            arrays.append(block.keys.column("record_key").combine_chunks().cast(pa.string()))
+    return pa.concat_arrays(arrays)
 
 
 def _keys_of(storage: Storage, stat: WriteStat, instant_time: str) -> pa.Array:

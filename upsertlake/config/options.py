@@ -77,6 +77,7 @@ __all__ = [
     "SIMPLE_INDEX_UPDATE_PARTITION_PATH",
     "TABLE_NAME",
     "TABLE_TYPE",
+    "LOGFILE_DATA_BLOCK_FORMAT",
     "WRITE_CONCURRENCY_MODE",
     "WRITE_PARALLELISM",
     "WRITE_SET_NULL_FOR_MISSING_COLUMNS",
@@ -373,9 +374,15 @@ TABLE_NAME: Option[str] = _option(
     "Table name, written to hoodie.properties. Hudi has no default.")
 TABLE_TYPE: Option[str] = _option(
     "hoodie.table.type", str, "COPY_ON_WRITE",
-    "Table type. upsertlake reads and writes COPY_ON_WRITE tables only: MERGE_ON_READ is refused "
-    "(MergeOnReadError) by create_table and by every write asking for it, until it is supported.",
+    "Table type, set when the table is created: COPY_ON_WRITE rewrites a file group's base file on "
+    "every update; MERGE_ON_READ appends updates and deletes to log files that readers merge (every "
+    "write is a deltacommit). Table services but rollback refuse MERGE_ON_READ tables for now.",
     choices=("COPY_ON_WRITE", "MERGE_ON_READ"), aliases=("hoodie.datasource.write.table.type",))
+LOGFILE_DATA_BLOCK_FORMAT: Option[str] = _option(
+    "hoodie.logfile.data.block.format", str, "avro",
+    "Format of the data blocks a merge-on-read write appends to log files: avro (Hudi's default) or "
+    "parquet (the block holds a whole parquet file). hfile blocks are not written.",
+    choices=("avro", "parquet"))
 DATABASE_NAME: Option[str] = _option(
     "hoodie.database.name", str, "default",
     "Database name of the table. Deviation: Hudi leaves it unset by default; upsertlake uses "

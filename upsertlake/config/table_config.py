@@ -123,14 +123,29 @@ def check_table_type(table_type: str, what: str) -> None:
 
 
 def check_writable_type(table_type: str, what: str) -> None:
-    """MergeOnReadError for a merge-on-read table type until its write path exists: writing it as
-    copy-on-write would leave its log files out of every later read."""
+    """UnsupportedTableError for a value that is not one of Hudi's table types: both are written
+    (merge-on-read by appending log files, `upsertlake.engine.merge_on_read`)."""
+    check_table_type(table_type, what)
+
+
+def check_service_type(table_type: str, what: str) -> None:
+    """MergeOnReadError for a table service (clean, savepoint, restore, archive, clustering,
+    upgrade) on a merge-on-read table: those that know file slices and log files are not here yet,
+    and running a copy-on-write one would drop or misplace log files."""
     check_table_type(table_type, what)
     if table_type == MERGE_ON_READ:
         raise MergeOnReadError(
-            f"{what} {MERGE_ON_READ}: writing merge-on-read tables is not supported yet; upsertlake reads "
-            f"them (snapshot, read_optimized, time travel, incremental) and writes {COPY_ON_WRITE} tables"
+            f"{what} {MERGE_ON_READ}: this table service does not handle merge-on-read tables yet; upsertlake "
+            "writes them (upsert, insert, bulk_insert, delete, overwrites, rollback of failed writes) and reads them"
         )
+
+
+def merge_on_read_payload(precombine_field: str | None) -> dict[str, str]:
+    """The payload class a version 6 merge-on-read table declares, so that Hudi's readers merge
+    its log records as we do: by event time when there is a precombine field
+    (DefaultHoodieRecordPayload), else by commit time (OverwriteWithLatestAvroPayload)."""
+    mode = EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING
+    return {"hoodie.compaction.payload.class": MERGE_MODES[mode][1]}
 
 
 def default_keygen(record_key_fields: list[str], partition_fields: list[str]) -> str:

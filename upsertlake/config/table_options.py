@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from upsertlake.config import options as opt
 from upsertlake.config.options import Config, Option
-from upsertlake.config.table_config import TableConfig, check_table_type, check_writable_type
+from upsertlake.config.table_config import TableConfig, check_table_type
 from upsertlake.errors import ConfigError
 
 
@@ -19,13 +19,10 @@ def _fields(value: str) -> tuple[str, ...]:
 
 
 def check_against_table(cfg: Config, table: TableConfig) -> None:
-    """ConfigError listing every option set in `cfg` that contradicts the table's config;
-    MergeOnReadError when the options ask to write merge-on-read into a copy-on-write table."""
+    """ConfigError listing every option set in `cfg` that contradicts the table's config (a
+    table type other than the table's among them)."""
     table_type = cfg.get(opt.TABLE_TYPE)
-    what = f"{opt.TABLE_TYPE.key} (or {opt.TABLE_TYPE.aliases[0]}) is"
-    check_table_type(table_type, what)
-    if table_type != table.table_type:
-        check_writable_type(table_type, what)
+    check_table_type(table_type, f"{opt.TABLE_TYPE.key} (or {opt.TABLE_TYPE.aliases[0]}) is")
     stored: list[tuple[Option, object, object, str]] = [
         (opt.TABLE_NAME, cfg.get(opt.TABLE_NAME), table.name, "hoodie.table.name"),
         (opt.TABLE_TYPE, table_type, table.table_type, "hoodie.table.type"),

@@ -76,6 +76,11 @@ class BucketJob:
     file_config: FileWriterConfig
     keep_keys: bool = True  # return the inserted and deleted keys (an in-memory index learns them)
 
+    def base_bytes(self, number: int) -> int:
+        """The size of the file bucket `number` reads and rewrites (0: a new file group)."""
+        base = self.base_files.get(number)
+        return base.size if base is not None else 0
+
     def write(
         self,
         storage: Storage,

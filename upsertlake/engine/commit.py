@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from upsertlake.concurrency.conflict import Conflict, FileGroup, check_commit, describe_groups
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig, write_properties
-from upsertlake.engine import instants
+from upsertlake.engine import instants, merge_on_read
 from upsertlake.engine.overwrite import replaces
 from upsertlake.engine.pending import PendingWrite
 from upsertlake.engine.remerge import remerge_or_move
@@ -63,6 +63,8 @@ def commit(
                 timeline, pending.checked, instant_time, result.write_stats, retiring, result.global_keys,
                 replaces(result),
             )
+            if check.stale and client.table_config.is_merge_on_read:
+                check = merge_on_read.settle_stale(timeline, check, result.write_stats, client.table_config.table_version)
             conflict = check.conflict
             if conflict is None and not check.stale:
                 _complete(client, current, result, extra_metadata)

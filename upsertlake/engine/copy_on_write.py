@@ -10,7 +10,7 @@ beside it; the tagging before and the commit after are shared.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
 
@@ -63,12 +63,14 @@ def partition(
     operation: str,
     cfg: Config,
     data_schema: pa.Schema,
+    choose: Callable[..., UpsertPartitioner] | None = None,
 ) -> tuple[list[Bucket], np.ndarray]:
-    """The buckets of a write and the bucket of each record."""
+    """The buckets of a write and the bucket of each record; `choose` builds the partitioner
+    (default `partitioner`; a merge-on-read write passes its own)."""
     if operation == "bulk_insert":  # sized by the batch's own encoded size, not the estimate
         pconf = sizing(timeline, cfg)[1]
         return bulk_insert_buckets(records, data_schema, file_writer_config(cfg), pconf)
-    chosen = partitioner(profile, view, timeline, operation, cfg)
+    chosen = (choose or partitioner)(profile, view, timeline, operation, cfg)
     assignment = chosen.assign(records.column(PARTITION), records.column(KEY), file_ids)
     return chosen.buckets, np.asarray(assignment)
 
@@ -179,8 +181,7 @@ def write_buckets(
     record_bytes = sorted_records.nbytes // max(1, sorted_records.num_rows)
 
     def work(s: tuple[int, int, int]) -> int:
-        base = job.base_files.get(s[0])
-        return (base.size if base is not None else 0) + (s[2] - s[1]) * record_bytes
+        return job.base_bytes(s[0]) + (s[2] - s[1]) * record_bytes
 
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(slices) or 1))) as pool:
         futures = {

@@ -22,6 +22,7 @@ from upsertlake.engine.pending import PendingWrite
 from upsertlake.errors import UpsertlakeError, WriteConflictError, WriteInProgressError
 from upsertlake.layout.markers import rollback_pending
 from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.services.rollback import roll_back
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 
@@ -51,6 +52,8 @@ def start_commit(client: WriteClient, operation: str) -> str:
             if not live:
                 _rollback_failed_writes(client, timeline)
                 action, doc = overwrite.requested(operation)
+                if action is Action.COMMIT and client.table_config.is_merge_on_read:
+                    action = Action.DELTA_COMMIT  # every write but an overwrite, as Hudi's
                 instant, heartbeat = request(client, action, doc)
                 done = frozenset(i.time for i in Timeline.load(client.storage).completed_writes())
                 break
@@ -122,7 +125,7 @@ def rollback_failed_writes(client: WriteClient) -> list[str]:
 def _rollback_failed_writes(client: WriteClient, timeline: Timeline) -> list[str]:
     failed = _failed_writes(client, timeline)
     for inst in failed:
-        rollback_pending(client.storage, inst)
+        undo(client, inst)
         client.storage.delete(heartbeat_path(inst.time))
         forget(client, inst.time)
     return [i.time for i in failed]
@@ -215,8 +218,18 @@ def rollback(client: WriteClient, instant_time: str) -> None:
         if inst is None and pending is not None and timeline.get(instant_time) is None:
             inst = pending.instant  # on no timeline: only what this write left since
         if inst is not None and not inst.is_completed:
-            rollback_pending(client.storage, inst)
+            undo(client, inst)
     forget(client, instant_time)
+
+
+def undo(client: WriteClient, inst: Instant) -> None:
+    """Under the lock: roll back a failed write. On a merge-on-read table as Hudi does, recorded
+    as a `.rollback` instant (table version 6 voids the appended log blocks by rollback command
+    blocks; services.rollback.roll_back); a copy-on-write write's files just go."""
+    if client.table_config.is_merge_on_read and inst.action is Action.DELTA_COMMIT:
+        roll_back(client.storage, inst)
+    else:
+        rollback_pending(client.storage, inst)
 
 
 def rolled_back_meanwhile(client: WriteClient, instant_time: str, exc: Exception) -> WriteConflictError | None:

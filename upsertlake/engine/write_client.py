@@ -27,7 +27,7 @@ from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.config.table_options import check_against_table
 from upsertlake.engine import commit as commit_action
-from upsertlake.engine import copy_on_write, instants, overwrite
+from upsertlake.engine import copy_on_write, instants, merge_on_read, overwrite
 from upsertlake.engine.bucket_writer import PARTITION, BucketJob, WriteStatus
 from upsertlake.engine.bulk_insert import bulk_insert_sort
 from upsertlake.engine.overwrite import OVERWRITES
@@ -184,10 +184,13 @@ class WriteClient:
         pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc)
         # only an in-memory index learns keys from a write (never on Spark)
         keep = isinstance(self.index, InMemoryIndex) if keep_keys is None else keep_keys
-        pending.job = copy_on_write.bucket_job(
+        job = copy_on_write.bucket_job(
             self.storage, instant_time, operation, cfg, view, buckets, data_schema,
             self.table_config.precombine_field, keep,
         )
+        if self.table_config.is_merge_on_read:
+            job = merge_on_read.append_job(job, self.table_config, profile, view, operation, cfg)
+        pending.job = job
         return pending.job
 
     def write_result(
@@ -291,7 +294,7 @@ class WriteClient:
                 records.column(PARTITION), file_ids, operation.upper(), instant_times=locations.column("loc_instant")
             )
             buckets, assignment = copy_on_write.partition(
-                profile, records, file_ids, view, timeline, operation, cfg, batch.data_schema
+                profile, records, file_ids, view, timeline, operation, cfg, batch.data_schema, self._partitioner_kind()
             )
         return WritePlan(operation, cfg, batch, view, records, locations, profile, buckets, assignment, stages)
 
@@ -302,8 +305,12 @@ class WriteClient:
     def partitioner(
         self, profile: WorkloadProfile, view: FileSystemView, timeline: Timeline, operation: str, cfg: Config
     ) -> UpsertPartitioner:
-        """Hudi's UpsertPartitioner for a profile (`copy_on_write.partitioner`)."""
-        return copy_on_write.partitioner(profile, view, timeline, operation, cfg)
+        """Hudi's UpsertPartitioner for a profile (`copy_on_write.partitioner`, or the delta commit
+        partitioner `merge_on_read.partitioner` on a merge-on-read table)."""
+        return self._partitioner_kind()(profile, view, timeline, operation, cfg)
+
+    def _partitioner_kind(self) -> Callable[..., UpsertPartitioner]:
+        return merge_on_read.partitioner if self.table_config.is_merge_on_read else copy_on_write.partitioner
 
     # -- 7. write ----------------------------------------------------------------------------
     def _write_buckets(

@@ -11,12 +11,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
+from upsertlake.layout.file_system_view import LogFile, list_partitions_and_files
+from upsertlake.logfile import LogFileName, append_blocks, rollback_block
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import list_partitions_and_files
 from upsertlake.timeline.active import METAFOLDER, delete_instant_files
-from upsertlake.timeline.instant import Instant
+from upsertlake.timeline.instant import Action, Instant
+from upsertlake.timeline.layouts import table_layout
 
 log = logging.getLogger(__name__)
+
+APPEND = "APPEND"  # the IO type of an append's marker (Hudi's IOType.APPEND)
+ROLLBACK_WRITE_TOKEN = "0-0-0"  # the write token of a log file holding a rollback block
 
 
 def marker_folder(instant_time: str) -> str:
@@ -29,21 +34,79 @@ def key_summary_folder(instant_time: str) -> str:
 
 
 def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
-    """Undo a pending (never completed) instant; returns the data files deleted."""
+    """Undo a pending (never completed) instant; returns the data files deleted. The log files a
+    deltacommit appended go too: each is wholly its own (we never append to an existing one)."""
+    return undo_pending(storage, instant)[0]
+
+
+def undo_pending(
+    storage: Storage, instant: Instant, rollback_time: str | None = None, committed_logs: Collection[str] = ()
+) -> tuple[list[str], dict[str, int]]:
+    """`rollback_pending`, and with a `rollback_time` on a table version 6 (timeline layout 1)
+    the way Hudi 0.14 rolls back a deltacommit: the log files it appended stay, and each slice
+    it appended to gets a new log file holding a rollback command block (written by
+    `rollback_time`, targeting the instant) that voids its blocks. Returns the deleted files and
+    the written log files with their sizes. `committed_logs`: the log files a completed instant
+    being rolled back appended (its commit names them; its markers went at commit)."""
     if instant.is_completed:
         raise ValueError(f"instant {instant.time} is completed; rollback_pending only undoes pending ones")
-    files = list_partitions_and_files(storage).base_files
-    doomed = {bf.path for bf in files if bf.instant_time == instant.time}
+    listing = list_partitions_and_files(storage)
+    doomed = {bf.path for bf in listing.base_files if bf.instant_time == instant.time}
+    if instant.action is Action.DELTA_COMMIT:  # version 8 names a log by its deltacommit
+        doomed |= {log.path for log in listing.log_files if log.name.instant == instant.time}
+    appended: set[str] = set(committed_logs)
     for marker in storage.list(marker_folder(instant.time), recursive=True):
         if not marker.is_dir and ".marker." in marker.name:
-            doomed.add(marker.path[len(marker_folder(instant.time)) + 1 :].rsplit(".marker.", 1)[0])
+            path, _, io_type = marker.path[len(marker_folder(instant.time)) + 1 :].rpartition(".marker.")
+            (appended if io_type == APPEND else doomed).add(path)
+    written: dict[str, int] = {}
+    if rollback_time is not None and appended and table_layout(storage).version == 1:
+        written = _write_rollback_blocks(storage, listing.log_files, appended, instant.time, rollback_time)
+    else:
+        doomed |= appended
     for path in sorted(doomed):
         storage.delete(path)
     storage.delete_dir(marker_folder(instant.time))
     storage.delete_dir(key_summary_folder(instant.time))
     delete_instant_files(storage, instant)
     log.info("removed instant %s and the %d file(s) it wrote", instant.time, len(doomed))
-    return sorted(doomed)
+    return sorted(doomed), written
+
+
+def appended_logs(storage: Storage, instant_time: str) -> dict[str, int]:
+    """The log files an instant appended (its APPEND markers), with their sizes (0 if gone)."""
+    folder = marker_folder(instant_time)
+    out = {}
+    for marker in storage.list(folder, recursive=True):
+        path, _, io_type = marker.path[len(folder) + 1 :].rpartition(".marker.")
+        if not marker.is_dir and io_type == APPEND:
+            entry = storage.stat(path)
+            out[path] = entry.size if entry is not None else 0
+    return out
+
+
+def _write_rollback_blocks(
+    storage: Storage, logs: list[LogFile], appended: set[str], target: str, rollback_time: str
+) -> dict[str, int]:
+    """A rollback command block in a new log file (the next version) of each slice in `appended`."""
+    latest: dict[tuple[str, str, str], int] = {}
+    for lf in logs:
+        key = (lf.partition_path, lf.name.file_id, lf.name.instant)
+        latest[key] = max(latest.get(key, 0), lf.name.version)
+    written = {}
+    for path in sorted(appended):
+        folder, _, name = path.rpartition("/")
+        parsed = LogFileName.parse(name)
+        if parsed is None:
+            continue
+        key = (folder, parsed.file_id, parsed.instant)
+        latest[key] = max(latest.get(key, 0), parsed.version) + 1
+        new = LogFileName(parsed.file_id, parsed.instant, latest[key], ROLLBACK_WRITE_TOKEN).format()
+        new_path = f"{folder}/{new}" if folder else new
+        data = append_blocks([rollback_block(rollback_time, target)])
+        if storage.write_if_absent(new_path, data):
+            written[new_path] = len(data)
+    return written
 
 
 def reconcile_markers(storage: Storage, instant_time: str, written: Collection[str]) -> list[str]:

@@ -30,7 +30,8 @@ from upsertlake.timeline.active import (
 )
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.layouts import table_layout
-from upsertlake.layout.markers import rollback_pending
+from upsertlake.layout.markers import appended_logs, undo_pending
+from upsertlake.logfile import LogFileName
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +51,20 @@ def rollback(
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
         target = _target(timeline, instant_time, live_writes(storage, timeline, cfg))
-        started = time.monotonic()
-        requested = create_requested(storage, Action.ROLLBACK, documents.encode(PLAN_SCHEMA, rollback_plan(storage, target)))
-        inflight = transition(storage, requested, State.INFLIGHT)
-        meta = undo(storage, target, requested.time, started)
-        storage.delete(heartbeat_path(target.time))
-        state = "completed" if target.is_completed else "pending"
-        log.info("rollback %s undid %s %s %s", requested.time, state, target.action.value, target.time)
-        return transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, meta))
+        return roll_back(storage, target)
+
+
+def roll_back(storage: Storage, target: Instant) -> Instant:
+    """Under the lock: roll `target` back as a `.rollback` instant (plan requested, then the
+    metadata completed); what the lazy rollback of a failed deltacommit runs too."""
+    started = time.monotonic()
+    requested = create_requested(storage, Action.ROLLBACK, documents.encode(PLAN_SCHEMA, rollback_plan(storage, target)))
+    inflight = transition(storage, requested, State.INFLIGHT)
+    meta = undo(storage, target, requested.time, started)
+    storage.delete(heartbeat_path(target.time))
+    state = "completed" if target.is_completed else "pending"
+    log.info("rollback %s undid %s %s %s", requested.time, state, target.action.value, target.time)
+    return transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, meta))
 
 
 def live_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Instant]:
@@ -67,30 +74,53 @@ def live_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Insta
 
 
 def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:
-    """HoodieRollbackPlan: the base files the instant wrote, per partition."""
+    """HoodieRollbackPlan: the base files the instant wrote, per partition; on a version 6
+    merge-on-read table also, per file group, the log files whose blocks a rollback block voids."""
     requests = [
         {"partitionPath": p, "fileId": None, "latestBaseInstant": None, "filesToBeDeleted": paths, "logBlocksToBeDeleted": None}
         for p, paths in _files_by_partition(storage, target.time).items()
     ]
+    layout = table_layout(storage)
+    appended = appended_logs(storage, target.time)
+    for path in _committed_logs(storage, target):
+        entry = storage.stat(path)
+        appended[path] = entry.size if entry is not None else 0
+    for path in sorted(appended):
+        folder, _, name = path.rpartition("/")
+        parsed = LogFileName.parse(name)
+        if parsed is None:
+            continue
+        full = storage.full_path(path)
+        request = {"partitionPath": folder, "fileId": parsed.file_id, "latestBaseInstant": parsed.instant}
+        if layout.version == 1:
+            requests.append({**request, "filesToBeDeleted": [], "logBlocksToBeDeleted": {full: appended[path]}})
+        else:
+            requests.append({**request, "filesToBeDeleted": [full], "logBlocksToBeDeleted": None})
     return {"instantToRollback": {"commitTime": target.time, "action": target.action.value}, "RollbackRequests": requests, "version": 1}
 
 
 def undo(storage: Storage, target: Instant, rollback_time: str, started: float) -> dict[str, Any]:
     """Delete what `target` wrote and its instant files; returns its HoodieRollbackMetadata."""
+    committed = _committed_logs(storage, target)
     if target.is_completed:
         storage.delete(table_layout(storage).path(target))
         target = target.with_state(State.INFLIGHT)
-    deleted = rollback_pending(storage, target)
+    deleted, written = undo_pending(storage, target, rollback_time, committed)
     by_partition: dict[str, list[str]] = defaultdict(list)
     for path in deleted:
         by_partition[path.rpartition("/")[0]].append(storage.full_path(path))
+    rollback_logs: dict[str, dict[str, int]] = defaultdict(dict)
+    for path, size in written.items():
+        rollback_logs[path.rpartition("/")[0]][storage.full_path(path)] = size
+        by_partition.setdefault(path.rpartition("/")[0], [])
     return {
         "startRollbackTime": rollback_time,
         "timeTakenInMillis": int((time.monotonic() - started) * 1000),
         "totalFilesDeleted": len(deleted),
         "commitsRollback": [target.time],
         "partitionMetadata": {
-            p: {"partitionPath": p, "successDeleteFiles": files, "failedDeleteFiles": [], "rollbackLogFiles": None, "writtenLogFiles": None}
+            p: {"partitionPath": p, "successDeleteFiles": files, "failedDeleteFiles": [],
+                "rollbackLogFiles": rollback_logs.get(p), "writtenLogFiles": None}
             for p, files in by_partition.items()
         },
         "version": 1,
@@ -140,6 +170,14 @@ def _target(timeline: Timeline, instant_time: str | None, live: list[Instant]) -
         previous = done[-2].time if len(done) > 1 else None
         check_readable(timeline, previous, "rolling back would expose the snapshot of commit")
     return target
+
+
+def _committed_logs(storage: Storage, target: Instant) -> list[str]:
+    """The log files a completed deltacommit appended, as its commit metadata names them."""
+    if not target.is_completed or target.action is not Action.DELTA_COMMIT:
+        return []
+    meta = Timeline.load(storage).commit_metadata(target)
+    return [s.path for s in meta.write_stats() if LogFileName.parse(s.path.rpartition("/")[2]) is not None]
 
 
 def _files_by_partition(storage: Storage, instant_time: str) -> dict[str, list[str]]:

@@ -21,6 +21,7 @@ ALIASES = {
     "precombine_field": opt.PRECOMBINE_FIELD.key,
     "partition_fields": opt.PARTITIONPATH_FIELD.key,
     "operation": opt.OPERATION.key,
+    "table_type": opt.TABLE_TYPE.key,
 }
 # Older spellings, still accepted with a DeprecationWarning: one name per setting, as create_table.
 DEPRECATED = {"precombine": "precombine_field", "partition": "partition_fields"}

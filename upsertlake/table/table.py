@@ -15,10 +15,13 @@ from upsertlake.config.table_config import (
     BACKUP_FILE,
     COMMIT_TIME_ORDERING,
     EVENT_TIME_ORDERING,
+    MERGE_ON_READ,
     PROPERTIES_FILE,
     WRITABLE_VERSIONS,
     TableConfig,
+    check_service_type,
     check_writable_type,
+    merge_on_read_payload,
 )
 from upsertlake.config.table_options import check_against_table
 from upsertlake.engine.plan import Progress, WritePlan
@@ -85,7 +88,6 @@ class Table:
     def write_client(self) -> WriteClient:
         """The write client with explicit instants (start_commit / upsert / commit), as Hudi's."""
         if self._client is None:
-            # Writes and table services alike: none of them handles log files yet.
             check_writable_type(self.config.table_type, f"table {self.name!r} is")
             refuse_damaged_table(self.storage, self.config)
             self._client = WriteClient(self.storage, self.config, self.options)
@@ -159,7 +161,10 @@ class Table:
     def _services_after_commit(self, cfg: Config, map_groups: GroupMap = in_process) -> None:
         """Hudi's order after a commit: inline clustering, automatic clean, archival. The commit
         stands whatever happens here, so a failure is logged, not raised (raising would make
-        callers retry a write that is already in the table)."""
+        callers retry a write that is already in the table). None runs on a merge-on-read table:
+        they do not handle file slices yet (`check_service_type`)."""
+        if self.config.is_merge_on_read:
+            return
         try:
             timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(timeline, cfg):
@@ -175,7 +180,7 @@ class Table:
     def archive(self, options: Mapping[str, object] | None = None) -> list[Instant]:
         """Move old completed instants to `.hoodie/archived/` (hoodie.keep.min/max.commits); time
         travel and incremental reads still reach them while their files exist."""
-        return archive(self.storage, self.write_client().lock, self.options.with_overrides(options))
+        return archive(self.storage, self._service_client().lock, self.options.with_overrides(options))
 
     def cluster(
         self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process
@@ -186,23 +191,28 @@ class Table:
         return self._cluster(self.options.with_overrides(options), map_groups)
 
     def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult:
-        result = cluster(self.storage, self.write_client().lock, self.config, cfg, map_groups)
+        result = cluster(self.storage, self._service_client().lock, self.config, cfg, map_groups)
         if result.clustered:
             self._client = None  # file groups moved: the index learns the new files
         return result
 
     # -- table services (upsertlake.services) --------------------------------------------------
+    def _service_client(self) -> WriteClient:
+        """The write client, for a table service that handles copy-on-write tables only."""
+        check_service_type(self.config.table_type, f"table {self.name!r} is")
+        return self.write_client()
+
     def clean(self, policy: str | None = None, retained: int | None = None) -> CleanResult:
         """Delete file versions no retained read needs (hoodie.cleaner.policy and its count)."""
-        return clean(self.storage, self.write_client().lock, self.options, policy, retained)
+        return clean(self.storage, self._service_client().lock, self.options, policy, retained)
 
     def savepoint(self, instant: str | datetime | None = None, comment: str = "") -> Instant:
         """Pin a completed commit's snapshot (default: the latest) against cleaning, for restore."""
-        return savepoint(self.storage, self.write_client().lock, self._instant(instant), comment)
+        return savepoint(self.storage, self._service_client().lock, self._instant(instant), comment)
 
     def restore(self, instant: str | datetime) -> Instant:
         """Roll back every instant after the savepoint `instant`: the table reads as of it again."""
-        done = restore(self.storage, self.write_client().lock, self._instant(instant) or "", self.options)
+        done = restore(self.storage, self._service_client().lock, self._instant(instant) or "", self.options)
         self._client = None  # its index may hold keys of the instants rolled back
         return done
 
@@ -290,13 +300,21 @@ def create_table(
     schema: pa.Schema | None = None,
     options: Mapping[str, object] | None = None,
     storage_options: Mapping[str, object] | None = None,
+    table_type: str | None = None,
 ) -> Table:
     """Create an empty table (its `.hoodie/hoodie.properties`); TableExistsError if one is there.
+    `table_type` is COPY_ON_WRITE (default) or MERGE_ON_READ (also by the option
+    hoodie.table.type / hoodie.datasource.write.table.type): updates and deletes are appended to
+    log files, which readers merge, instead of rewriting base files.
     `path` is a local folder or an `s3://`, `gs://`, `abfs://` URI; `storage_options` hold the
     store's settings (endpoint, credentials, region) over its standard environment variables."""
     storage = Storage(path, storage_options)
     storage.check()
+    if table_type is not None:
+        options = {**(options or {}), opt.TABLE_TYPE.key: table_type.upper()}
     resolved = Config.resolve(options)
+    kind = resolved.get(opt.TABLE_TYPE)
+    check_writable_type(kind, f"{opt.TABLE_TYPE.key} is")
     keys = _fields(record_key)
     if not keys:
         raise ConfigError("record_key must name at least one field")
@@ -317,6 +335,8 @@ def create_table(
         hive_style_partitioning=hive_style_partitioning,
         urlencode_partitions=resolved.get(opt.PARTITIONPATH_URLENCODE),
         create_schema=create_schema,
+        table_type=kind,
+        extra=merge_on_read_payload(precombine_field) if kind == MERGE_ON_READ else {},
     )
     version = resolved.get(opt.WRITE_TABLE_VERSION)
     if version not in WRITABLE_VERSIONS:
@@ -325,7 +345,6 @@ def create_table(
         mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
         config = config.as_version_8(mode or (EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING), 8)
     check_against_table(resolved, config)
-    check_writable_type(resolved.get(opt.TABLE_TYPE), f"{opt.TABLE_TYPE.key} is")
     if storage.exists(PROPERTIES_FILE) or storage.exists(BACKUP_FILE):
         raise TableExistsError(f"a table already exists at {storage.base}")
     storage.makedirs(".hoodie/archived")

@@ -39,16 +39,41 @@ class WriteStat:
     fileSizeInBytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return write_stat_json(**{f.name: getattr(self, f.name) for f in fields(self)})
+        return write_stat_json(**{f.name: getattr(self, f.name) for f in fields(WriteStat)})
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> WriteStat:
-        names = {f.name for f in fields(cls)}
+        kind = DeltaWriteStat if doc.get("logFiles") is not None else WriteStat
+        names = {f.name for f in fields(kind)}
         values = {k: v for k, v in doc.items() if k in names and v is not None}
         values.setdefault("fileId", "")
         values.setdefault("path", "")
         values.setdefault("partitionPath", "")
-        return cls(**values)
+        if "logFiles" in values:
+            values["logFiles"] = tuple(values["logFiles"])
+        return kind(**values)
+
+
+@dataclass(frozen=True)
+class DeltaWriteStat(WriteStat):
+    """What one append to a merge-on-read file slice produced (HoodieDeltaWriteStat): `path` is
+    the log file written; `baseFile` the slice's base file name ("" in a log-only group)."""
+
+    logVersion: int = 1
+    logOffset: int = 0
+    baseFile: str = ""
+    logFiles: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        # Hudi's Jackson order: the HoodieWriteStat fields, then the delta ones.
+        return {
+            **super().to_json(),
+            "logVersion": self.logVersion,
+            "logOffset": self.logOffset,
+            "baseFile": self.baseFile,
+            "logFiles": list(self.logFiles),
+            "recordsStats": {"val": None},
+        }
 
 
 # Every field of a HoodieWriteStat as Hudi's Jackson writes it, in its order, with the values of a

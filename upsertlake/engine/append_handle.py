@@ -1,0 +1,131 @@
+"""Appending one bucket's records to its file group's slice: a new log file (Hudi's
+HoodieAppendHandle, for a merge-on-read table).
+
+Updates go as one data block (Avro by default, parquet by option), deletes as one delete block;
+nothing of the slice is read and no ordering is resolved here: readers merge the slice. Every
+append is a new object (object stores cannot append): on table version 6 the next log version of
+the slice (named by its base instant), on version 8 version 1 named by the deltacommit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, with_meta
+from upsertlake.errors import StorageError
+from upsertlake.layout.file_writer import marker_path
+from upsertlake.layout.markers import APPEND
+from upsertlake.logfile import LogFileName, append_blocks, data_block, delete_block
+from upsertlake.logfile.blocks import Block
+from upsertlake.partitioner import Bucket
+from upsertlake.storage import Storage
+from upsertlake.timeline.commit_metadata import DeltaWriteStat
+
+
+@dataclass(frozen=True)
+class AppendTarget:
+    """Where a bucket's log file goes: the name's instant and version, and the slice it extends."""
+
+    log_instant: str  # v6: the slice's base instant (or a pending compaction's); v8: the deltacommit
+    log_version: int
+    base_file: str  # the slice's base file name; "" for a log-only file group
+    base_instant: str  # the slice's base instant (the stat's prevCommit)
+
+
+@dataclass(frozen=True)
+class AppendJob(BucketJob):
+    """A merge-on-read write's buckets: those in `appends` are appended as log files, the others
+    (new file groups, small log-free slices taking inserts) written as copy-on-write buckets are.
+    Picklable, as BucketJob: Spark tasks write their buckets with it."""
+
+    appends: dict[int, AppendTarget] | None = None
+    schema_json: str = ""  # the log blocks' writer schema (meta fields first)
+    parquet_blocks: bool = False  # hoodie.logfile.data.block.format=parquet
+
+    def base_bytes(self, number: int) -> int:
+        """An append reads no file: only its records weigh (the pool starts big buckets first)."""
+        return 0 if number in (self.appends or {}) else super().base_bytes(number)
+
+    def write(
+        self,
+        storage: Storage,
+        number: int,
+        records: pa.Table,
+        base_file: object = None,
+        attempt: int = 1,
+        write_token: str | None = None,
+    ) -> WriteStatus:
+        target = (self.appends or {}).get(number)
+        if target is None:
+            return super().write(storage, number, records, base_file, attempt, write_token)
+        return append_bucket(storage, self, self.buckets[number], target, records, write_token or f"{number}-{attempt}-0")
+
+
+def append_bucket(
+    storage: Storage, job: AppendJob, bucket: Bucket, target: AppendTarget, records: pa.Table, write_token: str
+) -> WriteStatus:
+    """Write the bucket's records as one new log file of its slice; its status and delta stat."""
+    name = LogFileName(bucket.file_id, target.log_instant, target.log_version, write_token).format()
+    path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
+    deletes = np.asarray(records.column(DELETE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
+    upserts = records.filter(pa.array(~deletes)) if deletes.any() else records
+    removed = records.filter(pa.array(deletes)) if deletes.any() else records.slice(0, 0)
+    blocks: list[Block] = []
+    if upserts.num_rows:
+        rows = with_meta(upserts, job.instant_time, bucket.number, bucket.file_id, job.data_schema)
+        blocks.append(data_block(job.instant_time, rows, job.schema_json, parquet=job.parquet_blocks))
+    if removed.num_rows:
+        blocks.append(delete_block(job.instant_time, _delete_keys(removed, job.precombine_field), job.schema_json))
+    # No key summary: the conflict check reads an append's keys from its log file.
+    storage.write_if_absent(marker_path(job.instant_time, bucket.partition_path, name, APPEND), b"")
+    data = append_blocks(blocks)
+    if not storage.write_if_absent(path, data):
+        raise StorageError(f"log file {storage.full_path(path)} exists already: another write took its name")
+    stat = DeltaWriteStat(
+        fileId=bucket.file_id,
+        path=path,
+        partitionPath=bucket.partition_path,
+        prevCommit=target.base_instant,
+        numWrites=upserts.num_rows,
+        numDeletes=removed.num_rows,
+        numUpdateWrites=upserts.num_rows,
+        numInserts=0,
+        totalWriteBytes=len(data),
+        fileSizeInBytes=len(data),
+        logVersion=target.log_version,
+        logOffset=0,
+        baseFile=target.base_file,
+        logFiles=(name,),
+    )
+    # The index learns nothing: a key deleted in a log stays in its base file, where the indexes
+    # (none of which reads logs) find it, so a later write of it appends to the same group.
+    none = pa.array([], pa.string())
+    return WriteStatus(
+        stat=stat,
+        inserted_keys=none,
+        deleted_keys=none,
+        num_updates=upserts.num_rows,
+        num_inserts=0,
+        num_deletes=removed.num_rows,
+    )
+
+
+def _delete_keys(removed: pa.Table, precombine_field: str | None) -> pa.Table:
+    """A delete block's keys: `delete()`'s records (forced) carry no ordering value (Hudi's
+    IntWrapper(0): the delete wins); an upsert's `_hoodie_is_deleted` record carries its
+    precombine value, and competes by it as Hudi's append handle writes it."""
+    forced = np.asarray(removed.column(FORCE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
+    keys = {
+        "record_key": removed.column(KEY),
+        "partition_path": removed.column(PARTITION),
+    }
+    if precombine_field and precombine_field in removed.column_names and not forced.all():
+        values = removed.column(precombine_field)
+        keys["ordering_value"] = values
+        keys["natural_order"] = pa.array(forced | np.asarray(values.is_null().to_numpy(zero_copy_only=False)))
+    else:
+        keys["natural_order"] = pa.array(np.ones(removed.num_rows, dtype=bool))
+    return pa.table(keys)

@@ -1,0 +1,156 @@
+"""The merge-on-read write stage: Hudi's SparkUpsertDeltaCommitPartitioner and
+BaseSparkDeltaCommitActionExecutor.
+
+Updates and deletes of a file group are appended to its current slice as one new log file
+(`append_handle`); inserts go to new file groups, or to small slices without log files (none of
+our indexes can index log files, so base files alone must answer them, as in Hudi); a small slice
+that takes inserts is rewritten copy-on-write within the deltacommit, as Hudi's handleUpdate does
+for its small file ids. The tagging before and the commit after are copy-on-write's.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+
+import fastavro
+
+from upsertlake.concurrency.conflict import CommitCheck, Conflict, describe_groups, pending_clustering
+from upsertlake.config import Config
+from upsertlake.config import options as opt
+from upsertlake.config.table_config import TableConfig
+from upsertlake.engine.append_handle import AppendJob, AppendTarget
+from upsertlake.engine.bucket_writer import BucketJob
+from upsertlake.engine.copy_on_write import sizing
+from upsertlake.engine.overwrite import OVERWRITES
+from upsertlake.layout.file_system_view import FileSlice, FileSystemView
+from upsertlake.logfile import LogFileName
+from upsertlake.logfile.avro_records import with_meta_fields
+from upsertlake.partitioner import Bucket, BucketType, SmallFile, UpsertPartitioner, WorkloadProfile
+from upsertlake.schema import arrow_to_avro, avro_schema_json
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.commit_metadata import WriteStat
+from upsertlake.timeline.instant import Action, Instant, State
+
+PARQUET_BLOCKS = "parquet"  # hoodie.logfile.data.block.format
+
+
+def small_slices(
+    profile: WorkloadProfile, view: FileSystemView, timeline: Timeline, operation: str, cfg: Config
+) -> dict[str, list[SmallFile]]:
+    """Per partition taking inserts, the slices that may take them: without log files, their base
+    file below hoodie.parquet.small.file.limit, in no pending clustering or compaction (Hudi's
+    SparkUpsertDeltaCommitPartitioner.getSmallFileCandidates for an index that cannot index logs)."""
+    if operation in OVERWRITES:
+        return {}
+    limit = cfg.get(opt.PARQUET_SMALL_FILE_LIMIT)
+    busy = pending_clustering(timeline)
+    compacting = pending_compactions(timeline)
+    wanted = [p for p, w in profile.partitions.items() if w.num_inserts > 0]
+    return {
+        p: [
+            SmallFile(s.file_id, s.base.size)
+            for s in view.latest_file_slices([p])
+            if s.base is not None and not s.logs and s.base.size < limit
+            and s.file_id not in busy.get(p, ()) and (p, s.file_id) not in compacting
+        ]
+        for p in wanted
+    }
+
+
+def partitioner(
+    profile: WorkloadProfile, view: FileSystemView, timeline: Timeline, operation: str, cfg: Config
+) -> UpsertPartitioner:
+    """The delta commit partitioner: copy-on-write's, with log-free small slices only."""
+    avg, pconf = sizing(timeline, cfg)
+    return UpsertPartitioner(profile, small_slices(profile, view, timeline, operation, cfg), avg, pconf)
+
+
+def pending_compactions(timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, fileId) -> the instant of the pending compaction plan that covers the group,
+    from each plan's requested file (Hudi's Avro HoodieCompactionPlan)."""
+    out: dict[tuple[str, str], str] = {}
+    pending = {i.time for i in timeline.filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT])}
+    for time in sorted(pending):
+        requested = Instant(time, Action.COMPACTION, State.REQUESTED)
+        data = timeline.storage.read_bytes(timeline.path(requested))
+        plan = next(iter(fastavro.reader(io.BytesIO(data))), None) if data else None
+        for op in (plan or {}).get("operations") or []:
+            out[(op.get("partitionPath") or "", op["fileId"])] = time
+    return out
+
+
+def append_job(
+    job: BucketJob,
+    table_config: TableConfig,
+    profile: WorkloadProfile,
+    view: FileSystemView,
+    operation: str,
+    cfg: Config,
+) -> AppendJob:
+    """The write's job with its appends: each UPDATE bucket that is not a small slice taking
+    inserts goes to a new log file of its group's current slice."""
+    timeline = view.timeline
+    small = {(p, sf.file_id) for p, files in small_slices(profile, view, timeline, operation, cfg).items() for sf in files}
+    updated = sorted({b.partition_path for b in job.buckets if b.type is BucketType.UPDATE})
+    slices = {s.file_group: s for s in view.latest_file_slices(updated)} if updated else {}
+    compacting = pending_compactions(timeline) if table_config.table_version < 8 else {}
+    versions: dict[tuple[str, str, str], int] = {}
+    for log in view.all_log_files():
+        k = (log.partition_path, log.name.file_id, log.name.instant)
+        versions[k] = max(versions.get(k, 0), log.name.version)
+    appends = {}
+    for b in job.buckets:
+        group = (b.partition_path, b.file_id)
+        if b.type is not BucketType.UPDATE or group in small or group not in slices:
+            continue
+        appends[b.number] = _target(b, slices[group], job.instant_time, table_config.table_version,
+                                    compacting.get(group), versions)
+    schema_json = avro_schema_json(with_meta_fields(arrow_to_avro(job.data_schema, table_config.name))) if appends else ""
+    return AppendJob(
+        **{f.name: getattr(job, f.name) for f in fields(job)},
+        appends=appends,
+        schema_json=schema_json,
+        parquet_blocks=cfg.get(opt.LOGFILE_DATA_BLOCK_FORMAT) == PARQUET_BLOCKS,
+    )
+
+
+def _target(
+    bucket: Bucket, sl: FileSlice, instant_time: str, table_version: int, compaction: str | None,
+    versions: Mapping[tuple[str, str, str], int],
+) -> AppendTarget:
+    """The log file name's instant and version for an append to `sl` (`versions`: the highest log
+    version on storage per (partition, fileId, name instant), failed writes' included)."""
+    base_instant = sl.base.instant_time if sl.base is not None else min(log.name.instant for log in sl.logs)
+    if table_version >= 8:
+        log_instant = instant_time
+    else:  # the slice's base instant; a pending compaction starts the next slice at its instant
+        log_instant = compaction or base_instant
+    version = 1 if table_version >= 8 else versions.get((bucket.partition_path, bucket.file_id, log_instant), 0) + 1
+    return AppendTarget(log_instant, version, sl.base.name if sl.base is not None else "", base_instant)
+
+
+def settle_stale(timeline: Timeline, check: CommitCheck, own_stats: Sequence[WriteStat], table_version: int) -> CommitCheck:
+    """A merge-on-read write's file groups that a concurrent commit also wrote, without a record
+    in common. Two appends stand side by side (each is its own log file of the slice), and so
+    does, on table version 8, an append beside a new base file (a log joins the slice its
+    deltacommit completed in). Any other pair is a conflict: on version 6 an append named by
+    the old slice would fall out of the new one, and a base file rewritten here would leave out
+    the other write's log records."""
+    own = {(s.partitionPath, s.fileId): _is_log(s) for s in own_stats}
+    clash: dict[tuple[str, str], Instant] = {}
+    for group, inst in check.stale.items():
+        theirs = [s for s in timeline.commit_metadata(inst).write_stats() if (s.partitionPath, s.fileId) == group]
+        if own.get(group) and (all(_is_log(s) for s in theirs) or table_version >= 8):
+            continue
+        clash[group] = inst
+    if not clash:
+        return CommitCheck(None, {})
+    first = max(clash.values())
+    why = f"both wrote file group(s) {describe_groups(set(clash))} of this merge-on-read table"
+    return CommitCheck(Conflict(first, why))
+
+
+def _is_log(stat: WriteStat) -> bool:
+    return LogFileName.parse(stat.path.rpartition("/")[2]) is not None
