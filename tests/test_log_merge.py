@@ -13,7 +13,7 @@ from helpers import hudi_read
 from test_logfile import unzip_mor
 from upsertlake.logfile import Block, read_blocks, rollback_block
 from upsertlake.logfile.blocks import DataBlock, DeleteBlock
-from upsertlake.read.log_merge import merge_slice
+from upsertlake.logfile.merge import merge_slice
 
 KEY = "_hoodie_record_key"
 EVENT, COMMIT = "EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.errors import SchemaError
-from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock
+from upsertlake.logfile.blocks import Block, CommandBlock, DataBlock, DeleteBlock
 from upsertlake.schema import conform
 
 IS_DELETED = "_hoodie_is_deleted"
