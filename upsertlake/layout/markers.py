@@ -32,17 +32,24 @@ def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
     """Undo a pending (never completed) instant; returns the data files deleted."""
     if instant.is_completed:
         raise ValueError(f"instant {instant.time} is completed; rollback_pending only undoes pending ones")
-    files = list_partitions_and_files(storage).base_files
-    doomed = {bf.path for bf in files if bf.instant_time == instant.time}
-    for marker in storage.list(marker_folder(instant.time), recursive=True):
-        if not marker.is_dir and ".marker." in marker.name:
-            doomed.add(marker.path[len(marker_folder(instant.time)) + 1 :].rsplit(".marker.", 1)[0])
-    for path in sorted(doomed):
-        storage.delete(path)
-    storage.delete_dir(marker_folder(instant.time))
-    storage.delete_dir(key_summary_folder(instant.time))
+    doomed = delete_written(storage, instant.time)
     delete_instant_files(storage, instant)
     log.info("removed instant %s and the %d file(s) it wrote", instant.time, len(doomed))
+    return doomed
+
+
+def delete_written(storage: Storage, instant_time: str) -> list[str]:
+    """Delete the base files a pending instant wrote (named by its time, or by its markers), then
+    its markers and key summaries; its instant files stay. Returns the data files deleted."""
+    files = list_partitions_and_files(storage).base_files
+    doomed = {bf.path for bf in files if bf.instant_time == instant_time}
+    for marker in storage.list(marker_folder(instant_time), recursive=True):
+        if not marker.is_dir and ".marker." in marker.name:
+            doomed.add(marker.path[len(marker_folder(instant_time)) + 1 :].rsplit(".marker.", 1)[0])
+    for path in sorted(doomed):
+        storage.delete(path)
+    storage.delete_dir(marker_folder(instant_time))
+    storage.delete_dir(key_summary_folder(instant_time))
     return sorted(doomed)
 
 

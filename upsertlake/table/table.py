@@ -34,10 +34,19 @@ from upsertlake.errors import (
 from upsertlake.read.filters import Filters
 from upsertlake.read.snapshot import read_incremental, read_snapshot, snapshot_scan, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
-from upsertlake.concurrency.lock import make_lock
+from upsertlake.concurrency.lock import TableLock, make_lock
 from upsertlake.services.archive import archive
 from upsertlake.services.doctor import refuse_damaged_table
 from upsertlake.services.clean import CleanResult, clean, clean_due
+from upsertlake.services.compaction import (
+    CompactionResult,
+    OperationMap,
+    compact,
+    compaction_due,
+    pending_compactions,
+    rollback_inflight,
+)
+from upsertlake.services.compaction import in_process as compact_in_process
 from upsertlake.services.cluster import (
     ClusterResult,
     GroupMap,
@@ -69,6 +78,7 @@ class Table:
             config.check_write_version(self.options.get(opt.WRITE_TABLE_VERSION))
         check_against_table(self.options, config)
         self._client: WriteClient | None = None
+        self._lock: TableLock | None = None
 
     @property
     def path(self) -> str:
@@ -157,25 +167,48 @@ class Table:
         self._services_after_commit(self.options.with_overrides(options), map_groups)
 
     def _services_after_commit(self, cfg: Config, map_groups: GroupMap = in_process) -> None:
-        """Hudi's order after a commit: inline clustering, automatic clean, archival. The commit
-        stands whatever happens here, so a failure is logged, not raised (raising would make
-        callers retry a write that is already in the table)."""
+        """Hudi's order after a commit: inline compaction (merge-on-read), inline clustering,
+        automatic clean, archival. The commit stands whatever happens here, so a failure is
+        logged, not raised (raising would make callers retry a write that is already in the table)."""
         try:
             timeline = Timeline.load(self.storage)
+            if self.config.is_merge_on_read and cfg.get(opt.COMPACT_INLINE) and compaction_due(timeline, cfg):
+                self._compact(cfg, map_groups)
+                timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(timeline, cfg):
                 self._cluster(cfg, map_groups)
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLEAN_AUTOMATIC) and clean_due(timeline, cfg):
-                clean(self.storage, self.write_client().lock, cfg)
+                clean(self.storage, self._service_lock(), cfg)
             if cfg.get(opt.ARCHIVE_AUTOMATIC):
-                archive(self.storage, self.write_client().lock, cfg)
+                archive(self.storage, self._service_lock(), cfg)
         except (UpsertlakeError, OSError):
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)
+
+    def _service_lock(self) -> TableLock:
+        """The table lock of the table services. They run on merge-on-read tables too, whose
+        write path (the write client) is refused: there they take the lock without a client."""
+        if not self.config.is_merge_on_read:
+            return self.write_client().lock
+        refuse_damaged_table(self.storage, self.config)
+        if self._lock is None:
+            self._lock = make_lock(self.storage, self.options)
+        return self._lock
+
+    def compact(self, options: Mapping[str, object] | None = None, map_ops: OperationMap = compact_in_process) -> CompactionResult:
+        """Merge-on-read: fold the log files of every file slice that has some into new base files
+        (schedule, execute, commit). A plan a dead compactor left inflight is rolled back and run
+        first, as Hudi does; a result without instant says why there was nothing to compact.
+        `upsertlake.spark.compact` passes a `map_ops` that merges each slice as a Spark task."""
+        return self._compact(self.options.with_overrides(options), map_ops)
+
+    def _compact(self, cfg: Config, map_ops: OperationMap) -> CompactionResult:
+        return compact(self.storage, self._service_lock(), self.config, cfg, map_ops)
 
     def archive(self, options: Mapping[str, object] | None = None) -> list[Instant]:
         """Move old completed instants to `.hoodie/archived/` (hoodie.keep.min/max.commits); time
         travel and incremental reads still reach them while their files exist."""
-        return archive(self.storage, self.write_client().lock, self.options.with_overrides(options))
+        return archive(self.storage, self._service_lock(), self.options.with_overrides(options))
 
     def cluster(
         self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process
@@ -186,6 +219,11 @@ class Table:
         return self._cluster(self.options.with_overrides(options), map_groups)
 
     def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult:
+        if self.config.is_merge_on_read:
+            raise MergeOnReadError(
+                f"clustering merge-on-read table {self.name!r} is not supported: its file groups hold log files "
+                "a clustering would have to merge; compact the table (`compact()`) to fold them into base files"
+            )
         result = cluster(self.storage, self.write_client().lock, self.config, cfg, map_groups)
         if result.clustered:
             self._client = None  # file groups moved: the index learns the new files
@@ -194,22 +232,30 @@ class Table:
     # -- table services (upsertlake.services) --------------------------------------------------
     def clean(self, policy: str | None = None, retained: int | None = None) -> CleanResult:
         """Delete file versions no retained read needs (hoodie.cleaner.policy and its count)."""
-        return clean(self.storage, self.write_client().lock, self.options, policy, retained)
+        return clean(self.storage, self._service_lock(), self.options, policy, retained)
 
     def savepoint(self, instant: str | datetime | None = None, comment: str = "") -> Instant:
         """Pin a completed commit's snapshot (default: the latest) against cleaning, for restore."""
-        return savepoint(self.storage, self.write_client().lock, self._instant(instant), comment)
+        return savepoint(self.storage, self._service_lock(), self._instant(instant), comment)
 
     def restore(self, instant: str | datetime) -> Instant:
         """Roll back every instant after the savepoint `instant`: the table reads as of it again."""
-        done = restore(self.storage, self.write_client().lock, self._instant(instant) or "", self.options)
+        done = restore(self.storage, self._service_lock(), self._instant(instant) or "", self.options)
         self._client = None  # its index may hold keys of the instants rolled back
         return done
 
     def rollback(self, instant: str | datetime | None = None) -> Instant:
         """Undo a failed write or the latest completed commit (default: the newest failed write,
-        else the latest commit), or any pending instant whose writer is gone, as a `.rollback`."""
-        done = rollback(self.storage, self.write_client().lock, self._instant(instant), self.options)
+        else the latest commit), or any pending instant whose writer is gone, as a `.rollback`.
+        An inflight compaction goes back to its plan (requested), its files deleted, as Hudi's
+        rollbackInflightCompaction does; the next `compact` runs it again."""
+        when = self._instant(instant)
+        compaction = next((i for i in pending_compactions(Timeline.load(self.storage)) if i.time == when), None)
+        if compaction is not None:
+            return rollback_inflight(self.storage, self._service_lock(), compaction)
+        if self.config.is_merge_on_read:
+            check_writable_type(self.config.table_type, f"rolling back a write of table {self.name!r}:")
+        done = rollback(self.storage, self._service_lock(), when, self.options)
         self._client = None
         return done
 

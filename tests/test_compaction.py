@@ -1,0 +1,250 @@
+"""Compaction of merge-on-read tables: the Hudi-written fixtures compacted by us read as before and
+as Hudi's reader reads them, at every instant; the plan and the commit are Hudi's documents with
+Hudi's numbers; a compaction killed with SIGKILL leaves the table readable and is recovered; a
+deltacommit completing while a plan is pending goes to the next slice; clean then removes the old
+slices with their logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import fastavro
+import pyarrow as pa
+import pytest
+
+from helpers import hudi_read
+from tests.test_interop_hudi import assert_same, check_reads
+from tests.test_mor_read import MOR_TABLES, mor_fixture
+from upsertlake import open_table
+from upsertlake.config import Config
+from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError
+from upsertlake.services.compaction import (
+    compaction_due,
+    delta_commits_since_compaction,
+    pending_compactions,
+)
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.commit_metadata import CommitMetadata
+from upsertlake.timeline.instant import Action, State
+
+ROOT = Path(__file__).resolve().parents[1]
+V8 = "mor_v8_trips_8i3u1d"
+HUDI_COMPACTION = "20251220210129235"  # the compaction Hudi ran in the v8 fixture
+AFTER_IT = "20251220210130911"  # the deltacommit Hudi wrote after it
+
+
+def without_file_name(table: pa.Table) -> pa.Table:
+    return table.drop_columns(["_hoodie_file_name"]).sort_by("_hoodie_record_key")
+
+
+def timeline_dir(path: Path) -> Path:
+    return path / ".hoodie" / "timeline" if (path / ".hoodie" / "timeline").exists() else path / ".hoodie"
+
+
+def avro_doc(path: Path) -> dict:
+    with open(path, "rb") as f:
+        return next(iter(fastavro.reader(f)))
+
+
+@pytest.mark.parametrize("name", MOR_TABLES)
+def test_compacting_a_hudi_table_changes_no_read(tmp_path: Path, name: str) -> None:
+    path = mor_fixture(name, tmp_path)
+    table = open_table(path)
+    before = table.read()
+    result = table.compact()
+    assert result.compacted and result.operations >= 1 and result.log_files_compacted >= result.operations
+    table = open_table(path)
+    assert without_file_name(table.read()).equals(without_file_name(before))
+    # Every slice with logs was folded: the base files alone now hold the snapshot.
+    assert without_file_name(table.read(query_type="read_optimized")).equals(without_file_name(before))
+    check_reads(table, path, windows=False)  # snapshot and every instant, as Hudi's reader reads them
+    folder = timeline_dir(path)
+    t = result.instant_time
+    assert (folder / f"{t}.compaction.requested").exists() and (folder / f"{t}.compaction.inflight").exists()
+    [commit] = [f for f in os.listdir(folder) if f.split("_")[0].split(".")[0] == t and f.endswith(".commit")]
+    meta = CommitMetadata.from_bytes((folder / commit).read_bytes())
+    assert meta.compacted and meta.operation_type == "COMPACT"
+    assert sorted(s.path for s in meta.write_stats()) == sorted(result.files_written)
+    for stat in meta.write_stats():
+        rows = table.read(columns=["_hoodie_file_name", "_hoodie_record_key"])
+        names = set(rows["_hoodie_file_name"].to_pylist())
+        assert stat.path.rpartition("/")[2] in names or stat.numWrites == 0
+    assert open_table(path).compact().reason == "no file slice has log files to compact"
+
+
+def hudi_before_compaction(tmp_path: Path) -> Path:
+    """The v8 fixture as it was just before Hudi compacted it: the compaction and the deltacommit
+    after it taken away."""
+    path = mor_fixture(V8, tmp_path)
+    folder = timeline_dir(path)
+    for f in os.listdir(folder):
+        if f.startswith((HUDI_COMPACTION, AFTER_IT)):
+            os.remove(folder / f)
+    for f in path.rglob("*"):
+        if f.is_file() and (f.name.endswith(f"_{HUDI_COMPACTION}.parquet") or f"_{AFTER_IT}.log." in f.name):
+            f.unlink()
+    return path
+
+
+def test_plan_and_commit_are_the_documents_hudi_wrote(tmp_path: Path) -> None:
+    """Compacting the v8 fixture's state before Hudi's compaction plans the same operations, in
+    Hudi's order (largest logs first) with Hudi's metrics, and commits write stats with Hudi's counts."""
+    hudi = mor_fixture(V8, tmp_path / "hudi")
+    hudi_folder = timeline_dir(hudi)
+    hudi_plan = avro_doc(hudi_folder / f"{HUDI_COMPACTION}.compaction.requested")
+    [hudi_commit] = [f for f in os.listdir(hudi_folder) if f.startswith(HUDI_COMPACTION) and f.endswith(".commit")]
+    hudi_meta = avro_doc(hudi_folder / hudi_commit)
+
+    path = hudi_before_compaction(tmp_path / "ours")
+    result = open_table(path).compact()
+    folder = timeline_dir(path)
+    plan = avro_doc(folder / f"{result.instant_time}.compaction.requested")
+    assert plan["operations"] == hudi_plan["operations"]
+    assert plan["version"] == hudi_plan["version"] == 2
+    assert (folder / f"{result.instant_time}.compaction.inflight").read_bytes() == b""  # as Hudi's
+    [commit] = [f for f in os.listdir(folder) if f.startswith(result.instant_time) and f.endswith(".commit")]
+    meta = avro_doc(folder / commit)
+    assert meta["compacted"] is True and meta["operationType"] == "COMPACT"
+    compared = ["fileId", "prevCommit", "numWrites", "numDeletes", "numUpdateWrites", "numInserts", "partitionPath",
+                "totalLogRecords", "totalUpdatedRecordsCompacted", "totalLogBlocks", "totalCorruptLogBlock",
+                "totalRollbackBlocks", "prevBaseFile", "totalLogFilesCompacted", "totalLogSizeCompacted"]
+
+    def stats(doc: dict) -> dict:
+        return {p: [{k: s[k] for k in compared} for s in lst] for p, lst in doc["partitionToWriteStats"].items()}
+
+    assert stats(meta) == stats(hudi_meta)
+    # And the compacted table reads as Hudi's compacted one, base files alone included.
+    assert without_file_name(open_table(path).read()).equals(without_file_name(open_table(hudi).read(as_of=HUDI_COMPACTION)))
+    assert without_file_name(open_table(path).read(query_type="read_optimized")).equals(
+        without_file_name(open_table(hudi).read(query_type="read_optimized", as_of=HUDI_COMPACTION)))
+
+
+KILLER = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import upsertlake.services.compaction as compaction
+from upsertlake import open_table
+real = compaction.write_base_file
+def write_then_die(*args, **kwargs):
+    real(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)  # one new base file written, the commit never comes
+compaction.write_base_file = write_then_die
+open_table({path!r}).compact({{"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 1}})
+"""
+
+FAST_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 1}
+
+
+def kill_mid_compaction(path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLER.format(root=str(ROOT), path=str(path)))],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+
+
+@pytest.mark.parametrize("name", ["mor_v6_trips_8i1u", V8])
+def test_a_compaction_killed_midway_leaves_the_table_readable_and_is_run_again(tmp_path: Path, name: str) -> None:
+    path = hudi_before_compaction(tmp_path) if name == V8 else mor_fixture(name, tmp_path)
+    before = open_table(path).read()
+    kill_mid_compaction(path)
+    [pending] = pending_compactions(Timeline.load(open_table(path).storage))
+    assert pending.state is State.INFLIGHT
+    written = [f for f in path.rglob(f"*_{pending.time}.parquet")]
+    assert len(written) == 1  # the killed compactor wrote one base file: invisible to readers
+    assert_same(open_table(path).read(), before, "snapshot after the kill")
+    assert_same(hudi_read(path), before, "hudi's snapshot after the kill")
+    time.sleep(0.3)  # its heartbeat expires
+    result = open_table(path, FAST_HEARTBEAT).compact()
+    assert result.recovered and result.instant_time == pending.time
+    timeline = Timeline.load(open_table(path).storage)
+    [rollback] = timeline.filter([Action.ROLLBACK], [State.COMPLETED])
+    assert rollback.time > pending.time and not pending_compactions(timeline)
+    table = open_table(path)
+    assert without_file_name(table.read()).equals(without_file_name(before))
+    check_reads(table, path, windows=False)
+
+
+def test_an_explicit_rollback_returns_an_inflight_compaction_to_its_plan(tmp_path: Path) -> None:
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    before = open_table(path).read()
+    kill_mid_compaction(path)
+    table = open_table(path)
+    [pending] = pending_compactions(Timeline.load(table.storage))
+    done = table.rollback(pending.time)
+    assert done.action is Action.ROLLBACK and done.is_completed
+    [still] = pending_compactions(Timeline.load(table.storage))
+    assert still.state is State.REQUESTED and still.time == pending.time
+    assert not list(path.rglob(f"*_{pending.time}.parquet"))
+    assert_same(table.read(), before, "snapshot after the rollback")
+    result = open_table(path).compact()  # the plan runs again, under its instant
+    assert result.instant_time == pending.time and not result.recovered
+    assert without_file_name(open_table(path).read()).equals(without_file_name(before))
+
+
+def test_a_live_compaction_is_left_to_its_compactor(tmp_path: Path) -> None:
+    """An inflight compaction whose heartbeat beats is not rolled back by a second `compact`."""
+    from upsertlake.concurrency.heartbeat import Heartbeat
+
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    kill_mid_compaction(path)
+    table = open_table(path)
+    [pending] = pending_compactions(Timeline.load(table.storage))
+    beat = Heartbeat(table.storage, pending.time, 100).start()
+    try:
+        result = table.compact(FAST_HEARTBEAT)
+    finally:
+        beat.stop()
+    assert not result.compacted and result.reason.endswith(f"compaction {pending.time} is running in another process")
+    assert list(path.rglob(f"*_{pending.time}.parquet"))
+
+
+def test_the_inline_trigger_counts_deltacommits_since_the_last_compaction(tmp_path: Path) -> None:
+    v8 = open_table(mor_fixture(V8, tmp_path / "a"))
+    timeline = Timeline.load(v8.storage)
+    assert delta_commits_since_compaction(timeline) == 1  # Hudi's compaction, then one deltacommit
+    assert not compaction_due(timeline, Config.resolve(None))  # default: 5
+    assert compaction_due(timeline, Config.resolve({"hoodie.compact.inline.max.delta.commits": 1}))
+    v6 = open_table(mor_fixture("mor_v6_trips_8i1u", tmp_path / "b"))
+    assert delta_commits_since_compaction(Timeline.load(v6.storage)) == 2
+    v6.compact()
+    assert delta_commits_since_compaction(Timeline.load(v6.storage)) == 0
+
+
+def test_an_unsupported_strategy_is_refused_untouched(tmp_path: Path) -> None:
+    from tests.conftest import tree_digest
+
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    before = tree_digest(path)
+    with pytest.raises(ConfigError, match="DayBasedCompactionStrategy.*is not supported"):
+        open_table(path).compact({"hoodie.compaction.strategy": "org.apache.hudi.table.action.compact.strategy.DayBasedCompactionStrategy"})
+    assert tree_digest(path) == before
+    result = open_table(path).compact({"hoodie.compaction.strategy": "UnBoundedCompactionStrategy"})
+    assert result.compacted
+
+
+def test_the_log_size_threshold_leaves_small_slices_for_later(tmp_path: Path) -> None:
+    path = hudi_before_compaction(tmp_path)
+    result = open_table(path).compact({"hoodie.compaction.logfile.size.threshold": 1000})
+    assert result.operations == 2  # chennai (2117 bytes of logs) and san_francisco (1153); not sao_paulo (978)
+
+
+def test_clustering_a_mor_table_is_refused_with_a_named_error(tmp_path: Path) -> None:
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    with pytest.raises(MergeOnReadError, match="clustering merge-on-read table"):
+        open_table(path).cluster()
+
+
+def test_compacting_a_copy_on_write_table_is_refused(tmp_path: Path) -> None:
+    from upsertlake import create_table
+
+    table = create_table(tmp_path / "t", "t", "id")
+    table.upsert(pa.table({"id": ["a"], "v": [1]}))
+    with pytest.raises(ServiceError, match="only merge-on-read tables are compacted"):
+        table.compact()
