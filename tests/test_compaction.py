@@ -26,11 +26,7 @@ from tests.test_mor_read import MOR_TABLES, mor_fixture
 from upsertlake import open_table
 from upsertlake.config import Config
 from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError
-from upsertlake.services.compaction import (
-    compaction_due,
-    delta_commits_since_compaction,
-    pending_compactions,
-)
+from upsertlake.services.compaction import compaction_due, delta_commits_since_compaction
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import Action, State
@@ -154,7 +150,7 @@ def test_a_compaction_killed_midway_leaves_the_table_readable_and_is_run_again(t
     path = hudi_before_compaction(tmp_path) if name == V8 else mor_fixture(name, tmp_path)
     before = open_table(path).read()
     kill_mid_compaction(path)
-    [pending] = pending_compactions(Timeline.load(open_table(path).storage))
+    [pending] = Timeline.load(open_table(path).storage).pending_compactions()
     assert pending.state is State.INFLIGHT
     written = [f for f in path.rglob(f"*_{pending.time}.parquet")]
     assert len(written) == 1  # the killed compactor wrote one base file: invisible to readers
@@ -165,7 +161,7 @@ def test_a_compaction_killed_midway_leaves_the_table_readable_and_is_run_again(t
     assert result.recovered and result.instant_time == pending.time
     timeline = Timeline.load(open_table(path).storage)
     [rollback] = timeline.filter([Action.ROLLBACK], [State.COMPLETED])
-    assert rollback.time > pending.time and not pending_compactions(timeline)
+    assert rollback.time > pending.time and not timeline.pending_compactions()
     table = open_table(path)
     assert without_file_name(table.read()).equals(without_file_name(before))
     check_reads(table, path, windows=False)
@@ -176,10 +172,10 @@ def test_an_explicit_rollback_returns_an_inflight_compaction_to_its_plan(tmp_pat
     before = open_table(path).read()
     kill_mid_compaction(path)
     table = open_table(path)
-    [pending] = pending_compactions(Timeline.load(table.storage))
+    [pending] = Timeline.load(table.storage).pending_compactions()
     done = table.rollback(pending.time)
     assert done.action is Action.ROLLBACK and done.is_completed
-    [still] = pending_compactions(Timeline.load(table.storage))
+    [still] = Timeline.load(table.storage).pending_compactions()
     assert still.state is State.REQUESTED and still.time == pending.time
     assert not list(path.rglob(f"*_{pending.time}.parquet"))
     assert_same(table.read(), before, "snapshot after the rollback")
@@ -195,7 +191,7 @@ def test_a_live_compaction_is_left_to_its_compactor(tmp_path: Path) -> None:
     path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
     kill_mid_compaction(path)
     table = open_table(path)
-    [pending] = pending_compactions(Timeline.load(table.storage))
+    [pending] = Timeline.load(table.storage).pending_compactions()
     beat = Heartbeat(table.storage, pending.time, 100).start()
     try:
         result = table.compact(FAST_HEARTBEAT)
@@ -248,3 +244,88 @@ def test_compacting_a_copy_on_write_table_is_refused(tmp_path: Path) -> None:
     table.upsert(pa.table({"id": ["a"], "v": [1]}))
     with pytest.raises(ServiceError, match="only merge-on-read tables are compacted"):
         table.compact()
+
+
+def findings(path: Path, **options: object) -> list[tuple[str, str, str, bool, str | None]]:
+    from upsertlake.services.doctor import diagnose, doctor_config
+
+    table = open_table(path)
+    report = diagnose(table.storage, doctor_config(table.storage, {k: str(v) for k, v in options.items()}))
+    return [(f.check, f.path, f.message, f.problem, f.fix) for f in report.findings]
+
+
+def test_the_doctor_tells_committed_logs_from_orphans_and_failed_writes(tmp_path: Path) -> None:
+    from upsertlake.services.doctor import DELETE_ORPHAN, treat
+
+    path = mor_fixture(V8, tmp_path)
+    open_table(path).compact()  # drops the stale metadata table too
+    assert findings(path) == []  # every log file is committed: no orphan
+    logs = sorted(path.rglob(".*.log.*"))
+    stray = logs[0].with_name(logs[0].name.replace(logs[0].name.split("_")[1].split(".")[0], "20991231000000000"))
+    shutil.copy(logs[0], stray)  # a log of an instant on no timeline
+    failed = "20991230000000000"  # a deltacommit that died after writing its log file
+    for suffix in ("deltacommit.requested", "deltacommit.inflight"):
+        (timeline_dir(path) / f"{failed}.{suffix}").write_bytes(b"")
+    dead_log = logs[1].with_name(logs[1].name.replace(logs[1].name.split("_")[1].split(".")[0], failed))
+    shutil.copy(logs[1], dead_log)
+    time.sleep(0.3)
+    rel = lambda p: str(p.relative_to(path))  # noqa: E731
+    found = {f[1]: f for f in findings(path, **FAST_HEARTBEAT) if f[0] == "orphan"}
+    assert found == {
+        rel(stray): ("orphan", rel(stray), "written by instant 20991231000000000, which is on no timeline (nothing commits it)",
+                     True, DELETE_ORPHAN),
+        rel(dead_log): ("orphan", rel(dead_log), f"written by failed write {failed}", True, f"roll back {failed}"),
+    }
+    table = open_table(path)
+    treat(table.storage, Config.resolve(FAST_HEARTBEAT))
+    assert not stray.exists() and not dead_log.exists() and all(p.exists() for p in logs)
+    assert findings(path) == []
+
+
+def test_the_doctor_names_a_log_a_failed_v6_write_appended_to(tmp_path: Path) -> None:
+    """Version 6 names a log file by its slice, not by the write: the failed write's markers tell."""
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    [log] = list(path.rglob(".*.log.*"))
+    failed = "20991230000000000"
+    for suffix in ("deltacommit.requested", "deltacommit.inflight"):
+        (path / ".hoodie" / f"{failed}.{suffix}").write_bytes(b"")
+    marker = path / ".hoodie" / ".temp" / failed / log.parent.name / f"{log.name}.marker.APPEND"
+    marker.parent.mkdir(parents=True)
+    marker.write_bytes(b"")
+    time.sleep(0.3)
+    rel = str(log.relative_to(path))
+    assert [f for f in findings(path, **FAST_HEARTBEAT) if f[0] == "orphan"] == [
+        ("orphan", rel, f"appended to by failed write {failed}", True, f"roll back {failed}")
+    ]
+
+
+def test_the_doctor_reports_a_compaction_that_died(tmp_path: Path) -> None:
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    kill_mid_compaction(path)
+    [pending] = Timeline.load(open_table(path).storage).pending_compactions()
+    time.sleep(0.3)
+    assert findings(path, **FAST_HEARTBEAT) == [(
+        "pending", f".hoodie/{pending.time}.compaction.inflight",
+        f"a compaction whose compactor stopped midway: its files are invisible to readers; `upsertlake compact "
+        f"{open_table(path).storage.base}` rolls it back and runs its plan again", True, None,
+    )]
+
+
+def test_rolling_back_a_failed_v6_write_keeps_the_log_it_appended_to(tmp_path: Path) -> None:
+    """Its blocks are skipped by readers (their instant never completes); the log's committed
+    blocks stay: deleting the file, as its APPEND marker names it, would lose them."""
+    from upsertlake.services.doctor import treat
+
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    before = open_table(path).read()
+    [log] = list(path.rglob(".*.log.*"))
+    failed = "20991230000000000"
+    for suffix in ("deltacommit.requested", "deltacommit.inflight"):
+        (path / ".hoodie" / f"{failed}.{suffix}").write_bytes(b"")
+    marker = path / ".hoodie" / ".temp" / failed / log.parent.name / f"{log.name}.marker.APPEND"
+    marker.parent.mkdir(parents=True)
+    marker.write_bytes(b"")
+    time.sleep(0.3)
+    treat(open_table(path).storage, Config.resolve(FAST_HEARTBEAT))
+    assert log.exists() and not (path / ".hoodie" / f"{failed}.deltacommit.inflight").exists()
+    assert_same(open_table(path).read(), before, "snapshot")

@@ -14,6 +14,7 @@ from collections.abc import Collection
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import list_partitions_and_files
 from upsertlake.timeline.active import METAFOLDER, delete_instant_files
+from upsertlake.timeline.layouts import table_layout
 from upsertlake.timeline.instant import Instant
 
 log = logging.getLogger(__name__)
@@ -38,14 +39,25 @@ def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
     return doomed
 
 
-def delete_written(storage: Storage, instant_time: str) -> list[str]:
-    """Delete the base files a pending instant wrote (named by its time, or by its markers), then
-    its markers and key summaries; its instant files stay. Returns the data files deleted."""
-    files = list_partitions_and_files(storage).base_files
-    doomed = {bf.path for bf in files if bf.instant_time == instant_time}
+def delete_written(storage: Storage, instant_time: str, named_logs: bool = True) -> list[str]:
+    """Delete the files a pending instant wrote (named by its time, or by its markers), then its
+    markers and key summaries; its instant files stay. Returns the data files deleted.
+
+    A log file named by the instant is the write's (layout 2 names a log by its deltacommit;
+    layout 1 by its slice's base instant, which a write's own new log-only group carries), unless
+    the instant is a compaction (`named_logs=False`): writers name the logs of the slice a pending
+    compaction starts by its instant, and those are theirs."""
+    listing = list_partitions_and_files(storage)
+    doomed = {bf.path for bf in listing.base_files if bf.instant_time == instant_time}
+    if named_logs:
+        doomed |= {lf.path for lf in listing.log_files if lf.name.instant == instant_time}
+    appends_keep = not table_layout(storage).has_completion_times
     for marker in storage.list(marker_folder(instant_time), recursive=True):
         if not marker.is_dir and ".marker." in marker.name:
-            doomed.add(marker.path[len(marker_folder(instant_time)) + 1 :].rsplit(".marker.", 1)[0])
+            path, _, io_type = marker.path[len(marker_folder(instant_time)) + 1 :].rpartition(".marker.")
+            if io_type == "APPEND" and appends_keep:
+                continue  # layout 1: a log the write appended to holds committed blocks too (readers skip its own)
+            doomed.add(path)
     for path in sorted(doomed):
         storage.delete(path)
     storage.delete_dir(marker_folder(instant_time))

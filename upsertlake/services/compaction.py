@@ -166,12 +166,6 @@ def in_process(fn: Callable[[tuple[int, CompactionOperation]], WriteStat], ops: 
 
 
 # -- the timeline of compactions ------------------------------------------------------------------
-def pending_compactions(timeline: Timeline) -> list[Instant]:
-    """Compaction plans not yet completed as a commit (requested or inflight), oldest first."""
-    done = {i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED])}
-    return [i for i in timeline.filter([Action.COMPACTION]) if i.time not in done]
-
-
 def is_compaction_commit(timeline: Timeline, instant: Instant) -> bool:
     """A completed `commit` that completed a compaction plan (its requested file is beside it)."""
     return instant.action is Action.COMMIT and timeline.get(instant.time, Action.COMPACTION) is not None
@@ -187,7 +181,7 @@ def read_plan(timeline: Timeline, instant: Instant) -> list[CompactionOperation]
 
 def compaction_file_groups(timeline: Timeline) -> set[tuple[str, str]]:
     """The file groups of pending compaction plans: a new plan leaves them alone."""
-    return {op.file_group for inst in pending_compactions(timeline) for op in read_plan(timeline, inst)}
+    return {op.file_group for inst in timeline.pending_compactions() for op in read_plan(timeline, inst)}
 
 
 def delta_commits_since_compaction(timeline: Timeline) -> int:
@@ -334,7 +328,7 @@ def compact(
     timeline = Timeline.load(storage)
     recovered = False
     target = None
-    for inst in pending_compactions(timeline):
+    for inst in timeline.pending_compactions():
         if inst.state is State.INFLIGHT:
             if not _is_dead(storage, inst, cfg):
                 continue  # another compactor runs it
@@ -354,7 +348,7 @@ def _is_dead(storage: Storage, inst: Instant, cfg: Config) -> bool:
 
 
 def nothing_to_compact(timeline: Timeline) -> str:
-    pending = pending_compactions(timeline)
+    pending = timeline.pending_compactions()
     running = f"; compaction {pending[0].time} is running in another process" if pending else ""
     return f"no file slice has log files to compact{running}"
 
@@ -523,7 +517,7 @@ def rollback_inflight(storage: Storage, lock: TableLock, inflight: Instant) -> I
         plan = {"instantToRollback": target, "RollbackRequests": [], "version": 1}
         requested = create_requested(storage, Action.ROLLBACK, documents.encode(ROLLBACK_PLAN_SCHEMA, plan))
         rolling = transition(storage, requested, State.INFLIGHT)
-        deleted = delete_written(storage, inflight.time)
+        deleted = delete_written(storage, inflight.time, named_logs=False)
         storage.delete(table_layout(storage).path(current))  # back to requested
         storage.delete(heartbeat_path(inflight.time))
         by_partition: dict[str, list[str]] = defaultdict(list)

@@ -43,7 +43,6 @@ from upsertlake.services.compaction import (
     OperationMap,
     compact,
     compaction_due,
-    pending_compactions,
     rollback_inflight,
 )
 from upsertlake.services.compaction import in_process as compact_in_process
@@ -250,7 +249,7 @@ class Table:
         An inflight compaction goes back to its plan (requested), its files deleted, as Hudi's
         rollbackInflightCompaction does; the next `compact` runs it again."""
         when = self._instant(instant)
-        compaction = next((i for i in pending_compactions(Timeline.load(self.storage)) if i.time == when), None)
+        compaction = next((i for i in Timeline.load(self.storage).pending_compactions() if i.time == when), None)
         if compaction is not None:
             return rollback_inflight(self.storage, self._service_lock(), compaction)
         if self.config.is_merge_on_read:
