@@ -329,3 +329,31 @@ def test_rolling_back_a_failed_v6_write_keeps_the_log_it_appended_to(tmp_path: P
     treat(open_table(path).storage, Config.resolve(FAST_HEARTBEAT))
     assert log.exists() and not (path / ".hoodie" / f"{failed}.deltacommit.inflight").exists()
     assert_same(open_table(path).read(), before, "snapshot")
+
+
+def test_compact_show_stats_and_files_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from upsertlake.cli import main
+
+    path = mor_fixture(V8, tmp_path)
+    [after_log] = [f for f in path.rglob(f".*_{AFTER_IT}.log.*") if ".hoodie" not in f.parts]
+
+    def run(*argv: str) -> object:
+        assert main([*argv]) == 0
+        out = capsys.readouterr().out
+        return json.loads(out) if "--json" in argv else out
+
+    show = run("show", str(path), "--json")
+    assert show["compaction_backlog"] == {"slices_with_logs": 1, "log_files": 1, "log_bytes": after_log.stat().st_size,
+                                          "delta_commits_since_compaction": 1, "pending_compactions": []}
+    assert show["rows"] == 6 and show["file_groups"] == 3 and show["log_files_on_storage"] == 5
+    assert {p["partition"]: (p["rows"], p["log_files"]) for p in show["partitions"]} == {
+        "city=chennai": (1, 0), "city=san_francisco": (4, 0), "city=sao_paulo": (1, 1)}
+    files = run("files", str(path), "--json")
+    assert sorted((r["file"], r["latest"]) for r in files if r["kind"] == "log" and r["latest"]) == [(after_log.name, True)]
+    done = run("compact", str(path), "--option", "hoodie.compaction.strategy=UnBoundedCompactionStrategy", "--json")
+    assert (done["compacted"], done["operations"], done["log_files_compacted"], done["records_written"]) == (True, 1, 1, 1)
+    stats = run("stats", str(path), "--json")
+    assert stats["compaction_backlog"] == {"slices_with_logs": 0, "log_files": 0, "log_bytes": 0,
+                                           "delta_commits_since_compaction": 0, "pending_compactions": []}
+    assert sum(p["rows"] for p in stats["partitions"]) == 6
+    assert run("compact", str(path)).strip() == "nothing to compact: no file slice has log files to compact"

@@ -197,6 +197,44 @@ def compaction_due(timeline: Timeline, cfg: Config) -> bool:
     return delta_commits_since_compaction(timeline) >= cfg.get(opt.COMPACT_INLINE_MAX_DELTA_COMMITS)
 
 
+@dataclass(frozen=True)
+class Backlog:
+    """What compaction has yet to fold: the visible slices with log files, their logs and bytes
+    (per partition too), deltacommits since the last compaction, plans still pending."""
+
+    slices_with_logs: int
+    log_files: int
+    log_bytes: int
+    delta_commits_since_compaction: int
+    pending_compactions: tuple[str, ...]
+    partitions: dict[str, dict[str, int]]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "slices_with_logs": self.slices_with_logs,
+            "log_files": self.log_files,
+            "log_bytes": self.log_bytes,
+            "delta_commits_since_compaction": self.delta_commits_since_compaction,
+            "pending_compactions": list(self.pending_compactions),
+        }
+
+
+def compaction_backlog(timeline: Timeline) -> Backlog:
+    """The compaction backlog of the latest snapshot (what `show` and `stats` report)."""
+    partitions: dict[str, dict[str, int]] = {}
+    for sl in FileSystemView(timeline).latest_file_slices():
+        part = partitions.setdefault(sl.partition_path, {"file_groups_with_logs": 0, "log_files": 0, "log_bytes": 0})
+        if sl.logs:
+            part["file_groups_with_logs"] += 1
+            part["log_files"] += len(sl.logs)
+            part["log_bytes"] += sum(lf.size for lf in sl.logs)
+    total = {k: sum(p[k] for p in partitions.values()) for k in ("file_groups_with_logs", "log_files", "log_bytes")}
+    return Backlog(
+        total["file_groups_with_logs"], total["log_files"], total["log_bytes"],
+        delta_commits_since_compaction(timeline), tuple(i.time for i in timeline.pending_compactions()), partitions,
+    )
+
+
 # -- schedule ----------------------------------------------------------------------------------
 def strategy(cfg: Config) -> str:
     """The compaction strategy's short name; ConfigError for strategies not implemented."""
