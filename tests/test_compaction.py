@@ -357,3 +357,86 @@ def test_compact_show_stats_and_files_on_the_command_line(tmp_path: Path, capsys
                                            "delta_commits_since_compaction": 0, "pending_compactions": []}
     assert sum(p["rows"] for p in stats["partitions"]) == 6
     assert run("compact", str(path)).strip() == "nothing to compact: no file slice has log files to compact"
+
+
+def data_files(path: Path) -> set[str]:
+    return {str(f.relative_to(path)) for f in path.rglob("*") if f.is_file() and ".hoodie" not in f.parts
+            and (f.suffix == ".parquet" or ".log." in f.name)}
+
+
+@pytest.mark.parametrize("policy", ["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"])
+@pytest.mark.parametrize("name", ["mor_v6_trips_8i1u", V8])
+def test_clean_after_compaction_removes_the_old_slices_with_their_logs(tmp_path: Path, name: str, policy: str) -> None:
+    path = mor_fixture(name, tmp_path)
+    table = open_table(path)
+    before = table.read()
+    compacted = table.compact()
+    on_storage = data_files(path)
+    latest = {str(Path(p)) for p in compacted.files_written}
+    view_files = {
+        (f"{sl.base.path}" if sl.base else None) for sl in _slices(path)
+    } | {lf.path for sl in _slices(path) for lf in sl.logs}
+    result = open_table(path).clean(policy, 1)
+    assert set(result.files_deleted) == on_storage - view_files  # every old slice, logs included; nothing else
+    assert latest <= data_files(path) and data_files(path) == view_files - {None}
+    assert any(".log." in f for f in result.files_deleted)
+    table = open_table(path)
+    assert without_file_name(table.read()).equals(without_file_name(before))
+    assert_same(table.read(), hudi_read(path), "snapshot after the clean")
+
+
+def _slices(path: Path) -> list:
+    from upsertlake.layout.file_system_view import FileSystemView
+
+    return FileSystemView(Timeline.load(open_table(path).storage)).latest_file_slices()
+
+
+def test_clean_keeps_the_slices_retained_reads_need(tmp_path: Path) -> None:
+    """KEEP_LATEST_COMMITS 3 on the v8 fixture compacted again: the reads as of the last three
+    commits still find every base and log file they merge, and read as Hudi's reader reads them."""
+    path = mor_fixture(V8, tmp_path)
+    open_table(path).compact()
+    result = open_table(path).clean("KEEP_LATEST_COMMITS", 3)
+    assert result.files_deleted  # the slices before Hudi's compaction
+    table = open_table(path)
+    retained = [i.time for i in table.timeline() if i.is_completed and i.action.value in ("commit", "deltacommit")][-3:]
+    assert result.earliest_commit_to_retain == retained[0]
+    for t in retained:
+        assert_same(table.read(as_of=t), hudi_read(path, as_of=t), f"as of {t}")
+
+
+def test_a_savepoint_pins_a_slice_and_its_logs_against_clean(tmp_path: Path) -> None:
+    path = mor_fixture(V8, tmp_path)
+    table = open_table(path)
+    pinned_at = [i.time for i in table.timeline() if i.is_completed and i.action.value == "deltacommit"][3]
+    table.savepoint(pinned_at)
+    as_of = table.read(as_of=pinned_at)
+    table.compact()
+    open_table(path).clean("KEEP_LATEST_COMMITS", 1)
+    folder = timeline_dir(path)
+    doc = avro_doc(folder / next(f for f in os.listdir(folder) if f.startswith(pinned_at) and f.endswith(".savepoint")))
+    pinned = {n for p in doc["partitionMetadata"].values() for n in p["savepointDataFile"]}
+    assert any(".log." in n for n in pinned)
+    assert without_file_name(open_table(path).read(as_of=pinned_at)).equals(without_file_name(as_of))
+
+
+def test_archive_keeps_a_compaction_plan_with_its_commit_and_stops_at_a_pending_one(tmp_path: Path) -> None:
+    path = mor_fixture(V8, tmp_path)
+    ours = open_table(path).compact().instant_time
+    before = {t: open_table(path).read(as_of=t) for t in (HUDI_COMPACTION, AFTER_IT)}
+    folder = timeline_dir(path)
+    plan = (folder / f"{ours}.compaction.requested").read_bytes()
+    limits = {"hoodie.keep.min.commits": 1, "hoodie.keep.max.commits": 2}
+    # A pending plan (crafted from ours) just after Hudi's compaction: nothing from it on is archived.
+    (folder / "20251220210130000.compaction.requested").write_bytes(plan)
+    archived = open_table(path).archive(limits)
+    assert max(i.time for i in archived) < "20251220210130000"
+    assert HUDI_COMPACTION in {i.time for i in archived}
+    (folder / "20251220210130000.compaction.requested").unlink()
+    # Hudi's compaction commit was archived with its plan: no plan is left without its commit.
+    assert not [f for f in os.listdir(folder) if f.startswith(HUDI_COMPACTION)]
+    assert Timeline.load(open_table(path).storage).pending_compactions() == []
+    assert [i.time for i in open_table(path).timeline() if i.action.value in ("commit", "deltacommit")] == [AFTER_IT, ours]
+    assert (folder / f"{ours}.compaction.requested").exists()  # ours is not archived: its plan stays
+    for t, table in before.items():  # archived instants still read (their files are there)
+        assert without_file_name(open_table(path).read(as_of=t)).equals(without_file_name(table))
