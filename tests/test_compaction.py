@@ -440,3 +440,39 @@ def test_archive_keeps_a_compaction_plan_with_its_commit_and_stops_at_a_pending_
     assert (folder / f"{ours}.compaction.requested").exists()  # ours is not archived: its plan stays
     for t, table in before.items():  # archived instants still read (their files are there)
         assert without_file_name(open_table(path).read(as_of=t)).equals(without_file_name(table))
+
+
+@pytest.mark.parametrize("name", ["mor_v6_trips_8i1u", V8])
+def test_restore_rolls_back_deltacommits_and_compactions_after_the_savepoint(tmp_path: Path, name: str) -> None:
+    from upsertlake.logfile import CommandBlock, read_blocks
+    from upsertlake.services.compaction import schedule
+
+    path = mor_fixture(name, tmp_path)
+    table = open_table(path)
+    deltas = [i.time for i in table.timeline() if i.is_completed and i.action.value == "deltacommit"]
+    point = deltas[0] if name != V8 else deltas[2]
+    table.savepoint(point)
+    expected = table.read(as_of=point)
+    logs_before = {f for f in data_files(path) if ".log." in f}
+    table.compact()
+    extra = open_table(path)
+    assert schedule(extra.storage, extra._service_lock(), extra.config, extra.options) is None
+    (timeline_dir(path) / "20991231000000000.compaction.requested").write_bytes(  # a pending plan after it
+        next(timeline_dir(path).glob("*.compaction.requested")).read_bytes())
+    done = open_table(path).restore(point)
+    assert done.is_completed
+    table = open_table(path)
+    assert without_file_name(table.read()).equals(without_file_name(expected))
+    assert_same(table.read(), hudi_read(path), "snapshot after the restore")
+    timeline = Timeline.load(table.storage)
+    assert timeline.pending_compactions() == [] and not timeline.filter([Action.COMPACTION])
+    assert [i.time for i in timeline.completed_writes()] == [t for t in deltas if t <= point]
+    logs_now = {f for f in data_files(path) if ".log." in f}
+    if name == V8:  # layout 2: the log files of the deltacommits rolled back are gone
+        assert logs_now == {f for f in logs_before if Path(f).name.split("_")[1].split(".")[0] <= point}
+    else:  # layout 1: the slice's log keeps its blocks; a new log file voids the deltacommit's
+        [voiding] = logs_now - logs_before
+        blocks = read_blocks((path / voiding).read_bytes())
+        assert [(type(b), b.target_instant) for b in blocks] == [(CommandBlock, deltas[1])]
+        assert logs_before <= logs_now
+    check_reads(table, path, windows=False)

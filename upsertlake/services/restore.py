@@ -1,5 +1,7 @@
 """Restore: return the table to a savepoint by rolling back every later instant, newest first,
-inside one `.restore` instant (HoodieRestorePlan requested, HoodieRestoreMetadata completed)."""
+inside one `.restore` instant (HoodieRestorePlan requested, HoodieRestoreMetadata completed).
+On merge-on-read: deltacommits (their log files, or rollback command blocks in layout 1) and
+compactions, completed or pending, plans included."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from upsertlake.errors import ServiceError
 from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
+from upsertlake.layout.markers import delete_written
 from upsertlake.services.rollback import live_writes, undo
 from upsertlake.timeline.retention import savepoint_times
 from upsertlake.storage import Storage
@@ -45,9 +48,13 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Conf
                 f"no completed savepoint at {savepoint_time} ({have}); restore returns to a savepoint: "
                 "create one with `upsertlake savepoint PATH [INSTANT]` (or Table.savepoint) before you need it"
             )
+        # A compaction completed as a commit is undone with it; a pending one is dropped, plan and files.
+        compacted = {i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED])}
         later = [
             i for i in reversed(timeline.instants)
-            if i.time > savepoint_time and i.action in (*WRITE_ACTIONS, Action.SAVEPOINT)
+            if i.time > savepoint_time and (
+                i.action in (*WRITE_ACTIONS, Action.SAVEPOINT) or (i.action is Action.COMPACTION and i.time not in compacted)
+            )
         ]
         infos = [{"commitTime": i.time, "action": i.action.value} for i in later]
         started = time.monotonic()
@@ -58,8 +65,14 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Conf
         for inst in later:
             if inst.action is Action.SAVEPOINT:
                 delete_instant_files(storage, inst)
+            elif inst.action is Action.COMPACTION:  # a pending plan: what it wrote, then the plan
+                delete_written(storage, inst.time, named_logs=False)
+                delete_instant_files(storage, inst)
             else:
                 rolled[inst.time] = [undo(storage, inst, requested.time, started)]
+                plan = timeline.get(inst.time, Action.COMPACTION)
+                if plan is not None:  # a completed compaction: its plan goes after its commit
+                    delete_instant_files(storage, plan)
         meta = {
             "startRestoreTime": requested.time,
             "timeTakenInMillis": int((time.monotonic() - started) * 1000),

@@ -31,10 +31,13 @@ from upsertlake.timeline.active import (
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.layouts import table_layout
 from upsertlake.layout.markers import rollback_pending
+from upsertlake.logfile.names import LogFileName
+from upsertlake.logfile.writer import append_blocks, rollback_block
 
 log = logging.getLogger(__name__)
 
 PLAN_SCHEMA = "HoodieRollbackPlan"
+ROLLBACK_WRITE_TOKEN = "0-0-0"  # the write token of the log files that carry rollback command blocks
 METADATA_SCHEMA = "HoodieRollbackMetadata"
 
 
@@ -76,26 +79,67 @@ def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:
 
 
 def undo(storage: Storage, target: Instant, rollback_time: str, started: float) -> dict[str, Any]:
-    """Delete what `target` wrote and its instant files; returns its HoodieRollbackMetadata."""
+    """Delete what `target` wrote and its instant files; returns its HoodieRollbackMetadata.
+
+    A completed deltacommit of timeline layout 1 appended blocks to log files named by their
+    slice, which hold other instants' blocks too: those files stay, and a rollback command block
+    voiding `target` goes into a new log file of each such slice (as Hudi's rollback does), so no
+    reader ever takes the blocks for committed, even once the timeline has moved past them."""
+    voided: list[str] = []
     if target.is_completed:
-        storage.delete(table_layout(storage).path(target))
+        layout = table_layout(storage)
+        appended = []
+        if target.action is Action.DELTA_COMMIT and not layout.has_completion_times:
+            appended = [s.path for s in Timeline.load(storage).commit_metadata(target).write_stats()]
+        storage.delete(layout.path(target))
         target = target.with_state(State.INFLIGHT)
+        voided = void_log_blocks(storage, target.time, appended, rollback_time)
     deleted = rollback_pending(storage, target)
     by_partition: dict[str, list[str]] = defaultdict(list)
     for path in deleted:
         by_partition[path.rpartition("/")[0]].append(storage.full_path(path))
+    written: dict[str, dict[str, int]] = defaultdict(dict)
+    for path in voided:
+        info = storage.stat(path)
+        written[path.rpartition("/")[0]][storage.full_path(path)] = info.size if info else 0
     return {
         "startRollbackTime": rollback_time,
         "timeTakenInMillis": int((time.monotonic() - started) * 1000),
         "totalFilesDeleted": len(deleted),
         "commitsRollback": [target.time],
         "partitionMetadata": {
-            p: {"partitionPath": p, "successDeleteFiles": files, "failedDeleteFiles": [], "rollbackLogFiles": None, "writtenLogFiles": None}
-            for p, files in by_partition.items()
+            p: {"partitionPath": p, "successDeleteFiles": by_partition.get(p, []), "failedDeleteFiles": [],
+                "rollbackLogFiles": written.get(p), "writtenLogFiles": None}
+            for p in sorted(by_partition.keys() | written.keys())
         },
         "version": 1,
         "instantsRollback": [{"commitTime": target.time, "action": target.action.value}],
     }
+
+
+def void_log_blocks(storage: Storage, target_time: str, written: list[str], rollback_time: str) -> list[str]:
+    """For each log file in `written` named by another instant (its slice's base instant), a new
+    log file of that slice (the next version) holding one rollback command block for
+    `target_time`; returns the files written. Logs named by the target itself are its own and
+    are deleted with its other files."""
+    listing = list_partitions_and_files(storage)
+    versions: dict[tuple[str, str, str], int] = {}
+    for lf in listing.log_files:
+        key = (lf.partition_path, lf.name.file_id, lf.name.instant)
+        versions[key] = max(versions.get(key, 0), lf.name.version)
+    out = []
+    for path in sorted(set(written)):
+        folder, _, name = path.rpartition("/")
+        log = LogFileName.parse(name) if name.startswith(".") else None
+        if log is None or log.instant == target_time:
+            continue
+        key = (folder, log.file_id, log.instant)
+        versions[key] = versions.get(key, log.version) + 1
+        new = LogFileName(log.file_id, log.instant, versions[key], ROLLBACK_WRITE_TOKEN)
+        rel = f"{folder}/{new.format()}" if folder else new.format()
+        storage.write_if_absent(rel, append_blocks([rollback_block(rollback_time, target_time)]))
+        out.append(rel)
+    return out
 
 
 def _target(timeline: Timeline, instant_time: str | None, live: list[Instant]) -> Instant:
