@@ -476,3 +476,127 @@ def test_restore_rolls_back_deltacommits_and_compactions_after_the_savepoint(tmp
         assert [(type(b), b.target_instant) for b in blocks] == [(CommandBlock, deltas[1])]
         assert logs_before <= logs_now
     check_reads(table, path, windows=False)
+
+
+# -- a writer appending while a compaction is planned and run ------------------------------------
+def start_deltacommit(path: Path, groups: dict[str, list[str]] | None) -> str:
+    """A deltacommit a writer has started: requested, then (with `groups`) inflight with Hudi's
+    workload profile naming the file groups it updates."""
+    from upsertlake.timeline.active import create_requested, transition
+    from upsertlake.timeline.instant import Instant
+    from upsertlake.timeline.commit_metadata import write_stat_json
+
+    storage = open_table(path).storage
+    requested = create_requested(storage, Action.DELTA_COMMIT)
+    if groups is not None:
+        profile = {"partitionToWriteStats": {p: [write_stat_json(fileId=f, numUpdateWrites=1) for f in ids]
+                                             for p, ids in groups.items()},
+                   "compacted": False, "extraMetadata": {}, "operationType": "UPSERT"}
+        transition(storage, Instant(requested.time, Action.DELTA_COMMIT, State.REQUESTED), State.INFLIGHT,
+                   json.dumps(profile).encode())
+    return requested.time
+
+
+def append_update(path: Path, instant: str, rider: str, fare: float, log_instant: str, version: int) -> str:
+    """Append rider's record with a new fare and a larger ts, as a data block of `instant`, to a
+    new log file of its file group named `.{fileId}_{log_instant}.log.{version}_0-1-0`; returns
+    the file's table-relative path."""
+    from upsertlake.logfile import append_blocks, data_block
+    from upsertlake.logfile.avro_records import with_meta_fields
+
+    table = open_table(path)
+    rows = table.read().filter(pa.compute.equal(table.read()["rider"], rider))
+    assert rows.num_rows == 1
+    rows = rows.set_column(rows.schema.get_field_index("fare"), "fare", pa.array([fare]))
+    rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", pa.array([rows["ts"][0].as_py() + 1]))
+    rows = rows.set_column(0, "_hoodie_commit_time", pa.array([instant]))
+    rows = rows.set_column(1, "_hoodie_commit_seqno", pa.array([f"{instant}_0_0"]))
+    schema_json = json.dumps(with_meta_fields(json.loads(Timeline.load(table.storage).latest_schema())))
+    partition = rows["_hoodie_partition_path"][0].as_py()
+    file_id = rows["_hoodie_file_name"][0].as_py().split("_")[0]
+    name = f".{file_id}_{log_instant}.log.{version}_0-1-0"
+    rel = f"{partition}/{name}" if partition else name
+    (path / rel).write_bytes(append_blocks([data_block(instant, rows, schema_json)]))
+    marker = path / ".hoodie" / ".temp" / instant / (partition or "") / f"{name}.marker.APPEND"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_bytes(b"")
+    return rel
+
+
+def complete_deltacommit(path: Path, instant: str, log: str, file_id: str) -> None:
+    from upsertlake.timeline.active import transition
+    from upsertlake.timeline.commit_metadata import WriteStat
+    from upsertlake.timeline.instant import Instant
+
+    storage = open_table(path).storage
+    partition = log.rpartition("/")[0]
+    size = (path / log).stat().st_size
+    stat = WriteStat(fileId=file_id, path=log, partitionPath=partition, prevCommit=instant, numUpdateWrites=1,
+                     numWrites=1, totalWriteBytes=size, fileSizeInBytes=size)
+    meta = CommitMetadata({partition: [stat]}, "UPSERT", {"schema": Timeline.load(storage).latest_schema()})
+    transition(storage, Instant(instant, Action.DELTA_COMMIT, State.INFLIGHT), State.COMPLETED, meta.to_json_bytes())
+    shutil.rmtree(path / ".hoodie" / ".temp" / instant, ignore_errors=True)
+
+
+SAO_PAULO = ("city=sao_paulo", "8aa68f7e-afd6-4c94-b86c-8a886552e08d-0")
+
+
+def test_v8_a_deltacommit_completing_after_the_plan_goes_to_the_next_slice(tmp_path: Path) -> None:
+    """Layout 2: a write started before the plan and completed after it appends to the slice the
+    plan starts (Hudi 1.x places a log by its deltacommit's completion); the plan takes only the
+    logs completed before it. Compaction and readers agree, and so does Hudi's reader."""
+    from upsertlake.services.compaction import execute, read_plan, schedule
+
+    path = mor_fixture(V8, tmp_path)
+    writer = start_deltacommit(path, {SAO_PAULO[0]: [SAO_PAULO[1]]})
+    table = open_table(path)
+    plan = schedule(table.storage, table._service_lock(), table.config, table.options)
+    assert plan is not None and plan.time > writer
+    [op] = read_plan(Timeline.load(table.storage), plan)
+    assert op.file_group == SAO_PAULO and op.delta_files == (f".{SAO_PAULO[1]}_{AFTER_IT}.log.1_0-1139-3316",)
+    log = append_update(path, writer, "rider-G", 99.0, writer, 1)
+    complete_deltacommit(path, writer, log, SAO_PAULO[1])
+    assert {r: f for r, f in zip(*(open_table(path).read()[c].to_pylist() for c in ("rider", "fare")))}["rider-G"] == 99.0
+    result = execute(table.storage, table._service_lock(), table.options, plan)
+    assert result.instant_time == plan.time
+    table = open_table(path)
+    fares = dict(zip(*(table.read()[c].to_pylist() for c in ("rider", "fare"))))
+    assert fares["rider-G"] == 99.0
+    [sl] = [s for s in _slices(path) if s.file_group == SAO_PAULO]
+    assert sl.base.instant_time == plan.time and [lf.path for lf in sl.logs] == [log]
+    check_reads(table, path, windows=False)
+
+
+def test_v6_a_plan_leaves_out_the_groups_a_pending_write_appends_to(tmp_path: Path) -> None:
+    """Layout 1 names a log by its slice: a write started before the plan appends to the old
+    slice. Hudi refuses to schedule past an earlier inflight write; we leave out the groups its
+    workload profile names, and refuse while it has not said."""
+    from upsertlake.services.compaction import read_plan, schedule
+    from tests.conftest import tree_digest
+
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    sf = ("city=san_francisco", "d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0")
+    chennai = ("city=chennai", "84e82649-b1ee-4a25-a316-17cc6872616b-0")
+    base = "20250331030642808"
+    # A committed deltacommit gives chennai a log too.
+    first = start_deltacommit(path, {chennai[0]: [chennai[1]]})
+    complete_deltacommit(path, first, append_update(path, first, "rider-I", 7.0, base, 1), chennai[1])
+    writer = start_deltacommit(path, None)  # requested: it has not said which groups it writes
+    before = tree_digest(path)
+    table = open_table(path)
+    with pytest.raises(ServiceError, match=f"deltacommit {writer} is pending and has not said which file groups"):
+        table.compact()
+    assert tree_digest(path) == before
+    (path / ".hoodie" / f"{writer}.deltacommit.requested").unlink()
+    writer = start_deltacommit(path, {sf[0]: [sf[1]]})
+    plan = schedule(table.storage, table._service_lock(), table.config, table.options)
+    [op] = read_plan(Timeline.load(table.storage), plan)
+    assert op.file_group == chennai  # san_francisco's slice is the pending write's
+    log = append_update(path, writer, "rider-A", 55.0, base, 2)  # the next version of sf's old slice
+    complete_deltacommit(path, writer, log, sf[1])
+    result = open_table(path).compact()
+    assert result.instant_time == plan.time and result.operations == 1
+    table = open_table(path)
+    fares = dict(zip(*(table.read()[c].to_pylist() for c in ("rider", "fare"))))
+    assert (fares["rider-A"], fares["rider-I"]) == (55.0, 7.0)
+    check_reads(table, path, windows=False)

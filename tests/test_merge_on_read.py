@@ -1,7 +1,8 @@
 """Merge-on-read tables open and read (tests/test_mor_read.py compares every read with Hudi's
-reader), but writing one, running a table service on one, or creating one raises
+reader), but writing one, rolling back one of its writes, upgrading or creating one raises
 MergeOnReadError until the write path exists, and changes nothing (issue 25, item 9: never
-written as if it were copy-on-write)."""
+written as if it were copy-on-write). Compaction, clean, archive, savepoint and restore run
+(tests/test_compaction.py)."""
 
 from __future__ import annotations
 
@@ -70,8 +71,7 @@ def test_deltacommits_are_refused_whatever_the_properties_say(tmp_path: Path) ->
     assert tree_digest(path) == before
 
 
-@pytest.mark.parametrize("command", [["upsert", "FILE"], ["delete", "FILE"], ["clean"], ["rollback"], ["savepoint"],
-                                     ["upgrade", "--to", "8"]])  # fmt: skip
+@pytest.mark.parametrize("command", [["upsert", "FILE"], ["delete", "FILE"], ["rollback"], ["upgrade", "--to", "8"]])
 def test_writes_to_a_merge_on_read_table_are_refused_by_the_cli(tmp_path: Path, command: list[str]) -> None:
     path = mor_table(tmp_path / "t")
     (tmp_path / "b.csv").write_text("id,longField\n1,1\n")

@@ -345,10 +345,14 @@ def _declared_groups(timeline: Timeline, inst: Instant) -> set[tuple[str, str]] 
         return None
     try:
         data = timeline.document(inst)
+        if not data.strip():
+            return None
         meta = CommitMetadata.from_bytes(data, f"the inflight {inst.action.value} {inst.time}")
     except (CorruptTableError, FileNotFoundError):
         return None
-    return {(s.partitionPath, s.fileId) for s in meta.write_stats() if s.fileId}
+    # Hudi's workload profile: per partition, a stat per file group updated (and one, with no
+    # fileId, for the inserts, which go to new file groups or to slices without logs).
+    return {(p, s.fileId) for p, stats in meta.partition_to_write_stats.items() for s in stats if s.fileId}
 
 
 def _clustering_groups(timeline: Timeline) -> set[tuple[str, str]]:

@@ -253,7 +253,7 @@ class Table:
         if compaction is not None:
             return rollback_inflight(self.storage, self._service_lock(), compaction)
         if self.config.is_merge_on_read:
-            check_writable_type(self.config.table_type, f"rolling back a write of table {self.name!r}:")
+            check_writable_type(self.config.table_type, f"table {self.name!r} is")  # deltacommits: the write path's
         done = rollback(self.storage, self._service_lock(), when, self.options)
         self._client = None
         return done
