@@ -600,3 +600,51 @@ def test_v6_a_plan_leaves_out_the_groups_a_pending_write_appends_to(tmp_path: Pa
     fares = dict(zip(*(table.read()[c].to_pylist() for c in ("rider", "fare"))))
     assert (fares["rider-A"], fares["rider-I"]) == (55.0, 7.0)
     check_reads(table, path, windows=False)
+
+
+def test_a_compacted_base_files_footer_holds_every_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new base file's bloom filter and key range cover its keys: built anew over a Hudi base
+    file, resumed (the base's filter plus the keys the logs add) over one of ours."""
+    from upsertlake.layout.bloom_filter import bloom_filter_for_keys
+    from upsertlake.layout.file_writer import FileWriterConfig
+    from upsertlake.layout.footer import read_footer
+
+    path = mor_fixture(V8, tmp_path)
+    open_table(path).compact()  # sao_paulo's base is now ours
+    first = start_deltacommit(path, {SAO_PAULO[0]: [SAO_PAULO[1]]})
+    log = append_update(path, first, "rider-G", 12.0, first, 1)
+    # and a record with a new key in the same block, logged as an insert
+    from upsertlake.logfile import append_blocks, data_block, read_blocks
+
+    [block] = read_blocks((path / log).read_bytes())
+    new = block.records.set_column(2, "_hoodie_record_key", pa.array(["0000-new-key"]))
+    new = new.set_column(new.schema.get_field_index("uuid"), "uuid", pa.array(["0000-new-key"]))
+    (path / log).write_bytes(append_blocks([data_block(first, pa.concat_tables([block.records, new]), block.schema_json)]))
+    complete_deltacommit(path, first, log, SAO_PAULO[1])
+    import upsertlake.services.compaction as compaction
+
+    resumed = []
+    real = compaction.resumed_bloom
+    monkeypatch.setattr(compaction, "resumed_bloom", lambda *a: resumed.append(real(*a)) or resumed[-1])
+    result = open_table(path).compact()
+    assert len(resumed) == 1 and resumed[0] is not None  # our base file: its filter was resumed
+    table = open_table(path)
+    for written in result.files_written:
+        [bf] = [b for sl in _slices(path) if (b := sl.base) is not None and b.path == written]
+        keys = pa.chunked_array(table.storage.read_parquet(bf.path).column("_hoodie_record_key")).combine_chunks()
+        footer = read_footer(table.storage, bf)
+        assert footer.bloom.might_contain(keys).all()
+        assert (footer.min_key, footer.max_key) == (pc_min(keys), pc_max(keys)) == ("0000-new-key", pc_max(keys))
+        cfg = FileWriterConfig()
+        fresh = bloom_filter_for_keys(keys, cfg.bloom_num_entries, cfg.bloom_fpp, cfg.bloom_filter_type, cfg.bloom_max_entries)
+        assert footer.bloom.serialize() == fresh.serialize()
+    assert "0000-new-key" in table.read()["_hoodie_record_key"].to_pylist()
+    check_reads(table, path, windows=False)
+
+
+def pc_min(keys: pa.Array) -> str:
+    return pa.compute.min_max(keys)["min"].as_py()
+
+
+def pc_max(keys: pa.Array) -> str:
+    return pa.compute.min_max(keys)["max"].as_py()

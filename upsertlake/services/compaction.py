@@ -15,9 +15,11 @@ its files deleted, the inflight file removed) and run again by the next `compact
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -40,7 +42,15 @@ from upsertlake.layout.file_system_view import (
     LogFile,
     base_file_name,
 )
-from upsertlake.layout.file_writer import file_writer_config, full_schema, marker_path, write_base_file
+from upsertlake.layout.file_writer import (
+    DICTIONARY_SAMPLE,
+    dictionary_pages,
+    file_writer_config,
+    full_schema,
+    marker_path,
+    write_base_file,
+)
+from upsertlake.layout.footer import resumed_bloom, resumed_key_range
 from upsertlake.layout.markers import delete_written, marker_folder
 from upsertlake.layout.slice_reader import Merge, merge_inputs, slice_inputs
 from upsertlake.logfile.blocks import CommandBlock, CorruptBlock, DataBlock, DeleteBlock
@@ -162,7 +172,9 @@ OperationMap = Callable[[Callable[[tuple[int, CompactionOperation]], WriteStat],
 
 
 def in_process(fn: Callable[[tuple[int, CompactionOperation]], WriteStat], ops: list) -> list[WriteStat]:
-    return [fn(op) for op in ops]
+    """Each operation on a thread of this process, one per CPU (parquet and Arrow release the GIL)."""
+    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(ops) or 1))) as pool:
+        return list(pool.map(fn, ops))
 
 
 # -- the timeline of compactions ------------------------------------------------------------------
@@ -474,11 +486,20 @@ def compact_operation(
     merged = merge_inputs(base, blocks, merge, schema)
     name = base_file_name(op.file_id, f"{n}-0-0", instant_time)
     path = f"{op.partition_path}/{name}" if op.partition_path else name
-    merged = merged.set_column(4, schema.field(4), pa.array([name] * merged.num_rows, pa.string()))
+    names = pa.DictionaryArray.from_arrays(pa.array(np.zeros(merged.num_rows, np.int32)), pa.array([name]))
+    merged = merged.set_column(4, schema.field(4), names.cast(pa.string()))
+    counts, added = _merge_counts(base, blocks, merge, merged)
+    config = file_writer_config(cfg)
+    footer, kept = _previous_version(storage, sl.base, schema) if sl.base is not None else ({}, None)
+    bloom = key_range = None
+    if base is not None and counts["deletes"] == 0:
+        # Every base key is still there, and the logs added `added`: the base file's filter and
+        # key range plus those keys, as copy-on-write rewrites resume them.
+        bloom = resumed_bloom(footer, base.num_rows, added, config)
+        key_range = resumed_key_range(footer, added) if bloom is not None else None
     storage.write_if_absent(marker_path(instant_time, op.partition_path, name, "MERGE" if base is not None else "CREATE"), b"")
-    size = write_base_file(storage, path, merged, file_writer_config(cfg))
+    size = write_base_file(storage, path, merged, config, bloom, key_range, kept)
     wrote = time.monotonic()
-    counts = _merge_counts(base, blocks, merge, merged)
     log_bytes = sum(info.size for lf in sl.logs if (info := storage.stat(lf.path)) is not None)
     return WriteStat(
         fileId=op.file_id,
@@ -508,9 +529,21 @@ def compact_operation(
     )
 
 
-def _merge_counts(base: pa.Table | None, blocks: list, merge: Merge, merged: pa.Table) -> dict[str, int]:
-    """The counts Hudi's compaction write stat reports: log records and blocks read, keys the
-    logs touched, base records updated and deleted."""
+def _previous_version(storage: Storage, base: BaseFile, schema: pa.Schema) -> tuple[dict[bytes, bytes], frozenset[str] | None]:
+    """The base file's footer when we wrote it (Hudi's writers' filters are not reused: some miss
+    their keys), and the columns it dictionary-encodes when that choice can be kept (we wrote it
+    with every column, from enough rows), so the new version is not sampled again."""
+    metadata = storage.parquet_file(base.path).metadata
+    if not metadata.created_by.startswith("parquet-cpp"):
+        return {}, None
+    complete = set(schema.names) <= {metadata.schema.column(i).path for i in range(metadata.num_columns)}
+    kept = frozenset(dictionary_pages(metadata)) if complete and metadata.num_rows >= DICTIONARY_SAMPLE else None
+    return metadata.metadata or {}, kept
+
+
+def _merge_counts(base: pa.Table | None, blocks: list, merge: Merge, merged: pa.Table) -> tuple[dict[str, int], pa.Array]:
+    """The counts Hudi's compaction write stat reports (log records and blocks read, keys the logs
+    touched, base records updated and deleted), and the keys the new file adds to the base's."""
     rolled_back = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
     live = [
         b for b in blocks
@@ -521,14 +554,11 @@ def _merge_counts(base: pa.Table | None, blocks: list, merge: Merge, merged: pa.
         for b in live
     ]
     log_keys = pc.unique(pa.chunked_array([k for col in keys for k in _chunks(col)], pa.string())) if keys else pa.array([], pa.string())
-    out_keys = merged.column("_hoodie_record_key")
-    updates = deletes = 0
-    if base is not None and base.num_rows:
-        base_keys = base.column("_hoodie_record_key")
-        deletes = int(np.count_nonzero(~np.asarray(pc.is_in(base_keys, value_set=out_keys.combine_chunks()))))
-        in_base = pc.is_in(out_keys, value_set=base_keys.combine_chunks())
-        touched = pc.is_in(out_keys, value_set=log_keys)
-        updates = int(pc.sum(pc.and_(in_base, touched)).as_py() or 0)
+    written = pc.is_in(log_keys, value_set=merged.column("_hoodie_record_key").combine_chunks())
+    in_base = pc.is_in(log_keys, value_set=base.column("_hoodie_record_key").combine_chunks()) if base is not None else None
+    added = log_keys.filter(pc.and_not(written, in_base) if in_base is not None else written)
+    updates = int(pc.sum(pc.and_(written, in_base)).as_py() or 0) if in_base is not None else 0
+    deletes = base.num_rows - (merged.num_rows - len(added)) if base is not None else 0
     return {
         "log_records": sum(len(k) for k in keys),
         "log_keys": len(log_keys),
@@ -537,7 +567,7 @@ def _merge_counts(base: pa.Table | None, blocks: list, merge: Merge, merged: pa.
         "rollbacks": sum(1 for b in blocks if isinstance(b, CommandBlock)),
         "updates": updates,
         "deletes": deletes,
-    }
+    }, added
 
 
 def _chunks(col: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
