@@ -648,3 +648,17 @@ def pc_min(keys: pa.Array) -> str:
 
 def pc_max(keys: pa.Array) -> str:
     return pa.compute.min_max(keys)["max"].as_py()
+
+
+@pytest.mark.spark
+def test_compaction_on_spark_merges_each_slice_as_a_task(spark, tmp_path: Path) -> None:
+    import upsertlake.spark as uls
+
+    ours = hudi_before_compaction(tmp_path / "spark")
+    local = hudi_before_compaction(tmp_path / "local")
+    on_spark = uls.compact(spark, str(ours))
+    in_process = open_table(local).compact()
+    assert (on_spark.operations, on_spark.log_files_compacted, on_spark.records_written) == (3, 4, 6)
+    assert (in_process.operations, in_process.log_files_compacted, in_process.records_written) == (3, 4, 6)
+    assert without_file_name(open_table(ours).read()).equals(without_file_name(open_table(local).read()))
+    check_reads(open_table(ours), ours, windows=False)
