@@ -383,6 +383,10 @@ def _parse_instant(timeline: Timeline, inst: Instant, rel: str) -> None:
     if inst.action in WRITE_ACTIONS and inst.is_completed:
         timeline.commit_metadata(inst)
         return
+    if inst.action is Action.COMPACTION:  # the plan is in the requested file, whatever the state
+        plan = timeline.path(inst.with_state(State.REQUESTED))
+        documents.decode(timeline.storage.read_bytes(plan), plan)
+        return
     data = timeline.document(inst)
     if not data.strip():
         return
@@ -403,6 +407,8 @@ def what_it_breaks(inst: Instant) -> str:
         )
     if inst.action in WRITE_ACTIONS:
         return "a pending write whose plan cannot be read; rolling it back deletes its files and instant files"
+    if inst.action is Action.COMPACTION:
+        return "`compact` can neither run this compaction plan nor plan another while it is pending: put back a good copy"
     return f"the {inst.action.value} it records cannot be read"
 
 
