@@ -173,6 +173,7 @@ def test_an_explicit_rollback_returns_an_inflight_compaction_to_its_plan(tmp_pat
     kill_mid_compaction(path)
     table = open_table(path)
     [pending] = Timeline.load(table.storage).pending_compactions()
+    time.sleep(0.3)  # its heartbeat expires: a live compaction is not pulled from under its compactor
     done = table.rollback(pending.time)
     assert done.action is Action.ROLLBACK and done.is_completed
     [still] = Timeline.load(table.storage).pending_compactions()
@@ -195,9 +196,11 @@ def test_a_live_compaction_is_left_to_its_compactor(tmp_path: Path) -> None:
     beat = Heartbeat(table.storage, pending.time, 100).start()
     try:
         result = table.compact(FAST_HEARTBEAT)
+        assert not result.compacted and result.reason.endswith(f"compaction {pending.time} is running in another process")
+        with pytest.raises(ServiceError, match=f"compaction {pending.time} is running \\(its heartbeat is alive\\)"):
+            table.rollback(pending.time)
     finally:
         beat.stop()
-    assert not result.compacted and result.reason.endswith(f"compaction {pending.time} is running in another process")
     assert list(path.rglob(f"*_{pending.time}.parquet"))
 
 
@@ -696,3 +699,60 @@ def test_the_doctor_reports_an_unreadable_compaction_plan(tmp_path: Path) -> Non
     assert (check, where, problem, fix) == ("instant", f".hoodie/{plan.time}.compaction.requested", True, None)
     assert message.startswith(f"cannot parse .hoodie/{plan.time}.compaction.requested")
     assert message.endswith("nor plan another while it is pending: put back a good copy")
+
+
+def test_a_compaction_that_fails_goes_back_to_its_plan_and_leaves_the_reads_alone(tmp_path: Path) -> None:
+    from upsertlake.errors import MissingFileError
+    from upsertlake.services.compaction import schedule
+
+    path = hudi_before_compaction(tmp_path)
+    before = open_table(path).read()
+    [log] = [f for f in path.rglob(".*.log.*") if "sao_paulo" in str(f)]
+    moved = log.rename(tmp_path / log.name)
+    with pytest.raises(MissingFileError, match=log.name):  # a committed file is missing: no plan
+        open_table(path).compact()
+    assert Timeline.load(open_table(path).storage).pending_compactions() == []
+    moved.rename(log)
+    table = open_table(path)
+    planned = schedule(table.storage, table._service_lock(), table.config, table.options)
+    moved = log.rename(tmp_path / log.name)  # gone after the plan: the execution fails midway
+    with pytest.raises(MissingFileError, match=log.name):
+        open_table(path).compact()
+    [plan] = Timeline.load(open_table(path).storage).pending_compactions()
+    assert plan.state is State.REQUESTED and plan.time == planned.time
+    assert not list(path.rglob(f"*_{plan.time}.parquet"))
+    assert [i.action for i in open_table(path).timeline() if i.time > plan.time] == [Action.ROLLBACK]
+    moved.rename(log)
+    assert_same(open_table(path).read(), before, "snapshot after the failed compaction")
+    with pytest.raises(ServiceError, match=f"compaction {plan.time} is not inflight"):
+        open_table(path).rollback(plan.time)
+    result = open_table(path).compact()
+    assert result.instant_time == plan.time and result.operations == 3
+    assert without_file_name(open_table(path).read()).equals(without_file_name(before))
+
+
+def test_a_plan_another_compactor_took_is_not_executed_twice(tmp_path: Path) -> None:
+    from upsertlake.services.compaction import execute, schedule
+
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    table = open_table(path)
+    plan = schedule(table.storage, table._service_lock(), table.config, table.options)
+    execute(table.storage, table._service_lock(), table.options, plan)
+    with pytest.raises(ServiceError, match=f"compaction {plan.time} is not a requested plan"):
+        execute(table.storage, table._service_lock(), table.options, plan)
+
+
+def test_inline_compaction_runs_after_the_deltacommit_that_makes_it_due(tmp_path: Path) -> None:
+    """The hook a writer calls after each commit (Table.services_after_commit): with
+    hoodie.compact.inline on, a compaction once max.delta.commits deltacommits followed the last."""
+    path = mor_fixture(V8, tmp_path)
+    inline = {"hoodie.compact.inline": True, "hoodie.compact.inline.max.delta.commits": 2}
+    open_table(path).services_after_commit(inline)  # one deltacommit since Hudi's compaction: not due
+    assert not [i for i in open_table(path).timeline() if i.action.value == "commit" and i.time > HUDI_COMPACTION]
+    writer = start_deltacommit(path, {SAO_PAULO[0]: [SAO_PAULO[1]]})
+    complete_deltacommit(path, writer, append_update(path, writer, "rider-G", 5.0, writer, 1), SAO_PAULO[1])
+    before = open_table(path).read()
+    open_table(path).services_after_commit(inline)
+    [ours] = [i for i in open_table(path).timeline() if i.action.value == "commit" and i.time > writer]
+    assert CommitMetadata.from_bytes(next(timeline_dir(path).glob(f"{ours.time}_*.commit")).read_bytes()).compacted
+    assert without_file_name(open_table(path).read()).equals(without_file_name(before))

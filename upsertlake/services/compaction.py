@@ -34,7 +34,7 @@ from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
-from upsertlake.errors import ConfigError, CorruptTableError, SchemaError, ServiceError
+from upsertlake.errors import ConfigError, CorruptTableError, SchemaError, ServiceError, UnsupportedTableError
 from upsertlake.layout.file_system_view import (
     BaseFile,
     FileSlice,
@@ -178,11 +178,6 @@ def in_process(fn: Callable[[tuple[int, CompactionOperation]], WriteStat], ops: 
 
 
 # -- the timeline of compactions ------------------------------------------------------------------
-def is_compaction_commit(timeline: Timeline, instant: Instant) -> bool:
-    """A completed `commit` that completed a compaction plan (its requested file is beside it)."""
-    return instant.action is Action.COMMIT and timeline.get(instant.time, Action.COMPACTION) is not None
-
-
 def read_plan(timeline: Timeline, instant: Instant) -> list[CompactionOperation]:
     """The operations of a compaction plan (its `.compaction.requested`)."""
     path = timeline.layout.path(Instant(instant.time, Action.COMPACTION, State.REQUESTED))
@@ -302,22 +297,28 @@ def schedule(storage: Storage, lock: TableLock, config: TableConfig, cfg: Config
     """Plan a compaction under the table lock (`.compaction.requested`); None when no slice has
     log files to compact. Raises ServiceError where Hudi refuses to schedule (see `_busy_groups`)."""
     check_compactable(config)
+    strategy(cfg)
     with lock.hold():
-        drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
-        timeline = Timeline.load(storage)
-        busy = compaction_file_groups(timeline) | _busy_groups(timeline) | _clustering_groups(timeline)
-        ops = plan_operations(timeline, cfg, busy)
-        if not ops:
-            return None
-        plan = {
-            "operations": [op.to_avro() for op in ops],
-            "extraMetadata": {},
-            "version": PLAN_VERSION,
-            "strategy": None,
-            "preserveHoodieMetadata": True,
-            "missingSchedulePartitions": None,
-        }
-        requested = create_requested(storage, Action.COMPACTION, documents.encode(PLAN_SCHEMA, plan))
+        return _schedule(storage, cfg)
+
+
+def _schedule(storage: Storage, cfg: Config) -> Instant | None:
+    """`schedule`, the lock held."""
+    drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
+    timeline = Timeline.load(storage)
+    busy = compaction_file_groups(timeline) | _busy_groups(timeline) | _clustering_groups(timeline)
+    ops = plan_operations(timeline, cfg, busy)
+    if not ops:
+        return None
+    plan = {
+        "operations": [op.to_avro() for op in ops],
+        "extraMetadata": {},
+        "version": PLAN_VERSION,
+        "strategy": None,
+        "preserveHoodieMetadata": True,
+        "missingSchedulePartitions": None,
+    }
+    requested = create_requested(storage, Action.COMPACTION, documents.encode(PLAN_SCHEMA, plan))
     log.info("scheduled compaction %s of %d file slice(s)", requested.time, len(ops))
     return requested
 
@@ -325,6 +326,11 @@ def schedule(storage: Storage, lock: TableLock, config: TableConfig, cfg: Config
 def check_compactable(config: TableConfig) -> None:
     if not config.is_merge_on_read:
         raise ServiceError(f"table {config.name!r} is {config.table_type}: only merge-on-read tables are compacted")
+    if not config.populate_meta_fields:
+        raise UnsupportedTableError(
+            "compacting merge-on-read tables without meta fields (hoodie.populate.meta.fields=false) is not "
+            "supported: their log records are merged by _hoodie_record_key"
+        )
 
 
 def _busy_groups(timeline: Timeline) -> set[tuple[str, str]]:
@@ -375,26 +381,54 @@ def _clustering_groups(timeline: Timeline) -> set[tuple[str, str]]:
 def compact(
     storage: Storage, lock: TableLock, config: TableConfig, cfg: Config, map_ops: OperationMap = in_process
 ) -> CompactionResult:
-    """Run the oldest pending compaction (one a dead compactor left inflight is rolled back to
-    its plan first), else schedule one and run it; a result without instant says why not."""
+    """Run the oldest pending compaction (one a dead compactor left inflight is rolled back to its
+    plan first), else schedule one and run it; a result without instant says why not. The plan is
+    chosen and claimed (inflight, with its heartbeat) under one hold of the table lock, so two
+    compactors never run one plan."""
     check_compactable(config)
     strategy(cfg)
-    timeline = Timeline.load(storage)
     recovered = False
-    target = None
-    for inst in timeline.pending_compactions():
-        if inst.state is State.INFLIGHT:
-            if not _is_dead(storage, inst, cfg):
-                continue  # another compactor runs it
-            rollback_inflight(storage, lock, inst)
-            recovered = True
-        target = inst.with_state(State.REQUESTED)
-        break
-    if target is None:
-        target = schedule(storage, lock, config, cfg)
+    with lock.hold():
+        timeline = Timeline.load(storage)
+        target = None
+        for inst in timeline.pending_compactions():
+            if inst.state is State.INFLIGHT:
+                if not _is_dead(storage, inst, cfg):
+                    continue  # another compactor runs it
+                _rollback_inflight(storage, inst)
+                recovered = True
+            target = inst.with_state(State.REQUESTED)
+            break
+        if target is None:
+            target = _schedule(storage, cfg)
         if target is None:
             return CompactionResult(None, reason=nothing_to_compact(Timeline.load(storage)))
-    return execute(storage, lock, cfg, target, map_ops, recovered)
+        inflight, heartbeat = _claim(storage, target, cfg)
+    return _run(storage, lock, cfg, inflight, heartbeat, map_ops, recovered)
+
+
+def execute(
+    storage: Storage, lock: TableLock, cfg: Config, requested: Instant, map_ops: OperationMap = in_process
+) -> CompactionResult:
+    """Execute a requested plan: inflight, one new base file per operation, the commit."""
+    with lock.hold():
+        current = Timeline.load(storage).get(requested.time, Action.COMPACTION)
+        if current is None or current.state is not State.REQUESTED:
+            state = "gone" if current is None else current.state.value
+            raise ServiceError(f"compaction {requested.time} is not a requested plan ({state}): another compactor took it")
+        inflight, heartbeat = _claim(storage, requested, cfg)
+    return _run(storage, lock, cfg, inflight, heartbeat, map_ops)
+
+
+def _claim(storage: Storage, requested: Instant, cfg: Config) -> tuple[Instant, Heartbeat]:
+    """The lock held: the plan goes inflight, its heartbeat beating first (a compactor that sees
+    it inflight sees it alive)."""
+    heartbeat = Heartbeat(storage, requested.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)).start()
+    try:
+        return transition(storage, requested, State.INFLIGHT), heartbeat
+    except BaseException:
+        heartbeat.stop()
+        raise
 
 
 def _is_dead(storage: Storage, inst: Instant, cfg: Config) -> bool:
@@ -407,30 +441,29 @@ def nothing_to_compact(timeline: Timeline) -> str:
     return f"no file slice has log files to compact{running}"
 
 
-def execute(
+def _run(
     storage: Storage,
     lock: TableLock,
     cfg: Config,
-    requested: Instant,
-    map_ops: OperationMap = in_process,
+    inflight: Instant,
+    heartbeat: Heartbeat,
+    map_ops: OperationMap,
     recovered: bool = False,
 ) -> CompactionResult:
-    """Execute a requested plan: inflight, one new base file per operation, the commit."""
+    """Write the new base files of a claimed plan and commit them. An error rolls the plan back
+    to requested (its files deleted) and is raised: the table reads as before, the plan stays."""
     started = time.monotonic()
-    heartbeat = Heartbeat(storage, requested.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)).start()
     try:
-        with lock.hold():
-            timeline = Timeline.load(storage)
-            ops = read_plan(timeline, requested)
-            inflight = transition(storage, requested, State.INFLIGHT)
-        schema_json = _schema_before(timeline, requested.time) or TableConfig.load(storage).create_schema
+        timeline = Timeline.load(storage)
+        ops = read_plan(timeline, inflight)
+        schema_json = _schema_before(timeline, inflight.time) or TableConfig.load(storage).create_schema
         if not schema_json:
             raise SchemaError("the table has no schema to compact with")
         config = TableConfig.load(storage)
         merge = Merge(
             config.precombine_field,
             config.merge_mode,
-            frozenset(i.time for i in timeline.completed_writes() if i.time < requested.time),
+            frozenset(i.time for i in timeline.completed_writes() if i.time < inflight.time),
         )
         write = partial(
             compact_operation, storage, instant_time=inflight.time,
@@ -442,14 +475,19 @@ def execute(
             by_partition[s.partitionPath].append(s)
         metadata = CommitMetadata(dict(by_partition), OPERATION, {"schema": schema_json}, compacted=True)
         with lock.hold():
-            done = Instant(inflight.time, Action.COMMIT, State.INFLIGHT)
-            transition(storage, done, State.COMPLETED, metadata.to_json_bytes())
+            lock.fence()
+            transition(storage, Instant(inflight.time, Action.COMMIT, State.INFLIGHT), State.COMPLETED, metadata.to_json_bytes())
+    except Exception:
+        with lock.hold():
+            if not _completed(storage, inflight.time):
+                _rollback_inflight(storage, inflight)
+        raise
     finally:
         heartbeat.stop()
-    storage.delete_dir(marker_folder(requested.time))
-    log.info("compacted %d file slice(s) at %s in %.2f s", len(ops), requested.time, time.monotonic() - started)
+    storage.delete_dir(marker_folder(inflight.time))
+    log.info("compacted %d file slice(s) at %s in %.2f s", len(ops), inflight.time, time.monotonic() - started)
     return CompactionResult(
-        requested.time,
+        inflight.time,
         operations=len(ops),
         log_files_compacted=sum(s.totalLogFilesCompacted for s in stats),
         records_written=sum(s.numWrites for s in stats),
@@ -576,39 +614,49 @@ def _chunks(col: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
 
 
 # -- failure -----------------------------------------------------------------------------------
-def rollback_inflight(storage: Storage, lock: TableLock, inflight: Instant) -> Instant:
+def rollback_inflight(storage: Storage, lock: TableLock, inflight: Instant, cfg: Config | None = None) -> Instant:
     """Hudi's rollbackInflightCompaction: a `.rollback` instant records the files deleted, then
     the compaction goes back to requested (its plan kept) to be executed again. Returns the
-    rollback instant."""
-    started = time.monotonic()
+    rollback instant. Refused while its compactor's heartbeat beats (`cfg`'s heartbeat settings)."""
     with lock.hold():
         current = Timeline.load(storage).get(inflight.time, Action.COMPACTION)
         if current is None or current.state is not State.INFLIGHT or _completed(storage, inflight.time):
             raise ServiceError(f"compaction {inflight.time} is not inflight: nothing to roll back")
-        target = {"commitTime": inflight.time, "action": Action.COMPACTION.value}
-        plan = {"instantToRollback": target, "RollbackRequests": [], "version": 1}
-        requested = create_requested(storage, Action.ROLLBACK, documents.encode(ROLLBACK_PLAN_SCHEMA, plan))
-        rolling = transition(storage, requested, State.INFLIGHT)
-        deleted = delete_written(storage, inflight.time, named_logs=False)
-        storage.delete(table_layout(storage).path(current))  # back to requested
-        storage.delete(heartbeat_path(inflight.time))
-        by_partition: dict[str, list[str]] = defaultdict(list)
-        for path in deleted:
-            by_partition[path.rpartition("/")[0]].append(storage.full_path(path))
-        meta = {
-            "startRollbackTime": requested.time,
-            "timeTakenInMillis": int((time.monotonic() - started) * 1000),
-            "totalFilesDeleted": len(deleted),
-            "commitsRollback": [inflight.time],
-            "partitionMetadata": {
-                p: {"partitionPath": p, "successDeleteFiles": files, "failedDeleteFiles": [],
-                    "rollbackLogFiles": None, "writtenLogFiles": None}
-                for p, files in by_partition.items()
-            },
-            "version": 1,
-            "instantsRollback": [target],
-        }
-        done = transition(storage, rolling, State.COMPLETED, documents.encode(ROLLBACK_METADATA_SCHEMA, meta))
+        if not _is_dead(storage, current, cfg or Config.resolve(None)):
+            raise ServiceError(
+                f"compaction {inflight.time} is running (its heartbeat is alive): stop its compactor, or wait for "
+                "it to end or for its heartbeat to expire"
+            )
+        return _rollback_inflight(storage, current)
+
+
+def _rollback_inflight(storage: Storage, inflight: Instant) -> Instant:
+    """`rollback_inflight`, the lock held."""
+    started = time.monotonic()
+    target = {"commitTime": inflight.time, "action": Action.COMPACTION.value}
+    plan = {"instantToRollback": target, "RollbackRequests": [], "version": 1}
+    requested = create_requested(storage, Action.ROLLBACK, documents.encode(ROLLBACK_PLAN_SCHEMA, plan))
+    rolling = transition(storage, requested, State.INFLIGHT)
+    deleted = delete_written(storage, inflight.time, named_logs=False)
+    storage.delete(table_layout(storage).path(inflight.with_state(State.INFLIGHT)))  # back to requested
+    storage.delete(heartbeat_path(inflight.time))
+    by_partition: dict[str, list[str]] = defaultdict(list)
+    for path in deleted:
+        by_partition[path.rpartition("/")[0]].append(storage.full_path(path))
+    meta = {
+        "startRollbackTime": requested.time,
+        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+        "totalFilesDeleted": len(deleted),
+        "commitsRollback": [inflight.time],
+        "partitionMetadata": {
+            p: {"partitionPath": p, "successDeleteFiles": files, "failedDeleteFiles": [],
+                "rollbackLogFiles": None, "writtenLogFiles": None}
+            for p, files in by_partition.items()
+        },
+        "version": 1,
+        "instantsRollback": [target],
+    }
+    done = transition(storage, rolling, State.COMPLETED, documents.encode(ROLLBACK_METADATA_SCHEMA, meta))
     log.info("rolled back inflight compaction %s (%d file(s)); its plan stays requested", inflight.time, len(deleted))
     return done
 

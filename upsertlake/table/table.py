@@ -172,7 +172,8 @@ class Table:
         try:
             timeline = Timeline.load(self.storage)
             if self.config.is_merge_on_read and cfg.get(opt.COMPACT_INLINE) and compaction_due(timeline, cfg):
-                self._compact(cfg, map_groups)
+                # A distributed writer's `map_groups` runs the slices as its tasks; in process, threads.
+                self._compact(cfg, compact_in_process if map_groups is in_process else map_groups)
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(timeline, cfg):
                 self._cluster(cfg, map_groups)
@@ -251,7 +252,7 @@ class Table:
         when = self._instant(instant)
         compaction = next((i for i in Timeline.load(self.storage).pending_compactions() if i.time == when), None)
         if compaction is not None:
-            return rollback_inflight(self.storage, self._service_lock(), compaction)
+            return rollback_inflight(self.storage, self._service_lock(), compaction, self.options)
         if self.config.is_merge_on_read:
             check_writable_type(self.config.table_type, f"table {self.name!r} is")  # deltacommits: the write path's
         done = rollback(self.storage, self._service_lock(), when, self.options)
