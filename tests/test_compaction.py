@@ -26,7 +26,7 @@ from tests.test_mor_read import MOR_TABLES, mor_fixture
 from upsertlake import open_table
 from upsertlake.config import Config
 from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError
-from upsertlake.services.compaction import compaction_due, delta_commits_since_compaction
+from upsertlake.services.compaction_plan import compaction_due, delta_commits_since_compaction
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import Action, State
@@ -126,7 +126,7 @@ def test_plan_and_commit_are_the_documents_hudi_wrote(tmp_path: Path) -> None:
 KILLER = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
-import upsertlake.services.compaction as compaction
+import upsertlake.services.compaction_slice as compaction
 from upsertlake import open_table
 real = compaction.write_base_file
 def write_then_die(*args, **kwargs):
@@ -448,7 +448,7 @@ def test_archive_keeps_a_compaction_plan_with_its_commit_and_stops_at_a_pending_
 @pytest.mark.parametrize("name", ["mor_v6_trips_8i1u", V8])
 def test_restore_rolls_back_deltacommits_and_compactions_after_the_savepoint(tmp_path: Path, name: str) -> None:
     from upsertlake.logfile import CommandBlock, read_blocks
-    from upsertlake.services.compaction import schedule
+    from upsertlake.services.compaction_plan import schedule
 
     path = mor_fixture(name, tmp_path)
     table = open_table(path)
@@ -548,7 +548,8 @@ def test_v8_a_deltacommit_completing_after_the_plan_goes_to_the_next_slice(tmp_p
     """Layout 2: a write started before the plan and completed after it appends to the slice the
     plan starts (Hudi 1.x places a log by its deltacommit's completion); the plan takes only the
     logs completed before it. Compaction and readers agree, and so does Hudi's reader."""
-    from upsertlake.services.compaction import execute, read_plan, schedule
+    from upsertlake.services.compaction import execute
+    from upsertlake.services.compaction_plan import read_plan, schedule
 
     path = mor_fixture(V8, tmp_path)
     writer = start_deltacommit(path, {SAO_PAULO[0]: [SAO_PAULO[1]]})
@@ -574,7 +575,7 @@ def test_v6_a_plan_leaves_out_the_groups_a_pending_write_appends_to(tmp_path: Pa
     """Layout 1 names a log by its slice: a write started before the plan appends to the old
     slice. Hudi refuses to schedule past an earlier inflight write; we leave out the groups its
     workload profile names, and refuse while it has not said."""
-    from upsertlake.services.compaction import read_plan, schedule
+    from upsertlake.services.compaction_plan import read_plan, schedule
     from tests.conftest import tree_digest
 
     path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
@@ -624,7 +625,7 @@ def test_a_compacted_base_files_footer_holds_every_key(tmp_path: Path, monkeypat
     new = new.set_column(new.schema.get_field_index("uuid"), "uuid", pa.array(["0000-new-key"]))
     (path / log).write_bytes(append_blocks([data_block(first, pa.concat_tables([block.records, new]), block.schema_json)]))
     complete_deltacommit(path, first, log, SAO_PAULO[1])
-    import upsertlake.services.compaction as compaction
+    import upsertlake.services.compaction_slice as compaction
 
     resumed = []
     real = compaction.resumed_bloom
@@ -671,7 +672,7 @@ def test_the_timeline_shows_a_completed_compaction_as_its_commit_and_a_pending_p
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from upsertlake.cli import main
-    from upsertlake.services.compaction import schedule
+    from upsertlake.services.compaction_plan import schedule
 
     path = hudi_before_compaction(tmp_path)
 
@@ -688,7 +689,7 @@ def test_the_timeline_shows_a_completed_compaction_as_its_commit_and_a_pending_p
 
 
 def test_the_doctor_reports_an_unreadable_compaction_plan(tmp_path: Path) -> None:
-    from upsertlake.services.compaction import schedule
+    from upsertlake.services.compaction_plan import schedule
 
     path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
     table = open_table(path)
@@ -703,7 +704,7 @@ def test_the_doctor_reports_an_unreadable_compaction_plan(tmp_path: Path) -> Non
 
 def test_a_compaction_that_fails_goes_back_to_its_plan_and_leaves_the_reads_alone(tmp_path: Path) -> None:
     from upsertlake.errors import MissingFileError
-    from upsertlake.services.compaction import schedule
+    from upsertlake.services.compaction_plan import schedule
 
     path = hudi_before_compaction(tmp_path)
     before = open_table(path).read()
@@ -732,7 +733,8 @@ def test_a_compaction_that_fails_goes_back_to_its_plan_and_leaves_the_reads_alon
 
 
 def test_a_plan_another_compactor_took_is_not_executed_twice(tmp_path: Path) -> None:
-    from upsertlake.services.compaction import execute, schedule
+    from upsertlake.services.compaction import execute
+    from upsertlake.services.compaction_plan import schedule
 
     path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
     table = open_table(path)

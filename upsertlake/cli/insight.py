@@ -16,7 +16,7 @@ from upsertlake.cli.output import CliError, format_records, human_bytes, human_d
 from upsertlake.config.table_config import BACKUP_FILE, PROPERTIES_FILE, TableConfig
 from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
-from upsertlake.services.compaction import compaction_backlog
+from upsertlake.services.compaction_plan import compaction_backlog
 from upsertlake.services.doctor import properties_disagreements
 from upsertlake.storage import Storage
 from upsertlake.table.table import Table

@@ -14,7 +14,7 @@ from upsertlake.cli.output import CliError, format_records, human_bytes, parse_o
 from upsertlake.config import options as opt
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.services.cluster import small_file_limit
-from upsertlake.services.compaction import compaction_backlog
+from upsertlake.services.compaction_plan import compaction_backlog
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 

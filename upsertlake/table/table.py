@@ -38,14 +38,9 @@ from upsertlake.concurrency.lock import TableLock, make_lock
 from upsertlake.services.archive import archive
 from upsertlake.services.doctor import refuse_damaged_table
 from upsertlake.services.clean import CleanResult, clean, clean_due
-from upsertlake.services.compaction import (
-    CompactionResult,
-    OperationMap,
-    compact,
-    compaction_due,
-    rollback_inflight,
-)
+from upsertlake.services.compaction import CompactionResult, OperationMap, compact, rollback_inflight
 from upsertlake.services.compaction import in_process as compact_in_process
+from upsertlake.services.compaction_plan import compaction_due
 from upsertlake.services.cluster import (
     ClusterResult,
     GroupMap,
