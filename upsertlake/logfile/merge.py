@@ -28,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.errors import SchemaError
-from upsertlake.logfile.blocks import Block, CommandBlock, DataBlock, DeleteBlock
+from upsertlake.errors import ConfigError, SchemaError
+from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock
 from upsertlake.schema import conform
 
 IS_DELETED = "_hoodie_is_deleted"
@@ -51,7 +51,7 @@ def merge_slice(
     """The slice's records after merging `blocks` (in log order) into `base` (None: a log-only
     file group). `valid_instants`: the instants whose blocks count (a set, or a predicate)."""
     if mode not in MERGE_MODES:
-        raise ValueError(f"merge mode {mode!r} is not one of {MERGE_MODES}")
+        raise ConfigError(f"merge mode {mode!r} is not one upsertlake merges by ({', '.join(MERGE_MODES)})")
     is_valid = valid_instants if callable(valid_instants) else valid_instants.__contains__
     rolled_back = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
     live = [
