@@ -11,6 +11,7 @@ import pytest
 
 from helpers import hudi_read
 from test_logfile import unzip_mor
+from upsertlake.errors import ConfigError
 from upsertlake.logfile import Block, read_blocks, rollback_block
 from upsertlake.logfile.blocks import DataBlock, DeleteBlock
 from upsertlake.logfile.merge import merge_slice
@@ -121,7 +122,7 @@ def test_a_log_only_file_group_takes_the_last_data_blocks_schema_or_the_one_give
 def test_without_an_ordering_field_event_time_keeps_the_later_write() -> None:
     out = merge_slice(BASE, [records("1", [("a", 1, "a1")])], KEY, None, EVENT, ALL)
     assert out.column("v").to_pylist() == ["a1", "b0", "c0"]
-    with pytest.raises(ValueError, match="merge mode 'CUSTOM'"):
+    with pytest.raises(ConfigError, match="merge mode 'CUSTOM' is not one upsertlake merges by"):
         merge_slice(BASE, [], KEY, "ts", "CUSTOM", ALL)  # type: ignore[arg-type]
 
 
