@@ -21,6 +21,15 @@ def unzip_hudi_table(name: str, dest: Path) -> Path:
     return dest / name
 
 
+def unzip_mor_table(name: str, dest: Path) -> Path:
+    """Unzip `mor/<name>.zip` (a merge-on-read table Hudi wrote) into dest; returns the table's folder."""
+    with zipfile.ZipFile(HUDI_TABLES / "mor" / f"{name}.zip") as zf:
+        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
+        zf.extractall(dest, members)
+    (table,) = {dest / m.split("/")[0] for m in members}
+    return table
+
+
 @pytest.fixture
 def hudi_table(tmp_path: Path):
     """A function that unzips a reference table into this test's temporary folder."""

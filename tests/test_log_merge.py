@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import hudi_read
-from test_logfile import unzip_mor
+from tests.conftest import unzip_mor_table
 from upsertlake.errors import ConfigError
 from upsertlake.logfile import Block, read_blocks, rollback_block
 from upsertlake.logfile.blocks import DataBlock, DeleteBlock
@@ -157,7 +157,7 @@ V8_INSTANTS = [
 
 @pytest.mark.parametrize("as_of", V8_INSTANTS)
 def test_the_v8_fixture_merges_as_the_hudi_reader_reads_it(tmp_path: Path, as_of: str) -> None:
-    table = unzip_mor("mor_v8_trips_8i3u1d", tmp_path)
+    table = unzip_mor_table("mor_v8_trips_8i3u1d", tmp_path)
     columns = ["_hoodie_commit_time", "_hoodie_commit_seqno", KEY, "ts", "rider", "driver", "fare", "city"]
 
     def view(rows: list[dict]) -> list[dict]:
@@ -173,7 +173,7 @@ def test_the_v8_fixture_merges_as_the_hudi_reader_reads_it(tmp_path: Path, as_of
 
 
 def test_the_v6_fixture_merges_by_commit_time_as_the_hudi_reader_reads_it(tmp_path: Path) -> None:
-    table = unzip_mor("mor_v6_trips_8i1u", tmp_path)
+    table = unzip_mor_table("mor_v6_trips_8i1u", tmp_path)
     instants = ["20250331030642808", "20250331030645735"]
     ours = snapshot_by_slices(table, instants[-1], instants, COMMIT)
     hudi = hudi_read(table).to_pylist()
