@@ -758,3 +758,20 @@ def test_inline_compaction_runs_after_the_deltacommit_that_makes_it_due(tmp_path
     [ours] = [i for i in open_table(path).timeline() if i.action.value == "commit" and i.time > writer]
     assert CommitMetadata.from_bytes(next(timeline_dir(path).glob(f"{ours.time}_*.commit")).read_bytes()).compacted
     assert without_file_name(open_table(path).read()).equals(without_file_name(before))
+
+
+def test_no_write_conflicts_with_a_compaction_that_completed_beside_it(tmp_path: Path) -> None:
+    """Optimistic concurrency: a deltacommit appending to a file group a compaction rewrote while
+    it ran neither conflicts nor re-merges (the compaction changed no record)."""
+    from upsertlake.concurrency.conflict import check_commit
+    from upsertlake.timeline.commit_metadata import WriteStat
+
+    path = mor_fixture(V8, tmp_path)
+    checked = frozenset(i.time for i in Timeline.load(open_table(path).storage).completed_writes())
+    result = open_table(path).compact()
+    timeline = Timeline.load(open_table(path).storage)
+    mine = [WriteStat(fileId=SAO_PAULO[1], path=f"{SAO_PAULO[0]}/.{SAO_PAULO[1]}_20991231000000000.log.1_0-1-0",
+                      partitionPath=SAO_PAULO[0], numUpdateWrites=1)]
+    check = check_commit(timeline, checked, "20991231000000000", mine, set(), global_keys=False)
+    assert (check.conflict, check.stale) == (None, {})
+    assert result.files_written == (f"{SAO_PAULO[0]}/{SAO_PAULO[1]}_0-0-0_{result.instant_time}.parquet",)
