@@ -489,7 +489,11 @@ def start_deltacommit(path: Path, groups: dict[str, list[str]] | None) -> str:
     from upsertlake.timeline.instant import Instant
     from upsertlake.timeline.commit_metadata import write_stat_json
 
+    from upsertlake.config.table_config import TableConfig
+    from upsertlake.services.metadata_table import drop_metadata_table
+
     storage = open_table(path).storage
+    drop_metadata_table(storage, TableConfig.load(storage))  # as our writers do: Hudi's readers would list from it
     requested = create_requested(storage, Action.DELTA_COMMIT)
     if groups is not None:
         profile = {"partitionToWriteStats": {p: [write_stat_json(fileId=f, numUpdateWrites=1) for f in ids]
@@ -775,3 +779,43 @@ def test_no_write_conflicts_with_a_compaction_that_completed_beside_it(tmp_path:
     check = check_commit(timeline, checked, "20991231000000000", mine, set(), global_keys=False)
     assert (check.conflict, check.stale) == (None, {})
     assert result.files_written == (f"{SAO_PAULO[0]}/{SAO_PAULO[1]}_0-0-0_{result.instant_time}.parquet",)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("name", ["mor_v6_trips_8i1u", V8])
+def test_random_appends_compactions_and_cleans_read_as_the_model_and_as_hudi(tmp_path: Path, name: str, seed: int) -> None:
+    """Deltacommits appending updates (written with the log codec, as a writer names its logs in
+    each layout), compactions and cleans in a random order: after every step the snapshot holds
+    the model's fares, Hudi's reader reads the same, and after a compaction the base files alone
+    (read_optimized) hold the snapshot."""
+    import random
+
+    rng = random.Random(seed)
+    path = mor_fixture(name, tmp_path)
+    table = open_table(path)
+    model = dict(zip(*(table.read()[c].to_pylist() for c in ("rider", "fare"))))
+    layout_2 = (path / ".hoodie" / "timeline").exists()
+    for step in range(8):
+        action = rng.choice(["append", "append", "compact", "clean"])
+        if action == "append":
+            rider, fare = rng.choice(sorted(model)), float(rng.randrange(1000))
+            rows = open_table(path).read()
+            file_id = rows.filter(pa.compute.equal(rows["rider"], rider))["_hoodie_file_name"][0].as_py().split("_")[0]
+            [sl] = [s for s in _slices(path) if s.file_id == file_id]
+            writer = start_deltacommit(path, {sl.partition_path: [file_id]})
+            if layout_2:
+                log_instant, version = writer, 1
+            else:  # the slice's base instant, the next version of its logs
+                log_instant = sl.base.instant_time
+                version = 1 + max((lf.name.version for lf in sl.logs if lf.name.instant == log_instant), default=0)
+            complete_deltacommit(path, writer, append_update(path, writer, rider, fare, log_instant, version), file_id)
+            model[rider] = fare
+        elif action == "compact":
+            open_table(path).compact()
+            ro = open_table(path).read(query_type="read_optimized")
+            assert dict(zip(ro["rider"].to_pylist(), ro["fare"].to_pylist())) == model, f"step {step}: read_optimized"
+        else:
+            open_table(path).clean("KEEP_LATEST_COMMITS", 2)
+        snapshot = open_table(path).read()
+        assert dict(zip(snapshot["rider"].to_pylist(), snapshot["fare"].to_pylist())) == model, f"step {step}: {action}"
+        assert_same(snapshot, hudi_read(path), f"step {step}: {action}")
