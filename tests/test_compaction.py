@@ -819,3 +819,34 @@ def test_random_appends_compactions_and_cleans_read_as_the_model_and_as_hudi(tmp
         snapshot = open_table(path).read()
         assert dict(zip(snapshot["rider"].to_pylist(), snapshot["fare"].to_pylist())) == model, f"step {step}: {action}"
         assert_same(snapshot, hudi_read(path), f"step {step}: {action}")
+
+
+def test_restore_drops_a_pending_plan_and_the_logs_writers_named_by_it(tmp_path: Path) -> None:
+    """Layout 1: while a plan is pending, writers name their logs by its instant (the slice it
+    starts). A restore to before it rolls back those writes and drops the plan with those logs."""
+    from upsertlake.concurrency.heartbeat import Heartbeat
+    from upsertlake.services.compaction_plan import schedule
+
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    table = open_table(path)
+    point = [i.time for i in table.timeline() if i.is_completed][-1]
+    table.savepoint(point)
+    before = table.read()
+    plan = schedule(table.storage, table._service_lock(), table.config, table.options)
+    sf = ("city=san_francisco", "d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0")
+    writer = start_deltacommit(path, {sf[0]: [sf[1]]})
+    complete_deltacommit(path, writer, append_update(path, writer, "rider-A", 3.0, plan.time, 1), sf[1])
+    assert dict(zip(*(open_table(path).read()[c].to_pylist() for c in ("rider", "fare"))))["rider-A"] == 3.0
+    kill_mid_compaction(path)  # the plan is inflight, its compactor gone
+    beat = Heartbeat(table.storage, plan.time, 100).start()  # ... or not: a live one is left alone
+    try:
+        with pytest.raises(ServiceError, match=f"compaction {plan.time} is running"):
+            open_table(path).restore(point)
+    finally:
+        beat.stop()
+    time.sleep(0.3)
+    open_table(path, FAST_HEARTBEAT).restore(point)
+    assert not [f for f in data_files(path) if plan.time in f or writer in f]
+    assert without_file_name(open_table(path).read()).equals(without_file_name(before))
+    assert_same(open_table(path).read(), hudi_read(path), "snapshot after the restore")
+    assert [f for f in findings(path) if f[3]] == []

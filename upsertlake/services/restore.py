@@ -8,7 +8,9 @@ from __future__ import annotations
 import time
 
 from upsertlake.concurrency.lock import TableLock
+from upsertlake.concurrency.heartbeat import is_expired
 from upsertlake.config import Config
+from upsertlake.config import options as opt
 from upsertlake.errors import ServiceError
 from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
@@ -36,10 +38,20 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Conf
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
-        live = live_writes(storage, timeline, config or Config.resolve(None))
+        cfg = config or Config.resolve(None)
+        live = live_writes(storage, timeline, cfg)
         if live:
             raise ServiceError(
                 f"write {live[-1].time} is in flight (its heartbeat is alive): restore once it has ended"
+            )
+        interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+        running = [
+            i for i in timeline.pending_compactions()
+            if i.state is State.INFLIGHT and not is_expired(storage, i.time, interval, misses)
+        ]
+        if running:
+            raise ServiceError(
+                f"compaction {running[-1].time} is running (its heartbeat is alive): restore once it has ended"
             )
         savepoints = savepoint_times(timeline)
         if savepoint_time not in savepoints:
@@ -66,7 +78,9 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Conf
             if inst.action is Action.SAVEPOINT:
                 delete_instant_files(storage, inst)
             elif inst.action is Action.COMPACTION:  # a pending plan: what it wrote, then the plan
-                delete_written(storage, inst.time, named_logs=False)
+                # Logs named by it (layout 1: the slice it starts) hold only blocks of later writes,
+                # all rolled back before it: they go too.
+                delete_written(storage, inst.time)
                 delete_instant_files(storage, inst)
             else:
                 rolled[inst.time] = [undo(storage, inst, requested.time, started)]
