@@ -14,7 +14,6 @@ from enum import Enum
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from upsertlake.concurrency.key_summary import KeySummary, write_summary
 from upsertlake.layout.file_writer import (
