@@ -136,10 +136,12 @@ def main() -> None:
             times["mor snapshot read (compacted)"].append(timed("read", run / "mor", batch))
             shutil.rmtree(run)
     med = {k: statistics.median(v) for k, v in times.items()}
+    best = {k: min(v) for k, v in times.items()}
     for k, v in times.items():
-        print(f"{k:32s} median {med[k]:.3f} s   runs {', '.join(f'{x:.3f}' for x in v)}")
-    print(f"compaction / cow upsert = {med['compaction'] / med['cow upsert']:.2f} (goal <= 1.25)")
-    print(f"snapshot with logs / compacted = {med['mor snapshot read (logs)'] / med['mor snapshot read (compacted)']:.2f}")
+        print(f"{k:32s} median {med[k]:.3f} s  min {best[k]:.3f} s   runs {', '.join(f'{x:.3f}' for x in v)}")
+    for label, t in (("median", med), ("min", best)):
+        print(f"{label}: compaction / cow upsert = {t['compaction'] / t['cow upsert']:.2f} (goal <= 1.25); "
+              f"snapshot with logs / compacted = {t['mor snapshot read (logs)'] / t['mor snapshot read (compacted)']:.2f}")
 
 
 if __name__ == "__main__":
