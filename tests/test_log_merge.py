@@ -14,7 +14,7 @@ from tests.conftest import unzip_mor_table
 from upsertlake.errors import ConfigError
 from upsertlake.logfile import Block, read_blocks, rollback_block
 from upsertlake.logfile.blocks import DataBlock, DeleteBlock
-from upsertlake.read.log_merge import merge_slice
+from upsertlake.logfile.merge import merge_slice
 
 KEY = "_hoodie_record_key"
 EVENT, COMMIT = "EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"

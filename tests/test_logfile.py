@@ -43,7 +43,7 @@ from upsertlake.logfile import (
     sort_log_files,
 )
 from upsertlake.logfile.avro_records import decode_records, decode_rows, encode_records, encode_rows, with_meta_fields
-from upsertlake.read.log_merge import merge_slice
+from upsertlake.logfile.merge import merge_slice
 from upsertlake.schema import arrow_to_avro, avro_schema_json
 
 MOR = HUDI_TABLES / "mor"

@@ -1,8 +1,8 @@
 """Merge-on-read tables written by Apache Hudi read as Hudi's reader (hudi-rs) reads them: the
 snapshot, time travel to every completed instant and incremental windows, with log files (Avro and
 parquet data blocks, delete blocks), a compaction and logs written after it; `read_optimized`
-reads the base files alone; table services (but rollback) are refused (not supported yet) and
-leave the table as it was."""
+reads the base files alone; `files()` refuses a snapshot with log files and clustering refuses a
+merge-on-read table, leaving it as it was."""
 
 from __future__ import annotations
 
@@ -59,14 +59,14 @@ def test_log_updates_and_deletes_are_merged_over_the_base_files(tmp_path: Path) 
     assert fares(table.read(as_of=instants[0])) == {**original, "rider-F": 34.15, "rider-J": 17.85}
 
 
-def test_services_on_a_mor_table_are_refused_untouched(tmp_path: Path) -> None:
-    """Writes go (tests/test_mor_write.py); the table services that do not know slices refuse."""
+def test_files_and_clustering_refuse_a_mor_table_untouched(tmp_path: Path) -> None:
+    """Writes and the other services run on merge-on-read tables (tests/test_mor_write.py,
+    tests/test_compaction.py); clustering would have to merge log files, so it refuses."""
     path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
     before = tree_digest(path)
     table = open_table(path)
-    for service in (table.clean, table.savepoint, table.archive, table.cluster):
-        with pytest.raises(MergeOnReadError, match="this table service does not handle merge-on-read tables yet"):
-            service()
+    with pytest.raises(MergeOnReadError, match="compact the table"):
+        table.cluster()
     with pytest.raises(MergeOnReadError, match="have log files"):
         table.files()
     assert tree_digest(path) == before

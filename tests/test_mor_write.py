@@ -391,20 +391,17 @@ def test_spark_upserts_and_deletes_on_a_mor_table_as_in_process(spark, tmp_path:
 
 
 def schedule_compaction(path: Path, version: int, groups: list[tuple[str, str]]) -> str:
-    """A pending compaction plan (`.compaction.requested`, Hudi's Avro HoodieCompactionPlan under
-    the writer schema of the plan in mor_v8_trips_8i3u1d) covering `groups`; returns its instant."""
-    import fastavro
-
+    """A pending compaction plan (`.compaction.requested`, Hudi's Avro HoodieCompactionPlan)
+    covering `groups`, written without running the compaction; returns its instant."""
+    from upsertlake.services.compaction_plan import PLAN_SCHEMA, PLAN_VERSION, CompactionOperation
+    from upsertlake.timeline import documents
     from upsertlake.timeline.instant_time import now_instant_time
 
-    schema = json.loads((Path(__file__).parent / "hudi_tables/mor/HoodieCompactionPlan.writer.avsc").read_text())
-    operations = [{"baseInstantTime": None, "deltaFilePaths": [], "dataFilePath": None, "fileId": file_id,
-                   "partitionPath": partition, "metrics": {}, "bootstrapFilePath": None} for partition, file_id in groups]
+    operations = [CompactionOperation(partition, file_id, "", None, ()).to_avro() for partition, file_id in groups]
+    plan = {"operations": operations, "extraMetadata": {}, "version": PLAN_VERSION, "strategy": None,
+            "preserveHoodieMetadata": True, "missingSchedulePartitions": []}
     instant = now_instant_time()
-    with open(timeline_dir(path) / f"{instant}.compaction.requested", "wb") as out:
-        fastavro.writer(out, fastavro.parse_schema(schema), [{"operations": operations, "extraMetadata": {}, "version": 2,
-                                                             "strategy": None, "preserveHoodieMetadata": True,
-                                                             "missingSchedulePartitions": []}])
+    (timeline_dir(path) / f"{instant}.compaction.requested").write_bytes(documents.encode(PLAN_SCHEMA, plan))
     return instant
 
 

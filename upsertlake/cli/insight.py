@@ -8,18 +8,20 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import upsertlake
-from upsertlake.cli.output import CliError, format_records, human_duration, print_json, store_options
+from upsertlake.cli.output import CliError, format_records, human_bytes, human_duration, print_json, store_options
 from upsertlake.config.table_config import BACKUP_FILE, PROPERTIES_FILE, TableConfig
 from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.services.compaction_plan import compaction_backlog
 from upsertlake.services.doctor import properties_disagreements
 from upsertlake.storage import Storage
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.instant import WRITE_ACTIONS, Instant
+from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant
 from upsertlake.timeline.instant_time import format_instant_time, parse_instant_time
 
 
@@ -76,21 +78,28 @@ def show(args: argparse.Namespace) -> int:
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     view = FileSystemView(timeline_now)
-    latest = view.latest_base_files()
-    rows: dict[str, int] = {}
-    for bf in latest:
-        rows[bf.partition_path] = rows.get(bf.partition_path, 0) + footer_rows(table, bf)
+    mor = table.config.is_merge_on_read
+    rows = partition_rows(table, view)
+    groups = sum(len(ids) for ids in view.file_ids().values()) if mor else len(view.latest_base_files())
+    backlog = compaction_backlog(timeline_now) if mor else None
+    columns = ["partition", "rows", "file_groups_with_logs", "log_files", "log_bytes"] if mor else ["partition", "rows"]
     info = {
         "path": table.path,
         "config": table.config.to_properties(),
         "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in table.schema()],
-        "partitions": [{"partition": p, "rows": rows.get(p, 0)} for p in view.partitions()],
+        "partitions": [
+            {"partition": p, "rows": rows.get(p, 0), **(backlog.partitions.get(p, {}) if backlog else {})}
+            for p in view.partitions()
+        ],
         "rows": sum(rows.values()),
-        "file_groups": len(latest),
+        "file_groups": groups,
         "base_files_on_storage": len(view.all_base_files()),
         "completed_commits": len(view.visible_instants),
         "warnings": warnings,
     }
+    if backlog is not None:
+        info["log_files_on_storage"] = len(view.all_log_files())
+        info["compaction_backlog"] = backlog.to_dict()
     if args.json:
         print_json(info)
         return 0
@@ -99,12 +108,39 @@ def show(args: argparse.Namespace) -> int:
     print("\n".join(f"  {f['name']}: {f['type']}" for f in info["schema"]) or "  (none yet)")
     print(f"\npartitions: {len(info['partitions'])}")
     if info["partitions"]:
-        print(format_records(info["partitions"], ["partition", "rows"]))
+        print(format_records(info["partitions"], columns))
     print(
         f"\nrows {info['rows']}, file groups {info['file_groups']}, base files on storage "
         f"{info['base_files_on_storage']}, completed commits {info['completed_commits']}"
     )
+    if backlog is not None:
+        print(backlog_line(info["compaction_backlog"]))
     return 0
+
+
+def partition_rows(table: Table, view: FileSystemView) -> dict[str, int]:
+    """Rows per partition of the latest snapshot: from the base files' footers, or on a
+    merge-on-read table by merging its slices (their logs change the count)."""
+    rows: dict[str, int] = {}
+    if table.config.is_merge_on_read:
+        keys = table.read(columns=["_hoodie_partition_path"]).column(0)
+        for p, n in zip(*(c.to_pylist() for c in pc.value_counts(keys).flatten())):
+            rows[p] = n
+        return rows
+    for bf in view.latest_base_files():
+        rows[bf.partition_path] = rows.get(bf.partition_path, 0) + footer_rows(table, bf)
+    return rows
+
+
+def backlog_line(backlog: dict[str, Any]) -> str:
+    """One line for a compaction backlog (`Backlog.to_dict()`), as `show` and `stats` print it."""
+    times = backlog["pending_compactions"]
+    pending = f"; pending compaction(s) {', '.join(times)}" if times else ""
+    return (
+        f"compaction backlog: {backlog['slices_with_logs']} file groups with log files, {backlog['log_files']} log "
+        f"files ({human_bytes(backlog['log_bytes'])}), {backlog['delta_commits_since_compaction']} deltacommits "
+        f"since the last compaction{pending}"
+    )
 
 
 def _print_config(title: str, config: dict[str, str]) -> None:
@@ -130,7 +166,10 @@ def timeline(args: argparse.Namespace) -> int:
     table = upsertlake.open_table(args.path, storage_options=store_options(args))
     tl = Timeline.load(table.storage)
     mtimes = {e.name: e.mtime_ns for e in table.storage.list(tl.layout.folder)}
-    out = [_instant_row(tl, inst, mtimes) for inst in tl.instants]
+    # A completed compaction is its `commit` (operation COMPACT); its plan files are not a pending instant.
+    compacted = {i.time for i in tl.instants if i.action is Action.COMMIT and i.is_completed}
+    shown = [i for i in tl.instants if not (i.action is Action.COMPACTION and i.time in compacted)]
+    out = [_instant_row(tl, inst, mtimes) for inst in shown]
     if args.json:
         print_json(out)
     else:
@@ -239,6 +278,8 @@ def files(args: argparse.Namespace) -> int:
         for bf in sorted(view.all_base_files(), key=lambda b: (b.partition_path, b.file_id, b.instant_time))
         if args.partition is None or bf.partition_path == args.partition
     ]
+    if table.config.is_merge_on_read:
+        rows = _with_log_files(table, view, rows, committed, replaced, args.partition)
     if args.json:
         print_json(rows)
         return 0
@@ -247,19 +288,52 @@ def files(args: argparse.Namespace) -> int:
     pending = {(r["partition"], r["file_id"]) for r in rows} - live - gone
     print(
         f"{len(live)} file groups, as `show` counts them (the latest snapshot); also on storage: "
-        f"{len(gone)} replaced, {len(pending)} with no committed file; {len(rows)} base files"
+        f"{len(gone)} replaced, {len(pending)} with no committed file; {_file_counts(rows)}"
     )
     for r in rows:
         r["mark"] = (
             "*" if r["latest"] else "replaced" if r["replaced"] else "" if r["committed"] else "uncommitted"
         )
     if rows:
-        print(format_records(rows, ["partition", "file_id", "instant", "mark", "bytes", "rows"]))
+        kind = ["kind"] if table.config.is_merge_on_read else []
+        print(format_records(rows, ["partition", "file_id", *kind, "instant", "mark", "bytes", "rows"]))
         print(
             "(* = the latest visible version of its file group; replaced = a group retired by clustering, "
             "an overwrite or delete_partitions, kept for time travel until the cleaner removes it)"
         )
     return 0
+
+
+def _file_counts(rows: list[dict[str, Any]]) -> str:
+    logs = sum(1 for r in rows if r.get("kind") == "log")
+    return f"{len(rows) - logs} base files" + (f", {logs} log files" if logs else "")
+
+
+def _with_log_files(
+    table: Table, view: FileSystemView, rows: list[dict[str, Any]], committed: set[str], replaced: set, partition: str | None
+) -> list[dict[str, Any]]:
+    """A merge-on-read table's base file rows and log file rows, by file group and instant; a log
+    is `latest` when the latest snapshot merges it (layout 1 names a log by its slice's base
+    instant, layout 2 by its deltacommit)."""
+    merged = {lf.path for sl in view.latest_file_slices() for lf in sl.logs}
+    logs = [
+        {
+            "partition": lf.partition_path,
+            "file_id": lf.name.file_id,
+            "kind": "log",
+            "instant": lf.name.instant,
+            "latest": lf.path in merged,
+            "committed": lf.path in merged or lf.name.instant in committed,
+            "replaced": lf.file_group in replaced,
+            "bytes": lf.size,
+            "rows": None,
+            "file": lf.path.rpartition("/")[2],
+        }
+        for lf in view.all_log_files()
+        if partition is None or lf.partition_path == partition
+    ]
+    both = [{**r, "kind": "base"} for r in rows] + logs
+    return sorted(both, key=lambda r: (r["partition"], r["file_id"], r["instant"], r["kind"], r["file"]))
 
 
 def _current_files(table: Table, partition: str | None, as_of: str | None, as_json: bool) -> int:

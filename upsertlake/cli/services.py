@@ -1,5 +1,5 @@
-"""Table services from the terminal: `clean`, `cluster`, `archive`, `savepoint`, `restore`, `rollback`,
-`upgrade`."""
+"""Table services from the terminal: `clean`, `compact`, `cluster`, `archive`, `savepoint`, `restore`,
+`rollback`, `upgrade`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=clean)
 
     for name, func, help_text, example in (
+        ("compact", compact, "merge-on-read: fold log files into new base files (a compaction commit)",
+         "hoodie.compaction.strategy=..."),
         ("cluster", cluster, "merge small file groups (a replacecommit)",
          "hoodie.clustering.plan.strategy.small.file.limit=..."),
         ("archive", archive, "move old instants to .hoodie/archived", "hoodie.keep.min.commits=..."),
@@ -80,6 +82,20 @@ def clean(args: argparse.Namespace) -> int:
     else:
         print(f"clean {result.instant_time}: {len(result.files_deleted)} files deleted ({result.policy}); "
               f"snapshots from {result.earliest_commit_to_retain} on stay readable")
+    return 0
+
+
+def compact(args: argparse.Namespace) -> int:
+    table = upsertlake.open_table(args.path, storage_options=store_options(args))
+    result = table.compact(parse_options(args.option))
+    if args.json:
+        print_json(result.to_dict())
+    elif not result.compacted:
+        print(f"nothing to compact: {result.reason}")
+    else:
+        again = " (a compaction left inflight by a compactor that died, run again)" if result.recovered else ""
+        print(f"compaction {result.instant_time}: {result.operations} file slices, {result.log_files_compacted} log files "
+              f"folded into {len(result.files_written)} base files, {result.records_written} records{again}")
     return 0
 
 

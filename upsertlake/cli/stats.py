@@ -9,11 +9,12 @@ from typing import Any
 import numpy as np
 
 import upsertlake
-from upsertlake.cli.insight import footer_rows
+from upsertlake.cli.insight import backlog_line, partition_rows
 from upsertlake.cli.output import CliError, format_records, human_bytes, parse_options, print_json, store_options
 from upsertlake.config import options as opt
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.services.cluster import small_file_limit
+from upsertlake.services.compaction_plan import compaction_backlog
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 
@@ -39,6 +40,8 @@ def table_stats(table: Table) -> dict[str, Any]:
     sizes = [bf.size for bf in view.latest_base_files()]
     counts, edges = _histogram(sizes)
     partitions = []
+    rows = partition_rows(table, view)
+    backlog = compaction_backlog(timeline) if table.config.is_merge_on_read else None
     for p in view.partitions():
         latest = view.latest_base_files([p])
         partitions.append(
@@ -46,15 +49,18 @@ def table_stats(table: Table) -> dict[str, Any]:
                 "partition": p,
                 "files": len(latest),
                 "small_files": sum(bf.size < limit for bf in latest),
-                "rows": sum(footer_rows(table, bf) for bf in latest),
+                "rows": rows.get(p, 0),
                 "bytes": sum(bf.size for bf in latest),
+                **(backlog.partitions.get(p, {}) if backlog else {}),
             }
         )
     commits = [
         {"instant": i.time, "bytes": timeline.commit_metadata(i).total_bytes_written}
         for i in timeline.completed_writes()
     ]
+    mor = {"compaction_backlog": backlog.to_dict()} if backlog else {}
     return {
+        **mor,
         "small_file_limit": limit,
         "file_sizes": {
             "count": len(sizes),
@@ -109,8 +115,11 @@ def stats(args: argparse.Namespace) -> int:
         f"\nper partition (small = below {human_bytes(info['small_file_limit'])}, "
         f"{opt.CLUSTERING_SMALL_FILE_LIMIT.key}: what `upsertlake cluster` merges):"
     )
+    logs = ["file_groups_with_logs", "log_files", "log_bytes"] if "compaction_backlog" in info else []
     if info["partitions"]:
-        print(format_records(info["partitions"], ["partition", "files", "small_files", "rows", "bytes"]))
+        print(format_records(info["partitions"], ["partition", "files", "small_files", "rows", "bytes", *logs]))
+    if logs:
+        print(f"\n{backlog_line(info['compaction_backlog'])}")
     print("\nbytes written per commit:")
     if info["commits"]:
         print(format_records(info["commits"], ["instant", "bytes"]))

@@ -104,6 +104,10 @@ def check_commit(
     stale: dict[FileGroup, Instant] = {}
     for inst in concurrent_writes(timeline, checked):
         meta = timeline.commit_metadata(inst)
+        if meta.compacted:
+            # A compaction rewrites no record, and its plan told writers which slice to append
+            # to (upsertlake.services.compaction_plan): no write conflicts with it.
+            continue
         retired = {(p, f) for p, ids in (meta.partition_to_replace_file_ids or {}).items() for f in ids}
         if retired & (own_groups | retiring):
             why = f"it retired file group(s) {describe_groups(retired & (own_groups | retiring))}"

@@ -44,6 +44,11 @@ __all__ = [
     "CLEAN_AUTOMATIC",
     "CLEAN_MAX_COMMITS",
     "COMBINE_BEFORE_DELETE",
+    "COMPACTION_LOGFILE_SIZE_THRESHOLD",
+    "COMPACTION_STRATEGY",
+    "COMPACTION_TARGET_IO",
+    "COMPACT_INLINE",
+    "COMPACT_INLINE_MAX_DELTA_COMMITS",
     "COMBINE_BEFORE_INSERT",
     "COMBINE_BEFORE_UPSERT",
     "COPY_ON_WRITE_AUTO_SPLIT",
@@ -439,6 +444,26 @@ CLUSTERING_INLINE: Option[bool] = _option(
 CLUSTERING_INLINE_MAX_COMMITS: Option[int] = _option(
     "hoodie.clustering.inline.max.commits", int, 4,
     "Commits since the last clustering after which inline clustering runs.")
+COMPACT_INLINE: Option[bool] = _option(
+    "hoodie.compact.inline", bool, False,
+    "Merge-on-read: schedule and run a compaction after a deltacommit once "
+    "hoodie.compact.inline.max.delta.commits deltacommits completed since the last compaction.")
+COMPACT_INLINE_MAX_DELTA_COMMITS: Option[int] = _option(
+    "hoodie.compact.inline.max.delta.commits", int, 5,
+    "Deltacommits since the last compaction after which inline compaction runs.")
+COMPACTION_STRATEGY: Option[str] = _option(
+    "hoodie.compaction.strategy", str,
+    "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy",
+    "Which file slices a compaction plans: LogFileSizeBasedCompactionStrategy (Hudi's default: slices "
+    "whose log files reach hoodie.compaction.logfile.size.threshold, largest logs first, bounded by "
+    "hoodie.compaction.target.io) or UnBoundedCompactionStrategy (every slice with log files); "
+    "other strategies are refused.")
+COMPACTION_TARGET_IO: Option[int] = _option(
+    "hoodie.compaction.target.io", int, 512000,
+    "LogFileSizeBasedCompactionStrategy: the MB a compaction reads and writes at most (Hudi's bound).")
+COMPACTION_LOGFILE_SIZE_THRESHOLD: Option[int] = _option(
+    "hoodie.compaction.logfile.size.threshold", int, 0,
+    "LogFileSizeBasedCompactionStrategy: slices whose log files total fewer bytes are left for later.")
 
 OPTIONS: Mapping[str, Option[Any]] = MappingProxyType(
     {key: option for option in _REGISTRY for key in (option.key, *option.aliases)}

@@ -28,7 +28,6 @@ from datetime import datetime, timezone
 from upsertlake.errors import (
     ConfigError,
     CorruptTableError,
-    MergeOnReadError,
     TableNotFoundError,
     UnsupportedTableError,
 )
@@ -119,24 +118,6 @@ def check_table_type(table_type: str, what: str) -> None:
     if table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
         raise UnsupportedTableError(
             f"{what} of table type {table_type!r}, not a Hudi table type ({COPY_ON_WRITE} or {MERGE_ON_READ})"
-        )
-
-
-def check_writable_type(table_type: str, what: str) -> None:
-    """UnsupportedTableError for a value that is not one of Hudi's table types: both are written
-    (merge-on-read by appending log files, `upsertlake.engine.merge_on_read`)."""
-    check_table_type(table_type, what)
-
-
-def check_service_type(table_type: str, what: str) -> None:
-    """MergeOnReadError for a table service (clean, savepoint, restore, archive, clustering,
-    upgrade) on a merge-on-read table: those that know file slices and log files are not here yet,
-    and running a copy-on-write one would drop or misplace log files."""
-    check_table_type(table_type, what)
-    if table_type == MERGE_ON_READ:
-        raise MergeOnReadError(
-            f"{what} {MERGE_ON_READ}: this table service does not handle merge-on-read tables yet; upsertlake "
-            "writes them (upsert, insert, bulk_insert, delete, overwrites, rollback of failed writes) and reads them"
         )
 
 
@@ -238,7 +219,6 @@ class TableConfig:
         if self.damage:
             raise CorruptTableError(self.damage)
         self.check_readable()
-        check_writable_type(self.table_type, f"table {self.name!r} is")
         if self.table_version not in WRITABLE_VERSIONS:
             raise UnsupportedTableError(
                 f"writing table version {self.table_version} is not supported (6 and 8 only); "

@@ -14,19 +14,18 @@ from enum import Enum
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from upsertlake.concurrency.key_summary import KeySummary, write_summary
 from upsertlake.layout.file_writer import (
     DICTIONARY_SAMPLE,
     META_COLUMNS,
     FileWriterConfig,
+    dictionary_pages,
     full_schema,
     marker_path,
     write_base_file,
 )
-from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter
-from upsertlake.layout.footer import BLOOM_FILTER_KEY, BLOOM_TYPE_KEY, resumed_key_range
+from upsertlake.layout.footer import resumed_bloom, resumed_key_range
 from upsertlake.partitioner import Bucket
 from upsertlake.schema import RECORD_KEY_COLUMN, conform
 from upsertlake.storage import Storage
@@ -161,7 +160,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     out, kept_all_old = _merged_order(old, new_rows, name, old_rows, matched, copy_wins, write_new, exists)
     inserted = ~exists & write_new
     inserted_keys = in_keys.filter(pa.array(inserted))
-    bloom = _resumed_bloom(old_footer, n_old, inserted_keys, config) if kept_all_old else None
+    bloom = resumed_bloom(old_footer, n_old, inserted_keys, config) if kept_all_old else None
     key_range = resumed_key_range(old_footer, inserted_keys) if kept_all_old else None
 
     storage.write_if_absent(marker_path(task.instant_time, bucket.partition_path, name, _io_type(task)), b"")
@@ -250,7 +249,7 @@ def _read_old(
         return schema.empty_table(), {}, None
     parquet = storage.parquet_file(base_file.path)
     ours = parquet.metadata.created_by.startswith("parquet-cpp")
-    dictionary = _dictionary_pages(parquet.metadata)
+    dictionary = dictionary_pages(parquet.metadata)
     stored = parquet.schema_arrow
     # Strings (but the record key, probed by hash) read as dictionaries: no decoding, cheap
     # takes, and the writer keeps them.
@@ -269,43 +268,6 @@ def _read_old(
     complete = all(stored.get_field_index(n) >= 0 for n in schema.names)
     kept = frozenset(dictionary) if ours and sampled and complete else None
     return conform(parquet.read(), schema), (parquet.metadata.metadata or {}) if ours else {}, kept
-
-
-def _dictionary_pages(metadata: pq.FileMetaData) -> set[str]:
-    """The top-level columns (names hold no dots: they are Avro names) with a dictionary page in
-    every row group."""
-    leaves = [metadata.schema.column(i) for i in range(metadata.num_columns)]
-    return {
-        c.path
-        for i, c in enumerate(leaves)
-        if c.max_repetition_level == 0 and "." not in c.path
-        and all(metadata.row_group(g).column(i).has_dictionary_page for g in range(metadata.num_row_groups))
-    }
-
-
-def _resumed_bloom(
-    footer: dict[bytes, bytes], n_old: int, inserted_keys: pa.Array, config: FileWriterConfig
-) -> BloomFilter | StoredFilter | None:
-    """The old file's filter plus the inserted keys: hashing only the new keys gives the same
-    bytes as a filter built from the whole file, whose keys are the old ones in place plus them
-    (with no new key, the old footer text itself)."""
-    text = footer.get(BLOOM_FILTER_KEY.encode())
-    if not text:
-        return None
-    params = (
-        footer.get(BLOOM_TYPE_KEY.encode(), b"").decode(),
-        n_old,
-        config.bloom_num_entries,
-        config.bloom_fpp,
-        config.bloom_filter_type,
-        config.bloom_max_entries,
-    )
-    if not len(inserted_keys) and (kept := BloomFilter.unchanged(text, *params)) is not None:
-        return kept
-    bloom = BloomFilter.resume(text, *params)
-    if bloom is not None and len(inserted_keys):
-        bloom.add_keys(inserted_keys)
-    return bloom
 
 
 def _incoming_wins(task: BucketTask, old: pa.Table, stored_row: pa.Array, exists: np.ndarray) -> np.ndarray:

@@ -10,11 +10,8 @@ for its small file ids. The tagging before and the commit after are copy-on-writ
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
-
-import fastavro
 
 from upsertlake.concurrency.conflict import CommitCheck, Conflict, describe_groups, pending_clustering
 from upsertlake.config import Config
@@ -29,9 +26,10 @@ from upsertlake.logfile import LogFileName
 from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.partitioner import Bucket, BucketType, SmallFile, UpsertPartitioner, WorkloadProfile
 from upsertlake.schema import arrow_to_avro, avro_schema_json
+from upsertlake.services.compaction_plan import read_plan
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
-from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.instant import Instant
 
 PARQUET_BLOCKS = "parquet"  # hoodie.logfile.data.block.format
 
@@ -68,17 +66,8 @@ def partitioner(
 
 
 def pending_compactions(timeline: Timeline) -> dict[tuple[str, str], str]:
-    """(partition, fileId) -> the instant of the pending compaction plan that covers the group,
-    from each plan's requested file (Hudi's Avro HoodieCompactionPlan)."""
-    out: dict[tuple[str, str], str] = {}
-    pending = {i.time for i in timeline.filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT])}
-    for time in sorted(pending):
-        requested = Instant(time, Action.COMPACTION, State.REQUESTED)
-        data = timeline.storage.read_bytes(timeline.path(requested))
-        plan = next(iter(fastavro.reader(io.BytesIO(data))), None) if data else None
-        for op in (plan or {}).get("operations") or []:
-            out[(op.get("partitionPath") or "", op["fileId"])] = time
-    return out
+    """(partition, fileId) -> the instant of the pending compaction plan that covers the group."""
+    return {op.file_group: inst.time for inst in timeline.pending_compactions() for op in read_plan(timeline, inst)}
 
 
 def append_job(

@@ -69,11 +69,12 @@ def _is_base_file(path: str) -> bool:
     return name.endswith(BASE_FILE_EXTENSION) and not name.startswith(".")
 
 
-def _slice_of(keys: list[str], completed_at: str) -> str:
+def _slice_of(keys: list[str], completed_at: str) -> str | None:
     """The base instant of the slice a log completed at `completed_at` belongs to: the newest
-    base instant not after it, else the oldest (Hudi 1.x, HoodieFileGroup.getBaseInstantTime)."""
+    base instant not after it (Hudi 1.x, HoodieFileGroup.getBaseInstantTime); None when it
+    completed before every base: the group's first slice, of log files only."""
     at = bisect_right(keys, completed_at)
-    return keys[at - 1] if at else keys[0]
+    return keys[at - 1] if at else None
 
 
 def base_file_name(file_id: str, write_token: str, instant_time: str) -> str:
@@ -233,18 +234,27 @@ class FileSystemView:
         if not by_group:
             return {}
         bases: dict[tuple[str, str], list[str]] = defaultdict(list)
+        starts: dict[tuple[str, str], list[str]] = defaultdict(list)  # every committed base, visible or not
+        committed = {i.time for i in self.timeline.completed_writes()}
         for bf in self._listing.base_files:
             if bf.instant_time in self._visible_times:
                 bases[bf.file_group].append(bf.instant_time)
+            if bf.instant_time in committed:
+                starts[bf.file_group].append(bf.instant_time)
         layout_2 = self.timeline.layout.has_completion_times
         completion = {i.time: i.completed_at for i in self.visible_instants}
         out: dict[tuple[str, str], tuple[LogFile, ...]] = {}
         for group, logs in by_group.items():
             keys = sorted(bases.get(group, ()))
             if layout_2:
-                logs = [log for log in logs if log.name.instant in completion]
-                if keys:
-                    logs = [log for log in logs if _slice_of(keys, completion[log.name.instant]) == keys[-1]]
+                # A log completed after a later base (a compaction past the as-of instant) is in
+                # that base's slice, which this view does not see: as Hudi's readers, leave it out.
+                latest = keys[-1] if keys else None
+                slicing = sorted(starts.get(group, ()))
+                logs = [
+                    log for log in logs
+                    if log.name.instant in completion and _slice_of(slicing, completion[log.name.instant]) == latest
+                ]
             elif keys:
                 logs = [log for log in logs if log.name.instant >= keys[-1]]
             else:  # a log-only group: its slice starts at the deltacommit that created it

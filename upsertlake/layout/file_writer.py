@@ -141,6 +141,18 @@ def column_encodings(table: pa.Table, kept: Collection[str] | None = None) -> tu
     return [c for c in dictionary if c not in delta], delta
 
 
+def dictionary_pages(metadata: pq.FileMetaData) -> set[str]:
+    """The top-level columns (names hold no dots: they are Avro names) with a dictionary page in
+    every row group of a parquet file: the choice a rewrite of it keeps (`column_encodings`)."""
+    leaves = [metadata.schema.column(i) for i in range(metadata.num_columns)]
+    return {
+        c.path
+        for i, c in enumerate(leaves)
+        if c.max_repetition_level == 0 and "." not in c.path
+        and all(metadata.row_group(g).column(i).has_dictionary_page for g in range(metadata.num_row_groups))
+    }
+
+
 def _always_dictionary(table: pa.Table) -> list[str]:
     """The meta columns of one value per file, and the columns already dictionary-typed or nested."""
     return [

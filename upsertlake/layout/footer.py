@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,6 +18,9 @@ from upsertlake.errors import CorruptTableError
 from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter, bloom_filter_for_keys
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile
+
+if TYPE_CHECKING:
+    from upsertlake.layout.file_writer import FileWriterConfig
 
 BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
@@ -58,6 +62,31 @@ def resumed_key_range(footer: dict[bytes, bytes], added_keys: pa.Array | pa.Chun
         bounds = pc.min_max(added_keys)
         low, high = min(low, bounds["min"].as_py()), max(high, bounds["max"].as_py())
     return low, high
+
+
+def resumed_bloom(
+    footer: dict[bytes, bytes], n_old: int, inserted_keys: pa.Array | pa.ChunkedArray, config: FileWriterConfig
+) -> BloomFilter | StoredFilter | None:
+    """The old file's filter plus the inserted keys, for a new version that keeps every old key
+    in place and appends them: hashing only the new keys gives the same bytes as a filter built
+    from the whole file (with no new key, the old footer text itself). None without an old filter."""
+    text = footer.get(BLOOM_FILTER_KEY.encode())
+    if not text:
+        return None
+    params = (
+        footer.get(BLOOM_TYPE_KEY.encode(), b"").decode(),
+        n_old,
+        config.bloom_num_entries,
+        config.bloom_fpp,
+        config.bloom_filter_type,
+        config.bloom_max_entries,
+    )
+    if not len(inserted_keys) and (kept := BloomFilter.unchanged(text, *params)) is not None:
+        return kept
+    bloom = BloomFilter.resume(text, *params)
+    if bloom is not None and len(inserted_keys):
+        bloom.add_keys(inserted_keys)
+    return bloom
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Collection
 
 from upsertlake.layout.file_system_view import LogFile, list_partitions_and_files
-from upsertlake.logfile import LogFileName, append_blocks, rollback_block
+from upsertlake.logfile import LogFileName, append_blocks, read_blocks, rollback_block
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import METAFOLDER, delete_instant_files
 from upsertlake.timeline.instant import Action, Instant
@@ -50,27 +50,60 @@ def undo_pending(
     being rolled back appended (its commit names them; its markers went at commit)."""
     if instant.is_completed:
         raise ValueError(f"instant {instant.time} is completed; rollback_pending only undoes pending ones")
+    named = instant.action is Action.DELTA_COMMIT  # version 8 names a log by its deltacommit
+    doomed, written = delete_written(storage, instant.time, named, rollback_time, committed_logs)
+    delete_instant_files(storage, instant)
+    log.info("removed instant %s and the %d file(s) it wrote", instant.time, len(doomed))
+    return doomed, written
+
+
+def delete_written(
+    storage: Storage,
+    instant_time: str,
+    named_logs: bool = True,
+    rollback_time: str | None = None,
+    committed_logs: Collection[str] = (),
+) -> tuple[list[str], dict[str, int]]:
+    """Delete the files a pending instant wrote (named by its time, or by its markers), then its
+    markers and key summaries; its instant files stay (`undo_pending` says why they go last).
+
+    Log files named by the instant go unless `named_logs` is false: a compaction's instant names
+    the logs writers append to the slice it starts, and those are theirs. A log the instant
+    appended to (an APPEND marker) on table version 6 may hold other instants' blocks (Hudi's
+    writers append to existing files): with a `rollback_time` it stays and gets a rollback block
+    (`undo_pending`); without one it goes only if every block in it is the instant's own."""
     listing = list_partitions_and_files(storage)
-    doomed = {bf.path for bf in listing.base_files if bf.instant_time == instant.time}
-    if instant.action is Action.DELTA_COMMIT:  # version 8 names a log by its deltacommit
-        doomed |= {log.path for log in listing.log_files if log.name.instant == instant.time}
+    doomed = {bf.path for bf in listing.base_files if bf.instant_time == instant_time}
+    if named_logs:
+        doomed |= {lf.path for lf in listing.log_files if lf.name.instant == instant_time}
     appended: set[str] = set(committed_logs)
-    for marker in storage.list(marker_folder(instant.time), recursive=True):
+    folder = marker_folder(instant_time)
+    for marker in storage.list(folder, recursive=True):
         if not marker.is_dir and ".marker." in marker.name:
-            path, _, io_type = marker.path[len(marker_folder(instant.time)) + 1 :].rpartition(".marker.")
+            path, _, io_type = marker.path[len(folder) + 1 :].rpartition(".marker.")
             (appended if io_type == APPEND else doomed).add(path)
     written: dict[str, int] = {}
-    if rollback_time is not None and appended and table_layout(storage).version == 1:
-        written = _write_rollback_blocks(storage, listing.log_files, appended, instant.time, rollback_time)
+    if table_layout(storage).version == 1 and appended:
+        if rollback_time is not None:
+            written = _write_rollback_blocks(storage, listing.log_files, appended, instant_time, rollback_time)
+        else:
+            doomed |= {path for path in appended if _only_blocks_of(storage, path, instant_time)}
     else:
         doomed |= appended
     for path in sorted(doomed):
         storage.delete(path)
-    storage.delete_dir(marker_folder(instant.time))
-    storage.delete_dir(key_summary_folder(instant.time))
-    delete_instant_files(storage, instant)
-    log.info("removed instant %s and the %d file(s) it wrote", instant.time, len(doomed))
+    storage.delete_dir(folder)
+    storage.delete_dir(key_summary_folder(instant_time))
     return sorted(doomed), written
+
+
+def _only_blocks_of(storage: Storage, path: str, instant_time: str) -> bool:
+    """Does the log file at `path` hold blocks of `instant_time` alone (or is it gone)?"""
+    try:
+        blocks = read_blocks(storage.read_bytes(path), storage.full_path(path))
+    except FileNotFoundError:
+        return True
+    return all(getattr(b, "instant", instant_time) == instant_time for b in blocks)
 
 
 def appended_logs(storage: Storage, instant_time: str) -> dict[str, int]:

@@ -5,8 +5,7 @@ whole: its base file and blocks merged by record key under the table's merge mod
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -15,7 +14,7 @@ import pyarrow.compute as pc
 
 from upsertlake.config.table_config import TableConfig
 from upsertlake.layout.file_writer import META_SCHEMA, full_schema
-from upsertlake.errors import ConfigError, MissingFileError, SchemaError, UnsupportedTableError
+from upsertlake.errors import ConfigError, SchemaError, UnsupportedTableError
 from upsertlake.layout.footer import read_footer
 from upsertlake.read.filters import (
     Filters,
@@ -29,8 +28,7 @@ from upsertlake.services.doctor import properties_disagreements
 from upsertlake.timeline.retention import check_readable
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView
-from upsertlake.logfile.reader import read_blocks
-from upsertlake.read.log_merge import merge_slice
+from upsertlake.layout.slice_reader import Merge, listed, read_slice
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.timeline.active import Timeline
 
@@ -51,16 +49,6 @@ def output_schema(data_schema: pa.Schema, config: TableConfig) -> pa.Schema:
     when the table does not populate meta fields (they hold nothing but nulls there, and Apache
     Hudi's readers, Spark's and hudi-rs, leave them out)."""
     return full_schema(data_schema) if config.populate_meta_fields else data_schema
-
-
-@dataclass(frozen=True)
-class Merge:
-    """How a slice's records merge: by record key, under the table's merge mode and ordering
-    field, with only the blocks of `instants` (the completed writes the read sees) applied."""
-
-    ordering_field: str | None
-    mode: str
-    instants: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -233,7 +221,7 @@ def read_scan(storage: Storage, scan: Scan, columns: Sequence[str] | None = None
     needed = _needed_columns(schema, out_schema, filters)
 
     def one(bf: BaseFile) -> pa.Table:
-        with _listed(storage, bf.path, bf.instant_time):
+        with listed(storage, bf.path, bf.instant_time):
             parquet = storage.parquet_file(bf.path)
             present = [c for c in needed.names if c in parquet.schema_arrow.names]
             table = conform(parquet.read(columns=present), needed)
@@ -255,33 +243,6 @@ def read_scan(storage: Storage, scan: Scan, columns: Sequence[str] | None = None
     return pa.concat_tables(tables)
 
 
-def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema) -> pa.Table:
-    """A merge-on-read slice's records: its base file's, merged with its log blocks by key."""
-    base = None
-    if sl.base is not None:
-        with _listed(storage, sl.base.path, sl.base.instant_time):
-            base = storage.parquet_file(sl.base.path).read()
-    blocks = []
-    for log in sl.logs:
-        with _listed(storage, log.path, log.name.instant):
-            blocks += read_blocks(storage.read_bytes(log.path), storage.full_path(log.path))
-    table = merge_slice(base, blocks, "_hoodie_record_key", merge.ordering_field, merge.mode, merge.instants, schema)
-    return conform(table, schema)
-
-
-@contextmanager
-def _listed(storage: Storage, path: str, instant: str) -> Iterator[None]:
-    """A file the view listed as visible is read or the read fails: never skipped."""
-    try:
-        yield
-    except FileNotFoundError as exc:
-        raise MissingFileError(
-            f"{storage.full_path(path)}, written by instant {instant}, was listed by this read "
-            "but is gone (a restore or rollback ran meanwhile, or the file was deleted): its rows cannot be "
-            f"returned. Read again; if it stays missing, run `upsertlake doctor {storage.base}`"
-        ) from exc
-
-
 def _needed_columns(schema: pa.Schema, out_schema: pa.Schema, filters: Filters) -> pa.Schema:
     """The output columns plus those the filter reads (all columns for an Expression filter)."""
     if filters is None:
@@ -295,4 +256,4 @@ def _needed_columns(schema: pa.Schema, out_schema: pa.Schema, filters: Filters) 
     return pa.schema([f for f in schema if f.name in wanted])
 
 
-__all__ = ["META_SCHEMA", "Scan", "incremental_scan", "read_incremental", "read_scan", "read_snapshot", "snapshot_scan", "table_schema"]
+__all__ = ["META_SCHEMA", "Merge", "Scan", "incremental_scan", "read_incremental", "read_scan", "read_slice", "read_snapshot", "snapshot_scan", "table_schema"]

@@ -1,8 +1,9 @@
 """Archive: move old completed instants out of `.hoodie/` so the active timeline stays between
 hoodie.keep.min.commits and hoodie.keep.max.commits commits (Hudi's HoodieTimelineArchiver).
 
-Never archived: savepoints, anything at or after the earliest pending instant, the earliest
-savepoint, or the last clean's earliest commit to retain. Archived instants stay on upsertlake's
+Never archived: savepoints, anything at or after the earliest pending instant (a pending compaction
+included), the earliest savepoint, or the last clean's earliest commit to retain. A completed
+compaction's `.compaction.requested`/`.inflight` go with its commit. Archived instants stay on upsertlake's
 timeline (`Timeline.archived`), so time travel and incremental reads still reach them while their
 files exist. The archive format is upsertlake's own (see `upsertlake.timeline.archived`).
 """
@@ -40,7 +41,10 @@ def archive(storage: Storage, lock: TableLock, cfg: Config) -> list[Instant]:
         if len(writes) <= keep_max:
             return []
         bounds = [writes[len(writes) - keep_min].time, *savepoint_times(timeline)]
-        bounds += [i.time for i in active if not i.is_completed][:1]
+        # A compaction keeps its requested and inflight files once completed as a commit: those
+        # are not pending; a compaction still pending is, and nothing at or after it is archived.
+        compacted = {i.time for i in writes if i.action is Action.COMMIT}
+        bounds += [i.time for i in active if not i.is_completed and not (i.action is Action.COMPACTION and i.time in compacted)][:1]
         bounds += [b for b in [cleaned_before(timeline)] if b]
         cutoff = min(bounds)
         doomed = [i for i in active if i.is_completed and i.time < cutoff and i.action is not Action.SAVEPOINT]
@@ -55,6 +59,9 @@ def archive(storage: Storage, lock: TableLock, cfg: Config) -> list[Instant]:
         storage.makedirs(ARCHIVE_FOLDER)
         storage.write_if_absent(f"{ARCHIVE_FOLDER}/{archive_file_name(doomed[0].time, doomed[-1].time)}", out.getvalue())
         for inst in doomed:
+            plan = timeline.get(inst.time, Action.COMPACTION) if inst.action is Action.COMMIT else None
+            if plan is not None:  # the plan goes with its commit, first: never a plan without it
+                delete_instant_files(storage, plan)
             delete_instant_files(storage, inst)
             storage.delete_dir(key_summary_folder(inst.time))
     return doomed

@@ -1,4 +1,5 @@
-"""Clean: delete base file versions no reader within the retained window needs (Hudi's CleanPlanner).
+"""Clean: delete file versions no reader within the retained window needs (Hudi's CleanPlanner);
+on merge-on-read a version is a file slice, its base file and log files deleted together.
 
 A version of a file group is visible from its instant until the group's next committed version
 (or the replacecommit that replaced the group). The cleaner keeps every version visible at some
@@ -27,7 +28,7 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import BaseFile, list_partitions_and_files
+from upsertlake.layout.file_system_view import BaseFile, LogFile, list_partitions_and_files
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
@@ -155,8 +156,9 @@ def _execute(
             name = path.rpartition("/")[2]
             try:
                 storage.delete(path)
-                file_id, _, rest = name.partition("_")
-                delete_summary(storage, rest.rpartition("_")[2].removesuffix(".parquet"), p, file_id)
+                if name.endswith(".parquet") and not name.startswith("."):  # base files keep key summaries
+                    file_id, _, rest = name.partition("_")
+                    delete_summary(storage, rest.rpartition("_")[2].removesuffix(".parquet"), p, file_id)
                 ok.append(name)
                 deleted.append(path)
             except (OSError, StorageError):  # recorded as Hudi's failedDeleteFiles, locally or on a store
@@ -185,8 +187,45 @@ def _execute(
     return deleted
 
 
-def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile], str | None]:
-    """The file versions to delete, and the earliest instant whose snapshot stays whole."""
+@dataclass(frozen=True)
+class _Version:
+    """One version of a file group: a base file, or on merge-on-read a file slice (its base file,
+    if any, and the log files written onto it), named by the slice's base instant."""
+
+    instant_time: str
+    files: list[BaseFile | LogFile] = field(default_factory=list)
+
+
+def _versions(timeline: Timeline, committed: set[str]) -> dict[tuple[str, str], list[_Version]]:
+    """Per file group, its committed versions with their files, oldest first. A log file joins
+    the slice it belongs to (layout 1: the base instant it is named by; layout 2: the newest base
+    older than its deltacommit's completion); logs of pending or unknown instants (a write under
+    way, a compaction still pending) are left out, so they are never cleaned."""
+    listing = list_partitions_and_files(timeline.storage)
+    slices: dict[tuple[str, str], dict[str, _Version]] = defaultdict(dict)
+    for bf in listing.base_files:
+        if bf.instant_time in committed:
+            slices[bf.file_group].setdefault(bf.instant_time, _Version(bf.instant_time)).files.append(bf)
+    completion = {i.time: i.completed_at for i in timeline.completed_writes()}
+    by_completion = timeline.layout.has_completion_times
+    for lf in sorted(listing.log_files, key=lambda f: f.name.sort_key()):
+        if lf.name.instant not in committed:
+            continue
+        versions = slices[lf.file_group]
+        if by_completion:
+            done = completion[lf.name.instant]
+            starts = sorted(t for t, v in versions.items() if any(isinstance(f, BaseFile) for f in v.files))
+            k = bisect.bisect_right(starts, done)
+            start = starts[k - 1] if k else min([lf.name.instant, *versions])
+        else:
+            start = lf.name.instant
+        versions.setdefault(start, _Version(start)).files.append(lf)
+    return {g: [v[t] for t in sorted(v)] for g, v in slices.items() if v}
+
+
+def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile | LogFile], str | None]:
+    """The files to delete (whole versions: a merge-on-read slice goes with its log files), and
+    the earliest instant whose snapshot stays whole."""
     writes = timeline.completed_writes()
     if not writes:
         return [], None
@@ -197,16 +236,13 @@ def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile]
             for p, ids in (timeline.commit_metadata(inst).partition_to_replace_file_ids or {}).items():
                 for fid in ids:
                     replaced_at.setdefault((p, fid), inst.time)
-    groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
-    for bf in list_partitions_and_files(timeline.storage)[1]:
-        if bf.instant_time in committed:
-            groups[bf.file_group].append(bf)
+    groups = _versions(timeline, committed)
     pinned = savepointed_files(timeline)
-    doomed: list[tuple[BaseFile, str]] = []  # (version, when it stopped being visible)
+    doomed: list[tuple[_Version, str]] = []  # (version, when it stopped being visible)
     if policy == "KEEP_LATEST_FILE_VERSIONS":
         earliest = None
         for g, versions in groups.items():
-            versions.sort(key=lambda b: b.instant_time, reverse=True)
+            versions = versions[::-1]
             ends = [replaced_at.get(g)] + [v.instant_time for v in versions[:-1]]
             drop = range(len(versions)) if g in replaced_at else range(retained, len(versions))
             doomed.extend((versions[i], ends[i] or "") for i in drop)
@@ -219,14 +255,13 @@ def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile]
             return [], None
         points = [w.time for w in writes if w.time >= earliest]
         for g, versions in groups.items():
-            versions.sort(key=lambda b: b.instant_time)
             for i, v in enumerate(versions):
                 ends = [e for e in (replaced_at.get(g), versions[i + 1].instant_time if i + 1 < len(versions) else None) if e]
                 end = min(ends) if ends else None
                 k = bisect.bisect_left(points, v.instant_time)
                 if not (k < len(points) and (end is None or points[k] < end)):
                     doomed.append((v, end or ""))
-    return [v for v, _ in doomed if v.path not in pinned], earliest
+    return [f for v, _ in doomed for f in v.files if f.path not in pinned], earliest
 
 
 def _earliest_to_retain(timeline: Timeline, writes: list[Instant], policy: str, retained: int) -> str | None:

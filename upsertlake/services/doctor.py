@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
-from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, expiry_ms, heartbeat_path, last_heartbeat_ms
+from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, expiry_ms, heartbeat_path, is_expired, last_heartbeat_ms
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -35,7 +35,8 @@ from upsertlake.config.table_config import (
 )
 from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError, UpsertlakeError
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile
-from upsertlake.layout.markers import rollback_pending
+from upsertlake.layout.markers import marker_folder, rollback_pending
+from upsertlake.logfile.names import LogFileName
 from upsertlake.services.rebuild import Rebuild, holds_a_timeline, layout_on_disk, rebuild_properties, remnants
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline import documents
@@ -274,7 +275,7 @@ def treat(storage: Storage, config: Config | None = None, properties: Mapping[st
                 done.append(f"rolled back failed write {METAFOLDER}/{inst.file_name()} ({len(deleted)} data file(s) deleted)")
             known = {i.time for i in timeline.instants}
             for path in orphans:
-                if BaseFile.parse(FileEntry(path, 0, False, 0)).instant_time not in known:
+                if _file_instant(path) not in known:
                     storage.delete(path)
                     done.append(f"deleted orphaned file {path}")
     after = diagnose(storage, cfg, properties)
@@ -382,6 +383,10 @@ def _parse_instant(timeline: Timeline, inst: Instant, rel: str) -> None:
     if inst.action in WRITE_ACTIONS and inst.is_completed:
         timeline.commit_metadata(inst)
         return
+    if inst.action is Action.COMPACTION:  # the plan is in the requested file, whatever the state
+        plan = timeline.path(inst.with_state(State.REQUESTED))
+        documents.decode(timeline.storage.read_bytes(plan), plan)
+        return
     data = timeline.document(inst)
     if not data.strip():
         return
@@ -402,6 +407,8 @@ def what_it_breaks(inst: Instant) -> str:
         )
     if inst.action in WRITE_ACTIONS:
         return "a pending write whose plan cannot be read; rolling it back deletes its files and instant files"
+    if inst.action is Action.COMPACTION:
+        return "`compact` can neither run this compaction plan nor plan another while it is pending: put back a good copy"
     return f"the {inst.action.value} it records cannot be read"
 
 
@@ -418,11 +425,34 @@ def check_pending_writes(storage: Storage, timeline: Timeline, cfg: Config) -> l
                                     fix=f"roll back {inst.time}"))
         else:
             findings.append(Finding("pending", rel, f"a write in progress ({inst.state.value}, {seen})", problem=False))
-    pending = {i.time for i in timeline.pending_writes()}
+    findings += _check_pending_compactions(storage, timeline, cfg)
+    pending = {i.time for i in timeline.pending_writes()} | {i.time for i in timeline.pending_compactions()}
     for entry in storage.list(HEARTBEAT_FOLDER):
         if not entry.is_dir and entry.name not in pending:
             findings.append(Finding("heartbeat", entry.path, f"heartbeat of an instant that is not pending ({_ago(entry.mtime_ns // 1_000_000)})",
                                     problem=False))
+    return findings
+
+
+def _check_pending_compactions(storage: Storage, timeline: Timeline, cfg: Config) -> list[Finding]:
+    """Compaction plans not completed: waiting to run, running, or left inflight by a compactor
+    that died (its files are invisible to readers; the next `compact` rolls it back and runs the
+    plan again, as Hudi does)."""
+    findings = []
+    interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+    for inst in timeline.pending_compactions():
+        rel = timeline.path(inst)
+        if inst.state is State.REQUESTED:
+            findings.append(Finding("pending", rel, "a compaction plan waiting to run (`upsertlake compact` runs it)",
+                                    problem=False))
+        elif not is_expired(storage, inst.time, interval, misses):
+            findings.append(Finding("pending", rel, "a compaction in progress (its heartbeat is alive)", problem=False))
+        else:
+            findings.append(Finding(
+                "pending", rel,
+                f"a compaction whose compactor stopped midway: its files are invisible to readers; "
+                f"`upsertlake compact {storage.base}` rolls it back and runs its plan again",
+            ))
     return findings
 
 
@@ -463,18 +493,23 @@ def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], 
     files = [BaseFile.parse(e) for e in entries if _is_base_file(e) and _parent(e.path) in partitions]
     completed = {i.time for i in timeline.completed_writes()}
     pending = {i.time for i in timeline.pending_writes()}
+    compacting = {i.time for i in timeline.pending_compactions()}  # reported by check_pending_writes
     failed = {i.time for i in _failed_writes(storage, timeline, cfg)}
     active = timeline.active()
     start = active[0].time if active else None
-    for bf in files:
-        t = bf.instant_time
-        if t in completed or start is None or t < start:
+    appended = _appended_by(storage, pending)
+    for path, t in [(bf.path, bf.instant_time) for bf in files] + _log_files(entries, partitions):
+        if path in appended and appended[path] in failed:  # a log a failed write appended blocks to
+            findings.append(Finding("orphan", path, f"appended to by failed write {appended[path]}",
+                                    fix=f"roll back {appended[path]}"))
+            continue
+        if t in completed or t in compacting or start is None or t < start:
             continue  # committed, or older than the active timeline (maybe archived by Hudi): never touched
         if t in pending:
             if t in failed:
-                findings.append(Finding("orphan", bf.path, f"written by failed write {t}", fix=f"roll back {t}"))
+                findings.append(Finding("orphan", path, f"written by failed write {t}", fix=f"roll back {t}"))
             continue
-        findings.append(Finding("orphan", bf.path, f"written by instant {t}, which is on no timeline (nothing commits it)",
+        findings.append(Finding("orphan", path, f"written by instant {t}, which is on no timeline (nothing commits it)",
                                 fix=DELETE_ORPHAN))
     existing = {e.path for e in entries}
     cleaned = cleaned_files(timeline)
@@ -484,6 +519,36 @@ def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], 
                 findings.append(Finding("missing", stat.path,
                                         f"committed by {METAFOLDER}/{inst.file_name()} but gone, and no completed clean removed it"))
     return findings
+
+
+def _log_files(entries: list[FileEntry], partitions: set[str]) -> list[tuple[str, str]]:
+    """(path, instant in its name) of the log files in partition folders: the deltacommit that
+    wrote it (table version 8) or the base instant of its slice (version 6)."""
+    out = []
+    for e in entries:
+        name = LogFileName.parse(e.name) if e.name.startswith(".") else None
+        if name is not None and _parent(e.path) in partitions:
+            out.append((e.path, name.instant))
+    return out
+
+
+def _appended_by(storage: Storage, pending: set[str]) -> dict[str, str]:
+    """Files the markers of pending writes name, by the write: a log file a version-6 write appends
+    to is named by its slice, not by the write, so its markers say which write touched it."""
+    out = {}
+    for t in sorted(pending):
+        folder = marker_folder(t)
+        for marker in storage.list(folder, recursive=True):
+            if not marker.is_dir and ".marker." in marker.name:
+                out[marker.path[len(folder) + 1 :].rsplit(".marker.", 1)[0]] = t
+    return out
+
+
+def _file_instant(path: str) -> str:
+    """The instant in a data file's name (base file or log file)."""
+    name = path.rpartition("/")[2]
+    log = LogFileName.parse(name) if name.startswith(".") else None
+    return log.instant if log is not None else BaseFile.parse(FileEntry(path, 0, False, 0)).instant_time
 
 
 def _active_write_stats(timeline: Timeline) -> Iterator[tuple[Instant, list]]:

@@ -1,16 +1,21 @@
 """Restore: return the table to a savepoint by rolling back every later instant, newest first,
-inside one `.restore` instant (HoodieRestorePlan requested, HoodieRestoreMetadata completed)."""
+inside one `.restore` instant (HoodieRestorePlan requested, HoodieRestoreMetadata completed).
+On merge-on-read: deltacommits (their log files, or rollback command blocks in layout 1) and
+compactions, completed or pending, plans included."""
 
 from __future__ import annotations
 
 import time
 
 from upsertlake.concurrency.lock import TableLock
+from upsertlake.concurrency.heartbeat import is_expired
 from upsertlake.config import Config
+from upsertlake.config import options as opt
 from upsertlake.errors import ServiceError
 from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
+from upsertlake.layout.markers import delete_written
 from upsertlake.services.rollback import live_writes, undo
 from upsertlake.timeline.retention import savepoint_times
 from upsertlake.storage import Storage
@@ -33,10 +38,20 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Conf
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
-        live = live_writes(storage, timeline, config or Config.resolve(None))
+        cfg = config or Config.resolve(None)
+        live = live_writes(storage, timeline, cfg)
         if live:
             raise ServiceError(
                 f"write {live[-1].time} is in flight (its heartbeat is alive): restore once it has ended"
+            )
+        interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+        running = [
+            i for i in timeline.pending_compactions()
+            if i.state is State.INFLIGHT and not is_expired(storage, i.time, interval, misses)
+        ]
+        if running:
+            raise ServiceError(
+                f"compaction {running[-1].time} is running (its heartbeat is alive): restore once it has ended"
             )
         savepoints = savepoint_times(timeline)
         if savepoint_time not in savepoints:
@@ -45,9 +60,13 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Conf
                 f"no completed savepoint at {savepoint_time} ({have}); restore returns to a savepoint: "
                 "create one with `upsertlake savepoint PATH [INSTANT]` (or Table.savepoint) before you need it"
             )
+        # A compaction completed as a commit is undone with it; a pending one is dropped, plan and files.
+        compacted = {i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED])}
         later = [
             i for i in reversed(timeline.instants)
-            if i.time > savepoint_time and i.action in (*WRITE_ACTIONS, Action.SAVEPOINT)
+            if i.time > savepoint_time and (
+                i.action in (*WRITE_ACTIONS, Action.SAVEPOINT) or (i.action is Action.COMPACTION and i.time not in compacted)
+            )
         ]
         infos = [{"commitTime": i.time, "action": i.action.value} for i in later]
         started = time.monotonic()
@@ -58,8 +77,16 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Conf
         for inst in later:
             if inst.action is Action.SAVEPOINT:
                 delete_instant_files(storage, inst)
+            elif inst.action is Action.COMPACTION:  # a pending plan: what it wrote, then the plan
+                # Logs named by it (layout 1: the slice it starts) hold only blocks of later writes,
+                # all rolled back before it: they go too.
+                delete_written(storage, inst.time)
+                delete_instant_files(storage, inst)
             else:
                 rolled[inst.time] = [undo(storage, inst, requested.time, started)]
+                plan = timeline.get(inst.time, Action.COMPACTION)
+                if plan is not None:  # a completed compaction: its plan goes after its commit
+                    delete_instant_files(storage, plan)
         meta = {
             "startRestoreTime": requested.time,
             "timeTakenInMillis": int((time.monotonic() - started) * 1000),

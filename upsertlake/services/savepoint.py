@@ -29,11 +29,12 @@ def savepoint(storage: Storage, lock: TableLock, instant_time: str | None = None
         boundary = cleaned_before(timeline)
         if boundary is not None and target.time < boundary:
             raise CleanedInstantError(f"cannot savepoint {target.time}: the cleaner kept only commits from {boundary}")
-        files = FileSystemView(timeline, target.time).latest_base_files()
         partitions: dict[str, dict] = {}
-        for bf in files:
-            meta = partitions.setdefault(bf.partition_path, {"partitionPath": bf.partition_path, "savepointDataFile": []})
-            meta["savepointDataFile"].append(bf.name)
+        # A merge-on-read slice is its base file and its log files: the savepoint pins them all.
+        for sl in FileSystemView(timeline, target.time).latest_file_slices():
+            meta = partitions.setdefault(sl.partition_path, {"partitionPath": sl.partition_path, "savepointDataFile": []})
+            names = ([sl.base.name] if sl.base else []) + [lf.path.rpartition("/")[2] for lf in sl.logs]
+            meta["savepointDataFile"].extend(names)
         record = {
             "savepointedBy": _user(),
             "savepointedAt": int(time.time()),

@@ -29,8 +29,8 @@ from upsertlake.concurrency.heartbeat import heartbeat_path, is_expired
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.config.table_config import TableConfig, check_service_type, recover_properties, write_properties
-from upsertlake.errors import ConfigError, ServiceError, UnsupportedTableError
+from upsertlake.config.table_config import TableConfig, recover_properties, write_properties
+from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError, UnsupportedTableError
 from upsertlake.layout.markers import rollback_pending
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.storage import Storage
@@ -73,7 +73,11 @@ def upgrade(storage: Storage, lock: TableLock, config: Config, to: int = 8) -> U
         if start != 6:
             raise UnsupportedTableError(f"upgrading table version {start} is not supported (6 -> 8 only)")
         table.check_writable()
-        check_service_type(table.table_type, f"table {table.name!r} is")  # logs keep v6 names
+        if table.is_merge_on_read:  # its log files are named by base instant, version 8's by deltacommit
+            raise MergeOnReadError(
+                f"upgrading merge-on-read table {table.name!r} to version 8 is not supported: its log files "
+                "keep version 6 names; compact it, or keep it at version 6"
+            )
         merge_mode = table.merge_mode_for_upgrade()  # refuse custom payloads before changing anything
         rolled_back = _roll_back_failed_writes(storage, config)
         table = drop_metadata_table(storage, table)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.services.cluster import ClusterResult
+from upsertlake.services.compaction import CompactionResult
 from upsertlake.spark.options import resolve_aliases, resolve_path, split_store_options, write_options
 from upsertlake.spark.read import read
 from upsertlake.spark.source import UpsertlakeDataSource
@@ -27,6 +28,14 @@ def cluster(spark: object, path: str, **options: object) -> ClusterResult:
     options, store = split_store_options(options)
     return open_table(resolve_path(path), storage_options=store).cluster(resolve_aliases(options),
                                                                          map_groups=groups_on(spark))
+
+
+def compact(spark: object, path: str, **options: object) -> CompactionResult:
+    """Compaction of a merge-on-read table with one Spark task per file slice (each merged into its
+    new base file on an executor); the plan and the commit stay on the driver."""
+    options, store = split_store_options(options)
+    return open_table(resolve_path(path), storage_options=store).compact(resolve_aliases(options),
+                                                                         map_ops=groups_on(spark))
 
 
 def register(spark: object) -> None:
@@ -53,4 +62,4 @@ def delete(df: object, path: str, **options: object) -> WriteResult:
     return write_dataframe(df, write_options(options, path, "delete"))
 
 
-__all__ = ["build_session", "bulk_insert", "cluster", "delete", "insert", "read", "register", "upsert"]
+__all__ = ["build_session", "bulk_insert", "cluster", "compact", "delete", "insert", "read", "register", "upsert"]

@@ -19,8 +19,7 @@ from upsertlake.config.table_config import (
     PROPERTIES_FILE,
     WRITABLE_VERSIONS,
     TableConfig,
-    check_service_type,
-    check_writable_type,
+    check_table_type,
     merge_on_read_payload,
 )
 from upsertlake.config.table_options import check_against_table
@@ -41,6 +40,9 @@ from upsertlake.concurrency.lock import make_lock
 from upsertlake.services.archive import archive
 from upsertlake.services.doctor import refuse_damaged_table
 from upsertlake.services.clean import CleanResult, clean, clean_due
+from upsertlake.services.compaction import CompactionResult, OperationMap, compact, rollback_inflight
+from upsertlake.services.compaction import in_process as compact_in_process
+from upsertlake.services.compaction_plan import compaction_due
 from upsertlake.services.cluster import (
     ClusterResult,
     GroupMap,
@@ -88,7 +90,6 @@ class Table:
     def write_client(self) -> WriteClient:
         """The write client with explicit instants (start_commit / upsert / commit), as Hudi's."""
         if self._client is None:
-            check_writable_type(self.config.table_type, f"table {self.name!r} is")
             refuse_damaged_table(self.storage, self.config)
             self._client = WriteClient(self.storage, self.config, self.options)
         return self._client
@@ -159,14 +160,15 @@ class Table:
         self._services_after_commit(self.options.with_overrides(options), map_groups)
 
     def _services_after_commit(self, cfg: Config, map_groups: GroupMap = in_process) -> None:
-        """Hudi's order after a commit: inline clustering, automatic clean, archival. The commit
-        stands whatever happens here, so a failure is logged, not raised (raising would make
-        callers retry a write that is already in the table). None runs on a merge-on-read table:
-        they do not handle file slices yet (`check_service_type`)."""
-        if self.config.is_merge_on_read:
-            return
+        """Hudi's order after a commit: inline compaction (merge-on-read), inline clustering,
+        automatic clean, archival. The commit stands whatever happens here, so a failure is
+        logged, not raised (raising would make callers retry a write that is already in the table)."""
         try:
             timeline = Timeline.load(self.storage)
+            if self.config.is_merge_on_read and cfg.get(opt.COMPACT_INLINE) and compaction_due(timeline, cfg):
+                # A distributed writer's `map_groups` runs the slices as its tasks; in process, threads.
+                self._compact(cfg, compact_in_process if map_groups is in_process else map_groups)
+                timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(timeline, cfg):
                 self._cluster(cfg, map_groups)
                 timeline = Timeline.load(self.storage)
@@ -177,10 +179,20 @@ class Table:
         except (UpsertlakeError, OSError):
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)
 
+    def compact(self, options: Mapping[str, object] | None = None, map_ops: OperationMap = compact_in_process) -> CompactionResult:
+        """Merge-on-read: fold the log files of every file slice that has some into new base files
+        (schedule, execute, commit). A plan a dead compactor left inflight is rolled back and run
+        first, as Hudi does; a result without instant says why there was nothing to compact.
+        `upsertlake.spark.compact` passes a `map_ops` that merges each slice as a Spark task."""
+        return self._compact(self.options.with_overrides(options), map_ops)
+
+    def _compact(self, cfg: Config, map_ops: OperationMap) -> CompactionResult:
+        return compact(self.storage, self.write_client().lock, self.config, cfg, map_ops)
+
     def archive(self, options: Mapping[str, object] | None = None) -> list[Instant]:
         """Move old completed instants to `.hoodie/archived/` (hoodie.keep.min/max.commits); time
         travel and incremental reads still reach them while their files exist."""
-        return archive(self.storage, self._service_client().lock, self.options.with_overrides(options))
+        return archive(self.storage, self.write_client().lock, self.options.with_overrides(options))
 
     def cluster(
         self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process
@@ -191,35 +203,41 @@ class Table:
         return self._cluster(self.options.with_overrides(options), map_groups)
 
     def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult:
-        result = cluster(self.storage, self._service_client().lock, self.config, cfg, map_groups)
+        if self.config.is_merge_on_read:
+            raise MergeOnReadError(
+                f"clustering merge-on-read table {self.name!r} is not supported: its file groups hold log files "
+                "a clustering would have to merge; compact the table (`compact()`) to fold them into base files"
+            )
+        result = cluster(self.storage, self.write_client().lock, self.config, cfg, map_groups)
         if result.clustered:
             self._client = None  # file groups moved: the index learns the new files
         return result
 
     # -- table services (upsertlake.services) --------------------------------------------------
-    def _service_client(self) -> WriteClient:
-        """The write client, for a table service that handles copy-on-write tables only."""
-        check_service_type(self.config.table_type, f"table {self.name!r} is")
-        return self.write_client()
-
     def clean(self, policy: str | None = None, retained: int | None = None) -> CleanResult:
         """Delete file versions no retained read needs (hoodie.cleaner.policy and its count)."""
-        return clean(self.storage, self._service_client().lock, self.options, policy, retained)
+        return clean(self.storage, self.write_client().lock, self.options, policy, retained)
 
     def savepoint(self, instant: str | datetime | None = None, comment: str = "") -> Instant:
         """Pin a completed commit's snapshot (default: the latest) against cleaning, for restore."""
-        return savepoint(self.storage, self._service_client().lock, self._instant(instant), comment)
+        return savepoint(self.storage, self.write_client().lock, self._instant(instant), comment)
 
     def restore(self, instant: str | datetime) -> Instant:
         """Roll back every instant after the savepoint `instant`: the table reads as of it again."""
-        done = restore(self.storage, self._service_client().lock, self._instant(instant) or "", self.options)
+        done = restore(self.storage, self.write_client().lock, self._instant(instant) or "", self.options)
         self._client = None  # its index may hold keys of the instants rolled back
         return done
 
     def rollback(self, instant: str | datetime | None = None) -> Instant:
         """Undo a failed write or the latest completed commit (default: the newest failed write,
-        else the latest commit), or any pending instant whose writer is gone, as a `.rollback`."""
-        done = rollback(self.storage, self.write_client().lock, self._instant(instant), self.options)
+        else the latest commit), or any pending instant whose writer is gone, as a `.rollback`.
+        An inflight compaction goes back to its plan (requested), its files deleted, as Hudi's
+        rollbackInflightCompaction does; the next `compact` runs it again."""
+        when = self._instant(instant)
+        compaction = next((i for i in Timeline.load(self.storage).pending_compactions() if i.time == when), None)
+        if compaction is not None:
+            return rollback_inflight(self.storage, self.write_client().lock, compaction, self.options)
+        done = rollback(self.storage, self.write_client().lock, when, self.options)
         self._client = None
         return done
 
@@ -314,7 +332,7 @@ def create_table(
         options = {**(options or {}), opt.TABLE_TYPE.key: table_type.upper()}
     resolved = Config.resolve(options)
     kind = resolved.get(opt.TABLE_TYPE)
-    check_writable_type(kind, f"{opt.TABLE_TYPE.key} is")
+    check_table_type(kind, f"{opt.TABLE_TYPE.key} is")
     keys = _fields(record_key)
     if not keys:
         raise ConfigError("record_key must name at least one field")

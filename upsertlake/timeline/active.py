@@ -68,6 +68,12 @@ class Timeline:
     def pending_writes(self) -> list[Instant]:
         return self.filter(WRITE_ACTIONS, [State.REQUESTED, State.INFLIGHT])
 
+    def pending_compactions(self) -> list[Instant]:
+        """Compaction plans not yet completed (requested or inflight), oldest first. A completed
+        compaction is a `commit` at the plan's time, its `.compaction.requested`/`.inflight` kept."""
+        done = {i.time for i in self.filter([Action.COMMIT], [State.COMPLETED])}
+        return [i for i in self.filter([Action.COMPACTION]) if i.time not in done]
+
     def latest_completed_write(self) -> Instant | None:
         done = self.completed_writes()
         return done[-1] if done else None

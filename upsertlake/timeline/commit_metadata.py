@@ -37,9 +37,21 @@ class WriteStat:
     totalWriteBytes: int = 0
     totalWriteErrors: int = 0
     fileSizeInBytes: int = 0
+    # What a compaction read (Hudi's compaction write stat fields; zero on other writes).
+    totalLogRecords: int = 0
+    totalLogFilesCompacted: int = 0
+    totalLogSizeCompacted: int = 0
+    totalUpdatedRecordsCompacted: int = 0
+    totalLogBlocks: int = 0
+    totalCorruptLogBlock: int = 0
+    totalRollbackBlocks: int = 0
+    totalLogReadTimeMs: int | None = None
+    prevBaseFile: str | None = None
+    runtimeStats: dict[str, int] | None = field(default=None, compare=False, hash=False)
 
     def to_json(self) -> dict[str, Any]:
-        return write_stat_json(**{f.name: getattr(self, f.name) for f in fields(WriteStat)})
+        values = {f.name: getattr(self, f.name) for f in fields(WriteStat)}  # a DeltaWriteStat adds its own
+        return write_stat_json(**{k: v for k, v in values.items() if v is not None or k in _HUDI_WRITE_STAT_FIELDS})
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> WriteStat:
@@ -105,9 +117,13 @@ _HUDI_WRITE_STAT_FIELDS: dict[str, Any] = {
 }
 
 
+# Fields Hudi writes only on some stats (a compaction's), after the others, when they are set.
+_OPTIONAL_WRITE_STAT_FIELDS = ("totalLogReadTimeMs", "prevBaseFile")
+
+
 def write_stat_json(**values: Any) -> dict[str, Any]:
     """A write stat document in Hudi's field order; unnamed fields keep a fresh stat's values."""
-    unknown = values.keys() - _HUDI_WRITE_STAT_FIELDS.keys()
+    unknown = values.keys() - _HUDI_WRITE_STAT_FIELDS.keys() - set(_OPTIONAL_WRITE_STAT_FIELDS)
     if unknown:
         raise ValueError(f"not HoodieWriteStat fields: {sorted(unknown)}")
     return {**_HUDI_WRITE_STAT_FIELDS, **values}

@@ -1,0 +1,67 @@
+"""Reading one merge-on-read file slice: its base file and the blocks of its log files, merged by
+record key under the table's merge mode. Shared by snapshot reads (`upsertlake.read`) and by
+compaction (`upsertlake.services.compaction`), which writes the merged records as a new base file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from upsertlake.errors import MissingFileError
+from upsertlake.layout.file_system_view import FileSlice
+from upsertlake.logfile.blocks import Block
+from upsertlake.logfile.merge import merge_slice
+from upsertlake.logfile.reader import read_blocks
+from upsertlake.schema import conform
+from upsertlake.storage import Storage
+
+
+@dataclass(frozen=True)
+class Merge:
+    """How a slice's records merge: by record key, under the table's merge mode and ordering
+    field, with only the blocks of `instants` (the completed writes the read sees) applied."""
+
+    ordering_field: str | None
+    mode: str
+    instants: frozenset[str]
+
+
+def slice_inputs(storage: Storage, sl: FileSlice) -> tuple[pa.Table | None, list[Block]]:
+    """A slice's base file records (None in a log-only group) and its log blocks, in log order."""
+    base = None
+    if sl.base is not None:
+        with listed(storage, sl.base.path, sl.base.instant_time):
+            base = storage.parquet_file(sl.base.path).read()
+    blocks: list[Block] = []
+    for log in sl.logs:
+        with listed(storage, log.path, log.name.instant):
+            blocks += read_blocks(storage.read_bytes(log.path), storage.full_path(log.path))
+    return base, blocks
+
+
+def merge_inputs(base: pa.Table | None, blocks: list[Block], merge: Merge, schema: pa.Schema) -> pa.Table:
+    """The records of a slice's inputs (`slice_inputs`) merged, in `schema`."""
+    table = merge_slice(base, blocks, "_hoodie_record_key", merge.ordering_field, merge.mode, merge.instants, schema)
+    return conform(table, schema)
+
+
+def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema) -> pa.Table:
+    """A merge-on-read slice's records: its base file's, merged with its log blocks by key."""
+    return merge_inputs(*slice_inputs(storage, sl), merge, schema)
+
+
+@contextmanager
+def listed(storage: Storage, path: str, instant: str) -> Iterator[None]:
+    """A file the view listed as visible is read or the read fails: never skipped."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise MissingFileError(
+            f"{storage.full_path(path)}, written by instant {instant}, was listed by this read "
+            "but is gone (a restore or rollback ran meanwhile, or the file was deleted): its rows cannot be "
+            f"returned. Read again; if it stays missing, run `upsertlake doctor {storage.base}`"
+        ) from exc

@@ -1,0 +1,275 @@
+"""Compaction (merge-on-read): run a plan (`compaction_plan`) and commit it, as Hudi's
+RunCompactionActionExecutor, HoodieCompactor and CompactHelpers do.
+
+`<t>.compaction.inflight`, then each planned slice merged into a new base file
+`<fileId>_<token>_<t>.parquet` (`compaction_slice`: threads in process, tasks on Spark), then a
+`commit` whose metadata says COMPACT, with Hudi's write stats; the requested and inflight files
+stay, as on Hudi's timeline. A plan is claimed under the table lock with a heartbeat, so one
+compactor runs it. A compaction that fails, or whose compactor died (its heartbeat expired), is
+rolled back to its plan (a `.rollback` instant, its files deleted, the inflight file removed), as
+Hudi's rollbackInflightCompaction does, and the next `compact` runs it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+
+from upsertlake.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
+from upsertlake.concurrency.lock import TableLock
+from upsertlake.config import Config
+from upsertlake.config import options as opt
+from upsertlake.config.table_config import TableConfig
+from upsertlake.errors import SchemaError, ServiceError
+from upsertlake.layout.file_writer import full_schema
+from upsertlake.layout.markers import delete_written, marker_folder
+from upsertlake.layout.slice_reader import Merge
+from upsertlake.schema import avro_to_arrow
+from upsertlake.services.compaction_plan import (
+    CompactionOperation,
+    schedule_locked,
+    check_compactable,
+    read_plan,
+    strategy,
+)
+from upsertlake.services.compaction_slice import compact_operation
+from upsertlake.services.rollback import METADATA_SCHEMA as ROLLBACK_METADATA_SCHEMA
+from upsertlake.services.rollback import PLAN_SCHEMA as ROLLBACK_PLAN_SCHEMA
+from upsertlake.storage import Storage
+from upsertlake.timeline import documents
+from upsertlake.timeline.active import Timeline, create_requested, transition
+from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
+from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.layouts import table_layout
+
+log = logging.getLogger(__name__)
+
+OPERATION = "COMPACT"
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What a compaction did: the instant (completed as a commit), the slices compacted, the log
+    files folded and the base files written; or, with nothing to compact, no instant and why."""
+
+    instant_time: str | None
+    operations: int = 0
+    log_files_compacted: int = 0
+    records_written: int = 0
+    files_written: tuple[str, ...] = ()
+    recovered: bool = False  # the plan was left inflight by a compaction that died, and run again
+    reason: str = ""
+
+    @property
+    def compacted(self) -> bool:
+        return self.instant_time is not None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "instant_time": self.instant_time,
+            "compacted": self.compacted,
+            "operations": self.operations,
+            "log_files_compacted": self.log_files_compacted,
+            "records_written": self.records_written,
+            "files_written": list(self.files_written),
+            "recovered": self.recovered,
+            "reason": self.reason,
+        }
+
+
+# Runs a function over the operations of a plan: in process by default, as Spark tasks on Spark.
+OperationMap = Callable[[Callable[[tuple[int, CompactionOperation]], WriteStat], list[tuple[int, CompactionOperation]]], list[WriteStat]]
+
+
+def in_process(fn: Callable[[tuple[int, CompactionOperation]], WriteStat], ops: list) -> list[WriteStat]:
+    """Each operation on a thread of this process, one per CPU (parquet and Arrow release the GIL)."""
+    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(ops) or 1))) as pool:
+        return list(pool.map(fn, ops))
+
+
+# -- execute -----------------------------------------------------------------------------------
+def compact(
+    storage: Storage, lock: TableLock, config: TableConfig, cfg: Config, map_ops: OperationMap = in_process
+) -> CompactionResult:
+    """Run the oldest pending compaction (one a dead compactor left inflight is rolled back to its
+    plan first), else schedule one and run it; a result without instant says why not. The plan is
+    chosen and claimed (inflight, with its heartbeat) under one hold of the table lock, so two
+    compactors never run one plan."""
+    check_compactable(config)
+    strategy(cfg)
+    recovered = False
+    with lock.hold():
+        timeline = Timeline.load(storage)
+        target = None
+        for inst in timeline.pending_compactions():
+            if inst.state is State.INFLIGHT:
+                if not _is_dead(storage, inst, cfg):
+                    continue  # another compactor runs it
+                _rollback_inflight(storage, inst)
+                recovered = True
+            target = inst.with_state(State.REQUESTED)
+            break
+        if target is None:
+            target = schedule_locked(storage, cfg)
+        if target is None:
+            return CompactionResult(None, reason=nothing_to_compact(Timeline.load(storage)))
+        inflight, heartbeat = _claim(storage, target, cfg)
+    return _run(storage, lock, cfg, inflight, heartbeat, map_ops, recovered)
+
+
+def execute(
+    storage: Storage, lock: TableLock, cfg: Config, requested: Instant, map_ops: OperationMap = in_process
+) -> CompactionResult:
+    """Execute a requested plan: inflight, one new base file per operation, the commit."""
+    with lock.hold():
+        current = Timeline.load(storage).get(requested.time, Action.COMPACTION)
+        if current is None or current.state is not State.REQUESTED:
+            state = "gone" if current is None else current.state.value
+            raise ServiceError(f"compaction {requested.time} is not a requested plan ({state}): another compactor took it")
+        inflight, heartbeat = _claim(storage, requested, cfg)
+    return _run(storage, lock, cfg, inflight, heartbeat, map_ops)
+
+
+def _claim(storage: Storage, requested: Instant, cfg: Config) -> tuple[Instant, Heartbeat]:
+    """The lock held: the plan goes inflight, its heartbeat beating first (a compactor that sees
+    it inflight sees it alive)."""
+    heartbeat = Heartbeat(storage, requested.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)).start()
+    try:
+        return transition(storage, requested, State.INFLIGHT), heartbeat
+    except BaseException:
+        heartbeat.stop()
+        raise
+
+
+def _is_dead(storage: Storage, inst: Instant, cfg: Config) -> bool:
+    return is_expired(storage, inst.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES))
+
+
+def nothing_to_compact(timeline: Timeline) -> str:
+    pending = timeline.pending_compactions()
+    running = f"; compaction {pending[0].time} is running in another process" if pending else ""
+    return f"no file slice has log files to compact{running}"
+
+
+def _run(
+    storage: Storage,
+    lock: TableLock,
+    cfg: Config,
+    inflight: Instant,
+    heartbeat: Heartbeat,
+    map_ops: OperationMap,
+    recovered: bool = False,
+) -> CompactionResult:
+    """Write the new base files of a claimed plan and commit them. An error rolls the plan back
+    to requested (its files deleted) and is raised: the table reads as before, the plan stays."""
+    started = time.monotonic()
+    try:
+        timeline = Timeline.load(storage)
+        ops = read_plan(timeline, inflight)
+        schema_json = _schema_before(timeline, inflight.time) or TableConfig.load(storage).create_schema
+        if not schema_json:
+            raise SchemaError("the table has no schema to compact with")
+        config = TableConfig.load(storage)
+        merge = Merge(
+            config.precombine_field,
+            config.merge_mode,
+            frozenset(i.time for i in timeline.completed_writes() if i.time < inflight.time),
+        )
+        write = partial(
+            compact_operation, storage, instant_time=inflight.time,
+            schema=full_schema(avro_to_arrow(schema_json)), merge=merge, cfg=cfg,
+        )
+        stats = map_ops(write, list(enumerate(ops)))
+        by_partition: dict[str, list[WriteStat]] = defaultdict(list)
+        for s in stats:
+            by_partition[s.partitionPath].append(s)
+        metadata = CommitMetadata(dict(by_partition), OPERATION, {"schema": schema_json}, compacted=True)
+        with lock.hold():
+            lock.fence()
+            transition(storage, Instant(inflight.time, Action.COMMIT, State.INFLIGHT), State.COMPLETED, metadata.to_json_bytes())
+    except Exception:
+        with lock.hold():
+            if not _completed(storage, inflight.time):
+                _rollback_inflight(storage, inflight)
+        raise
+    finally:
+        heartbeat.stop()
+    storage.delete_dir(marker_folder(inflight.time))
+    log.info("compacted %d file slice(s) at %s in %.2f s", len(ops), inflight.time, time.monotonic() - started)
+    return CompactionResult(
+        inflight.time,
+        operations=len(ops),
+        log_files_compacted=sum(s.totalLogFilesCompacted for s in stats),
+        records_written=sum(s.numWrites for s in stats),
+        files_written=tuple(s.path for s in stats),
+        recovered=recovered,
+    )
+
+
+def _schema_before(timeline: Timeline, instant_time: str) -> str | None:
+    """The schema of the newest completed write before the compaction instant."""
+    for inst in reversed(timeline.completed_writes()):
+        if inst.time < instant_time:
+            schema = timeline.commit_metadata(inst).schema
+            if schema:
+                return schema
+    return None
+
+
+# -- failure -----------------------------------------------------------------------------------
+def rollback_inflight(storage: Storage, lock: TableLock, inflight: Instant, cfg: Config | None = None) -> Instant:
+    """Hudi's rollbackInflightCompaction: a `.rollback` instant records the files deleted, then
+    the compaction goes back to requested (its plan kept) to be executed again. Returns the
+    rollback instant. Refused while its compactor's heartbeat beats (`cfg`'s heartbeat settings)."""
+    with lock.hold():
+        current = Timeline.load(storage).get(inflight.time, Action.COMPACTION)
+        if current is None or current.state is not State.INFLIGHT or _completed(storage, inflight.time):
+            raise ServiceError(f"compaction {inflight.time} is not inflight: nothing to roll back")
+        if not _is_dead(storage, current, cfg or Config.resolve(None)):
+            raise ServiceError(
+                f"compaction {inflight.time} is running (its heartbeat is alive): stop its compactor, or wait for "
+                "it to end or for its heartbeat to expire"
+            )
+        return _rollback_inflight(storage, current)
+
+
+def _rollback_inflight(storage: Storage, inflight: Instant) -> Instant:
+    """`rollback_inflight`, the lock held."""
+    started = time.monotonic()
+    target = {"commitTime": inflight.time, "action": Action.COMPACTION.value}
+    plan = {"instantToRollback": target, "RollbackRequests": [], "version": 1}
+    requested = create_requested(storage, Action.ROLLBACK, documents.encode(ROLLBACK_PLAN_SCHEMA, plan))
+    rolling = transition(storage, requested, State.INFLIGHT)
+    deleted, _ = delete_written(storage, inflight.time, named_logs=False)
+    storage.delete(table_layout(storage).path(inflight.with_state(State.INFLIGHT)))  # back to requested
+    storage.delete(heartbeat_path(inflight.time))
+    by_partition: dict[str, list[str]] = defaultdict(list)
+    for path in deleted:
+        by_partition[path.rpartition("/")[0]].append(storage.full_path(path))
+    meta = {
+        "startRollbackTime": requested.time,
+        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+        "totalFilesDeleted": len(deleted),
+        "commitsRollback": [inflight.time],
+        "partitionMetadata": {
+            p: {"partitionPath": p, "successDeleteFiles": files, "failedDeleteFiles": [],
+                "rollbackLogFiles": None, "writtenLogFiles": None}
+            for p, files in by_partition.items()
+        },
+        "version": 1,
+        "instantsRollback": [target],
+    }
+    done = transition(storage, rolling, State.COMPLETED, documents.encode(ROLLBACK_METADATA_SCHEMA, meta))
+    log.info("rolled back inflight compaction %s (%d file(s)); its plan stays requested", inflight.time, len(deleted))
+    return done
+
+
+def _completed(storage: Storage, instant_time: str) -> bool:
+    done = Timeline.load(storage).get(instant_time, Action.COMMIT)
+    return done is not None and done.is_completed

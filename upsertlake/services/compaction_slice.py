@@ -1,0 +1,138 @@
+"""One compaction operation: a file slice merged (its base file and log blocks, by record key
+under the table's merge mode) and written as the file group's new base file, with the write stat
+Hudi's compactor reports for it. Runs in a thread in process, or as a Spark task.
+
+The new file keeps the records' meta columns but `_hoodie_file_name`. Over a base file we wrote,
+its bloom filter, key range and dictionary choice are resumed, as copy-on-write rewrites do.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from upsertlake.config import Config
+from upsertlake.layout.file_system_view import BaseFile, base_file_name
+from upsertlake.layout.file_writer import (
+    DICTIONARY_SAMPLE,
+    dictionary_pages,
+    file_writer_config,
+    marker_path,
+    write_base_file,
+)
+from upsertlake.layout.footer import resumed_bloom, resumed_key_range
+from upsertlake.layout.slice_reader import Merge, merge_inputs, slice_inputs
+from upsertlake.logfile.blocks import Block, CommandBlock, CorruptBlock, DataBlock, DeleteBlock
+from upsertlake.services.compaction_plan import CompactionOperation
+from upsertlake.storage import Storage
+from upsertlake.timeline.commit_metadata import WriteStat
+
+
+def compact_operation(
+    storage: Storage,
+    numbered: tuple[int, CompactionOperation],
+    *,
+    instant_time: str,
+    schema: pa.Schema,
+    merge: Merge,
+    cfg: Config,
+) -> WriteStat:
+    """Merge one planned slice and write it as the file group's new base file (a task on Spark)."""
+    n, op = numbered
+    sl = op.file_slice(storage)
+    began = time.monotonic()
+    base, blocks = slice_inputs(storage, sl)
+    scanned = time.monotonic()
+    merged = merge_inputs(base, blocks, merge, schema)
+    name = base_file_name(op.file_id, f"{n}-0-0", instant_time)
+    path = f"{op.partition_path}/{name}" if op.partition_path else name
+    names = pa.DictionaryArray.from_arrays(pa.array(np.zeros(merged.num_rows, np.int32)), pa.array([name]))
+    merged = merged.set_column(4, schema.field(4), names.cast(pa.string()))
+    counts, added = _merge_counts(base, blocks, merge, merged)
+    config = file_writer_config(cfg)
+    footer, kept = _previous_version(storage, sl.base, schema) if sl.base is not None else ({}, None)
+    bloom = key_range = None
+    if base is not None and counts["deletes"] == 0:
+        # Every base key is still there, and the logs added `added`: the base file's filter and
+        # key range plus those keys, as copy-on-write rewrites resume them.
+        bloom = resumed_bloom(footer, base.num_rows, added, config)
+        key_range = resumed_key_range(footer, added) if bloom is not None else None
+    storage.write_if_absent(marker_path(instant_time, op.partition_path, name, "MERGE" if base is not None else "CREATE"), b"")
+    size = write_base_file(storage, path, merged, config, bloom, key_range, kept)
+    wrote = time.monotonic()
+    log_bytes = sum(info.size for lf in sl.logs if (info := storage.stat(lf.path)) is not None)
+    return WriteStat(
+        fileId=op.file_id,
+        path=path,
+        partitionPath=op.partition_path,
+        prevCommit=op.base_instant,
+        numWrites=merged.num_rows,
+        numDeletes=counts["deletes"],
+        numUpdateWrites=counts["updates"],
+        numInserts=merged.num_rows - counts["updates"],
+        totalWriteBytes=size,
+        fileSizeInBytes=size,
+        totalLogRecords=counts["log_records"],
+        totalLogFilesCompacted=len(sl.logs),
+        totalLogSizeCompacted=log_bytes,
+        totalUpdatedRecordsCompacted=counts["log_keys"],
+        totalLogBlocks=counts["blocks"],
+        totalCorruptLogBlock=counts["corrupt"],
+        totalRollbackBlocks=counts["rollbacks"],
+        totalLogReadTimeMs=int((scanned - began) * 1000),
+        prevBaseFile=op.data_file,
+        runtimeStats={
+            "totalScanTime": int((scanned - began) * 1000),
+            "totalCreateTime": 0,
+            "totalUpsertTime": int((wrote - scanned) * 1000),
+        },
+    )
+
+
+def _previous_version(storage: Storage, base: BaseFile, schema: pa.Schema) -> tuple[dict[bytes, bytes], frozenset[str] | None]:
+    """The base file's footer when we wrote it (Hudi's writers' filters are not reused: some miss
+    their keys), and the columns it dictionary-encodes when that choice can be kept (we wrote it
+    with every column, from enough rows), so the new version is not sampled again."""
+    metadata = storage.parquet_file(base.path).metadata
+    if not metadata.created_by.startswith("parquet-cpp"):
+        return {}, None
+    complete = set(schema.names) <= {metadata.schema.column(i).path for i in range(metadata.num_columns)}
+    kept = frozenset(dictionary_pages(metadata)) if complete and metadata.num_rows >= DICTIONARY_SAMPLE else None
+    return metadata.metadata or {}, kept
+
+
+def _merge_counts(base: pa.Table | None, blocks: list[Block], merge: Merge, merged: pa.Table) -> tuple[dict[str, int], pa.Array]:
+    """The counts Hudi's compaction write stat reports (log records and blocks read, keys the logs
+    touched, base records updated and deleted), and the keys the new file adds to the base's."""
+    rolled_back = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
+    live = [
+        b for b in blocks
+        if isinstance(b, (DataBlock, DeleteBlock)) and b.instant not in rolled_back and b.instant in merge.instants
+    ]
+    keys = [
+        (b.records.column("_hoodie_record_key") if isinstance(b, DataBlock) else b.keys.column("record_key"))
+        for b in live
+    ]
+    log_keys = pc.unique(pa.chunked_array([k for col in keys for k in _chunks(col)], pa.string())) if keys else pa.array([], pa.string())
+    written = pc.is_in(log_keys, value_set=merged.column("_hoodie_record_key").combine_chunks())
+    in_base = pc.is_in(log_keys, value_set=base.column("_hoodie_record_key").combine_chunks()) if base is not None else None
+    added = log_keys.filter(pc.and_not(written, in_base) if in_base is not None else written)
+    updates = int(pc.sum(pc.and_(written, in_base)).as_py() or 0) if in_base is not None else 0
+    deletes = base.num_rows - (merged.num_rows - len(added)) if base is not None else 0
+    return {
+        "log_records": sum(len(k) for k in keys),
+        "log_keys": len(log_keys),
+        "blocks": len(live),
+        "corrupt": sum(1 for b in blocks if isinstance(b, CorruptBlock)),
+        "rollbacks": sum(1 for b in blocks if isinstance(b, CommandBlock)),
+        "updates": updates,
+        "deletes": deletes,
+    }, added
+
+
+def _chunks(col: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    arrays = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    return [a if a.type == pa.string() else a.cast(pa.string()) for a in arrays]
