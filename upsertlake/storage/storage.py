@@ -64,12 +64,15 @@ def _brief(exc: Exception) -> str:
 
 @dataclass(frozen=True)
 class FileEntry:
-    """A listed file: its table-relative path, size in bytes and modification time (ns)."""
+    """A listed file: its table-relative path, size in bytes, modification time (ns) and, on an
+    object store, its version (ETag): a listing then tells whether a file changed since it was
+    read, without a request of its own."""
 
     path: str
     size: int
     is_dir: bool
     mtime_ns: int
+    version: str | None = None
 
     @property
     def name(self) -> str:
@@ -325,7 +328,7 @@ class Storage:
 
 def _entry(path: str, meta: Mapping[str, Any]) -> FileEntry:
     mtime = meta["last_modified"]
-    return FileEntry(path, int(meta["size"]), False, int(mtime.timestamp() * 1_000_000_000))
+    return FileEntry(path, int(meta["size"]), False, int(mtime.timestamp() * 1_000_000_000), meta.get("e_tag"))
 
 
 def _immutable(rel: str) -> bool:

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from upsertlake.errors import CorruptTableError, MergeOnReadError, UpsertlakeError
-from upsertlake.storage import Storage
-from upsertlake.timeline.archived import load_archived
+from upsertlake.storage import FileEntry, Storage
+from upsertlake.timeline.archived import ARCHIVE_FOLDER, load_archived
 from upsertlake.timeline.commit_metadata import AVRO_MAGIC, CommitMetadata, json_to_avro
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.instant_time import next_instant_time
-from upsertlake.timeline.layouts import LAYOUT_1, METAFOLDER, TimelineLayout, table_layout
+from upsertlake.timeline.layouts import LAYOUT_1, METAFOLDER, TimelineLayout, listed_layout, table_layout
 
 
 @dataclass(frozen=True)
@@ -36,14 +36,19 @@ class Timeline:
     @classmethod
     def load(cls, storage: Storage, layout: TimelineLayout | None = None) -> Timeline:
         """The timeline as listed now, in the layout `hoodie.properties` declares (or `layout`)."""
-        layout = layout or table_layout(storage)
+        # One listing of `.hoodie/` answers the layout 1 instants, the version of hoodie.properties
+        # (so the layout costs no read of its own once known) and whether anything was archived.
+        metafolder = storage.list(METAFOLDER) if layout is None or layout.folder == METAFOLDER else None
+        if layout is None:
+            layout = listed_layout(storage, metafolder or [])
+        entries = metafolder if metafolder is not None and layout.folder == METAFOLDER else storage.list(layout.folder)
         latest: dict[tuple[str, Action], Instant] = {}
-        for inst in _list_instants(storage, layout):
+        for inst in _instants_in(entries, layout):
             key = (inst.time, inst.action)
             seen = latest.get(key)
             if seen is None or inst.state.rank > seen.state.rank:
                 latest[key] = inst
-        archived = load_archived(storage)
+        archived = load_archived(storage) if metafolder is None or _has_archive(metafolder) else {}
         for inst in archived:
             latest.setdefault((inst.time, inst.action), inst)
         _refuse_delta_commits(storage, latest.values())
@@ -160,8 +165,18 @@ def _read_commit_metadata(storage: Storage, rel: str) -> CommitMetadata:
     return _read_commit_metadata_cached(storage, rel, info.size, info.mtime_ns)
 
 
+def _has_archive(metafolder: list[FileEntry]) -> bool:
+    """Whether a listing of `.hoodie/` shows the archive folder (on an object store a prefix is
+    listed only while an object lies below it: a table never archived costs no listing of it)."""
+    return any(e.is_dir and e.path == ARCHIVE_FOLDER for e in metafolder)
+
+
 def _list_instants(storage: Storage, layout: TimelineLayout) -> Iterable[Instant]:
-    for entry in storage.list(layout.folder):
+    return _instants_in(storage.list(layout.folder), layout)
+
+
+def _instants_in(entries: Iterable[FileEntry], layout: TimelineLayout) -> Iterable[Instant]:
+    for entry in entries:
         if not entry.is_dir:
             inst = layout.parse(entry.name)
             if inst is not None:
