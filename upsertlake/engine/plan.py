@@ -13,8 +13,18 @@ import pyarrow.compute as pc
 from upsertlake.config import Config
 from upsertlake.engine.bucket_writer import DELETE_FLAG
 from upsertlake.engine.prepare import PreparedBatch
+from upsertlake.index.base import Index
 from upsertlake.partitioner import Bucket, BucketType, WorkloadProfile
 from upsertlake.layout.file_system_view import FileSystemView
+
+
+def view_scope(operation: str, index: Index, partitions: pa.Array | pa.ChunkedArray) -> list[str] | None:
+    """The partitions a write's file system view lists: the batch's (so a write's listing grows
+    with the partitions it touches, not with the table), or all (None) when the index reads every
+    partition or the write replaces the whole table."""
+    if operation == "insert_overwrite_table" or (index.requires_tagging(operation) and index.reads_all_partitions):
+        return None
+    return pc.unique(partitions).to_pylist()
 
 
 class Progress:

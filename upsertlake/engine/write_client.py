@@ -50,7 +50,7 @@ from upsertlake.engine.bulk_insert import bulk_insert_buckets, bulk_insert_sort
 from upsertlake.layout.file_writer import file_writer_config
 from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.engine.global_routing import route_global
-from upsertlake.engine.plan import Progress, WritePlan
+from upsertlake.engine.plan import Progress, WritePlan, view_scope
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.errors import PartitionNotFoundError, StorageError, UpsertlakeError, WriteConflictError, WriteInProgressError
 from upsertlake.services.metadata_table import drop_metadata_table
@@ -427,7 +427,7 @@ class WriteClient:
         data_schema: pa.Schema,
         keep_keys: bool | None = None,
     ) -> BucketJob:
-        self._write_partition_metadata({b.partition_path for b in buckets}, instant_time)
+        self._write_partition_metadata({b.partition_path for b in buckets}, instant_time, view.all_partitions())
         mode = {
             "insert": MergeMode.APPEND,
             "bulk_insert": MergeMode.APPEND,
@@ -543,7 +543,7 @@ class WriteClient:
         stages = {} if stages is None else stages
         self._log_default_partition(batch)
         timeline = Timeline.load(self.storage)
-        view = FileSystemView(timeline)
+        view = FileSystemView(timeline, partitions=view_scope(operation, index, batch.partitions))
         with _stage(stages, "tag", progress):
             records, locations = self._tag(batch, index, view, operation, cfg)
         with _stage(stages, "profile", progress):
@@ -686,13 +686,14 @@ class WriteClient:
         with ThreadPoolExecutor(max_workers=max(1, min(threads, len(chosen) or 1))) as pool:
             return list(pool.map(lambda n: job.write(self.storage, n, kept[n], None, attempt), chosen))
 
-    def _write_partition_metadata(self, partitions: set[str], instant_time: str) -> None:
-        for p in partitions:
+    def _write_partition_metadata(self, partitions: set[str], instant_time: str, listed: Collection[str] = ()) -> None:
+        """Create the metafile of each partition that lacks one (`listed`: partitions a listing
+        just found with theirs; a conditional create leaves an existing one as it is)."""
+        for p in partitions - set(listed):
             path = f"{p}/{PARTITION_METAFILE}" if p else PARTITION_METAFILE
-            if not self.storage.exists(path):
-                depth = len(p.split("/")) if p else 0
-                body = f"#partition metadata\ncommitTime={instant_time}\npartitionDepth={depth}\n"
-                self.storage.write_if_absent(path, body.encode())
+            depth = len(p.split("/")) if p else 0
+            body = f"#partition metadata\ncommitTime={instant_time}\npartitionDepth={depth}\n"
+            self.storage.write_if_absent(path, body.encode())
 
     # -- 9. commit ---------------------------------------------------------------------------
     def commit(
@@ -793,7 +794,7 @@ class WriteClient:
             raise UpsertlakeError(f"instant {instant_time} is already completed")
         # A rollback by another writer that ran while this one wrote may have deleted some files
         # and left the instant (it deletes the state it saw; this write moved on to inflight).
-        gone = current is not None and any(not self.storage.exists(p) for p in result.files_written)
+        gone = current is not None and bool(self.storage.missing(result.files_written))
         if current is None or gone:
             rollback_pending(self.storage, current or pending.instant)  # what it wrote since, too
             self._forget(instant_time)
@@ -912,7 +913,7 @@ class WriteClient:
         groups = {b.number: (b.partition_path, b.file_id) for b in job.buckets}
         base_files = {n: latest.get(groups[n], bf) for n, bf in job.base_files.items()}
         moved = _replace(job, instant_time=new.time, base_files=base_files)
-        self._write_partition_metadata({b.partition_path for b in job.buckets}, new.time)
+        self._write_partition_metadata({b.partition_path for b in job.buckets}, new.time, view.all_partitions())
         try:
             statuses = pending.rewrite(moved, None, attempt)
         except BaseException:

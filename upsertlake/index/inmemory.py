@@ -69,6 +69,10 @@ class InMemoryIndex(Index):
         super().__init__(is_global)
         self._stats: dict[str, int] = {}
 
+    @property
+    def reads_all_partitions(self) -> bool:
+        return True  # it keeps, and checks, the keys of the whole table
+
     def _lookup_keys(self, keys: pa.Array, partitions: pa.Array) -> pa.Array:
         if self.is_global:
             return keys

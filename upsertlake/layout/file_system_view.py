@@ -13,7 +13,8 @@ dropping the group, for reads and for the writes that would build on them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -25,6 +26,7 @@ from upsertlake.timeline.retention import cleaned_files
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 BASE_FILE_EXTENSION = ".parquet"
+LISTING_THREADS = 8  # partitions listed at once by a scoped view (each listing is one request)
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,19 @@ def base_file_name(file_id: str, write_token: str, instant_time: str) -> str:
     return f"{file_id}_{write_token}_{instant_time}{BASE_FILE_EXTENSION}"
 
 
-def list_partitions_and_files(storage: Storage) -> tuple[list[str], list[BaseFile]]:
-    """Every partition (folder holding a partition metafile) and every base file in them."""
+def list_partitions_and_files(
+    storage: Storage, scope: Collection[str] | None = None
+) -> tuple[list[str], list[BaseFile]]:
+    """Every partition (folder holding a partition metafile) and every base file in them; with
+    `scope`, only those partitions, one listing of each (on a thread pool), not the whole table."""
+    if scope is None:
+        entries = storage.list("", recursive=True)
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, min(LISTING_THREADS, len(scope)))) as pool:
+            entries = [e for listed in pool.map(storage.list, sorted(scope)) for e in listed]
     partitions: set[str] = set()
     files: list[FileEntry] = []
-    for entry in storage.list("", recursive=True):
+    for entry in entries:
         path = entry.path
         if path.startswith(METAFOLDER + "/") or path == METAFOLDER or entry.is_dir:
             continue
@@ -86,12 +96,21 @@ class FileSystemView:
     `as_of` is a requested instant time (time travel). `only` makes just those completed writes
     visible: an incremental read of timeline layout 2 sees the files of the commits in its range,
     as Hudi 1.x and hudi-rs build file groups from those commits' metadata alone.
+    `partitions` scopes the view to those partitions: it lists only them (a write lists the
+    partitions its batch touches, not the table), and refuses questions about any other.
     """
 
-    def __init__(self, timeline: Timeline, as_of: str | None = None, only: list[Instant] | None = None) -> None:
+    def __init__(
+        self,
+        timeline: Timeline,
+        as_of: str | None = None,
+        only: list[Instant] | None = None,
+        partitions: Iterable[str] | None = None,
+    ) -> None:
         self.timeline = timeline
         self.storage = timeline.storage
         self.as_of = as_of
+        self.scope = None if partitions is None else frozenset(partitions)
         self.visible_instants = (
             list(only) if only is not None
             else [i for i in timeline.completed_writes() if as_of is None or i.time <= as_of]
@@ -100,7 +119,14 @@ class FileSystemView:
 
     @cached_property
     def _listing(self) -> tuple[list[str], list[BaseFile]]:
-        return list_partitions_and_files(self.storage)
+        return list_partitions_and_files(self.storage, self.scope)
+
+    def _scoped(self, partitions: Iterable[str]) -> None:
+        """Refuse a question about partitions this view did not list (a bug, never an empty answer)."""
+        if self.scope is not None:
+            outside = sorted(set(partitions) - self.scope)
+            if outside:
+                raise ValueError(f"this file system view lists partitions {sorted(self.scope)} only, not {outside}")
 
     @cached_property
     def replaced_file_groups(self) -> set[tuple[str, str]]:
@@ -124,7 +150,7 @@ class FileSystemView:
             except CorruptTableError:
                 continue
             for group, path in written:
-                if group not in newest:
+                if group not in newest and (self.scope is None or group[0] in self.scope):
                     newest[group] = (path, inst)
         for group in self.replaced_file_groups:
             newest.pop(group, None)
@@ -161,6 +187,9 @@ class FileSystemView:
 
     def check_complete(self, partitions: Iterable[str] | None = None) -> None:
         """Raise when a file this view needs (in `partitions`, default all) is not on storage."""
+        if partitions is not None:
+            partitions = list(partitions)
+            self._scoped(partitions)
         wanted = self._missing.keys() if partitions is None else [p for p in partitions if p in self._missing]
         gone = [entry for p in sorted(wanted) for entry in self._missing[p]]
         if gone:
@@ -204,6 +233,8 @@ class FileSystemView:
     def file_ids(self, partitions: list[str] | None = None) -> dict[str, list[str]]:
         """The visible file groups per partition, also those whose file is missing: what an
         overwrite or a partition delete retires without reading them."""
+        if partitions is not None:
+            self._scoped(partitions)
         groups = {bf.file_group for bf in self._latest_by_group.values()} | self._committed.keys()
         out: dict[str, list[str]] = defaultdict(list)
         for partition, file_id in sorted(groups):
@@ -212,7 +243,7 @@ class FileSystemView:
         return dict(out)
 
     def all_partitions(self) -> list[str]:
-        """Every partition folder on storage, visible or not."""
+        """Every partition folder on storage (in the view's scope), visible or not."""
         return self._listing[0]
 
     def latest_base_files(self, partitions: list[str] | None = None) -> list[BaseFile]:
@@ -223,5 +254,5 @@ class FileSystemView:
         return [bf for p in wanted for bf in self._latest.get(p, [])]
 
     def all_base_files(self) -> list[BaseFile]:
-        """Every base file on storage in a partition folder, of any instant (for rollback)."""
+        """Every base file on storage in a partition folder (in the view's scope), of any instant."""
         return list(self._listing[1])

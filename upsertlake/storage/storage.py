@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -170,6 +170,22 @@ class Storage:
         if self.is_local:
             return self.fs.open_input_file(self.full_path(rel))
         return pa.PythonFile(ObjectReader(self._store, rel, self.full_path(rel), _immutable(rel)), mode="r")
+
+    def missing(self, paths: Iterable[str]) -> list[str]:
+        """Those of `paths` that are not files now. On an object store one listing of each folder
+        holding several of them answers for all (a HEAD for a lone one): a commit checks every
+        file it wrote with as many requests as folders, not files."""
+        by_folder: dict[str, list[str]] = {}
+        for path in paths:
+            by_folder.setdefault(path.rpartition("/")[0], []).append(path)
+        gone: list[str] = []
+        for folder, wanted in sorted(by_folder.items()):
+            if self.is_local or len(wanted) == 1:
+                gone += [p for p in wanted if self.stat(p) is None]
+            else:
+                present = {e.path for e in self.list(folder) if not e.is_dir}
+                gone += [p for p in wanted if p not in present]
+        return gone
 
     def parquet_file(self, rel: str, **kwargs: Any) -> pq.ParquetFile:
         return pq.ParquetFile(self.open_input(rel), **kwargs)
