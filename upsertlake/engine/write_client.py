@@ -73,6 +73,7 @@ from upsertlake.layout.file_system_view import PARTITION_METAFILE, FileSystemVie
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.layouts import layout_of
 from upsertlake.layout.markers import marker_folder, reconcile_markers, rollback_pending
 from upsertlake.util.arrays import group_rows
 from upsertlake.util.arrow import constant
@@ -209,8 +210,8 @@ class WriteClient:
                         plan = {"operationType": operation.upper(), "clusteringPlan": None, "extraMetadata": {},
                                 "version": 1}
                         action, doc = Action.REPLACE_COMMIT, encode(REPLACE_PLAN, plan)
-                    instant, heartbeat = self._request(action, doc)
-                    done = frozenset(i.time for i in Timeline.load(self.storage).completed_writes())
+                    instant, heartbeat = self._request(action, doc, timeline)
+                    done = frozenset(i.time for i in timeline.completed_writes())  # none completed: we hold the lock
                     break
             began = time.monotonic() if began is None else began
             self._wait_for(live[0], told, began)
@@ -218,7 +219,7 @@ class WriteClient:
         log.info("started commit %s", instant.time)
         return instant.time
 
-    def _request(self, action: Action, content: bytes) -> tuple[Instant, Heartbeat]:
+    def _request(self, action: Action, content: bytes, timeline: Timeline | None = None) -> tuple[Instant, Heartbeat]:
         """Under the lock: a new requested instant and its heartbeat, which beats before the instant
         is visible, so no other writer ever sees it without one (and takes it for a dead write)."""
         beats: list[Heartbeat] = []
@@ -228,7 +229,7 @@ class WriteClient:
                 beats[-1].stop(delete=False)
             beats.append(self._heartbeat(instant_time))
 
-        return create_requested(self.storage, action, content, before=beat_first), beats[-1]
+        return create_requested(self.storage, action, content, before=beat_first, timeline=timeline), beats[-1]
 
     def _heartbeat(self, instant_time: str) -> Heartbeat:
         interval = self.config.get(opt.HEARTBEAT_INTERVAL_MS)
@@ -413,7 +414,8 @@ class WriteClient:
             seen = {i.time for i in view.visible_instants if i.time < instant_time}
             pending.checked = pending.checked | seen
         pending.inflight_doc = profile.to_inflight_json()
-        pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc)
+        pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc,
+                                     layout_of(self.table_config))
         pending.job = self._bucket_job(instant_time, operation, cfg, view, buckets, data_schema, keep_keys)
         return pending.job
 
@@ -768,7 +770,7 @@ class WriteClient:
         self._forget(instant_time)
         if result.replaced:
             self.index = make_index(self.config.get(opt.INDEX_TYPE))  # whole groups went: relearn
-        elif result.index_update is not None:
+        elif result.index_update is not None and self.index.learns_writes:
             self.index.update(result.index_update, FileSystemView(Timeline.load(self.storage)))
         stages = dict(result.stage_seconds, commit=time.perf_counter() - started - sum(extra_seconds.values()))
         stages.update({k: v for k, v in extra_seconds.items() if v})
@@ -833,7 +835,7 @@ class WriteClient:
         # a rollback before it still finds every file, which all exist by now, by its name.
         self.storage.delete_dir(marker_folder(current.time))
         self.lock.fence()
-        transition(self.storage, current, State.COMPLETED, metadata.to_json_bytes())
+        transition(self.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(self.table_config))
         if has_schema and not self.table_config.create_schema:
             write_properties(self.storage, {"hoodie.table.create.schema": extra["schema"]})
             self.table_config = self.table_config.with_schema(extra["schema"])

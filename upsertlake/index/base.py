@@ -43,6 +43,11 @@ class Index(ABC):
         self.is_global = is_global
 
     @property
+    def learns_writes(self) -> bool:
+        """Whether `update` learns anything (an index that keeps state between writes)."""
+        return False
+
+    @property
     def reads_all_partitions(self) -> bool:
         """Whether tagging reads every partition's files (a global index), not the batch's only."""
         return self.is_global

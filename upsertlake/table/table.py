@@ -32,7 +32,7 @@ from upsertlake.read.filters import Filters
 from upsertlake.read.snapshot import read_incremental, read_snapshot, snapshot_scan, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
 from upsertlake.concurrency.lock import make_lock
-from upsertlake.services.archive import archive
+from upsertlake.services.archive import archive, archive_due
 from upsertlake.services.doctor import refuse_damaged_table
 from upsertlake.services.clean import CleanResult, clean, clean_due
 from upsertlake.services.cluster import (
@@ -162,7 +162,7 @@ class Table:
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLEAN_AUTOMATIC) and clean_due(timeline, cfg):
                 clean(self.storage, self.write_client().lock, cfg)
-            if cfg.get(opt.ARCHIVE_AUTOMATIC):
+            if cfg.get(opt.ARCHIVE_AUTOMATIC) and archive_due(timeline, cfg):
                 archive(self.storage, self.write_client().lock, cfg)
         except (UpsertlakeError, OSError):
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)

@@ -190,6 +190,7 @@ def create_requested(
     content: bytes = b"",
     clustering: bool = False,
     before: Callable[[str], object] | None = None,
+    timeline: Timeline | None = None,
 ) -> Instant:
     """Create `<t>.<action>.requested` with a fresh instant time later than any on the timeline.
 
@@ -197,8 +198,9 @@ def create_requested(
     write-if-absent guards against a writer that does not hold the lock. `before(t)` runs once the
     time is chosen and before the file exists (a writer starts its heartbeat there, so no one
     sees its instant without one); it runs again for the next time if `t` was taken meanwhile.
+    `timeline`: one the caller listed under the lock it still holds (else it is listed now).
     """
-    timeline = Timeline.load(storage)
+    timeline = timeline or Timeline.load(storage)
     last = timeline.last_time()
     while True:
         instant = Instant(next_instant_time(last, timeline.layout.zone), action, State.REQUESTED, clustering=clustering)
@@ -209,20 +211,24 @@ def create_requested(
         last = instant.time
 
 
-def transition(storage: Storage, instant: Instant, to: State, content: bytes = b"") -> Instant:
+def transition(
+    storage: Storage, instant: Instant, to: State, content: bytes = b"", layout: TimelineLayout | None = None
+) -> Instant:
     """Move an instant to `to` by creating its file; refuses if that file already exists.
 
     Commit documents are given as Hudi's JSON; layout 2 stores them in Avro. Completing an
     instant in layout 2 names it with a fresh completion time: creating that file exclusively is
     the commit point, so the instant must not be completed under any completion time already.
-    Call under the table lock.
+    Call under the table lock. `layout`: the table's, as the caller read it under the lock (else
+    read now); the timeline is listed only where a completion time must be chosen.
     """
     if to.rank <= instant.state.rank:
         raise UpsertlakeError(f"cannot move instant {instant.time} from {instant.state} to {to}")
-    timeline = Timeline.load(storage)
-    layout = timeline.layout
+    timeline = Timeline.load(storage, layout) if layout is None or (layout.has_completion_times and to is State.COMPLETED) else None
+    layout = timeline.layout if timeline is not None else layout
+    assert layout is not None
     target = instant.with_state(to)
-    if layout.has_completion_times and to is State.COMPLETED:
+    if timeline is not None and layout.has_completion_times and to is State.COMPLETED:
         done = timeline.get(instant.time, instant.action)
         if done is not None and done.is_completed:
             raise CorruptTableError(f"instant {instant.time} is already completed ({layout.path(done)})")
@@ -234,17 +240,21 @@ def transition(storage: Storage, instant: Instant, to: State, content: bytes = b
     return target
 
 
-def delete_instant_files(storage: Storage, instant: Instant) -> None:
+def delete_instant_files(
+    storage: Storage, instant: Instant, layout: TimelineLayout | None = None, listed: list[FileEntry] | None = None
+) -> None:
     """Remove an instant's files, most advanced state first, so a crash midway leaves it pending;
-    then the temporary files of a writer that died while creating one (write_if_absent's)."""
-    layout = table_layout(storage)
+    then the temporary files of a writer that died while creating one (write_if_absent's).
+    `listed`: a listing of the timeline folder made under the lock (for many instants at once)."""
+    layout = layout or table_layout(storage)
+    entries = storage.list(layout.folder) if listed is None else listed
     mine = sorted(
-        (i for i in _list_instants(storage, layout) if (i.time, i.action) == (instant.time, instant.action)),
+        (i for i in _instants_in(entries, layout) if (i.time, i.action) == (instant.time, instant.action)),
         key=lambda i: -i.state.rank,
     )
     for inst in mine:
         if inst.state.rank <= instant.state.rank:
             storage.delete(layout.path(inst))
-    for entry in storage.list(layout.folder):
+    for entry in entries:
         if entry.name.startswith(f".{instant.time}") and entry.name.endswith(".tmp"):
             storage.delete(entry.path)

@@ -1,0 +1,71 @@
+"""Object stores bill per request: the requests of one upsert, counted by the S3 server itself,
+grow with the partitions and file groups the batch touches, not with the table's untouched
+partitions or the length of its timeline."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pyarrow as pa
+
+from upsertlake import create_table, open_table
+
+# Services stay out of the count: no clean and no archival is due in these tables.
+KEEP = {"hoodie.cleaner.commits.retained": "1000", "hoodie.keep.min.commits": "1000", "hoodie.keep.max.commits": "1010"}
+
+
+def rows(ids: range | list[int], partitions: int, ts: int) -> pa.Table:
+    ids = list(ids)
+    return pa.table({
+        "uuid": [f"k{i:06d}" for i in ids],
+        "ts": [ts] * len(ids),
+        "part": [f"p{i % partitions:04d}" for i in ids],
+        "fare": [float(i + ts) for i in ids],
+    })
+
+
+def server_counts(s3_server) -> dict[str, int]:
+    """The server's counts by kind since the last call (which reset them)."""
+    with urllib.request.urlopen(f"{s3_server.endpoint}/__requests") as resp:
+        return json.loads(resp.read())
+
+
+def upsert_requests(s3_server, partitions: int, instants: int) -> dict[str, int]:
+    """The requests of one upsert of 4 records in 2 partitions (updates of 2 existing ones and
+    2 inserts), on a table of `partitions` partitions with `instants` completed instants."""
+    uri = f"s3://{s3_server.new_bucket()}/t"
+    table = create_table(uri, "t", "uuid", "ts", "part", options=KEEP, storage_options=s3_server.options)
+    table.bulk_insert(rows(range(3 * partitions), partitions, 1))
+    for ts in range(2, instants + 1):  # small upserts elsewhere than the measured batch's partitions
+        table.upsert(rows([2 + (ts % (partitions - 2))], partitions, ts))
+    table = open_table(uri, options=KEEP, storage_options=s3_server.options)
+    # A long-lived writer: opening the table for writes checks it once (the doctor's check lists
+    # the whole table and reads every active commit), so the measured upsert is its second.
+    table.upsert(rows([2], partitions, 999))
+    touched = [0, 1, 3 * partitions, 3 * partitions + 1]  # p0000 and p0001: one update, one insert each
+    server_counts(s3_server)
+    result = table.upsert(rows(touched, partitions, 1000))
+    counted = server_counts(s3_server)
+    assert (result.num_updates, result.num_inserts) == (2, 2)
+    assert sorted(r["uuid"] for r in table.read(columns=["uuid"], filters=[("ts", "=", 1000)]).to_pylist()) == [
+        f"k{i:06d}" for i in sorted(touched)
+    ]
+    return counted
+
+
+def test_upsert_requests_do_not_grow_with_untouched_partitions(s3_server) -> None:
+    """2 vs 400 partitions (about 1,600 objects: a listing of the whole table takes two requests
+    of 1,000 keys), the batch touching 2: the same requests, kind by kind."""
+    few = upsert_requests(s3_server, partitions=3, instants=1)
+    many = upsert_requests(s3_server, partitions=400, instants=1)
+    assert many == few
+    assert few["LIST"] <= 20 and few.get("HEAD", 0) <= 4
+
+
+def test_upsert_requests_do_not_grow_with_the_timeline(s3_server) -> None:
+    """3 vs 40 completed instants: the same requests, kind by kind (the timeline is one listing
+    of .hoodie/ however long; hoodie.properties is read once per version)."""
+    few = upsert_requests(s3_server, partitions=4, instants=3)
+    many = upsert_requests(s3_server, partitions=4, instants=40)
+    assert many == few
