@@ -48,6 +48,11 @@ def upsert_requests(s3_server, partitions: int, instants: int) -> dict[str, int]
     result = table.upsert(rows(touched, partitions, 1000))
     counted = server_counts(s3_server)
     assert (result.num_updates, result.num_inserts) == (2, 2)
+    # The write's own count (what `upsert` on the command line prints) agrees with the server's
+    # (uploads aside: the server sees a multipart upload's parts, the client one upload).
+    assert {k: result.store_requests[k] for k in ("LIST", "GET", "HEAD")} == {
+        k: counted.get(k, 0) for k in ("LIST", "GET", "HEAD")
+    }
     assert sorted(r["uuid"] for r in table.read(columns=["uuid"], filters=[("ts", "=", 1000)]).to_pylist()) == [
         f"k{i:06d}" for i in sorted(touched)
     ]

@@ -3,7 +3,7 @@ written. `WriteClient._write` executes it; `explain` reports it without writing 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,7 @@ class WritePlan:
     buckets: list[Bucket]
     assignment: np.ndarray
     stages: dict[str, float]
+    store_requests: dict[str, int] = field(default_factory=dict)  # what planning asked of an object store
 
     def summary(self) -> dict[str, Any]:
         """Counts per stage and per file group, and the bytes of the file groups to rewrite."""
@@ -90,6 +91,7 @@ class WritePlan:
             "inserts": int(is_insert.sum()),
             "updated_file_groups": updated,
             "small_file_inserts": small,
+            **({"store_requests": self.store_requests} if self.store_requests else {}),
             "new_file_groups": new,
             "bytes_rewritten": sum(rewritten.values()),
             "stage_seconds": dict(self.stages),

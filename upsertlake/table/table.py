@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 import pyarrow as pa
@@ -47,6 +48,7 @@ from upsertlake.services.rollback import rollback
 from upsertlake.services.savepoint import savepoint
 from upsertlake.services.upgrade import UpgradeResult, upgrade
 from upsertlake.storage import Storage
+from upsertlake.storage import requests as store_requests
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
@@ -120,12 +122,16 @@ class Table:
         return self._write("delete_partition", list(partitions), None)
 
     def plan(self, operation: str, data: object, options: Mapping[str, object] | None = None) -> WritePlan:
-        """What a write would do (dedup, tagging, buckets), computed without writing anything."""
-        return self.write_client().plan(operation, data, dict(options) if options else None)
+        """What a write would do (dedup, tagging, buckets), computed without writing anything; on
+        an object store with the requests planning made, by kind (`store_requests`)."""
+        before = store_requests.snapshot()
+        plan = self.write_client().plan(operation, data, dict(options) if options else None)
+        return plan if self.storage.is_local else replace(plan, store_requests=store_requests.since(before))
 
     def _write(
         self, operation: str, data: object, options: Mapping[str, object] | None, progress: Progress | None = None
     ) -> WriteResult:
+        before = store_requests.snapshot()
         client = self.write_client()
         instant = client.start_commit(operation)
         try:
@@ -145,6 +151,8 @@ class Table:
             raise
         self.config = client.table_config
         self._services_after_commit(client.config.with_overrides(options))
+        if not self.storage.is_local:  # object stores bill per request: the write's, services included
+            result = replace(result, store_requests=store_requests.since(before))
         return result
 
     def services_after_commit(self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process) -> None:
