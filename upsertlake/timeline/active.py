@@ -11,6 +11,7 @@ on the timeline, and its commit document is stored in Avro.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -21,6 +22,8 @@ from upsertlake.timeline.commit_metadata import AVRO_MAGIC, CommitMetadata, json
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.instant_time import next_instant_time
 from upsertlake.timeline.layouts import LAYOUT_1, METAFOLDER, TimelineLayout, listed_layout, table_layout
+
+PREFETCH_THREADS = 8  # commit documents read at once from an object store
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,24 @@ class Timeline:
             if late is None:
                 raise
             return _parse_archived_commit_metadata(late, f"archived {instant.time}")
+
+    def prefetch_commit_metadata(self, instants: Iterable[Instant]) -> None:
+        """Read the commit documents of `instants` (completed, active) several at once. On an
+        object store each is a GET, and a fresh process reading a long timeline (the missing-file
+        and damaged-table checks read every commit) would otherwise wait for them one by one;
+        once read they are cached. A failure is left to the read that follows, which raises it."""
+        todo = [i for i in instants if i.is_completed and i not in self.archived]
+        if self.storage.is_local or len(todo) < 2:
+            return
+
+        def read(inst: Instant) -> None:
+            try:
+                self.commit_metadata(inst)
+            except (UpsertlakeError, OSError):
+                pass
+
+        with ThreadPoolExecutor(max_workers=min(PREFETCH_THREADS, len(todo))) as pool:
+            list(pool.map(read, todo))
 
     def document(self, instant: Instant) -> bytes:
         """The bytes of an instant's file in its state (archived instants: their completed file)."""
