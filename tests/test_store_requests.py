@@ -74,3 +74,20 @@ def test_upsert_requests_do_not_grow_with_the_timeline(s3_server) -> None:
     few = upsert_requests(s3_server, partitions=4, instants=3)
     many = upsert_requests(s3_server, partitions=4, instants=40)
     assert many == few
+
+
+def test_missing_files_are_found_by_folder_listings_and_lone_heads(s3_server, s3_table) -> None:
+    """A commit's check that every file it wrote is still there: one LIST per folder holding
+    several of them, a HEAD for a lone one; each missing file named, present ones not."""
+    from upsertlake.storage import Storage
+
+    storage = Storage(s3_table, s3_server.options)
+    for path in ("a/1.parquet", "a/2.parquet", "a/3.parquet", "b/1.parquet", "c/1.parquet"):
+        storage.write_bytes(path, b"x")
+    storage.delete("a/2.parquet")
+    storage.delete("c/1.parquet")
+    server_counts(s3_server)
+    wanted = ["a/1.parquet", "a/2.parquet", "a/3.parquet", "b/1.parquet", "c/1.parquet", "d/1.parquet", "d/2.parquet"]
+    assert sorted(storage.missing(wanted)) == ["a/2.parquet", "c/1.parquet", "d/1.parquet", "d/2.parquet"]
+    counted = server_counts(s3_server)
+    assert (counted.get("LIST", 0), counted.get("HEAD", 0)) == (2, 2)  # folders a and d listed; b and c HEADed

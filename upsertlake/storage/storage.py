@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+from concurrent.futures import ThreadPoolExecutor
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ _LOCAL_FS = pafs.LocalFileSystem()
 T = TypeVar("T")
 
 DELETE_DIR_ATTEMPTS = 5
+REQUEST_THREADS = 8  # requests `missing` has in flight at once
 
 
 def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
@@ -173,19 +175,24 @@ class Storage:
 
     def missing(self, paths: Iterable[str]) -> list[str]:
         """Those of `paths` that are not files now. On an object store one listing of each folder
-        holding several of them answers for all (a HEAD for a lone one): a commit checks every
-        file it wrote with as many requests as folders, not files."""
+        holding several of them answers for all (a HEAD for a lone one), the folders asked at
+        once: a commit checks every file it wrote with as many requests as folders, not files."""
         by_folder: dict[str, list[str]] = {}
         for path in paths:
             by_folder.setdefault(path.rpartition("/")[0], []).append(path)
-        gone: list[str] = []
-        for folder, wanted in sorted(by_folder.items()):
+
+        def gone_from(folder: str) -> list[str]:
+            wanted = by_folder[folder]
             if self.is_local or len(wanted) == 1:
-                gone += [p for p in wanted if self.stat(p) is None]
-            else:
-                present = {e.path for e in self.list(folder) if not e.is_dir}
-                gone += [p for p in wanted if p not in present]
-        return gone
+                return [p for p in wanted if self.stat(p) is None]
+            present = {e.path for e in self.list(folder) if not e.is_dir}
+            return [p for p in wanted if p not in present]
+
+        folders = sorted(by_folder)
+        if self.is_local or len(folders) < 2:
+            return [p for folder in folders for p in gone_from(folder)]
+        with ThreadPoolExecutor(max_workers=min(REQUEST_THREADS, len(folders))) as pool:
+            return [p for found in pool.map(gone_from, folders) for p in found]
 
     def parquet_file(self, rel: str, **kwargs: Any) -> pq.ParquetFile:
         return pq.ParquetFile(self.open_input(rel), **kwargs)
