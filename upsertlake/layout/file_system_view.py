@@ -26,7 +26,7 @@ from upsertlake.timeline.retention import cleaned_files
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 BASE_FILE_EXTENSION = ".parquet"
-LISTING_THREADS = 8  # partitions listed at once by a scoped view (each listing is one request)
+LISTING_THREADS = 8  # partitions a scoped view lists one by one, all at once (each listing is one request)
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,13 @@ def list_partitions_and_files(
     storage: Storage, scope: Collection[str] | None = None
 ) -> tuple[list[str], list[BaseFile]]:
     """Every partition (folder holding a partition metafile) and every base file in them; with
-    `scope`, only those partitions, one listing of each (on a thread pool), not the whole table."""
-    if scope is None:
+    `scope`, only those partitions: one listing of each (at once), not of the whole table, unless
+    there are more of them than listings run at once (then the whole table's listing, one request
+    per 1,000 objects, is the cheaper)."""
+    if scope is None or len(scope) > LISTING_THREADS:
         entries = storage.list("", recursive=True)
     else:
-        with ThreadPoolExecutor(max_workers=max(1, min(LISTING_THREADS, len(scope)))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, len(scope))) as pool:
             entries = [e for listed in pool.map(storage.list, sorted(scope)) for e in listed]
     partitions: set[str] = set()
     files: list[FileEntry] = []
@@ -86,6 +88,8 @@ def list_partitions_and_files(
             partitions.add(path.rpartition("/")[0])
         elif name.endswith(BASE_FILE_EXTENSION) and not name.startswith("."):
             files.append(entry)
+    if scope is not None:
+        partitions &= set(scope)
     base_files = [BaseFile.parse(f) for f in files if f.path.rpartition("/")[0] in partitions]
     return sorted(partitions), base_files
 
