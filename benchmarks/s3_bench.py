@@ -5,11 +5,15 @@ by the server by kind (LIST, GET, HEAD, PUT, multipart POST, DELETE).
     python benchmarks/s3_bench.py                         # 1M rows + 100K uniform, 3 runs a peer
     python benchmarks/s3_bench.py --rows 10000000 --peers upsertlake
     python benchmarks/s3_bench.py --instants 200 --peers upsertlake   # a longer timeline first
+    python benchmarks/s3_bench.py --scaling --big 10000000     # requests: 1M vs 10M rows, 10 vs 200 instants
 
-Each run: a new table of --rows rows (bulk insert, then --instants - 1 small upserts), then one
-uniform upsert of --batch rows timed inside a fresh process (its start-up excluded, its
-first-use costs included), verified against the expected row count and fare sum.
-Prints one line per run and a summary; writes nothing into the repository.
+Each run: a new table of --rows rows (bulk insert, then --instants - 1 small upserts of 100 rows,
+each in one partition), then one uniform upsert of --batch rows timed inside a fresh process (its
+start-up excluded, its first-use costs included), verified against the expected row count and
+fare sum. Cleaning and archival are off (hoodie.cleaner.commits.retained and keep.*.commits
+above the instants), so every instant stays on the active timeline: its longest form.
+Prints one line per run, the requests of the upsert by kind (the server's count, and upsertlake's
+own), and a summary; writes nothing into the repository.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ SERVER = Path(__file__).resolve().parents[1] / "tests" / "s3_server.py"
 PEERS = ("upsertlake", "delta-rs")
 
 WORKER = r"""
-import json, os, sys, time
+import json, os, sys, time, urllib.request
 sys.path.insert(0, sys.argv[1])
 import numpy as np, pyarrow as pa, pyarrow.compute as pc
 from workloads import make_rows
@@ -39,14 +43,22 @@ endpoint = os.environ["AWS_ENDPOINT_URL"]
 delta_opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "bench",
               "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1", "conditional_put": "etag"}
 rng = np.random.default_rng(1)
+
+
+def server_counts():  # the server's counts by kind since the last reset: the upsert's, not the check's read
+    with urllib.request.urlopen(endpoint + "/__requests") as resp:
+        return json.loads(resp.read())
+
+
+KEEP = {"hoodie.cleaner.commits.retained": "1000", "hoodie.keep.min.commits": "1000", "hoodie.keep.max.commits": "1010"}
 if step == "build":
     base = make_rows(np.arange(rows), rows, 1, rng)
-    small = [make_rows(rng.choice(rows, 100, replace=False), rows, 1 + i, rng) for i in range(1, instants)]
+    day = rows // 20  # each small upsert in one of the 20 partitions, in turn
+    small = [make_rows((i % 20) * day + rng.choice(day, 100, replace=False), rows, 1 + i, rng) for i in range(1, instants)]
     if peer == "upsertlake":
         import upsertlake
         t = upsertlake.create_table(uri, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"],
-                                    options={"hoodie.cleaner.commits.retained": "1000", "hoodie.keep.min.commits": "1000",
-                                             "hoodie.keep.max.commits": "1010"})
+                                    options=KEEP)
         t.bulk_insert(base)
         for b in small:
             t.upsert(b)
@@ -63,20 +75,22 @@ else:
     if peer == "upsertlake":
         import upsertlake
         began = time.perf_counter()
-        t = upsertlake.open_table(uri, options=json.loads(os.environ.get("BENCH_OPTIONS", "{}")))
+        t = upsertlake.open_table(uri, options={**KEEP, **json.loads(os.environ.get("BENCH_OPTIONS", "{}"))})
         r = t.upsert(batch)
         seconds = time.perf_counter() - began
+        served = server_counts()
         t2 = upsertlake.open_table(uri).read(columns=["fare", "ts"])
-        extra = {"stages": r.stage_seconds}
+        extra = {"stages": r.stage_seconds, "own_requests": r.store_requests}
     else:
         from deltalake import DeltaTable
         began = time.perf_counter()
         (DeltaTable(uri, storage_options=delta_opts).merge(batch, predicate="t.key = s.key", source_alias="s", target_alias="t")
          .when_matched_update_all(predicate="s.ts >= t.ts").when_not_matched_insert_all().execute())
         seconds = time.perf_counter() - began
+        served = server_counts()
         t2 = DeltaTable(uri, storage_options=delta_opts).to_pyarrow_table(columns=["fare", "ts"])
         extra = {}
-    print(json.dumps({"seconds": seconds, "rows": t2.num_rows, "updated": pc.sum(pc.equal(t2["ts"], 10_000)).as_py(),
+    print(json.dumps({"seconds": seconds, "requests": served, "rows": t2.num_rows, "updated": pc.sum(pc.equal(t2["ts"], 10_000)).as_py(),
                       **extra}), flush=True)
 """
 
@@ -100,6 +114,28 @@ def run(peer: str, step: str, uri: str, env: dict[str, str], args: argparse.Name
     return json.loads(lines[-1]) if lines else None
 
 
+def measure(s3, endpoint: str, env: dict[str, str], peer: str, label: str, args: argparse.Namespace) -> dict | None:
+    """Build a table in a bucket of its own, then time one upsert in a fresh process."""
+    bucket = f"bench-{peer.replace('-', '')}-{label}-{int(time.time() * 1000)}"
+    s3.create_bucket(Bucket=bucket)
+    uri = f"s3://{bucket}/t"
+    began = time.perf_counter()
+    if run(peer, "build", uri, env, args) is None:
+        return None
+    built = time.perf_counter() - began
+    counts(endpoint)  # reset
+    got = run(peer, "upsert", uri, env, args)
+    if got is None:
+        return None
+    print(f"{peer:11s} {label}: {got['seconds']:.3f} s, rows {got['rows']}, updated {got['updated']}, "
+          f"requests {got['requests']} (table built in {built:.0f} s)", flush=True)
+    if "own_requests" in got:
+        print(f"            own count {got['own_requests']}", flush=True)
+    if "stages" in got:
+        print("            stages " + ", ".join(f"{k} {v:.3f}" for k, v in got["stages"].items()), flush=True)
+    return got
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -107,6 +143,10 @@ def main() -> None:
     parser.add_argument("--instants", type=int, default=1, help="completed instants before the timed upsert")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--peers", nargs="+", default=list(PEERS), choices=PEERS)
+    parser.add_argument("--scaling", action="store_true",
+                        help="upsertlake only: --rows vs --big rows (10 instants), 10 vs --long instants (--rows rows)")
+    parser.add_argument("--big", type=int, default=10_000_000)
+    parser.add_argument("--long", type=int, default=200)
     args = parser.parse_args()
 
     server = subprocess.Popen([sys.executable, str(SERVER)], stdout=subprocess.PIPE, text=True)
@@ -117,27 +157,35 @@ def main() -> None:
 
     s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
                       region_name="us-east-1")
-    results: dict[str, list[dict]] = {p: [] for p in args.peers}
     try:
-        for i in range(args.repeat):
-            for peer in args.peers:  # alternate the peers, each run on a table of its own
-                bucket = f"bench-{peer.replace('-', '')}-{i}-{int(time.time())}"
-                s3.create_bucket(Bucket=bucket)
-                uri = f"s3://{bucket}/t"
-                if run(peer, "build", uri, env, args) is None:
-                    continue
-                counts(endpoint)  # reset
-                got = run(peer, "upsert", uri, env, args)
-                if got is None:
-                    continue
-                got["requests"] = counts(endpoint)
-                results[peer].append(got)
-                print(f"{peer:11s} run {i + 1}: {got['seconds']:.3f} s, rows {got['rows']}, updated {got['updated']}, "
-                      f"requests {got['requests']}", flush=True)
-                if "stages" in got:
-                    print("            stages " + ", ".join(f"{k} {v:.3f}" for k, v in got["stages"].items()), flush=True)
+        if args.scaling:
+            scaling(s3, endpoint, env, args)
+        else:
+            versus(s3, endpoint, env, args)
     finally:
         server.terminate()
+
+
+def scaling(s3, endpoint: str, env: dict[str, str], args: argparse.Namespace) -> None:
+    """The requests of one upsert (and its time) as the table grows and as the timeline grows."""
+    rows = []
+    for n_rows, instants in ((args.rows, 10), (args.big, 10), (args.rows, args.long)):
+        cfg = argparse.Namespace(**{**vars(args), "rows": n_rows, "instants": instants})
+        got = measure(s3, endpoint, env, "upsertlake", f"{n_rows // 1000}k-rows-{instants}-instants", cfg)
+        if got is not None:
+            rows.append((n_rows, instants, got))
+    print(f"\nrequests of one {args.batch}-row uniform upsert (fresh process; server's count by kind):")
+    for n_rows, instants, got in rows:
+        print(f"  {n_rows:>10} rows, {instants:>3} instants: {got['seconds']:.3f} s  {got['requests']}")
+
+
+def versus(s3, endpoint: str, env: dict[str, str], args: argparse.Namespace) -> None:
+    results: dict[str, list[dict]] = {p: [] for p in args.peers}
+    for i in range(args.repeat):
+        for peer in args.peers:  # alternate the peers, each run on a table of its own
+            got = measure(s3, endpoint, env, peer, f"run-{i + 1}", args)
+            if got is not None:
+                results[peer].append(got)
     medians = {p: statistics.median(r["seconds"] for r in rs) for p, rs in results.items() if rs}
     print(f"\n{args.rows} rows + {args.batch} uniform upsert, {args.instants} instants before, "
           f"median of {args.repeat} fresh-process runs:")

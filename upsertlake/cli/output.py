@@ -88,3 +88,8 @@ def human_bytes(n: int) -> str:
 
 def _text(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+def request_counts(counts: dict[str, int]) -> str:
+    """Object store requests by kind, as `LIST 3, GET 5, HEAD 0, PUT 7, DELETE 2`."""
+    return ", ".join(f"{kind} {n}" for kind, n in counts.items())

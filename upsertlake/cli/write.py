@@ -11,9 +11,17 @@ import time
 import upsertlake
 from upsertlake.cli.input_files import add_input_store_option, input_store_options
 from upsertlake.cli.inputs import FORMATS, InputTypes, read_inputs
-from upsertlake.cli.output import add_key_fields, format_records, human_bytes, human_duration, parse_options, print_json, store_options
+from upsertlake.cli.output import (
+    add_key_fields,
+    format_records,
+    human_bytes,
+    human_duration,
+    parse_options,
+    print_json,
+    request_counts,
+    store_options,
+)
 from upsertlake.engine.plan import Progress
-from upsertlake.storage import requests as store_requests
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +100,7 @@ def write(args: argparse.Namespace) -> int:
         "files_written": len(result.files_written),
         "seconds": round(seconds, 3),
         "stage_seconds": {k: round(v, 3) for k, v in result.stage_seconds.items()},
+        **({"store_requests": result.store_requests} if result.store_requests else {}),
     }
     if args.json:
         print_json(summary)
@@ -102,16 +111,15 @@ def write(args: argparse.Namespace) -> int:
             f"{result.num_updates} updated, {result.num_deletes} deleted, {len(result.files_written)} files "
             f"written in {human_duration(seconds)} ({stages})"
         )
+        if result.store_requests:  # object stores bill per request
+            print(f"store requests: {request_counts(result.store_requests)}")
     return 0
 
 
 def explain(args: argparse.Namespace) -> int:
     table = upsertlake.open_table(args.path, parse_options(args.option), store_options(args))
     data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args))
-    before = store_requests.snapshot()
-    summary = table.plan(OPERATIONS[args.operation], data).summary()
-    if not table.storage.is_local:  # object stores bill per request: what planning alone cost
-        summary["store_requests"] = store_requests.since(before)
+    summary = table.plan(OPERATIONS[args.operation], data).summary()  # with its store requests on an object store
     if args.json:
         print_json(summary)
         return 0
@@ -132,8 +140,7 @@ def explain(args: argparse.Namespace) -> int:
             print(format_records(rows, columns))
     print(f"\nbytes rewritten: {summary['bytes_rewritten']} ({human_bytes(summary['bytes_rewritten'])})")
     if "store_requests" in summary:
-        counts = ", ".join(f"{k} {v}" for k, v in summary["store_requests"].items())
-        print(f"store requests of this dry run: {counts}")
+        print(f"store requests of this dry run: {request_counts(summary['store_requests'])}")
     return 0
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -31,7 +32,7 @@ from upsertlake.errors import (
     TableNotFoundError,
     UnsupportedTableError,
 )
-from upsertlake.storage import Storage
+from upsertlake.storage import FileEntry, Storage
 
 log = logging.getLogger(__name__)
 
@@ -379,6 +380,32 @@ class TableConfig:
             raise CorruptTableError(f"{exc}; {damage}") from exc
         return replace(config, damage=damage)
 
+    @classmethod
+    def load_listed(cls, storage: Storage, listed: FileEntry) -> TableConfig:
+        """The config of `hoodie.properties` as a listing of `.hoodie/` found it. On an object
+        store the listing names the file's version (ETag): a version read before is not read
+        again, so the timeline loads of one operation share one GET of the file (they list
+        `.hoodie/` anyway). A version never changes its bytes, so the cache cannot be stale."""
+        if listed.version is None:
+            return cls.load(storage)
+        with _BY_VERSION_LOCK:
+            cached = _BY_VERSION.get((storage, listed.version))
+        if cached is not None:
+            return cached
+        got = storage.read_versioned(PROPERTIES_FILE)
+        if got is None:
+            return cls.load(storage)  # gone since the listing: the backup protocol decides
+        raw, version = got
+        main = PropertiesFile.parse(storage.full_path(PROPERTIES_FILE), raw)
+        if not main.valid:
+            return cls.load(storage)  # damaged: the backup and the refusals as ever
+        config = cls.from_properties(main.props or {}, main.path)
+        with _BY_VERSION_LOCK:
+            if len(_BY_VERSION) >= _VERSIONS_KEPT:
+                _BY_VERSION.pop(next(iter(_BY_VERSION)))
+            _BY_VERSION[(storage, version)] = config  # under the version read, maybe newer than listed
+        return config
+
     def create(self, storage: Storage) -> bool:
         """Write the first `hoodie.properties`; False (nothing written) if a table is there."""
         if storage.exists(BACKUP_FILE):  # a table in the middle of a rewrite
@@ -458,12 +485,22 @@ class PropertiesFile:
             return cls(path, None, None, "missing")
         except OSError as exc:
             return cls(path, None, None, f"cannot be read: {exc}")
+        return cls.parse(path, raw)
+
+    @classmethod
+    def parse(cls, path: str, raw: bytes) -> PropertiesFile:
         try:
             props = parse_java_properties(raw.decode("latin-1"))
         except (ValueError, StopIteration) as exc:
             return cls(path, raw, None, f"cannot be parsed: {exc}")
         problems = validate_properties(props)
         return cls(path, raw, props, "; ".join(problems) if problems else None)
+
+
+# (storage, version) -> the config of that version of hoodie.properties (see TableConfig.load_listed)
+_BY_VERSION: dict[tuple[Storage, str], TableConfig] = {}
+_VERSIONS_KEPT = 64
+_BY_VERSION_LOCK = threading.Lock()
 
 
 # -- Hudi's backup protocol (HoodieTableConfig.modify / recover) --------------------------------

@@ -30,6 +30,7 @@ from upsertlake.schema import arrow_to_avro, avro_schema_json
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.layouts import layout_of
 
 if TYPE_CHECKING:
     from upsertlake.engine.write_client import WriteClient
@@ -110,7 +111,7 @@ def commit(
     instants.forget(client, instant_time)
     if result.replaced:
         client.index = make_index(client.config.get(opt.INDEX_TYPE))  # whole groups went: relearn
-    elif result.index_update is not None:
+    elif result.index_update is not None and client.index.learns_writes:
         client.index.update(result.index_update, FileSystemView(Timeline.load(client.storage)))
     stages = dict(result.stage_seconds, commit=time.perf_counter() - started - sum(extra_seconds.values()))
     stages.update({k: v for k, v in extra_seconds.items() if v})
@@ -140,7 +141,7 @@ def _still_pending(
         raise UpsertlakeError(f"instant {instant_time} is already completed")
     # A rollback by another writer that ran while this one wrote may have deleted some files
     # and left the instant (it deletes the state it saw; this write moved on to inflight).
-    gone = current is not None and any(not client.storage.exists(p) for p in result.files_written)
+    gone = current is not None and bool(client.storage.missing(result.files_written))
     if current is None or gone:
         rollback_pending(client.storage, current or pending.instant)  # what it wrote since, too
         instants.forget(client, instant_time)
@@ -178,12 +179,12 @@ def _complete(
         partition_to_replace_file_ids=result.replaced,
     )
     if current.state is State.REQUESTED:
-        current = transition(client.storage, current, State.INFLIGHT, b"")
+        current = transition(client.storage, current, State.INFLIGHT, b"", layout_of(client.table_config))
     # Markers go before the commit: a crash right after it must not leave them behind, and
     # a rollback before it still finds every file, which all exist by now, by its name.
     client.storage.delete_dir(marker_folder(current.time))
     client.lock.fence()
-    transition(client.storage, current, State.COMPLETED, metadata.to_json_bytes())
+    transition(client.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(client.table_config))
     if has_schema and not client.table_config.create_schema:
         write_properties(client.storage, {"hoodie.table.create.schema": extra["schema"]})
         client.table_config = client.table_config.with_schema(extra["schema"])

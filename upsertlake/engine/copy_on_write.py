@@ -135,7 +135,7 @@ def bucket_job(
 ) -> BucketJob:
     """What every bucket's writer needs (picklable, for Spark executors); the partition metafiles
     of the buckets' partitions are written first."""
-    write_partition_metadata(storage, {b.partition_path for b in buckets}, instant_time)
+    write_partition_metadata(storage, {b.partition_path for b in buckets}, instant_time, view.all_partitions())
     mode = OPERATION_MERGE_MODES.get(operation, MergeMode(cfg.get(opt.RECORD_MERGE_MODE)))
     updated = sorted({b.partition_path for b in buckets if b.type is BucketType.UPDATE})
     latest = {bf.file_group: bf for bf in view.latest_base_files(updated)}
@@ -204,15 +204,15 @@ def _rewrite_kept(
         return list(pool.map(lambda n: job.write(storage, n, kept[n], None, attempt), chosen))
 
 
-def write_partition_metadata(storage: Storage, partitions: set[str], instant_time: str) -> None:
+def write_partition_metadata(storage: Storage, partitions: set[str], instant_time: str, listed: Collection[str] = ()) -> None:
     """Hudi's `.hoodie_partition_metadata` in each partition that lacks one (readers list a folder
-    as a partition only with it)."""
-    for p in partitions:
+    as a partition only with it). `listed`: partitions a listing just found with theirs; a
+    conditional create leaves an existing one as it is."""
+    for p in partitions - set(listed):
         path = f"{p}/{PARTITION_METAFILE}" if p else PARTITION_METAFILE
-        if not storage.exists(path):
-            depth = len(p.split("/")) if p else 0
-            body = f"#partition metadata\ncommitTime={instant_time}\npartitionDepth={depth}\n"
-            storage.write_if_absent(path, body.encode())
+        depth = len(p.split("/")) if p else 0
+        body = f"#partition metadata\ncommitTime={instant_time}\npartitionDepth={depth}\n"
+        storage.write_if_absent(path, body.encode())
 
 
 def buckets_used(assignment: np.ndarray) -> int:

@@ -25,6 +25,7 @@ from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.services.rollback import roll_back
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.layouts import layout_of
 
 if TYPE_CHECKING:
     from upsertlake.engine.write_client import WriteClient
@@ -54,8 +55,8 @@ def start_commit(client: WriteClient, operation: str) -> str:
                 action, doc = overwrite.requested(operation)
                 if action is Action.COMMIT and client.table_config.is_merge_on_read:
                     action = Action.DELTA_COMMIT  # every write but an overwrite, as Hudi's
-                instant, heartbeat = request(client, action, doc)
-                done = frozenset(i.time for i in Timeline.load(client.storage).completed_writes())
+                instant, heartbeat = request(client, action, doc, timeline)
+                done = frozenset(i.time for i in timeline.completed_writes())  # none completed: we hold the lock
                 break
         began = time.monotonic() if began is None else began
         _wait_for(client, live[0], told, began)
@@ -64,7 +65,9 @@ def start_commit(client: WriteClient, operation: str) -> str:
     return instant.time
 
 
-def request(client: WriteClient, action: Action, content: bytes) -> tuple[Instant, Heartbeat]:
+def request(
+    client: WriteClient, action: Action, content: bytes, timeline: Timeline | None = None
+) -> tuple[Instant, Heartbeat]:
     """Under the lock: a new requested instant and its heartbeat, which beats before the instant
     is visible, so no other writer ever sees it without one (and takes it for a dead write)."""
     beats: list[Heartbeat] = []
@@ -74,7 +77,7 @@ def request(client: WriteClient, action: Action, content: bytes) -> tuple[Instan
             beats[-1].stop(delete=False)
         beats.append(_heartbeat(client, instant_time))
 
-    return create_requested(client.storage, action, content, before=beat_first), beats[-1]
+    return create_requested(client.storage, action, content, before=beat_first, timeline=timeline), beats[-1]
 
 
 def _heartbeat(client: WriteClient, instant_time: str) -> Heartbeat:
@@ -168,7 +171,7 @@ def new_instant(client: WriteClient, pending: PendingWrite, inflight: bool = Tru
     move to; inflight with the write's profile unless a retry writes it anew."""
     instant, heartbeat = request(client, pending.instant.action, pending.requested_doc)
     if inflight:
-        instant = transition(client.storage, instant, State.INFLIGHT, pending.inflight_doc)
+        instant = transition(client.storage, instant, State.INFLIGHT, pending.inflight_doc, layout_of(client.table_config))
     client._pending[instant.time] = PendingWrite(instant, pending.checked, heartbeat)  # so a crash is undone
     return instant
 

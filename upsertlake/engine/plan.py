@@ -3,7 +3,7 @@ written. `WriteClient._write` executes it; `explain` reports it without writing 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -13,8 +13,18 @@ import pyarrow.compute as pc
 from upsertlake.config import Config
 from upsertlake.engine.bucket_writer import DELETE_FLAG
 from upsertlake.engine.prepare import PreparedBatch
+from upsertlake.index.base import Index
 from upsertlake.partitioner import Bucket, BucketType, WorkloadProfile
 from upsertlake.layout.file_system_view import FileSystemView
+
+
+def view_scope(operation: str, index: Index, partitions: pa.Array | pa.ChunkedArray) -> list[str] | None:
+    """The partitions a write's file system view lists: the batch's (so a write's listing grows
+    with the partitions it touches, not with the table), or all (None) when the index reads every
+    partition or the write replaces the whole table."""
+    if operation == "insert_overwrite_table" or (index.requires_tagging(operation) and index.reads_all_partitions):
+        return None
+    return pc.unique(partitions).to_pylist()
 
 
 class Progress:
@@ -44,6 +54,7 @@ class WritePlan:
     buckets: list[Bucket]
     assignment: np.ndarray
     stages: dict[str, float]
+    store_requests: dict[str, int] = field(default_factory=dict)  # what planning asked of an object store
 
     def summary(self) -> dict[str, Any]:
         """Counts per stage and per file group, and the bytes of the file groups to rewrite."""
@@ -80,6 +91,7 @@ class WritePlan:
             "inserts": int(is_insert.sum()),
             "updated_file_groups": updated,
             "small_file_inserts": small,
+            **({"store_requests": self.store_requests} if self.store_requests else {}),
             "new_file_groups": new,
             "bytes_rewritten": sum(rewritten.values()),
             "stage_seconds": dict(self.stages),

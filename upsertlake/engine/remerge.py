@@ -60,7 +60,7 @@ def _move(
     groups = {b.number: (b.partition_path, b.file_id) for b in job.buckets}
     base_files = {n: latest.get(groups[n], bf) for n, bf in job.base_files.items()}
     moved = _replace(job, instant_time=new.time, base_files=base_files)
-    write_partition_metadata(client.storage, {b.partition_path for b in job.buckets}, new.time)
+    write_partition_metadata(client.storage, {b.partition_path for b in job.buckets}, new.time, view.all_partitions())
     try:
         statuses = pending.rewrite(moved, None, attempt)
     except BaseException:

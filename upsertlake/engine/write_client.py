@@ -32,7 +32,7 @@ from upsertlake.engine.bucket_writer import PARTITION, BucketJob, WriteStatus
 from upsertlake.engine.bulk_insert import bulk_insert_sort
 from upsertlake.engine.overwrite import OVERWRITES
 from upsertlake.engine.pending import PendingWrite, Redo, Rewrite
-from upsertlake.engine.plan import Progress, WritePlan
+from upsertlake.engine.plan import Progress, WritePlan, view_scope
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.engine.tag import log_default_partition, tag
 from upsertlake.engine.write_result import WriteResult, with_statuses
@@ -45,6 +45,7 @@ from upsertlake.schema import avro_to_arrow
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.instant import State
+from upsertlake.timeline.layouts import layout_of
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,9 @@ class WriteClient:
             seen = {i.time for i in view.visible_instants if i.time < instant_time}
             pending.checked = pending.checked | seen
         pending.inflight_doc = profile.to_inflight_json()
-        pending.instant = transition(self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc)
+        pending.instant = transition(
+            self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc, layout_of(self.table_config)
+        )
         # only an in-memory index learns keys from a write (never on Spark)
         keep = isinstance(self.index, InMemoryIndex) if keep_keys is None else keep_keys
         job = copy_on_write.bucket_job(
@@ -283,7 +286,7 @@ class WriteClient:
         stages = {} if stages is None else stages
         log_default_partition(self.table_config, batch)
         timeline = Timeline.load(self.storage)
-        view = FileSystemView(timeline)
+        view = FileSystemView(timeline, partitions=view_scope(operation, index, batch.partitions))
         with _stage(stages, "tag", progress):
             records, locations = tag(batch, index, view, operation, cfg, self.table_config.precombine_field)
         with _stage(stages, "profile", progress):

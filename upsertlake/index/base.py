@@ -42,6 +42,16 @@ class Index(ABC):
     def __init__(self, is_global: bool) -> None:
         self.is_global = is_global
 
+    @property
+    def learns_writes(self) -> bool:
+        """Whether `update` learns anything (an index that keeps state between writes)."""
+        return False
+
+    @property
+    def reads_all_partitions(self) -> bool:
+        """Whether tagging reads every partition's files (a global index), not the batch's only."""
+        return self.is_global
+
     def requires_tagging(self, operation: str) -> bool:
         """Insert-only operations skip the lookup, as in Hudi."""
         return operation not in ("insert", "bulk_insert", "insert_overwrite", "insert_overwrite_table")

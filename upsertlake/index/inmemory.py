@@ -69,6 +69,14 @@ class InMemoryIndex(Index):
         super().__init__(is_global)
         self._stats: dict[str, int] = {}
 
+    @property
+    def reads_all_partitions(self) -> bool:
+        return True  # it keeps, and checks, the keys of the whole table
+
+    @property
+    def learns_writes(self) -> bool:
+        return True
+
     def _lookup_keys(self, keys: pa.Array, partitions: pa.Array) -> pa.Array:
         if self.is_global:
             return keys

@@ -29,6 +29,12 @@ from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant
 SCHEMA = "UpsertlakeArchivedInstant"
 
 
+def archive_due(timeline: Timeline, cfg: Config) -> bool:
+    """Whether more completed writes are active than hoodie.keep.max.commits (else `archive`
+    does nothing, and an automatic one need not take the lock)."""
+    return sum(1 for i in timeline.active() if i.action in WRITE_ACTIONS and i.is_completed) > cfg.get(opt.KEEP_MAX_COMMITS)
+
+
 def archive(storage: Storage, lock: TableLock, cfg: Config) -> list[Instant]:
     """Archive what the limits allow; returns the instants archived (oldest first)."""
     keep_min, keep_max = cfg.get(opt.KEEP_MIN_COMMITS), cfg.get(opt.KEEP_MAX_COMMITS)
@@ -58,10 +64,11 @@ def archive(storage: Storage, lock: TableLock, cfg: Config) -> list[Instant]:
         fastavro.writer(out, documents.schema(SCHEMA), records)
         storage.makedirs(ARCHIVE_FOLDER)
         storage.write_if_absent(f"{ARCHIVE_FOLDER}/{archive_file_name(doomed[0].time, doomed[-1].time)}", out.getvalue())
+        listed = storage.list(timeline.layout.folder)  # one listing for every instant's files
         for inst in doomed:
             plan = timeline.get(inst.time, Action.COMPACTION) if inst.action is Action.COMMIT else None
             if plan is not None:  # the plan goes with its commit, first: never a plan without it
-                delete_instant_files(storage, plan)
-            delete_instant_files(storage, inst)
+                delete_instant_files(storage, plan, timeline.layout, listed)
+            delete_instant_files(storage, inst, timeline.layout, listed)
             storage.delete_dir(key_summary_folder(inst.time))
     return doomed

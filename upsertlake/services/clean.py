@@ -236,11 +236,10 @@ def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile 
             for p, ids in (timeline.commit_metadata(inst).partition_to_replace_file_ids or {}).items():
                 for fid in ids:
                     replaced_at.setdefault((p, fid), inst.time)
-    groups = _versions(timeline, committed)
-    pinned = savepointed_files(timeline)
     doomed: list[tuple[_Version, str]] = []  # (version, when it stopped being visible)
     if policy == "KEEP_LATEST_FILE_VERSIONS":
         earliest = None
+        groups = _versions(timeline, committed)  # a listing of the whole table
         for g, versions in groups.items():
             versions = versions[::-1]
             ends = [replaced_at.get(g)] + [v.instant_time for v in versions[:-1]]
@@ -251,8 +250,9 @@ def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile 
             earliest = min((w.time for w in writes if w.time >= max(ends_seen)), default=None)
     else:
         earliest = _earliest_to_retain(timeline, writes, policy, retained)
-        if earliest is None:
+        if earliest is None:  # too few commits to clean any: the table is not listed (as in Hudi)
             return [], None
+        groups = _versions(timeline, committed)  # a listing of the whole table
         points = [w.time for w in writes if w.time >= earliest]
         for g, versions in groups.items():
             for i, v in enumerate(versions):
@@ -261,6 +261,7 @@ def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile 
                 k = bisect.bisect_left(points, v.instant_time)
                 if not (k < len(points) and (end is None or points[k] < end)):
                     doomed.append((v, end or ""))
+    pinned = savepointed_files(timeline)
     return [f for v, _ in doomed for f in v.files if f.path not in pinned], earliest
 
 
@@ -282,9 +283,14 @@ def _earliest_to_retain(timeline: Timeline, writes: list[Instant], policy: str, 
 
 def clean_due(timeline: Timeline, cfg: Config) -> bool:
     """An automatic clean is attempted once hoodie.clean.max.commits commits completed since the last."""
+    if timeline.filter([Action.CLEAN], PENDING):
+        return True  # a killed cleaner's clean, to finish
+    writes = timeline.completed_writes()
+    if cfg.get(opt.CLEANER_POLICY).upper() == "KEEP_LATEST_COMMITS" and len(writes) <= cfg.get(opt.CLEANER_COMMITS_RETAINED):
+        return False  # nothing can be cleaned yet (as Hudi's planner): no lock, no listing
     cleans = timeline.filter([Action.CLEAN], [State.COMPLETED])
     since = cleans[-1].time if cleans else ""
-    return sum(1 for w in timeline.completed_writes() if w.time > since) >= cfg.get(opt.CLEAN_MAX_COMMITS)
+    return sum(1 for w in writes if w.time > since) >= cfg.get(opt.CLEAN_MAX_COMMITS)
 
 
 def _action_at(timeline: Timeline, time_: str) -> str:

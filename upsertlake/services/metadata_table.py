@@ -26,7 +26,7 @@ def drop_metadata_table(storage: Storage, config: TableConfig) -> TableConfig:
     """Clear the metadata table's properties, then delete its folder; returns the config now on
     disk. The property goes first: a crash in between leaves a folder no reader consults. Call
     under the table lock."""
-    if not any(config.extra.get(k) for k in _KEYS) and not storage.exists(METADATA_FOLDER):
+    if not any(config.extra.get(k) for k in _KEYS) and not _folder_present(storage):
         return config
     if any(k in config.extra for k in _KEYS):
         write_properties(storage, dict.fromkeys(_KEYS))
@@ -39,3 +39,9 @@ def drop_metadata_table(storage: Storage, config: TableConfig) -> TableConfig:
         METADATA_FOLDER,
     )
     return config
+
+
+def _folder_present(storage: Storage) -> bool:
+    """Whether the metadata table's folder is there (on an object store, while an object lies
+    below it: one listing, without the HEAD `exists` asks first)."""
+    return storage.exists(METADATA_FOLDER) if storage.is_local else bool(storage.list(METADATA_FOLDER))

@@ -24,5 +24,7 @@ def snapshot() -> dict[str, int]:
 
 
 def since(before: dict[str, int]) -> dict[str, int]:
+    """The counts since `before` (a snapshot): in a process writing one table at a time, those
+    of the operation in between (other threads' requests count too)."""
     now = snapshot()
     return {k: now[k] - before.get(k, 0) for k in KINDS}

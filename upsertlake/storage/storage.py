@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import functools
 import os
+from concurrent.futures import ThreadPoolExecutor
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,6 +32,7 @@ _LOCAL_FS = pafs.LocalFileSystem()
 T = TypeVar("T")
 
 DELETE_DIR_ATTEMPTS = 5
+REQUEST_THREADS = 8  # requests `missing` has in flight at once
 
 
 def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
@@ -64,12 +66,15 @@ def _brief(exc: Exception) -> str:
 
 @dataclass(frozen=True)
 class FileEntry:
-    """A listed file: its table-relative path, size in bytes and modification time (ns)."""
+    """A listed file: its table-relative path, size in bytes, modification time (ns) and, on an
+    object store, its version (ETag): a listing then tells whether a file changed since it was
+    read, without a request of its own."""
 
     path: str
     size: int
     is_dir: bool
     mtime_ns: int
+    version: str | None = None
 
     @property
     def name(self) -> str:
@@ -167,6 +172,27 @@ class Storage:
         if self.is_local:
             return self.fs.open_input_file(self.full_path(rel))
         return pa.PythonFile(ObjectReader(self._store, rel, self.full_path(rel), _immutable(rel)), mode="r")
+
+    def missing(self, paths: Iterable[str]) -> list[str]:
+        """Those of `paths` that are not files now. On an object store one listing of each folder
+        holding several of them answers for all (a HEAD for a lone one), the folders asked at
+        once: a commit checks every file it wrote with as many requests as folders, not files."""
+        by_folder: dict[str, list[str]] = {}
+        for path in paths:
+            by_folder.setdefault(path.rpartition("/")[0], []).append(path)
+
+        def gone_from(folder: str) -> list[str]:
+            wanted = by_folder[folder]
+            if self.is_local or len(wanted) == 1:
+                return [p for p in wanted if self.stat(p) is None]
+            present = {e.path for e in self.list(folder) if not e.is_dir}
+            return [p for p in wanted if p not in present]
+
+        folders = sorted(by_folder)
+        if self.is_local or len(folders) < 2:
+            return [p for folder in folders for p in gone_from(folder)]
+        with ThreadPoolExecutor(max_workers=min(REQUEST_THREADS, len(folders))) as pool:
+            return [p for found in pool.map(gone_from, folders) for p in found]
 
     def parquet_file(self, rel: str, **kwargs: Any) -> pq.ParquetFile:
         return pq.ParquetFile(self.open_input(rel), **kwargs)
@@ -325,7 +351,7 @@ class Storage:
 
 def _entry(path: str, meta: Mapping[str, Any]) -> FileEntry:
     mtime = meta["last_modified"]
-    return FileEntry(path, int(meta["size"]), False, int(mtime.timestamp() * 1_000_000_000))
+    return FileEntry(path, int(meta["size"]), False, int(mtime.timestamp() * 1_000_000_000), meta.get("e_tag"))
 
 
 def _immutable(rel: str) -> bool:

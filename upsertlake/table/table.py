@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 import pyarrow as pa
@@ -37,7 +38,7 @@ from upsertlake.read.filters import Filters
 from upsertlake.read.snapshot import read_incremental, read_snapshot, snapshot_scan, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
 from upsertlake.concurrency.lock import make_lock
-from upsertlake.services.archive import archive
+from upsertlake.services.archive import archive, archive_due
 from upsertlake.services.doctor import refuse_damaged_table
 from upsertlake.services.clean import CleanResult, clean, clean_due
 from upsertlake.services.compaction import CompactionResult, OperationMap, compact, rollback_inflight
@@ -55,6 +56,7 @@ from upsertlake.services.rollback import rollback
 from upsertlake.services.savepoint import savepoint
 from upsertlake.services.upgrade import UpgradeResult, upgrade
 from upsertlake.storage import Storage
+from upsertlake.storage import requests as store_requests
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
@@ -128,12 +130,16 @@ class Table:
         return self._write("delete_partition", list(partitions), None)
 
     def plan(self, operation: str, data: object, options: Mapping[str, object] | None = None) -> WritePlan:
-        """What a write would do (dedup, tagging, buckets), computed without writing anything."""
-        return self.write_client().plan(operation, data, dict(options) if options else None)
+        """What a write would do (dedup, tagging, buckets), computed without writing anything; on
+        an object store with the requests planning made, by kind (`store_requests`)."""
+        before = store_requests.snapshot()
+        plan = self.write_client().plan(operation, data, dict(options) if options else None)
+        return plan if self.storage.is_local else replace(plan, store_requests=store_requests.since(before))
 
     def _write(
         self, operation: str, data: object, options: Mapping[str, object] | None, progress: Progress | None = None
     ) -> WriteResult:
+        before = store_requests.snapshot()
         client = self.write_client()
         instant = client.start_commit(operation)
         try:
@@ -153,6 +159,8 @@ class Table:
             raise
         self.config = client.table_config
         self._services_after_commit(client.config.with_overrides(options))
+        if not self.storage.is_local:  # object stores bill per request: the write's, services included
+            result = replace(result, store_requests=store_requests.since(before))
         return result
 
     def services_after_commit(self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process) -> None:
@@ -174,7 +182,7 @@ class Table:
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLEAN_AUTOMATIC) and clean_due(timeline, cfg):
                 clean(self.storage, self.write_client().lock, cfg)
-            if cfg.get(opt.ARCHIVE_AUTOMATIC):
+            if cfg.get(opt.ARCHIVE_AUTOMATIC) and archive_due(timeline, cfg):
                 archive(self.storage, self.write_client().lock, cfg)
         except (UpsertlakeError, OSError):
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)

@@ -11,16 +11,19 @@ on the timeline, and its commit document is stored in Avro.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from upsertlake.errors import CorruptTableError, MergeOnReadError, UpsertlakeError
-from upsertlake.storage import Storage
-from upsertlake.timeline.archived import load_archived
+from upsertlake.storage import FileEntry, Storage
+from upsertlake.timeline.archived import ARCHIVE_FOLDER, load_archived
 from upsertlake.timeline.commit_metadata import AVRO_MAGIC, CommitMetadata, json_to_avro
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.instant_time import next_instant_time
-from upsertlake.timeline.layouts import LAYOUT_1, METAFOLDER, TimelineLayout, table_layout
+from upsertlake.timeline.layouts import LAYOUT_1, METAFOLDER, TimelineLayout, listed_layout, table_layout
+
+PREFETCH_THREADS = 8  # commit documents read at once from an object store
 
 
 @dataclass(frozen=True)
@@ -36,14 +39,19 @@ class Timeline:
     @classmethod
     def load(cls, storage: Storage, layout: TimelineLayout | None = None) -> Timeline:
         """The timeline as listed now, in the layout `hoodie.properties` declares (or `layout`)."""
-        layout = layout or table_layout(storage)
+        # One listing of `.hoodie/` answers the layout 1 instants, the version of hoodie.properties
+        # (so the layout costs no read of its own once known) and whether anything was archived.
+        metafolder = storage.list(METAFOLDER) if layout is None or layout.folder == METAFOLDER else None
+        if layout is None:
+            layout = listed_layout(storage, metafolder or [])
+        entries = metafolder if metafolder is not None and layout.folder == METAFOLDER else storage.list(layout.folder)
         latest: dict[tuple[str, Action], Instant] = {}
-        for inst in _list_instants(storage, layout):
+        for inst in _instants_in(entries, layout):
             key = (inst.time, inst.action)
             seen = latest.get(key)
             if seen is None or inst.state.rank > seen.state.rank:
                 latest[key] = inst
-        archived = load_archived(storage)
+        archived = load_archived(storage) if metafolder is None or _has_archive(metafolder) else {}
         for inst in archived:
             latest.setdefault((inst.time, inst.action), inst)
         if not layout.delta_commits:
@@ -110,6 +118,24 @@ class Timeline:
                 raise
             return _parse_archived_commit_metadata(late, f"archived {instant.time}")
 
+    def prefetch_commit_metadata(self, instants: Iterable[Instant]) -> None:
+        """Read the commit documents of `instants` (completed, active) several at once. On an
+        object store each is a GET, and a fresh process reading a long timeline (the missing-file
+        and damaged-table checks read every commit) would otherwise wait for them one by one;
+        once read they are cached. A failure is left to the read that follows, which raises it."""
+        todo = [i for i in instants if i.is_completed and i not in self.archived]
+        if self.storage.is_local or len(todo) < 2:
+            return
+
+        def read(inst: Instant) -> None:
+            try:
+                self.commit_metadata(inst)
+            except (UpsertlakeError, OSError):
+                pass
+
+        with ThreadPoolExecutor(max_workers=min(PREFETCH_THREADS, len(todo))) as pool:
+            list(pool.map(read, todo))
+
     def document(self, instant: Instant) -> bytes:
         """The bytes of an instant's file in its state (archived instants: their completed file)."""
         if instant in self.archived:
@@ -167,8 +193,18 @@ def _read_commit_metadata(storage: Storage, rel: str) -> CommitMetadata:
     return _read_commit_metadata_cached(storage, rel, info.size, info.mtime_ns)
 
 
+def _has_archive(metafolder: list[FileEntry]) -> bool:
+    """Whether a listing of `.hoodie/` shows the archive folder (on an object store a prefix is
+    listed only while an object lies below it: a table never archived costs no listing of it)."""
+    return any(e.is_dir and e.path == ARCHIVE_FOLDER for e in metafolder)
+
+
 def _list_instants(storage: Storage, layout: TimelineLayout) -> Iterable[Instant]:
-    for entry in storage.list(layout.folder):
+    return _instants_in(storage.list(layout.folder), layout)
+
+
+def _instants_in(entries: Iterable[FileEntry], layout: TimelineLayout) -> Iterable[Instant]:
+    for entry in entries:
         if not entry.is_dir:
             inst = layout.parse(entry.name)
             if inst is not None:
@@ -182,6 +218,7 @@ def create_requested(
     content: bytes = b"",
     clustering: bool = False,
     before: Callable[[str], object] | None = None,
+    timeline: Timeline | None = None,
 ) -> Instant:
     """Create `<t>.<action>.requested` with a fresh instant time later than any on the timeline.
 
@@ -189,8 +226,9 @@ def create_requested(
     write-if-absent guards against a writer that does not hold the lock. `before(t)` runs once the
     time is chosen and before the file exists (a writer starts its heartbeat there, so no one
     sees its instant without one); it runs again for the next time if `t` was taken meanwhile.
+    `timeline`: one the caller listed under the lock it still holds (else it is listed now).
     """
-    timeline = Timeline.load(storage)
+    timeline = timeline or Timeline.load(storage)
     last = timeline.last_time()
     while True:
         instant = Instant(next_instant_time(last, timeline.layout.zone), action, State.REQUESTED, clustering=clustering)
@@ -201,20 +239,24 @@ def create_requested(
         last = instant.time
 
 
-def transition(storage: Storage, instant: Instant, to: State, content: bytes = b"") -> Instant:
+def transition(
+    storage: Storage, instant: Instant, to: State, content: bytes = b"", layout: TimelineLayout | None = None
+) -> Instant:
     """Move an instant to `to` by creating its file; refuses if that file already exists.
 
     Commit documents are given as Hudi's JSON; layout 2 stores them in Avro. Completing an
     instant in layout 2 names it with a fresh completion time: creating that file exclusively is
     the commit point, so the instant must not be completed under any completion time already.
-    Call under the table lock.
+    Call under the table lock. `layout`: the table's, as the caller read it under the lock (else
+    read now); the timeline is listed only where a completion time must be chosen.
     """
     if to.rank <= instant.state.rank:
         raise UpsertlakeError(f"cannot move instant {instant.time} from {instant.state} to {to}")
-    timeline = Timeline.load(storage)
-    layout = timeline.layout
+    timeline = Timeline.load(storage, layout) if layout is None or (layout.has_completion_times and to is State.COMPLETED) else None
+    layout = timeline.layout if timeline is not None else layout
+    assert layout is not None
     target = instant.with_state(to)
-    if layout.has_completion_times and to is State.COMPLETED:
+    if timeline is not None and layout.has_completion_times and to is State.COMPLETED:
         done = timeline.get(instant.time, instant.action)
         if done is not None and done.is_completed:
             raise CorruptTableError(f"instant {instant.time} is already completed ({layout.path(done)})")
@@ -226,17 +268,21 @@ def transition(storage: Storage, instant: Instant, to: State, content: bytes = b
     return target
 
 
-def delete_instant_files(storage: Storage, instant: Instant) -> None:
+def delete_instant_files(
+    storage: Storage, instant: Instant, layout: TimelineLayout | None = None, listed: list[FileEntry] | None = None
+) -> None:
     """Remove an instant's files, most advanced state first, so a crash midway leaves it pending;
-    then the temporary files of a writer that died while creating one (write_if_absent's)."""
-    layout = table_layout(storage)
+    then the temporary files of a writer that died while creating one (write_if_absent's).
+    `listed`: a listing of the timeline folder made under the lock (for many instants at once)."""
+    layout = layout or table_layout(storage)
+    entries = storage.list(layout.folder) if listed is None else listed
     mine = sorted(
-        (i for i in _list_instants(storage, layout) if (i.time, i.action) == (instant.time, instant.action)),
+        (i for i in _instants_in(entries, layout) if (i.time, i.action) == (instant.time, instant.action)),
         key=lambda i: -i.state.rank,
     )
     for inst in mine:
         if inst.state.rank <= instant.state.rank:
             storage.delete(layout.path(inst))
-    for entry in storage.list(layout.folder):
+    for entry in entries:
         if entry.name.startswith(f".{instant.time}") and entry.name.endswith(".tmp"):
             storage.delete(entry.path)

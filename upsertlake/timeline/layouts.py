@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from upsertlake.config.table_config import TableConfig
+from upsertlake.config.table_config import PROPERTIES_FILE, TableConfig
 from upsertlake.errors import TableNotFoundError
-from upsertlake.storage import Storage
+from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline.instant import Instant
 
 METAFOLDER = ".hoodie"
@@ -58,5 +58,17 @@ def table_layout(storage: Storage) -> TimelineLayout:
     the lock sees an upgrade that finished since it opened the table). No table yet: layout 1."""
     try:
         return layout_of(TableConfig.load(storage))
+    except TableNotFoundError:
+        return LAYOUT_1
+
+
+def listed_layout(storage: Storage, metafolder: list[FileEntry]) -> TimelineLayout:
+    """`table_layout`, given a listing of `.hoodie/` made now: on an object store the listing
+    names the version of `hoodie.properties`, so a version already read costs no request."""
+    listed = next((e for e in metafolder if e.path == PROPERTIES_FILE), None)
+    if listed is None or listed.version is None:
+        return table_layout(storage)
+    try:
+        return layout_of(TableConfig.load_listed(storage, listed))
     except TableNotFoundError:
         return LAYOUT_1
