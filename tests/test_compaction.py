@@ -25,7 +25,7 @@ from tests.test_interop_hudi import assert_same, check_reads
 from tests.test_mor_read import MOR_TABLES, mor_fixture
 from upsertlake import open_table
 from upsertlake.config import Config
-from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError
+from upsertlake.errors import ConfigError, ServiceError
 from upsertlake.services.compaction_plan import compaction_due, delta_commits_since_compaction
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import CommitMetadata
@@ -232,12 +232,6 @@ def test_the_log_size_threshold_leaves_small_slices_for_later(tmp_path: Path) ->
     path = hudi_before_compaction(tmp_path)
     result = open_table(path).compact({"hoodie.compaction.logfile.size.threshold": 1000})
     assert result.operations == 2  # chennai (2117 bytes of logs) and san_francisco (1153); not sao_paulo (978)
-
-
-def test_clustering_a_mor_table_is_refused_with_a_named_error(tmp_path: Path) -> None:
-    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
-    with pytest.raises(MergeOnReadError, match="clustering merge-on-read table"):
-        open_table(path).cluster()
 
 
 def test_compacting_a_copy_on_write_table_is_refused(tmp_path: Path) -> None:

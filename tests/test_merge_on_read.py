@@ -1,7 +1,8 @@
 """Merge-on-read tables open, read (tests/test_mor_read.py compares every read with Hudi's reader),
 take writes (tests/test_mor_write.py) and run compaction, clean, savepoint, restore and archive
-(tests/test_compaction.py); clustering and the upgrade to version 8 raise MergeOnReadError and
-change nothing (issue 25, item 9: never run as if the table were copy-on-write)."""
+(tests/test_compaction.py), and are clustered slice by slice (tests/test_mor_cluster.py); the
+upgrade to version 8 raises MergeOnReadError and changes nothing (issue 25, item 9: never run as
+if the table were copy-on-write)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.conftest import HUDI_TABLES, tree_digest
 from upsertlake import ConfigError, MergeOnReadError, UnsupportedTableError, create_table, open_table, upgrade_table
 
 REPO = Path(__file__).resolve().parents[1]
-REFUSED = {"cluster": "compact the table", "upgrade": "keep it at version 6"}
+REFUSED = "keep it at version 6"
 
 
 def mor_table(dest: Path) -> Path:
@@ -37,7 +38,7 @@ def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, env=env)
 
 
-def test_a_merge_on_read_table_is_written_but_not_clustered_or_upgraded(tmp_path: Path) -> None:
+def test_a_merge_on_read_table_is_written_and_clustered_but_not_upgraded(tmp_path: Path) -> None:
     path = mor_table(tmp_path)
     table = open_table(path)
     assert table.read(columns=["id", "isActive"]).sort_by("id").to_pylist() == [
@@ -48,11 +49,12 @@ def test_a_merge_on_read_table_is_written_but_not_clustered_or_upgraded(tmp_path
     result = table.upsert(row.set_column(row.schema.get_field_index("isActive"), "isActive", pa.array([True])))
     assert result.num_updates == 1 and any(".log." in f for f in result.files_written)
     assert table.read(columns=["id", "isActive"]).sort_by("id").column("isActive").to_pylist() == [True, False, True, True]
+    clustered = table.cluster()  # Hudi's two file groups, logs merged, into one base file
+    assert clustered.clustered and len(clustered.replaced[""]) == 2 and len(clustered.files_written) == 1
+    assert table.read(columns=["id", "isActive"]).sort_by("id").column("isActive").to_pylist() == [True, False, True, True]
     before = tree_digest(path)
     assert issubclass(MergeOnReadError, UnsupportedTableError)
-    with pytest.raises(MergeOnReadError, match=REFUSED["cluster"]):
-        table.cluster()
-    with pytest.raises(MergeOnReadError, match=REFUSED["upgrade"]):
+    with pytest.raises(MergeOnReadError, match=REFUSED):
         upgrade_table(path)
     assert tree_digest(path) == before
 
@@ -83,14 +85,22 @@ def test_the_cli_writes_a_merge_on_read_table(tmp_path: Path) -> None:
     assert sorted(open_table(path).read(columns=["id"]).column("id").to_pylist()) == [1, 2, 3, 4, 5]
 
 
-@pytest.mark.parametrize("command", [["cluster"], ["upgrade", "--to", "8"]])
-def test_clustering_and_upgrading_a_merge_on_read_table_are_refused_by_the_cli(tmp_path: Path, command: list[str]) -> None:
+def test_upgrading_a_merge_on_read_table_is_refused_by_the_cli(tmp_path: Path) -> None:
     path = mor_table(tmp_path / "t")
     before = tree_digest(path)
-    p = cli(command[0], path, *command[1:])
+    p = cli("upgrade", path, "--to", "8")
     assert p.returncode == 2, (p.stdout, p.stderr)
-    assert p.stderr.startswith("error: MergeOnReadError: ") and REFUSED[command[0]] in p.stderr
+    assert p.stderr.startswith("error: MergeOnReadError: ") and REFUSED in p.stderr
     assert tree_digest(path) == before
+
+
+def test_the_cli_clusters_a_merge_on_read_table(tmp_path: Path) -> None:
+    path = mor_table(tmp_path / "t")
+    before = open_table(path).read(columns=["id", "isActive"]).sort_by("id")
+    p = cli("cluster", path)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert p.stdout.startswith("replacecommit ") and p.stdout.endswith(": 2 file groups clustered into 1\n")
+    assert open_table(path).read(columns=["id", "isActive"]).sort_by("id").equals(before)
 
 
 @pytest.mark.parametrize("command", ["read", "timeline", "files", "stats", "show", "doctor"])

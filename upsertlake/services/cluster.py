@@ -2,6 +2,12 @@
 limit into new file groups near the target size, committed as one `replacecommit` that replaces
 the old groups (Hudi's size-based plan strategy with one output group per input group).
 
+On a merge-on-read table the plan covers file slices: a slice with log files is read merged
+(`read_slice`, as a snapshot read) and its records written to the new base file, so the old
+group's logs are never read again and go at clean with it. As Hudi's plan strategy, a slice is
+sized by its base file (log-only slices are eligible and count as a full file,
+hoodie.parquet.max.file.size), and groups in a pending compaction are left out.
+
 Rows keep their commit time and seqno; only `_hoodie_file_name` changes. The plan is the
 `.replacecommit.requested` document (HoodieRequestedReplaceMetadata); while it is pending its file
 groups take no small-file inserts. A write that completed meanwhile on a planned file group wins:
@@ -31,12 +37,14 @@ from upsertlake.layout.file_writer import (
     marker_path,
     write_base_file,
 )
-from upsertlake.errors import SchemaError, WriteConflictError
+from upsertlake.errors import SchemaError, UnsupportedTableError, WriteConflictError
 from upsertlake.schema import avro_to_arrow, conform
+from upsertlake.layout.slice_reader import Merge, read_slice
+from upsertlake.services.compaction_plan import compaction_file_groups
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import BaseFile, FileSystemView, base_file_name
+from upsertlake.layout.file_system_view import FileSlice, FileSystemView, base_file_name
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, State
@@ -74,10 +82,10 @@ class ClusterResult:
 
 
 # Runs a function over the groups of a plan: in process by default, as Spark tasks on Spark.
-GroupMap = Callable[[Callable[[tuple[int, list[BaseFile]]], WriteStat], list[tuple[int, list[BaseFile]]]], list[WriteStat]]
+GroupMap = Callable[[Callable[[tuple[int, list[FileSlice]]], WriteStat], list[tuple[int, list[FileSlice]]]], list[WriteStat]]
 
 
-def in_process(fn: Callable[[tuple[int, list[BaseFile]]], WriteStat], groups: list) -> list[WriteStat]:
+def in_process(fn: Callable[[tuple[int, list[FileSlice]]], WriteStat], groups: list) -> list[WriteStat]:
     return [fn(g) for g in groups]
 
 
@@ -87,6 +95,11 @@ def cluster(
     """Plan, write and commit one clustering; a result without instant, saying why, when no
     partition has two small groups to merge. `map_groups` writes the new file groups (one task
     per group on Spark)."""
+    if table_config.is_merge_on_read and not table_config.populate_meta_fields:
+        raise UnsupportedTableError(
+            "clustering merge-on-read tables without meta fields (hoodie.populate.meta.fields=false) is not "
+            "supported: their log records are merged by _hoodie_record_key"
+        )
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
@@ -96,7 +109,7 @@ def cluster(
         schema_json = timeline.latest_schema() or table_config.create_schema
         sort_columns = [c.strip() for c in cfg.get(opt.CLUSTERING_SORT_COLUMNS).split(",") if c.strip()]
         requested = create_requested(
-            storage, Action.REPLACE_COMMIT, documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns)), clustering=True
+            storage, Action.REPLACE_COMMIT, documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns, cfg)), clustering=True
         )
         # Writers leave a pending clustering alone while its heartbeat beats (engine.instants).
         heartbeat = Heartbeat(
@@ -108,13 +121,16 @@ def cluster(
         if not schema_json:
             raise SchemaError("the table has no schema to cluster with")
         data_schema = avro_to_arrow(schema_json)
+        # The blocks of the writes completed when the plan was made: a write completing later on
+        # a planned group conflicts below, so none of its records can be missed.
+        merge = Merge(table_config.precombine_field, table_config.merge_mode, frozenset(completed_at_start))
         write = partial(_write_group, storage, instant_time=inflight.time, data_schema=data_schema,
-                        sort_columns=sort_columns, cfg=cfg)
+                        sort_columns=sort_columns, merge=merge, cfg=cfg)
         stats = map_groups(write, list(enumerate(groups)))
         replaced: dict[str, list[str]] = defaultdict(list)
         for group in groups:
-            for bf in group:
-                replaced[bf.partition_path].append(bf.file_id)
+            for sl in group:
+                replaced[sl.partition_path].append(sl.file_id)
         by_partition: dict[str, list[WriteStat]] = defaultdict(list)
         for s in stats:
             by_partition[s.partitionPath].append(s)
@@ -151,47 +167,60 @@ def small_file_limit(cfg: Config) -> int:
     return cfg.get(opt.CLUSTERING_SMALL_FILE_LIMIT)
 
 
-def plan_groups(timeline: Timeline, cfg: Config) -> list[list[BaseFile]]:
-    """Per partition, small file groups bin-packed (first fit, largest first) toward the target
-    size; bins of one group are dropped (nothing would merge)."""
-    limit = small_file_limit(cfg)
+def plan_groups(timeline: Timeline, cfg: Config) -> list[list[FileSlice]]:
+    """Per partition, the eligible slices bin-packed (first fit, largest first) toward the target
+    size; bins of one slice are dropped (nothing would merge)."""
     target = cfg.get(opt.CLUSTERING_TARGET_FILE_MAX_BYTES)
-    busy = pending_clustering(timeline)
-    view = FileSystemView(timeline)
-    out: list[list[BaseFile]] = []
-    for partition in view.partitions():
-        small = [
-            bf for bf in view.latest_base_files([partition])
-            if bf.size < limit and bf.file_id not in busy.get(partition, ())
-        ]
-        bins: list[list[BaseFile]] = []
+    out: list[list[FileSlice]] = []
+    for small in eligible_slices(timeline, cfg).values():
+        bins: list[list[FileSlice]] = []
         sizes: list[int] = []
-        for bf in sorted(small, key=lambda b: (-b.size, b.file_id)):
-            k = next((i for i, s in enumerate(sizes) if s + bf.size <= target), None)
+        for sl, size in sorted(small, key=lambda s: (-s[1], s[0].file_id)):
+            k = next((i for i, total in enumerate(sizes) if total + size <= target), None)
             if k is None:
-                bins.append([bf])
-                sizes.append(bf.size)
+                bins.append([sl])
+                sizes.append(size)
             else:
-                bins[k].append(bf)
-                sizes[k] += bf.size
+                bins[k].append(sl)
+                sizes[k] += size
         out.extend(b for b in bins if len(b) > 1)
     return out
 
 
+def eligible_slices(timeline: Timeline, cfg: Config) -> dict[str, list[tuple[FileSlice, int]]]:
+    """Per partition, the slices a plan may take with the size it packs them by (Hudi's
+    SparkSizeBasedClusteringPlanStrategy): base file below the small file limit (a log-only slice
+    has none: eligible, sized as a full file), in no pending clustering or compaction."""
+    limit = small_file_limit(cfg)
+    full = cfg.get(opt.PARQUET_MAX_FILE_SIZE)
+    busy = _busy_groups(timeline)
+    out: dict[str, list[tuple[FileSlice, int]]] = {}
+    for sl in FileSystemView(timeline).latest_file_slices():
+        base = sl.base.size if sl.base is not None else 0
+        if base < limit and sl.file_group not in busy:
+            out.setdefault(sl.partition_path, []).append((sl, base if sl.base is not None else full))
+    return out
+
+
+def _busy_groups(timeline: Timeline) -> set[tuple[str, str]]:
+    """File groups a pending clustering or compaction plan holds: a new plan leaves them alone."""
+    clustering = {(p, f) for p, ids in pending_clustering(timeline).items() for f in ids}
+    return clustering | compaction_file_groups(timeline)
+
+
 def nothing_to_cluster(timeline: Timeline, cfg: Config) -> str:
-    """Why `plan_groups` found nothing: no file groups, groups already being clustered, or no
+    """Why `plan_groups` found nothing: no file groups, groups held by pending plans, or no
     partition with two small groups that fit together under the target size."""
     view = FileSystemView(timeline)
-    latest = view.latest_base_files()
+    latest = view.latest_file_slices()
     if not latest:
         return "the table has no file groups"
     limit = small_file_limit(cfg)
-    busy = pending_clustering(timeline)
-    small: dict[str, int] = {}
-    for bf in latest:
-        if bf.size < limit and bf.file_id not in busy.get(bf.partition_path, ()):
-            small[bf.partition_path] = small.get(bf.partition_path, 0) + 1
-    pending = f"; {sum(map(len, busy.values()))} file group(s) are in a pending clustering" if busy else ""
+    small = {p: len(s) for p, s in eligible_slices(timeline, cfg).items()}
+    clustering = sum(map(len, pending_clustering(timeline).values()))
+    compacting = len(compaction_file_groups(timeline))
+    pending = f"; {clustering} file group(s) are in a pending clustering" if clustering else ""
+    pending += f"; {compacting} file group(s) are in a pending compaction" if compacting else ""
     if any(n > 1 for n in small.values()):
         target = cfg.get(opt.CLUSTERING_TARGET_FILE_MAX_BYTES)
         return (
@@ -206,29 +235,39 @@ def nothing_to_cluster(timeline: Timeline, cfg: Config) -> str:
 
 
 def clustering_due(timeline: Timeline, cfg: Config) -> bool:
-    """Inline clustering runs once hoodie.clustering.inline.max.commits commits followed the last one."""
+    """Inline clustering runs once hoodie.clustering.inline.max.commits commits (deltacommits on a
+    merge-on-read table, as Hudi's commits timeline counts them) followed the last one."""
     since = ""
     for inst in reversed(timeline.filter([Action.REPLACE_COMMIT], [State.COMPLETED])):
         if timeline.commit_metadata(inst).operation_type == OPERATION:
             since = inst.time
             break
-    commits = [w for w in timeline.completed_writes() if w.time > since and w.action is Action.COMMIT]
+    commits = [
+        w for w in timeline.completed_writes()
+        if w.time > since and w.action in (Action.COMMIT, Action.DELTA_COMMIT)
+    ]
     return len(commits) >= cfg.get(opt.CLUSTERING_INLINE_MAX_COMMITS)
 
 
 def _write_group(
     storage: Storage,
-    numbered: tuple[int, list[BaseFile]],
+    numbered: tuple[int, list[FileSlice]],
     *,
     instant_time: str,
     data_schema: pa.Schema,
     sort_columns: list[str],
+    merge: Merge,
     cfg: Config,
 ) -> WriteStat:
-    """Write one planned group's rows as one new file group (the write token carries `n`)."""
+    """Write one planned group's rows as one new file group (the write token carries `n`): a
+    slice's base file as it is, or its records merged with its log files."""
     n, group = numbered
     schema = full_schema(data_schema)
-    rows = pa.concat_tables([conform(storage.read_parquet(bf.path), schema) for bf in group])
+    rows = pa.concat_tables([
+        read_slice(storage, sl, merge, schema) if sl.logs or sl.base is None
+        else conform(storage.read_parquet(sl.base.path), schema)
+        for sl in group
+    ])
     missing = [c for c in sort_columns if c not in schema.names]
     if missing:
         raise SchemaError(f"clustering sort column(s) {missing} are not in the table {schema.names}")
@@ -247,15 +286,16 @@ def _write_group(
     )
 
 
-def _plan_doc(storage: Storage, groups: list[list[BaseFile]], sort_columns: list[str]) -> dict:
+def _plan_doc(storage: Storage, groups: list[list[FileSlice]], sort_columns: list[str], cfg: Config) -> dict:
     input_groups = [
         {
             "slices": [
-                {"dataFilePath": storage.full_path(bf.path), "deltaFilePaths": [], "fileId": bf.file_id,
-                 "partitionPath": bf.partition_path, "bootstrapFilePath": "", "version": 1}
-                for bf in group
+                {"dataFilePath": storage.full_path(sl.base.path) if sl.base is not None else "",
+                 "deltaFilePaths": [storage.full_path(lf.path) for lf in sl.logs], "fileId": sl.file_id,
+                 "partitionPath": sl.partition_path, "bootstrapFilePath": "", "version": 1}
+                for sl in group
             ],
-            "metrics": {"TOTAL_IO_MB": sum(bf.size for bf in group) / 2**20, "TOTAL_LOG_FILES": 0.0},
+            "metrics": _metrics(group, cfg.get(opt.PARQUET_MAX_FILE_SIZE)),
             "numOutputFileGroups": 1,
             "version": 1,
         }
@@ -265,3 +305,19 @@ def _plan_doc(storage: Storage, groups: list[list[BaseFile]], sort_columns: list
     strategy = {"strategyClassName": STRATEGY_CLASS, "strategyParams": params, "version": 1}
     plan = {"inputGroups": input_groups, "strategy": strategy, "extraMetadata": {}, "version": 1}
     return {"operationType": OPERATION, "clusteringPlan": plan, "extraMetadata": {}, "version": 1}
+
+
+def _metrics(group: list[FileSlice], default_base_size: int) -> dict[str, float]:
+    """A clustering group's metrics as Hudi's FileSliceMetricUtils counts them: read = base files
+    and logs, write = the base files (a full file for a log-only slice), in MiB."""
+    log_bytes = sum(lf.size for sl in group for lf in sl.logs)
+    base_bytes = sum(sl.base.size for sl in group if sl.base is not None)
+    write = sum(sl.base.size if sl.base is not None and sl.base.size > 0 else default_base_size for sl in group)
+    read_mb, write_mb = (base_bytes + log_bytes) // 2**20, write // 2**20  # FSUtils.getSizeInMB
+    return {
+        "TOTAL_LOG_FILES": float(sum(len(sl.logs) for sl in group)),
+        "TOTAL_LOG_FILES_SIZE": float(log_bytes),
+        "TOTAL_IO_READ_MB": float(read_mb),
+        "TOTAL_IO_WRITE_MB": float(write_mb),
+        "TOTAL_IO_MB": float(read_mb + write_mb),
+    }

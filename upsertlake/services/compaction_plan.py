@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from upsertlake.concurrency.conflict import pending_clustering
+from upsertlake.concurrency.conflict import clustering_file_groups, pending_clustering
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -282,7 +282,10 @@ def _busy_groups(timeline: Timeline) -> set[tuple[str, str]]:
 
 
 def _declared_groups(timeline: Timeline, inst: Instant) -> set[tuple[str, str]] | None:
-    """The (partition, fileId) pairs a pending write's `.inflight` names; None before it has one."""
+    """The (partition, fileId) pairs a pending write's `.inflight` names; None before it has one.
+    A pending clustering declares its groups in its plan from the start (and appends to none)."""
+    if inst.action is Action.REPLACE_COMMIT and (planned := clustering_file_groups(timeline.storage, inst)):
+        return planned
     if inst.state is not State.INFLIGHT:
         return None
     try:

@@ -206,16 +206,12 @@ class Table:
         self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process
     ) -> ClusterResult:
         """Merge small file groups per partition into files near the target size (a replacecommit);
-        when no partition has two small groups to merge, a result without instant says why.
+        on a merge-on-read table each slice is read merged with its log files. When no partition
+        has two small groups to merge, a result without instant says why.
         `upsertlake.spark.cluster` passes a `map_groups` that writes each new group as a Spark task."""
         return self._cluster(self.options.with_overrides(options), map_groups)
 
     def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult:
-        if self.config.is_merge_on_read:
-            raise MergeOnReadError(
-                f"clustering merge-on-read table {self.name!r} is not supported: its file groups hold log files "
-                "a clustering would have to merge; compact the table (`compact()`) to fold them into base files"
-            )
         result = cluster(self.storage, self.write_client().lock, self.config, cfg, map_groups)
         if result.clustered:
             self._client = None  # file groups moved: the index learns the new files
