@@ -135,7 +135,7 @@ def test_explain_writes_nothing(table: tuple[Path, list[str]], inputs: Path) -> 
     assert tree_digest(path) == before
     groups = {f["partition"]: f for f in js("files", path) if f["latest"]}
     assert {k: v for k, v in plan.items() if k != "stage_seconds"} == {
-        "operation": "upsert", "input_records": 5, "after_dedup": 4, "duplicates_combined": 1,
+        "operation": "upsert", "table_type": "COPY_ON_WRITE", "input_records": 5, "after_dedup": 4, "duplicates_combined": 1,
         "dropped_unknown_deletes": 0, "updates": 3, "deletes": 0, "inserts": 1,
         "updated_file_groups": [
             {"partition": "nyc", "file_id": groups["nyc"]["file_id"], "updates": 2, "bytes": groups["nyc"]["bytes"]},
@@ -152,6 +152,60 @@ def test_explain_writes_nothing(table: tuple[Path, list[str]], inputs: Path) -> 
         "upsert (dry run, nothing written): 3 input records, 1 duplicates combined, 0 deletes of unknown keys dropped"
     )
     assert tree_digest(path) == before
+
+
+def test_explain_on_a_merge_on_read_table_tells_appends_from_rewrites(tmp_path: Path, inputs: Path) -> None:
+    """nyc's file group has a log file: its updates go to a new one (nothing rewritten), with the
+    log already pending reported; sf's slice is small and log-free in a partition taking an
+    insert, so its update and the insert rewrite its base file, as the write will."""
+    path = tmp_path / "mor"
+    ok("create", path, "--name", "mor", "--record-key", "uuid", "--precombine-field", "ts",
+       "--partition-fields", "city", "--table-type", "MERGE_ON_READ")  # fmt: skip
+    ok("insert", path, inputs / "first.parquet")
+    (tmp_path / "nyc.csv").write_text("uuid,ts,city,fare\nk01,100,nyc,99.5\n")
+    ok("upsert", path, tmp_path / "nyc.csv")
+    (tmp_path / "changes.csv").write_text("uuid,ts,city,fare\nk03,200,nyc,1.5\nk05,200,nyc,2.5\nk00,200,sf,0.5\nk50,1,sf,3.0\n")
+    [log] = (path / "nyc").glob(".*.log.*")
+    [sf] = (path / "sf").glob("*.parquet")
+    nyc_id, sf_id, log_bytes, sf_bytes = log.name[1:].split("_")[0], sf.name.split("_")[0], log.stat().st_size, sf.stat().st_size
+    before = tree_digest(path)
+    text = ok("explain", "upsert", path, tmp_path / "changes.csv")
+    assert text == (
+        "upsert (dry run, nothing written): 4 input records, 0 duplicates combined, 0 deletes of unknown keys dropped\n"
+        "  updates 3, deletes 0, inserts 1\n"
+        "\n"
+        "file groups getting a new log file (updates and deletes appended): 1\n"
+        "partition  file_id                                 updates  deletes  pending_log_files  pending_log_bytes\n"
+        f"nyc        {nyc_id}  2        0        1                  {log_bytes}\n"
+        "\n"
+        "base files rewritten with their updates (small log-free slices in partitions taking inserts): 1\n"
+        "partition  file_id                                 updates  bytes\n"
+        f"sf         {sf_id}  1        {sf_bytes}\n"
+        "\n"
+        "small files receiving inserts: 1\n"
+        "partition  file_id                                 inserts  bytes\n"
+        f"sf         {sf_id}  1        {sf_bytes}\n"
+        "\n"
+        "new file groups: 0\n"
+        "\n"
+        f"bytes rewritten: {sf_bytes} ({sf_bytes / 1024:.1f} KiB)\n"
+        f"compaction backlog of the file groups appended to: 1 log file(s), {log_bytes} bytes ({log_bytes} B) already pending\n"
+    )
+    (tmp_path / "gone.csv").write_text("uuid,ts,city,fare\nk01,300,nyc,0\nk09,300,nyc,0\nk98,1,sf,0\n")
+    plan = js("explain", "delete", path, tmp_path / "gone.csv")
+    assert {k: v for k, v in plan.items() if k != "stage_seconds"} == {
+        "operation": "delete", "table_type": "MERGE_ON_READ", "input_records": 3, "after_dedup": 3,
+        "duplicates_combined": 0, "dropped_unknown_deletes": 1, "updates": 0, "deletes": 2, "inserts": 0,
+        "appended_file_groups": [
+            {"partition": "nyc", "file_id": nyc_id, "updates": 0, "deletes": 2, "pending_log_files": 1, "pending_log_bytes": log_bytes},
+        ],
+        "compaction_backlog": {"log_files": 1, "log_bytes": log_bytes},
+        "updated_file_groups": [], "small_file_inserts": [], "new_file_groups": [], "bytes_rewritten": 0,
+    }  # fmt: skip
+    assert tree_digest(path) == before
+    assert js("upsert", path, tmp_path / "changes.csv")["files_written"] == 2  # as the dry run said:
+    assert len(list((path / "nyc").glob(".*.log.*"))) == 2 and len(list((path / "nyc").glob("*.parquet"))) == 1
+    assert len(list((path / "sf").glob("*.parquet"))) == 2 and not list((path / "sf").glob(".*.log.*"))
 
 
 @pytest.mark.parametrize(

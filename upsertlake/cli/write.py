@@ -129,16 +129,30 @@ def explain(args: argparse.Namespace) -> int:
         f"unknown keys dropped"
     )
     print(f"  updates {summary['updates']}, deletes {summary['deletes']}, inserts {summary['inserts']}")
-    for title, key, columns in (
+    mor = summary["table_type"] == "MERGE_ON_READ"
+    sections = [
         ("file groups updated", "updated_file_groups", ["partition", "file_id", "updates", "bytes"]),
         ("small files receiving inserts", "small_file_inserts", ["partition", "file_id", "inserts", "bytes"]),
         ("new file groups", "new_file_groups", ["partition", "file_id", "inserts"]),
-    ):
+    ]
+    if mor:  # updates and deletes go to log files; only small slices taking inserts are rewritten
+        sections[0] = ("base files rewritten with their updates (small log-free slices in partitions taking inserts)", *sections[0][1:])
+        sections.insert(0, (
+            "file groups getting a new log file (updates and deletes appended)", "appended_file_groups",
+            ["partition", "file_id", "updates", "deletes", "pending_log_files", "pending_log_bytes"],
+        ))
+    for title, key, columns in sections:
         rows = summary[key]
         print(f"\n{title}: {len(rows)}")
         if rows:
             print(format_records(rows, columns))
     print(f"\nbytes rewritten: {summary['bytes_rewritten']} ({human_bytes(summary['bytes_rewritten'])})")
+    if mor:
+        backlog = summary["compaction_backlog"]
+        print(
+            f"compaction backlog of the file groups appended to: {backlog['log_files']} log file(s), "
+            f"{backlog['log_bytes']} bytes ({human_bytes(backlog['log_bytes'])}) already pending"
+        )
     if "store_requests" in summary:
         print(f"store requests of this dry run: {request_counts(summary['store_requests'])}")
     return 0

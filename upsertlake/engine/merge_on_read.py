@@ -2,10 +2,10 @@
 BaseSparkDeltaCommitActionExecutor.
 
 Updates and deletes of a file group are appended to its current slice as one new log file
-(`append_handle`); inserts go to new file groups, or to small slices without log files (none of
-our indexes can index log files, so base files alone must answer them, as in Hudi); a small slice
-that takes inserts is rewritten copy-on-write within the deltacommit, as Hudi's handleUpdate does
-for its small file ids. The tagging before and the commit after are copy-on-write's.
+(`append_handle`); inserts go to new file groups, or to small slices without log files; a small
+slice that takes inserts is rewritten copy-on-write within the deltacommit, as Hudi's
+handleUpdate does for its small file ids (`slice_routing` decides which). The tagging before and
+the commit after are copy-on-write's.
 """
 
 from __future__ import annotations
@@ -13,48 +13,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 
-from upsertlake.concurrency.conflict import CommitCheck, Conflict, describe_groups, pending_clustering
+from upsertlake.concurrency.conflict import CommitCheck, Conflict, describe_groups
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine.append_handle import AppendJob, AppendTarget
 from upsertlake.engine.bucket_writer import BucketJob
 from upsertlake.engine.copy_on_write import sizing
-from upsertlake.engine.overwrite import OVERWRITES
+from upsertlake.engine.slice_routing import append_slices, pending_compactions, small_slices
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.logfile import LogFileName
 from upsertlake.logfile.avro_records import with_meta_fields
-from upsertlake.partitioner import Bucket, BucketType, SmallFile, UpsertPartitioner, WorkloadProfile
+from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.schema import arrow_to_avro, avro_schema_json
-from upsertlake.services.compaction_plan import read_plan
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.timeline.instant import Instant
 
 PARQUET_BLOCKS = "parquet"  # hoodie.logfile.data.block.format
-
-
-def small_slices(
-    profile: WorkloadProfile, view: FileSystemView, timeline: Timeline, operation: str, cfg: Config
-) -> dict[str, list[SmallFile]]:
-    """Per partition taking inserts, the slices that may take them: without log files, their base
-    file below hoodie.parquet.small.file.limit, in no pending clustering or compaction (Hudi's
-    SparkUpsertDeltaCommitPartitioner.getSmallFileCandidates for an index that cannot index logs)."""
-    if operation in OVERWRITES:
-        return {}
-    limit = cfg.get(opt.PARQUET_SMALL_FILE_LIMIT)
-    busy = pending_clustering(timeline)
-    compacting = pending_compactions(timeline)
-    wanted = [p for p, w in profile.partitions.items() if w.num_inserts > 0]
-    return {
-        p: [
-            SmallFile(s.file_id, s.base.size)
-            for s in view.latest_file_slices([p])
-            if s.base is not None and not s.logs and s.base.size < limit
-            and s.file_id not in busy.get(p, ()) and (p, s.file_id) not in compacting
-        ]
-        for p in wanted
-    }
 
 
 def partitioner(
@@ -65,11 +41,6 @@ def partitioner(
     return UpsertPartitioner(profile, small_slices(profile, view, timeline, operation, cfg), avg, pconf)
 
 
-def pending_compactions(timeline: Timeline) -> dict[tuple[str, str], str]:
-    """(partition, fileId) -> the instant of the pending compaction plan that covers the group."""
-    return {op.file_group: inst.time for inst in timeline.pending_compactions() for op in read_plan(timeline, inst)}
-
-
 def append_job(
     job: BucketJob,
     table_config: TableConfig,
@@ -78,24 +49,20 @@ def append_job(
     operation: str,
     cfg: Config,
 ) -> AppendJob:
-    """The write's job with its appends: each UPDATE bucket that is not a small slice taking
-    inserts goes to a new log file of its group's current slice."""
+    """The write's job with its appends: the UPDATE buckets `append_slices` routes to a new log
+    file of their group's current slice."""
     timeline = view.timeline
-    small = {(p, sf.file_id) for p, files in small_slices(profile, view, timeline, operation, cfg).items() for sf in files}
-    updated = sorted({b.partition_path for b in job.buckets if b.type is BucketType.UPDATE})
-    slices = {s.file_group: s for s in view.latest_file_slices(updated)} if updated else {}
+    slices = append_slices(job.buckets, profile, view, operation, cfg)
     compacting = pending_compactions(timeline) if table_config.table_version < 8 else {}
     versions: dict[tuple[str, str, str], int] = {}
     for log in view.all_log_files():
         k = (log.partition_path, log.name.file_id, log.name.instant)
         versions[k] = max(versions.get(k, 0), log.name.version)
-    appends = {}
-    for b in job.buckets:
-        group = (b.partition_path, b.file_id)
-        if b.type is not BucketType.UPDATE or group in small or group not in slices:
-            continue
-        appends[b.number] = _target(b, slices[group], job.instant_time, table_config.table_version,
-                                    compacting.get(group), versions)
+    appends = {
+        b.number: _target(b, slices[b.number], job.instant_time, table_config.table_version,
+                          compacting.get((b.partition_path, b.file_id)), versions)
+        for b in job.buckets if b.number in slices
+    }
     schema_json = avro_schema_json(with_meta_fields(arrow_to_avro(job.data_schema, table_config.name))) if appends else ""
     return AppendJob(
         **{f.name: getattr(job, f.name) for f in fields(job)},

@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 
 from upsertlake.concurrency.conflict import Replaces
 from upsertlake.engine.bucket_writer import PARTITION
-from upsertlake.engine.plan import WritePlan
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.errors import PartitionNotFoundError
 from upsertlake.layout.file_system_view import FileSystemView
@@ -23,7 +22,8 @@ from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.documents import encode
 from upsertlake.timeline.instant import Action
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the plan imports the routing, which imports OVERWRITES from here
+    from upsertlake.engine.plan import WritePlan
     from upsertlake.engine.write_client import WriteClient
 
 REPLACE_PLAN = "HoodieRequestedReplaceMetadata"

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from upsertlake.config import Config
 from upsertlake.engine.bucket_writer import DELETE_FLAG
 from upsertlake.engine.prepare import PreparedBatch
+from upsertlake.engine.slice_routing import append_slices
 from upsertlake.index.base import Index
 from upsertlake.partitioner import Bucket, BucketType, WorkloadProfile
 from upsertlake.layout.file_system_view import FileSystemView
@@ -55,21 +56,35 @@ class WritePlan:
     assignment: np.ndarray
     stages: dict[str, float]
     store_requests: dict[str, int] = field(default_factory=dict)  # what planning asked of an object store
+    merge_on_read: bool = False  # updates and deletes are appended to log files (`slice_routing`)
 
     def summary(self) -> dict[str, Any]:
-        """Counts per stage and per file group, and the bytes of the file groups to rewrite."""
+        """Counts per stage and per file group: the groups whose base file is rewritten (with its
+        bytes), the new ones, and on a merge-on-read table the groups that get a new log file,
+        with the log files and bytes their slice already holds (the compaction backlog)."""
         is_insert = pc.is_null(self.locations.column("loc_file_id")).to_numpy(zero_copy_only=False)
+        is_delete = self.records.column(DELETE_FLAG).to_numpy(zero_copy_only=False).astype(bool)
         n = len(self.buckets)
         per_bucket = np.bincount(self.assignment, minlength=n) if n else np.zeros(0, int)
         inserts = np.bincount(self.assignment[is_insert], minlength=n) if n else np.zeros(0, int)
+        deleted = np.bincount(self.assignment[is_delete], minlength=n) if n else np.zeros(0, int)
+        appends = append_slices(self.buckets, self.profile, self.view, self.operation, self.cfg) if self.merge_on_read else {}
         sizes = {bf.file_group: bf.size for bf in self.view.latest_base_files()}
-        updated, small, new = [], [], []
+        updated, small, new, appended = [], [], [], []
         for b in self.buckets:
             total, ins = int(per_bucket[b.number]), int(inserts[b.number])
             if total == 0:
                 continue
             if b.type is BucketType.INSERT:
                 new.append({"partition": b.partition_path, "file_id": b.file_id, "inserts": ins})
+                continue
+            sl = appends.get(b.number)
+            if sl is not None:
+                dels = int(deleted[b.number])
+                appended.append({
+                    "partition": b.partition_path, "file_id": b.file_id, "updates": total - dels, "deletes": dels,
+                    "pending_log_files": len(sl.logs), "pending_log_bytes": sum(lf.size for lf in sl.logs),
+                })
                 continue
             size = sizes.get((b.partition_path, b.file_id), 0)
             if total > ins:
@@ -79,9 +94,17 @@ class WritePlan:
             if ins:
                 small.append({"partition": b.partition_path, "file_id": b.file_id, "inserts": ins, "bytes": size})
         rewritten = {(f["partition"], f["file_id"]): f["bytes"] for f in updated + small}
-        deletes = int(pc.sum(self.records.column(DELETE_FLAG)).as_py() or 0)
+        deletes = int(is_delete.sum())
+        log_appends = {
+            "appended_file_groups": appended,
+            "compaction_backlog": {
+                "log_files": sum(f["pending_log_files"] for f in appended),
+                "log_bytes": sum(f["pending_log_bytes"] for f in appended),
+            },
+        }
         return {
             "operation": self.operation,
+            "table_type": "MERGE_ON_READ" if self.merge_on_read else "COPY_ON_WRITE",
             "input_records": self.batch.num_input,
             "after_dedup": self.batch.records.num_rows,
             "duplicates_combined": self.batch.num_input - self.batch.records.num_rows,
@@ -89,6 +112,7 @@ class WritePlan:
             "updates": int((~is_insert).sum()) - deletes,
             "deletes": deletes,
             "inserts": int(is_insert.sum()),
+            **(log_appends if self.merge_on_read else {}),
             "updated_file_groups": updated,
             "small_file_inserts": small,
             **({"store_requests": self.store_requests} if self.store_requests else {}),

@@ -299,7 +299,10 @@ class WriteClient:
             buckets, assignment = copy_on_write.partition(
                 profile, records, file_ids, view, timeline, operation, cfg, batch.data_schema, self._partitioner_kind()
             )
-        return WritePlan(operation, cfg, batch, view, records, locations, profile, buckets, assignment, stages)
+        return WritePlan(
+            operation, cfg, batch, view, records, locations, profile, buckets, assignment, stages,
+            merge_on_read=self.table_config.is_merge_on_read,
+        )
 
     def sizing(self, timeline: Timeline, cfg: Config) -> tuple[int, PartitionerConfig]:
         """The average record size and the file sizing options buckets are cut by."""
