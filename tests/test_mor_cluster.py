@@ -14,7 +14,7 @@ import pytest
 from tests.test_interop_hudi import check_reads
 from tests.test_mor_read import mor_fixture
 from tests.test_mor_write import batch, hudi_snapshot, logs_of, mor_table, snapshot
-from upsertlake import open_table
+from upsertlake import WriteConflictError, open_table
 from upsertlake.services.cluster import in_process
 from upsertlake.services.compaction_plan import read_plan, schedule
 from upsertlake.timeline.active import Timeline
@@ -170,4 +170,29 @@ def test_a_hudi_written_mor_table_clustered_reads_as_hudi_reads_it(tmp_path: Pat
     result = table.cluster()
     assert result.clustered and len(result.replaced[""]) == 2
     assert table.read(columns=["id", "isActive"]).sort_by("id").equals(before)
+    check_reads(table, path, windows=False)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_append_to_a_group_clustered_meanwhile_conflicts_and_is_rolled_back(tmp_path: Path, version: int) -> None:
+    """A deltacommit that appended to a slice, committing after the clustering replaced its
+    group, would leave its records in a group no reader sees: it conflicts and is rolled back.
+    The clustering read only completed writes' blocks (the pending append's log is in the slice)."""
+    path = tmp_path / "t"
+    two_groups_per_partition_with_logs(path, version)
+    occ = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
+    client = open_table(path, occ).write_client()
+    instant = client.start_commit()
+    pending = client.upsert(batch([0], [9], version + 30), instant)
+    assert any(".log." in s.path for s in pending.write_stats)
+    table = open_table(path, occ)
+    before = snapshot(table)
+    assert before["k0000"]["ts"] == 2
+    result = table.cluster()
+    assert result.clustered and snapshot(table) == before
+    retired = f"conflicts with replacecommit {result.instant_time} \\(completed\\): it retired file group\\(s\\) p0/"
+    with pytest.raises(WriteConflictError, match=retired + ".*this write was rolled back"):
+        client.commit(instant, pending)
+    assert [i for i in table.timeline() if not i.is_completed] == []
+    assert snapshot(table) == before == hudi_snapshot(path)
     check_reads(table, path, windows=False)
