@@ -196,3 +196,16 @@ def test_an_append_to_a_group_clustered_meanwhile_conflicts_and_is_rolled_back(t
     assert [i for i in table.timeline() if not i.is_completed] == []
     assert snapshot(table) == before == hudi_snapshot(path)
     check_reads(table, path, windows=False)
+
+
+def test_clustering_on_spark_merges_each_group_as_a_task(spark, tmp_path: Path) -> None:
+    """`upsertlake.spark.cluster`: the planned slices, logs and all, go to the tasks."""
+    import upsertlake.spark as uls
+
+    path = tmp_path / "t"
+    table = two_groups_per_partition_with_logs(path, 8)
+    before = snapshot(table)
+    result = uls.cluster(spark, str(path))
+    assert result.clustered and {p: len(ids) for p, ids in result.replaced.items()} == {"p0": 2, "p1": 2, "p2": 2}
+    assert len(result.files_written) == 3
+    assert snapshot(open_table(path)) == before == hudi_snapshot(path)
