@@ -209,3 +209,36 @@ def test_clustering_on_spark_merges_each_group_as_a_task(spark, tmp_path: Path) 
     assert result.clustered and {p: len(ids) for p, ids in result.replaced.items()} == {"p0": 2, "p1": 2, "p2": 2}
     assert len(result.files_written) == 3
     assert snapshot(open_table(path)) == before == hudi_snapshot(path)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_plan_names_each_slice_with_its_log_files(tmp_path: Path, version: int) -> None:
+    """The requested plan (HoodieRequestedReplaceMetadata) lists each slice's base and log files
+    by full path, and its group's metrics count the logs (Hudi's FileSliceMetricUtils)."""
+    from upsertlake.layout.file_system_view import FileSystemView
+    from upsertlake.timeline import documents
+    from upsertlake.timeline.instant import Action, State
+
+    path = tmp_path / "t"
+    table = two_groups_per_partition_with_logs(path, version)
+    slices = {sl.file_group: sl for sl in FileSystemView(Timeline.load(table.storage)).latest_file_slices()}
+    docs: list[dict] = []
+
+    def read_plan_meanwhile(fn, work):
+        timeline = Timeline.load(table.storage)
+        [pending] = timeline.filter([Action.REPLACE_COMMIT], [State.REQUESTED, State.INFLIGHT])
+        docs.append(documents.decode(table.storage.read_bytes(timeline.layout.path(pending.with_state(State.REQUESTED)))))
+        return in_process(fn, work)
+
+    table.cluster(map_groups=read_plan_meanwhile)
+    groups_ = docs[0]["clusteringPlan"]["inputGroups"]
+    assert len(groups_) == 3
+    for group in groups_:
+        planned = [slices[(s["partitionPath"], s["fileId"])] for s in group["slices"]]
+        assert [s["dataFilePath"] for s in group["slices"]] == [table.storage.full_path(sl.base.path) for sl in planned]
+        assert [s["deltaFilePaths"] for s in group["slices"]] == [
+            [table.storage.full_path(lf.path) for lf in sl.logs] for sl in planned
+        ]
+        log_files = [lf for sl in planned for lf in sl.logs]
+        assert group["metrics"]["TOTAL_LOG_FILES"] == float(len(log_files)) > 0
+        assert group["metrics"]["TOTAL_LOG_FILES_SIZE"] == float(sum(lf.size for lf in log_files))
