@@ -20,6 +20,7 @@ from helpers import hudi_read
 from upsertlake import create_table, open_table
 from upsertlake.errors import CleanedInstantError
 from upsertlake.logfile import LogFileName
+from upsertlake.timeline.active import Timeline
 
 COLUMNS = ["id", "ts", "v", "p"]
 WRITES = ("deltacommit", "commit")
@@ -252,3 +253,102 @@ def test_random_mor_sequences_with_inline_compaction_read_as_the_model(tmp_path:
     run = run_sequence(tmp_path / "t", version, seed, steps=20, inline=True)
     assert sum(1 for i in open_table(tmp_path / "t").timeline() if i.action.value == "commit") >= 3
     check_end(tmp_path / "t", run)
+
+
+def spark_state(spark, path: Path, **read: str) -> dict[str, tuple]:
+    import upsertlake.spark as uls
+
+    return state(pa.Table.from_pylist([r.asDict() for r in uls.read(spark, str(path), columns=COLUMNS, **read).collect()]))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_random_mor_sequence_through_spark_reads_as_the_model(spark, tmp_path: Path, version: int) -> None:
+    """The same kind of sequence, shorter, written by `upsertlake.spark` (appends in tasks,
+    compaction in tasks): in process, on Spark and in hudi-rs the table reads as the model."""
+    import upsertlake.spark as uls
+
+    path = tmp_path / "t"
+    mor_table(path, version)
+    rng = random.Random(version)
+    model, at, next_key = Model(), {}, 24
+    frame = lambda data: spark.createDataFrame(data.to_pandas())  # noqa: E731
+    first = rows_of(list(range(24)), [rng.randint(0, 5) for _ in range(24)], 0)
+    uls.upsert(frame(first), str(path))
+    model.upsert(first)
+    plan = ["upsert", "is_deleted", "delete", "compact", "upsert", "reinsert", "upsert", "compact", "rollback"]
+    for step, op in enumerate(plan, 1):
+        if op == "compact":
+            assert uls.compact(spark, str(path)).compacted
+        elif op == "rollback":
+            writes = [i for i in open_table(path).timeline() if i.is_completed and i.action.value in WRITES]
+            open_table(path).rollback()  # the compaction commit (rolled back as Hudi's restore would)
+            model.rows = dict(at[writes[-2].time])
+        else:
+            stored = set(open_table(path).read(["id"], query_type="read_optimized")["id"].to_pylist())
+            label, method, data, next_key = step_batch(rng, model, next_key, step, op, stored)
+            if method == "delete":
+                uls.delete(frame(data.drop_columns(["_hoodie_is_deleted"])), str(path))
+                model.delete(data)
+            else:
+                getattr(uls, method)(frame(data), str(path))
+                model.upsert(data)
+        for i in open_table(path).timeline():
+            if i.is_completed and i.action.value in WRITES and i.time not in at:
+                at[i.time] = dict(model.rows)
+        assert state(open_table(path).read(), f"step {step} {op}") == model.rows, f"step {step}: {op}"
+    assert spark_state(spark, path) == model.rows == hudi_state(path)
+    for t, expected in at.items():
+        if any(i.time == t and i.is_completed for i in open_table(path).timeline()):
+            assert state(open_table(path).read(as_of=t)) == expected == hudi_state(path, as_of=t), f"as of {t}"
+
+
+KILLER = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import upsertlake.services.compaction_slice as compaction
+from upsertlake import open_table
+real = compaction.write_base_file
+def write_then_die(*args, **kwargs):
+    real(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)  # one new base file written, the commit never comes
+compaction.write_base_file = write_then_die
+open_table({path!r}).compact({{"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 1}})
+"""
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_kill_9_during_compaction_of_a_table_we_wrote(tmp_path: Path, version: int) -> None:
+    """A compactor killed after writing one new base file of a table our writes built (several
+    logs per slice, a rollback, deletes): every reader reads the table as before, the writes go on
+    (v6 appends to the slice the pending plan starts) and the next compact finishes the plan."""
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "t"
+    run = run_sequence(path, version, seed=4, steps=14, inline=False)
+    if not any(".log." in f.name for f in path.rglob("*")) or run.ops[-1].startswith("compact"):
+        open_table(path).upsert(rows_of([0, 1, 2], [99] * 3, 99))  # a log to compact
+    before = state(open_table(path).read())
+    root = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, "-c", KILLER.format(root=root, path=str(path))], capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()
+    table = open_table(path)
+    [pending] = Timeline.load(table.storage).pending_compactions()
+    assert list(path.rglob(f"*_{pending.time}.parquet")), "the killed compactor wrote a base file"
+    assert state(table.read()) == before == hudi_state(path)
+    expected = dict(before)
+    later = rows_of([3, 4], [99, 99], 100)
+    table.upsert(later)  # a writer goes on while the plan is pending
+    expected.update({r["id"]: (r["ts"], r["v"], r["p"]) for r in later.to_pylist()})
+    assert state(open_table(path).read()) == expected
+    time.sleep(0.3)  # the dead compactor's heartbeat expires
+    result = open_table(path, {"hoodie.client.heartbeat.interval_in_ms": 100,
+                               "hoodie.client.heartbeat.tolerable.misses": 1}).compact()
+    assert result.recovered and result.instant_time == pending.time
+    table = open_table(path)
+    assert not Timeline.load(table.storage).pending_compactions()
+    assert state(table.read()) == expected == hudi_state(path)
+    table.compact()  # the append made beside the plan, folded too
+    assert state(open_table(path).read(query_type="read_optimized")) == expected
