@@ -132,6 +132,7 @@ class Run:
     ops: list[str]
     most_logs: int  # the most log files one slice had
     logs_by_compaction: bool  # some log was named by a compaction's instant (v6: its new slice)
+    compactions: int
 
     def check_exercised(self, version: int) -> None:
         """The sequence did what it is for: several logs in a slice, appends after a compaction,
@@ -144,11 +145,47 @@ class Run:
         assert self.logs_by_compaction == (version == 6)
 
 
-def run_sequence(path: Path, version: int, seed: int, steps: int, inline: bool) -> Run:
-    options: dict[str, object] = {"hoodie.cleaner.commits.retained": RETAINED}  # automatic cleans too
+class InProcess:
+    """Writes through one Table (its write client and index kept between writes)."""
+
+    def __init__(self, table) -> None:
+        self.table = table
+
+    def write(self, method: str, data: pa.Table) -> None:
+        getattr(self.table, method)(data)
+
+    def compact(self) -> bool:
+        return self.table.compact().compacted
+
+
+class OnSpark:
+    """Writes and compactions through `upsertlake.spark` (appends and slices merged in tasks)."""
+
+    def __init__(self, spark, path: Path) -> None:
+        self.spark, self.path = spark, str(path)
+
+    def write(self, method: str, data: pa.Table) -> None:
+        import upsertlake.spark as uls
+
+        getattr(uls, method)(self.spark.createDataFrame(data.to_pandas()), self.path)
+
+    def compact(self) -> bool:
+        import upsertlake.spark as uls
+
+        return uls.compact(self.spark, self.path).compacted
+
+
+def run_sequence(
+    path: Path, version: int, seed: int, steps: int, inline: bool, spark=None, **extra: object
+) -> Run:
+    """`steps` random steps after a first upsert of 24 keys; rollbacks and cleans in process,
+    writes and compactions through `spark` when given."""
+    options: dict[str, object] = {  # automatic cleans and archival too
+        "hoodie.cleaner.commits.retained": RETAINED, "hoodie.keep.min.commits": 4, "hoodie.keep.max.commits": 5, **extra}
     if inline:
         options.update({"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": 2})
     table = mor_table(path, version, **options)
+    writer = InProcess(table) if spark is None else OnSpark(spark, path)
     rng = random.Random(seed * 100 + version)
     model = Model()
     at: dict[str, dict[str, tuple]] = {}
@@ -156,6 +193,7 @@ def run_sequence(path: Path, version: int, seed: int, steps: int, inline: bool) 
     most_logs, logs_by_compaction = 0, False
 
     cleans: set[str] = set()
+    commits: set[str] = set()  # compactions (inline ones included)
 
     def record() -> None:
         """Every completed write instant not yet seen holds the model's current state; a new
@@ -165,13 +203,15 @@ def run_sequence(path: Path, version: int, seed: int, steps: int, inline: bool) 
         for i in timeline:
             if i.is_completed and i.action.value in WRITES and i.time not in at:
                 at[i.time] = dict(model.rows)
+                if i.action.value == "commit":
+                    commits.add(i.time)
         for c in (i for i in timeline if i.action.value == "clean" and i.time not in cleans):
             cleans.add(c.time)
             writes = [i.time for i in timeline if i.is_completed and i.action.value in WRITES and i.time < c.time]
             floor = max(floor, writes[-RETAINED])
 
     first = rows_of(list(range(24)), [rng.randint(0, 5) for _ in range(24)], 0)
-    table.upsert(first)
+    writer.write("upsert", first)
     model.upsert(first)
     next_key = 24
     record()
@@ -189,8 +229,7 @@ def run_sequence(path: Path, version: int, seed: int, steps: int, inline: bool) 
             model.deleted = {k for k in model.high if f"k{k:04d}" not in model.rows}
             ops.append(f"rollback:{writes[-2].action.value}")
         elif roll < 0.20:
-            result = table.compact()
-            ops.append("compact" if result.compacted else "compact:nothing")
+            ops.append("compact" if writer.compact() else "compact:nothing")
         elif roll < 0.26:
             result = table.clean("KEEP_LATEST_COMMITS", RETAINED)
             ops.append("clean" if result.instant_time else "clean:nothing")
@@ -199,10 +238,10 @@ def run_sequence(path: Path, version: int, seed: int, steps: int, inline: bool) 
             stored = set(table.read(["id"], query_type="read_optimized")["id"].to_pylist())
             label, method, data, next_key = step_batch(rng, model, next_key, step, op, stored)
             if method == "delete":
-                table.delete(data.drop_columns(["_hoodie_is_deleted"]))
+                writer.write("delete", data.drop_columns(["_hoodie_is_deleted"]))
                 model.delete(data)
             else:
-                getattr(table, method)(data)
+                writer.write(method, data)
                 model.upsert(data)
             ops.append(label)
         record()
@@ -218,7 +257,7 @@ def run_sequence(path: Path, version: int, seed: int, steps: int, inline: bool) 
         logs_by_compaction |= any(n.instant in compactions for n in logs)
         what = f"seed {seed} step {step}: {ops}"
         assert state(open_table(path).read(), what) == model.rows, what
-    return Run(at, floor, ops, most_logs, logs_by_compaction)
+    return Run(at, floor, ops, most_logs, logs_by_compaction, len(commits))
 
 
 def check_end(path: Path, run: Run) -> None:
@@ -251,7 +290,7 @@ def test_random_mor_sequences_read_as_the_model(tmp_path: Path, version: int, se
 @pytest.mark.parametrize("version", [6, 8])
 def test_random_mor_sequences_with_inline_compaction_read_as_the_model(tmp_path: Path, version: int, seed: int) -> None:
     run = run_sequence(tmp_path / "t", version, seed, steps=20, inline=True)
-    assert sum(1 for i in open_table(tmp_path / "t").timeline() if i.action.value == "commit") >= 3
+    assert run.compactions >= run.ops.count("compact") + 2, run.ops  # inline ones among them
     check_end(tmp_path / "t", run)
 
 
@@ -264,49 +303,19 @@ def spark_state(spark, path: Path, **read: str) -> dict[str, tuple]:
 @pytest.mark.spark
 @pytest.mark.parametrize("version", [6, 8])
 def test_a_random_mor_sequence_through_spark_reads_as_the_model(spark, tmp_path: Path, version: int) -> None:
-    """The same kind of sequence, shorter, written by `upsertlake.spark` (appends in tasks,
-    compaction in tasks): in process, on Spark and in hudi-rs the table reads as the model."""
-    import upsertlake.spark as uls
-
+    """The same kind of sequence, shorter, written by `upsertlake.spark` (appends in tasks, slices
+    compacted in tasks): after every step the in-process read is the model's state; at the end
+    Spark's read, time travel and hudi-rs agree with it, and read_optimized after a compaction."""
     path = tmp_path / "t"
-    mor_table(path, version)
-    rng = random.Random(version)
-    model, at, next_key = Model(), {}, 24
-    frame = lambda data: spark.createDataFrame(data.to_pandas())  # noqa: E731
-    first = rows_of(list(range(24)), [rng.randint(0, 5) for _ in range(24)], 0)
-    plan = ["first", "upsert", "is_deleted", "delete", "compact", "upsert", "rollback", "reinsert", "upsert"]
-    for step, op in enumerate(plan):
-        if op == "first":
-            uls.upsert(frame(first), str(path))
-            model.upsert(first)
-        elif op == "compact":
-            assert uls.compact(spark, str(path)).compacted
-        elif op == "rollback":  # the deltacommit after the compaction
-            writes = [i for i in open_table(path).timeline() if i.is_completed and i.action.value in WRITES]
-            assert writes[-1].action.value == "deltacommit"
-            open_table(path).rollback()
-            del at[writes[-1].time]
-            model.rows = dict(at[writes[-2].time])
-        else:
-            stored = set(open_table(path).read(["id"], query_type="read_optimized")["id"].to_pylist())
-            label, method, data, next_key = step_batch(rng, model, next_key, step, op, stored)
-            if method == "delete":
-                uls.delete(frame(data.drop_columns(["_hoodie_is_deleted"])), str(path))
-                model.delete(data)
-            else:
-                getattr(uls, method)(frame(data), str(path))
-                model.upsert(data)
-        for i in open_table(path).timeline():
-            if i.is_completed and i.action.value in WRITES and i.time not in at:
-                at[i.time] = dict(model.rows)
-        assert state(open_table(path).read(), f"step {step} {op}") == model.rows, f"step {step}: {op}"
-    assert spark_state(spark, path) == model.rows == hudi_state(path)
-    uls.compact(spark, str(path))  # the last upsert may have left no log (small slices rewritten)
-    assert spark_state(spark, path, query_type="read_optimized") == model.rows == hudi_state(path)
-    for t, expected in at.items():
-        if any(i.time == t and i.is_completed for i in open_table(path).timeline()):
-            assert state(open_table(path).read(as_of=t)) == expected, f"as of {t}"
-            assert hudi_state(path, as_of=t) == expected, f"hudi as of {t}"
+    run = run_sequence(path, version, seed=1, steps=12, inline=False, spark=spark)
+    assert "rollback:commit" in run.ops and any(o.startswith("reinsert") for o in run.ops), run.ops
+    final = state(open_table(path).read())
+    assert spark_state(spark, path) == final
+    for t, expected in run.at.items():
+        if t >= run.floor:
+            assert spark_state(spark, path, as_of=t) == expected, f"spark as of {t}"
+    check_end(path, run)
+    assert spark_state(spark, path, query_type="read_optimized") == final
 
 
 KILLER = """
