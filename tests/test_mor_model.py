@@ -159,20 +159,21 @@ class InProcess:
 
 
 class OnSpark:
-    """Writes and compactions through `upsertlake.spark` (appends and slices merged in tasks)."""
+    """Writes and compactions through `upsertlake.spark` (appends and slices merged in tasks),
+    with the writer's options (inline compaction, clean and archive settings) on every call."""
 
-    def __init__(self, spark, path: Path) -> None:
-        self.spark, self.path = spark, str(path)
+    def __init__(self, spark, path: Path, options: dict[str, object]) -> None:
+        self.spark, self.path, self.options = spark, str(path), {k: str(v) for k, v in options.items()}
 
     def write(self, method: str, data: pa.Table) -> None:
         import upsertlake.spark as uls
 
-        getattr(uls, method)(self.spark.createDataFrame(data.to_pandas()), self.path)
+        getattr(uls, method)(self.spark.createDataFrame(data.to_pandas()), self.path, **self.options)
 
     def compact(self) -> bool:
         import upsertlake.spark as uls
 
-        return uls.compact(self.spark, self.path).compacted
+        return uls.compact(self.spark, self.path, **self.options).compacted
 
 
 def run_sequence(
@@ -185,7 +186,7 @@ def run_sequence(
     if inline:
         options.update({"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": 2})
     table = mor_table(path, version, **options)
-    writer = InProcess(table) if spark is None else OnSpark(spark, path)
+    writer = InProcess(table) if spark is None else OnSpark(spark, path, options)
     rng = random.Random(seed * 100 + version)
     model = Model()
     at: dict[str, dict[str, tuple]] = {}
@@ -301,14 +302,15 @@ def spark_state(spark, path: Path, **read: str) -> dict[str, tuple]:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("version", [6, 8])
-def test_a_random_mor_sequence_through_spark_reads_as_the_model(spark, tmp_path: Path, version: int) -> None:
+@pytest.mark.parametrize(("version", "inline"), [(6, False), (8, True)])
+def test_a_random_mor_sequence_through_spark_reads_as_the_model(spark, tmp_path: Path, version: int, inline: bool) -> None:
     """The same kind of sequence, shorter, written by `upsertlake.spark` (appends in tasks, slices
     compacted in tasks): after every step the in-process read is the model's state; at the end
     Spark's read, time travel and hudi-rs agree with it, and read_optimized after a compaction."""
     path = tmp_path / "t"
-    run = run_sequence(path, version, seed=1, steps=12, inline=False, spark=spark)
+    run = run_sequence(path, version, seed=1, steps=12, inline=inline, spark=spark)
     assert "rollback:commit" in run.ops and any(o.startswith("reinsert") for o in run.ops), run.ops
+    assert run.compactions >= run.ops.count("compact") + (2 if inline else 0), run.ops  # inline on Spark
     final = state(open_table(path).read())
     assert spark_state(spark, path) == final
     for t, expected in run.at.items():
