@@ -58,9 +58,20 @@ def test_commit_time_the_later_write_wins() -> None:
 
 
 def test_a_plain_delete_wins_whatever_the_ordering_and_a_later_record_brings_the_key_back() -> None:
-    blocks = [records("1", [("a", 9, "a1")]), deletes("2", ["a", "b", "zz"]), records("3", [("b", 1, "b3")])]
-    assert merged(blocks) == [("b", 1, "b3"), ("c", 5, "c0")]  # b is back with a smaller ts
-    assert merged(blocks, COMMIT) == [("b", 1, "b3"), ("c", 5, "c0")]
+    blocks = [records("1", [("a", 9, "a1")]), deletes("2", ["a", "b", "zz"]), records("3", [("b", 6, "b3")])]
+    assert merged(blocks) == [("b", 6, "b3"), ("c", 5, "c0")]
+    assert merged(blocks, COMMIT) == [("b", 6, "b3"), ("c", 5, "c0")]
+
+
+def test_after_a_plain_delete_the_base_record_competes_with_the_logs_winner() -> None:
+    """Hudi merges the log first (the plain delete clears the log's earlier records) and then the
+    base record with the log's winner (FileGroupRecordBuffer.hasNextBaseRecord): a record written
+    after the delete with a smaller ordering value than the base record's leaves the base record,
+    as hudi-rs reads it (tests/test_mor_model.py); a delete that is the log's last word deletes."""
+    blocks = [records("1", [("a", 9, "a1")]), deletes("2", ["a", "b", "zz"]), records("3", [("a", 8, "a3"), ("b", 1, "b3")])]
+    assert merged(blocks) == [("a", 8, "a3"), ("b", 5, "b0"), ("c", 5, "c0")]  # a: the log's a1 cleared
+    assert merged(blocks, COMMIT) == [("a", 8, "a3"), ("b", 1, "b3"), ("c", 5, "c0")]
+    assert merged(blocks, base=None) == [("a", 8, "a3"), ("b", 1, "b3")]  # a log-only group: no base record
 
 
 def test_a_delete_with_an_ordering_value_competes_by_event_time() -> None:

@@ -10,8 +10,13 @@ its events in that order:
 - EVENT_TIME_ORDERING: a later event replaces the state when its ordering value is at least the
   state's (ties: the later wins); a delete whose writer gave it no ordering value (Hudi's
   IntWrapper(0) default, `natural_order`) always wins, and any later record replaces it.
-  That fold is computed without a loop: the events after a key's last natural-order delete
-  compete, and the winner is the largest (ordering value, position) among them.
+  As Hudi, the log's events merge first and the base file's record then competes with the
+  log's winner: a natural-order delete clears the earlier log records, not the base record,
+  which loses only to a later log record with an ordering value at least its own (a record
+  written after delete() with a smaller ordering value than the base row's leaves the base row).
+  That fold is computed without a loop: the base record and the events after a key's last
+  natural-order delete compete (the base record not when that delete is the key's last event),
+  and the winner is the largest (ordering value, position) among them.
 
 A winning delete (a delete block entry, or a record with `_hoodie_is_deleted` true) removes the
 key. The output holds `schema`'s columns (by default the base file's): base rows keep their
@@ -192,14 +197,17 @@ class _Events:
         row = np.concatenate(rows)
         position = np.concatenate(positions)
         seq = np.arange(len(kind))
-        winners, firsts = _winners(key, ordering, kind, seq, mode)
+        winners, firsts = _winners(key, ordering, kind, seq, mode, n_base=len(kind) - len(kinds[-1]))
         won = row[winners]
         live = won >= 0
         return won[live], position[firsts][live], touched
 
 
-def _winners(key: pa.Array, ordering: pa.Array, kind: np.ndarray, seq: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """(each key's winning event, each key's first event), keys in the same order."""
+def _winners(
+    key: pa.Array, ordering: pa.Array, kind: np.ndarray, seq: np.ndarray, mode: str, n_base: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """(each key's winning event, each key's first event), keys in the same order; the first
+    `n_base` events are base records."""
     by_key = pc.sort_indices(pa.table({"k": key, "s": seq}), sort_keys=[("k", "ascending"), ("s", "ascending")])
     order = np.asarray(by_key)
     sorted_keys = key.take(by_key)
@@ -213,12 +221,14 @@ def _winners(key: pa.Array, ordering: pa.Array, kind: np.ndarray, seq: np.ndarra
     firsts = order[starts]
     if mode == "COMMIT_TIME_ORDERING":
         return order[ends], firsts
-    # events after the key's last natural-order delete compete (that delete among them, lowest)
+    # events after the key's last natural-order delete compete (that delete among them, lowest),
+    # and the base record unless that delete is the key's last event (then the delete wins)
     natural = kind[order] == _NATURAL_DELETE
     resets = np.cumsum(natural)
     last_reset = resets[ends][group]
-    competing = order[resets == last_reset]
-    groups = group[resets == last_reset]
+    in_play = (resets == last_reset) | ((order < n_base) & ~natural[ends][group])
+    competing = order[in_play]
+    groups = group[in_play]
     comp_ordering = ordering.take(pa.array(competing))
     if natural.any():
         is_reset = pa.array(kind[competing] == _NATURAL_DELETE)

@@ -1,0 +1,399 @@
+"""Merge-on-read tables against a model (issue 27): seeded random sequences of upserts (event-time
+merge: larger `ts` wins, equal `ts` the later write, smaller loses), `_hoodie_is_deleted` rows,
+delete(), inserts of new and of deleted keys, compactions (on demand and inline), rollbacks of the
+latest deltacommit and cleans, all through the real write path. After every step our snapshot is
+the model's state; at the end time travel to every completed write instant is the model's state
+then, the base files alone (read_optimized) hold the snapshot after a final compaction, and
+Apache Hudi's reader (hudi-rs) reads the same as we do, now and at every instant.
+
+Not compared with hudi-rs: incremental windows (it skips the base files of event-time tables,
+see tests/test_mor_write.py), and v6 slices started by a pending compaction plan (it leaves them
+out until the plan completes); the sequences leave no plan pending. A key re-written after
+delete() gets a ts at or above every ts it had: with a smaller one Hudi reads the base row again
+(test_a_record_written_after_delete_with_a_smaller_ts_leaves_the_base_row_as_hudi_reads_it),
+which a key -> row model does not hold. `insert` re-writes only keys no base file holds (insert
+skips the index: Hudi's duplicates by design, tests/test_write_semantics.py)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from helpers import hudi_read
+from upsertlake import create_table, open_table
+from upsertlake.errors import CleanedInstantError
+from upsertlake.logfile import LogFileName
+from upsertlake.timeline.active import Timeline
+
+COLUMNS = ["id", "ts", "v", "p"]
+WRITES = ("deltacommit", "commit")
+# steps every sequence takes: a compaction, an upsert appending to its new slices, its rollback
+FORCED = {4: "delete", 5: "reinsert", 8: "upsert", 9: "compact", 10: "upsert", 11: "rollback"}
+RETAINED = 3  # KEEP_LATEST_COMMITS: time travel reaches the 3 latest write instants at each clean
+
+
+def mor_table(path: Path, version: int, **options: object):
+    return create_table(
+        path, "t", record_key="id", precombine_field="ts", partition_fields="p",
+        table_type="MERGE_ON_READ", options={"hoodie.write.table.version": version, **options},
+    )
+
+
+def rows_of(keys: list[int], ts: list[int], tag: int, deleted: list[bool] | None = None) -> pa.Table:
+    """A batch: key kNNNN in partition p{N % 3}, `v` telling which step wrote it."""
+    return pa.table({
+        "id": pa.array([f"k{k:04d}" for k in keys], pa.string()),
+        "ts": pa.array(ts, pa.int64()),
+        "v": pa.array([float(k * 1000 + tag) for k in keys], pa.float64()),
+        "p": pa.array([f"p{k % 3}" for k in keys], pa.string()),
+        "_hoodie_is_deleted": pa.array(deleted or [False] * len(keys), pa.bool_()),
+    })
+
+
+def state(table: pa.Table, what: str = "") -> dict[str, tuple]:
+    rows = table.select(COLUMNS).to_pylist()
+    out = {r["id"]: (r["ts"], r["v"], r["p"]) for r in rows}
+    assert len(out) == len(rows), f"{what}: a key is read twice: {sorted(Counter(r['id'] for r in rows).most_common(2))}"
+    return out
+
+
+@dataclass
+class Model:
+    """key -> (ts, v, p); `high` is the largest ts ever written for a key, deletes included."""
+
+    rows: dict[str, tuple] = field(default_factory=dict)
+    high: dict[int, int] = field(default_factory=dict)
+    deleted: set[int] = field(default_factory=set)
+
+    def upsert(self, data: pa.Table) -> None:
+        for r in data.to_pylist():
+            k = int(r["id"][1:])
+            self.high[k] = max(self.high.get(k, r["ts"]), r["ts"])
+            old = self.rows.get(r["id"])
+            if old is not None and r["ts"] < old[0]:
+                continue  # a smaller ordering value loses, a delete's too
+            if r["_hoodie_is_deleted"]:
+                if old is not None:
+                    del self.rows[r["id"]]
+                    self.deleted.add(k)
+            else:
+                self.rows[r["id"]] = (r["ts"], r["v"], r["p"])
+                self.deleted.discard(k)
+
+    def delete(self, data: pa.Table) -> None:
+        for key in data["id"].to_pylist():
+            if self.rows.pop(key, None) is not None:
+                self.deleted.add(int(key[1:]))
+
+
+def step_batch(
+    rng: random.Random, model: Model, next_key: int, tag: int, op: str, stored: set[str]
+) -> tuple[str, str, pa.Table, int]:
+    """The next write (`op`: upsert, is_deleted, delete, insert or reinsert): what it is called,
+    the table method, its batch (no key twice in a batch) and the next unused key. `stored`: the
+    keys base files hold (a key deleted in a log stays in its base file until compaction)."""
+    live = sorted(int(k[1:]) for k in model.rows)
+    if op == "insert" or not live or (op == "reinsert" and not model.deleted):
+        keys = list(range(next_key, next_key + rng.randint(3, 8)))
+        return "insert", "insert", rows_of(keys, [rng.randint(0, 5) for _ in keys], tag), next_key + len(keys)
+    if op == "reinsert":
+        keys = rng.sample(sorted(model.deleted), min(len(model.deleted), rng.randint(1, 3)))
+        # at or above every ts the key ever had: a delete's ordering value stays in its slice's
+        # logs until compaction, and Hudi merges the base file's row with the log's by ts
+        ts = [model.high[k] + rng.randint(0, 2) for k in keys]
+        # `insert` skips the index (Hudi's duplicates by design): a key its base file still holds
+        # would be stored twice, and the next upsert updates both copies. Only compacted deletes.
+        method = "insert" if not {f"k{k:04d}" for k in keys} & stored and rng.random() < 0.5 else "upsert"
+        return f"reinsert:{method}", method, rows_of(keys, ts, tag), next_key
+    if op == "delete":
+        keys = rng.sample(live, min(len(live), rng.randint(1, 3)))
+        return "delete", "delete", rows_of(keys, [0] * len(keys), tag), next_key
+    if op == "is_deleted":
+        keys = rng.sample(live, min(len(live), rng.randint(1, 3)))
+        ts = [model.rows[f"k{k:04d}"][0] + rng.choice([-1, 0, 1]) for k in keys]  # -1 loses
+        return "is_deleted", "upsert", rows_of(keys, ts, tag, [True] * len(keys)), next_key
+    keys = rng.sample(live, min(len(live), rng.randint(2, 8)))
+    # equal ts: the later write wins; smaller: the table's row stays
+    ts = [model.rows[f"k{k:04d}"][0] + rng.choice([-1, 0, 0, 1, 2]) for k in keys]
+    new = list(range(next_key, next_key + rng.randint(0, 2)))
+    return "upsert", "upsert", rows_of(keys + new, ts + [1] * len(new), tag), next_key + len(new)
+
+
+def hudi_state(path: Path, **read: str) -> dict[str, tuple]:
+    theirs = hudi_read(path, **read)
+    if theirs.num_columns == 0:  # hudi-rs returns no batches (and no schema) for nothing to read
+        return {}
+    return state(theirs)
+
+
+@dataclass
+class Run:
+    """What a sequence did, for the end checks and for the test that asserts it was exercised."""
+
+    at: dict[str, dict[str, tuple]]  # completed write instant -> the model's state then
+    floor: str  # time travel before this instant is not kept by the cleans that ran
+    ops: list[str]
+    most_logs: int  # the most log files one slice had
+    logs_by_compaction: bool  # some log was named by a compaction's instant (v6: its new slice)
+    compactions: int
+
+    def check_exercised(self, version: int) -> None:
+        """The sequence did what it is for: several logs in a slice, appends after a compaction,
+        a rollback of a deltacommit that followed a compaction, a deleted key written again."""
+        assert self.most_logs >= 3, self.ops
+        assert any(o == "compact" and any(a in ("upsert", "is_deleted", "delete") for a in self.ops[i + 1:])
+                   for i, o in enumerate(self.ops)), self.ops
+        assert "rollback:commit" in self.ops, self.ops
+        assert any(o.startswith("reinsert") for o in self.ops), self.ops
+        assert self.logs_by_compaction == (version == 6)
+
+
+class InProcess:
+    """Writes through one Table (its write client and index kept between writes)."""
+
+    def __init__(self, table) -> None:
+        self.table = table
+
+    def write(self, method: str, data: pa.Table) -> None:
+        getattr(self.table, method)(data)
+
+    def compact(self) -> bool:
+        return self.table.compact().compacted
+
+
+class OnSpark:
+    """Writes and compactions through `upsertlake.spark` (appends and slices merged in tasks),
+    with the writer's options (inline compaction, clean and archive settings) on every call."""
+
+    def __init__(self, spark, path: Path, options: dict[str, object]) -> None:
+        self.spark, self.path, self.options = spark, str(path), {k: str(v) for k, v in options.items()}
+
+    def write(self, method: str, data: pa.Table) -> None:
+        import upsertlake.spark as uls
+
+        getattr(uls, method)(self.spark.createDataFrame(data.to_pandas()), self.path, **self.options)
+
+    def compact(self) -> bool:
+        import upsertlake.spark as uls
+
+        return uls.compact(self.spark, self.path, **self.options).compacted
+
+
+def run_sequence(
+    path: Path, version: int, seed: int, steps: int, inline: bool, spark=None, **extra: object
+) -> Run:
+    """`steps` random steps after a first upsert of 24 keys; rollbacks and cleans in process,
+    writes and compactions through `spark` when given."""
+    options: dict[str, object] = {  # automatic cleans and archival too
+        "hoodie.cleaner.commits.retained": RETAINED, "hoodie.keep.min.commits": 4, "hoodie.keep.max.commits": 5, **extra}
+    if inline:
+        options.update({"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": 2})
+    table = mor_table(path, version, **options)
+    writer = InProcess(table) if spark is None else OnSpark(spark, path, options)
+    rng = random.Random(seed * 100 + version)
+    model = Model()
+    at: dict[str, dict[str, tuple]] = {}
+    floor, ops, next_key = "0", [], 0
+    most_logs, logs_by_compaction = 0, False
+
+    cleans: set[str] = set()
+    commits: set[str] = set()  # compactions (inline ones included)
+
+    def record() -> None:
+        """Every completed write instant not yet seen holds the model's current state; a new
+        clean keeps time travel to the RETAINED latest writes (Hudi's earliest commit to retain)."""
+        nonlocal floor
+        timeline = open_table(path).timeline()
+        for i in timeline:
+            if i.is_completed and i.action.value in WRITES and i.time not in at:
+                at[i.time] = dict(model.rows)
+                if i.action.value == "commit":
+                    commits.add(i.time)
+        for c in (i for i in timeline if i.action.value == "clean" and i.time not in cleans):
+            cleans.add(c.time)
+            writes = [i.time for i in timeline if i.is_completed and i.action.value in WRITES and i.time < c.time]
+            floor = max(floor, writes[-RETAINED])
+
+    first = rows_of(list(range(24)), [rng.randint(0, 5) for _ in range(24)], 0)
+    writer.write("upsert", first)
+    model.upsert(first)
+    next_key = 24
+    record()
+    for step in range(1, steps + 1):
+        writes = [i for i in table.timeline() if i.is_completed and i.action.value in WRITES]
+        forced = FORCED.get(step)
+        roll = rng.random() if forced is None else {"rollback": 0.0, "compact": 0.15}.get(forced, 0.9)
+        # a rollback exposes the write before: refused (CleanedInstantError) once cleaned away
+        if roll < 0.12 and writes[-1].action.value == "deltacommit" and len(writes) > 1 and writes[-2].time >= floor:
+            gone = writes[-1].time
+            table.rollback()
+            del at[gone]
+            model.rows = dict(at[writes[-2].time])
+            # the key sets follow the rows; `high` keeps what was written (deletes stay above it)
+            model.deleted = {k for k in model.high if f"k{k:04d}" not in model.rows}
+            ops.append(f"rollback:{writes[-2].action.value}")
+        elif roll < 0.20:
+            ops.append("compact" if writer.compact() else "compact:nothing")
+        elif roll < 0.26:
+            result = table.clean("KEEP_LATEST_COMMITS", RETAINED)
+            ops.append("clean" if result.instant_time else "clean:nothing")
+        else:
+            op = forced or rng.choice(["upsert"] * 5 + ["is_deleted", "delete", "insert", "reinsert"])
+            stored = set(table.read(["id"], query_type="read_optimized")["id"].to_pylist())
+            label, method, data, next_key = step_batch(rng, model, next_key, step, op, stored)
+            if method == "delete":
+                writer.write("delete", data.drop_columns(["_hoodie_is_deleted"]))
+                model.delete(data)
+            else:
+                writer.write(method, data)
+                model.upsert(data)
+            ops.append(label)
+        record()
+        logs = [LogFileName.parse(f.name) for f in path.rglob(".*.log.*") if ".hoodie" not in f.parts]
+        bases: dict[str, str] = {}  # file id -> its newest base file's instant
+        for f in path.rglob("*.parquet"):
+            file_id, _, rest = f.name.partition("_")
+            bases[file_id] = max(bases.get(file_id, ""), rest.rpartition("_")[2].removesuffix(".parquet"))
+        # a slice's logs: v6 names them by its base instant, v8 by deltacommits after it
+        per_slice = Counter(n.file_id for n in logs if n.instant >= bases.get(n.file_id, ""))
+        most_logs = max([most_logs, *per_slice.values()])
+        compactions = {i.time for i in table.timeline() if i.action.value == "commit"}
+        logs_by_compaction |= any(n.instant in compactions for n in logs)
+        what = f"seed {seed} step {step}: {ops}"
+        assert state(open_table(path).read(), what) == model.rows, what
+    return Run(at, floor, ops, most_logs, logs_by_compaction, len(commits))
+
+
+def check_end(path: Path, run: Run) -> None:
+    table = open_table(path)
+    final = state(table.read())
+    for t, expected in run.at.items():
+        if t < run.floor:  # its older slices are cleaned: refused by name, not read wrong
+            with pytest.raises(CleanedInstantError):
+                table.read(as_of=t)
+            continue
+        assert state(table.read(as_of=t)) == expected, f"as of {t}"
+        assert hudi_state(path, as_of=t) == expected, f"hudi as of {t}"
+    assert hudi_state(path) == final, "hudi snapshot"
+    table.compact()
+    table = open_table(path)
+    assert state(table.read()) == final
+    assert state(table.read(query_type="read_optimized")) == final, "read_optimized after a final compaction"
+    assert hudi_state(path) == final, "hudi snapshot after the final compaction"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("version", [6, 8])
+def test_random_mor_sequences_read_as_the_model(tmp_path: Path, version: int, seed: int) -> None:
+    run = run_sequence(tmp_path / "t", version, seed, steps=30, inline=False)
+    run.check_exercised(version)
+    check_end(tmp_path / "t", run)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("version", [6, 8])
+def test_random_mor_sequences_with_inline_compaction_read_as_the_model(tmp_path: Path, version: int, seed: int) -> None:
+    run = run_sequence(tmp_path / "t", version, seed, steps=20, inline=True)
+    assert run.compactions >= run.ops.count("compact") + 2, run.ops  # inline ones among them
+    check_end(tmp_path / "t", run)
+
+
+def spark_state(spark, path: Path, **read: str) -> dict[str, tuple]:
+    import upsertlake.spark as uls
+
+    return state(pa.Table.from_pylist([r.asDict() for r in uls.read(spark, str(path), columns=COLUMNS, **read).collect()]))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("version", "inline"), [(6, False), (8, True)])
+def test_a_random_mor_sequence_through_spark_reads_as_the_model(spark, tmp_path: Path, version: int, inline: bool) -> None:
+    """The same kind of sequence, shorter, written by `upsertlake.spark` (appends in tasks, slices
+    compacted in tasks): after every step the in-process read is the model's state; at the end
+    Spark's read, time travel and hudi-rs agree with it, and read_optimized after a compaction."""
+    path = tmp_path / "t"
+    run = run_sequence(path, version, seed=1, steps=11, inline=inline, spark=spark)
+    assert "rollback:commit" in run.ops and any(o.startswith("reinsert") for o in run.ops), run.ops
+    assert run.compactions >= run.ops.count("compact") + (2 if inline else 0), run.ops  # inline on Spark
+    final = state(open_table(path).read())
+    assert spark_state(spark, path) == final
+    for t, expected in run.at.items():
+        if t >= run.floor:
+            assert spark_state(spark, path, as_of=t) == expected, f"spark as of {t}"
+    check_end(path, run)
+    assert spark_state(spark, path, query_type="read_optimized") == final
+
+
+KILLER = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import upsertlake.services.compaction_slice as compaction
+from upsertlake import open_table
+real = compaction.write_base_file
+def write_then_die(*args, **kwargs):
+    real(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)  # one new base file written, the commit never comes
+compaction.write_base_file = write_then_die
+open_table({path!r}).compact({{"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 1}})
+"""
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_kill_9_during_compaction_of_a_table_we_wrote(tmp_path: Path, version: int) -> None:
+    """A compactor killed after writing one new base file of a table our writes built (several
+    logs per slice, a rollback, deletes): every reader reads the table as before, the writes go on
+    (v6 appends to the slice the pending plan starts) and the next compact finishes the plan."""
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "t"
+    run = run_sequence(path, version, seed=4, steps=14, inline=False)
+    if not any(".log." in f.name for f in path.rglob("*")) or run.ops[-1].startswith("compact"):
+        open_table(path).upsert(rows_of([0, 1, 2], [99] * 3, 99))  # a log to compact
+    before = state(open_table(path).read())
+    root = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, "-c", KILLER.format(root=root, path=str(path))], capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()
+    table = open_table(path)
+    [pending] = Timeline.load(table.storage).pending_compactions()
+    assert list(path.rglob(f"*_{pending.time}.parquet")), "the killed compactor wrote a base file"
+    assert state(table.read()) == before == hudi_state(path)
+    expected = dict(before)
+    later = rows_of([3, 4], [99, 99], 100)
+    table.upsert(later)  # a writer goes on while the plan is pending
+    expected.update({r["id"]: (r["ts"], r["v"], r["p"]) for r in later.to_pylist()})
+    assert state(open_table(path).read()) == expected
+    time.sleep(0.3)  # the dead compactor's heartbeat expires
+    result = open_table(path, {"hoodie.client.heartbeat.interval_in_ms": 100,
+                               "hoodie.client.heartbeat.tolerable.misses": 1}).compact()
+    assert result.recovered and result.instant_time == pending.time
+    table = open_table(path)
+    assert not Timeline.load(table.storage).pending_compactions()
+    assert state(table.read()) == expected == hudi_state(path)
+    table.compact()  # the append made beside the plan, folded too
+    assert state(open_table(path).read(query_type="read_optimized")) == expected
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_record_written_after_delete_with_a_smaller_ts_leaves_the_base_row_as_hudi_reads_it(
+    tmp_path: Path, version: int
+) -> None:
+    """delete() writes a plain (natural-order) delete; a later upsert of the key with a smaller
+    ts than its base row's: Hudi merges the log first (the record replaces the delete) and then
+    the base row with that record, which loses by event time, so the base row reads again, in
+    hudi-rs and in ours, and compaction writes it."""
+    path = tmp_path / "t"
+    table = mor_table(path, version)
+    table.upsert(rows_of([0, 1, 2], [5, 5, 5], 0))
+    table.delete(rows_of([0, 1], [0, 0], 1).drop_columns(["_hoodie_is_deleted"]))
+    table.upsert(rows_of([0], [3], 2))  # smaller than the base row's 5
+    table.upsert(rows_of([1], [7], 3))  # larger: the new row
+    expected = {"k0000": (5, 0.0, "p0"), "k0001": (7, 1003.0, "p1"), "k0002": (5, 2000.0, "p2")}
+    assert state(open_table(path).read()) == expected == hudi_state(path)
+    open_table(path).compact()
+    assert state(open_table(path).read(query_type="read_optimized")) == expected == hudi_state(path)
