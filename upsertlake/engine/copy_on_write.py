@@ -180,18 +180,24 @@ def write_buckets(
     # while the other threads sit idle.
     record_bytes = sorted_records.nbytes // max(1, sorted_records.num_rows)
 
-    def work(s: tuple[int, int, int]) -> int:
-        return job.base_bytes(s[0]) + (s[2] - s[1]) * record_bytes
+    sizes = {number: hi - lo for number, lo, hi in slices}
+    groups = job.write_together(sizes, threads)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(slices) or 1))) as pool:
+    def work(group: list[int]) -> int:
+        return sum(job.base_bytes(n) + sizes[n] * record_bytes for n in group)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(groups) or 1))) as pool:
         futures = {
-            number: pool.submit(job.write, storage, number, kept[number], None, attempt)
-            for number, lo, hi in sorted(slices, key=work, reverse=True)
+            pool.submit(job.write_group, storage, group, kept, attempt): group
+            for group in sorted(groups, key=work, reverse=True)
         }
-        if progress is not None:
-            for done, _ in enumerate(as_completed(futures.values()), 1):
+        done = 0
+        for future in as_completed(futures):
+            done += len(futures[future])
+            if progress is not None:
                 progress.advanced("write", done)
-        return [futures[number].result() for number, _, _ in slices], rewrite
+        written = {n: status for future, group in futures.items() for n, status in zip(group, future.result())}
+        return [written[number] for number, _, _ in slices], rewrite
 
 
 def _rewrite_kept(
