@@ -22,7 +22,7 @@ from helpers import hudi_read, timeline_dir
 from tests.test_interop_hudi import check_reads
 from tests.test_mor_read import mor_fixture
 from upsertlake import WriteConflictError, create_table, open_table
-from upsertlake.logfile import CommandBlock, DataBlock, DeleteBlock, LogFileName, append_blocks, data_block, read_blocks
+from upsertlake.logfile import CommandBlock, DataBlock, DeleteBlock, LogFileName, read_blocks
 
 REPO = Path(__file__).resolve().parents[1]
 VERSIONS = [6, 8]
@@ -191,49 +191,6 @@ def test_updates_append_a_log_file_per_file_group_and_read_no_base_file(tmp_path
     assert snapshot(table) == expected == hudi_snapshot(path)
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_appends_encoded_together_frame_each_file_group_as_alone(tmp_path: Path, threads: int) -> None:
-    """The pool encodes a thread's appends in one pass: each log file must still hold exactly its
-    group's records (seqno counted per group) and deletes, byte for byte the file the group's
-    records make alone; the insert bucket beside them is a base file."""
-    path = tmp_path / "t"
-    table = mor_table(path, 8, **{"hoodie.parquet.small.file.limit": 0, "hoodie.upsert.shuffle.parallelism": threads})
-    for p in range(3):  # two file groups per partition
-        table.insert(batch(list(range(p, 60, 3)), [1] * 20, 1))
-        table.insert(batch(list(range(60 + p, 120, 3)), [1] * 20, 1))
-    updated = [i for i in range(0, 120, 2) if i % 9]
-    flags = pa.array([False] * (len(updated) + 2) + [True, True])
-    ups = pa.concat_tables([batch(updated, [2] * len(updated), 2), batch([200, 201], [2, 2], 2),
-                            batch([9, 27], [2, 2], 2)]).append_column("_hoodie_is_deleted", flags)
-    result = table.upsert(ups)
-    logs = [f for f in result.files_written if ".log." in f]
-    assert len(logs) == 6 and len(result.files_written) == 8  # 6 groups appended, 2 new groups
-    seen: dict[str, int] = {}
-    for log in logs:
-        blocks = read_blocks((path / log).read_bytes())
-        data = blocks[0]
-        assert isinstance(data, DataBlock)
-        keys = data.records.column("_hoodie_record_key").to_pylist()
-        file_id = LogFileName.parse(Path(log).name).file_id
-        assert set(data.records.column("_hoodie_file_name").to_pylist()) == {file_id}
-        bucket = data.records.column("_hoodie_commit_seqno")[0].as_py().split("_")[1]
-        assert data.records.column("_hoodie_commit_seqno").to_pylist() == [
-            f"{result.instant_time}_{bucket}_{n}" for n in range(len(keys))]
-        alone = append_blocks([data_block(result.instant_time, data.records, data.schema_json)])
-        assert (path / log).read_bytes()[: len(alone)] == alone
-        for k in keys:
-            seen[k] = seen.get(k, 0) + 1
-        for b in blocks[1:]:
-            assert isinstance(b, DeleteBlock)
-            for k in b.keys.column("record_key").to_pylist():
-                seen[k] = seen.get(k, 0) + 1
-    assert seen == {f"k{i:04d}": 1 for i in updated} | {"k0009": 1, "k0027": 1}
-    expected = {r["id"]: r for r in batch(list(range(120)), [1] * 120, 1).to_pylist()}
-    expected.update({r["id"]: r for r in ups.select(COLUMNS).to_pylist()[:-2]})
-    del expected["k0009"], expected["k0027"]
-    assert snapshot(table) == expected == hudi_snapshot(path)
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 def test_equal_ordering_values_the_later_write_wins_in_both_readers(tmp_path: Path, version: int) -> None:
     path = tmp_path / "t"
@@ -314,13 +271,13 @@ sys.path.insert(0, {str(REPO / 'tests')!r})
 from upsertlake import open_table
 import upsertlake.engine.append_handle as ah
 from test_mor_write import batch
-real = ah._data_blocks
-def slow(job, upserts):
-    out = real(job, upserts)
+real = ah.append_blocks
+def slow(blocks):
+    out = real(blocks)
     print("appending", flush=True)
     time.sleep(60)
     return out
-ah._data_blocks = slow
+ah.append_blocks = slow
 t = open_table({str(path)!r}, {{"hoodie.client.heartbeat.interval_in_ms": 200}})
 t.upsert(batch(list(range(0, 3000, 7)), [2] * 429, 2))
 """

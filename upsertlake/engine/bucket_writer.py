@@ -8,7 +8,6 @@ column-wise: the rows to replace are one `is_in` mask over the old keys.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -108,17 +107,6 @@ class BucketJob:
             return status
         none = pa.array([], pa.string())
         return replace(status, inserted_keys=none, deleted_keys=none)
-
-    def write_together(self, records: Mapping[int, int], threads: int) -> list[list[int]]:
-        """How an in-process pool groups the buckets into its tasks (`records`: bucket number ->
-        its records): one bucket each; a merge-on-read job groups its appends."""
-        return [[n] for n in records]
-
-    def write_group(
-        self, storage: Storage, numbers: Sequence[int], records: Mapping[int, pa.Table], attempt: int = 1
-    ) -> list[WriteStatus]:
-        """Write the buckets of one group (`write_together`) with their records, in order."""
-        return [self.write(storage, n, records[n], None, attempt) for n in numbers]
 
 
 @dataclass(frozen=True)

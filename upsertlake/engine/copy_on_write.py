@@ -180,24 +180,18 @@ def write_buckets(
     # while the other threads sit idle.
     record_bytes = sorted_records.nbytes // max(1, sorted_records.num_rows)
 
-    sizes = {number: hi - lo for number, lo, hi in slices}
-    groups = job.write_together(sizes, threads)
+    def work(s: tuple[int, int, int]) -> int:
+        return job.base_bytes(s[0]) + (s[2] - s[1]) * record_bytes
 
-    def work(group: list[int]) -> int:
-        return sum(job.base_bytes(n) + sizes[n] * record_bytes for n in group)
-
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(groups) or 1))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(slices) or 1))) as pool:
         futures = {
-            pool.submit(job.write_group, storage, group, kept, attempt): group
-            for group in sorted(groups, key=work, reverse=True)
+            number: pool.submit(job.write, storage, number, kept[number], None, attempt)
+            for number, lo, hi in sorted(slices, key=work, reverse=True)
         }
-        done = 0
-        for future in as_completed(futures):
-            done += len(futures[future])
-            if progress is not None:
+        if progress is not None:
+            for done, _ in enumerate(as_completed(futures.values()), 1):
                 progress.advanced("write", done)
-        written = {n: status for future, group in futures.items() for n, status in zip(group, future.result())}
-        return [written[number] for number, _, _ in slices], rewrite
+        return [futures[number].result() for number, _, _ in slices], rewrite
 
 
 def _rewrite_kept(
