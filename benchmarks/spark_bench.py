@@ -20,6 +20,8 @@ and the time of each stage (`--profile` prints them for every timed run).
     python benchmarks/spark_bench.py --rows 2000000 --days 40 --workloads late uniform --repeat 3
     python benchmarks/spark_bench.py --rows 10000000 --days 40 --workloads late uniform --repeat 1
     python benchmarks/spark_bench.py --rows 10000000 --workloads uniform --index BLOOM --peers upsertlake-spark spark-rewrite
+    python benchmarks/spark_bench.py --rows 10000000 --workloads late --peers upsertlake-spark-mor spark-overwrite \
+        spark-rewrite --hoodie hoodie.parquet.small.file.limit=0    # inserts to a new group: no slice rewritten
     python benchmarks/spark_bench.py --driver 1000000 5000000 --rows 5000000   # driver-side growth
 
 `--driver N...`: one fresh process per batch size upserts N rows (uniform: half updates) with
@@ -114,8 +116,8 @@ def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     for workload in args.workloads:
         base = make_base(args.rows, args.days)
         batch, expected = make_batch(workload, args.rows, args.batch, days=args.days, hot_days=args.hot_days)
-        index = {"hoodie.index.type": args.index} if args.index else None
-        peers = {name: make_peer(name, index if name in OURS else None) for name in args.peers}
+        ours = ({"hoodie.index.type": args.index} if args.index else {}) | dict(o.split("=", 1) for o in args.hoodie)
+        peers = {name: make_peer(name, ours or None if name in OURS else None) for name in args.peers}
         for name, peer in peers.items():  # untimed builds, one seed table per peer
             peer.build(work / f"seed-{name}", base)
         del base
@@ -212,6 +214,8 @@ def main() -> None:
     ap.add_argument("--driver-run", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     ap.add_argument("--index", help="upsertlake's hoodie.index.type (default: the table's, SIMPLE)")
+    ap.add_argument("--hoodie", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="write options of the upsertlake peers, e.g. hoodie.parquet.small.file.limit=0")
     ap.add_argument("--label", default="")
     args = ap.parse_args()
 
@@ -226,7 +230,7 @@ def main() -> None:
                                "cpus": os.cpu_count(), "tree": tree_commit(), "skipped": {},
                                "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                                "session": f"one warmed Spark local[2] session; {args.warmup} untimed warm-up run(s) per peer",
-                               "upsertlake_index": args.index or "SIMPLE"}
+                               "upsertlake_index": args.index or "SIMPLE", "upsertlake_options": args.hoodie}
         if args.driver:
             doc["driver"] = []
             for n in args.driver:
