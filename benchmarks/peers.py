@@ -422,6 +422,7 @@ PEERS: dict[str, Callable[..., Peer]] = {
     "upsertlake-mor": lambda hoodie=None: UpsertlakePeer(hoodie, table_type="MERGE_ON_READ"),
     "pyarrow-limit": PyarrowLimitPeer,
     "upsertlake-spark": UpsertlakeSparkPeer,
+    "upsertlake-spark-mor": lambda hoodie=None: UpsertlakeSparkPeer(hoodie, table_type="MERGE_ON_READ"),
     "delta-rs": DeltaPeer,
     "delta-rs+part": lambda hoodie=None: DeltaPeer(hoodie, by_partition=True),
     "pyiceberg": IcebergPeer,

@@ -2,6 +2,7 @@
 
 Peers (benchmarks/peers.py), on the same data in the same session:
 - upsertlake-spark: `upsertlake.spark.upsert`;
+- upsertlake-spark-mor: the same on a merge-on-read table (updates appended as log files);
 - spark-rewrite: plain PySpark, read the whole table, keep the newest row per key, write it all;
 - spark-overwrite: plain PySpark, read only the days the batch touches and overwrite just those
   (spark.sql.sources.partitionOverwriteMode=dynamic): the best a user can do without a table format.
@@ -14,11 +15,13 @@ keep burning seconds of CPU per run for several runs, for every peer alike. Runs
 load from other jobs on the machine falls on all of them alike.
 
 For every timed run the Spark event log gives the bytes of task results returned to the driver
-and the time of each stage (`--profile` prints the stages of upsertlake's runs).
+and the time of each stage (`--profile` prints them for every timed run).
 
     python benchmarks/spark_bench.py --rows 2000000 --days 40 --workloads late uniform --repeat 3
     python benchmarks/spark_bench.py --rows 10000000 --days 40 --workloads late uniform --repeat 1
     python benchmarks/spark_bench.py --rows 10000000 --workloads uniform --index BLOOM --peers upsertlake-spark spark-rewrite
+    python benchmarks/spark_bench.py --rows 10000000 --workloads late --peers upsertlake-spark-mor spark-overwrite \
+        spark-rewrite --hoodie hoodie.parquet.small.file.limit=0    # inserts to a new group: no slice rewritten
     python benchmarks/spark_bench.py --driver 1000000 5000000 --rows 5000000   # driver-side growth
 
 `--driver N...`: one fresh process per batch size upserts N rows (uniform: half updates) with
@@ -51,7 +54,8 @@ from peers import make_peer, spark_session, stop_spark  # noqa: E402
 from runner import _files, _peak_rss_mb, _reset_peak_rss  # noqa: E402
 from workloads import clear_base_cache, make_base, make_batch, verify  # noqa: E402
 
-PEERS = ("upsertlake-spark", "spark-rewrite", "spark-overwrite")
+PEERS = ("upsertlake-spark", "upsertlake-spark-mor", "spark-rewrite", "spark-overwrite")
+OURS = ("upsertlake-spark", "upsertlake-spark-mor")
 
 
 def clone_tree(src: Path, dst: Path) -> None:
@@ -112,8 +116,8 @@ def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     for workload in args.workloads:
         base = make_base(args.rows, args.days)
         batch, expected = make_batch(workload, args.rows, args.batch, days=args.days, hot_days=args.hot_days)
-        index = {"hoodie.index.type": args.index} if args.index else None
-        peers = {name: make_peer(name, index if name == "upsertlake-spark" else None) for name in args.peers}
+        ours = ({"hoodie.index.type": args.index} if args.index else {}) | dict(o.split("=", 1) for o in args.hoodie)
+        peers = {name: make_peer(name, ours or None if name in OURS else None) for name in args.peers}
         for name, peer in peers.items():  # untimed builds, one seed table per peer
             peer.build(work / f"seed-{name}", base)
         del base
@@ -138,7 +142,9 @@ def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 errors = verify(expected, count, ts_sum, found)
                 shown = f"{seconds:.2f}s, {driver['result_bytes']:,} result bytes" if not errors else f"WRONG {errors}"
                 print(f"  {workload:<8} {args.rows:>11,}+{args.batch:<9,} {name:<17} {'warm-up' if warm else f'run {i - args.warmup + 1}'}: {shown}", flush=True)
-                if not warm and (errors or args.profile) and name == "upsertlake-spark":
+                if not warm and (errors or args.profile):
+                    if extra.get("stages"):
+                        print("      driver: " + ", ".join(f"{k} {v:.2f}s" for k, v in extra["stages"].items()))
                     for st in driver["spark_stages"]:
                         print(f"      {st['seconds']:7.2f}s {st['tasks']:4d} tasks  {st['stage']}")
                 if not warm:
@@ -151,9 +157,9 @@ def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             shutil.rmtree(work / f"seed-{name}", ignore_errors=True)
             shutil.rmtree(work / f"run-{name}", ignore_errors=True)
         summary = {n: statistics.median(r["seconds"] for r in runs[n]) for n in peers if runs[n]}
-        if "upsertlake-spark" in summary:
-            ours = summary["upsertlake-spark"]
-            print("  " + ", ".join(f"{n} {s:.2f}s ({s / ours:.1f}x upsertlake)" for n, s in summary.items()), flush=True)
+        print("  medians: " + ", ".join(f"{n} {s:.2f}s" for n, s in summary.items()), flush=True)
+        for ours in (n for n in OURS if n in summary):
+            print(f"  {ours}: " + ", ".join(f"{n} takes {s / summary[ours]:.2f}x its time" for n, s in summary.items() if n != ours), flush=True)
     stop_spark()
     return {"peers": entries}
 
@@ -203,11 +209,13 @@ def main() -> None:
     ap.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS))
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per peer, after the warm-up runs")
     ap.add_argument("--warmup", type=int, default=3, help="untimed runs per peer first (the JVM's JIT keeps compiling for several)")
-    ap.add_argument("--profile", action="store_true", help="print the Spark stages of upsertlake's runs")
+    ap.add_argument("--profile", action="store_true", help="print the Spark stages of every timed run")
     ap.add_argument("--driver", nargs="+", type=int, metavar="BATCH_ROWS", help="driver-side series (fresh process each)")
     ap.add_argument("--driver-run", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     ap.add_argument("--index", help="upsertlake's hoodie.index.type (default: the table's, SIMPLE)")
+    ap.add_argument("--hoodie", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="write options of the upsertlake peers, e.g. hoodie.parquet.small.file.limit=0")
     ap.add_argument("--label", default="")
     args = ap.parse_args()
 
@@ -222,7 +230,7 @@ def main() -> None:
                                "cpus": os.cpu_count(), "tree": tree_commit(), "skipped": {},
                                "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                                "session": f"one warmed Spark local[2] session; {args.warmup} untimed warm-up run(s) per peer",
-                               "upsertlake_index": args.index or "SIMPLE"}
+                               "upsertlake_index": args.index or "SIMPLE", "upsertlake_options": args.hoodie}
         if args.driver:
             doc["driver"] = []
             for n in args.driver:
