@@ -25,6 +25,7 @@ import pyarrow as pa
 import pytest
 
 from helpers import hudi_read
+from tests.test_compaction import KILLER
 from upsertlake import create_table, open_table
 from upsertlake.errors import CleanedInstantError
 from upsertlake.logfile import LogFileName
@@ -327,19 +328,6 @@ def test_a_random_mor_sequence_through_spark_reads_as_the_model(spark, tmp_path:
     check_end(path, run)
     assert spark_state(spark, path, query_type="read_optimized") == final
 
-
-KILLER = """
-import os, signal, sys
-sys.path.insert(0, {root!r})
-import upsertlake.services.compaction_slice as compaction
-from upsertlake import open_table
-real = compaction.write_base_file
-def write_then_die(*args, **kwargs):
-    real(*args, **kwargs)
-    os.kill(os.getpid(), signal.SIGKILL)  # one new base file written, the commit never comes
-compaction.write_base_file = write_then_die
-open_table({path!r}).compact({{"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 1}})
-"""
 
 
 @pytest.mark.parametrize("version", [6, 8])
