@@ -6,6 +6,8 @@ by the server by kind (LIST, GET, HEAD, PUT, multipart POST, DELETE).
     python benchmarks/s3_bench.py --rows 10000000 --peers upsertlake
     python benchmarks/s3_bench.py --instants 200 --peers upsertlake   # a longer timeline first
     python benchmarks/s3_bench.py --scaling --big 10000000     # requests: 1M vs 10M rows, 10 vs 200 instants
+    BENCH_OPTIONS='{"hoodie.table.type": "MERGE_ON_READ"}' python benchmarks/s3_bench.py   # write options (JSON)
+                                                                # for upsertlake's table and its upsert
 
 Each run: a new table of --rows rows (bulk insert, then --instants - 1 small upserts of 100 rows,
 each in one partition), then one uniform upsert of --batch rows timed inside a fresh process (its
@@ -58,7 +60,7 @@ if step == "build":
     if peer == "upsertlake":
         import upsertlake
         t = upsertlake.create_table(uri, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"],
-                                    options=KEEP)
+                                    options={**KEEP, **json.loads(os.environ.get("BENCH_OPTIONS", "{}"))})
         t.bulk_insert(base)
         for b in small:
             t.upsert(b)
