@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summary
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile
-from upsertlake.logfile import DataBlock, DeleteBlock, LogFileName, read_blocks
+from upsertlake.logfile import DataBlock, DeleteBlock, is_log_path, read_blocks
 from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
@@ -152,7 +152,7 @@ class _Written:
         by_group = {(s.partitionPath, s.fileId): s for s in stats}
         summaries: dict[FileGroup, np.ndarray] | None = {}
         for g, stat in by_group.items():
-            if _is_log(stat.path):  # an append keeps no summary: its log file holds just its keys
+            if is_log_path(stat.path):  # an append keeps no summary: its log file holds just its keys
                 try:
                     summaries[g] = sorted_unique(key_hashes(_log_keys(storage, stat.path, instant_time)))
                     continue
@@ -183,7 +183,7 @@ class _Written:
         this commit's time, and those it deleted (in the previous version, gone from its own);
         None when the version it deleted from was cleaned, so its deletions are unknown."""
         stat = self.stats[group]
-        if _is_log(stat.path):  # an append: its blocks' keys
+        if is_log_path(stat.path):  # an append: its blocks' keys
             keys = _log_keys(self.storage, stat.path, self.instant_time)
             return pc.unique(keys.filter(pa.array(np.isin(key_hashes(keys), wanted))))
         new_all = self.storage.read_parquet(stat.path, columns=[RECORD_KEY, COMMIT_TIME])
@@ -239,10 +239,6 @@ def _keys_in_scope(written: _Written, scope: str, wanted: np.ndarray, global_key
     if any(a is None for a in arrays):
         return None
     return pa.concat_arrays([pa.array([], pa.string()), *[pc.cast(a, pa.string()) for a in arrays]])
-
-
-def _is_log(path: str) -> bool:
-    return LogFileName.parse(path.rpartition("/")[2]) is not None
 
 
 def _log_keys(storage: Storage, path: str, instant_time: str) -> pa.Array:

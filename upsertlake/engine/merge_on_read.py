@@ -22,7 +22,7 @@ from upsertlake.engine.bucket_writer import BucketJob
 from upsertlake.engine.copy_on_write import sizing
 from upsertlake.engine.slice_routing import append_slices, pending_compactions, small_slices
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
-from upsertlake.logfile import LogFileName
+from upsertlake.logfile import is_log_path
 from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.schema import arrow_to_avro, avro_schema_json
@@ -94,11 +94,11 @@ def settle_stale(timeline: Timeline, check: CommitCheck, own_stats: Sequence[Wri
     deltacommit completed in). Any other pair is a conflict: on version 6 an append named by
     the old slice would fall out of the new one, and a base file rewritten here would leave out
     the other write's log records."""
-    own = {(s.partitionPath, s.fileId): _is_log(s) for s in own_stats}
+    own = {(s.partitionPath, s.fileId): is_log_path(s.path) for s in own_stats}
     clash: dict[tuple[str, str], Instant] = {}
     for group, inst in check.stale.items():
         theirs = [s for s in timeline.commit_metadata(inst).write_stats() if (s.partitionPath, s.fileId) == group]
-        if own.get(group) and (all(_is_log(s) for s in theirs) or table_version >= 8):
+        if own.get(group) and (all(is_log_path(s.path) for s in theirs) or table_version >= 8):
             continue
         clash[group] = inst
     if not clash:
@@ -106,7 +106,3 @@ def settle_stale(timeline: Timeline, check: CommitCheck, own_stats: Sequence[Wri
     first = max(clash.values())
     why = f"both wrote file group(s) {describe_groups(set(clash))} of this merge-on-read table"
     return CommitCheck(Conflict(first, why))
-
-
-def _is_log(stat: WriteStat) -> bool:
-    return LogFileName.parse(stat.path.rpartition("/")[2]) is not None

@@ -16,12 +16,11 @@ from upsertlake.engine.dedup import dedup_indices
 from upsertlake.layout.file_writer import META_COLUMNS
 from upsertlake.engine.input import to_arrow_table
 from upsertlake.errors import SchemaError
-from upsertlake.schema import conform, merge_schemas, normalize_batch
+from upsertlake.schema import IS_DELETED_COLUMN, conform, merge_schemas, normalize_batch
 from upsertlake.schema.types import same_type
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.util.arrow import constant
 
-IS_DELETED = "_hoodie_is_deleted"
 # Internal: a record's place in the whole input (Spark numbers rows before any shuffle). When the
 # batch carries it, it rides along with each record, so a task's winners keep their input order.
 POSITION = "_upsertlake_position"
@@ -156,13 +155,13 @@ def prepare_batch(
     keygen = KeyGenerator(config)
     keys = keygen.record_keys(batch)
     partitions = keygen.partition_paths(batch)
-    if IS_DELETED in batch.column_names:
-        if not pa.types.is_boolean(batch.schema.field(IS_DELETED).type):
+    if IS_DELETED_COLUMN in batch.column_names:
+        if not pa.types.is_boolean(batch.schema.field(IS_DELETED_COLUMN).type):
             raise SchemaError(
-                f"column {IS_DELETED!r} must be boolean (it marks deletes), not "
-                f"{batch.schema.field(IS_DELETED).type}"
+                f"column {IS_DELETED_COLUMN!r} must be boolean (it marks deletes), not "
+                f"{batch.schema.field(IS_DELETED_COLUMN).type}"
             )
-        flag = pc.fill_null(batch.column(IS_DELETED), False)
+        flag = pc.fill_null(batch.column(IS_DELETED_COLUMN), False)
     else:
         flag = constant(False, batch.num_rows, pa.bool_())
     records = (

@@ -71,7 +71,7 @@ def _is_base_file(path: str) -> bool:
     return name.endswith(BASE_FILE_EXTENSION) and not name.startswith(".")
 
 
-def _slice_of(keys: list[str], completed_at: str) -> str | None:
+def slice_of(keys: list[str], completed_at: str) -> str | None:
     """The base instant of the slice a log completed at `completed_at` belongs to: the newest
     base instant not after it (Hudi 1.x, HoodieFileGroup.getBaseInstantTime); None when it
     completed before every base: the group's first slice, of log files only."""
@@ -282,7 +282,7 @@ class FileSystemView:
                 slicing = sorted(starts.get(group, ()))
                 logs = [
                     log for log in logs
-                    if log.name.instant in completion and _slice_of(slicing, completion[log.name.instant]) == latest
+                    if log.name.instant in completion and slice_of(slicing, completion[log.name.instant]) == latest
                 ]
             elif keys:
                 logs = [log for log in logs if log.name.instant >= keys[-1]]

@@ -16,7 +16,7 @@ from upsertlake.logfile.blocks import (
     HeaderKey,
 )
 from upsertlake.logfile.avro_records import with_meta_fields
-from upsertlake.logfile.names import LogFileName, sort_log_files
+from upsertlake.logfile.names import LogFileName, is_log_path, sort_log_files
 from upsertlake.logfile.reader import read_blocks
 from upsertlake.logfile.writer import (
     append_blocks,
@@ -28,6 +28,7 @@ from upsertlake.logfile.writer import (
 )
 
 __all__ = [
+    "is_log_path",
     "Block",
     "BlockType",
     "Command",

@@ -35,9 +35,8 @@ import pyarrow.compute as pc
 
 from upsertlake.errors import ConfigError, SchemaError
 from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock
-from upsertlake.schema import conform
+from upsertlake.schema import IS_DELETED_COLUMN, conform
 
-IS_DELETED = "_hoodie_is_deleted"
 MergeMode = Literal["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"]
 MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")
 
@@ -112,9 +111,9 @@ def _ordering_type(schema: pa.Schema, field: str | None, base: pa.Table | None, 
 def _deleted_mask(table: pa.Table | None) -> np.ndarray:
     if table is None:
         return np.zeros(0, bool)
-    if IS_DELETED not in table.column_names:
+    if IS_DELETED_COLUMN not in table.column_names:
         return np.zeros(table.num_rows, bool)
-    return np.asarray(pc.fill_null(table.column(IS_DELETED), False), dtype=bool)
+    return np.asarray(pc.fill_null(table.column(IS_DELETED_COLUMN), False), dtype=bool)
 
 
 def _drop_deleted(base_table: pa.Table, base: pa.Table | None) -> pa.Table:

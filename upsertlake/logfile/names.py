@@ -53,6 +53,11 @@ class LogFileName:
         return LogFileName(self.file_id, self.instant, self.version + 1, write_token, self.suffix)
 
 
+def is_log_path(path: str) -> bool:
+    """Does a table-relative path (or a bare name) name a log file?"""
+    return LogFileName.parse(path.rpartition("/")[2]) is not None
+
+
 def sort_log_files(names: list[LogFileName]) -> list[LogFileName]:
     """A slice's log files in the order their blocks apply (oldest first)."""
     return sorted(names, key=LogFileName.sort_key)

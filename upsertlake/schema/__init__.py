@@ -9,6 +9,7 @@ read from any base file into the table's schema.
 """
 
 from upsertlake.schema.avro import (
+    IS_DELETED_COLUMN,
     META_COLUMNS,
     RECORD_KEY_COLUMN,
     arrow_to_avro,
@@ -19,6 +20,7 @@ from upsertlake.schema.evolution import conform, merge_schemas
 from upsertlake.schema.types import normalize_batch
 
 __all__ = [
+    "IS_DELETED_COLUMN",
     "META_COLUMNS",
     "RECORD_KEY_COLUMN",
     "arrow_to_avro",

@@ -34,6 +34,7 @@ META_COLUMNS = (
 )
 
 RECORD_KEY_COLUMN = META_COLUMNS[2]  # "_hoodie_record_key"
+IS_DELETED_COLUMN = "_hoodie_is_deleted"  # a data column: true marks the record a delete (Hudi's convention)
 
 MAX_DECIMAL_PRECISION = 38  # Spark's (and so Hudi's) limit; decimal128 holds exactly this much
 

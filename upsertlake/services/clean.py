@@ -28,7 +28,7 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import BaseFile, LogFile, list_partitions_and_files
+from upsertlake.layout.file_system_view import BaseFile, LogFile, list_partitions_and_files, slice_of
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
@@ -215,8 +215,7 @@ def _versions(timeline: Timeline, committed: set[str]) -> dict[tuple[str, str], 
         if by_completion:
             done = completion[lf.name.instant]
             starts = sorted(t for t, v in versions.items() if any(isinstance(f, BaseFile) for f in v.files))
-            k = bisect.bisect_right(starts, done)
-            start = starts[k - 1] if k else min([lf.name.instant, *versions])
+            start = slice_of(starts, done) or min([lf.name.instant, *versions])
         else:
             start = lf.name.instant
         versions.setdefault(start, _Version(start)).files.append(lf)
