@@ -89,3 +89,19 @@ def trips(n: int, day: str = "2026-11-23", seed: int = 7) -> pa.Table:
             "passengers": pa.array(rng.integers(1, 6, n, dtype=np.int32)),
         }
     )
+
+
+def assert_one_winner_per_name(storage: object, rounds: int, racers: int = 4) -> None:
+    """`racers` threads create one name at once (a conditional create), `rounds` names in turn:
+    exactly one of them wins each."""
+    import threading
+
+    for round_ in range(rounds):
+        wins: list[bool] = []
+        threads = [threading.Thread(target=lambda i=i: wins.append(storage.write_if_absent(f"x/{round_}", f"{i}".encode())))
+                   for i in range(racers)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert sorted(wins) == [False] * (racers - 1) + [True]

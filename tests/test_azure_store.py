@@ -11,13 +11,13 @@ started once per test session (conftest's `azurite`). No mocks: every request cr
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from helpers import assert_one_winner_per_name
 from upsertlake import create_table, open_table
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.concurrency.storage_lock import LOCK_FILE
@@ -77,15 +77,7 @@ def test_a_completed_instant_is_created_once(azurite, az_table) -> None:
     with pytest.raises(CorruptTableError, match="instant file already exists"):
         transition(storage, completed.with_state(State.INFLIGHT), State.COMPLETED, b"{}")
     assert storage.read_bytes(path) == before
-    for round_ in range(10):  # racing creators of one name: exactly one wins
-        wins: list[bool] = []
-        threads = [threading.Thread(target=lambda i=i: wins.append(storage.write_if_absent(f"x/{round_}", f"{i}".encode())))
-                   for i in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        assert sorted(wins) == [False, False, False, True]
+    assert_one_winner_per_name(storage, rounds=10)
 
 
 def test_the_storage_lock_acquires_renews_releases_and_fences(azurite, az_table) -> None:

@@ -279,9 +279,9 @@ def test_the_doctor_tells_committed_logs_from_orphans_and_failed_writes(tmp_path
     assert findings(path) == []
 
 
-def test_the_doctor_names_a_log_a_failed_v6_write_appended_to(tmp_path: Path) -> None:
-    """Version 6 names a log file by its slice, not by the write: the failed write's markers tell."""
-    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+def failed_v6_append(path: Path) -> tuple[Path, str]:
+    """A failed deltacommit (requested and inflight, no heartbeat) whose APPEND marker names the
+    fixture's one log file, which holds committed blocks too; returns the log and the instant."""
     [log] = list(path.rglob(".*.log.*"))
     failed = "20991230000000000"
     for suffix in ("deltacommit.requested", "deltacommit.inflight"):
@@ -290,6 +290,13 @@ def test_the_doctor_names_a_log_a_failed_v6_write_appended_to(tmp_path: Path) ->
     marker.parent.mkdir(parents=True)
     marker.write_bytes(b"")
     time.sleep(0.3)
+    return log, failed
+
+
+def test_the_doctor_names_a_log_a_failed_v6_write_appended_to(tmp_path: Path) -> None:
+    """Version 6 names a log file by its slice, not by the write: the failed write's markers tell."""
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    log, failed = failed_v6_append(path)
     rel = str(log.relative_to(path))
     assert [f for f in findings(path, **FAST_HEARTBEAT) if f[0] == "orphan"] == [
         ("orphan", rel, f"appended to by failed write {failed}", True, f"roll back {failed}")
@@ -315,14 +322,7 @@ def test_rolling_back_a_failed_v6_write_keeps_the_log_it_appended_to(tmp_path: P
 
     path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
     before = open_table(path).read()
-    [log] = list(path.rglob(".*.log.*"))
-    failed = "20991230000000000"
-    for suffix in ("deltacommit.requested", "deltacommit.inflight"):
-        (path / ".hoodie" / f"{failed}.{suffix}").write_bytes(b"")
-    marker = path / ".hoodie" / ".temp" / failed / log.parent.name / f"{log.name}.marker.APPEND"
-    marker.parent.mkdir(parents=True)
-    marker.write_bytes(b"")
-    time.sleep(0.3)
+    log, failed = failed_v6_append(path)
     treat(open_table(path).storage, Config.resolve(FAST_HEARTBEAT))
     assert log.exists() and not (path / ".hoodie" / f"{failed}.deltacommit.inflight").exists()
     assert_same(open_table(path).read(), before, "snapshot")

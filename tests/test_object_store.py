@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from helpers import assert_one_winner_per_name
 from upsertlake import create_table, open_table
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.concurrency.storage_lock import LOCK_FILE
@@ -123,15 +123,7 @@ def test_a_missing_bucket_is_a_named_error_and_writes_nothing(s3_server) -> None
 
 def test_conditional_create_has_exactly_one_winner(s3_server, s3_table) -> None:
     storage = Storage(s3_table, s3_server.options)
-    for round_ in range(20):
-        wins: list[bool] = []
-        threads = [threading.Thread(target=lambda i=i: wins.append(storage.write_if_absent(f"x/{round_}", f"{i}".encode())))
-                   for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert sorted(wins) == [False, False, False, True]
+    assert_one_winner_per_name(storage, rounds=20)
 
 
 # -- the storage-based lock -----------------------------------------------------------------------
