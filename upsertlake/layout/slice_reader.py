@@ -16,7 +16,7 @@ from upsertlake.layout.file_system_view import FileSlice
 from upsertlake.logfile.blocks import Block
 from upsertlake.logfile.merge import merge_slice
 from upsertlake.logfile.reader import read_blocks
-from upsertlake.schema import conform
+from upsertlake.schema import RECORD_KEY_COLUMN, conform
 from upsertlake.storage import Storage
 
 
@@ -45,7 +45,7 @@ def slice_inputs(storage: Storage, sl: FileSlice) -> tuple[pa.Table | None, list
 
 def merge_inputs(base: pa.Table | None, blocks: list[Block], merge: Merge, schema: pa.Schema) -> pa.Table:
     """The records of a slice's inputs (`slice_inputs`) merged, in `schema`."""
-    table = merge_slice(base, blocks, "_hoodie_record_key", merge.ordering_field, merge.mode, merge.instants, schema)
+    table = merge_slice(base, blocks, RECORD_KEY_COLUMN, merge.ordering_field, merge.mode, merge.instants, schema)
     return conform(table, schema)
 
 

@@ -43,6 +43,20 @@ MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")
 _DATA, _DELETE, _NATURAL_DELETE = 0, 1, 2
 
 
+def live_blocks(
+    blocks: list[Block], valid_instants: Collection[str] | Callable[[str], bool]
+) -> list[DataBlock | DeleteBlock]:
+    """The data and delete blocks that count: of a valid instant, and voided by no rollback
+    command block in the slice."""
+    is_valid = valid_instants if callable(valid_instants) else valid_instants.__contains__
+    rolled_back = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
+    return [
+        b
+        for b in blocks
+        if isinstance(b, (DataBlock, DeleteBlock)) and b.instant not in rolled_back and is_valid(b.instant)
+    ]
+
+
 def merge_slice(
     base: pa.Table | None,
     blocks: list[Block],
@@ -56,13 +70,7 @@ def merge_slice(
     file group). `valid_instants`: the instants whose blocks count (a set, or a predicate)."""
     if mode not in MERGE_MODES:
         raise ConfigError(f"merge mode {mode!r} is not one upsertlake merges by ({', '.join(MERGE_MODES)})")
-    is_valid = valid_instants if callable(valid_instants) else valid_instants.__contains__
-    rolled_back = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
-    live = [
-        b
-        for b in blocks
-        if isinstance(b, (DataBlock, DeleteBlock)) and b.instant not in rolled_back and is_valid(b.instant)
-    ]
+    live = live_blocks(blocks, valid_instants)
     out_schema = _output_schema(schema, base, live)
     if out_schema is None:
         return pa.table({})

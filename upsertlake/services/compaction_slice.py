@@ -25,7 +25,9 @@ from upsertlake.layout.file_writer import (
 )
 from upsertlake.layout.footer import resumed_bloom, resumed_key_range
 from upsertlake.layout.slice_reader import Merge, merge_inputs, slice_inputs
-from upsertlake.logfile.blocks import Block, CommandBlock, CorruptBlock, DataBlock, DeleteBlock
+from upsertlake.logfile.blocks import Block, CommandBlock, CorruptBlock, DataBlock
+from upsertlake.logfile.merge import live_blocks
+from upsertlake.schema import RECORD_KEY_COLUMN
 from upsertlake.services.compaction_plan import CompactionOperation
 from upsertlake.storage import Storage
 from upsertlake.timeline.commit_metadata import WriteStat
@@ -107,18 +109,14 @@ def _previous_version(storage: Storage, base: BaseFile, schema: pa.Schema) -> tu
 def _merge_counts(base: pa.Table | None, blocks: list[Block], merge: Merge, merged: pa.Table) -> tuple[dict[str, int], pa.Array]:
     """The counts Hudi's compaction write stat reports (log records and blocks read, keys the logs
     touched, base records updated and deleted), and the keys the new file adds to the base's."""
-    rolled_back = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
-    live = [
-        b for b in blocks
-        if isinstance(b, (DataBlock, DeleteBlock)) and b.instant not in rolled_back and b.instant in merge.instants
-    ]
+    live = live_blocks(blocks, merge.instants)
     keys = [
-        (b.records.column("_hoodie_record_key") if isinstance(b, DataBlock) else b.keys.column("record_key"))
+        (b.records.column(RECORD_KEY_COLUMN) if isinstance(b, DataBlock) else b.keys.column("record_key"))
         for b in live
     ]
     log_keys = pc.unique(pa.chunked_array([k for col in keys for k in _chunks(col)], pa.string())) if keys else pa.array([], pa.string())
-    written = pc.is_in(log_keys, value_set=merged.column("_hoodie_record_key").combine_chunks())
-    in_base = pc.is_in(log_keys, value_set=base.column("_hoodie_record_key").combine_chunks()) if base is not None else None
+    written = pc.is_in(log_keys, value_set=merged.column(RECORD_KEY_COLUMN).combine_chunks())
+    in_base = pc.is_in(log_keys, value_set=base.column(RECORD_KEY_COLUMN).combine_chunks()) if base is not None else None
     added = log_keys.filter(pc.and_not(written, in_base) if in_base is not None else written)
     updates = int(pc.sum(pc.and_(written, in_base)).as_py() or 0) if in_base is not None else 0
     deletes = base.num_rows - (merged.num_rows - len(added)) if base is not None else 0
