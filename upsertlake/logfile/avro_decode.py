@@ -30,7 +30,7 @@ def decode_flat(payload: bytes, starts: np.ndarray, ends: np.ndarray, fields: li
         valid: np.ndarray | None = None
         if null_index is not None:
             branch = data[np.minimum(pos, limit)]
-            if not np.isin(branch, (0, 2)).all():
+            if (branch & 0xFD).any():  # the branch index of a 2-branch union is zigzag 0 or 1: byte 0 or 2
                 raise CorruptTableError(f"field {field['name']!r}: a union branch index out of range")
             valid = branch != (null_index << 1)
             pos = pos + 1
@@ -85,6 +85,9 @@ def _varints(data: np.ndarray, at: np.ndarray, limit: int) -> tuple[np.ndarray, 
     """Zigzag varints at `at`: (values, byte lengths); only as many bytes are read as the longest needs."""
     cols = [data[np.minimum(at, limit)]]
     ended = cols[0] < 0x80
+    if ended.all():  # every value in one byte (short strings' lengths, small numbers): the common case
+        z = cols[0].astype(np.int64)
+        return (z >> 1) ^ -(z & 1), np.ones(len(z), np.int64)
     while not ended.all():
         if len(cols) == 10:
             raise CorruptTableError("a varint runs longer than 10 bytes")
@@ -106,20 +109,7 @@ def _arrow(values: Any, valid: np.ndarray | None, n: int, target: pa.DataType, a
     mask = None if valid is None else ~valid
     kind = avro_type if isinstance(avro_type, str) else avro_type["type"]
     if kind in ("string", "bytes"):
-        data, starts, lengths = values
-        full = np.zeros(n, np.int64)
-        if valid is None:
-            full = lengths
-        else:
-            full[valid] = lengths
-        offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(full, out=offsets[1:])
-        if offsets[-1] >= 2**31:
-            raise CorruptTableError("a data block's strings exceed 2 GiB")
-        body = gather(data, starts, lengths)
-        validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
-        buffers = [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)]
-        array = pa.Array.from_buffers(pa.string() if kind == "string" else pa.binary(), n, buffers)
+        array = _strings(*values, valid, n, pa.string() if kind == "string" else pa.binary())
         if kind == "string":
             try:
                 array.validate(full=True)
@@ -143,6 +133,35 @@ def _arrow(values: Any, valid: np.ndarray | None, n: int, target: pa.DataType, a
         storage = pa.int64() if target.bit_width == 64 else pa.int32()
         return pa.array(full_values.astype(storage.to_pandas_dtype()), storage, mask=mask).view(target)
     return pa.array(full_values, mask=mask).cast(target)
+
+
+def _strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, valid: np.ndarray | None, n: int, kind: pa.DataType) -> pa.Array:
+    """The byte strings data[starts[i]:starts[i]+lengths[i]] (null where not `valid`), copied by
+    Arrow's take: the payload read as an array whose even elements are the strings and whose odd
+    elements are the bytes between them (offsets that only grow), its even elements taken."""
+    m = len(starts)
+    bounds = np.empty(2 * m + 1, np.int64)
+    bounds[0:-1:2] = starts
+    bounds[1::2] = starts + lengths
+    bounds[-1] = bounds[-2] if m else 0
+    large = bounds[-1] >= 2**31
+    interleaved = pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(),
+        2 * m,
+        [None, pa.py_buffer(bounds if large else bounds.astype(np.int32)), pa.py_buffer(data)],
+    )
+    if valid is None:
+        picked = interleaved.take(pa.array(np.arange(0, 2 * m, 2)))
+    else:
+        index = np.zeros(n, np.int64)
+        index[valid] = np.arange(0, 2 * m, 2)
+        picked = interleaved.take(pa.array(index, mask=~valid))
+    if large:
+        try:
+            picked = picked.cast(pa.binary())
+        except pa.ArrowInvalid:
+            raise CorruptTableError("a data block's strings exceed 2 GiB") from None
+    return picked.view(kind)
 
 
 def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -183,45 +183,46 @@ class _Events:
         the log touched): a key the base file holds stays at its base row's position, a key only
         the log holds goes after the base rows, where the log first names it."""
         log_keys = pa.concat_arrays(self.keys)
-        touched = np.zeros(0, bool)
-        keys, orderings = [log_keys], [pa.concat_arrays(self.orderings)]
-        kinds, rows = [np.concatenate(self.kinds)], [np.concatenate(self.rows)]
+        n_log = len(log_keys)
         n_base = base.num_rows if base is not None else 0
-        positions = [n_base + np.arange(len(kinds[0]))]
-        if base is not None and base.num_rows:
-            base_keys = _strings(base.column(self.key_field))
-            touched = np.asarray(pc.is_in(base_keys, value_set=pc.unique(log_keys)), dtype=bool)
-            idx = np.flatnonzero(touched)
-            base_deleted = _deleted_mask(base)[idx]
-            keys.insert(0, base_keys.take(pa.array(idx)))
-            orderings.insert(0, self._ordering(base).take(pa.array(idx)))
-            kinds.insert(0, np.where(base_deleted, _DELETE, _DATA).astype(np.int8))
-            rows.insert(0, np.where(base_deleted, -1, idx))
-            positions.insert(0, idx)
-        key = pa.concat_arrays(keys)
-        ordering = pa.concat_arrays(orderings)
-        kind = np.concatenate(kinds)
-        row = np.concatenate(rows)
-        position = np.concatenate(positions)
-        seq = np.arange(len(kind))
-        winners, firsts = _winners(key, ordering, kind, seq, mode, n_base=len(kind) - len(kinds[-1]))
+        base_keys = _strings(base.column(self.key_field)) if n_base else pa.array([], pa.string())
+        # one hash pass numbers the keys by first appearance, the log's first: a base row's key is
+        # in the log exactly when its number is one the log's keys took
+        codes = _key_codes(pa.concat_arrays([log_keys, base_keys]))
+        log_codes, base_codes = codes[:n_log], codes[n_log:]
+        touched = base_codes < (int(log_codes.max()) + 1 if n_log else 0)
+        idx = np.flatnonzero(touched)
+        base_deleted = _deleted_mask(base)[idx] if n_base else np.zeros(0, bool)
+        group = np.concatenate([base_codes[idx], log_codes])
+        ordering = pa.concat_arrays(
+            [self._ordering(base).take(pa.array(idx)) if n_base else pa.array([], self.ordering_type), *self.orderings]
+        )
+        kind = np.concatenate([np.where(base_deleted, _DELETE, _DATA).astype(np.int8), *self.kinds])
+        row = np.concatenate([np.where(base_deleted, -1, idx), *self.rows])
+        position = np.concatenate([idx, n_base + np.arange(n_log)])
+        winners, firsts = _winners(group, ordering, kind, mode, n_base=len(idx))
         won = row[winners]
         live = won >= 0
         return won[live], position[firsts][live], touched
 
 
+def _key_codes(keys: pa.Array) -> np.ndarray:
+    """Each key's number, keys numbered 0, 1, ... in order of first appearance."""
+    encoded = pc.dictionary_encode(keys, null_encoding="encode")
+    return np.asarray(encoded.indices).astype(np.int64)
+
+
 def _winners(
-    key: pa.Array, ordering: pa.Array, kind: np.ndarray, seq: np.ndarray, mode: str, n_base: int = 0
+    key_group: np.ndarray, ordering: pa.Array, kind: np.ndarray, mode: str, n_base: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(each key's winning event, each key's first event), keys in the same order; the first
-    `n_base` events are base records."""
-    by_key = pc.sort_indices(pa.table({"k": key, "s": seq}), sort_keys=[("k", "ascending"), ("s", "ascending")])
-    order = np.asarray(by_key)
-    sorted_keys = key.take(by_key)
+    """(each key's winning event, each key's first event), keys in the same order; events are
+    numbered in the order they happened (their index), `key_group` numbers their keys, and the
+    first `n_base` events are base records."""
+    order = np.argsort(key_group, kind="stable")  # by key, then by event
+    sorted_groups = key_group[order]
     n = len(order)
     starts = np.ones(n, bool)
-    if n > 1:
-        starts[1:] = ~np.asarray(pc.fill_null(pc.equal(sorted_keys[1:], sorted_keys[:-1]), False), dtype=bool)
+    starts[1:] = sorted_groups[1:] != sorted_groups[:-1]
     group = np.cumsum(starts) - 1
     ends = np.ones(n, bool)
     ends[:-1] = starts[1:]
