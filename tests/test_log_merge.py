@@ -3,6 +3,7 @@ scanner does, by hand on exact tables, and on the Hudi-written fixtures against 
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,7 +15,7 @@ from tests.conftest import unzip_mor_table
 from upsertlake.errors import ConfigError
 from upsertlake.logfile import Block, read_blocks, rollback_block
 from upsertlake.logfile.blocks import DataBlock, DeleteBlock
-from upsertlake.logfile.merge import merge_slice
+from upsertlake.logfile.merge import merge_counted, merge_slice
 
 KEY = "_hoodie_record_key"
 EVENT, COMMIT = "EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"
@@ -206,3 +207,27 @@ def test_base_records_marked_deleted_are_not_read() -> None:
     # a base record marked deleted is a delete of its ordering value (Hudi's writers never leave one)
     assert merged([records("1", [("a", 4, "a1")])], base=base) == [("b", 5, "b0", None)]
     assert merged([records("1", [("a", 6, "a1")])], base=base) == [("a", 6, "a1", None), ("b", 5, "b0", None)]
+
+
+@pytest.mark.parametrize("mode", [EVENT, COMMIT])
+@pytest.mark.parametrize("seed", range(6))
+def test_merge_counts_are_the_set_definitions_compaction_reports(mode: str, seed: int) -> None:
+    """merge_counted's counts (compaction's write stat: distinct log keys, base keys written,
+    keys only the log holds that were written) agree with their definitions over key sets, on
+    random slices with updates, inserts, deletes of both kinds and base rows that win."""
+    rng = random.Random(seed)
+    keys = [f"k{i}" for i in range(12)]
+    base = pa.Table.from_pylist([{KEY: k, "ts": rng.randint(0, 5), "v": f"{k}0"} for k in keys[:6]], schema=SCHEMA)
+    blocks: list[Block] = []
+    for n in range(1, 5):
+        chosen = rng.sample(keys, 5)
+        if rng.random() < 0.3:
+            blocks.append(deletes(str(n), chosen[:2], [None, rng.randint(0, 5)]))
+        blocks.append(records(str(n), [(k, rng.randint(0, 5), f"{k}{n}") for k in chosen]))
+    out = merge_counted(base, blocks, KEY, "ts", mode, ALL)
+    log_keys = {k for b in blocks for k in (b.records if isinstance(b, DataBlock) else b.keys).column(0).to_pylist()}
+    base_keys, written = set(base[KEY].to_pylist()), out.table[KEY].to_pylist()
+    assert out.log_keys == len(log_keys)
+    assert out.updates == len(log_keys & base_keys & set(written))
+    assert out.added.to_pylist() == [k for k in written if k in log_keys and k not in base_keys]
+    assert out.table.equals(merge_slice(base, blocks, KEY, "ts", mode, ALL))

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
 from upsertlake.errors import MissingFileError
 from upsertlake.layout.file_system_view import FileSlice
 from upsertlake.logfile.blocks import Block
-from upsertlake.logfile.merge import merge_slice
+from upsertlake.logfile.merge import Merged, merge_counted
 from upsertlake.logfile.reader import read_blocks
 from upsertlake.schema import RECORD_KEY_COLUMN, conform
 from upsertlake.storage import Storage
@@ -43,15 +43,15 @@ def slice_inputs(storage: Storage, sl: FileSlice) -> tuple[pa.Table | None, list
     return base, blocks
 
 
-def merge_inputs(base: pa.Table | None, blocks: list[Block], merge: Merge, schema: pa.Schema) -> pa.Table:
-    """The records of a slice's inputs (`slice_inputs`) merged, in `schema`."""
-    table = merge_slice(base, blocks, RECORD_KEY_COLUMN, merge.ordering_field, merge.mode, merge.instants, schema)
-    return conform(table, schema)
+def merge_inputs(base: pa.Table | None, blocks: list[Block], merge: Merge, schema: pa.Schema) -> Merged:
+    """The records of a slice's inputs (`slice_inputs`) merged, in `schema`, with the merge's counts."""
+    merged = merge_counted(base, blocks, RECORD_KEY_COLUMN, merge.ordering_field, merge.mode, merge.instants, schema)
+    return replace(merged, table=conform(merged.table, schema))
 
 
 def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema) -> pa.Table:
     """A merge-on-read slice's records: its base file's, merged with its log blocks by key."""
-    return merge_inputs(*slice_inputs(storage, sl), merge, schema)
+    return merge_inputs(*slice_inputs(storage, sl), merge, schema).table
 
 
 @contextmanager

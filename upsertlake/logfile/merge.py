@@ -27,6 +27,7 @@ are conformed (missing ones null).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -57,6 +58,18 @@ def live_blocks(
     ]
 
 
+@dataclass(frozen=True)
+class Merged:
+    """A merged slice's records, and what compaction's write stat reports of the merge: how many
+    distinct keys the log names, how many of the base file's keys it wrote (updates), and the
+    keys only the log holds that were written (the new file's keys beyond the base's)."""
+
+    table: pa.Table
+    log_keys: int
+    updates: int
+    added: pa.Array
+
+
 def merge_slice(
     base: pa.Table | None,
     blocks: list[Block],
@@ -68,12 +81,25 @@ def merge_slice(
 ) -> pa.Table:
     """The slice's records after merging `blocks` (in log order) into `base` (None: a log-only
     file group). `valid_instants`: the instants whose blocks count (a set, or a predicate)."""
+    return merge_counted(base, blocks, key_field, ordering_field, mode, valid_instants, schema).table
+
+
+def merge_counted(
+    base: pa.Table | None,
+    blocks: list[Block],
+    key_field: str,
+    ordering_field: str | None,
+    mode: MergeMode,
+    valid_instants: Collection[str] | Callable[[str], bool],
+    schema: pa.Schema | None = None,
+) -> Merged:
+    """`merge_slice`, with its counts."""
     if mode not in MERGE_MODES:
         raise ConfigError(f"merge mode {mode!r} is not one upsertlake merges by ({', '.join(MERGE_MODES)})")
     live = live_blocks(blocks, valid_instants)
     out_schema = _output_schema(schema, base, live)
     if out_schema is None:
-        return pa.table({})
+        return Merged(pa.table({}), 0, 0, pa.array([], pa.string()))
     ordering_type = _ordering_type(out_schema, ordering_field, base, live)
     events = _Events(key_field, ordering_field, ordering_type)
     base_table = conform(base, out_schema) if base is not None else out_schema.empty_table()
@@ -87,13 +113,17 @@ def merge_slice(
         else:
             events.add_deletes(block.keys)
     if events.empty:
-        return _drop_deleted(base_table, base)
-    winners, positions, touched = events.resolve(base, mode)
+        return Merged(_drop_deleted(base_table, base), 0, 0, pa.array([], pa.string()))
+    winners, positions, touched, log_keys = events.resolve(base, mode)
     kept_base = np.flatnonzero(~touched & ~_deleted_mask(base)) if base is not None else np.zeros(0, np.int64)
     rows = np.concatenate([kept_base, winners])
     rows = rows[np.argsort(np.concatenate([kept_base, positions]), kind="stable")]
-    merged = pa.concat_tables([base_table, *log_tables])
-    return merged.take(pa.array(rows, pa.int64()))
+    merged = pa.concat_tables([base_table, *log_tables]).take(pa.array(rows, pa.int64()))
+    # output rows follow their positions: the keys only the log holds come last
+    n_base = base_table.num_rows
+    added = int((positions >= n_base).sum())
+    keys = _strings(merged.column(key_field)) if added else pa.array([], pa.string())
+    return Merged(merged, log_keys, len(positions) - added, keys.slice(len(keys) - added))
 
 
 def _output_schema(schema: pa.Schema | None, base: pa.Table | None, live: list[Block]) -> pa.Schema | None:
@@ -178,9 +208,9 @@ class _Events:
         column = records.column(self.ordering_field).combine_chunks()
         return column if column.type == self.ordering_type else column.cast(self.ordering_type)
 
-    def resolve(self, base: pa.Table | None, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def resolve(self, base: pa.Table | None, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """(the merged-table rows of the winning records, their output positions, which base rows
-        the log touched): a key the base file holds stays at its base row's position, a key only
+        the log touched, how many distinct keys the log names): a key the base file holds stays at its base row's position, a key only
         the log holds goes after the base rows, where the log first names it."""
         log_keys = pa.concat_arrays(self.keys)
         n_log = len(log_keys)
@@ -190,7 +220,8 @@ class _Events:
         # in the log exactly when its number is one the log's keys took
         codes = _key_codes(pa.concat_arrays([log_keys, base_keys]))
         log_codes, base_codes = codes[:n_log], codes[n_log:]
-        touched = base_codes < (int(log_codes.max()) + 1 if n_log else 0)
+        distinct = int(log_codes.max()) + 1 if n_log else 0
+        touched = base_codes < distinct
         idx = np.flatnonzero(touched)
         base_deleted = _deleted_mask(base)[idx] if n_base else np.zeros(0, bool)
         group = np.concatenate([base_codes[idx], log_codes])
@@ -203,7 +234,7 @@ class _Events:
         winners, firsts = _winners(group, ordering, kind, mode, n_base=len(idx))
         won = row[winners]
         live = won >= 0
-        return won[live], position[firsts][live], touched
+        return won[live], position[firsts][live], touched, distinct
 
 
 def _key_codes(keys: pa.Array) -> np.ndarray:

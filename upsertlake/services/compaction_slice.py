@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from upsertlake.config import Config
 from upsertlake.layout.file_system_view import BaseFile, base_file_name
@@ -27,7 +26,6 @@ from upsertlake.layout.footer import resumed_bloom, resumed_key_range
 from upsertlake.layout.slice_reader import Merge, merge_inputs, slice_inputs
 from upsertlake.logfile.blocks import Block, CommandBlock, CorruptBlock, DataBlock
 from upsertlake.logfile.merge import live_blocks
-from upsertlake.schema import RECORD_KEY_COLUMN
 from upsertlake.services.compaction_plan import CompactionOperation
 from upsertlake.storage import Storage
 from upsertlake.timeline.commit_metadata import WriteStat
@@ -48,16 +46,19 @@ def compact_operation(
     began = time.monotonic()
     base, blocks = slice_inputs(storage, sl)
     scanned = time.monotonic()
-    merged = merge_inputs(base, blocks, merge, schema)
+    result = merge_inputs(base, blocks, merge, schema)
+    merged = result.table
     name = base_file_name(op.file_id, f"{n}-0-0", instant_time)
     path = f"{op.partition_path}/{name}" if op.partition_path else name
     names = pa.DictionaryArray.from_arrays(pa.array(np.zeros(merged.num_rows, np.int32)), pa.array([name]))
     merged = merged.set_column(4, schema.field(4), names.cast(pa.string()))
-    counts, added = _merge_counts(base, blocks, merge, merged)
+    counts = _block_counts(blocks, merge)
+    added = result.added
+    deletes = base.num_rows - (merged.num_rows - len(added)) if base is not None else 0
     config = file_writer_config(cfg)
     footer, kept = _previous_version(storage, sl.base, schema) if sl.base is not None else ({}, None)
     bloom = key_range = None
-    if base is not None and counts["deletes"] == 0:
+    if base is not None and deletes == 0:
         # Every base key is still there, and the logs added `added`: the base file's filter and
         # key range plus those keys, as copy-on-write rewrites resume them.
         bloom = resumed_bloom(footer, base.num_rows, added, config)
@@ -72,15 +73,15 @@ def compact_operation(
         partitionPath=op.partition_path,
         prevCommit=op.base_instant,
         numWrites=merged.num_rows,
-        numDeletes=counts["deletes"],
-        numUpdateWrites=counts["updates"],
-        numInserts=merged.num_rows - counts["updates"],
+        numDeletes=deletes,
+        numUpdateWrites=result.updates,
+        numInserts=merged.num_rows - result.updates,
         totalWriteBytes=size,
         fileSizeInBytes=size,
         totalLogRecords=counts["log_records"],
         totalLogFilesCompacted=len(sl.logs),
         totalLogSizeCompacted=log_bytes,
-        totalUpdatedRecordsCompacted=counts["log_keys"],
+        totalUpdatedRecordsCompacted=result.log_keys,
         totalLogBlocks=counts["blocks"],
         totalCorruptLogBlock=counts["corrupt"],
         totalRollbackBlocks=counts["rollbacks"],
@@ -106,31 +107,12 @@ def _previous_version(storage: Storage, base: BaseFile, schema: pa.Schema) -> tu
     return metadata.metadata or {}, kept
 
 
-def _merge_counts(base: pa.Table | None, blocks: list[Block], merge: Merge, merged: pa.Table) -> tuple[dict[str, int], pa.Array]:
-    """The counts Hudi's compaction write stat reports (log records and blocks read, keys the logs
-    touched, base records updated and deleted), and the keys the new file adds to the base's."""
+def _block_counts(blocks: list[Block], merge: Merge) -> dict[str, int]:
+    """The counts of log records and blocks Hudi's compaction write stat reports."""
     live = live_blocks(blocks, merge.instants)
-    keys = [
-        (b.records.column(RECORD_KEY_COLUMN) if isinstance(b, DataBlock) else b.keys.column("record_key"))
-        for b in live
-    ]
-    log_keys = pc.unique(pa.chunked_array([k for col in keys for k in _chunks(col)], pa.string())) if keys else pa.array([], pa.string())
-    written = pc.is_in(log_keys, value_set=merged.column(RECORD_KEY_COLUMN).combine_chunks())
-    in_base = pc.is_in(log_keys, value_set=base.column(RECORD_KEY_COLUMN).combine_chunks()) if base is not None else None
-    added = log_keys.filter(pc.and_not(written, in_base) if in_base is not None else written)
-    updates = int(pc.sum(pc.and_(written, in_base)).as_py() or 0) if in_base is not None else 0
-    deletes = base.num_rows - (merged.num_rows - len(added)) if base is not None else 0
     return {
-        "log_records": sum(len(k) for k in keys),
-        "log_keys": len(log_keys),
+        "log_records": sum(b.records.num_rows if isinstance(b, DataBlock) else b.keys.num_rows for b in live),
         "blocks": len(live),
         "corrupt": sum(1 for b in blocks if isinstance(b, CorruptBlock)),
         "rollbacks": sum(1 for b in blocks if isinstance(b, CommandBlock)),
-        "updates": updates,
-        "deletes": deletes,
-    }, added
-
-
-def _chunks(col: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
-    arrays = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-    return [a if a.type == pa.string() else a.cast(pa.string()) for a in arrays]
+    }
