@@ -192,6 +192,35 @@ def test_updates_append_a_log_file_per_file_group_and_read_no_base_file(tmp_path
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_appends_encoded_in_one_pass_write_what_each_append_writes_alone(
+    tmp_path: Path, version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process the Avro blocks of all of a write's appends are encoded in one pass
+    (`AppendJob.for_batch`); each log file is byte for byte what its append writes alone, as a
+    Spark task does, `_hoodie_is_deleted` records (a delete block beside the data) included."""
+    import shutil
+
+    from upsertlake.engine.append_handle import AppendJob
+
+    base = tmp_path / "base"
+    mor_table(base, version, **{"hoodie.parquet.small.file.limit": 0}).bulk_insert(batch(list(range(60)), [1] * 60, version))
+    changes = batch(list(range(0, 60, 2)), [2] * 30, version)
+    changes = changes.append_column("_hoodie_is_deleted", pa.array([i % 5 == 0 for i in range(30)]))
+    logs: dict[str, dict[str, bytes]] = {}
+    for mode in ("together", "alone"):
+        shutil.copytree(base, tmp_path / mode)
+        if mode == "alone":
+            monkeypatch.setattr(AppendJob, "for_batch", lambda self, kept: self)
+        result = open_table(tmp_path / mode).upsert(changes)
+        logs[mode] = {f: (tmp_path / mode / f).read_bytes() for f in result.files_written if ".log." in f}
+        blocks = [[type(b) for b in read_blocks(data)] for data in logs[mode].values()]
+        assert blocks == [[DataBlock, DeleteBlock]] * 3
+        mark = result.instant_time
+        logs[mode] = {f.replace(mark, "<i>"): data.replace(mark.encode(), b"<i>") for f, data in logs[mode].items()}
+    assert logs["together"] == logs["alone"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_equal_ordering_values_the_later_write_wins_in_both_readers(tmp_path: Path, version: int) -> None:
     path = tmp_path / "t"
     table = mor_table(path, version)

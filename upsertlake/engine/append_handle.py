@@ -9,7 +9,9 @@ the slice (named by its base instant), on version 8 version 1 named by the delta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +20,7 @@ from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTIT
 from upsertlake.errors import StorageError
 from upsertlake.layout.file_writer import marker_path
 from upsertlake.layout.markers import APPEND
-from upsertlake.logfile import LogFileName, append_blocks, data_block, delete_block
+from upsertlake.logfile import LogFileName, append_blocks, avro_data_blocks, data_block, delete_block
 from upsertlake.logfile.blocks import Block
 from upsertlake.partitioner import Bucket
 from upsertlake.storage import Storage
@@ -44,6 +46,15 @@ class AppendJob(BucketJob):
     appends: dict[int, AppendTarget] | None = None
     schema_json: str = ""  # the log blocks' writer schema (meta fields first)
     parquet_blocks: bool = False  # hoodie.logfile.data.block.format=parquet
+    shared: SharedBlocks | None = field(default=None, compare=False)  # in process: see for_batch
+
+    def for_batch(self, kept: Mapping[int, pa.Table]) -> AppendJob:
+        """In process, with every bucket's records at hand: the Avro data blocks of all appends
+        are encoded in one pass (by the first append to run) instead of one pass per file group,
+        whose fixed costs (a few milliseconds each) outweighed the records' own."""
+        if self.parquet_blocks or not self.appends:
+            return self
+        return replace(self, shared=SharedBlocks(self, {n: t for n, t in kept.items() if n in self.appends}))
 
     def base_bytes(self, number: int) -> int:
         """An append reads no file: only its records weigh (the pool starts big buckets first)."""
@@ -70,11 +81,11 @@ def append_bucket(
     """Write the bucket's records as one new log file of its slice; its status and delta stat."""
     name = LogFileName(bucket.file_id, target.log_instant, target.log_version, write_token).format()
     path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
-    deletes = np.asarray(records.column(DELETE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
-    upserts = records.filter(pa.array(~deletes)) if deletes.any() else records
-    removed = records.filter(pa.array(deletes)) if deletes.any() else records.slice(0, 0)
-    blocks: list[Block] = []
-    if upserts.num_rows:
+    upserts, removed = _split(records)
+    blocks: list[Block | bytes] = []
+    if upserts.num_rows and job.shared is not None:
+        blocks.append(job.shared.block(bucket.number))
+    elif upserts.num_rows:
         rows = with_meta(upserts, job.instant_time, bucket.number, bucket.file_id, job.data_schema)
         blocks.append(data_block(job.instant_time, rows, job.schema_json, parquet=job.parquet_blocks))
     if removed.num_rows:
@@ -111,6 +122,45 @@ def append_bucket(
         num_inserts=0,
         num_deletes=removed.num_rows,
     )
+
+
+def _split(records: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """A bucket's (upserts, deletes)."""
+    deletes = np.asarray(records.column(DELETE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
+    if not deletes.any():
+        return records, records.slice(0, 0)
+    return records.filter(pa.array(~deletes)), records.filter(pa.array(deletes))
+
+
+class SharedBlocks:
+    """The framed Avro data blocks of a write's appends, encoded together on first use (the
+    appends run on a pool: the first to ask encodes, the others wait for it). In process only."""
+
+    def __init__(self, job: AppendJob, kept: Mapping[int, pa.Table]) -> None:
+        self._job = job
+        self._kept = kept
+        self._lock = threading.Lock()
+        self._blocks: dict[int, bytes] | None = None
+
+    def block(self, number: int) -> bytes:
+        with self._lock:
+            if self._blocks is None:
+                self._blocks = self._encode()
+        return self._blocks[number]
+
+    def _encode(self) -> dict[int, bytes]:
+        job, numbers, tables = self._job, [], []
+        for number, records in sorted(self._kept.items()):
+            upserts, _ = _split(records)
+            if upserts.num_rows:
+                bucket = job.buckets[number]
+                numbers.append(number)
+                tables.append(with_meta(upserts, job.instant_time, number, bucket.file_id, job.data_schema))
+        if not tables:
+            return {}
+        run_ends = np.cumsum([t.num_rows for t in tables]).tolist()
+        framed = avro_data_blocks(job.instant_time, pa.concat_tables(tables), job.schema_json, run_ends)
+        return dict(zip(numbers, framed))
 
 
 def _delete_keys(removed: pa.Table, precombine_field: str | None) -> pa.Table:

@@ -8,6 +8,7 @@ column-wise: the rows to replace are one `is_in` mask over the old keys.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -74,6 +75,11 @@ class BucketJob:
     merge_mode: MergeMode
     file_config: FileWriterConfig
     keep_keys: bool = True  # return the inserted and deleted keys (an in-memory index learns them)
+
+    def for_batch(self, kept: Mapping[int, pa.Table]) -> BucketJob:
+        """The job for writing these buckets' records in process (`kept`: bucket number ->
+        records); a merge-on-read job shares work across buckets here."""
+        return self
 
     def base_bytes(self, number: int) -> int:
         """The size of the file bucket `number` reads and rewrites (0: a new file group)."""

@@ -174,6 +174,7 @@ def write_buckets(
         if bounds[b.number + 1] > bounds[b.number]
     ]
     kept = {number: sorted_records.slice(lo, hi - lo) for number, lo, hi in slices}
+    job = job.for_batch(kept)
     rewrite = partial(_rewrite_kept, storage, rewrite_threads, kept)
     threads = plan.cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
     # Largest first (the file to rewrite plus the records' bytes): no big bucket starts last

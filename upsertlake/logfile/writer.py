@@ -60,10 +60,11 @@ def rollback_block(instant: str, target_instant: str) -> CommandBlock:
     return CommandBlock(instant, target_instant, Command.ROLLBACK, header)
 
 
-def append_blocks(blocks: Iterable[Block], existing: bytes = b"") -> bytes:
-    """A log file's bytes: `existing` (a log file's current bytes, or nothing) then `blocks`."""
+def append_blocks(blocks: Iterable[Block | bytes], existing: bytes = b"") -> bytes:
+    """A log file's bytes: `existing` (a log file's current bytes, or nothing) then `blocks`
+    (bytes: a block framed already, e.g. by `avro_data_blocks`)."""
     parts = [existing]
-    parts.extend(encode_block(b) for b in blocks)
+    parts.extend(b if isinstance(b, bytes) else encode_block(b) for b in blocks)
     return b"".join(parts)
 
 
