@@ -86,7 +86,16 @@ def tag(index_type: str, path: Path, keys: list[str], partitions: list[str]) -> 
     half = len(keys) // 2  # the write path hands the index chunked columns
     k = pa.chunked_array([pa.array(keys[:half], pa.string()), pa.array(keys[half:], pa.string())])
     p = pa.chunked_array([pa.array(partitions[:half], pa.string()), pa.array(partitions[half:], pa.string())])
-    return index.tag(k, p, FileSystemView(Timeline.load(Storage(path))))
+    view = FileSystemView(Timeline.load(Storage(path)))
+    tags = index.tag(k, p, view)
+    # The engine's dedup leaves each key once (in its partition, unless global) and says so: the
+    # first row of each, tagged as `unique`, tags as above.
+    seen: set = set()
+    first = [i for i, pair in enumerate(zip(keys, partitions))
+             if (ident := pair[0] if index.is_global else pair) not in seen and not seen.add(ident)]
+    at = pa.array(first, pa.int64())
+    assert make_index(index_type).tag(k.take(at), p.take(at), view, unique=True).to_pylist() == tags.take(at).to_pylist()
+    return tags
 
 
 def new_table(path: Path, index_type: str = "SIMPLE", **options: object):

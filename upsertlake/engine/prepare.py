@@ -33,6 +33,9 @@ class PreparedBatch:
     records: pa.Table
     data_schema: pa.Schema
     num_input: int
+    # What deduplication made distinct: "key" (no key twice), "partition" (no key twice in a
+    # partition), "" (nothing: keys may repeat). Tagging skips a hash pass when it knows.
+    distinct: str = ""
 
     @property
     def keys(self) -> pa.ChunkedArray:
@@ -178,6 +181,7 @@ def prepare_batch(
         winners = dedup_indices(by, ordering)
         if len(winners) != records.num_rows:
             records = records.take(winners)
+        return PreparedBatch(records, data_schema, num_input, "key" if dedup_by_key_only else "partition")
     return PreparedBatch(records, data_schema, num_input)
 
 
@@ -208,7 +212,8 @@ def _prepare_delete(
             **({POSITION: position} if position is not None else {}),
         }
     )
-    winners = dedup_indices([keys] if config.partition_fields == () else [keys, partitions], None)
+    by_key = config.partition_fields == ()
+    winners = dedup_indices([keys] if by_key else [keys, partitions], None)
     if len(winners) != records.num_rows:
         records = records.take(winners)
-    return PreparedBatch(records, schema, num_input)
+    return PreparedBatch(records, schema, num_input, "key" if by_key else "partition")

@@ -34,7 +34,8 @@ def tag(
     if not index.requires_tagging(operation) or records.num_rows == 0:
         empty = constant(None, records.num_rows)
         return records, pa.table({"loc_partition": empty, "loc_file_id": empty, "loc_instant": empty})
-    locations = index.tag(records.column(KEY), records.column(PARTITION), view)
+    unique = batch.distinct == "key" or (batch.distinct == "partition" and not index.is_global)
+    locations = index.tag(records.column(KEY), records.column(PARTITION), view, unique)
     if index.is_global:
         records, locations = route_global(records, locations, operation, cfg, view, precombine_field)
     # A delete of a key that is not stored is nothing.

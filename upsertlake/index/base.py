@@ -57,8 +57,9 @@ class Index(ABC):
         return operation not in ("insert", "bulk_insert", "insert_overwrite", "insert_overwrite_table")
 
     @abstractmethod
-    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView) -> pa.Table:
-        """One row per key with LOCATION_SCHEMA columns (nulls where the key is new)."""
+    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:
+        """One row per key with LOCATION_SCHEMA columns (nulls where the key is new). `unique`:
+        no key is in the batch twice (within a partition, for an index that is not global)."""
 
     def update(self, change: IndexUpdate, view: FileSystemView) -> None:
         """Learn a committed write; stateless indexes read the table instead and need nothing."""
@@ -80,19 +81,26 @@ def read_file_keys(
     storage: Storage,
     files: Sequence[BaseFile],
     threads: int = 2,
-    wanted: Callable[[BaseFile], pa.Array] | None = None,
+    wanted: Callable[[BaseFile], tuple[pa.Array, np.ndarray]] | None = None,
 ) -> pa.Table:
     """The record keys stored in `files`, with each key's location (partition, fileId, instant).
 
-    With `wanted`, only the keys of each file that `wanted(file)` holds: filtering in the reading
-    threads keeps what the join probes small (a batch updates few of the keys a file stores).
+    With `wanted`, only the keys of each file that `wanted(file)` holds (its keys, and the batch
+    row of each), and with each the batch row holding it (`row`; the first, if several do): the
+    lookup in the reading threads both filters what the join sees (a batch updates few of the
+    keys a file stores) and finds each key's row, so the join hashes no key again.
     """
 
     def one(bf: BaseFile) -> pa.Table:
         keys = storage.read_parquet(bf.path, columns=[RECORD_KEY_COLUMN]).column(0)
         keys = pc.cast(keys, pa.string())
+        rows = {}
         if wanted is not None:
-            keys = keys.filter(pc.is_in(keys, value_set=wanted(bf)))
+            want, want_rows = wanted(bf)
+            at = np.asarray(pc.fill_null(pc.index_in(keys, value_set=want), -1).to_numpy(zero_copy_only=False), np.int64)
+            hits = np.flatnonzero(at >= 0)
+            keys = keys.take(pa.array(hits))
+            rows = {"row": want_rows[at[hits]]}
         n = len(keys)
         return pa.table(
             {
@@ -100,10 +108,13 @@ def read_file_keys(
                 "loc_partition": constant(bf.partition_path, n),
                 "loc_file_id": constant(bf.file_id, n),
                 "loc_instant": constant(bf.instant_time, n),
+                **rows,
             }
         )
 
     empty = pa.table({"key": pa.array([], pa.string()), **{f.name: pa.array([], f.type) for f in LOCATION_SCHEMA}})
+    if wanted is not None:
+        empty = empty.append_column("row", pa.array([], pa.int64()))
     if not files:
         return empty
     with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -111,42 +122,42 @@ def read_file_keys(
     return pa.concat_tables([empty, *tables])
 
 
-def keys_by_partition(keys: pa.Array, partitions: pa.Array) -> dict[str, pa.Array]:
-    """The batch's keys split by partition path (each in batch order), with one pass instead of
-    a scan per file: the paths are hashed to small codes and the codes sorted (a string sort of
-    1M paths took 0.2 s)."""
+def keys_by_partition(keys: pa.Array, partitions: pa.Array) -> dict[str, tuple[pa.Array, np.ndarray]]:
+    """The batch's keys split by partition path (each in batch order, with its batch rows), with
+    one pass instead of a scan per file: the paths are hashed to small codes and the codes
+    sorted (a string sort of 1M paths took 0.2 s)."""
     encoded = pc.dictionary_encode(partitions, null_encoding="encode")
     codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     order, bounds = group_rows(codes, len(encoded.dictionary))
     grouped = keys.take(pa.array(order))
     paths, starts, ends = encoded.dictionary.to_pylist(), bounds[:-1].tolist(), bounds[1:].tolist()
-    return {p: grouped.slice(lo, hi - lo) for p, lo, hi in zip(paths, starts, ends)}
+    return {p: (grouped.slice(lo, hi - lo), order[lo:hi]) for p, lo, hi in zip(paths, starts, ends)}
 
 
 def join_locations(
-    keys: pa.Array, partitions: pa.Array, located: pa.Table, is_global: bool
+    keys: pa.Array, partitions: pa.Array, located: pa.Table, is_global: bool, unique: bool = False
 ) -> pa.Table:
     """Left-join the batch's keys to stored key locations; one output row per input key, in order
     (a key repeated in the batch is tagged on every row).
 
-    The stored keys are those the batch may hold (the indexes filter them while reading), so
-    one hash pass over both sides does the join. A key stored more than once
-    (duplicates made by plain inserts) takes, so that every index tags alike, the location in the
-    record's own partition if there is one (a non-global index looks nowhere else), then the
-    smallest (partition, fileId).
+    `located` holds the stored keys the batch holds, each with `row`, the batch row of its key
+    (see read_file_keys). When the batch's keys are `unique` (in their partition, unless global)
+    that row is the only one to tag; otherwise the batch's keys are numbered by one hash pass and
+    every row of a stored key's number is tagged. A key stored more than once (duplicates made by
+    plain inserts) takes, so that every index tags alike, the location in the record's own
+    partition if there is one (a non-global index looks nowhere else), then the smallest
+    (partition, fileId).
     """
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
     n = len(keys)
-    # One hash pass over the batch's keys, then the stored ones: the batch's distinct keys get
-    # ids 0..num_keys-1 in order of first appearance, a stored key not in the batch a larger id.
-    both = pa.concat_arrays([keys.cast(pa.string()), *located.column("key").chunks])
-    ids = np.asarray(pc.dictionary_encode(both).indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    batch_key = ids[:n]
-    num_keys = int(batch_key.max()) + 1 if n else 0
-    hit = np.where(ids[n:] < num_keys, ids[n:], -1)
-    stored_rows = np.flatnonzero(hit >= 0)
-    stored_key = hit[stored_rows]
+    rows = np.asarray(located.column("row").to_numpy(), dtype=np.int64)
+    if unique:
+        batch_key, stored_key, num_keys = np.arange(n, dtype=np.int64), rows, n
+    else:
+        batch_key = np.asarray(pc.dictionary_encode(keys).indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        stored_key, num_keys = batch_key[rows], int(batch_key.max()) + 1 if n else 0
+    stored_rows = np.arange(len(rows), dtype=np.int64)
     if len(stored_rows) and np.bincount(stored_key, minlength=num_keys).max() == 1:
         # Each key stored once: a row's location is its key's, if in the right partition.
         by_key = np.full(num_keys, -1, dtype=np.int64)

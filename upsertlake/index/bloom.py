@@ -27,15 +27,16 @@ class BloomIndex(Index):
         self.prune_by_ranges = prune_by_ranges
         self._stats: dict[str, int] = {}
 
-    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView) -> pa.Table:
+    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
         files = view.latest_base_files(candidate_partitions(partitions, view, self.is_global))
-        candidates: list[tuple[BaseFile, pa.Array]] = []
+        candidates: list[tuple[BaseFile, pa.Array, np.ndarray]] = []
         bloom_checks = 0
+        every = (keys, np.arange(len(keys), dtype=np.int64))
         by_partition = {} if self.is_global else keys_by_partition(keys, partitions)
         for bf in files:
-            subset = keys if self.is_global else by_partition.get(bf.partition_path)
+            subset, rows = every if self.is_global else by_partition.get(bf.partition_path, (None, None))
             if subset is None or len(subset) == 0:
                 continue
             footer = read_footer(view.storage, bf)
@@ -43,22 +44,24 @@ class BloomIndex(Index):
                 in_range = pc.and_(
                     pc.greater_equal(subset, footer.min_key), pc.less_equal(subset, footer.max_key)
                 )
-                subset = subset.filter(in_range)
+                keep = np.asarray(in_range.to_numpy(zero_copy_only=False), dtype=bool)
+                subset, rows = subset.filter(pa.array(keep)), rows[keep]
             if len(subset) and footer.bloom is not None:
                 bloom_checks += len(subset)
-                subset = subset.filter(pa.array(np.asarray(footer.bloom.might_contain(subset), dtype=bool)))
+                keep = np.asarray(footer.bloom.might_contain(subset), dtype=bool)
+                subset, rows = subset.filter(pa.array(keep)), rows[keep]
             if len(subset):
-                candidates.append((bf, subset))
-        wanted = {bf.path: subset for bf, subset in candidates}
-        located = read_file_keys(view.storage, [bf for bf, _ in candidates], wanted=lambda bf: wanted[bf.path])
+                candidates.append((bf, subset, rows))
+        wanted = {bf.path: (subset, rows) for bf, subset, rows in candidates}
+        located = read_file_keys(view.storage, [bf for bf, _, _ in candidates], wanted=lambda bf: wanted[bf.path])
         self._stats = {
             "files_considered": len(files),
             "files_opened": len(candidates),
             "bloom_checks": bloom_checks,
-            "candidate_keys": sum(len(c) for _, c in candidates),
+            "candidate_keys": sum(len(c) for _, c, _ in candidates),
             "keys_matched": located.num_rows,
         }
-        return join_locations(keys, partitions, located, self.is_global)
+        return join_locations(keys, partitions, located, self.is_global, unique)
 
     def stats(self) -> dict[str, int]:
         return dict(self._stats)

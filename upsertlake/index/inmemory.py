@@ -103,7 +103,7 @@ class InMemoryIndex(Index):
         self._stats["keys_loaded"] = stored.num_rows
         return _State(applied, hashes[order], groups[order], keys.take(pa.array(order)), file_groups)
 
-    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView) -> pa.Table:
+    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
         with _LOCK:
@@ -156,6 +156,7 @@ class InMemoryIndex(Index):
                 "loc_partition": pa.array([fgs[g][0] for g in group_of_entry], pa.string()),
                 "loc_file_id": pa.array([fgs[g][1] for g in group_of_entry], pa.string()),
                 "loc_instant": pa.array(group_of_entry.astype(str), pa.string()),  # carries the group id
+                "row": owner,
             }
         )
         chosen = join_locations(keys.take(pa.array(rows)), partitions.take(pa.array(rows)), candidates, self.is_global)

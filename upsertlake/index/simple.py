@@ -7,6 +7,7 @@ over many files.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from upsertlake.index.base import (
@@ -24,17 +25,18 @@ class SimpleIndex(Index):
         super().__init__(is_global)
         self._stats: dict[str, int] = {}
 
-    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView) -> pa.Table:
+    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:
         files = view.latest_base_files(candidate_partitions(partitions, view, self.is_global))
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
         if self.is_global:
-            located = read_file_keys(view.storage, files, wanted=lambda bf: keys)
+            every = (keys, np.arange(len(keys), dtype=np.int64))
+            located = read_file_keys(view.storage, files, wanted=lambda bf: every)
         else:  # a key is looked for in its own partition only
             by_partition = keys_by_partition(keys, partitions)
             located = read_file_keys(view.storage, files, wanted=lambda bf: by_partition[bf.partition_path])
         self._stats = {"files_considered": len(files), "files_opened": len(files), "keys_matched": located.num_rows}
-        return join_locations(keys, partitions, located, self.is_global)
+        return join_locations(keys, partitions, located, self.is_global, unique)
 
     def stats(self) -> dict[str, int]:
         return dict(self._stats)
