@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import lru_cache
 import threading
 import zlib
 from collections.abc import Mapping
@@ -489,12 +490,20 @@ class PropertiesFile:
 
     @classmethod
     def parse(cls, path: str, raw: bytes) -> PropertiesFile:
-        try:
-            props = parse_java_properties(raw.decode("latin-1"))
-        except (ValueError, StopIteration) as exc:
-            return cls(path, raw, None, f"cannot be parsed: {exc}")
-        problems = validate_properties(props)
-        return cls(path, raw, props, "; ".join(problems) if problems else None)
+        props, problem = _parsed(raw)
+        return cls(path, raw, None if props is None else dict(props), problem)
+
+
+@lru_cache(maxsize=16)
+def _parsed(raw: bytes) -> tuple[dict[str, str] | None, str | None]:
+    """The properties of a hoodie.properties text and what is wrong with them. A write loads the
+    file about ten times (every timeline load checks it): the same bytes are parsed once."""
+    try:
+        props = parse_java_properties(raw.decode("latin-1"))
+    except (ValueError, StopIteration) as exc:
+        return None, f"cannot be parsed: {exc}"
+    problems = validate_properties(props)
+    return props, "; ".join(problems) if problems else None
 
 
 # (storage, version) -> the config of that version of hoodie.properties (see TableConfig.load_listed)

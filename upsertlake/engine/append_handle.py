@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
-from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, with_meta
+from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, with_meta, with_meta_runs
 from upsertlake.errors import StorageError
 from upsertlake.layout.file_writer import marker_path
 from upsertlake.layout.markers import APPEND
@@ -48,13 +48,13 @@ class AppendJob(BucketJob):
     parquet_blocks: bool = False  # hoodie.logfile.data.block.format=parquet
     shared: SharedBlocks | None = field(default=None, compare=False)  # in process: see for_batch
 
-    def for_batch(self, kept: Mapping[int, pa.Table]) -> AppendJob:
+    def for_batch(self, records: pa.Table, rows: Mapping[int, np.ndarray]) -> AppendJob:
         """In process, with every bucket's records at hand: the Avro data blocks of all appends
         are encoded in one pass (by the first append to run) instead of one pass per file group,
         whose fixed costs (a few milliseconds each) outweighed the records' own."""
         if self.parquet_blocks or not self.appends:
             return self
-        return replace(self, shared=SharedBlocks(self, {n: t for n, t in kept.items() if n in self.appends}))
+        return replace(self, shared=SharedBlocks(self, records, {n: r for n, r in rows.items() if n in self.appends}))
 
     def base_bytes(self, number: int) -> int:
         """An append reads no file: only its records weigh (the pool starts big buckets first)."""
@@ -136,9 +136,10 @@ class SharedBlocks:
     """The framed Avro data blocks of a write's appends, encoded together on first use (the
     appends run on a pool: the first to ask encodes, the others wait for it). In process only."""
 
-    def __init__(self, job: AppendJob, kept: Mapping[int, pa.Table]) -> None:
+    def __init__(self, job: AppendJob, records: pa.Table, rows: Mapping[int, np.ndarray]) -> None:
         self._job = job
-        self._kept = kept
+        self._records = records
+        self._rows = rows
         self._lock = threading.Lock()
         self._blocks: dict[int, bytes] | None = None
 
@@ -149,18 +150,23 @@ class SharedBlocks:
         return self._blocks[number]
 
     def _encode(self) -> dict[int, bytes]:
-        job, numbers, tables = self._job, [], []
-        for number, records in sorted(self._kept.items()):
-            upserts, _ = _split(records)
-            if upserts.num_rows:
-                bucket = job.buckets[number]
-                numbers.append(number)
-                tables.append(with_meta(upserts, job.instant_time, number, bucket.file_id, job.data_schema))
-        if not tables:
+        """One take of every append's rows, their deletes left out, meta columns added per run."""
+        job = self._job
+        numbers = sorted(self._rows)
+        run = np.repeat(np.arange(len(numbers)), [len(self._rows[n]) for n in numbers])
+        rows = np.concatenate([self._rows[n] for n in numbers]) if numbers else np.zeros(0, np.int64)
+        upserts = ~np.asarray(self._records.column(DELETE_FLAG).take(pa.array(rows)).to_numpy(zero_copy_only=False), bool)
+        rows, run = rows[upserts], run[upserts]
+        counts = np.bincount(run, minlength=len(numbers))
+        present = [i for i, c in enumerate(counts) if c]
+        if not present:
             return {}
-        run_ends = np.cumsum([t.num_rows for t in tables]).tolist()
-        framed = avro_data_blocks(job.instant_time, pa.concat_tables(tables), job.schema_json, run_ends)
-        return dict(zip(numbers, framed))
+        chosen = [numbers[i] for i in present]
+        run_ends = np.cumsum(counts[present]).tolist()
+        records = self._records.take(pa.array(rows))
+        file_ids = [job.buckets[n].file_id for n in chosen]
+        with_meta = with_meta_runs(records, job.instant_time, chosen, file_ids, run_ends, job.data_schema)
+        return dict(zip(chosen, avro_data_blocks(job.instant_time, with_meta, job.schema_json, run_ends)))
 
 
 def _delete_keys(removed: pa.Table, precombine_field: str | None) -> pa.Table:

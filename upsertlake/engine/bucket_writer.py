@@ -8,7 +8,7 @@ column-wise: the rows to replace are one `is_in` mask over the old keys.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -32,7 +32,7 @@ from upsertlake.schema import RECORD_KEY_COLUMN, conform
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, base_file_name
 from upsertlake.timeline.commit_metadata import WriteStat
-from upsertlake.util.arrow import constant, row_numbers
+from upsertlake.util.arrow import constant
 
 KEY = RECORD_KEY_COLUMN
 PARTITION = "_hoodie_partition_path"
@@ -76,9 +76,9 @@ class BucketJob:
     file_config: FileWriterConfig
     keep_keys: bool = True  # return the inserted and deleted keys (an in-memory index learns them)
 
-    def for_batch(self, kept: Mapping[int, pa.Table]) -> BucketJob:
-        """The job for writing these buckets' records in process (`kept`: bucket number ->
-        records); a merge-on-read job shares work across buckets here."""
+    def for_batch(self, records: pa.Table, rows: Mapping[int, np.ndarray]) -> BucketJob:
+        """The job for writing a batch's buckets in process (`rows`: bucket number -> its rows
+        of `records`); a merge-on-read job shares work across buckets here."""
         return self
 
     def base_bytes(self, number: int) -> int:
@@ -293,17 +293,36 @@ def _incoming_wins(task: BucketTask, old: pa.Table, stored_row: pa.Array, exists
 
 def with_meta(records: pa.Table, instant_time: str, bucket_number: int, file_name: str, data_schema: pa.Schema) -> pa.Table:
     """The rows of a new file: the meta columns of `instant_time`'s bucket, then the data columns."""
+    return with_meta_runs(records, instant_time, [bucket_number], [file_name], [records.num_rows], data_schema)
+
+
+def with_meta_runs(
+    records: pa.Table,
+    instant_time: str,
+    bucket_numbers: Sequence[int],
+    file_names: Sequence[str],
+    run_ends: Sequence[int],
+    data_schema: pa.Schema,
+) -> pa.Table:
+    """`with_meta` of each run of rows, records[run_ends[i-1]:run_ends[i]] being bucket
+    bucket_numbers[i]'s, written to file_names[i], in one pass."""
     n = records.num_rows
-    seq_prefix = f"{instant_time}_{bucket_number}_"
+    ends = np.asarray(run_ends, np.int64)
+    lengths = np.diff(ends, prepend=0)
+    run = np.repeat(np.arange(len(ends)), lengths)
+    within = np.arange(n, dtype=np.int64) - np.repeat(ends - lengths, lengths)  # the row's number in its run
+    if len(ends) == 1:
+        prefix, names = constant(f"{instant_time}_{bucket_numbers[0]}_", n), constant(file_names[0], n)
+    else:
+        at = pa.array(run)
+        prefix = pa.array([f"{instant_time}_{b}_" for b in bucket_numbers], pa.string()).take(at)
+        names = pa.array(list(file_names), pa.string()).take(at)
     meta = {
         "_hoodie_commit_time": constant(instant_time, n),
-        "_hoodie_commit_seqno": pc.binary_join_element_wise(
-            constant(seq_prefix, n), pc.cast(row_numbers(n), pa.string()), ""
-        ),
+        "_hoodie_commit_seqno": pc.binary_join_element_wise(prefix, pc.cast(pa.array(within), pa.string()), ""),
         "_hoodie_record_key": records.column(KEY),
         "_hoodie_partition_path": records.column(PARTITION),
-        "_hoodie_file_name": constant(file_name, n),
+        "_hoodie_file_name": names,
     }
     data = {f.name: records.column(f.name) for f in data_schema}
     return pa.table({**meta, **data}).cast(full_schema(data_schema))
-

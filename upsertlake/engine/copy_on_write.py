@@ -10,7 +10,7 @@ beside it; the tagging before and the commit after are shared.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
 
@@ -167,42 +167,48 @@ def write_buckets(
     their statuses and the `Rewrite` that writes buckets again from the records kept here (on
     `rewrite_threads` threads), for a re-merge."""
     order, bounds = group_rows(np.asarray(plan.assignment, dtype=np.int64), len(job.buckets))
-    sorted_records = plan.records.take(pa.array(order))
-    slices = [
-        (b.number, int(bounds[b.number]), int(bounds[b.number + 1]))
+    rows = {
+        b.number: order[bounds[b.number] : bounds[b.number + 1]]
         for b in job.buckets
         if bounds[b.number + 1] > bounds[b.number]
-    ]
-    kept = {number: sorted_records.slice(lo, hi - lo) for number, lo, hi in slices}
-    job = job.for_batch(kept)
-    rewrite = partial(_rewrite_kept, storage, rewrite_threads, kept)
+    }
+    records = plan.records
+    job = job.for_batch(records, rows)
+    rewrite = partial(_rewrite_kept, storage, rewrite_threads, records, rows)
     threads = plan.cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
     # Largest first (the file to rewrite plus the records' bytes): no big bucket starts last
     # while the other threads sit idle.
-    record_bytes = sorted_records.nbytes // max(1, sorted_records.num_rows)
+    record_bytes = records.nbytes // max(1, records.num_rows)
 
-    def work(s: tuple[int, int, int]) -> int:
-        return job.base_bytes(s[0]) + (s[2] - s[1]) * record_bytes
+    def work(number: int) -> int:
+        return job.base_bytes(number) + len(rows[number]) * record_bytes
 
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(slices) or 1))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(rows) or 1))) as pool:
         futures = {
-            number: pool.submit(job.write, storage, number, kept[number], None, attempt)
-            for number, lo, hi in sorted(slices, key=work, reverse=True)
+            number: pool.submit(_write_one, storage, job, records, rows, attempt, number)
+            for number in sorted(rows, key=work, reverse=True)
         }
         if progress is not None:
             for done, _ in enumerate(as_completed(futures.values()), 1):
                 progress.advanced("write", done)
-        return [futures[number].result() for number, _, _ in slices], rewrite
+        return [futures[number].result() for number in sorted(rows)], rewrite
 
 
 def _rewrite_kept(
-    storage: Storage, threads: int, kept: dict[int, pa.Table], job: BucketJob, numbers: Collection[int] | None,
-    attempt: int,
+    storage: Storage, threads: int, records: pa.Table, rows: Mapping[int, np.ndarray], job: BucketJob,
+    numbers: Collection[int] | None, attempt: int,
 ) -> list[WriteStatus]:
     """The in-process `Rewrite`: the buckets' kept records written again on a thread pool."""
-    chosen = sorted(kept if numbers is None else numbers)
+    chosen = sorted(rows if numbers is None else numbers)
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(chosen) or 1))) as pool:
-        return list(pool.map(lambda n: job.write(storage, n, kept[n], None, attempt), chosen))
+        return list(pool.map(partial(_write_one, storage, job, records, rows, attempt), chosen))
+
+
+def _write_one(
+    storage: Storage, job: BucketJob, records: pa.Table, rows: Mapping[int, np.ndarray], attempt: int, number: int
+) -> WriteStatus:
+    """Bucket `number`, its rows taken from the batch on the writing thread."""
+    return job.write(storage, number, records.take(pa.array(rows[number])), None, attempt)
 
 
 def write_partition_metadata(storage: Storage, partitions: set[str], instant_time: str, listed: Collection[str] = ()) -> None:

@@ -266,8 +266,9 @@ class Storage:
         """Atomically create `rel` with `data`; False (and nothing written) if it already exists.
 
         Readers never see a partly written file: locally the bytes go to a temporary sibling first,
-        which is then hard-linked to the final name (`link` fails if the name exists); an object
-        store's conditional PUT is atomic by itself."""
+        which is then hard-linked to the final name (`link` fails if the name exists), and an
+        empty file (a marker) is created exclusively; an object store's conditional PUT is atomic
+        by itself."""
         if not self.is_local:
             try:
                 count("PUT")
@@ -277,6 +278,13 @@ class Storage:
                 # A retried PUT whose first answer was lost finds its own object: the same bytes
                 # (never empty ones, which any writer could have created) mean this write won.
                 return bool(data) and self.read_bytes(rel) == data
+        if not data:  # nothing to see half-written: an exclusive create is the whole write
+            self.makedirs(rel.rpartition("/")[0])
+            try:
+                os.close(os.open(self.full_path(rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                return True
+            except FileExistsError:
+                return False
         tmp = _temp_sibling(rel)
         with self.open_output(tmp) as f:
             f.write(data)
