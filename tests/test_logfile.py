@@ -546,3 +546,34 @@ def test_avro_data_blocks_encode_each_file_groups_rows_as_a_block_of_its_own() -
         [["x"], []],
         [None],
     ]
+
+
+def test_a_slices_log_files_read_together_decode_as_each_alone() -> None:
+    """`read_logs` decodes the Avro blocks of several log files (one schema) in one pass: the
+    blocks are those `read_blocks` finds in each file; records that run across their block's end
+    are decoded block by block, and a damaged block is named as when its file is read alone."""
+    from upsertlake.logfile.reader import read_logs
+
+    table = random_table(300, 11)
+    schema_json = avro_schema_json(with_meta_fields(arrow_to_avro(table.schema, "t")))
+    keys = pa.table({"record_key": ["a"], "partition_path": [""], "natural_order": [True]})
+    files = [
+        append_blocks([data_block("001", table.slice(0, 100), schema_json)]),
+        append_blocks([data_block("002", table.slice(100, 150), schema_json), delete_block("002", keys)]),
+        append_blocks([data_block("003", table.slice(250, 0), schema_json), data_block("003", table.slice(250, 50), schema_json)]),
+    ]
+    named = [(f, f"log{i}") for i, f in enumerate(files)]
+    alone = [b for f, name in named for b in read_blocks(f, name)]
+    assert [type(b) for b in alone] == [DataBlock, DataBlock, DeleteBlock, DataBlock, DataBlock]
+    assert read_logs(named) == alone
+    # The second file's first record claims one byte more: its records no longer fit the block.
+    records = encode_records(table.slice(100, 150), schema_json)
+    at = files[1].index(records)
+    (length,) = struct.unpack_from(">i", files[1], at)
+    damaged = files[1][:at] + struct.pack(">i", length + 1) + files[1][at + 4 :]
+    with pytest.raises(CorruptTableError) as alone_error:
+        read_blocks(damaged, "log1")
+    with pytest.raises(CorruptTableError) as together_error:
+        read_logs([named[0], (damaged, "log1"), named[2]])
+    assert str(together_error.value) == str(alone_error.value)
+    assert str(alone_error.value).startswith("log1: block at byte 0: ")

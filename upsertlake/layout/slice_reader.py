@@ -15,7 +15,7 @@ from upsertlake.errors import MissingFileError
 from upsertlake.layout.file_system_view import FileSlice
 from upsertlake.logfile.blocks import Block
 from upsertlake.logfile.merge import Merged, merge_counted
-from upsertlake.logfile.reader import read_blocks
+from upsertlake.logfile.reader import read_logs
 from upsertlake.schema import RECORD_KEY_COLUMN, conform
 from upsertlake.storage import Storage
 
@@ -36,11 +36,11 @@ def slice_inputs(storage: Storage, sl: FileSlice) -> tuple[pa.Table | None, list
     if sl.base is not None:
         with listed(storage, sl.base.path, sl.base.instant_time):
             base = storage.parquet_file(sl.base.path).read()
-    blocks: list[Block] = []
+    files = []
     for log in sl.logs:
         with listed(storage, log.path, log.name.instant):
-            blocks += read_blocks(storage.read_bytes(log.path), storage.full_path(log.path))
-    return base, blocks
+            files.append((storage.read_bytes(log.path), storage.full_path(log.path)))
+    return base, read_logs(files)
 
 
 def merge_inputs(base: pa.Table | None, blocks: list[Block], merge: Merge, schema: pa.Schema) -> Merged:

@@ -59,6 +59,33 @@ def decode_records(payload: bytes, count: int, schema_json: str) -> pa.Table:
     return _decode_rows(payload, starts, ends, schema_json)
 
 
+def decode_record_runs(payloads: Sequence[bytes], counts: Sequence[int], schema_json: str) -> list[pa.Table]:
+    """`decode_records` of each (payload, count) under one schema, in one pass over the fields
+    (a pass costs a few milliseconds per block on top of its records: a slice's log files are
+    read together). If the records of one payload do not end exactly where the next begins, each
+    is decoded on its own, which names the damage as `decode_records` does."""
+    if len(payloads) == 1:
+        return [decode_records(payloads[0], counts[0], schema_json)]
+    payload = b"".join(payloads)
+    offsets = np.cumsum([0, *(len(p) for p in payloads)])
+    firsts = np.cumsum([0, *counts])
+    try:
+        starts, ends = _bounds(payload, int(firsts[-1]))
+    except CorruptTableError:
+        starts = None
+    aligned = starts is not None and all(
+        c == 0 or starts[f] - 4 == o for c, f, o in zip(counts, firsts[:-1].tolist(), offsets[:-1].tolist())
+    ) and (not len(ends) or ends[-1] == len(payload))
+    if not aligned:
+        return [decode_records(p, c, schema_json) for p, c in zip(payloads, counts)]
+    fields = json.loads(schema_json)["fields"]
+    if all(_flat(f["type"]) for f in fields):
+        table = decode_flat(payload, starts, ends, fields, arrow_schema_of(schema_json))
+    else:
+        table = _decode_rows(payload, starts, ends, schema_json)
+    return [table.slice(f, c) for f, c in zip(firsts[:-1].tolist(), counts)]
+
+
 def decode_rows(payload: bytes, count: int, schema_json: str) -> pa.Table:
     """`decode_records` through fastavro, one record at a time (any schema)."""
     return _decode_rows(payload, *_bounds(payload, count), schema_json)

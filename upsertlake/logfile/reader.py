@@ -11,13 +11,14 @@ A block that frames correctly but whose content cannot be decoded is a CorruptTa
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.errors import CorruptTableError, HFileBlockError, UnsupportedLogBlockError
-from upsertlake.logfile.avro_records import decode_records
+from upsertlake.logfile.avro_records import decode_record_runs, decode_records
 from upsertlake.logfile.blocks import (
     LOG_FORMAT_VERSION,
     MAGIC,
@@ -41,7 +42,51 @@ def read_blocks(data: bytes, name: str = "log file", keep: Callable[[str], bool]
     """Every block of a log file, in file order (corrupt stretches as CorruptBlock). With `keep`,
     data and delete blocks of instants it refuses are left out undecoded (a time-travel read
     need not decode what came later); command blocks are always kept."""
-    blocks: list[Block] = []
+    return read_logs([(data, name)], keep)
+
+
+def read_logs(files: Sequence[tuple[bytes, str]], keep: Callable[[str], bool] | None = None) -> list[Block]:
+    """`read_blocks` of several log files (bytes, name), their blocks in order: the Avro data
+    blocks of one schema are decoded together, in one pass (`decode_record_runs`)."""
+    blocks: list[Block | _Avro] = []
+    for data, name in files:
+        blocks += _frame(data, name, keep)
+    pending: dict[str, list[_Avro]] = {}
+    for b in blocks:
+        if isinstance(b, _Avro):
+            pending.setdefault(b.schema_json, []).append(b)
+    decoded: dict[int, pa.Table] = {}
+    for schema_json, group in pending.items():
+        try:
+            tables = decode_record_runs([b.payload for b in group], [b.count for b in group], schema_json)
+        except CorruptTableError as e:  # name the block
+            for b in group:
+                try:
+                    decode_records(b.payload, b.count, schema_json)
+                except CorruptTableError as one:
+                    raise CorruptTableError(f"{b.where}: {one}") from one
+            raise CorruptTableError(f"{group[0].where}: {e}") from e
+        decoded.update((id(b), t) for b, t in zip(group, tables))
+    return [
+        DataBlock(b.instant, b.schema_json, decoded[id(b)], b.header) if isinstance(b, _Avro) else b
+        for b in blocks
+    ]
+
+
+@dataclass(frozen=True)
+class _Avro:
+    """An Avro data block framed but not decoded yet (see read_logs)."""
+
+    instant: str
+    schema_json: str
+    header: Header
+    count: int
+    payload: bytes
+    where: str
+
+
+def _frame(data: bytes, name: str, keep: Callable[[str], bool] | None) -> list[Block | _Avro]:
+    blocks: list[Block | _Avro] = []
     pos, end = 0, len(data)
     while end - pos >= len(MAGIC):  # fewer bytes than a magic left: Hudi's reader stops (EOF)
         if data[pos : pos + len(MAGIC)] != MAGIC:
@@ -55,12 +100,13 @@ def read_blocks(data: bytes, name: str = "log file", keep: Callable[[str], bool]
             pos = _skip_corrupt(data, start, blocks)
             continue
         block_end = start + 8 + size
+        where = f"{name}: block at byte {pos}"
         try:
-            block = _parse_block(memoryview(data)[start + 8 : block_end], keep)
+            block = _parse_block(memoryview(data)[start + 8 : block_end], keep, where)
         except CorruptTableError as e:
-            raise CorruptTableError(f"{name}: block at byte {pos}: {e}") from e
+            raise CorruptTableError(f"{where}: {e}") from e
         except UnsupportedLogBlockError as e:
-            raise type(e)(f"{name}: block at byte {pos}: {e}") from e
+            raise type(e)(f"{where}: {e}") from e
         if block is not None:
             blocks.append(block)
         pos = block_end
@@ -116,7 +162,7 @@ class _Cursor:
         return header
 
 
-def _parse_block(buf: memoryview, keep: Callable[[str], bool] | None) -> Block | None:
+def _parse_block(buf: memoryview, keep: Callable[[str], bool] | None, where: str) -> Block | _Avro | None:
     cur = _Cursor(buf)
     version = cur.int32()
     if version != LOG_FORMAT_VERSION:
@@ -135,8 +181,7 @@ def _parse_block(buf: memoryview, keep: Callable[[str], bool] | None) -> Block |
     if keep is not None and block_type in skippable and not keep(instant):
         return None
     if block_type == BlockType.AVRO_DATA:
-        schema_json = _schema(header)
-        return DataBlock(instant, schema_json, _avro_records(content, schema_json), header)
+        return _avro_block(instant, _schema(header), header, content, where)
     if block_type == BlockType.PARQUET_DATA:
         records = pq.read_table(pa.BufferReader(content))
         return DataBlock(instant, _schema(header), records, header, BlockType.PARQUET_DATA)
@@ -164,11 +209,11 @@ def _schema(header: Header) -> str:
     return schema
 
 
-def _avro_records(content: bytes, schema_json: str) -> pa.Table:
+def _avro_block(instant: str, schema_json: str, header: Header, content: bytes, where: str) -> _Avro:
     """HoodieAvroDataBlock content: int32 version, int32 record count, then length-prefixed datums."""
     cur = _Cursor(memoryview(content))
     version = cur.int32()
     if version < 2:
         raise UnsupportedLogBlockError(f"Avro data block version {version} (only 2 and 3 carry a record count)")
     count = cur.int32()
-    return decode_records(content[8:], count, schema_json)
+    return _Avro(instant, schema_json, header, count, content[8:], where)
