@@ -15,13 +15,16 @@ import pyarrow as pa
 
 from upsertlake.errors import CorruptTableError
 
-_PAD = 16  # zero bytes after the data, so gathers near the end stay in bounds
+PAD = bytes(16)  # zero bytes after the data: a cursor past the end (corrupt records) reads zeros, and
+# gathers clip to the last of them ("clip" takes, no bounds arrays); the end check names the damage
 
 
-def decode_flat(payload: bytes, starts: np.ndarray, ends: np.ndarray, fields: list[dict], schema: pa.Schema) -> pa.Table:
-    """Records payload[starts[i]:ends[i]] under the flat Avro `fields`, as `schema` (same names)."""
-    data = np.frombuffer(payload + bytes(_PAD), np.uint8)
-    limit = len(payload)
+def decode_flat(
+    payload: bytes, starts: np.ndarray, ends: np.ndarray, fields: list[dict], schema: pa.Schema, padded: bool = False
+) -> pa.Table:
+    """Records payload[starts[i]:ends[i]] under the flat Avro `fields`, as `schema` (same names).
+    `padded`: the payload ends with PAD zero bytes already (spares a copy)."""
+    data = np.frombuffer(payload if padded else payload + PAD, np.uint8)
     pos = starts.astype(np.int64)
     columns = []
     for field in fields:
@@ -29,13 +32,15 @@ def decode_flat(payload: bytes, starts: np.ndarray, ends: np.ndarray, fields: li
         n = len(pos)
         valid: np.ndarray | None = None
         if null_index is not None:
-            branch = data[np.minimum(pos, limit)]
+            branch = data.take(pos, mode="clip")
             if (branch & 0xFD).any():  # the branch index of a 2-branch union is zigzag 0 or 1: byte 0 or 2
                 raise CorruptTableError(f"field {field['name']!r}: a union branch index out of range")
             valid = branch != (null_index << 1)
+            if valid.all():  # no nulls (the common case): no masks from here on
+                valid = None
             pos = pos + 1
         at = pos if valid is None else pos[valid]
-        values, width = _read(data, at, avro_type, limit, ends if valid is None else ends[valid], field["name"])
+        values, width = _read(data, at, avro_type, ends if valid is None else ends[valid], field["name"])
         if valid is None:
             pos = pos + width
         else:
@@ -59,31 +64,37 @@ def branches(avro_type: Any) -> tuple[Any, int | None]:
     return avro_type, None
 
 
-def _read(data: np.ndarray, at: np.ndarray, avro_type: Any, limit: int, ends: np.ndarray, name: str) -> tuple[Any, Any]:
+def _read(data: np.ndarray, at: np.ndarray, avro_type: Any, ends: np.ndarray, name: str) -> tuple[Any, Any]:
     """(values, bytes taken per record) of one field at cursors `at`."""
     kind = avro_type if isinstance(avro_type, str) else avro_type["type"]
     if kind == "boolean":
-        return data[np.minimum(at, limit)] != 0, 1
+        return data.take(at, mode="clip") != 0, 1
     if kind in ("int", "long"):
-        return _varints(data, at, limit)
+        return _varints(data, at)
     if kind in ("float", "double"):
-        width = 4 if kind == "float" else 8
-        raw = data[np.minimum(at[:, None] + np.arange(width), limit)]
-        return raw.view(np.float32 if width == 4 else np.float64).reshape(-1), width
+        dtype = np.dtype("<f4" if kind == "float" else "<f8")
+        return _fixed_width(data, at, dtype), dtype.itemsize
     if kind == "fixed":
         size = avro_type["size"]
-        return data[np.minimum(at[:, None] + np.arange(size), limit)], size
+        return _fixed_width(data, at, np.dtype(f"V{size}")).view(np.uint8).reshape(-1, size), size
     # string / bytes: a varint length, then the bytes
-    lengths, width = _varints(data, at, limit)
+    lengths, width = _varints(data, at)
     body_start = at + width
     if (lengths < 0).any() or (body_start + lengths > ends).any():
         raise CorruptTableError(f"field {name!r}: a length runs past its record")
     return (data, body_start, lengths), width + lengths
 
 
-def _varints(data: np.ndarray, at: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+def _fixed_width(data: np.ndarray, at: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The `dtype` values (little-endian, unaligned) at byte offsets `at`: one gather through a
+    view of the bytes that starts a value at every offset, not one gather per byte."""
+    starts = np.ndarray((len(data) - dtype.itemsize + 1,), dtype, data, 0, (1,))
+    return starts.take(at, mode="clip")
+
+
+def _varints(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Zigzag varints at `at`: (values, byte lengths); only as many bytes are read as the longest needs."""
-    cols = [data[np.minimum(at, limit)]]
+    cols = [data.take(at, mode="clip")]
     ended = cols[0] < 0x80
     if ended.all():  # every value in one byte (short strings' lengths, small numbers): the common case
         z = cols[0].astype(np.int64)
@@ -91,7 +102,7 @@ def _varints(data: np.ndarray, at: np.ndarray, limit: int) -> tuple[np.ndarray, 
     while not ended.all():
         if len(cols) == 10:
             raise CorruptTableError("a varint runs longer than 10 bytes")
-        nxt = data[np.minimum(at + len(cols), limit)]
+        nxt = data.take(at + len(cols), mode="clip")
         cols.append(nxt)
         ended |= nxt < 0x80
     raw = np.stack(cols, axis=1)

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.errors import CorruptTableError, SchemaError
-from upsertlake.logfile.avro_decode import branches, decode_flat, gather
+from upsertlake.logfile.avro_decode import PAD, branches, decode_flat, gather
 from upsertlake.schema import META_COLUMNS, avro_to_arrow
 
 _INT32 = struct.Struct(">i")
@@ -66,23 +66,24 @@ def decode_record_runs(payloads: Sequence[bytes], counts: Sequence[int], schema_
     is decoded on its own, which names the damage as `decode_records` does."""
     if len(payloads) == 1:
         return [decode_records(payloads[0], counts[0], schema_json)]
-    payload = b"".join(payloads)
+    padded = b"".join([*payloads, PAD])  # the decoder reads past the end into PAD: one copy
+    size = len(padded) - len(PAD)
     offsets = np.cumsum([0, *(len(p) for p in payloads)])
     firsts = np.cumsum([0, *counts])
     try:
-        starts, ends = _bounds(payload, int(firsts[-1]))
+        starts, ends = _bounds(padded, int(firsts[-1]), size)
     except CorruptTableError:
         starts = None
     aligned = starts is not None and all(
         c == 0 or starts[f] - 4 == o for c, f, o in zip(counts, firsts[:-1].tolist(), offsets[:-1].tolist())
-    ) and (not len(ends) or ends[-1] == len(payload))
+    ) and (not len(ends) or ends[-1] == size)
     if not aligned:
         return [decode_records(p, c, schema_json) for p, c in zip(payloads, counts)]
     fields = json.loads(schema_json)["fields"]
     if all(_flat(f["type"]) for f in fields):
-        table = decode_flat(payload, starts, ends, fields, arrow_schema_of(schema_json))
+        table = decode_flat(padded, starts, ends, fields, arrow_schema_of(schema_json), padded=True)
     else:
-        table = _decode_rows(payload, starts, ends, schema_json)
+        table = _decode_rows(padded, starts, ends, schema_json)
     return [table.slice(f, c) for f, c in zip(firsts[:-1].tolist(), counts)]
 
 
@@ -100,14 +101,15 @@ def _decode_rows(payload: bytes, starts: np.ndarray, ends: np.ndarray, schema_js
         raise CorruptTableError(f"Avro records do not fit their block's schema: {e}") from e
 
 
-def _bounds(payload: bytes, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Where each record's datum starts and ends in the payload."""
+def _bounds(payload: bytes, count: int, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Where each record's datum starts and ends in the payload (its first `size` bytes)."""
     length_at = _INT32.unpack_from
-    prefixes = [0] * count
+    prefixes: list[int] = []
+    add = prefixes.append
     pos = 0
     try:
-        for i in range(count):  # each length says where the next record starts: a chain, walked once
-            prefixes[i] = pos
+        for _ in range(count):  # each length says where the next record starts: a chain, walked once
+            add(pos)
             pos += 4 + length_at(payload, pos)[0]
     except struct.error:
         raise CorruptTableError(f"the lengths of {count} records run past the block's end") from None
@@ -116,7 +118,7 @@ def _bounds(payload: bytes, count: int) -> tuple[np.ndarray, np.ndarray]:
     ends[:-1] = starts[1:] - 4
     if count:
         ends[-1] = pos
-    if pos > len(payload) or (ends < starts).any():
+    if pos > (len(payload) if size is None else size) or (ends < starts).any():
         raise CorruptTableError(f"the lengths of {count} records run past the block's end")
     return starts, ends
 
