@@ -216,6 +216,39 @@ def test_the_inline_trigger_counts_deltacommits_since_the_last_compaction(tmp_pa
     assert delta_commits_since_compaction(Timeline.load(v6.storage)) == 0
 
 
+def test_the_trigger_strategies_count_deltacommits_seconds_or_both(tmp_path: Path) -> None:
+    """hoodie.compact.inline.trigger.strategy as Hudi's ScheduleCompactionActionExecutor: the
+    deltacommits since the last compaction (or since the last plan), the seconds since that
+    compaction, either, or both."""
+    from datetime import timedelta
+
+    from upsertlake.services.compaction_plan import schedule
+    from upsertlake.timeline.instant_time import parse_instant_time
+
+    table = open_table(mor_fixture(V8, tmp_path / "a"))
+    timeline = Timeline.load(table.storage)
+    compacted = timeline.filter([Action.COMMIT], [State.COMPLETED])[-1].time
+    at = parse_instant_time(compacted)
+
+    def due(strategy: str, commits: int, seconds: int, after: int) -> bool:
+        cfg = Config.resolve({"hoodie.compact.inline.trigger.strategy": strategy,
+                              "hoodie.compact.inline.max.delta.commits": commits,
+                              "hoodie.compact.inline.max.delta.seconds": seconds})
+        return compaction_due(Timeline.load(table.storage), cfg, now=at + timedelta(seconds=after))
+
+    # one deltacommit since Hudi's compaction
+    assert [due("NUM_COMMITS", n, 10, 0) for n in (1, 2)] == [True, False]
+    assert [due("TIME_ELAPSED", 5, 10, after) for after in (9, 10)] == [False, True]
+    assert [due("NUM_OR_TIME", n, 10, after) for n, after in ((2, 9), (1, 9), (2, 10))] == [False, True, True]
+    assert [due("NUM_AND_TIME", n, 10, after) for n, after in ((1, 9), (2, 10), (1, 10))] == [False, False, True]
+    assert due("NUM_COMMITS_AFTER_LAST_REQUEST", 1, 10, 0)
+    plan = schedule(table.storage, table.write_client().lock, table.config, Config.resolve(None))
+    assert plan is not None and plan.time > compacted  # a pending plan: no deltacommit since it
+    assert not due("NUM_COMMITS_AFTER_LAST_REQUEST", 1, 10, 0) and due("NUM_COMMITS", 1, 10, 0)
+    with pytest.raises(ConfigError, match="hoodie.compact.inline.trigger.strategy"):
+        Config.resolve({"hoodie.compact.inline.trigger.strategy": "SOMETIMES"})
+
+
 def test_an_unsupported_strategy_is_refused_untouched(tmp_path: Path) -> None:
     from tests.conftest import tree_digest
 

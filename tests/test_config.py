@@ -160,6 +160,8 @@ def test_defaults() -> None:
         opt.CLUSTERING_INLINE_MAX_COMMITS: 4,
         opt.COMPACT_INLINE: False,
         opt.COMPACT_INLINE_MAX_DELTA_COMMITS: 5,
+        opt.COMPACT_INLINE_MAX_DELTA_SECONDS: 3600,
+        opt.COMPACT_INLINE_TRIGGER_STRATEGY: "NUM_COMMITS",
         opt.COMPACTION_STRATEGY: "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy",
         opt.COMPACTION_TARGET_IO: 512000,
         opt.COMPACTION_LOGFILE_SIZE_THRESHOLD: 0,

@@ -49,6 +49,8 @@ __all__ = [
     "COMPACTION_TARGET_IO",
     "COMPACT_INLINE",
     "COMPACT_INLINE_MAX_DELTA_COMMITS",
+    "COMPACT_INLINE_MAX_DELTA_SECONDS",
+    "COMPACT_INLINE_TRIGGER_STRATEGY",
     "COMBINE_BEFORE_INSERT",
     "COMBINE_BEFORE_UPSERT",
     "COPY_ON_WRITE_AUTO_SPLIT",
@@ -451,6 +453,16 @@ COMPACT_INLINE: Option[bool] = _option(
 COMPACT_INLINE_MAX_DELTA_COMMITS: Option[int] = _option(
     "hoodie.compact.inline.max.delta.commits", int, 5,
     "Deltacommits since the last compaction after which inline compaction runs.")
+COMPACT_INLINE_MAX_DELTA_SECONDS: Option[int] = _option(
+    "hoodie.compact.inline.max.delta.seconds", int, 3600,
+    "Seconds since the last compaction (or the first deltacommit, before any) after which the "
+    "time-based trigger strategies compact.")
+COMPACT_INLINE_TRIGGER_STRATEGY: Option[str] = _option(
+    "hoodie.compact.inline.trigger.strategy", str, "NUM_COMMITS",
+    "When inline compaction is due, as Hudi decides it: NUM_COMMITS (max.delta.commits "
+    "deltacommits since the last compaction), NUM_COMMITS_AFTER_LAST_REQUEST (since the last "
+    "compaction plan, pending ones included), TIME_ELAPSED (max.delta.seconds), NUM_OR_TIME, NUM_AND_TIME.",
+    choices=("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_OR_TIME", "NUM_AND_TIME"))
 COMPACTION_STRATEGY: Option[str] = _option(
     "hoodie.compaction.strategy", str,
     "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from upsertlake.concurrency.conflict import clustering_file_groups, pending_clustering
@@ -30,6 +31,7 @@ from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, create_requested
 from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.instant_time import parse_instant_time
 
 log = logging.getLogger(__name__)
 
@@ -115,17 +117,37 @@ def compaction_file_groups(timeline: Timeline) -> set[tuple[str, str]]:
     return {op.file_group for inst in timeline.pending_compactions() for op in read_plan(timeline, inst)}
 
 
-def delta_commits_since_compaction(timeline: Timeline) -> int:
+def delta_commits_since_compaction(timeline: Timeline, since_request: bool = False) -> int:
     """Completed deltacommits after the latest completed compaction (a merge-on-read table's
-    only `commit`s), as Hudi's NUM_COMMITS trigger counts them (CompactionUtils)."""
-    commits = timeline.filter([Action.COMMIT], [State.COMPLETED])
-    since = commits[-1].time if commits else ""
-    return sum(1 for i in timeline.filter([Action.DELTA_COMMIT], [State.COMPLETED]) if i.time > since)
+    only `commit`s), as Hudi's NUM_COMMITS trigger counts them (CompactionUtils); with
+    `since_request`, after the latest compaction plan, pending or completed."""
+    return len(_deltas_since(timeline, since_request)[0])
 
 
-def compaction_due(timeline: Timeline, cfg: Config) -> bool:
-    """Inline compaction runs after hoodie.compact.inline.max.delta.commits deltacommits."""
-    return delta_commits_since_compaction(timeline) >= cfg.get(opt.COMPACT_INLINE_MAX_DELTA_COMMITS)
+def _deltas_since(timeline: Timeline, since_request: bool) -> tuple[list[Instant], str | None]:
+    """(the completed deltacommits after the latest compaction, the time they count from: that
+    compaction's, or the first deltacommit's when there was none; None without deltacommits)."""
+    marks = [i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED])]
+    if since_request:
+        marks += [i.time for i in timeline.filter([Action.COMPACTION])]
+    since = max(marks, default="")
+    deltas = [i for i in timeline.filter([Action.DELTA_COMMIT], [State.COMPLETED]) if i.time > since]
+    return deltas, since or (deltas[0].time if deltas else None)
+
+
+def compaction_due(timeline: Timeline, cfg: Config, now: datetime | None = None) -> bool:
+    """Whether inline compaction is due, by hoodie.compact.inline.trigger.strategy, as Hudi's
+    ScheduleCompactionActionExecutor decides: deltacommits since the last compaction (or plan)
+    against max.delta.commits, seconds since it (or since the first deltacommit) against
+    max.delta.seconds, or both. Nothing is due without a deltacommit."""
+    strategy = cfg.get(opt.COMPACT_INLINE_TRIGGER_STRATEGY)
+    deltas, since = _deltas_since(timeline, strategy == "NUM_COMMITS_AFTER_LAST_REQUEST")
+    if since is None:
+        return False
+    enough = len(deltas) >= cfg.get(opt.COMPACT_INLINE_MAX_DELTA_COMMITS)
+    elapsed = (now or datetime.now(timezone.utc)) - parse_instant_time(since, timeline.layout.zone)
+    late = elapsed.total_seconds() >= cfg.get(opt.COMPACT_INLINE_MAX_DELTA_SECONDS)
+    return {"TIME_ELAPSED": late, "NUM_OR_TIME": enough or late, "NUM_AND_TIME": enough and late}.get(strategy, enough)
 
 
 @dataclass(frozen=True)
