@@ -105,3 +105,14 @@ def assert_one_winner_per_name(storage: object, rounds: int, racers: int = 4) ->
         for th in threads:
             th.join()
         assert sorted(wins) == [False] * (racers - 1) + [True]
+
+
+def cli_in_process(capsys, *args: object) -> tuple[int, str, str]:
+    """The command line run in this process: exit code, stdout, stderr. `ingest` then reuses the
+    test session's SparkSession (a process of its own starts a JVM: 20-30 s on 2 cores)."""
+    from upsertlake.cli import main
+
+    capsys.readouterr()  # what came before is not the command's
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err

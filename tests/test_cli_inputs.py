@@ -16,6 +16,8 @@ import pytest
 
 from upsertlake import open_table
 
+from helpers import cli_in_process
+
 REPO = Path(__file__).resolve().parents[1]
 STRINGS = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string()), ("zip", pa.string())])
 
@@ -114,22 +116,25 @@ def test_a_json_number_for_a_string_column_is_refused_by_name(tmp_path: Path) ->
     assert rows(path)["001"] == ("001", 1, "a", "10001")
 
 
-def ingest(source: Path, table: Path, fmt: str) -> dict:
-    out = ok("ingest", "--source", source, "--format", fmt, "--table", table, "--record-key", "id",
-             "--precombine-field", "ts", "--json")  # fmt: skip
+def ingest(capsys, source: Path, table: Path, fmt: str) -> dict:
+    """An `ingest` run in this process, on the test session's Spark (the command line in a process
+    of its own is tested once, in test_spark.py)."""
+    code, out, err = cli_in_process(capsys, "ingest", "--source", source, "--format", fmt, "--table", table,
+                                    "--record-key", "id", "--precombine-field", "ts", "--json")
+    assert code == 0, err[-3000:]
     return json.loads(out)
 
 
 @pytest.mark.spark
-def test_ingest_keeps_leading_zeros(tmp_path: Path) -> None:
+def test_ingest_keeps_leading_zeros(spark, capsys, tmp_path: Path) -> None:
     """`ingest` reads CSV and JSON with the table's types, as the write commands do."""
     table, source = string_keyed_table(tmp_path), tmp_path / "in"
     source.mkdir()
     (source / "b.csv").write_text('id,ts,v,zip\n001,2,2024-05-01 12:00:00,00501\n"002",3,2024-05-02,"02134"\n')
-    first = ingest(source, table, "csv")
+    first = ingest(capsys, source, table, "csv")
     assert (first["inserts"], first["updates"]) == (0, 2)
     (source / "c.json").write_text(json.dumps({"id": "003", "ts": 1, "v": "2024-05-03T00:00:00", "zip": "00999"}) + "\n")
-    assert ingest(source, table, "json")["inserts"] == 1
+    assert ingest(capsys, source, table, "json")["inserts"] == 1
     assert rows(table) == EXPECTED
     assert open_table(table).schema() == STRINGS
 
@@ -171,7 +176,7 @@ def test_path_only_checkpoints_of_earlier_versions_still_count(tmp_path: Path) -
 
 
 @pytest.mark.spark
-def test_ingest_reads_a_file_rewritten_in_place_again(tmp_path: Path) -> None:
+def test_ingest_reads_a_file_rewritten_in_place_again(spark, capsys, tmp_path: Path) -> None:
     """A source file rewritten in place with more rows (same path) is ingested again: its new rows
     appear, none doubles; an unchanged file is not read again."""
     table, source = tmp_path / "t", tmp_path / "in"
@@ -179,12 +184,12 @@ def test_ingest_reads_a_file_rewritten_in_place_again(tmp_path: Path) -> None:
     a, b = source / "a.csv", source / "b.csv"
     a.write_text("id,ts,v,zip\n001,1,a1,1\n002,1,a2,2\n")
     b.write_text("id,ts,v,zip\n101,1,b1,1\n")
-    first = ingest(source, table, "csv")
+    first = ingest(capsys, source, table, "csv")
     assert (first["input_files"], first["new_files"], first["inserts"]) == (2, 2, 3)
     mtime = a.stat().st_mtime_ns
     a.write_text("id,ts,v,zip\n001,1,a1,1\n002,1,a2,2\n003,1,a3,3\n004,1,a4,4\n")
     os.utime(a, ns=(mtime + 10**9, mtime + 10**9))  # a file system with coarse times must see it too
-    second = ingest(source, table, "csv")
+    second = ingest(capsys, source, table, "csv")
     got = open_table(table).read(columns=["id", "v"])
     assert sorted(zip(got["id"].to_pylist(), got["v"].to_pylist())) == [
         ("001", "a1"), ("002", "a2"), ("003", "a3"), ("004", "a4"), ("101", "b1"),
@@ -192,22 +197,23 @@ def test_ingest_reads_a_file_rewritten_in_place_again(tmp_path: Path) -> None:
     assert (second["input_files"], second["new_files"], second["changed_files"]) == (2, 0, 1)
     assert (second["inserts"], second["updates"]) == (2, 2)  # b.csv not read again
     assert first["changed_files"] == 0
-    third = ingest(source, table, "csv")
+    third = ingest(capsys, source, table, "csv")
     assert (third["new_files"], third["changed_files"], third["instant_time"]) == (0, 0, None)
     assert [i.time for i in open_table(table).timeline()] == [first["instant_time"], second["instant_time"]]
 
 
 @pytest.mark.spark
-def test_ingest_refuses_malformed_csv_rows(tmp_path: Path) -> None:
+def test_ingest_refuses_malformed_csv_rows(spark, capsys, tmp_path: Path) -> None:
     """Spark's default would drop a row's extra field and fill a short row with nulls, silently;
     the write commands refuse such a file (pyarrow), and so does `ingest`, with the reason."""
     table, source = tmp_path / "t", tmp_path / "in"
     source.mkdir()
     (source / "a.csv").write_text("id,ts,v\n1,1,a\n2,1,b,extra\n3,1\n")
-    p = cli("ingest", "--source", source, "--format", "csv", "--table", table, "--record-key", "id")
-    assert p.returncode == 2
+    code, _, err = cli_in_process(capsys, "ingest", "--source", source, "--format", "csv", "--table", table,
+                                  "--record-key", "id")
+    assert code == 2
     reason = "[MALFORMED_CSV_RECORD] Malformed CSV record: 2,1,b,extra"
-    assert p.stderr.splitlines()[-1] == f"error: ingest of 1 file(s) failed: {reason}"
+    assert err.splitlines()[-1] == f"error: ingest of 1 file(s) failed: {reason}"
     assert not table.exists() or open_table(table).timeline() == []
 
 

@@ -24,6 +24,8 @@ from upsertlake import open_table
 from upsertlake.cli.ingest import SourceFile, checkpoint
 from upsertlake.cli.input_files import find
 
+from helpers import cli_in_process
+
 REPO = Path(__file__).resolve().parents[1]
 CLOSED_PORT_ENDPOINT = "http://127.0.0.1:9"  # discard: nothing listens there
 
@@ -41,6 +43,20 @@ def ok(s3_server, *args: str, **kw) -> str:
     p = cli(s3_server, *args, **kw)
     assert p.returncode == 0, p.stderr[-3000:]
     return p.stdout
+
+
+def ingest_in_process(capsys, s3_server, *args: str) -> tuple[int, str, str]:
+    """`ingest` run in this process, on the test session's Spark, store settings by --storage-option
+    only (this process's environment names neither the server nor its keys; Spark's workers inherit it)."""
+    assert not set(s3_server.env) & set(os.environ)
+    opts = [a for k, v in s3_server.options.items() for a in ("--storage-option", f"{k}={v}")]
+    return cli_in_process(capsys, "ingest", *args, *opts)
+
+
+def ingested(capsys, s3_server, *args: str) -> dict:
+    code, out, err = ingest_in_process(capsys, s3_server, *args, "--json")
+    assert code == 0, err[-3000:]
+    return json.loads(out)
 
 
 def put(s3_server, uri: str, data: bytes) -> None:
@@ -130,16 +146,15 @@ def test_ingest_from_a_missing_bucket_is_a_named_error_and_writes_nothing(s3_ser
 
 
 @pytest.mark.spark
-def test_ingest_from_s3_into_an_s3_table_picks_up_only_new_and_rewritten_files(s3_server, s3_table) -> None:
+def test_ingest_from_s3_into_an_s3_table_picks_up_only_new_and_rewritten_files(spark, capsys, s3_server, s3_table) -> None:
     src = f"s3://{s3_server.new_bucket()}/landing"
     put(s3_server, f"{src}/a.csv", b"id,ts,v\n001,1,a1\n002,1,a2\n")
     put(s3_server, f"{src}/day=2/b.csv", b"id,ts,v\n101,1,b1\n")
     put(s3_server, f"{src}/_SUCCESS", b"")
 
     def ingest() -> dict:
-        out = ok(s3_server, "ingest", "--source", src, "--format", "csv", "--table", s3_table, "--record-key", "id",
-                 "--precombine-field", "ts", "--json")
-        return json.loads(out)
+        return ingested(capsys, s3_server, "--source", src, "--format", "csv", "--table", s3_table, "--record-key", "id",
+                        "--precombine-field", "ts")
 
     first = ingest()
     assert (first["input_files"], first["new_files"], first["changed_files"], first["inserts"]) == (2, 2, 0, 3)
@@ -163,27 +178,28 @@ def test_ingest_from_s3_into_an_s3_table_picks_up_only_new_and_rewritten_files(s
 
 
 @pytest.mark.spark
-def test_ingest_parquet_from_s3_into_a_local_table(s3_server, tmp_path: Path) -> None:
+def test_ingest_parquet_from_s3_into_a_local_table(spark, capsys, s3_server, tmp_path: Path) -> None:
     """Files of different columns: unified by name, a column a file lacks is null."""
     src = f"s3://{s3_server.new_bucket()}/in"
     put(s3_server, f"{src}/a.parquet", parquet_bytes(pa.table({"id": ["1", "2"], "ts": [1, 1], "v": ["a", "b"]})))
     put(s3_server, f"{src}/b.parquet", parquet_bytes(pa.table({"id": ["3"], "ts": [1]})))
     table = str(tmp_path / "t")
-    out = json.loads(ok(s3_server, "ingest", "--source", f"{src}/*.parquet", "--format", "parquet", "--table", table,
-                        "--record-key", "id", "--precombine-field", "ts", "--json"))
+    out = ingested(capsys, s3_server, "--source", f"{src}/*.parquet", "--format", "parquet", "--table", table,
+                   "--record-key", "id", "--precombine-field", "ts")
     assert (out["input_files"], out["new_files"], out["inserts"]) == (2, 2, 3)
     assert by_key(table, None) == {"1": (1, "a"), "2": (1, "b"), "3": (1, None)}
 
 
 @pytest.mark.spark
-def test_ingest_of_a_malformed_csv_on_s3_names_the_file_and_writes_nothing(s3_server, s3_table) -> None:
+def test_ingest_of_a_malformed_csv_on_s3_names_the_file_and_writes_nothing(spark, capsys, s3_server, s3_table) -> None:
     """A row with an extra field fails the run (pyarrow's reader in the task, as `upsert FILE`),
     with the file and the reason in one line, not a Python worker's traceback."""
     src = f"s3://{s3_server.new_bucket()}/in"
     put(s3_server, f"{src}/a.csv", b"id,ts,v\n1,1,a\n2,1,b,extra\n")
-    p = cli(s3_server, "ingest", "--source", src, "--format", "csv", "--table", s3_table, "--record-key", "id")
-    assert p.returncode == 2
-    assert p.stderr.splitlines()[-1] == (
+    code, _, err = ingest_in_process(capsys, s3_server, "--source", src, "--format", "csv", "--table", s3_table,
+                                     "--record-key", "id")
+    assert code == 2
+    assert err.splitlines()[-1] == (
         f"error: ingest of 1 file(s) failed: cannot read {src}/a.csv as csv: CSV parse error: Expected 3 columns, got 4: "
         "2,1,b,extra"
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import hudi_read
+from helpers import cli_in_process, hudi_read
 
 import upsertlake.spark as uls
 from upsertlake import create_table, open_table
@@ -428,24 +428,25 @@ def test_bad_options_fail_before_any_job(spark, tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.rglob("*")) == []
 
 
-def test_ingest_command_ingests_each_file_once(tmp_path: Path) -> None:
+def test_ingest_command_ingests_each_file_once(spark, capsys, tmp_path: Path) -> None:
+    """The first run is the command line in a process of its own (its own Spark session, workers
+    running this interpreter); the later runs reuse the test session's Spark, in this process."""
     source, table = tmp_path / "in", tmp_path / "t"
     source.mkdir()
     pq.write_table(rows(range(20), 1, "one").drop_columns(["_hoodie_is_deleted"]), source / "a.parquet")
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, "-m", "upsertlake.cli", "ingest", "--source", str(source), "--format", "parquet",
-           "--table", str(table), "--record-key", "id", "--precombine-field", "ts", "--partition-fields", "p", "--json"]
-
-    def run() -> dict:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
-        assert p.returncode == 0, p.stderr[-2000:]
-        return json.loads(p.stdout)
-
-    first = run()
+    args = ["ingest", "--source", str(source), "--format", "parquet", "--table", str(table), "--record-key", "id",
+            "--precombine-field", "ts", "--partition-fields", "p", "--json"]
+    p = subprocess.run([sys.executable, "-m", "upsertlake.cli", *args], env=env, capture_output=True, text=True,
+                       timeout=300, check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    first = json.loads(p.stdout)
     assert (first["input_files"], first["new_files"], first["inserts"]) == (1, 1, 20)
-    assert subprocess.run(cmd, env=env, capture_output=True, text=True, check=False).stderr == "1 input files, 0 new\n"
+    assert cli_in_process(capsys, *args)[2] == "1 input files, 0 new\n"
     pq.write_table(rows(range(10, 30), 2, "two").drop_columns(["_hoodie_is_deleted"]), source / "b.parquet")
-    third = run()
+    code, out, err = cli_in_process(capsys, *args)
+    assert code == 0, err[-2000:]
+    third = json.loads(out)
     assert (third["input_files"], third["new_files"], third["inserts"], third["updates"]) == (2, 1, 10, 10)
     got = {r[2]: r[4] for r in data(table)}
     assert len(got) == 30 and got["k00005"] == "one-5" and got["k00015"] == "two-15"
