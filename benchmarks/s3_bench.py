@@ -6,6 +6,7 @@ by the server by kind (LIST, GET, HEAD, PUT, multipart POST, DELETE).
     python benchmarks/s3_bench.py --rows 10000000 --peers upsertlake
     python benchmarks/s3_bench.py --instants 200 --peers upsertlake   # a longer timeline first
     python benchmarks/s3_bench.py --scaling --big 10000000     # requests: 1M vs 10M rows, 10 vs 200 instants
+    python benchmarks/s3_bench.py --repeat 1 --py-spy /tmp/spy   # where the time goes (py-spy --idle)
     BENCH_OPTIONS='{"hoodie.table.type": "MERGE_ON_READ"}' python benchmarks/s3_bench.py   # write options (JSON)
                                                                 # for upsertlake's table and its upsert
 
@@ -106,10 +107,14 @@ def run(peer: str, step: str, uri: str, env: dict[str, str], args: argparse.Name
     """One step in a fresh process; None (reported) when it died before printing its result.
     delta-rs 1.6 often aborts at interpreter exit (`terminate called without an active
     exception`) after its merge committed and its result was printed: that result is kept."""
-    out = subprocess.run([sys.executable, "-c", WORKER, str(Path(__file__).parent), peer, uri, step,
-                          str(args.rows), str(args.batch), str(args.instants)],
-                         env=env, capture_output=True, text=True, timeout=1800)
-    lines = out.stdout.strip().splitlines()
+    cmd = [sys.executable, "-c", WORKER, str(Path(__file__).parent), peer, uri, step, str(args.rows), str(args.batch),
+           str(args.instants)]
+    if args.py_spy is not None and step == "upsert":
+        args.py_spy.mkdir(parents=True, exist_ok=True)
+        cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--rate", "500", "--idle",
+               "--nonblocking", "--output", str(args.py_spy / f"{peer}-{uri.split('/')[2]}.txt"), "--", *cmd]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]  # py-spy writes its own lines too
     if out.returncode != 0:
         print(f"{peer} {step}: exit {out.returncode} ({out.stderr.strip()[-200:]})"
               f"{'; its result was printed before, kept' if lines else ''}", flush=True)
@@ -149,6 +154,7 @@ def main() -> None:
                         help="upsertlake only: --rows vs --big rows (10 instants), 10 vs --long instants (--rows rows)")
     parser.add_argument("--big", type=int, default=10_000_000)
     parser.add_argument("--long", type=int, default=200)
+    parser.add_argument("--py-spy", type=Path, help="record each timed upsert's stacks (with idle ones) into this folder")
     args = parser.parse_args()
 
     server = subprocess.Popen([sys.executable, str(SERVER)], stdout=subprocess.PIPE, text=True)
