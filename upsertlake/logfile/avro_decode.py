@@ -87,9 +87,11 @@ def _read(data: np.ndarray, at: np.ndarray, avro_type: Any, ends: np.ndarray, na
 
 def _fixed_width(data: np.ndarray, at: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The `dtype` values (little-endian, unaligned) at byte offsets `at`: one gather through a
-    view of the bytes that starts a value at every offset, not one gather per byte."""
+    view of the bytes that starts a value at every offset, not one gather per byte. Indexed, not
+    `take`n: numpy's take copies a strided view whole first (40 MB for a 5 MB payload's doubles,
+    50x slower); cursors of corrupt records are clipped into the padding by hand instead."""
     starts = np.ndarray((len(data) - dtype.itemsize + 1,), dtype, data, 0, (1,))
-    return starts.take(at, mode="clip")
+    return starts[np.minimum(at, len(starts) - 1)]
 
 
 def _varints(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
