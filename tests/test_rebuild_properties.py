@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from conftest import tree_digest
-from helpers import hudi_read
+from helpers import cli_in_process, hudi_read
 
 from upsertlake import create_table, open_table
 from upsertlake.config.table_config import parse_java_properties
@@ -52,7 +52,10 @@ def properties(root: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("how", DAMAGES)
 @pytest.mark.parametrize("hive", [False, True], ids=["plain", "hive"])
-def test_fix_rebuilds_the_properties_of_our_tables(tmp_path: Path, table_version: int, hive: bool, how: str) -> None:
+def test_fix_rebuilds_the_properties_of_our_tables(
+    capsys, tmp_path: Path, table_version: int, hive: bool, how: str
+) -> None:
+    """The doctor runs in this process (20 cases; the command line's own process is tested below)."""
     root = tmp_path / "t"
     t = create_table(root, "t", record_key="id", precombine_field="ts", partition_fields="p",
                      hive_style_partitioning=hive)
@@ -60,12 +63,12 @@ def test_fix_rebuilds_the_properties_of_our_tables(tmp_path: Path, table_version
     t.upsert(pa.table({"id": ["a"], "ts": [2], "v": ["a2"], "p": ["x"]}))
     rows, good, by_hudi = snapshot(root), properties(root), hudi_read(root).num_rows
     damage(root, how)
-    run = cli("doctor", root)
-    assert run.returncode == 1
-    assert "--fix: restore" in run.stdout if how == "missing_with_backup" else "--fix: rebuild hoodie.properties" in run.stdout
-    run = cli("doctor", root, "--fix")
-    assert run.returncode == 0, run.stdout
-    assert run.stdout.splitlines()[-1] == f"no problems found in {root}"
+    code, out, _ = cli_in_process(capsys, "doctor", root)
+    assert code == 1
+    assert "--fix: restore" in out if how == "missing_with_backup" else "--fix: rebuild hoodie.properties" in out
+    code, out, _ = cli_in_process(capsys, "doctor", root, "--fix")
+    assert code == 0, out
+    assert out.splitlines()[-1] == f"no problems found in {root}"
     assert properties(root) == good
     assert not (root / ".hoodie/hoodie.properties.backup").exists()
     assert snapshot(root) == rows
