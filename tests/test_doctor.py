@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import tree_digest
 
 from upsertlake import create_table, open_table
 from upsertlake.config.table_config import parse_java_properties
