@@ -89,7 +89,10 @@ def timed(phase: str, path: Path, batch: Path, want: tuple[int, int], py_spy: Pa
     """One run of `phase` in a fresh process, checked against `want` (rows, sum of ts) after the
     timed part; its seconds. `py_spy`: record the process's stacks (collapsed) into that file."""
     code = f"""
-import time, pyarrow.compute as pc, pyarrow.parquet as pq, upsertlake
+import sys, time, pyarrow.compute as pc, pyarrow.parquet as pq, upsertlake
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from preload import import_upsertlake
+import_upsertlake()  # every phase's modules loaded before its timed call, alike
 t = upsertlake.open_table({str(path)!r})
 batch = pq.read_table({str(batch)!r})
 start = time.perf_counter()

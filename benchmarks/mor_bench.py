@@ -37,10 +37,8 @@ def profile(peer: str, rows: int, batch: int, work: Path, folder: Path) -> Path:
     table = work / f"spy-{peer}" / "table"
     make_peer(peer, HOODIE).build(table, make_base(rows))
     code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-            "import importlib, pkgutil, upsertlake\nfrom pathlib import Path\nfrom peers import make_peer\n"
-            # what the harness's build imports before its timed write (Spark and the CLI aside)
-            "for m in pkgutil.walk_packages(upsertlake.__path__, 'upsertlake.'):\n"
-            "    if not m.name.startswith(('upsertlake.spark', 'upsertlake.cli')): importlib.import_module(m.name)\n"
+            "from pathlib import Path\nfrom peers import make_peer\nfrom preload import import_upsertlake\n"
+            "import_upsertlake()\n"  # what the harness's build imports before its timed write
             "from workloads import make_batch\n"
             f"b, _ = make_batch('uniform', {rows}, {batch})\n"
             f"make_peer({peer!r}, {HOODIE!r}).apply(Path({str(table)!r}), b, 'uniform')\n")
