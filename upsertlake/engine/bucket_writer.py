@@ -8,7 +8,8 @@ column-wise: the rows to replace are one `is_in` mask over the old keys.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -175,8 +176,11 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         pc.filter(in_keys, pa.array(replaced & deletes)),
         inserted_keys,
     )
-    write_summary(storage, task.instant_time, bucket.partition_path, bucket.file_id, summary)
-    size = write_base_file(storage, path, out, config, bloom, key_range, old_dictionary)
+    size = _with_summary(
+        storage,
+        lambda: write_base_file(storage, path, out, config, bloom, key_range, old_dictionary),
+        lambda: write_summary(storage, task.instant_time, bucket.partition_path, bucket.file_id, summary),
+    )
 
     deleted = all_copies & deletes  # keys gone from the file group, for the index
     num_updates = int((replaced & ~deletes).sum())
@@ -326,3 +330,17 @@ def with_meta_runs(
     }
     data = {f.name: records.column(f.name) for f in data_schema}
     return pa.table({**meta, **data}).cast(full_schema(data_schema))
+
+
+def _with_summary(storage: Storage, write_file: Callable[[], int], write_summary: Callable[[], None]) -> int:
+    """Write the data file and its key summary (both before the commit; only the marker must
+    precede the file). On an object store the summary's PUT runs alongside the file's encoding
+    and upload instead of before them: 10-25 ms a file group on the writing thread."""
+    if storage.is_local:
+        write_summary()
+        return write_file()
+    with ThreadPoolExecutor(max_workers=1) as side:
+        summary = side.submit(write_summary)
+        size = write_file()
+        summary.result()
+    return size

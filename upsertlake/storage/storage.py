@@ -109,6 +109,12 @@ class Storage:
         return self.location.is_local
 
     @property
+    def read_threads(self) -> int:
+        """Files worth reading at once: a local read is decoding (2); on an object store each
+        read first waits on its GET, so more are in flight."""
+        return 2 if self.is_local else REQUEST_THREADS
+
+    @property
     def _store(self) -> Any:
         """The obstore store at the table's base, built once per process (obstore hangs in a
         process forked after it was used, and the environment is read at first use)."""
