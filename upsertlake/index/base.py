@@ -80,7 +80,6 @@ def candidate_partitions(partitions: pa.Array, view: FileSystemView, is_global: 
 def read_file_keys(
     storage: Storage,
     files: Sequence[BaseFile],
-    threads: int | None = None,
     wanted: Callable[[BaseFile], tuple[pa.Array, np.ndarray]] | None = None,
 ) -> pa.Table:
     """The record keys stored in `files`, with each key's location (partition, fileId, instant).
@@ -117,7 +116,7 @@ def read_file_keys(
         empty = empty.append_column("row", pa.array([], pa.int64()))
     if not files:
         return empty
-    with ThreadPoolExecutor(max_workers=min(threads or storage.read_threads, len(files))) as pool:
+    with ThreadPoolExecutor(max_workers=min(storage.read_threads, len(files))) as pool:
         tables = list(pool.map(one, files))
     return pa.concat_tables([empty, *tables])
 

@@ -239,7 +239,7 @@ def _key_codes(log_keys: pa.Array, base_keys: pa.Array) -> tuple[np.ndarray, np.
     base keys only probe the log's: hashing them in too cost a quarter more."""
     encoded = pc.dictionary_encode(log_keys, null_encoding="encode")
     hit = pc.index_in(base_keys, value_set=encoded.dictionary, skip_nulls=False)
-    base_codes = np.asarray(pc.fill_null(hit, -1), dtype=np.int64) if len(base_keys) else np.zeros(0, np.int64)
+    base_codes = np.asarray(pc.fill_null(hit, -1), dtype=np.int64)
     return np.asarray(encoded.indices).astype(np.int64), base_codes, len(encoded.dictionary)
 
 
