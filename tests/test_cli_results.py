@@ -14,15 +14,15 @@ import pyarrow as pa
 import pytest
 
 import upsertlake
-from upsertlake.cli import main
+from helpers import cli_in_process
 
 SMALL = ["--option", "hoodie.parquet.small.file.limit=0", "--option", "hoodie.clean.automatic=false"]
 
 
 def cli(capsys, *args: str | Path, code: int = 0) -> tuple[str, str]:
-    assert main([str(a) for a in args]) == code
-    out = capsys.readouterr()
-    return out.out, out.err
+    got, out, err = cli_in_process(capsys, *args)
+    assert got == code
+    return out, err
 
 
 def js(capsys, *args: str | Path) -> object:

@@ -20,7 +20,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from helpers import hudi_read
+from helpers import cli_in_process, hudi_read
 from tests.test_interop_hudi import assert_same, check_reads
 from tests.test_mor_read import MOR_TABLES, mor_fixture
 from upsertlake import open_table
@@ -362,14 +362,12 @@ def test_rolling_back_a_failed_v6_write_keeps_the_log_it_appended_to(tmp_path: P
 
 
 def test_compact_show_stats_and_files_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from upsertlake.cli import main
-
     path = mor_fixture(V8, tmp_path)
     [after_log] = [f for f in path.rglob(f".*_{AFTER_IT}.log.*") if ".hoodie" not in f.parts]
 
     def run(*argv: str) -> object:
-        assert main([*argv]) == 0
-        out = capsys.readouterr().out
+        code, out, _ = cli_in_process(capsys, *argv)
+        assert code == 0
         return json.loads(out) if "--json" in argv else out
 
     show = run("show", str(path), "--json")
@@ -702,14 +700,14 @@ def test_compaction_on_spark_merges_each_slice_as_a_task(spark, tmp_path: Path) 
 def test_the_timeline_shows_a_completed_compaction_as_its_commit_and_a_pending_plan_as_pending(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from upsertlake.cli import main
     from upsertlake.services.compaction_plan import schedule
 
     path = hudi_before_compaction(tmp_path)
 
     def rows() -> list[tuple[str, str, str]]:
-        assert main(["timeline", str(path), "--json"]) == 0
-        return [(r["action"], r["state"], r["operation"]) for r in json.loads(capsys.readouterr().out)]
+        code, out, _ = cli_in_process(capsys, "timeline", path, "--json")
+        assert code == 0
+        return [(r["action"], r["state"], r["operation"]) for r in json.loads(out)]
 
     table = open_table(path)
     plan = schedule(table.storage, table.write_client().lock, table.config, table.options)

@@ -30,9 +30,13 @@ REPO = Path(__file__).resolve().parents[1]
 CLOSED_PORT_ENDPOINT = "http://127.0.0.1:9"  # discard: nothing listens there
 
 
+def storage_option_args(store: dict) -> list[str]:
+    return [a for k, v in store.items() for a in ("--storage-option", f"{k}={v}")]
+
+
 def cli(s3_server, *args: str, store: dict | None = None) -> subprocess.CompletedProcess[str]:
     """The command line in its own process, store settings by --storage-option only (no AWS_ env)."""
-    opts = [a for k, v in (s3_server.options if store is None else store).items() for a in ("--storage-option", f"{k}={v}")]
+    opts = storage_option_args(s3_server.options if store is None else store)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-m", "upsertlake.cli", *args, *opts], capture_output=True, text=True,
@@ -49,8 +53,7 @@ def ingest_in_process(capsys, s3_server, *args: str) -> tuple[int, str, str]:
     """`ingest` run in this process, on the test session's Spark, store settings by --storage-option
     only (this process's environment names neither the server nor its keys; Spark's workers inherit it)."""
     assert not set(s3_server.env) & set(os.environ)
-    opts = [a for k, v in s3_server.options.items() for a in ("--storage-option", f"{k}={v}")]
-    return cli_in_process(capsys, "ingest", *args, *opts)
+    return cli_in_process(capsys, "ingest", *args, *storage_option_args(s3_server.options))
 
 
 def ingested(capsys, s3_server, *args: str) -> dict:

@@ -117,11 +117,10 @@ def compaction_file_groups(timeline: Timeline) -> set[tuple[str, str]]:
     return {op.file_group for inst in timeline.pending_compactions() for op in read_plan(timeline, inst)}
 
 
-def delta_commits_since_compaction(timeline: Timeline, since_request: bool = False) -> int:
+def delta_commits_since_compaction(timeline: Timeline) -> int:
     """Completed deltacommits after the latest completed compaction (a merge-on-read table's
-    only `commit`s), as Hudi's NUM_COMMITS trigger counts them (CompactionUtils); with
-    `since_request`, after the latest compaction plan, pending or completed."""
-    return len(_deltas_since(timeline, since_request)[0])
+    only `commit`s), as Hudi's NUM_COMMITS trigger counts them (CompactionUtils)."""
+    return len(_deltas_since(timeline, since_request=False)[0])
 
 
 def _deltas_since(timeline: Timeline, since_request: bool) -> tuple[list[Instant], str | None]:
