@@ -5,11 +5,17 @@ partitions or the length of its timeline."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.request
 
 import pyarrow as pa
 
 from upsertlake import create_table, open_table
+from upsertlake.storage import Storage
+from upsertlake.timeline import digest
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.digest import REFRESH
 
 # Services stay out of the count: no clean and no archival is due in these tables.
 KEEP = {"hoodie.cleaner.commits.retained": "1000", "hoodie.keep.min.commits": "1000", "hoodie.keep.max.commits": "1010"}
@@ -69,10 +75,10 @@ def test_upsert_requests_do_not_grow_with_untouched_partitions(s3_server) -> Non
 
 
 def test_upsert_requests_do_not_grow_with_the_timeline(s3_server) -> None:
-    """3 vs 40 completed instants: the same requests, kind by kind (the timeline is one listing
+    """12 vs 60 completed instants: the same requests, kind by kind (the timeline is one listing
     of .hoodie/ however long; hoodie.properties is read once per version)."""
-    few = upsert_requests(s3_server, partitions=4, instants=3)
-    many = upsert_requests(s3_server, partitions=4, instants=40)
+    few = upsert_requests(s3_server, partitions=4, instants=12)
+    many = upsert_requests(s3_server, partitions=4, instants=60)
     assert many == few
     # The whole budget (the old code: LIST 29, GET 22, HEAD 6, PUT 19). LIST: the timeline at
     # start (under the lock), for the schema, for the plan and at commit (under the lock), and once
@@ -80,6 +86,73 @@ def test_upsert_requests_do_not_grow_with_the_timeline(s3_server) -> None:
     # HEAD: the 2 written files. PUT: lock and release twice, the
     # fence, the heartbeat, 3 instant files, and per file group its file, marker and key summary.
     assert {k: few[k] for k in ("LIST", "GET", "HEAD", "PUT")} == {"LIST": 9, "GET": 7, "HEAD": 2, "PUT": 15}
+
+
+FRESH_UPSERT = """
+import json, sys
+import pyarrow as pa
+from upsertlake import open_table
+uri, options, keep = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+table = open_table(uri, options=keep, storage_options=options)
+result = table.upsert(pa.table({"uuid": ["k000000", "k900000"], "ts": [2000, 2000], "part": ["p0000", "p0000"],
+                                "fare": [1.0, 2.0]}))
+assert (result.num_updates, result.num_inserts) == (1, 1), result
+"""
+
+
+def fresh_process_requests(s3_server, instants: int) -> dict[str, int]:
+    """The requests of an upsert in a new process (nothing cached), on a table whose `instants`
+    completed instants one long-lived writer made."""
+    uri = f"s3://{s3_server.new_bucket()}/t"
+    table = create_table(uri, "t", "uuid", "ts", "part", options=KEEP, storage_options=s3_server.options)
+    table.bulk_insert(rows(range(12), 4, 1))
+    for ts in range(2, instants + 1):
+        table.upsert(rows([2 + ts % 8], 4, ts))
+    server_counts(s3_server)
+    subprocess.run([sys.executable, "-c", FRESH_UPSERT, uri, json.dumps(s3_server.options), json.dumps(KEEP)],
+                   check=True, stdin=subprocess.DEVNULL, timeout=300)
+    return server_counts(s3_server)
+
+
+def test_a_fresh_process_reads_the_timeline_in_requests_that_do_not_grow_with_it(s3_server) -> None:
+    """A new process has nothing cached: without the commit digest it read every completed
+    commit's document, one GET each (the missing-file and damaged-table checks need them all).
+    The writers keep the digest (one object) within digest.REFRESH commits of the timeline, so
+    12 and 60 instants cost the same requests: each table's digest lacks its last 4 commits."""
+    few = fresh_process_requests(s3_server, instants=12)
+    many = fresh_process_requests(s3_server, instants=60)
+    assert 12 % REFRESH == 60 % REFRESH == 4
+    assert many == few
+    # GET: the digest and the 4 documents outside it, and what the long-lived writer's upsert
+    # reads too (hoodie.properties, the lease, the touched file): 7. Without the digest, every
+    # document: 12 + 7 here, 60 + 7 there.
+    assert few["GET"] == 12
+
+
+def test_the_commit_digest_is_used_only_where_the_listing_shows_the_same_version(s3_server) -> None:
+    """A document in the digest whose instant file changed (its ETag differs) or is gone is read
+    from the timeline, not from the digest: a stale digest cannot hide a rollback or a damaged file."""
+    uri = f"s3://{s3_server.new_bucket()}/t"
+    table = create_table(uri, "t", "uuid", "ts", "part", options=KEEP, storage_options=s3_server.options)
+    for ts in range(1, REFRESH + 2):
+        table.upsert(rows([ts], 4, ts))
+    storage = Storage(uri, s3_server.options)
+    timeline = Timeline.load(storage)
+    done = timeline.completed_writes()
+    listed = {timeline.path(i): timeline.versions[i] for i in done}
+    held = digest.read(storage, listed)
+    assert len(held) >= REFRESH and all(held[p] == storage.read_bytes(p) for p in held)
+    victim = sorted(held)[0]
+    storage.write_bytes(victim, b"{not json")  # a damaged instant file: a new ETag
+    reread = Timeline.load(storage)
+    assert victim not in digest.read(storage, {timeline.path(i): reread.versions[i] for i in reread.completed_writes()})
+    assert {p for p in held if p != victim} <= set(
+        digest.read(storage, {reread.path(i): reread.versions[i] for i in reread.completed_writes()}))
+    code = f"from upsertlake import open_table; open_table({uri!r}, storage_options={s3_server.options!r}).upsert(" \
+           "__import__('pyarrow').table({'uuid': ['k1'], 'ts': [99], 'part': ['p0001'], 'fare': [1.0]}))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                         timeout=300)
+    assert run.returncode != 0 and "cannot parse s3://" in run.stderr and victim.rsplit("/", 1)[-1] in run.stderr
 
 
 def test_missing_files_are_found_by_folder_listings_and_lone_heads(s3_server, s3_table) -> None:

@@ -169,8 +169,9 @@ class Table:
 
     def _services_after_commit(self, cfg: Config, map_groups: GroupMap = in_process) -> None:
         """Hudi's order after a commit: inline compaction (merge-on-read), inline clustering,
-        automatic clean, archival. The commit stands whatever happens here, so a failure is
-        logged, not raised (raising would make callers retry a write that is already in the table)."""
+        automatic clean, archival; then, on an object store, the commit digest. The commit stands
+        whatever happens here, so a failure is logged, not raised (raising would make callers retry
+        a write that is already in the table)."""
         try:
             timeline = Timeline.load(self.storage)
             if self.config.is_merge_on_read and cfg.get(opt.COMPACT_INLINE) and compaction_due(timeline, cfg):
@@ -184,6 +185,7 @@ class Table:
                 clean(self.storage, self.write_client().lock, cfg)
             if cfg.get(opt.ARCHIVE_AUTOMATIC) and archive_due(timeline, cfg):
                 archive(self.storage, self.write_client().lock, cfg)
+            timeline.refresh_digest()  # an instant archived meanwhile: its entry goes unused
         except (UpsertlakeError, OSError):
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)
 

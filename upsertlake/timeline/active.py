@@ -10,6 +10,8 @@ on the timeline, and its commit document is stored in Avro.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from functools import lru_cache
 
 from upsertlake.errors import CorruptTableError, MergeOnReadError, UpsertlakeError
 from upsertlake.storage import FileEntry, Storage
+from upsertlake.timeline import digest
 from upsertlake.timeline.archived import ARCHIVE_FOLDER, load_archived
 from upsertlake.timeline.commit_metadata import AVRO_MAGIC, CommitMetadata, json_to_avro
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
@@ -24,6 +27,7 @@ from upsertlake.timeline.instant_time import next_instant_time
 from upsertlake.timeline.layouts import LAYOUT_1, METAFOLDER, TimelineLayout, listed_layout, table_layout
 
 PREFETCH_THREADS = 8  # commit documents read at once from an object store
+DOCUMENTS_KEPT = 4096  # commit documents a process keeps (a few KB each)
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,8 @@ class Timeline:
     instants: tuple[Instant, ...]
     archived: Mapping[Instant, bytes] = field(default_factory=dict, compare=False, repr=False)
     layout: TimelineLayout = LAYOUT_1
+    # The store's version (ETag) of each active instant's file as listed; empty on a local disk.
+    versions: Mapping[Instant, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def load(cls, storage: Storage, layout: TimelineLayout | None = None) -> Timeline:
@@ -46,17 +52,20 @@ class Timeline:
             layout = listed_layout(storage, metafolder or [])
         entries = metafolder if metafolder is not None and layout.folder == METAFOLDER else storage.list(layout.folder)
         latest: dict[tuple[str, Action], Instant] = {}
-        for inst in _instants_in(entries, layout):
+        versions: dict[Instant, str] = {}
+        for entry, inst in _instants_in(entries, layout):
             key = (inst.time, inst.action)
             seen = latest.get(key)
             if seen is None or inst.state.rank > seen.state.rank:
                 latest[key] = inst
+                if entry.version:
+                    versions[inst] = entry.version
         archived = load_archived(storage) if metafolder is None or _has_archive(metafolder) else {}
         for inst in archived:
             latest.setdefault((inst.time, inst.action), inst)
         if not layout.delta_commits:
             _refuse_delta_commits(storage, latest.values())
-        return cls(storage, tuple(sorted(latest.values())), archived, layout)
+        return cls(storage, tuple(sorted(latest.values())), archived, layout, versions)
 
     def path(self, instant: Instant) -> str:
         """The table-relative path of an (active) instant's file in its state."""
@@ -109,7 +118,7 @@ class Timeline:
         if instant in self.archived:
             return _parse_archived_commit_metadata(self.archived[instant], f"archived {instant.time}")
         try:
-            return _read_commit_metadata(self.storage, self.path(instant))
+            return _read_commit_metadata(self.storage, self.path(instant), self.versions.get(instant, ""))
         except (CorruptTableError, FileNotFoundError):
             # Archived by another process since this timeline was listed: a concurrent writer's
             # archival must not fail this one (the archive is written before the files go).
@@ -119,13 +128,21 @@ class Timeline:
             return _parse_archived_commit_metadata(late, f"archived {instant.time}")
 
     def prefetch_commit_metadata(self, instants: Iterable[Instant]) -> None:
-        """Read the commit documents of `instants` (completed, active) several at once. On an
-        object store each is a GET, and a fresh process reading a long timeline (the missing-file
-        and damaged-table checks read every commit) would otherwise wait for them one by one;
-        once read they are cached. A failure is left to the read that follows, which raises it."""
+        """Read the commit documents of `instants` (completed, active) several at once, those the
+        commit digest holds in one request. On an object store each is a GET, and a fresh process
+        reading a long timeline (the missing-file and damaged-table checks read every commit)
+        would otherwise wait for them one by one; once read they are cached. A failure is left to
+        the read that follows, which raises it."""
         todo = [i for i in instants if i.is_completed and i not in self.archived]
-        if self.storage.is_local or len(todo) < 2:
+        if self.storage.is_local:
             return
+        todo = [i for i in todo if not _DOCUMENTS.holds((self.storage, self.path(i), self.versions.get(i, "")))]
+        if len(todo) < 2:
+            return
+        wanted = {self.path(i): self.versions[i] for i in todo if i in self.versions}
+        for rel, data in digest.read(self.storage, wanted).items():
+            _DOCUMENTS.put((self.storage, rel, wanted[rel]), data)
+        todo = [i for i in todo if not _DOCUMENTS.holds((self.storage, self.path(i), self.versions.get(i, "")))]
 
         def read(inst: Instant) -> None:
             try:
@@ -133,8 +150,32 @@ class Timeline:
             except (UpsertlakeError, OSError):
                 pass
 
-        with ThreadPoolExecutor(max_workers=min(PREFETCH_THREADS, len(todo))) as pool:
-            list(pool.map(read, todo))
+        if todo:
+            with ThreadPoolExecutor(max_workers=min(PREFETCH_THREADS, len(todo))) as pool:
+                list(pool.map(read, todo))
+
+    def refresh_digest(self) -> None:
+        """A writer's part (object stores): replace the commit digest once `digest.REFRESH` of
+        the completed writes' documents are outside the one this process last read or wrote, so
+        that a fresh process reads the timeline's documents in one request, not one per commit."""
+        if self.storage.is_local:
+            return
+        done = [i for i in self.completed_writes() if i not in self.archived and i in self.versions]
+        listed = {self.path(i): self.versions[i] for i in done}
+        if digest.outside(self.storage, listed) < digest.REFRESH:
+            return
+        self.prefetch_commit_metadata(done)
+        documents = {}
+        for inst in done:
+            try:
+                self.commit_metadata(inst)  # only documents that parse go in
+            except (UpsertlakeError, OSError):
+                continue
+            key = (self.storage, self.path(inst), self.versions[inst])
+            data = _DOCUMENTS.get(key)
+            if data is not None:
+                documents[key[1]] = (key[2], data)
+        digest.write(self.storage, documents)
 
     def document(self, instant: Instant) -> bytes:
         """The bytes of an instant's file in its state (archived instants: their completed file)."""
@@ -167,12 +208,46 @@ def _refuse_delta_commits(storage: Storage, instants: Iterable[Instant]) -> None
         )
 
 
+class _Documents:
+    """The bytes of commit documents this process read, by (storage, path, version), least
+    recently used dropped first: what the commit digest is written from."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._data: OrderedDict[tuple[Storage, str, str], bytes] = OrderedDict()
+
+    def holds(self, key: tuple[Storage, str, str]) -> bool:
+        with self._lock:
+            return key in self._data
+
+    def get(self, key: tuple[Storage, str, str]) -> bytes | None:
+        with self._lock:
+            data = self._data.get(key)
+            if data is not None:
+                self._data.move_to_end(key)
+            return data
+
+    def put(self, key: tuple[Storage, str, str], data: bytes) -> None:
+        with self._lock:
+            self._data[key] = data
+            self._data.move_to_end(key)
+            while len(self._data) > DOCUMENTS_KEPT:
+                self._data.popitem(last=False)
+
+
+_DOCUMENTS = _Documents()
+
+
 @lru_cache(maxsize=4096)
-def _read_commit_metadata_cached(storage: Storage, rel: str, size: int, mtime_ns: int) -> CommitMetadata:
-    try:
-        data = storage.read_bytes(rel)
-    except FileNotFoundError as exc:
-        raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}") from exc
+def _read_commit_metadata_cached(storage: Storage, rel: str, version: str) -> CommitMetadata:
+    key = (storage, rel, version)
+    data = _DOCUMENTS.get(key)
+    if data is None:
+        try:
+            data = storage.read_bytes(rel)
+        except FileNotFoundError as exc:
+            raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}") from exc
+        _DOCUMENTS.put(key, data)
     return CommitMetadata.from_bytes(data, source=storage.full_path(rel))
 
 
@@ -183,14 +258,16 @@ def _parse_archived_commit_metadata(data: bytes, source: str) -> CommitMetadata:
     return CommitMetadata.from_bytes(data, source=source)
 
 
-def _read_commit_metadata(storage: Storage, rel: str) -> CommitMetadata:
-    # Keyed by size and mtime too, so a table deleted and re-created at the same path is re-read.
-    if not storage.is_local:  # created once, by a conditional PUT, and never replaced: no HEAD
-        return _read_commit_metadata_cached(storage, rel, -1, 0)
+def _read_commit_metadata(storage: Storage, rel: str, version: str) -> CommitMetadata:
+    # Keyed by a version, so a table deleted and re-created at the same path is re-read: on an
+    # object store the ETag its listing showed (instant files are created once, by a conditional
+    # PUT, and never replaced: no HEAD), locally size and modification time.
+    if not storage.is_local:
+        return _read_commit_metadata_cached(storage, rel, version)
     info = storage.stat(rel)
     if info is None:
         raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}")
-    return _read_commit_metadata_cached(storage, rel, info.size, info.mtime_ns)
+    return _read_commit_metadata_cached(storage, rel, f"{info.size}:{info.mtime_ns}")
 
 
 def _has_archive(metafolder: list[FileEntry]) -> bool:
@@ -200,15 +277,15 @@ def _has_archive(metafolder: list[FileEntry]) -> bool:
 
 
 def _list_instants(storage: Storage, layout: TimelineLayout) -> Iterable[Instant]:
-    return _instants_in(storage.list(layout.folder), layout)
+    return (inst for _, inst in _instants_in(storage.list(layout.folder), layout))
 
 
-def _instants_in(entries: Iterable[FileEntry], layout: TimelineLayout) -> Iterable[Instant]:
+def _instants_in(entries: Iterable[FileEntry], layout: TimelineLayout) -> Iterable[tuple[FileEntry, Instant]]:
     for entry in entries:
         if not entry.is_dir:
             inst = layout.parse(entry.name)
             if inst is not None:
-                yield inst
+                yield entry, inst
 
 
 # -- state changes ---------------------------------------------------------------------------
@@ -277,7 +354,7 @@ def delete_instant_files(
     layout = layout or table_layout(storage)
     entries = storage.list(layout.folder) if listed is None else listed
     mine = sorted(
-        (i for i in _instants_in(entries, layout) if (i.time, i.action) == (instant.time, instant.action)),
+        (i for _, i in _instants_in(entries, layout) if (i.time, i.action) == (instant.time, instant.action)),
         key=lambda i: -i.state.rank,
     )
     for inst in mine:
