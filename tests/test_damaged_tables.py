@@ -93,6 +93,12 @@ def test_damaged_properties_refuse_table_services(root: Path, service: str) -> N
     assert_refused(root, f"{properties(root)} is damaged", getattr(table, service))
 
 
+def first_commit(root: Path) -> str:
+    """The oldest completed commit's file name: the example the write guard names (the commits
+    tell the partitions; the whole table is listed only when none names one)."""
+    return min(p.name for p in (root / ".hoodie").glob("*.commit"))
+
+
 def test_lost_partition_fields_with_a_valid_checksum_are_caught_by_the_data(root: Path) -> None:
     """Hudi's checksum covers only database and table name: a lost line passes it."""
     edit(root, lambda line: not line.startswith("hoodie.table.partition.fields"))
@@ -100,16 +106,29 @@ def test_lost_partition_fields_with_a_valid_checksum_are_caught_by_the_data(root
     assert table.config.damage is None and table.config.partition_fields == ()
     assert_refused(
         root, f"{properties(root)} disagrees with the table: it names no partition fields, "
-        "but a data folder holds partition 'x' (depth 1)",
+        f"but commit {first_commit(root)} holds partition 'x' (depth 1)",
         lambda: table.upsert(batch(ids=("e",), p=("x",))),
     )
+
+
+def test_without_a_commit_naming_a_partition_the_data_folders_tell(tmp_path: Path) -> None:
+    """The write guard learns the partitions from the commits; a table whose commits name none
+    (here: none yet, and a partition folder another writer left) is listed instead."""
+    root = tmp_path / "t"
+    create_table(root, "t", record_key="id", precombine_field="ts", partition_fields="p")
+    (root / "x").mkdir()
+    (root / "x/.hoodie_partition_metadata").write_text("#partition metadata\ncommitTime=20240101000000000\npartitionDepth=1\n")
+    edit(root, lambda line: not line.startswith("hoodie.table.partition.fields"))
+    assert_refused(root, "it names no partition fields, but a data folder holds partition 'x' (depth 1)",
+                   lambda: open_table(root).upsert(batch(ids=("e",), p=("x",))))
 
 
 def test_partition_field_names_that_disagree_with_hive_folders(tmp_path: Path) -> None:
     root = hive_table(tmp_path)
     # a lost keygen line and the partition field renamed: both keys still look plausible
     rename_partition_field(root)
-    assert_refused(root, "it names partition fields ['v'], but a data folder holds partition 'p=x' (fields ['p'])",
+    assert_refused(root, f"it names partition fields ['v'], but commit {first_commit(root)} holds partition 'p=x' "
+                         "(fields ['p'])",
                    lambda: open_table(root).upsert(batch(ids=("e",), p=("x",))))
 
 
@@ -169,7 +188,8 @@ def test_reads_of_damaged_properties_do_not_prune_by_what_they_name(root: Path) 
 def test_a_lost_hive_style_line_is_caught_by_the_folders(tmp_path: Path) -> None:
     root = hive_table(tmp_path)
     edit(root, lambda line: not line.startswith("hoodie.datasource.write.hive_style_partitioning"))
-    assert_refused(root, "hoodie.datasource.write.hive_style_partitioning is false, but a data folder holds the "
+    assert_refused(root, "hoodie.datasource.write.hive_style_partitioning is false, but commit "
+                         f"{first_commit(root)} holds the "
                          "hive-style partition 'p=x'", lambda: open_table(root).upsert(batch(ids=("e",), p=("x",))))
 
 

@@ -119,12 +119,12 @@ def properties_disagreements(
     storage: Storage, config: TableConfig, timeline: Timeline, folders: Iterable[str] | None = None
 ) -> list[str]:
     """What the data says that the properties deny: the partition depth and field names of the
-    data folders (those holding partition metadata; listed unless given) and of the partitions
-    commits wrote, the key generator, the fields' presence in the table's schema."""
+    partitions commits wrote and of the data folders (those holding partition metadata; given,
+    or listed when no active commit names a partition: the listing walks the whole table, one
+    request per 1,000 objects on a store), the key generator, the fields' presence in the
+    table's schema."""
     problems = _keygen_problems(config)
-    seen: dict[str, str] = {}
-    for folder in _partition_folders(storage) if folders is None else folders:
-        seen.setdefault(folder, "a data folder")
+    written: dict[str, str] = {}
     for inst in timeline.completed_writes():
         if inst in timeline.archived:
             continue
@@ -133,7 +133,12 @@ def properties_disagreements(
         except CorruptTableError:
             continue  # reported by the doctor's instant check and by the write that reads it
         for partition in meta.partition_to_write_stats:
-            seen.setdefault(partition, f"commit {inst.file_name()}")
+            written.setdefault(partition, f"commit {inst.file_name()}")
+    if folders is None and not written:
+        folders = _partition_folders(storage)
+    seen = dict.fromkeys(folders or (), "a data folder")
+    for partition, where in written.items():
+        seen.setdefault(partition, where)
     for partition, where in sorted(seen.items()):
         problem = _partition_problem(config, partition, where)
         if problem:
@@ -295,7 +300,7 @@ def check_properties(storage: Storage, timeline: Timeline, given: Mapping[str, s
     except (CorruptTableError, TableNotFoundError):
         config = None
     usable = config is not None and config.damage is None
-    disagreements = properties_disagreements(storage, config, timeline) if usable and config else []
+    disagreements = properties_disagreements(storage, config, timeline, _partition_folders(storage)) if usable and config else []
     findings: list[Finding] = []
     if main.valid and not backup.missing:
         findings.append(Finding(
@@ -342,7 +347,7 @@ def rebuilt_properties(storage: Storage, timeline: Timeline, given: Mapping[str,
         config.check_readable()
     except UpsertlakeError as exc:
         return rebuilt, [str(exc)]
-    return rebuilt, properties_disagreements(storage, config, timeline)
+    return rebuilt, properties_disagreements(storage, config, timeline, _partition_folders(storage))
 
 
 def _rebuild(storage: Storage, given: Mapping[str, str]) -> str:
