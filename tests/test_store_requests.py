@@ -170,3 +170,23 @@ def test_missing_files_are_found_by_folder_listings_and_lone_heads(s3_server, s3
     assert sorted(storage.missing(wanted)) == ["a/2.parquet", "c/1.parquet", "d/1.parquet", "d/2.parquet"]
     counted = server_counts(s3_server)
     assert (counted.get("LIST", 0), counted.get("HEAD", 0)) == (2, 2)  # folders a and d listed; b and c HEADed
+
+
+def test_the_table_listing_skips_the_timeline_folder(s3_server, s3_table) -> None:
+    """The whole table's listing (a write touching many partitions, the doctor) leaves `.hoodie/`
+    out: it stops where `.hoodie/` begins and goes on after its last key, so 2,100 timeline
+    objects (three pages of 1,000 in a plain listing) cost no request of their own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from upsertlake.storage import Storage
+
+    storage = Storage(s3_table, s3_server.options)
+    outside = ["!first/a.parquet", "-1/b.parquet", ".abc_x.log.1_0-1-0", ".hoodie0", "p=1/c.parquet", "z/d.parquet"]
+    inside = [f".hoodie/{i:05d}.commit" for i in range(2100)] + [".hoodie/.aux/x", ".hoodie/~last"]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda p: storage.write_bytes(p, b"x"), outside + inside))
+    server_counts(s3_server)
+    assert sorted(e.path for e in storage.list_outside(".hoodie")) == sorted(outside)
+    assert server_counts(s3_server)["LIST"] == 2  # up to .hoodie/, then after it
+    assert len(storage.list("", recursive=True)) == len(outside) + len(inside)
+    assert server_counts(s3_server)["LIST"] == 3  # a plain listing: 3 pages

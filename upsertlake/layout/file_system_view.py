@@ -124,7 +124,7 @@ def list_partitions_and_files(storage: Storage, scope: Collection[str] | None = 
     unless there are more of them than listings run at once (then the whole table's listing, one
     request per 1,000 objects, is the cheaper)."""
     if scope is None or len(scope) > LISTING_THREADS:
-        entries = storage.list("", recursive=True)
+        entries = storage.list_outside(METAFOLDER)
     else:
         with ThreadPoolExecutor(max_workers=max(1, len(scope))) as pool:
             entries = [e for listed in pool.map(storage.list, sorted(scope)) for e in listed]

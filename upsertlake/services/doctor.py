@@ -208,15 +208,7 @@ def _schema_fields(timeline: Timeline, config: TableConfig) -> set[str] | None:
 
 
 def _partition_folders(storage: Storage) -> list[str]:
-    return sorted({_parent(e.path) for e in _data_entries(storage) if e.name == PARTITION_METAFILE})
-
-
-def _data_entries(storage: Storage) -> list[FileEntry]:
-    """Every file outside `.hoodie/`."""
-    return [
-        e for e in storage.list("", recursive=True)
-        if not e.is_dir and not (e.path == METAFOLDER or e.path.startswith(METAFOLDER + "/"))
-    ]
+    return sorted({_parent(e.path) for e in storage.list_outside(METAFOLDER) if e.name == PARTITION_METAFILE})
 
 
 def _parent(path: str) -> str:
@@ -238,7 +230,7 @@ def diagnose(storage: Storage, config: Config | None = None, properties: Mapping
         raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
     cfg = config or doctor_config(storage)
     report = Report(storage.base)
-    entries = _data_entries(storage)
+    entries = storage.list_outside(METAFOLDER)
     try:
         timeline = Timeline.load(storage, _layout(storage))
     except CorruptTableError as exc:  # an unreadable archive: the checks that need the timeline cannot run
@@ -478,7 +470,7 @@ def _failed_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[In
         else:
             stamp = entry.name.split(".", 1)[0]  # <instant>.<action>..., .heartbeat/<instant>
         touched[stamp] = max(touched[stamp], entry.mtime_ns // 1_000_000)
-    for entry in _data_entries(storage):
+    for entry in storage.list_outside(METAFOLDER):
         if _is_base_file(entry):
             stamp = BaseFile.parse(entry).instant_time
             touched[stamp] = max(touched[stamp], entry.mtime_ns // 1_000_000)

@@ -227,6 +227,34 @@ class Storage:
         dirs = [FileEntry(p.rstrip("/"), 0, True, 0) for p in found["common_prefixes"]]
         return dirs + [_entry(m["path"], m) for m in found["objects"]]
 
+    @_named_errors
+    def list_outside(self, folder: str) -> list[FileEntry]:
+        """Every file below the base except those under `folder` (the table's files without its
+        `.hoodie/`). On an object store a listing returns 1,000 objects a request, in key order,
+        and `.hoodie/` holds thousands on a long timeline: the listing stops where `folder`
+        begins and a second one starts after its last possible key."""
+        cut = f"{folder}/"
+        if self.is_local:
+            return [e for e in self._list_local("", True) if not e.is_dir and e.path != folder
+                    and not e.path.startswith(cut)]
+        count("LIST")
+        out: list[FileEntry] = []
+        reached = False
+        for chunk in obstore.list(self._store, None, chunk_size=1000):
+            for meta in chunk:
+                if meta["path"] >= cut:
+                    reached = True
+                    break
+                out.append(_entry(meta["path"], meta))
+            if reached:
+                break
+        if reached:
+            count("LIST")
+            # U+10FFFF is the greatest code point: every key under `folder/` sorts before it.
+            after = obstore.list(self._store, None, offset=cut + "\U0010ffff", chunk_size=1000)
+            out += [_entry(m["path"], m) for chunk in after for m in chunk]
+        return out
+
     def _list_local(self, rel: str, recursive: bool) -> list[FileEntry]:
         selector = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=recursive)
         prefix = len(self.base) + 1
