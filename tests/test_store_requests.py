@@ -75,10 +75,10 @@ def test_upsert_requests_do_not_grow_with_untouched_partitions(s3_server) -> Non
 
 
 def test_upsert_requests_do_not_grow_with_the_timeline(s3_server) -> None:
-    """12 vs 60 completed instants: the same requests, kind by kind (the timeline is one listing
+    """3 vs 40 completed instants: the same requests, kind by kind (the timeline is one listing
     of .hoodie/ however long; hoodie.properties is read once per version)."""
-    few = upsert_requests(s3_server, partitions=4, instants=12)
-    many = upsert_requests(s3_server, partitions=4, instants=60)
+    few = upsert_requests(s3_server, partitions=4, instants=3)
+    many = upsert_requests(s3_server, partitions=4, instants=40)
     assert many == few
     # The whole budget (the old code: LIST 29, GET 22, HEAD 6, PUT 19). LIST: the timeline at
     # start (under the lock), for the schema, for the plan and at commit (under the lock), and once
@@ -118,14 +118,15 @@ def test_a_fresh_process_reads_the_timeline_in_requests_that_do_not_grow_with_it
     """A new process has nothing cached: without the commit digest it read every completed
     commit's document, one GET each (the missing-file and damaged-table checks need them all).
     The writers keep the digest (one object) within digest.REFRESH commits of the timeline, so
-    12 and 60 instants cost the same requests: each table's digest lacks its last 4 commits."""
-    few = fresh_process_requests(s3_server, instants=12)
-    many = fresh_process_requests(s3_server, instants=60)
-    assert 12 % REFRESH == 60 % REFRESH == 4
+    4 and 28 instants cost the same requests: 4 documents outside the digest (there is none yet
+    for 4), read one by one."""
+    few = fresh_process_requests(s3_server, instants=4)
+    many = fresh_process_requests(s3_server, instants=28)
+    assert 4 % REFRESH == 28 % REFRESH == 4
     assert many == few
     # GET: the digest and the 4 documents outside it, and what the long-lived writer's upsert
     # reads too (hoodie.properties, the lease, the touched file): 7. Without the digest, every
-    # document: 12 + 7 here, 60 + 7 there.
+    # document: 4 + 7 here, 28 + 7 there.
     assert few["GET"] == 12
 
 
@@ -174,8 +175,9 @@ def test_missing_files_are_found_by_folder_listings_and_lone_heads(s3_server, s3
 
 def test_the_table_listing_skips_the_timeline_folder(s3_server, s3_table) -> None:
     """The whole table's listing (a write touching many partitions, the doctor) leaves `.hoodie/`
-    out: it stops where `.hoodie/` begins and goes on after its last key, so 2,100 timeline
-    objects (three pages of 1,000 in a plain listing) cost no request of their own."""
+    out: a page that ends inside `.hoodie/` is the last of its listing, and a second one starts
+    after its last key, so 2,100 timeline objects (three pages of 1,000 in a plain listing) cost
+    no request of their own; a table that fits one page is listed in one request."""
     from concurrent.futures import ThreadPoolExecutor
 
     from upsertlake.storage import Storage
@@ -190,3 +192,8 @@ def test_the_table_listing_skips_the_timeline_folder(s3_server, s3_table) -> Non
     assert server_counts(s3_server)["LIST"] == 2  # up to .hoodie/, then after it
     assert len(storage.list("", recursive=True)) == len(outside) + len(inside)
     assert server_counts(s3_server)["LIST"] == 3  # a plain listing: 3 pages
+    storage.delete_dir(".hoodie")
+    storage.write_bytes(".hoodie/hoodie.properties", b"x")
+    server_counts(s3_server)
+    assert sorted(e.path for e in storage.list_outside(".hoodie")) == sorted(outside)
+    assert server_counts(s3_server)["LIST"] == 1

@@ -33,6 +33,7 @@ T = TypeVar("T")
 
 DELETE_DIR_ATTEMPTS = 5
 REQUEST_THREADS = 8  # requests `missing` has in flight at once
+LIST_PAGE = 1000  # objects an object store's listing returns per request
 
 
 def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
@@ -231,28 +232,22 @@ class Storage:
     def list_outside(self, folder: str) -> list[FileEntry]:
         """Every file below the base except those under `folder` (the table's files without its
         `.hoodie/`). On an object store a listing returns 1,000 objects a request, in key order,
-        and `.hoodie/` holds thousands on a long timeline: the listing stops where `folder`
-        begins and a second one starts after its last possible key."""
+        and `.hoodie/` holds thousands on a long timeline: a listing whose page ends inside
+        `folder` stops there and a second one starts after its last possible key."""
         cut = f"{folder}/"
         if self.is_local:
             return [e for e in self._list_local("", True) if not e.is_dir and e.path != folder
                     and not e.path.startswith(cut)]
         count("LIST")
         out: list[FileEntry] = []
-        reached = False
-        for chunk in obstore.list(self._store, None, chunk_size=1000):
-            for meta in chunk:
-                if meta["path"] >= cut:
-                    reached = True
-                    break
-                out.append(_entry(meta["path"], meta))
-            if reached:
+        after = cut + "\U0010ffff"  # the greatest code point: every key under `folder/` sorts before it
+        for chunk in obstore.list(self._store, None, chunk_size=LIST_PAGE):
+            out += [_entry(m["path"], m) for m in chunk if not cut <= m["path"] < after]
+            if len(chunk) == LIST_PAGE and cut <= chunk[-1]["path"] < after:  # more pages, inside `folder/`
+                count("LIST")
+                rest = obstore.list(self._store, None, offset=after, chunk_size=LIST_PAGE)
+                out += [_entry(m["path"], m) for chunk in rest for m in chunk]
                 break
-        if reached:
-            count("LIST")
-            # U+10FFFF is the greatest code point: every key under `folder/` sorts before it.
-            after = obstore.list(self._store, None, offset=cut + "\U0010ffff", chunk_size=1000)
-            out += [_entry(m["path"], m) for chunk in after for m in chunk]
         return out
 
     def _list_local(self, rel: str, recursive: bool) -> list[FileEntry]:
