@@ -139,10 +139,11 @@ class Timeline:
         todo = [i for i in todo if not _DOCUMENTS.holds((self.storage, self.path(i), self.versions.get(i, "")))]
         if len(todo) < 2:
             return
-        wanted = {self.path(i): self.versions[i] for i in todo if i in self.versions}
-        for rel, data in digest.read(self.storage, wanted).items():
-            _DOCUMENTS.put((self.storage, rel, wanted[rel]), data)
-        todo = [i for i in todo if not _DOCUMENTS.holds((self.storage, self.path(i), self.versions.get(i, "")))]
+        if len(todo) >= digest.REFRESH:  # fewer are the newest commits, which the digest seldom holds
+            wanted = {self.path(i): self.versions[i] for i in todo if i in self.versions}
+            for rel, data in digest.read(self.storage, wanted).items():
+                _DOCUMENTS.put((self.storage, rel, wanted[rel]), data)
+            todo = [i for i in todo if not _DOCUMENTS.holds((self.storage, self.path(i), self.versions.get(i, "")))]
 
         def read(inst: Instant) -> None:
             try:
@@ -209,8 +210,8 @@ def _refuse_delta_commits(storage: Storage, instants: Iterable[Instant]) -> None
 
 
 class _Documents:
-    """The bytes of commit documents this process read, by (storage, path, version), least
-    recently used dropped first: what the commit digest is written from."""
+    """The bytes of the commit documents this process read from an object store, by (storage,
+    path, version), least recently used dropped first: what the commit digest is written from."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -247,7 +248,8 @@ def _read_commit_metadata_cached(storage: Storage, rel: str, version: str) -> Co
             data = storage.read_bytes(rel)
         except FileNotFoundError as exc:
             raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}") from exc
-        _DOCUMENTS.put(key, data)
+        if not storage.is_local:
+            _DOCUMENTS.put(key, data)
     return CommitMetadata.from_bytes(data, source=storage.full_path(rel))
 
 
