@@ -129,9 +129,10 @@ def test_a_fresh_process_reads_the_timeline_in_requests_that_do_not_grow_with_it
     assert few["GET"] == 12
 
 
-def test_the_commit_digest_is_used_only_where_the_listing_shows_the_same_version(s3_server) -> None:
+def test_the_commit_digest_is_used_only_where_the_listing_shows_the_same_version(s3_server, table_version) -> None:
     """A document in the digest whose instant file changed (its ETag differs) or is gone is read
-    from the timeline, not from the digest: a stale digest cannot hide a rollback or a damaged file."""
+    from the timeline, not from the digest: a stale digest cannot hide a rollback or a damaged file.
+    Both timeline layouts (version 8: `.hoodie/timeline/`, Avro documents)."""
     uri = f"s3://{s3_server.new_bucket()}/t"
     table = create_table(uri, "t", "uuid", "ts", "part", options=KEEP, storage_options=s3_server.options)
     for ts in range(1, REFRESH + 2):
@@ -143,6 +144,7 @@ def test_the_commit_digest_is_used_only_where_the_listing_shows_the_same_version
     held = digest.read(storage, listed)
     assert len(held) >= REFRESH and all(held[p] == storage.read_bytes(p) for p in held)
     victim = sorted(held)[0]
+    assert victim.rsplit("/", 1)[0] == (".hoodie/timeline" if table_version == 8 else ".hoodie")
     storage.write_bytes(victim, b"{not json")  # a damaged instant file: a new ETag
     reread = Timeline.load(storage)
     assert victim not in digest.read(storage, {timeline.path(i): reread.versions[i] for i in reread.completed_writes()})
