@@ -133,17 +133,20 @@ class Timeline:
         reading a long timeline (the missing-file and damaged-table checks read every commit)
         would otherwise wait for them one by one; once read they are cached. A failure is left to
         the read that follows, which raises it."""
-        todo = [i for i in instants if i.is_completed and i not in self.archived]
         if self.storage.is_local:
             return
-        todo = [i for i in todo if not _DOCUMENTS.holds((self.storage, self.path(i), self.versions.get(i, "")))]
+
+        def unread(among: Iterable[Instant]) -> list[Instant]:
+            return [i for i in among if not _DOCUMENTS.holds((self.storage, self.path(i), self.versions.get(i, "")))]
+
+        todo = unread(i for i in instants if i.is_completed and i not in self.archived)
         if len(todo) < 2:
             return
         if len(todo) >= digest.REFRESH:  # fewer are the newest commits, which the digest seldom holds
             wanted = {self.path(i): self.versions[i] for i in todo if i in self.versions}
             for rel, data in digest.read(self.storage, wanted).items():
                 _DOCUMENTS.put((self.storage, rel, wanted[rel]), data)
-            todo = [i for i in todo if not _DOCUMENTS.holds((self.storage, self.path(i), self.versions.get(i, "")))]
+            todo = unread(todo)
 
         def read(inst: Instant) -> None:
             try:
