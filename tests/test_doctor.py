@@ -43,6 +43,17 @@ def findings(root: Path) -> list[tuple[str, str, bool, str | None]]:
     return [(f.check, f.path, f.problem, f.fix) for f in diagnose(Storage(root)).findings]
 
 
+def whole_table_listings(monkeypatch, root: Path) -> int:
+    """How many times one diagnosis lists the whole table (one request per 1,000 objects on a
+    store): the listing is made once and handed to every check."""
+    calls = []
+    listing = Storage.list_outside
+    monkeypatch.setattr(Storage, "list_outside", lambda self, folder: calls.append(folder) or listing(self, folder))
+    diagnose(Storage(root))
+    monkeypatch.setattr(Storage, "list_outside", listing)
+    return len(calls)
+
+
 def commits(root: Path) -> list[Path]:
     return sorted((root / ".hoodie").glob("*.commit"))
 
@@ -97,7 +108,7 @@ def test_fix_restores_properties_from_a_backup_that_agrees(root: Path) -> None:
     assert props.read_bytes() == good and not (root / ".hoodie/hoodie.properties.backup").exists()
 
 
-def test_properties_that_disagree_with_the_data(root: Path) -> None:
+def test_properties_that_disagree_with_the_data(root: Path, monkeypatch) -> None:
     props = root / ".hoodie/hoodie.properties"
     props.write_text("".join(line for line in props.read_text().splitlines(keepends=True)
                              if not line.startswith("hoodie.table.partition.fields")))
@@ -106,12 +117,13 @@ def test_properties_that_disagree_with_the_data(root: Path) -> None:
         "disagrees with the table: it names no partition fields, but a data folder holds partition 'x' (depth 1)",
         fix="rebuild hoodie.properties from the table",
     )]
+    assert whole_table_listings(monkeypatch, root) == 1  # the disagreement and the rebuild's check share it
     run = doctor(root)
     assert run.returncode == 1
     assert ".hoodie/hoodie.properties: disagrees with the table" in run.stdout
 
 
-def test_failed_write_its_files_and_fix_rolls_it_back(root: Path) -> None:
+def test_failed_write_its_files_and_fix_rolls_it_back(root: Path, monkeypatch) -> None:
     rows = open_table(root).read().num_rows
     client = open_table(root).write_client()
     instant = client.start_commit()
@@ -130,6 +142,7 @@ def test_failed_write_its_files_and_fix_rolls_it_back(root: Path) -> None:
         ("pending", f".hoodie/{instant}.inflight", True, f"roll back {instant}"),
         *[("orphan", path, True, f"roll back {instant}") for path in written],
     ]
+    assert whole_table_listings(monkeypatch, root) == 1  # the failed-write check and the orphan check share it
     run = doctor(root, "--fix", "--json")
     report = json.loads(run.stdout)
     assert run.returncode == 0 and report["ok"] and report["findings"] == []

@@ -128,6 +128,12 @@ def list_partitions_and_files(storage: Storage, scope: Collection[str] | None = 
     else:
         with ThreadPoolExecutor(max_workers=max(1, len(scope))) as pool:
             entries = [e for listed in pool.map(storage.list, sorted(scope)) for e in listed]
+    return sort_listing(entries, scope)
+
+
+def sort_listing(entries: Iterable[FileEntry], scope: Collection[str] | None = None) -> Listing:
+    """The partitions, base files and log files among listed `entries` (of `scope` only, if
+    given): one listing of the table serves every check that needs one."""
     partitions: set[str] = set()
     files: list[FileEntry] = []
     logs: list[tuple[FileEntry, LogFileName]] = []

@@ -34,7 +34,9 @@ from upsertlake.config.table_config import (
     validate_properties,
 )
 from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError, UpsertlakeError
-from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile
+from upsertlake.layout.file_system_view import (
+    BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile, Listing, list_partitions_and_files, sort_listing,
+)
 from upsertlake.layout.markers import marker_folder, rollback_pending
 from upsertlake.logfile.names import LogFileName
 from upsertlake.services.rebuild import Rebuild, holds_a_timeline, layout_on_disk, rebuild_properties, remnants
@@ -135,7 +137,7 @@ def properties_disagreements(
         for partition in meta.partition_to_write_stats:
             written.setdefault(partition, f"commit {inst.file_name()}")
     if folders is None and not written:
-        folders = _partition_folders(storage)
+        folders = list_partitions_and_files(storage).partitions
     seen = dict.fromkeys(folders or (), "a data folder")
     for partition, where in written.items():
         seen.setdefault(partition, where)
@@ -207,10 +209,6 @@ def _schema_fields(timeline: Timeline, config: TableConfig) -> set[str] | None:
         return None
 
 
-def _partition_folders(storage: Storage) -> list[str]:
-    return sorted({_parent(e.path) for e in storage.list_outside(METAFOLDER) if e.name == PARTITION_METAFILE})
-
-
 def _parent(path: str) -> str:
     return path.rpartition("/")[0]
 
@@ -240,10 +238,11 @@ def diagnose(storage: Storage, config: Config | None = None, properties: Mapping
     except UnsupportedTableError as exc:  # e.g. merge-on-read: its files cannot be judged (nor fixed) here
         report.findings.append(Finding("properties", PROPERTIES_FILE, f"{exc}; no other check ran"))
         return report
-    report.findings += check_properties(storage, timeline, properties)
+    failed = {i.time for i in _failed_writes(storage, timeline, cfg, entries)}
+    report.findings += check_properties(storage, timeline, sort_listing(entries), properties)
     report.findings += check_instants(storage, timeline)
-    report.findings += check_pending_writes(storage, timeline, cfg)
-    report.findings += check_files(storage, timeline, entries, cfg)
+    report.findings += check_pending_writes(storage, timeline, cfg, failed)
+    report.findings += check_files(storage, timeline, entries, failed)
     report.findings += check_hidden_versions(timeline)
     report.findings += check_partition_metadata(storage, entries)
     return report
@@ -282,9 +281,11 @@ def treat(storage: Storage, config: Config | None = None, properties: Mapping[st
 
 
 # -- properties ----------------------------------------------------------------------------------
-def check_properties(storage: Storage, timeline: Timeline, given: Mapping[str, str] | None = None) -> list[Finding]:
+def check_properties(
+    storage: Storage, timeline: Timeline, listing: Listing, given: Mapping[str, str] | None = None
+) -> list[Finding]:
     """`hoodie.properties` valid (else whether its backup can stand in, or the table can tell every
-    value again) and agreeing with the data."""
+    value again) and agreeing with the data (`listing`: the table's)."""
     main = PropertiesFile.read(storage, PROPERTIES_FILE)
     backup = PropertiesFile.read(storage, BACKUP_FILE)
     try:
@@ -292,7 +293,7 @@ def check_properties(storage: Storage, timeline: Timeline, given: Mapping[str, s
     except (CorruptTableError, TableNotFoundError):
         config = None
     usable = config is not None and config.damage is None
-    disagreements = properties_disagreements(storage, config, timeline, _partition_folders(storage)) if usable and config else []
+    disagreements = properties_disagreements(storage, config, timeline, listing.partitions) if usable and config else []
     findings: list[Finding] = []
     if main.valid and not backup.missing:
         findings.append(Finding(
@@ -301,7 +302,7 @@ def check_properties(storage: Storage, timeline: Timeline, given: Mapping[str, s
         ))
     rebuild_note, rebuild_fix = "", None
     if disagreements or not (main.valid or backup.valid):
-        rebuilt, problems = rebuilt_properties(storage, timeline, given or {})
+        rebuilt, problems = rebuilt_properties(storage, timeline, listing, given or {})
         if rebuilt.unknown:
             rebuild_note = f"; --fix cannot rebuild it from the table: {rebuilt.missing_hint(storage.base)}"
         elif problems:
@@ -325,10 +326,12 @@ def check_properties(storage: Storage, timeline: Timeline, given: Mapping[str, s
     return findings
 
 
-def rebuilt_properties(storage: Storage, timeline: Timeline, given: Mapping[str, str]) -> tuple[Rebuild, list[str]]:
+def rebuilt_properties(
+    storage: Storage, timeline: Timeline, listing: Listing, given: Mapping[str, str]
+) -> tuple[Rebuild, list[str]]:
     """hoodie.properties rebuilt from the table (values given with --option first), and why it
     would still not do (empty: it is valid and agrees with the table)."""
-    rebuilt = rebuild_properties(storage, timeline, given)
+    rebuilt = rebuild_properties(storage, timeline, given, listing)
     if rebuilt.unknown:
         return rebuilt, []
     problems = validate_properties(rebuilt.props)
@@ -339,13 +342,13 @@ def rebuilt_properties(storage: Storage, timeline: Timeline, given: Mapping[str,
         config.check_readable()
     except UpsertlakeError as exc:
         return rebuilt, [str(exc)]
-    return rebuilt, properties_disagreements(storage, config, timeline, _partition_folders(storage))
+    return rebuilt, properties_disagreements(storage, config, timeline, listing.partitions)
 
 
 def _rebuild(storage: Storage, given: Mapping[str, str]) -> str:
     """Under the lock: rebuild and write hoodie.properties; says what it did and from what."""
     timeline = Timeline.load(storage, _layout(storage))
-    rebuilt, problems = rebuilt_properties(storage, timeline, given)
+    rebuilt, problems = rebuilt_properties(storage, timeline, list_partitions_and_files(storage), given)
     if rebuilt.unknown or problems:
         return f"did not rebuild {PROPERTIES_FILE}: the table changed meanwhile; run the doctor again"
     replace_properties(storage, rebuilt.props)
@@ -411,9 +414,9 @@ def what_it_breaks(inst: Instant) -> str:
 
 
 # -- pending writes and heartbeats ----------------------------------------------------------------
-def check_pending_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Finding]:
+def check_pending_writes(storage: Storage, timeline: Timeline, cfg: Config, failed: set[str]) -> list[Finding]:
+    """Pending writes (`failed`: the instants of those nobody works on), compactions, heartbeats."""
     findings: list[Finding] = []
-    failed = {i.time for i in _failed_writes(storage, timeline, cfg)}
     for inst in timeline.pending_writes():
         rel = f"{METAFOLDER}/{inst.file_name()}"
         beat = last_heartbeat_ms(storage, inst.time)
@@ -454,10 +457,13 @@ def _check_pending_compactions(storage: Storage, timeline: Timeline, cfg: Config
     return findings
 
 
-def _failed_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Instant]:
+def _failed_writes(
+    storage: Storage, timeline: Timeline, cfg: Config, entries: Iterable[FileEntry] | None = None
+) -> list[Instant]:
     """Pending writes nobody works on: no heartbeat, instant file, marker or data file of theirs
     touched for the heartbeat window (the one its heartbeat declares, else interval x tolerable
-    misses of `cfg`). A file being written keeps its modification time fresh, so a slow writer
+    misses of `cfg`). `entries`: the whole table's listing (.hoodie/ aside), listed here if not
+    given. A file being written keeps its modification time fresh, so a slow writer
     without heartbeats (Hudi's single writer) is not taken for dead."""
     interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
     pending = timeline.pending_writes()
@@ -470,7 +476,7 @@ def _failed_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[In
         else:
             stamp = entry.name.split(".", 1)[0]  # <instant>.<action>..., .heartbeat/<instant>
         touched[stamp] = max(touched[stamp], entry.mtime_ns // 1_000_000)
-    for entry in storage.list_outside(METAFOLDER):
+    for entry in storage.list_outside(METAFOLDER) if entries is None else entries:
         if _is_base_file(entry):
             stamp = BaseFile.parse(entry).instant_time
             touched[stamp] = max(touched[stamp], entry.mtime_ns // 1_000_000)
@@ -483,7 +489,7 @@ def _ago(epoch_ms: int) -> str:
 
 
 # -- data files ----------------------------------------------------------------------------------
-def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], cfg: Config) -> list[Finding]:
+def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], failed: set[str]) -> list[Finding]:
     """Orphans (files of no completed write, newer than the active timeline) and committed files
     that are gone though no completed clean removed them."""
     findings: list[Finding] = []
@@ -492,7 +498,6 @@ def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], 
     completed = {i.time for i in timeline.completed_writes()}
     pending = {i.time for i in timeline.pending_writes()}
     compacting = {i.time for i in timeline.pending_compactions()}  # reported by check_pending_writes
-    failed = {i.time for i in _failed_writes(storage, timeline, cfg)}
     active = timeline.active()
     start = active[0].time if active else None
     appended = _appended_by(storage, pending)

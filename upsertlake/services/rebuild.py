@@ -45,7 +45,7 @@ from upsertlake.config.table_config import (
     properties_checksum,
 )
 from upsertlake.errors import CorruptTableError
-from upsertlake.layout.file_system_view import BaseFile, list_partitions_and_files
+from upsertlake.layout.file_system_view import BaseFile, Listing, list_partitions_and_files
 from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.schema.avro import sanitize_name
 from upsertlake.storage import Storage
@@ -138,12 +138,15 @@ def remnants(storage: Storage) -> tuple[dict[str, str], bool]:
     return found, whole
 
 
-def rebuild_properties(storage: Storage, timeline: Timeline, given: Mapping[str, str]) -> Rebuild:
-    """hoodie.properties as the table's sources tell it (see the module's docstring)."""
+def rebuild_properties(
+    storage: Storage, timeline: Timeline, given: Mapping[str, str], listing: Listing | None = None
+) -> Rebuild:
+    """hoodie.properties as the table's sources tell it (see the module's docstring); `listing`:
+    the table's, if the caller has listed it already."""
     old, whole = remnants(storage)
     schema_json = _schema(timeline, old)
     columns = _columns(schema_json)
-    partitions, files, _ = list_partitions_and_files(storage)
+    partitions, files, _ = listing or list_partitions_and_files(storage)
     completed = {i.time for i in timeline.completed_writes()}
     sample = _sample(storage, [f for f in files if f.instant_time in completed])
     recorded = _recorded(timeline)
