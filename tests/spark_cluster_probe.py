@@ -1,10 +1,11 @@
 """A Spark driver against a standalone cluster (tests/test_spark_cluster.py starts the master and
-the worker): the distributed write path and both read paths on one table, printing JSON.
+the worker): the distributed write path and both read paths on each table, printing JSON.
 
-    python tests/spark_cluster_probe.py MASTER_URL TABLE ROWS [STORE_JSON]
+    python tests/spark_cluster_probe.py MASTER_URL ROWS TABLES_JSON
 
-TABLE is an `s3://` URI (STORE_JSON then holds its storage options) or a path relative to this
-process's working folder, which the executors do not share.
+TABLES_JSON lists [TABLE, STORE] pairs: TABLE is an `s3://` URI (STORE then holds its storage
+options) or a path relative to this process's working folder, which the executors do not share
+(STORE: {}). One driver does them one after the other.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ import upsertlake.spark as uls
 
 
 def main() -> None:
-    master, table, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    store = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
+    master, rows, tables = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
     spark = (
         SparkSession.builder.master(master)
         .appName("upsertlake-cluster-test")
@@ -35,8 +35,17 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     uls.register(spark)
+    out = {}
+    for table, store in tables:
+        began = time.perf_counter()
+        out[table] = {"steps": steps(spark, table, store, rows), "seconds": time.perf_counter() - began}
+    print(json.dumps(out), flush=True)
+    spark.stop()
+
+
+def steps(spark: SparkSession, table: str, store: dict, rows: int) -> dict:
+    """Bulk insert, two upserts, a delete and a data-source save, each read back both ways."""
     keys = dict(table="t", record_key="uuid", precombine_field="ts", partition_fields="city", storage_options=store)
-    began = time.perf_counter()
 
     def frame(first: int, last: int, ts: int):
         return spark.range(first, last).select(
@@ -56,22 +65,21 @@ def main() -> None:
         agg2 = through_source.agg(F.count("*"), F.sum("fare")).first()
         return {"rows": agg[0], "fare": agg[1], "source_rows": agg2[0], "source_fare": agg2[1]}
 
-    steps = {}
+    done = {}
     uls.bulk_insert(frame(0, rows, 1), table, **keys)
-    steps["bulk_insert"] = counts()
+    done["bulk_insert"] = counts()
     uls.upsert(frame(0, rows // 10, 2), table, **keys)
-    steps["upsert_1"] = counts()
+    done["upsert_1"] = counts()
     uls.upsert(frame(rows // 20, rows // 20 + rows // 10, 3), table, **keys)
-    steps["upsert_2"] = counts()
+    done["upsert_2"] = counts()
     uls.delete(frame(0, 100, 0).select("uuid", "city"), table, **keys)
-    steps["delete"] = counts()
+    done["delete"] = counts()
     sink = frame(rows, rows + 10, 4).write.format("upsertlake").mode("append")
     for k, v in store.items():
         sink = sink.option(k, v)
     sink.option("hoodie.datasource.write.operation", "upsert").save(table)
-    steps["save"] = counts()
-    print(json.dumps({"steps": steps, "seconds": time.perf_counter() - began}), flush=True)
-    spark.stop()
+    done["save"] = counts()
+    return done
 
 
 if __name__ == "__main__":

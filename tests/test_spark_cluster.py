@@ -94,10 +94,11 @@ def expected(rows: int) -> list[dict]:
     return out
 
 
-def run_probe(cluster: str, table: str, cwd: Path, store: dict | None = None) -> dict:
+def run_probe(cluster: str, tables: list[tuple[str, dict]], cwd: Path) -> dict:
+    """One driver process (in `cwd`) running the probe's steps on each (table, storage options)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # no store settings in the env
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
-    args = [sys.executable, str(PROBE), cluster, table, str(ROWS), *([json.dumps(store)] if store else [])]
+    args = [sys.executable, str(PROBE), cluster, str(ROWS), json.dumps(tables)]
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=480)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -108,11 +109,10 @@ def run_probe(cluster: str, table: str, cwd: Path, store: dict | None = None) ->
 def test_a_standalone_cluster_writes_and_reads_s3_and_relative_local_tables(cluster, s3_server, s3_table,
                                                                             tmp_path: Path) -> None:
     want = expected(ROWS)
-    on_s3 = run_probe(cluster, s3_table, tmp_path, s3_server.options)
-    assert list(on_s3["steps"].values()) == want
     driver_folder = tmp_path / "driver"
     driver_folder.mkdir()
-    local = run_probe(cluster, "tables/t", driver_folder)
-    assert list(local["steps"].values()) == want
+    done = run_probe(cluster, [(s3_table, s3_server.options), ("tables/t", {})], driver_folder)
+    assert list(done[s3_table]["steps"].values()) == want
+    assert list(done["tables/t"]["steps"].values()) == want
     assert (driver_folder / "tables" / "t" / ".hoodie" / "hoodie.properties").exists()
     assert not list(driver_folder.rglob("*spark-staging*"))  # staging cleaned where it was made
