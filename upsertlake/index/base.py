@@ -69,18 +69,32 @@ class Index(ABC):
         return {}
 
 
-def candidate_partitions(partitions: pa.Array, view: FileSystemView, is_global: bool) -> list[str]:
-    """The partitions whose files may hold the batch's keys."""
+Wanted = Callable[[BaseFile], tuple[pa.Array, np.ndarray]]  # a file's keys to look up, and their batch rows
+
+
+def lookup_plan(keys: pa.Array, partitions: pa.Array, view: FileSystemView, is_global: bool) -> tuple[list[BaseFile], Wanted]:
+    """The latest base files that may hold the batch's keys, and for each file the keys to look
+    up in it with their batch rows: every key (global), else its partition's."""
     if is_global:
-        return view.partitions()
-    present = set(pc.unique(partitions).to_pylist())
-    return [p for p in view.partitions() if p in present]
+        every = (keys, np.arange(len(keys), dtype=np.int64))
+        return view.latest_base_files(view.partitions()), lambda bf: every
+    rows = rows_by_partition(partitions)
+    subsets: dict[str, tuple[pa.Array, np.ndarray]] = {}
+
+    def wanted(bf: BaseFile) -> tuple[pa.Array, np.ndarray]:
+        # Taken in the reading threads, once per partition (a race takes it twice, harmlessly).
+        if bf.partition_path not in subsets:
+            at = rows[bf.partition_path]
+            subsets[bf.partition_path] = (keys.take(pa.array(at)), at)
+        return subsets[bf.partition_path]
+
+    return view.latest_base_files([p for p in view.partitions() if p in rows]), wanted
 
 
 def read_file_keys(
     storage: Storage,
     files: Sequence[BaseFile],
-    wanted: Callable[[BaseFile], tuple[pa.Array, np.ndarray]] | None = None,
+    wanted: Wanted | None = None,
 ) -> pa.Table:
     """The record keys stored in `files`, with each key's location (partition, fileId, instant).
 
@@ -121,16 +135,15 @@ def read_file_keys(
     return pa.concat_tables([empty, *tables])
 
 
-def keys_by_partition(keys: pa.Array, partitions: pa.Array) -> dict[str, tuple[pa.Array, np.ndarray]]:
-    """The batch's keys split by partition path (each in batch order, with its batch rows), with
-    one pass instead of a scan per file: the paths are hashed to small codes and the codes
-    sorted (a string sort of 1M paths took 0.2 s)."""
+def rows_by_partition(partitions: pa.Array) -> dict[str, np.ndarray]:
+    """The batch's rows of each partition path (in batch order), with one pass instead of a scan
+    per file: the paths are hashed to small codes and the codes sorted (a string sort of 1M
+    paths took 0.2 s)."""
     encoded = pc.dictionary_encode(partitions, null_encoding="encode")
     codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     order, bounds = group_rows(codes, len(encoded.dictionary))
-    grouped = keys.take(pa.array(order))
     paths, starts, ends = encoded.dictionary.to_pylist(), bounds[:-1].tolist(), bounds[1:].tolist()
-    return {p: (grouped.slice(lo, hi - lo), order[lo:hi]) for p, lo, hi in zip(paths, starts, ends)}
+    return {p: order[lo:hi] for p, lo, hi in zip(paths, starts, ends)}
 
 
 def join_locations(

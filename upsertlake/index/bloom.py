@@ -12,9 +12,8 @@ import pyarrow.compute as pc
 
 from upsertlake.index.base import (
     Index,
-    candidate_partitions,
     join_locations,
-    keys_by_partition,
+    lookup_plan,
     read_file_keys,
 )
 from upsertlake.layout.footer import read_footer
@@ -30,15 +29,11 @@ class BloomIndex(Index):
     def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
-        files = view.latest_base_files(candidate_partitions(partitions, view, self.is_global))
+        files, wanted = lookup_plan(keys, partitions, view, self.is_global)
         candidates: list[tuple[BaseFile, pa.Array, np.ndarray]] = []
         bloom_checks = 0
-        every = (keys, np.arange(len(keys), dtype=np.int64))
-        by_partition = {} if self.is_global else keys_by_partition(keys, partitions)
         for bf in files:
-            subset, rows = every if self.is_global else by_partition.get(bf.partition_path, (None, None))
-            if subset is None or len(subset) == 0:
-                continue
+            subset, rows = wanted(bf)
             footer = read_footer(view.storage, bf)
             if self.prune_by_ranges and footer.min_key is not None and footer.max_key is not None:
                 in_range = pc.and_(

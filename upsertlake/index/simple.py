@@ -7,14 +7,12 @@ over many files.
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 
 from upsertlake.index.base import (
     Index,
-    candidate_partitions,
     join_locations,
-    keys_by_partition,
+    lookup_plan,
     read_file_keys,
 )
 from upsertlake.layout.file_system_view import FileSystemView
@@ -26,15 +24,10 @@ class SimpleIndex(Index):
         self._stats: dict[str, int] = {}
 
     def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:
-        files = view.latest_base_files(candidate_partitions(partitions, view, self.is_global))
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
-        if self.is_global:
-            every = (keys, np.arange(len(keys), dtype=np.int64))
-            located = read_file_keys(view.storage, files, wanted=lambda bf: every)
-        else:  # a key is looked for in its own partition only
-            by_partition = keys_by_partition(keys, partitions)
-            located = read_file_keys(view.storage, files, wanted=lambda bf: by_partition[bf.partition_path])
+        files, wanted = lookup_plan(keys, partitions, view, self.is_global)
+        located = read_file_keys(view.storage, files, wanted=wanted)
         self._stats = {"files_considered": len(files), "files_opened": len(files), "keys_matched": located.num_rows}
         return join_locations(keys, partitions, located, self.is_global, unique)
 
