@@ -395,20 +395,27 @@ def test_failed_spark_job_leaves_nothing(spark, tmp_path: Path) -> None:
     assert len(data(path)) == 40 and r.num_inserts == 10
 
 
-def test_driver_stays_small_and_failed_task_attempts_leave_nothing(tmp_path: Path) -> None:
-    """In a session of its own (tests/spark_driver_probe.py): spark.driver.maxResultSize=1m and
-    300,000 keys (about 4 MB of keys alone) upsert fine, so nothing per record is collected; the
-    Python process's peak RSS after that write is within 25% of its peak after a write ten times
-    smaller; every write task fails once after writing its file and its retry succeeds (local[2,3]),
-    and the commit deleted the failed attempts' files (marker reconciliation)."""
-    path, failures = tmp_path / "t", tmp_path / "failures"
-    failures.mkdir()
+@pytest.fixture(scope="module")
+def retries_probe(tmp_path_factory) -> tuple[Path, dict]:
+    """tests/spark_retries_probe.py, run once in a process of its own (Spark's driver settings and
+    task retries, local[2,3], are fixed per application): its work folder and its JSON."""
+    work = tmp_path_factory.mktemp("retries")
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, str(REPO / "tests" / "spark_driver_probe.py"), str(path), "300000", str(failures)]
+    cmd = [sys.executable, str(REPO / "tests" / "spark_retries_probe.py"), str(work), "300000"]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
-    got = json.loads(p.stdout.strip().splitlines()[-1])
-    assert len(list(failures.iterdir())) >= 4  # one injected failure per write task (4 partitions)
+    return work, json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_driver_stays_small_and_failed_task_attempts_leave_nothing(retries_probe) -> None:
+    """spark.driver.maxResultSize=1m and 300,000 keys (about 4 MB of keys alone) upsert fine, so
+    nothing per record is collected; the Python process's peak RSS after that write is within 25%
+    of its peak after a write ten times smaller; every write task fails once after writing its
+    file and its retry succeeds (local[2,3]), and the commit deleted the failed attempts' files
+    (marker reconciliation)."""
+    work, probe = retries_probe
+    path, got = work / "driver" / "t", probe["driver"]
+    assert len(list((work / "driver" / "failures").iterdir())) >= 4  # one injected failure per write task (4 partitions)
     assert got["on_disk"] == got["files_written"] and len(got["files_written"]) >= 4
     assert (got["updates"], got["inserts"]) == (30_000, 270_000)
     assert got["peak_mb_large"] <= 1.25 * got["peak_mb_small"], got
@@ -683,18 +690,13 @@ def test_a_failed_spark_re_merge_leaves_nothing(spark, tmp_path: Path, monkeypat
     assert_clean(path)
 
 
-def test_failed_task_attempts_of_a_re_merge_leave_nothing(tmp_path: Path) -> None:
-    """In a session of its own (tests/spark_remerge_probe.py, local[2,3]): every task of the
-    re-merge job fails once after writing its file and its retry succeeds; the commit names the
-    retries' files and deleted the failed attempts' (marker reconciliation after the re-merge)."""
-    path, failures = tmp_path / "t", tmp_path / "failures"
-    failures.mkdir()
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, str(REPO / "tests" / "spark_remerge_probe.py"), str(path), str(failures)]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert p.returncode == 0, p.stderr[-3000:]
-    got = json.loads(p.stdout.strip().splitlines()[-1])
-    assert len(list(failures.iterdir())) == 3  # one injected failure per re-merged group
+def test_failed_task_attempts_of_a_re_merge_leave_nothing(retries_probe) -> None:
+    """Every task of the re-merge job fails once after writing its file and its retry succeeds
+    (local[2,3]); the commit names the retries' files and deleted the failed attempts' (marker
+    reconciliation after the re-merge)."""
+    work, probe = retries_probe
+    path, got = work / "remerge" / "t", probe["remerge"]
+    assert len(list((work / "remerge" / "failures").iterdir())) == 3  # one injected failure per re-merged group
     assert got["remerges"] == 1 and len(got["files_written"]) == 3 and got["moved_to"] > got["instant"]
     assert got["on_disk"] == got["files_written"]
     assert not set(got["first_files"]) & set(got["on_disk"])  # the replaced files are gone too
