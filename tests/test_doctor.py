@@ -108,6 +108,13 @@ def test_fix_restores_properties_from_a_backup_that_agrees(root: Path) -> None:
     assert props.read_bytes() == good and not (root / ".hoodie/hoodie.properties.backup").exists()
 
 
+def test_a_stray_file_in_a_partition_folder_is_not_a_finding(root: Path) -> None:
+    """A parquet file whose name is not a base file's is neither data nor damage to the table:
+    readers skip it, and the doctor neither reports it nor trips on its name."""
+    (root / "x" / "notes.parquet").write_bytes(b"not a base file")
+    assert findings(root) == []
+
+
 def test_properties_that_disagree_with_the_data(root: Path, monkeypatch) -> None:
     props = root / ".hoodie/hoodie.properties"
     props.write_text("".join(line for line in props.read_text().splitlines(keepends=True)

@@ -34,9 +34,7 @@ from upsertlake.config.table_config import (
     validate_properties,
 )
 from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError, UpsertlakeError
-from upsertlake.layout.file_system_view import (
-    BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile, Listing, list_partitions_and_files, sort_listing,
-)
+from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile, sort_listing
 from upsertlake.layout.markers import marker_folder, rollback_pending
 from upsertlake.logfile.names import LogFileName
 from upsertlake.services.rebuild import Rebuild, holds_a_timeline, layout_on_disk, rebuild_properties, remnants
@@ -137,7 +135,7 @@ def properties_disagreements(
         for partition in meta.partition_to_write_stats:
             written.setdefault(partition, f"commit {inst.file_name()}")
     if folders is None and not written:
-        folders = list_partitions_and_files(storage).partitions
+        folders = _partition_folders(storage.list_outside(METAFOLDER))
     seen = dict.fromkeys(folders or (), "a data folder")
     for partition, where in written.items():
         seen.setdefault(partition, where)
@@ -209,6 +207,12 @@ def _schema_fields(timeline: Timeline, config: TableConfig) -> set[str] | None:
         return None
 
 
+def _partition_folders(entries: Iterable[FileEntry]) -> list[str]:
+    """The data folders of a whole-table listing: those holding partition metadata (no file
+    name is parsed: a stray file in a folder is the doctor's to report, not to trip on)."""
+    return sorted({_parent(e.path) for e in entries if e.name == PARTITION_METAFILE})
+
+
 def _parent(path: str) -> str:
     return path.rpartition("/")[0]
 
@@ -239,7 +243,7 @@ def diagnose(storage: Storage, config: Config | None = None, properties: Mapping
         report.findings.append(Finding("properties", PROPERTIES_FILE, f"{exc}; no other check ran"))
         return report
     failed = {i.time for i in _failed_writes(storage, timeline, cfg, entries)}
-    report.findings += check_properties(storage, timeline, sort_listing(entries), properties)
+    report.findings += check_properties(storage, timeline, entries, properties)
     report.findings += check_instants(storage, timeline)
     report.findings += check_pending_writes(storage, timeline, cfg, failed)
     report.findings += check_files(storage, timeline, entries, failed)
@@ -282,10 +286,10 @@ def treat(storage: Storage, config: Config | None = None, properties: Mapping[st
 
 # -- properties ----------------------------------------------------------------------------------
 def check_properties(
-    storage: Storage, timeline: Timeline, listing: Listing, given: Mapping[str, str] | None = None
+    storage: Storage, timeline: Timeline, entries: list[FileEntry], given: Mapping[str, str] | None = None
 ) -> list[Finding]:
     """`hoodie.properties` valid (else whether its backup can stand in, or the table can tell every
-    value again) and agreeing with the data (`listing`: the table's)."""
+    value again) and agreeing with the data (`entries`: the whole table's listing)."""
     main = PropertiesFile.read(storage, PROPERTIES_FILE)
     backup = PropertiesFile.read(storage, BACKUP_FILE)
     try:
@@ -293,7 +297,7 @@ def check_properties(
     except (CorruptTableError, TableNotFoundError):
         config = None
     usable = config is not None and config.damage is None
-    disagreements = properties_disagreements(storage, config, timeline, listing.partitions) if usable and config else []
+    disagreements = properties_disagreements(storage, config, timeline, _partition_folders(entries)) if usable and config else []
     findings: list[Finding] = []
     if main.valid and not backup.missing:
         findings.append(Finding(
@@ -302,7 +306,7 @@ def check_properties(
         ))
     rebuild_note, rebuild_fix = "", None
     if disagreements or not (main.valid or backup.valid):
-        rebuilt, problems = rebuilt_properties(storage, timeline, listing, given or {})
+        rebuilt, problems = rebuilt_properties(storage, timeline, entries, given or {})
         if rebuilt.unknown:
             rebuild_note = f"; --fix cannot rebuild it from the table: {rebuilt.missing_hint(storage.base)}"
         elif problems:
@@ -327,11 +331,11 @@ def check_properties(
 
 
 def rebuilt_properties(
-    storage: Storage, timeline: Timeline, listing: Listing, given: Mapping[str, str]
+    storage: Storage, timeline: Timeline, entries: list[FileEntry], given: Mapping[str, str]
 ) -> tuple[Rebuild, list[str]]:
     """hoodie.properties rebuilt from the table (values given with --option first), and why it
     would still not do (empty: it is valid and agrees with the table)."""
-    rebuilt = rebuild_properties(storage, timeline, given, listing)
+    rebuilt = rebuild_properties(storage, timeline, given, sort_listing(entries))
     if rebuilt.unknown:
         return rebuilt, []
     problems = validate_properties(rebuilt.props)
@@ -342,13 +346,13 @@ def rebuilt_properties(
         config.check_readable()
     except UpsertlakeError as exc:
         return rebuilt, [str(exc)]
-    return rebuilt, properties_disagreements(storage, config, timeline, listing.partitions)
+    return rebuilt, properties_disagreements(storage, config, timeline, _partition_folders(entries))
 
 
 def _rebuild(storage: Storage, given: Mapping[str, str]) -> str:
     """Under the lock: rebuild and write hoodie.properties; says what it did and from what."""
     timeline = Timeline.load(storage, _layout(storage))
-    rebuilt, problems = rebuilt_properties(storage, timeline, list_partitions_and_files(storage), given)
+    rebuilt, problems = rebuilt_properties(storage, timeline, storage.list_outside(METAFOLDER), given)
     if rebuilt.unknown or problems:
         return f"did not rebuild {PROPERTIES_FILE}: the table changed meanwhile; run the doctor again"
     replace_properties(storage, rebuilt.props)
