@@ -38,9 +38,9 @@ def fail_first_attempts(folder: Path, what: str):
     """A write fault: each task's first attempt leaves a file in `folder` and fails after writing
     its file, as an executor lost right after the write; the retry writes again."""
 
-    def fault(attempt: int, folder: str = str(folder)) -> None:
+    def fault(attempt: int) -> None:
         if attempt == 0:
-            Path(folder, uuid.uuid4().hex).touch()
+            (folder / uuid.uuid4().hex).touch()
             raise RuntimeError(f"injected failure after the {what}")
 
     return fault
