@@ -240,6 +240,19 @@ def test_simple_filter_round_trips():
     assert raw[:13] == header(20, 28756)
     assert len(raw) == 13 + (28756 + 7) // 8
 
+def test_bits_past_a_vectors_size_are_read_as_the_zeros_hadoop_writes():
+    keys = random_keys(500, seed=3)
+    text = bloom_filter_for_keys(keys, 1000, 1e-6, "SIMPLE", 0).serialize()  # 28756 bits: 4 spare
+    raw = bytearray(base64.b64decode(text))
+    assert raw[-1] >> 4 == 0
+    raw[-1] |= 0xF0
+
+    again = BloomFilter.deserialize(base64.b64encode(bytes(raw)), "SIMPLE")
+
+    assert again.serialize() == text
+    assert again.might_contain(keys).all()
+
+
 
 def test_every_kind_of_key_input_gives_the_same_filter():
     keys = random_keys(1000, seed=4)
