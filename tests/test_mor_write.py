@@ -351,6 +351,36 @@ def test_concurrent_appends_conflict_per_record(tmp_path: Path, version: int) ->
     assert snapshot(table) == expected == hudi_snapshot(path)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_append_whose_log_name_a_concurrent_writer_took_rolls_over_to_the_next_version(
+    tmp_path: Path, version: int
+) -> None:
+    """Two writers plan appends to one slice before either writes. On version 6 a log is named by
+    the slice's base instant, so both plan the same next version under the same write token:
+    the second to write takes the version after (Hudi's log writer rolls over too), where it
+    failed with "another write took its name" (found by `upsertlake simulate --table-type
+    MERGE_ON_READ`). On version 8 each is named by its own deltacommit. Both commit."""
+    path = tmp_path / "t"
+    occ = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
+    table = mor_table(path, version, partitioned=False)
+    table.upsert(batch(list(range(10)), [1] * 10, 1))
+    a, b = open_table(path, occ).write_client(), open_table(path, occ).write_client()
+    ta, tb = a.start_commit(), b.start_commit()
+    planned = b.plan("upsert", batch([3], [2], 3))  # before a's log file exists
+    a.commit(ta, a.upsert(batch([1, 2], [2, 2], 2), ta))
+    statuses = b._write_buckets(planned, b.begin_write(tb, planned), None)
+    b.commit(tb, b.write_result(tb, planned, statuses, {}))
+
+    names = sorted((n.instant, n.version, n.write_token) for n in map(LogFileName.parse, (p.name for p in logs_of(path))))
+    base = {p.name.rpartition("_")[2].removesuffix(".parquet") for p in path.glob("*.parquet")}
+    assert names == ([(*base, 1, "0-1-0"), (*base, 2, "0-1-0")] if version == 6 else [(ta, 1, "0-1-0"), (tb, 1, "0-1-0")])
+    assert [s.stat.logVersion for s in statuses] == [2 if version == 6 else 1]
+    assert not (path / ".hoodie" / ".temp").exists() or not any((path / ".hoodie" / ".temp").iterdir())
+    expected = {r["id"]: r for r in batch(list(range(10)), [1] * 10, 1).to_pylist()}
+    expected.update({r["id"]: r for r in batch([1, 2], [2, 2], 2).to_pylist() + batch([3], [2], 3).to_pylist()})
+    assert snapshot(table) == expected == hudi_snapshot(path)
+
+
 # -- Hudi's tables -------------------------------------------------------------------------
 
 

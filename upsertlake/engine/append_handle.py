@@ -4,7 +4,9 @@ HoodieAppendHandle, for a merge-on-read table).
 Updates go as one data block (Avro by default, parquet by option), deletes as one delete block;
 nothing of the slice is read and no ordering is resolved here: readers merge the slice. Every
 append is a new object (object stores cannot append): on table version 6 the next log version of
-the slice (named by its base instant), on version 8 version 1 named by the deltacommit.
+the slice (named by its base instant), on version 8 version 1 named by the deltacommit. A
+concurrent writer may take the planned name first (version 6: the same slice, version and write
+token); the append then rolls over to the next free version, as Hudi's log writer does.
 """
 
 from __future__ import annotations
@@ -75,12 +77,13 @@ class AppendJob(BucketJob):
         return append_bucket(storage, self, self.buckets[number], target, records, write_token or f"{number}-{attempt}-0")
 
 
+MAX_ROLLOVERS = 100  # versions an append tries past the planned one before it gives up
+
+
 def append_bucket(
     storage: Storage, job: AppendJob, bucket: Bucket, target: AppendTarget, records: pa.Table, write_token: str
 ) -> WriteStatus:
     """Write the bucket's records as one new log file of its slice; its status and delta stat."""
-    name = LogFileName(bucket.file_id, target.log_instant, target.log_version, write_token).format()
-    path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
     upserts, removed = _split(records)
     blocks: list[Block | bytes] = []
     if upserts.num_rows and job.shared is not None:
@@ -91,10 +94,8 @@ def append_bucket(
     if removed.num_rows:
         blocks.append(delete_block(job.instant_time, _delete_keys(removed, job.precombine_field), job.schema_json))
     # No key summary: the conflict check reads an append's keys from its log file.
-    storage.write_if_absent(marker_path(job.instant_time, bucket.partition_path, name, APPEND), b"")
     data = append_blocks(blocks)
-    if not storage.write_if_absent(path, data):
-        raise StorageError(f"log file {storage.full_path(path)} exists already: another write took its name")
+    version, name, path = _create_log(storage, job.instant_time, bucket, target, write_token, data)
     stat = DeltaWriteStat(
         fileId=bucket.file_id,
         path=path,
@@ -106,7 +107,7 @@ def append_bucket(
         numInserts=0,
         totalWriteBytes=len(data),
         fileSizeInBytes=len(data),
-        logVersion=target.log_version,
+        logVersion=version,
         logOffset=0,
         baseFile=target.base_file,
         logFiles=(name,),
@@ -121,6 +122,26 @@ def append_bucket(
         num_updates=upserts.num_rows,
         num_inserts=0,
         num_deletes=removed.num_rows,
+    )
+
+
+def _create_log(
+    storage: Storage, instant_time: str, bucket: Bucket, target: AppendTarget, write_token: str, data: bytes
+) -> tuple[int, str, str]:
+    """Create the log file under the planned version, or the first free one after it; (version,
+    name, path). Each try writes its marker first; the marker of a name another writer took goes
+    again, so that a rollback of this write never finds that writer's file through it."""
+    for version in range(target.log_version, target.log_version + MAX_ROLLOVERS):
+        name = LogFileName(bucket.file_id, target.log_instant, version, write_token).format()
+        path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
+        marker = marker_path(instant_time, bucket.partition_path, name, APPEND)
+        storage.write_if_absent(marker, b"")
+        if storage.write_if_absent(path, data):
+            return version, name, path
+        storage.delete(marker)
+    raise StorageError(
+        f"no free log file name in {storage.full_path(bucket.partition_path)} for file group {bucket.file_id}: "
+        f"versions {target.log_version} to {target.log_version + MAX_ROLLOVERS - 1} are all taken"
     )
 
 
