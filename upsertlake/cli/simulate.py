@@ -7,6 +7,8 @@ import argparse
 
 from upsertlake.cli.output import CliError
 from upsertlake.simulation.simulator import (
+    MOR_COMPACT_EVERY,
+    TABLE_TYPES,
     SimulationConfig,
     format_report,
     report_json,
@@ -30,6 +32,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--lock-provider", default=SimulationConfig.lock_provider, help="hoodie.write.lock.provider")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--table-version", type=int, choices=(6, 8), default=6, help="table version to create (default 6)")
+    p.add_argument("--table-type", choices=TABLE_TYPES, default=TABLE_TYPES[0], type=str.upper,
+                   help="table type to create (default COPY_ON_WRITE); MERGE_ON_READ compacts inline every "
+                        f"{MOR_COMPACT_EVERY} deltacommits")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=simulate)
 
@@ -44,7 +49,7 @@ def simulate(args: argparse.Namespace) -> int:
         SimulationConfig(
             table=args.table, writers=args.writers, commits=args.commits, overlap=args.overlap, disjoint_keys=args.disjoint_keys,
             kill_rate=args.kill_rate, batch_size=args.batch_size, lock_provider=args.lock_provider, seed=args.seed,
-            table_version=args.table_version,
+            table_version=args.table_version, table_type=args.table_type,
         )
     )
     print(report_json(report) if args.json else format_report(report))

@@ -1,6 +1,7 @@
 """The simulator's checks: what must hold of a table after concurrent writers, some killed.
 
-1. every acknowledged commit is on the timeline, nothing is left pending, and no data file or
+1. every acknowledged commit is on the timeline, nothing is left pending (but a compaction plan
+   a killed compactor left, until the next compaction runs it), and no data file, log file or
    marker of an uncommitted write remains;
 2. a write that failed with a conflict is not visible; a killed write is visible only if it was
    killed after its commit completed;
@@ -22,9 +23,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summary
+from upsertlake.logfile import DataBlock, DeleteBlock, LogFileName, is_log_path, read_blocks
+from upsertlake.schema import RECORD_KEY_COLUMN
+from upsertlake.storage import Storage
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.instant import State
+from upsertlake.timeline.instant import Action, State
 
 COLUMNS = ["id", "ts", "v", "p"]
 BATCH_KEY = "upsertlake.simulate.batch"  # extraMetadata: the journaled batch a commit wrote
@@ -34,18 +38,23 @@ def _lines(journal: Path, pattern: str) -> list[str]:
     return [line for f in sorted(journal.glob(pattern)) for line in f.read_text().splitlines() if line]
 
 
-def check_table(table_path: str, journal: Path) -> dict[str, object]:
-    """The counts of the report and the list of violations."""
+def check_table(table_path: str, journal: Path, compactions_pending: bool = False) -> dict[str, object]:
+    """The counts of the report and the list of violations; `compactions_pending`: compaction
+    plans may still be pending (their files are then no strays)."""
     violations: list[str] = []
     table = open_table(table_path)
     timeline = Timeline.load(table.storage).instants  # archived instants too
-    pending = [i.time for i in timeline if i.state is not State.COMPLETED]
-    if pending:
-        violations.append(f"instants left pending after cleanup: {pending}")
     committed = {i.time for i in timeline if i.state is State.COMPLETED}
+    # (a completed compaction keeps its requested and inflight files beside its commit)
+    pending = {i.time for i in timeline if i.state is not State.COMPLETED} - committed
+    plans = {i.time for i in timeline if i.time in pending and i.action is Action.COMPACTION} if compactions_pending else set()
+    if pending - plans:
+        violations.append(f"instants left pending after cleanup: {sorted(pending - plans)}")
     batches = {p.stem.removeprefix("batch-"): p for p in journal.glob("batch-*.parquet")}
     tl = Timeline.load(table.storage)
-    wrote = {i.time: tl.commit_metadata(i).extra_metadata.get(BATCH_KEY) for i in tl.completed_writes()}
+    documents = {i.time: tl.commit_metadata(i) for i in tl.completed_writes()}
+    # every completed write but compactions (which fold logs into base files, writing no batch)
+    wrote = {t: m.extra_metadata.get(BATCH_KEY) for t, m in documents.items() if m.operation_type != "COMPACT"}
     known = {t: batches[b] for t, b in wrote.items() if b in batches}
     acked = set(_lines(journal, "acked-*.txt"))
     simulated = set(known) - set(_lines(journal, "acked-seed.txt"))
@@ -56,7 +65,7 @@ def check_table(table_path: str, journal: Path) -> dict[str, object]:
     unknown = set(wrote) - set(known)
     violations += [f"commit {t} was not written by any simulated writer" for t in sorted(unknown)]
     violations += [f"write failed unexpectedly: {line}" for line in failed]
-    violations += _stray_files(Path(table_path), committed)
+    violations += _stray_files(Path(table_path), committed, plans)
 
     snapshot = table.read(columns=["_hoodie_commit_time", *COLUMNS])
     expected = _serial_application([_effective(tl, t, known[t]) for t in sorted(known)])
@@ -78,25 +87,36 @@ def check_table(table_path: str, journal: Path) -> dict[str, object]:
     }
 
 
-def _stray_files(root: Path, committed: set[str]) -> list[str]:
-    stray = [str(p.relative_to(root)) for p in root.rglob("*.parquet") if p.stem.rsplit("_", 1)[-1] not in committed]
+def _stray_files(root: Path, committed: set[str], plans: set[str]) -> list[str]:
+    """Base files and log files named by an instant that is neither completed nor a pending
+    compaction plan (a log is named by its slice's base instant on version 6, by its
+    deltacommit on version 8: either way a completed one), and markers but a plan's."""
+    known = committed | plans
+    data = [p for p in root.rglob("*") if ".hoodie" not in p.relative_to(root).parts and p.is_file()]
+    stray = [str(p.relative_to(root)) for p in data if p.suffix == ".parquet" and p.stem.rsplit("_", 1)[-1] not in known]
+    stray += [str(p.relative_to(root)) for p in data if (log := LogFileName.parse(p.name)) and log.instant not in known]
     out = [f"data file of an uncommitted write left behind: {p}" for p in sorted(stray)[:5]]
     temp = root / ".hoodie" / ".temp"
-    if temp.exists() and any(temp.iterdir()):
-        out.append(f"markers left behind: {sorted(p.name for p in temp.iterdir())}")
+    if temp.exists() and (left := sorted(p.name for p in temp.iterdir() if p.name not in plans)):
+        out.append(f"markers left behind: {left}")
     return out
 
 
 def _effective(timeline: Timeline, instant: str, batch_file: Path) -> pa.Table:
     """A committed batch without the deletes of keys its write did not find (they are nothing, as
-    in Hudi, also when a concurrent commit inserted the key): those its key summaries lack."""
+    in Hudi, also when a concurrent commit inserted the key): those its key summaries lack, or
+    for an append (which keeps no summary) its log blocks."""
     batch = pq.read_table(batch_file)
     meta = timeline.commit_metadata(timeline.get(instant))
     deleted: dict[str, list[np.ndarray]] = {}
     for stat in meta.write_stats():
-        summary = read_summary(timeline.storage, instant, stat.partitionPath, stat.fileId)
-        if summary is not None:
-            deleted.setdefault(stat.partitionPath, []).append(summary.deleted)
+        if is_log_path(stat.path):
+            found = key_hashes(_appended_deletes(timeline.storage, stat.path, instant))
+        elif (summary := read_summary(timeline.storage, instant, stat.partitionPath, stat.fileId)) is not None:
+            found = summary.deleted
+        else:
+            continue
+        deleted.setdefault(stat.partitionPath, []).append(found)
     found = np.zeros(batch.num_rows, dtype=bool)
     hashes = key_hashes(batch.column("id"))
     parts = np.asarray(batch.column("p").to_pylist(), dtype=object)
@@ -104,6 +124,19 @@ def _effective(timeline: Timeline, instant: str, batch_file: Path) -> pa.Table:
         found |= (parts == partition) & np.isin(hashes, np.concatenate(arrays))
     is_delete = np.asarray(batch.column("_hoodie_is_deleted").to_pylist(), dtype=bool)
     return batch.filter(pa.array(~is_delete | found))
+
+
+def _appended_deletes(storage: Storage, path: str, instant: str) -> pa.Array:
+    """The keys an append of `instant` deleted: its delete blocks', and its records flagged
+    `_hoodie_is_deleted` (an append writes only keys it found)."""
+    arrays = [pa.array([], pa.string())]
+    for block in read_blocks(storage.read_bytes(path), storage.full_path(path)):
+        if isinstance(block, DeleteBlock) and block.instant == instant:
+            arrays.append(block.keys.column("record_key").combine_chunks().cast(pa.string()))
+        elif isinstance(block, DataBlock) and block.instant == instant and "_hoodie_is_deleted" in block.records.column_names:
+            records = block.records.filter(pc.fill_null(block.records.column("_hoodie_is_deleted"), False))
+            arrays.append(records.column(RECORD_KEY_COLUMN).combine_chunks().cast(pa.string()))
+    return pa.concat_arrays(arrays)
 
 
 def _serial_application(batches: list[pa.Table]) -> pa.Table:

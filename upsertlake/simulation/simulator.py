@@ -10,6 +10,9 @@ exercise the re-merge of groups another commit rewrote.
 Every attempt journals its batch before committing and its outcome after (outside the table), and
 names its batch in the commit's extraMetadata, so the checker replays exactly the writes that
 committed (a re-merge may move a write to a new instant).
+On a merge-on-read table the writers append log files and compact inline every
+`MOR_COMPACT_EVERY` deltacommits (kills land in compactions too); the table is checked as the
+writers left it, and again after a last compaction folds every log into base files.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from upsertlake.table.table import create_table, open_table
 from upsertlake.util.humanize import human_duration
 
 SEED_TIME = "seed"
+TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
+MOR_COMPACT_EVERY = 3  # hoodie.compact.inline.max.delta.commits of a simulated merge-on-read table
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class SimulationConfig:
     heartbeat_ms: int = 1000
     seed: int = 0
     table_version: int = 6
+    table_type: str = "COPY_ON_WRITE"
 
     @property
     def journal(self) -> Path:
@@ -63,6 +69,11 @@ class SimulationConfig:
             "hoodie.client.heartbeat.interval_in_ms": self.heartbeat_ms,
             "hoodie.parquet.small.file.limit": 0,
             "hoodie.write.table.version": self.table_version,
+            "hoodie.table.type": self.table_type,
+            # the checker reads every commit's files: nothing is cleaned or archived
+            **({"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": MOR_COMPACT_EVERY,
+                "hoodie.clean.automatic": "false", "hoodie.archive.automatic": "false"}
+               if self.table_type == "MERGE_ON_READ" else {}),
         }
 
 
@@ -122,9 +133,14 @@ def run(config: SimulationConfig) -> Report:
     seconds = time.perf_counter() - started
     # Killed writers' instants are failed once their heartbeats expire: let them, then clean up.
     time.sleep(config.heartbeat_ms * 2.5 / 1000)
-    open_table(config.table, config.write_options()).write_client().rollback_failed_writes()
-    return Report(**check_table(config.table, config.journal), **_commit_timings(config.journal), killed=kills,
-                  seconds=round(seconds, 3))
+    table = open_table(config.table, config.write_options())
+    table.write_client().rollback_failed_writes()
+    checked = check_table(config.table, config.journal, compactions_pending=True)
+    if config.table_type == "MERGE_ON_READ":  # a plan a killed compactor left runs first
+        table.compact()
+        after = check_table(config.table, config.journal)
+        checked["violations"] += [f"after a last compaction: {v}" for v in after["violations"]]
+    return Report(**checked, **_commit_timings(config.journal), killed=kills, seconds=round(seconds, 3))
 
 
 def _commit_timings(journal: Path) -> dict[str, float | int]:
@@ -187,7 +203,8 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
     """One writer process: its remaining attempts, each journaled before and after the commit."""
     done = _attempts(config, writer)
     rng = random.Random(config.seed * 1_000_003 + writer * 10_007 + done)
-    client = open_table(config.table, config.write_options()).write_client()
+    table = open_table(config.table, config.write_options())
+    client = table.write_client()
     average = 0.3  # seconds per attempt, learnt as we go: kills land within an attempt
     for attempt in range(done, config.commits):
         _append(config.journal / f"attempts-w{writer}.txt", str(attempt))
@@ -206,6 +223,8 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
             _append(config.journal / f"acked-w{writer}.txt", done.instant_time)
             spent = done.stage_seconds.get("commit", 0.0) + done.stage_seconds.get("remerge", 0.0)
             _append(config.journal / f"timings-w{writer}.txt", f"{done.remerges} {spent:.6f}")
+            if config.table_type == "MERGE_ON_READ":
+                table.services_after_commit()  # inline compaction, as a Table's write runs it
         except WriteConflictError as exc:
             _append(config.journal / f"conflicted-w{writer}.txt", batch_id)
             _append(config.journal / f"conflict-reasons-w{writer}.txt", f"{batch_id} {exc}")
