@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summary
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile
-from upsertlake.logfile import DataBlock, DeleteBlock, is_log_path, read_blocks
+from upsertlake.logfile import block_keys, is_log_path, read_blocks
 from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
@@ -243,13 +243,7 @@ def _keys_in_scope(written: _Written, scope: str, wanted: np.ndarray, global_key
 
 def _log_keys(storage: Storage, path: str, instant_time: str) -> pa.Array:
     """The keys a write's log file updates or deletes (its blocks of that instant)."""
-    arrays = [pa.array([], pa.string())]
-    for block in read_blocks(storage.read_bytes(path), storage.full_path(path)):
-        if isinstance(block, DataBlock) and block.instant == instant_time:
-            arrays.append(block.records.column(RECORD_KEY).combine_chunks().cast(pa.string()))
-        elif isinstance(block, DeleteBlock) and block.instant == instant_time:
-            arrays.append(block.keys.column("record_key").combine_chunks().cast(pa.string()))
-    return pa.concat_arrays(arrays)
+    return pa.concat_arrays(block_keys(read_blocks(storage.read_bytes(path), storage.full_path(path)), instant_time))
 
 
 def _keys_of(storage: Storage, stat: WriteStat, instant_time: str) -> pa.Array:

@@ -14,7 +14,7 @@ import time
 from dataclasses import replace as _replace
 from typing import TYPE_CHECKING
 
-from upsertlake.concurrency.conflict import Conflict, FileGroup, check_commit, describe_groups
+from upsertlake.concurrency.conflict import CommitCheck, Conflict, FileGroup, check_commit, describe_groups
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig, write_properties
 from upsertlake.engine import instants, merge_on_read
@@ -66,6 +66,9 @@ def commit(
             )
             if check.stale and client.table_config.is_merge_on_read:
                 check = merge_on_read.settle_stale(timeline, check, result.write_stats, client.table_config.table_version)
+            if check.conflict is None and client.table_config.is_merge_on_read:
+                orphaned = merge_on_read.orphaned_appends(timeline, pending.job, result.write_stats, instant_time)
+                check = check if orphaned is None else CommitCheck(orphaned, check.stale)
             conflict = check.conflict
             if conflict is None and not check.stale:
                 _complete(client, current, result, extra_metadata)

@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 
-from upsertlake.concurrency.conflict import CommitCheck, Conflict, describe_groups
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from upsertlake.concurrency.conflict import SHOWN_KEYS, CommitCheck, Conflict, describe_groups
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
@@ -22,10 +25,11 @@ from upsertlake.engine.bucket_writer import BucketJob
 from upsertlake.engine.copy_on_write import sizing
 from upsertlake.engine.slice_routing import append_slices, pending_compactions, small_slices
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
-from upsertlake.logfile import is_log_path
+from upsertlake.logfile import block_keys, is_log_path, read_blocks
 from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
-from upsertlake.schema import arrow_to_avro, avro_schema_json
+from upsertlake.schema import RECORD_KEY_COLUMN, arrow_to_avro, avro_schema_json
+from upsertlake.services.compaction_plan import read_plan
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.timeline.instant import Instant
@@ -53,7 +57,7 @@ def append_job(
     file of their group's current slice."""
     timeline = view.timeline
     slices = append_slices(job.buckets, profile, view, operation, cfg)
-    compacting = pending_compactions(timeline) if table_config.table_version < 8 else {}
+    compacting = pending_compactions(timeline)
     versions: dict[tuple[str, str, str], int] = {}
     for log in view.all_log_files():
         k = (log.partition_path, log.name.file_id, log.name.instant)
@@ -84,7 +88,60 @@ def _target(
     else:  # the slice's base instant; a pending compaction starts the next slice at its instant
         log_instant = compaction or base_instant
     version = 1 if table_version >= 8 else versions.get((bucket.partition_path, bucket.file_id, log_instant), 0) + 1
-    return AppendTarget(log_instant, version, sl.base.name if sl.base is not None else "", base_instant)
+    return AppendTarget(log_instant, version, sl.base.name if sl.base is not None else "", base_instant, compaction or "")
+
+
+def orphaned_appends(timeline: Timeline, job: BucketJob | None, own_stats: Sequence[WriteStat], own_time: str) -> Conflict | None:
+    """An append planned while a compaction of its group was pending joins the slice that the
+    compaction's output starts (v6: it is named so; v8: it completes after the plan). A key the
+    write found in the old base file, which the old slice's logs delete, is not in that output:
+    the append would hold the record's only copy, in a log, where no index finds it, and a later
+    write of the key would insert a second copy. Such a write conflicts with the compaction (a
+    retry tags again: once the compaction completed, the key is an insert). Checked against the
+    output when the compaction completed, else against the deletes of the slice it folds."""
+    appends = getattr(job, "appends", None) or {}
+    compacting = {
+        (job.buckets[n].partition_path, job.buckets[n].file_id): t.compaction for n, t in appends.items() if t.compaction
+    }
+    storage = timeline.storage
+    for stat in own_stats:
+        group = (stat.partitionPath, stat.fileId)
+        if group not in compacting or not is_log_path(stat.path):
+            continue
+        upserted = block_keys(read_blocks(storage.read_bytes(stat.path), storage.full_path(stat.path)), own_time)[0]
+        found = _dropped_by_compaction(timeline, compacting[group], group, upserted) if len(upserted) else None
+        if found is not None:
+            compaction, keys = found
+            shown = ", ".join(keys[:SHOWN_KEYS])
+            return Conflict(
+                compaction,
+                f"its slice of file group {group[1]} deletes the record key(s) {shown}, which this write appended "
+                "to the slice after it; no index would find them there (retry: they will be inserted)",
+                tuple(keys),
+            )
+    return None
+
+
+def _dropped_by_compaction(
+    timeline: Timeline, compaction_time: str, group: tuple[str, str], keys: pa.Array
+) -> tuple[Instant, list[str]] | None:
+    """(the compaction, those of `keys` its output leaves out) if any: the keys missing from its
+    base file of `group` once it completed; while pending, those the planned slice's logs delete."""
+    done = next((i for i in timeline.completed_writes() if i.time == compaction_time), None)
+    if done is not None:
+        stats = [s for s in timeline.commit_metadata(done).write_stats() if (s.partitionPath, s.fileId) == group]
+        kept = timeline.storage.read_parquet(stats[0].path, columns=[RECORD_KEY_COLUMN]).column(0) if stats else pa.array([], pa.string())
+        missing = keys.filter(pc.invert(pc.is_in(keys, value_set=pc.cast(kept, pa.string()))))
+        return (done, missing.to_pylist()) if len(missing) else None
+    plan = next((i for i in timeline.pending_compactions() if i.time == compaction_time), None)
+    ops = [op for op in read_plan(timeline, plan) if op.file_group == group] if plan is not None else []
+    storage = timeline.storage
+    deleted = [pa.array([], pa.string())] + [
+        block_keys(read_blocks(storage.read_bytes(path), storage.full_path(path)))[1]
+        for op in ops for path in (f"{group[0]}/{name}" if group[0] else name for name in op.delta_files)
+    ]
+    gone = keys.filter(pc.is_in(keys, value_set=pa.concat_arrays(deleted)))
+    return (plan, gone.to_pylist()) if len(gone) else None
 
 
 def settle_stale(timeline: Timeline, check: CommitCheck, own_stats: Sequence[WriteStat], table_version: int) -> CommitCheck:

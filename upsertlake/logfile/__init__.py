@@ -14,6 +14,7 @@ from upsertlake.logfile.blocks import (
     DataBlock,
     DeleteBlock,
     HeaderKey,
+    block_keys,
 )
 from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.logfile.names import LogFileName, is_log_path, sort_log_files
@@ -39,6 +40,7 @@ __all__ = [
     "HeaderKey",
     "LogFileName",
     "append_blocks",
+    "block_keys",
     "avro_data_blocks",
     "data_block",
     "delete_block",

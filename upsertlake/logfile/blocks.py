@@ -7,10 +7,15 @@ Hudi 0.x and 1.x.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from upsertlake.schema import IS_DELETED_COLUMN as IS_DELETED
+from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1  # HoodieLogFormatVersion: 1 has type, header, content length, footer, total length
@@ -94,3 +99,22 @@ class CorruptBlock:
 
 
 Block = DataBlock | DeleteBlock | CommandBlock | CorruptBlock
+
+
+def block_keys(blocks: Sequence[Block], instant: str | None = None) -> tuple[pa.Array, pa.Array]:
+    """(upserted, deleted) record keys of the data and delete blocks written by `instant` (all
+    instants when None): a data block's record flagged `_hoodie_is_deleted` is a delete."""
+    upserted, deleted = [pa.array([], pa.string())], [pa.array([], pa.string())]
+    for block in blocks:
+        if instant is not None and getattr(block, "instant", None) != instant:
+            continue
+        if isinstance(block, DeleteBlock):
+            deleted.append(block.keys.column("record_key").combine_chunks().cast(pa.string()))
+        elif isinstance(block, DataBlock):
+            records = block.records
+            flag = records.column(IS_DELETED).combine_chunks() if IS_DELETED in records.column_names else None
+            gone = pc.fill_null(flag, False) if flag is not None else pa.array([False] * records.num_rows)
+            keys = records.column(RECORD_KEY).combine_chunks().cast(pa.string())
+            upserted.append(keys.filter(pc.invert(gone)))
+            deleted.append(keys.filter(gone))
+    return pa.concat_arrays(upserted), pa.concat_arrays(deleted)
