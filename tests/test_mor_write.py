@@ -13,6 +13,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -379,6 +380,61 @@ def test_an_append_whose_log_name_a_concurrent_writer_took_rolls_over_to_the_nex
     expected = {r["id"]: r for r in batch(list(range(10)), [1] * 10, 1).to_pylist()}
     expected.update({r["id"]: r for r in batch([1, 2], [2, 2], 2).to_pylist() + batch([3], [2], 3).to_pylist()})
     assert snapshot(table) == expected == hudi_snapshot(path)
+
+
+FAST_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 1}
+WRITE_THEN_DIE = """
+import os, sys
+sys.path.insert(0, {tests!r})
+from upsertlake import open_table
+from test_mor_write import batch
+client = open_table({path!r}, {options!r}).write_client()
+instant = client.start_commit()
+client.upsert(batch([1, 2], [5, 5], 5), instant)  # appended, never committed
+os._exit(0)
+"""
+ROLLBACK_THEN_DIE = """
+import os, signal, sys
+import upsertlake.services.rollback as rollback
+from upsertlake import open_table
+from upsertlake.timeline.instant import State
+real = rollback.transition
+def transition(storage, instant, state, *args, **kwargs):
+    if instant.action.value == "rollback" and state is State.{state}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(storage, instant, state, *args, **kwargs)
+rollback.transition = transition
+open_table({path!r}, {options!r}).write_client().rollback_failed_writes()
+"""
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("dies_before", ["INFLIGHT", "COMPLETED"])
+def test_a_rollback_killed_midway_is_finished_by_the_next_writer(tmp_path: Path, version: int, dies_before: str) -> None:
+    """A process rolling back a failed deltacommit is killed with its `.rollback` pending: before
+    undoing anything (the next rollback of that write runs under the same instant, as Hudi
+    reuses a pending rollback), or after undoing it all (the pending rollback, with nothing left
+    to do, goes). Either way nothing stays pending; it stayed forever (found by the simulator)."""
+    path = tmp_path / "t"
+    table = mor_table(path, version, partitioned=False)
+    table.upsert(batch(list(range(10)), [1] * 10, 1))
+    expected = snapshot(table)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    write = WRITE_THEN_DIE.format(tests=str(REPO / "tests"), path=str(path), options=FAST_HEARTBEAT)
+    subprocess.run([sys.executable, "-c", write], env=env, check=True, timeout=120)
+    [failed] = [i for i in open_table(path).timeline() if not i.is_completed]
+    time.sleep(0.3)  # its heartbeat expires
+    kill = ROLLBACK_THEN_DIE.format(state=dies_before, path=str(path), options=FAST_HEARTBEAT)
+    assert subprocess.run([sys.executable, "-c", kill], env=env, timeout=120).returncode == -signal.SIGKILL
+    [dead] = [i for i in open_table(path).timeline() if i.action.value == "rollback"]
+    assert not dead.is_completed
+
+    open_table(path, FAST_HEARTBEAT).write_client().rollback_failed_writes()
+    timeline = open_table(path).timeline()
+    assert all(i.is_completed for i in timeline) and failed.time not in {i.time for i in timeline}
+    rollbacks = [i.time for i in timeline if i.action.value == "rollback"]
+    assert rollbacks == ([dead.time] if dies_before == "INFLIGHT" else [])
+    assert snapshot(open_table(path)) == expected == hudi_snapshot(path)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -22,7 +22,7 @@ from upsertlake.engine.pending import PendingWrite
 from upsertlake.errors import UpsertlakeError, WriteConflictError, WriteInProgressError
 from upsertlake.layout.markers import rollback_pending
 from upsertlake.services.metadata_table import drop_metadata_table
-from upsertlake.services.rollback import roll_back
+from upsertlake.services.rollback import drop_dead_rollbacks, roll_back
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.layouts import layout_of
@@ -131,6 +131,7 @@ def _rollback_failed_writes(client: WriteClient, timeline: Timeline) -> list[str
         undo(client, inst)
         client.storage.delete(heartbeat_path(inst.time))
         forget(client, inst.time)
+    drop_dead_rollbacks(client.storage, Timeline.load(client.storage) if failed else timeline)
     return [i.time for i in failed]
 
 

@@ -26,6 +26,7 @@ from upsertlake.layout.file_system_view import list_partitions_and_files
 from upsertlake.timeline.active import (
     Timeline,
     create_requested,
+    delete_instant_files,
     transition,
 )
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
@@ -56,15 +57,42 @@ def rollback(
 
 def roll_back(storage: Storage, target: Instant) -> Instant:
     """Under the lock: roll `target` back as a `.rollback` instant (plan requested, then the
-    metadata completed); what the lazy rollback of a failed deltacommit runs too."""
+    metadata completed); what the lazy rollback of a failed deltacommit runs too. A rollback of
+    `target` that a process left pending (it died: rollbacks run under the lock) is run again
+    under its own instant, as Hudi reuses a pending rollback, rather than left pending forever."""
     started = time.monotonic()
-    requested = create_requested(storage, Action.ROLLBACK, documents.encode(PLAN_SCHEMA, rollback_plan(storage, target)))
-    inflight = transition(storage, requested, State.INFLIGHT)
+    requested = dead_rollbacks(storage, Timeline.load(storage)).get(target.time) or create_requested(
+        storage, Action.ROLLBACK, documents.encode(PLAN_SCHEMA, rollback_plan(storage, target))
+    )
+    inflight = requested if requested.state is State.INFLIGHT else transition(storage, requested, State.INFLIGHT)
     meta = undo(storage, target, requested.time, started)
     storage.delete(heartbeat_path(target.time))
     state = "completed" if target.is_completed else "pending"
     log.info("rollback %s undid %s %s %s", requested.time, state, target.action.value, target.time)
     return transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, meta))
+
+
+def dead_rollbacks(storage: Storage, timeline: Timeline) -> dict[str, Instant]:
+    """Under the lock: the pending `.rollback` instants (a process died running them), by the
+    time of the instant each rolls back."""
+    out = {}
+    for pending in timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT]):
+        path = timeline.layout.path(pending.with_state(State.REQUESTED))
+        plan = documents.decode(storage.read_bytes(path), f"the rollback plan {path}")
+        out[str((plan.get("instantToRollback") or {}).get("commitTime"))] = pending
+    return out
+
+
+def drop_dead_rollbacks(storage: Storage, timeline: Timeline) -> list[str]:
+    """Under the lock: remove the pending rollbacks whose target is off the timeline (the process
+    died after undoing it, before completing the rollback): nothing is left for them to do, and
+    no reader looks at a pending rollback. Returns their times."""
+    on_timeline = {i.time for i in timeline.instants}
+    dropped = [r for target, r in dead_rollbacks(storage, timeline).items() if target not in on_timeline]
+    for r in dropped:
+        delete_instant_files(storage, r)
+        log.info("removed rollback %s, left pending by a process that died after undoing its target", r.time)
+    return [r.time for r in dropped]
 
 
 def live_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Instant]:
