@@ -23,8 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summary
-from upsertlake.logfile import DataBlock, DeleteBlock, LogFileName, is_log_path, read_blocks
-from upsertlake.schema import RECORD_KEY_COLUMN
+from upsertlake.logfile import LogFileName, block_keys, is_log_path, read_blocks
 from upsertlake.storage import Storage
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
@@ -73,7 +72,10 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
     keys = snapshot.column("id")
     if pc.count_distinct(keys).as_py() != len(keys):
         violations.append(f"{len(keys) - pc.count_distinct(keys).as_py()} keys appear more than once")
-    hudi = _hudi_agrees(table_path, snapshot, violations)
+    if plans and table.config.table_version < 8:  # hudi-rs leaves out the slices a pending plan starts
+        hudi = "not compared: a compaction plan is pending (hudi-rs reads its slices only once it completes)"
+    else:
+        hudi = _hudi_agrees(table_path, snapshot, violations)
     return {
         "attempted": len(_lines(journal, "attempts-*.txt")),
         "committed": len(acked & simulated),
@@ -127,16 +129,8 @@ def _effective(timeline: Timeline, instant: str, batch_file: Path) -> pa.Table:
 
 
 def _appended_deletes(storage: Storage, path: str, instant: str) -> pa.Array:
-    """The keys an append of `instant` deleted: its delete blocks', and its records flagged
-    `_hoodie_is_deleted` (an append writes only keys it found)."""
-    arrays = [pa.array([], pa.string())]
-    for block in read_blocks(storage.read_bytes(path), storage.full_path(path)):
-        if isinstance(block, DeleteBlock) and block.instant == instant:
-            arrays.append(block.keys.column("record_key").combine_chunks().cast(pa.string()))
-        elif isinstance(block, DataBlock) and block.instant == instant and "_hoodie_is_deleted" in block.records.column_names:
-            records = block.records.filter(pc.fill_null(block.records.column("_hoodie_is_deleted"), False))
-            arrays.append(records.column(RECORD_KEY_COLUMN).combine_chunks().cast(pa.string()))
-    return pa.concat_arrays(arrays)
+    """The keys an append of `instant` deleted (an append writes only keys it found)."""
+    return block_keys(read_blocks(storage.read_bytes(path), storage.full_path(path)), instant)[1]
 
 
 def _serial_application(batches: list[pa.Table]) -> pa.Table:
