@@ -327,14 +327,19 @@ t.upsert(batch(list(range(0, 3000, 7)), [2] * 429, 2))
 # -- optimistic concurrency ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_concurrent_appends_conflict_per_record(tmp_path: Path, version: int) -> None:
-    path = tmp_path / "t"
+def two_writers(path: Path, version: int) -> tuple:
+    """An unpartitioned table of keys 0-9, and two OCC write clients, each with a started write."""
     occ = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
     table = mor_table(path, version, partitioned=False)
     table.upsert(batch(list(range(10)), [1] * 10, 1))
     a, b = open_table(path, occ).write_client(), open_table(path, occ).write_client()
-    ta, tb = a.start_commit(), b.start_commit()
+    return table, a, b, a.start_commit(), b.start_commit()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_concurrent_appends_conflict_per_record(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "t"
+    table, a, b, ta, tb = two_writers(path, version)
     ra = a.upsert(batch([1, 2], [2, 2], 2), ta)
     rb = b.upsert(batch([3], [2], 3), tb)  # the same file group, another record: both stand
     a.commit(ta, ra)
@@ -362,11 +367,7 @@ def test_an_append_whose_log_name_a_concurrent_writer_took_rolls_over_to_the_nex
     failed with "another write took its name" (found by `upsertlake simulate --table-type
     MERGE_ON_READ`). On version 8 each is named by its own deltacommit. Both commit."""
     path = tmp_path / "t"
-    occ = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
-    table = mor_table(path, version, partitioned=False)
-    table.upsert(batch(list(range(10)), [1] * 10, 1))
-    a, b = open_table(path, occ).write_client(), open_table(path, occ).write_client()
-    ta, tb = a.start_commit(), b.start_commit()
+    table, a, b, ta, tb = two_writers(path, version)
     planned = b.plan("upsert", batch([3], [2], 3))  # before a's log file exists
     a.commit(ta, a.upsert(batch([1, 2], [2, 2], 2), ta))
     statuses = b._write_buckets(planned, b.begin_write(tb, planned), None)
