@@ -789,6 +789,29 @@ def test_inline_compaction_runs_after_the_deltacommit_that_makes_it_due(tmp_path
     assert without_file_name(open_table(path).read()).equals(without_file_name(before))
 
 
+def test_an_inline_compaction_that_cannot_run_says_why_in_one_line_and_the_commit_stands(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another writer's deltacommit is requested and has not said which file groups it writes: the
+    inline compaction due after this commit must not be scheduled (it could miss that write's
+    records). That is a refusal, not a failure: one warning naming it, no traceback (under several
+    writers it happens after many commits). Version 6: a log is named by its slice's base instant
+    (on version 8 such a write's log joins the slice the plan starts)."""
+    path = mor_fixture("mor_v6_trips_8i1u", tmp_path)
+    inline = {"hoodie.compact.inline": True, "hoodie.compact.inline.max.delta.commits": 1}
+    other = open_table(path, {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}).write_client()
+    waiting = other.start_commit()
+    before = open_table(path).read()
+    with caplog.at_level("WARNING", logger="upsertlake.table.table"):
+        open_table(path).services_after_commit(inline)
+    [record] = [r for r in caplog.records if r.name == "upsertlake.table.table"]
+    assert record.exc_info is None
+    assert f"did not run: deltacommit {waiting} is pending and has not said which file groups it writes" in record.getMessage()
+    assert not [i for i in open_table(path).timeline() if i.action is Action.COMPACTION]
+    assert without_file_name(open_table(path).read()).equals(without_file_name(before))
+    other.rollback(waiting)
+
+
 def test_no_write_conflicts_with_a_compaction_that_completed_beside_it(tmp_path: Path) -> None:
     """Optimistic concurrency: a deltacommit appending to a file group a compaction rewrote while
     it ran neither conflicts nor re-merges (the compaction changed no record)."""

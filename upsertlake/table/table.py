@@ -31,6 +31,7 @@ from upsertlake.errors import (
     ConfigError,
     MergeOnReadError,
     SchemaError,
+    ServiceError,
     TableExistsError,
     UpsertlakeError,
 )
@@ -186,6 +187,8 @@ class Table:
             if cfg.get(opt.ARCHIVE_AUTOMATIC) and archive_due(timeline, cfg):
                 archive(self.storage, self.write_client().lock, cfg)
             timeline.refresh_digest()  # an instant archived meanwhile: its entry goes unused
+        except ServiceError as exc:  # it cannot run now (another write is pending, ...): it says why
+            log.warning("a table service after the commit did not run: %s; the commit stands", exc)
         except (UpsertlakeError, OSError):
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)
 
