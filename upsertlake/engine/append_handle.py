@@ -37,7 +37,6 @@ class AppendTarget:
     log_version: int
     base_file: str  # the slice's base file name; "" for a log-only file group
     base_instant: str  # the slice's base instant (the stat's prevCommit)
-    compaction: str = ""  # a compaction of the group pending when planned: the log joins its output's slice
 
 
 @dataclass(frozen=True)

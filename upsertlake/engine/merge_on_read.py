@@ -32,7 +32,7 @@ from upsertlake.schema import RECORD_KEY_COLUMN, arrow_to_avro, avro_schema_json
 from upsertlake.services.compaction_plan import read_plan
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
-from upsertlake.timeline.instant import Instant
+from upsertlake.timeline.instant import Action, Instant
 
 PARQUET_BLOCKS = "parquet"  # hoodie.logfile.data.block.format
 
@@ -57,7 +57,7 @@ def append_job(
     file of their group's current slice."""
     timeline = view.timeline
     slices = append_slices(job.buckets, profile, view, operation, cfg)
-    compacting = pending_compactions(timeline)
+    compacting = pending_compactions(timeline) if table_config.table_version < 8 else {}
     versions: dict[tuple[str, str, str], int] = {}
     for log in view.all_log_files():
         k = (log.partition_path, log.name.file_id, log.name.instant)
@@ -88,37 +88,38 @@ def _target(
     else:  # the slice's base instant; a pending compaction starts the next slice at its instant
         log_instant = compaction or base_instant
     version = 1 if table_version >= 8 else versions.get((bucket.partition_path, bucket.file_id, log_instant), 0) + 1
-    return AppendTarget(log_instant, version, sl.base.name if sl.base is not None else "", base_instant, compaction or "")
+    return AppendTarget(log_instant, version, sl.base.name if sl.base is not None else "", base_instant)
 
 
-def orphaned_appends(timeline: Timeline, job: BucketJob | None, own_stats: Sequence[WriteStat], own_time: str) -> Conflict | None:
-    """An append planned while a compaction of its group was pending joins the slice that the
-    compaction's output starts (v6: it is named so; v8: it completes after the plan). A key the
-    write found in the old base file, which the old slice's logs delete, is not in that output:
-    the append would hold the record's only copy, in a log, where no index finds it, and a later
-    write of the key would insert a second copy. Such a write conflicts with the compaction (a
-    retry tags again: once the compaction completed, the key is an insert). Checked against the
-    output when the compaction completed, else against the deletes of the slice it folds."""
-    appends = getattr(job, "appends", None) or {}
-    compacting = {
-        (job.buckets[n].partition_path, job.buckets[n].file_id): t.compaction for n, t in appends.items() if t.compaction
-    }
+def orphaned_appends(timeline: Timeline, own_stats: Sequence[WriteStat], own_time: str) -> Conflict | None:
+    """An append joins the slice that a compaction of its group started after the slice it was
+    planned against (v6: a plan pending then names its log; v8: any plan requested before the
+    append completes). A key the write found in the old base file, which that compaction drops
+    (the old slice's logs delete it), is not in the compaction's output: the append would hold
+    the record's only copy, in a log, where no index finds it, and a later write of the key would
+    insert a second copy. Such a write conflicts with the compaction (a retry tags again: once
+    the compaction completed, the key is an insert). Checked against the output when the
+    compaction completed, else against the deletes of the slice it folds; only appends with a
+    compaction of their group newer than their planned slice are read."""
+    compactions = sorted({i.time for i in timeline.filter([Action.COMPACTION])})
     storage = timeline.storage
     for stat in own_stats:
-        group = (stat.partitionPath, stat.fileId)
-        if group not in compacting or not is_log_path(stat.path):
+        later = [t for t in compactions if t > (stat.prevCommit or "")]
+        if not later or not is_log_path(stat.path):
             continue
         upserted = block_keys(read_blocks(storage.read_bytes(stat.path), storage.full_path(stat.path)), own_time)[0]
-        found = _dropped_by_compaction(timeline, compacting[group], group, upserted) if len(upserted) else None
-        if found is not None:
-            compaction, keys = found
-            shown = ", ".join(keys[:SHOWN_KEYS])
-            return Conflict(
-                compaction,
-                f"its slice of file group {group[1]} deletes the record key(s) {shown}, which this write appended "
-                "to the slice after it; no index would find them there (retry: they will be inserted)",
-                tuple(keys),
-            )
+        group = (stat.partitionPath, stat.fileId)
+        for compaction_time in later if len(upserted) else []:
+            found = _dropped_by_compaction(timeline, compaction_time, group, upserted)
+            if found is not None:
+                compaction, keys = found
+                return Conflict(
+                    compaction,
+                    f"its slice of file group {group[1]} deletes the record key(s) {', '.join(keys[:SHOWN_KEYS])}, "
+                    "which this write appended to the slice after it; no index would find them there "
+                    "(retry: they will be inserted)",
+                    tuple(keys),
+                )
     return None
 
 
