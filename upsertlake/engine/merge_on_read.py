@@ -131,7 +131,9 @@ def _dropped_by_compaction(
     done = next((i for i in timeline.completed_writes() if i.time == compaction_time), None)
     if done is not None:
         stats = [s for s in timeline.commit_metadata(done).write_stats() if (s.partitionPath, s.fileId) == group]
-        kept = timeline.storage.read_parquet(stats[0].path, columns=[RECORD_KEY_COLUMN]).column(0) if stats else pa.array([], pa.string())
+        if not stats:  # the plan left this group alone
+            return None
+        kept = timeline.storage.read_parquet(stats[0].path, columns=[RECORD_KEY_COLUMN]).column(0)
         missing = keys.filter(pc.invert(pc.is_in(keys, value_set=pc.cast(kept, pa.string()))))
         return (done, missing.to_pylist()) if len(missing) else None
     plan = next((i for i in timeline.pending_compactions() if i.time == compaction_time), None)
