@@ -438,6 +438,20 @@ def test_a_rollback_killed_midway_is_finished_by_the_next_writer(tmp_path: Path,
     assert snapshot(open_table(path)) == expected == hudi_snapshot(path)
 
 
+def test_a_pending_rollback_with_an_unreadable_plan_is_left_as_it_is(tmp_path: Path) -> None:
+    """Older Hudi wrote empty `.rollback.requested` files: such a rollback is neither run again
+    nor removed, and writes go on."""
+    path = tmp_path / "t"
+    table = mor_table(path, 6, partitioned=False)
+    table.upsert(batch(list(range(5)), [1] * 5, 1))
+    (path / ".hoodie" / "20200101000000000.rollback.requested").write_bytes(b"")
+    table.upsert(batch([1], [2], 2))
+    assert [(i.time, i.state.value) for i in open_table(path).timeline() if i.action.value == "rollback"] == [
+        ("20200101000000000", "requested")
+    ]
+    assert snapshot(open_table(path))["k0001"]["ts"] == 2
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_an_append_of_a_key_the_pending_compaction_deletes_conflicts_instead_of_hiding_it(
     tmp_path: Path, version: int

@@ -16,7 +16,7 @@ from upsertlake.concurrency.heartbeat import heartbeat_path, is_expired
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.errors import ServiceError
+from upsertlake.errors import ServiceError, UpsertlakeError
 from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
@@ -74,12 +74,18 @@ def roll_back(storage: Storage, target: Instant) -> Instant:
 
 def dead_rollbacks(storage: Storage, timeline: Timeline) -> dict[str, Instant]:
     """Under the lock: the pending `.rollback` instants (a process died running them), by the
-    time of the instant each rolls back."""
+    time of the instant each rolls back. One whose plan cannot be read (missing, empty as older
+    Hudi wrote them, damaged) is left as it is."""
     out = {}
     for pending in timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT]):
         path = timeline.layout.path(pending.with_state(State.REQUESTED))
-        plan = documents.decode(storage.read_bytes(path), f"the rollback plan {path}")
-        out[str((plan.get("instantToRollback") or {}).get("commitTime"))] = pending
+        try:
+            plan = documents.decode(storage.read_bytes(path), f"the rollback plan {path}")
+            target = (plan.get("instantToRollback") or {}).get("commitTime")
+        except (OSError, UpsertlakeError, AttributeError):
+            continue
+        if target:
+            out[str(target)] = pending
     return out
 
 
