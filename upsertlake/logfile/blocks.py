@@ -111,10 +111,11 @@ def block_keys(blocks: Sequence[Block], instant: str | None = None) -> tuple[pa.
         if isinstance(block, DeleteBlock):
             deleted.append(block.keys.column("record_key").combine_chunks().cast(pa.string()))
         elif isinstance(block, DataBlock):
-            records = block.records
-            flag = records.column(IS_DELETED).combine_chunks() if IS_DELETED in records.column_names else None
-            gone = pc.fill_null(flag, False) if flag is not None else pa.array([False] * records.num_rows)
-            keys = records.column(RECORD_KEY).combine_chunks().cast(pa.string())
+            keys = block.records.column(RECORD_KEY).combine_chunks().cast(pa.string())
+            if IS_DELETED not in block.records.column_names:
+                upserted.append(keys)
+                continue
+            gone = pc.fill_null(block.records.column(IS_DELETED).combine_chunks(), False)
             upserted.append(keys.filter(pc.invert(gone)))
             deleted.append(keys.filter(gone))
     return pa.concat_arrays(upserted), pa.concat_arrays(deleted)

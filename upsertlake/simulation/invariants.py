@@ -51,9 +51,11 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
         violations.append(f"instants left pending after cleanup: {sorted(pending - plans)}")
     batches = {p.stem.removeprefix("batch-"): p for p in journal.glob("batch-*.parquet")}
     tl = Timeline.load(table.storage)
-    documents = {i.time: tl.commit_metadata(i) for i in tl.completed_writes()}
     # every completed write but compactions (which fold logs into base files, writing no batch)
-    wrote = {t: m.extra_metadata.get(BATCH_KEY) for t, m in documents.items() if m.operation_type != "COMPACT"}
+    wrote = {
+        i.time: meta.extra_metadata.get(BATCH_KEY)
+        for i in tl.completed_writes() if (meta := tl.commit_metadata(i)).operation_type != "COMPACT"
+    }
     known = {t: batches[b] for t, b in wrote.items() if b in batches}
     acked = set(_lines(journal, "acked-*.txt"))
     simulated = set(known) - set(_lines(journal, "acked-seed.txt"))
