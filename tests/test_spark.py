@@ -60,16 +60,46 @@ def layout(path: Path) -> list[tuple[str, tuple[str, ...]]]:
     return sorted((g[0], tuple(sorted(g[1:]))) for g in groups.values())
 
 
-def test_distributed_writes_match_the_in_process_engine(spark, tmp_path: Path) -> None:
+# How a Spark write tags: a small input in one task by the in-process index (the default for
+# these tests' batches), or by the distributed join (what larger inputs take).
+TAG_PATHS = {"in-one-task": {}, "distributed": {"upsertlake.small.batch.bytes": 0}}
+
+
+@pytest.fixture
+def in_task(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The operations Spark writes tagged in one task (`tag_in_task`), as they run."""
+    import upsertlake.spark.write as spark_write
+
+    calls: list[str] = []
+    original = spark_write.tag_in_task
+
+    def recorded(prepared, operation, *args):
+        calls.append(operation)
+        return original(prepared, operation, *args)
+
+    monkeypatch.setattr(spark_write, "tag_in_task", recorded)
+    return calls
+
+
+@pytest.fixture(params=list(TAG_PATHS))
+def tag_path(request, in_task: list[str]) -> tuple[str, dict[str, int], list[str]]:
+    """(the tag path, the options that choose it, the operations tagged in one task so far)."""
+    return request.param, TAG_PATHS[request.param], in_task
+
+
+def test_distributed_writes_match_the_in_process_engine(spark, tmp_path: Path, tag_path: tuple) -> None:
+    path, chosen, in_task = tag_path
     local, dist = tmp_path / "local", tmp_path / "spark"
     create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p", options=SMALL_FILES)
     for i, (op, batch) in enumerate(BATCHES):
         getattr(open_table(local, SMALL_FILES), op)(batch)
-        r = getattr(uls, op)(spark.createDataFrame(batch), str(dist), **OPTS, **SMALL_FILES)
+        r = getattr(uls, op)(spark.createDataFrame(batch), str(dist), **OPTS, **SMALL_FILES, **chosen)
         assert r.committed and r.operation == op
         assert data(dist) == data(local), f"after batch {i} ({op})"
         assert layout(dist) == layout(local), f"after batch {i} ({op})"
     assert len(layout(dist)) > 6  # small files: several file groups per partition, packed alike
+    # insert needs no lookup; the first upsert found no table files and tagged in one task all the same
+    assert in_task == (["upsert", "upsert", "delete", "upsert"] if path == "in-one-task" else [])
     hudi = hudi_read(dist).select(["_hoodie_record_key", "_hoodie_partition_path", "id", "ts", "v", "p"])
     assert sorted(tuple(r.values()) for r in hudi.to_pylist()) == data(dist)
 
@@ -172,19 +202,22 @@ def test_files_we_list_are_scanned_without_a_spark_listing_job(spark, tmp_path: 
 
 
 @pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE", "INMEMORY"])
-def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: str, caplog) -> None:
+def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: str, caplog, tag_path: tuple) -> None:
     """Each index tags on the executors as it does in process, a global one moving keys between
     partitions (delete in the old file group, insert in the new partition) unless the stored
     record orders after the incoming one; bulk_insert fills files as in process. The in-memory
-    index lives in one process: Spark tags with SIMPLE instead, says so, and gives its result."""
+    index lives in one process: Spark tags with SIMPLE instead, says so, and gives its result.
+    A small batch is tagged in one task, unless the index is global (it reads every partition)."""
+    path, chosen, in_task = tag_path
     opts = {**SMALL_FILES, "hoodie.index.type": index}
     local, dist = tmp_path / "local", tmp_path / "spark"
     create_table(local, "t", record_key="id", precombine_field="ts", partition_fields="p", options=opts)
     for i, (op, batch) in enumerate(MOVES):
         getattr(open_table(local, opts), op)(batch)
-        getattr(uls, op)(spark.createDataFrame(batch), str(dist), **OPTS, **opts)
+        getattr(uls, op)(spark.createDataFrame(batch), str(dist), **OPTS, **opts, **chosen)
         assert data(dist) == data(local), f"after batch {i} ({op})"
         assert layout(dist) == layout(local), f"after batch {i} ({op})"
+    assert in_task == (["upsert", "upsert", "delete"] if path == "in-one-task" and index != "GLOBAL_SIMPLE" else [])
     stored = [(r[2], r[1], r[4]) for r in data(dist)]
     fallback = [r.getMessage() for r in caplog.records if "single-process" in r.getMessage()]
     assert fallback == (["hoodie.index.type INMEMORY is single-process: this Spark write tags with SIMPLE"] * len(MOVES) if index == "INMEMORY" else [])
@@ -432,7 +465,31 @@ def test_bad_options_fail_before_any_job(spark, tmp_path: Path) -> None:
         write_options({"operation": "merge"}, str(tmp_path / "t"))
     with pytest.raises(ConfigError, match="hoodie.no.such.key"):
         uls.upsert(df, str(tmp_path / "t"), **OPTS, **{"hoodie.no.such.key": "1"})
+    with pytest.raises(ConfigError, match=r"upsertlake.small.batch.bytes='-1': give a number of bytes \(0 or more\)"):
+        uls.upsert(df, str(tmp_path / "t"), **OPTS, **{"upsertlake.small.batch.bytes": -1})
     assert sorted(p.name for p in tmp_path.rglob("*")) == []
+
+
+@pytest.mark.parametrize("source", ["small", "unknown size", "over the limit"])
+def test_only_inputs_spark_knows_to_be_small_are_tagged_in_one_task(spark, tmp_path: Path, in_task: list, source: str) -> None:
+    """The choice reads Spark's size estimate (no job): an input it cannot size (an RDD's rows)
+    or one over upsertlake.small.batch.bytes takes the distributed join; either way the result
+    is the in-process engine's."""
+    batch = rows(range(200), 2, "two")
+    local = create_table(tmp_path / "local", "t", record_key="id", precombine_field="ts", partition_fields="p")
+    local.upsert(rows(range(300), 1, "one"))
+    local.upsert(batch)
+    dist = tmp_path / "spark"
+    uls.bulk_insert(spark.createDataFrame(rows(range(300), 1, "one")), str(dist), **OPTS)
+    df = spark.createDataFrame(batch)
+    limit = {}
+    if source == "unknown size":
+        df = spark.createDataFrame(df.rdd, df.schema)
+    elif source == "over the limit":
+        limit = {"upsertlake.small.batch.bytes": 1000}
+    uls.upsert(df, str(dist), **OPTS, **limit)
+    assert in_task == (["upsert"] if source == "small" else [])
+    assert data(dist) == data(tmp_path / "local")
 
 
 def test_ingest_command_ingests_each_file_once(spark, capsys, tmp_path: Path) -> None:

@@ -34,6 +34,11 @@ READ_KEYS = (AS_OF, QUERY_TYPE, BEGIN, END)
 # Spark jobs); above this many rows it refuses and points to `upsertlake.spark.upsert`.
 SAVE_MAX_RECORDS = "upsertlake.save.max.records"
 SAVE_MAX_RECORDS_DEFAULT = 1_000_000
+# A write whose input Spark estimates at most this many bytes (its optimizer's statistics, no job)
+# is prepared and tagged in one task by the in-process index: no job finds the touched
+# partitions and no join shuffles stored keys, which cost a small batch seconds. 0: never.
+SMALL_BATCH_BYTES = "upsertlake.small.batch.bytes"
+SMALL_BATCH_BYTES_DEFAULT = 32 * 1024 * 1024
 OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 
 
@@ -68,6 +73,7 @@ class WriteOptions:
     operation: str
     hoodie: dict[str, str]  # every hoodie.* key given (aliases resolved), validated
     save_max_records: int = SAVE_MAX_RECORDS_DEFAULT  # `.save()` refuses larger batches
+    small_batch_bytes: int = SMALL_BATCH_BYTES_DEFAULT  # inputs up to this size are tagged in one task
     storage: dict[str, str] = field(default_factory=dict)  # the object store's settings
 
     def open_or_create(self, schema: pa.Schema) -> Table:
@@ -120,21 +126,27 @@ def write_options(options: Mapping[str, object], path: str | None = None, operat
     if not path:
         raise ConfigError("no table path: pass it to save(path) or as the 'path' option")
     path = resolve_path(path)
-    hoodie = {k: v for k, v in given.items() if k not in READ_KEYS and k != SAVE_MAX_RECORDS}
+    hoodie = {k: v for k, v in given.items() if k not in (*READ_KEYS, SAVE_MAX_RECORDS, SMALL_BATCH_BYTES)}
     Config.resolve(hoodie)  # unknown keys and bad values fail here, before any Spark job runs
     op = (operation or hoodie.get(opt.OPERATION.key) or "upsert").lower()
     if op not in OPERATIONS:
         raise ConfigError(f"{opt.OPERATION.key}={op!r}: use one of {', '.join(OPERATIONS)}")
-    return WriteOptions(path, op, hoodie, _save_max_records(given.get(SAVE_MAX_RECORDS)), store)
+    return WriteOptions(
+        path, op, hoodie, storage=store,
+        save_max_records=_limit(given, SAVE_MAX_RECORDS, SAVE_MAX_RECORDS_DEFAULT, "rows"),
+        small_batch_bytes=_limit(given, SMALL_BATCH_BYTES, SMALL_BATCH_BYTES_DEFAULT, "bytes"),
+    )
 
 
-def _save_max_records(value: str | None) -> int:
+def _limit(options: Mapping[str, str], key: str, default: int, unit: str) -> int:
+    """A limit among the options: a number, 0 or more."""
+    value = options.get(key)
     if value is None:
-        return SAVE_MAX_RECORDS_DEFAULT
+        return default
     try:
         limit = int(value)
     except ValueError:
         limit = -1
     if limit < 0:
-        raise ConfigError(f"{SAVE_MAX_RECORDS}={value!r}: give a number of rows (0 or more)")
+        raise ConfigError(f"{key}={value!r}: give a number of {unit} (0 or more)")
     return limit

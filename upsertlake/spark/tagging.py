@@ -10,6 +10,8 @@ The stored rows are left-joined to the batch; a key stored several times takes t
 record's own partition, then the smallest (partition, fileId), as in process.
 A global index then routes records that change partition, in tasks (`route_moves`).
 The driver holds the file listing and footers only.
+A small batch, whose records sit in one task already, is tagged there by the in-process index
+instead (`tag_in_task`): a join's jobs and shuffles cost seconds that its lookup does not.
 """
 
 from __future__ import annotations
@@ -29,12 +31,16 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION
 from upsertlake.engine.global_routing import route_moves, stored_orders_after
+from upsertlake.engine.prepare import PreparedBatch
+from upsertlake.engine.tag import tag as tag_records
+from upsertlake.index import make_index
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.layout.footer import read_footer
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
 from upsertlake.spark.session import FILE_NAME, scan_files
-from upsertlake.spark.types import spark_schema_of
+from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +66,7 @@ def tag(
     `global_order`: the ordering field's type when global routing compares stored values;
     `parts`: the tasks of the join (the write's parallelism)."""
     spark = prepared.sparkSession
-    if index_type.endswith("INMEMORY"):
-        # The in-memory index lives in one process; on Spark it would have to sit on the driver.
-        index_type = index_type.replace("INMEMORY", "SIMPLE")
-        log.warning("hoodie.index.type %s is single-process: this Spark write tags with %s", cfg.get(opt.INDEX_TYPE), index_type)
+    index_type = spark_index_type(index_type, cfg)
     if operation in ("insert", "bulk_insert"):  # insert-only operations skip the lookup, as in Hudi
         return prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION])
     is_global = index_type.startswith("GLOBAL_")
@@ -86,6 +89,35 @@ def tag(
         routed = prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION]).schema
         tagged = tagged.mapInArrow(partial(_route, operation, cfg, precombine_field), routed)
     return tagged.where(~(F.col(DELETE_FLAG) & F.col("loc_file_id").isNull()))
+
+
+def spark_index_type(index_type: str, cfg: Config) -> str:
+    """The index a Spark write tags with: the in-memory index lives in one process; on Spark it
+    would have to sit on the driver, so SIMPLE stands in for it."""
+    if not index_type.endswith("INMEMORY"):
+        return index_type
+    simple = index_type.replace("INMEMORY", "SIMPLE")
+    log.warning("hoodie.index.type %s is single-process: this Spark write tags with %s", cfg.get(opt.INDEX_TYPE), simple)
+    return simple
+
+
+def tag_in_task(
+    prepared: DataFrame,
+    operation: str,
+    cfg: Config,
+    timeline: Timeline,
+    index_type: str,
+    precombine_field: str | None,
+    distinct: str,
+) -> DataFrame:
+    """`tag` for a small batch under a non-global index, in the tasks that hold its records (one,
+    see `write._prepare`): each lists the partitions of its records as of `timeline` and looks
+    their keys up with the in-process index (reading only those files' key columns, through the
+    table's storage). `distinct`: what the prepare step made distinct (`PreparedBatch.distinct`)."""
+    fields = [*arrow_schema_of(prepared.schema), *[pa.field(c, pa.string()) for c in LOCATION]]
+    out = pa.schema(fields)
+    task = partial(_tag_task, timeline, index_type, operation, cfg, precombine_field, distinct, out)
+    return prepared.mapInArrow(task, spark_schema_of(out))
 
 
 def _simple_located(
@@ -230,6 +262,23 @@ def _check_files(
         if order:
             out[STORED_ORDER] = found.column(order) if order in found.column_names else pa.nulls(n)
         yield from pa.table(out).to_batches()
+
+
+def _tag_task(
+    timeline: Timeline, index_type: str, operation: str, cfg: Config, precombine_field: str | None, distinct: str,
+    schema: pa.Schema, batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """The in-process tag of this task's records; a delete of a key not stored is dropped."""
+    listed = [b for b in batches if b.num_rows]
+    if not listed:
+        return
+    records = pa.Table.from_batches(listed)
+    batch = PreparedBatch(records, pa.schema([]), records.num_rows, distinct)
+    view = FileSystemView(timeline, partitions=pc.unique(batch.partitions).to_pylist())
+    records, locations = tag_records(batch, make_index(index_type), view, operation, cfg, precombine_field)
+    for name in LOCATION:
+        records = records.append_column(name, locations.column(name))
+    yield from records.cast(schema).to_batches()
 
 
 def _route(

@@ -2,7 +2,8 @@
 HoodieIndex.tagLocation → WorkloadProfile → UpsertPartitioner → BaseSparkCommitActionExecutor).
 
 driver: start_commit → executors: number the input rows, shuffle by record key, prepare
-(validate, key, dedup with ties to the later row) → executors: tag (`spark.tagging`) → a
+(validate, key, dedup with ties to the later row) → executors: tag (`spark.tagging`; an input
+Spark estimates small is prepared and tagged in one task, without a shuffle or a join) → a
 distributed count per (partition, file group) → driver: the workload profile and Hudi's
 UpsertPartitioner from those counts (the in-process code) → executors: each task assigns its
 records' buckets with the partitioner's small state; a shuffle gives each bucket one task, which
@@ -13,6 +14,7 @@ counts and write stats. A failure anywhere rolls the instant back.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import pickle
 import re
@@ -48,7 +50,7 @@ from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
-from upsertlake.spark.tagging import LOCATION, tag
+from upsertlake.spark.tagging import LOCATION, spark_index_type, tag, tag_in_task
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 from upsertlake.table.table import open_table
@@ -93,17 +95,21 @@ def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str,
 
 
 def _task_error(exc: BaseException) -> BaseException:
-    """An upsertlake error a Spark task raised (bad input found while preparing the batch, say),
-    as that error again: PySpark hands it to the driver as a PythonException holding its text."""
+    """An upsertlake error or an OSError a Spark task raised (bad input found while preparing
+    the batch, a partition path taken by a file), as that error again, as in process: PySpark
+    hands it to the driver as a PythonException holding its text."""
     from pyspark.errors import PythonException
 
     if not isinstance(exc, PythonException):
         return exc
-    found = re.findall(r"^upsertlake\.errors\.(\w+): (.+)$", str(exc), re.MULTILINE)
-    kind = getattr(errors, found[-1][0], None) if found else None
-    if not (isinstance(kind, type) and issubclass(kind, errors.UpsertlakeError)):
+    found = re.findall(r"^(upsertlake\.errors\.)?(\w+): (.+)$", str(exc), re.MULTILINE)
+    if not found:
         return exc
-    return kind(found[-1][1])
+    ours, name, text = found[-1]
+    kind, base = (getattr(errors, name, None), errors.UpsertlakeError) if ours else (getattr(builtins, name, None), OSError)
+    if not (isinstance(kind, type) and issubclass(kind, base)):
+        return exc
+    return kind(text)
 
 
 def groups_on(spark: object) -> Callable[[Callable, list], list]:
@@ -133,16 +139,27 @@ def _write_distributed(
     spec = client.prepare_spec(operation, options.hoodie)
     # With retries on conflict the prepared frame stays cached until the commit: a retry tags it again.
     keep_prepared = client.config.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
+    index_type = spark_index_type(cfg.get(opt.INDEX_TYPE).upper(), cfg)
+    small = _estimated_bytes(df) <= options.small_batch_bytes
+    looks_up = operation not in ("insert", "bulk_insert")  # insert-only operations skip the lookup, as in Hudi
+    in_task = small and looks_up and not index_type.startswith("GLOBAL_")
     if prepared is None:
-        prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, parts).persist()
+        prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, 1 if small else parts)
+        # Cached when read twice: by a retry, or by the distributed lookup's jobs (partitions, join).
+        if keep_prepared or (looks_up and not in_task):
+            prepared = prepared.persist()
         if keep_prepared:
             client.keep_for_commit(instant, redo=partial(_redo, df, schema, client, options, parts, prepared))
             client.hold_until_commit(instant, "prepared", prepared.unpersist)
     try:
         precombine = client.table_config.precombine_field
         order_type = _order_type(spec, precombine)
-        index_type = cfg.get(opt.INDEX_TYPE).upper()
-        tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts).persist()
+        if in_task:
+            distinct = spec.run(_positioned(schema).empty_table()).distinct
+            tagged = tag_in_task(prepared, operation, cfg, timeline, index_type, precombine, distinct)
+        else:
+            tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts)
+        tagged = tagged.persist()
         # Cached until the commit: a re-merge assigns and writes buckets again from it.
         client.hold_until_commit(instant, "tagged", tagged.unpersist)
         counts = (
@@ -191,13 +208,23 @@ def _prepare(
 ) -> DataFrame:
     """Hudi's HoodieWriteHelper.deduplicateRecords on the executors: each row's place in the input
     is fixed before the shuffle, so "the later record wins" means what it means in process
-    (monotonically_increasing_id orders by input partition, then row)."""
+    (monotonically_increasing_id orders by input partition, then row). One part: the input's
+    partitions are read by one task, in order, without a shuffle."""
     records = spec.run(_positioned(schema).empty_table()).records.schema
-    return (
-        df.withColumn(POSITION, F.monotonically_increasing_id())
-        .repartition(parts, *key_fields)
-        .mapInArrow(partial(_prepare_task, spec, records), spark_schema_of(records))
-    )
+    numbered = df.withColumn(POSITION, F.monotonically_increasing_id())
+    gathered = numbered.coalesce(1) if parts == 1 else numbered.repartition(parts, *key_fields)
+    return gathered.mapInArrow(partial(_prepare_task, spec, records), spark_schema_of(records))
+
+
+def _estimated_bytes(df: DataFrame) -> float:
+    """Spark's estimate of the input's size (its optimizer's statistics, no job); infinite when
+    it has none (Spark's own default for an unknown size is larger than any limit)."""
+    from py4j.protocol import Py4JError
+
+    try:
+        return float(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except (Py4JError, ValueError):
+        return float("inf")
 
 
 def _order_type(spec: PrepareSpec, precombine: str | None) -> pa.DataType | None:
