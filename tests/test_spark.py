@@ -73,9 +73,9 @@ def in_task(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     original = spark_write.tag_in_task
 
-    def recorded(prepared, operation, *args):
+    def recorded(frame, records, operation, *args):
         calls.append(operation)
-        return original(prepared, operation, *args)
+        return original(frame, records, operation, *args)
 
     monkeypatch.setattr(spark_write, "tag_in_task", recorded)
     return calls

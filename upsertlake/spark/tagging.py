@@ -17,7 +17,7 @@ instead (`tag_in_task`): a join's jobs and shuffles cost seconds that its lookup
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 
 import numpy as np
@@ -38,7 +38,7 @@ from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.layout.footer import read_footer
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
 from upsertlake.spark.session import FILE_NAME, scan_files
-from upsertlake.spark.types import arrow_schema_of, spark_schema_of
+from upsertlake.spark.types import spark_schema_of
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
@@ -102,22 +102,25 @@ def spark_index_type(index_type: str, cfg: Config) -> str:
 
 
 def tag_in_task(
-    prepared: DataFrame,
+    frame: DataFrame,
+    records: pa.Schema,
     operation: str,
     cfg: Config,
     timeline: Timeline,
     index_type: str,
     precombine_field: str | None,
     distinct: str,
+    prepare: Callable[[pa.Table], pa.Table] | None = None,
 ) -> DataFrame:
     """`tag` for a small batch under a non-global index, in the tasks that hold its records (one,
-    see `write._prepare`): each lists the partitions of its records as of `timeline` and looks
+    see `write._gathered`): each lists the partitions of its records as of `timeline` and looks
     their keys up with the in-process index (reading only those files' key columns, through the
-    table's storage). `distinct`: what the prepare step made distinct (`PreparedBatch.distinct`)."""
-    fields = [*arrow_schema_of(prepared.schema), *[pa.field(c, pa.string()) for c in LOCATION]]
-    out = pa.schema(fields)
-    task = partial(_tag_task, timeline, index_type, operation, cfg, precombine_field, distinct, out)
-    return prepared.mapInArrow(task, spark_schema_of(out))
+    table's storage). `frame` holds the prepared records (schema `records`), or the input rows
+    that `prepare` turns into them in the same task; `distinct`: what preparing made distinct
+    (`PreparedBatch.distinct`)."""
+    out = pa.schema([*records, *[pa.field(c, pa.string()) for c in LOCATION]])
+    task = partial(_tag_task, timeline, index_type, operation, cfg, precombine_field, distinct, prepare, out)
+    return frame.mapInArrow(task, spark_schema_of(out))
 
 
 def _simple_located(
@@ -266,13 +269,15 @@ def _check_files(
 
 def _tag_task(
     timeline: Timeline, index_type: str, operation: str, cfg: Config, precombine_field: str | None, distinct: str,
-    schema: pa.Schema, batches: Iterator[pa.RecordBatch],
+    prepare: Callable[[pa.Table], pa.Table] | None, schema: pa.Schema, batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """The in-process tag of this task's records; a delete of a key not stored is dropped."""
     listed = [b for b in batches if b.num_rows]
     if not listed:
         return
     records = pa.Table.from_batches(listed)
+    if prepare is not None:
+        records = prepare(records)
     batch = PreparedBatch(records, pa.schema([]), records.num_rows, distinct)
     view = FileSystemView(timeline, partitions=pc.unique(batch.partitions).to_pylist())
     records, locations = tag_records(batch, make_index(index_type), view, operation, cfg, precombine_field)

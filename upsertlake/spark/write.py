@@ -137,14 +137,18 @@ def _write_distributed(
     timeline = Timeline.load(client.storage)
     view = FileSystemView(timeline)
     spec = client.prepare_spec(operation, options.hoodie)
+    empty = spec.run(_positioned(schema).empty_table())  # the prepared records' schema, and what is distinct
     # With retries on conflict the prepared frame stays cached until the commit: a retry tags it again.
     keep_prepared = client.config.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
     index_type = spark_index_type(cfg.get(opt.INDEX_TYPE).upper(), cfg)
     small = _estimated_bytes(df) <= options.small_batch_bytes
     looks_up = operation not in ("insert", "bulk_insert")  # insert-only operations skip the lookup, as in Hudi
     in_task = small and looks_up and not index_type.startswith("GLOBAL_")
-    if prepared is None:
-        prepared = _prepare(df, spec, schema, client.table_config.record_key_fields, 1 if small else parts)
+    # Prepared and tagged by one Python function in one task, unless a retry needs the prepared frame.
+    fused = in_task and prepared is None and not keep_prepared
+    key_fields = client.table_config.record_key_fields
+    if prepared is None and not fused:
+        prepared = _prepare(df, spec, empty.records.schema, key_fields, 1 if small else parts)
         # Cached when read twice: by a retry, or by the distributed lookup's jobs (partitions, join).
         if keep_prepared or (looks_up and not in_task):
             prepared = prepared.persist()
@@ -155,8 +159,11 @@ def _write_distributed(
         precombine = client.table_config.precombine_field
         order_type = _order_type(spec, precombine)
         if in_task:
-            distinct = spec.run(_positioned(schema).empty_table()).distinct
-            tagged = tag_in_task(prepared, operation, cfg, timeline, index_type, precombine, distinct)
+            records = empty.records.schema
+            frame, prepare = prepared, None
+            if fused:
+                frame, prepare = _gathered(df, key_fields, 1), partial(_prepared_records, spec, records)
+            tagged = tag_in_task(frame, records, operation, cfg, timeline, index_type, precombine, empty.distinct, prepare)
         else:
             tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts)
         tagged = tagged.persist()
@@ -169,14 +176,14 @@ def _write_distributed(
         )  # one row per (partition, file group), inserts as a null file group
         stages["tag"] = time.perf_counter() - began
         began = time.perf_counter()
-        if not keep_prepared:
+        if not keep_prepared and prepared is not None:
             prepared.unpersist()
         counts.sort(key=lambda r: (r[0], r[1] is None, r[1] or ""))
         profile = WorkloadProfile.from_counts(
             [r[0] for r in counts], [r[1] for r in counts], [r[2] for r in counts], [r[3] for r in counts],
             operation.upper(),
         )
-        data_schema = spec.run(_positioned(schema).empty_table()).data_schema
+        data_schema = empty.data_schema
         if operation == "bulk_insert":
             inserts = {p: w.num_inserts for p, w in profile.partitions.items()}
             sort_mode = cfg.get(opt.BULK_INSERT_SORT_MODE)
@@ -195,7 +202,7 @@ def _write_distributed(
         stages["write"] = time.perf_counter() - began
         return client.result_of(instant, operation, cfg, data_schema, statuses, stages)
     finally:
-        if not keep_prepared:
+        if not keep_prepared and prepared is not None:
             prepared.unpersist()
 
 
@@ -204,16 +211,21 @@ def _positioned(schema: pa.Schema) -> pa.Schema:
 
 
 def _prepare(
-    df: DataFrame, spec: PrepareSpec, schema: pa.Schema, key_fields: tuple[str, ...], parts: int
+    df: DataFrame, spec: PrepareSpec, records: pa.Schema, key_fields: tuple[str, ...], parts: int
 ) -> DataFrame:
-    """Hudi's HoodieWriteHelper.deduplicateRecords on the executors: each row's place in the input
-    is fixed before the shuffle, so "the later record wins" means what it means in process
-    (monotonically_increasing_id orders by input partition, then row). One part: the input's
-    partitions are read by one task, in order, without a shuffle."""
-    records = spec.run(_positioned(schema).empty_table()).records.schema
+    """Hudi's HoodieWriteHelper.deduplicateRecords on the executors (`records`: the prepared
+    records' schema)."""
+    prepare = partial(_prepare_task, spec, records)
+    return _gathered(df, key_fields, parts).mapInArrow(prepare, spark_schema_of(records))
+
+
+def _gathered(df: DataFrame, key_fields: tuple[str, ...], parts: int) -> DataFrame:
+    """The input rows numbered, every record of a key in one of `parts` tasks. Each row's place in
+    the input is fixed before the shuffle, so "the later record wins" means what it means in
+    process (monotonically_increasing_id orders by input partition, then row). One part: the
+    input's partitions are read by one task, in order, without a shuffle."""
     numbered = df.withColumn(POSITION, F.monotonically_increasing_id())
-    gathered = numbered.coalesce(1) if parts == 1 else numbered.repartition(parts, *key_fields)
-    return gathered.mapInArrow(partial(_prepare_task, spec, records), spark_schema_of(records))
+    return numbered.coalesce(1) if parts == 1 else numbered.repartition(parts, *key_fields)
 
 
 def _estimated_bytes(df: DataFrame) -> float:
@@ -321,8 +333,12 @@ def _prepare_task(spec: PrepareSpec, schema: pa.Schema, batches: Iterator[pa.Rec
     the rows are put back in input order first, so ties go to the later record as in process."""
     data = _table(batches)
     if data is not None:
-        data = data.sort_by(POSITION)
-        yield from spec.run(data).records.cast(schema).to_batches()
+        yield from _prepared_records(spec, schema, data).to_batches()
+
+
+def _prepared_records(spec: PrepareSpec, schema: pa.Schema, data: pa.Table) -> pa.Table:
+    """A task's rows prepared, put back in input order first so that ties go to the later record."""
+    return spec.run(data.sort_by(POSITION)).records.cast(schema)
 
 
 def _record_size_task(
