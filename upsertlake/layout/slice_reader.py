@@ -30,12 +30,14 @@ class Merge:
     instants: frozenset[str]
 
 
-def slice_inputs(storage: Storage, sl: FileSlice) -> tuple[pa.Table | None, list[Block]]:
-    """A slice's base file records (None in a log-only group) and its log blocks, in log order."""
+def slice_inputs(storage: Storage, sl: FileSlice, skip: tuple[str, ...] = ()) -> tuple[pa.Table | None, list[Block]]:
+    """A slice's base file records (None in a log-only group), without the columns `skip`, and
+    its log blocks, in log order."""
     base = None
     if sl.base is not None:
         with listed(storage, sl.base.path, sl.base.instant_time):
-            base = storage.parquet_file(sl.base.path).read()
+            parquet = storage.parquet_file(sl.base.path)
+            base = parquet.read(columns=[c for c in parquet.schema_arrow.names if c not in skip] if skip else None)
     files = []
     for log in sl.logs:
         with listed(storage, log.path, log.name.instant):

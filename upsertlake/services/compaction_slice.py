@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pyarrow as pa
 
 from upsertlake.config import Config
@@ -26,9 +25,13 @@ from upsertlake.layout.footer import resumed_bloom, resumed_key_range
 from upsertlake.layout.slice_reader import Merge, merge_inputs, slice_inputs
 from upsertlake.logfile.blocks import Block, CommandBlock, CorruptBlock, DataBlock
 from upsertlake.logfile.merge import live_blocks
+from upsertlake.schema import META_COLUMNS
 from upsertlake.services.compaction_plan import CompactionOperation
 from upsertlake.storage import Storage
 from upsertlake.timeline.commit_metadata import WriteStat
+from upsertlake.util.arrow import constant
+
+FILE_NAME = META_COLUMNS[4]  # "_hoodie_file_name"
 
 
 def compact_operation(
@@ -44,14 +47,14 @@ def compact_operation(
     n, op = numbered
     sl = op.file_slice(storage)
     began = time.monotonic()
-    base, blocks = slice_inputs(storage, sl)
+    # The old file names are neither read nor merged: the new file names itself in every row.
+    base, blocks = slice_inputs(storage, sl, skip=(FILE_NAME,))
     scanned = time.monotonic()
-    result = merge_inputs(base, blocks, merge, schema)
-    merged = result.table
+    at = schema.get_field_index(FILE_NAME)
+    result = merge_inputs(base, blocks, merge, schema.remove(at))
     name = base_file_name(op.file_id, f"{n}-0-0", instant_time)
     path = f"{op.partition_path}/{name}" if op.partition_path else name
-    names = pa.DictionaryArray.from_arrays(pa.array(np.zeros(merged.num_rows, np.int32)), pa.array([name]))
-    merged = merged.set_column(4, schema.field(4), names.cast(pa.string()))
+    merged = result.table.add_column(at, schema.field(at), constant(name, result.table.num_rows))
     counts = _block_counts(blocks, merge)
     added = result.added
     deletes = base.num_rows - (merged.num_rows - len(added)) if base is not None else 0
