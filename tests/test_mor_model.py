@@ -171,13 +171,14 @@ class OnSpark:
     """Writes and compactions through `upsertlake.spark` (appends and slices merged in tasks),
     with the writer's options (inline compaction, clean and archive settings) on every call."""
 
-    def __init__(self, spark, path: Path, options: dict[str, object]) -> None:
+    def __init__(self, spark, path: Path, options: dict[str, object], writes: dict[str, object]) -> None:
         self.spark, self.path, self.options = spark, str(path), {k: str(v) for k, v in options.items()}
+        self.writes = {**self.options, **writes}  # `writes`: options of the Spark writes only
 
     def write(self, method: str, data: pa.Table) -> None:
         import upsertlake.spark as uls
 
-        getattr(uls, method)(self.spark.createDataFrame(data.to_pandas()), self.path, **self.options)
+        getattr(uls, method)(self.spark.createDataFrame(data.to_pandas()), self.path, **self.writes)
 
     def compact(self) -> bool:
         import upsertlake.spark as uls
@@ -186,16 +187,17 @@ class OnSpark:
 
 
 def run_sequence(
-    path: Path, version: int, seed: int, steps: int, inline: bool, spark=None, **extra: object
+    path: Path, version: int, seed: int, steps: int, inline: bool, spark=None, spark_writes: dict | None = None,
+    **extra: object,
 ) -> Run:
     """`steps` random steps after a first upsert of 24 keys; rollbacks and cleans in process,
-    writes and compactions through `spark` when given."""
+    writes and compactions through `spark` when given (`spark_writes`: more options for its writes)."""
     options: dict[str, object] = {  # automatic cleans and archival too
         "hoodie.cleaner.commits.retained": RETAINED, "hoodie.keep.min.commits": 4, "hoodie.keep.max.commits": 5, **extra}
     if inline:
         options.update({"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": 2})
     table = mor_table(path, version, **options)
-    writer = InProcess(table) if spark is None else OnSpark(spark, path, options)
+    writer = InProcess(table) if spark is None else OnSpark(spark, path, options, spark_writes or {})
     rng = random.Random(seed * 100 + version)
     model = Model()
     at: dict[str, dict[str, tuple]] = {}
@@ -311,13 +313,18 @@ def spark_state(spark, path: Path, **read: str) -> dict[str, tuple]:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("version", "inline"), [(6, False), (8, True)])
-def test_a_random_mor_sequence_through_spark_reads_as_the_model(spark, tmp_path: Path, version: int, inline: bool) -> None:
+@pytest.mark.parametrize(("version", "inline", "small_batch_bytes"), [(6, False, None), (8, True, 0)])
+def test_a_random_mor_sequence_through_spark_reads_as_the_model(
+    spark, tmp_path: Path, version: int, inline: bool, small_batch_bytes: int | None
+) -> None:
     """The same kind of sequence, shorter, written by `upsertlake.spark` (appends in tasks, slices
     compacted in tasks): after every step the in-process read is the model's state; at the end
-    Spark's read, time travel and hudi-rs agree with it, and read_optimized after a compaction."""
+    Spark's read, time travel and hudi-rs agree with it, and read_optimized after a compaction.
+    Version 6's small batches are tagged in one task (the default), version 8's by the
+    distributed join (upsertlake.small.batch.bytes=0)."""
     path = tmp_path / "t"
-    run = run_sequence(path, version, seed=1, steps=11, inline=inline, spark=spark)
+    writes = {} if small_batch_bytes is None else {"upsertlake.small.batch.bytes": small_batch_bytes}
+    run = run_sequence(path, version, seed=1, steps=11, inline=inline, spark=spark, spark_writes=writes)
     assert "rollback:commit" in run.ops and any(o.startswith("reinsert") for o in run.ops), run.ops
     assert run.compactions >= run.ops.count("compact") + (2 if inline else 0), run.ops  # inline on Spark
     final = state(open_table(path).read())
