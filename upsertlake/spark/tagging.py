@@ -38,7 +38,7 @@ from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.layout.footer import read_footer
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
 from upsertlake.spark.session import FILE_NAME, scan_files
-from upsertlake.spark.types import spark_schema_of
+from upsertlake.spark.types import spark_schema_of, task_table
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
@@ -63,10 +63,10 @@ def tag(
 ) -> DataFrame:
     """The prepared records with LOCATION columns (nulls for new keys); deletes of keys not
     stored are dropped; under a global index records that change partition are routed.
-    `global_order`: the ordering field's type when global routing compares stored values;
-    `parts`: the tasks of the join (the write's parallelism)."""
+    `index_type`: the index Spark tags with (`spark_index_type`); `global_order`: the ordering
+    field's type when global routing compares stored values; `parts`: the tasks of the join (the
+    write's parallelism)."""
     spark = prepared.sparkSession
-    index_type = spark_index_type(index_type, cfg)
     if operation in ("insert", "bulk_insert"):  # insert-only operations skip the lookup, as in Hudi
         return prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION])
     is_global = index_type.startswith("GLOBAL_")
@@ -238,10 +238,9 @@ def _check_files(
 ) -> Iterator[pa.RecordBatch]:
     """For each file of this task: its candidate keys through its bloom filter, then the exact
     keys it holds (with the stored ordering value when global routing needs it)."""
-    listed = [b for b in batches if b.num_rows]
-    if not listed:
+    pairs = task_table(batches)
+    if pairs is None:
         return
-    pairs = pa.Table.from_batches(listed)
     numbers = pairs.column(_FILE).to_numpy()
     for number in np.unique(numbers):
         bf = files[int(number)]
@@ -272,10 +271,9 @@ def _tag_task(
     prepare: Callable[[pa.Table], pa.Table] | None, schema: pa.Schema, batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """The in-process tag of this task's records; a delete of a key not stored is dropped."""
-    listed = [b for b in batches if b.num_rows]
-    if not listed:
+    records = task_table(batches)
+    if records is None:
         return
-    records = pa.Table.from_batches(listed)
     if prepare is not None:
         records = prepare(records)
     batch = PreparedBatch(records, pa.schema([]), records.num_rows, distinct)

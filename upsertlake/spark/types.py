@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type, to_arrow_schema
 from pyspark.sql.types import StructField, StructType
@@ -20,3 +22,10 @@ def with_types(schema: StructType, types: dict[str, pa.DataType]) -> StructType:
     return StructType([
         StructField(f.name, from_arrow_type(types[f.name]), True) if f.name in types else f for f in schema.fields
     ])
+
+
+def task_table(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
+    """A task's rows (a `mapInArrow` function's input) as one table; None when it has none (Spark
+    may send no batch at all)."""
+    listed = [b for b in batches if b.num_rows]
+    return pa.Table.from_batches(listed) if listed else None

@@ -51,7 +51,7 @@ from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
 from upsertlake.spark.tagging import LOCATION, spark_index_type, tag, tag_in_task
-from upsertlake.spark.types import arrow_schema_of, spark_schema_of
+from upsertlake.spark.types import arrow_schema_of, spark_schema_of, task_table
 from upsertlake.storage import Storage
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
@@ -321,17 +321,11 @@ def _write_buckets(
     return [pickle.loads(r[0]) for r in rows]
 
 
-def _table(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
-    """A task's rows as one table; None when it has none (Spark may send no batch at all)."""
-    listed = [b for b in batches if b.num_rows]
-    return pa.Table.from_batches(listed) if listed else None
-
-
 # -- executor functions (module level, so Spark pickles references to them) --------------------
 def _prepare_task(spec: PrepareSpec, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Every record of a key lands in one hash partition, so deduplicating it here is complete;
     the rows are put back in input order first, so ties go to the later record as in process."""
-    data = _table(batches)
+    data = task_table(batches)
     if data is not None:
         yield from _prepared_records(spec, schema, data).to_batches()
 
@@ -344,7 +338,7 @@ def _prepared_records(spec: PrepareSpec, schema: pa.Schema, data: pa.Table) -> p
 def _record_size_task(
     data_schema: pa.Schema, config: FileWriterConfig, sort: bool, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    data = _table(batches)
+    data = task_table(batches)
     if data is not None:  # in file order, as `_bulk_assign` ranks them
         data = data.sort_by([(KEY, "ascending"), (POSITION, "ascending")] if sort else [(POSITION, "ascending")])
         size = written_record_size(data, data_schema, config)
@@ -359,7 +353,7 @@ def _write_task(
     """Merge and write the bucket(s) of this task; records keep their input order within a bucket.
     Each attempt writes under its own token (Hudi's partition-stage-attempt), so a retried or
     speculative attempt never overwrites another's file; the commit deletes the losers' files."""
-    data = _table(batches)
+    data = task_table(batches)
     if data is None:
         return
     ctx = TaskContext.get()
