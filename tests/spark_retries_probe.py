@@ -4,12 +4,15 @@ and task retries runs both scenarios, one after the other, and prints one JSON l
 
     python tests/spark_retries_probe.py WORK_FOLDER ROWS
 
-driver: one write whose keys alone are several times that limit while every write task fails once
-after writing its file, and the Python process's peak RSS after a small and after that large write.
+driver: one distributed write whose keys alone are several times that limit while every write task
+fails once after writing its file, and the Python process's peak RSS after a small and after that
+large write; then a small write (one task tags and writes it) whose task fails once after writing.
 remerge: a Spark write and an in-process write (started later) of different keys of the same file
 groups; the in-process one commits first, so the Spark write moves to a new instant, and every task
-of that re-merge job fails once after writing its file: the retried attempts write again under
-tokens of their own. Each scenario reports the files its commit names and the files on disk.
+of that re-merge job fails once after writing its files: the retried attempts write again under
+tokens of their own. On the small-batch path (`remerge`) one task re-merges every group; on the
+distributed one (`remerge_distributed`) one task each. Each scenario reports the files its commit
+names and the files on disk.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from upsertlake.spark.options import write_options
 from upsertlake.spark.types import arrow_schema_of
 
 DRIVER_OPTS = {"table": "t", "record_key": "id", "precombine": "ts", "partition": "p"}
+DISTRIBUTED = {"upsertlake.small.batch.bytes": "0"}
 REMERGE_OPTS = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control", "hoodie.parquet.small.file.limit": "0"}
 
 
@@ -69,7 +73,11 @@ def driver(spark: object, path: Path, rows: int, failures: Path) -> dict:
     uls.upsert(batch(small // 2, small, 2), str(path))
     after_small = peak_mb()
     spark_write._WRITE_FAULT = fail_first_attempts(failures, "write")
-    result = uls.upsert(batch(0, rows, 3), str(path))
+    result = uls.upsert(batch(0, rows, 3), str(path), **DISTRIBUTED)
+    spark_write._WRITE_FAULT = None
+    peak_large = peak_mb()
+    spark_write._WRITE_FAULT = fail_first_attempts(failures.parent / "one_task_failures", "one-task write")
+    small_result = uls.upsert(batch(rows - 100, rows + 100, 4), str(path))
     spark_write._WRITE_FAULT = None
     return {
         "instant": result.instant_time,
@@ -78,7 +86,10 @@ def driver(spark: object, path: Path, rows: int, failures: Path) -> dict:
         "inserts": result.num_inserts,
         "updates": result.num_updates,
         "peak_mb_small": after_small,
-        "peak_mb_large": peak_mb(),
+        "peak_mb_large": peak_large,
+        "one_task": {"files_written": sorted(small_result.files_written),
+                     "on_disk": on_disk(path, small_result.instant_time),
+                     "inserts": small_result.num_inserts, "updates": small_result.num_updates},
     }
 
 
@@ -87,10 +98,10 @@ def remerge_rows(ids: range, ts: int, tag: str) -> pa.Table:
                      "v": [f"{tag}-{i}" for i in ids], "p": [f"p{i % 3}" for i in ids]})
 
 
-def remerge(spark: object, path: Path, failures: Path) -> dict:
+def remerge(spark: object, path: Path, failures: Path, path_options: dict[str, str]) -> dict:
     create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p", options=REMERGE_OPTS)
     open_table(path, REMERGE_OPTS).upsert(remerge_rows(range(30), 1, "one"))
-    options = write_options(REMERGE_OPTS, str(path), "upsert")
+    options = write_options({**REMERGE_OPTS, **path_options}, str(path), "upsert")
     df = spark.createDataFrame(remerge_rows(range(10, 16), 2, "spark"))
     client = open_table(path, options.hoodie).write_client()
     instant = client.start_commit()
@@ -112,10 +123,12 @@ def main(work: Path, rows: int) -> None:
         **{"spark.driver.maxResultSize": "1m", "spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"},
     )
     out = {}
-    for name in ("driver", "remerge"):
+    for name in ("driver", "remerge", "remerge_distributed"):
         (work / name / "failures").mkdir(parents=True)
+    (work / "driver" / "one_task_failures").mkdir()
     out["driver"] = driver(spark, work / "driver" / "t", rows, work / "driver" / "failures")
-    out["remerge"] = remerge(spark, work / "remerge" / "t", work / "remerge" / "failures")
+    for name, path_options in (("remerge", {}), ("remerge_distributed", DISTRIBUTED)):
+        out[name] = remerge(spark, work / name / "t", work / name / "failures", path_options)
     print(json.dumps(out))
     spark.stop()
 

@@ -441,20 +441,25 @@ def retries_probe(tmp_path_factory) -> tuple[Path, dict]:
 
 
 def test_driver_stays_small_and_failed_task_attempts_leave_nothing(retries_probe) -> None:
-    """spark.driver.maxResultSize=1m and 300,000 keys (about 4 MB of keys alone) upsert fine, so
-    nothing per record is collected; the Python process's peak RSS after that write is within 25%
-    of its peak after a write ten times smaller; every write task fails once after writing its
-    file and its retry succeeds (local[2,3]), and the commit deleted the failed attempts' files
-    (marker reconciliation)."""
+    """spark.driver.maxResultSize=1m and 300,000 keys (about 4 MB of keys alone) upsert fine on
+    the distributed path, so nothing per record is collected; the Python process's peak RSS after
+    that write is within 25% of its peak after a write ten times smaller; every write task fails
+    once after writing its file and its retry succeeds (local[2,3]), and the commit deleted the
+    failed attempts' files (marker reconciliation). The same holds for the one task that tags and
+    writes every file group of a small batch."""
     work, probe = retries_probe
     path, got = work / "driver" / "t", probe["driver"]
     assert len(list((work / "driver" / "failures").iterdir())) >= 4  # one injected failure per write task (4 partitions)
     assert got["on_disk"] == got["files_written"] and len(got["files_written"]) >= 4
     assert (got["updates"], got["inserts"]) == (30_000, 270_000)
     assert got["peak_mb_large"] <= 1.25 * got["peak_mb_small"], got
+    small = got["one_task"]
+    assert len(list((work / "driver" / "one_task_failures").iterdir())) == 1  # one task wrote every group
+    assert small["on_disk"] == small["files_written"] and len(small["files_written"]) >= 4
+    assert (small["updates"], small["inserts"]) == (100, 100)
     t = open_table(path).read(columns=["id", "ts"])
-    assert t.num_rows == 300_000 and t.column("ts").to_pylist().count(3) == 300_000
-    assert len(set(t.column("id").to_pylist())) == 300_000
+    assert t.num_rows == 300_100 and sorted(t.column("ts").to_pylist()) == [3] * 299_900 + [4] * 200
+    assert len(set(t.column("id").to_pylist())) == 300_100
 
 
 def test_bad_options_fail_before_any_job(spark, tmp_path: Path) -> None:
@@ -589,9 +594,11 @@ def local_started(path: Path, batch: pa.Table, **opts: object):
     return client, instant, client.upsert(batch, instant)
 
 
-def cached(spark) -> int:
-    """How many RDDs Spark holds persisted (a cached DataFrame's, once computed)."""
-    return spark.sparkContext._jsc.getPersistentRDDs().size()
+def held(spark, path: Path) -> int:
+    """What Spark writes hold for their commits: the RDDs Spark holds persisted (a cached
+    DataFrame's, once computed), and the folders small batches staged their tagged records in."""
+    staged = list((path / ".hoodie" / ".temp").glob("spark-staging-*"))
+    return spark.sparkContext._jsc.getPersistentRDDs().size() + len(staged)
 
 
 def assert_clean(path: Path) -> None:
@@ -604,6 +611,7 @@ def assert_clean(path: Path) -> None:
     assert {n.rsplit("_", 1)[1].removesuffix(".parquet") for n in names} <= done, names
     temp = path / ".hoodie" / ".temp"
     assert not temp.exists() or not any(temp.rglob("*.marker.*"))
+    assert not temp.exists() or not list(temp.glob("spark-staging-*"))  # staged records went with the write
 
 
 def snapshot(path: Path) -> list[tuple]:
@@ -630,7 +638,7 @@ def test_a_spark_write_sharing_file_groups_but_no_record_re_merges(spark, tmp_pa
     a later instant), and the table holds both writes, as Hudi's reader agrees."""
     path = tmp_path / "t"
     occ_table(path)
-    before = cached(spark)
+    before = held(spark, path)
     first, second = rows(range(0, 6), 2, "a"), rows(range(10, 16), 2, "b")
     if case == "local-then-spark":
         c1, t1, r1 = local_started(path, first)
@@ -641,10 +649,10 @@ def test_a_spark_write_sharing_file_groups_but_no_record_re_merges(spark, tmp_pa
     else:  # the write started first commits last: its versions would sort before the other's
         c2, t2, r2 = spark_started(spark, path, second)
         c1, t1, r1 = spark_started(spark, path, first)
-    assert cached(spark) > before  # the Spark writes hold their assigned frames until their commits
+    assert held(spark, path) > before  # the Spark writes hold their records until their commits
     c1.commit(t1, r1)
     done = c2.commit(t2, r2)
-    assert cached(spark) == before  # released at the commit
+    assert held(spark, path) == before  # released at the commit
     assert (done.remerges, done.retries, done.num_updates, done.num_inserts) == (1, 0, 6, 0)
     assert (done.instant_time == t2) == (case != "spark-then-spark-moved")
     assert done.instant_time > t1
@@ -659,13 +667,13 @@ def test_a_spark_write_sharing_file_groups_but_no_record_re_merges(spark, tmp_pa
 def test_a_true_conflict_on_spark_fails_and_leaves_nothing(spark, tmp_path: Path) -> None:
     path = tmp_path / "t"
     occ_table(path)
-    before = cached(spark)
+    before = held(spark, path)
     c1, t1, r1 = local_started(path, rows(range(0, 6), 2, "a"))
     c2, t2, r2 = spark_started(spark, path, rows(range(5, 11), 3, "b"))  # k00005 in both
     c1.commit(t1, r1)
     with pytest.raises(WriteConflictError, match=rf"write {t2} conflicts with commit {t1} .*k00005"):
         c2.commit(t2, r2)
-    assert cached(spark) == before
+    assert held(spark, path) == before
     assert snapshot(path) == expected_rows((range(0, 6), 2, "a"))
     assert t2 not in {i.time for i in open_table(path).timeline()}
     assert_clean(path)
@@ -678,13 +686,13 @@ def test_a_true_conflict_on_spark_is_retried_when_configured(spark, tmp_path: Pa
     event-time ordering k00005 keeps the larger ordering value (the retried write's)."""
     path = tmp_path / "t"
     occ_table(path)
-    before = cached(spark)
+    before = held(spark, path)
     a = rows(range(0, 6), 2, "a")
     c1, t1, r1 = local_started(path, a) if first == "local" else spark_started(spark, path, a)
     c2, t2, r2 = spark_started(spark, path, rows(range(5, 11), 3, "b"), **RETRY)
     c1.commit(t1, r1)
     done = c2.commit(t2, r2)
-    assert cached(spark) == before
+    assert held(spark, path) == before
     assert (done.instant_time > t2, done.retries, done.remerges) == (True, 1, 0)  # a new instant, as Hudi
     assert t2 not in {i.time for i in open_table(path).timeline()}
     assert (done.num_updates, done.num_inserts) == (6, 0)
@@ -718,12 +726,12 @@ def test_a_spark_write_retried_onto_a_later_instants_version_commits_under_a_new
 def test_a_failed_spark_re_merge_leaves_nothing(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 moved: bool) -> None:
     """The re-merge job fails (every task raises after writing its file): the commit raises, the
-    rollback leaves the table as the other commit left it, and the cached frame is released."""
+    rollback leaves the table as the other commit left it, and what the write held is released."""
     from upsertlake.spark import write as spark_write
 
     path = tmp_path / "t"
     occ_table(path)
-    before = cached(spark)
+    before = held(spark, path)
     first, second = rows(range(0, 6), 2, "a"), rows(range(10, 16), 2, "b")
     if moved:
         c2, t2, r2 = spark_started(spark, path, second)
@@ -740,20 +748,22 @@ def test_a_failed_spark_re_merge_leaves_nothing(spark, tmp_path: Path, monkeypat
     with pytest.raises(Exception, match="injected failure of a re-merge task"):
         c2.commit(t2, r2)
     c2.rollback(t2)  # as write_dataframe does on any failure
-    assert cached(spark) == before
+    assert held(spark, path) == before
     assert snapshot(path) == expected_rows((range(0, 6), 2, "a"))
     assert [i.time for i in open_table(path).timeline()][-1] == t1
     assert len(list(path.rglob("*.parquet"))) == 6
     assert_clean(path)
 
 
-def test_failed_task_attempts_of_a_re_merge_leave_nothing(retries_probe) -> None:
-    """Every task of the re-merge job fails once after writing its file and its retry succeeds
+@pytest.mark.parametrize(("scenario", "tasks"), [("remerge", 1), ("remerge_distributed", 3)])
+def test_failed_task_attempts_of_a_re_merge_leave_nothing(retries_probe, scenario: str, tasks: int) -> None:
+    """Every task of the re-merge job fails once after writing its files and its retry succeeds
     (local[2,3]); the commit names the retries' files and deleted the failed attempts' (marker
-    reconciliation after the re-merge)."""
+    reconciliation after the re-merge). A small batch's one task re-merges all 3 groups; the
+    distributed path re-merges each in a task of its own."""
     work, probe = retries_probe
-    path, got = work / "remerge" / "t", probe["remerge"]
-    assert len(list((work / "remerge" / "failures").iterdir())) == 3  # one injected failure per re-merged group
+    path, got = work / scenario / "t", probe[scenario]
+    assert len(list((work / scenario / "failures").iterdir())) == tasks  # one injected failure per task
     assert got["remerges"] == 1 and len(got["files_written"]) == 3 and got["moved_to"] > got["instant"]
     assert got["on_disk"] == got["files_written"]
     assert not set(got["first_files"]) & set(got["on_disk"])  # the replaced files are gone too

@@ -48,12 +48,13 @@ class AppendJob(BucketJob):
     appends: dict[int, AppendTarget] | None = None
     schema_json: str = ""  # the log blocks' writer schema (meta fields first)
     parquet_blocks: bool = False  # hoodie.logfile.data.block.format=parquet
-    shared: SharedBlocks | None = field(default=None, compare=False)  # in process: see for_batch
+    shared: SharedBlocks | None = field(default=None, compare=False)  # see for_batch
 
     def for_batch(self, records: pa.Table, rows: Mapping[int, np.ndarray]) -> AppendJob:
-        """In process, with every bucket's records at hand: the Avro data blocks of all appends
-        are encoded in one pass (by the first append to run) instead of one pass per file group,
-        whose fixed costs (a few milliseconds each) outweighed the records' own."""
+        """With every bucket's records at hand (in process, or in the one Spark task that writes a
+        small batch): the Avro data blocks of all appends are encoded in one pass (by the first
+        append to run) instead of one pass per file group, whose fixed costs (a few milliseconds
+        each) outweighed the records' own."""
         if self.parquet_blocks or not self.appends:
             return self
         return replace(self, shared=SharedBlocks(self, records, {n: r for n, r in rows.items() if n in self.appends}))
@@ -155,7 +156,8 @@ def _split(records: pa.Table) -> tuple[pa.Table, pa.Table]:
 
 class SharedBlocks:
     """The framed Avro data blocks of a write's appends, encoded together on first use (the
-    appends run on a pool: the first to ask encodes, the others wait for it). In process only."""
+    appends run on a pool: the first to ask encodes, the others wait for it). Where every bucket's
+    records are at hand: in process, or in the one Spark task that writes a small batch."""
 
     def __init__(self, job: AppendJob, records: pa.Table, rows: Mapping[int, np.ndarray]) -> None:
         self._job = job

@@ -166,16 +166,31 @@ def write_buckets(
     """Step 7 in process: each bucket's records, in their prepared order, on a thread pool. Returns
     their statuses and the `Rewrite` that writes buckets again from the records kept here (on
     `rewrite_threads` threads), for a re-merge."""
-    order, bounds = group_rows(np.asarray(plan.assignment, dtype=np.int64), len(job.buckets))
-    rows = {
-        b.number: order[bounds[b.number] : bounds[b.number + 1]]
-        for b in job.buckets
-        if bounds[b.number + 1] > bounds[b.number]
-    }
-    records = plan.records
-    job = job.for_batch(records, rows)
-    rewrite = partial(_rewrite_kept, storage, rewrite_threads, records, rows)
+    rows = bucket_rows(plan.assignment, len(job.buckets))
+    rewrite = partial(_rewrite_kept, storage, rewrite_threads, plan.records, rows)
     threads = plan.cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
+    job = job.for_batch(plan.records, rows)
+    return write_rows(storage, job, plan.records, rows, threads, attempt, progress=progress), rewrite
+
+
+def bucket_rows(assignment: np.ndarray, buckets: int) -> dict[int, np.ndarray]:
+    """The rows of each bucket that gets records, in their order in the batch."""
+    order, bounds = group_rows(np.asarray(assignment, dtype=np.int64), buckets)
+    return {n: order[bounds[n] : bounds[n + 1]] for n in range(buckets) if bounds[n + 1] > bounds[n]}
+
+
+def write_rows(
+    storage: Storage,
+    job: BucketJob,
+    records: pa.Table,
+    rows: Mapping[int, np.ndarray],
+    threads: int,
+    attempt: int = 1,
+    write_token: str | None = None,
+    progress: Progress | None = None,
+) -> list[WriteStatus]:
+    """Each bucket's `rows` of `records` written on a pool of `threads` (in process, and in the
+    one Spark task that writes a small batch); statuses in bucket order."""
     # Largest first (the file to rewrite plus the records' bytes): no big bucket starts last
     # while the other threads sit idle.
     record_bytes = records.nbytes // max(1, records.num_rows)
@@ -183,15 +198,13 @@ def write_buckets(
     def work(number: int) -> int:
         return job.base_bytes(number) + len(rows[number]) * record_bytes
 
+    write = partial(_write_one, storage, job, records, rows, attempt, write_token)
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(rows) or 1))) as pool:
-        futures = {
-            number: pool.submit(_write_one, storage, job, records, rows, attempt, number)
-            for number in sorted(rows, key=work, reverse=True)
-        }
+        futures = {number: pool.submit(write, number) for number in sorted(rows, key=work, reverse=True)}
         if progress is not None:
             for done, _ in enumerate(as_completed(futures.values()), 1):
                 progress.advanced("write", done)
-        return [futures[number].result() for number in sorted(rows)], rewrite
+        return [futures[number].result() for number in sorted(rows)]
 
 
 def _rewrite_kept(
@@ -199,16 +212,16 @@ def _rewrite_kept(
     numbers: Collection[int] | None, attempt: int,
 ) -> list[WriteStatus]:
     """The in-process `Rewrite`: the buckets' kept records written again on a thread pool."""
-    chosen = sorted(rows if numbers is None else numbers)
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(chosen) or 1))) as pool:
-        return list(pool.map(partial(_write_one, storage, job, records, rows, attempt), chosen))
+    chosen = rows if numbers is None else {n: rows[n] for n in numbers}
+    return write_rows(storage, job, records, chosen, threads, attempt)
 
 
 def _write_one(
-    storage: Storage, job: BucketJob, records: pa.Table, rows: Mapping[int, np.ndarray], attempt: int, number: int
+    storage: Storage, job: BucketJob, records: pa.Table, rows: Mapping[int, np.ndarray], attempt: int,
+    write_token: str | None, number: int,
 ) -> WriteStatus:
     """Bucket `number`, its rows taken from the batch on the writing thread."""
-    return job.write(storage, number, records.take(pa.array(rows[number])), None, attempt)
+    return job.write(storage, number, records.take(pa.array(rows[number])), None, attempt, write_token)
 
 
 def write_partition_metadata(storage: Storage, partitions: set[str], instant_time: str, listed: Collection[str] = ()) -> None:

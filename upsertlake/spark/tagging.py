@@ -17,6 +17,7 @@ instead (`tag_in_task`): a join's jobs and shuffles cost seconds that its lookup
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
 
@@ -49,6 +50,9 @@ STORED_ORDER = "_upsertlake_stored_order"  # the stored record's ordering value 
 _KEY, _FILE = "_upsertlake_stored_key", "_upsertlake_file"  # a stored key and its file's number
 _PART = "_upsertlake_partition"  # the number of a partition that has files
 _FILES_PER_TASK = 8  # bloom checks: files (filters and key columns) one task opens
+STAGED_COUNTS_ARROW = pa.schema([("staged", pa.string()), (PARTITION, pa.string()), ("loc_file_id", pa.string()),
+                                 ("n", pa.int64()), ("i", pa.string())])
+STAGED_COUNTS = spark_schema_of(STAGED_COUNTS_ARROW)  # a small batch's staged file and counts (tag_in_task)
 
 
 def tag(
@@ -110,17 +114,33 @@ def tag_in_task(
     index_type: str,
     precombine_field: str | None,
     distinct: str,
+    storage: Storage,
+    folder: str,
     prepare: Callable[[pa.Table], pa.Table] | None = None,
-) -> DataFrame:
-    """`tag` for a small batch under a non-global index, in the tasks that hold its records (one,
-    see `write._gathered`): each lists the partitions of its records as of `timeline` and looks
+) -> tuple[str | None, list[tuple]]:
+    """`tag` for a small batch under a non-global index, in the one task that holds its records
+    (see `write._gathered`): it lists the partitions of its records as of `timeline` and looks
     their keys up with the in-process index (reading only those files' key columns, through the
     table's storage). `frame` holds the prepared records (schema `records`), or the input rows
     that `prepare` turns into them in the same task; `distinct`: what preparing made distinct
-    (`PreparedBatch.distinct`)."""
+    (`PreparedBatch.distinct`).
+
+    The task stages the tagged records (LOCATION columns added) as an Arrow file in `folder` on
+    the table's storage, one file per task attempt, and returns only the file's path and, per
+    (partition, file group), the records and the latest instant (inserts: a null file group): no
+    records pass through the JVM, no cache and no aggregation shuffle. Returns (the staged file,
+    or None when no record is left; the counts)."""
     out = pa.schema([*records, *[pa.field(c, pa.string()) for c in LOCATION]])
-    task = partial(_tag_task, timeline, index_type, operation, cfg, precombine_field, distinct, prepare, out)
-    return frame.mapInArrow(task, spark_schema_of(out))
+    task = partial(_tag_task, timeline, index_type, operation, cfg, precombine_field, distinct, prepare, out,
+                   storage, folder)
+    rows = frame.coalesce(1).mapInArrow(task, STAGED_COUNTS).collect()
+    return (rows[0][0] if rows else None), [tuple(r[1:]) for r in rows]
+
+
+def read_staged(storage: Storage, path: str) -> pa.Table:
+    """The tagged records `tag_in_task` staged."""
+    with storage.open_input(path) as f:
+        return pa.ipc.open_file(f).read_all()
 
 
 def _simple_located(
@@ -268,9 +288,11 @@ def _check_files(
 
 def _tag_task(
     timeline: Timeline, index_type: str, operation: str, cfg: Config, precombine_field: str | None, distinct: str,
-    prepare: Callable[[pa.Table], pa.Table] | None, schema: pa.Schema, batches: Iterator[pa.RecordBatch],
+    prepare: Callable[[pa.Table], pa.Table] | None, schema: pa.Schema, storage: Storage, folder: str,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """The in-process tag of this task's records; a delete of a key not stored is dropped."""
+    """The in-process tag of this task's records (a delete of a key not stored is dropped),
+    staged; the staged file's path and the counts per file group come back (`tag_in_task`)."""
     records = task_table(batches)
     if records is None:
         return
@@ -279,9 +301,18 @@ def _tag_task(
     batch = PreparedBatch(records, pa.schema([]), records.num_rows, distinct)
     view = FileSystemView(timeline, partitions=pc.unique(batch.partitions).to_pylist())
     records, locations = tag_records(batch, make_index(index_type), view, operation, cfg, precombine_field)
+    if not records.num_rows:
+        return
     for name in LOCATION:
         records = records.append_column(name, locations.column(name))
-    yield from records.cast(schema).to_batches()
+    path = f"{folder}/{uuid.uuid4().hex}.arrow"  # one per attempt: a retry or a speculative copy writes its own
+    with storage.open_output(path) as sink, pa.ipc.new_file(sink, schema) as staged:
+        staged.write_table(records.cast(schema))
+    groups = records.group_by([PARTITION, "loc_file_id"], use_threads=False)
+    counts = groups.aggregate([([], "count_all"), ("loc_instant", "max")])
+    counts = counts.select([PARTITION, "loc_file_id", "count_all", "loc_instant_max"])
+    counts = counts.add_column(0, "staged", pa.array([path] * counts.num_rows, pa.string()))
+    yield from counts.rename_columns(STAGED_COUNTS_ARROW.names).cast(STAGED_COUNTS_ARROW).to_batches()
 
 
 def _route(

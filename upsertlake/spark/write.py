@@ -7,7 +7,9 @@ Spark estimates small is prepared and tagged in one task, without a shuffle or a
 distributed count per (partition, file group) → driver: the workload profile and Hudi's
 UpsertPartitioner from those counts (the in-process code) → executors: each task assigns its
 records' buckets with the partitioner's small state; a shuffle gives each bucket one task, which
-merges and writes it (the in-process BucketJob) → driver: one commit of the write stats.
+merges and writes it (the in-process BucketJob) → driver: one commit of the write stats. A small
+batch skips that shuffle too: the task that tagged it assigns and writes every bucket, on a
+thread pool as in process.
 Nothing that grows with the records reaches the driver: only partitions, file listings, footers,
 counts and write stats. A failure anywhere rolls the instant back.
 """
@@ -16,9 +18,11 @@ from __future__ import annotations
 
 import builtins
 import logging
+import os
 import pickle
 import re
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterator
 from functools import partial
 from itertools import pairwise
@@ -40,6 +44,7 @@ from upsertlake.engine.bulk_insert import (
     sample_partition,
     written_record_size,
 )
+from upsertlake.engine.copy_on_write import bucket_rows, write_rows
 from upsertlake.engine.prepare import POSITION, PrepareSpec
 from upsertlake.engine.write_client import WriteClient
 from upsertlake.engine.write_result import WriteResult
@@ -49,8 +54,8 @@ from upsertlake.layout.markers import reconcile_markers
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
-from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
-from upsertlake.spark.tagging import LOCATION, spark_index_type, tag, tag_in_task
+from upsertlake.spark.session import STAGING, WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
+from upsertlake.spark.tagging import LOCATION, read_staged, spark_index_type, tag, tag_in_task
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of, task_table
 from upsertlake.storage import Storage
 from upsertlake.table.table import open_table
@@ -163,17 +168,21 @@ def _write_distributed(
             frame, prepare = prepared, None
             if fused:
                 frame, prepare = _gathered(df, key_fields, 1), partial(_prepared_records, spec, records)
-            tagged = tag_in_task(frame, records, operation, cfg, timeline, index_type, precombine, empty.distinct, prepare)
+            # Staged on the table's storage until the commit: a re-merge writes buckets again from it.
+            folder = f"{STAGING}-{uuid.uuid4().hex}"
+            client.hold_until_commit(instant, "tagged", partial(client.storage.delete_dir, folder))
+            staged, counts = tag_in_task(frame, records, operation, cfg, timeline, index_type, precombine,
+                                         empty.distinct, client.storage, folder, prepare)
         else:
             tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts)
-        tagged = tagged.persist()
-        # Cached until the commit: a re-merge assigns and writes buckets again from it.
-        client.hold_until_commit(instant, "tagged", tagged.unpersist)
-        counts = (
-            tagged.groupBy(PARTITION, "loc_file_id")
-            .agg(F.count(F.lit(1)).alias("n"), F.max("loc_instant").alias("i"))
-            .collect()
-        )  # one row per (partition, file group), inserts as a null file group
+            tagged = tagged.persist()
+            # Cached until the commit: a re-merge assigns and writes buckets again from it.
+            client.hold_until_commit(instant, "tagged", tagged.unpersist)
+            counts = (
+                tagged.groupBy(PARTITION, "loc_file_id")
+                .agg(F.count(F.lit(1)).alias("n"), F.max("loc_instant").alias("i"))
+                .collect()
+            )  # one row per (partition, file group), inserts as a null file group
         stages["tag"] = time.perf_counter() - began
         began = time.perf_counter()
         if not keep_prepared and prepared is not None:
@@ -190,15 +199,20 @@ def _write_distributed(
             size = _record_size(tagged, inserts, data_schema, file_writer_config(cfg), sort_mode)
             buckets, first, per_file = bulk_insert_layout(inserts, size, client.sizing(timeline, cfg)[1])
             assigned = _bulk_assign(tagged, first, per_file, sort_mode)
+            write = partial(_rewrite, assigned, client.storage)
         else:
             partitioner = client.partitioner(profile, view, timeline, operation, cfg)
             buckets = partitioner.buckets
-            assigned = _assign(tagged, partitioner)
+            if in_task:  # one task writes them all, from the staged file
+                threads = cfg.get(opt.WRITE_PARALLELISM)
+                write = partial(_write_in_task, df.sparkSession, staged, partitioner, client.storage, threads)
+            else:
+                write = partial(_rewrite, _assign(tagged, partitioner), client.storage)
         stages["profile"] = time.perf_counter() - began
         job = client.begin_buckets(instant, operation, cfg, view, profile, buckets, data_schema, keep_keys=False)
-        client.keep_for_commit(instant, rewrite=partial(_rewrite, assigned, client.storage))
+        client.keep_for_commit(instant, rewrite=write)
         began = time.perf_counter()
-        statuses = _write_buckets(assigned, buckets, job, client.storage)
+        statuses = write(job, None, 1)
         stages["write"] = time.perf_counter() - began
         return client.result_of(instant, operation, cfg, data_schema, statuses, stages)
     finally:
@@ -303,6 +317,23 @@ def _rewrite(
     return _write_buckets(assigned, list(job.buckets), job, storage, None if numbers is None else sorted(numbers))
 
 
+def _write_in_task(
+    spark: object, staged: str | None, partitioner: UpsertPartitioner, storage: Storage, threads: int, job: BucketJob,
+    numbers: Collection[int] | None, attempt: int,
+) -> list[WriteStatus]:
+    """A small batch's buckets (only those in `numbers` when given) written by one task from the
+    file its tag task `staged`: it assigns each record's bucket with the in-process partitioner
+    and writes the buckets on a thread pool, as in process. No shuffle, no bucket expression; the
+    driver gets the write statuses (the `Rewrite` of this path)."""
+    if staged is None or not job.buckets or numbers == []:
+        return []
+    chosen = None if numbers is None else sorted(numbers)
+    task = partial(_write_all_task, staged, job, partitioner, storage, threads, chosen, _WRITE_FAULT)
+    one = spark.range(1, numPartitions=1)  # a job of one task, which reads the staged file
+    rows = collect_settled(spark, one.mapInArrow(task, f"{STATUS} binary"))
+    return [pickle.loads(r[0]) for r in rows]
+
+
 def _write_buckets(
     assigned: DataFrame, buckets: list[Bucket], job: BucketJob, storage: Storage, numbers: list[int] | None = None
 ) -> list[WriteStatus]:
@@ -356,15 +387,47 @@ def _write_task(
     data = task_table(batches)
     if data is None:
         return
-    ctx = TaskContext.get()
-    token = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.taskAttemptId()}" if ctx is not None else None
+    token = _write_token()
     data = data.sort_by([(BUCKET, "ascending"), (POSITION, "ascending")])
     buckets = data.column(BUCKET).to_numpy()
     starts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
     statuses = []
     for lo, hi in pairwise(starts):
         records = data.slice(lo, hi - lo).drop_columns([BUCKET, POSITION])
-        statuses.append(pickle.dumps(job.write(storage, int(buckets[lo]), records, write_token=token)))
+        statuses.append(job.write(storage, int(buckets[lo]), records, write_token=token))
+    yield from _statuses(statuses, fault)
+
+
+def _write_all_task(
+    staged: str, job: BucketJob, partitioner: UpsertPartitioner, storage: Storage, threads: int,
+    numbers: list[int] | None, fault: Callable[[int], None] | None, batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """`_write_in_task`'s task: every staged record, in input order, assigned to its bucket and
+    written as in process (`numbers`: only those buckets)."""
+    for _ in batches:  # the one row that gives the task to run
+        pass
+    data = read_staged(storage, staged).sort_by(POSITION)
+    assignment = partitioner.assign(data.column(PARTITION), data.column(KEY), data.column("loc_file_id"))
+    records = data.drop_columns([*LOCATION, POSITION])
+    rows = bucket_rows(assignment, len(job.buckets))
+    if numbers is not None:
+        rows = {n: rows[n] for n in numbers if n in rows}
+    statuses = write_rows(storage, job.for_batch(records, rows), records, rows, threads or os.cpu_count() or 1,
+                          write_token=_write_token())
+    yield from _statuses(statuses, fault)
+
+
+def _write_token() -> str | None:
+    """This task attempt's write token (Hudi's partition-stage-attempt): a retried or speculative
+    attempt never overwrites another's file; the commit deletes the losers' files."""
+    ctx = TaskContext.get()
+    return f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.taskAttemptId()}" if ctx is not None else None
+
+
+def _statuses(statuses: list[WriteStatus], fault: Callable[[int], None] | None) -> Iterator[pa.RecordBatch]:
+    """A write task's statuses, pickled, as its one output batch (after the test's fault, if any)."""
     if fault is not None:
+        ctx = TaskContext.get()
         fault(ctx.attemptNumber() if ctx is not None else 0)
-    yield pa.RecordBatch.from_pydict({STATUS: statuses}, schema=pa.schema([(STATUS, pa.binary())]))
+    pickled = [pickle.dumps(s) for s in statuses]
+    yield pa.RecordBatch.from_pydict({STATUS: pickled}, schema=pa.schema([(STATUS, pa.binary())]))
