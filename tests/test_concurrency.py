@@ -586,8 +586,8 @@ r2 = c2.upsert(rows("b", 2, "b2", "p1"), t2)
 c1.commit(t1, r1)
 original = BucketJob.write
 
-def write_then_die(self, storage, number, records, base_file=None, attempt=1):
-    status = original(self, storage, number, records, base_file, attempt)
+def write_then_die(self, storage, number, records, base_file=None, attempt=1, write_token=None):
+    status = original(self, storage, number, records, base_file, attempt, write_token)
     os.kill(os.getpid(), signal.SIGKILL)  # killed once the re-merged file is written
 
 BucketJob.write = write_then_die

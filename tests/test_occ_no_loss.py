@@ -103,7 +103,7 @@ from upsertlake.engine.bucket_writer import BucketJob
 path, ready, go = sys.argv[1:4]
 original = BucketJob.write
 
-def wait_for_go(self, storage, number, records, base_file=None, attempt=1):
+def wait_for_go(self, storage, number, records, base_file=None, attempt=1, write_token=None):
     if attempt == 1 and not Path(ready).exists():  # the first attempt's write stage waits
         Path(ready).write_text(self.instant_time)
         for _ in range(6000):
@@ -112,7 +112,7 @@ def wait_for_go(self, storage, number, records, base_file=None, attempt=1):
             time.sleep(0.01)
         else:
             sys.exit("the test never said go")
-    return original(self, storage, number, records, base_file, attempt)
+    return original(self, storage, number, records, base_file, attempt, write_token)
 
 BucketJob.write = wait_for_go
 options = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control",
