@@ -597,7 +597,7 @@ def local_started(path: Path, batch: pa.Table, **opts: object):
 def held(spark, path: Path) -> int:
     """What Spark writes hold for their commits: the RDDs Spark holds persisted (a cached
     DataFrame's, once computed), and the folders small batches staged their tagged records in."""
-    staged = list((path / ".hoodie" / ".temp").glob("spark-staging-*"))
+    staged = list((path / ".hoodie" / ".temp").glob("*.staging"))
     return spark.sparkContext._jsc.getPersistentRDDs().size() + len(staged)
 
 
@@ -611,7 +611,7 @@ def assert_clean(path: Path) -> None:
     assert {n.rsplit("_", 1)[1].removesuffix(".parquet") for n in names} <= done, names
     temp = path / ".hoodie" / ".temp"
     assert not temp.exists() or not any(temp.rglob("*.marker.*"))
-    assert not temp.exists() or not list(temp.glob("spark-staging-*"))  # staged records went with the write
+    assert not temp.exists() or not list(temp.glob("*.staging"))  # staged records went with the write
 
 
 def snapshot(path: Path) -> list[tuple]:

@@ -116,3 +116,6 @@ def test_a_standalone_cluster_writes_and_reads_s3_and_relative_local_tables(clus
     assert list(done["tables/t"]["steps"].values()) == want
     assert (driver_folder / "tables" / "t" / ".hoodie" / "hoodie.properties").exists()
     assert not list(driver_folder.rglob("*spark-staging*"))  # staging cleaned where it was made
+    assert not list(driver_folder.rglob("*.staging"))
+    bucket, _, prefix = s3_table[len("s3://"):].partition("/")
+    assert not [k for k in s3_server.keys(bucket, prefix) if "spark-staging" in k or ".staging/" in k]

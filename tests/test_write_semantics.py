@@ -434,11 +434,15 @@ def test_next_write_rolls_back_an_abandoned_instant(tmp_path: Path) -> None:
     c = t.write_client()
     i = c.start_commit()
     s = c.upsert(batch(("a", 2, "a2", "x"), ("b", 1, "b1", "y")), i)
+    staged = Path(t.path) / ".hoodie" / ".temp" / f"{i}.staging"  # as a Spark driver stages a small batch
+    staged.mkdir(parents=True)
+    (staged / "tagged.arrow").write_bytes(b"records")
     # the writer goes away without committing (its heartbeat stops); another writer comes along
     c._pending[i].heartbeat.stop()
     t2 = open_table(t.path)
     r = t2.upsert(batch(("c", 1, "c1", "x")))
     assert all(not (Path(t.path) / f).exists() for f in s.files_written)
+    assert not staged.exists()
     assert not any(p.name.startswith(i) for p in (Path(t.path) / ".hoodie").iterdir())
     assert [x.time for x in t2.timeline()][-1] == r.instant_time
     assert snap(t2) == [("a", 1, "a1", "x"), ("c", 1, "c1", "x")]

@@ -20,7 +20,7 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.engine import overwrite
 from upsertlake.engine.pending import PendingWrite
 from upsertlake.errors import UpsertlakeError, WriteConflictError, WriteInProgressError
-from upsertlake.layout.markers import rollback_pending
+from upsertlake.layout.markers import rollback_pending, staging_folder
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.services.rollback import drop_dead_rollbacks, roll_back
 from upsertlake.timeline.active import Timeline, create_requested, transition
@@ -129,6 +129,7 @@ def _rollback_failed_writes(client: WriteClient, timeline: Timeline) -> list[str
     failed = _failed_writes(client, timeline)
     for inst in failed:
         undo(client, inst)
+        client.storage.delete_dir(staging_folder(inst.time))  # left by a Spark driver that died
         client.storage.delete(heartbeat_path(inst.time))
         forget(client, inst.time)
     drop_dead_rollbacks(client.storage, Timeline.load(client.storage) if failed else timeline)

@@ -28,6 +28,13 @@ def marker_folder(instant_time: str) -> str:
     return f"{METAFOLDER}/.temp/{instant_time}"
 
 
+def staging_folder(instant_time: str) -> str:
+    """Where a distributed write of the instant stages records for its own later tasks (a small
+    Spark batch's tagged records), on the table's storage: deleted when the write ends, and by the
+    rollback of the write should its driver die. Hudi's tools ignore it (not a marker folder)."""
+    return f"{marker_folder(instant_time)}.staging"
+
+
 def key_summary_folder(instant_time: str) -> str:
     """Where an instant's key summaries live (upsertlake.concurrency.key_summary): undone with it."""
     return f"{METAFOLDER}/.keys/{instant_time}"

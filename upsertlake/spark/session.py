@@ -183,9 +183,6 @@ FILES_LISTED_ON_DRIVER = 10_000
 
 
 FILE_NAME = "__upsertlake_file_name"
-# Where Spark writes stage records on the table's own storage (executors share no disk with the
-# driver): a folder per write, `{STAGING}-<id>`, deleted when the write ends.
-STAGING = ".hoodie/.temp/spark-staging"
 
 
 def scan_files(spark: object, schema: object, storage: Storage, paths: Sequence[str], file_names: bool = False) -> object:

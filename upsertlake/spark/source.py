@@ -50,7 +50,6 @@ from upsertlake.spark.options import (
     split_store_options,
     write_options,
 )
-from upsertlake.spark.session import STAGING
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
@@ -58,6 +57,7 @@ from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import normalize_instant
 
+STAGING = ".hoodie/.temp/spark-staging"
 _OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
 
 

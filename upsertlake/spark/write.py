@@ -22,7 +22,6 @@ import os
 import pickle
 import re
 import time
-import uuid
 from collections.abc import Callable, Collection, Iterator
 from functools import partial
 from itertools import pairwise
@@ -50,11 +49,11 @@ from upsertlake.engine.write_client import WriteClient
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.file_writer import FileWriterConfig, file_writer_config
-from upsertlake.layout.markers import reconcile_markers
+from upsertlake.layout.markers import reconcile_markers, staging_folder
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
 from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
-from upsertlake.spark.session import STAGING, WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
+from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
 from upsertlake.spark.tagging import LOCATION, read_staged, spark_index_type, tag, tag_in_task
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of, task_table
 from upsertlake.storage import Storage
@@ -169,7 +168,7 @@ def _write_distributed(
             if fused:
                 frame, prepare = _gathered(df, key_fields, 1), partial(_prepared_records, spec, records)
             # Staged on the table's storage until the commit: a re-merge writes buckets again from it.
-            folder = f"{STAGING}-{uuid.uuid4().hex}"
+            folder = staging_folder(instant)
             client.hold_until_commit(instant, "tagged", partial(client.storage.delete_dir, folder))
             staged, counts = tag_in_task(frame, records, operation, cfg, timeline, index_type, precombine,
                                          empty.distinct, client.storage, folder, prepare)
