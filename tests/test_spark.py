@@ -472,14 +472,17 @@ def test_bad_options_fail_before_any_job(spark, tmp_path: Path) -> None:
         uls.upsert(df, str(tmp_path / "t"), **OPTS, **{"hoodie.no.such.key": "1"})
     with pytest.raises(ConfigError, match=r"upsertlake.small.batch.bytes='-1': give a number of bytes \(0 or more\)"):
         uls.upsert(df, str(tmp_path / "t"), **OPTS, **{"upsertlake.small.batch.bytes": -1})
+    with pytest.raises(ConfigError, match=r"upsertlake.small.batch.force='yes': give true or false"):
+        uls.upsert(df, str(tmp_path / "t"), **OPTS, **{"upsertlake.small.batch.force": "yes"})
     assert sorted(p.name for p in tmp_path.rglob("*")) == []
 
 
-@pytest.mark.parametrize("source", ["small", "unknown size", "over the limit"])
+@pytest.mark.parametrize("source", ["small", "unknown size", "over the limit", "unknown size, forced"])
 def test_only_inputs_spark_knows_to_be_small_are_tagged_in_one_task(spark, tmp_path: Path, in_task: list, source: str) -> None:
     """The choice reads Spark's size estimate (no job): an input it cannot size (an RDD's rows)
-    or one over upsertlake.small.batch.bytes takes the distributed join; either way the result
-    is the in-process engine's."""
+    or one over upsertlake.small.batch.bytes takes the distributed join, unless
+    upsertlake.small.batch.force says it is small; either way the result is the in-process
+    engine's."""
     batch = rows(range(200), 2, "two")
     local = create_table(tmp_path / "local", "t", record_key="id", precombine_field="ts", partition_fields="p")
     local.upsert(rows(range(300), 1, "one"))
@@ -488,12 +491,14 @@ def test_only_inputs_spark_knows_to_be_small_are_tagged_in_one_task(spark, tmp_p
     uls.bulk_insert(spark.createDataFrame(rows(range(300), 1, "one")), str(dist), **OPTS)
     df = spark.createDataFrame(batch)
     limit = {}
-    if source == "unknown size":
+    if source.startswith("unknown size"):
         df = spark.createDataFrame(df.rdd, df.schema)
-    elif source == "over the limit":
+    if source == "over the limit":
         limit = {"upsertlake.small.batch.bytes": 1000}
+    elif source.endswith("forced"):
+        limit = {"upsertlake.small.batch.force": "true"}
     uls.upsert(df, str(dist), **OPTS, **limit)
-    assert in_task == (["upsert"] if source == "small" else [])
+    assert in_task == (["upsert"] if source in ("small", "unknown size, forced") else [])
     assert data(dist) == data(tmp_path / "local")
 
 

@@ -39,6 +39,9 @@ SAVE_MAX_RECORDS_DEFAULT = 1_000_000
 # partitions and no join shuffles stored keys, which cost a small batch seconds. 0: never.
 SMALL_BATCH_BYTES = "upsertlake.small.batch.bytes"
 SMALL_BATCH_BYTES_DEFAULT = 32 * 1024 * 1024
+# The one-task path whatever Spark estimates: for inputs the user knows to be small that Spark
+# cannot size (a streaming micro-batch of the rate or Kafka source, an RDD's rows).
+SMALL_BATCH_FORCE = "upsertlake.small.batch.force"
 OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 
 
@@ -74,6 +77,7 @@ class WriteOptions:
     hoodie: dict[str, str]  # every hoodie.* key given (aliases resolved), validated
     save_max_records: int = SAVE_MAX_RECORDS_DEFAULT  # `.save()` refuses larger batches
     small_batch_bytes: int = SMALL_BATCH_BYTES_DEFAULT  # inputs up to this size are tagged in one task
+    small_batch_force: bool = False  # every input is (SMALL_BATCH_FORCE)
     storage: dict[str, str] = field(default_factory=dict)  # the object store's settings
 
     def open_or_create(self, schema: pa.Schema) -> Table:
@@ -126,7 +130,7 @@ def write_options(options: Mapping[str, object], path: str | None = None, operat
     if not path:
         raise ConfigError("no table path: pass it to save(path) or as the 'path' option")
     path = resolve_path(path)
-    hoodie = {k: v for k, v in given.items() if k not in (*READ_KEYS, SAVE_MAX_RECORDS, SMALL_BATCH_BYTES)}
+    hoodie = {k: v for k, v in given.items() if k not in (*READ_KEYS, SAVE_MAX_RECORDS, SMALL_BATCH_BYTES, SMALL_BATCH_FORCE)}
     Config.resolve(hoodie)  # unknown keys and bad values fail here, before any Spark job runs
     op = (operation or hoodie.get(opt.OPERATION.key) or "upsert").lower()
     if op not in OPERATIONS:
@@ -135,7 +139,16 @@ def write_options(options: Mapping[str, object], path: str | None = None, operat
         path, op, hoodie, storage=store,
         save_max_records=_limit(given, SAVE_MAX_RECORDS, SAVE_MAX_RECORDS_DEFAULT, "rows"),
         small_batch_bytes=_limit(given, SMALL_BATCH_BYTES, SMALL_BATCH_BYTES_DEFAULT, "bytes"),
+        small_batch_force=_flag(given, SMALL_BATCH_FORCE),
     )
+
+
+def _flag(options: Mapping[str, object], key: str) -> bool:
+    """A true/false option (false when absent)."""
+    value = str(options.get(key, "false")).strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"{key}={options.get(key)!r}: give true or false")
+    return value == "true"
 
 
 def _limit(options: Mapping[str, str], key: str, default: int, unit: str) -> int:

@@ -145,7 +145,7 @@ def _write_distributed(
     # With retries on conflict the prepared frame stays cached until the commit: a retry tags it again.
     keep_prepared = client.config.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
     index_type = spark_index_type(cfg.get(opt.INDEX_TYPE).upper(), cfg)
-    small = _estimated_bytes(df) <= options.small_batch_bytes
+    small = options.small_batch_force or _estimated_bytes(df) <= options.small_batch_bytes
     looks_up = operation not in ("insert", "bulk_insert")  # insert-only operations skip the lookup, as in Hudi
     in_task = small and looks_up and not index_type.startswith("GLOBAL_")
     # Prepared and tagged by one Python function in one task, unless a retry needs the prepared frame.
