@@ -8,8 +8,9 @@ distributed count per (partition, file group) → driver: the workload profile a
 UpsertPartitioner from those counts (the in-process code) → executors: each task assigns its
 records' buckets with the partitioner's small state; a shuffle gives each bucket one task, which
 merges and writes it (the in-process BucketJob) → driver: one commit of the write stats. A small
-batch skips that shuffle too: the task that tagged it assigns and writes every bucket, on a
-thread pool as in process.
+batch skips that shuffle too: its tag task stages the tagged records on the table's storage and
+returns only the counts; one more task reads them back, assigns and writes every bucket on a
+thread pool, as in process.
 Nothing that grows with the records reaches the driver: only partitions, file listings, footers,
 counts and write stats. A failure anywhere rolls the instant back.
 """
