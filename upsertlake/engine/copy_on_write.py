@@ -165,11 +165,11 @@ def write_buckets(
 ) -> tuple[list[WriteStatus], Rewrite]:
     """Step 7 in process: each bucket's records, in their prepared order, on a thread pool. Returns
     their statuses and the `Rewrite` that writes buckets again from the records kept here (on
-    `rewrite_threads` threads), for a re-merge."""
+    `rewrite_threads` threads; 0: one per CPU), for a re-merge."""
     rows = bucket_rows(plan.assignment, len(job.buckets))
     rewrite = partial(_rewrite_kept, storage, rewrite_threads, plan.records, rows)
-    threads = plan.cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
     job = job.for_batch(plan.records, rows)
+    threads = plan.cfg.get(opt.WRITE_PARALLELISM)
     return write_rows(storage, job, plan.records, rows, threads, attempt, progress=progress), rewrite
 
 
@@ -189,8 +189,9 @@ def write_rows(
     write_token: str | None = None,
     progress: Progress | None = None,
 ) -> list[WriteStatus]:
-    """Each bucket's `rows` of `records` written on a pool of `threads` (in process, and in the
-    one Spark task that writes a small batch); statuses in bucket order."""
+    """Each bucket's `rows` of `records` written on a pool of `threads` (0: one per CPU), in
+    process and in the one Spark task that writes a small batch; statuses in bucket order."""
+    threads = threads or os.cpu_count() or 1
     # Largest first (the file to rewrite plus the records' bytes): no big bucket starts last
     # while the other threads sit idle.
     record_bytes = records.nbytes // max(1, records.num_rows)

@@ -13,7 +13,6 @@ and complete), `remerge` (merge again onto a concurrent commit's versions).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -323,7 +322,7 @@ class WriteClient:
         self, plan: WritePlan, job: BucketJob, progress: Progress | None, attempt: int = 1
     ) -> list[WriteStatus]:
         """Step 7 in process; keeps the records for a re-merge (the write's `Rewrite`)."""
-        threads = self.config.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
+        threads = self.config.get(opt.WRITE_PARALLELISM)
         statuses, rewrite = copy_on_write.write_buckets(self.storage, plan, job, progress, attempt, threads)
         self._pending[job.instant_time].rewrite = rewrite
         return statuses

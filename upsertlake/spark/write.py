@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import os
 import pickle
 import re
 import time
@@ -330,8 +329,7 @@ def _write_in_task(
     chosen = None if numbers is None else sorted(numbers)
     task = partial(_write_all_task, staged, job, partitioner, storage, threads, chosen, _WRITE_FAULT)
     one = spark.range(1, numPartitions=1)  # a job of one task, which reads the staged file
-    rows = collect_settled(spark, one.mapInArrow(task, f"{STATUS} binary"))
-    return [pickle.loads(r[0]) for r in rows]
+    return _collect_statuses(one.mapInArrow(task, f"{STATUS} binary"))
 
 
 def _write_buckets(
@@ -348,8 +346,12 @@ def _write_buckets(
         task, tasks = (position - 1).cast("int"), len(numbers)
     frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, storage, _WRITE_FAULT),
                                                                f"{STATUS} binary")
-    rows = collect_settled(assigned.sparkSession, frame)
-    return [pickle.loads(r[0]) for r in rows]
+    return _collect_statuses(frame)
+
+
+def _collect_statuses(frame: DataFrame) -> list[WriteStatus]:
+    """The write statuses a job of write tasks returns (each task's pickled by `_statuses`)."""
+    return [pickle.loads(r[0]) for r in collect_settled(frame.sparkSession, frame)]
 
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------
@@ -381,9 +383,8 @@ def _record_size_task(
 def _write_task(
     job: BucketJob, storage: Storage, fault: Callable[[int], None] | None, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """Merge and write the bucket(s) of this task; records keep their input order within a bucket.
-    Each attempt writes under its own token (Hudi's partition-stage-attempt), so a retried or
-    speculative attempt never overwrites another's file; the commit deletes the losers' files."""
+    """Merge and write the bucket(s) of this task, under this attempt's `_write_token`; records
+    keep their input order within a bucket."""
     data = task_table(batches)
     if data is None:
         return
@@ -412,8 +413,7 @@ def _write_all_task(
     rows = bucket_rows(assignment, len(job.buckets))
     if numbers is not None:
         rows = {n: rows[n] for n in numbers if n in rows}
-    statuses = write_rows(storage, job.for_batch(records, rows), records, rows, threads or os.cpu_count() or 1,
-                          write_token=_write_token())
+    statuses = write_rows(storage, job.for_batch(records, rows), records, rows, threads, write_token=_write_token())
     yield from _statuses(statuses, fault)
 
 
