@@ -24,7 +24,7 @@ from upsertlake.timeline.instant import State
 
 REPO = Path(__file__).resolve().parents[1]
 OPTS = {"table": "t", "record_key": "id", "precombine_field": "ts", "partition_fields": "p"}
-SMALL_FILES = {"hoodie.parquet.max.file.size": 16 * 1024, "hoodie.parquet.small.file.limit": 8 * 1024}
+SMALL_FILES = {"hoodie.parquet.max.file.size": 64 * 1024, "hoodie.parquet.small.file.limit": 32 * 1024}
 
 
 def rows(ids: range, ts: int, tag: str, deleted: bool = False) -> pa.Table:
@@ -98,8 +98,9 @@ def test_distributed_writes_match_the_in_process_engine(spark, tmp_path: Path, t
         assert data(dist) == data(local), f"after batch {i} ({op})"
         assert layout(dist) == layout(local), f"after batch {i} ({op})"
     assert len(layout(dist)) > 6  # small files: several file groups per partition, packed alike
-    # insert needs no lookup; the first upsert found no table files and tagged in one task all the same
-    assert in_task == (["upsert", "upsert", "delete", "upsert"] if path == "in-one-task" else [])
+    # the first upsert found no table files and tagged in one task all the same; a small insert
+    # looks nothing up and is staged and written in one task too
+    assert in_task == (["upsert", "upsert", "delete", "upsert", "insert"] if path == "in-one-task" else [])
     hudi = hudi_read(dist).select(["_hoodie_record_key", "_hoodie_partition_path", "id", "ts", "v", "p"])
     assert sorted(tuple(r.values()) for r in hudi.to_pylist()) == data(dist)
 

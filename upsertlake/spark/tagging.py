@@ -118,7 +118,8 @@ def tag_in_task(
     folder: str,
     prepare: Callable[[pa.Table], pa.Table] | None = None,
 ) -> tuple[str | None, list[tuple]]:
-    """`tag` for a small batch under a non-global index, in the one task that holds its records
+    """`tag` for a small batch (a lookup under a non-global index, or an insert, which looks
+    nothing up), in the one task that holds its records
     (see `write._gathered`): it lists the partitions of its records as of `timeline` and looks
     their keys up with the in-process index (reading only those files' key columns, through the
     table's storage). `frame` holds the prepared records (schema `records`), or the input rows

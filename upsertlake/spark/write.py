@@ -147,7 +147,9 @@ def _write_distributed(
     index_type = spark_index_type(cfg.get(opt.INDEX_TYPE).upper(), cfg)
     small = options.small_batch_force or _estimated_bytes(df) <= options.small_batch_bytes
     looks_up = operation not in ("insert", "bulk_insert")  # insert-only operations skip the lookup, as in Hudi
-    in_task = small and looks_up and not index_type.startswith("GLOBAL_")
+    # A small batch is tagged (an insert: only staged) and written in one task each; a global
+    # index looks up every partition, which is the distributed join's work.
+    in_task = small and operation != "bulk_insert" and not (looks_up and index_type.startswith("GLOBAL_"))
     # Prepared and tagged by one Python function in one task, unless a retry needs the prepared frame.
     fused = in_task and prepared is None and not keep_prepared
     key_fields = client.table_config.record_key_fields
