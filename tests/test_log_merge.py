@@ -231,3 +231,10 @@ def test_merge_counts_are_the_set_definitions_compaction_reports(mode: str, seed
     assert out.updates == len(log_keys & base_keys & set(written))
     assert out.added.to_pylist() == [k for k in written if k in log_keys and k not in base_keys]
     assert out.table.equals(merge_slice(base, blocks, KEY, "ts", mode, ALL))
+    # a read's merge (unordered): the same records and counts; base rows that stay keep their
+    # order, the log's winners follow, the keys only the log holds last
+    loose = merge_counted(base, blocks, KEY, "ts", mode, ALL, ordered=False)
+    assert (loose.log_keys, loose.updates, loose.added.to_pylist()) == (out.log_keys, out.updates, out.added.to_pylist())
+    assert sorted(loose.table.to_pylist(), key=str) == sorted(out.table.to_pylist(), key=str)
+    stays = [k for k in written if k in base_keys and out.table.slice(written.index(k), 1)["v"][0].as_py() == f"{k}0"]
+    assert loose.table[KEY].to_pylist()[: len(stays)] == stays

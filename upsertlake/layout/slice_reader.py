@@ -45,15 +45,21 @@ def slice_inputs(storage: Storage, sl: FileSlice, skip: tuple[str, ...] = ()) ->
     return base, read_logs(files)
 
 
-def merge_inputs(base: pa.Table | None, blocks: list[Block], merge: Merge, schema: pa.Schema) -> Merged:
-    """The records of a slice's inputs (`slice_inputs`) merged, in `schema`, with the merge's counts."""
-    merged = merge_counted(base, blocks, RECORD_KEY_COLUMN, merge.ordering_field, merge.mode, merge.instants, schema)
+def merge_inputs(
+    base: pa.Table | None, blocks: list[Block], merge: Merge, schema: pa.Schema, ordered: bool = True
+) -> Merged:
+    """The records of a slice's inputs (`slice_inputs`) merged, in `schema`, with the merge's
+    counts; `ordered`: as `merge_slice`'s."""
+    merged = merge_counted(
+        base, blocks, RECORD_KEY_COLUMN, merge.ordering_field, merge.mode, merge.instants, schema, ordered
+    )
     return replace(merged, table=conform(merged.table, schema))
 
 
-def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema) -> pa.Table:
-    """A merge-on-read slice's records: its base file's, merged with its log blocks by key."""
-    return merge_inputs(*slice_inputs(storage, sl), merge, schema).table
+def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema, ordered: bool = True) -> pa.Table:
+    """A merge-on-read slice's records: its base file's, merged with its log blocks by key
+    (`ordered`: as `merge_slice`'s; a read need not keep the base file's order)."""
+    return merge_inputs(*slice_inputs(storage, sl), merge, schema, ordered).table
 
 
 @contextmanager

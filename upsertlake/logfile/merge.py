@@ -78,10 +78,13 @@ def merge_slice(
     mode: MergeMode,
     valid_instants: Collection[str] | Callable[[str], bool],
     schema: pa.Schema | None = None,
+    ordered: bool = True,
 ) -> pa.Table:
     """The slice's records after merging `blocks` (in log order) into `base` (None: a log-only
-    file group). `valid_instants`: the instants whose blocks count (a set, or a predicate)."""
-    return merge_counted(base, blocks, key_field, ordering_field, mode, valid_instants, schema).table
+    file group). `valid_instants`: the instants whose blocks count (a set, or a predicate).
+    `ordered`: records the log replaced keep their base row's place (as compaction writes them);
+    else they follow the base rows that stay, which costs a copy less (a read)."""
+    return merge_counted(base, blocks, key_field, ordering_field, mode, valid_instants, schema, ordered).table
 
 
 def merge_counted(
@@ -92,6 +95,7 @@ def merge_counted(
     mode: MergeMode,
     valid_instants: Collection[str] | Callable[[str], bool],
     schema: pa.Schema | None = None,
+    ordered: bool = True,
 ) -> Merged:
     """`merge_slice`, with its counts."""
     if mode not in MERGE_MODES:
@@ -115,12 +119,24 @@ def merge_counted(
     if events.empty:
         return Merged(_drop_deleted(base_table, base), 0, 0, pa.array([], pa.string()))
     winners, positions, touched, log_keys = events.resolve(base, mode)
-    kept_base = np.flatnonzero(~touched & ~_deleted_mask(base)) if base is not None else np.zeros(0, np.int64)
-    rows = np.concatenate([kept_base, winners])
-    rows = rows[np.argsort(np.concatenate([kept_base, positions]), kind="stable")]
-    merged = pa.concat_tables([base_table, *log_tables]).take(pa.array(rows, pa.int64()))
-    # output rows follow their positions: the keys only the log holds come last
     n_base = base_table.num_rows
+    if ordered:
+        kept_base = np.flatnonzero(~touched & ~_deleted_mask(base)) if base is not None else np.zeros(0, np.int64)
+        rows = np.concatenate([kept_base, winners])
+        rows = rows[np.argsort(np.concatenate([kept_base, positions]), kind="stable")]
+        merged = pa.concat_tables([base_table, *log_tables]).take(pa.array(rows, pa.int64()))
+    else:
+        # the base rows that stay (untouched, or winning over the log) are filtered, not taken
+        # (a copy less); the log's winners follow them, in position order
+        by_position = winners[np.argsort(positions, kind="stable")]
+        from_log = by_position >= n_base
+        keep = np.zeros(n_base, bool)
+        if base is not None:
+            keep = ~touched & ~_deleted_mask(base)
+            keep[by_position[~from_log]] = True
+        logs = pa.concat_tables(log_tables) if log_tables else out_schema.empty_table()
+        merged = pa.concat_tables([base_table.filter(pa.array(keep)), logs.take(pa.array(by_position[from_log] - n_base))])
+    # the keys only the log holds come last
     added = int((positions >= n_base).sum())
     keys = _strings(merged.column(key_field)) if added else pa.array([], pa.string())
     return Merged(merged, log_keys, len(positions) - added, keys.slice(len(keys) - added))

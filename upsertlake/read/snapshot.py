@@ -231,7 +231,7 @@ def read_scan(storage: Storage, scan: Scan, columns: Sequence[str] | None = None
 
     def merged(sl: FileSlice) -> pa.Table:
         # Merge first, filter after: a filter on a column an update changed must see the update.
-        table = conform(read_slice(storage, sl, scan.merge, schema), needed)
+        table = conform(read_slice(storage, sl, scan.merge, schema, ordered=False), needed)
         if expression is not None:
             table = table.filter(expression)
         return table.select(out_schema.names)

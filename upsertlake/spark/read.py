@@ -29,7 +29,7 @@ def _read_slices(storage: Storage, scan: Scan, target: pa.Schema, batches: Itera
     """Task: merge the slices whose indexes `batches` hold into `target`."""
     for batch in batches:
         for i in batch.column(0).to_pylist():
-            table = read_slice(storage, scan.slices[i], scan.merge, scan.schema)
+            table = read_slice(storage, scan.slices[i], scan.merge, scan.schema, ordered=False)
             yield from table.select(target.names).cast(target).to_batches()
 
 
