@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -293,7 +295,17 @@ def test_data_source_writes_with_hudi_option_names(spark, tmp_path: Path) -> Non
          .mode("append").save(path))
 
     save(rows(range(30), 1, "one"), "upsert")  # creates the table
+    # staging of jobs whose drivers died: one untouched for a day and an hour, one just written
+    temp = Path(path, ".hoodie", ".temp")
+    for job, age_hours in (("dead", 25), ("recent", 0)):
+        (temp / f"spark-staging-{job}").mkdir(parents=True)
+        pq.write_table(rows(range(3), 7, job), temp / f"spark-staging-{job}" / "part.parquet")
+        stamp = time.time() - age_hours * 3600
+        for p in (temp / f"spark-staging-{job}" / "part.parquet", temp / f"spark-staging-{job}"):
+            os.utime(p, (stamp, stamp))
     save(pa.concat_tables([rows(range(10, 20), 2, "two"), rows(range(10, 20), 1, "old")]), "upsert")
+    assert sorted(p.name for p in temp.glob("spark-staging-*")) == ["spark-staging-recent"]
+    shutil.rmtree(temp / "spark-staging-recent")
     save(rows(range(5), 0, "x").select(["id", "p"]), "delete")
     got = {r[2]: (r[3], r[4]) for r in data(Path(path))}
     assert len(got) == 25 and got["k00010"] == (2, "two-10") and got["k00025"] == (1, "one-25")

@@ -6,7 +6,8 @@ partition and key-range pruning from the filters Spark pushes) and read one base
 Writes: the Python data source API hands each task its rows before any shuffle, so tasks cannot
 be the ones merging file groups. Each task stages its rows as a parquet file under
 `.hoodie/.temp/`; the driver's commit runs the engine on all of them and deletes them; an
-aborted job only deletes them. The commit runs in a Python worker the JVM starts, which cannot
+aborted job only deletes them (a job whose driver died leaves them: the next data source write
+deletes staging nothing was written to for STALE_STAGING_HOURS). The commit runs in a Python worker the JVM starts, which cannot
 start Spark jobs, so it merges in that one process: above `upsertlake.save.max.records` staged rows
 (default 1,000,000, counted from the staged files' footers) it refuses before merging and names
 `upsertlake.spark.upsert`, the path that merges on the executors (see the README).
@@ -14,6 +15,7 @@ start Spark jobs, so it merges in that one process: above `upsertlake.save.max.r
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -58,6 +60,10 @@ from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import normalize_instant
 
 STAGING = ".hoodie/.temp/spark-staging"
+# A job whose driver died stages rows that neither its commit nor its abort deletes; the next
+# data source write deletes staging untouched for this long (a live job's newest file is younger:
+# its tasks stage as they end, and its commit runs right after the last).
+STALE_STAGING_HOURS = 24
 _OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
 
 
@@ -182,6 +188,7 @@ class StagingWriter(DataSourceArrowWriter):
     def commit(self, messages: list[StagedFile | None]) -> None:
         options = write_options(self.options)
         try:
+            self._remove_stale_staging()
             files = [m.path for m in messages if m is not None]
             staged = sum(self.storage.parquet_file(f).metadata.num_rows for f in files)  # from the footers
             if staged > options.save_max_records:
@@ -200,6 +207,19 @@ class StagingWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[StagedFile | None]) -> None:
         self._remove_staging()
+
+    def _remove_stale_staging(self) -> None:
+        """Delete other jobs' staging folders with nothing written for STALE_STAGING_HOURS."""
+        temp, prefix = STAGING.rpartition("/")[0], STAGING.rpartition("/")[2] + "-"
+        newest: dict[str, int] = {}
+        for entry in self.storage.list(temp, recursive=True):
+            folder = entry.path[len(temp) + 1 :].split("/")[0]
+            if folder.startswith(prefix) and f"{temp}/{folder}" != self.staging:
+                newest[folder] = max(newest.get(folder, 0), entry.mtime_ns)
+        cutoff = time.time_ns() - STALE_STAGING_HOURS * 3600 * 10**9
+        for folder, mtime_ns in newest.items():
+            if mtime_ns < cutoff:
+                self.storage.delete_dir(f"{temp}/{folder}")
 
     def _remove_staging(self) -> None:
         self.storage.delete_dir(self.staging)
