@@ -238,3 +238,30 @@ def test_merge_counts_are_the_set_definitions_compaction_reports(mode: str, seed
     assert sorted(loose.table.to_pylist(), key=str) == sorted(out.table.to_pylist(), key=str)
     stays = [k for k in written if k in base_keys and out.table.slice(written.index(k), 1)["v"][0].as_py() == f"{k}0"]
     assert loose.table[KEY].to_pylist()[: len(stays)] == stays
+
+
+@pytest.mark.parametrize("ordering_type", [pa.int8(), pa.uint32(), pa.int64(), pa.uint64(), pa.float64(),
+                                           pa.timestamp("us"), pa.date32(), pa.string()])
+@pytest.mark.parametrize("seed", range(3))
+def test_event_time_winners_are_the_largest_value_then_the_latest_write_for_every_ordering_type(
+    ordering_type: pa.DataType, seed: int
+) -> None:
+    """The winner per key is its event with the largest ordering value, the latest of equals,
+    whichever way the merge ranks them (integral types in one linear pass, others by sorting)."""
+    rng = random.Random(seed)
+    keys = [f"k{i}" for i in range(30)]
+    schema = pa.schema([(KEY, pa.string()), ("ts", ordering_type), ("v", pa.string())])
+    number = pa.int32() if pa.types.is_date32(ordering_type) else pa.int64()
+    value = (lambda x: f"{x:02d}") if pa.types.is_string(ordering_type) else (lambda x: pa.scalar(x, number))
+    table = lambda rows: pa.Table.from_pylist(  # noqa: E731
+        [{KEY: k, "ts": pa.scalar(value(t)).cast(ordering_type).as_py(), "v": v} for k, t, v in rows], schema=schema)
+    base_rows = [(k, rng.randint(0, 4), f"{k}-base") for k in keys[:20]]
+    events = {k: [(t, 0, v)] for k, t, v in base_rows}
+    blocks: list[Block] = []
+    for n in range(1, 5):
+        rows = [(k, rng.randint(0, 4), f"{k}-{n}") for k in rng.sample(keys, 12)]
+        blocks.append(DataBlock(str(n), "{}", table(rows), {}))
+        for k, t, v in rows:
+            events.setdefault(k, []).append((t, n, v))
+    out = merge_slice(table(base_rows), blocks, KEY, "ts", EVENT, ALL)
+    assert {r[KEY]: r["v"] for r in out.to_pylist()} == {k: max(e)[2] for k, e in events.items()}

@@ -265,7 +265,7 @@ def _winners(
     """(each key's winning event, each key's first event), keys in the same order; events are
     numbered in the order they happened (their index), `key_group` numbers their keys, and the
     first `n_base` events are base records."""
-    order = np.argsort(key_group, kind="stable")  # by key, then by event
+    order = _by_key(key_group)
     sorted_groups = key_group[order]
     n = len(order)
     starts = np.ones(n, bool)
@@ -285,6 +285,8 @@ def _winners(
     competing = order[in_play]
     groups = group[in_play]
     comp_ordering = ordering.take(pa.array(competing))
+    if not natural.any() and comp_ordering.null_count == 0 and _is_integral(comp_ordering.type):
+        return competing[_last_largest(groups, comp_ordering)], firsts
     if natural.any():
         is_reset = pa.array(kind[competing] == _NATURAL_DELETE)
         comp_ordering = pc.if_else(is_reset, pa.nulls(len(competing), ordering.type), comp_ordering)
@@ -298,6 +300,35 @@ def _winners(
     last = np.ones(len(ranked), bool)
     last[:-1] = g_sorted[1:] != g_sorted[:-1]
     return competing[ranked[last]], firsts
+
+
+def _by_key(key_group: np.ndarray) -> np.ndarray:
+    """The events ordered by key number, each key's in event order: a stable argsort, done as
+    one sort of (key, event) packed in an int64 (numpy's vectorized sort of int64 takes a fifth
+    of the time of its stable argsort)."""
+    n = len(key_group)
+    return np.sort(key_group.astype(np.int64) * n + np.arange(n, dtype=np.int64)) % n
+
+
+def _is_integral(t: pa.DataType) -> bool:
+    """An ordering type whose values compare as int64 (not uint64, which may not fit)."""
+    if pa.types.is_integer(t):
+        return t != pa.uint64()
+    return pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t)
+
+
+def _last_largest(groups: np.ndarray, ordering: pa.Array) -> np.ndarray:
+    """Per run of equal `groups` (events in event order), the index of its last event holding
+    the run's largest ordering value (`_is_integral`, no nulls): what sorting by (group, value,
+    event) and taking each group's last finds, in linear time."""
+    if not pa.types.is_integer(ordering.type):
+        ordering = ordering.view(pa.int64() if ordering.type.bit_width == 64 else pa.int32())
+    values = ordering.to_numpy().astype(np.int64)
+    start = np.ones(len(groups), bool)
+    start[1:] = groups[1:] != groups[:-1]
+    starts = np.flatnonzero(start)
+    at_largest = values == np.maximum.reduceat(values, starts)[np.cumsum(start) - 1]
+    return np.maximum.reduceat(np.where(at_largest, np.arange(len(values)), -1), starts)
 
 
 def _strings(column: pa.Array | pa.ChunkedArray) -> pa.Array:
