@@ -56,10 +56,11 @@ from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.table.table import open_table
-from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant_time import normalize_instant
 
-STAGING = ".hoodie/.temp/spark-staging"
+TEMP = f"{METAFOLDER}/.temp"
+STAGING_PREFIX = "spark-staging-"  # a job's folder in TEMP: spark-staging-<job>
 # A job whose driver died stages rows that neither its commit nor its abort deletes; the next
 # data source write deletes staging untouched for this long (a live job's newest file is younger:
 # its tasks stage as they end, and its commit runs right after the last).
@@ -174,7 +175,7 @@ class StagingWriter(DataSourceArrowWriter):
 
     @property
     def staging(self) -> str:
-        return f"{STAGING}-{self.job}"
+        return f"{TEMP}/{STAGING_PREFIX}{self.job}"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
         target = f"{self.staging}/{uuid.uuid4().hex}.parquet"
@@ -210,16 +211,15 @@ class StagingWriter(DataSourceArrowWriter):
 
     def _remove_stale_staging(self) -> None:
         """Delete other jobs' staging folders with nothing written for STALE_STAGING_HOURS."""
-        temp, prefix = STAGING.rpartition("/")[0], STAGING.rpartition("/")[2] + "-"
         newest: dict[str, int] = {}
-        for entry in self.storage.list(temp, recursive=True):
-            folder = entry.path[len(temp) + 1 :].split("/")[0]
-            if folder.startswith(prefix) and f"{temp}/{folder}" != self.staging:
+        for entry in self.storage.list(TEMP, recursive=True):
+            folder = f"{TEMP}/{entry.path[len(TEMP) + 1 :].split('/')[0]}"
+            if folder.startswith(f"{TEMP}/{STAGING_PREFIX}") and folder != self.staging:
                 newest[folder] = max(newest.get(folder, 0), entry.mtime_ns)
         cutoff = time.time_ns() - STALE_STAGING_HOURS * 3600 * 10**9
         for folder, mtime_ns in newest.items():
             if mtime_ns < cutoff:
-                self.storage.delete_dir(f"{temp}/{folder}")
+                self.storage.delete_dir(folder)
 
     def _remove_staging(self) -> None:
         self.storage.delete_dir(self.staging)
