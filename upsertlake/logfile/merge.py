@@ -120,8 +120,9 @@ def merge_counted(
         return Merged(_drop_deleted(base_table, base), 0, 0, pa.array([], pa.string()))
     winners, positions, touched, log_keys = events.resolve(base, mode)
     n_base = base_table.num_rows
+    stays = ~touched & ~_deleted_mask(base) if base is not None else np.zeros(0, bool)  # base rows the log left
     if ordered:
-        kept_base = np.flatnonzero(~touched & ~_deleted_mask(base)) if base is not None else np.zeros(0, np.int64)
+        kept_base = np.flatnonzero(stays)
         rows = np.concatenate([kept_base, winners])
         rows = rows[np.argsort(np.concatenate([kept_base, positions]), kind="stable")]
         merged = pa.concat_tables([base_table, *log_tables]).take(pa.array(rows, pa.int64()))
@@ -130,12 +131,9 @@ def merge_counted(
         # (a copy less); the log's winners follow them, in position order
         by_position = winners[np.argsort(positions, kind="stable")]
         from_log = by_position >= n_base
-        keep = np.zeros(n_base, bool)
-        if base is not None:
-            keep = ~touched & ~_deleted_mask(base)
-            keep[by_position[~from_log]] = True
+        stays[by_position[~from_log]] = True
         logs = pa.concat_tables(log_tables) if log_tables else out_schema.empty_table()
-        merged = pa.concat_tables([base_table.filter(pa.array(keep)), logs.take(pa.array(by_position[from_log] - n_base))])
+        merged = pa.concat_tables([base_table.filter(pa.array(stays)), logs.take(pa.array(by_position[from_log] - n_base))])
     # the keys only the log holds come last
     added = int((positions >= n_base).sum())
     keys = _strings(merged.column(key_field)) if added else pa.array([], pa.string())
@@ -285,9 +283,10 @@ def _winners(
     competing = order[in_play]
     groups = group[in_play]
     comp_ordering = ordering.take(pa.array(competing))
-    if not natural.any() and comp_ordering.null_count == 0 and _is_integral(comp_ordering.type):
+    resets_any = bool(natural.any())
+    if not resets_any and comp_ordering.null_count == 0 and _is_integral(comp_ordering.type):
         return competing[_last_largest(groups, comp_ordering)], firsts
-    if natural.any():
+    if resets_any:
         is_reset = pa.array(kind[competing] == _NATURAL_DELETE)
         comp_ordering = pc.if_else(is_reset, pa.nulls(len(competing), ordering.type), comp_ordering)
     ranked = np.asarray(

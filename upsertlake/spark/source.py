@@ -7,10 +7,11 @@ Writes: the Python data source API hands each task its rows before any shuffle, 
 be the ones merging file groups. Each task stages its rows as a parquet file under
 `.hoodie/.temp/`; the driver's commit runs the engine on all of them and deletes them; an
 aborted job only deletes them (a job whose driver died leaves them: the next data source write
-deletes staging nothing was written to for STALE_STAGING_HOURS). The commit runs in a Python worker the JVM starts, which cannot
-start Spark jobs, so it merges in that one process: above `upsertlake.save.max.records` staged rows
-(default 1,000,000, counted from the staged files' footers) it refuses before merging and names
-`upsertlake.spark.upsert`, the path that merges on the executors (see the README).
+deletes staging nothing was written to for STALE_STAGING_HOURS). The commit runs in a Python
+worker the JVM starts, which cannot start Spark jobs, so it merges in that one process: above
+`upsertlake.save.max.records` staged rows (default 1,000,000, counted from the staged files'
+footers) it refuses before merging and names `upsertlake.spark.upsert`, the path that merges on
+the executors (see the README).
 """
 
 from __future__ import annotations
