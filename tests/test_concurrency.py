@@ -29,7 +29,7 @@ from helpers import hudi_read, timeline_dir
 
 from upsertlake import WriteConflictError, create_table, open_table
 from upsertlake.concurrency.heartbeat import heartbeat_path, is_expired
-from upsertlake.concurrency.key_summary import ROARING_MIN, KeySummary, key_hashes, read_summary
+from upsertlake.concurrency.key_summary import ROARING_MIN, KeySummary, key_hashes, read_summaries, write_summaries
 from upsertlake.concurrency.lock import (
     FILE_SYSTEM_PROVIDER,
     IN_PROCESS_PROVIDER,
@@ -37,6 +37,7 @@ from upsertlake.concurrency.lock import (
 )
 from upsertlake.config import Config
 from upsertlake.errors import ConfigError, CorruptTableError, LockTimeoutError
+from upsertlake.layout.markers import read_markers
 from upsertlake.storage import Storage
 from upsertlake.timeline.instant import Action, State
 
@@ -481,13 +482,33 @@ def test_timeline_has_one_completed_commit_per_acknowledged_write(tmp_path: Path
     assert [i.state for i in commits] == [State.COMPLETED, State.COMPLETED]
 
 
+def test_a_write_marks_all_its_files_with_one_batch_in_hudis_layout(tmp_path: Path) -> None:
+    """Markers in the layout of Hudi's timeline-server-based markers: MARKERS.type, then one
+    MARKERS<n> file naming every file the write creates (one request, not one a file)."""
+    make(tmp_path)
+    c, pending, result = started(tmp_path, rows(("a", 2, "a2", "p1"), ("d", 1, "d1", "p3"), ("e", 1, "e1", "p4")))
+    folder = tmp_path / ".hoodie" / ".temp" / pending
+    assert len(list(folder.iterdir())) == 2
+    assert (folder / "MARKERS.type").read_bytes() == b"TIMELINE_SERVER_BASED"
+    (batch,) = [p for p in folder.iterdir() if p.name != "MARKERS.type"]
+    assert batch.name.startswith("MARKERS") and batch.name[7:].isdigit()
+    io = {"p1": "MERGE", "p3": "CREATE", "p4": "CREATE"}
+    assert sorted(batch.read_text().splitlines()) == sorted(
+        f"{s.path}.marker.{io[s.partitionPath]}" for s in result.write_stats)
+    assert read_markers(Storage(tmp_path), pending) == sorted(
+        (s.path, io[s.partitionPath]) for s in result.write_stats)
+    c.rollback(pending)  # the batch names the files a rollback deletes
+    assert_clean(tmp_path)
+    assert snap(tmp_path) == [("a", 1, "a1", "p1"), ("b", 1, "b1", "p1"), ("c", 1, "c1", "p2")]
+
+
 # -- key summaries -----------------------------------------------------------------------------
 def hudi_snap(path: Path) -> list[tuple]:
     return sorted(tuple(r.values()) for r in hudi_read(path).select(["id", "ts", "v", "p"]).to_pylist())
 
 
 def summary_of(path: Path, instant: str, partition: str, file_id: str):
-    return read_summary(Storage(path), instant, partition, file_id)
+    return read_summaries(Storage(path), instant).get((partition, file_id))
 
 
 def test_key_hashes_are_stable_and_the_summary_round_trips() -> None:
@@ -509,6 +530,30 @@ def test_key_hashes_are_stable_and_the_summary_round_trips() -> None:
         KeySummary.from_bytes(data[:100], "test")
     with pytest.raises(CorruptTableError, match="not a version 1 key summary"):
         KeySummary.from_bytes(b"PAR1", "test")
+
+
+def test_a_write_stores_its_groups_summaries_in_one_sidecar_and_readers_unite_them(tmp_path: Path) -> None:
+    storage = Storage(tmp_path)
+    a = KeySummary.of(pa.array(["u1"]), pa.array([], pa.string()), pa.array(["i1", "i2"]))
+    b = KeySummary.of(pa.array([], pa.string()), pa.array(["d1"]), pa.array([], pa.string()))
+    write_summaries(storage, "001", {("p/1", "f1"): a, ("", "f2"): b})
+    assert len(list((tmp_path / ".hoodie" / ".keys" / "001").iterdir())) == 1
+    # A re-merge (or a retried task) stores another: a group's summary is the union.
+    write_summaries(storage, "001", {("p/1", "f1"): b})
+    got = read_summaries(storage, "001")
+    assert sorted(got) == [("", "f2"), ("p/1", "f1")]
+    assert np.array_equal(got[("p/1", "f1")].hashes(), np.union1d(a.hashes(), b.hashes()))
+    assert np.array_equal(got[("", "f2")].deleted, b.deleted)
+    # A summary of one group stored before the batches is read by its path.
+    legacy = tmp_path / ".hoodie" / ".keys" / "001" / "p" / "1" / "f3.keys"
+    legacy.parent.mkdir(parents=True)
+    legacy.write_bytes(a.to_bytes())
+    assert np.array_equal(read_summaries(storage, "001")[("p/1", "f3")].inserted, a.inserted)
+    assert read_summaries(storage, "002") == {}
+    sidecar = next(p for p in (tmp_path / ".hoodie" / ".keys" / "001").iterdir() if p.is_file())
+    sidecar.write_bytes(sidecar.read_bytes()[:-3])
+    with pytest.raises(CorruptTableError, match="damaged"):
+        read_summaries(storage, "001")
 
 
 def test_each_bucket_write_stores_the_keys_it_updated_deleted_and_inserted(tmp_path: Path) -> None:
@@ -545,10 +590,11 @@ def test_key_summaries_go_with_their_instant_on_rollback_clean_and_archive(tmp_p
     t.rollback()  # the latest completed commit
     assert sorted(p.name for p in keys.iterdir()) == times[:-1]
     cleaned = t.clean("KEEP_LATEST_COMMITS", 2)
-    # Old versions of group p1 are cleaned, and their summaries with them; p2's (times[0]) stays.
+    # Old versions of group p1 are cleaned; the summaries stay with their instants (one sidecar
+    # holds all of a write's groups) until those are archived.
     gone = [(f.split("/")[0], *Path(f).stem.split("_")) for f in cleaned.files_deleted]
-    assert len(gone) == 4 and all(summary_of(tmp_path, i, p, f) is None for p, f, _, i in gone)
-    assert list((keys / times[0] / "p2").glob("*.keys"))
+    assert len(gone) == 4 and all(summary_of(tmp_path, i, p, f) is not None for p, f, _, i in gone)
+    assert sorted(p.name for p in keys.iterdir()) == times[:-1]
     moved = t.archive({"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3})
     assert moved and all(not (keys / i.time).exists() for i in moved)
     assert hudi_snap(tmp_path) == snap(tmp_path)

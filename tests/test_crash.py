@@ -89,8 +89,8 @@ def kill_mid_write(root: Path, wait_for: str, timeout: float = 120.0) -> str:
             if instant is not None:
                 if wait_for == "inflight" and (timeline_dir(root) / f"{instant}.inflight").exists():
                     break
-                markers = root / ".hoodie" / ".temp" / instant
-                if wait_for == "markers" and markers.exists() and sum(1 for _ in markers.rglob("*.marker.*")) >= 6:
+                # Its markers are written before its data files: kill it once it has written 5.
+                if wait_for == "markers" and sum(1 for _ in root.rglob(f"*_{instant}.parquet")) >= 5:
                     break
             time.sleep(0.002)
         proc.send_signal(signal.SIGKILL)

@@ -383,6 +383,26 @@ def test_an_append_whose_log_name_a_concurrent_writer_took_rolls_over_to_the_nex
     assert snapshot(table) == expected == hudi_snapshot(path)
 
 
+def test_a_rollback_leaves_the_log_whose_planned_name_a_concurrent_writer_took(tmp_path: Path) -> None:
+    """On version 6 the second writer's marker batch names the log version the first took. Its
+    rollback (Hudi 0.14's: a rollback command block in the slice's next log file, its own log
+    left in place) voids its blocks alone; the first writer's log stays whole."""
+    path = tmp_path / "t"
+    table, a, b, ta, tb = two_writers(path, 6)
+    planned = b.plan("upsert", batch([3], [2], 3))
+    a.commit(ta, a.upsert(batch([1, 2], [2, 2], 2), ta))
+    b._write_buckets(planned, b.begin_write(tb, planned), None)
+    assert sorted(n.version for n in map(LogFileName.parse, (p.name for p in logs_of(path)))) == [1, 2]
+    first = {p.name: p.read_bytes() for p in logs_of(path)}
+    b.rollback(tb)
+    logs = {p.name: p.read_bytes() for p in logs_of(path)}
+    assert sorted(LogFileName.parse(n).version for n in logs) == [1, 2, 3]  # one rollback block
+    assert {n: logs[n] for n in first} == first
+    expected = {r["id"]: r for r in batch(list(range(10)), [1] * 10, 1).to_pylist()}
+    expected.update({r["id"]: r for r in batch([1, 2], [2, 2], 2).to_pylist()})
+    assert snapshot(table) == expected == hudi_snapshot(path)
+
+
 FAST_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 1}
 WRITE_THEN_DIE = """
 import os, sys

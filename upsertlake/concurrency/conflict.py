@@ -5,7 +5,7 @@ file group with a commit that completed after it started. We compare records ins
 a write conflicts with such a commit only when both wrote (updated, deleted or inserted) one same
 record key — per partition, or across the table when a global index keeps keys unique there — or
 when the commit retired one of its file groups (a replacecommit: overwrite, clustering,
-delete_partition). Keys are compared as the 32-bit hashes of the key summaries each bucket write
+delete_partition). Keys are compared as the 32-bit hashes of the key summaries each write
 stores (upsertlake.concurrency.key_summary), and every hash match is confirmed against the keys in
 the files, so no conflict is needless. Inserts are compared too, which Hudi misses: two writers
 inserting one new key each create a file group of their own and would leave the key twice.
@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.concurrency.key_summary import key_hashes, read_summary
+from upsertlake.concurrency.key_summary import key_hashes, read_summaries
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile
 from upsertlake.logfile import block_keys, is_log_path, read_blocks
 from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
@@ -151,6 +151,7 @@ class _Written:
     def load(cls, storage: Storage, instant_time: str, stats: Sequence[WriteStat]) -> _Written:
         by_group = {(s.partitionPath, s.fileId): s for s in stats}
         summaries: dict[FileGroup, np.ndarray] | None = {}
+        stored = None  # read when a group needs it: an append's keys are in its log
         for g, stat in by_group.items():
             if is_log_path(stat.path):  # an append keeps no summary: its log file holds just its keys
                 try:
@@ -159,7 +160,8 @@ class _Written:
                 except FileNotFoundError:
                     summaries = None
                     break
-            summary = read_summary(storage, instant_time, *g)
+            stored = read_summaries(storage, instant_time) if stored is None else stored
+            summary = stored.get(g)
             if summary is None:
                 summaries = None
                 break

@@ -1,23 +1,31 @@
-"""Key summaries: the record keys one write wrote in one file group, as 32-bit hashes.
+"""Key summaries: the record keys one write wrote in each file group, as 32-bit hashes.
 
 The commit-time conflict check compares the keys of concurrent writes per record (issue 16). The
-keys never travel to the writer: each bucket write stores, next to its data file, a sidecar
-`.hoodie/.keys/<instant>/<partition>/<fileId>.keys` holding the sorted, distinct hashes of the keys
-it updated, deleted and inserted. Hudi's readers never look there (it is neither an instant file
-nor in extraMetadata); rollback, archive and clean delete it with its instant or file version.
+keys never travel to the writer: each writing unit (the in-process pool, a Spark task) stores,
+beside its data files, one sidecar `.hoodie/.keys/<instant>/batch-<id>.keys` holding, per file
+group it wrote, the sorted, distinct hashes of the keys it updated, deleted and inserted: one
+request per write on an object store, not one per file group. Hudi's readers never look there (it
+is neither an instant file nor in extraMetadata); rollback and archive delete an instant's
+summaries with it. A re-merge or a retried task writes another sidecar: a group's summary is the
+union of all of them, a superset of the keys its committed file holds, which is safe (below).
 
 A hash match only says "maybe the same key": the conflict check confirms it against the actual
 keys (`written_keys`) before failing a write.
 
-Format (little-endian): magic `ULKS`, version byte, then three sections (updated, deleted,
-inserted), each an encoding byte, a uint32 count, a uint32 byte length and the payload: a sorted
-uint32 array (4 bytes a key), or a portable roaring bitmap where that is smaller (from about half a
-million keys on; about 2.5 bytes a key at a million).
+Format (little-endian): magic `ULKS`, version 2, a uint32 count of groups, then per group its
+partition path and file id (each a uint16 length and UTF-8) and its summary: a uint32 length and
+the summary's own encoding: magic, version 1, then three sections (updated, deleted, inserted),
+each an encoding byte, a uint32 count, a uint32 byte length and the payload: a sorted uint32
+array (4 bytes a key), or a portable roaring bitmap where that is smaller (from about half a
+million keys on; about 2.5 bytes a key at a million). A version 1 file (one group, named by its
+path `<partition>/<fileId>.keys`) is what writers stored before the batches.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,10 +39,14 @@ from upsertlake.storage import Storage
 from upsertlake.util.arrays import sorted_unique
 
 MAGIC = b"ULKS"
-VERSION = 1
+VERSION = 1  # one group's summary
+BATCH_VERSION = 2  # a writing unit's summaries of many groups
 RAW, ROARING = 0, 1
 ROARING_MIN = 1 << 18  # below this a roaring bitmap of random hashes is never smaller
 _SECTION = struct.Struct("<BII")
+_COUNT = struct.Struct("<I")
+_NAME = struct.Struct("<H")
+FileGroup = tuple[str, str]  # (partition path, file id)
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 EMPTY = np.zeros(0, dtype=np.uint32)
@@ -75,6 +87,11 @@ class KeySummary:
     @classmethod
     def of(cls, updated: pa.Array, deleted: pa.Array, inserted: pa.Array) -> KeySummary:
         return cls(*(sorted_unique(key_hashes(k)) for k in (updated, deleted, inserted)))
+
+    def union(self, other: KeySummary) -> KeySummary:
+        """Both summaries' keys, section by section (two sidecars of one write's file group)."""
+        return KeySummary(*(sorted_unique(np.concatenate([a, b])) for a, b in
+                            ((self.updated, other.updated), (self.deleted, other.deleted), (self.inserted, other.inserted))))
 
     def hashes(self) -> np.ndarray:
         """Every key the write touched: updated, deleted or inserted."""
@@ -123,25 +140,57 @@ def _decode(encoding: int, payload: bytes) -> np.ndarray:
     raise ValueError(f"unknown encoding {encoding}")
 
 
-def summary_path(instant_time: str, partition_path: str, file_id: str) -> str:
-    middle = f"{partition_path}/" if partition_path else ""
-    return f"{key_summary_folder(instant_time)}/{middle}{file_id}.keys"
+def write_summaries(storage: Storage, instant_time: str, summaries: Mapping[FileGroup, KeySummary]) -> None:
+    """Store the summaries of the file groups one writing unit wrote, in one new object."""
+    if not summaries:
+        return
+    out = [MAGIC, bytes([BATCH_VERSION]), _COUNT.pack(len(summaries))]
+    for (partition, file_id), summary in sorted(summaries.items()):
+        body = summary.to_bytes()
+        for name in (partition.encode(), file_id.encode()):
+            out += [_NAME.pack(len(name)), name]
+        out += [_COUNT.pack(len(body)), body]
+    storage.write_bytes(f"{key_summary_folder(instant_time)}/batch-{uuid.uuid4().hex}.keys", b"".join(out))
 
 
-def write_summary(storage: Storage, instant_time: str, partition_path: str, file_id: str, summary: KeySummary) -> None:
-    """Store (or replace, when a re-merge rewrites the group) the summary of one file group."""
-    storage.write_bytes(summary_path(instant_time, partition_path, file_id), summary.to_bytes())
+def read_summaries(storage: Storage, instant_time: str) -> dict[FileGroup, KeySummary]:
+    """Every file group's summary for a write (the union of its sidecars); a group it wrote without
+    one (Apache Hudi's writers, older upsertlake) is absent."""
+    folder = key_summary_folder(instant_time)
+    out: dict[FileGroup, KeySummary] = {}
+    for entry in storage.list(folder, recursive=True):
+        if entry.is_dir or not entry.path.endswith(".keys"):
+            continue
+        try:
+            data = storage.read_bytes(entry.path)
+        except FileNotFoundError:  # rolled back or archived since the listing
+            continue
+        source = storage.full_path(entry.path)
+        if data[:5] == MAGIC + bytes([BATCH_VERSION]):
+            groups = _batch(data, source)
+        else:  # one group's, named by it
+            partition, _, name = entry.path[len(folder) + 1 :].rpartition("/")
+            groups = [((partition, name.removesuffix(".keys")), KeySummary.from_bytes(data, source))]
+        for group, summary in groups:
+            out[group] = summary.union(out[group]) if group in out else summary
+    return out
 
 
-def read_summary(storage: Storage, instant_time: str, partition_path: str, file_id: str) -> KeySummary | None:
-    """The summary, or None when the write kept none (Apache Hudi's writers, older upsertlake)."""
-    path = summary_path(instant_time, partition_path, file_id)
+def _batch(data: bytes, source: str) -> list[tuple[FileGroup, KeySummary]]:
     try:
-        data = storage.read_bytes(path)
-    except FileNotFoundError:
-        return None
-    return KeySummary.from_bytes(data, storage.full_path(path))
-
-
-def delete_summary(storage: Storage, instant_time: str, partition_path: str, file_id: str) -> None:
-    storage.delete(summary_path(instant_time, partition_path, file_id))
+        (count,), pos, groups = _COUNT.unpack_from(data, 5), 5 + _COUNT.size, []
+        for _ in range(count):
+            names = []
+            for _ in range(2):
+                (size,) = _NAME.unpack_from(data, pos)
+                names.append(data[pos + _NAME.size : pos + _NAME.size + size].decode())
+                pos += _NAME.size + size
+            (size,) = _COUNT.unpack_from(data, pos)
+            pos += _COUNT.size
+            groups.append(((names[0], names[1]), KeySummary.from_bytes(data[pos : pos + size], source)))
+            pos += size
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptTableError(f"key summary {source} is damaged: {exc}") from exc
+    if pos != len(data):
+        raise CorruptTableError(f"key summary {source} is damaged: {len(data) - pos} bytes after its last group")
+    return groups

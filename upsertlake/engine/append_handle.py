@@ -18,10 +18,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
-from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, with_meta, with_meta_runs
+from upsertlake.engine.bucket_writer import (
+    DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, default_token, with_meta, with_meta_runs,
+)
 from upsertlake.errors import StorageError
-from upsertlake.layout.file_writer import marker_path
-from upsertlake.layout.markers import APPEND
+from upsertlake.layout.markers import APPEND, marker_entry, write_markers
 from upsertlake.logfile import LogFileName, append_blocks, avro_data_blocks, data_block, delete_block
 from upsertlake.logfile.blocks import Block
 from upsertlake.partitioner import Bucket
@@ -63,6 +64,15 @@ class AppendJob(BucketJob):
         """An append reads no file: only its records weigh (the pool starts big buckets first)."""
         return 0 if number in (self.appends or {}) else super().base_bytes(number)
 
+    def marker(self, number: int, write_token: str, base_file: object = None) -> str:
+        """An append marks the log file it plans: its slice's next version."""
+        target = (self.appends or {}).get(number)
+        if target is None:
+            return super().marker(number, write_token, base_file)
+        bucket = self.buckets[number]
+        name = LogFileName(bucket.file_id, target.log_instant, target.log_version, write_token).format()
+        return marker_entry(bucket.partition_path, name, APPEND)
+
     def write(
         self,
         storage: Storage,
@@ -75,7 +85,7 @@ class AppendJob(BucketJob):
         target = (self.appends or {}).get(number)
         if target is None:
             return super().write(storage, number, records, base_file, attempt, write_token)
-        return append_bucket(storage, self, self.buckets[number], target, records, write_token or f"{number}-{attempt}-0")
+        return append_bucket(storage, self, self.buckets[number], target, records, write_token or default_token(number, attempt))
 
 
 MAX_ROLLOVERS = 100  # versions an append tries past the planned one before it gives up
@@ -129,17 +139,16 @@ def append_bucket(
 def _create_log(
     storage: Storage, instant_time: str, bucket: Bucket, target: AppendTarget, write_token: str, data: bytes
 ) -> tuple[int, str, str]:
-    """Create the log file under the planned version, or the first free one after it; (version,
-    name, path). Each try writes its marker first; the marker of a name another writer took goes
-    again, so that a rollback of this write never finds that writer's file through it."""
+    """Create the log file under the planned version (marked by the caller), or the first free one
+    after it, each marked before it is tried; (version, name, path). A marked name another writer
+    took stays marked: a rollback of this write leaves that writer's file alone (markers._owned)."""
     for version in range(target.log_version, target.log_version + MAX_ROLLOVERS):
         name = LogFileName(bucket.file_id, target.log_instant, version, write_token).format()
         path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
-        marker = marker_path(instant_time, bucket.partition_path, name, APPEND)
-        storage.write_if_absent(marker, b"")
+        if version > target.log_version:
+            write_markers(storage, instant_time, [marker_entry(bucket.partition_path, name, APPEND)])
         if storage.write_if_absent(path, data):
             return version, name, path
-        storage.delete(marker)
     raise StorageError(
         f"no free log file name in {storage.full_path(bucket.partition_path)} for file group {bucket.file_id}: "
         f"versions {target.log_version} to {target.log_version + MAX_ROLLOVERS - 1} are all taken"

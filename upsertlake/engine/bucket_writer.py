@@ -8,8 +8,7 @@ column-wise: the rows to replace are one `is_in` mask over the old keys.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -17,17 +16,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.concurrency.key_summary import KeySummary, write_summary
+from upsertlake.concurrency.key_summary import KeySummary, write_summaries
 from upsertlake.layout.file_writer import (
     DICTIONARY_SAMPLE,
     META_COLUMNS,
     FileWriterConfig,
     dictionary_pages,
     full_schema,
-    marker_path,
     write_base_file,
 )
 from upsertlake.layout.footer import resumed_bloom, resumed_key_range
+from upsertlake.layout.markers import marker_entry, write_markers
 from upsertlake.partitioner import Bucket
 from upsertlake.schema import RECORD_KEY_COLUMN, conform
 from upsertlake.storage import Storage
@@ -87,6 +86,14 @@ class BucketJob:
         base = self.base_files.get(number)
         return base.size if base is not None else 0
 
+    def marker(self, number: int, write_token: str, base_file: BaseFile | None = None) -> str:
+        """The marker of the file bucket `number` writes under `write_token` (see `write`): the
+        caller marks the files of all its buckets at once before writing them."""
+        bucket = self.buckets[number]
+        merge = (base_file or self.base_files.get(number)) is not None
+        name = base_file_name(bucket.file_id, write_token, self.instant_time)
+        return marker_entry(bucket.partition_path, name, "MERGE" if merge else "CREATE")
+
     def write(
         self,
         storage: Storage,
@@ -96,9 +103,11 @@ class BucketJob:
         attempt: int = 1,
         write_token: str | None = None,
     ) -> WriteStatus:
-        """Write bucket `number` with its records (data columns + key, partition, delete flag).
-        A re-merge passes the group's newer `base_file` and a higher `attempt` (a new write token);
-        Spark passes each task attempt's own `write_token`."""
+        """Write bucket `number` with its records (data columns + key, partition, delete flag),
+        its file marked beforehand by the caller (`marker`). A re-merge passes the group's newer
+        `base_file` and a higher `attempt` (a new write token); Spark passes each task attempt's
+        own `write_token`. The key summary comes back in the status, for the caller to store
+        with its other buckets' (`write_summaries`)."""
         task = BucketTask(
             bucket=self.buckets[number],
             records=records,
@@ -107,13 +116,18 @@ class BucketJob:
             data_schema=self.data_schema,
             precombine_field=self.precombine_field,
             merge_mode=self.merge_mode,
-            write_token=write_token or f"{number}-{attempt}-0",
+            write_token=write_token or default_token(number, attempt),
         )
         status = write_bucket(storage, task, self.file_config)
         if self.keep_keys:
             return status
         none = pa.array([], pa.string())
         return replace(status, inserted_keys=none, deleted_keys=none)
+
+
+def default_token(number: int, attempt: int) -> str:
+    """The write token of bucket `number` written in process (Spark's are its task attempts')."""
+    return f"{number}-{attempt}-0"
 
 
 @dataclass(frozen=True)
@@ -127,6 +141,21 @@ class WriteStatus:
     num_updates: int
     num_inserts: int
     num_deletes: int
+    summary: KeySummary | None = None  # the keys it wrote, for the conflict check (an append: none)
+
+
+def mark_buckets(storage: Storage, job: BucketJob, tokens: Mapping[int, str]) -> None:
+    """Mark the files of the buckets about to be written (bucket number -> write token) with one
+    object, before any of them is written."""
+    write_markers(storage, job.instant_time, [job.marker(n, token) for n, token in sorted(tokens.items())])
+
+
+def store_summaries(storage: Storage, instant_time: str, statuses: Sequence[WriteStatus]) -> list[WriteStatus]:
+    """Store the written buckets' key summaries with one object (before the commit); the statuses
+    come back without them (on Spark they go to the driver, which holds nothing per record)."""
+    groups = {(s.stat.partitionPath, s.stat.fileId): s.summary for s in statuses if s.summary is not None}
+    write_summaries(storage, instant_time, groups)
+    return [replace(s, summary=None) for s in statuses]
 
 
 def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -> WriteStatus:
@@ -170,17 +199,12 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     bloom = resumed_bloom(old_footer, n_old, inserted_keys, config) if kept_all_old else None
     key_range = resumed_key_range(old_footer, inserted_keys) if kept_all_old else None
 
-    storage.write_if_absent(marker_path(task.instant_time, bucket.partition_path, name, _io_type(task)), b"")
     summary = KeySummary.of(
         pc.filter(in_keys, pa.array(replaced & ~deletes)),
         pc.filter(in_keys, pa.array(replaced & deletes)),
         inserted_keys,
     )
-    size = _with_summary(
-        storage,
-        lambda: write_base_file(storage, path, out, config, bloom, key_range, old_dictionary),
-        lambda: write_summary(storage, task.instant_time, bucket.partition_path, bucket.file_id, summary),
-    )
+    size = write_base_file(storage, path, out, config, bloom, key_range, old_dictionary)
 
     deleted = all_copies & deletes  # keys gone from the file group, for the index
     num_updates = int((replaced & ~deletes).sum())
@@ -205,6 +229,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         num_updates=num_updates,
         num_inserts=num_inserts,
         num_deletes=num_deletes,
+        summary=summary,
     )
 
 
@@ -242,10 +267,6 @@ def _merged_order(
         return old, True
     # Take straight from the two chunks: combining them first copies everything once more.
     return pa.concat_tables([old, new_rows]).take(pa.array(order)), bool(keep.all())
-
-
-def _io_type(task: BucketTask) -> str:
-    return "MERGE" if task.base_file is not None else "CREATE"
 
 
 def _read_old(
@@ -330,17 +351,3 @@ def with_meta_runs(
     }
     data = {f.name: records.column(f.name) for f in data_schema}
     return pa.table({**meta, **data}).cast(full_schema(data_schema))
-
-
-def _with_summary(storage: Storage, write_file: Callable[[], int], write_summary: Callable[[], None]) -> int:
-    """Write the data file and its key summary (both before the commit; only the marker must
-    precede the file). On an object store the summary's PUT runs alongside the file's encoding
-    and upload instead of before them: 10-25 ms a file group on the writing thread."""
-    if storage.is_local:
-        write_summary()
-        return write_file()
-    with ThreadPoolExecutor(max_workers=1) as side:
-        summary = side.submit(write_summary)
-        size = write_file()
-        summary.result()
-    return size

@@ -20,7 +20,9 @@ import pyarrow as pa
 from upsertlake.concurrency.conflict import pending_clustering
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, MergeMode, WriteStatus
+from upsertlake.engine.bucket_writer import (
+    KEY, PARTITION, BucketJob, MergeMode, WriteStatus, default_token, mark_buckets, store_summaries,
+)
 from upsertlake.engine.bulk_insert import bulk_insert_buckets
 from upsertlake.engine.overwrite import OVERWRITES
 from upsertlake.engine.pending import Rewrite
@@ -199,13 +201,16 @@ def write_rows(
     def work(number: int) -> int:
         return job.base_bytes(number) + len(rows[number]) * record_bytes
 
-    write = partial(_write_one, storage, job, records, rows, attempt, write_token)
+    tokens = {number: write_token or default_token(number, attempt) for number in rows}
+    mark_buckets(storage, job, tokens)
+    write = partial(_write_one, storage, job, records, rows, attempt, tokens)
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(rows) or 1))) as pool:
         futures = {number: pool.submit(write, number) for number in sorted(rows, key=work, reverse=True)}
         if progress is not None:
             for done, _ in enumerate(as_completed(futures.values()), 1):
                 progress.advanced("write", done)
-        return [futures[number].result() for number in sorted(rows)]
+        statuses = [futures[number].result() for number in sorted(rows)]
+    return store_summaries(storage, job.instant_time, statuses)
 
 
 def _rewrite_kept(
@@ -219,10 +224,10 @@ def _rewrite_kept(
 
 def _write_one(
     storage: Storage, job: BucketJob, records: pa.Table, rows: Mapping[int, np.ndarray], attempt: int,
-    write_token: str | None, number: int,
+    tokens: Mapping[int, str], number: int,
 ) -> WriteStatus:
     """Bucket `number`, its rows taken from the batch on the writing thread."""
-    return job.write(storage, number, records.take(pa.array(rows[number])), None, attempt, write_token)
+    return job.write(storage, number, records.take(pa.array(rows[number])), None, attempt, tokens[number])
 
 
 def write_partition_metadata(storage: Storage, partitions: set[str], instant_time: str, listed: Collection[str] = ()) -> None:

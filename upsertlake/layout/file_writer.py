@@ -2,7 +2,6 @@
 
 The footer keys go in with `add_key_value_metadata` and `store_schema=False`: pyarrow would
 otherwise copy them into the serialized `ARROW:schema` too and double every file (DESIGN.md §7).
-A marker is written before the data file, so a rollback knows what a failed write left behind.
 
 Encodings are chosen per column (`column_encodings`): the record key and seqno, unique and sharing
 long prefixes, are delta-encoded byte arrays (each value stored as the length of the prefix it
@@ -26,7 +25,6 @@ from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter
 from upsertlake.layout.footer import footer_metadata
 from upsertlake.schema import META_COLUMNS
 from upsertlake.storage import Storage
-from upsertlake.timeline.active import METAFOLDER
 
 META_SCHEMA = pa.schema([(name, pa.string()) for name in META_COLUMNS])
 # Unique per row and prefix-sharing (`k0000000123`, `20261123124731085_3_17`): delta-encoded.
@@ -50,12 +48,6 @@ class FileWriterConfig:
 def full_schema(data_schema: pa.Schema) -> pa.Schema:
     """The schema of a base file: the five meta columns, then the data columns."""
     return pa.schema([*META_SCHEMA, *data_schema])
-
-
-def marker_path(instant_time: str, partition_path: str, file_name: str, io_type: str) -> str:
-    folder = f"{METAFOLDER}/.temp/{instant_time}"
-    middle = f"{partition_path}/" if partition_path else ""
-    return f"{folder}/{middle}{file_name}.marker.{io_type}"
 
 
 def write_base_file(

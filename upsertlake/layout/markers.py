@@ -1,4 +1,12 @@
-"""Rolling back a pending write: delete what it wrote, then its instant files.
+"""Markers, and rolling back a pending write: delete what it wrote, then its instant files.
+
+A write marks each data file before it creates it, so that a rollback knows what a failed write
+left behind. Markers are written in batches, in the layout of Hudi's timeline-server-based markers
+(`MARKERS.type` saying TIMELINE_SERVER_BASED, then `MARKERS<n>` files of one marker per line): a
+write marks all the files of its buckets with one object, where Hudi's direct markers (one empty
+file each, also read here) cost a request a file, the most a write made on an object store.
+A batch may name a file that is never written (a bucket whose planned log name another writer
+took); a rollback deletes only files the write owns (`_owned`).
 
 Data files go first, found both through the instant's markers and by their instant time in the
 file names (a writer may die between marker and file, or a Hudi writer may keep its markers
@@ -9,7 +17,8 @@ and is rolled back again by the next writer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+import secrets
+from collections.abc import Collection, Iterable
 
 from upsertlake.layout.file_system_view import LogFile, list_partitions_and_files
 from upsertlake.logfile import LogFileName, append_blocks, read_blocks, rollback_block
@@ -22,10 +31,53 @@ log = logging.getLogger(__name__)
 
 APPEND = "APPEND"  # the IO type of an append's marker (Hudi's IOType.APPEND)
 ROLLBACK_WRITE_TOKEN = "0-0-0"  # the write token of a log file holding a rollback block
+MARKERS = "MARKERS"  # the name prefix of Hudi's batched marker files (MarkerUtils)
+MARKER_TYPE_FILE = "MARKERS.type"
+BATCHED = "TIMELINE_SERVER_BASED"  # MARKERS.type's content: no newline (Hudi reads it with valueOf)
 
 
 def marker_folder(instant_time: str) -> str:
     return f"{METAFOLDER}/.temp/{instant_time}"
+
+
+def marker_entry(partition_path: str, file_name: str, io_type: str) -> str:
+    """A marker as a batch lists it: the data file's path below the marker folder, `.marker.`, the
+    IO type (CREATE, MERGE or APPEND)."""
+    middle = f"{partition_path}/" if partition_path else ""
+    return f"{middle}{file_name}.marker.{io_type}"
+
+
+def write_markers(storage: Storage, instant_time: str, entries: Iterable[str]) -> None:
+    """Mark the files a write is about to create, with one new `MARKERS<n>` object (n random: the
+    tasks of one write mark at once, and a taken name is simply passed over). The type file goes
+    first: Hudi reads a folder without it as direct markers and fails on a batch file."""
+    body = "".join(f"{e}\n" for e in entries).encode()
+    if not body:
+        return
+    folder = marker_folder(instant_time)
+    storage.write_if_absent(f"{folder}/{MARKER_TYPE_FILE}", BATCHED.encode())
+    while not storage.write_if_absent(f"{folder}/{MARKERS}{secrets.randbits(31)}", body):
+        pass
+
+
+def read_markers(storage: Storage, instant_time: str) -> list[tuple[str, str]]:
+    """(data file path, IO type) of every marker of a write, sorted: the lines of its batch files
+    (ours, or a Hudi writer's timeline server's) and its direct marker files."""
+    folder = marker_folder(instant_time)
+    lines: list[str] = []
+    for entry in storage.list(folder, recursive=True):
+        rel = entry.path[len(folder) + 1 :]
+        if entry.is_dir or rel == MARKER_TYPE_FILE:
+            continue
+        if rel.startswith(MARKERS) and "/" not in rel:
+            try:
+                lines += storage.read_bytes(entry.path).decode().splitlines()
+            except FileNotFoundError:  # deleted since the listing: the write it marked is gone
+                continue
+        else:
+            lines.append(rel)
+    found = {(path.lstrip("/"), io_type) for path, sep, io_type in (line.rpartition(".marker.") for line in lines) if sep}
+    return sorted(found)
 
 
 def staging_folder(instant_time: str) -> str:
@@ -84,11 +136,8 @@ def delete_written(
     if named_logs:
         doomed |= {lf.path for lf in listing.log_files if lf.name.instant == instant_time}
     appended: set[str] = set(committed_logs)
-    folder = marker_folder(instant_time)
-    for marker in storage.list(folder, recursive=True):
-        if not marker.is_dir and ".marker." in marker.name:
-            path, _, io_type = marker.path[len(folder) + 1 :].rpartition(".marker.")
-            (appended if io_type == APPEND else doomed).add(path)
+    for path, io_type in read_markers(storage, instant_time):
+        (appended if io_type == APPEND else doomed).add(path)
     written: dict[str, int] = {}
     if table_layout(storage).version == 1 and appended:
         if rollback_time is not None:
@@ -99,7 +148,7 @@ def delete_written(
         doomed |= appended
     for path in sorted(doomed):
         storage.delete(path)
-    storage.delete_dir(folder)
+    storage.delete_dir(marker_folder(instant_time))
     storage.delete_dir(key_summary_folder(instant_time))
     return sorted(doomed), written
 
@@ -113,13 +162,21 @@ def _only_blocks_of(storage: Storage, path: str, instant_time: str) -> bool:
     return all(getattr(b, "instant", instant_time) == instant_time for b in blocks)
 
 
+def _owned(storage: Storage, path: str, io_type: str, instant_time: str) -> bool:
+    """Is the marked file at `path` this write's own? A base file's name holds the write's instant
+    and write token; so does a log file's on table version 8. On version 6 a log file is named by
+    its slice, and a batch marks the planned name before the append finds it taken by another
+    writer (it then takes the next): that file is the write's only if every block in it is."""
+    if io_type != APPEND or table_layout(storage).version != 1:
+        return True
+    return _only_blocks_of(storage, path, instant_time)
+
+
 def appended_logs(storage: Storage, instant_time: str) -> dict[str, int]:
     """The log files an instant appended (its APPEND markers), with their sizes (0 if gone)."""
-    folder = marker_folder(instant_time)
     out = {}
-    for marker in storage.list(folder, recursive=True):
-        path, _, io_type = marker.path[len(folder) + 1 :].rpartition(".marker.")
-        if not marker.is_dir and io_type == APPEND:
+    for path, io_type in read_markers(storage, instant_time):
+        if io_type == APPEND:
             entry = storage.stat(path)
             out[path] = entry.size if entry is not None else 0
     return out
@@ -128,20 +185,24 @@ def appended_logs(storage: Storage, instant_time: str) -> dict[str, int]:
 def _write_rollback_blocks(
     storage: Storage, logs: list[LogFile], appended: set[str], target: str, rollback_time: str
 ) -> dict[str, int]:
-    """A rollback command block in a new log file (the next version) of each slice in `appended`."""
+    """A rollback command block in a new log file (the next version) of each slice in `appended`:
+    one a slice, also where the write marked two logs of it (a planned name another writer took,
+    then the next)."""
     latest: dict[tuple[str, str, str], int] = {}
     for lf in logs:
         key = (lf.partition_path, lf.name.file_id, lf.name.instant)
         latest[key] = max(latest.get(key, 0), lf.name.version)
-    written = {}
-    for path in sorted(appended):
+    slices: dict[tuple[str, str, str], int] = {}
+    for path in appended:
         folder, _, name = path.rpartition("/")
         parsed = LogFileName.parse(name)
-        if parsed is None:
-            continue
-        key = (folder, parsed.file_id, parsed.instant)
-        latest[key] = max(latest.get(key, 0), parsed.version) + 1
-        new = LogFileName(parsed.file_id, parsed.instant, latest[key], ROLLBACK_WRITE_TOKEN).format()
+        if parsed is not None:
+            key = (folder, parsed.file_id, parsed.instant)
+            slices[key] = max(slices.get(key, 0), parsed.version)
+    written = {}
+    for (folder, file_id, instant), version in sorted(slices.items()):
+        version = max(latest.get((folder, file_id, instant), 0), version) + 1
+        new = LogFileName(file_id, instant, version, ROLLBACK_WRITE_TOKEN).format()
         new_path = f"{folder}/{new}" if folder else new
         data = append_blocks([rollback_block(rollback_time, target)])
         if storage.write_if_absent(new_path, data):
@@ -154,13 +215,9 @@ def reconcile_markers(storage: Storage, instant_time: str, written: Collection[s
     not among the files the write reports (`written`, as its write stats name them) was left by a
     failed or duplicate task attempt (retry, speculation); delete it. Returns the deleted paths."""
     kept = set(written)
-    folder = marker_folder(instant_time)
     stray = []
-    for marker in storage.list(folder, recursive=True):
-        if marker.is_dir or ".marker." not in marker.name:
-            continue
-        path = marker.path[len(folder) + 1 :].rsplit(".marker.", 1)[0]
-        if path not in kept and storage.exists(path):
+    for path, io_type in read_markers(storage, instant_time):
+        if path not in kept and storage.exists(path) and _owned(storage, path, io_type, instant_time):
             storage.delete(path)
             stray.append(path)
     if stray:

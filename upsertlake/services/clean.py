@@ -19,7 +19,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from upsertlake.concurrency.key_summary import delete_summary
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -146,7 +145,8 @@ def _execute(
     by_partition: dict[str, list[str]],
     started: float,
 ) -> list[str]:
-    """Delete a plan's files (with their key summaries) and complete the clean with its metadata;
+    """Delete a plan's files and complete the clean with its metadata (key summaries stay with
+    their instant until it is archived: one sidecar holds a write's file groups);
     returns the table-relative paths deleted (a file already gone counts as deleted)."""
     deleted: list[str] = []
     partitions = {}
@@ -156,9 +156,6 @@ def _execute(
             name = path.rpartition("/")[2]
             try:
                 storage.delete(path)
-                if name.endswith(".parquet") and not name.startswith("."):  # base files keep key summaries
-                    file_id, _, rest = name.partition("_")
-                    delete_summary(storage, rest.rpartition("_")[2].removesuffix(".parquet"), p, file_id)
                 ok.append(name)
                 deleted.append(path)
             except (OSError, StorageError):  # recorded as Hudi's failedDeleteFiles, locally or on a store

@@ -34,7 +34,6 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.layout.file_writer import (
     file_writer_config,
     full_schema,
-    marker_path,
     write_base_file,
 )
 from upsertlake.errors import SchemaError, UnsupportedTableError, WriteConflictError
@@ -48,7 +47,7 @@ from upsertlake.layout.file_system_view import FileSlice, FileSystemView, base_f
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, State
-from upsertlake.layout.markers import marker_folder, rollback_pending
+from upsertlake.layout.markers import marker_entry, marker_folder, rollback_pending, write_markers
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +277,7 @@ def _write_group(
     name = base_file_name(file_id, f"{n}-1-0", instant_time)
     path = f"{partition}/{name}" if partition else name
     rows = rows.set_column(4, schema.field(4), pa.array([name] * rows.num_rows, pa.string()))
-    storage.write_if_absent(marker_path(instant_time, partition, name, "CREATE"), b"")
+    write_markers(storage, instant_time, [marker_entry(partition, name, "CREATE")])
     size = write_base_file(storage, path, rows, file_writer_config(cfg))
     return WriteStat(
         fileId=file_id, path=path, partitionPath=partition, numWrites=rows.num_rows,

@@ -18,10 +18,10 @@ from upsertlake.layout.file_writer import (
     DICTIONARY_SAMPLE,
     dictionary_pages,
     file_writer_config,
-    marker_path,
     write_base_file,
 )
 from upsertlake.layout.footer import resumed_bloom, resumed_key_range
+from upsertlake.layout.markers import marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge, merge_inputs, slice_inputs
 from upsertlake.logfile.blocks import Block, CommandBlock, CorruptBlock, DataBlock
 from upsertlake.logfile.merge import live_blocks
@@ -66,7 +66,7 @@ def compact_operation(
         # key range plus those keys, as copy-on-write rewrites resume them.
         bloom = resumed_bloom(footer, base.num_rows, added, config)
         key_range = resumed_key_range(footer, added) if bloom is not None else None
-    storage.write_if_absent(marker_path(instant_time, op.partition_path, name, "MERGE" if base is not None else "CREATE"), b"")
+    write_markers(storage, instant_time, [marker_entry(op.partition_path, name, "MERGE" if base is not None else "CREATE")])
     size = write_base_file(storage, path, merged, config, bloom, key_range, kept)
     wrote = time.monotonic()
     log_bytes = sum(info.size for lf in sl.logs if (info := storage.stat(lf.path)) is not None)

@@ -35,7 +35,7 @@ from upsertlake.config.table_config import (
 )
 from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError, UpsertlakeError
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile, sort_listing
-from upsertlake.layout.markers import marker_folder, rollback_pending
+from upsertlake.layout.markers import read_markers, rollback_pending
 from upsertlake.logfile.names import LogFileName
 from upsertlake.services.rebuild import Rebuild, holds_a_timeline, layout_on_disk, rebuild_properties, remnants
 from upsertlake.storage import FileEntry, Storage
@@ -542,13 +542,7 @@ def _log_files(entries: list[FileEntry], partitions: set[str]) -> list[tuple[str
 def _appended_by(storage: Storage, pending: set[str]) -> dict[str, str]:
     """Files the markers of pending writes name, by the write: a log file a version-6 write appends
     to is named by its slice, not by the write, so its markers say which write touched it."""
-    out = {}
-    for t in sorted(pending):
-        folder = marker_folder(t)
-        for marker in storage.list(folder, recursive=True):
-            if not marker.is_dir and ".marker." in marker.name:
-                out[marker.path[len(folder) + 1 :].rsplit(".marker.", 1)[0]] = t
-    return out
+    return {path: t for t in sorted(pending) for path, _ in read_markers(storage, t)}
 
 
 def _file_instant(path: str) -> str:

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.concurrency.key_summary import key_hashes, read_summary
+from upsertlake.concurrency.key_summary import key_hashes, read_summaries
 from upsertlake.logfile import LogFileName, block_keys, is_log_path, read_blocks
 from upsertlake.storage import Storage
 from upsertlake.table.table import open_table
@@ -113,10 +113,11 @@ def _effective(timeline: Timeline, instant: str, batch_file: Path) -> pa.Table:
     batch = pq.read_table(batch_file)
     meta = timeline.commit_metadata(timeline.get(instant))
     deleted: dict[str, list[np.ndarray]] = {}
+    summaries = read_summaries(timeline.storage, instant)
     for stat in meta.write_stats():
         if is_log_path(stat.path):
             found = key_hashes(_appended_deletes(timeline.storage, stat.path, instant))
-        elif (summary := read_summary(timeline.storage, instant, stat.partitionPath, stat.fileId)) is not None:
+        elif (summary := summaries.get((stat.partitionPath, stat.fileId))) is not None:
             found = summary.deleted
         else:
             continue

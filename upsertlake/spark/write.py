@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 
 from upsertlake import errors
 from upsertlake.config import options as opt
-from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, WriteStatus
+from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, WriteStatus, default_token, mark_buckets, store_summaries
 from upsertlake.engine.bulk_insert import (
     SAMPLE_ROWS,
     SORTED_MODES,
@@ -394,11 +394,14 @@ def _write_task(
     data = data.sort_by([(BUCKET, "ascending"), (POSITION, "ascending")])
     buckets = data.column(BUCKET).to_numpy()
     starts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
+    tokens = {int(buckets[lo]): token or default_token(int(buckets[lo]), 1) for lo in starts[:-1]}
+    mark_buckets(storage, job, tokens)
     statuses = []
     for lo, hi in pairwise(starts):
         records = data.slice(lo, hi - lo).drop_columns([BUCKET, POSITION])
-        statuses.append(job.write(storage, int(buckets[lo]), records, write_token=token))
-    yield from _statuses(statuses, fault)
+        number = int(buckets[lo])
+        statuses.append(job.write(storage, number, records, write_token=tokens[number]))
+    yield from _statuses(store_summaries(storage, job.instant_time, statuses), fault)
 
 
 def _write_all_task(
