@@ -39,6 +39,7 @@ from upsertlake.errors import StorageError, UpsertlakeError
 from upsertlake.index import InMemoryIndex, make_index
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.layout.markers import start_markers
 from upsertlake.partitioner import Bucket, PartitionerConfig, UpsertPartitioner, WorkloadProfile
 from upsertlake.schema import avro_to_arrow
 from upsertlake.storage import Storage
@@ -184,6 +185,7 @@ class WriteClient:
         pending.instant = transition(
             self.storage, pending.instant, State.INFLIGHT, pending.inflight_doc, layout_of(self.table_config)
         )
+        start_markers(self.storage, instant_time)
         # only an in-memory index learns keys from a write (never on Spark)
         keep = isinstance(self.index, InMemoryIndex) if keep_keys is None else keep_keys
         job = copy_on_write.bucket_job(

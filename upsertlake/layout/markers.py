@@ -47,16 +47,20 @@ def marker_entry(partition_path: str, file_name: str, io_type: str) -> str:
     return f"{middle}{file_name}.marker.{io_type}"
 
 
+def start_markers(storage: Storage, instant_time: str) -> None:
+    """Declare the instant's markers batched (`MARKERS.type`), once, as the instant goes inflight
+    and before any task marks a file. Hudi reads a marker folder without it as direct markers,
+    and falls back to the batches only when that fails."""
+    storage.write_if_absent(f"{marker_folder(instant_time)}/{MARKER_TYPE_FILE}", BATCHED.encode())
+
+
 def write_markers(storage: Storage, instant_time: str, entries: Iterable[str]) -> None:
     """Mark the files a write is about to create, with one new `MARKERS<n>` object (n random: the
-    tasks of one write mark at once, and a taken name is simply passed over). The type file goes
-    first: Hudi reads a folder without it as direct markers and fails on a batch file."""
+    tasks of one write mark at once, and a taken name is simply passed over)."""
     body = "".join(f"{e}\n" for e in entries).encode()
     if not body:
         return
-    folder = marker_folder(instant_time)
-    storage.write_if_absent(f"{folder}/{MARKER_TYPE_FILE}", BATCHED.encode())
-    while not storage.write_if_absent(f"{folder}/{MARKERS}{secrets.randbits(31)}", body):
+    while not storage.write_if_absent(f"{marker_folder(instant_time)}/{MARKERS}{secrets.randbits(31)}", body):
         pass
 
 

@@ -47,7 +47,7 @@ from upsertlake.layout.file_system_view import FileSlice, FileSystemView, base_f
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, State
-from upsertlake.layout.markers import marker_entry, marker_folder, rollback_pending, write_markers
+from upsertlake.layout.markers import marker_entry, marker_folder, rollback_pending, start_markers, write_markers
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,7 @@ def cluster(
         completed_at_start = {i.time for i in Timeline.load(storage).completed_writes()}
     try:
         inflight = transition(storage, requested, State.INFLIGHT)
+        start_markers(storage, inflight.time)
         if not schema_json:
             raise SchemaError("the table has no schema to cluster with")
         data_schema = avro_to_arrow(schema_json)

@@ -28,7 +28,7 @@ from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import SchemaError, ServiceError
 from upsertlake.layout.file_writer import full_schema
-from upsertlake.layout.markers import delete_written, marker_folder
+from upsertlake.layout.markers import delete_written, marker_folder, start_markers
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.schema import avro_to_arrow
 from upsertlake.services.compaction_plan import (
@@ -141,7 +141,9 @@ def _claim(storage: Storage, requested: Instant, cfg: Config) -> tuple[Instant, 
     it inflight sees it alive)."""
     heartbeat = Heartbeat(storage, requested.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)).start()
     try:
-        return transition(storage, requested, State.INFLIGHT), heartbeat
+        inflight = transition(storage, requested, State.INFLIGHT)
+        start_markers(storage, inflight.time)
+        return inflight, heartbeat
     except BaseException:
         heartbeat.stop()
         raise
