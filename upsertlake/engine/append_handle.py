@@ -64,11 +64,11 @@ class AppendJob(BucketJob):
         """An append reads no file: only its records weigh (the pool starts big buckets first)."""
         return 0 if number in (self.appends or {}) else super().base_bytes(number)
 
-    def marker(self, number: int, write_token: str, base_file: object = None) -> str:
+    def marker(self, number: int, write_token: str) -> str:
         """An append marks the log file it plans: its slice's next version."""
         target = (self.appends or {}).get(number)
         if target is None:
-            return super().marker(number, write_token, base_file)
+            return super().marker(number, write_token)
         bucket = self.buckets[number]
         name = LogFileName(bucket.file_id, target.log_instant, target.log_version, write_token).format()
         return marker_entry(bucket.partition_path, name, APPEND)

@@ -86,11 +86,11 @@ class BucketJob:
         base = self.base_files.get(number)
         return base.size if base is not None else 0
 
-    def marker(self, number: int, write_token: str, base_file: BaseFile | None = None) -> str:
+    def marker(self, number: int, write_token: str) -> str:
         """The marker of the file bucket `number` writes under `write_token` (see `write`): the
         caller marks the files of all its buckets at once before writing them."""
         bucket = self.buckets[number]
-        merge = (base_file or self.base_files.get(number)) is not None
+        merge = self.base_files.get(number) is not None
         name = base_file_name(bucket.file_id, write_token, self.instant_time)
         return marker_entry(bucket.partition_path, name, "MERGE" if merge else "CREATE")
 
