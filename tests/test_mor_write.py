@@ -24,6 +24,8 @@ from tests.test_interop_hudi import check_reads
 from tests.test_mor_read import mor_fixture
 from upsertlake import WriteConflictError, create_table, open_table
 from upsertlake.logfile import CommandBlock, DataBlock, DeleteBlock, LogFileName, read_blocks
+from upsertlake.layout.markers import reconcile_markers
+from upsertlake.storage import Storage
 
 REPO = Path(__file__).resolve().parents[1]
 VERSIONS = [6, 8]
@@ -385,15 +387,19 @@ def test_an_append_whose_log_name_a_concurrent_writer_took_rolls_over_to_the_nex
 
 def test_a_rollback_leaves_the_log_whose_planned_name_a_concurrent_writer_took(tmp_path: Path) -> None:
     """On version 6 the second writer's marker batch names the log version the first took. Its
-    rollback (Hudi 0.14's: a rollback command block in the slice's next log file, its own log
-    left in place) voids its blocks alone; the first writer's log stays whole."""
+    reconciliation leaves that log alone, and its rollback (Hudi 0.14's: a rollback command block
+    in the slice's next log file, its own log left in place) voids its blocks alone; the first
+    writer's log stays whole."""
     path = tmp_path / "t"
     table, a, b, ta, tb = two_writers(path, 6)
     planned = b.plan("upsert", batch([3], [2], 3))
     a.commit(ta, a.upsert(batch([1, 2], [2, 2], 2), ta))
-    b._write_buckets(planned, b.begin_write(tb, planned), None)
+    statuses = b._write_buckets(planned, b.begin_write(tb, planned), None)
     assert sorted(n.version for n in map(LogFileName.parse, (p.name for p in logs_of(path)))) == [1, 2]
     first = {p.name: p.read_bytes() for p in logs_of(path)}
+    # A commit's reconciliation (Spark's, a retry's) deletes marked files the write does not
+    # report, but not a log whose planned name the other writer took.
+    assert reconcile_markers(Storage(path), tb, [s.stat.path for s in statuses]) == []
     b.rollback(tb)
     logs = {p.name: p.read_bytes() for p in logs_of(path)}
     assert sorted(LogFileName.parse(n).version for n in logs) == [1, 2, 3]  # one rollback block
