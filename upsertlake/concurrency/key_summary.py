@@ -88,18 +88,22 @@ class KeySummary:
     def of(cls, updated: pa.Array, deleted: pa.Array, inserted: pa.Array) -> KeySummary:
         return cls(*(sorted_unique(key_hashes(k)) for k in (updated, deleted, inserted)))
 
+    @property
+    def sections(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(updated, deleted, inserted), in their order on disk."""
+        return self.updated, self.deleted, self.inserted
+
     def union(self, other: KeySummary) -> KeySummary:
         """Both summaries' keys, section by section (two sidecars of one write's file group)."""
-        return KeySummary(*(sorted_unique(np.concatenate([a, b])) for a, b in
-                            ((self.updated, other.updated), (self.deleted, other.deleted), (self.inserted, other.inserted))))
+        return KeySummary(*(sorted_unique(np.concatenate(pair)) for pair in zip(self.sections, other.sections)))
 
     def hashes(self) -> np.ndarray:
         """Every key the write touched: updated, deleted or inserted."""
-        return sorted_unique(np.concatenate([self.updated, self.deleted, self.inserted]))
+        return sorted_unique(np.concatenate(self.sections))
 
     def to_bytes(self) -> bytes:
         out = [MAGIC, bytes([VERSION])]
-        for values in (self.updated, self.deleted, self.inserted):
+        for values in self.sections:
             encoding, payload = _encode(values)
             out += [_SECTION.pack(encoding, len(values), len(payload)), payload]
         return b"".join(out)
