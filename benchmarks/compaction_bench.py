@@ -160,6 +160,8 @@ def main() -> None:
             args.py_spy.mkdir(parents=True, exist_ok=True)
             round_of(-1, args.py_spy)
             print(f"py-spy stacks in {args.py_spy}")
+    if not args.repeat:  # profiling only
+        return
     med = {k: statistics.median(v) for k, v in times.items()}
     for k, v in times.items():
         print(f"{k:32s} median {med[k]:.3f} s  (min {min(v):.3f}, max {max(v):.3f})")
