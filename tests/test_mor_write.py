@@ -213,7 +213,7 @@ def test_appends_encoded_in_one_pass_write_what_each_append_writes_alone(
     for mode in ("together", "alone"):
         shutil.copytree(base, tmp_path / mode)
         if mode == "alone":
-            monkeypatch.setattr(AppendJob, "for_batch", lambda self, records, rows: self)
+            monkeypatch.setattr(AppendJob, "for_batch", lambda self, records, rows, threads=1: self)
         result = open_table(tmp_path / mode).upsert(changes)
         logs[mode] = {f: (tmp_path / mode / f).read_bytes() for f in result.files_written if ".log." in f}
         blocks = [[type(b) for b in read_blocks(data)] for data in logs[mode].values()]

@@ -51,14 +51,15 @@ class AppendJob(BucketJob):
     parquet_blocks: bool = False  # hoodie.logfile.data.block.format=parquet
     shared: SharedBlocks | None = field(default=None, compare=False)  # see for_batch
 
-    def for_batch(self, records: pa.Table, rows: Mapping[int, np.ndarray]) -> AppendJob:
+    def for_batch(self, records: pa.Table, rows: Mapping[int, np.ndarray], threads: int = 1) -> AppendJob:
         """With every bucket's records at hand (in process, or in the one Spark task that writes a
-        small batch): the Avro data blocks of all appends are encoded in one pass (by the first
-        append to run) instead of one pass per file group, whose fixed costs (a few milliseconds
-        each) outweighed the records' own."""
+        small batch): the Avro data blocks of all appends are encoded in `threads` shares (each by
+        the first append of its share to run) instead of one pass per file group, whose fixed
+        costs (a few milliseconds each) outweighed the records' own."""
         if self.parquet_blocks or not self.appends:
             return self
-        return replace(self, shared=SharedBlocks(self, records, {n: r for n, r in rows.items() if n in self.appends}))
+        appends = {n: r for n, r in rows.items() if n in self.appends}
+        return replace(self, shared=SharedBlocks(self, records, appends, threads))
 
     def base_bytes(self, number: int) -> int:
         """An append reads no file: only its records weigh (the pool starts big buckets first)."""
@@ -164,38 +165,45 @@ def _split(records: pa.Table) -> tuple[pa.Table, pa.Table]:
 
 
 class SharedBlocks:
-    """The framed Avro data blocks of a write's appends, encoded together on first use (the
-    appends run on a pool: the first to ask encodes, the others wait for it). Where every bucket's
-    records are at hand: in process, or in the one Spark task that writes a small batch."""
+    """The framed Avro data blocks of a write's appends, encoded in `shares` parts, each on first
+    use (the appends run on a pool: the first of a share to ask encodes it, the others of that
+    share wait for it). The appends are dealt to the shares in the order the pool starts them
+    (most rows first), so the threads' first appends start different shares and encode at once.
+    Where every bucket's records are at hand: in process, or in the one Spark task that writes a
+    small batch."""
 
-    def __init__(self, job: AppendJob, records: pa.Table, rows: Mapping[int, np.ndarray]) -> None:
+    def __init__(self, job: AppendJob, records: pa.Table, rows: Mapping[int, np.ndarray], shares: int = 1) -> None:
         self._job = job
         self._records = records
-        self._rows = rows
-        self._lock = threading.Lock()
-        self._blocks: dict[int, bytes] | None = None
+        started = sorted(rows, key=lambda n: (-len(rows[n]), n))
+        count = max(1, min(shares, len(started)))
+        self._share = {n: i % count for i, n in enumerate(started)}
+        self._rows = [{n: rows[n] for n in started[i::count]} for i in range(count)]
+        self._locks = [threading.Lock() for _ in range(count)]
+        self._blocks: list[dict[int, bytes] | None] = [None] * count
 
     def block(self, number: int) -> bytes:
-        with self._lock:
-            if self._blocks is None:
-                self._blocks = self._encode()
-        return self._blocks[number]
+        share = self._share[number]
+        with self._locks[share]:
+            if self._blocks[share] is None:
+                self._blocks[share] = self._encode(self._rows[share])
+        return self._blocks[share][number]
 
-    def _encode(self) -> dict[int, bytes]:
-        """One take of every append's rows, their deletes left out, meta columns added per run."""
+    def _encode(self, rows: Mapping[int, np.ndarray]) -> dict[int, bytes]:
+        """One take of the share's rows, their deletes left out, meta columns added per run."""
         job = self._job
-        numbers = sorted(self._rows)
-        run = np.repeat(np.arange(len(numbers)), [len(self._rows[n]) for n in numbers])
-        rows = np.concatenate([self._rows[n] for n in numbers]) if numbers else np.zeros(0, np.int64)
-        upserts = ~np.asarray(self._records.column(DELETE_FLAG).take(pa.array(rows)).to_numpy(zero_copy_only=False), bool)
-        rows, run = rows[upserts], run[upserts]
+        numbers = sorted(rows)
+        run = np.repeat(np.arange(len(numbers)), [len(rows[n]) for n in numbers])
+        at = np.concatenate([rows[n] for n in numbers]) if numbers else np.zeros(0, np.int64)
+        upserts = ~np.asarray(self._records.column(DELETE_FLAG).take(pa.array(at)).to_numpy(zero_copy_only=False), bool)
+        at, run = at[upserts], run[upserts]
         counts = np.bincount(run, minlength=len(numbers))
         present = [i for i, c in enumerate(counts) if c]
         if not present:
             return {}
         chosen = [numbers[i] for i in present]
         run_ends = np.cumsum(counts[present]).tolist()
-        records = self._records.take(pa.array(rows))
+        records = self._records.take(pa.array(at))
         file_ids = [job.buckets[n].file_id for n in chosen]
         with_meta = with_meta_runs(records, job.instant_time, chosen, file_ids, run_ends, job.data_schema)
         return dict(zip(chosen, avro_data_blocks(job.instant_time, with_meta, job.schema_json, run_ends)))

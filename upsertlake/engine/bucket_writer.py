@@ -76,9 +76,9 @@ class BucketJob:
     file_config: FileWriterConfig
     keep_keys: bool = True  # return the inserted and deleted keys (an in-memory index learns them)
 
-    def for_batch(self, records: pa.Table, rows: Mapping[int, np.ndarray]) -> BucketJob:
+    def for_batch(self, records: pa.Table, rows: Mapping[int, np.ndarray], threads: int = 1) -> BucketJob:
         """The job for writing a batch's buckets in process (`rows`: bucket number -> its rows
-        of `records`); a merge-on-read job shares work across buckets here."""
+        of `records`) on `threads` threads; a merge-on-read job shares work across buckets here."""
         return self
 
     def base_bytes(self, number: int) -> int:

@@ -170,8 +170,8 @@ def write_buckets(
     `rewrite_threads` threads; 0: one per CPU), for a re-merge."""
     rows = bucket_rows(plan.assignment, len(job.buckets))
     rewrite = partial(_rewrite_kept, storage, rewrite_threads, plan.records, rows)
-    job = job.for_batch(plan.records, rows)
-    threads = plan.cfg.get(opt.WRITE_PARALLELISM)
+    threads = plan.cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
+    job = job.for_batch(plan.records, rows, threads)
     return write_rows(storage, job, plan.records, rows, threads, attempt, progress=progress), rewrite
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import os
 import pickle
 import re
 import time
@@ -418,7 +419,8 @@ def _write_all_task(
     rows = bucket_rows(assignment, len(job.buckets))
     if numbers is not None:
         rows = {n: rows[n] for n in numbers if n in rows}
-    statuses = write_rows(storage, job.for_batch(records, rows), records, rows, threads, write_token=_write_token())
+    statuses = write_rows(storage, job.for_batch(records, rows, threads or os.cpu_count() or 1), records, rows, threads,
+                          write_token=_write_token())
     yield from _statuses(statuses, fault)
 
 
