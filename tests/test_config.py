@@ -169,6 +169,9 @@ def test_defaults() -> None:
         opt.LOCK_STORAGE_VALIDITY_SECS: 300,
         opt.LOCK_STORAGE_HEARTBEAT_POLL_SECS: 30,
         opt.LOGFILE_DATA_BLOCK_FORMAT: "avro",
+        opt.BUCKET_INDEX_NUM_BUCKETS: 256,
+        opt.BUCKET_INDEX_HASH_FIELD: "",
+        opt.BUCKET_INDEX_ENGINE: "SIMPLE",
     }
     assert len(expected) == len(set(OPTIONS.values()))
     for option, value in expected.items():

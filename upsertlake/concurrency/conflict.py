@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summaries
+from upsertlake.layout.bucket_id import bucket_of
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile
 from upsertlake.logfile import block_keys, is_log_path, read_blocks
 from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
@@ -94,12 +95,16 @@ def check_commit(
     retiring: set[FileGroup],
     global_keys: bool,
     replaces: Replaces | None = None,
+    buckets: bool = False,
 ) -> CommitCheck:
     """Check a write's files (`own_stats`) and the groups an overwrite retires (and, for a
     replace, the partitions it `replaces`) against every commit that completed since `checked`
-    and against pending clusterings."""
+    and against pending clusterings. `buckets`: the table's file groups are a bucket index's,
+    and a commit that wrote another file group of one of this write's buckets conflicts (two
+    writers that each created a bucket's group would leave the bucket two)."""
     storage = timeline.storage
     own_groups = {(s.partitionPath, s.fileId) for s in own_stats}
+    own_buckets = {(p, bucket_of(f)): f for p, f in own_groups} if buckets else {}
     own: _Written | None = None  # its summaries are read only when some commit ran beside it
     stale: dict[FileGroup, Instant] = {}
     for inst in concurrent_writes(timeline, checked):
@@ -118,6 +123,10 @@ def check_commit(
             why = f"it wrote into partition(s) {', '.join(sorted(into))}, which this write replaces"
             return CommitCheck(Conflict(inst, why))
         theirs = _Written.load(storage, inst.time, meta.write_stats())
+        twins = {(p, f) for p, f in theirs.stats if own_buckets.get((p, bucket_of(f)), f) != f}
+        if twins:
+            why = f"it wrote file group(s) {describe_groups(twins)} of the bucket(s) this write wrote other groups of"
+            return CommitCheck(Conflict(inst, why))
         own = own or _Written.load(storage, own_time, own_stats)
         shared = set(theirs.stats) & own_groups
         if set(theirs.stats) & retiring:

@@ -61,6 +61,9 @@ __all__ = [
     "HEARTBEAT_TOLERABLE_MISSES",
     "HIVE_STYLE_PARTITIONING",
     "INDEX_TYPE",
+    "BUCKET_INDEX_ENGINE",
+    "BUCKET_INDEX_HASH_FIELD",
+    "BUCKET_INDEX_NUM_BUCKETS",
     "KEYGEN_CLASS",
     "LOCK_EXPIRE_MINUTES",
     "LOCK_FILESYSTEM_PATH",
@@ -242,8 +245,23 @@ INDEX_TYPE: Option[str] = _option(
     "hoodie.index.type", str, "SIMPLE",
     "How incoming keys are located in existing file groups. Hudi 0.15 has no static default and "
     "picks SIMPLE for Spark writers, which upsertlake follows. GLOBAL_INMEMORY is an upsertlake "
-    "extension (Hudi has no such type): the in-memory index matched across partitions.",
-    choices=("SIMPLE", "GLOBAL_SIMPLE", "BLOOM", "GLOBAL_BLOOM", "INMEMORY", "GLOBAL_INMEMORY"))
+    "extension (Hudi has no such type): the in-memory index matched across partitions. BUCKET: "
+    "Hudi's simple bucket index (a key's file group is its hash's bucket; no file is read to tag; "
+    "in process only so far).",
+    choices=("SIMPLE", "GLOBAL_SIMPLE", "BLOOM", "GLOBAL_BLOOM", "INMEMORY", "GLOBAL_INMEMORY", "BUCKET"))
+BUCKET_INDEX_NUM_BUCKETS: Option[int] = _option(
+    "hoodie.bucket.index.num.buckets", int, 256,
+    "BUCKET index: file groups (buckets) per partition. Fixed for a table's life: a key's bucket "
+    "is its hash modulo this number.")
+BUCKET_INDEX_HASH_FIELD: Option[str] = _option(
+    "hoodie.bucket.index.hash.field", str, "",
+    "BUCKET index: the record key fields whose values are hashed (comma-separated); empty: the "
+    "whole record key.")
+BUCKET_INDEX_ENGINE: Option[str] = _option(
+    "hoodie.index.bucket.engine", str, "SIMPLE",
+    "BUCKET index engine: SIMPLE (a fixed number of buckets). Hudi's CONSISTENT_HASHING, which "
+    "splits and merges buckets, is not supported.",
+    choices=("SIMPLE",))
 BLOOM_NUM_ENTRIES: Option[int] = _option(
     "hoodie.index.bloom.num_entries", int, 60000,
     "Number of keys the bloom filter in each base file footer is sized for.")

@@ -23,7 +23,8 @@ from upsertlake.engine.pending import PendingWrite
 from upsertlake.engine.remerge import remerge_or_move
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.errors import UpsertlakeError, WriteConflictError
-from upsertlake.index import make_index
+from upsertlake.engine.tag import table_index
+from upsertlake.index import BucketIndex
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import marker_folder, reconcile_markers, rollback_pending
 from upsertlake.schema import arrow_to_avro, avro_schema_json
@@ -62,7 +63,7 @@ def commit(
             retiring = {(p, f) for p, ids in (result.replaced or {}).items() for f in ids}
             check = check_commit(
                 timeline, pending.checked, instant_time, result.write_stats, retiring, result.global_keys,
-                replaces(result),
+                replaces(result), buckets=isinstance(client.index, BucketIndex),
             )
             if check.stale and client.table_config.is_merge_on_read:
                 check = merge_on_read.settle_stale(timeline, check, result.write_stats, client.table_config.table_version)
@@ -113,7 +114,7 @@ def commit(
             extra_seconds["retry"] += time.perf_counter() - began
     instants.forget(client, instant_time)
     if result.replaced:
-        client.index = make_index(client.config.get(opt.INDEX_TYPE))  # whole groups went: relearn
+        client.index = table_index(client.config, client.table_config)  # whole groups went: relearn
     elif result.index_update is not None and client.index.learns_writes:
         client.index.update(result.index_update, FileSystemView(Timeline.load(client.storage)))
     stages = dict(result.stage_seconds, commit=time.perf_counter() - started - sum(extra_seconds.values()))

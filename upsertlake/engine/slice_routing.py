@@ -1,9 +1,10 @@
 """Where a merge-on-read write's records go, as Hudi's SparkUpsertDeltaCommitPartitioner and
 BaseSparkDeltaCommitActionExecutor route them: inserts to new file groups or to small slices
-without log files (none of our indexes can index log files, so base files alone must answer
-them), updates and deletes to a new log file of their group's current slice, except in those
-small slices, which are rewritten copy-on-write. Shared by the write (`merge_on_read`) and the
-dry run (`plan.WritePlan.summary`), so `explain` says what the write does.
+without log files (an index that reads base files only must find every key there; the bucket
+index, which finds keys by hash, sends every record to its bucket's slice), updates and deletes
+to a new log file of their group's current slice, except in those small slices, which are
+rewritten copy-on-write. Shared by the write (`merge_on_read`) and the dry run
+(`plan.WritePlan.summary`), so `explain` says what the write does.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ def small_slices(
     """Per partition taking inserts, the slices that may take them: without log files, their base
     file below hoodie.parquet.small.file.limit, in no pending clustering or compaction (Hudi's
     SparkUpsertDeltaCommitPartitioner.getSmallFileCandidates for an index that cannot index logs)."""
-    if operation in OVERWRITES:
-        return {}
+    if operation in OVERWRITES or cfg.get(opt.INDEX_TYPE).upper() == "BUCKET":
+        return {}  # a bucket index sends each key to its bucket, and finds keys in logs too
     limit = cfg.get(opt.PARQUET_SMALL_FILE_LIMIT)
     busy = pending_clustering(timeline)
     compacting = pending_compactions(timeline)

@@ -12,16 +12,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.config import Config
+from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION
 from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.prepare import PreparedBatch
+from upsertlake.errors import ConfigError
+from upsertlake.index import check_bucket_index_fields, make_index
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.util.arrow import constant
 
 log = logging.getLogger(__name__)
+
+
+def table_index(cfg: Config, table_config: TableConfig) -> Index:
+    """The index `hoodie.index.type` names for this table: a BUCKET index hashes the record key
+    fields unless `hoodie.bucket.index.hash.field` names some of them."""
+    named = [f.strip() for f in cfg.get(opt.BUCKET_INDEX_HASH_FIELD).split(",") if f.strip()]
+    key_fields = list(table_config.record_key_fields)
+    if cfg.get(opt.INDEX_TYPE).upper() == "BUCKET":
+        check_bucket_index_fields(named, key_fields)
+        if cfg.get(opt.CLUSTERING_INLINE):
+            raise ConfigError(f"{opt.CLUSTERING_INLINE.key}=true cannot go with hoodie.index.type=BUCKET: "
+                              "clustering would merge buckets' file groups into groups no bucket names")
+    return make_index(cfg.get(opt.INDEX_TYPE), cfg.get(opt.BUCKET_INDEX_NUM_BUCKETS), named or key_fields)
 
 
 def tag(

@@ -27,20 +27,20 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.config.table_options import check_against_table
 from upsertlake.engine import commit as commit_action
 from upsertlake.engine import copy_on_write, instants, merge_on_read, overwrite
-from upsertlake.engine.bucket_writer import PARTITION, BucketJob, WriteStatus
+from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, WriteStatus
 from upsertlake.engine.bulk_insert import bulk_insert_sort
 from upsertlake.engine.overwrite import OVERWRITES
 from upsertlake.engine.pending import PendingWrite, Redo, Rewrite
 from upsertlake.engine.plan import Progress, WritePlan, view_scope
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
-from upsertlake.engine.tag import log_default_partition, tag
+from upsertlake.engine.tag import log_default_partition, table_index, tag
 from upsertlake.engine.write_result import WriteResult, with_statuses
 from upsertlake.errors import StorageError, UpsertlakeError
-from upsertlake.index import InMemoryIndex, make_index
+from upsertlake.index import BucketIndex, InMemoryIndex
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import start_markers
-from upsertlake.partitioner import Bucket, PartitionerConfig, UpsertPartitioner, WorkloadProfile
+from upsertlake.partitioner import Bucket, PartitionerConfig, UpsertPartitioner, WorkloadProfile, bucket_partition
 from upsertlake.schema import avro_to_arrow
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, transition
@@ -59,7 +59,7 @@ class WriteClient:
         self.storage = storage
         self.table_config = table_config
         self.config = config
-        self.index: Index = make_index(config.get(opt.INDEX_TYPE))
+        self.index: Index = table_index(config, table_config)
         self.lock = make_lock(storage, config)
         self.optimistic = config.get(opt.WRITE_CONCURRENCY_MODE) == "OPTIMISTIC_CONCURRENCY_CONTROL"
         self._pending: dict[str, PendingWrite] = {}
@@ -283,7 +283,7 @@ class WriteClient:
         the key, partition and delete-flag columns (Spark hands the driver just those), except
         under a global index, which routes whole records."""
         cfg = self._resolve(options)
-        index = self.index if options is None else make_index(cfg.get(opt.INDEX_TYPE))
+        index = self.index if options is None else table_index(cfg, self.table_config)
         stages = {} if stages is None else stages
         log_default_partition(self.table_config, batch)
         timeline = Timeline.load(self.storage)
@@ -297,9 +297,14 @@ class WriteClient:
             profile = WorkloadProfile.build(
                 records.column(PARTITION), file_ids, operation.upper(), instant_times=locations.column("loc_instant")
             )
-            buckets, assignment = copy_on_write.partition(
-                profile, records, file_ids, view, timeline, operation, cfg, batch.data_schema, self._partitioner_kind()
-            )
+            if isinstance(index, BucketIndex):
+                buckets, assignment = bucket_partition(
+                    profile, records.column(PARTITION), records.column(KEY), file_ids, index.hash_fields, index.num_buckets
+                )
+            else:
+                buckets, assignment = copy_on_write.partition(
+                    profile, records, file_ids, view, timeline, operation, cfg, batch.data_schema, self._partitioner_kind()
+                )
         return WritePlan(
             operation, cfg, batch, view, records, locations, profile, buckets, assignment, stages,
             merge_on_read=self.table_config.is_merge_on_read,

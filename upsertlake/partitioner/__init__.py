@@ -4,6 +4,7 @@ Floor 6 of the layers declared in pyproject.toml [tool.importlinter]; may import
 floor below; not index or concurrency.
 """
 
+from upsertlake.partitioner.bucket_partitioner import bucket_partition
 from upsertlake.partitioner.profile import PartitionWorkload, WorkloadProfile
 from upsertlake.partitioner.record_size import (
     ESTIMATE_ACTIONS_0_14,
@@ -31,6 +32,7 @@ __all__ = [
     "UpsertPartitioner",
     "WorkloadProfile",
     "average_record_size",
+    "bucket_partition",
     "md5_key_hash",
     "new_file_id",
 ]

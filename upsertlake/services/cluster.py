@@ -94,6 +94,11 @@ def cluster(
     """Plan, write and commit one clustering; a result without instant, saying why, when no
     partition has two small groups to merge. `map_groups` writes the new file groups (one task
     per group on Spark)."""
+    if cfg.get(opt.INDEX_TYPE).upper() == "BUCKET":
+        raise UnsupportedTableError(
+            "clustering a table written with hoodie.index.type=BUCKET is not supported: it would merge buckets' "
+            "file groups into groups no bucket names (Hudi's simple bucket index does not cluster either)"
+        )
     if table_config.is_merge_on_read and not table_config.populate_meta_fields:
         raise UnsupportedTableError(
             "clustering merge-on-read tables without meta fields (hoodie.populate.meta.fields=false) is not "

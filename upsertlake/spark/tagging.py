@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from upsertlake.config import Config
+from upsertlake.errors import ConfigError
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION
 from upsertlake.engine.global_routing import route_moves, stored_orders_after
@@ -97,7 +98,12 @@ def tag(
 
 def spark_index_type(index_type: str, cfg: Config) -> str:
     """The index a Spark write tags with: the in-memory index lives in one process; on Spark it
-    would have to sit on the driver, so SIMPLE stands in for it."""
+    would have to sit on the driver, so SIMPLE stands in for it. The bucket index is in process
+    only so far: a Spark write refuses it (tagging by another index would put new keys in
+    file groups no bucket names)."""
+    if index_type == "BUCKET":
+        raise ConfigError("hoodie.index.type=BUCKET is supported by in-process writes only so far, not on Spark; "
+                          "write this table with upsertlake's Table API (create_table / open_table)")
     if not index_type.endswith("INMEMORY"):
         return index_type
     simple = index_type.replace("INMEMORY", "SIMPLE")

@@ -1,0 +1,117 @@
+"""Hudi's simple bucket index layout (BucketIdentifier): which bucket a record key hashes to, and
+the file ids that name a bucket's file group.
+
+A key's bucket is `(hashKeys.hashCode() & Integer.MAX_VALUE) % numBuckets`, where `hashKeys` is a
+Java `List<String>` (the whole record key, or for a key of `field:value` pairs the values of the
+hash fields) and its hashCode folds the strings' own `String.hashCode` (31-polynomials over UTF-16
+code units, wrapping at 32 bits). A bucket's file id is a UUID whose first 8 characters are the
+bucket number, zero-padded, plus the create handle's "-0".
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_BUCKET_PREFIX = re.compile(r"^(\d{8})")
+_MAX_INT = np.uint32(0x7FFFFFFF)
+
+
+def java_hash_codes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Java's `String.hashCode` of each string (null: 0, as `List.hashCode` counts it), as uint32
+    bits: Horner's rule over the byte columns (h = 31 h + c, wrapping as Java's int does), the
+    strings longest first so that the ones having a j-th byte are a prefix. A string with
+    non-ASCII characters is hashed over its UTF-16 code units instead (the rare path, one at a time)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    values = values.cast(pa.large_string())
+    n = len(values)
+    out = np.zeros(n, np.uint32)
+    if n == 0:
+        return out
+    _, offsets_buf, data_buf = values.buffers()
+    offsets = np.frombuffer(offsets_buf, np.int64, n + 1, values.offset * 8)
+    starts, lengths = offsets[:-1] - offsets[0], np.diff(offsets)
+    if not data_buf or not lengths.any():
+        return out
+    data = np.frombuffer(data_buf, np.uint8, offsets[-1] - offsets[0], offsets[0])
+    width = int(lengths.max())
+    if (lengths == width).all():  # one width (fixed-width keys): the bytes are an n x width matrix
+        matrix = data.reshape(n, width)
+        for j in range(width):
+            out = out * np.uint32(31) + matrix[:, j]
+        wide = np.flatnonzero((matrix >= 0x80).any(axis=1)) if data.max() >= 0x80 else np.zeros(0, np.int64)
+    else:
+        order = np.argsort(-lengths, kind="stable")
+        at = starts[order]
+        having = n - np.cumsum(np.bincount(lengths, minlength=width + 1))  # having[j]: strings longer than j
+        h = np.zeros(n, np.uint32)
+        for j in range(width):
+            m = int(having[j])
+            h[:m] = h[:m] * np.uint32(31) + data[at[:m] + j]
+        out[order] = h
+        nonempty = np.flatnonzero(lengths > 0)
+        wide = nonempty[np.maximum.reduceat(data, starts[nonempty]) >= 0x80] if data.max() >= 0x80 else nonempty[:0]
+    for k in wide.tolist():
+        out[k] = _utf16_hash(values[k].as_py())
+    return out
+
+
+def _utf16_hash(text: str) -> np.uint32:
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return np.uint32(h)
+
+
+def hash_keys(record_keys: pa.Array | pa.ChunkedArray, hash_fields: list[str]) -> list[pa.Array]:
+    """Hudi's getHashKeys: the whole record key where it holds no ':' (a simple key), else the
+    values of `hash_fields` in its `field:value,field:value` pairs (null where a field is absent;
+    a value is what Java's `split(":")[1]` gives: up to a next ':')."""
+    keys = record_keys.combine_chunks() if isinstance(record_keys, pa.ChunkedArray) else record_keys
+    keys = keys.cast(pa.string())
+    data = keys.buffers()[2]
+    if data is None or not (np.frombuffer(data, np.uint8) == ord(":")).any():  # no key holds a ':' (one scan)
+        return [keys]
+    paired = np.asarray(pc.match_substring(keys, ":").to_numpy(zero_copy_only=False), bool)
+    rows = np.flatnonzero(paired)
+    pairs = pc.split_pattern(keys.take(pa.array(rows)), ",")
+    owner = rows[np.asarray(pc.list_parent_indices(pairs).to_numpy(), np.int64)]
+    parts = pc.split_pattern(pc.list_flatten(pairs), ":")
+    if pc.min(pc.list_value_length(parts)).as_py() < 2:
+        raise ValueError(f"a record key of field:value pairs has a part without ':' (such as {keys[int(rows[0])]})")
+    names, values = pc.list_element(parts, 0), pc.list_element(parts, 1)
+    columns = []
+    for field in hash_fields:
+        at = np.full(len(keys), -1, np.int64)
+        hits = np.flatnonzero(np.asarray(pc.equal(names, field).to_numpy(zero_copy_only=False), bool))
+        at[owner[hits]] = hits
+        found = at >= 0
+        picked = values.take(pa.array(np.where(found, at, 0), mask=~found))
+        columns.append(pc.if_else(pa.array(paired), picked, keys))
+    return columns
+
+
+def bucket_ids(record_keys: pa.Array | pa.ChunkedArray, hash_fields: list[str], num_buckets: int) -> np.ndarray:
+    """The bucket (0 .. num_buckets - 1) of each record key, as Hudi's BucketIdentifier.getBucketId."""
+    h = np.ones(len(record_keys), np.uint32)  # List.hashCode: 1, then 31 * h + element hash
+    for column in hash_keys(record_keys, hash_fields):
+        h = h * np.uint32(31) + java_hash_codes(column)
+    return ((h & _MAX_INT) % np.uint32(num_buckets)).astype(np.int64)
+
+
+def bucket_of(file_id: str) -> int | None:
+    """The bucket a file id names (its first 8 characters), or None for a file id that names none."""
+    found = _BUCKET_PREFIX.match(file_id)
+    return int(found.group(1)) if found else None
+
+
+def new_bucket_file_id(bucket: int) -> str:
+    """A new file id for `bucket`'s file group: a UUID with the bucket number over its first 8
+    characters (Hudi's newBucketFileIdPrefix), plus "-0"."""
+    return f"{bucket:08d}{str(uuid.uuid4())[8:]}-0"
