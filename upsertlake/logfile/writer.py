@@ -75,7 +75,7 @@ def avro_data_blocks(instant: str, records: pa.Table, schema_json: str, run_ends
     payloads = encode_record_runs(records, schema_json, run_ends)
     counts = np.diff(np.concatenate([[0], np.asarray(run_ends, np.int64)]))
     return [
-        _frame(BlockType.AVRO_DATA, header, struct.pack(">ii", CONTENT_VERSION, count) + payload)
+        _frame(BlockType.AVRO_DATA, header, struct.pack(">ii", CONTENT_VERSION, count), payload)
         for count, payload in zip(counts.tolist(), payloads)
     ]
 
@@ -91,17 +91,19 @@ def encode_block(block: Block) -> bytes:
     raise UnsupportedLogBlockError(f"a {type(block).__name__} cannot be written")
 
 
-def _frame(block_type: BlockType, block_header: Header, content: bytes) -> bytes:
+def _frame(block_type: BlockType, block_header: Header, *content: bytes | memoryview) -> bytes:
+    """A block around its content, given in parts (joined here, in the one copy of the block)."""
     header = _metadata(block_header)
     footer = _metadata({})
-    size = 4 + 4 + len(header) + 8 + len(content) + len(footer) + 8
+    length = sum(len(part) for part in content)
+    size = 4 + 4 + len(header) + 8 + length + len(footer) + 8
     return b"".join(
         (
             MAGIC,
             struct.pack(">qii", size, LOG_FORMAT_VERSION, block_type),
             header,
-            struct.pack(">q", len(content)),
-            content,
+            struct.pack(">q", length),
+            *content,
             footer,
             struct.pack(">q", len(MAGIC) + size),  # everything before this field, magic included
         )
