@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from upsertlake.layout.bucket_id import bucket_ids, new_bucket_file_id
 from upsertlake.partitioner.profile import WorkloadProfile
-from upsertlake.partitioner.upsert_partitioner import Bucket, BucketType
+from upsertlake.partitioner.upsert_partitioner import Bucket, BucketType, _combined
 
 
 def bucket_partition(
@@ -62,7 +62,3 @@ def bucket_partition(
             buckets.append(Bucket(len(buckets), BucketType.INSERT, by_rank[code // num_buckets], new_file_id(bucket)))
         out[new] = first + inverse.reshape(-1)
     return buckets, out
-
-
-def _combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
