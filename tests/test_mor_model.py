@@ -28,6 +28,7 @@ from helpers import hudi_read
 from tests.test_compaction import KILLER
 from upsertlake import create_table, open_table
 from upsertlake.errors import CleanedInstantError
+from upsertlake.layout.bucket_id import bucket_of
 from upsertlake.logfile import LogFileName
 from upsertlake.timeline.active import Timeline
 
@@ -304,6 +305,21 @@ def test_random_mor_sequences_with_inline_compaction_read_as_the_model(tmp_path:
     run = run_sequence(tmp_path / "t", version, seed, steps=20, inline=True)
     assert run.compactions >= run.ops.count("compact") + 2, run.ops  # inline ones among them
     check_end(tmp_path / "t", run)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("version", [6, 8])
+def test_random_mor_sequences_under_the_bucket_index_read_as_the_model(tmp_path: Path, version: int, seed: int) -> None:
+    """The same random sequences with Hudi's bucket index (3 buckets a partition): new keys go to
+    their bucket's log, rollbacks, compactions, cleans and time travel read as the model, in ours
+    and in Hudi's reader, and every file group is a bucket's."""
+    run = run_sequence(tmp_path / "t", version, seed, steps=30, inline=False,
+                       **{"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 3})
+    assert {"compact", "upsert", "rollback", "delete", "reinsert"} <= {op.split(":")[0] for op in run.ops}, run.ops
+    check_end(tmp_path / "t", run)
+    groups = {f.name.lstrip(".").split("_")[0] for f in (tmp_path / "t").rglob("*") if f.is_file() and ".hoodie" not in f.parts
+              and (f.name.endswith(".parquet") or ".log." in f.name)}
+    assert groups and all(bucket_of(g) is not None and bucket_of(g) < 3 for g in groups), groups
 
 
 def spark_state(spark, path: Path, **read: str) -> dict[str, tuple]:
