@@ -12,7 +12,7 @@ import pytest
 from helpers import hudi_read
 
 from upsertlake import create_table, open_table
-from upsertlake.errors import ConfigError, UnsupportedTableError, WriteConflictError
+from upsertlake.errors import ConfigError, SchemaError, UnsupportedTableError, WriteConflictError
 from upsertlake.layout.bucket_id import bucket_ids, bucket_of, java_hash_codes
 from upsertlake.timeline.instant import State
 
@@ -31,6 +31,8 @@ def test_keys_hash_as_java_and_hudi_hash_them() -> None:
     assert bucket_ids(pa.array(["id:1,name:x"]), ["name", "id"], 8).tolist() == [2]
     assert bucket_ids(pa.array(["id:1,name:x"]), ["id"], 8).tolist() == [0]
     assert (bucket_of("00000003-1d2c-4f5e-8a9b-0c1d2e3f4a5b-0"), bucket_of("3fa85f64-5717-4562-b3fc-2c963f66afa6-0")) == (3, None)
+    with pytest.raises(SchemaError, match="cannot hash record keys of field:value pairs whose values hold ','"):
+        bucket_ids(pa.array(["id:1,name:x,y"]), ["id"], 8)
 
 
 def rows(ids: range, ts: int) -> pa.Table:

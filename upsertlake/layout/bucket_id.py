@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from upsertlake.errors import SchemaError
+
 _BUCKET_PREFIX = re.compile(r"^(\d{8})")
 _MAX_INT = np.uint32(0x7FFFFFFF)
 
@@ -84,7 +86,8 @@ def hash_keys(record_keys: pa.Array | pa.ChunkedArray, hash_fields: list[str]) -
     owner = rows[np.asarray(pc.list_parent_indices(pairs).to_numpy(), np.int64)]
     parts = pc.split_pattern(pc.list_flatten(pairs), ":")
     if pc.min(pc.list_value_length(parts)).as_py() < 2:
-        raise ValueError(f"a record key of field:value pairs has a part without ':' (such as {keys[int(rows[0])]})")
+        raise SchemaError(f"the bucket index cannot hash record keys of field:value pairs whose values hold ',' "
+                          f"(a part without ':'), such as {keys[int(rows[0])]}")
     names, values = pc.list_element(parts, 0), pc.list_element(parts, 1)
     columns = []
     for field in hash_fields:
