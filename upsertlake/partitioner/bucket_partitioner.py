@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from upsertlake.layout.bucket_id import bucket_ids, new_bucket_file_id
 from upsertlake.partitioner.profile import WorkloadProfile
-from upsertlake.partitioner.upsert_partitioner import Bucket, BucketType, _combined
+from upsertlake.partitioner.upsert_partitioner import Bucket, BucketType, _combined, assign_tagged
 
 
 def bucket_partition(
@@ -36,13 +36,7 @@ def bucket_partition(
             update_numbers[file_id] = len(buckets)
             buckets.append(Bucket(len(buckets), BucketType.UPDATE, partition, file_id))
     out = np.empty(len(partitions), np.int64)
-    tagged = np.asarray(file_ids.is_valid().to_numpy(zero_copy_only=False), bool)
-    if tagged.any():
-        known = pa.array(list(update_numbers), pa.string())
-        position = pc.index_in(file_ids.filter(pa.array(tagged)).cast(pa.string()), value_set=known)
-        if position.null_count:
-            raise KeyError("a record is tagged with a file group that has no update bucket")
-        out[tagged] = np.fromiter(update_numbers.values(), np.int64, len(known))[position.to_numpy(zero_copy_only=False)]
+    tagged = assign_tagged(out, file_ids, update_numbers)
     new = np.flatnonzero(~tagged)
     if len(new):
         mask = pa.array(~tagged)

@@ -128,14 +128,7 @@ class UpsertPartitioner:
         partitions = _combined(partition_paths)
         file_ids = _combined(file_ids)
         out = np.empty(len(partitions), dtype=np.int64)
-        tagged = np.asarray(file_ids.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        if tagged.any():
-            known = pa.array(list(self._update_buckets), pa.string())
-            position = pc.index_in(file_ids.filter(pa.array(tagged)).cast(pa.string()), value_set=known)
-            if position.null_count:
-                raise KeyError("a record is tagged with a file group that has no update bucket")
-            numbers = np.fromiter(self._update_buckets.values(), dtype=np.int64, count=len(known))
-            out[tagged] = numbers[position.to_numpy(zero_copy_only=False)]
+        tagged = assign_tagged(out, file_ids, self._update_buckets)
         inserts = np.flatnonzero(~tagged)
         if len(inserts) == 0:
             return out
@@ -216,6 +209,20 @@ class UpsertPartitioner:
             cumulative += float(count) / num_inserts
             targets.append((number, cumulative))
         self._insert_buckets[partition] = targets
+
+
+def assign_tagged(out: np.ndarray, file_ids: pa.Array, update_buckets: Mapping[str, int]) -> np.ndarray:
+    """Set each tagged record's bucket in `out`: its file group's UPDATE bucket (fileId ->
+    number); returns which records are tagged (their fileId is not null)."""
+    tagged = np.asarray(file_ids.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if tagged.any():
+        known = pa.array(list(update_buckets), pa.string())
+        position = pc.index_in(file_ids.filter(pa.array(tagged)).cast(pa.string()), value_set=known)
+        if position.null_count:
+            raise KeyError("a record is tagged with a file group that has no update bucket")
+        numbers = np.fromiter(update_buckets.values(), dtype=np.int64, count=len(known))
+        out[tagged] = numbers[position.to_numpy(zero_copy_only=False)]
+    return tagged
 
 
 def md5_key_hash(record_keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
