@@ -650,6 +650,12 @@ class Config:
             return option.parse(self._raw[option.key])
         return option.default
 
+    @property
+    def bucket_index(self) -> bool:
+        """Whether writes go by Hudi's bucket index (hoodie.index.type=BUCKET), which the
+        partitioners, clustering and the Spark path each treat apart."""
+        return self.get(INDEX_TYPE).upper() == "BUCKET"
+
     def is_set(self, option: Option[Any]) -> bool:
         """Whether any layer set `option` explicitly (as opposed to its default applying)."""
         return option.key in self._raw

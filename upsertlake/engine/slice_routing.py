@@ -25,7 +25,7 @@ def small_slices(
     """Per partition taking inserts, the slices that may take them: without log files, their base
     file below hoodie.parquet.small.file.limit, in no pending clustering or compaction (Hudi's
     SparkUpsertDeltaCommitPartitioner.getSmallFileCandidates for an index that cannot index logs)."""
-    if operation in OVERWRITES or cfg.get(opt.INDEX_TYPE).upper() == "BUCKET":
+    if operation in OVERWRITES or cfg.bucket_index:
         return {}  # a bucket index sends each key to its bucket, and finds keys in logs too
     limit = cfg.get(opt.PARQUET_SMALL_FILE_LIMIT)
     busy = pending_clustering(timeline)

@@ -32,7 +32,7 @@ def table_index(cfg: Config, table_config: TableConfig) -> Index:
     fields unless `hoodie.bucket.index.hash.field` names some of them."""
     named = [f.strip() for f in cfg.get(opt.BUCKET_INDEX_HASH_FIELD).split(",") if f.strip()]
     key_fields = list(table_config.record_key_fields)
-    if cfg.get(opt.INDEX_TYPE).upper() == "BUCKET":
+    if cfg.bucket_index:
         check_bucket_index_fields(named, key_fields)
         if cfg.get(opt.CLUSTERING_INLINE):
             raise ConfigError(f"{opt.CLUSTERING_INLINE.key}=true cannot go with hoodie.index.type=BUCKET: "

@@ -94,7 +94,7 @@ def cluster(
     """Plan, write and commit one clustering; a result without instant, saying why, when no
     partition has two small groups to merge. `map_groups` writes the new file groups (one task
     per group on Spark)."""
-    if cfg.get(opt.INDEX_TYPE).upper() == "BUCKET":
+    if cfg.bucket_index:
         raise UnsupportedTableError(
             "clustering a table written with hoodie.index.type=BUCKET is not supported: it would merge buckets' "
             "file groups into groups no bucket names (Hudi's simple bucket index does not cluster either)"
