@@ -476,3 +476,30 @@ def test_a_heartbeat_outlives_a_beat_the_store_failed(s3_server, s3_table) -> No
         assert last_heartbeat_ms(storage, "20260101000000000") > first
     finally:
         beat.stop()
+
+
+def test_files_uploaded_behind_their_writers_are_all_stored_when_the_block_ends(s3_server, s3_table) -> None:
+    """`Storage.uploading`: a closed file uploads while its writer goes on; the block's end waits
+    for every upload, a file whose own block raised is not uploaded, and an upload that failed is
+    a named error when the block ends."""
+    from upsertlake.errors import StorageError
+
+    storage = Storage(s3_table, s3_server.options)
+    with storage.uploading() as behind:
+        for i in range(20):
+            with behind.open_output(f"p/f{i}") as f:
+                f.write(bytes([i]) * 300_000)
+        with pytest.raises(RuntimeError, match="encoding failed"):
+            with behind.open_output("p/broken") as f:
+                f.write(b"half a file")
+                raise RuntimeError("encoding failed")
+    assert sorted(e.name for e in storage.list("p")) == sorted(f"f{i}" for i in range(20))
+    assert all(storage.read_bytes(f"p/f{i}") == bytes([i]) * 300_000 for i in range(20))
+
+    down = Storage("s3://bucket-down/t", {**s3_server.options, "aws_endpoint": "http://127.0.0.1:9"})
+    with pytest.raises(StorageError, match=r"write_bytes s3://bucket-down/t/a failed"):
+        with down.uploading() as behind, behind.open_output("a") as f:
+            f.write(b"x")
+    local = Storage(s3_table.replace("s3://", "/tmp/never-"))
+    with local.uploading() as same:
+        assert same is local

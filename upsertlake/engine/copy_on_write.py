@@ -203,8 +203,9 @@ def write_rows(
 
     tokens = {number: write_token or default_token(number, attempt) for number in rows}
     mark_buckets(storage, job, tokens)
-    write = partial(_write_one, storage, job, records, rows, attempt, tokens)
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(rows) or 1))) as pool:
+    # On an object store a thread goes on to its next bucket while the last file uploads.
+    with storage.uploading() as uploading, ThreadPoolExecutor(max_workers=max(1, min(threads, len(rows) or 1))) as pool:
+        write = partial(_write_one, uploading, job, records, rows, attempt, tokens)
         futures = {number: pool.submit(write, number) for number in sorted(rows, key=work, reverse=True)}
         if progress is not None:
             for done, _ in enumerate(as_completed(futures.values()), 1):

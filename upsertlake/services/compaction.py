@@ -183,11 +183,12 @@ def _run(
             config.merge_mode,
             frozenset(i.time for i in timeline.completed_writes() if i.time < inflight.time),
         )
-        write = partial(
-            compact_operation, storage, instant_time=inflight.time,
-            schema=full_schema(avro_to_arrow(schema_json)), merge=merge, cfg=cfg,
-        )
-        stats = map_ops(write, list(enumerate(ops)))
+        with storage.uploading() as uploading:  # in process, a file uploads while the next is merged
+            write = partial(
+                compact_operation, uploading, instant_time=inflight.time,
+                schema=full_schema(avro_to_arrow(schema_json)), merge=merge, cfg=cfg,
+            )
+            stats = map_ops(write, list(enumerate(ops)))
         by_partition: dict[str, list[WriteStat]] = defaultdict(list)
         for s in stats:
             by_partition[s.partitionPath].append(s)

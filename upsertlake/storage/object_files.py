@@ -1,6 +1,6 @@
-"""Files of an object store as pyarrow sees files: random-access reads and streamed writes, both
-through obstore, so every request of a parquet read or write gets obstore's retries (503
-SlowDown, 500s, dropped connections) instead of failing the write on the first broken reply.
+"""Files of an object store as pyarrow sees files: random-access reads, and writes uploaded whole
+when closed, both through obstore, so every request of a parquet read or write gets obstore's
+retries (503 SlowDown, 500s, dropped connections) instead of failing on the first broken reply.
 
 A read starts with one GET of the object's tail: a file up to `TAIL_BYTES` arrives whole in that
 one request, and a larger one has its footer (and usually its page index) in hand; the column
@@ -12,9 +12,12 @@ from __future__ import annotations
 import io
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import obstore
+import pyarrow as pa
 
 from upsertlake.storage.requests import count
 
@@ -122,30 +125,57 @@ class ObjectReader(io.RawIOBase):
         return len(data)
 
 
-class ObjectWriter(io.RawIOBase):
-    """A write-only stream whose object appears, whole, when it is closed (multipart upload)."""
+class Uploads:
+    """Uploads that run while their writers go on encoding the next files: a closed `ObjectUpload`
+    is handed over here instead of waiting for its PUT, at most `limit` in flight and as many
+    more waiting (their encoded bytes held in memory). The end of the `with` block waits for
+    every one, failed block or not (an upload landing after a rollback would leave a file
+    behind), and raises the first failure."""
 
-    def __init__(self, store: Any, path: str) -> None:
-        count("PUT")
-        self._writer = obstore.open_writer(store, path)
-        self._written = 0
+    def __init__(self, limit: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=limit)
+        self._slots = threading.BoundedSemaphore(2 * limit)
+        self._futures: list[Future[None]] = []
 
-    def writable(self) -> bool:
-        return True
+    def submit(self, put: Callable[[memoryview], None], data: memoryview) -> None:
+        self._slots.acquire()
+        future = self._pool.submit(put, data)
+        future.add_done_callback(lambda _: self._slots.release())
+        self._futures.append(future)
 
-    def write(self, data: Any) -> int:
-        view = memoryview(data)
-        self._writer.write(view.tobytes())
-        self._written += view.nbytes
-        return view.nbytes
+    def __enter__(self) -> Uploads:
+        return self
 
-    def tell(self) -> int:
-        return self._written
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._pool.shutdown(wait=True)
+        failures = [f.exception() for f in self._futures if f.exception() is not None]
+        if failures and exc_type is None:
+            raise failures[0]
 
-    def flush(self) -> None:
-        pass  # the upload goes on in parts; only close() completes it
+
+class ObjectUpload(pa.BufferOutputStream):
+    """A file written in memory by pyarrow's native code (no Python call, so no GIL, per write)
+    and uploaded whole by `put` when closed (one PUT, or a multipart upload above obstore's 5 MB
+    chunk), or handed to `uploads` when given. A `with` block that raises uploads nothing, so a
+    failed write leaves no object behind."""
+
+    @classmethod
+    def to(cls, put: Callable[[memoryview], None], uploads: Uploads | None = None) -> ObjectUpload:
+        upload = cls()  # pyarrow's constructor takes only a memory pool
+        upload._put, upload._uploads = put, uploads
+        return upload
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            super().close()
 
     def close(self) -> None:
         if not self.closed:
-            self._writer.close()
+            data = memoryview(self.getvalue()).cast("B")  # obstore takes unsigned bytes
+            if self._uploads is not None:
+                self._uploads.submit(self._put, data)
+            else:
+                self._put(data)
         super().close()

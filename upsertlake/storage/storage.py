@@ -9,12 +9,15 @@ relies on rename: on S3 it is a copy and a delete.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
-from concurrent.futures import ThreadPoolExecutor
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import obstore
@@ -25,7 +28,7 @@ import pyarrow.parquet as pq
 from upsertlake.errors import StorageError
 from upsertlake.storage.clients import normalized, object_store
 from upsertlake.storage.location import Location, parse_location
-from upsertlake.storage.object_files import WHOLE_FILES, ObjectReader, ObjectWriter
+from upsertlake.storage.object_files import WHOLE_FILES, ObjectReader, ObjectUpload, Uploads
 from upsertlake.storage.requests import count
 
 _LOCAL_FS = pafs.LocalFileSystem()
@@ -92,9 +95,10 @@ class Storage:
         self.base = self.location.uri
         self.options: dict[str, str] = normalized(options)
         self._pid_store: tuple[int, Any] | None = None
+        self._uploads: Uploads | None = None  # see `uploading`
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_pid_store": None}
+        return {**self.__dict__, "_pid_store": None, "_uploads": None}
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Storage) and (self.base, self.options) == (other.base, other.options)
@@ -273,13 +277,25 @@ class Storage:
         """A stream whose file appears when closed (an object store's upload completes then)."""
         if not self.is_local:
             WHOLE_FILES.forget(self.full_path(rel))
-            return pa.PythonFile(ObjectWriter(self._store, rel), mode="w")
+            return ObjectUpload.to(partial(self.write_bytes, rel), self._uploads)
         parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
         self.makedirs(parent)
         return self.fs.open_output_stream(self.full_path(rel))
 
+    @contextmanager
+    def uploading(self, limit: int = REQUEST_THREADS) -> Iterator[Storage]:
+        """This storage for writing files whose uploads run while the writers go on encoding
+        the next ones (`Uploads`), all of them stored when the block ends; a local one as it is."""
+        if self.is_local:
+            yield self
+            return
+        with Uploads(limit) as uploads:
+            view = copy.copy(self)
+            view._uploads = uploads
+            yield view
+
     @_named_errors
-    def write_bytes(self, rel: str, data: bytes) -> None:
+    def write_bytes(self, rel: str, data: bytes | memoryview) -> None:
         """Write a whole file, replacing it atomically if it exists (a PUT; locally temp + rename)."""
         if not self.is_local:
             count("PUT")
