@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -370,38 +371,67 @@ def test_a_commit_is_not_rolled_back_under_a_write_that_builds_on_it(tmp_path: P
     assert sorted(r["v"] for r in open_table(tmp_path).read(columns=["v"]).to_pylist()) == ["a1", "b1", "c1"]
 
 
+@pytest.mark.parametrize("taken_for_dead", ["beats lapsed", "hudi rollback planned"])
 def test_a_write_whose_files_a_rollback_deleted_is_not_committed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, taken_for_dead: str
 ) -> None:
     """Another writer's rollback of this write (taken for dead while still requested) runs while it
     writes: the rollback lists and deletes the files written so far, then the `.requested` file,
     but not the `.inflight` file the write created meanwhile. The write must not commit a file
-    list with files missing (before: it did, and its rows were silently gone)."""
+    list with files missing (before: it did, and its rows were silently gone). A writer is taken
+    for dead when its beats stopped landing for longer than its window (a pause, a lost
+    connection), or by a Hudi writer, which judges by its own settings (or, a single writer,
+    rolls back every pending write) and plans a rollback instant first: either way the commit
+    checks its files, which it skips while its heartbeat held and no rollback appeared."""
     from upsertlake import WriteConflictError
+    from upsertlake.concurrency.heartbeat import Heartbeat
     from upsertlake.engine.bucket_writer import BucketJob
     from upsertlake.layout.markers import rollback_pending
     from upsertlake.timeline.instant import Action, Instant
 
     make_table(tmp_path)
     before = snapshot(tmp_path)
-    write, calls = BucketJob.write, []
+    write, calls, beat = BucketJob.write, [], Heartbeat.beat
+    hung = threading.Event()
+    planned = tmp_path / ".hoodie" / "20000101000000000.rollback.requested"
 
     def write_then_race_a_rollback(self, storage, *args, **kw):
         status = write(self, storage, *args, **kw)
         calls.append(self.instant_time)
         if len(calls) == 2:
+            if taken_for_dead == "beats lapsed":
+                hung.set()
+                time.sleep(0.4)  # past the 200 ms window
+            else:
+                planned.write_bytes(b"")
             rollback_pending(storage, Instant(self.instant_time, Action.COMMIT, State.REQUESTED))
         return status
 
     monkeypatch.setattr(BucketJob, "write", write_then_race_a_rollback)
+    monkeypatch.setattr(Heartbeat, "beat", lambda self: None if hung.is_set() else beat(self))
     keys = [f"k{p}" for p in range(PARTITIONS)]
+    options = {"hoodie.upsert.shuffle.parallelism": 1, "hoodie.client.heartbeat.interval_in_ms": 100}
     with pytest.raises(WriteConflictError, match=f"write {'[0-9]' * 17}"):
-        open_table(tmp_path, {"hoodie.upsert.shuffle.parallelism": 1}).upsert(pa.table(
+        open_table(tmp_path, options).upsert(pa.table(
             {"id": keys, "ts": [1] * len(keys), "v": ["a"] * len(keys), "p": [f"p{p:02d}" for p in range(PARTITIONS)]}
         ))
+    planned.unlink(missing_ok=True)
     assert snapshot(tmp_path) == before
     assert not list(tmp_path.rglob(f"*_{calls[0]}.parquet"))
     assert_no_leftovers(tmp_path)
+
+
+def test_a_write_whose_heartbeat_held_commits_without_checking_its_files(tmp_path: Path, monkeypatch) -> None:
+    """While the heartbeat held and no rollback instant appeared, nobody can have rolled the
+    write back: the commit does not look for its files (on an object store a request each)."""
+    from upsertlake.storage import Storage
+
+    make_table(tmp_path)
+    looked: list[list[str]] = []
+    missing = Storage.missing
+    monkeypatch.setattr(Storage, "missing", lambda self, paths: looked.append(list(paths)) or missing(self, paths))
+    result = open_table(tmp_path).upsert(pa.table({"id": ["shared-0"], "ts": [2], "v": ["b"], "p": ["p00"]}))
+    assert result.num_updates == 1 and looked == []
 
 
 def test_restore_refuses_to_pull_a_write_in_flight_from_under_its_writer(tmp_path: Path) -> None:

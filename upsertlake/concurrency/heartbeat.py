@@ -18,6 +18,7 @@ import json
 import logging
 import threading
 import time
+from functools import partial
 
 from upsertlake.errors import StorageError
 from upsertlake.storage import Storage
@@ -55,6 +56,11 @@ def is_expired(storage: Storage, instant_time: str, interval_ms: int, tolerable_
     return time.time() * 1000 - last > expiry_ms(storage, instant_time, interval_ms, tolerable_misses)
 
 
+# A clock that goes on while the process is stopped or the machine sleeps, as others' clocks do.
+_clock = time.monotonic if not hasattr(time, "CLOCK_BOOTTIME") else partial(time.clock_gettime, time.CLOCK_BOOTTIME)
+UNBROKEN_SHARE = 0.75  # of the window: the longest a beat may take to follow the one before
+
+
 class Heartbeat:
     """Beats for one instant on a daemon thread until stopped; stopping deletes the file."""
 
@@ -62,9 +68,12 @@ class Heartbeat:
         self.storage = storage
         self.instant_time = instant_time
         self.interval_ms = interval_ms
+        self.window_ms = interval_ms * tolerable_misses
         self._body = json.dumps({"intervalMs": interval_ms, "tolerableMisses": tolerable_misses}).encode()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{instant_time}", daemon=True)
+        self._sent: float | None = None  # when the last beat that landed was sent
+        self._longest = 0.0  # the longest a landed beat took to follow the one before
 
     def start(self) -> Heartbeat:
         self.beat()
@@ -72,7 +81,20 @@ class Heartbeat:
         return self
 
     def beat(self) -> None:
+        sent = _clock()
         self.storage.write_bytes(heartbeat_path(self.instant_time), self._body)
+        if self._sent is not None:
+            self._longest = max(self._longest, _clock() - self._sent)
+        self._sent = sent
+
+    def unbroken(self) -> bool:
+        """Whether nobody can have judged this heartbeat expired so far: it beats still, and each
+        beat landed, like the time since the last one sent, within `UNBROKEN_SHARE` of the window
+        after the one before was sent (the file's time is at least its send time). The rest of
+        the window allows for a judge's clock that runs ahead of the store's."""
+        limit = self.window_ms / 1000 * UNBROKEN_SHARE
+        sent = self._sent
+        return not self._stop.is_set() and sent is not None and self._longest < limit and _clock() - sent < limit
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_ms / 1000):

@@ -145,7 +145,9 @@ def _still_pending(
         raise UpsertlakeError(f"instant {instant_time} is already completed")
     # A rollback by another writer that ran while this one wrote may have deleted some files
     # and left the instant (it deletes the state it saw; this write moved on to inflight).
-    gone = current is not None and bool(client.storage.missing(result.files_written))
+    gone = current is not None and not _untouched(pending, timeline) and bool(
+        client.storage.missing(result.files_written)
+    )
     if current is None or gone:
         rollback_pending(client.storage, current or pending.instant)  # what it wrote since, too
         instants.forget(client, instant_time)
@@ -154,6 +156,15 @@ def _still_pending(
             "(its heartbeat expired); nothing of it is visible"
         )
     return current
+
+
+def _untouched(pending: PendingWrite, timeline: Timeline) -> bool:
+    """Whether nobody can have rolled the write back while it ran, so that its files need no
+    check (a request each on an object store): its heartbeat never lapsed (our writers and
+    services roll back only writes whose heartbeat expired), and no rollback instant appeared
+    (Hudi's writers, who judge heartbeats by their own settings, plan one before deleting)."""
+    beat = pending.heartbeat
+    return beat is not None and beat.unbroken() and instants.rollbacks(timeline) <= pending.rollbacks
 
 
 def _fail(client: WriteClient, current: Instant, conflict: Conflict) -> None:

@@ -50,6 +50,7 @@ class PendingWrite:
     inflight_doc: bytes = b""  # the inflight file's workload profile, for an instant it moves to
     thread: int = field(default_factory=threading.get_ident)  # the thread that started it
     requested_doc: bytes = b""  # the requested file's content (a replace's plan), for a new instant
+    rollbacks: frozenset[str] = frozenset()  # the rollback instants on the timeline at its start
 
     def finish(self) -> None:
         if self.heartbeat is not None:

@@ -32,55 +32,63 @@ class _WholeFiles:
 
     def __init__(self, limit: int) -> None:
         self.limit, self.used = limit, 0
-        self.files: OrderedDict[str, bytes] = OrderedDict()
+        self.files: OrderedDict[str, pa.Buffer] = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, uri: str) -> bytes | None:
+    def get(self, uri: str) -> pa.Buffer | None:
         with self.lock:
             data = self.files.get(uri)
             if data is not None:
                 self.files.move_to_end(uri)
             return data
 
-    def put(self, uri: str, data: bytes) -> None:
+    def put(self, uri: str, data: pa.Buffer) -> None:
         with self.lock:
             if uri not in self.files:
                 self.files[uri] = data
-                self.used += len(data)
+                self.used += data.size
             while self.used > self.limit:
-                self.used -= len(self.files.popitem(last=False)[1])
+                self.used -= self.files.popitem(last=False)[1].size
 
     def forget(self, uri: str) -> None:
         with self.lock:
             data = self.files.pop(uri, None)
-            self.used -= len(data) if data is not None else 0
+            self.used -= data.size if data is not None else 0
 
 
 WHOLE_FILES = _WholeFiles(CACHE_BYTES)
 
 
-class ObjectReader(io.RawIOBase):
-    """A seekable, read-only view of one object (`uri` names it in the cache)."""
+def open_object(store: Any, path: str, uri: str, cacheable: bool) -> pa.NativeFile:
+    """A random-access file of one object (`uri` names it in the cache). One GET of the tail
+    comes first; an object it holds whole is read from memory by pyarrow's native code (no
+    Python call per read), a larger one through `ObjectReader`'s ranged GETs."""
+    whole = WHOLE_FILES.get(uri) if cacheable else None
+    if whole is not None:
+        return pa.BufferReader(whole)
+    try:
+        got = obstore.get(store, path, options={"range": {"suffix": TAIL_BYTES}})
+    except obstore.exceptions.NotSupportedError:  # Azure has no suffix ranges: a HEAD for the size
+        count("HEAD")
+        size = int(obstore.head(store, path)["size"])
+        got = obstore.get(store, path, options={"range": {"offset": max(0, size - TAIL_BYTES)}})
+    count("GET")
+    tail = pa.py_buffer(got.bytes())  # no copy: the buffer obstore received into
+    size, tail_start = int(got.meta["size"]), got.range[0]
+    if tail_start > 0:
+        return pa.PythonFile(ObjectReader(store, path, size, tail_start, tail), mode="r")
+    if cacheable:
+        WHOLE_FILES.put(uri, tail)
+    return pa.BufferReader(tail)
 
-    def __init__(self, store: Any, path: str, uri: str, cacheable: bool) -> None:
+
+class ObjectReader(io.RawIOBase):
+    """A seekable, read-only view of an object larger than its tail in hand (`open_object`):
+    reads before the tail are ranged GETs."""
+
+    def __init__(self, store: Any, path: str, size: int, tail_start: int, tail: pa.Buffer) -> None:
         self._store, self._path = store, path
-        self._pos = 0
-        cached = WHOLE_FILES.get(uri) if cacheable else None
-        if cached is not None:
-            self._size, self._tail_start, self._tail = len(cached), 0, cached
-            return
-        try:
-            got = obstore.get(store, path, options={"range": {"suffix": TAIL_BYTES}})
-        except obstore.exceptions.NotSupportedError:  # Azure has no suffix ranges: a HEAD for the size
-            count("HEAD")
-            size = int(obstore.head(store, path)["size"])
-            got = obstore.get(store, path, options={"range": {"offset": max(0, size - TAIL_BYTES)}})
-        count("GET")
-        self._size = int(got.meta["size"])
-        self._tail_start = got.range[0]
-        self._tail = bytes(got.bytes())
-        if cacheable and self._tail_start == 0:
-            WHOLE_FILES.put(uri, self._tail)
+        self._pos, self._size, self._tail_start, self._tail = 0, size, tail_start, tail
 
     def readable(self) -> bool:
         return True
@@ -105,11 +113,11 @@ class ObjectReader(io.RawIOBase):
         if start >= end:
             return b""
         if start >= self._tail_start:
-            data = self._tail[start - self._tail_start:end - self._tail_start]
+            data = self._tail[start - self._tail_start:end - self._tail_start].to_pybytes()
         elif end > self._tail_start:  # straddles the tail: fetch only the part before it
             count("GET")
             head = bytes(obstore.get_range(self._store, self._path, start=start, end=self._tail_start))
-            data = head + self._tail[:end - self._tail_start]
+            data = head + self._tail[:end - self._tail_start].to_pybytes()
         else:
             count("GET")
             data = bytes(obstore.get_range(self._store, self._path, start=start, end=end))

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from upsertlake.errors import StorageError
 from upsertlake.storage.clients import normalized, object_store
 from upsertlake.storage.location import Location, parse_location
-from upsertlake.storage.object_files import WHOLE_FILES, ObjectReader, ObjectUpload, Uploads
+from upsertlake.storage.object_files import WHOLE_FILES, ObjectUpload, Uploads, open_object
 from upsertlake.storage.requests import count
 
 _LOCAL_FS = pafs.LocalFileSystem()
@@ -182,7 +182,7 @@ class Storage:
         """A random-access file (on an object store: one GET of the tail, then ranged GETs)."""
         if self.is_local:
             return self.fs.open_input_file(self.full_path(rel))
-        return pa.PythonFile(ObjectReader(self._store, rel, self.full_path(rel), _immutable(rel)), mode="r")
+        return open_object(self._store, rel, self.full_path(rel), _immutable(rel))
 
     def missing(self, paths: Iterable[str]) -> list[str]:
         """Those of `paths` that are not files now. On an object store one listing of each folder
