@@ -239,21 +239,23 @@ class WriteClient:
         """Prepare, tag, profile and partition a write without writing anything: what `_write`
         executes, and what a dry run (`explain`) reports."""
         stages: dict[str, float] = {}
+        timeline = Timeline.load(self.storage)  # one listing for the schema and the plan
         with _stage(stages, "dedup", progress):
-            batch = self.prepare(operation, data, options)
-        return self.plan_prepared(operation, batch, options, progress, stages)
+            batch = self.prepare_spec(operation, options, timeline).run(data)
+        return self.plan_prepared(operation, batch, options, progress, stages, timeline)
 
     def prepare(self, operation: str, data: object, options: dict | None = None) -> PreparedBatch:
         """Step 2: validate, key and deduplicate a batch."""
         return self.prepare_spec(operation, options).run(data)
 
-    def prepare_spec(self, operation: str, options: dict | None = None) -> PrepareSpec:
-        """How step 2 runs for this table and these options (Spark runs it on its executors)."""
+    def prepare_spec(self, operation: str, options: dict | None = None, timeline: Timeline | None = None) -> PrepareSpec:
+        """How step 2 runs for this table and these options (Spark runs it on its executors);
+        `timeline`: as just loaded, else listed now (for the schema)."""
         if operation not in OPERATIONS:
             raise UpsertlakeError(f"unknown operation {operation!r}; use one of {', '.join(OPERATIONS)}")
         cfg = self._resolve(options)
         check_against_table(cfg, self.table_config)
-        schema_json = Timeline.load(self.storage).latest_schema() or self.table_config.create_schema
+        schema_json = (timeline or Timeline.load(self.storage)).latest_schema() or self.table_config.create_schema
         combine = {
             "upsert": cfg.get(opt.COMBINE_BEFORE_UPSERT),
             "insert": cfg.get(opt.COMBINE_BEFORE_INSERT),
@@ -278,15 +280,17 @@ class WriteClient:
         options: dict | None = None,
         progress: Progress | None = None,
         stages: dict[str, float] | None = None,
+        timeline: Timeline | None = None,
     ) -> WritePlan:
-        """Steps 3-5 on a prepared batch: tag, profile, partition. The batch's records need only
-        the key, partition and delete-flag columns (Spark hands the driver just those), except
-        under a global index, which routes whole records."""
+        """Steps 3-5 on a prepared batch: tag, profile, partition, against `timeline` (else the
+        timeline as listed now). The batch's records need only the key, partition and
+        delete-flag columns (Spark hands the driver just those), except under a global index,
+        which routes whole records."""
         cfg = self._resolve(options)
         index = self.index if options is None else table_index(cfg, self.table_config)
         stages = {} if stages is None else stages
         log_default_partition(self.table_config, batch)
-        timeline = Timeline.load(self.storage)
+        timeline = timeline or Timeline.load(self.storage)
         view = FileSystemView(timeline, partitions=view_scope(operation, index, batch.partitions))
         with _stage(stages, "tag", progress):
             records, locations = tag(batch, index, view, operation, cfg, self.table_config.precombine_field)
