@@ -503,3 +503,22 @@ def test_files_uploaded_behind_their_writers_are_all_stored_when_the_block_ends(
     local = Storage(s3_table.replace("s3://", "/tmp/never-"))
     with local.uploading() as same:
         assert same is local
+
+
+def test_uploads_to_aws_itself_are_not_hashed_for_their_signature(monkeypatch) -> None:
+    """On AWS's own endpoint (HTTPS) a PUT's body is sent as UNSIGNED-PAYLOAD, as AWS's SDKs do
+    over HTTPS, sparing a SHA-256 pass over every uploaded byte; a custom endpoint (maybe plain
+    HTTP, maybe a store without it) and the user's own choice keep what they say."""
+    from upsertlake.storage.clients import object_store
+    from upsertlake.storage.location import parse_location
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_UNSIGNED_PAYLOAD"):
+        monkeypatch.delenv(name, raising=False)
+    location = parse_location("s3://bucket/t")
+    assert object_store(location, {"aws_region": "us-east-1"}).config["unsigned_payload"] == "true"
+    chosen = object_store(location, {"aws_region": "us-east-1", "aws_unsigned_payload": "false"})
+    assert chosen.config["unsigned_payload"] == "false"
+    custom = object_store(location, {"aws_region": "us-east-1", "aws_endpoint": "https://minio.example:9000"})
+    assert "unsigned_payload" not in custom.config
+    monkeypatch.setenv("AWS_UNSIGNED_PAYLOAD", "false")
+    assert object_store(location, {"aws_region": "us-east-1"}).config.get("unsigned_payload") != "true"

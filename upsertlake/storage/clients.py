@@ -52,6 +52,10 @@ def object_store(location: Location, options: dict[str, str]) -> Any:
             config["aws_endpoint"] = endpoint
             if endpoint.startswith("http://"):
                 client.setdefault("allow_http", True)
+        elif not ({"aws_unsigned_payload", "unsigned_payload"} & options.keys() or "AWS_UNSIGNED_PAYLOAD" in os.environ):
+            # On AWS itself (always HTTPS) TLS guards each body, so it is not hashed for the
+            # signature, as AWS's SDKs do over HTTPS: no SHA-256 pass over every uploaded byte.
+            config["aws_unsigned_payload"] = "true"
         url = f"s3://{location.bucket}/{location.prefix}"
     else:
         url = location.uri
