@@ -522,3 +522,33 @@ def test_uploads_to_aws_itself_are_not_hashed_for_their_signature(monkeypatch) -
     assert "unsigned_payload" not in custom.config
     monkeypatch.setenv("AWS_UNSIGNED_PAYLOAD", "false")
     assert object_store(location, {"aws_region": "us-east-1"}).config.get("unsigned_payload") != "true"
+
+
+def test_uploads_hold_no_more_encoded_bytes_than_their_budget() -> None:
+    """Writers that encode faster than the store takes their files wait once the files waiting
+    for upload reach the budget (a file larger than the budget goes alone); every file is put."""
+    import threading
+
+    from upsertlake.storage.object_files import Uploads
+
+    done, lock, gate = [], threading.Lock(), threading.Event()
+
+    def put(data: memoryview) -> None:
+        gate.wait(5)  # the store is slow until the writers have queued what the budget allows
+        with lock:
+            done.append(data.nbytes)
+
+    def submit(uploads: Uploads, size: int) -> None:
+        uploads.submit(put, memoryview(bytes(size)))
+
+    with Uploads(limit=4, budget=1000) as uploads:
+        writers = [threading.Thread(target=submit, args=(uploads, 300)) for _ in range(10)]
+        for w in writers:
+            w.start()
+        time.sleep(0.3)
+        assert uploads._pending == 900  # three files wait; the other writers wait for room
+        gate.set()
+        for w in writers:
+            w.join()
+        submit(uploads, 5000)  # larger than the budget: alone
+    assert sorted(done) == [300] * 10 + [5000]

@@ -23,6 +23,7 @@ from upsertlake.storage.requests import count
 
 TAIL_BYTES = 8 * 2**20
 CACHE_BYTES = 256 * 2**20
+UPLOAD_BUDGET_BYTES = 256 * 2**20  # encoded files waiting for their upload (`Uploads`)
 
 
 class _WholeFiles:
@@ -135,21 +136,31 @@ class ObjectReader(io.RawIOBase):
 
 class Uploads:
     """Uploads that run while their writers go on encoding the next files: a closed `ObjectUpload`
-    is handed over here instead of waiting for its PUT, at most `limit` in flight and as many
-    more waiting (their encoded bytes held in memory). The end of the `with` block waits for
-    every one, failed block or not (an upload landing after a rollback would leave a file
-    behind), and raises the first failure."""
+    is handed over here instead of waiting for its PUT, `limit` at once. Encoded bytes waiting
+    for their upload are held in memory up to `budget` (a writer then waits; a file larger than
+    the budget goes alone). The end of the `with` block waits for every upload, failed block or
+    not (an upload landing after a rollback would leave a file behind), and raises the first
+    failure."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, budget: int = UPLOAD_BUDGET_BYTES) -> None:
         self._pool = ThreadPoolExecutor(max_workers=limit)
-        self._slots = threading.BoundedSemaphore(2 * limit)
+        self._budget, self._pending = budget, 0
+        self._room = threading.Condition()
         self._futures: list[Future[None]] = []
 
     def submit(self, put: Callable[[memoryview], None], data: memoryview) -> None:
-        self._slots.acquire()
-        future = self._pool.submit(put, data)
-        future.add_done_callback(lambda _: self._slots.release())
-        self._futures.append(future)
+        with self._room:
+            self._room.wait_for(lambda: self._pending == 0 or self._pending + data.nbytes <= self._budget)
+            self._pending += data.nbytes
+        self._futures.append(self._pool.submit(self._upload, put, data))
+
+    def _upload(self, put: Callable[[memoryview], None], data: memoryview) -> None:
+        try:
+            put(data)
+        finally:
+            with self._room:
+                self._pending -= data.nbytes
+                self._room.notify_all()
 
     def __enter__(self) -> Uploads:
         return self
