@@ -211,7 +211,7 @@ def write_rows(
             for done, _ in enumerate(as_completed(futures.values()), 1):
                 progress.advanced("write", done)
         statuses = [futures[number].result() for number in sorted(rows)]
-    return store_summaries(storage, job.instant_time, statuses)
+        return store_summaries(storage, job.instant_time, statuses)  # while the last files upload
 
 
 def _rewrite_kept(
