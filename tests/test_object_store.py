@@ -297,8 +297,11 @@ def test_writes_through_a_faulty_network_succeed_or_fail_cleanly(s3_server, s3_t
     from upsertlake.errors import UpsertlakeError
 
     faulty = {**s3_server.options, "aws_endpoint": faulty_endpoint}
+    # A create whose reply was dropped after the server stored it is retried, finds the file and
+    # takes the next instant time: the first stays behind, requested, and the next write (a single
+    # writer) waits for its heartbeat to expire. A 2 s window keeps that wait short.
     t = create_table(s3_table, name="t", record_key="uuid", precombine_field="ts", partition_fields=["city"],
-                     storage_options=faulty)
+                     options={"hoodie.client.heartbeat.interval_in_ms": 1000}, storage_options=faulty)
     model: dict[str, dict] = {}
     outcomes = []
     for n in range(12):
