@@ -60,7 +60,9 @@ def start_commit(client: WriteClient, operation: str) -> str:
                 break
         began = time.monotonic() if began is None else began
         _wait_for(client, live[0], told, began)
-    client._pending[instant.time] = PendingWrite(instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline))
+    client._pending[instant.time] = PendingWrite(
+        instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline)
+    )
     log.info("started commit %s", instant.time)
     return instant.time
 
@@ -179,7 +181,8 @@ def new_instant(client: WriteClient, pending: PendingWrite, inflight: bool = Tru
     instant, heartbeat = request(client, pending.instant.action, pending.requested_doc)
     if inflight:
         instant = transition(client.storage, instant, State.INFLIGHT, pending.inflight_doc, layout_of(client.table_config))
-    client._pending[instant.time] = PendingWrite(instant, pending.checked, heartbeat, rollbacks=pending.rollbacks)  # so a crash is undone
+    # Registered so that a crash is undone.
+    client._pending[instant.time] = PendingWrite(instant, pending.checked, heartbeat, rollbacks=pending.rollbacks)
     return instant
 
 

@@ -244,13 +244,12 @@ class WriteClient:
             batch = self.prepare_spec(operation, options, timeline).run(data)
         return self.plan_prepared(operation, batch, options, progress, stages, timeline)
 
-    def prepare(self, operation: str, data: object, options: dict | None = None) -> PreparedBatch:
-        """Step 2: validate, key and deduplicate a batch."""
-        return self.prepare_spec(operation, options).run(data)
-
-    def prepare_spec(self, operation: str, options: dict | None = None, timeline: Timeline | None = None) -> PrepareSpec:
-        """How step 2 runs for this table and these options (Spark runs it on its executors);
-        `timeline`: as just loaded, else listed now (for the schema)."""
+    def prepare_spec(
+        self, operation: str, options: dict | None = None, timeline: Timeline | None = None
+    ) -> PrepareSpec:
+        """How step 2 (validate, key and deduplicate a batch) runs for this table and these
+        options (Spark runs it on its executors); `timeline`: as just loaded, else listed now
+        (for the schema)."""
         if operation not in OPERATIONS:
             raise UpsertlakeError(f"unknown operation {operation!r}; use one of {', '.join(OPERATIONS)}")
         cfg = self._resolve(options)

@@ -22,6 +22,7 @@ from upsertlake.storage.location import Location
 # Keys of a storage_options mapping that are client options (not store config) in obstore.
 _CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "timeout", "connect_timeout", "proxy_url"}
 _ENDPOINT_KEYS = ("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint")
+_UNSIGNED_KEYS = {"aws_unsigned_payload", "unsigned_payload"}
 
 
 def normalized(options: Mapping[str, object] | None) -> dict[str, str]:
@@ -52,7 +53,7 @@ def object_store(location: Location, options: dict[str, str]) -> Any:
             config["aws_endpoint"] = endpoint
             if endpoint.startswith("http://"):
                 client.setdefault("allow_http", True)
-        elif not ({"aws_unsigned_payload", "unsigned_payload"} & options.keys() or "AWS_UNSIGNED_PAYLOAD" in os.environ):
+        elif not _UNSIGNED_KEYS & options.keys() and "AWS_UNSIGNED_PAYLOAD" not in os.environ:
             # On AWS itself (always HTTPS) TLS guards each body, so it is not hashed for the
             # signature, as AWS's SDKs do over HTTPS: no SHA-256 pass over every uploaded byte.
             config["aws_unsigned_payload"] = "true"
