@@ -1,4 +1,6 @@
-"""The package's imports run top-down: import-linter checks the layers contract in pyproject.toml."""
+"""The package's imports run top-down and in no circle: import-linter checks the contracts in
+pyproject.toml (the layers, and no cycle between the modules of any package, `TYPE_CHECKING`
+imports included)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ def lint(package_parent: Path) -> subprocess.CompletedProcess:
 def test_layers_contract_is_kept():
     result = lint(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 kept, 0 broken" in result.stdout
+    assert "2 kept, 0 broken" in result.stdout
 
 
 def test_an_upward_import_breaks_the_contract(tmp_path):
@@ -32,5 +34,18 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     storage.write_text(storage.read_text() + "\nfrom upsertlake.engine import write_client  # noqa\n")
     result = lint(tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "0 kept, 1 broken" in result.stdout
+    assert "0 kept, 2 broken" in result.stdout  # upward, it also closes a circle of packages
     assert "upsertlake.storage.storage -> upsertlake.engine.write_client" in result.stdout
+
+
+def test_an_import_circle_inside_a_package_breaks_the_contract(tmp_path):
+    """A circle between two modules of one package is refused, also through a TYPE_CHECKING import
+    (the engine's steps once imported the write client for its type)."""
+    shutil.copytree(ROOT / "upsertlake", tmp_path / "upsertlake", ignore=shutil.ignore_patterns("__pycache__"))
+    commit = tmp_path / "upsertlake" / "engine" / "commit.py"
+    commit.write_text(commit.read_text() + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                      "    from upsertlake.engine.write_client import WriteClient  # noqa\n")
+    result = lint(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "1 kept, 1 broken" in result.stdout
+    assert "No cycles are allowed in upsertlake.engine" in result.stdout

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,8 +19,14 @@ from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter, bloom_filt
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile
 
-if TYPE_CHECKING:
-    from upsertlake.layout.file_writer import FileWriterConfig
+
+class BloomSettings(Protocol):
+    """How a file's bloom filter is sized (the file writer's config has these)."""
+
+    bloom_num_entries: int
+    bloom_fpp: float
+    bloom_filter_type: str
+    bloom_max_entries: int
 
 BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
@@ -65,7 +71,7 @@ def resumed_key_range(footer: dict[bytes, bytes], added_keys: pa.Array | pa.Chun
 
 
 def resumed_bloom(
-    footer: dict[bytes, bytes], n_old: int, inserted_keys: pa.Array | pa.ChunkedArray, config: FileWriterConfig
+    footer: dict[bytes, bytes], n_old: int, inserted_keys: pa.Array | pa.ChunkedArray, config: BloomSettings
 ) -> BloomFilter | StoredFilter | None:
     """The old file's filter plus the inserted keys, for a new version that keeps every old key
     in place and appends them: hashing only the new keys gives the same bytes as a filter built
