@@ -116,3 +116,40 @@ def cli_in_process(capsys, *args: object) -> tuple[int, str, str]:
     code = main([str(a) for a in args])
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def storage_failing_write_tasks(path: str | Path, failures: Path, armed: Path | None = None,
+                                 message: str = "injected failure after the write"):
+    """A table's storage whose Spark write tasks each fail once right after writing their files, as
+    an executor lost then would: a task's first attempt (while the file `armed` exists, if given)
+    leaves a file in `failures` and raises `message` when it stores its key summaries; the retry
+    writes again.
+    Shipped to the tasks by value (the workers cannot import this module)."""
+    import sys
+    import uuid
+
+    from pyspark import cloudpickle
+
+    from upsertlake.storage import Storage
+
+    class FailingWriteTasks(Storage):
+        def write_bytes(self, rel: str, data: bytes | memoryview) -> None:
+            from pyspark import TaskContext
+
+            ctx = TaskContext.get()
+            if ctx is not None and ctx.attemptNumber() == 0 and "/.keys/" in rel and (armed is None or armed.exists()):
+                failures.mkdir(parents=True, exist_ok=True)
+                (failures / uuid.uuid4().hex).touch()
+                raise RuntimeError(message)
+            super().write_bytes(rel, data)
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return FailingWriteTasks(path)
+
+
+def table_on(storage, options: dict | None = None):
+    """The table at `storage` (an upsertlake Storage, e.g. one that injects faults), opened with `options`."""
+    from upsertlake.config.table_config import TableConfig
+    from upsertlake.table.table import Table
+
+    return Table(storage, TableConfig.load(storage), options)

@@ -20,11 +20,12 @@ from __future__ import annotations
 import json
 import resource
 import sys
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import functions as F
+
+from helpers import storage_failing_write_tasks, table_on
 
 import upsertlake.spark as uls
 import upsertlake.spark.write as spark_write
@@ -36,18 +37,6 @@ from upsertlake.spark.types import arrow_schema_of
 DRIVER_OPTS = {"table": "t", "record_key": "id", "precombine": "ts", "partition": "p"}
 DISTRIBUTED = {"upsertlake.small.batch.bytes": "0"}
 REMERGE_OPTS = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control", "hoodie.parquet.small.file.limit": "0"}
-
-
-def fail_first_attempts(folder: Path, what: str):
-    """A write fault: each task's first attempt leaves a file in `folder` and fails after writing
-    its file, as an executor lost right after the write; the retry writes again."""
-
-    def fault(attempt: int) -> None:
-        if attempt == 0:
-            (folder / uuid.uuid4().hex).touch()
-            raise RuntimeError(f"injected failure after the {what}")
-
-    return fault
 
 
 def on_disk(path: Path, instant: str) -> list[str]:
@@ -72,13 +61,9 @@ def driver(spark: object, path: Path, rows: int, failures: Path) -> dict:
     uls.bulk_insert(batch(0, small, 1), str(path), **DRIVER_OPTS)
     uls.upsert(batch(small // 2, small, 2), str(path))
     after_small = peak_mb()
-    spark_write._WRITE_FAULT = fail_first_attempts(failures, "write")
-    result = uls.upsert(batch(0, rows, 3), str(path), **DISTRIBUTED)
-    spark_write._WRITE_FAULT = None
+    result = upserted_failing_once(batch(0, rows, 3), path, failures, DISTRIBUTED)
     peak_large = peak_mb()
-    spark_write._WRITE_FAULT = fail_first_attempts(failures.parent / "one_task_failures", "one-task write")
-    small_result = uls.upsert(batch(rows - 100, rows + 100, 4), str(path))
-    spark_write._WRITE_FAULT = None
+    small_result = upserted_failing_once(batch(rows - 100, rows + 100, 4), path, failures.parent / "one_task_failures")
     return {
         "instant": result.instant_time,
         "files_written": sorted(result.files_written),
@@ -93,6 +78,13 @@ def driver(spark: object, path: Path, rows: int, failures: Path) -> dict:
     }
 
 
+def upserted_failing_once(df: object, path: Path, failures: Path, options: dict[str, str] | None = None) -> object:
+    """`uls.upsert` of `df` whose every write task fails once after writing its files."""
+    opts = write_options(options or {}, str(path), "upsert")
+    faulty = storage_failing_write_tasks(path, failures)
+    return spark_write.write_dataframe(df, opts, table=table_on(faulty, opts.hoodie))
+
+
 def remerge_rows(ids: range, ts: int, tag: str) -> pa.Table:
     return pa.table({"id": [f"k{i:05d}" for i in ids], "ts": pa.array([ts] * len(ids), pa.int64()),
                      "v": [f"{tag}-{i}" for i in ids], "p": [f"p{i % 3}" for i in ids]})
@@ -103,15 +95,16 @@ def remerge(spark: object, path: Path, failures: Path, path_options: dict[str, s
     open_table(path, REMERGE_OPTS).upsert(remerge_rows(range(30), 1, "one"))
     options = write_options({**REMERGE_OPTS, **path_options}, str(path), "upsert")
     df = spark.createDataFrame(remerge_rows(range(10, 16), 2, "spark"))
-    client = open_table(path, options.hoodie).write_client()
+    armed = failures.parent / "armed"
+    faulty = storage_failing_write_tasks(path, failures, armed, "injected failure after the re-merge write")
+    client = table_on(faulty, options.hoodie).write_client()
     instant = client.start_commit()
     parts = spark.sparkContext.defaultParallelism
     result = spark_write._write_distributed(df, arrow_schema_of(df.schema), client, instant, options, parts)
     reconcile_markers(client.storage, instant, result.files_written)
     open_table(path, REMERGE_OPTS).upsert(remerge_rows(range(0, 6), 2, "local"))
-    spark_write._WRITE_FAULT = fail_first_attempts(failures, "re-merge write")
+    armed.touch()  # each task of the re-merge job fails once after writing its files
     done = client.commit(instant, result)
-    spark_write._WRITE_FAULT = None
     return {"instant": instant, "moved_to": done.instant_time, "remerges": done.remerges,
             "files_written": sorted(done.files_written),
             "on_disk": on_disk(path, done.instant_time), "first_files": sorted(result.files_written)}

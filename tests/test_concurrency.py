@@ -291,7 +291,7 @@ def test_expired_heartbeat_is_rolled_back_by_the_next_writer(tmp_path: Path) -> 
     make(tmp_path)
     opts = {"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 2}
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")), options=opts)
-    c1._pending[t1].heartbeat._stop.set()  # the writer hangs: its heartbeat stops
+    c1.writes.get(t1).heartbeat._stop.set()  # the writer hangs: its heartbeat stops
     time.sleep(0.35)
     assert is_expired(Storage(tmp_path), t1, 100, 2)
     c2, t2, r2 = started(tmp_path, rows(("c", 2, "c2", "p2")), options=opts)
@@ -308,7 +308,7 @@ def test_expired_heartbeat_is_rolled_back_by_the_next_writer(tmp_path: Path) -> 
 def test_single_writer_rolls_back_a_dead_write_and_waits_for_a_live_one(tmp_path: Path) -> None:
     make(tmp_path)
     c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))  # OCC writer with a live heartbeat
-    c1._pending[t1].heartbeat.stop()  # it dies
+    c1.writes.get(t1).heartbeat.stop()  # it dies
     single = open_table(tmp_path, {"hoodie.parquet.small.file.limit": 0}).write_client()
     t2 = single.start_commit()
     assert (timeline_dir(tmp_path) / f"{t1}.commit.requested").exists() is False

@@ -135,7 +135,7 @@ def test_failed_write_its_files_and_fix_rolls_it_back(root: Path, monkeypatch) -
     client = open_table(root).write_client()
     instant = client.start_commit()
     client.upsert(batch(["a", "n"], ["x", "y"], ts=9), instant)  # files written, never committed
-    client._pending[instant].heartbeat.stop()  # the writer dies: no heartbeat (as Hudi's single writer)
+    client.writes.get(instant).heartbeat.stop()  # the writer dies: no heartbeat (as Hudi's single writer)
     written = sorted(p.relative_to(root).as_posix() for p in root.glob(f"*/*_{instant}.parquet"))
     assert len(written) == 2
     # a fresh pending write may be running: a note, not a problem

@@ -494,7 +494,7 @@ def test_an_append_of_a_key_the_pending_compaction_deletes_conflicts_instead_of_
     table = mor_table(path, version, partitioned=False)
     table.upsert(batch(list(range(10)), [1] * 10, 1))
     table.delete(batch([3], [2], 2).select(["id", "p"]))
-    plan = schedule(table.storage, table.write_client().lock, table.config, table.options)
+    plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
     assert plan is not None
     before = snapshot(table)
     assert "k0003" not in before
@@ -540,7 +540,7 @@ def test_v8_an_append_completing_after_a_plan_that_deletes_its_key_conflicts(tmp
     b = open_table(path, {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}).write_client()
     tb = b.start_commit()
     written = b.upsert(batch([3, 4], [5, 5], 3), tb)  # planned against the slice with the delete
-    plan = schedule(table.storage, table.write_client().lock, table.config, table.options)
+    plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
     assert plan is not None and plan.time > tb
     before = snapshot(open_table(path))
     with pytest.raises(WriteConflictError, match=f"compaction {plan.time} \\(pending\\).*k0003"):

@@ -73,7 +73,7 @@ def test_a_write_that_built_on_a_later_instants_version_before_its_retry_moves(t
     a, ta, ra = started(tmp_path, rows(("a", 100, "A", "p1")), options=RETRY_ONCE)
     b, tb, rb = started(tmp_path, rows(("a", 50, "B", "p1")))
     b.commit(tb, rb)
-    pending = a._pending[ta]
+    pending = a.writes.get(ta)
     redo = pending.redo
     late: list[str] = []
 
@@ -345,7 +345,7 @@ def test_a_later_instant_committed_during_a_re_merge_moves_the_write_in_the_next
     x, tx, rx = started(tmp_path, rows(("b", 2, "X", "p1")))
     a, ta, ra = started(tmp_path, rows(("a", 2, "A", "p1")))
     x.commit(tx, rx)
-    pending = a._pending[ta]
+    pending = a.writes.get(ta)
     rewrite = pending.rewrite
     late: list[str] = []
 
@@ -376,7 +376,7 @@ def test_the_doctor_reports_a_version_hidden_behind_a_later_instants(tmp_path: P
     b, tb, rb = started(tmp_path, rows(("a", 50, "B", "p1")))
     b.commit(tb, rb)
     assert diagnose(Storage(tmp_path)).ok
-    a._pending[ta].checked |= {tb}  # as the old retry did: took the later commit as already seen
+    a.writes.get(ta).checked |= {tb}  # as the old retry did: took the later commit as already seen
     done = a.commit(ta, a.upsert(rows(("a", 100, "A", "p1")), ta))
     assert done.instant_time == ta and snap(tmp_path)[0] == ("a", 50, "B", "p1")  # A's row hidden
     report = diagnose(Storage(tmp_path))

@@ -87,7 +87,7 @@ def test_rollback_of_a_pending_write(tmp_path: Path) -> None:
     assert list(tmp_path.rglob(f"*_{pending}.parquet"))
     with pytest.raises(ServiceError, match=f"write {pending} is in flight"):  # its writer is alive
         open_table(tmp_path).rollback(pending)
-    client._pending[pending].heartbeat.stop()  # the writer is gone
+    client.writes.get(pending).heartbeat.stop()  # the writer is gone
     done = open_table(tmp_path).rollback(pending)
     assert doc(tmp_path, done.time, "rollback")["commitsRollback"] == [pending]
     assert not list(tmp_path.rglob(f"*_{pending}.parquet"))

@@ -322,9 +322,9 @@ def test_a_write_rolled_back_under_it_fails_with_a_named_error_and_leaves_nothin
     move = storage_module.pafs.LocalFileSystem.move
 
     def lose_the_instant() -> None:
-        (instant,) = a.write_client()._pending
+        (instant,) = a.write_client().writes
         lost.append(instant)
-        heartbeat = a.write_client()._pending[instant].heartbeat
+        heartbeat = a.write_client().writes.get(instant).heartbeat
         if heartbeat is not None:
             heartbeat.stop()  # its heartbeat expires
         client = b.write_client()

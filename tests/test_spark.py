@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import cli_in_process, hudi_read
+from helpers import cli_in_process, hudi_read, storage_failing_write_tasks, table_on
 
 import upsertlake.spark as uls
 from upsertlake import create_table, open_table
@@ -602,15 +602,17 @@ def occ_table(path: Path) -> None:
     open_table(path, OCC).upsert(rows(range(30), 1, "one"))
 
 
-def spark_started(spark, path: Path, batch: pa.Table, **opts: object):
-    """A Spark write of `batch` started and written as write_dataframe does, not committed yet."""
+def spark_started(spark, path: Path, batch: pa.Table, storage=None, **opts: object):
+    """A Spark write of `batch` started and written as write_dataframe does, not committed yet
+    (on `storage`, e.g. one that injects faults, when given)."""
     from upsertlake.layout.markers import reconcile_markers
     from upsertlake.spark.types import arrow_schema_of
     from upsertlake.spark.write import _write_distributed
 
     options = write_options({**OCC, **opts}, str(path), "upsert")
     df = spark.createDataFrame(batch)
-    client = open_table(path, options.hoodie).write_client()
+    table = table_on(storage, options.hoodie) if storage is not None else open_table(path, options.hoodie)
+    client = table.write_client()
     instant = client.start_commit()
     parts = spark.sparkContext.defaultParallelism
     result = _write_distributed(df, arrow_schema_of(df.schema), client, instant, options, parts)
@@ -753,28 +755,23 @@ def test_a_spark_write_retried_onto_a_later_instants_version_commits_under_a_new
 
 
 @pytest.mark.parametrize("moved", [False, True])
-def test_a_failed_spark_re_merge_leaves_nothing(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                moved: bool) -> None:
+def test_a_failed_spark_re_merge_leaves_nothing(spark, tmp_path: Path, moved: bool) -> None:
     """The re-merge job fails (every task raises after writing its file): the commit raises, the
     rollback leaves the table as the other commit left it, and what the write held is released."""
-    from upsertlake.spark import write as spark_write
-
     path = tmp_path / "t"
     occ_table(path)
     before = held(spark, path)
+    armed = tmp_path / "armed"
+    faulty = storage_failing_write_tasks(path, tmp_path / "failures", armed, "injected failure of a re-merge task")
     first, second = rows(range(0, 6), 2, "a"), rows(range(10, 16), 2, "b")
     if moved:
-        c2, t2, r2 = spark_started(spark, path, second)
+        c2, t2, r2 = spark_started(spark, path, second, faulty)
         c1, t1, r1 = local_started(path, first)
     else:
         c1, t1, r1 = local_started(path, first)
-        c2, t2, r2 = spark_started(spark, path, second)
+        c2, t2, r2 = spark_started(spark, path, second, faulty)
     c1.commit(t1, r1)
-
-    def fail(attempt: int) -> None:
-        raise RuntimeError("injected failure of a re-merge task")
-
-    monkeypatch.setattr(spark_write, "_WRITE_FAULT", fail)
+    armed.touch()  # the re-merge's tasks fail (local mode runs each task once)
     with pytest.raises(Exception, match="injected failure of a re-merge task"):
         c2.commit(t2, r2)
     c2.rollback(t2)  # as write_dataframe does on any failure

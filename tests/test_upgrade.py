@@ -236,7 +236,7 @@ def test_a_running_write_makes_the_upgrade_refuse_and_a_failed_one_is_rolled_bac
         upgrade_table(tmp_path, 8)
     assert tree_digest(tmp_path) == before
     # the writer dies (its heartbeat stops and expires): the upgrade rolls its write back first
-    client._pending[live].heartbeat.stop()
+    client.writes.get(live).heartbeat.stop()
     done = upgrade_table(tmp_path, 8, {"hoodie.client.heartbeat.interval_in_ms": 1})
     assert done.rolled_back == (live,)
     assert not list(tmp_path.rglob(f"*_{live}.parquet"))

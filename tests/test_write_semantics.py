@@ -438,7 +438,7 @@ def test_next_write_rolls_back_an_abandoned_instant(tmp_path: Path) -> None:
     staged.mkdir(parents=True)
     (staged / "tagged.arrow").write_bytes(b"records")
     # the writer goes away without committing (its heartbeat stops); another writer comes along
-    c._pending[i].heartbeat.stop()
+    c.writes.get(i).heartbeat.stop()
     t2 = open_table(t.path)
     r = t2.upsert(batch(("c", 1, "c1", "x")))
     assert all(not (Path(t.path) / f).exists() for f in s.files_written)

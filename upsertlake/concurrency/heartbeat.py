@@ -18,11 +18,16 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 
+from upsertlake.config import Config
+from upsertlake.config import options as opt
 from upsertlake.errors import StorageError
 from upsertlake.storage import Storage
-from upsertlake.timeline.active import METAFOLDER
+from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.instant import Instant
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +54,52 @@ def expiry_ms(storage: Storage, instant_time: str, interval_ms: int, tolerable_m
         return interval_ms * tolerable_misses
 
 
-def is_expired(storage: Storage, instant_time: str, interval_ms: int, tolerable_misses: int) -> bool:
-    last = last_heartbeat_ms(storage, instant_time)
-    if not last:
-        return True
-    return time.time() * 1000 - last > expiry_ms(storage, instant_time, interval_ms, tolerable_misses)
+def is_expired(
+    storage: Storage, instant_time: str, interval_ms: int, tolerable_misses: int, last_activity_ms: int = 0
+) -> bool:
+    """Whether the writer of `instant_time` is gone: neither its heartbeat nor `last_activity_ms`
+    (the newest file of the write a caller listed, if any) is within its window."""
+    last = max(last_heartbeat_ms(storage, instant_time), last_activity_ms)
+    return not last or time.time() * 1000 - last > expiry_ms(storage, instant_time, interval_ms, tolerable_misses)
+
+
+@dataclass(frozen=True)
+class HeartbeatPolicy:
+    """How often a writer beats and how many beats may be missed before its write counts as dead
+    (hoodie.client.heartbeat.interval_in_ms and .tolerable.misses): the one place both are read,
+    and the one definition of a failed (and a live) write."""
+
+    interval_ms: int
+    tolerable_misses: int
+
+    @classmethod
+    def of(cls, cfg: Config) -> HeartbeatPolicy:
+        return cls(cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES))
+
+    def start(self, storage: Storage, instant_time: str) -> Heartbeat:
+        """A heartbeat for `instant_time`, beating from now on."""
+        return Heartbeat(storage, instant_time, self.interval_ms, self.tolerable_misses).start()
+
+    def expiry_ms(self, storage: Storage, instant_time: str) -> int:
+        return expiry_ms(storage, instant_time, self.interval_ms, self.tolerable_misses)
+
+    def is_expired(self, storage: Storage, instant_time: str, last_activity_ms: int = 0) -> bool:
+        return is_expired(storage, instant_time, self.interval_ms, self.tolerable_misses, last_activity_ms)
+
+    def failed(
+        self, storage: Storage, timeline: Timeline, activity: Mapping[str, int] | None = None
+    ) -> list[Instant]:
+        """The pending writes whose writer is gone: a dead writer's, or a pending write of Hudi or
+        an older upsertlake, whose single writers beat none. `activity`: instant time -> the
+        newest file of that write a caller listed (epoch ms), which also counts as a beat (a slow
+        writer without heartbeats is not taken for dead)."""
+        activity = activity or {}
+        return [i for i in timeline.pending_writes() if self.is_expired(storage, i.time, activity.get(i.time, 0))]
+
+    def live(self, storage: Storage, timeline: Timeline) -> list[Instant]:
+        """The pending writes whose heartbeat is alive: their writers are running."""
+        failed = {i.time for i in self.failed(storage, timeline)}
+        return [i for i in timeline.pending_writes() if i.time not in failed]
 
 
 # A clock that goes on while the process is stopped or the machine sleeps, as others' clocks do.

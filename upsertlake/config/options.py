@@ -656,6 +656,12 @@ class Config:
         partitioners, clustering and the Spark path each treat apart."""
         return self.get(INDEX_TYPE).upper() == "BUCKET"
 
+    @property
+    def global_index(self) -> bool:
+        """Whether the index tags by key across partitions (a GLOBAL_ index type): records are
+        deduplicated by key alone, and a key keeps one copy in the whole table."""
+        return self.get(INDEX_TYPE).upper().startswith("GLOBAL_")
+
     def is_set(self, option: Option[Any]) -> bool:
         """Whether any layer set `option` explicitly (as opposed to its default applying)."""
         return option.key in self._raw

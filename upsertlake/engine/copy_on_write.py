@@ -10,124 +10,42 @@ beside it; the tagging before and the commit after are shared.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
-from upsertlake.concurrency.conflict import pending_clustering
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.engine.bucket_writer import (
-    KEY, PARTITION, BucketJob, MergeMode, WriteStatus, default_token, mark_buckets, store_summaries,
-)
-from upsertlake.engine.bulk_insert import bulk_insert_buckets
-from upsertlake.engine.overwrite import OVERWRITES
+from upsertlake.engine.bucket_writer import BucketJob, MergeMode, WriteStatus, default_token, mark_buckets, store_summaries
 from upsertlake.engine.pending import Rewrite
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.layout.file_system_view import PARTITION_METAFILE, FileSystemView
 from upsertlake.layout.file_writer import file_writer_config
-from upsertlake.partitioner import (
-    ESTIMATE_ACTIONS_0_15,
-    Bucket,
-    BucketType,
-    PartitionerConfig,
-    SmallFile,
-    UpsertPartitioner,
-    WorkloadProfile,
-    average_record_size,
-)
+from upsertlake.partitioner import Bucket, BucketType
 from upsertlake.storage import Storage
-from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.instant import Action, State
+from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrays import group_rows
 
-# How each operation merges a bucket's records onto its file group's version; the others merge by
-# the table's hoodie.record.merge.mode.
-OPERATION_MERGE_MODES = {
-    "insert": MergeMode.APPEND,
-    "bulk_insert": MergeMode.APPEND,
-    "insert_overwrite": MergeMode.APPEND,
-    "insert_overwrite_table": MergeMode.APPEND,
-    "delete": MergeMode.COMMIT_TIME,
-}
 
-
-# -- 4-5. partition ------------------------------------------------------------------------
-def partition(
-    profile: WorkloadProfile,
-    records: pa.Table,
-    file_ids: pa.ChunkedArray,
-    view: FileSystemView,
-    timeline: Timeline,
-    operation: str,
-    cfg: Config,
-    data_schema: pa.Schema,
-    choose: Callable[..., UpsertPartitioner] | None = None,
-) -> tuple[list[Bucket], np.ndarray]:
-    """The buckets of a write and the bucket of each record; `choose` builds the partitioner
-    (default `partitioner`; a merge-on-read write passes its own)."""
-    if operation == "bulk_insert":  # sized by the batch's own encoded size, not the estimate
-        pconf = sizing(timeline, cfg)[1]
-        return bulk_insert_buckets(records, data_schema, file_writer_config(cfg), pconf)
-    chosen = (choose or partitioner)(profile, view, timeline, operation, cfg)
-    assignment = chosen.assign(records.column(PARTITION), records.column(KEY), file_ids)
-    return chosen.buckets, np.asarray(assignment)
-
-
-def sizing(timeline: Timeline, cfg: Config) -> tuple[int, PartitionerConfig]:
-    """The average record size and the file sizing options buckets are cut by."""
-    avg = average_record_size(
-        _commit_sizes(timeline),
-        cfg.get(opt.RECORD_SIZE_ESTIMATE),
-        cfg.get(opt.RECORD_SIZE_ESTIMATION_THRESHOLD),
-        cfg.get(opt.PARQUET_SMALL_FILE_LIMIT),
-    )
-    pconf = PartitionerConfig(
-        max_file_size=cfg.get(opt.PARQUET_MAX_FILE_SIZE),
-        small_file_limit=cfg.get(opt.PARQUET_SMALL_FILE_LIMIT),
-        insert_split_size=cfg.get(opt.COPY_ON_WRITE_INSERT_SPLIT_SIZE),
-        auto_split=cfg.get(opt.COPY_ON_WRITE_AUTO_SPLIT),
-    )
-    return avg, pconf
-
-
-def partitioner(
-    profile: WorkloadProfile, view: FileSystemView, timeline: Timeline, operation: str, cfg: Config
-) -> UpsertPartitioner:
-    """Hudi's UpsertPartitioner for a profile: its buckets, and (picklable, small) what assigns
-    each record to one, so Spark tasks assign their own records."""
-    avg, pconf = sizing(timeline, cfg)
-    limit = pconf.small_file_limit
-    busy = pending_clustering(timeline)  # a group being clustered takes no more inserts
-    small = {
-        p: [
-            SmallFile(bf.file_id, bf.size)
-            for bf in view.latest_base_files([p])
-            if bf.size < limit and bf.file_id not in busy.get(p, ())
-        ]
-        for p, w in profile.partitions.items()
-        if w.num_inserts > 0 and operation not in OVERWRITES  # new groups replace the old ones
-    }
-    return UpsertPartitioner(profile, small, avg, pconf)
-
-
-def _commit_sizes(timeline: Timeline) -> Iterator[tuple[int, int]]:
-    """(bytes, records) written by each completed commit and replacecommit (as Hudi 0.15),
-    newest first, read lazily: the estimate usually stops at the first one."""
-    actions = [Action(a) for a in ESTIMATE_ACTIONS_0_15]
-    for inst in reversed(timeline.filter(actions, [State.COMPLETED])):
-        meta = timeline.commit_metadata(inst)
-        yield (meta.total_bytes_written, meta.total_records_written)
+def merge_mode(operation: Operation, cfg: Config) -> MergeMode:
+    """How a bucket's records merge onto their file group's version: inserts are appended beside
+    the stored records, a delete removes whatever it finds, the others merge by the table's
+    hoodie.record.merge.mode."""
+    if operation.appends:
+        return MergeMode.APPEND
+    if operation is Operation.DELETE:
+        return MergeMode.COMMIT_TIME
+    return MergeMode(cfg.get(opt.RECORD_MERGE_MODE))
 
 
 # -- 6-7. write ----------------------------------------------------------------------------
 def bucket_job(
     storage: Storage,
     instant_time: str,
-    operation: str,
+    operation: Operation,
     cfg: Config,
     view: FileSystemView,
     buckets: list[Bucket],
@@ -138,9 +56,8 @@ def bucket_job(
     """What every bucket's writer needs (picklable, for Spark executors); the partition metafiles
     of the buckets' partitions are written first."""
     write_partition_metadata(storage, {b.partition_path for b in buckets}, instant_time, view.all_partitions())
-    mode = OPERATION_MERGE_MODES.get(operation, MergeMode(cfg.get(opt.RECORD_MERGE_MODE)))
     updated = sorted({b.partition_path for b in buckets if b.type is BucketType.UPDATE})
-    latest = {bf.file_group: bf for bf in view.latest_base_files(updated)}
+    latest = view.latest_by_group(updated)
     return BucketJob(
         instant_time=instant_time,
         buckets=tuple(buckets),
@@ -151,7 +68,7 @@ def bucket_job(
         },
         data_schema=data_schema,
         precombine_field=precombine_field,
-        merge_mode=mode,
+        merge_mode=merge_mode(operation, cfg),
         file_config=file_writer_config(cfg),
         keep_keys=keep_keys,
     )
@@ -168,11 +85,13 @@ def write_buckets(
     """Step 7 in process: each bucket's records, in their prepared order, on a thread pool. Returns
     their statuses and the `Rewrite` that writes buckets again from the records kept here (on
     `rewrite_threads` threads; 0: one per CPU), for a re-merge."""
-    rows = bucket_rows(plan.assignment, len(job.buckets))
-    rewrite = partial(_rewrite_kept, storage, rewrite_threads, plan.records, rows)
+    tagged = plan.tagged
+    assert tagged is not None, "an in-process plan holds its records"
+    rows = bucket_rows(tagged.assignment, len(job.buckets))
+    rewrite = partial(_rewrite_kept, storage, rewrite_threads, tagged.records, rows)
     threads = plan.cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
-    job = job.for_batch(plan.records, rows, threads)
-    return write_rows(storage, job, plan.records, rows, threads, attempt, progress=progress), rewrite
+    job = job.for_batch(tagged.records, rows, threads)
+    return write_rows(storage, job, tagged.records, rows, threads, attempt, progress=progress), rewrite
 
 
 def bucket_rows(assignment: np.ndarray, buckets: int) -> dict[int, np.ndarray]:

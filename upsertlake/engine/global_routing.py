@@ -17,13 +17,14 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
 
 def route_global(
     records: pa.Table,
     locations: pa.Table,
-    operation: str,
+    operation: Operation,
     cfg: Config,
     view: FileSystemView,
     precombine_field: str | None,
@@ -44,7 +45,7 @@ def route_global(
 def route_moves(
     records: pa.Table,
     locations: pa.Table,
-    operation: str,
+    operation: Operation,
     cfg: Config,
     precombine_field: str | None,
     stored_wins: Callable[[pa.ChunkedArray], pa.Array],
@@ -52,7 +53,7 @@ def route_moves(
     """`route_global` given how to learn, per moved record, whether the stored copy orders after
     it: the in-process engine reads the stored files, Spark joins the stored ordering values."""
     moved = pc.fill_null(pc.not_equal(locations.column("loc_partition"), records.column(PARTITION)), False)
-    if operation == "delete":
+    if operation is Operation.DELETE:
         # Deletes go wherever the key lives.
         return _set(records, PARTITION, locations.column("loc_partition")), locations
     if not pc.any(moved).as_py():
@@ -115,7 +116,7 @@ def _stored_wins(
             "row": at,
         }
     )
-    latest = {bf.file_group: bf for bf in view.latest_base_files()}
+    latest = view.latest_by_group()
     incoming_all = records.column(field)
     for group in groups.group_by(["p", "f"]).aggregate([("row", "list")]).to_pylist():
         bf = latest.get((group["p"], group["f"]))

@@ -2,33 +2,30 @@
 writes of others, move a write to a new instant, roll one back.
 
 Its own module because every action starts and ends its instant alike (Hudi's write client's
-startCommit, rollbackFailedWrites and its heartbeat client); the functions take the client, whose
-table config, lock and started writes (`_pending`, `_moved`) they read and update.
+startCommit, rollbackFailedWrites and its heartbeat client). The functions take the write context
+and the client's `PendingWrites`, and return what changed (a newly loaded table config).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from typing import TYPE_CHECKING
 
 from upsertlake.concurrency.conflict import clustering_file_groups
-from upsertlake.concurrency.heartbeat import Heartbeat, expiry_ms, heartbeat_path, is_expired
+from upsertlake.concurrency.heartbeat import Heartbeat, heartbeat_path
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
-from upsertlake.engine import overwrite
-from upsertlake.engine.pending import PendingWrite
-from upsertlake.errors import UpsertlakeError, WriteConflictError, WriteInProgressError
+from upsertlake.engine.context import WriteContext
+from upsertlake.engine.overwrite import requested_plan
+from upsertlake.engine.pending import PendingWrite, PendingWrites
+from upsertlake.errors import WriteConflictError, WriteInProgressError
 from upsertlake.layout.markers import rollback_pending, staging_folder
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.services.rollback import drop_dead_rollbacks, roll_back
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.layouts import layout_of
-
-if TYPE_CHECKING:
-    from upsertlake.engine.write_client import WriteClient
+from upsertlake.timeline.operation import Operation
 
 log = logging.getLogger(__name__)
 
@@ -36,35 +33,34 @@ WAIT_POLL_SECONDS = 0.5  # a single writer waiting for a live write polls at mos
 
 
 # -- start ---------------------------------------------------------------------------------
-def start_commit(client: WriteClient, operation: str) -> str:
+def start_commit(ctx: WriteContext, writes: PendingWrites, operation: Operation) -> tuple[WriteContext, str]:
     """`WriteClient.start_commit`: roll back failed writes (or, a single writer, wait for a live
-    one), then request a new instant with its heartbeat."""
-    client.table_config.check_writable()
+    one), then request a new instant with its heartbeat. Returns the context with the table's
+    config as read under the lock, and the instant time."""
+    ctx.table.check_writable()
     began: float | None = None
     told: set[str] = set()
     while True:
-        with client.lock.hold():
+        with ctx.lock.hold():
             # The version as of now, under the lock: an upgrade may have run since we opened.
-            client.table_config = TableConfig.load(client.storage)
-            client.table_config.check_writable()
-            client.table_config = drop_metadata_table(client.storage, client.table_config)
-            timeline = Timeline.load(client.storage)
-            live = [] if client.optimistic else _live_writes(client, timeline)
+            table = TableConfig.load(ctx.storage)
+            table.check_writable()
+            ctx = ctx.with_table(drop_metadata_table(ctx.storage, table))
+            timeline = Timeline.load(ctx.storage)
+            live = [] if ctx.optimistic else _live_writes(ctx, writes, timeline)
             if not live:
-                _rollback_failed_writes(client, timeline)
-                action, doc = overwrite.requested(operation)
-                if action is Action.COMMIT and client.table_config.is_merge_on_read:
+                _rollback_failed_writes(ctx, writes, timeline)
+                action, doc = operation.action, requested_plan(operation)
+                if action is Action.COMMIT and ctx.table.is_merge_on_read:
                     action = Action.DELTA_COMMIT  # every write but an overwrite, as Hudi's
-                instant, heartbeat = request(client, action, doc, timeline)
+                instant, heartbeat = request(ctx, action, doc, timeline)
                 done = frozenset(i.time for i in timeline.completed_writes())  # none completed: we hold the lock
                 break
         began = time.monotonic() if began is None else began
-        _wait_for(client, live[0], told, began)
-    client._pending[instant.time] = PendingWrite(
-        instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline)
-    )
+        _wait_for(ctx, live[0], told, began)
+    writes.add(PendingWrite(instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline)))
     log.info("started commit %s", instant.time)
-    return instant.time
+    return ctx, instant.time
 
 
 def rollbacks(timeline: Timeline) -> frozenset[str]:
@@ -73,7 +69,7 @@ def rollbacks(timeline: Timeline) -> frozenset[str]:
 
 
 def request(
-    client: WriteClient, action: Action, content: bytes, timeline: Timeline | None = None
+    ctx: WriteContext, action: Action, content: bytes, timeline: Timeline | None = None
 ) -> tuple[Instant, Heartbeat]:
     """Under the lock: a new requested instant and its heartbeat, which beats before the instant
     is visible, so no other writer ever sees it without one (and takes it for a dead write)."""
@@ -82,25 +78,18 @@ def request(
     def beat_first(instant_time: str) -> None:
         if beats:  # a writer without the lock took the time before us: its heartbeat now
             beats[-1].stop(delete=False)
-        beats.append(_heartbeat(client, instant_time))
+        beats.append(ctx.heartbeats.start(ctx.storage, instant_time))
 
-    return create_requested(client.storage, action, content, before=beat_first, timeline=timeline), beats[-1]
-
-
-def _heartbeat(client: WriteClient, instant_time: str) -> Heartbeat:
-    interval = client.config.get(opt.HEARTBEAT_INTERVAL_MS)
-    return Heartbeat(
-        client.storage, instant_time, interval, client.config.get(opt.HEARTBEAT_TOLERABLE_MISSES)
-    ).start()
+    return create_requested(ctx.storage, action, content, before=beat_first, timeline=timeline), beats[-1]
 
 
-def _wait_for(client: WriteClient, inst: Instant, told: set[str], began: float) -> None:
+def _wait_for(ctx: WriteContext, inst: Instant, told: set[str], began: float) -> None:
     """Single writer: `inst`, another write, is in flight and alive. Say so once, then sleep a
     poll. Past the bound (its heartbeat's expiry, one more interval and the lock wait time,
     counted from the first wait: a dead writer's heartbeat always expires before) give up."""
-    interval = client.config.get(opt.HEARTBEAT_INTERVAL_MS)
-    expiry = expiry_ms(client.storage, inst.time, interval, client.config.get(opt.HEARTBEAT_TOLERABLE_MISSES))
-    bound_ms = expiry + interval + client.config.get(opt.LOCK_WAIT_TIME_MS)
+    interval = ctx.heartbeats.interval_ms
+    expiry = ctx.heartbeats.expiry_ms(ctx.storage, inst.time)
+    bound_ms = expiry + interval + ctx.options.get(opt.LOCK_WAIT_TIME_MS)
     if (time.monotonic() - began) * 1000 > bound_ms:
         raise WriteInProgressError(
             f"write {inst.time} of another writer is still in flight after {bound_ms / 1000:g} s (its heartbeat "
@@ -118,140 +107,112 @@ def _wait_for(client: WriteClient, inst: Instant, told: set[str], began: float) 
     time.sleep(min(WAIT_POLL_SECONDS, interval / 4000))
 
 
-def check_startable(client: WriteClient, instant_time: str) -> None:
-    """Raise unless this client started `instant_time` and has written nothing under it yet."""
-    pending = client._pending.get(instant_time)
-    if pending is None or pending.instant.state is not State.REQUESTED:
-        raise UpsertlakeError(f"instant {instant_time} was not started by this client (or was already written)")
-
-
 # -- failed and live writes ----------------------------------------------------------------
-def rollback_failed_writes(client: WriteClient) -> list[str]:
+def rollback_failed_writes(ctx: WriteContext, writes: PendingWrites) -> list[str]:
     """`WriteClient.rollback_failed_writes`: under the lock."""
-    with client.lock.hold():
-        return _rollback_failed_writes(client, Timeline.load(client.storage))
+    with ctx.lock.hold():
+        return _rollback_failed_writes(ctx, writes, Timeline.load(ctx.storage))
 
 
-def _rollback_failed_writes(client: WriteClient, timeline: Timeline) -> list[str]:
-    failed = _failed_writes(client, timeline)
+def _rollback_failed_writes(ctx: WriteContext, writes: PendingWrites, timeline: Timeline) -> list[str]:
+    failed = _failed_writes(ctx, writes, timeline)
     for inst in failed:
-        undo(client, inst)
-        client.storage.delete_dir(staging_folder(inst.time))  # left by a Spark driver that died
-        client.storage.delete(heartbeat_path(inst.time))
-        forget(client, inst.time)
-    drop_dead_rollbacks(client.storage, Timeline.load(client.storage) if failed else timeline)
+        undo(ctx, inst)
+        ctx.storage.delete_dir(staging_folder(inst.time))  # left by a Spark driver that died
+        ctx.storage.delete(heartbeat_path(inst.time))
+        writes.end(inst.time)
+    drop_dead_rollbacks(ctx.storage, Timeline.load(ctx.storage) if failed else timeline)
     return [i.time for i in failed]
 
 
-def _failed_writes(client: WriteClient, timeline: Timeline) -> list[Instant]:
-    """Pending writes whose heartbeat expired or is missing (a dead writer, or a pending write
-    of Hudi or an older upsertlake, whose single writers beat none: rolled back, as Hudi's
-    eager single writer does), and this thread's own abandoned writes (a thread runs one write
-    at a time; starting another abandons them)."""
-    interval = client.config.get(opt.HEARTBEAT_INTERVAL_MS)
-    misses = client.config.get(opt.HEARTBEAT_TOLERABLE_MISSES)
-    mine = set() if client.optimistic else _abandoned(client)
-    return [
-        i for i in timeline.pending_writes() if i.time in mine or is_expired(client.storage, i.time, interval, misses)
-    ]
+def _failed_writes(ctx: WriteContext, writes: PendingWrites, timeline: Timeline) -> list[Instant]:
+    """The failed writes (`HeartbeatPolicy.failed`: rolled back, as Hudi's eager single writer
+    does), and a single writer's own abandoned writes of this thread (a thread runs one write at
+    a time; starting another abandons them)."""
+    mine = set() if ctx.optimistic else writes.of_this_thread()
+    failed = {i.time for i in ctx.heartbeats.failed(ctx.storage, timeline)}
+    return [i for i in timeline.pending_writes() if i.time in mine or i.time in failed]
 
 
-def _live_writes(client: WriteClient, timeline: Timeline) -> list[Instant]:
+def _live_writes(ctx: WriteContext, writes: PendingWrites, timeline: Timeline) -> list[Instant]:
     """The pending writes a single writer must wait for: alive, not a clustering (which runs
     beside writers in either mode), not this thread's own abandoned ones."""
-    failed = {i.time for i in _failed_writes(client, timeline)}
+    failed = {i.time for i in _failed_writes(ctx, writes, timeline)}
     return [
         i
         for i in timeline.pending_writes()
         if i.time not in failed
-        and not (i.action is Action.REPLACE_COMMIT and clustering_file_groups(client.storage, i))
+        and not (i.action is Action.REPLACE_COMMIT and clustering_file_groups(ctx.storage, i))
     ]
 
 
-def _abandoned(client: WriteClient) -> set[str]:
-    """This client's pending writes started by the calling thread."""
-    me = threading.get_ident()
-    return {t for t, p in client._pending.items() if p.thread == me}
-
-
 # -- moving a write to a new instant -------------------------------------------------------
-def new_instant(client: WriteClient, pending: PendingWrite, inflight: bool = True) -> Instant:
+def new_instant(ctx: WriteContext, writes: PendingWrites, pending: PendingWrite, inflight: bool = True) -> Instant:
     """Under the lock: an instant of the write's action (with its heartbeat) for the write to
     move to; inflight with the write's profile unless a retry writes it anew."""
-    instant, heartbeat = request(client, pending.instant.action, pending.requested_doc)
+    instant, heartbeat = request(ctx, pending.instant.action, pending.requested_doc)
     if inflight:
-        instant = transition(client.storage, instant, State.INFLIGHT, pending.inflight_doc, layout_of(client.table_config))
+        instant = transition(ctx.storage, instant, State.INFLIGHT, pending.inflight_doc, layout_of(ctx.table))
     # Registered so that a crash is undone.
-    client._pending[instant.time] = PendingWrite(instant, pending.checked, heartbeat, rollbacks=pending.rollbacks)
+    writes.add(PendingWrite(instant, pending.checked, heartbeat, rollbacks=pending.rollbacks))
     return instant
 
 
-def adopt(client: WriteClient, pending: PendingWrite, new: Instant) -> None:
+def adopt(writes: PendingWrites, pending: PendingWrite, new: Instant) -> None:
     """The write goes on under `new` (from `new_instant`, with its heartbeat); the old instant's
     heartbeat stops, and `rollback` of the old time finds the new one."""
-    old = pending.instant
-    helper = client._pending.pop(new.time)
-    pending.finish()
-    pending.instant, pending.heartbeat = new, helper.heartbeat
-    client._pending.pop(old.time, None)
-    client._pending[new.time] = pending
-    client._moved[old.time] = new.time
+    helper = writes.get(new.time)
+    assert helper is not None
+    writes.move(pending, helper)
 
 
-def restart(client: WriteClient, current: Instant, pending: PendingWrite) -> str:
+def restart(ctx: WriteContext, writes: PendingWrites, current: Instant, pending: PendingWrite) -> str:
     """Under the lock: a retry after a conflict goes under a new instant, as in Hudi, and the
     conflicted attempt is rolled back. The retry merges onto versions committed since the old
     instant, maybe named by later times: readers, who order a group's versions by instant
     time, would hide a file named by the old one. The new instant is created before the
     rollback, so it is later than the old one."""
-    new = new_instant(client, pending, inflight=False)
-    rollback_pending(client.storage, current)
-    adopt(client, pending, new)
+    new = new_instant(ctx, writes, pending, inflight=False)
+    rollback_pending(ctx.storage, current)
+    adopt(writes, pending, new)
     log.info("write %s goes on under instant %s for its retry", current.time, new.time)
     return new.time
 
 
 # -- ending a write ------------------------------------------------------------------------
-def forget(client: WriteClient, instant_time: str) -> None:
-    """The write ended (committed or rolled back): stop its heartbeat, free what it held."""
-    pending = client._pending.pop(instant_time, None)
-    if pending is not None:
-        pending.finish()
-        pending.free()
-
-
-def rollback(client: WriteClient, instant_time: str) -> None:
+def rollback(ctx: WriteContext, writes: PendingWrites, instant_time: str) -> None:
     """`WriteClient.rollback`: undo a started, uncommitted write of this client."""
-    while instant_time in client._moved:  # a re-merge or a retry moved it (maybe more than once)
-        instant_time = client._moved.pop(instant_time)
-    with client.lock.hold():
-        timeline = Timeline.load(client.storage)
+    instant_time = writes.resolve(instant_time)  # a re-merge or a retry moved it (maybe more than once)
+    with ctx.lock.hold():
+        timeline = Timeline.load(ctx.storage)
         inst = next((i for i in timeline.pending_writes() if i.time == instant_time), None)
-        pending = client._pending.get(instant_time)
+        pending = writes.get(instant_time)
         if inst is None and pending is not None and timeline.get(instant_time) is None:
             inst = pending.instant  # on no timeline: only what this write left since
         if inst is not None and not inst.is_completed:
-            undo(client, inst)
-    forget(client, instant_time)
+            undo(ctx, inst)
+    writes.end(instant_time)
 
 
-def undo(client: WriteClient, inst: Instant) -> None:
+def undo(ctx: WriteContext, inst: Instant) -> None:
     """Under the lock: roll back a failed write. On a merge-on-read table as Hudi does, recorded
     as a `.rollback` instant (table version 6 voids the appended log blocks by rollback command
     blocks; services.rollback.roll_back); a copy-on-write write's files just go."""
-    if client.table_config.is_merge_on_read and inst.action is Action.DELTA_COMMIT:
-        roll_back(client.storage, inst)
+    if ctx.table.is_merge_on_read and inst.action is Action.DELTA_COMMIT:
+        roll_back(ctx.storage, inst)
     else:
-        rollback_pending(client.storage, inst)
+        rollback_pending(ctx.storage, inst)
 
 
-def rolled_back_meanwhile(client: WriteClient, instant_time: str, exc: Exception) -> WriteConflictError | None:
+def rolled_back_meanwhile(
+    ctx: WriteContext, writes: PendingWrites, instant_time: str, exc: Exception
+) -> WriteConflictError | None:
     """For an I/O error met while writing files (OSError locally, StorageError on a store): a
     WriteConflictError when another writer rolled the instant back meanwhile (its files and
     folders went from under it), else None."""
-    pending = client._pending.get(instant_time)
+    pending = writes.get(instant_time)
     action = pending.instant.action if pending is not None else Action.COMMIT
-    if Timeline.load(client.storage).get(instant_time, action) is not None:
+    if Timeline.load(ctx.storage).get(instant_time, action) is not None:
         return None
     return WriteConflictError(
         f"write {instant_time} was rolled back by another writer while it wrote its files (its heartbeat "

@@ -10,7 +10,7 @@ the commit after are copy-on-write's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 
 import pyarrow as pa
@@ -22,12 +22,11 @@ from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine.append_handle import AppendJob, AppendTarget
 from upsertlake.engine.bucket_writer import BucketJob
-from upsertlake.engine.copy_on_write import sizing
-from upsertlake.engine.slice_routing import append_slices, pending_compactions, small_slices
+from upsertlake.engine.slice_routing import append_slices, pending_compactions
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.logfile import block_keys, is_log_path, read_blocks
 from upsertlake.logfile.avro_records import with_meta_fields
-from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
+from upsertlake.partitioner import Bucket, SmallFile
 from upsertlake.schema import RECORD_KEY_COLUMN, arrow_to_avro, avro_schema_json
 from upsertlake.services.compaction_plan import read_plan
 from upsertlake.timeline.active import Timeline
@@ -37,26 +36,13 @@ from upsertlake.timeline.instant import Action, Instant
 PARQUET_BLOCKS = "parquet"  # hoodie.logfile.data.block.format
 
 
-def partitioner(
-    profile: WorkloadProfile, view: FileSystemView, timeline: Timeline, operation: str, cfg: Config
-) -> UpsertPartitioner:
-    """The delta commit partitioner: copy-on-write's, with log-free small slices only."""
-    avg, pconf = sizing(timeline, cfg)
-    return UpsertPartitioner(profile, small_slices(profile, view, timeline, operation, cfg), avg, pconf)
-
-
 def append_job(
-    job: BucketJob,
-    table_config: TableConfig,
-    profile: WorkloadProfile,
-    view: FileSystemView,
-    operation: str,
-    cfg: Config,
+    job: BucketJob, table_config: TableConfig, small_files: Iterable[SmallFile], view: FileSystemView, cfg: Config
 ) -> AppendJob:
     """The write's job with its appends: the UPDATE buckets `append_slices` routes to a new log
-    file of their group's current slice."""
+    file of their group's current slice (all but those of the `small_files` taking inserts)."""
     timeline = view.timeline
-    slices = append_slices(job.buckets, profile, view, operation, cfg)
+    slices = append_slices(job.buckets, small_files, view)
     compacting = pending_compactions(timeline) if table_config.table_version < 8 else {}
     versions: dict[tuple[str, str, str], int] = {}
     for log in view.all_log_files():

@@ -1,25 +1,23 @@
-"""A started write, kept by its client until it commits or rolls back.
+"""The writes a client started and has not ended, each kept until it commits or rolls back.
 
-Its own module because the instant lifecycle, the commit and the re-merge all read and update it:
-the instant it stands at now, its heartbeat, the commits it need not be checked against, and the
-callbacks that write its buckets or its whole batch again.
+`PendingWrites` is their one owner: the instant lifecycle, the commit and the re-merge reach a
+write through it (the instant it stands at now, its heartbeat, the commits it need not be checked
+against, the callbacks that write its buckets or its whole batch again), never through the client.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from upsertlake.concurrency.conflict import FileGroup
 from upsertlake.concurrency.heartbeat import Heartbeat
 from upsertlake.engine.bucket_writer import BucketJob, WriteStatus
-from upsertlake.timeline.instant import Instant
-
-if TYPE_CHECKING:
-    from upsertlake.engine.write_result import WriteResult
+from upsertlake.engine.write_result import WriteResult
+from upsertlake.errors import UpsertlakeError
+from upsertlake.timeline.instant import Instant, State
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +29,7 @@ Rewrite = Callable[[BucketJob, Collection[int] | None, int], list[WriteStatus]]
 # Tags, partitions and writes the kept batch again against the table as it is now, for a retry
 # after a conflict on a record: (instant, attempt) -> the new result, through begin_buckets and
 # result_of as the first attempt.
-Redo = Callable[[str, int], "WriteResult"]
+Redo = Callable[[str, int], WriteResult]
 
 
 @dataclass
@@ -73,3 +71,69 @@ class PendingWrite:
                 release()
             except Exception:  # noqa: BLE001 - freeing a cache must not undo a commit's outcome
                 log.warning("write %s: could not release %s", self.instant.time, name, exc_info=True)
+
+
+class PendingWrites:
+    """The started writes of one client, by instant time, and where a write moved to (a re-merge
+    or a retry goes on under a new instant)."""
+
+    def __init__(self) -> None:
+        self._writes: dict[str, PendingWrite] = {}
+        self._moved: dict[str, str] = {}  # instant -> the instant its write moved to
+
+    def __iter__(self) -> Iterator[str]:
+        """The instant times of the writes started and not ended."""
+        return iter(list(self._writes))
+
+    def add(self, pending: PendingWrite) -> None:
+        self._writes[pending.instant.time] = pending
+
+    def get(self, instant_time: str) -> PendingWrite | None:
+        return self._writes.get(instant_time)
+
+    def startable(self, instant_time: str) -> PendingWrite:
+        """The write started as `instant_time` that has written nothing yet; raises otherwise."""
+        pending = self._writes.get(instant_time)
+        if pending is None or pending.instant.state is not State.REQUESTED:
+            raise UpsertlakeError(f"instant {instant_time} was not started by this client (or was already written)")
+        return pending
+
+    def keep(self, instant_time: str, *, rewrite: Rewrite | None = None, redo: Redo | None = None) -> None:
+        """What a write gives its commit: `rewrite` writes buckets again for a re-merge, `redo`
+        the whole batch again for a retry after a conflict on a record."""
+        pending = self._writes[instant_time]
+        pending.rewrite = rewrite or pending.rewrite
+        pending.redo = redo or pending.redo
+
+    def hold(self, instant_time: str, name: str, release: Callable[[], None]) -> None:
+        """Call `release` once the write ends, or when `name` is held anew."""
+        self._writes[instant_time].hold(name, release)
+
+    def move(self, pending: PendingWrite, new: PendingWrite) -> None:
+        """`pending` goes on under `new`'s instant and heartbeat (registered by `add`); its old
+        heartbeat stops, and the old time resolves to the new one."""
+        old = pending.instant
+        self._writes.pop(new.instant.time)
+        pending.finish()
+        pending.instant, pending.heartbeat = new.instant, new.heartbeat
+        self._writes.pop(old.time, None)
+        self._writes[new.instant.time] = pending
+        self._moved[old.time] = new.instant.time
+
+    def resolve(self, instant_time: str) -> str:
+        """The instant a write started as `instant_time` stands at now (forgetting the moves)."""
+        while instant_time in self._moved:
+            instant_time = self._moved.pop(instant_time)
+        return instant_time
+
+    def end(self, instant_time: str) -> None:
+        """The write ended (committed or rolled back): stop its heartbeat, free what it held."""
+        pending = self._writes.pop(instant_time, None)
+        if pending is not None:
+            pending.finish()
+            pending.free()
+
+    def of_this_thread(self) -> set[str]:
+        """The writes started by the calling thread (a thread runs one write at a time)."""
+        me = threading.get_ident()
+        return {t for t, p in self._writes.items() if p.thread == me}

@@ -1,8 +1,13 @@
 """The plan of one write: what prepare → tag → profile → partition decided, before any file is
-written. `WriteClient._write` executes it; `explain` reports it without writing anything."""
+written. One value for both engines: the in-process write executes it with the records it holds
+(`tagged`); a Spark write builds it from counts (its records stay in Spark) and ships its parts to
+the tasks. `explain` reports it without writing anything."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,15 +20,16 @@ from upsertlake.engine.bucket_writer import DELETE_FLAG
 from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.engine.slice_routing import append_slices
 from upsertlake.index.base import Index
-from upsertlake.partitioner import Bucket, BucketType, WorkloadProfile
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.partitioner import Bucket, BucketType, UpsertPartitioner, WorkloadProfile
+from upsertlake.timeline.operation import Operation
 
 
-def view_scope(operation: str, index: Index, partitions: pa.Array | pa.ChunkedArray) -> list[str] | None:
+def view_scope(operation: Operation, index: Index, partitions: pa.Array | pa.ChunkedArray) -> list[str] | None:
     """The partitions a write's file system view lists: the batch's (so a write's listing grows
     with the partitions it touches, not with the table), or all (None) when the index reads every
     partition or the write replaces the whole table."""
-    if operation == "insert_overwrite_table" or (index.requires_tagging(operation) and index.reads_all_partitions):
+    if operation.replaces_table or (index.requires_tagging(operation) and index.reads_all_partitions):
         return None
     return pc.unique(partitions).to_pylist()
 
@@ -41,34 +47,70 @@ class Progress:
         """The stage took `seconds`."""
 
 
-@dataclass(frozen=True)
-class WritePlan:
-    """The deduplicated, tagged records and the bucket each one is written to."""
+@contextmanager
+def stage(stages: dict[str, float], name: str, progress: Progress | None = None, total: int = 0) -> Iterator[None]:
+    """Time a stage of a write into `stages` (added up when it runs again) and tell `progress`."""
+    start = time.perf_counter()
+    if progress is not None:
+        progress.started(name, total)
+    try:
+        yield
+    finally:
+        stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
+        if progress is not None:
+            progress.ended(name, stages[name])
 
-    operation: str
-    cfg: Config
+
+@dataclass(frozen=True)
+class Tagged:
+    """An in-process plan's records: the prepared batch, the records written with their stored
+    locations (`loc_partition`, `loc_file_id`, `loc_instant`; null for inserts), and each
+    record's bucket."""
+
     batch: PreparedBatch
-    view: FileSystemView
     records: pa.Table
     locations: pa.Table
+    assignment: np.ndarray
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """The buckets a write goes to and what its bucket writers need: the operation and options,
+    the file system view it was planned against, the workload profile, the data schema, the
+    partitioner that assigns records to buckets (none for a bulk insert or the bucket index) and,
+    in process, the records themselves."""
+
+    operation: Operation
+    cfg: Config
+    view: FileSystemView
     profile: WorkloadProfile
     buckets: list[Bucket]
-    assignment: np.ndarray
-    stages: dict[str, float]
+    data_schema: pa.Schema
+    partitioner: UpsertPartitioner | None = None
+    tagged: Tagged | None = None
+    stages: dict[str, float] = field(default_factory=dict)
     store_requests: dict[str, int] = field(default_factory=dict)  # what planning asked of an object store
     merge_on_read: bool = False  # updates and deletes are appended to log files (`slice_routing`)
+
+    @property
+    def small_files(self) -> list:
+        """The small files offered inserts (a merge-on-read write rewrites them, appends to none)."""
+        return self.partitioner.small_files if self.partitioner is not None else []
 
     def summary(self) -> dict[str, Any]:
         """Counts per stage and per file group: the groups whose base file is rewritten (with its
         bytes), the new ones, and on a merge-on-read table the groups that get a new log file,
         with the log files and bytes their slice already holds (the compaction backlog)."""
-        is_insert = pc.is_null(self.locations.column("loc_file_id")).to_numpy(zero_copy_only=False)
-        is_delete = self.records.column(DELETE_FLAG).to_numpy(zero_copy_only=False).astype(bool)
+        tagged = self.tagged
+        assert tagged is not None, "a summary counts the records an in-process plan holds"
+        is_insert = pc.is_null(tagged.locations.column("loc_file_id")).to_numpy(zero_copy_only=False)
+        is_delete = tagged.records.column(DELETE_FLAG).to_numpy(zero_copy_only=False).astype(bool)
         n = len(self.buckets)
-        per_bucket = np.bincount(self.assignment, minlength=n) if n else np.zeros(0, int)
-        inserts = np.bincount(self.assignment[is_insert], minlength=n) if n else np.zeros(0, int)
-        deleted = np.bincount(self.assignment[is_delete], minlength=n) if n else np.zeros(0, int)
-        appends = append_slices(self.buckets, self.profile, self.view, self.operation, self.cfg) if self.merge_on_read else {}
+        assignment = tagged.assignment
+        per_bucket = np.bincount(assignment, minlength=n) if n else np.zeros(0, int)
+        inserts = np.bincount(assignment[is_insert], minlength=n) if n else np.zeros(0, int)
+        deleted = np.bincount(assignment[is_delete], minlength=n) if n else np.zeros(0, int)
+        appends = append_slices(self.buckets, self.small_files, self.view) if self.merge_on_read else {}
         sizes = {bf.file_group: bf.size for bf in self.view.latest_base_files()}
         updated, small, new, appended = [], [], [], []
         for b in self.buckets:
@@ -103,12 +145,12 @@ class WritePlan:
             },
         }
         return {
-            "operation": self.operation,
+            "operation": self.operation.value,
             "table_type": "MERGE_ON_READ" if self.merge_on_read else "COPY_ON_WRITE",
-            "input_records": self.batch.num_input,
-            "after_dedup": self.batch.records.num_rows,
-            "duplicates_combined": self.batch.num_input - self.batch.records.num_rows,
-            "dropped_unknown_deletes": self.batch.records.num_rows - self.records.num_rows,
+            "input_records": tagged.batch.num_input,
+            "after_dedup": tagged.batch.records.num_rows,
+            "duplicates_combined": tagged.batch.num_input - tagged.batch.records.num_rows,
+            "dropped_unknown_deletes": tagged.batch.records.num_rows - tagged.records.num_rows,
             "updates": int((~is_insert).sum()) - deletes,
             "deletes": deletes,
             "inserts": int(is_insert.sum()),

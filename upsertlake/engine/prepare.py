@@ -19,6 +19,7 @@ from upsertlake.errors import SchemaError
 from upsertlake.schema import IS_DELETED_COLUMN, conform, merge_schemas, normalize_batch
 from upsertlake.schema.types import same_type
 from upsertlake.layout.keygen import KeyGenerator
+from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
 # Internal: a record's place in the whole input (Spark numbers rows before any shuffle). When the
@@ -106,7 +107,7 @@ class PrepareSpec:
 
     config: TableConfig
     table_schema: pa.Schema | None
-    operation: str
+    operation: Operation
     combine: bool
     dedup_by_key_only: bool
     allow_missing_columns: bool
@@ -128,7 +129,7 @@ def prepare_batch(
     config: TableConfig,
     table_schema: pa.Schema | None,
     *,
-    operation: str,
+    operation: Operation,
     combine: bool,
     dedup_by_key_only: bool,
     allow_missing_columns: bool,
@@ -141,7 +142,7 @@ def prepare_batch(
         batch = batch.drop_columns([POSITION])
     num_input = batch.num_rows
     _require(batch, config.record_key_fields, "record key")
-    if operation == "delete":
+    if operation is Operation.DELETE:
         if not dedup_by_key_only:
             _require(batch, config.partition_fields, "partition")
         return _prepare_delete(batch, config, table_schema, num_input, position)

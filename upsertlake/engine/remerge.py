@@ -10,25 +10,23 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace as _replace
-from typing import TYPE_CHECKING
 
 from upsertlake.concurrency.conflict import FileGroup
 from upsertlake.engine import instants
+from upsertlake.engine.context import WriteContext
 from upsertlake.engine.copy_on_write import write_partition_metadata
-from upsertlake.engine.pending import PendingWrite
+from upsertlake.engine.pending import PendingWrite, PendingWrites
 from upsertlake.engine.write_result import WriteResult, with_statuses
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import reconcile_markers, rollback_pending
 from upsertlake.timeline.instant import Instant
 
-if TYPE_CHECKING:
-    from upsertlake.engine.write_client import WriteClient
-
 log = logging.getLogger(__name__)
 
 
 def remerge_or_move(
-    client: WriteClient,
+    ctx: WriteContext,
+    writes: PendingWrites,
     pending: PendingWrite,
     result: WriteResult,
     stale: dict[FileGroup, Instant],
@@ -40,42 +38,42 @@ def remerge_or_move(
     """Move the write to `moved_to` if it is set, else merge the `stale` groups again; either way
     onto the newest versions in `view`. `locked`: the caller holds the lock."""
     if moved_to is not None:
-        result = _move(client, pending, result, moved_to, view, attempt, locked)
+        result = _move(ctx, writes, pending, result, moved_to, view, attempt, locked)
     else:
-        result = _remerge(client, pending, result, set(stale), view, attempt)
+        result = _remerge(ctx, pending, result, set(stale), view, attempt)
     # A failed or duplicate attempt of a distributed rewrite leaves a file only its marker names.
-    reconcile_markers(client.storage, result.instant_time, result.files_written)
+    reconcile_markers(ctx.storage, result.instant_time, result.files_written)
     return result
 
 
 def _move(
-    client: WriteClient, pending: PendingWrite, result: WriteResult, new: Instant, view: FileSystemView, attempt: int,
-    locked: bool = False,
+    ctx: WriteContext, writes: PendingWrites, pending: PendingWrite, result: WriteResult, new: Instant,
+    view: FileSystemView, attempt: int, locked: bool = False,
 ) -> WriteResult:
     """Write every bucket again under instant `new`, each onto its group's newest version,
     then roll the old instant back (before the new one can complete)."""
     old, job = pending.instant, pending.job
     assert job is not None and pending.rewrite is not None
-    latest = {bf.file_group: bf for bf in view.latest_base_files(sorted({b.partition_path for b in job.buckets}))}
+    latest = view.latest_by_group(sorted({b.partition_path for b in job.buckets}))
     groups = {b.number: (b.partition_path, b.file_id) for b in job.buckets}
     base_files = {n: latest.get(groups[n], bf) for n, bf in job.base_files.items()}
     moved = _replace(job, instant_time=new.time, base_files=base_files)
-    write_partition_metadata(client.storage, {b.partition_path for b in job.buckets}, new.time, view.all_partitions())
+    write_partition_metadata(ctx.storage, {b.partition_path for b in job.buckets}, new.time, view.all_partitions())
     try:
         statuses = pending.rewrite(moved, None, attempt)
     except BaseException:
         if locked:
-            rollback_pending(client.storage, new)
-            instants.forget(client, new.time)
+            rollback_pending(ctx.storage, new)
+            writes.end(new.time)
         else:
-            instants.rollback(client, new.time)
+            instants.rollback(ctx, writes, new.time)
         raise
     if locked:
-        rollback_pending(client.storage, old)
+        rollback_pending(ctx.storage, old)
     else:
-        with client.lock.hold():
-            rollback_pending(client.storage, old)
-    instants.adopt(client, pending, new)
+        with ctx.lock.hold():
+            rollback_pending(ctx.storage, old)
+    instants.adopt(writes, pending, new)
     pending.job = moved
     pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
     log.info("write %s moved to instant %s to merge onto newer versions", old.time, new.time)
@@ -83,19 +81,19 @@ def _move(
 
 
 def _remerge(
-    client: WriteClient, pending: PendingWrite, result: WriteResult, groups: set[FileGroup], view: FileSystemView,
+    ctx: WriteContext, pending: PendingWrite, result: WriteResult, groups: set[FileGroup], view: FileSystemView,
     attempt: int,
 ) -> WriteResult:
     """Merge this write's records of `groups` again onto their newest committed versions (new
     write token); the files they replace are deleted at once, long before the commit file."""
     job = pending.job
     assert job is not None and pending.rewrite is not None
-    latest = {bf.file_group: bf for bf in view.latest_base_files(sorted({p for p, _ in groups}))}
+    latest = view.latest_by_group(sorted({p for p, _ in groups}))
     numbers = {(b.partition_path, b.file_id): b.number for b in job.buckets}
     pending.job = _replace(job, base_files={**job.base_files, **{numbers[g]: latest[g] for g in groups}})
     statuses = pending.rewrite(pending.job, [numbers[g] for g in sorted(groups)], attempt)
     for group in groups:
-        client.storage.delete(pending.statuses[group].stat.path)
+        ctx.storage.delete(pending.statuses[group].stat.path)
     for status in statuses:
         pending.statuses[(status.stat.partitionPath, status.stat.fileId)] = status
     log.info("write %s re-merged %d file group(s) onto newer versions", job.instant_time, len(groups))

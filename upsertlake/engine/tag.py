@@ -22,6 +22,7 @@ from upsertlake.index import check_bucket_index_fields, make_index
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.keygen import DEFAULT_PARTITION
+from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def table_index(cfg: Config, table_config: TableConfig) -> Index:
 
 
 def tag(
-    batch: PreparedBatch, index: Index, view: FileSystemView, operation: str, cfg: Config, precombine_field: str | None
+    batch: PreparedBatch, index: Index, view: FileSystemView, operation: Operation, cfg: Config, precombine_field: str | None
 ) -> tuple[pa.Table, pa.Table]:
     """The batch's records that are written, and beside them their locations (`loc_partition`,
     `loc_file_id`, `loc_instant`: null for an insert). A delete of a key that is not stored is

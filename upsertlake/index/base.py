@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from upsertlake.schema import RECORD_KEY_COLUMN
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrays import group_rows, sorted_unique
 from upsertlake.util.arrow import constant
 
@@ -52,9 +53,9 @@ class Index(ABC):
         """Whether tagging reads every partition's files (a global index), not the batch's only."""
         return self.is_global
 
-    def requires_tagging(self, operation: str) -> bool:
+    def requires_tagging(self, operation: Operation) -> bool:
         """Insert-only operations skip the lookup, as in Hudi."""
-        return operation not in ("insert", "bulk_insert", "insert_overwrite", "insert_overwrite_table")
+        return operation.looks_up
 
     @abstractmethod
     def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:

@@ -16,6 +16,7 @@ from upsertlake.errors import ConfigError, UnsupportedTableError
 from upsertlake.index.base import LOCATION_SCHEMA, Index, rows_by_partition
 from upsertlake.layout.bucket_id import bucket_ids, bucket_of
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
+from upsertlake.timeline.operation import Operation
 
 
 class BucketIndex(Index):
@@ -25,9 +26,9 @@ class BucketIndex(Index):
         self.hash_fields = hash_fields
         self._stats: dict[str, int] = {}
 
-    def requires_tagging(self, operation: str) -> bool:
+    def requires_tagging(self, operation: Operation) -> bool:
         """Every write goes to its keys' buckets, inserts and bulk inserts included (as Hudi)."""
-        return operation not in ("insert_overwrite", "insert_overwrite_table")
+        return not operation.overwrites
 
     def buckets(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return bucket_ids(keys, self.hash_fields, self.num_buckets)

@@ -407,6 +407,10 @@ class FileSystemView:
         wanted = self._latest.keys() if partitions is None else partitions
         return [bf for p in wanted for bf in self._latest.get(p, [])]
 
+    def latest_by_group(self, partitions: list[str] | None = None) -> dict[tuple[str, str], BaseFile]:
+        """`latest_base_files` by file group (partition, fileId)."""
+        return {bf.file_group: bf for bf in self.latest_base_files(partitions)}
+
     def latest_file_slices(self, partitions: list[str] | None = None) -> list[FileSlice]:
         """The visible slice of every file group (of `partitions`): its base file and the log files
         to merge over it (none on a copy-on-write table). MissingFileError when a file is gone."""

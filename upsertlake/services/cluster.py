@@ -26,7 +26,7 @@ from functools import partial
 import pyarrow as pa
 
 from upsertlake.concurrency.conflict import check_commit, pending_clustering
-from upsertlake.concurrency.heartbeat import Heartbeat
+from upsertlake.concurrency.heartbeat import HeartbeatPolicy
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -116,9 +116,7 @@ def cluster(
             storage, Action.REPLACE_COMMIT, documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns, cfg)), clustering=True
         )
         # Writers leave a pending clustering alone while its heartbeat beats (engine.instants).
-        heartbeat = Heartbeat(
-            storage, requested.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
-        ).start()
+        heartbeat = HeartbeatPolicy.of(cfg).start(storage, requested.time)
         completed_at_start = {i.time for i in Timeline.load(storage).completed_writes()}
     try:
         inflight = transition(storage, requested, State.INFLIGHT)

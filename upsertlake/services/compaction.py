@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-from upsertlake.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
+from upsertlake.concurrency.heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_path
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -139,7 +139,7 @@ def execute(
 def _claim(storage: Storage, requested: Instant, cfg: Config) -> tuple[Instant, Heartbeat]:
     """The lock held: the plan goes inflight, its heartbeat beating first (a compactor that sees
     it inflight sees it alive)."""
-    heartbeat = Heartbeat(storage, requested.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)).start()
+    heartbeat = HeartbeatPolicy.of(cfg).start(storage, requested.time)
     try:
         inflight = transition(storage, requested, State.INFLIGHT)
         start_markers(storage, inflight.time)
@@ -150,7 +150,7 @@ def _claim(storage: Storage, requested: Instant, cfg: Config) -> tuple[Instant, 
 
 
 def _is_dead(storage: Storage, inst: Instant, cfg: Config) -> bool:
-    return is_expired(storage, inst.time, cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES))
+    return HeartbeatPolicy.of(cfg).is_expired(storage, inst.time)
 
 
 def nothing_to_compact(timeline: Timeline) -> str:

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
-from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, expiry_ms, heartbeat_path, is_expired, last_heartbeat_ms
+from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, HeartbeatPolicy, heartbeat_path, last_heartbeat_ms
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -444,13 +444,13 @@ def _check_pending_compactions(storage: Storage, timeline: Timeline, cfg: Config
     that died (its files are invisible to readers; the next `compact` rolls it back and runs the
     plan again, as Hudi does)."""
     findings = []
-    interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+    heartbeats = HeartbeatPolicy.of(cfg)
     for inst in timeline.pending_compactions():
         rel = timeline.path(inst)
         if inst.state is State.REQUESTED:
             findings.append(Finding("pending", rel, "a compaction plan waiting to run (`upsertlake compact` runs it)",
                                     problem=False))
-        elif not is_expired(storage, inst.time, interval, misses):
+        elif not heartbeats.is_expired(storage, inst.time):
             findings.append(Finding("pending", rel, "a compaction in progress (its heartbeat is alive)", problem=False))
         else:
             findings.append(Finding(
@@ -469,9 +469,7 @@ def _failed_writes(
     misses of `cfg`). `entries`: the whole table's listing (.hoodie/ aside), listed here if not
     given. A file being written keeps its modification time fresh, so a slow writer
     without heartbeats (Hudi's single writer) is not taken for dead."""
-    interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
-    pending = timeline.pending_writes()
-    if not pending:
+    if not timeline.pending_writes():
         return []
     touched: dict[str, int] = defaultdict(int)
     for entry in storage.list(METAFOLDER, recursive=True):
@@ -484,8 +482,7 @@ def _failed_writes(
         if _is_base_file(entry):
             stamp = BaseFile.parse(entry).instant_time
             touched[stamp] = max(touched[stamp], entry.mtime_ns // 1_000_000)
-    now_ms = time.time() * 1000
-    return [i for i in pending if now_ms - touched.get(i.time, 0) > expiry_ms(storage, i.time, interval, misses)]
+    return HeartbeatPolicy.of(cfg).failed(storage, timeline, touched)
 
 
 def _ago(epoch_ms: int) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from upsertlake.concurrency.lock import TableLock
-from upsertlake.concurrency.heartbeat import is_expired
+from upsertlake.concurrency.heartbeat import HeartbeatPolicy
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import ServiceError
@@ -16,7 +16,7 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
 from upsertlake.layout.markers import delete_written
-from upsertlake.services.rollback import live_writes, undo
+from upsertlake.services.rollback import undo
 from upsertlake.timeline.retention import savepoint_times
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import (
@@ -39,15 +39,15 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Conf
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
         cfg = config or Config.resolve(None)
-        live = live_writes(storage, timeline, cfg)
+        heartbeats = HeartbeatPolicy.of(cfg)
+        live = heartbeats.live(storage, timeline)
         if live:
             raise ServiceError(
                 f"write {live[-1].time} is in flight (its heartbeat is alive): restore once it has ended"
             )
-        interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
         running = [
             i for i in timeline.pending_compactions()
-            if i.state is State.INFLIGHT and not is_expired(storage, i.time, interval, misses)
+            if i.state is State.INFLIGHT and not heartbeats.is_expired(storage, i.time)
         ]
         if running:
             raise ServiceError(

@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from upsertlake.concurrency.heartbeat import heartbeat_path, is_expired
+from upsertlake.concurrency.heartbeat import HeartbeatPolicy, heartbeat_path
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -51,7 +51,7 @@ def rollback(
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
-        target = _target(timeline, instant_time, live_writes(storage, timeline, cfg))
+        target = _target(timeline, instant_time, HeartbeatPolicy.of(cfg).live(storage, timeline))
         return roll_back(storage, target)
 
 
@@ -99,12 +99,6 @@ def drop_dead_rollbacks(storage: Storage, timeline: Timeline) -> list[str]:
         delete_instant_files(storage, r)
         log.info("removed rollback %s, left pending by a process that died after undoing its target", r.time)
     return [r.time for r in dropped]
-
-
-def live_writes(storage: Storage, timeline: Timeline, cfg: Config) -> list[Instant]:
-    """Pending writes whose heartbeat is alive: their writers are running."""
-    interval, misses = cfg.get(opt.HEARTBEAT_INTERVAL_MS), cfg.get(opt.HEARTBEAT_TOLERABLE_MISSES)
-    return [i for i in timeline.pending_writes() if not is_expired(storage, i.time, interval, misses)]
 
 
 def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:

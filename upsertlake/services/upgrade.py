@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from upsertlake.concurrency.heartbeat import heartbeat_path, is_expired
+from upsertlake.concurrency.heartbeat import HeartbeatPolicy, heartbeat_path
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -93,14 +93,15 @@ def upgrade(storage: Storage, lock: TableLock, config: Config, to: int = 8) -> U
 def _roll_back_failed_writes(storage: Storage, config: Config) -> list[str]:
     """Roll back pending writes whose heartbeat expired (a single writer beats none); refuse
     while one is alive: its files would land in the old layout after the switch."""
-    interval, misses = config.get(opt.HEARTBEAT_INTERVAL_MS), config.get(opt.HEARTBEAT_TOLERABLE_MISSES)
+    timeline = Timeline.load(storage, LAYOUT_1)
+    live = HeartbeatPolicy.of(config).live(storage, timeline)
+    if live:
+        raise ServiceError(
+            f"write {live[0].time} is in progress (its heartbeat is live); the table was not "
+            "upgraded: run the upgrade again once no write is running"
+        )
     rolled: list[str] = []
-    for inst in Timeline.load(storage, LAYOUT_1).pending_writes():
-        if not is_expired(storage, inst.time, interval, misses):
-            raise ServiceError(
-                f"write {inst.time} is in progress (its heartbeat is live); the table was not "
-                "upgraded: run the upgrade again once no write is running"
-            )
+    for inst in timeline.pending_writes():
         rollback_pending(storage, inst)
         storage.delete(heartbeat_path(inst.time))
         rolled.append(inst.time)

@@ -14,6 +14,7 @@ from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError, TableNotFoundError
 from upsertlake.storage import parse_location
 from upsertlake.table.table import Table, create_table, open_table
+from upsertlake.timeline.operation import BATCH_OPERATIONS, Operation
 
 ALIASES = {
     "table": opt.TABLE_NAME.key,
@@ -42,7 +43,6 @@ SMALL_BATCH_BYTES_DEFAULT = 32 * 1024 * 1024
 # The one-task path whatever Spark estimates: for inputs the user knows to be small that Spark
 # cannot size (a streaming micro-batch of the rate or Kafka source, an RDD's rows).
 SMALL_BATCH_FORCE = "upsertlake.small.batch.force"
-OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 
 
 # Keys of the object store's settings among a data source's options (delta-rs's and obstore's).
@@ -73,7 +73,7 @@ def resolve_path(path: str) -> str:
 @dataclass(frozen=True)
 class WriteOptions:
     path: str
-    operation: str
+    operation: Operation
     hoodie: dict[str, str]  # every hoodie.* key given (aliases resolved), validated
     save_max_records: int = SAVE_MAX_RECORDS_DEFAULT  # `.save()` refuses larger batches
     small_batch_bytes: int = SMALL_BATCH_BYTES_DEFAULT  # inputs up to this size are tagged in one task
@@ -133,10 +133,10 @@ def write_options(options: Mapping[str, object], path: str | None = None, operat
     hoodie = {k: v for k, v in given.items() if k not in (*READ_KEYS, SAVE_MAX_RECORDS, SMALL_BATCH_BYTES, SMALL_BATCH_FORCE)}
     Config.resolve(hoodie)  # unknown keys and bad values fail here, before any Spark job runs
     op = (operation or hoodie.get(opt.OPERATION.key) or "upsert").lower()
-    if op not in OPERATIONS:
-        raise ConfigError(f"{opt.OPERATION.key}={op!r}: use one of {', '.join(OPERATIONS)}")
+    if op not in {o.value for o in BATCH_OPERATIONS}:
+        raise ConfigError(f"{opt.OPERATION.key}={op!r}: use one of {', '.join(o.value for o in BATCH_OPERATIONS)}")
     return WriteOptions(
-        path, op, hoodie, storage=store,
+        path, Operation(op), hoodie, storage=store,
         save_max_records=_limit(given, SAVE_MAX_RECORDS, SAVE_MAX_RECORDS_DEFAULT, "rows"),
         small_batch_bytes=_limit(given, SMALL_BATCH_BYTES, SMALL_BATCH_BYTES_DEFAULT, "bytes"),
         small_batch_force=_flag(given, SMALL_BATCH_FORCE),

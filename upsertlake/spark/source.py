@@ -203,7 +203,7 @@ class StagingWriter(DataSourceArrowWriter):
             parts = [self.storage.read_parquet(f).cast(self.schema) for f in files]
             data = pa.concat_tables(parts) if parts else self.schema.empty_table()
             table = options.open_or_create(self.schema)
-            getattr(table, options.operation)(data, options.hoodie)
+            getattr(table, options.operation.value)(data, options.hoodie)
         finally:
             self._remove_staging()
 

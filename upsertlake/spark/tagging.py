@@ -40,9 +40,11 @@ from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.layout.footer import read_footer
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
 from upsertlake.spark.session import FILE_NAME, scan_files
+from upsertlake.spark.task_errors import reraised_named
 from upsertlake.spark.types import spark_schema_of, task_table
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.operation import Operation
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ STAGED_COUNTS = spark_schema_of(STAGED_COUNTS_ARROW)  # a small batch's staged f
 
 def tag(
     prepared: DataFrame,
-    operation: str,
+    operation: Operation,
     cfg: Config,
     view: FileSystemView,
     index_type: str,
@@ -72,9 +74,9 @@ def tag(
     field's type when global routing compares stored values; `parts`: the tasks of the join (the
     write's parallelism)."""
     spark = prepared.sparkSession
-    if operation in ("insert", "bulk_insert"):  # insert-only operations skip the lookup, as in Hudi
+    if not operation.looks_up:  # insert-only operations skip the lookup, as in Hudi
         return prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION])
-    is_global = index_type.startswith("GLOBAL_")
+    is_global = cfg.global_index
     if is_global:
         partitions = view.partitions()
     else:
@@ -114,7 +116,7 @@ def spark_index_type(index_type: str, cfg: Config) -> str:
 def tag_in_task(
     frame: DataFrame,
     records: pa.Schema,
-    operation: str,
+    operation: Operation,
     cfg: Config,
     timeline: Timeline,
     index_type: str,
@@ -293,8 +295,9 @@ def _check_files(
         yield from pa.table(out).to_batches()
 
 
+@reraised_named
 def _tag_task(
-    timeline: Timeline, index_type: str, operation: str, cfg: Config, precombine_field: str | None, distinct: str,
+    timeline: Timeline, index_type: str, operation: Operation, cfg: Config, precombine_field: str | None, distinct: str,
     prepare: Callable[[pa.Table], pa.Table] | None, schema: pa.Schema, storage: Storage, folder: str,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
@@ -322,8 +325,9 @@ def _tag_task(
     yield from counts.rename_columns(STAGED_COUNTS_ARROW.names).cast(STAGED_COUNTS_ARROW).to_batches()
 
 
+@reraised_named
 def _route(
-    operation: str, cfg: Config, precombine_field: str | None, batches: Iterator[pa.RecordBatch]
+    operation: Operation, cfg: Config, precombine_field: str | None, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """Global routing of one task's records (`route_moves`), the stored ordering values joined."""
     for batch in batches:

@@ -17,13 +17,12 @@ counts and write stats. A failure anywhere rolls the instant back.
 
 from __future__ import annotations
 
-import builtins
 import logging
 import os
 import pickle
-import re
 import time
 from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
 
@@ -33,7 +32,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from upsertlake import errors
+from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, WriteStatus, default_token, mark_buckets, store_summaries
 from upsertlake.engine.bulk_insert import (
@@ -45,7 +44,10 @@ from upsertlake.engine.bulk_insert import (
     written_record_size,
 )
 from upsertlake.engine.copy_on_write import bucket_rows, write_rows
-from upsertlake.engine.prepare import POSITION, PrepareSpec
+from upsertlake.engine.partitioning import sizing
+from upsertlake.engine.plan import WritePlan
+from upsertlake.engine.planner import plan_profile, prepare_spec
+from upsertlake.engine.prepare import POSITION, PreparedBatch, PrepareSpec
 from upsertlake.engine.write_client import WriteClient
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.layout.file_system_view import FileSystemView
@@ -56,30 +58,34 @@ from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
 from upsertlake.spark.tagging import LOCATION, read_staged, spark_index_type, tag, tag_in_task
+from upsertlake.spark.task_errors import raised_by_task, reraised_named
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of, task_table
 from upsertlake.storage import Storage
-from upsertlake.table.table import open_table
+from upsertlake.table.table import Table, open_table
 from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.operation import Operation
 
 log = logging.getLogger(__name__)
 
 BUCKET = "_upsertlake_bucket"
 STATUS = "status"
-# Tests put a function here to make write tasks fail after writing (as a lost executor would):
-# it is shipped with the job and called with the task's attempt number.
-_WRITE_FAULT: Callable[[int], None] | None = None
+# Writes buckets of a planned write (the engine's `Rewrite`): (job, bucket numbers or None, attempt).
+Writer = Callable[[BucketJob, Collection[int] | None, int], list[WriteStatus]]
 
 
 @arrow_only
-def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str, str] | None = None) -> WriteResult:
+def write_dataframe(
+    df: object, options: WriteOptions, extra_metadata: dict[str, str] | None = None, table: Table | None = None
+) -> WriteResult:
     """Write a Spark DataFrame to the table with the options' operation, distributed;
-    `extra_metadata` goes into the commit's extraMetadata."""
+    `extra_metadata` goes into the commit's extraMetadata. `table`: the table at the options'
+    path as already opened (default: opened, or created by the first write)."""
     spark = df.sparkSession
     check_workers(spark)
     schema = arrow_schema_of(df.schema)
-    table = options.open_or_create(schema)
+    table = table or options.open_or_create(schema)
     client = table.write_client()
-    instant = client.start_commit()
+    instant = client.start_commit(options.operation)
     try:
         # As many tasks as the input has partitions (at least one per core); asked of the JVM's
         # RDD: PySpark's `df.rdd` sets up a conversion to Python rows (a second in a fresh process).
@@ -90,31 +96,13 @@ def write_dataframe(df: object, options: WriteOptions, extra_metadata: dict[str,
             result = client.commit(instant, result, extra_metadata)  # may re-merge or redo (Spark jobs)
     except BaseException as exc:
         client.rollback(instant)
-        raised = _task_error(exc)
+        raised = raised_by_task(exc)
         if raised is exc:
             raise
         raise raised from exc
     # The same services as in process (clean, archive, inline clustering as Spark tasks).
     open_table(options.path, options.hoodie, options.storage).services_after_commit(options.hoodie, groups_on(spark))
     return result
-
-
-def _task_error(exc: BaseException) -> BaseException:
-    """An upsertlake error or an OSError a Spark task raised (bad input found while preparing
-    the batch, a partition path taken by a file), as that error again, as in process: PySpark
-    hands it to the driver as a PythonException holding its text."""
-    from pyspark.errors import PythonException
-
-    if not isinstance(exc, PythonException):
-        return exc
-    found = re.findall(r"^(upsertlake\.errors\.)?(\w+): (.+)$", str(exc), re.MULTILINE)
-    if not found:
-        return exc
-    ours, name, text = found[-1]
-    kind, base = (getattr(errors, name, None), errors.UpsertlakeError) if ours else (getattr(builtins, name, None), OSError)
-    if not (isinstance(kind, type) and issubclass(kind, base)):
-        return exc
-    return kind(text)
 
 
 def groups_on(spark: object) -> Callable[[Callable, list], list]:
@@ -124,6 +112,36 @@ def groups_on(spark: object) -> Callable[[Callable, list], list]:
         return collect_settled(spark, spark.sparkContext.parallelize(groups, max(1, len(groups))).map(write))
 
     return on_spark
+
+
+@dataclass(frozen=True)
+class _Route:
+    """How one Spark write runs, decided before any job: a small batch is tagged (an insert: only
+    staged) and written in one task each, unless a global index looks up every partition, which
+    is the distributed join's work; `fused`: prepared and tagged by one Python function in one
+    task, unless a retry needs the prepared frame (`keep_prepared`: kept cached until the commit)."""
+
+    operation: Operation
+    cfg: Config
+    index_type: str
+    in_task: bool
+    fused: bool
+    keep_prepared: bool
+
+    @classmethod
+    def of(cls, df: DataFrame, client: WriteClient, options: WriteOptions, prepared: DataFrame | None) -> _Route:
+        operation = options.operation
+        cfg = client.context.resolve(options.hoodie)
+        index_type = spark_index_type(cfg.get(opt.INDEX_TYPE).upper(), cfg)
+        small = options.small_batch_force or _estimated_bytes(df) <= options.small_batch_bytes
+        in_task = small and not operation.sized_by_batch and not (operation.looks_up and cfg.global_index)
+        keep_prepared = client.context.options.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
+        return cls(operation, cfg, index_type, in_task, in_task and prepared is None and not keep_prepared, keep_prepared)
+
+    @property
+    def cached(self) -> bool:
+        """The prepared frame is read twice: by a retry, or by the distributed lookup's jobs."""
+        return self.keep_prepared or (self.operation.looks_up and not self.in_task)
 
 
 def _write_distributed(
@@ -138,88 +156,99 @@ def _write_distributed(
     """The write; a retry after a conflict passes the `prepared` frame kept from the first attempt."""
     stages: dict[str, float] = {}
     began = time.perf_counter()
-    operation, cfg = options.operation, client.config.with_overrides(options.hoodie)
+    route = _Route.of(df, client, options, prepared)
     timeline = Timeline.load(client.storage)
-    view = FileSystemView(timeline)
-    spec = client.prepare_spec(operation, options.hoodie)
+    spec = prepare_spec(client.context, route.operation, route.cfg, timeline)
     empty = spec.run(_positioned(schema).empty_table())  # the prepared records' schema, and what is distinct
-    # With retries on conflict the prepared frame stays cached until the commit: a retry tags it again.
-    keep_prepared = client.config.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
-    index_type = spark_index_type(cfg.get(opt.INDEX_TYPE).upper(), cfg)
-    small = options.small_batch_force or _estimated_bytes(df) <= options.small_batch_bytes
-    looks_up = operation not in ("insert", "bulk_insert")  # insert-only operations skip the lookup, as in Hudi
-    # A small batch is tagged (an insert: only staged) and written in one task each; a global
-    # index looks up every partition, which is the distributed join's work.
-    in_task = small and operation != "bulk_insert" and not (looks_up and index_type.startswith("GLOBAL_"))
-    # Prepared and tagged by one Python function in one task, unless a retry needs the prepared frame.
-    fused = in_task and prepared is None and not keep_prepared
     key_fields = client.table_config.record_key_fields
-    if prepared is None and not fused:
-        prepared = _prepare(df, spec, empty.records.schema, key_fields, 1 if small else parts)
-        # Cached when read twice: by a retry, or by the distributed lookup's jobs (partitions, join).
-        if keep_prepared or (looks_up and not in_task):
+    if prepared is None and not route.fused:
+        prepared = _prepare(df, spec, empty.records.schema, key_fields, 1 if route.in_task else parts)
+        if route.cached:
             prepared = prepared.persist()
-        if keep_prepared:
-            client.keep_for_commit(instant, redo=partial(_redo, df, schema, client, options, parts, prepared))
-            client.hold_until_commit(instant, "prepared", prepared.unpersist)
+        if route.keep_prepared:
+            client.writes.keep(instant, redo=partial(_redo, df, schema, client, options, parts, prepared))
+            client.writes.hold(instant, "prepared", prepared.unpersist)
     try:
-        precombine = client.table_config.precombine_field
-        order_type = _order_type(spec, precombine)
-        if in_task:
-            records = empty.records.schema
-            frame, prepare = prepared, None
-            if fused:
-                frame, prepare = _gathered(df, key_fields, 1), partial(_prepared_records, spec, records)
-            # Staged on the table's storage until the commit: a re-merge writes buckets again from it.
-            folder = staging_folder(instant)
-            client.hold_until_commit(instant, "tagged", partial(client.storage.delete_dir, folder))
-            staged, counts = tag_in_task(frame, records, operation, cfg, timeline, index_type, precombine,
-                                         empty.distinct, client.storage, folder, prepare)
-        else:
-            tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts)
-            tagged = tagged.persist()
-            # Cached until the commit: a re-merge assigns and writes buckets again from it.
-            client.hold_until_commit(instant, "tagged", tagged.unpersist)
-            counts = (
-                tagged.groupBy(PARTITION, "loc_file_id")
-                .agg(F.count(F.lit(1)).alias("n"), F.max("loc_instant").alias("i"))
-                .collect()
-            )  # one row per (partition, file group), inserts as a null file group
+        view = FileSystemView(timeline)
+        counts, tagged, staged = _tag(df, prepared, route, spec, empty, client, instant, view, key_fields, parts)
         stages["tag"] = time.perf_counter() - began
         began = time.perf_counter()
-        if not keep_prepared and prepared is not None:
+        if not route.keep_prepared and prepared is not None:
             prepared.unpersist()
-        counts.sort(key=lambda r: (r[0], r[1] is None, r[1] or ""))
-        profile = WorkloadProfile.from_counts(
-            [r[0] for r in counts], [r[1] for r in counts], [r[2] for r in counts], [r[3] for r in counts],
-            operation.upper(),
-        )
-        data_schema = empty.data_schema
-        if operation == "bulk_insert":
-            inserts = {p: w.num_inserts for p, w in profile.partitions.items()}
-            sort_mode = cfg.get(opt.BULK_INSERT_SORT_MODE)
-            size = _record_size(tagged, inserts, data_schema, file_writer_config(cfg), sort_mode)
-            buckets, first, per_file = bulk_insert_layout(inserts, size, client.sizing(timeline, cfg)[1])
-            assigned = _bulk_assign(tagged, first, per_file, sort_mode)
-            write = partial(_rewrite, assigned, client.storage)
-        else:
-            partitioner = client.partitioner(profile, view, timeline, operation, cfg)
-            buckets = partitioner.buckets
-            if in_task:  # one task writes them all, from the staged file
-                threads = cfg.get(opt.WRITE_PARALLELISM)
-                write = partial(_write_in_task, df.sparkSession, staged, partitioner, client.storage, threads)
-            else:
-                write = partial(_rewrite, _assign(tagged, partitioner), client.storage)
+        profile = _profile(counts, route.operation)
+        plan, write = _plan(df, route, client, view, profile, empty.data_schema, tagged, staged)
         stages["profile"] = time.perf_counter() - began
-        job = client.begin_buckets(instant, operation, cfg, view, profile, buckets, data_schema, keep_keys=False)
-        client.keep_for_commit(instant, rewrite=write)
+        job = client.begin_write(instant, plan, keep_keys=False)
+        client.writes.keep(instant, rewrite=write)
         began = time.perf_counter()
         statuses = write(job, None, 1)
         stages["write"] = time.perf_counter() - began
-        return client.result_of(instant, operation, cfg, data_schema, statuses, stages)
+        return client.write_result(instant, plan, statuses, stages)
     finally:
-        if not keep_prepared and prepared is not None:
+        if not route.keep_prepared and prepared is not None:
             prepared.unpersist()
+
+
+def _tag(
+    df: DataFrame, prepared: DataFrame | None, route: _Route, spec: PrepareSpec, empty: PreparedBatch,
+    client: WriteClient, instant: str, view: FileSystemView, key_fields: tuple[str, ...], parts: int,
+) -> tuple[list, DataFrame | None, str | None]:
+    """Step 3: the counts per (partition, file group) of the tagged records (inserts as a null
+    file group), and where the records wait for their write: the cached tagged frame, or the file
+    the one tag task of a small batch staged on the table's storage (both held until the commit:
+    a re-merge writes buckets again from them)."""
+    precombine = client.table_config.precombine_field
+    if route.in_task:
+        records = empty.records.schema
+        frame, prepare = prepared, None
+        if route.fused:
+            frame, prepare = _gathered(df, key_fields, 1), partial(_prepared_records, spec, records)
+        folder = staging_folder(instant)
+        client.writes.hold(instant, "tagged", partial(client.storage.delete_dir, folder))
+        staged, counts = tag_in_task(frame, records, route.operation, route.cfg, view.timeline, route.index_type,
+                                     precombine, empty.distinct, client.storage, folder, prepare)
+        return counts, None, staged
+    tagged = tag(prepared, route.operation, route.cfg, view, route.index_type, precombine,
+                 _order_type(spec, precombine), parts).persist()
+    client.writes.hold(instant, "tagged", tagged.unpersist)
+    counts = (
+        tagged.groupBy(PARTITION, "loc_file_id")
+        .agg(F.count(F.lit(1)).alias("n"), F.max("loc_instant").alias("i"))
+        .collect()
+    )
+    return counts, tagged, None
+
+
+def _profile(counts: list, operation: Operation) -> WorkloadProfile:
+    """Step 4: the workload profile from the counts (what reaches the driver: one row per file group)."""
+    counts = sorted(counts, key=lambda r: (r[0], r[1] is None, r[1] or ""))
+    return WorkloadProfile.from_counts(
+        [r[0] for r in counts], [r[1] for r in counts], [r[2] for r in counts], [r[3] for r in counts],
+        operation.type_name,
+    )
+
+
+def _plan(
+    df: DataFrame, route: _Route, client: WriteClient, view: FileSystemView, profile: WorkloadProfile,
+    data_schema: pa.Schema, tagged: DataFrame | None, staged: str | None,
+) -> tuple[WritePlan, Writer]:
+    """Step 5: the plan (Hudi's partitioner from the profile, or bulk insert's layout) and what
+    writes its buckets: one task per bucket over the assigned frame, or the one task that writes
+    a small batch from its staged file."""
+    cfg, operation = route.cfg, route.operation
+    if operation.sized_by_batch:
+        inserts = {p: w.num_inserts for p, w in profile.partitions.items()}
+        sort_mode = cfg.get(opt.BULK_INSERT_SORT_MODE)
+        size = _record_size(tagged, inserts, data_schema, file_writer_config(cfg), sort_mode)
+        buckets, first, per_file = bulk_insert_layout(inserts, size, sizing(view.timeline, cfg)[1])
+        plan = WritePlan(operation, cfg, view, profile, buckets, data_schema,
+                         merge_on_read=client.table_config.is_merge_on_read)
+        return plan, partial(_rewrite, _bulk_assign(tagged, first, per_file, sort_mode), client.storage)
+    plan = plan_profile(client.context, operation, cfg, view, profile, data_schema)
+    if route.in_task:  # one task writes them all, from the staged file
+        threads = cfg.get(opt.WRITE_PARALLELISM)
+        return plan, partial(_write_in_task, df.sparkSession, staged, plan.partitioner, client.storage, threads)
+    return plan, partial(_rewrite, _assign(tagged, plan.partitioner), client.storage)
 
 
 def _positioned(schema: pa.Schema) -> pa.Schema:
@@ -330,7 +359,7 @@ def _write_in_task(
     if staged is None or not job.buckets or numbers == []:
         return []
     chosen = None if numbers is None else sorted(numbers)
-    task = partial(_write_all_task, staged, job, partitioner, storage, threads, chosen, _WRITE_FAULT)
+    task = partial(_write_all_task, staged, job, partitioner, storage, threads, chosen)
     one = spark.range(1, numPartitions=1)  # a job of one task, which reads the staged file
     return _collect_statuses(one.mapInArrow(task, f"{STATUS} binary"))
 
@@ -347,8 +376,7 @@ def _write_buckets(
         assigned = assigned.where(F.col(BUCKET).isin(numbers))
         position = F.array_position(F.array(*[F.lit(n) for n in numbers]), F.col(BUCKET))
         task, tasks = (position - 1).cast("int"), len(numbers)
-    frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, storage, _WRITE_FAULT),
-                                                               f"{STATUS} binary")
+    frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, storage), f"{STATUS} binary")
     return _collect_statuses(frame)
 
 
@@ -358,6 +386,7 @@ def _collect_statuses(frame: DataFrame) -> list[WriteStatus]:
 
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------
+@reraised_named
 def _prepare_task(spec: PrepareSpec, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Every record of a key lands in one hash partition, so deduplicating it here is complete;
     the rows are put back in input order first, so ties go to the later record as in process."""
@@ -371,6 +400,7 @@ def _prepared_records(spec: PrepareSpec, schema: pa.Schema, data: pa.Table) -> p
     return spec.run(data.sort_by(POSITION)).records.cast(schema)
 
 
+@reraised_named
 def _record_size_task(
     data_schema: pa.Schema, config: FileWriterConfig, sort: bool, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
@@ -383,9 +413,8 @@ def _record_size_task(
         )
 
 
-def _write_task(
-    job: BucketJob, storage: Storage, fault: Callable[[int], None] | None, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
+@reraised_named
+def _write_task(job: BucketJob, storage: Storage, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Merge and write the bucket(s) of this task, under this attempt's `_write_token`; records
     keep their input order within a bucket."""
     data = task_table(batches)
@@ -402,12 +431,13 @@ def _write_task(
         records = data.slice(lo, hi - lo).drop_columns([BUCKET, POSITION])
         number = int(buckets[lo])
         statuses.append(job.write(storage, number, records, write_token=tokens[number]))
-    yield from _statuses(store_summaries(storage, job.instant_time, statuses), fault)
+    yield from _statuses(store_summaries(storage, job.instant_time, statuses))
 
 
+@reraised_named
 def _write_all_task(
     staged: str, job: BucketJob, partitioner: UpsertPartitioner, storage: Storage, threads: int,
-    numbers: list[int] | None, fault: Callable[[int], None] | None, batches: Iterator[pa.RecordBatch],
+    numbers: list[int] | None, batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """`_write_in_task`'s task: every staged record, in input order, assigned to its bucket and
     written as in process (`numbers`: only those buckets)."""
@@ -421,7 +451,7 @@ def _write_all_task(
         rows = {n: rows[n] for n in numbers if n in rows}
     statuses = write_rows(storage, job.for_batch(records, rows, threads or os.cpu_count() or 1), records, rows, threads,
                           write_token=_write_token())
-    yield from _statuses(statuses, fault)
+    yield from _statuses(statuses)
 
 
 def _write_token() -> str | None:
@@ -431,10 +461,7 @@ def _write_token() -> str | None:
     return f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.taskAttemptId()}" if ctx is not None else None
 
 
-def _statuses(statuses: list[WriteStatus], fault: Callable[[int], None] | None) -> Iterator[pa.RecordBatch]:
-    """A write task's statuses, pickled, as its one output batch (after the test's fault, if any)."""
-    if fault is not None:
-        ctx = TaskContext.get()
-        fault(ctx.attemptNumber() if ctx is not None else 0)
+def _statuses(statuses: list[WriteStatus]) -> Iterator[pa.RecordBatch]:
+    """A write task's statuses, pickled, as its one output batch."""
     pickled = [pickle.dumps(s) for s in statuses]
     yield pa.RecordBatch.from_pydict({STATUS: pickled}, schema=pa.schema([(STATUS, pa.binary())]))

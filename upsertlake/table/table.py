@@ -38,7 +38,7 @@ from upsertlake.errors import (
 from upsertlake.read.filters import Filters
 from upsertlake.read.snapshot import read_incremental, read_snapshot, snapshot_scan, table_schema
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
-from upsertlake.concurrency.lock import make_lock
+from upsertlake.concurrency.lock import TableLock, make_lock
 from upsertlake.services.archive import archive, archive_due
 from upsertlake.services.doctor import refuse_damaged_table
 from upsertlake.services.clean import CleanResult, clean, clean_due
@@ -61,22 +61,29 @@ from upsertlake.storage import requests as store_requests
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
+from upsertlake.timeline.operation import Operation
 
 log = logging.getLogger(__name__)
 
 
 class Table:
-    """A Hudi copy-on-write table at a path, with write options for this object's writes."""
+    """An Apache Hudi table (copy-on-write or merge-on-read) at a path, with write options for
+    this object's writes."""
 
     def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, object] | None = None) -> None:
         config.check_readable()  # e.g. a table version this engine would misread: refused at open
         self.storage = storage
-        self.config = config
+        self._config = config
         self.options = Config.resolve(options, table_properties=config.to_properties())
         if self.options.is_set(opt.WRITE_TABLE_VERSION):
             config.check_write_version(self.options.get(opt.WRITE_TABLE_VERSION))
         check_against_table(self.options, config)
         self._client: WriteClient | None = None
+
+    @property
+    def config(self) -> TableConfig:
+        """The table's config: as opened, then as its write client last read it."""
+        return self._client.table_config if self._client is not None else self._config
 
     @property
     def path(self) -> str:
@@ -97,38 +104,46 @@ class Table:
             self._client = WriteClient(self.storage, self.config, self.options)
         return self._client
 
+    @property
+    def _lock(self) -> TableLock:
+        return self.write_client().context.lock
+
+    def _drop_client(self) -> None:
+        """A service changed what the client's index knows: the next write builds a new one."""
+        self._config, self._client = self.config, None
+
     def upsert(
         self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
     ) -> WriteResult:
-        return self._write("upsert", data, options, progress)
+        return self._write(Operation.UPSERT, data, options, progress)
 
     def insert(
         self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
     ) -> WriteResult:
-        return self._write("insert", data, options, progress)
+        return self._write(Operation.INSERT, data, options, progress)
 
     def bulk_insert(
         self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
     ) -> WriteResult:
-        return self._write("bulk_insert", data, options, progress)
+        return self._write(Operation.BULK_INSERT, data, options, progress)
 
     def delete(
         self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
     ) -> WriteResult:
         """Remove the keys in `data` whatever their ordering value; unknown keys count as nothing."""
-        return self._write("delete", data, options, progress)
+        return self._write(Operation.DELETE, data, options, progress)
 
     def insert_overwrite(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
         """Replace the partitions present in `data` with its records (a replacecommit)."""
-        return self._write("insert_overwrite", data, options)
+        return self._write(Operation.INSERT_OVERWRITE, data, options)
 
     def insert_overwrite_table(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
         """Replace the whole table with the records of `data` (a replacecommit)."""
-        return self._write("insert_overwrite_table", data, options)
+        return self._write(Operation.INSERT_OVERWRITE_TABLE, data, options)
 
     def delete_partitions(self, partitions: Sequence[str]) -> WriteResult:
         """Drop whole partitions (Hudi's delete_partition, a replacecommit); files go at clean."""
-        return self._write("delete_partition", list(partitions), None)
+        return self._write(Operation.DELETE_PARTITION, list(partitions), None)
 
     def plan(self, operation: str, data: object, options: Mapping[str, object] | None = None) -> WritePlan:
         """What a write would do (dedup, tagging, buckets), computed without writing anything; on
@@ -138,18 +153,16 @@ class Table:
         return plan if self.storage.is_local else replace(plan, store_requests=store_requests.since(before))
 
     def _write(
-        self, operation: str, data: object, options: Mapping[str, object] | None, progress: Progress | None = None
+        self, operation: Operation, data: object, options: Mapping[str, object] | None, progress: Progress | None = None
     ) -> WriteResult:
         before = store_requests.snapshot()
         client = self.write_client()
         instant = client.start_commit(operation)
         try:
-            if operation == "delete_partition":
-                result = client.delete_partitions(data, instant)
-            elif operation in ("insert_overwrite", "insert_overwrite_table"):
-                result = client.overwrite(operation, data, instant, dict(options) if options else None)
+            if operation.writes_records:
+                result = client.write(operation, data, instant, dict(options) if options else None, progress)
             else:
-                result = getattr(client, operation)(data, instant, dict(options) if options else None, progress)
+                result = client.delete_partitions(data, instant)
             if progress is not None:
                 progress.started("commit")
             result = client.commit(instant, result)
@@ -158,8 +171,7 @@ class Table:
         except BaseException:
             client.rollback(instant)
             raise
-        self.config = client.table_config
-        self._services_after_commit(client.config.with_overrides(options))
+        self._services_after_commit(client.context.options.with_overrides(options))
         if not self.storage.is_local:  # object stores bill per request: the write's, services included
             result = replace(result, store_requests=store_requests.since(before))
         return result
@@ -183,9 +195,9 @@ class Table:
                 self._cluster(cfg, map_groups)
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLEAN_AUTOMATIC) and clean_due(timeline, cfg):
-                clean(self.storage, self.write_client().lock, cfg)
+                clean(self.storage, self._lock, cfg)
             if cfg.get(opt.ARCHIVE_AUTOMATIC) and archive_due(timeline, cfg):
-                archive(self.storage, self.write_client().lock, cfg)
+                archive(self.storage, self._lock, cfg)
             timeline.refresh_digest()  # an instant archived meanwhile: its entry goes unused
         except ServiceError as exc:  # it cannot run now (another write is pending, ...): it says why
             log.warning("a table service after the commit did not run: %s; the commit stands", exc)
@@ -200,12 +212,12 @@ class Table:
         return self._compact(self.options.with_overrides(options), map_ops)
 
     def _compact(self, cfg: Config, map_ops: OperationMap) -> CompactionResult:
-        return compact(self.storage, self.write_client().lock, self.config, cfg, map_ops)
+        return compact(self.storage, self._lock, self.config, cfg, map_ops)
 
     def archive(self, options: Mapping[str, object] | None = None) -> list[Instant]:
         """Move old completed instants to `.hoodie/archived/` (hoodie.keep.min/max.commits); time
         travel and incremental reads still reach them while their files exist."""
-        return archive(self.storage, self.write_client().lock, self.options.with_overrides(options))
+        return archive(self.storage, self._lock, self.options.with_overrides(options))
 
     def cluster(
         self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process
@@ -217,24 +229,24 @@ class Table:
         return self._cluster(self.options.with_overrides(options), map_groups)
 
     def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult:
-        result = cluster(self.storage, self.write_client().lock, self.config, cfg, map_groups)
+        result = cluster(self.storage, self._lock, self.config, cfg, map_groups)
         if result.clustered:
-            self._client = None  # file groups moved: the index learns the new files
+            self._drop_client()  # file groups moved: the index learns the new files
         return result
 
     # -- table services (upsertlake.services) --------------------------------------------------
     def clean(self, policy: str | None = None, retained: int | None = None) -> CleanResult:
         """Delete file versions no retained read needs (hoodie.cleaner.policy and its count)."""
-        return clean(self.storage, self.write_client().lock, self.options, policy, retained)
+        return clean(self.storage, self._lock, self.options, policy, retained)
 
     def savepoint(self, instant: str | datetime | None = None, comment: str = "") -> Instant:
         """Pin a completed commit's snapshot (default: the latest) against cleaning, for restore."""
-        return savepoint(self.storage, self.write_client().lock, self._instant(instant), comment)
+        return savepoint(self.storage, self._lock, self._instant(instant), comment)
 
     def restore(self, instant: str | datetime) -> Instant:
         """Roll back every instant after the savepoint `instant`: the table reads as of it again."""
-        done = restore(self.storage, self.write_client().lock, self._instant(instant) or "", self.options)
-        self._client = None  # its index may hold keys of the instants rolled back
+        done = restore(self.storage, self._lock, self._instant(instant) or "", self.options)
+        self._drop_client()  # its index may hold keys of the instants rolled back
         return done
 
     def rollback(self, instant: str | datetime | None = None) -> Instant:
@@ -245,9 +257,9 @@ class Table:
         when = self._instant(instant)
         compaction = next((i for i in Timeline.load(self.storage).pending_compactions() if i.time == when), None)
         if compaction is not None:
-            return rollback_inflight(self.storage, self.write_client().lock, compaction, self.options)
-        done = rollback(self.storage, self.write_client().lock, when, self.options)
-        self._client = None
+            return rollback_inflight(self.storage, self._lock, compaction, self.options)
+        done = rollback(self.storage, self._lock, when, self.options)
+        self._drop_client()
         return done
 
     # -- reads -------------------------------------------------------------------------------
