@@ -68,8 +68,10 @@ class StorageError(UpsertlakeError):
 
 
 class MergeOnReadError(UnsupportedTableError):
-    """A merge-on-read table (or a request to create one): not supported yet. Its base files alone
-    are not the snapshot (updates and deletes wait in log files), so nothing reads or writes it."""
+    """A merge-on-read table cannot answer the request as asked, since its base files alone are not
+    its snapshot (updates and deletes wait in log files): the base files of slices with logs for an
+    engine that would read them unmerged, an upgrade of its log names to version 8, a timeline with
+    deltacommits read as copy-on-write."""
 
 
 class UnsupportedLogBlockError(UnsupportedTableError):

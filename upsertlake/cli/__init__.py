@@ -1,6 +1,6 @@
 """The `upsertlake` command: one entry point, one small module per command group.
 
-Floor 1 (top) of the layers declared in pyproject.toml [tool.importlinter]; may import anything
+Layers (pyproject.toml, docs/DESIGN.md §3): the top floor; may import anything
 below: spark, simulation, table and the floors under them.
 
 Every failure a user can cause (bad arguments, bad input files, a table error) ends in one line on

@@ -5,7 +5,7 @@ of a user's own class (constructed with the table's Storage and Config, offering
 `unlock`):
 
 - `FlockLockProvider` (our default): `fcntl.flock` on `.hoodie/.lock`; the kernel releases it when
-  the holder dies, so a crashed writer never leaves a stale lock (DESIGN.md §7). Local file systems.
+  the holder dies, so a crashed writer never leaves a stale lock (docs/DESIGN.md §8). Local file systems.
 - Hudi's `FileSystemBasedLockProvider`: atomic create of `<hoodie.write.lock.filesystem.path or
   .hoodie>/lock`, as Hudi does, so it also excludes Hudi's own writers using that provider. A lock
   older than `hoodie.write.lock.filesystem.expire` minutes, or held by a dead process on this host,

@@ -1,6 +1,6 @@
 """Write options: the typed registry (`options`) and the resolved, immutable `Config`.
 
-Floor 9 of the layers declared in pyproject.toml [tool.importlinter]; may import storage, util,
+Layers (pyproject.toml, docs/DESIGN.md §3): may import storage, util,
 errors.
 
 The option constants live in `upsertlake.config.options` (import it as a module, e.g.

@@ -1,6 +1,8 @@
-"""The write client and its steps, one module each: input, prepare (dedup), tag, copy_on_write
-(partition, write buckets), overwrite, commit and remerge; instants starts and ends them.
+"""The write client and its steps, one module each, in the order of the write path
+(docs/DESIGN.md §2): instants (start, end), prepare (dedup), tag, planner and partitioning,
+copy_on_write and merge_on_read (write buckets), overwrite, commit and remerge; the write context
+they all take (context) and the started writes (pending).
 
-Floor 4 of the layers declared in pyproject.toml [tool.importlinter]; may import services and every
+Layers (pyproject.toml, docs/DESIGN.md §3): may import services and every
 floor below; not read.
 """

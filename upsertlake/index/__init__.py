@@ -1,6 +1,6 @@
-"""Indexes: find the file group that holds each incoming key (DESIGN.md §3).
+"""Indexes: find the file group that holds each incoming key (docs/DESIGN.md §2).
 
-Floor 6 of the layers declared in pyproject.toml [tool.importlinter]; may import layout and every
+Layers (pyproject.toml, docs/DESIGN.md §3): may import layout and every
 floor below; not partitioner or concurrency.
 """
 

@@ -2,9 +2,9 @@
 
 For each (partition, fileId) the visible base file is the one with the greatest completed
 instant ≤ the as-of instant; files of pending or unknown instants are invisible, and file groups
-replaced by a completed replacecommit ≤ as-of are gone (DESIGN.md §1). On a merge-on-read table
+replaced by a completed replacecommit ≤ as-of are gone (docs/DESIGN.md §1). On a merge-on-read table
 a file group's visible *slice* is that base file (or none: log-only groups) with the log files
-written after it (`latest_file_slices`; HUDI-LOG-FORMAT.md "File slices").
+written after it (`latest_file_slices`; docs/DESIGN.md §6).
 
 The listing is checked against the completed commits' write stats: when the version a commit
 wrote of a live file group is not on storage, the view refuses (MissingFileError, or

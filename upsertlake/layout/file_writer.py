@@ -1,7 +1,7 @@
 """Writing one base file: meta columns first, Hudi's bloom filter and key range in the footer.
 
 The footer keys go in with `add_key_value_metadata` and `store_schema=False`: pyarrow would
-otherwise copy them into the serialized `ARROW:schema` too and double every file (DESIGN.md §7).
+otherwise copy them into the serialized `ARROW:schema` too and double every file (docs/DESIGN.md §8).
 
 Encodings are chosen per column (`column_encodings`): the record key and seqno, unique and sharing
 long prefixes, are delta-encoded byte arrays (each value stored as the length of the prefix it

@@ -1,8 +1,8 @@
 """Hudi's log files (merge-on-read): their names, their blocks, and the codec between a log
 file's bytes and those blocks (Avro and parquet data, delete, rollback command, corrupt).
 
-Its own floor of the layers declared in pyproject.toml [tool.importlinter], directly below
-`layout` (which may import it); may import timeline, schema and every floor below.
+Layers (pyproject.toml, docs/DESIGN.md §3): its own floor, directly below `layout` (which
+may import it); may import timeline, schema and every floor below.
 """
 
 from upsertlake.logfile.blocks import (

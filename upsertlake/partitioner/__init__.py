@@ -1,6 +1,6 @@
-"""Step 4-5 of the write path: the workload profile and Hudi's UpsertPartitioner (DESIGN.md §2).
+"""Step 4-5 of the write path: the workload profile and Hudi's UpsertPartitioner (docs/DESIGN.md §2).
 
-Floor 6 of the layers declared in pyproject.toml [tool.importlinter]; may import layout and every
+Layers (pyproject.toml, docs/DESIGN.md §3): may import layout and every
 floor below; not index or concurrency.
 """
 

@@ -1,5 +1,5 @@
 """Readers: snapshot, time travel and incremental scans with filters.
 
-Floor 4 of the layers declared in pyproject.toml [tool.importlinter]; may import services and every
+Layers (pyproject.toml, docs/DESIGN.md §3): may import services and every
 floor below; not engine.
 """

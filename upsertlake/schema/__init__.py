@@ -1,6 +1,6 @@
 """Table schemas: Arrow <-> Avro as Hudi records them, batch normalization, and evolution.
 
-Floor 8 of the layers declared in pyproject.toml [tool.importlinter]; may import config, storage,
+Layers (pyproject.toml, docs/DESIGN.md §3): may import config, storage,
 util, errors; not timeline.
 
 `avro` speaks Hudi's schema format, `types` decides which Arrow data a table can hold (and

@@ -1,6 +1,7 @@
-"""Table services (DESIGN.md §5): clean, savepoint / restore, rollback.
+"""Table services: clean, savepoint / restore, rollback, compaction, clustering, archival, doctor,
+the upgrade to version 8.
 
-Floor 5 of the layers declared in pyproject.toml [tool.importlinter]; may import index, partitioner,
+Layers (pyproject.toml, docs/DESIGN.md §3): may import index, partitioner,
 concurrency and every floor below.
 
 One module per service; each holds the table lock while it changes the timeline, and writes its

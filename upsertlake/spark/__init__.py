@@ -1,8 +1,8 @@
 """upsertlake on PySpark: the `upsertlake` data source, distributed writes, and reads through
-
-Floor 2 of the layers declared in pyproject.toml [tool.importlinter]; may import table and every
-floor below; not cli, not simulation.
 Spark's own parquet reader.
+
+Layers (pyproject.toml, docs/DESIGN.md §3): may import table and every floor below; not cli,
+not simulation.
 
     import upsertlake.spark as uls
     uls.register(spark)

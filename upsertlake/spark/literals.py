@@ -2,7 +2,7 @@
 bucket numbers), which grow with the files.
 
 Built as PySpark Columns, every literal and every function over them is one py4j round trip:
-hundreds per write, 0.1–0.2 s of driver time on a warm session. As SQL text the JVM parses the
+hundreds per write, each a wait of the driver. As SQL text the JVM parses the
 whole expression in one call (`F.expr`).
 """
 

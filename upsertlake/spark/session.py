@@ -149,8 +149,8 @@ def _runs_this_interpreter(sc: object) -> bool:
 # - no automatic broadcast: a broadcast passes through the driver, and both sides of the tagging
 #   join grow with the records (the file listing is broadcast by an explicit hint);
 # - Arrow batches to the Python tasks are bounded by rows only (maxRecordsPerBatch): Spark 4's
-#   byte bound measures the batch being built after every row, which cost 0.1 s of a 2 s
-#   late-arriving upsert, and each task holds its whole input in Python anyway.
+#   byte bound measures the batch being built after every row, and each task holds its whole
+#   input in Python anyway.
 WRITE_SETTINGS = {
     "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),  # Int.MaxValue: no byte bound
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
@@ -177,8 +177,8 @@ def session_settings(spark: object, settings: Mapping[str, str]) -> Iterator[Non
 
 # Up to this many files named to Spark's parquet reader are looked up (one status call each) by
 # the driver itself; above, Spark lists them in a job (from 33 files by default). Our storage is
-# a local file system, where a status call takes microseconds and a listing job 0.3 s warm and
-# 0.5 s cold (a write of 100K records into 40 touched partitions: tagging 2.14 s -> 1.79 s).
+# a local file system, where a status call takes microseconds and a listing job a large part of a
+# second.
 FILES_LISTED_ON_DRIVER = 10_000
 
 

@@ -1,7 +1,7 @@
 """Storage: every byte the library reads or writes goes through `Storage`, with table-relative
 paths, on a local disk or an object store.
 
-Floor 10 of the layers declared in pyproject.toml [tool.importlinter]; may import util, errors.
+Layers (pyproject.toml, docs/DESIGN.md §3): may import util, errors.
 """
 
 from upsertlake.storage.location import Location, parse_location

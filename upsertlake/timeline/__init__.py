@@ -1,6 +1,6 @@
 """The timeline: instants and their times, commit metadata, Hudi's Avro timeline documents,
 retention queries, the active and archived timelines.
 
-Floor 8 of the layers declared in pyproject.toml [tool.importlinter]; may import config, storage,
+Layers (pyproject.toml, docs/DESIGN.md §3): may import config, storage,
 util, errors; not schema.
 """
