@@ -16,7 +16,7 @@ def test_a_gs_uri_parses_and_builds_a_client_without_network(monkeypatch) -> Non
     assert (location.uri, location.kind, location.bucket, location.prefix) == (
         "gs://lake-bucket/warehouse/trips", "gcs", "lake-bucket", "warehouse/trips")
     storage = Storage("gs://lake-bucket/warehouse/trips", {})
-    assert repr(storage._store) == 'GCSStore(bucket="lake-bucket", prefix="warehouse/trips")'
+    assert repr(storage._store._client) == 'GCSStore(bucket="lake-bucket", prefix="warehouse/trips")'
     assert storage.full_path(".hoodie/hoodie.properties") == "gs://lake-bucket/warehouse/trips/.hoodie/hoodie.properties"
 
 

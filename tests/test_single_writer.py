@@ -313,13 +313,13 @@ def test_a_write_rolled_back_under_it_fails_with_a_named_error_and_leaves_nothin
     summary and its rename. A must fail with WriteConflictError, not a raw FileNotFoundError, and
     no file of it may be left."""
     from upsertlake import WriteConflictError
-    from upsertlake.storage import storage as storage_module
+    from upsertlake.storage import local_store
 
     make_table(tmp_path)
     opts = {"hoodie.upsert.shuffle.parallelism": 1, "hoodie.parquet.small.file.limit": 0}
     b = open_table(tmp_path, opts)
     lost: list[str] = []
-    move = storage_module.pafs.LocalFileSystem.move
+    move = local_store.pafs.LocalFileSystem.move
 
     def lose_the_instant() -> None:
         (instant,) = a.write_client().writes
@@ -331,13 +331,13 @@ def test_a_write_rolled_back_under_it_fails_with_a_named_error_and_leaves_nothin
         t = client.start_commit()  # rolls A back
         client.commit(t, client.upsert(pa.table({"id": ["b"], "ts": [1], "v": ["b"], "p": ["p00"]}), t))
 
-    class RacyFileSystem(storage_module.pafs.LocalFileSystem):
+    class RacyFileSystem(local_store.pafs.LocalFileSystem):
         def move(self, src: str, dest: str) -> None:
             if "/.hoodie/.keys/" in dest and not lost:
                 lose_the_instant()
             move(self, src, dest)
 
-    monkeypatch.setattr(storage_module, "_LOCAL_FS", RacyFileSystem())  # B's moves pass: `lost` is set
+    monkeypatch.setattr(local_store, "_FS", RacyFileSystem())  # B's moves pass: `lost` is set
     a = open_table(tmp_path, opts)
     keys = [f"k{p}" for p in range(PARTITIONS)]
     with pytest.raises(WriteConflictError, match="another writer") as raised:

@@ -21,7 +21,7 @@ from upsertlake.cli.output import CliError
 
 def read_sources(spark: object, files: Sequence[InputFile], fmt: str, types: InputTypes) -> object:
     """The files (all from one source) as a DataFrame, with `types` imposed on the text formats."""
-    if files[0].storage.is_local:
+    if all(f.storage.os_path(f.rel) for f in files):  # Spark's JVM reads them itself
         return _spark_read(spark, fmt, [f.uri for f in files], types)
     return _task_read(spark, list(files), fmt, types)
 

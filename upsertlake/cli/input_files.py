@@ -68,12 +68,12 @@ def find(source: str, options: Mapping[str, str] | None = None) -> list[InputFil
     wildcard = _WILDCARD.search(location.uri)
     if wildcard:
         base = location.uri[:location.uri.rfind("/", 0, wildcard.start())]
-        if not location.is_local and len(base) < len(f"{location.scheme}://{location.bucket}"):
+        if len(base) < len(location.root):
             raise CliError(f"{source}: a wildcard may not name the bucket")
         pattern = _glob_regex(location.uri[len(base) + 1:])
         return [f for f in _listed(Storage(base or "/", options)) if pattern.fullmatch(f.rel)]
     parent, _, name = location.uri.rpartition("/")
-    if name and (location.is_local or location.prefix):
+    if name and location.uri != location.root:
         folder = Storage(parent or "/", options)
         entry = folder.stat(name)
         if entry is not None:

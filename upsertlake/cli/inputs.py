@@ -82,7 +82,7 @@ def _expand(path: str, fmt: str | None, options: Mapping[str, str] | None) -> li
     files = [f for f in found if fmt is not None or f.suffix in _BY_EXTENSION]
     if not files:
         # An object store has no empty folders: a prefix exists while an object is below it.
-        folder = bool(found) or (parse_location(path).is_local and Storage(path).exists(""))
+        folder = bool(found) or Storage(path, options).folder_exists("")
         raise CliError(f"no input files in folder {path}" if folder else f"no such input file: {path}")
     return files
 

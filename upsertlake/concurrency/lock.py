@@ -91,8 +91,8 @@ def make_lock(storage: Storage, config: Config) -> TableLock:
         IN_PROCESS_PROVIDER: InProcessLockProvider,
         STORAGE_PROVIDER: StorageLockProvider,
     }
-    if not storage.is_local and not config.is_set(opt.LOCK_PROVIDER):
-        name = STORAGE_PROVIDER  # flock means nothing on an object store
+    if storage.os_path(FLOCK_FILE) is None and not config.is_set(opt.LOCK_PROVIDER):
+        name = STORAGE_PROVIDER  # flock needs a file the OS opens: on an object store, Hudi's storage lock
     cls = builtin.get(name) or _import_class(name)
     return TableLock(cls(storage, config), config.get(opt.LOCK_WAIT_TIME_MS))
 

@@ -42,6 +42,5 @@ def drop_metadata_table(storage: Storage, config: TableConfig) -> TableConfig:
 
 
 def _folder_present(storage: Storage) -> bool:
-    """Whether the metadata table's folder is there (on an object store, while an object lies
-    below it: one listing, without the HEAD `exists` asks first)."""
-    return storage.exists(METADATA_FOLDER) if storage.is_local else bool(storage.list(METADATA_FOLDER))
+    """Whether the metadata table's folder is there (one request)."""
+    return storage.folder_exists(METADATA_FOLDER)

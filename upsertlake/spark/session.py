@@ -194,7 +194,7 @@ def scan_files(spark: object, schema: object, storage: Storage, paths: Sequence[
     On a local table through Spark's own reader (its file index is made when the DataFrame is). On
     an object store, which a JVM without the store's Hadoop connector cannot read, one task per
     file reads it through our storage layer (the Storage, with its settings, travels with it)."""
-    if not storage.is_local:
+    if storage.os_path() is None:
         from pyspark.sql.types import StringType, StructField, StructType
 
         from upsertlake.spark.types import arrow_schema_of

@@ -224,10 +224,11 @@ class StagingWriter(DataSourceArrowWriter):
 
     def _remove_staging(self) -> None:
         self.storage.delete_dir(self.staging)
-        if not self.storage.is_local:
+        base = self.storage.os_path()
+        if base is None:  # an object store has no empty folders to leave behind
             return
         # A first write that failed leaves no empty table folders behind either.
-        root = Path(self.storage.base)
+        root = Path(base)
         if not (root / ".hoodie" / "hoodie.properties").exists():
             for folder in (root / ".hoodie" / ".temp", root / ".hoodie", root):
                 try:

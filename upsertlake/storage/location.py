@@ -35,6 +35,11 @@ class Location:
     def is_local(self) -> bool:
         return self.kind == "local"
 
+    @property
+    def root(self) -> str:
+        """What no file can be named by: an object store's `scheme://bucket` (empty locally)."""
+        return f"{self.scheme}://{self.bucket}" if self.bucket else ""
+
     def child(self, rel: str) -> str:
         """The absolute path or URI of a table-relative path."""
         return f"{self.uri}/{rel}" if rel else self.uri

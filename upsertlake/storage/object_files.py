@@ -19,17 +19,17 @@ from typing import Any
 import obstore
 import pyarrow as pa
 
-from upsertlake.storage.requests import count
+from upsertlake.storage.requests import RequestCounts
 
 TAIL_BYTES = 8 * 2**20
 CACHE_BYTES = 256 * 2**20
 UPLOAD_BUDGET_BYTES = 256 * 2**20  # encoded files waiting for their upload (`Uploads`)
 
 
-class _WholeFiles:
-    """Objects read whole lately, by URI. Data files are immutable (a new version gets a new
-    name), so an index lookup, a merge and a conflict check reading one file make one GET, not
-    four; a write or delete through this process forgets the name."""
+class WholeFiles:
+    """Objects read whole lately, by URI, up to `limit` bytes. Data files are immutable (a new
+    version gets a new name), so an index lookup, a merge and a conflict check reading one file
+    make one GET, not four; a write or delete through the same store forgets the name."""
 
     def __init__(self, limit: int) -> None:
         self.limit, self.used = limit, 0
@@ -57,29 +57,29 @@ class _WholeFiles:
             self.used -= data.size if data is not None else 0
 
 
-WHOLE_FILES = _WholeFiles(CACHE_BYTES)
-
-
-def open_object(store: Any, path: str, uri: str, cacheable: bool) -> pa.NativeFile:
-    """A random-access file of one object (`uri` names it in the cache). One GET of the tail
-    comes first; an object it holds whole is read from memory by pyarrow's native code (no
-    Python call per read), a larger one through `ObjectReader`'s ranged GETs."""
-    whole = WHOLE_FILES.get(uri) if cacheable else None
+def open_object(
+    store: Any, path: str, uri: str, cache: WholeFiles | None, requests: RequestCounts
+) -> pa.NativeFile:
+    """A random-access file of one object (`uri` names it in the `cache` of objects read whole,
+    if it may be kept). One GET of the tail comes first; an object it holds whole is read from
+    memory by pyarrow's native code (no Python call per read), a larger one through
+    `ObjectReader`'s ranged GETs."""
+    whole = cache.get(uri) if cache is not None else None
     if whole is not None:
         return pa.BufferReader(whole)
     try:
         got = obstore.get(store, path, options={"range": {"suffix": TAIL_BYTES}})
     except obstore.exceptions.NotSupportedError:  # Azure has no suffix ranges: a HEAD for the size
-        count("HEAD")
+        requests.count("HEAD")
         size = int(obstore.head(store, path)["size"])
         got = obstore.get(store, path, options={"range": {"offset": max(0, size - TAIL_BYTES)}})
-    count("GET")
+    requests.count("GET")
     tail = pa.py_buffer(got.bytes())  # no copy: the buffer obstore received into
     size, tail_start = int(got.meta["size"]), got.range[0]
     if tail_start > 0:
-        return pa.PythonFile(ObjectReader(store, path, size, tail_start, tail), mode="r")
-    if cacheable:
-        WHOLE_FILES.put(uri, tail)
+        return pa.PythonFile(ObjectReader(store, path, size, tail_start, tail, requests), mode="r")
+    if cache is not None:
+        cache.put(uri, tail)
     return pa.BufferReader(tail)
 
 
@@ -87,8 +87,10 @@ class ObjectReader(io.RawIOBase):
     """A seekable, read-only view of an object larger than its tail in hand (`open_object`):
     reads before the tail are ranged GETs."""
 
-    def __init__(self, store: Any, path: str, size: int, tail_start: int, tail: pa.Buffer) -> None:
-        self._store, self._path = store, path
+    def __init__(
+        self, store: Any, path: str, size: int, tail_start: int, tail: pa.Buffer, requests: RequestCounts
+    ) -> None:
+        self._store, self._path, self._requests = store, path, requests
         self._pos, self._size, self._tail_start, self._tail = 0, size, tail_start, tail
 
     def readable(self) -> bool:
@@ -116,11 +118,11 @@ class ObjectReader(io.RawIOBase):
         if start >= self._tail_start:
             data = self._tail[start - self._tail_start:end - self._tail_start].to_pybytes()
         elif end > self._tail_start:  # straddles the tail: fetch only the part before it
-            count("GET")
+            self._requests.count("GET")
             head = bytes(obstore.get_range(self._store, self._path, start=start, end=self._tail_start))
             data = head + self._tail[:end - self._tail_start].to_pybytes()
         else:
-            count("GET")
+            self._requests.count("GET")
             data = bytes(obstore.get_range(self._store, self._path, start=start, end=end))
         self._pos = end
         return data

@@ -57,7 +57,6 @@ from upsertlake.services.rollback import rollback
 from upsertlake.services.savepoint import savepoint
 from upsertlake.services.upgrade import UpgradeResult, upgrade
 from upsertlake.storage import Storage
-from upsertlake.storage import requests as store_requests
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
@@ -148,14 +147,14 @@ class Table:
     def plan(self, operation: str, data: object, options: Mapping[str, object] | None = None) -> WritePlan:
         """What a write would do (dedup, tagging, buckets), computed without writing anything; on
         an object store with the requests planning made, by kind (`store_requests`)."""
-        before = store_requests.snapshot()
+        before = self.storage.requests.snapshot()
         plan = self.write_client().plan(operation, data, dict(options) if options else None)
-        return plan if self.storage.is_local else replace(plan, store_requests=store_requests.since(before))
+        return replace(plan, store_requests=self.storage.requests.since(before))
 
     def _write(
         self, operation: Operation, data: object, options: Mapping[str, object] | None, progress: Progress | None = None
     ) -> WriteResult:
-        before = store_requests.snapshot()
+        before = self.storage.requests.snapshot()
         client = self.write_client()
         instant = client.start_commit(operation)
         try:
@@ -172,9 +171,8 @@ class Table:
             client.rollback(instant)
             raise
         self._services_after_commit(client.context.options.with_overrides(options))
-        if not self.storage.is_local:  # object stores bill per request: the write's, services included
-            result = replace(result, store_requests=store_requests.since(before))
-        return result
+        # Object stores bill per request: the write's, services included (none locally).
+        return replace(result, store_requests=self.storage.requests.since(before))
 
     def services_after_commit(self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process) -> None:
         """What runs after every commit (a distributed writer calls it with its own `map_groups`)."""

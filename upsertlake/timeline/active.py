@@ -133,7 +133,7 @@ class Timeline:
         reading a long timeline (the missing-file and damaged-table checks read every commit)
         would otherwise wait for them one by one; once read they are cached. A failure is left to
         the read that follows, which raises it."""
-        if self.storage.is_local:
+        if not self.storage.expensive_requests:
             return
 
         def unread(among: Iterable[Instant]) -> list[Instant]:
@@ -162,7 +162,7 @@ class Timeline:
         """A writer's part (object stores): replace the commit digest once `digest.REFRESH` of
         the completed writes' documents are outside the one this process last read or wrote, so
         that a fresh process reads the timeline's documents in one request, not one per commit."""
-        if self.storage.is_local:
+        if not self.storage.expensive_requests:
             return
         done = [i for i in self.completed_writes() if i not in self.archived and i in self.versions]
         listed = {self.path(i): self.versions[i] for i in done}
@@ -251,7 +251,7 @@ def _read_commit_metadata_cached(storage: Storage, rel: str, version: str) -> Co
             data = storage.read_bytes(rel)
         except FileNotFoundError as exc:
             raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}") from exc
-        if not storage.is_local:
+        if storage.expensive_requests:
             _DOCUMENTS.put(key, data)
     return CommitMetadata.from_bytes(data, source=storage.full_path(rel))
 
@@ -267,7 +267,7 @@ def _read_commit_metadata(storage: Storage, rel: str, version: str) -> CommitMet
     # Keyed by a version, so a table deleted and re-created at the same path is re-read: on an
     # object store the ETag its listing showed (instant files are created once, by a conditional
     # PUT, and never replaced: no HEAD), locally size and modification time.
-    if not storage.is_local:
+    if storage.expensive_requests:
         return _read_commit_metadata_cached(storage, rel, version)
     info = storage.stat(rel)
     if info is None:
