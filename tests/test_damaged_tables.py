@@ -11,7 +11,7 @@ import pytest
 from conftest import tree_digest
 
 from upsertlake import CorruptTableError, create_table, open_table
-from upsertlake.config.table_config import parse_java_properties
+from upsertlake.config.java_properties import parse_java_properties
 
 KEYS = ["id", "ts", "v", "p"]
 

@@ -24,15 +24,15 @@ from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, HeartbeatPolicy, 
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.config.table_config import (
+from upsertlake.config.properties_file import (
     BACKUP_FILE,
     PROPERTIES_FILE,
     PropertiesFile,
-    TableConfig,
     recover_properties,
     replace_properties,
     validate_properties,
 )
+from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError, UpsertlakeError
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile, sort_listing
 from upsertlake.layout.markers import read_markers, rollback_pending

@@ -12,12 +12,11 @@ import pyarrow as pa
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
+from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.config.table_config import (
-    BACKUP_FILE,
     COMMIT_TIME_ORDERING,
     EVENT_TIME_ORDERING,
     MERGE_ON_READ,
-    PROPERTIES_FILE,
     WRITABLE_VERSIONS,
     TableConfig,
     check_table_type,
