@@ -195,7 +195,7 @@ def test_a_lost_hive_style_line_is_caught_by_the_folders(tmp_path: Path) -> None
 
 def test_custom_keygen_partition_types_are_not_a_disagreement(tmp_path: Path) -> None:
     from upsertlake.config.table_config import TableConfig
-    from upsertlake.services.doctor import properties_disagreements
+    from upsertlake.services.write_guard import properties_disagreements
     from upsertlake.storage import Storage
     from upsertlake.timeline.active import Timeline
 

@@ -51,7 +51,7 @@ def properties_checksum(props: Mapping[str, str]) -> int:
 def validate_properties(props: Mapping[str, str]) -> list[str]:
     """Why these properties cannot be trusted (empty when they can): Hudi's checksum check, then
     the keys the table version requires. Lost optional lines (partition fields, precombine field)
-    pass here; only the table itself can tell (see `upsertlake.services.doctor`)."""
+    pass here; only the table itself can tell (see `upsertlake.services.write_guard`)."""
     problems = [f"lacks {key}" for key in _REQUIRED_KEYS if not props.get(key)]
     checksum = props.get(CHECKSUM_KEY)
     if not checksum:

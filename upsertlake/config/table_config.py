@@ -336,7 +336,7 @@ class TableConfig:
         (`upsertlake.config.properties_file.read_properties` decides which).
 
         A config read from the backup must still agree with the table before a write uses it
-        (the checksum cannot see lost lines): `upsertlake.services.doctor` checks that.
+        (the checksum cannot see lost lines): `upsertlake.services.write_guard` checks that.
         """
         found = read_properties(storage)
         try:
