@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from upsertlake.layout.bloom_filter import BloomFilter, bloom_filter_for_keys, hadoop_murmur_hash
+from upsertlake.layout.bloom_filter import BloomFilter, bloom_filter_for_keys
+from upsertlake.layout.murmur_hash import hadoop_murmur_hash
 
 FILTER_KEY = b"org.apache.hudi.bloomfilter"
 TYPE_KEY = b"hoodie_bloom_filter_type_code"

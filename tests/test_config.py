@@ -8,6 +8,7 @@ from importlib import resources
 import pytest
 
 from upsertlake.config import OPTIONS, Config, Option, hudi_keys, is_hudi_key
+from upsertlake.config import known_keys
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError
 
@@ -15,7 +16,7 @@ from upsertlake.errors import ConfigError
 @pytest.fixture(autouse=True)
 def _fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test sees the once-per-process warnings afresh."""
-    monkeypatch.setattr(opt, "_WARNED", set())
+    monkeypatch.setattr(known_keys, "_WARNED", set())
 
 
 # --- Option.parse ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from conftest import tree_digest
 
 from upsertlake import CorruptTableError, create_table, open_table
-from upsertlake.config.table_config import parse_java_properties
+from upsertlake.config.java_properties import parse_java_properties
 
 KEYS = ["id", "ts", "v", "p"]
 
@@ -195,7 +195,7 @@ def test_a_lost_hive_style_line_is_caught_by_the_folders(tmp_path: Path) -> None
 
 def test_custom_keygen_partition_types_are_not_a_disagreement(tmp_path: Path) -> None:
     from upsertlake.config.table_config import TableConfig
-    from upsertlake.services.doctor import properties_disagreements
+    from upsertlake.services.write_guard import properties_disagreements
     from upsertlake.storage import Storage
     from upsertlake.timeline.active import Timeline
 

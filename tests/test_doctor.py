@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from upsertlake import create_table, open_table
-from upsertlake.config.table_config import parse_java_properties
+from upsertlake.config.java_properties import parse_java_properties
 from upsertlake.services.doctor import Finding, diagnose
 from upsertlake.storage import Storage
 

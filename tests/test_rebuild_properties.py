@@ -17,7 +17,7 @@ from conftest import tree_digest
 from helpers import cli_in_process, hudi_read
 
 from upsertlake import create_table, open_table
-from upsertlake.config.table_config import parse_java_properties
+from upsertlake.config.java_properties import parse_java_properties
 
 DAMAGES = ["truncated", "garbage", "missing", "missing_with_backup", "lost_line"]
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from upsertlake.config.table_config import parse_java_properties
+from upsertlake.config.java_properties import parse_java_properties
 from upsertlake.errors import SchemaError
 from upsertlake.schema import (
     META_COLUMNS,

@@ -9,19 +9,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from upsertlake.config.table_config import (
+from upsertlake.config.java_properties import format_java_properties, parse_java_properties
+from upsertlake.config.properties_file import (
     BACKUP_FILE,
     CHECKSUM_KEY,
-    COMPLEX_KEYGEN,
     PROPERTIES_FILE,
-    NONPARTITIONED_KEYGEN,
-    SIMPLE_KEYGEN,
-    TableConfig,
-    format_java_properties,
-    parse_java_properties,
     recover_properties,
     validate_properties,
     write_properties,
+)
+from upsertlake.config.table_config import (
+    COMPLEX_KEYGEN,
+    NONPARTITIONED_KEYGEN,
+    SIMPLE_KEYGEN,
+    TableConfig,
 )
 from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError
 from upsertlake.storage import Storage

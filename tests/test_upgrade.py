@@ -18,7 +18,9 @@ from test_interop_hudi import assert_same, assert_same_as_of, check_reads
 
 import upsertlake.storage.storage as storage_module
 from upsertlake import ConfigError, UnsupportedTableError, create_table, open_table, upgrade_table
-from upsertlake.config.table_config import BACKUP_FILE, TableConfig, parse_java_properties
+from upsertlake.config.java_properties import parse_java_properties
+from upsertlake.config.properties_file import BACKUP_FILE
+from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CleanedInstantError, ServiceError
 from upsertlake.storage import Storage
 from upsertlake.timeline.instant import State

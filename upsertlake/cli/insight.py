@@ -13,11 +13,12 @@ import pyarrow.parquet as pq
 
 import upsertlake
 from upsertlake.cli.output import CliError, format_records, human_bytes, human_duration, print_json, store_options
-from upsertlake.config.table_config import BACKUP_FILE, PROPERTIES_FILE, TableConfig
+from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
+from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.services.compaction_plan import compaction_backlog
-from upsertlake.services.doctor import properties_disagreements
+from upsertlake.services.write_guard import properties_disagreements
 from upsertlake.storage import Storage
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline

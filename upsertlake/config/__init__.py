@@ -1,4 +1,6 @@
-"""Write options: the typed registry (`options`) and the resolved, immutable `Config`.
+"""Configuration: the write options (the typed registry `options`, each an `option.Option`, resolved
+into an immutable `resolved.Config`) and the table's own settings (`table_config`, the model of
+`hoodie.properties`, read and written through `properties_file`).
 
 Layers (pyproject.toml, docs/DESIGN.md §3): may import storage, util,
 errors.
@@ -9,14 +11,10 @@ namespace stays small; the names needed to resolve and inspect options are re-ex
 """
 
 from upsertlake.config import options
-from upsertlake.config.options import (
-    DYNAMIC_PREFIXES,
-    OPTIONS,
-    Config,
-    Option,
-    hudi_keys,
-    is_hudi_key,
-)
+from upsertlake.config.known_keys import DYNAMIC_PREFIXES, hudi_keys, is_hudi_key
+from upsertlake.config.option import Option
+from upsertlake.config.options import OPTIONS
+from upsertlake.config.resolved import Config
 
 __all__ = [
     "DYNAMIC_PREFIXES",

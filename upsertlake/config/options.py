@@ -1,4 +1,4 @@
-"""The typed registry of the write options upsertlake implements, and their resolution.
+"""The declarations of the write options upsertlake implements: the typed registry.
 
 Every option is declared once, as an `Option` constant carrying Hudi's key, type and default, so
 the writer reads typed values (`config.get(PARQUET_MAX_FILE_SIZE)`) instead of parsing strings at
@@ -6,28 +6,19 @@ each use. Keys and defaults follow Apache Hudi 0.15 (`HoodieWriteConfig`, `Hoodi
 `HoodieCompactionConfig`, `HoodieIndexConfig`, `HoodieLockConfig`, `KeyGeneratorOptions`,
 `DataSourceWriteOptions`); each doc says where upsertlake deliberately differs.
 
-Keys are validated when a `Config` is resolved, because a misspelt Hudi key silently falls back to
-its default in Hudi itself, which is how file sizes or indexes end up wrong in production:
-
-* a key of this registry (or one of its aliases) is parsed, a bad value raises `ConfigError`;
-* a genuine Hudi key upsertlake does not implement is kept and warned about once per process,
-  so jobs written for Hudi keep working;
-* any other key raises `ConfigError` with a "did you mean" suggestion.
+Only the declarations live here (import the module: `from upsertlake.config import options as opt;
+cfg.get(opt.INDEX_TYPE)`). The `Option` type is `upsertlake.config.option`; resolving layers of
+options into a `Config`, with their keys validated, is `upsertlake.config.resolved`; which keys are
+Apache Hudi's is `upsertlake.config.known_keys`.
 """
 
 from __future__ import annotations
 
-import difflib
-import threading
-import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-from upsertlake.errors import ConfigError
+from upsertlake.config.option import T, Option
 
 __all__ = [
     "BLOOM_FILTER_TYPE",
@@ -56,7 +47,6 @@ __all__ = [
     "COPY_ON_WRITE_AUTO_SPLIT",
     "COPY_ON_WRITE_INSERT_SPLIT_SIZE",
     "DATABASE_NAME",
-    "DYNAMIC_PREFIXES",
     "HEARTBEAT_INTERVAL_MS",
     "HEARTBEAT_TOLERABLE_MISSES",
     "HIVE_STYLE_PARTITIONING",
@@ -92,103 +82,7 @@ __all__ = [
     "WRITE_PARALLELISM",
     "WRITE_SET_NULL_FOR_MISSING_COLUMNS",
     "WRITE_TABLE_VERSION",
-    "Config",
-    "Option",
-    "hudi_keys",
-    "is_hudi_key",
 ]
-
-T = TypeVar("T")
-
-_TRUE = "true"
-_FALSE = "false"
-
-
-def _describe(value: object) -> str:
-    return repr(value) if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
-
-
-@dataclass(frozen=True)
-class Option(Generic[T]):
-    """One write option: Hudi's key, the Python type of its value, its default and its doc.
-
-    `choices` lists the accepted values of an enum-like option in their canonical case (Hudi's
-    enums are upper-case, `hoodie.datasource.write.operation` and codecs are lower-case); input is
-    matched case-insensitively and returned in that case. `aliases` are other keys naming the same
-    option (Hudi's deprecated alternatives, or a newer Hudi name).
-    """
-
-    key: str
-    type: type
-    default: T
-    doc: str
-    choices: tuple[str, ...] = ()
-    aliases: tuple[str, ...] = ()
-
-    def parse(self, raw: object) -> T:
-        """The typed value of `raw`, given typed or in the string form Hudi properties use."""
-        try:
-            value = self._convert(raw)
-        except (TypeError, ValueError):
-            value = None
-        if value is None:
-            raise ConfigError(
-                f"invalid value {_describe(raw)} for {self.key}: expected {self._expected()}"
-            )
-        return value  # type: ignore[return-value]
-
-    def to_string(self, value: object) -> str:
-        """The string form Hudi would store in a properties file ("true", "125829120", ...)."""
-        if isinstance(value, bool):
-            return _TRUE if value else _FALSE
-        if isinstance(value, float):
-            return repr(value)
-        return str(value)
-
-    def _expected(self) -> str:
-        if self.choices:
-            return "one of " + ", ".join(self.choices)
-        if self.type is bool:
-            return "a boolean (true or false)"
-        if self.type is int:
-            return "an integer"
-        if self.type is float:
-            return "a number"
-        return "a string"
-
-    def _convert(self, raw: object) -> Any:
-        # Returns None for "not convertible" so that `parse` words every error the same way.
-        if self.type is bool:
-            if isinstance(raw, bool):
-                return raw
-            if isinstance(raw, str) and raw.strip().lower() in (_TRUE, _FALSE):
-                return raw.strip().lower() == _TRUE
-            return None
-        if self.type is int:
-            if isinstance(raw, bool):
-                return None
-            if isinstance(raw, int):
-                return raw
-            if isinstance(raw, float):
-                return int(raw) if raw.is_integer() else None
-            if isinstance(raw, str):
-                return int(raw.strip())
-            return None
-        if self.type is float:
-            if isinstance(raw, bool):
-                return None
-            if isinstance(raw, (int, float)):
-                return float(raw)
-            if isinstance(raw, str):
-                return float(raw.strip())
-            return None
-        if not isinstance(raw, str):
-            return None
-        if self.choices:
-            canonical = {choice.lower(): choice for choice in self.choices}
-            return canonical.get(raw.strip().lower())
-        return raw
-
 
 _REGISTRY: list[Option[Any]] = []
 
@@ -499,182 +393,3 @@ OPTIONS: Mapping[str, Option[Any]] = MappingProxyType(
     {key: option for option in _REGISTRY for key in (option.key, *option.aliases)}
 )
 """Every registered option, by its key and by each alias."""
-
-# Keys under these prefixes are accepted as genuine Hudi keys even when not in hudi_keys.txt,
-# because Hudi reads open-ended key families there rather than declaring every key:
-# - hoodie.deltastreamer. / hoodie.streamer.: Hudi Streamer sources, transformers and schema
-#   providers (including user-written ones) read their own keys, and jdbc.extra.options.* passes
-#   arbitrary JDBC options through;
-# - hoodie.datasource.hive_sync. / hoodie.datasource.meta.sync. / hoodie.meta.sync.: each catalog
-#   sync tool (Hive, Glue, BigQuery, DataHub, ADB) adds keys of its own and passes some through;
-# - hoodie.metrics.: every metrics reporter (including custom reporter classes) reads keys under it.
-DYNAMIC_PREFIXES: tuple[str, ...] = (
-    "hoodie.deltastreamer.",
-    "hoodie.streamer.",
-    "hoodie.datasource.hive_sync.",
-    "hoodie.datasource.meta.sync.",
-    "hoodie.meta.sync.",
-    "hoodie.metrics.",
-)
-
-
-@lru_cache(maxsize=1)
-def hudi_keys() -> frozenset[str]:
-    """Every config key Apache Hudi declares (package data file `hudi_keys.txt`)."""
-    text = resources.files("upsertlake.config").joinpath("hudi_keys.txt").read_text("utf-8")
-    return frozenset(
-        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
-    )
-
-
-def is_hudi_key(key: str) -> bool:
-    """Whether `key` is a genuine Apache Hudi config key (declared, or under a dynamic prefix)."""
-    return key in hudi_keys() or key.startswith(DYNAMIC_PREFIXES)
-
-
-_WARNED: set[str] = set()
-_WARNED_LOCK = threading.Lock()
-
-
-def _warn_unimplemented(key: str) -> None:
-    with _WARNED_LOCK:
-        if key in _WARNED:
-            return
-        _WARNED.add(key)
-    warnings.warn(
-        f"{key} is an Apache Hudi option that upsertlake does not implement; it is kept but has "
-        "no effect on the write",
-        UserWarning,
-        stacklevel=3,
-    )
-
-
-@lru_cache(maxsize=1)
-def _suggestion_pool() -> tuple[str, ...]:
-    # Registry keys first so that a near-tie is resolved towards an option we actually implement.
-    return tuple(OPTIONS) + tuple(sorted(hudi_keys() - set(OPTIONS)))
-
-
-def _unknown_key_error(key: str) -> ConfigError:
-    matches = difflib.get_close_matches(key, _suggestion_pool(), n=1, cutoff=0.75)
-    hint = f"; did you mean {matches[0]!r}?" if matches else ""
-    if not key.startswith("hoodie."):
-        return ConfigError(
-            f"unknown option {key!r}: upsertlake only accepts Apache Hudi option keys, which start "
-            f"with 'hoodie.'{hint}"
-        )
-    return ConfigError(f"unknown option {key!r}: not an Apache Hudi config key{hint}")
-
-
-def _stringify(value: object) -> str:
-    if isinstance(value, bool):
-        return _TRUE if value else _FALSE
-    return str(value)
-
-
-class Config:
-    """Immutable resolved options: table properties < object-level options < per-call options.
-
-    Holds the explicitly set keys only; `get` falls back to the option's default, so a default
-    changed in this module applies to existing tables and objects alike.
-    """
-
-    __slots__ = ("_raw", "_typed")
-
-    def __init__(self, raw: Mapping[str, str], typed: Mapping[str, object]) -> None:
-        """Internal: use `Config.resolve`, which validates the keys and values."""
-        self._raw: Mapping[str, str] = MappingProxyType(dict(raw))
-        self._typed: Mapping[str, object] = MappingProxyType(dict(typed))
-
-    @classmethod
-    def resolve(
-        cls,
-        *layers: Mapping[str, object] | None,
-        table_properties: Mapping[str, str] | None = None,
-    ) -> Config:
-        """Validate and merge option layers, each overriding the ones before it.
-
-        `table_properties` (hoodie.properties) is the lowest layer and is accepted as is: the table
-        was written by Hudi or by us, so its keys are not the user's to fix.
-        """
-        raw: dict[str, str] = {}
-        typed: dict[str, object] = {}
-        for key, value in (table_properties or {}).items():
-            option = OPTIONS.get(key)
-            if option is None:
-                raw[key] = _stringify(value)
-            elif key == option.key or option.key not in (table_properties or {}):
-                # Parsed lazily by `get`: a bad table value only fails if it is used.
-                raw[option.key] = _stringify(value)
-        config = cls(raw, typed)
-        for layer in layers:
-            config = config.with_overrides(layer)
-        return config
-
-    def with_overrides(self, layer: Mapping[str, object] | None) -> Config:
-        """A new Config with `layer` validated and applied on top of this one."""
-        if not layer:
-            return self
-        raw = dict(self._raw)
-        typed = dict(self._typed)
-        seen: dict[str, tuple[str, object]] = {}  # canonical key -> (key as given, parsed value)
-        for key, value in layer.items():
-            if not isinstance(key, str):
-                raise ConfigError(f"option keys must be strings, got {key!r}")
-            if value is None:
-                continue  # None means "not set", so callers can pass optional arguments through
-            option = OPTIONS.get(key)
-            if option is not None:
-                parsed = option.parse(value)
-                if option.key in seen and seen[option.key][1] != parsed:
-                    other = seen[option.key][0]
-                    raise ConfigError(
-                        f"conflicting values for {option.key}: {other}={seen[option.key][1]!r} "
-                        f"and {key}={parsed!r}"
-                    )
-                seen[option.key] = (key, parsed)
-                typed[option.key] = parsed
-                raw[option.key] = option.to_string(parsed)
-            elif key.startswith("hoodie.") and is_hudi_key(key):
-                _warn_unimplemented(key)
-                raw[key] = _stringify(value)
-            else:
-                raise _unknown_key_error(key)
-        return Config(raw, typed)
-
-    def get(self, option: Option[T]) -> T:
-        """The typed value of `option`: the highest layer that sets it, else its default."""
-        if option.key in self._typed:
-            return self._typed[option.key]  # type: ignore[return-value]
-        if option.key in self._raw:
-            return option.parse(self._raw[option.key])
-        return option.default
-
-    @property
-    def bucket_index(self) -> bool:
-        """Whether writes go by Hudi's bucket index (hoodie.index.type=BUCKET), which the
-        partitioners, clustering and the Spark path each treat apart."""
-        return self.get(INDEX_TYPE).upper() == "BUCKET"
-
-    @property
-    def global_index(self) -> bool:
-        """Whether the index tags by key across partitions (a GLOBAL_ index type): records are
-        deduplicated by key alone, and a key keeps one copy in the whole table."""
-        return self.get(INDEX_TYPE).upper().startswith("GLOBAL_")
-
-    def is_set(self, option: Option[Any]) -> bool:
-        """Whether any layer set `option` explicitly (as opposed to its default applying)."""
-        return option.key in self._raw
-
-    def raw(self) -> dict[str, str]:
-        """Every explicitly set key (registry keys under their canonical name) -> string value."""
-        return dict(self._raw)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Config) and dict(self._raw) == dict(other._raw)
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._raw.items()))
-
-    def __repr__(self) -> str:
-        return f"Config({dict(self._raw)!r})"

@@ -1,13 +1,8 @@
-"""`hoodie.properties`: the table's persistent configuration, as a frozen model.
+"""`hoodie.properties` as a model: the table's persistent settings, frozen, and what they mean.
 
-Hudi writes it with `java.util.Properties.store`, so reading and writing follow Java's escaping
-rules (values containing ':' appear as '\\:').
-
-The file is validated as Hudi validates it (the checksum of database and table name) plus the
-keys its table version requires. A file that fails is never rewritten: readers fall back to a
-valid `hoodie.properties.backup`, as Hudi's do, and otherwise the config is marked damaged so
-that every write is refused. Every rewrite goes through Hudi's backup protocol
-(`write_properties`), so a crash at any step leaves one valid file to read.
+What the keys say (table type, version, key generator, merge mode) and which tables this engine
+reads and writes. The file itself, its validation and Hudi's backup protocol are
+`upsertlake.config.properties_file`; the model reads it through there (`TableConfig.load`).
 
 Table versions: 6 (timeline layout 1, Hudi 0.14/0.15) and 8 (timeline layout 2, Hudi 1.0) are read
 and written; older versions with layout 1 are read. Version 8 adds the properties Hudi 1.0 writes
@@ -18,28 +13,18 @@ only, not the class; `from_properties` derives the class from it).
 
 from __future__ import annotations
 
-import logging
-import re
-from functools import lru_cache
 import threading
-import zlib
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 
-from upsertlake.errors import (
-    ConfigError,
-    CorruptTableError,
-    TableNotFoundError,
-    UnsupportedTableError,
+from upsertlake.config.properties_file import (
+    PROPERTIES_FILE,
+    PropertiesFile,
+    create_properties,
+    properties_checksum,
+    read_properties,
 )
+from upsertlake.errors import ConfigError, CorruptTableError, UnsupportedTableError
 from upsertlake.storage import FileEntry, Storage
-
-log = logging.getLogger(__name__)
-
-PROPERTIES_FILE = ".hoodie/hoodie.properties"
-BACKUP_FILE = ".hoodie/hoodie.properties.backup"
-CHECKSUM_KEY = "hoodie.table.checksum"
 
 SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
@@ -347,39 +332,22 @@ class TableConfig:
     @classmethod
     def load(cls, storage: Storage) -> TableConfig:
         """The table's config from a valid `hoodie.properties`, else from a valid backup (as Hudi's
-        readers fall back to it), else from the damaged file as read, marked so writes refuse it.
+        readers fall back to it), else from the damaged file as read, marked so writes refuse it
+        (`upsertlake.config.properties_file.read_properties` decides which).
 
         A config read from the backup must still agree with the table before a write uses it
-        (the checksum cannot see lost lines): `upsertlake.services.doctor` checks that.
+        (the checksum cannot see lost lines): `upsertlake.services.write_guard` checks that.
         """
-        main = PropertiesFile.read(storage, PROPERTIES_FILE)
-        if main.valid:
-            return cls.from_properties(main.props, storage.full_path(PROPERTIES_FILE))
-        backup = PropertiesFile.read(storage, BACKUP_FILE)
-        if main.missing and backup.missing:
-            lost = any(e.name.endswith((".commit", ".replacecommit")) for e in storage.list(".hoodie")) or (
-                storage.exists(".hoodie/timeline"))
-            hint = f"; .hoodie/ holds a timeline: to rebuild the lost file, run `upsertlake doctor {storage.base} --fix`"
-            raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE}){hint if lost else ''}")
-        if backup.valid:
-            log.warning("%s: %s; reading %s instead, as Hudi does", main.path, main.reason, backup.path)
-            config = cls.from_properties(backup.props, backup.path)
-            return replace(config, source=BACKUP_FILE)
-        hint = f"run `upsertlake doctor {storage.base}`"
-        if main.missing:
-            raise CorruptTableError(f"{main.path} is missing and {backup.path} is not valid ({backup.reason}); {hint}")
-        damage = (
-            f"{main.path} is damaged ({main.reason}) and there is no valid {BACKUP_FILE.rsplit('/', 1)[1]}: "
-            f"every write is refused so that the damage cannot spread (reads proceed with the properties "
-            f"as read, without partition pruning); {hint}"
-        )
-        if main.props is None:
-            raise CorruptTableError(damage)
+        found = read_properties(storage)
         try:
-            config = cls.from_properties(main.props, main.path)
+            config = cls.from_properties(found.props, found.path)
         except CorruptTableError as exc:
-            raise CorruptTableError(f"{exc}; {damage}") from exc
-        return replace(config, damage=damage)
+            if found.damage is None:
+                raise
+            raise CorruptTableError(f"{exc}; {found.damage}") from exc
+        if found.source == PROPERTIES_FILE and found.damage is None:
+            return config
+        return replace(config, source=found.source, damage=found.damage)
 
     @classmethod
     def load_listed(cls, storage: Storage, listed: FileEntry) -> TableConfig:
@@ -409,200 +377,13 @@ class TableConfig:
 
     def create(self, storage: Storage) -> bool:
         """Write the first `hoodie.properties`; False (nothing written) if a table is there."""
-        if storage.exists(BACKUP_FILE):  # a table in the middle of a rewrite
-            return False
-        return storage.write_if_absent(PROPERTIES_FILE, _properties_bytes(self.to_properties()))
-
-
-# -- validation, as Hudi's HoodieTableConfig does it, plus the keys each version requires -------
-_REQUIRED_KEYS = (
-    "hoodie.table.name",
-    "hoodie.table.type",
-    "hoodie.table.version",
-    "hoodie.timeline.layout.version",
-)
-_REQUIRED_BY_VERSION = {
-    6: ("hoodie.table.keygenerator.class",),
-    8: ("hoodie.table.initial.version", "hoodie.timeline.path", "hoodie.record.merge.mode"),
-}
-_LAYOUT_OF_VERSION = {6: "1", 8: "2"}
-
-
-def properties_checksum(props: Mapping[str, str]) -> int:
-    """Hudi's table checksum: CRC32 of "<database>.<table>" (database "" when absent)."""
-    return zlib.crc32(f"{props.get('hoodie.database.name', '')}.{props['hoodie.table.name']}".encode())
-
-
-def validate_properties(props: Mapping[str, str]) -> list[str]:
-    """Why these properties cannot be trusted (empty when they can): Hudi's checksum check, then
-    the keys the table version requires. Lost optional lines (partition fields, precombine field)
-    pass here; only the table itself can tell (see `upsertlake.services.doctor`)."""
-    problems = [f"lacks {key}" for key in _REQUIRED_KEYS if not props.get(key)]
-    checksum = props.get(CHECKSUM_KEY)
-    if not checksum:
-        problems.append(f"lacks {CHECKSUM_KEY}")
-    elif props.get("hoodie.table.name"):
-        expected = properties_checksum(props)
-        if checksum.strip() != str(expected):
-            problems.append(f"{CHECKSUM_KEY}={checksum} does not match its database and table name (expected {expected})")
-    version = props.get("hoodie.table.version", "")
-    if version and not version.strip().isdigit():
-        problems.append(f"hoodie.table.version={version} is not a number")
-    elif version:
-        number = int(version)
-        problems += [f"lacks {key} (required by table version {number})" for key in _REQUIRED_BY_VERSION.get(number, ()) if not props.get(key)]
-        if number == 8 and not (props.get("hoodie.table.keygenerator.type") or props.get("hoodie.table.keygenerator.class")):
-            problems.append("lacks hoodie.table.keygenerator.type (required by table version 8)")
-        layout = props.get("hoodie.timeline.layout.version")
-        if number in _LAYOUT_OF_VERSION and layout and layout.strip() != _LAYOUT_OF_VERSION[number]:
-            problems.append(f"hoodie.timeline.layout.version={layout} does not go with table version {number}")
-    return problems
-
-
-@dataclass(frozen=True)
-class PropertiesFile:
-    """One properties file as found on storage: its exact bytes, what they parse to, and why it
-    is not valid (None when it is). `props` is None when the file is missing or unreadable."""
-
-    path: str
-    raw: bytes | None
-    props: dict[str, str] | None
-    reason: str | None
-
-    @property
-    def missing(self) -> bool:
-        return self.raw is None and self.reason == "missing"
-
-    @property
-    def valid(self) -> bool:
-        return self.reason is None
-
-    @classmethod
-    def read(cls, storage: Storage, rel: str) -> PropertiesFile:
-        path = storage.full_path(rel)
-        try:
-            raw = storage.read_bytes(rel)
-        except FileNotFoundError:
-            return cls(path, None, None, "missing")
-        except OSError as exc:
-            return cls(path, None, None, f"cannot be read: {exc}")
-        return cls.parse(path, raw)
-
-    @classmethod
-    def parse(cls, path: str, raw: bytes) -> PropertiesFile:
-        props, problem = _parsed(raw)
-        return cls(path, raw, None if props is None else dict(props), problem)
-
-
-@lru_cache(maxsize=16)
-def _parsed(raw: bytes) -> tuple[dict[str, str] | None, str | None]:
-    """The properties of a hoodie.properties text and what is wrong with them. A write loads the
-    file about ten times (every timeline load checks it): the same bytes are parsed once."""
-    try:
-        props = parse_java_properties(raw.decode("latin-1"))
-    except (ValueError, StopIteration) as exc:
-        return None, f"cannot be parsed: {exc}"
-    problems = validate_properties(props)
-    return props, "; ".join(problems) if problems else None
+        return create_properties(storage, self.to_properties())
 
 
 # (storage, version) -> the config of that version of hoodie.properties (see TableConfig.load_listed)
 _BY_VERSION: dict[tuple[Storage, str], TableConfig] = {}
 _VERSIONS_KEPT = 64
 _BY_VERSION_LOCK = threading.Lock()
-
-
-# -- Hudi's backup protocol (HoodieTableConfig.modify / recover) --------------------------------
-def write_properties(storage: Storage, changes: Mapping[str, str | None]) -> dict[str, str]:
-    """Change keys of `hoodie.properties` (a None value deletes the key) by Hudi's protocol.
-
-    0. finish or undo an earlier rewrite that crashed (`recover_properties`);
-    1. read the current file, which must be valid: a file we could not fully read is never
-       rewritten (we would write its lost keys away for good);
-    2. copy its exact bytes to `hoodie.properties.backup` and read them back;
-    3. write the new file with its checksum and read it back;
-    4. delete the backup.
-    A crash after any step leaves a valid file to read: the old one or the new one, with the backup
-    beside it until the next rewrite recovers. Deviation from Hudi, which deletes the file before
-    writing the new one: the new file replaces the old one atomically (temporary file + rename),
-    so no reader ever finds none (hudi-rs has no fallback to the backup).
-    Call under the table lock. Returns the properties now on disk.
-    """
-    recover_properties(storage)
-    current = PropertiesFile.read(storage, PROPERTIES_FILE)
-    if not current.valid or current.raw is None or current.props is None:
-        raise CorruptTableError(
-            f"refusing to rewrite {current.path}: it is not valid ({current.reason}); "
-            f"run `upsertlake doctor {storage.base}`"
-        )
-    props = {k: v for k, v in current.props.items() if k != CHECKSUM_KEY}
-    for key, value in changes.items():
-        if value is None:
-            props.pop(key, None)
-        else:
-            props[key] = value
-    props[CHECKSUM_KEY] = str(properties_checksum(props))
-    problems = validate_properties(props)
-    if problems:
-        raise CorruptTableError(f"refusing to write {current.path}: the new properties would be invalid ({'; '.join(problems)})")
-    new = _properties_bytes(props)
-    storage.write_bytes(BACKUP_FILE, current.raw)
-    if storage.read_bytes(BACKUP_FILE) != current.raw:
-        storage.delete(BACKUP_FILE)
-        raise CorruptTableError(f"{storage.full_path(BACKUP_FILE)} did not read back as written; {current.path} is unchanged")
-    storage.write_bytes(PROPERTIES_FILE, new)
-    if storage.read_bytes(PROPERTIES_FILE) != new:
-        storage.delete(PROPERTIES_FILE)  # readers use the backup; the next rewrite recovers it
-        raise CorruptTableError(f"{current.path} did not read back as written; its backup stands in for it")
-    storage.delete(BACKUP_FILE)
-    return props
-
-
-def recover_properties(storage: Storage) -> str | None:
-    """Finish or undo a rewrite that crashed (Hudi's recoverIfNeeded); says what it did, or None.
-
-    A valid `hoodie.properties` wins and the leftover backup goes; otherwise a valid backup is
-    copied back. When neither is valid nothing is touched. Callers that use the backup for writes
-    first check that it agrees with the table (`upsertlake.services.doctor`).
-    """
-    if not storage.exists(BACKUP_FILE):
-        return None
-    main = PropertiesFile.read(storage, PROPERTIES_FILE)
-    if main.valid:
-        storage.delete(BACKUP_FILE)
-        return f"deleted {BACKUP_FILE}, left by an interrupted rewrite ({PROPERTIES_FILE} is valid)"
-    backup = PropertiesFile.read(storage, BACKUP_FILE)
-    if not backup.valid or backup.raw is None:
-        raise CorruptTableError(
-            f"neither {main.path} ({main.reason}) nor {backup.path} ({backup.reason}) is valid; "
-            f"run `upsertlake doctor {storage.base}`"
-        )
-    storage.write_bytes(PROPERTIES_FILE, backup.raw)
-    if storage.read_bytes(PROPERTIES_FILE) != backup.raw:
-        raise CorruptTableError(f"{main.path} did not read back as written; {backup.path} is kept")
-    storage.delete(BACKUP_FILE)
-    return f"restored {PROPERTIES_FILE} from {BACKUP_FILE} ({PROPERTIES_FILE} {main.reason})"
-
-
-def replace_properties(storage: Storage, props: Mapping[str, str]) -> None:
-    """Write rebuilt properties in place of a damaged or missing `hoodie.properties` (the doctor's
-    fix, under the table lock; `write_properties` refuses to start from a damaged file):
-    atomically, read back, then the backup goes, since it was not valid or did not agree."""
-    problems = validate_properties(props)
-    if problems:
-        raise CorruptTableError(f"refusing to write {storage.full_path(PROPERTIES_FILE)}: {'; '.join(problems)}")
-    data = _properties_bytes(props)
-    storage.write_bytes(PROPERTIES_FILE, data)
-    if storage.read_bytes(PROPERTIES_FILE) != data:
-        raise CorruptTableError(f"{storage.full_path(PROPERTIES_FILE)} did not read back as written")
-    storage.delete(BACKUP_FILE)
-
-
-def _properties_bytes(props: Mapping[str, str]) -> bytes:
-    """The file as Java's Properties.store writes it: a dated comment, then escaped lines."""
-    now = datetime.now(timezone.utc)
-    header = f"#Updated at {now.isoformat()}\n#{now.strftime('%a %b %d %H:%M:%S UTC %Y')}\n"
-    return (header + format_java_properties(dict(props))).encode("latin-1", "backslashreplace")
 
 
 def _bool(value: bool) -> str:
@@ -615,83 +396,3 @@ def _parse_bool(value: str | None, default: bool = False) -> bool:
 
 def _split(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
-
-
-# -- java.util.Properties text format -----------------------------------------------------------
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-_KEY = re.compile(r"(?:\\.?|[^=: \t\f\\])*")  # escaped characters, or anything but a separator
-
-
-def parse_java_properties(text: str) -> dict[str, str]:
-    """Parse the `java.util.Properties` text format (comments, continuations, escapes)."""
-    props: dict[str, str] = {}
-    lines = iter(text.splitlines())
-    for raw in lines:
-        line = raw.lstrip()
-        if not line or line[0] in "#!":
-            continue
-        while _ends_with_odd_backslashes(line):
-            line = line[:-1] + next(lines, "").lstrip()
-        key, value = _split_key_value(line)
-        props[_unescape(key)] = _unescape(value)
-    return props
-
-
-def _ends_with_odd_backslashes(line: str) -> bool:
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    i = _KEY.match(line).end()  # the key runs to the first unescaped separator
-    if i >= len(line):
-        return line, ""
-    c = line[i]
-    key, rest = line[:i], line[i:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":") and c in " \t\f" or c in "=:":
-        rest = rest[1:].lstrip(" \t\f")
-    return key, rest
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:  # most keys and values: nothing to undo
-        return text
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "u" and i + 6 <= len(text):
-                out.append(chr(int(text[i + 2 : i + 6], 16)))
-                i += 6
-                continue
-            out.append(_ESCAPES.get(nxt, nxt))
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    # \\uXXXX escapes are UTF-16 code units: characters beyond the BMP come as two halves.
-    return "".join(out).encode("utf-16-be", "surrogatepass").decode("utf-16-be", "replace")
-
-
-def _escape(text: str, is_key: bool) -> str:
-    out: list[str] = []
-    for i, c in enumerate(text):
-        if c == "\\":
-            out.append("\\\\")
-        elif c in "=:#!":
-            out.append("\\" + c)
-        elif c == " " and (is_key or i == 0):
-            out.append("\\ ")
-        elif c in "\t\n\r\f":
-            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[c])
-        elif ord(c) > 0x7E or ord(c) < 0x20:  # as UTF-16 code units, one or two, as Java does
-            units = c.encode("utf-16-be", "surrogatepass")
-            out.extend(f"\\u{int.from_bytes(units[j : j + 2]):04X}" for j in range(0, len(units), 2))
-        else:
-            out.append(c)
-    return "".join(out)
-
-
-def format_java_properties(props: dict[str, str]) -> str:
-    return "".join(f"{_escape(k, True)}={_escape(v, False)}\n" for k, v in props.items())

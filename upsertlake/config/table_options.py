@@ -9,7 +9,8 @@ write; so do we, naming the option, its value and the table's.
 from __future__ import annotations
 
 from upsertlake.config import options as opt
-from upsertlake.config.options import Config, Option
+from upsertlake.config.option import Option
+from upsertlake.config.resolved import Config
 from upsertlake.config.table_config import TableConfig, check_table_type
 from upsertlake.errors import ConfigError
 

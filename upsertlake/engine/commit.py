@@ -15,7 +15,8 @@ from dataclasses import replace as _replace
 
 from upsertlake.concurrency.conflict import CommitCheck, Conflict, FileGroup, check_commit, describe_groups
 from upsertlake.config import options as opt
-from upsertlake.config.table_config import TableConfig, write_properties
+from upsertlake.config.properties_file import write_properties
+from upsertlake.config.table_config import TableConfig
 from upsertlake.engine import instants, merge_on_read
 from upsertlake.engine.context import WriteContext
 from upsertlake.engine.overwrite import replaces

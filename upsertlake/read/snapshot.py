@@ -24,7 +24,7 @@ from upsertlake.read.filters import (
     to_expression,
 )
 from upsertlake.schema import avro_to_arrow, conform
-from upsertlake.services.doctor import properties_disagreements
+from upsertlake.services.write_guard import properties_disagreements
 from upsertlake.timeline.retention import check_readable
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView

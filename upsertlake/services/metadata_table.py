@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 
-from upsertlake.config.table_config import TableConfig, write_properties
+from upsertlake.config.properties_file import write_properties
+from upsertlake.config.table_config import TableConfig
 from upsertlake.storage import Storage
 
 log = logging.getLogger(__name__)

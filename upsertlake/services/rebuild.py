@@ -27,22 +27,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.config.table_config import (
+from upsertlake.config.properties_file import (
     BACKUP_FILE,
     CHECKSUM_KEY,
+    PROPERTIES_FILE,
+    PropertiesFile,
+    properties_checksum,
+)
+from upsertlake.config.table_config import (
     COMMIT_TIME_ORDERING,
     COMPLEX_KEYGEN,
     EVENT_TIME_ORDERING,
     KEYGEN_TYPE_KEY,
     KEYGEN_TYPES,
     MERGE_MODES,
-    PROPERTIES_FILE,
     RECORDED_KEYS,
     TIMELINE_PATH_KEY,
     WRITABLE_KEYGENS,
-    PropertiesFile,
     default_keygen,
-    properties_checksum,
 )
 from upsertlake.errors import CorruptTableError
 from upsertlake.layout.file_system_view import BaseFile, Listing, list_partitions_and_files

@@ -29,7 +29,8 @@ from upsertlake.concurrency.heartbeat import HeartbeatPolicy, heartbeat_path
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.config.table_config import TableConfig, recover_properties, write_properties
+from upsertlake.config.properties_file import recover_properties, write_properties
+from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError, UnsupportedTableError
 from upsertlake.layout.markers import rollback_pending
 from upsertlake.services.metadata_table import drop_metadata_table

@@ -12,12 +12,11 @@ import pyarrow as pa
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
+from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.config.table_config import (
-    BACKUP_FILE,
     COMMIT_TIME_ORDERING,
     EVENT_TIME_ORDERING,
     MERGE_ON_READ,
-    PROPERTIES_FILE,
     WRITABLE_VERSIONS,
     TableConfig,
     check_table_type,
@@ -40,7 +39,7 @@ from upsertlake.read.snapshot import read_incremental, read_snapshot, snapshot_s
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
 from upsertlake.concurrency.lock import TableLock, make_lock
 from upsertlake.services.archive import archive, archive_due
-from upsertlake.services.doctor import refuse_damaged_table
+from upsertlake.services.write_guard import refuse_damaged_table
 from upsertlake.services.clean import CleanResult, clean, clean_due
 from upsertlake.services.compaction import CompactionResult, OperationMap, compact, rollback_inflight
 from upsertlake.services.compaction import in_process as compact_in_process

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from upsertlake.config.table_config import PROPERTIES_FILE, TableConfig
+from upsertlake.config.properties_file import PROPERTIES_FILE
+from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import TableNotFoundError
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline.instant import Instant

@@ -1,0 +1,104 @@
+"""`Option`: one typed write option (Hudi's key, the type of its value, its default), and how
+its value is parsed from what users and properties files give.
+
+Its own room, apart from the declarations of every option (`upsertlake.config.options`) and their
+resolution into a `Config` (`upsertlake.config.resolved`), which both build on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from upsertlake.errors import ConfigError
+
+T = TypeVar("T")
+
+_TRUE = "true"
+_FALSE = "false"
+
+
+def _describe(value: object) -> str:
+    return repr(value) if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
+
+
+@dataclass(frozen=True)
+class Option(Generic[T]):
+    """One write option: Hudi's key, the Python type of its value, its default and its doc.
+
+    `choices` lists the accepted values of an enum-like option in their canonical case (Hudi's
+    enums are upper-case, `hoodie.datasource.write.operation` and codecs are lower-case); input is
+    matched case-insensitively and returned in that case. `aliases` are other keys naming the same
+    option (Hudi's deprecated alternatives, or a newer Hudi name).
+    """
+
+    key: str
+    type: type
+    default: T
+    doc: str
+    choices: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+    def parse(self, raw: object) -> T:
+        """The typed value of `raw`, given typed or in the string form Hudi properties use."""
+        try:
+            value = self._convert(raw)
+        except (TypeError, ValueError):
+            value = None
+        if value is None:
+            raise ConfigError(
+                f"invalid value {_describe(raw)} for {self.key}: expected {self._expected()}"
+            )
+        return value  # type: ignore[return-value]
+
+    def to_string(self, value: object) -> str:
+        """The string form Hudi would store in a properties file ("true", "125829120", ...)."""
+        if isinstance(value, bool):
+            return _TRUE if value else _FALSE
+        if isinstance(value, float):
+            return repr(value)
+        return str(value)
+
+    def _expected(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.type is bool:
+            return "a boolean (true or false)"
+        if self.type is int:
+            return "an integer"
+        if self.type is float:
+            return "a number"
+        return "a string"
+
+    def _convert(self, raw: object) -> Any:
+        # Returns None for "not convertible" so that `parse` words every error the same way.
+        if self.type is bool:
+            if isinstance(raw, bool):
+                return raw
+            if isinstance(raw, str) and raw.strip().lower() in (_TRUE, _FALSE):
+                return raw.strip().lower() == _TRUE
+            return None
+        if self.type is int:
+            if isinstance(raw, bool):
+                return None
+            if isinstance(raw, int):
+                return raw
+            if isinstance(raw, float):
+                return int(raw) if raw.is_integer() else None
+            if isinstance(raw, str):
+                return int(raw.strip())
+            return None
+        if self.type is float:
+            if isinstance(raw, bool):
+                return None
+            if isinstance(raw, (int, float)):
+                return float(raw)
+            if isinstance(raw, str):
+                return float(raw.strip())
+            return None
+        if not isinstance(raw, str):
+            return None
+        if self.choices:
+            canonical = {choice.lower(): choice for choice in self.choices}
+            return canonical.get(raw.strip().lower())
+        return raw
