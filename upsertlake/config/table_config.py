@@ -13,7 +13,6 @@ only, not the class; `from_properties` derives the class from it).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field, replace
 
 from upsertlake.config.properties_file import (
@@ -357,8 +356,8 @@ class TableConfig:
         `.hoodie/` anyway). A version never changes its bytes, so the cache cannot be stale."""
         if listed.version is None:
             return cls.load(storage)
-        with _BY_VERSION_LOCK:
-            cached = _BY_VERSION.get((storage, listed.version))
+        by_version = storage.cache("table config", VERSIONS_KEPT)
+        cached = by_version.get(listed.version)
         if cached is not None:
             return cached
         got = storage.read_versioned(PROPERTIES_FILE)
@@ -369,10 +368,7 @@ class TableConfig:
         if not main.valid:
             return cls.load(storage)  # damaged: the backup and the refusals as ever
         config = cls.from_properties(main.props or {}, main.path)
-        with _BY_VERSION_LOCK:
-            if len(_BY_VERSION) >= _VERSIONS_KEPT:
-                _BY_VERSION.pop(next(iter(_BY_VERSION)))
-            _BY_VERSION[(storage, version)] = config  # under the version read, maybe newer than listed
+        by_version.put(version, config)  # under the version read, maybe newer than listed
         return config
 
     def create(self, storage: Storage) -> bool:
@@ -381,9 +377,7 @@ class TableConfig:
 
 
 # (storage, version) -> the config of that version of hoodie.properties (see TableConfig.load_listed)
-_BY_VERSION: dict[tuple[Storage, str], TableConfig] = {}
-_VERSIONS_KEPT = 64
-_BY_VERSION_LOCK = threading.Lock()
+VERSIONS_KEPT = 64  # versions of hoodie.properties a storage keeps, parsed
 
 
 def _bool(value: bool) -> str:

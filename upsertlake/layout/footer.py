@@ -6,8 +6,6 @@ Footers are immutable, so each file's (min, max, filter) is read once per proces
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -102,17 +100,16 @@ class Footer:
     bloom: BloomFilter | None
 
 
-_FOOTERS: OrderedDict[str, Footer] = OrderedDict()
-_FOOTERS_LOCK = threading.Lock()
-_FOOTER_CACHE_SIZE = 4096
+FOOTERS_KEPT = 4096  # parsed footers a storage keeps (a bloom filter of up to 430 KB each)
 
 
 def read_footer(storage: Storage, bf: BaseFile) -> Footer:
+    """The Hudi footer of a base file (kept by the storage: a file never changes under its name)."""
+    cache = storage.cache("footers", FOOTERS_KEPT)
+    cached = cache.get(bf.path)
+    if cached is not None:
+        return cached
     path = storage.full_path(bf.path)
-    with _FOOTERS_LOCK:
-        if path in _FOOTERS:
-            _FOOTERS.move_to_end(path)
-            return _FOOTERS[path]
     meta = storage.parquet_file(bf.path).metadata.metadata or {}
     try:
         text = meta.get(BLOOM_FILTER_KEY.encode())
@@ -122,8 +119,5 @@ def read_footer(storage: Storage, bf: BaseFile) -> Footer:
         raise CorruptTableError(f"bloom filter footer of {path} cannot be read: {exc}") from exc
     lo, hi = meta.get(MIN_KEY.encode()), meta.get(MAX_KEY.encode())
     footer = Footer(lo.decode() if lo else None, hi.decode() if hi else None, bloom)
-    with _FOOTERS_LOCK:
-        _FOOTERS[path] = footer
-        while len(_FOOTERS) > _FOOTER_CACHE_SIZE:
-            _FOOTERS.popitem(last=False)
+    cache.put(bf.path, footer)
     return footer

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from upsertlake.storage.cache import Caches
 from upsertlake.storage.store import FileEntry, Store
 
 _FS = pafs.LocalFileSystem()
@@ -29,6 +30,7 @@ class LocalStore(Store):
 
     def __init__(self, base: str) -> None:
         self.base = base
+        self.caches = Caches()
 
     def _path(self, rel: str) -> str:
         return f"{self.base}/{rel}" if rel else self.base

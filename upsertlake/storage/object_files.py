@@ -19,46 +19,16 @@ from typing import Any
 import obstore
 import pyarrow as pa
 
+from upsertlake.storage.cache import Lru
 from upsertlake.storage.requests import RequestCounts
 
 TAIL_BYTES = 8 * 2**20
-CACHE_BYTES = 256 * 2**20
+WHOLE_FILE_BYTES = 256 * 2**20  # objects read whole a store keeps (data files never change under their name)
 UPLOAD_BUDGET_BYTES = 256 * 2**20  # encoded files waiting for their upload (`Uploads`)
 
 
-class WholeFiles:
-    """Objects read whole lately, by URI, up to `limit` bytes. Data files are immutable (a new
-    version gets a new name), so an index lookup, a merge and a conflict check reading one file
-    make one GET, not four; a write or delete through the same store forgets the name."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.used = limit, 0
-        self.files: OrderedDict[str, pa.Buffer] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, uri: str) -> pa.Buffer | None:
-        with self.lock:
-            data = self.files.get(uri)
-            if data is not None:
-                self.files.move_to_end(uri)
-            return data
-
-    def put(self, uri: str, data: pa.Buffer) -> None:
-        with self.lock:
-            if uri not in self.files:
-                self.files[uri] = data
-                self.used += data.size
-            while self.used > self.limit:
-                self.used -= self.files.popitem(last=False)[1].size
-
-    def forget(self, uri: str) -> None:
-        with self.lock:
-            data = self.files.pop(uri, None)
-            self.used -= data.size if data is not None else 0
-
-
 def open_object(
-    store: Any, path: str, uri: str, cache: WholeFiles | None, requests: RequestCounts
+    store: Any, path: str, uri: str, cache: Lru[pa.Buffer] | None, requests: RequestCounts
 ) -> pa.NativeFile:
     """A random-access file of one object (`uri` names it in the `cache` of objects read whole,
     if it may be kept). One GET of the tail comes first; an object it holds whole is read from

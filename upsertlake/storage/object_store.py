@@ -5,8 +5,8 @@ A create-if-absent is a conditional PUT (`If-None-Match: *`), a replace-if-versi
 `If-Match`. Listings name files only (a prefix is not an object). A failure the store reports
 (after its retries: a 5xx that persists, access denied, expired credentials) becomes a
 StorageError naming the operation and the object; not-found, already-exists and precondition
-answers pass through, since callers act on them. Objects read whole lately are kept here
-(`WholeFiles`): data files never change under their name.
+answers pass through, since callers act on them. Objects read whole lately are kept (its
+`caches`): data files never change under their name.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 from upsertlake.errors import StorageError
 from upsertlake.storage.clients import object_store
 from upsertlake.storage.location import Location
-from upsertlake.storage.object_files import CACHE_BYTES, ObjectUpload, Uploads, WholeFiles, open_object
+from upsertlake.storage.cache import Caches
+from upsertlake.storage.object_files import WHOLE_FILE_BYTES, ObjectUpload, Uploads, open_object
 from upsertlake.storage.requests import RequestCounts
 from upsertlake.storage.store import FileEntry, Store
 
@@ -68,7 +69,8 @@ class ObjectStore(Store):
         self.location = location
         self.requests = requests
         self._client = object_store(location, options)
-        self._whole = WholeFiles(CACHE_BYTES)
+        self.caches = Caches()
+        self._whole = self.caches.get("whole files", WHOLE_FILE_BYTES, lambda b: b.size)
         self._uploads: Uploads | None = None  # see `uploading`
 
     def os_path(self, rel: str) -> str | None:

@@ -10,13 +10,14 @@ writes, whether requests are worth batching). See docs/DESIGN.md §4.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from upsertlake.storage.cache import Lru
 from upsertlake.storage.clients import normalized
 from upsertlake.storage.local_store import LocalStore
 from upsertlake.storage.location import Location, parse_location
@@ -81,6 +82,11 @@ class Storage:
     def conditional_writes(self) -> bool:
         """Whether `read_versioned`/`put_if` work here (object stores: ETags and conditional PUTs)."""
         return self._store.conditional_writes
+
+    def cache(self, name: str, limit: int, size: Callable[[Any], int] | None = None) -> Lru:
+        """The store's cache `name` (made with `limit`, and `size` per entry, when first asked for):
+        what this table's files said lately, kept as long as this storage's store."""
+        return self._store.caches.get(name, limit, size)
 
     def os_path(self, rel: str = "") -> str | None:
         """The path the OS (or a JVM's own file readers) opens for `rel`; None on an object store."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from upsertlake.storage.cache import Caches
+
 
 @dataclass(frozen=True)
 class FileEntry:
@@ -38,6 +40,7 @@ class Store(ABC):
     read_threads: int  # files worth reading at once
     expensive_requests: bool  # each request is a billed round trip: batch and cache what can be
     conditional_writes: bool  # read_versioned / put_if work (versions and conditional writes)
+    caches: Caches  # what the files said lately
 
     @abstractmethod
     def os_path(self, rel: str) -> str | None:
