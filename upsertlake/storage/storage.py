@@ -37,6 +37,9 @@ T = TypeVar("T")
 DELETE_DIR_ATTEMPTS = 5
 REQUEST_THREADS = 8  # requests `missing` has in flight at once
 LIST_PAGE = 1000  # objects an object store's listing returns per request
+# User metadata of every object a conditional create makes (x-amz-meta-..., x-goog-meta-...,
+# x-ms-meta-...): a token of that create alone, so that a retried create tells its own object.
+CREATE_TOKEN = "upsertlake-create"
 
 
 def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
@@ -313,16 +316,19 @@ class Storage:
         Readers never see a partly written file: locally the bytes go to a temporary sibling first,
         which is then hard-linked to the final name (`link` fails if the name exists), and an
         empty file (a marker) is created exclusively; an object store's conditional PUT is atomic
-        by itself."""
+        by itself, and carries a token of this create in the object's metadata, by which a retry
+        whose first answer was lost knows its own object (True) from another writer's (False)."""
         if not self.is_local:
+            token = uuid.uuid4().hex
             try:
                 count("PUT")
-                obstore.put(self._store, rel, data, mode="create")
+                obstore.put(self._store, rel, data, mode="create", attributes={CREATE_TOKEN: token})
                 return True
             except obstore.exceptions.AlreadyExistsError:
-                # A retried PUT whose first answer was lost finds its own object: the same bytes
-                # (never empty ones, which any writer could have created) mean this write won.
-                return bool(data) and self.read_bytes(rel) == data
+                # obstore retries a PUT whose answer was lost; when the first one landed, the retry
+                # finds the object. It is this create's own when it carries this create's token:
+                # bytes cannot tell (an empty `.requested` file could be any writer's).
+                return self._created_with(rel, token)
         if not data:  # nothing to see half-written: an exclusive create is the whole write
             self.makedirs(rel.rpartition("/")[0])
             try:
@@ -340,6 +346,15 @@ class Storage:
             return False
         finally:
             os.unlink(self.full_path(tmp))
+
+    def _created_with(self, rel: str, token: str) -> bool:
+        """Does the object at `rel` carry the create token `token` (object stores)?"""
+        try:
+            count("GET")
+            got = obstore.get(self._store, rel)
+        except FileNotFoundError:
+            return False
+        return got.attributes.get(CREATE_TOKEN) == token
 
     @property
     def conditional_writes(self) -> bool:
