@@ -39,7 +39,8 @@ REQUEST_THREADS = 8  # requests `missing` has in flight at once
 LIST_PAGE = 1000  # objects an object store's listing returns per request
 # User metadata of every object a conditional create makes (x-amz-meta-..., x-goog-meta-...,
 # x-ms-meta-...): a token of that create alone, so that a retried create tells its own object.
-CREATE_TOKEN = "upsertlake-create"
+# Lower-case letters only: S3 lower-cases metadata names, Azure takes identifiers only.
+CREATE_TOKEN = "upsertlakecreate"
 
 
 def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
