@@ -549,6 +549,42 @@ def test_an_append_to_a_group_a_later_compaction_left_alone_commits(tmp_path: Pa
     assert snapshot(open_table(path)) == expected == hudi_snapshot(path)
 
 
+def test_a_write_of_a_key_a_live_compactor_drops_waits_for_it_then_fails_naming_it(tmp_path: Path) -> None:
+    """The compaction dropping the key is inflight and its compactor alive (its heartbeat beats):
+    the write waits for it, up to the heartbeat's expiry, one more interval and the lock wait
+    time, then fails naming it, leaving nothing behind. Once the compactor is gone (its heartbeat
+    expired), the next write runs the plan itself."""
+    from upsertlake.concurrency.heartbeat import Heartbeat
+
+    path = tmp_path / "t"
+    table = mor_table(path, 8, partitioned=False)
+    table.upsert(batch(list(range(10)), [1] * 10, 1))
+    table.delete(batch([3], [2], 2).select(["id", "p"]))
+    before = snapshot(table)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    killed = subprocess.run([sys.executable, "-c", KILL_MID_COMPACTION.format(options=FAST_HEARTBEAT), str(path)],
+                            env=env, timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    [plan] = [i for i in open_table(path).timeline() if i.action.value == "compaction"]
+    alive = Heartbeat(table.storage, plan.time, 100).start()  # as if its compactor still ran
+    waiting = {**FAST_HEARTBEAT, "hoodie.write.lock.wait_time_ms": 300}
+    try:
+        began = time.monotonic()
+        with pytest.raises(WriteConflictError, match=f"compaction {plan.time} drops record key.*k0003.*still running"):
+            open_table(path, waiting).upsert(batch([3, 4], [5, 5], 3))
+        assert 0.5 < time.monotonic() - began < 30
+        assert snapshot(open_table(path)) == before
+        assert [i.state.value for i in open_table(path).timeline() if i.time == plan.time] == ["inflight"]
+        assert all(i.is_completed or i.time == plan.time for i in open_table(path).timeline())
+    finally:
+        alive.stop(delete=False)
+    time.sleep(0.5)  # its heartbeat expires
+    done = open_table(path, FAST_HEARTBEAT).upsert(batch([3, 4], [5, 5], 3))
+    assert done.overtaken == 1 and (done.num_inserts, done.num_updates) == (1, 1)
+    expected = {**before, **{r["id"]: r for r in batch([3, 4], [5, 5], 3).to_pylist()}}
+    assert snapshot(open_table(path)) == expected == hudi_snapshot(path)
+
+
 def write_while_a_compaction_is_planned(table, data: pa.Table, monkeypatch: pytest.MonkeyPatch):
     """`table.upsert(data)` in a thread that stops after it has read the timeline, before it tags
     (it has said nothing yet of the file groups it will write); meanwhile a compaction is planned.
