@@ -1,9 +1,10 @@
 """A faulty network in front of the test S3 server, on loopback: it answers a share of requests
 with 503 SlowDown or 500 InternalError (without passing them on), drops some connections before
 passing a request on, and drops some after the server has acted on it (the client never learns
-that its PUT landed). Seeded, so a failing run can be replayed. Prints its port.
+that its PUT landed). Seeded, so a failing run can be replayed. With DROP_REPLY_SUFFIX, the
+first PUT of a key ending so is passed on and its reply dropped (a targeted fault). Prints its port.
 
-    python tests/s3_fault_proxy.py UPSTREAM_PORT FAULT_SHARE SEED
+    python tests/s3_fault_proxy.py UPSTREAM_PORT FAULT_SHARE SEED [DROP_REPLY_SUFFIX]
 """
 
 from __future__ import annotations
@@ -25,12 +26,17 @@ class Proxy(BaseHTTPRequestHandler):
     rng = random.Random(0)
     rng_lock = threading.Lock()
     counts: dict[str, int] = {}
+    drop_reply_suffix = ""  # the first PUT of a key ending so: passed on, its reply dropped
 
     def log_message(self, *args) -> None:  # quiet
         pass
 
     def _fault(self) -> str | None:
         with self.rng_lock:
+            key = self.path.split("?")[0]
+            if self.drop_reply_suffix and self.command == "PUT" and key.endswith(self.drop_reply_suffix):
+                Proxy.drop_reply_suffix = ""
+                return "drop_after"
             fault = self.rng.choice(FAULTS) if self.rng.random() < self.share else None
             key = fault or "passed"
             self.counts[key] = self.counts.get(key, 0) + 1
@@ -95,6 +101,7 @@ class Proxy(BaseHTTPRequestHandler):
 def main() -> None:
     Proxy.upstream, Proxy.share = int(sys.argv[1]), float(sys.argv[2])
     Proxy.rng = random.Random(int(sys.argv[3]))
+    Proxy.drop_reply_suffix = sys.argv[4] if len(sys.argv) > 4 else ""
     server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
     server.daemon_threads = True
     print(server.server_address[1], flush=True)

@@ -17,8 +17,9 @@ from upsertlake.concurrency.conflict import CommitCheck, Conflict, FileGroup, ch
 from upsertlake.config import options as opt
 from upsertlake.config.properties_file import write_properties
 from upsertlake.config.table_config import TableConfig
-from upsertlake.engine import instants, merge_on_read
+from upsertlake.engine import instants, merge_on_read, overtaken
 from upsertlake.engine.context import WriteContext
+from upsertlake.engine.overtaken import Overtaken
 from upsertlake.engine.overwrite import replaces
 from upsertlake.engine.pending import PendingWrite, PendingWrites
 from upsertlake.engine.remerge import remerge_or_move
@@ -30,8 +31,8 @@ from upsertlake.schema import arrow_to_avro, avro_schema_json
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
-from upsertlake.timeline.operation import Operation
 from upsertlake.timeline.layouts import layout_of
+from upsertlake.timeline.operation import Operation
 
 log = logging.getLogger(__name__)
 
@@ -45,57 +46,72 @@ def commit(
     ctx: WriteContext, writes: PendingWrites, instant_time: str, result: WriteResult,
     extra_metadata: dict[str, str] | None = None, buckets: bool = False,
 ) -> tuple[WriteContext, WriteResult]:
-    """`WriteClient.commit`: the check, re-merge and retry loop. `buckets`: the write went by the
-    bucket index. Returns the context with the table's config as the commit left it, and the
-    committed result."""
+    """`WriteClient.commit`: the check, re-merge, retry and redo loop. `buckets`: the write went
+    by the bucket index. Returns the context with the table's config as the commit left it, and
+    the committed result."""
     pending = writes.get(instant_time)
     if pending is None or result.instant_time != instant_time:
         raise UpsertlakeError(f"instant {instant_time} is not pending in this client")
     started = time.perf_counter()
     retries = max(0, ctx.options.get(opt.NUM_RETRIES_ON_CONFLICT))
-    remerges = retried = 0
-    extra_seconds = {"remerge": 0.0, "retry": 0.0}
+    remerges = retried = overtakes = 0
+    extra_seconds = {"remerge": 0.0, "retry": 0.0, "redo": 0.0}
+
+    def attempt() -> int:  # of the files written next: a new write token each time
+        return remerges + retried + overtakes + 1
+
     while True:
         with ctx.lock.hold():
             ctx = ctx.with_table(_reload_table_config(ctx, instant_time))
             timeline = Timeline.load(ctx.storage)
             current = _still_pending(ctx, writes, timeline, instant_time, pending, result)
-            retiring = {(p, f) for p, ids in (result.replaced or {}).items() for f in ids}
-            check = check_commit(
-                timeline, pending.checked, instant_time, result.write_stats, retiring, result.global_keys,
-                replaces(result), buckets=buckets,
-            )
-            if check.stale and ctx.table.is_merge_on_read:
-                check = merge_on_read.settle_stale(timeline, check, result.write_stats, ctx.table.table_version)
-            if check.conflict is None and ctx.table.is_merge_on_read:
-                orphaned = merge_on_read.orphaned_appends(timeline, result.write_stats, instant_time)
-                check = check if orphaned is None else CommitCheck(orphaned, check.stale)
+            check, over = _check(ctx, timeline, pending, instant_time, result, buckets)
+            if over is not None and (overtakes >= overtaken.MAX_REDOS or pending.redo is None):
+                _fail(ctx, writes, current, Conflict(over.compaction, over.reason, over.keys))
             conflict = check.conflict
-            if conflict is None and not check.stale:
+            if conflict is None and not check.stale and over is None:
                 ctx = _complete(ctx, current, result, extra_metadata)
                 break
             if conflict is not None and (retried >= retries or pending.redo is None):
                 _fail(ctx, writes, current, conflict)
             moved_to = None
-            if conflict is None:
+            if conflict is None and over is None:
                 moved_to = _prepare_remerge(ctx, writes, current, pending, check.stale)
-            else:  # a true conflict, to be retried (as Hudi) under a new instant
+            else:  # a true conflict, to be retried (as Hudi), or a compaction overtook it: a new instant
                 instant_time = instants.restart(ctx, writes, current, pending)
             view = FileSystemView(timeline)
             pending.checked = frozenset(i.time for i in timeline.completed_writes())
+            if over is not None and overtakes > 0 and not over.settle:
+                # Overtaken again: this time the write holds the lock, so that no plan can be
+                # scheduled between its tagging and its commit (nothing commits meanwhile either).
+                began = time.perf_counter()
+                overtakes += 1
+                result = _redo_overtaken(ctx, pending, result, over, instant_time, attempt())
+                extra_seconds["redo"] += time.perf_counter() - began
+                check, over = _check(ctx, Timeline.load(ctx.storage), pending, instant_time, result, buckets)
+                if check.conflict is None and not check.stale and over is None:
+                    ctx = _complete(ctx, pending.instant, result, extra_metadata)
+                    break
+                continue  # a pending plan drops a key it wrote: the next round waits for that compaction
             if conflict is None and remerges >= OPTIMISTIC_REMERGES:
                 began = time.perf_counter()
                 remerges += 1
-                result = remerge_or_move(ctx, writes, pending, result, check.stale, moved_to, view,
-                                         remerges + retried + 1, locked=True)
+                result = remerge_or_move(ctx, writes, pending, result, check.stale, moved_to, view, attempt(),
+                                         locked=True)
                 instant_time = result.instant_time
                 extra_seconds["remerge"] += time.perf_counter() - began
                 ctx = _complete(ctx, pending.instant, result, extra_metadata)  # nothing committed meanwhile
                 break
         began = time.perf_counter()
-        if conflict is None:
+        if over is not None:
+            overtakes += 1
+            if over.settle:
+                overtaken.settle(ctx, over)
+            result = _redo_overtaken(ctx, pending, result, over, instant_time, attempt())
+            extra_seconds["redo"] += time.perf_counter() - began
+        elif conflict is None:
             remerges += 1
-            result = remerge_or_move(ctx, writes, pending, result, check.stale, moved_to, view, remerges + retried + 1)
+            result = remerge_or_move(ctx, writes, pending, result, check.stale, moved_to, view, attempt())
             instant_time = result.instant_time
             extra_seconds["remerge"] += time.perf_counter() - began
         else:
@@ -106,7 +122,7 @@ def commit(
             time.sleep(min(longest, first * 2 ** (retried - 1)) * random.uniform(0.5, 1))
             pending.redoing = True
             try:
-                redone = pending.redo(instant_time, remerges + retried + 1)
+                redone = pending.redo(instant_time, attempt())
             finally:
                 pending.redoing = False
             result = _replace(redone, stage_seconds=result.stage_seconds)
@@ -116,7 +132,44 @@ def commit(
     stages = dict(result.stage_seconds, commit=time.perf_counter() - started - sum(extra_seconds.values()))
     stages.update({k: v for k, v in extra_seconds.items() if v})
     log.info("committed %s %s: %s", result.operation, instant_time, stages)
-    return ctx, _replace(result, stage_seconds=stages, committed=True, remerges=remerges, retries=retried)
+    return ctx, _replace(
+        result, stage_seconds=stages, committed=True, remerges=remerges, retries=retried, overtaken=overtakes
+    )
+
+
+def _check(
+    ctx: WriteContext, timeline: Timeline, pending: PendingWrite, instant_time: str, result: WriteResult,
+    buckets: bool,
+) -> tuple[CommitCheck, Overtaken | None]:
+    """Under the lock: the write against the commits since `pending.checked` and pending
+    clusterings (`check_commit`), and, on a merge-on-read table, against compactions that
+    overtook it (`overtaken`, looked for only when nothing else stands in its way)."""
+    retiring = {(p, f) for p, ids in (result.replaced or {}).items() for f in ids}
+    check = check_commit(
+        timeline, pending.checked, instant_time, result.write_stats, retiring, result.global_keys,
+        replaces(result), buckets=buckets,
+    )
+    if not ctx.table.is_merge_on_read:
+        return check, None
+    version = ctx.table.table_version
+    if check.stale:
+        check = merge_on_read.settle_stale(timeline, check, result.write_stats, version)
+    if check.conflict is not None:
+        return check, None
+    return check, overtaken.overtaken(timeline, result.write_stats, instant_time, version, pending.checked)
+
+
+def _redo_overtaken(
+    ctx: WriteContext, pending: PendingWrite, result: WriteResult, over: Overtaken, instant_time: str, attempt: int
+) -> WriteResult:
+    """Write the batch again under `instant_time` (its new instant), tagged against the table as it
+    is now. Not a conflict with another writer's records (those were checked): the commits from
+    here on are checked as usual, none is taken as seen."""
+    log.info("write %s was overtaken by compaction %s (%s); done again under instant %s",
+             result.instant_time, over.compaction.time, over.reason, instant_time)
+    redone = pending.redo(instant_time, attempt)
+    reconcile_markers(ctx.storage, instant_time, redone.files_written)
+    return _replace(redone, stage_seconds=result.stage_seconds)
 
 
 def _reload_table_config(ctx: WriteContext, instant_time: str) -> TableConfig:

@@ -13,10 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from upsertlake.concurrency.conflict import SHOWN_KEYS, CommitCheck, Conflict, describe_groups
+from upsertlake.concurrency.conflict import CommitCheck, Conflict, describe_groups
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
@@ -24,14 +21,13 @@ from upsertlake.engine.append_handle import AppendJob, AppendTarget
 from upsertlake.engine.bucket_writer import BucketJob
 from upsertlake.engine.slice_routing import append_slices, pending_compactions
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
-from upsertlake.logfile import block_keys, is_log_path, read_blocks
+from upsertlake.logfile import is_log_path
 from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.partitioner import Bucket, SmallFile
-from upsertlake.schema import RECORD_KEY_COLUMN, arrow_to_avro, avro_schema_json
-from upsertlake.services.compaction_plan import read_plan
+from upsertlake.schema import arrow_to_avro, avro_schema_json
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
-from upsertlake.timeline.instant import Action, Instant
+from upsertlake.timeline.instant import Instant
 
 PARQUET_BLOCKS = "parquet"  # hoodie.logfile.data.block.format
 
@@ -75,62 +71,6 @@ def _target(
         log_instant = compaction or base_instant
     version = 1 if table_version >= 8 else versions.get((bucket.partition_path, bucket.file_id, log_instant), 0) + 1
     return AppendTarget(log_instant, version, sl.base.name if sl.base is not None else "", base_instant)
-
-
-def orphaned_appends(timeline: Timeline, own_stats: Sequence[WriteStat], own_time: str) -> Conflict | None:
-    """An append joins the slice that a compaction of its group started after the slice it was
-    planned against (v6: a plan pending then names its log; v8: any plan requested before the
-    append completes). A key the write found in the old base file, which that compaction drops
-    (the old slice's logs delete it), is not in the compaction's output: the append would hold
-    the record's only copy, in a log, where no index finds it, and a later write of the key would
-    insert a second copy. Such a write conflicts with the compaction (a retry tags again: once
-    the compaction completed, the key is an insert). Checked against the output when the
-    compaction completed, else against the deletes of the slice it folds; only appends with a
-    compaction of their group newer than their planned slice are read."""
-    compactions = sorted({i.time for i in timeline.filter([Action.COMPACTION])})
-    storage = timeline.storage
-    for stat in own_stats:
-        later = [t for t in compactions if t > (stat.prevCommit or "")]
-        if not later or not is_log_path(stat.path):
-            continue
-        upserted = block_keys(read_blocks(storage.read_bytes(stat.path), storage.full_path(stat.path)), own_time)[0]
-        group = (stat.partitionPath, stat.fileId)
-        for compaction_time in later if len(upserted) else []:
-            found = _dropped_by_compaction(timeline, compaction_time, group, upserted)
-            if found is not None:
-                compaction, keys = found
-                return Conflict(
-                    compaction,
-                    f"its slice of file group {group[1]} deletes the record key(s) {', '.join(keys[:SHOWN_KEYS])}, "
-                    "which this write appended to the slice after it; no index would find them there "
-                    "(retry: they will be inserted)",
-                    tuple(keys),
-                )
-    return None
-
-
-def _dropped_by_compaction(
-    timeline: Timeline, compaction_time: str, group: tuple[str, str], keys: pa.Array
-) -> tuple[Instant, list[str]] | None:
-    """(the compaction, those of `keys` its output leaves out) if any: the keys missing from its
-    base file of `group` once it completed; while pending, those the planned slice's logs delete."""
-    done = next((i for i in timeline.completed_writes() if i.time == compaction_time), None)
-    if done is not None:
-        stats = [s for s in timeline.commit_metadata(done).write_stats() if (s.partitionPath, s.fileId) == group]
-        if not stats:  # the plan left this group alone
-            return None
-        kept = timeline.storage.read_parquet(stats[0].path, columns=[RECORD_KEY_COLUMN]).column(0)
-        missing = keys.filter(pc.invert(pc.is_in(keys, value_set=pc.cast(kept, pa.string()))))
-        return (done, missing.to_pylist()) if len(missing) else None
-    plan = next((i for i in timeline.pending_compactions() if i.time == compaction_time), None)
-    ops = [op for op in read_plan(timeline, plan) if op.file_group == group] if plan is not None else []
-    storage = timeline.storage
-    deleted = [pa.array([], pa.string())] + [
-        block_keys(read_blocks(storage.read_bytes(path), storage.full_path(path)))[1]
-        for op in ops for path in (f"{group[0]}/{name}" if group[0] else name for name in op.delta_files)
-    ]
-    gone = keys.filter(pc.is_in(keys, value_set=pa.concat_arrays(deleted)))
-    return (plan, gone.to_pylist()) if len(gone) else None
 
 
 def settle_stale(timeline: Timeline, check: CommitCheck, own_stats: Sequence[WriteStat], table_version: int) -> CommitCheck:

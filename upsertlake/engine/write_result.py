@@ -36,6 +36,7 @@ class WriteResult:
     replaced: dict[str, list[str]] | None = None  # partition -> file ids an overwrite retires
     remerges: int = 0  # times the commit merged file groups again onto a concurrent commit's versions
     retries: int = 0  # times the commit tagged and wrote the batch again after a conflict on a record
+    overtaken: int = 0  # times it did so because a compaction overtook it (engine.overtaken)
     store_requests: dict[str, int] = field(default_factory=dict)  # object store requests by kind (Table's writes)
 
 

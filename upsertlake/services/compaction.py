@@ -108,19 +108,47 @@ def compact(
         timeline = Timeline.load(storage)
         target = None
         for inst in timeline.pending_compactions():
-            if inst.state is State.INFLIGHT:
-                if not _is_dead(storage, inst, cfg):
-                    continue  # another compactor runs it
-                _rollback_inflight(storage, inst)
-                recovered = True
-            target = inst.with_state(State.REQUESTED)
-            break
+            target = _claimable(storage, inst, cfg)
+            if target is not None:
+                recovered = inst.state is State.INFLIGHT
+                break
         if target is None:
             target = schedule_locked(storage, cfg)
         if target is None:
             return CompactionResult(None, reason=nothing_to_compact(Timeline.load(storage)))
         inflight, heartbeat = _claim(storage, target, cfg)
     return _run(storage, lock, cfg, inflight, heartbeat, map_ops, recovered)
+
+
+def finish(
+    storage: Storage, lock: TableLock, config: TableConfig, cfg: Config, instant_time: str,
+    map_ops: OperationMap = in_process,
+) -> bool:
+    """Bring the pending compaction `instant_time` to its end for a writer that needs its output
+    (the writer's retry tags against the compacted slices), as `compact` would run it: a requested
+    plan is claimed and run, one a dead compactor left inflight is rolled back to its plan first.
+    True once it is no longer pending; False while another compactor, alive, runs it."""
+    check_compactable(config)
+    with lock.hold():
+        inst = next((i for i in Timeline.load(storage).pending_compactions() if i.time == instant_time), None)
+        if inst is None:
+            return True
+        target = _claimable(storage, inst, cfg)
+        if target is None:
+            return False
+        inflight, heartbeat = _claim(storage, target, cfg)
+    _run(storage, lock, cfg, inflight, heartbeat, map_ops, recovered=inst.state is State.INFLIGHT)
+    return True
+
+
+def _claimable(storage: Storage, inst: Instant, cfg: Config) -> Instant | None:
+    """The lock held: the requested plan of a pending compaction, to claim; one a dead compactor
+    left inflight goes back to its plan first. None while its compactor is alive."""
+    if inst.state is State.INFLIGHT:
+        if not _is_dead(storage, inst, cfg):
+            return None  # another compactor runs it
+        _rollback_inflight(storage, inst)
+    return inst.with_state(State.REQUESTED)
 
 
 def execute(

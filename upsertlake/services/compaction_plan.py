@@ -5,9 +5,10 @@ HoodieCompactionPlan of `<t>.compaction.requested`; and what the timeline says a
 
 The default strategy is Hudi's LogFileSizeBasedCompactionStrategy: every slice with log files
 (at least hoodie.compaction.logfile.size.threshold bytes of them), largest logs first, bounded by
-hoodie.compaction.target.io. From its scheduling on, a plan is a contract: readers fold logs
-written after it onto the old slice (the file system view), writers start the next slice, and a
-new plan leaves its file groups alone.
+hoodie.compaction.target.io, leaving out the file groups pending writes, compactions and
+clusterings hold. From its scheduling on, a plan is a contract: readers fold logs written after it
+onto the old slice (the file system view), writers start the next slice, and a new plan leaves its
+file groups alone.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from upsertlake.concurrency.conflict import clustering_file_groups, pending_clustering
+from upsertlake.concurrency.conflict import pending_clustering
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError, CorruptTableError, ServiceError, UnsupportedTableError
-from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView, LogFile
+from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile, FileSlice, FileSystemView, LogFile
+from upsertlake.layout.markers import read_markers
 from upsertlake.logfile.names import LogFileName
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.storage import Storage
@@ -199,13 +201,13 @@ def strategy(cfg: Config) -> str:
     return name
 
 
-def plan_operations(timeline: Timeline, cfg: Config, busy: set[tuple[str, str]]) -> list[CompactionOperation]:
-    """One operation per visible file slice with log files (groups in `busy` left out), ordered
-    and bounded by the strategy (Hudi's captureMetrics and orderAndFilter)."""
+def plan_operations(slices: list[FileSlice], cfg: Config, busy: set[tuple[str, str]]) -> list[CompactionOperation]:
+    """One operation per file slice with log files (groups in `busy` left out), ordered and
+    bounded by the strategy (Hudi's captureMetrics and orderAndFilter)."""
     name = strategy(cfg)
     default_write = cfg.get(opt.PARQUET_MAX_FILE_SIZE)
     ops = []
-    for sl in FileSystemView(timeline).latest_file_slices():
+    for sl in slices:
         if not sl.logs or sl.file_group in busy:
             continue
         log_bytes = sum(lf.size for lf in sl.logs)
@@ -240,7 +242,7 @@ def plan_operations(timeline: Timeline, cfg: Config, busy: set[tuple[str, str]])
 
 def schedule(storage: Storage, lock: TableLock, config: TableConfig, cfg: Config) -> Instant | None:
     """Plan a compaction under the table lock (`.compaction.requested`); None when no slice has
-    log files to compact. Raises ServiceError where Hudi refuses to schedule (see `_busy_groups`)."""
+    log files to compact (but those of file groups pending writes hold: see `_written_by_pending`)."""
     check_compactable(config)
     strategy(cfg)
     with lock.hold():
@@ -250,9 +252,10 @@ def schedule(storage: Storage, lock: TableLock, config: TableConfig, cfg: Config
 def schedule_locked(storage: Storage, cfg: Config) -> Instant | None:
     """`schedule`, the table lock held (by `compact`, which claims the plan under the same hold)."""
     drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
-    timeline = Timeline.load(storage)
-    busy = compaction_file_groups(timeline) | _busy_groups(timeline) | _clustering_groups(timeline)
-    ops = plan_operations(timeline, cfg, busy)
+    timeline = Timeline.load(storage)  # no write starts while the lock is held: its pending writes stay these
+    slices = FileSystemView(timeline).latest_file_slices()  # listed before their markers are read
+    busy = compaction_file_groups(timeline) | _written_by_pending(timeline) | _clustering_groups(timeline)
+    ops = plan_operations(slices, cfg, busy)
     if not ops:
         return None
     plan = {
@@ -278,46 +281,51 @@ def check_compactable(config: TableConfig) -> None:
         )
 
 
-def _busy_groups(timeline: Timeline) -> set[tuple[str, str]]:
-    """The file groups pending writes append to, which a plan must leave out (Hudi's rule).
+def _written_by_pending(timeline: Timeline) -> set[tuple[str, str]]:
+    """The file groups pending writes have said they write: those their `.inflight` declares (the
+    workload profile) and those they marked (a write marks each file before it creates it). A
+    plan leaves them out, as Hudi leaves out the groups of pending clusterings and compactions.
 
-    Timeline layout 1 names a log by its slice's base instant, so a write that started before
-    the plan appends to the old slice's logs: the compaction would drop those records. Hudi
-    refuses to schedule while a write earlier than the plan is inflight; we leave out the groups
-    such a write declared in its `.inflight` (its write stats or profile), and refuse while one
-    has not declared them yet. Layout 2 places a log by its deltacommit's completion time: a
-    write completing after the plan starts the new slice, and the plan lists only completed logs."""
-    if timeline.layout.has_completion_times:
-        return set()
+    Why: timeline layout 1 names a log by its slice's base instant, so a write that planned its
+    appends before the plan adds them to the old slice, which the compaction would then drop;
+    layout 2 places a log by its deltacommit's completion, so such a write would join the new
+    slice, and be missing from snapshots as of times between its request and the plan's. The
+    slices were listed before this runs: a log file in them of a pending write was marked before
+    it was created, so the plan never names one. A write that has said nothing yet (it is still
+    tagging) does not hold the plan back: at its commit, a write whose groups a later plan took
+    is done again under a new instant (upsertlake.engine.overtaken), where Hudi's writers fail on
+    version 6 (its conflict resolution counts compactions requested after a write began)."""
     busy: set[tuple[str, str]] = set()
     for inst in timeline.pending_writes():
-        groups = _declared_groups(timeline, inst)
-        if groups is None:
-            raise ServiceError(
-                f"{inst.action.value} {inst.time} is pending and has not said which file groups it writes: a "
-                "compaction scheduled now could miss the records it appends (Hudi schedules a compaction only "
-                "after earlier writes). Retry once it has committed, or roll back the failed write"
-            )
-        busy |= groups
+        busy |= _declared_groups(timeline, inst)
+        busy |= _marked_groups(timeline.storage, inst.time)
     return busy
 
 
-def _declared_groups(timeline: Timeline, inst: Instant) -> set[tuple[str, str]] | None:
-    """The (partition, fileId) pairs a pending write's `.inflight` names; None before it has one.
-    A pending clustering declares its groups in its plan from the start (and appends to none)."""
-    if inst.action is Action.REPLACE_COMMIT and (planned := clustering_file_groups(timeline.storage, inst)):
-        return planned
+def _marked_groups(storage: Storage, instant_time: str) -> set[tuple[str, str]]:
+    """The (partition, fileId) pairs of the files a pending write marked."""
+    groups = set()
+    for path, _ in read_markers(storage, instant_time):
+        folder, _, name = path.rpartition("/")
+        log_name = LogFileName.parse(name)
+        if log_name is not None:
+            groups.add((folder, log_name.file_id))
+        elif name.endswith(BASE_FILE_EXTENSION):
+            groups.add((folder, name.split("_", 1)[0]))
+    return groups
+
+
+def _declared_groups(timeline: Timeline, inst: Instant) -> set[tuple[str, str]]:
+    """The (partition, fileId) pairs a pending write's `.inflight` names (none before it has one):
+    Hudi's workload profile, per partition a stat per file group updated (and one, with no fileId,
+    for the inserts, whose small slices only markers name)."""
     if inst.state is not State.INFLIGHT:
-        return None
+        return set()
     try:
         data = timeline.document(inst)
-        if not data.strip():
-            return None
         meta = CommitMetadata.from_bytes(data, f"the inflight {inst.action.value} {inst.time}")
     except (CorruptTableError, FileNotFoundError):
-        return None
-    # Hudi's workload profile: per partition, a stat per file group updated (and one, with no
-    # fileId, for the inserts, which go to new file groups or to slices without logs).
+        return set()
     return {(p, s.fileId) for p, stats in meta.partition_to_write_stats.items() for s in stats if s.fileId}
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -34,6 +35,10 @@ from upsertlake.storage.store import FileEntry, Store
 T = TypeVar("T")
 REQUEST_THREADS = 8  # requests `missing` (and readers of many files) keep in flight at once
 LIST_PAGE = 1000  # objects a listing returns per request
+# User metadata of every object a conditional create makes (x-amz-meta-..., x-goog-meta-...,
+# x-ms-meta-...): a token of that create alone, so that a retried create tells its own object.
+# Lower-case letters only: S3 lower-cases metadata names, Azure takes identifiers only.
+CREATE_TOKEN = "upsertlakecreate"
 
 
 def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
@@ -195,14 +200,27 @@ class ObjectStore(Store):
 
     @_named_errors
     def write_if_absent(self, rel: str, data: bytes) -> bool:
+        """A conditional PUT carrying a token of this create in the object's metadata, by which a
+        retry whose first answer was lost knows its own object (True) from another writer's."""
+        token = uuid.uuid4().hex
         try:
             self.requests.count("PUT")
-            obstore.put(self._client, rel, data, mode="create")
+            obstore.put(self._client, rel, data, mode="create", attributes={CREATE_TOKEN: token})
             return True
         except obstore.exceptions.AlreadyExistsError:
-            # A retried PUT whose first answer was lost finds its own object: the same bytes
-            # (never empty ones, which any writer could have created) mean this write won.
-            return bool(data) and self.read_bytes(rel) == data
+            # obstore retries a PUT whose answer was lost; when the first one landed, the retry
+            # finds the object. It is this create's own when it carries this create's token:
+            # bytes cannot tell (an empty `.requested` file could be any writer's).
+            return self._created_with(rel, token)
+
+    def _created_with(self, rel: str, token: str) -> bool:
+        """Does the object at `rel` carry the create token `token`?"""
+        try:
+            self.requests.count("GET")
+            got = obstore.get(self._client, rel)
+        except FileNotFoundError:
+            return False
+        return got.attributes.get(CREATE_TOKEN) == token
 
     @_named_errors
     def put_if(self, rel: str, data: bytes, version: str | None) -> str | None:
