@@ -907,18 +907,18 @@ def test_restore_drops_a_pending_plan_and_the_logs_writers_named_by_it(tmp_path:
 BUSY_WRITER = """
 import json, random, sys, time
 import pyarrow as pa
-import upsertlake.engine.write_client as write_client
+import upsertlake.engine.planner as planner
 from upsertlake import open_table
 
 path, who, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(who)
-real_tag = write_client.tag
+real_tag = planner.tag
 
 def slow_tag(*args, **kwargs):  # a longer tag stage: compactions are planned while writes tag
     time.sleep(rng.uniform(0, 0.08))
     return real_tag(*args, **kwargs)
 
-write_client.tag = slow_tag
+planner.tag = slow_tag
 table = open_table(path, {"hoodie.write.concurrency.mode": "optimistic_concurrency_control",
                           # no clean or archival: time travel reaches back to the first write
                           "hoodie.clean.automatic": False, "hoodie.archive.automatic": False})

@@ -591,11 +591,11 @@ def write_while_a_compaction_is_planned(table, data: pa.Table, monkeypatch: pyte
     Returns (the write's result, its first instant, the plan)."""
     import threading
 
-    import upsertlake.engine.write_client as write_client
+    import upsertlake.engine.planner as planner
     from upsertlake.services.compaction_plan import schedule
 
     tagging, go = threading.Event(), threading.Event()
-    real_tag = write_client.tag
+    real_tag = planner.tag
 
     def tag_after_the_plan(*args, **kwargs):
         if not tagging.is_set():
@@ -603,7 +603,7 @@ def write_while_a_compaction_is_planned(table, data: pa.Table, monkeypatch: pyte
             assert go.wait(60)
         return real_tag(*args, **kwargs)
 
-    monkeypatch.setattr(write_client, "tag", tag_after_the_plan)
+    monkeypatch.setattr(planner, "tag", tag_after_the_plan)
     out: dict[str, object] = {}
 
     def write() -> None:
