@@ -58,7 +58,7 @@ def commit(
     while True:
         with client.lock.hold():
             _reload_table_config(client, instant_time)
-            timeline = Timeline.load(client.storage)
+            timeline = Timeline.load(client.storage, layout_of(client.table_config))
             current = _still_pending(client, timeline, instant_time, pending, result)
             retiring = {(p, f) for p, ids in (result.replaced or {}).items() for f in ids}
             check = check_commit(
@@ -72,7 +72,7 @@ def commit(
                 check = check if orphaned is None else CommitCheck(orphaned, check.stale)
             conflict = check.conflict
             if conflict is None and not check.stale:
-                _complete(client, current, result, extra_metadata)
+                after = timeline.with_instant(_complete(client, current, result, extra_metadata, timeline))
                 break
             if conflict is not None and (retried >= retries or pending.redo is None):
                 _fail(client, current, conflict)
@@ -91,6 +91,7 @@ def commit(
                 instant_time = result.instant_time
                 extra_seconds["remerge"] += time.perf_counter() - began
                 _complete(client, pending.instant, result, extra_metadata)  # nothing committed meanwhile
+                after = None  # the re-merge changed the timeline since it was listed
                 break
         began = time.perf_counter()
         if conflict is None:
@@ -120,7 +121,7 @@ def commit(
     stages = dict(result.stage_seconds, commit=time.perf_counter() - started - sum(extra_seconds.values()))
     stages.update({k: v for k, v in extra_seconds.items() if v})
     log.info("committed %s %s: %s", result.operation, instant_time, stages)
-    return _replace(result, stage_seconds=stages, committed=True, remerges=remerges, retries=retried)
+    return _replace(result, stage_seconds=stages, committed=True, remerges=remerges, retries=retried, timeline=after)
 
 
 def _reload_table_config(client: WriteClient, instant_time: str) -> None:
@@ -178,9 +179,14 @@ def _fail(client: WriteClient, current: Instant, conflict: Conflict) -> None:
 
 
 def _complete(
-    client: WriteClient, current: Instant, result: WriteResult, extra_metadata: dict[str, str] | None
-) -> None:
-    """Write the commit file (under the lock, after a clean check)."""
+    client: WriteClient,
+    current: Instant,
+    result: WriteResult,
+    extra_metadata: dict[str, str] | None,
+    timeline: Timeline | None = None,
+) -> Instant:
+    """Write the commit file (under the lock, after a clean check); returns the completed instant.
+    `timeline`: listed under the lock the caller still holds (it names the completion time)."""
     schema = result.data_schema
     # A delete on a table with no commits yet has no schema (an empty one) to record.
     has_schema = schema is not None and len(schema) > 0
@@ -199,10 +205,13 @@ def _complete(
     # a rollback before it still finds every file, which all exist by now, by its name.
     client.storage.delete_dir(marker_folder(current.time))
     client.lock.fence()
-    transition(client.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(client.table_config))
+    done = transition(
+        client.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(client.table_config), timeline
+    )
     if has_schema and not client.table_config.create_schema:
         write_properties(client.storage, {"hoodie.table.create.schema": extra["schema"]})
         client.table_config = client.table_config.with_schema(extra["schema"])
+    return done
 
 
 def _prepare_remerge(

@@ -133,7 +133,9 @@ class WriteClient:
         self, operation: str, data: object, instant_time: str, options: dict | None, progress: Progress | None = None
     ) -> WriteResult:
         instants.check_startable(self, instant_time)
-        plan = self.plan(operation, data, options, progress)
+        pending = self._pending[instant_time]
+        plan = self.plan(operation, data, options, progress, pending.timeline)
+        pending.timeline = None  # a retry plans on the timeline as it is then
         stages = dict(plan.stages)
         job = self.begin_write(instant_time, plan)
         self._pending[instant_time].redo = partial(self._redo, operation, plan.batch, options)
@@ -234,12 +236,18 @@ class WriteClient:
 
     # -- 2-5. plan ---------------------------------------------------------------------------
     def plan(
-        self, operation: str, data: object, options: dict | None = None, progress: Progress | None = None
+        self,
+        operation: str,
+        data: object,
+        options: dict | None = None,
+        progress: Progress | None = None,
+        timeline: Timeline | None = None,
     ) -> WritePlan:
         """Prepare, tag, profile and partition a write without writing anything: what `_write`
-        executes, and what a dry run (`explain`) reports."""
+        executes, and what a dry run (`explain`) reports. `timeline`: as the write's start left
+        it (else listed now): one look for the schema and the plan."""
         stages: dict[str, float] = {}
-        timeline = Timeline.load(self.storage)  # one listing for the schema and the plan
+        timeline = timeline or Timeline.load(self.storage)
         with _stage(stages, "dedup", progress):
             batch = self.prepare_spec(operation, options, timeline).run(data)
         return self.plan_prepared(operation, batch, options, progress, stages, timeline)

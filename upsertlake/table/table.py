@@ -159,7 +159,7 @@ class Table:
             client.rollback(instant)
             raise
         self.config = client.table_config
-        self._services_after_commit(client.config.with_overrides(options))
+        self._services_after_commit(client.config.with_overrides(options), timeline=result.timeline)
         if not self.storage.is_local:  # object stores bill per request: the write's, services included
             result = replace(result, store_requests=store_requests.since(before))
         return result
@@ -168,13 +168,16 @@ class Table:
         """What runs after every commit (a distributed writer calls it with its own `map_groups`)."""
         self._services_after_commit(self.options.with_overrides(options), map_groups)
 
-    def _services_after_commit(self, cfg: Config, map_groups: GroupMap = in_process) -> None:
+    def _services_after_commit(
+        self, cfg: Config, map_groups: GroupMap = in_process, timeline: Timeline | None = None
+    ) -> None:
         """Hudi's order after a commit: inline compaction (merge-on-read), inline clustering,
         automatic clean, archival; then, on an object store, the commit digest. The commit stands
         whatever happens here, so a failure is logged, not raised (raising would make callers retry
-        a write that is already in the table)."""
+        a write that is already in the table). `timeline`: as the commit left it (else listed
+        now): which services are due is decided on it; each one looks again under the lock."""
         try:
-            timeline = Timeline.load(self.storage)
+            timeline = timeline or Timeline.load(self.storage)
             if self.config.is_merge_on_read and cfg.get(opt.COMPACT_INLINE) and compaction_due(timeline, cfg):
                 # A distributed writer's `map_groups` runs the slices as its tasks; in process, threads.
                 self._compact(cfg, compact_in_process if map_groups is in_process else map_groups)

@@ -48,7 +48,9 @@ def cleaned_before(timeline: Timeline) -> str | None:
     Pending cleans count: one killed midway has deleted some of its planned files already, so its
     plan's boundary holds as if it had completed. A clean that recorded no boundary (Hudi's
     KEEP_LATEST_FILE_VERSIONS) counts as keeping only the newest commit it saw."""
-    bounds = [_clean_boundary(timeline, inst) for inst in timeline.filter([Action.CLEAN])]
+    cleans = timeline.filter([Action.CLEAN])
+    timeline.prefetch_documents(cleans)  # on an object store, at once (or from the digest) the first time
+    bounds = [_clean_boundary(timeline, inst) for inst in cleans]
     return max(filter(None, bounds), default=None)
 
 
