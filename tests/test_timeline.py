@@ -154,3 +154,36 @@ def test_commit_metadata_round_trip_and_corruption() -> None:
     assert meta.file_groups() == {("p", "f-0")}
     with pytest.raises(CorruptTableError, match="bad.commit"):
         CommitMetadata.from_bytes(b"{not json", source="bad.commit")
+
+
+def test_a_completed_compaction_is_its_commit_alone(tmp_path: Path, table_version: int, capsys) -> None:
+    """Its `.compaction.requested`/`.inflight` stay beside the `commit` (as on Hudi's timeline), but
+    `Table.timeline()` and `upsertlake timeline` list no pending instant for it, so whatever counts
+    pending instants counts none; a plan not yet run is listed, requested."""
+    import pyarrow as pa
+
+    from helpers import cli_in_process
+    from upsertlake import create_table
+    from upsertlake.services.compaction_plan import schedule
+
+    t = create_table(tmp_path / "t", "t", "uuid", "ts", table_type="MERGE_ON_READ")
+    t.upsert(pa.table({"uuid": ["a", "b"], "ts": [1, 1]}))
+    t.upsert(pa.table({"uuid": ["a"], "ts": [2]}))
+    done = t.compact().instant_time
+    t.upsert(pa.table({"uuid": ["b"], "ts": [3]}))
+    storage = Storage(tmp_path / "t")
+    listed = Timeline.load(storage)
+    assert {i.state for i in listed.instants if i.time == done} == {State.INFLIGHT, State.COMPLETED}  # the files stay
+    expected = [(Action.DELTA_COMMIT, State.COMPLETED)] * 2 + [
+        (Action.COMMIT, State.COMPLETED), (Action.DELTA_COMMIT, State.COMPLETED),
+    ]  # fmt: skip
+    assert [(i.action, i.state) for i in t.timeline()] == expected
+    assert t.timeline()[2].time == done
+    code, out, _ = cli_in_process(capsys, "timeline", tmp_path / "t", "--json")
+    assert code == 0
+    assert [(r["instant"], r["action"], r["state"]) for r in json.loads(out)] == [
+        (i.time, i.action.value, i.state.value) for i in t.timeline()
+    ]
+    plan = schedule(storage, t.write_client().lock, t.config, t.options)  # a plan not yet run is pending
+    assert plan is not None
+    assert [(i.time, i.action, i.state) for i in t.timeline()][-1] == (plan.time, Action.COMPACTION, State.REQUESTED)

@@ -21,7 +21,7 @@ from upsertlake.services.doctor import properties_disagreements
 from upsertlake.storage import Storage
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant
+from upsertlake.timeline.instant import WRITE_ACTIONS, Instant
 from upsertlake.timeline.instant_time import format_instant_time, parse_instant_time
 
 
@@ -166,10 +166,7 @@ def timeline(args: argparse.Namespace) -> int:
     table = upsertlake.open_table(args.path, storage_options=store_options(args))
     tl = Timeline.load(table.storage)
     mtimes = {e.name: e.mtime_ns for e in table.storage.list(tl.layout.folder)}
-    # A completed compaction is its `commit` (operation COMPACT); its plan files are not a pending instant.
-    compacted = {i.time for i in tl.instants if i.action is Action.COMMIT and i.is_completed}
-    shown = [i for i in tl.instants if not (i.action is Action.COMPACTION and i.time in compacted)]
-    out = [_instant_row(tl, inst, mtimes) for inst in shown]
+    out = [_instant_row(tl, inst, mtimes) for inst in tl.shown()]  # a completed compaction: its commit
     if args.json:
         print_json(out)
     else:

@@ -50,10 +50,8 @@ def archive(storage: Storage, lock: TableLock, cfg: Config) -> list[Instant]:
         if len(writes) <= keep_max:
             return []
         bounds = [writes[len(writes) - keep_min].time, *savepoint_times(timeline)]
-        # A compaction keeps its requested and inflight files once completed as a commit: those
-        # are not pending; a compaction still pending is, and nothing at or after it is archived.
-        compacted = {i.time for i in writes if i.action is Action.COMMIT}
-        bounds += [i.time for i in active if not i.is_completed and not (i.action is Action.COMPACTION and i.time in compacted)][:1]
+        # Nothing at or after the first pending instant (a compaction still pending included) is archived.
+        bounds += [i.time for i in timeline.shown() if not i.is_completed][:1]
         bounds += [b for b in [cleaned_before(timeline)] if b]
         cutoff = min(bounds)
         doomed = [i for i in active if i.is_completed and i.time < cutoff and i.action is not Action.SAVEPOINT]

@@ -265,8 +265,10 @@ class Table:
             raise ConfigError(str(exc)) from exc
 
     def timeline(self) -> list[Instant]:
-        """Every instant of the active timeline, oldest first (archived ones are not listed)."""
-        return Timeline.load(self.storage).active()
+        """Every instant of the active timeline, oldest first (archived ones are not listed), as
+        Hudi's timeline shows them: a completed compaction is its `commit` alone (the plan's
+        requested and inflight files beside it are no pending instant)."""
+        return Timeline.load(self.storage).shown()
 
     def schema(self, as_of: str | datetime | None = None) -> pa.Schema:
         """The data schema (without meta columns) as of an instant."""

@@ -93,6 +93,12 @@ class Timeline:
         done = {i.time for i in self.filter([Action.COMMIT], [State.COMPLETED])}
         return [i for i in self.filter([Action.COMPACTION]) if i.time not in done]
 
+    def shown(self) -> list[Instant]:
+        """The active instants as Hudi's timeline shows them: a completed compaction is its commit
+        alone, so that whatever counts the pending instants counts only those."""
+        pending = {i.time for i in self.pending_compactions()}
+        return [i for i in self.active() if i.action is not Action.COMPACTION or i.time in pending]
+
     def latest_completed_write(self) -> Instant | None:
         done = self.completed_writes()
         return done[-1] if done else None
