@@ -11,6 +11,7 @@ started once per test session. No mocks in this process: every request crosses a
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -556,3 +557,51 @@ def test_uploads_hold_no_more_encoded_bytes_than_their_budget() -> None:
             w.join()
         submit(uploads, 5000)  # larger than the budget: alone
     assert sorted(done) == [300] * 10 + [5000]
+
+
+def test_timeline_shows_what_is_known_of_completion_on_s3(s3_server, table_version, capsys) -> None:
+    """Version 8 names a completed instant by its completion time: exact. Version 6 has none, and an
+    object store keeps a file's time to the second: `timeline` showed it as a millisecond time,
+    often before the instant's own time (a duration of -0.3 s). It shows that second (14 digits)
+    and the duration's upper bound now, never a negative duration."""
+    from helpers import cli_in_process
+    from upsertlake.timeline.instant_time import parse_instant_time
+
+    uri = f"s3://{s3_server.new_bucket()}/t"
+    table = create_table(uri, "t", "uuid", "ts", storage_options=s3_server.options)
+    for ts in range(3):
+        table.upsert(batch(["k1", "k2"], ts, 1.0))
+    store = [arg for k, v in s3_server.options.items() for arg in ("--storage-option", f"{k}={v}")]
+    code, out, err = cli_in_process(capsys, "timeline", uri, "--json", *store)
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [(r["action"], r["state"]) for r in rows] == [("commit", "completed")] * 3
+    for r in rows:
+        if table_version == 8:
+            assert len(r["completion"]) == 17 and r["completion"] > r["instant"]
+            assert r["seconds"] == round((parse_instant_time(r["completion"]) - parse_instant_time(r["instant"]))
+                                         .total_seconds(), 3) and r["seconds_at_most"] is None
+        else:
+            assert len(r["completion"]) == 14 and r["completion"] >= r["instant"][:14], r
+            assert r["seconds"] is None and 0 < r["seconds_at_most"] <= 60, r
+            whole = parse_instant_time(r["completion"] + "000")
+            assert r["seconds_at_most"] == round((whole - parse_instant_time(r["instant"])).total_seconds() + 1, 3)
+    code, out, _ = cli_in_process(capsys, "timeline", uri, *store)
+    bounded = [bool(re.search(r" < [0-9.]+ (ms|s)$", line)) for line in out.splitlines()[1:4]]
+    assert bounded == [table_version == 6] * 3, out
+    assert ("a 14-digit completion names the second it fell in" in out) == (table_version == 6)
+
+
+def test_timeline_of_a_table_with_archived_instants(tmp_path: Path, capsys) -> None:
+    """`timeline` lists the active timeline (as Table.timeline() does): on version 6 it failed with
+    a KeyError once instants were archived (it looked for their files' times)."""
+    from helpers import cli_in_process
+
+    keep = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1"}
+    table = create_table(tmp_path / "t", "t", "uuid", "ts", options=keep)
+    for ts in range(6):
+        table.upsert(batch(["k1"], ts, 1.0))
+    code, out, err = cli_in_process(capsys, "timeline", tmp_path / "t", "--json")
+    assert code == 0, err
+    assert [(r["instant"], r["action"]) for r in json.loads(out)] == [(i.time, i.action.value) for i in table.timeline()]
+    assert all(r["seconds"] >= 0 and len(r["completion"]) == 17 for r in json.loads(out))
