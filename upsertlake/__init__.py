@@ -25,6 +25,7 @@ from upsertlake.errors import (
     UnsupportedSchemeError,
     UnsupportedTableError,
     UpsertlakeError,
+    UpsertlakeWarning,
     WriteConflictError,
     WriteInProgressError,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "UnsupportedSchemeError",
     "UnsupportedTableError",
     "UpsertlakeError",
+    "UpsertlakeWarning",
     "WriteClient",
     "WriteConflictError",
     "WriteInProgressError",

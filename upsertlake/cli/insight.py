@@ -18,7 +18,7 @@ from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.services.compaction_plan import compaction_backlog
 from upsertlake.services.doctor import properties_disagreements
-from upsertlake.storage import Storage
+from upsertlake.storage import table_storage
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import WRITE_ACTIONS, Instant
@@ -152,7 +152,7 @@ def _print_config(title: str, config: dict[str, str]) -> None:
 def _show_unsupported(args: argparse.Namespace, exc: MergeOnReadError) -> int:
     """A table upsertlake cannot read: its config and why, and no data read (its base files alone
     would be a wrong answer)."""
-    storage = Storage(args.path, store_options(args))
+    storage = table_storage(args.path, store_options(args))
     info = {"path": storage.base, "config": TableConfig.load(storage).to_properties(), "unsupported": str(exc)}
     if args.json:
         print_json(info)

@@ -56,7 +56,7 @@ from upsertlake.services.restore import restore
 from upsertlake.services.rollback import rollback
 from upsertlake.services.savepoint import savepoint
 from upsertlake.services.upgrade import UpgradeResult, upgrade
-from upsertlake.storage import Storage
+from upsertlake.storage import Storage, table_storage
 from upsertlake.storage import requests as store_requests
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
@@ -340,7 +340,7 @@ def create_table(
     log files, which readers merge, instead of rewriting base files.
     `path` is a local folder or an `s3://`, `gs://`, `abfs://` URI; `storage_options` hold the
     store's settings (endpoint, credentials, region) over its standard environment variables."""
-    storage = Storage(path, storage_options)
+    storage = table_storage(path, storage_options)
     storage.check()
     if table_type is not None:
         options = {**(options or {}), opt.TABLE_TYPE.key: table_type.upper()}
@@ -393,7 +393,7 @@ def upgrade_table(
 ) -> UpgradeResult:
     """Upgrade the table at `path` to table version `version` (6 -> 8, as Apache Hudi 1.0 does),
     crash-safe and resumable (`upsertlake.services.upgrade`); refuses while a write is running."""
-    storage = Storage(path, storage_options)
+    storage = table_storage(path, storage_options)
     cfg = Config.resolve(options)
     return upgrade(storage, make_lock(storage, cfg), cfg, version)
 
@@ -404,6 +404,6 @@ def open_table(
     storage_options: Mapping[str, object] | None = None,
 ) -> Table:
     """Open an existing table; TableNotFoundError if the path holds none."""
-    storage = Storage(path, storage_options)
+    storage = table_storage(path, storage_options)
     storage.check()
     return Table(storage, TableConfig.load(storage), options)
