@@ -23,7 +23,7 @@ from upsertlake.config.table_config import (
     check_table_type,
     merge_on_read_payload,
 )
-from upsertlake.config.table_options import check_against_table
+from upsertlake.config.table_options import TABLE_VERSION_KEY, check_against_table, take_table_version
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.write_client import WriteClient
 from upsertlake.engine.write_result import WriteResult
@@ -70,6 +70,9 @@ class Table:
 
     def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, object] | None = None) -> None:
         config.check_readable()  # e.g. a table version this engine would misread: refused at open
+        options, version = take_table_version(options)
+        if version is not None:
+            config.check_write_version(version, TABLE_VERSION_KEY)
         self.storage = storage
         self.config = config
         self.options = Config.resolve(options, table_properties=config.to_properties())
@@ -342,8 +345,15 @@ def create_table(
     store's settings (endpoint, credentials, region) over its standard environment variables."""
     storage = table_storage(path, storage_options)
     storage.check()
+    options, asked = take_table_version(options)
+    if asked is not None:  # as Hudi's table builder takes it: the version of the table it creates
+        write_version = Config.resolve(options).get(opt.WRITE_TABLE_VERSION)
+        if opt.WRITE_TABLE_VERSION.key in options and write_version != asked:
+            raise ConfigError(f"{TABLE_VERSION_KEY}={asked} and {opt.WRITE_TABLE_VERSION.key}={write_version} disagree: "
+                              "name the version of the new table once")
+        options[opt.WRITE_TABLE_VERSION.key] = asked
     if table_type is not None:
-        options = {**(options or {}), opt.TABLE_TYPE.key: table_type.upper()}
+        options = {**options, opt.TABLE_TYPE.key: table_type.upper()}
     resolved = Config.resolve(options)
     kind = resolved.get(opt.TABLE_TYPE)
     check_table_type(kind, f"{opt.TABLE_TYPE.key} is")
@@ -372,7 +382,8 @@ def create_table(
     )
     version = resolved.get(opt.WRITE_TABLE_VERSION)
     if version not in WRITABLE_VERSIONS:
-        raise ConfigError(f"hoodie.write.table.version={version}: upsertlake creates tables at version 6 or 8")
+        key = TABLE_VERSION_KEY if asked is not None else opt.WRITE_TABLE_VERSION.key
+        raise ConfigError(f"{key}={version}: upsertlake creates tables at version 6 or 8")
     if version == 8:
         mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
         config = config.as_version_8(mode or (EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING), 8)
