@@ -1,4 +1,4 @@
-"""upsertlake: Hudi-compatible copy-on-write upserts for Python and PySpark."""
+"""upsertlake: Hudi-compatible upserts (copy-on-write and merge-on-read tables) for Python and PySpark."""
 
 from __future__ import annotations
 

@@ -66,7 +66,8 @@ log = logging.getLogger(__name__)
 
 
 class Table:
-    """A Hudi copy-on-write table at a path, with write options for this object's writes."""
+    """A Hudi table (copy-on-write or merge-on-read) at a path, with write options for this
+    object's writes."""
 
     def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, object] | None = None) -> None:
         config.check_readable()  # e.g. a table version this engine would misread: refused at open

@@ -77,12 +77,21 @@ def pending_clean_plan(timeline: Timeline, inst: Instant) -> dict | None:
     return None
 
 
-def check_readable(timeline: Timeline, as_of: str | None, what: str) -> None:
-    """Raise CleanedInstantError when `as_of` lies before the retained window (savepoints excepted)."""
+def cleaned_boundary_past(timeline: Timeline, as_of: str | None) -> str | None:
+    """The earliest whole snapshot when `as_of`'s lies before it (its files cleaned; savepoints
+    excepted), else None."""
     if as_of is None:
-        return
+        return None
     boundary = cleaned_before(timeline)
     if boundary is not None and as_of < boundary and as_of not in savepoint_times(timeline):
+        return boundary
+    return None
+
+
+def check_readable(timeline: Timeline, as_of: str | None, what: str) -> None:
+    """Raise CleanedInstantError when `as_of` lies before the retained window (savepoints excepted)."""
+    boundary = cleaned_boundary_past(timeline, as_of)
+    if boundary is not None:
         raise CleanedInstantError(
             f"{what} {as_of} is before the cleaner's retained window (earliest whole snapshot: {boundary}); "
             "its files were deleted. Read from a later instant, or savepoint instants you need to keep"
