@@ -36,7 +36,7 @@ WAIT_POLL_SECONDS = 0.5  # a single writer waiting for a live write polls at mos
 
 
 # -- start ---------------------------------------------------------------------------------
-def start_commit(client: WriteClient, operation: str) -> str:
+def start_commit(client: WriteClient, operation: str, plan_on_start: bool = False) -> str:
     """`WriteClient.start_commit`: roll back failed writes (or, a single writer, wait for a live
     one), then request a new instant with its heartbeat."""
     client.table_config.check_writable()
@@ -60,9 +60,10 @@ def start_commit(client: WriteClient, operation: str) -> str:
                 break
         began = time.monotonic() if began is None else began
         _wait_for(client, live[0], told, began)
-    # Nothing but this start changed the timeline since it was listed (we held the lock): the
-    # write plans on it, with its instant, unless failed writes or rollbacks were undone meanwhile.
-    started = None if rolled_back else timeline.with_instant(instant)
+    # Nothing but this start changed the timeline since it was listed (we held the lock): a write
+    # that follows at once plans on it, with its instant, unless failed writes or rollbacks were
+    # undone meanwhile.
+    started = timeline.with_instant(instant) if plan_on_start and not rolled_back else None
     client._pending[instant.time] = PendingWrite(
         instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline), timeline=started
     )

@@ -53,7 +53,8 @@ class PendingWrite:
     requested_doc: bytes = b""  # the requested file's content (a replace's plan), for a new instant
     rollbacks: frozenset[str] = frozenset()  # the rollback instants on the timeline at its start
     # The timeline as its start left it (listed under the lock, with its requested instant): the
-    # write plans on it rather than list it again. None once used, or when the start changed more.
+    # write plans on it rather than list it again, when it follows its start at once (`plan_on_start`).
+    # None once used, or when the start changed more than its own instant.
     timeline: Timeline | None = field(default=None, repr=False)
 
     def finish(self) -> None:

@@ -73,15 +73,18 @@ class WriteClient:
         return cfg
 
     # -- 1. start ----------------------------------------------------------------------------
-    def start_commit(self, operation: str = "upsert") -> str:
+    def start_commit(self, operation: str = "upsert", plan_on_start: bool = False) -> str:
         """Roll back failed writes, then request a new instant (a replacecommit for overwrites),
         which beats a heartbeat until it commits or rolls back.
 
         A write is failed once its heartbeat expired (Hudi's lazy cleaning); one whose heartbeat is
         alive is never rolled back. Under optimistic concurrency the new write runs beside it; a
         single writer waits for it, outside the lock so that it can commit.
+        `plan_on_start`: the write that follows at once plans on the timeline this start listed
+        (as `Table` writes do) instead of listing it again; else it lists the timeline as it is
+        then, as Hudi's write client does (a commit may have landed since the start).
         """
-        return instants.start_commit(self, operation)
+        return instants.start_commit(self, operation, plan_on_start)
 
     def rollback_failed_writes(self) -> list[str]:
         """Roll back the writes that failed (as `start_commit` does first); returns their times."""

@@ -146,7 +146,7 @@ class Table:
     ) -> WriteResult:
         before = store_requests.snapshot()
         client = self.write_client()
-        instant = client.start_commit(operation)
+        instant = client.start_commit(operation, plan_on_start=True)  # the write follows at once
         try:
             if operation == "delete_partition":
                 result = client.delete_partitions(data, instant)
