@@ -187,3 +187,54 @@ def test_a_completed_compaction_is_its_commit_alone(tmp_path: Path, table_versio
     plan = schedule(storage, t.write_client().lock, t.config, t.options)  # a plan not yet run is pending
     assert plan is not None
     assert [(i.time, i.action, i.state) for i in t.timeline()][-1] == (plan.time, Action.COMPACTION, State.REQUESTED)
+
+
+ARCHIVE_SOON = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1",
+                "hoodie.archive.automatic": "false", "hoodie.clean.automatic": "false"}
+
+
+def test_a_process_sees_what_another_process_archived(tmp_path: Path) -> None:
+    """A process lists `.hoodie/archived/` again only once an instant left the active timeline:
+    after another process's archival, this one's reads still reach every instant (a listing kept
+    too long would lose the archived ones, their commits and so their files)."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+
+    from upsertlake import create_table
+
+    t = create_table(tmp_path / "t", "t", "uuid", "ts", options=ARCHIVE_SOON)
+    times = [t.upsert(pa.table({"uuid": [f"k{i}"], "ts": [i]})).instant_time for i in range(6)]
+    seen = {time: sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) for time in times}
+    assert Timeline.load(Storage(tmp_path / "t")).archived == {}
+    code = f"from upsertlake import open_table; print(len(open_table({str(tmp_path / 't')!r}, options={ARCHIVE_SOON!r}).archive()))"
+    archived = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert int(archived) == 4
+    assert sorted(i.time for i in Timeline.load(Storage(tmp_path / "t")).archived) == times[:4]
+    assert {time: sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) for time in times} == seen
+    assert len(t.upsert(pa.table({"uuid": ["k9"], "ts": [9]})).files_written) == 1
+
+
+def test_small_archive_files_are_merged_and_keep_every_instant(tmp_path: Path) -> None:
+    """Each archival writes a file; once ten are small they are merged into one (a new process
+    reads every archive file, a request each on an object store). Every archived instant stays,
+    with its document: time travel reaches all of them."""
+    import pyarrow as pa
+
+    from upsertlake import create_table
+    from upsertlake.services.archive import MERGE_BATCH
+    from upsertlake.timeline.archived import archive_files
+
+    t = create_table(tmp_path / "t", "t", "uuid", "ts", options=ARCHIVE_SOON)
+    storage = Storage(tmp_path / "t")
+    times, files_seen = [], []
+    for i in range(2 * MERGE_BATCH + 5):
+        times.append(t.upsert(pa.table({"uuid": [f"k{i}"], "ts": [i]})).instant_time)
+        t.archive()
+        files_seen.append(len(archive_files(storage)))
+    assert max(files_seen) == MERGE_BATCH - 1 and files_seen[-1] < MERGE_BATCH
+    active = [i.time for i in t.timeline()]
+    assert len(active) in (2, 3) and sorted(i.time for i in Timeline.load(storage).archived) == times[:-len(active)]
+    for i, time in enumerate(times):
+        assert sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) == sorted(f"k{j}" for j in range(i + 1))
