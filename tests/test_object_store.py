@@ -128,7 +128,8 @@ def test_a_scheme_with_a_slash_missing_is_refused_not_a_local_folder(path: str, 
             call()
     run = subprocess.run([sys.executable, "-m", "upsertlake.cli", "create", path, "--name", "t", "--record-key", "id"],
                          capture_output=True, text=True)
-    assert run.returncode == 2 and f"a URI needs two slashes ({scheme}://{path.split(':', 1)[1].lstrip('/')})" in run.stderr
+    meant = f"{scheme}://{path.split(':', 1)[1].lstrip('/')}"
+    assert run.returncode == 2 and f"a URI needs two slashes ({meant})" in run.stderr
     assert list(tmp_path.iterdir()) == []
     create_table(f"./{path}", name="t", record_key="id")  # a folder so named, when written so
     assert (tmp_path / path.split("/")[0]).is_dir()
@@ -205,7 +206,8 @@ def test_store_failures_say_what_happened_then_the_stores_detail(s3_server, s3_s
     down = {**s3_server.options, "aws_endpoint": f"http://127.0.0.1:{port}"}
     refused = failure("s3://b/t", down)
     assert refused.startswith(f"cannot read s3://b/t: connection refused by the endpoint 127.0.0.1:{port}: nothing "
-                              f"answers there (check the endpoint and that it is up) (GET http://127.0.0.1:{port}/b?"), refused
+                              "answers there (check the endpoint and that it is up) "
+                              f"(GET http://127.0.0.1:{port}/b?"), refused
     assert refused.endswith(" retries)")
     put = failure("", {}, call=lambda: Storage("s3://b/t", down).write_bytes("x", b"x"))
     assert put.startswith(f"write_bytes s3://b/t/x failed: connection refused by the endpoint 127.0.0.1:{port}")
@@ -694,5 +696,6 @@ def test_timeline_of_a_table_with_archived_instants(tmp_path: Path, capsys) -> N
         table.upsert(batch(["k1"], ts, 1.0))
     code, out, err = cli_in_process(capsys, "timeline", tmp_path / "t", "--json")
     assert code == 0, err
-    assert [(r["instant"], r["action"]) for r in json.loads(out)] == [(i.time, i.action.value) for i in table.timeline()]
+    listed = [(r["instant"], r["action"]) for r in json.loads(out)]
+    assert listed == [(i.time, i.action.value) for i in table.timeline()]
     assert all(r["seconds"] >= 0 and len(r["completion"]) == 17 for r in json.loads(out))

@@ -124,8 +124,9 @@ def explain_requests(s3_server, uri: str, batch: pa.Table, folder) -> dict[str, 
     pq.write_table(batch, folder / "batch.parquet")
     store = [arg for k, v in s3_server.options.items() for arg in ("--storage-option", f"{k}={v}")]
     server_counts(s3_server)
-    run = subprocess.run([sys.executable, "-m", "upsertlake.cli", "explain", "upsert", uri, str(folder / "batch.parquet"),
-                          "--json", *store], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    command = ["explain", "upsert", uri, str(folder / "batch.parquet"), "--json", *store]
+    run = subprocess.run([sys.executable, "-m", "upsertlake.cli", *command], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=300)
     counted = server_counts(s3_server)
     assert run.returncode == 0, run.stderr
     printed = json.loads(run.stdout)["store_requests"]

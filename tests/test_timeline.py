@@ -208,7 +208,8 @@ def test_a_process_sees_what_another_process_archived(tmp_path: Path) -> None:
     times = [t.upsert(pa.table({"uuid": [f"k{i}"], "ts": [i]})).instant_time for i in range(6)]
     seen = {time: sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) for time in times}
     assert Timeline.load(Storage(tmp_path / "t")).archived == {}
-    code = f"from upsertlake import open_table; print(len(open_table({str(tmp_path / 't')!r}, options={ARCHIVE_SOON!r}).archive()))"
+    code = (f"from upsertlake import open_table; "
+            f"print(len(open_table({str(tmp_path / 't')!r}, options={ARCHIVE_SOON!r}).archive()))")
     archived = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert int(archived) == 4
     assert sorted(i.time for i in Timeline.load(Storage(tmp_path / "t")).archived) == times[:4]
@@ -237,4 +238,5 @@ def test_small_archive_files_are_merged_and_keep_every_instant(tmp_path: Path) -
     active = [i.time for i in t.timeline()]
     assert len(active) in (2, 3) and sorted(i.time for i in Timeline.load(storage).archived) == times[:-len(active)]
     for i, time in enumerate(times):
-        assert sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) == sorted(f"k{j}" for j in range(i + 1))
+        read = t.read(columns=["uuid"], as_of=time).column(0).to_pylist()
+        assert sorted(read) == sorted(f"k{j}" for j in range(i + 1))

@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="an object store setting over its environment variables, e.g. aws_endpoint=http://127.0.0.1:9000 "
              "(repeatable; the keys delta-rs and obstore take)",
     )
-    parser = _Parser(prog="upsertlake", description="Hudi-compatible upserts (copy-on-write and merge-on-read tables)", parents=[common])
+    about = "Hudi-compatible upserts (copy-on-write and merge-on-read tables)"
+    parser = _Parser(prog="upsertlake", description=about, parents=[common])
     parser.add_argument("--version", action="version", version=f"upsertlake {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:

@@ -54,7 +54,8 @@ def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
         except Exception as exc:
             if self.is_local or not _is_store_failure(exc):
                 raise
-            raise StorageError(f"{method.__name__} {self.full_path(rel)} failed: {describe(exc, self.location)}") from exc
+            what = describe(exc, self.location)
+            raise StorageError(f"{method.__name__} {self.full_path(rel)} failed: {what}") from exc
 
     return wrapper
 

@@ -350,8 +350,8 @@ def create_table(
     if asked is not None:  # as Hudi's table builder takes it: the version of the table it creates
         write_version = Config.resolve(options).get(opt.WRITE_TABLE_VERSION)
         if opt.WRITE_TABLE_VERSION.key in options and write_version != asked:
-            raise ConfigError(f"{TABLE_VERSION_KEY}={asked} and {opt.WRITE_TABLE_VERSION.key}={write_version} disagree: "
-                              "name the version of the new table once")
+            raise ConfigError(f"{TABLE_VERSION_KEY}={asked} and {opt.WRITE_TABLE_VERSION.key}={write_version} "
+                              "disagree: name the version of the new table once")
         options[opt.WRITE_TABLE_VERSION.key] = asked
     if table_type is not None:
         options = {**options, opt.TABLE_TYPE.key: table_type.upper()}

@@ -46,7 +46,8 @@ def load_archived(storage: Storage) -> dict[Instant, bytes]:
     files it merges go): the folder is listed again."""
     for attempt in range(LOAD_ATTEMPTS):
         try:
-            return {i: data for entry in archive_files(storage) for i, data in read_archive_file(storage, entry).items()}
+            files = archive_files(storage)
+            return {i: data for entry in files for i, data in read_archive_file(storage, entry).items()}
         except FileNotFoundError:
             if attempt == LOAD_ATTEMPTS - 1:
                 raise
