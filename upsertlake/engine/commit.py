@@ -63,14 +63,14 @@ def commit(
     while True:
         with client.lock.hold():
             _reload_table_config(client, instant_time)
-            timeline = Timeline.load(client.storage)
+            timeline = Timeline.load(client.storage, layout_of(client.table_config))
             current = _still_pending(client, timeline, instant_time, pending, result)
             check, over = _check(client, timeline, pending, instant_time, result)
             if over is not None and (overtakes >= overtaken.MAX_REDOS or pending.redo is None):
                 _fail(client, current, Conflict(over.compaction, over.reason, over.keys))
             conflict = check.conflict
             if conflict is None and not check.stale and over is None:
-                _complete(client, current, result, extra_metadata)
+                after = timeline.with_instant(_complete(client, current, result, extra_metadata, timeline))
                 break
             if conflict is not None and (retried >= retries or pending.redo is None):
                 _fail(client, current, conflict)
@@ -91,6 +91,7 @@ def commit(
                 check, over = _check(client, Timeline.load(client.storage), pending, instant_time, result)
                 if check.conflict is None and not check.stale and over is None:
                     _complete(client, pending.instant, result, extra_metadata)
+                    after = None  # the redo changed the timeline since it was listed
                     break
                 continue  # a pending plan drops a key it wrote: the next round waits for that compaction
             if conflict is None and remerges >= OPTIMISTIC_REMERGES:
@@ -100,6 +101,7 @@ def commit(
                 instant_time = result.instant_time
                 extra_seconds["remerge"] += time.perf_counter() - began
                 _complete(client, pending.instant, result, extra_metadata)  # nothing committed meanwhile
+                after = None  # the re-merge changed the timeline since it was listed
                 break
         began = time.perf_counter()
         if over is not None:
@@ -136,7 +138,8 @@ def commit(
     stages.update({k: v for k, v in extra_seconds.items() if v})
     log.info("committed %s %s: %s", result.operation, instant_time, stages)
     return _replace(
-        result, stage_seconds=stages, committed=True, remerges=remerges, retries=retried, overtaken=overtakes
+        result, stage_seconds=stages, committed=True, remerges=remerges, retries=retried, overtaken=overtakes,
+        timeline=after,
     )
 
 
@@ -229,9 +232,14 @@ def _fail(client: WriteClient, current: Instant, conflict: Conflict) -> None:
 
 
 def _complete(
-    client: WriteClient, current: Instant, result: WriteResult, extra_metadata: dict[str, str] | None
-) -> None:
-    """Write the commit file (under the lock, after a clean check)."""
+    client: WriteClient,
+    current: Instant,
+    result: WriteResult,
+    extra_metadata: dict[str, str] | None,
+    timeline: Timeline | None = None,
+) -> Instant:
+    """Write the commit file (under the lock, after a clean check); returns the completed instant.
+    `timeline`: listed under the lock the caller still holds (it names the completion time)."""
     schema = result.data_schema
     # A delete on a table with no commits yet has no schema (an empty one) to record.
     has_schema = schema is not None and len(schema) > 0
@@ -250,10 +258,13 @@ def _complete(
     # a rollback before it still finds every file, which all exist by now, by its name.
     client.storage.delete_dir(marker_folder(current.time))
     client.lock.fence()
-    transition(client.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(client.table_config))
+    done = transition(
+        client.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(client.table_config), timeline
+    )
     if has_schema and not client.table_config.create_schema:
         write_properties(client.storage, {"hoodie.table.create.schema": extra["schema"]})
         client.table_config = client.table_config.with_schema(extra["schema"])
+    return done
 
 
 def _prepare_remerge(

@@ -36,7 +36,7 @@ WAIT_POLL_SECONDS = 0.5  # a single writer waiting for a live write polls at mos
 
 
 # -- start ---------------------------------------------------------------------------------
-def start_commit(client: WriteClient, operation: str) -> str:
+def start_commit(client: WriteClient, operation: str, plan_on_start: bool = False) -> str:
     """`WriteClient.start_commit`: roll back failed writes (or, a single writer, wait for a live
     one), then request a new instant with its heartbeat."""
     client.table_config.check_writable()
@@ -48,10 +48,10 @@ def start_commit(client: WriteClient, operation: str) -> str:
             client.table_config = TableConfig.load(client.storage)
             client.table_config.check_writable()
             client.table_config = drop_metadata_table(client.storage, client.table_config)
-            timeline = Timeline.load(client.storage)
+            timeline = Timeline.load(client.storage, layout_of(client.table_config))
             live = [] if client.optimistic else _live_writes(client, timeline)
             if not live:
-                _rollback_failed_writes(client, timeline)
+                rolled_back = any(_rollback_failed_writes(client, timeline))
                 action, doc = overwrite.requested(operation)
                 if action is Action.COMMIT and client.table_config.is_merge_on_read:
                     action = Action.DELTA_COMMIT  # every write but an overwrite, as Hudi's
@@ -60,8 +60,12 @@ def start_commit(client: WriteClient, operation: str) -> str:
                 break
         began = time.monotonic() if began is None else began
         _wait_for(client, live[0], told, began)
+    # Nothing but this start changed the timeline since it was listed (we held the lock): a write
+    # that follows at once plans on it, with its instant, unless failed writes or rollbacks were
+    # undone meanwhile.
+    started = timeline.with_instant(instant) if plan_on_start and not rolled_back else None
     client._pending[instant.time] = PendingWrite(
-        instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline)
+        instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline), timeline=started
     )
     log.info("started commit %s", instant.time)
     return instant.time
@@ -129,18 +133,19 @@ def check_startable(client: WriteClient, instant_time: str) -> None:
 def rollback_failed_writes(client: WriteClient) -> list[str]:
     """`WriteClient.rollback_failed_writes`: under the lock."""
     with client.lock.hold():
-        return _rollback_failed_writes(client, Timeline.load(client.storage))
+        return _rollback_failed_writes(client, Timeline.load(client.storage))[0]
 
 
-def _rollback_failed_writes(client: WriteClient, timeline: Timeline) -> list[str]:
+def _rollback_failed_writes(client: WriteClient, timeline: Timeline) -> tuple[list[str], list[str]]:
+    """Under the lock: the times of the failed writes rolled back, and of the dead rollbacks removed."""
     failed = _failed_writes(client, timeline)
     for inst in failed:
         undo(client, inst)
         client.storage.delete_dir(staging_folder(inst.time))  # left by a Spark driver that died
         client.storage.delete(heartbeat_path(inst.time))
         forget(client, inst.time)
-    drop_dead_rollbacks(client.storage, Timeline.load(client.storage) if failed else timeline)
-    return [i.time for i in failed]
+    dropped = drop_dead_rollbacks(client.storage, Timeline.load(client.storage) if failed else timeline)
+    return [i.time for i in failed], dropped
 
 
 def _failed_writes(client: WriteClient, timeline: Timeline) -> list[Instant]:

@@ -73,15 +73,18 @@ class WriteClient:
         return cfg
 
     # -- 1. start ----------------------------------------------------------------------------
-    def start_commit(self, operation: str = "upsert") -> str:
+    def start_commit(self, operation: str = "upsert", plan_on_start: bool = False) -> str:
         """Roll back failed writes, then request a new instant (a replacecommit for overwrites),
         which beats a heartbeat until it commits or rolls back.
 
         A write is failed once its heartbeat expired (Hudi's lazy cleaning); one whose heartbeat is
         alive is never rolled back. Under optimistic concurrency the new write runs beside it; a
         single writer waits for it, outside the lock so that it can commit.
+        `plan_on_start`: the write that follows at once plans on the timeline this start listed
+        (as `Table` writes do) instead of listing it again; else it lists the timeline as it is
+        then, as Hudi's write client does (a commit may have landed since the start).
         """
-        return instants.start_commit(self, operation)
+        return instants.start_commit(self, operation, plan_on_start)
 
     def rollback_failed_writes(self) -> list[str]:
         """Roll back the writes that failed (as `start_commit` does first); returns their times."""
@@ -133,7 +136,9 @@ class WriteClient:
         self, operation: str, data: object, instant_time: str, options: dict | None, progress: Progress | None = None
     ) -> WriteResult:
         instants.check_startable(self, instant_time)
-        plan = self.plan(operation, data, options, progress)
+        pending = self._pending[instant_time]
+        plan = self.plan(operation, data, options, progress, pending.timeline)
+        pending.timeline = None  # a retry plans on the timeline as it is then
         stages = dict(plan.stages)
         job = self.begin_write(instant_time, plan)
         self._pending[instant_time].redo = partial(self._redo, operation, plan.batch, options)
@@ -234,12 +239,18 @@ class WriteClient:
 
     # -- 2-5. plan ---------------------------------------------------------------------------
     def plan(
-        self, operation: str, data: object, options: dict | None = None, progress: Progress | None = None
+        self,
+        operation: str,
+        data: object,
+        options: dict | None = None,
+        progress: Progress | None = None,
+        timeline: Timeline | None = None,
     ) -> WritePlan:
         """Prepare, tag, profile and partition a write without writing anything: what `_write`
-        executes, and what a dry run (`explain`) reports."""
+        executes, and what a dry run (`explain`) reports. `timeline`: as the write's start left
+        it (else listed now): one look for the schema and the plan."""
         stages: dict[str, float] = {}
-        timeline = Timeline.load(self.storage)  # one listing for the schema and the plan
+        timeline = timeline or Timeline.load(self.storage)
         with _stage(stages, "dedup", progress):
             batch = self.prepare_spec(operation, options, timeline).run(data)
         return self.plan_prepared(operation, batch, options, progress, stages, timeline)

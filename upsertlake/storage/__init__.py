@@ -5,6 +5,6 @@ Floor 10 of the layers declared in pyproject.toml [tool.importlinter]; may impor
 """
 
 from upsertlake.storage.location import Location, parse_location
-from upsertlake.storage.storage import FileEntry, Storage
+from upsertlake.storage.storage import FileEntry, Storage, table_storage
 
-__all__ = ["FileEntry", "Location", "Storage", "parse_location"]
+__all__ = ["FileEntry", "Location", "Storage", "parse_location", "table_storage"]

@@ -13,6 +13,7 @@ import copy
 import functools
 import os
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -25,8 +26,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from upsertlake.errors import StorageError
+from upsertlake.errors import StorageError, UpsertlakeWarning
 from upsertlake.storage.clients import normalized, object_store
+from upsertlake.storage.failures import describe
 from upsertlake.storage.location import Location, parse_location
 from upsertlake.storage.object_files import WHOLE_FILES, ObjectUpload, Uploads, open_object
 from upsertlake.storage.requests import count
@@ -56,7 +58,8 @@ def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
         except Exception as exc:
             if self.is_local or not _is_store_failure(exc):
                 raise
-            raise StorageError(f"{method.__name__} {self.full_path(rel)} failed: {_brief(exc)}") from exc
+            what = describe(exc, self.location)
+            raise StorageError(f"{method.__name__} {self.full_path(rel)} failed: {what}") from exc
 
     return wrapper
 
@@ -65,11 +68,6 @@ def _is_store_failure(exc: Exception) -> bool:
     errors = obstore.exceptions
     passing = (errors.NotFoundError, errors.AlreadyExistsError, errors.PreconditionError)
     return isinstance(exc, errors.BaseError) and not isinstance(exc, passing)
-
-
-def _brief(exc: Exception) -> str:
-    """An obstore error's message on one line, cut to what names the cause (status, store's reason)."""
-    return " ".join(str(exc).split())[:300]
 
 
 @dataclass(frozen=True)
@@ -151,7 +149,7 @@ class Storage:
             count("LIST")
             obstore.list_with_delimiter(self._store, None)
         except Exception as exc:  # obstore's errors name the HTTP status and the store's message
-            raise StorageError(f"cannot read {self.base} (bucket {self.location.bucket!r}): {_brief(exc)}") from exc
+            raise StorageError(f"cannot read {self.base}: {describe(exc, self.location)}") from exc
 
     # -- reads -------------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:
@@ -420,6 +418,22 @@ class Storage:
         for start in range(0, len(paths), 1000):
             count("DELETE")
             obstore.delete(self._store, paths[start:start + 1000])
+
+
+def table_storage(base: str | os.PathLike[str], options: Mapping[str, object] | None = None) -> Storage:
+    """The storage of a table a user names with its storage_options. On a local path those
+    configure nothing (they are an object store's settings): delta-rs and pyiceberg take them
+    and ignore them there, and so does this, with a warning naming them, since a path meant for a
+    store (`lake/t` for `s3://lake/t`) would otherwise go unnoticed."""
+    storage = Storage(base, options)
+    if storage.is_local and storage.options:
+        warnings.warn(
+            f"storage_options {sorted(storage.options)} are ignored: {storage.base} is a local path (they "
+            "configure object stores: s3://, gs://, abfs://)",
+            UpsertlakeWarning,
+            stacklevel=3,
+        )
+    return storage
 
 
 def _entry(path: str, meta: Mapping[str, Any]) -> FileEntry:

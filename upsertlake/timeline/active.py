@@ -14,14 +14,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from upsertlake.errors import CorruptTableError, MergeOnReadError, UpsertlakeError
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline import digest
-from upsertlake.timeline.archived import ARCHIVE_FOLDER, load_archived
+from upsertlake.timeline.archived import ARCHIVE_FOLDER, ARCHIVE_LISTINGS, load_archived
 from upsertlake.timeline.commit_metadata import AVRO_MAGIC, CommitMetadata, json_to_avro
+from upsertlake.timeline.documents import decode as decode_document
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.instant_time import next_instant_time
 from upsertlake.timeline.layouts import LAYOUT_1, METAFOLDER, TimelineLayout, listed_layout, table_layout
@@ -60,7 +61,8 @@ class Timeline:
                 latest[key] = inst
                 if entry.version:
                     versions[inst] = entry.version
-        archived = load_archived(storage) if metafolder is None or _has_archive(metafolder) else {}
+        active = [key for key, inst in latest.items() if inst.is_completed]
+        archived = ARCHIVE_LISTINGS.load(storage, active, None if metafolder is None else _has_archive(metafolder))
         for inst in archived:
             latest.setdefault((inst.time, inst.action), inst)
         if not layout.delta_commits:
@@ -90,6 +92,12 @@ class Timeline:
         compaction is a `commit` at the plan's time, its `.compaction.requested`/`.inflight` kept."""
         done = {i.time for i in self.filter([Action.COMMIT], [State.COMPLETED])}
         return [i for i in self.filter([Action.COMPACTION]) if i.time not in done]
+
+    def shown(self) -> list[Instant]:
+        """The active instants as Hudi's timeline shows them: a completed compaction is its commit
+        alone, so that whatever counts the pending instants counts only those."""
+        pending = {i.time for i in self.pending_compactions()}
+        return [i for i in self.active() if i.action is not Action.COMPACTION or i.time in pending]
 
     def latest_completed_write(self) -> Instant | None:
         done = self.completed_writes()
@@ -127,12 +135,12 @@ class Timeline:
                 raise
             return _parse_archived_commit_metadata(late, f"archived {instant.time}")
 
-    def prefetch_commit_metadata(self, instants: Iterable[Instant]) -> None:
-        """Read the commit documents of `instants` (completed, active) several at once, those the
-        commit digest holds in one request. On an object store each is a GET, and a fresh process
-        reading a long timeline (the missing-file and damaged-table checks read every commit)
-        would otherwise wait for them one by one; once read they are cached. A failure is left to
-        the read that follows, which raises it."""
+    def prefetch_documents(self, instants: Iterable[Instant]) -> None:
+        """Read the documents of `instants` (completed, active) several at once, and those the
+        digest holds in one request. On an object store each is a GET, and a fresh process reading
+        a long timeline (the missing-file and damaged-table checks read every commit, the cleaner
+        every clean) would otherwise wait for them one by one; once read they are cached. A
+        failure is left to the read that follows, which raises it."""
         if self.storage.is_local:
             return
 
@@ -142,15 +150,16 @@ class Timeline:
         todo = unread(i for i in instants if i.is_completed and i not in self.archived)
         if len(todo) < 2:
             return
-        if len(todo) >= digest.REFRESH:  # fewer are the newest commits, which the digest seldom holds
-            wanted = {self.path(i): self.versions[i] for i in todo if i in self.versions}
+        if len(todo) >= digest.REFRESH:  # fewer are the newest instants, which the digest seldom holds
+            # One GET of the digest answers for every document it holds, not only these.
+            wanted = {self.path(i): self.versions[i] for i in unread(self.digested())}
             for rel, data in digest.read(self.storage, wanted).items():
                 _DOCUMENTS.put((self.storage, rel, wanted[rel]), data)
             todo = unread(todo)
 
         def read(inst: Instant) -> None:
             try:
-                self.commit_metadata(inst)
+                self.document(inst)
             except (UpsertlakeError, OSError):
                 pass
 
@@ -158,21 +167,33 @@ class Timeline:
             with ThreadPoolExecutor(max_workers=min(PREFETCH_THREADS, len(todo))) as pool:
                 list(pool.map(read, todo))
 
+    def digested(self) -> list[Instant]:
+        """The completed active instants whose documents every writer reads, as listed with their
+        versions: commits (the missing-file and damaged-table checks) and cleans (the retained
+        window). The digest holds these."""
+        return [
+            i for i in self.filter([*WRITE_ACTIONS, Action.CLEAN], [State.COMPLETED])
+            if i not in self.archived and i in self.versions
+        ]
+
     def refresh_digest(self) -> None:
-        """A writer's part (object stores): replace the commit digest once `digest.REFRESH` of
-        the completed writes' documents are outside the one this process last read or wrote, so
-        that a fresh process reads the timeline's documents in one request, not one per commit."""
+        """A writer's part (object stores): replace the digest once `digest.REFRESH` of the
+        documents it should hold are outside the one this process last read or wrote, so that a
+        fresh process reads the timeline's documents in one request, not one per instant."""
         if self.storage.is_local:
             return
-        done = [i for i in self.completed_writes() if i not in self.archived and i in self.versions]
+        done = self.digested()
         listed = {self.path(i): self.versions[i] for i in done}
         if digest.outside(self.storage, listed) < digest.REFRESH:
             return
-        self.prefetch_commit_metadata(done)
+        self.prefetch_documents(done)
         documents = {}
         for inst in done:
-            try:
-                self.commit_metadata(inst)  # only documents that parse go in
+            try:  # only documents that parse go in
+                if inst.action is Action.CLEAN:
+                    decode_document(self.document(inst), f"clean {inst.time}")
+                else:
+                    self.commit_metadata(inst)
             except (UpsertlakeError, OSError):
                 continue
             key = (self.storage, self.path(inst), self.versions[inst])
@@ -182,10 +203,26 @@ class Timeline:
         digest.write(self.storage, documents)
 
     def document(self, instant: Instant) -> bytes:
-        """The bytes of an instant's file in its state (archived instants: their completed file)."""
+        """The bytes of an instant's file in its state (archived instants: their completed file).
+        On an object store a completed file is read once per process: it never changes under the
+        version (ETag) the listing showed (every write looks at the cleans' documents)."""
         if instant in self.archived:
             return self.archived[instant]
-        return self.storage.read_bytes(self.path(instant))
+        rel, version = self.path(instant), self.versions.get(instant)
+        if not (instant.is_completed and version):
+            return self.storage.read_bytes(rel)
+        key = (self.storage, rel, version)
+        data = _DOCUMENTS.get(key)
+        if data is None:
+            data = self.storage.read_bytes(rel)
+            _DOCUMENTS.put(key, data)
+        return data
+
+    def with_instant(self, instant: Instant) -> Timeline:
+        """This timeline with `instant` added, or moved to its state: what a listing would show
+        after the caller, holding the lock since this timeline was listed, created its file."""
+        others = [i for i in self.instants if (i.time, i.action) != (instant.time, instant.action)]
+        return replace(self, instants=tuple(sorted([*others, instant])))
 
     def active(self) -> list[Instant]:
         """The instants still in the timeline folder (not archived)."""
@@ -213,8 +250,9 @@ def _refuse_delta_commits(storage: Storage, instants: Iterable[Instant]) -> None
 
 
 class _Documents:
-    """The bytes of the commit documents this process read from an object store, by (storage,
-    path, version), least recently used dropped first: what the commit digest is written from."""
+    """The bytes of the completed instants' documents this process read from an object store, by
+    (storage, path, version), least recently used dropped first: the commit documents are what
+    the commit digest is written from."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -322,19 +360,26 @@ def create_requested(
 
 
 def transition(
-    storage: Storage, instant: Instant, to: State, content: bytes = b"", layout: TimelineLayout | None = None
+    storage: Storage,
+    instant: Instant,
+    to: State,
+    content: bytes = b"",
+    layout: TimelineLayout | None = None,
+    timeline: Timeline | None = None,
 ) -> Instant:
     """Move an instant to `to` by creating its file; refuses if that file already exists.
 
     Commit documents are given as Hudi's JSON; layout 2 stores them in Avro. Completing an
     instant in layout 2 names it with a fresh completion time: creating that file exclusively is
     the commit point, so the instant must not be completed under any completion time already.
-    Call under the table lock. `layout`: the table's, as the caller read it under the lock (else
-    read now); the timeline is listed only where a completion time must be chosen.
+    Call under the table lock. `timeline`: one the caller listed under the lock it still holds,
+    with `instant` on it; else `layout`, the table's as the caller read it under the lock (else
+    read now), and the timeline is listed only where a completion time must be chosen.
     """
     if to.rank <= instant.state.rank:
         raise UpsertlakeError(f"cannot move instant {instant.time} from {instant.state} to {to}")
-    timeline = Timeline.load(storage, layout) if layout is None or (layout.has_completion_times and to is State.COMPLETED) else None
+    if timeline is None and (layout is None or (layout.has_completion_times and to is State.COMPLETED)):
+        timeline = Timeline.load(storage, layout)
     layout = timeline.layout if timeline is not None else layout
     assert layout is not None
     target = instant.with_state(to)
@@ -342,7 +387,8 @@ def transition(
         done = timeline.get(instant.time, instant.action)
         if done is not None and done.is_completed:
             raise CorruptTableError(f"instant {instant.time} is already completed ({layout.path(done)})")
-        target = instant.with_state(to, completion=next_instant_time(timeline.last_time(), layout.zone))
+        last = max(timeline.last_time() or "", instant.time)
+        target = instant.with_state(to, completion=next_instant_time(last, layout.zone))
     if layout.version == 2 and content and not content.startswith(AVRO_MAGIC) and instant.action in WRITE_ACTIONS:
         content = json_to_avro(content, instant.action is Action.REPLACE_COMMIT, f"commit {instant.time}")
     if not storage.write_if_absent(layout.path(target), content):
