@@ -75,7 +75,18 @@ def test_help_everywhere(capsys) -> None:
     without 23 interpreter start-ups)."""
     from upsertlake.cli import main
 
-    assert "usage: upsertlake [-h] [-v] [--debug] [--storage-option KEY=VALUE] [--version]" in ok("--help")
+    top = ok("--help")
+    assert "usage: upsertlake [-h] [-v] [--debug] [--storage-option KEY=VALUE] [--version]" in top
+    # Both table types, in the help and the package's description (it said copy-on-write only).
+    assert "Hudi-compatible upserts (copy-on-write and merge-on-read tables)" in top
+    import tomllib
+
+    import upsertlake
+    from upsertlake.table.table import Table
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    for said in (pyproject["project"]["description"], upsertlake.__doc__, Table.__doc__):
+        assert "copy-on-write" in said and "merge-on-read" in said, said
     for command in COMMANDS:
         capsys.readouterr()
         with pytest.raises(SystemExit) as done:

@@ -11,6 +11,8 @@ started once per test session. No mocks in this process: every request crosses a
 from __future__ import annotations
 
 import json
+import re
+import socket
 import subprocess
 import sys
 import time
@@ -116,11 +118,103 @@ def test_unsupported_schemes_are_refused_and_nothing_is_created(uri: str, tmp_pa
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("path", ["s3:/lake/t", "s3:lake/t", "gs:/lake/t", "abfs:/c/t", "hdfs:/x"])
+def test_a_scheme_with_a_slash_missing_is_refused_not_a_local_folder(path: str, tmp_path: Path, monkeypatch) -> None:
+    """`s3:/lake/t` (one slash) created a local folder `s3:`; it is refused by name, with what was
+    meant, and nothing is created (a folder of that name is `./s3:/...`). Hadoop's `file:/path`
+    is a local path."""
+    monkeypatch.chdir(tmp_path)
+    scheme = path.split(":")[0]
+    for call in (lambda: create_table(path, name="t", record_key="id"), lambda: open_table(path)):
+        with pytest.raises(UnsupportedSchemeError, match=f"'{path}' starts with '{scheme}:' but not '{scheme}://'"):
+            call()
+    run = subprocess.run([sys.executable, "-m", "upsertlake.cli", "create", path, "--name", "t", "--record-key", "id"],
+                         capture_output=True, text=True)
+    meant = f"{scheme}://{path.split(':', 1)[1].lstrip('/')}"
+    assert run.returncode == 2 and f"a URI needs two slashes ({meant})" in run.stderr
+    assert list(tmp_path.iterdir()) == []
+    create_table(f"./{path}", name="t", record_key="id")  # a folder so named, when written so
+    assert (tmp_path / path.split("/")[0]).is_dir()
+    assert create_table(f"file:{tmp_path}/h", name="h", record_key="id").path == str(tmp_path / "h")
+
+
+def test_storage_options_are_strings_and_a_local_path_says_it_ignores_them(s3_server, tmp_path: Path) -> None:
+    """`{"aws_region": 5}` was sent as "5"; storage_options take strings (as delta-rs and obstore),
+    others are refused by name. On a local path they configure nothing: accepted, as delta-rs and
+    pyiceberg do, with a warning naming them (the command line prints it as one line)."""
+    from upsertlake import ConfigError, UpsertlakeWarning
+
+    for bad in ({"aws_region": 5}, {"allow_http": True}, {"aws_endpoint": None}):
+        with pytest.raises(ConfigError, match=f"storage_options take strings.*not '{next(iter(bad))}': "):
+            create_table("s3://lake/t", name="t", record_key="id", storage_options=bad)
+    with pytest.raises(ConfigError, match="storage_options must be a mapping"):
+        open_table("s3://lake/t", storage_options=["aws_region"])
+    with pytest.warns(UpsertlakeWarning, match=rf"storage_options \['aws_region', 'aws_secret_access_key'\] are "
+                      rf"ignored: {tmp_path}/t is a local path"):
+        create_table(tmp_path / "t", name="t", record_key="id",
+                     storage_options={"aws_region": "us-east-1", "AWS_SECRET_ACCESS_KEY": "x"})
+    with pytest.warns(UpsertlakeWarning, match="are ignored"):
+        open_table(tmp_path / "t", storage_options={"aws_region": "us-east-1"})
+    run = subprocess.run([sys.executable, "-m", "upsertlake.cli", "show", str(tmp_path / "t"), "--storage-option",
+                          "aws_region=us-east-1"], capture_output=True, text=True)
+    assert run.returncode == 0
+    assert run.stderr == (f"warning: storage_options ['aws_region'] are ignored: {tmp_path}/t is a local path "
+                          "(they configure object stores: s3://, gs://, abfs://)\n")
+
+
 def test_a_missing_bucket_is_a_named_error_and_writes_nothing(s3_server) -> None:
     with pytest.raises(Exception) as err:
         create_table("s3://no-such-bucket-here/t", name="t", record_key="id", storage_options=s3_server.options)
     assert type(err.value).__name__ == "StorageError"
     assert "no-such-bucket-here" in str(err.value)
+
+
+@pytest.fixture
+def s3_server_with_auth():
+    """A second S3 server that checks credentials (moto's IAM: the tests' keys are unknown to it)."""
+    import os
+
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("s3_server.py"))], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        yield f"http://127.0.0.1:{int(proc.stdout.readline())}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_store_failures_say_what_happened_then_the_stores_detail(s3_server, s3_server_with_auth, tmp_path) -> None:
+    """The store's error came as raw text cut at 300 characters, mid-word (`<Message>The speci`,
+    `Generic { store: "S3", source: ListRe`). It says what happened first now, then the store's
+    code and message and the request, whole; nothing is created."""
+    from upsertlake.errors import StorageError
+
+    def failure(uri: str, options: dict, call=create_table) -> str:
+        with pytest.raises(StorageError) as err:
+            call(uri, name="t", record_key="id", storage_options=options) if call is create_table else call()
+        return str(err.value)
+
+    missing = failure("s3://no-such-bucket-here/t", s3_server.options)
+    assert missing.startswith("cannot read s3://no-such-bucket-here/t: no such bucket 'no-such-bucket-here' "
+                              "(NoSuchBucket: The specified bucket does not exist; GET http://127.0.0.1:"), missing
+    denied = failure("s3://any/t", {**s3_server.options, "aws_endpoint": s3_server_with_auth})
+    assert denied.startswith("cannot read s3://any/t: access denied to bucket 'any': check the credentials and "
+                             "their permissions (InvalidAccessKeyId: The AWS Access Key Id you provided does not "
+                             "exist in our records.; GET http://127.0.0.1:"), denied
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    down = {**s3_server.options, "aws_endpoint": f"http://127.0.0.1:{port}"}
+    refused = failure("s3://b/t", down)
+    assert refused.startswith(f"cannot read s3://b/t: connection refused by the endpoint 127.0.0.1:{port}: nothing "
+                              "answers there (check the endpoint and that it is up) "
+                              f"(GET http://127.0.0.1:{port}/b?"), refused
+    assert refused.endswith(" retries)")
+    put = failure("", {}, call=lambda: Storage("s3://b/t", down).write_bytes("x", b"x"))
+    assert put.startswith(f"write_bytes s3://b/t/x failed: connection refused by the endpoint 127.0.0.1:{port}")
+    assert all("Debug source" not in m and "Generic" not in m for m in (missing, denied, refused, put))
+    assert "no-such-bucket-here" not in {b["Name"] for b in s3_server.client.list_buckets()["Buckets"]}
 
 
 def test_conditional_create_has_exactly_one_winner(s3_server, s3_table) -> None:
@@ -430,7 +524,8 @@ def test_the_command_line_on_s3(s3_server, s3_table, tmp_path: Path) -> None:
     ok("create", s3_table, "--name", "t", "--record-key", "uuid", "--precombine-field", "ts", "--partition-fields", "city")
     ok("upsert", s3_table, str(first))
     explained = ok("explain", "upsert", s3_table, str(second))
-    assert "updates 1" in explained and "inserts 1" in explained and "store requests of this dry run: LIST" in explained
+    assert "updates 1" in explained and "inserts 1" in explained
+    assert "store requests of this dry run (opening the table and reading the inputs included): LIST" in explained
     assert "store requests: LIST" in ok("upsert", s3_table, str(second))
     rows = json.loads(ok("read", s3_table, "--json"))
     assert sorted((r["uuid"], r["fare"]) for r in rows) == [("k1", 2.0), ("k2", 7.0), ("k3", 4.0), ("k4", 9.0)]
@@ -597,3 +692,52 @@ def test_uploads_hold_no_more_encoded_bytes_than_their_budget() -> None:
             w.join()
         submit(uploads, 5000)  # larger than the budget: alone
     assert sorted(done) == [300] * 10 + [5000]
+
+
+def test_timeline_shows_what_is_known_of_completion_on_s3(s3_server, table_version, capsys) -> None:
+    """Version 8 names a completed instant by its completion time: exact. Version 6 has none, and an
+    object store keeps a file's time to the second: `timeline` showed it as a millisecond time,
+    often before the instant's own time (a duration of -0.3 s). It shows that second (14 digits)
+    and the duration's upper bound now, never a negative duration."""
+    from helpers import cli_in_process
+    from upsertlake.timeline.instant_time import parse_instant_time
+
+    uri = f"s3://{s3_server.new_bucket()}/t"
+    table = create_table(uri, "t", "uuid", "ts", storage_options=s3_server.options)
+    for ts in range(3):
+        table.upsert(batch(["k1", "k2"], ts, 1.0))
+    store = [arg for k, v in s3_server.options.items() for arg in ("--storage-option", f"{k}={v}")]
+    code, out, err = cli_in_process(capsys, "timeline", uri, "--json", *store)
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [(r["action"], r["state"]) for r in rows] == [("commit", "completed")] * 3
+    for r in rows:
+        if table_version == 8:
+            assert len(r["completion"]) == 17 and r["completion"] > r["instant"]
+            assert r["seconds"] == round((parse_instant_time(r["completion"]) - parse_instant_time(r["instant"]))
+                                         .total_seconds(), 3) and r["seconds_at_most"] is None
+        else:
+            assert len(r["completion"]) == 14 and r["completion"] >= r["instant"][:14], r
+            assert r["seconds"] is None and 0 < r["seconds_at_most"] <= 60, r
+            whole = parse_instant_time(r["completion"] + "000")
+            assert r["seconds_at_most"] == round((whole - parse_instant_time(r["instant"])).total_seconds() + 1, 3)
+    code, out, _ = cli_in_process(capsys, "timeline", uri, *store)
+    bounded = [bool(re.search(r" < [0-9.]+ (ms|s)$", line)) for line in out.splitlines()[1:4]]
+    assert bounded == [table_version == 6] * 3, out
+    assert ("a 14-digit completion names the second it fell in" in out) == (table_version == 6)
+
+
+def test_timeline_of_a_table_with_archived_instants(tmp_path: Path, capsys) -> None:
+    """`timeline` lists the active timeline (as Table.timeline() does): on version 6 it failed with
+    a KeyError once instants were archived (it looked for their files' times)."""
+    from helpers import cli_in_process
+
+    keep = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1"}
+    table = create_table(tmp_path / "t", "t", "uuid", "ts", options=keep)
+    for ts in range(6):
+        table.upsert(batch(["k1"], ts, 1.0))
+    code, out, err = cli_in_process(capsys, "timeline", tmp_path / "t", "--json")
+    assert code == 0, err
+    listed = [(r["instant"], r["action"]) for r in json.loads(out)]
+    assert listed == [(i.time, i.action.value) for i in table.timeline()]
+    assert all(r["seconds"] >= 0 and len(r["completion"]) == 17 for r in json.loads(out))

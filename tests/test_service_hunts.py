@@ -16,7 +16,7 @@ import pytest
 
 import upsertlake
 from upsertlake import CleanedInstantError
-from upsertlake.timeline.instant import Action, State
+from upsertlake.timeline.instant import WRITE_ACTIONS, Action, State
 
 COLUMNS = ["_hoodie_commit_time", "_hoodie_record_key", "_hoodie_file_name", "id", "ts", "v"]
 NO_AUTO = {
@@ -154,8 +154,13 @@ def test_a_clean_killed_midway_makes_time_travel_refuse_not_answer_partially(tmp
     assert rows(t.read()) == list(seen.values())[-1]
     with pytest.raises(CleanedInstantError):
         t.read_incremental(begin=list(seen)[0])
-    with pytest.raises(CleanedInstantError):
+    previous, latest = [i.time for i in t.timeline() if i.action in WRITE_ACTIONS and i.is_completed][-2:]
+    with pytest.raises(CleanedInstantError) as refused:
         t.rollback()  # would expose a snapshot whose files the clean already deleted
+    assert str(refused.value).startswith(
+        f"commit {latest} cannot be rolled back: that would make the snapshot of commit {previous} the latest, "
+        "and a clean deleted some of its files (the earliest whole snapshot is "), refused.value
+    assert str(refused.value).endswith("); restore to a savepoint instead")
     # The next clean finishes the killed one first (as Hudi does); answers stay exact or refused.
     t.clean("KEEP_LATEST_COMMITS", 1)
     assert [i.state for i in t.timeline() if i.action is Action.CLEAN][0] is State.COMPLETED

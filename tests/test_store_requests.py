@@ -13,7 +13,8 @@ import pyarrow as pa
 
 from upsertlake import create_table, open_table
 from upsertlake.storage import Storage
-from upsertlake.timeline import digest
+from upsertlake.services import archive
+from upsertlake.timeline import archived, digest
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.digest import REFRESH
 
@@ -81,13 +82,107 @@ def test_upsert_requests_do_not_grow_with_the_timeline(s3_server) -> None:
     many = upsert_requests(s3_server, partitions=4, instants=40)
     assert many == few
     # The whole budget (the old code: LIST 29, GET 22, HEAD 6, PUT 19). LIST: the timeline at
-    # start (under the lock), for the schema and the plan, at commit (under the lock), and once
-    # after it for the services; the 2 partitions; the metadata-table check; the markers' delete.
+    # start (under the lock; the schema and the plan take it from there) and at commit (under the
+    # lock; the services after it decide on it); the 2 partitions; the metadata-table check; the
+    # markers' delete.
     # HEAD: none (the written files were checked at commit, one HEAD each, until the commit
     # trusted a heartbeat that never lapsed). PUT: lock and release twice, the fence, the
     # heartbeat, 3 instant files, the 2 file groups' files, and for all of them one marker batch
     # (with MARKERS.type) and one key summary sidecar.
-    assert {k: few.get(k, 0) for k in ("LIST", "GET", "HEAD", "PUT")} == {"LIST": 8, "GET": 7, "HEAD": 0, "PUT": 14}
+    assert {k: few.get(k, 0) for k in ("LIST", "GET", "HEAD", "PUT")} == {"LIST": 6, "GET": 7, "HEAD": 0, "PUT": 14}
+
+
+# Services on, their periods short: a clean after every commit, archival every 3 commits.
+SERVICES = {"hoodie.cleaner.commits.retained": "2", "hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "5"}
+
+
+def one_record_upserts(s3_server, table, commits: int, start: int, n: int) -> tuple[int, list[dict[str, int]]]:
+    """Upsert one record a commit until the table has `start` commits (of `commits` now), then `n`
+    more, whose requests are counted by the server (and checked against each write's own count);
+    returns the commits now and those counts."""
+    while commits < start:
+        commits += 1
+        table.upsert(rows([commits % 8], 4, commits))
+    counts = []
+    for _ in range(n):
+        commits += 1
+        server_counts(s3_server)
+        result = table.upsert(rows([commits % 8], 4, commits))
+        counted = server_counts(s3_server)
+        assert (result.num_updates, result.num_inserts) == (1, 0)
+        counted["DELETE"] = counted.pop("POST(multipart)", 0) + counted.get("DELETE", 0)  # batch deletes are POSTs
+        assert result.store_requests == {k: counted.get(k, 0) for k in result.store_requests}, (result, counted)
+        counts.append(result.store_requests)
+    return commits, counts
+
+
+def explain_requests(s3_server, uri: str, batch: pa.Table, folder) -> dict[str, int]:
+    """The requests of `upsertlake explain upsert` in a new process, as the server counts them; the
+    count the command prints is checked to be the same."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(batch, folder / "batch.parquet")
+    store = [arg for k, v in s3_server.options.items() for arg in ("--storage-option", f"{k}={v}")]
+    server_counts(s3_server)
+    command = ["explain", "upsert", uri, str(folder / "batch.parquet"), "--json", *store]
+    run = subprocess.run([sys.executable, "-m", "upsertlake.cli", *command], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=300)
+    counted = server_counts(s3_server)
+    assert run.returncode == 0, run.stderr
+    printed = json.loads(run.stdout)["store_requests"]
+    assert printed == {k: counted.get(k, 0) for k in printed}, (printed, counted)
+    return printed
+
+
+def test_upsert_requests_do_not_grow_with_the_cleans(s3_server, table_version) -> None:
+    """A clean after every commit (no archival): a long-lived writer's one-record upserts cost the
+    same requests, kind by kind, after 6 commits as after 46. Every clean read every earlier clean's
+    document again (a GET each: 29 after 45 commits); they are read once per process now (their
+    files never change under the ETag the listing shows). Windows of 4 upserts, the period of the
+    commit digest's rewrite (one more PUT)."""
+    uri = f"s3://{s3_server.new_bucket()}/t"
+    options = {**SERVICES, "hoodie.keep.min.commits": "1000", "hoodie.keep.max.commits": "1010"}
+    table = create_table(uri, "t", "uuid", "ts", "part", options=options, storage_options=s3_server.options)
+    table.bulk_insert(rows(range(8), 4, 1))
+    commits, short = one_record_upserts(s3_server, table, 1, 6, 4)
+    commits, long = one_record_upserts(s3_server, table, commits, 46, 4)
+    assert long == short
+    # LIST: the timeline at start, at commit and at clean (each under the lock); the partition, the
+    # metadata-table check (at start and at clean), the markers' delete, the clean's listing of the
+    # table. GET: the lock and hoodie.properties at each of the three, the schema's commit, the
+    # touched file, the latest clean. PUT: the write's 13 and the clean's lock, release and 3
+    # instant files; one more for the digest every 4 commits. DELETE: the markers, the heartbeat,
+    # the cleaned file.
+    assert max(short, key=lambda c: c["PUT"]) == {"LIST": 8, "GET": 9, "HEAD": 0, "PUT": 19, "DELETE": 3}
+    assert len([i for i in Timeline.load(Storage(uri, s3_server.options)).instants if i.action.value == "clean"]) > 40
+
+
+def test_requests_stay_flat_with_clean_and_archival_on(s3_server, table_version, tmp_path) -> None:
+    """With the cleaner and archival running after every commit (automatic, as by default), a
+    long-lived writer's one-record upserts cost the same requests, kind by kind, after 27 commits
+    as after 81, and so does `explain` in a new process, whose count is the server's. Every step of
+    a write used to list `.hoodie/` and `.hoodie/archived/` (8 times each), and a new process read
+    every archive file (a GET each, one more every 3 commits here); small archive files are merged
+    now, and a process lists `archived/` again only once an instant left the active timeline.
+
+    Each upsert's requests repeat with the services' periods (archival every 3 commits, the commit
+    digest rewritten every 9, the archive files merged every 27), so two windows 54 commits apart
+    see the same sequence."""
+    uri = f"s3://{s3_server.new_bucket()}/t"
+    table = create_table(uri, "t", "uuid", "ts", "part", options=SERVICES, storage_options=s3_server.options)
+    table.bulk_insert(rows(range(8), 4, 1))
+    commits, short = one_record_upserts(s3_server, table, 1, 27, 9)
+    explained_short = explain_requests(s3_server, uri, rows([1, 9], 4, 10_000), tmp_path)
+    commits, long = one_record_upserts(s3_server, table, commits, 81, 9)
+    explained_long = explain_requests(s3_server, uri, rows([1, 9], 4, 10_000), tmp_path)
+    assert long == short
+    assert explained_long == explained_short
+    # The ceiling: an upsert that cleans (every one), archives (every third) and merges the archive
+    # files (the sixth of the window: 10 more DELETEs).
+    ceiling = {k: max(c[k] for c in short) for k in short[0]}
+    assert ceiling == {"LIST": 17 if table_version == 6 else 18, "GET": 12, "HEAD": 0, "PUT": 23, "DELETE": 34}, ceiling
+    storage = Storage(uri, s3_server.options)
+    assert len(Timeline.load(storage).archived) > 100 and len(archived.archive_files(storage)) < archive.MERGE_BATCH
 
 
 FRESH_UPSERT = """

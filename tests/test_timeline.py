@@ -154,3 +154,89 @@ def test_commit_metadata_round_trip_and_corruption() -> None:
     assert meta.file_groups() == {("p", "f-0")}
     with pytest.raises(CorruptTableError, match="bad.commit"):
         CommitMetadata.from_bytes(b"{not json", source="bad.commit")
+
+
+def test_a_completed_compaction_is_its_commit_alone(tmp_path: Path, table_version: int, capsys) -> None:
+    """Its `.compaction.requested`/`.inflight` stay beside the `commit` (as on Hudi's timeline), but
+    `Table.timeline()` and `upsertlake timeline` list no pending instant for it, so whatever counts
+    pending instants counts none; a plan not yet run is listed, requested."""
+    import pyarrow as pa
+
+    from helpers import cli_in_process
+    from upsertlake import create_table
+    from upsertlake.services.compaction_plan import schedule
+
+    t = create_table(tmp_path / "t", "t", "uuid", "ts", table_type="MERGE_ON_READ")
+    t.upsert(pa.table({"uuid": ["a", "b"], "ts": [1, 1]}))
+    t.upsert(pa.table({"uuid": ["a"], "ts": [2]}))
+    done = t.compact().instant_time
+    t.upsert(pa.table({"uuid": ["b"], "ts": [3]}))
+    storage = Storage(tmp_path / "t")
+    listed = Timeline.load(storage)
+    assert {i.state for i in listed.instants if i.time == done} == {State.INFLIGHT, State.COMPLETED}  # the files stay
+    expected = [(Action.DELTA_COMMIT, State.COMPLETED)] * 2 + [
+        (Action.COMMIT, State.COMPLETED), (Action.DELTA_COMMIT, State.COMPLETED),
+    ]  # fmt: skip
+    assert [(i.action, i.state) for i in t.timeline()] == expected
+    assert t.timeline()[2].time == done
+    code, out, _ = cli_in_process(capsys, "timeline", tmp_path / "t", "--json")
+    assert code == 0
+    assert [(r["instant"], r["action"], r["state"]) for r in json.loads(out)] == [
+        (i.time, i.action.value, i.state.value) for i in t.timeline()
+    ]
+    plan = schedule(storage, t.write_client().context.lock, t.config, t.options)  # a plan not yet run is pending
+    assert plan is not None
+    assert [(i.time, i.action, i.state) for i in t.timeline()][-1] == (plan.time, Action.COMPACTION, State.REQUESTED)
+
+
+ARCHIVE_SOON = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1",
+                "hoodie.archive.automatic": "false", "hoodie.clean.automatic": "false"}
+
+
+def test_a_process_sees_what_another_process_archived(tmp_path: Path) -> None:
+    """A process lists `.hoodie/archived/` again only once an instant left the active timeline:
+    after another process's archival, this one's reads still reach every instant (a listing kept
+    too long would lose the archived ones, their commits and so their files)."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+
+    from upsertlake import create_table
+
+    t = create_table(tmp_path / "t", "t", "uuid", "ts", options=ARCHIVE_SOON)
+    times = [t.upsert(pa.table({"uuid": [f"k{i}"], "ts": [i]})).instant_time for i in range(6)]
+    seen = {time: sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) for time in times}
+    assert Timeline.load(Storage(tmp_path / "t")).archived == {}
+    code = (f"from upsertlake import open_table; "
+            f"print(len(open_table({str(tmp_path / 't')!r}, options={ARCHIVE_SOON!r}).archive()))")
+    archived = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert int(archived) == 4
+    assert sorted(i.time for i in Timeline.load(Storage(tmp_path / "t")).archived) == times[:4]
+    assert {time: sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) for time in times} == seen
+    assert len(t.upsert(pa.table({"uuid": ["k9"], "ts": [9]})).files_written) == 1
+
+
+def test_small_archive_files_are_merged_and_keep_every_instant(tmp_path: Path) -> None:
+    """Each archival writes a file; once ten are small they are merged into one (a new process
+    reads every archive file, a request each on an object store). Every archived instant stays,
+    with its document: time travel reaches all of them."""
+    import pyarrow as pa
+
+    from upsertlake import create_table
+    from upsertlake.services.archive import MERGE_BATCH
+    from upsertlake.timeline.archived import archive_files
+
+    t = create_table(tmp_path / "t", "t", "uuid", "ts", options=ARCHIVE_SOON)
+    storage = Storage(tmp_path / "t")
+    times, files_seen = [], []
+    for i in range(2 * MERGE_BATCH + 5):
+        times.append(t.upsert(pa.table({"uuid": [f"k{i}"], "ts": [i]})).instant_time)
+        t.archive()
+        files_seen.append(len(archive_files(storage)))
+    assert max(files_seen) == MERGE_BATCH - 1 and files_seen[-1] < MERGE_BATCH
+    active = [i.time for i in t.timeline()]
+    assert len(active) in (2, 3) and sorted(i.time for i in Timeline.load(storage).archived) == times[:-len(active)]
+    for i, time in enumerate(times):
+        read = t.read(columns=["uuid"], as_of=time).column(0).to_pylist()
+        assert sorted(read) == sorted(f"k{j}" for j in range(i + 1))

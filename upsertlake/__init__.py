@@ -1,4 +1,4 @@
-"""upsertlake: Hudi-compatible copy-on-write upserts for Python and PySpark."""
+"""upsertlake: Hudi-compatible upserts (copy-on-write and merge-on-read tables) for Python and PySpark."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from upsertlake.errors import (
     UnsupportedSchemeError,
     UnsupportedTableError,
     UpsertlakeError,
+    UpsertlakeWarning,
     WriteConflictError,
     WriteInProgressError,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "UnsupportedSchemeError",
     "UnsupportedTableError",
     "UpsertlakeError",
+    "UpsertlakeWarning",
     "WriteClient",
     "WriteConflictError",
     "WriteInProgressError",

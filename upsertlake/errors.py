@@ -90,3 +90,8 @@ class WriteInProgressError(UpsertlakeError):
 
 class MissingFileError(UpsertlakeError):
     """A data file that a completed commit wrote, and that a read or write needs, is gone."""
+
+
+class UpsertlakeWarning(UserWarning):
+    """Base class of upsertlake's warnings: something given does nothing here, and the call goes on
+    (storage_options on a local path)."""

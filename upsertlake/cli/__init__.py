@@ -20,7 +20,7 @@ from typing import NoReturn
 from upsertlake import __version__
 from upsertlake.cli import demo, doctor, ingest, insight, read, services, simulate, stats, write
 from upsertlake.cli.output import CliError
-from upsertlake.errors import UpsertlakeError
+from upsertlake.errors import UpsertlakeError, UpsertlakeWarning
 
 GROUPS = (demo, write, insight, read, stats, services, simulate, ingest, doctor)
 USAGE_ERROR = 2
@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="an object store setting over its environment variables, e.g. aws_endpoint=http://127.0.0.1:9000 "
              "(repeatable; the keys delta-rs and obstore take)",
     )
-    parser = _Parser(prog="upsertlake", description="Hudi-compatible copy-on-write upserts", parents=[common])
+    about = "Hudi-compatible upserts (copy-on-write and merge-on-read tables)"
+    parser = _Parser(prog="upsertlake", description=about, parents=[common])
     parser.add_argument("--version", action="version", version=f"upsertlake {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
@@ -63,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.DEBUG if debug or verbose > 1 else logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_line
+            return args.func(args)
     except BrokenPipeError:
         # The reader (e.g. `| head`) left: no error to show; keep Python's exit flush quiet too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -72,6 +75,17 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(exc, debug, USAGE_ERROR)
     except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
         return _fail(exc, debug, 1)
+
+
+def _warning_line(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+    """Ours as one `warning: ...` line on stderr (the command goes on); others as Python shows them."""
+    if issubclass(category, UpsertlakeWarning):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        _show_warning(message, category, *args, **kwargs)  # type: ignore[arg-type]
+
+
+_show_warning = warnings.showwarning
 
 
 def _fail(exc: Exception, debug: bool, code: int) -> int:

@@ -8,7 +8,7 @@ import argparse
 from upsertlake.cli.output import parse_options, print_json, store_options
 from upsertlake.services.doctor import Report, diagnose, doctor_config, treat
 from upsertlake.services.rebuild import split_table_values
-from upsertlake.storage import Storage
+from upsertlake.storage import table_storage
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def doctor(args: argparse.Namespace) -> int:
-    storage = Storage(args.path, store_options(args))
+    storage = table_storage(args.path, store_options(args))
     properties, options = split_table_values(parse_options(args.option))
     cfg = doctor_config(storage, options)
     report = treat(storage, cfg, properties) if args.fix else diagnose(storage, cfg, properties)

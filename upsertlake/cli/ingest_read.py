@@ -17,10 +17,13 @@ import pyarrow as pa
 from upsertlake.cli.input_files import InputFile
 from upsertlake.cli.inputs import InputTypes, read_file
 from upsertlake.cli.output import CliError
+from upsertlake.spark.session import arrow_only
 
 
+@arrow_only
 def read_sources(spark: object, files: Sequence[InputFile], fmt: str, types: InputTypes) -> object:
-    """The files (all from one source) as a DataFrame, with `types` imposed on the text formats."""
+    """The files (all from one source) as a DataFrame, with `types` imposed on the text formats.
+    Its tasks yield Arrow batches: PySpark's pandas-3 warning, which mapInArrow raises, is not ours."""
     if all(f.storage.os_path(f.rel) for f in files):  # Spark's JVM reads them itself
         return _spark_read(spark, fmt, [f.uri for f in files], types)
     return _task_read(spark, list(files), fmt, types)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow.compute as pc
@@ -19,10 +19,10 @@ from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.services.compaction_plan import compaction_backlog
 from upsertlake.services.write_guard import properties_disagreements
-from upsertlake.storage import Storage
+from upsertlake.storage import table_storage
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant
+from upsertlake.timeline.instant import WRITE_ACTIONS, Instant
 from upsertlake.timeline.instant_time import format_instant_time, parse_instant_time
 
 
@@ -153,7 +153,7 @@ def _print_config(title: str, config: dict[str, str]) -> None:
 def _show_unsupported(args: argparse.Namespace, exc: MergeOnReadError) -> int:
     """A table upsertlake cannot read: its config and why, and no data read (its base files alone
     would be a wrong answer)."""
-    storage = Storage(args.path, store_options(args))
+    storage = table_storage(args.path, store_options(args))
     info = {"path": storage.base, "config": TableConfig.load(storage).to_properties(), "unsupported": str(exc)}
     if args.json:
         print_json(info)
@@ -167,17 +167,17 @@ def timeline(args: argparse.Namespace) -> int:
     table = upsertlake.open_table(args.path, storage_options=store_options(args))
     tl = Timeline.load(table.storage)
     mtimes = {e.name: e.mtime_ns for e in table.storage.list(tl.layout.folder)}
-    # A completed compaction is its `commit` (operation COMPACT); its plan files are not a pending instant.
-    compacted = {i.time for i in tl.instants if i.action is Action.COMMIT and i.is_completed}
-    shown = [i for i in tl.instants if not (i.action is Action.COMPACTION and i.time in compacted)]
-    out = [_instant_row(tl, inst, mtimes) for inst in shown]
+    out = [_instant_row(tl, inst, mtimes) for inst in tl.shown()]  # a completed compaction: its commit
     if args.json:
         print_json(out)
     else:
-        shown = [{**{k: v for k, v in r.items() if k != "seconds"}, "duration": human_duration(r["seconds"])} for r in out]
+        shown = [{**{k: v for k, v in r.items() if k not in ("seconds", "seconds_at_most")}, "duration": _duration(r)}
+                 for r in out]
         print(format_records(shown, list(shown[0]) if shown else ["instant", "action", "state"]))
         if out:
             print(TIMELINE_LEGEND)
+            if any(r["seconds_at_most"] is not None for r in out):
+                print(SECOND_BOUND_LEGEND)
     return 0
 
 
@@ -185,27 +185,52 @@ TIMELINE_LEGEND = (
     "(batch = records the commit inserted, updated or deleted; rows_written = rows in the files it "
     "wrote, which include the unchanged rows a rewrite copies)"
 )
+SECOND_BOUND_LEGEND = (
+    "(a 14-digit completion names the second it fell in: a version 6 timeline records no completion time, "
+    "and an object store keeps the completed file's time to the second only; `<` marks an upper bound)"
+)
+
+
+def _duration(row: dict[str, Any]) -> str:
+    if row["seconds"] is not None:
+        return human_duration(row["seconds"])
+    if row["seconds_at_most"] is not None:
+        return f"< {human_duration(row['seconds_at_most'])}"
+    return ""
 
 
 def _instant_row(tl: Timeline, inst: Instant, mtimes: dict[str, int]) -> dict[str, Any]:
-    """Start is the instant time; completion the one layout 2 records, else the mtime of the completed file (Hudi 0.x has no other)."""
+    """Start is the instant time. Completion is the one layout 2 records; layout 1 records none
+    (Hudi 0.x has no other), so it is the completed file's modification time: exact on a local
+    disk, but an object store keeps it to the second, which makes it a bound (the second it fell
+    in, 14 digits, and the duration's upper bound `seconds_at_most`). A time before the start is
+    no completion time (another clock): neither is shown."""
     row: dict[str, Any] = {
         "instant": inst.time,
         "action": inst.action.value,
         "state": inst.state.value,
         **dict.fromkeys(
-            ["completion", "operation", "batch", "inserts", "updates", "deletes", "rows_written", "bytes", "seconds"]
+            ["completion", "operation", "batch", "inserts", "updates", "deletes", "rows_written", "bytes", "seconds",
+             "seconds_at_most"]
         ),
     }
     if not inst.is_completed:
         return row
     zone = tl.layout.zone
+    started = parse_instant_time(inst.time, zone)
     if inst.completion is not None:  # layout 2 records it
-        completed = parse_instant_time(inst.completion, zone)
+        completed, to_the_second = parse_instant_time(inst.completion, zone), False
     else:
         completed = datetime.fromtimestamp(mtimes[inst.file_name()] / 1e9, timezone.utc)
-    row["completion"] = format_instant_time(completed, zone)
-    row["seconds"] = round((completed - parse_instant_time(inst.time, zone)).total_seconds(), 3)
+        to_the_second = not tl.storage.exact_mtimes
+    if to_the_second:
+        second = completed.replace(microsecond=0)
+        if second + timedelta(seconds=1) > started:
+            row["completion"] = format_instant_time(second, zone)[:14]
+            row["seconds_at_most"] = round((second + timedelta(seconds=1) - started).total_seconds(), 3)
+    elif completed >= started:
+        row["completion"] = format_instant_time(completed, zone)
+        row["seconds"] = round((completed - started).total_seconds(), 3)
     if inst.action in WRITE_ACTIONS:
         meta = tl.commit_metadata(inst)
         stats = meta.write_stats()

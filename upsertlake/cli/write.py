@@ -22,6 +22,7 @@ from upsertlake.cli.output import (
     store_options,
 )
 from upsertlake.engine.plan import Progress
+from upsertlake.storage import requests as store_requests
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ def create(args: argparse.Namespace) -> int:
 
 
 def write(args: argparse.Namespace) -> int:
+    before = store_requests.snapshot()  # the command's requests, opening the table and reading inputs included
     options = parse_options(args.option)
     table = upsertlake.open_table(args.path, options, store_options(args))
     started = time.perf_counter()
@@ -90,6 +92,7 @@ def write(args: argparse.Namespace) -> int:
     draw = not (args.no_progress or args.json) and sys.stderr.isatty()
     result = getattr(table, args.operation)(data, progress=StageProgress(draw))
     seconds = time.perf_counter() - started
+    requests = store_requests.since(before) if result.store_requests else {}
     summary = {
         "instant_time": result.instant_time,
         "operation": result.operation,
@@ -100,7 +103,7 @@ def write(args: argparse.Namespace) -> int:
         "files_written": len(result.files_written),
         "seconds": round(seconds, 3),
         "stage_seconds": {k: round(v, 3) for k, v in result.stage_seconds.items()},
-        **({"store_requests": result.store_requests} if result.store_requests else {}),
+        **({"store_requests": requests} if requests else {}),
     }
     if args.json:
         print_json(summary)
@@ -111,15 +114,18 @@ def write(args: argparse.Namespace) -> int:
             f"{result.num_updates} updated, {result.num_deletes} deleted, {len(result.files_written)} files "
             f"written in {human_duration(seconds)} ({stages})"
         )
-        if result.store_requests:  # object stores bill per request
-            print(f"store requests: {request_counts(result.store_requests)}")
+        if requests:  # object stores bill per request
+            print(f"store requests: {request_counts(requests)}")
     return 0
 
 
 def explain(args: argparse.Namespace) -> int:
+    before = store_requests.snapshot()  # the command's requests, opening the table and reading inputs included
     table = upsertlake.open_table(args.path, parse_options(args.option), store_options(args))
     data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args))
-    summary = table.plan(OPERATIONS[args.operation], data).summary()  # with its store requests on an object store
+    summary = table.plan(OPERATIONS[args.operation], data).summary()
+    if "store_requests" in summary:  # an object store's table
+        summary["store_requests"] = store_requests.since(before)
     if args.json:
         print_json(summary)
         return 0
@@ -154,7 +160,8 @@ def explain(args: argparse.Namespace) -> int:
             f"{backlog['log_bytes']} bytes ({human_bytes(backlog['log_bytes'])}) already pending"
         )
     if "store_requests" in summary:
-        print(f"store requests of this dry run: {request_counts(summary['store_requests'])}")
+        print(f"store requests of this dry run (opening the table and reading the inputs included): "
+              f"{request_counts(summary['store_requests'])}")
     return 0
 
 

@@ -189,14 +189,14 @@ class TableConfig:
                 f"combination (version {version} uses timeline layout {expected})"
             )
 
-    def check_write_version(self, requested: int) -> None:
-        """A table keeps its version: asking for another one (hoodie.write.table.version) is an error."""
+    def check_write_version(self, requested: int, key: str = "hoodie.write.table.version") -> None:
+        """A table keeps its version: asking for another one (by `key`) is an error."""
         if requested != self.table_version:
             raise ConfigError(
-                f"hoodie.write.table.version={requested} but the table is at version {self.table_version}; "
+                f"{key}={requested} but the table is at version {self.table_version}; "
                 f"a table keeps its version (upgrade it with `upsertlake upgrade PATH --to {requested}`)"
                 if requested > self.table_version
-                else f"hoodie.write.table.version={requested} but the table is at version {self.table_version}; "
+                else f"{key}={requested} but the table is at version {self.table_version}; "
                 "downgrades are not supported"
             )
 

@@ -8,6 +8,8 @@ write; so do we, naming the option, its value and the table's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from upsertlake.config import options as opt
 from upsertlake.config.option import Option
 from upsertlake.config.resolved import Config
@@ -50,6 +52,25 @@ def check_against_table(cfg: Config, table: TableConfig) -> None:
             + "; ".join(conflicts)
             + " (drop these options or make them match; a table's keys and partitioning do not change)"
         )
+
+
+TABLE_VERSION_KEY = "hoodie.table.version"
+
+
+def take_table_version(options: Mapping[str, object] | None) -> tuple[dict[str, object], int | None]:
+    """`hoodie.table.version` given among the options: the version it names, and the options
+    without it. It is hoodie.properties' key, not a write option, but Hudi's table builder takes it
+    as the version of a table it creates; so does `create_table`, and an existing table must be at
+    that version."""
+    rest = dict(options or {})
+    given = rest.pop(TABLE_VERSION_KEY, None)
+    if given is None:
+        return rest, None
+    try:
+        version = int(str(given).strip())
+    except ValueError:
+        raise ConfigError(f"{TABLE_VERSION_KEY}={given!r} is not a table version (6 or 8)") from None
+    return rest, version
 
 
 def _show(value: object) -> str:

@@ -63,14 +63,15 @@ def commit(
     while True:
         with ctx.lock.hold():
             ctx = ctx.with_table(_reload_table_config(ctx, instant_time))
-            timeline = Timeline.load(ctx.storage)
+            timeline = Timeline.load(ctx.storage, layout_of(ctx.table))
             current = _still_pending(ctx, writes, timeline, instant_time, pending, result)
             check, over = _check(ctx, timeline, pending, instant_time, result, buckets)
             if over is not None and (overtakes >= overtaken.MAX_REDOS or pending.redo is None):
                 _fail(ctx, writes, current, Conflict(over.compaction, over.reason, over.keys))
             conflict = check.conflict
             if conflict is None and not check.stale and over is None:
-                ctx = _complete(ctx, current, result, extra_metadata)
+                ctx, done = _complete(ctx, current, result, extra_metadata, timeline)
+                after = timeline.with_instant(done)
                 break
             if conflict is not None and (retried >= retries or pending.redo is None):
                 _fail(ctx, writes, current, conflict)
@@ -90,7 +91,8 @@ def commit(
                 extra_seconds["redo"] += time.perf_counter() - began
                 check, over = _check(ctx, Timeline.load(ctx.storage), pending, instant_time, result, buckets)
                 if check.conflict is None and not check.stale and over is None:
-                    ctx = _complete(ctx, pending.instant, result, extra_metadata)
+                    ctx = _complete(ctx, pending.instant, result, extra_metadata)[0]
+                    after = None  # the redo changed the timeline since it was listed
                     break
                 continue  # a pending plan drops a key it wrote: the next round waits for that compaction
             if conflict is None and remerges >= OPTIMISTIC_REMERGES:
@@ -100,7 +102,8 @@ def commit(
                                          locked=True)
                 instant_time = result.instant_time
                 extra_seconds["remerge"] += time.perf_counter() - began
-                ctx = _complete(ctx, pending.instant, result, extra_metadata)  # nothing committed meanwhile
+                ctx = _complete(ctx, pending.instant, result, extra_metadata)[0]  # nothing committed meanwhile
+                after = None  # the re-merge changed the timeline since it was listed
                 break
         began = time.perf_counter()
         if over is not None:
@@ -133,7 +136,8 @@ def commit(
     stages.update({k: v for k, v in extra_seconds.items() if v})
     log.info("committed %s %s: %s", result.operation, instant_time, stages)
     return ctx, _replace(
-        result, stage_seconds=stages, committed=True, remerges=remerges, retries=retried, overtaken=overtakes
+        result, stage_seconds=stages, committed=True, remerges=remerges, retries=retried, overtaken=overtakes,
+        timeline=after,
     )
 
 
@@ -228,10 +232,12 @@ def _fail(ctx: WriteContext, writes: PendingWrites, current: Instant, conflict: 
 
 
 def _complete(
-    ctx: WriteContext, current: Instant, result: WriteResult, extra_metadata: dict[str, str] | None
-) -> WriteContext:
+    ctx: WriteContext, current: Instant, result: WriteResult, extra_metadata: dict[str, str] | None,
+    timeline: Timeline | None = None,
+) -> tuple[WriteContext, Instant]:
     """Write the commit file (under the lock, after a clean check); returns the context with the
-    table's config as it is now (a first commit records the table's schema)."""
+    table's config as it is now (a first commit records the table's schema) and the completed
+    instant. `timeline`: listed under the lock the caller still holds (it names the completion time)."""
     schema = result.data_schema
     # A delete on a table with no commits yet has no schema (an empty one) to record.
     has_schema = schema is not None and len(schema) > 0
@@ -250,11 +256,11 @@ def _complete(
     # a rollback before it still finds every file, which all exist by now, by its name.
     ctx.storage.delete_dir(marker_folder(current.time))
     ctx.lock.fence()
-    transition(ctx.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(ctx.table))
+    done = transition(ctx.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(ctx.table), timeline)
     if has_schema and not ctx.table.create_schema:
         write_properties(ctx.storage, {"hoodie.table.create.schema": extra["schema"]})
-        return ctx.with_table(ctx.table.with_schema(extra["schema"]))
-    return ctx
+        ctx = ctx.with_table(ctx.table.with_schema(extra["schema"]))
+    return ctx, done
 
 
 def _prepare_remerge(

@@ -33,7 +33,9 @@ WAIT_POLL_SECONDS = 0.5  # a single writer waiting for a live write polls at mos
 
 
 # -- start ---------------------------------------------------------------------------------
-def start_commit(ctx: WriteContext, writes: PendingWrites, operation: Operation) -> tuple[WriteContext, str]:
+def start_commit(
+    ctx: WriteContext, writes: PendingWrites, operation: Operation, plan_on_start: bool = False
+) -> tuple[WriteContext, str]:
     """`WriteClient.start_commit`: roll back failed writes (or, a single writer, wait for a live
     one), then request a new instant with its heartbeat. Returns the context with the table's
     config as read under the lock, and the instant time."""
@@ -46,10 +48,10 @@ def start_commit(ctx: WriteContext, writes: PendingWrites, operation: Operation)
             table = TableConfig.load(ctx.storage)
             table.check_writable()
             ctx = ctx.with_table(drop_metadata_table(ctx.storage, table))
-            timeline = Timeline.load(ctx.storage)
+            timeline = Timeline.load(ctx.storage, layout_of(ctx.table))
             live = [] if ctx.optimistic else _live_writes(ctx, writes, timeline)
             if not live:
-                _rollback_failed_writes(ctx, writes, timeline)
+                rolled_back = any(_rollback_failed_writes(ctx, writes, timeline))
                 action, doc = operation.action, requested_plan(operation)
                 if action is Action.COMMIT and ctx.table.is_merge_on_read:
                     action = Action.DELTA_COMMIT  # every write but an overwrite, as Hudi's
@@ -58,7 +60,11 @@ def start_commit(ctx: WriteContext, writes: PendingWrites, operation: Operation)
                 break
         began = time.monotonic() if began is None else began
         _wait_for(ctx, live[0], told, began)
-    writes.add(PendingWrite(instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline)))
+    # Nothing but this start changed the timeline since it was listed (we held the lock): a write
+    # that follows at once plans on it, with its instant, unless failed writes or rollbacks were
+    # undone meanwhile.
+    started = timeline.with_instant(instant) if plan_on_start and not rolled_back else None
+    writes.add(PendingWrite(instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline), timeline=started))
     log.info("started commit %s", instant.time)
     return ctx, instant.time
 
@@ -111,18 +117,21 @@ def _wait_for(ctx: WriteContext, inst: Instant, told: set[str], began: float) ->
 def rollback_failed_writes(ctx: WriteContext, writes: PendingWrites) -> list[str]:
     """`WriteClient.rollback_failed_writes`: under the lock."""
     with ctx.lock.hold():
-        return _rollback_failed_writes(ctx, writes, Timeline.load(ctx.storage))
+        return _rollback_failed_writes(ctx, writes, Timeline.load(ctx.storage))[0]
 
 
-def _rollback_failed_writes(ctx: WriteContext, writes: PendingWrites, timeline: Timeline) -> list[str]:
+def _rollback_failed_writes(
+    ctx: WriteContext, writes: PendingWrites, timeline: Timeline
+) -> tuple[list[str], list[str]]:
+    """Under the lock: the times of the failed writes rolled back, and of the dead rollbacks removed."""
     failed = _failed_writes(ctx, writes, timeline)
     for inst in failed:
         undo(ctx, inst)
         ctx.storage.delete_dir(staging_folder(inst.time))  # left by a Spark driver that died
         ctx.storage.delete(heartbeat_path(inst.time))
         writes.end(inst.time)
-    drop_dead_rollbacks(ctx.storage, Timeline.load(ctx.storage) if failed else timeline)
-    return [i.time for i in failed]
+    dropped = drop_dead_rollbacks(ctx.storage, Timeline.load(ctx.storage) if failed else timeline)
+    return [i.time for i in failed], dropped
 
 
 def _failed_writes(ctx: WriteContext, writes: PendingWrites, timeline: Timeline) -> list[Instant]:

@@ -17,6 +17,7 @@ from upsertlake.concurrency.heartbeat import Heartbeat
 from upsertlake.engine.bucket_writer import BucketJob, WriteStatus
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.errors import UpsertlakeError
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant, State
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,10 @@ class PendingWrite:
     thread: int = field(default_factory=threading.get_ident)  # the thread that started it
     requested_doc: bytes = b""  # the requested file's content (a replace's plan), for a new instant
     rollbacks: frozenset[str] = frozenset()  # the rollback instants on the timeline at its start
+    # The timeline as its start left it (listed under the lock, with its requested instant): the
+    # write plans on it rather than list it again, when it follows its start at once (`plan_on_start`).
+    # None once used, or when the start changed more than its own instant.
+    timeline: Timeline | None = field(default=None, repr=False)
 
     def finish(self) -> None:
         if self.heartbeat is not None:

@@ -64,15 +64,20 @@ class WriteClient:
         return self.context.table
 
     # -- 1. start ----------------------------------------------------------------------------
-    def start_commit(self, operation: str | Operation = Operation.UPSERT) -> str:
+    def start_commit(self, operation: str | Operation = Operation.UPSERT, plan_on_start: bool = False) -> str:
         """Roll back failed writes, then request a new instant (a replacecommit for overwrites),
         which beats a heartbeat until it commits or rolls back.
 
         A write is failed once its heartbeat expired (Hudi's lazy cleaning); one whose heartbeat is
         alive is never rolled back. Under optimistic concurrency the new write runs beside it; a
         single writer waits for it, outside the lock so that it can commit.
+        `plan_on_start`: the write that follows at once plans on the timeline this start listed
+        (as `Table` writes do) instead of listing it again; else it lists the timeline as it is
+        then, as Hudi's write client does (a commit may have landed since the start).
         """
-        self.context, instant_time = instants.start_commit(self.context, self.writes, Operation.of(operation))
+        self.context, instant_time = instants.start_commit(
+            self.context, self.writes, Operation.of(operation), plan_on_start
+        )
         return instant_time
 
     def rollback_failed_writes(self) -> list[str]:
@@ -115,8 +120,9 @@ class WriteClient:
     ) -> WriteResult:
         """Steps 2-8 of `operation` (one of the record operations) under a started instant."""
         operation = Operation.of(operation, RECORD_OPERATIONS)
-        self.writes.startable(instant_time)
-        plan = self.plan(operation, data, options, progress)
+        pending = self.writes.startable(instant_time)
+        plan = self.plan(operation, data, options, progress, pending.timeline)
+        pending.timeline = None  # a retry plans on the timeline as it is then
         stages = dict(plan.stages)
         job = self.begin_write(instant_time, plan)
         self.writes.keep(instant_time, redo=partial(self._redo, plan.tagged.batch, plan.operation, options))
@@ -136,14 +142,16 @@ class WriteClient:
         return overwrite.delete_partitions(self.context, partitions, instant_time)
 
     def plan(
-        self, operation: str | Operation, data: object, options: dict | None = None, progress: Progress | None = None
+        self, operation: str | Operation, data: object, options: dict | None = None, progress: Progress | None = None,
+        timeline: Timeline | None = None,
     ) -> WritePlan:
         """Prepare, tag, profile and partition a write without writing anything: what `write`
-        executes, and what a dry run (`explain`) reports."""
+        executes, and what a dry run (`explain`) reports. `timeline`: as the write's start left
+        it (else listed now): one look for the schema and the plan."""
         operation = Operation.of(operation, RECORD_OPERATIONS)
         stages: dict[str, float] = {}
         cfg = self.context.resolve(options)
-        timeline = Timeline.load(self.context.storage)  # one listing for the schema and the plan
+        timeline = timeline or Timeline.load(self.context.storage)
         with stage(stages, "dedup", progress):
             batch = prepare_spec(self.context, operation, cfg, timeline).run(data)
         return plan_batch(self.context, self._index(options, cfg), operation, batch, cfg, timeline, progress, stages)

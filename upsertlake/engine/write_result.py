@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from upsertlake.engine.bucket_writer import WriteStatus
 from upsertlake.index.base import IndexUpdate
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.util.arrow import constant
 
@@ -38,6 +39,9 @@ class WriteResult:
     retries: int = 0  # times the commit tagged and wrote the batch again after a conflict on a record
     overtaken: int = 0  # times it did so because a compaction overtook it (engine.overtaken)
     store_requests: dict[str, int] = field(default_factory=dict)  # object store requests by kind (Table's writes)
+    # The timeline as the commit left it (listed under the lock, with the commit): the services
+    # after the commit start from it rather than list it again. None when it changed since.
+    timeline: Timeline | None = field(default=None, repr=False, compare=False)
 
 
 def with_statuses(result: WriteResult, statuses: list[WriteStatus]) -> WriteResult:

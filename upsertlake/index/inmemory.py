@@ -60,6 +60,9 @@ def _group_ids(partitions: pa.ChunkedArray, file_ids: pa.ChunkedArray) -> tuple[
     return pairs, np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int32)
 
 
+# One state per table path (and global or not) for the whole process, as Hudi's
+# HoodieInMemoryHashIndex keeps its map in a static field: every writer of the table in this process
+# shares it, whichever table object or storage it writes through (README: "built once per process").
 _STATES: dict[tuple[str, bool], _State] = {}
 _LOCK = threading.Lock()
 

@@ -213,7 +213,7 @@ class FileSystemView:
         write stats (no file is opened or stat-ed: the listing is what they are checked against).
         A commit whose metadata cannot be parsed is left out: the doctor and every write report it."""
         newest: dict[tuple[str, str], tuple[str, Instant]] = {}
-        self.timeline.prefetch_commit_metadata(self.visible_instants)
+        self.timeline.prefetch_documents(self.visible_instants)
         for inst in sorted(self.visible_instants, key=lambda i: i.time, reverse=True):
             try:
                 written = self.timeline.commit_metadata(inst).written_files

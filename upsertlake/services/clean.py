@@ -31,6 +31,7 @@ from upsertlake.layout.file_system_view import BaseFile, LogFile, list_partition
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
+from upsertlake.timeline.layouts import layout_of
 from upsertlake.timeline.retention import cleaned_before, pending_clean_plan, savepointed_files
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,8 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
         raise ConfigError(f"{_RETAINED[policy].key} must be at least 1, got {retained}")
     started = time.monotonic()
     with lock.hold():
-        drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
-        timeline = Timeline.load(storage)
+        config = drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
+        timeline = Timeline.load(storage, layout_of(config))
         finished = [_finish_pending(storage, timeline, inst) for inst in timeline.filter([Action.CLEAN], PENDING)]
         if finished:
             timeline = Timeline.load(storage)
@@ -96,9 +97,10 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
             "partitionsToBeDeleted": [],
         }
         body = documents.encode(PLAN_SCHEMA, plan_doc)
-        requested = create_requested(storage, Action.CLEAN, body)
-        inflight = transition(storage, requested, State.INFLIGHT, body)
-        deleted = _execute(storage, timeline, inflight, policy, boundary, by_partition, started)
+        # One look at the timeline for the whole clean: nothing else changes it while we hold the lock.
+        requested = create_requested(storage, Action.CLEAN, body, timeline=timeline)
+        inflight = transition(storage, requested, State.INFLIGHT, body, timeline=timeline.with_instant(requested))
+        deleted = _execute(storage, timeline.with_instant(inflight), inflight, policy, boundary, by_partition, started)
     return CleanResult(requested.time, policy, boundary or None, tuple(sorted(deleted)))
 
 
@@ -116,7 +118,9 @@ def _finish_pending(storage: Storage, timeline: Timeline, pending: Instant) -> t
     else:
         inflight = transition(storage, pending, State.INFLIGHT, documents.encode(PLAN_SCHEMA, plan_doc))
     boundary = (plan_doc.get("earliestInstantToRetain") or {}).get("timestamp") or ""
-    _execute(storage, timeline, inflight, plan_doc.get("policy") or "", boundary, by_partition, time.monotonic())
+    # Listed again: an earlier pending clean may have completed since `timeline` (a later completion time).
+    now = Timeline.load(storage, timeline.layout)
+    _execute(storage, now, inflight, plan_doc.get("policy") or "", boundary, by_partition, time.monotonic())
     log.info("finished clean %s, left pending by a cleaner that stopped midway", pending.time)
     return pending.time, present
 
@@ -168,7 +172,7 @@ def _execute(
             "failedDeleteFiles": failed,
             "isPartitionDeleted": False,
         }
-    last = timeline.latest_completed_write()
+    last = timeline.latest_completed_write()  # `timeline`: listed under the lock the caller holds
     metadata = {
         "policy": policy,
         "startCleanTime": inflight.time,
@@ -180,7 +184,7 @@ def _execute(
         "version": 2,
         "bootstrapPartitionMetadata": {},
     }
-    transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, metadata))
+    transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, metadata), timeline=timeline)
     return deleted
 
 

@@ -16,11 +16,11 @@ from upsertlake.concurrency.heartbeat import HeartbeatPolicy, heartbeat_path
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.errors import ServiceError, UpsertlakeError
+from upsertlake.errors import CleanedInstantError, ServiceError, UpsertlakeError
 from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
-from upsertlake.timeline.retention import check_readable, savepoint_times
+from upsertlake.timeline.retention import cleaned_boundary_past, savepoint_times
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import list_partitions_and_files
 from upsertlake.timeline.active import (
@@ -196,7 +196,13 @@ def _target(timeline: Timeline, instant_time: str | None, live: list[Instant]) -
         if any(s >= target.time for s in savepoint_times(timeline)):
             raise ServiceError(f"commit {target.time} is savepointed; restore to a savepoint instead")
         previous = done[-2].time if len(done) > 1 else None
-        check_readable(timeline, previous, "rolling back would expose the snapshot of commit")
+        boundary = cleaned_boundary_past(timeline, previous)
+        if boundary is not None:
+            raise CleanedInstantError(
+                f"commit {target.time} cannot be rolled back: that would make the snapshot of commit {previous} "
+                f"the latest, and a clean deleted some of its files (the earliest whole snapshot is {boundary}); "
+                "restore to a savepoint instead"
+            )
     return target
 
 

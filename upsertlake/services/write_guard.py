@@ -27,7 +27,7 @@ def refuse_damaged_table(storage: Storage, config: TableConfig) -> None:
     if config.damage:
         raise CorruptTableError(config.damage)
     timeline = Timeline.load(storage)
-    timeline.prefetch_commit_metadata(timeline.completed_writes())
+    timeline.prefetch_documents(timeline.completed_writes())
     for inst in timeline.completed_writes():
         if inst not in timeline.archived:
             try:

@@ -26,8 +26,18 @@ _UNSIGNED_KEYS = {"aws_unsigned_payload", "unsigned_payload"}
 
 
 def normalized(options: Mapping[str, object] | None) -> dict[str, str]:
-    """Lower-case keys with string values (delta-rs takes `AWS_REGION` and `aws_region` alike)."""
-    return {str(k).lower(): str(v) for k, v in (options or {}).items()}
+    """Lower-case keys (delta-rs takes `AWS_REGION` and `aws_region` alike); values must be strings,
+    as delta-rs and obstore take them: `{"aws_region": 5}` is refused by name, not sent as "5"."""
+    if options is not None and not isinstance(options, Mapping):
+        raise ConfigError(f"storage_options must be a mapping of strings to strings, got {type(options).__name__}")
+    wrong = {k: v for k, v in (options or {}).items() if not isinstance(k, str) or not isinstance(v, str)}
+    if wrong:
+        named = ", ".join(f"{k!r}: {v!r} ({type(v).__name__})" for k, v in wrong.items())
+        raise ConfigError(
+            f"storage_options take strings, as delta-rs and obstore do; not {named}: write the value as a "
+            "string (\"true\", \"30s\", \"us-east-1\")"
+        )
+    return {k.lower(): v for k, v in (options or {}).items()}
 
 
 def _endpoint(options: dict[str, str]) -> str | None:

@@ -27,6 +27,7 @@ class LocalStore(Store):
     read_threads = 2  # a local read is decoding: as many as cores
     expensive_requests = False
     conditional_writes = False
+    exact_mtimes = True
 
     def __init__(self, base: str) -> None:
         self.base = base

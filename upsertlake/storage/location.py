@@ -1,8 +1,10 @@
 """Where a table lives: a local folder or an object-store URI, parsed once and refused early.
 
-A path with no scheme (or `file://`) is a local folder. `s3://` and `s3a://` (as Hudi users write
-it), `gs://`, and `abfs://`, `abfss://`, `az://` are object stores. Any other scheme is refused by
-name before anything is created: a URI taken for a folder name would write `./hdfs:/...` locally.
+A path with no scheme (or `file://`, or Hadoop's `file:/`) is a local folder. `s3://` and `s3a://`
+(as Hudi users write it), `gs://`, and `abfs://`, `abfss://`, `az://` are object stores. Any other
+scheme is refused by name before anything is created: a URI taken for a folder name would write
+`./hdfs:/...` locally. So is a path whose first segment looks like a scheme without its `//`
+(`s3:/lake/t`): a URI with a slash missing, far more often than a folder named `s3:`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from upsertlake.errors import UnsupportedSchemeError
 # scheme -> the kind of store behind it
 STORE_KINDS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "abfs": "azure", "abfss": "azure", "az": "azure"}
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# `scheme:` without `//`; two characters at least, so that a Windows drive (`C:`) is no scheme
+_SCHEME_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,15 @@ def parse_location(base: str | os.PathLike[str]) -> Location:
     """Parse a table path or URI; raises UnsupportedSchemeError for schemes we cannot store on."""
     text = os.fspath(base)
     match = _SCHEME.match(text)
+    if match is None and (like := _SCHEME_LIKE.match(text)) is not None:
+        scheme, rest = like.group(1), text[like.end():]
+        if scheme.lower() == "file" and rest.startswith("/"):
+            return Location(str(Path(rest).resolve()), "local")  # Hadoop's file:/path
+        raise UnsupportedSchemeError(
+            f"{text!r} starts with {scheme + ':'!r} but not {scheme + '://'!r}: a URI needs two slashes "
+            f"({scheme}://{rest.lstrip('/')}); a local folder named {scheme + ':'!r} is refused as a mistyped "
+            f"URI (write ./{text} for one); nothing was created or read"
+        )
     if match is None or match.group(1).lower() == "file":
         local = text[len("file://"):] if match else text
         return Location(str(Path(local).resolve()), "local")

@@ -4,8 +4,9 @@ request, parquet's included, gets obstore's retries (503 SlowDown, 500s, dropped
 A create-if-absent is a conditional PUT (`If-None-Match: *`), a replace-if-version one with
 `If-Match`. Listings name files only (a prefix is not an object). A failure the store reports
 (after its retries: a 5xx that persists, access denied, expired credentials) becomes a
-StorageError naming the operation and the object; not-found, already-exists and precondition
-answers pass through, since callers act on them. Objects read whole lately are kept (its
+StorageError naming the operation and the object, then what happened in plain words and the
+store's detail (`failures.describe`); not-found, already-exists and precondition answers pass
+through, since callers act on them. Objects read whole lately are kept (its
 `caches`): data files never change under their name.
 """
 
@@ -26,6 +27,7 @@ import pyarrow.parquet as pq
 
 from upsertlake.errors import StorageError
 from upsertlake.storage.clients import object_store
+from upsertlake.storage.failures import describe
 from upsertlake.storage.location import Location
 from upsertlake.storage.cache import Caches
 from upsertlake.storage.object_files import WHOLE_FILE_BYTES, ObjectUpload, Uploads, open_object
@@ -49,7 +51,7 @@ def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
         except Exception as exc:
             if not _is_store_failure(exc):
                 raise
-            raise StorageError(f"{method.__name__} {self.location.child(rel)} failed: {_brief(exc)}") from exc
+            raise StorageError(f"{method.__name__} {self.location.child(rel)} failed: {describe(exc, self.location)}") from exc
 
     return wrapper
 
@@ -60,15 +62,11 @@ def _is_store_failure(exc: Exception) -> bool:
     return isinstance(exc, errors.BaseError) and not isinstance(exc, passing)
 
 
-def _brief(exc: Exception) -> str:
-    """An obstore error's message on one line, cut to what names the cause (status, store's reason)."""
-    return " ".join(str(exc).split())[:300]
-
-
 class ObjectStore(Store):
     read_threads = REQUEST_THREADS  # each read first waits on its GET: keep more in flight
     expensive_requests = True
     conditional_writes = True
+    exact_mtimes = False  # S3, GCS and Azure keep Last-Modified to the second
 
     def __init__(self, location: Location, options: dict[str, str], requests: RequestCounts) -> None:
         self.location = location
@@ -86,9 +84,7 @@ class ObjectStore(Store):
             self.requests.count("LIST")
             obstore.list_with_delimiter(self._client, None)
         except Exception as exc:  # obstore's errors name the HTTP status and the store's message
-            raise StorageError(
-                f"cannot read {self.location.uri} (bucket {self.location.bucket!r}): {_brief(exc)}"
-            ) from exc
+            raise StorageError(f"cannot read {self.location.uri}: {describe(exc, self.location)}") from exc
 
     @_named_errors
     def stat(self, rel: str) -> FileEntry | None:

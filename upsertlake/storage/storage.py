@@ -10,6 +10,7 @@ writes, whether requests are worth batching). See docs/DESIGN.md §4.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from upsertlake.errors import UpsertlakeWarning
 from upsertlake.storage.cache import Lru
 from upsertlake.storage.clients import normalized
 from upsertlake.storage.local_store import LocalStore
@@ -25,7 +27,7 @@ from upsertlake.storage.object_store import ObjectStore
 from upsertlake.storage.requests import NoRequests, RequestCounts
 from upsertlake.storage.store import FileEntry, Store
 
-__all__ = ["FileEntry", "Storage"]
+__all__ = ["FileEntry", "Storage", "table_storage"]
 
 
 class Storage:
@@ -77,6 +79,16 @@ class Storage:
     def expensive_requests(self) -> bool:
         """Whether each request is a round trip the store bills: worth batching and caching."""
         return self._store.expensive_requests
+
+    @property
+    def takes_options(self) -> bool:
+        """Whether storage options configure this store (an object store's client)."""
+        return not self.location.is_local
+
+    @property
+    def exact_mtimes(self) -> bool:
+        """Whether listed modification times are exact (an object store keeps them to the second)."""
+        return self._store.exact_mtimes
 
     @property
     def conditional_writes(self) -> bool:
@@ -189,6 +201,22 @@ class Storage:
     def delete_dir(self, rel: str) -> None:
         """Delete a folder and everything below it (every object under the prefix)."""
         self._store.delete_dir(rel)
+
+
+def table_storage(base: str | os.PathLike[str], options: Mapping[str, object] | None = None) -> Storage:
+    """The storage of a table a user names with its storage_options. Where the store takes none
+    (a local path: they configure object stores), delta-rs and pyiceberg take them and ignore them,
+    and so does this, with a warning naming them, since a path meant for a store (`lake/t` for
+    `s3://lake/t`) would otherwise go unnoticed."""
+    storage = Storage(base, options)
+    if storage.options and not storage.takes_options:
+        warnings.warn(
+            f"storage_options {sorted(storage.options)} are ignored: {storage.base} is a local path (they "
+            "configure object stores: s3://, gs://, abfs://)",
+            UpsertlakeWarning,
+            stacklevel=3,
+        )
+    return storage
 
 
 class _Uploading(Storage):

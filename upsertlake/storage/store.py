@@ -40,6 +40,7 @@ class Store(ABC):
     read_threads: int  # files worth reading at once
     expensive_requests: bool  # each request is a billed round trip: batch and cache what can be
     conditional_writes: bool  # read_versioned / put_if work (versions and conditional writes)
+    exact_mtimes: bool  # listed modification times are exact (not to the second)
     caches: Caches  # what the files said lately
 
     @abstractmethod

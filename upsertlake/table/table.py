@@ -22,7 +22,7 @@ from upsertlake.config.table_config import (
     check_table_type,
     merge_on_read_payload,
 )
-from upsertlake.config.table_options import check_against_table
+from upsertlake.config.table_options import TABLE_VERSION_KEY, check_against_table, take_table_version
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.write_client import WriteClient
 from upsertlake.engine.write_result import WriteResult
@@ -55,7 +55,7 @@ from upsertlake.services.restore import restore
 from upsertlake.services.rollback import rollback
 from upsertlake.services.savepoint import savepoint
 from upsertlake.services.upgrade import UpgradeResult, upgrade
-from upsertlake.storage import Storage
+from upsertlake.storage import Storage, table_storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
@@ -70,6 +70,9 @@ class Table:
 
     def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, object] | None = None) -> None:
         config.check_readable()  # e.g. a table version this engine would misread: refused at open
+        options, version = take_table_version(options)
+        if version is not None:
+            config.check_write_version(version, TABLE_VERSION_KEY)
         self.storage = storage
         self._config = config
         self.options = Config.resolve(options, table_properties=config.to_properties())
@@ -155,7 +158,7 @@ class Table:
     ) -> WriteResult:
         before = self.storage.requests.snapshot()
         client = self.write_client()
-        instant = client.start_commit(operation)
+        instant = client.start_commit(operation, plan_on_start=True)  # the write follows at once
         try:
             if operation.writes_records:
                 result = client.write(operation, data, instant, dict(options) if options else None, progress)
@@ -169,7 +172,7 @@ class Table:
         except BaseException:
             client.rollback(instant)
             raise
-        self._services_after_commit(client.context.options.with_overrides(options))
+        self._services_after_commit(client.context.options.with_overrides(options), timeline=result.timeline)
         # Object stores bill per request: the write's, services included (none locally).
         return replace(result, store_requests=self.storage.requests.since(before))
 
@@ -177,13 +180,16 @@ class Table:
         """What runs after every commit (a distributed writer calls it with its own `map_groups`)."""
         self._services_after_commit(self.options.with_overrides(options), map_groups)
 
-    def _services_after_commit(self, cfg: Config, map_groups: GroupMap = in_process) -> None:
+    def _services_after_commit(
+        self, cfg: Config, map_groups: GroupMap = in_process, timeline: Timeline | None = None
+    ) -> None:
         """Hudi's order after a commit: inline compaction (merge-on-read), inline clustering,
         automatic clean, archival; then, on an object store, the commit digest. The commit stands
         whatever happens here, so a failure is logged, not raised (raising would make callers retry
-        a write that is already in the table)."""
+        a write that is already in the table). `timeline`: as the commit left it (else listed
+        now): which services are due is decided on it; each one looks again under the lock."""
         try:
-            timeline = Timeline.load(self.storage)
+            timeline = timeline or Timeline.load(self.storage)
             if self.config.is_merge_on_read and cfg.get(opt.COMPACT_INLINE) and compaction_due(timeline, cfg):
                 # A distributed writer's `map_groups` runs the slices as its tasks; in process, threads.
                 self._compact(cfg, compact_in_process if map_groups is in_process else map_groups)
@@ -271,8 +277,10 @@ class Table:
             raise ConfigError(str(exc)) from exc
 
     def timeline(self) -> list[Instant]:
-        """Every instant of the active timeline, oldest first (archived ones are not listed)."""
-        return Timeline.load(self.storage).active()
+        """Every instant of the active timeline, oldest first (archived ones are not listed), as
+        Hudi's timeline shows them: a completed compaction is its `commit` alone (the plan's
+        requested and inflight files beside it are no pending instant)."""
+        return Timeline.load(self.storage).shown()
 
     def schema(self, as_of: str | datetime | None = None) -> pa.Schema:
         """The data schema (without meta columns) as of an instant."""
@@ -344,10 +352,17 @@ def create_table(
     log files, which readers merge, instead of rewriting base files.
     `path` is a local folder or an `s3://`, `gs://`, `abfs://` URI; `storage_options` hold the
     store's settings (endpoint, credentials, region) over its standard environment variables."""
-    storage = Storage(path, storage_options)
+    storage = table_storage(path, storage_options)
     storage.check()
+    options, asked = take_table_version(options)
+    if asked is not None:  # as Hudi's table builder takes it: the version of the table it creates
+        write_version = Config.resolve(options).get(opt.WRITE_TABLE_VERSION)
+        if opt.WRITE_TABLE_VERSION.key in options and write_version != asked:
+            raise ConfigError(f"{TABLE_VERSION_KEY}={asked} and {opt.WRITE_TABLE_VERSION.key}={write_version} "
+                              "disagree: name the version of the new table once")
+        options[opt.WRITE_TABLE_VERSION.key] = asked
     if table_type is not None:
-        options = {**(options or {}), opt.TABLE_TYPE.key: table_type.upper()}
+        options = {**options, opt.TABLE_TYPE.key: table_type.upper()}
     resolved = Config.resolve(options)
     kind = resolved.get(opt.TABLE_TYPE)
     check_table_type(kind, f"{opt.TABLE_TYPE.key} is")
@@ -376,7 +391,8 @@ def create_table(
     )
     version = resolved.get(opt.WRITE_TABLE_VERSION)
     if version not in WRITABLE_VERSIONS:
-        raise ConfigError(f"hoodie.write.table.version={version}: upsertlake creates tables at version 6 or 8")
+        key = TABLE_VERSION_KEY if asked is not None else opt.WRITE_TABLE_VERSION.key
+        raise ConfigError(f"{key}={version}: upsertlake creates tables at version 6 or 8")
     if version == 8:
         mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
         config = config.as_version_8(mode or (EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING), 8)
@@ -397,7 +413,7 @@ def upgrade_table(
 ) -> UpgradeResult:
     """Upgrade the table at `path` to table version `version` (6 -> 8, as Apache Hudi 1.0 does),
     crash-safe and resumable (`upsertlake.services.upgrade`); refuses while a write is running."""
-    storage = Storage(path, storage_options)
+    storage = table_storage(path, storage_options)
     cfg = Config.resolve(options)
     return upgrade(storage, make_lock(storage, cfg), cfg, version)
 
@@ -408,6 +424,6 @@ def open_table(
     storage_options: Mapping[str, object] | None = None,
 ) -> Table:
     """Open an existing table; TableNotFoundError if the path holds none."""
-    storage = Storage(path, storage_options)
+    storage = table_storage(path, storage_options)
     storage.check()
     return Table(storage, TableConfig.load(storage), options)

@@ -10,18 +10,17 @@ on the timeline, and its commit document is stored in Avro.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass, field, replace
 
 from upsertlake.errors import CorruptTableError, MergeOnReadError, UpsertlakeError
 from upsertlake.storage import FileEntry, Storage
+from upsertlake.storage.cache import Lru
 from upsertlake.timeline import digest
-from upsertlake.timeline.archived import ARCHIVE_FOLDER, load_archived
+from upsertlake.timeline.archived import ARCHIVE_FOLDER, listed_archive, load_archived
 from upsertlake.timeline.commit_metadata import AVRO_MAGIC, CommitMetadata, json_to_avro
+from upsertlake.timeline.documents import decode as decode_document
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.instant_time import next_instant_time
 from upsertlake.timeline.layouts import LAYOUT_1, METAFOLDER, TimelineLayout, listed_layout, table_layout
@@ -60,7 +59,8 @@ class Timeline:
                 latest[key] = inst
                 if entry.version:
                     versions[inst] = entry.version
-        archived = load_archived(storage) if metafolder is None or _has_archive(metafolder) else {}
+        active = [key for key, inst in latest.items() if inst.is_completed]
+        archived = listed_archive(storage, active, None if metafolder is None else _has_archive(metafolder))
         for inst in archived:
             latest.setdefault((inst.time, inst.action), inst)
         if not layout.delta_commits:
@@ -91,6 +91,12 @@ class Timeline:
         done = {i.time for i in self.filter([Action.COMMIT], [State.COMPLETED])}
         return [i for i in self.filter([Action.COMPACTION]) if i.time not in done]
 
+    def shown(self) -> list[Instant]:
+        """The active instants as Hudi's timeline shows them: a completed compaction is its commit
+        alone, so that whatever counts the pending instants counts only those."""
+        pending = {i.time for i in self.pending_compactions()}
+        return [i for i in self.active() if i.action is not Action.COMPACTION or i.time in pending]
+
     def latest_completed_write(self) -> Instant | None:
         done = self.completed_writes()
         return done[-1] if done else None
@@ -116,7 +122,7 @@ class Timeline:
         if not instant.is_completed:
             raise UpsertlakeError(f"instant {instant.time} is not completed")
         if instant in self.archived:
-            return _parse_archived_commit_metadata(self.archived[instant], f"archived {instant.time}")
+            return _parse_archived(self.storage, self.archived[instant], f"archived {instant.time}")
         try:
             return _read_commit_metadata(self.storage, self.path(instant), self.versions.get(instant, ""))
         except (CorruptTableError, FileNotFoundError):
@@ -125,32 +131,34 @@ class Timeline:
             late = load_archived(self.storage).get(instant)
             if late is None:
                 raise
-            return _parse_archived_commit_metadata(late, f"archived {instant.time}")
+            return _parse_archived(self.storage, late, f"archived {instant.time}")
 
-    def prefetch_commit_metadata(self, instants: Iterable[Instant]) -> None:
-        """Read the commit documents of `instants` (completed, active) several at once, those the
-        commit digest holds in one request. On an object store each is a GET, and a fresh process
-        reading a long timeline (the missing-file and damaged-table checks read every commit)
-        would otherwise wait for them one by one; once read they are cached. A failure is left to
-        the read that follows, which raises it."""
+    def prefetch_documents(self, instants: Iterable[Instant]) -> None:
+        """Read the documents of `instants` (completed, active) several at once, and those the
+        digest holds in one request. On an object store each is a GET, and a fresh process reading
+        a long timeline (the missing-file and damaged-table checks read every commit, the cleaner
+        every clean) would otherwise wait for them one by one; once read they are cached. A
+        failure is left to the read that follows, which raises it."""
         if not self.storage.expensive_requests:
             return
+        documents = _documents(self.storage)
 
         def unread(among: Iterable[Instant]) -> list[Instant]:
-            return [i for i in among if not _DOCUMENTS.holds((self.storage, self.path(i), self.versions.get(i, "")))]
+            return [i for i in among if (self.path(i), self.versions.get(i, "")) not in documents]
 
         todo = unread(i for i in instants if i.is_completed and i not in self.archived)
         if len(todo) < 2:
             return
-        if len(todo) >= digest.REFRESH:  # fewer are the newest commits, which the digest seldom holds
-            wanted = {self.path(i): self.versions[i] for i in todo if i in self.versions}
+        if len(todo) >= digest.REFRESH:  # fewer are the newest instants, which the digest seldom holds
+            # One GET of the digest answers for every document it holds, not only these.
+            wanted = {self.path(i): self.versions[i] for i in unread(self.digested())}
             for rel, data in digest.read(self.storage, wanted).items():
-                _DOCUMENTS.put((self.storage, rel, wanted[rel]), data)
+                documents.put((rel, wanted[rel]), data)
             todo = unread(todo)
 
         def read(inst: Instant) -> None:
             try:
-                self.commit_metadata(inst)
+                self.document(inst)
             except (UpsertlakeError, OSError):
                 pass
 
@@ -158,34 +166,62 @@ class Timeline:
             with ThreadPoolExecutor(max_workers=min(PREFETCH_THREADS, len(todo))) as pool:
                 list(pool.map(read, todo))
 
+    def digested(self) -> list[Instant]:
+        """The completed active instants whose documents every writer reads, as listed with their
+        versions: commits (the missing-file and damaged-table checks) and cleans (the retained
+        window). The digest holds these."""
+        return [
+            i for i in self.filter([*WRITE_ACTIONS, Action.CLEAN], [State.COMPLETED])
+            if i not in self.archived and i in self.versions
+        ]
+
     def refresh_digest(self) -> None:
-        """A writer's part (object stores): replace the commit digest once `digest.REFRESH` of
-        the completed writes' documents are outside the one this process last read or wrote, so
-        that a fresh process reads the timeline's documents in one request, not one per commit."""
+        """A writer's part (object stores): replace the digest once `digest.REFRESH` of the
+        documents it should hold are outside the one this process last read or wrote, so that a
+        fresh process reads the timeline's documents in one request, not one per instant."""
         if not self.storage.expensive_requests:
             return
-        done = [i for i in self.completed_writes() if i not in self.archived and i in self.versions]
+        done = self.digested()
         listed = {self.path(i): self.versions[i] for i in done}
         if digest.outside(self.storage, listed) < digest.REFRESH:
             return
-        self.prefetch_commit_metadata(done)
+        self.prefetch_documents(done)
         documents = {}
         for inst in done:
-            try:
-                self.commit_metadata(inst)  # only documents that parse go in
+            try:  # only documents that parse go in
+                if inst.action is Action.CLEAN:
+                    decode_document(self.document(inst), f"clean {inst.time}")
+                else:
+                    self.commit_metadata(inst)
             except (UpsertlakeError, OSError):
                 continue
-            key = (self.storage, self.path(inst), self.versions[inst])
-            data = _DOCUMENTS.get(key)
+            rel, version = self.path(inst), self.versions[inst]
+            data = _documents(self.storage).get((rel, version))
             if data is not None:
-                documents[key[1]] = (key[2], data)
+                documents[rel] = (version, data)
         digest.write(self.storage, documents)
 
     def document(self, instant: Instant) -> bytes:
-        """The bytes of an instant's file in its state (archived instants: their completed file)."""
+        """The bytes of an instant's file in its state (archived instants: their completed file).
+        On an object store a completed file is read once per process: it never changes under the
+        version (ETag) the listing showed (every write looks at the cleans' documents)."""
         if instant in self.archived:
             return self.archived[instant]
-        return self.storage.read_bytes(self.path(instant))
+        rel, version = self.path(instant), self.versions.get(instant)
+        if not (instant.is_completed and version):
+            return self.storage.read_bytes(rel)
+        documents = _documents(self.storage)
+        data = documents.get((rel, version))
+        if data is None:
+            data = self.storage.read_bytes(rel)
+            documents.put((rel, version), data)
+        return data
+
+    def with_instant(self, instant: Instant) -> Timeline:
+        """This timeline with `instant` added, or moved to its state: what a listing would show
+        after the caller, holding the lock since this timeline was listed, created its file."""
+        others = [i for i in self.instants if (i.time, i.action) != (instant.time, instant.action)]
+        return replace(self, instants=tuple(sorted([*others, instant])))
 
     def active(self) -> list[Instant]:
         """The instants still in the timeline folder (not archived)."""
@@ -212,67 +248,48 @@ def _refuse_delta_commits(storage: Storage, instants: Iterable[Instant]) -> None
         )
 
 
-class _Documents:
-    """The bytes of the commit documents this process read from an object store, by (storage,
-    path, version), least recently used dropped first: what the commit digest is written from."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._data: OrderedDict[tuple[Storage, str, str], bytes] = OrderedDict()
-
-    def holds(self, key: tuple[Storage, str, str]) -> bool:
-        with self._lock:
-            return key in self._data
-
-    def get(self, key: tuple[Storage, str, str]) -> bytes | None:
-        with self._lock:
-            data = self._data.get(key)
-            if data is not None:
-                self._data.move_to_end(key)
-            return data
-
-    def put(self, key: tuple[Storage, str, str], data: bytes) -> None:
-        with self._lock:
-            self._data[key] = data
-            self._data.move_to_end(key)
-            while len(self._data) > DOCUMENTS_KEPT:
-                self._data.popitem(last=False)
-
-
-_DOCUMENTS = _Documents()
-
-
-@lru_cache(maxsize=4096)
-def _read_commit_metadata_cached(storage: Storage, rel: str, version: str) -> CommitMetadata:
-    key = (storage, rel, version)
-    data = _DOCUMENTS.get(key)
-    if data is None:
-        try:
-            data = storage.read_bytes(rel)
-        except FileNotFoundError as exc:
-            raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}") from exc
-        if storage.expensive_requests:
-            _DOCUMENTS.put(key, data)
-    return CommitMetadata.from_bytes(data, source=storage.full_path(rel))
-
-
-@lru_cache(maxsize=4096)
-def _parse_archived_commit_metadata(data: bytes, source: str) -> CommitMetadata:
-    # The bytes come from the (cached) archive file, so the same object keeps its hash: every
-    # read checks the write stats of every commit against the listing, archived ones too.
-    return CommitMetadata.from_bytes(data, source=source)
+def _documents(storage: Storage) -> Lru:
+    """The bytes of the completed instants' documents read from an object store, by (path,
+    version), kept by the storage: the commit documents are what the commit digest is written from."""
+    return storage.cache("timeline documents", DOCUMENTS_KEPT)
 
 
 def _read_commit_metadata(storage: Storage, rel: str, version: str) -> CommitMetadata:
-    # Keyed by a version, so a table deleted and re-created at the same path is re-read: on an
-    # object store the ETag its listing showed (instant files are created once, by a conditional
-    # PUT, and never replaced: no HEAD), locally size and modification time.
-    if storage.expensive_requests:
-        return _read_commit_metadata_cached(storage, rel, version)
-    info = storage.stat(rel)
-    if info is None:
-        raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}")
-    return _read_commit_metadata_cached(storage, rel, f"{info.size}:{info.mtime_ns}")
+    """A completed commit's metadata, parsed once per version and kept by the storage. Keyed by a
+    version, so a table deleted and re-created at the same path is read again: on an object store
+    the ETag its listing showed (instant files are created once, by a conditional PUT, and never
+    replaced: no HEAD), locally size and modification time."""
+    if not storage.expensive_requests:
+        info = storage.stat(rel)
+        if info is None:
+            raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}")
+        version = f"{info.size}:{info.mtime_ns}"
+    parsed = storage.cache("commit metadata", DOCUMENTS_KEPT)
+    meta = parsed.get((rel, version))
+    if meta is None:
+        documents = _documents(storage)
+        data = documents.get((rel, version))
+        if data is None:
+            try:
+                data = storage.read_bytes(rel)
+            except FileNotFoundError as exc:
+                raise CorruptTableError(f"commit file missing: {storage.full_path(rel)}") from exc
+            if storage.expensive_requests:
+                documents.put((rel, version), data)
+        meta = CommitMetadata.from_bytes(data, source=storage.full_path(rel))
+        parsed.put((rel, version), meta)
+    return meta
+
+
+def _parse_archived(storage: Storage, data: bytes, source: str) -> CommitMetadata:
+    """An archived commit's metadata, parsed once and kept by the storage: every read checks the
+    write stats of every commit against the listing, archived ones too."""
+    parsed = storage.cache("archived commit metadata", DOCUMENTS_KEPT)
+    meta = parsed.get(data)
+    if meta is None:
+        meta = CommitMetadata.from_bytes(data, source=source)
+        parsed.put(data, meta)
+    return meta
 
 
 def _has_archive(metafolder: list[FileEntry]) -> bool:
@@ -322,19 +339,26 @@ def create_requested(
 
 
 def transition(
-    storage: Storage, instant: Instant, to: State, content: bytes = b"", layout: TimelineLayout | None = None
+    storage: Storage,
+    instant: Instant,
+    to: State,
+    content: bytes = b"",
+    layout: TimelineLayout | None = None,
+    timeline: Timeline | None = None,
 ) -> Instant:
     """Move an instant to `to` by creating its file; refuses if that file already exists.
 
     Commit documents are given as Hudi's JSON; layout 2 stores them in Avro. Completing an
     instant in layout 2 names it with a fresh completion time: creating that file exclusively is
     the commit point, so the instant must not be completed under any completion time already.
-    Call under the table lock. `layout`: the table's, as the caller read it under the lock (else
-    read now); the timeline is listed only where a completion time must be chosen.
+    Call under the table lock. `timeline`: one the caller listed under the lock it still holds,
+    with `instant` on it; else `layout`, the table's as the caller read it under the lock (else
+    read now), and the timeline is listed only where a completion time must be chosen.
     """
     if to.rank <= instant.state.rank:
         raise UpsertlakeError(f"cannot move instant {instant.time} from {instant.state} to {to}")
-    timeline = Timeline.load(storage, layout) if layout is None or (layout.has_completion_times and to is State.COMPLETED) else None
+    if timeline is None and (layout is None or (layout.has_completion_times and to is State.COMPLETED)):
+        timeline = Timeline.load(storage, layout)
     layout = timeline.layout if timeline is not None else layout
     assert layout is not None
     target = instant.with_state(to)
@@ -342,7 +366,8 @@ def transition(
         done = timeline.get(instant.time, instant.action)
         if done is not None and done.is_completed:
             raise CorruptTableError(f"instant {instant.time} is already completed ({layout.path(done)})")
-        target = instant.with_state(to, completion=next_instant_time(timeline.last_time(), layout.zone))
+        last = max(timeline.last_time() or "", instant.time)
+        target = instant.with_state(to, completion=next_instant_time(last, layout.zone))
     if layout.version == 2 and content and not content.startswith(AVRO_MAGIC) and instant.action in WRITE_ACTIONS:
         content = json_to_avro(content, instant.action is Action.REPLACE_COMMIT, f"commit {instant.time}")
     if not storage.write_if_absent(layout.path(target), content):

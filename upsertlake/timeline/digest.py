@@ -1,13 +1,15 @@
-"""The commit digest: the documents of the active timeline's completed writes, in one object.
+"""The commit digest: the documents of the active timeline's completed writes and cleans, in one
+object.
 
-A fresh process on an object store reads every completed commit's document (the missing-file
-check of the file system view and the damaged-table check of a writer need each one's write
-stats): one GET per instant, so its requests would grow with the timeline. The digest is one GET
-instead. It is a cache, never the truth: a document in it is used only when the timeline's
-listing shows that instant's file with the same ETag (the store's version of exactly those
-bytes), so a rolled-back, restored, archived or rewritten instant is read from its own file, or
-not at all. Writers refresh it after a commit once `REFRESH` documents are outside it; Hudi
-ignores `.hoodie/.aux/`, and a digest that is lost or damaged costs only the requests it saves.
+A fresh process on an object store reads every completed commit's document (the missing-file check
+of the file system view and the damaged-table check of a writer need each one's write stats) and
+every clean's (the cleaner's retained window): one GET per instant, so its requests would grow with
+the timeline. The digest is one GET instead. It is a cache, never the truth: a document in it is
+used only when the timeline's listing shows that instant's file with the same ETag (the store's
+version of exactly those bytes), so a rolled-back, restored, archived or rewritten instant is read
+from its own file, or not at all. Writers refresh it after a commit once `REFRESH` documents are
+outside it; Hudi ignores `.hoodie/.aux/`, and a digest that is lost or damaged costs only the
+requests it saves.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from upsertlake.storage import Storage
 
 DIGEST = ".hoodie/.aux/upsertlake/commit_digest.json.gz"
 FORMAT = "upsertlake-commit-digest/1"
-REFRESH = 8  # completed writes outside the digest before a writer replaces it
+REFRESH = 8  # documents outside the digest before a writer replaces it
 
 _lock = threading.Lock()
 _covered: dict[Storage, frozenset[tuple[str, str]]] = {}  # (path, version) pairs the last digest seen holds

@@ -48,7 +48,9 @@ def cleaned_before(timeline: Timeline) -> str | None:
     Pending cleans count: one killed midway has deleted some of its planned files already, so its
     plan's boundary holds as if it had completed. A clean that recorded no boundary (Hudi's
     KEEP_LATEST_FILE_VERSIONS) counts as keeping only the newest commit it saw."""
-    bounds = [_clean_boundary(timeline, inst) for inst in timeline.filter([Action.CLEAN])]
+    cleans = timeline.filter([Action.CLEAN])
+    timeline.prefetch_documents(cleans)  # on an object store, at once (or from the digest) the first time
+    bounds = [_clean_boundary(timeline, inst) for inst in cleans]
     return max(filter(None, bounds), default=None)
 
 
@@ -75,12 +77,21 @@ def pending_clean_plan(timeline: Timeline, inst: Instant) -> dict | None:
     return None
 
 
-def check_readable(timeline: Timeline, as_of: str | None, what: str) -> None:
-    """Raise CleanedInstantError when `as_of` lies before the retained window (savepoints excepted)."""
+def cleaned_boundary_past(timeline: Timeline, as_of: str | None) -> str | None:
+    """The earliest whole snapshot when `as_of`'s lies before it (its files cleaned; savepoints
+    excepted), else None."""
     if as_of is None:
-        return
+        return None
     boundary = cleaned_before(timeline)
     if boundary is not None and as_of < boundary and as_of not in savepoint_times(timeline):
+        return boundary
+    return None
+
+
+def check_readable(timeline: Timeline, as_of: str | None, what: str) -> None:
+    """Raise CleanedInstantError when `as_of` lies before the retained window (savepoints excepted)."""
+    boundary = cleaned_boundary_past(timeline, as_of)
+    if boundary is not None:
         raise CleanedInstantError(
             f"{what} {as_of} is before the cleaner's retained window (earliest whole snapshot: {boundary}); "
             "its files were deleted. Read from a later instant, or savepoint instants you need to keep"
