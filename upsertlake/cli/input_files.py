@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from upsertlake.cli.output import CliError, parse_options, store_options
 from upsertlake.storage import Storage, parse_location
+from upsertlake.storage.requests import RequestCounts
 
 _WILDCARD = re.compile(r"[*?[]")
 HIDDEN = (".", "_")  # Spark's and Hudi's markers and temporary files (`_SUCCESS`, `.crc`)
@@ -59,11 +60,12 @@ def input_store_options(args: argparse.Namespace) -> dict[str, str]:
     return parse_options(own, "--input-storage-option") if own else store_options(args)
 
 
-def find(source: str, options: Mapping[str, str] | None = None) -> list[InputFile]:
+def find(source: str, options: Mapping[str, str] | None = None, requests: RequestCounts | None = None) -> list[InputFile]:
     """The files `source` names, sorted by URI: the file itself; every file below a folder
     (recursively); or every file a glob matches (`*`, `?` and `[...]` within a name, `**` across
     folders). In folders and globs, names starting with '.' or '_' are skipped. Empty when there
-    is nothing; StorageError when the store cannot be read (a missing bucket, denied access)."""
+    is nothing; StorageError when the store cannot be read (a missing bucket, denied access).
+    `requests`: where the storages of the files count their requests (their own by default)."""
     location = parse_location(source)
     wildcard = _WILDCARD.search(location.uri)
     if wildcard:
@@ -71,14 +73,14 @@ def find(source: str, options: Mapping[str, str] | None = None) -> list[InputFil
         if len(base) < len(location.root):
             raise CliError(f"{source}: a wildcard may not name the bucket")
         pattern = _glob_regex(location.uri[len(base) + 1:])
-        return [f for f in _listed(Storage(base or "/", options)) if pattern.fullmatch(f.rel)]
+        return [f for f in _listed(Storage(base or "/", options, requests)) if pattern.fullmatch(f.rel)]
     parent, _, name = location.uri.rpartition("/")
     if name and location.uri != location.root:
-        folder = Storage(parent or "/", options)
+        folder = Storage(parent or "/", options, requests)
         entry = folder.stat(name)
         if entry is not None:
             return [InputFile(folder, name, entry.size, entry.mtime_ns)]
-    return _listed(Storage(location.uri, options))
+    return _listed(Storage(location.uri, options, requests))
 
 
 def _listed(folder: Storage) -> list[InputFile]:

@@ -18,6 +18,7 @@ import pyarrow.json as pjson
 from upsertlake.cli.input_files import InputFile, find
 from upsertlake.cli.output import CliError
 from upsertlake.storage import Storage, parse_location
+from upsertlake.storage.requests import RequestCounts
 from upsertlake.table.table import Table
 
 FORMATS = ("parquet", "csv", "json", "ndjson")
@@ -61,11 +62,13 @@ def _inferred(t: pa.DataType) -> bool:
 
 
 def read_inputs(
-    paths: list[str], fmt: str | None, types: InputTypes | None = None, options: Mapping[str, str] | None = None
+    paths: list[str], fmt: str | None, types: InputTypes | None = None, options: Mapping[str, str] | None = None,
+    requests: RequestCounts | None = None,
 ) -> pa.Table:
     """Every input file as one table (columns unified by name); CliError naming a bad file. Paths
-    may be folders, and may be on an object store (read with the store settings `options`)."""
-    files = [f for p in paths for f in _expand(p, fmt, options)]
+    may be folders, and may be on an object store (read with the store settings `options`, their
+    requests counted by `requests` when given)."""
+    files = [f for p in paths for f in _expand(p, fmt, options, requests)]
     tables = [read_file(f, fmt or _BY_EXTENSION[f.suffix], types or InputTypes()) for f in files]
     try:
         return pa.concat_tables(tables, promote_options="permissive")
@@ -73,8 +76,10 @@ def read_inputs(
         raise CliError(f"input files do not share one schema: {exc}") from exc
 
 
-def _expand(path: str, fmt: str | None, options: Mapping[str, str] | None) -> list[InputFile]:
-    found = find(path, options)
+def _expand(
+    path: str, fmt: str | None, options: Mapping[str, str] | None, requests: RequestCounts | None
+) -> list[InputFile]:
+    found = find(path, options, requests)
     if len(found) == 1 and found[0].uri == parse_location(path).uri:  # the file named
         if fmt is None and found[0].suffix not in _BY_EXTENSION:
             raise CliError(f"cannot tell the format of {path} from its extension; pass --format {{{','.join(FORMATS)}}}")
@@ -82,7 +87,7 @@ def _expand(path: str, fmt: str | None, options: Mapping[str, str] | None) -> li
     files = [f for f in found if fmt is not None or f.suffix in _BY_EXTENSION]
     if not files:
         # An object store has no empty folders: a prefix exists while an object is below it.
-        folder = bool(found) or Storage(path, options).folder_exists("")
+        folder = bool(found) or Storage(path, options, requests).folder_exists("")
         raise CliError(f"no input files in folder {path}" if folder else f"no such input file: {path}")
     return files
 

@@ -22,7 +22,6 @@ from upsertlake.cli.output import (
     store_options,
 )
 from upsertlake.engine.plan import Progress
-from upsertlake.storage import requests as store_requests
 
 log = logging.getLogger(__name__)
 
@@ -83,16 +82,16 @@ def create(args: argparse.Namespace) -> int:
 
 
 def write(args: argparse.Namespace) -> int:
-    before = store_requests.snapshot()  # the command's requests, opening the table and reading inputs included
     options = parse_options(args.option)
     table = upsertlake.open_table(args.path, options, store_options(args))
+    counted = table.storage.requests  # the command's requests, opening the table and reading inputs included
     started = time.perf_counter()
-    data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args))
+    data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args), counted)
     log.info("read %d input rows in %.3f s", data.num_rows, time.perf_counter() - started)
     draw = not (args.no_progress or args.json) and sys.stderr.isatty()
     result = getattr(table, args.operation)(data, progress=StageProgress(draw))
     seconds = time.perf_counter() - started
-    requests = store_requests.since(before) if result.store_requests else {}
+    requests = counted.since({}) if result.store_requests else {}
     summary = {
         "instant_time": result.instant_time,
         "operation": result.operation,
@@ -120,12 +119,12 @@ def write(args: argparse.Namespace) -> int:
 
 
 def explain(args: argparse.Namespace) -> int:
-    before = store_requests.snapshot()  # the command's requests, opening the table and reading inputs included
     table = upsertlake.open_table(args.path, parse_options(args.option), store_options(args))
-    data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args))
+    counted = table.storage.requests  # the command's requests, opening the table and reading inputs included
+    data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args), counted)
     summary = table.plan(OPERATIONS[args.operation], data).summary()
     if "store_requests" in summary:  # an object store's table
-        summary["store_requests"] = store_requests.since(before)
+        summary["store_requests"] = counted.since({})
     if args.json:
         print_json(summary)
         return 0

@@ -38,11 +38,18 @@ class Storage:
     and reads the environment then); it keeps what the files said lately (objects read whole),
     and `requests` counts what an object store was asked."""
 
-    def __init__(self, base: str | os.PathLike[str], options: Mapping[str, object] | None = None) -> None:
+    def __init__(
+        self, base: str | os.PathLike[str], options: Mapping[str, object] | None = None,
+        requests: RequestCounts | None = None,
+    ) -> None:
+        """`requests`: the counter its requests go to (another storage's, to count one command's
+        requests on several stores together); its own by default."""
         self.location: Location = parse_location(base)
         self.base = self.location.uri
         self.options: dict[str, str] = normalized(options)
-        self.requests: RequestCounts = NoRequests() if self.location.is_local else RequestCounts()
+        if requests is None:
+            requests = NoRequests() if self.location.is_local else RequestCounts()
+        self.requests: RequestCounts = requests
         self._pid_store: tuple[int, Store] | None = None
 
     def __getstate__(self) -> dict:
