@@ -23,6 +23,7 @@ from helpers import hudi_read, timeline_dir
 from tests.test_interop_hudi import check_reads
 from tests.test_mor_read import mor_fixture
 from upsertlake import WriteConflictError, create_table, open_table
+from upsertlake.errors import ConfigError
 from upsertlake.logfile import CommandBlock, DataBlock, DeleteBlock, LogFileName, read_blocks
 from upsertlake.layout.markers import reconcile_markers
 from upsertlake.storage import Storage
@@ -78,6 +79,31 @@ def test_a_merge_on_read_table_declares_its_type_and_merge_mode(tmp_path: Path, 
     props = (tmp_path / "c/.hoodie/hoodie.properties").read_text()
     assert "hoodie.table.type=MERGE_ON_READ" in props  # no precombine field: merged by commit time
     assert "hoodie.compaction.payload.class=org.apache.hudi.common.model.OverwriteWithLatestAvroPayload" in props
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_commit_time_ordering_is_declared_and_kept_by_both_readers_before_and_after_compaction(
+    tmp_path: Path, version: int
+) -> None:
+    """Issue 42 (3): version 6 recorded DefaultHoodieRecordPayload whatever the merge mode, and a
+    later record with a smaller precombine value lost, in both readers. It declares
+    OverwriteWithLatestAvroPayload, as Hudi 0.x records commit time and as Hudi 1.x and hudi-rs
+    read a version 6 table's merge mode from its payload class; its writes take the table's mode
+    when reopened, and another mode is refused (readers merge the logs by the table's)."""
+    path = tmp_path / "t"
+    table = mor_table(path, version, **{"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"})
+    props = (path / ".hoodie/hoodie.properties").read_text()
+    assert "hoodie.compaction.payload.class=org.apache.hudi.common.model.OverwriteWithLatestAvroPayload" in props
+    assert "DefaultHoodieRecordPayload" not in props
+    assert ("hoodie.record.merge.mode=COMMIT_TIME_ORDERING" in props) == (version == 8)
+    table.upsert(batch([0, 1], [9, 9], 1))
+    open_table(path).upsert(batch([0], [8], 2))  # later, smaller ts: it wins
+    expected = {r["id"]: r for r in batch([0], [8], 2).to_pylist() + batch([1], [9], 1).to_pylist()}
+    assert snapshot(open_table(path)) == expected == hudi_snapshot(path)
+    with pytest.raises(ConfigError, match="merges by COMMIT_TIME_ORDERING"):
+        open_table(path).upsert(batch([1], [1], 3), {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING"})
+    open_table(path).compact()
+    assert snapshot(open_table(path), query_type="read_optimized") == expected == hudi_snapshot(path)
 
 
 def test_the_cli_creates_a_merge_on_read_table(tmp_path: Path) -> None:
