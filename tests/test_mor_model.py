@@ -391,20 +391,21 @@ def test_kill_9_during_compaction_of_a_table_we_wrote(tmp_path: Path, version: i
 
 
 @pytest.mark.parametrize("version", [6, 8])
-def test_a_record_written_after_delete_with_a_smaller_ts_leaves_the_base_row_as_hudi_reads_it(
+def test_a_record_written_after_delete_with_a_smaller_ts_reads_as_copy_on_write_writes_it(
     tmp_path: Path, version: int
 ) -> None:
     """delete() writes a plain (natural-order) delete; a later upsert of the key with a smaller
-    ts than its base row's: Hudi merges the log first (the record replaces the delete) and then
-    the base row with that record, which loses by event time, so the base row reads again, in
-    hudi-rs and in ours, and compaction writes it."""
+    ts than its base row's read as the base row (Hudi merges the log first, the record replaces
+    the delete, then the base row wins by event time), in hudi-rs and in ours, and compaction
+    wrote it (issue 42). The key is gone from its slice, so the record is an insert, into another
+    file group: both readers read it, as copy-on-write writes it, before and after compaction."""
     path = tmp_path / "t"
     table = mor_table(path, version)
     table.upsert(rows_of([0, 1, 2], [5, 5, 5], 0))
     table.delete(rows_of([0, 1], [0, 0], 1).drop_columns(["_hoodie_is_deleted"]))
     table.upsert(rows_of([0], [3], 2))  # smaller than the base row's 5
     table.upsert(rows_of([1], [7], 3))  # larger: the new row
-    expected = {"k0000": (5, 0.0, "p0"), "k0001": (7, 1003.0, "p1"), "k0002": (5, 2000.0, "p2")}
+    expected = {"k0000": (3, 2.0, "p0"), "k0001": (7, 1003.0, "p1"), "k0002": (5, 2000.0, "p2")}
     assert state(open_table(path).read()) == expected == hudi_state(path)
     open_table(path).compact()
     assert state(open_table(path).read(query_type="read_optimized")) == expected == hudi_state(path)

@@ -22,7 +22,9 @@ from upsertlake.engine.bucket_writer import (
     DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, default_token, with_meta, with_meta_runs,
 )
 from upsertlake.errors import StorageError
+from upsertlake.layout.file_system_view import FileSlice
 from upsertlake.layout.markers import APPEND, marker_entry, write_markers
+from upsertlake.layout.slice_reader import Merge
 from upsertlake.logfile import LogFileName, append_blocks, avro_data_blocks, data_block, delete_block
 from upsertlake.logfile.blocks import Block
 from upsertlake.partitioner import Bucket
@@ -47,6 +49,8 @@ class AppendJob(BucketJob):
     Picklable, as BucketJob: Spark tasks write their buckets with it."""
 
     appends: dict[int, AppendTarget] | None = None
+    merged_slices: dict[int, FileSlice] | None = None  # buckets rewriting their slice read merged
+    merge: Merge | None = None  # how those slices merge
     schema_json: str = ""  # the log blocks' writer schema (meta fields first)
     parquet_blocks: bool = False  # hoodie.logfile.data.block.format=parquet
     shared: SharedBlocks | None = field(default=None, compare=False)  # see for_batch
@@ -60,6 +64,10 @@ class AppendJob(BucketJob):
             return self
         appends = {n: r for n, r in rows.items() if n in self.appends}
         return replace(self, shared=SharedBlocks(self, records, appends, threads))
+
+    def merged_slice(self, number: int) -> tuple[FileSlice, Merge] | None:
+        sl = (self.merged_slices or {}).get(number)
+        return None if sl is None or self.merge is None else (sl, self.merge)
 
     def base_bytes(self, number: int) -> int:
         """An append reads no file: only its records weigh (the pool starts big buckets first)."""

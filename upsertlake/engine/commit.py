@@ -68,7 +68,8 @@ def commit(
             if check.stale and client.table_config.is_merge_on_read:
                 check = merge_on_read.settle_stale(timeline, check, result.write_stats, client.table_config.table_version)
             if check.conflict is None and client.table_config.is_merge_on_read:
-                orphaned = merge_on_read.orphaned_appends(timeline, result.write_stats, instant_time)
+                orphaned = (merge_on_read.orphaned_appends(timeline, result.write_stats, instant_time)
+                            or merge_on_read.hidden_rewrites(timeline, result.write_stats, instant_time))
                 check = check if orphaned is None else CommitCheck(orphaned, check.stale)
             conflict = check.conflict
             if conflict is None and not check.stale:

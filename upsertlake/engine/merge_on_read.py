@@ -24,6 +24,7 @@ from upsertlake.engine.append_handle import AppendJob, AppendTarget
 from upsertlake.engine.bucket_writer import BucketJob
 from upsertlake.engine.copy_on_write import sizing
 from upsertlake.engine.slice_routing import append_slices, pending_compactions, small_slices
+from upsertlake.engine.tag import slice_merge
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.logfile import block_keys, is_log_path, read_blocks
 from upsertlake.logfile.avro_records import with_meta_fields
@@ -52,11 +53,17 @@ def append_job(
     view: FileSystemView,
     operation: str,
     cfg: Config,
+    rewrites: frozenset[tuple[str, str]] = frozenset(),
 ) -> AppendJob:
     """The write's job with its appends: the UPDATE buckets `append_slices` routes to a new log
-    file of their group's current slice."""
+    file of their group's current slice; the slices of `rewrites` are read merged for their
+    buckets' rewrite (`slice_routing.rewritten_slices`)."""
     timeline = view.timeline
-    slices = append_slices(job.buckets, profile, view, operation, cfg)
+    slices = append_slices(job.buckets, profile, view, operation, cfg, rewrites)
+    merged = {}
+    if rewrites:
+        current = {s.file_group: s for s in view.latest_file_slices(sorted({p for p, _ in rewrites}))}
+        merged = {b.number: current[g] for b in job.buckets if (g := (b.partition_path, b.file_id)) in rewrites}
     compacting = pending_compactions(timeline) if table_config.table_version < 8 else {}
     versions: dict[tuple[str, str, str], int] = {}
     for log in view.all_log_files():
@@ -71,6 +78,8 @@ def append_job(
     return AppendJob(
         **{f.name: getattr(job, f.name) for f in fields(job)},
         appends=appends,
+        merged_slices=merged,
+        merge=slice_merge(table_config, view) if merged else None,
         schema_json=schema_json,
         parquet_blocks=cfg.get(opt.LOGFILE_DATA_BLOCK_FORMAT) == PARQUET_BLOCKS,
     )
@@ -85,8 +94,8 @@ def _target(
     base_instant = sl.base.instant_time if sl.base is not None else min(log.name.instant for log in sl.logs)
     if table_version >= 8:
         log_instant = instant_time
-    else:  # the slice's base instant; a pending compaction starts the next slice at its instant
-        log_instant = compaction or base_instant
+    else:  # the slice's base instant; a pending compaction older than it starts the next slice
+        log_instant = max(compaction or base_instant, base_instant)
     version = 1 if table_version >= 8 else versions.get((bucket.partition_path, bucket.file_id, log_instant), 0) + 1
     return AppendTarget(log_instant, version, sl.base.name if sl.base is not None else "", base_instant)
 
@@ -120,6 +129,23 @@ def orphaned_appends(timeline: Timeline, own_stats: Sequence[WriteStat], own_tim
                     "(retry: they will be inserted)",
                     tuple(keys),
                 )
+    return None
+
+
+def hidden_rewrites(timeline: Timeline, own_stats: Sequence[WriteStat], own_time: str) -> Conflict | None:
+    """A base file this write wrote for a file group that a compaction planned after the write
+    began folds too (a bucket's slice rewritten, `slice_routing.rewritten_slices`): the
+    compaction's base file, of the slice before this write, carries the later instant and would
+    hide this one's. Such a write conflicts with the compaction; a retry rewrites the slice the
+    compaction starts."""
+    later = {i.time: i for i in timeline.filter([Action.COMPACTION]) if i.time > own_time}.values()
+    bases = {(s.partitionPath, s.fileId) for s in own_stats if not is_log_path(s.path)}
+    done = {i.time: i for i in timeline.completed_writes()}
+    for plan in later if bases else []:
+        hidden = bases & {op.file_group for op in read_plan(timeline, plan)}
+        if hidden:
+            why = f"it compacts file group(s) {describe_groups(hidden)}, whose base file this write rewrote before it"
+            return Conflict(done.get(plan.time, plan), why)
     return None
 
 
