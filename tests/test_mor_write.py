@@ -347,6 +347,24 @@ def test_a_deleted_key_written_again_with_a_smaller_ts_reads_as_copy_on_write_wr
     assert side_by_side(tmp_path / "c", version, writes, **options) == expected
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_plain_deletes_and_deletes_with_an_ordering_value_go_to_blocks_of_their_own(tmp_path: Path, version: int) -> None:
+    """One write that deletes a key for good (here: a global index moves it out of its file
+    group) and another by a `_hoodie_is_deleted` row in the same group: one delete block holding
+    both Hudi's IntWrapper(0) and a LongWrapper is refused by hudi-rs ("Delete block mixes
+    ordering types"), so each kind gets a block (found by the random sequences of issue 42)."""
+    path = tmp_path / "t"
+    table = mor_table(path, version, **{"hoodie.index.type": "GLOBAL_SIMPLE"})
+    table.upsert(pa.concat_tables([row("a", 1, 1.0, "p1"), row("b", 1, 1.0, "p1"), row("c", 1, 1.0, "p1")]))
+    table.upsert(pa.concat_tables([row("a", 2, 2.0, "p0"), row("b", 2, 2.0, "p1", True)]))
+    (log,) = logs_of(path)
+    blocks = read_blocks(log.read_bytes())
+    assert [(type(b).__name__, b.keys.column("natural_order").to_pylist()) for b in blocks] == [
+        ("DeleteBlock", [True]), ("DeleteBlock", [False])]
+    expected = {"a": {"id": "a", "ts": 2, "v": 2.0, "p": "p0"}, "c": {"id": "c", "ts": 1, "v": 1.0, "p": "p1"}}
+    assert snapshot(open_table(path)) == expected == hudi_snapshot(path)
+
+
 # -- rollback ------------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from upsertlake.engine.bucket_writer import (
     DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, default_token, with_meta, with_meta_runs,
@@ -112,7 +113,13 @@ def append_bucket(
         rows = with_meta(upserts, job.instant_time, bucket.number, bucket.file_id, job.data_schema)
         blocks.append(data_block(job.instant_time, rows, job.schema_json, parquet=job.parquet_blocks))
     if removed.num_rows:
-        blocks.append(delete_block(job.instant_time, _delete_keys(removed, job.precombine_field), job.schema_json))
+        keys = _delete_keys(removed, job.precombine_field)
+        # a block either way: hudi-rs refuses a delete block that mixes the plain deletes'
+        # IntWrapper(0) with ordering values of another wrapper (a key is in one of them only)
+        natural = keys.column("natural_order")
+        for part in (keys.filter(natural), keys.filter(pc.invert(natural))):
+            if part.num_rows:
+                blocks.append(delete_block(job.instant_time, part, job.schema_json))
     # No key summary: the conflict check reads an append's keys from its log file.
     data = append_blocks(blocks)
     version, name, path = _create_log(storage, job.instant_time, bucket, target, write_token, data)
