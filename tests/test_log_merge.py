@@ -94,7 +94,8 @@ def test_after_a_plain_delete_a_delete_with_an_ordering_value_leaves_it_and_a_re
     replaces it and then competes with the base record (issue 42: upsert a at 9, delete() it,
     upsert a `_hoodie_is_deleted` row of a at 8 read as (9, v1))."""
     schema = SCHEMA.append(pa.field("_hoodie_is_deleted", pa.bool_()))
-    base = pa.Table.from_pylist([{KEY: k, "ts": 9, "v": f"{k}0", "_hoodie_is_deleted": False} for k in "abcd"], schema=schema)
+    base = pa.Table.from_pylist(
+        [{KEY: k, "ts": 9, "v": f"{k}0", "_hoodie_is_deleted": False} for k in "abcd"], schema=schema)
     blocks = [deletes("1", list("abcd")), deletes("2", list("ab"), [8, 10]),
               records("3", [("c", 8, "c3", True), ("d", 10, "d3", True)], schema)]
     assert merged(blocks, base=base) == [("c", 9, "c0", False)]  # c's record at 8 loses to the base's 9
@@ -104,7 +105,8 @@ def test_after_a_plain_delete_a_delete_with_an_ordering_value_leaves_it_and_a_re
         ("b", 9, "b4", False), ("c", 9, "c0", False)]
     assert merged(blocks, base=None) == []
     # before the plain delete, the ordered ones compete as ever
-    assert merged([deletes("1", ["a", "b"], [8, 10]), deletes("2", ["c"])], base=base) == [("a", 9, "a0", False), ("d", 9, "d0", False)]
+    assert merged([deletes("1", ["a", "b"], [8, 10]), deletes("2", ["c"])], base=base) == [
+        ("a", 9, "a0", False), ("d", 9, "d0", False)]
 
 
 def test_is_deleted_records_delete_when_they_win() -> None:
