@@ -1,5 +1,7 @@
-"""merge_slice (issue 27): a slice's base records and log blocks merged by key as Hudi's merged log
-scanner does, by hand on exact tables, and on the Hudi-written fixtures against the `hudi` reader."""
+"""merge_slice (issues 27, 42): a slice's base records and log blocks merged by key as Hudi's file
+group reader does, by hand on exact tables, on the Hudi-written fixtures against the `hudi` reader,
+and on random event sequences written as log files of one slice, against the `hudi` reader and
+Hudi's fold (`UPSERTLAKE_SLICE_SEEDS=N` for more sequences)."""
 
 from __future__ import annotations
 
