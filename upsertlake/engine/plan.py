@@ -57,6 +57,7 @@ class WritePlan:
     stages: dict[str, float]
     store_requests: dict[str, int] = field(default_factory=dict)  # what planning asked of an object store
     merge_on_read: bool = False  # updates and deletes are appended to log files (`slice_routing`)
+    rewrites: frozenset[tuple[str, str]] = frozenset()  # bucket slices rewritten merged (`rewritten_slices`)
 
     def summary(self) -> dict[str, Any]:
         """Counts per stage and per file group: the groups whose base file is rewritten (with its
@@ -68,7 +69,8 @@ class WritePlan:
         per_bucket = np.bincount(self.assignment, minlength=n) if n else np.zeros(0, int)
         inserts = np.bincount(self.assignment[is_insert], minlength=n) if n else np.zeros(0, int)
         deleted = np.bincount(self.assignment[is_delete], minlength=n) if n else np.zeros(0, int)
-        appends = append_slices(self.buckets, self.profile, self.view, self.operation, self.cfg) if self.merge_on_read else {}
+        appends = (append_slices(self.buckets, self.profile, self.view, self.operation, self.cfg, self.rewrites)
+                   if self.merge_on_read else {})
         sizes = {bf.file_group: bf.size for bf in self.view.latest_base_files()}
         updated, small, new, appended = [], [], [], []
         for b in self.buckets:

@@ -33,7 +33,8 @@ from upsertlake.engine.overwrite import OVERWRITES
 from upsertlake.engine.pending import PendingWrite, Redo, Rewrite
 from upsertlake.engine.plan import Progress, WritePlan, view_scope
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
-from upsertlake.engine.tag import log_default_partition, table_index, tag
+from upsertlake.engine.slice_routing import rewritten_slices
+from upsertlake.engine.tag import log_default_partition, slice_merge, table_index, tag
 from upsertlake.engine.write_result import WriteResult, with_statuses
 from upsertlake.errors import StorageError, UpsertlakeError
 from upsertlake.index import BucketIndex, InMemoryIndex
@@ -161,7 +162,8 @@ class WriteClient:
         """Step 6: the instant goes inflight with the workload profile; the partition metafiles
         are written; returns what every bucket's writer needs (picklable, for Spark executors)."""
         return self.begin_buckets(
-            instant_time, plan.operation, plan.cfg, plan.view, plan.profile, plan.buckets, plan.batch.data_schema
+            instant_time, plan.operation, plan.cfg, plan.view, plan.profile, plan.buckets, plan.batch.data_schema,
+            rewrites=plan.rewrites,
         )
 
     def begin_buckets(
@@ -174,9 +176,11 @@ class WriteClient:
         buckets: list[Bucket],
         data_schema: pa.Schema,
         keep_keys: bool | None = None,
+        rewrites: frozenset[tuple[str, str]] = frozenset(),
     ) -> BucketJob:
         """`begin_write` from the plan's parts (Spark has no per-record plan on the driver);
-        `keep_keys=False`: the statuses carry counts and stats only, no key arrays. A retry
+        `keep_keys=False`: the statuses carry counts and stats only, no key arrays; `rewrites`:
+        the merge-on-read slices rewritten merged (`slice_routing.rewritten_slices`). A retry
         (`redoing`) writes again under its new instant, tagged against `view`."""
         instants.check_startable(self, instant_time)
         pending = self._pending[instant_time]
@@ -198,7 +202,7 @@ class WriteClient:
             self.table_config.precombine_field, keep,
         )
         if self.table_config.is_merge_on_read:
-            job = merge_on_read.append_job(job, self.table_config, profile, view, operation, cfg)
+            job = merge_on_read.append_job(job, self.table_config, profile, view, operation, cfg, rewrites)
         pending.job = job
         return pending.job
 
@@ -303,7 +307,11 @@ class WriteClient:
         timeline = timeline or Timeline.load(self.storage)
         view = FileSystemView(timeline, partitions=view_scope(operation, index, batch.partitions))
         with _stage(stages, "tag", progress):
-            records, locations = tag(batch, index, view, operation, cfg, self.table_config.precombine_field)
+            merge = slice_merge(self.table_config, view)
+            records, locations = tag(batch, index, view, operation, cfg, self.table_config.precombine_field, merge)
+            rewrites: frozenset[tuple[str, str]] = frozenset()
+            if merge is not None and isinstance(index, BucketIndex):
+                rewrites = rewritten_slices(records, locations, view, merge)
         with _stage(stages, "profile", progress):
             if operation == "bulk_insert":
                 records, locations = bulk_insert_sort(records, locations, cfg.get(opt.BULK_INSERT_SORT_MODE))
@@ -321,7 +329,7 @@ class WriteClient:
                 )
         return WritePlan(
             operation, cfg, batch, view, records, locations, profile, buckets, assignment, stages,
-            merge_on_read=self.table_config.is_merge_on_read,
+            merge_on_read=self.table_config.is_merge_on_read, rewrites=rewrites,
         )
 
     def sizing(self, timeline: Timeline, cfg: Config) -> tuple[int, PartitionerConfig]:

@@ -46,6 +46,7 @@ from upsertlake.engine.bulk_insert import (
 )
 from upsertlake.engine.copy_on_write import bucket_rows, write_rows
 from upsertlake.engine.prepare import POSITION, PrepareSpec
+from upsertlake.engine.tag import slice_merge
 from upsertlake.engine.write_client import WriteClient
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.layout.file_system_view import FileSystemView
@@ -173,10 +174,11 @@ def _write_distributed(
             # Staged on the table's storage until the commit: a re-merge writes buckets again from it.
             folder = staging_folder(instant)
             client.hold_until_commit(instant, "tagged", partial(client.storage.delete_dir, folder))
-            staged, counts = tag_in_task(frame, records, operation, cfg, timeline, index_type, precombine,
+            staged, counts = tag_in_task(frame, records, operation, cfg, timeline, index_type, client.table_config,
                                          empty.distinct, client.storage, folder, prepare)
         else:
-            tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts)
+            merge = slice_merge(client.table_config, view)
+            tagged = tag(prepared, operation, cfg, view, index_type, precombine, order_type, parts, merge)
             tagged = tagged.persist()
             # Cached until the commit: a re-merge assigns and writes buckets again from it.
             client.hold_until_commit(instant, "tagged", tagged.unpersist)
