@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
-from upsertlake.layout.slice_reader import Merge, listed
+from upsertlake.layout.slice_reader import Merge, listed, log_files
 from upsertlake.logfile import Block, DataBlock, DeleteBlock, block_keys
 from upsertlake.logfile.merge import live_blocks, merge_slice
 from upsertlake.logfile.reader import read_logs
@@ -45,7 +45,7 @@ def deleted_keys(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array) 
     record is a delete: gone from the slice, whatever its base file holds."""
     if not sl.logs or not len(keys):
         return _NONE
-    files = _log_files(storage, sl)
+    files = log_files(storage, sl)
     may_delete = read_logs(files, merge.instants.__contains__, data_schemas=lambda schema: IS_DELETED_COLUMN in schema)
     named = block_keys(live_blocks(may_delete, merge.instants))[1]
     candidates = keys.filter(pc.is_in(keys, value_set=named))
@@ -58,7 +58,7 @@ def deleted_keys(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array) 
 def live_orderings(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array) -> pa.Table:
     """(key, ordering value) of those of `keys` (distinct) live in the merged slice: the stored
     record a global index's moved record competes with."""
-    blocks = read_logs(_log_files(storage, sl), merge.instants.__contains__) if sl.logs else []
+    blocks = read_logs(log_files(storage, sl), merge.instants.__contains__) if sl.logs else []
     return _merged(storage, sl, merge, keys, blocks)
 
 
@@ -112,14 +112,6 @@ def _block_of(block: Block, keys: pa.Array, columns: list[str]) -> Block:
 
 def _only(records: pa.Table, keys: pa.Array) -> pa.Table:
     return records.filter(pc.is_in(pc.cast(records.column(KEY), pa.string()), value_set=keys))
-
-
-def _log_files(storage: Storage, sl: FileSlice) -> list[tuple[bytes, str]]:
-    files = []
-    for log in sl.logs:
-        with listed(storage, log.path, log.name.instant):
-            files.append((storage.read_bytes(log.path), storage.full_path(log.path)))
-    return files
 
 
 @dataclass
