@@ -1,8 +1,12 @@
-"""merge_slice (issue 27): a slice's base records and log blocks merged by key as Hudi's merged log
-scanner does, by hand on exact tables, and on the Hudi-written fixtures against the `hudi` reader."""
+"""merge_slice (issues 27, 42): a slice's base records and log blocks merged by key as Hudi's file
+group reader does, by hand on exact tables, on the Hudi-written fixtures against the `hudi` reader,
+and on random event sequences written as log files of one slice, against the `hudi` reader and
+Hudi's fold (`UPSERTLAKE_SLICE_SEEDS=N` for more sequences)."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
 from pathlib import Path
 
@@ -83,6 +87,28 @@ def test_a_delete_with_an_ordering_value_competes_by_event_time() -> None:
     later = blocks + [deletes("2", ["a"], [7]), records("3", [("a", 6, "a3"), ("b", 6, "b3")])]
     assert merged(later) == [("b", 6, "b3")]
     assert merged(later + [records("4", [("a", 7, "a4")])]) == [("a", 7, "a4"), ("b", 6, "b3")]
+
+
+def test_after_a_plain_delete_a_delete_with_an_ordering_value_leaves_it_and_a_record_replaces_it() -> None:
+    """Hudi 1.x (deltaMergeDeleteRecord keeps a commit-time delete) and hudi-rs: once a plain
+    delete is a key's state, a delete block's delete with an ordering value leaves it (it must not
+    bring the base record back by losing to it), while a record, a `_hoodie_is_deleted` one too,
+    replaces it and then competes with the base record (issue 42: upsert a at 9, delete() it,
+    upsert a `_hoodie_is_deleted` row of a at 8 read as (9, v1))."""
+    schema = SCHEMA.append(pa.field("_hoodie_is_deleted", pa.bool_()))
+    base = pa.Table.from_pylist(
+        [{KEY: k, "ts": 9, "v": f"{k}0", "_hoodie_is_deleted": False} for k in "abcd"], schema=schema)
+    blocks = [deletes("1", list("abcd")), deletes("2", list("ab"), [8, 10]),
+              records("3", [("c", 8, "c3", True), ("d", 10, "d3", True)], schema)]
+    assert merged(blocks, base=base) == [("c", 9, "c0", False)]  # c's record at 8 loses to the base's 9
+    assert merged(blocks + [records("4", [("a", 1, "a4", False)], schema)], base=base) == [
+        ("a", 9, "a0", False), ("c", 9, "c0", False)]
+    assert merged(blocks + [records("4", [("b", 9, "b4", False)], schema)], base=base) == [
+        ("b", 9, "b4", False), ("c", 9, "c0", False)]
+    assert merged(blocks, base=None) == []
+    # before the plain delete, the ordered ones compete as ever
+    assert merged([deletes("1", ["a", "b"], [8, 10]), deletes("2", ["c"])], base=base) == [
+        ("a", 9, "a0", False), ("d", 9, "d0", False)]
 
 
 def test_is_deleted_records_delete_when_they_win() -> None:
@@ -265,3 +291,101 @@ def test_event_time_winners_are_the_largest_value_then_the_latest_write_for_ever
             events.setdefault(k, []).append((t, n, v))
     out = merge_slice(table(base_rows), blocks, KEY, "ts", EVENT, ALL)
     assert {r[KEY]: r["v"] for r in out.to_pylist()} == {k: max(e)[2] for k, e in events.items()}
+
+
+# ---- random event sequences in one slice, against the `hudi` reader --------------------------------
+# Event kinds: R a record, X a record with `_hoodie_is_deleted` (both in data blocks), D a delete
+# block's delete with an ordering value, N one without (delete()).
+
+
+def hudi_event_time(base: int | None, events: list[tuple[str, int]]) -> int | None:
+    """A key's ts after its base record (None: none) and log events, as Hudi 1.x's file group
+    reader merges by event time (None: deleted): the rule merge_slice implements, written as the
+    fold Hudi runs (FileGroupRecordBuffer, BufferedRecordMergerFactory)."""
+    state: tuple[str, int] | None = None
+    for kind, ts in events:
+        if kind == "N":
+            state = ("N", 0)
+        elif kind == "D":
+            if state is None or (state[0] != "N" and ts >= state[1]):
+                state = ("D", ts)
+        elif state is None or state[0] == "N" or ts >= state[1]:
+            state = (kind, ts)
+    if state is None or (state[0] != "N" and base is not None and state[1] < base):
+        return base
+    return state[1] if state[0] == "R" else None
+
+
+def crafted_slice(path: Path, base: dict[str, int], steps: list[tuple[str, dict[str, int]]]) -> None:
+    """A version 6 merge-on-read table of one file group: `base` (key -> ts) upserted, then one
+    deltacommit per step, its log file holding one block of the step's kind, written as Hudi's
+    writers write them (the `_hoodie_is_deleted` rows in a data block, as a writer that does not
+    turn them into deletes leaves them)."""
+    from datetime import datetime, timedelta, timezone
+
+    from upsertlake import create_table
+    from upsertlake.logfile import append_blocks, data_block, delete_block, with_meta_fields
+    from upsertlake.schema import arrow_to_avro, avro_schema_json
+
+    data = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string()), ("_hoodie_is_deleted", pa.bool_())])
+    table = create_table(path, "t", record_key="id", precombine_field="ts", table_type="MERGE_ON_READ",
+                         options={"hoodie.write.table.version": 6})
+    rows = [{"id": k, "ts": t, "v": f"{k}-base", "_hoodie_is_deleted": False} for k, t in {**base, "zz": 0}.items()]
+    table.upsert(pa.Table.from_pylist(rows, schema=data))
+    table.upsert(pa.Table.from_pylist(rows[-1:], schema=data))  # a deltacommit to copy
+    hoodie = path / ".hoodie"
+    template = sorted(hoodie.glob("*.deltacommit"))[-1]
+    commit = json.loads(template.read_text())
+    (stat,) = commit["partitionToWriteStats"][""]
+    base_instant, file_id = stat["prevCommit"], stat["fileId"]
+    schema_json = avro_schema_json(with_meta_fields(arrow_to_avro(data, "t")))
+    start = datetime.strptime(template.name[:14], "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+    for n, (kind, keyed) in enumerate(steps, start=2):
+        instant = (start + timedelta(seconds=n)).strftime("%Y%m%d%H%M%S") + "000"
+        if kind in "RX":
+            records = pa.Table.from_pylist([
+                {"_hoodie_commit_time": instant, "_hoodie_commit_seqno": f"{instant}_0_{i}", "_hoodie_record_key": k,
+                 "_hoodie_partition_path": "", "_hoodie_file_name": file_id, "id": k, "ts": t, "v": f"{k}-{n}",
+                 "_hoodie_is_deleted": kind == "X"} for i, (k, t) in enumerate(keyed.items())])
+            block = data_block(instant, records, schema_json)
+        else:
+            block = delete_block(instant, pa.table({
+                "record_key": list(keyed), "partition_path": [""] * len(keyed),
+                "ordering_value": pa.array(list(keyed.values()), pa.int64()),
+                "natural_order": [kind == "N"] * len(keyed)}), schema_json)
+        name = f".{file_id}_{base_instant}.log.{n}_1-0-1"
+        (path / name).write_bytes(append_blocks([block]))
+        stat.update(path=name, logFiles=[name], logVersion=n)
+        for suffix in (".deltacommit.requested", ".deltacommit.inflight"):
+            (hoodie / f"{instant}{suffix}").write_bytes(b"")
+        (hoodie / f"{instant}.deltacommit").write_text(json.dumps(commit))
+
+
+SLICE_SEEDS = int(os.environ.get("UPSERTLAKE_SLICE_SEEDS", "24"))  # more by hand: the env var
+
+
+@pytest.mark.parametrize("seed", range(SLICE_SEEDS))
+def test_random_event_sequences_in_a_slice_merge_as_the_hudi_reader_merges_them(tmp_path: Path, seed: int) -> None:
+    """Random sequences of records, `_hoodie_is_deleted` records, deletes with and without an
+    ordering value over a slice's keys (some in its base file, some not): our snapshot, the
+    `hudi` reader's and Hudi 1.x's fold (`hudi_event_time`) agree key by key."""
+    from upsertlake import open_table
+
+    rng = random.Random(seed)
+    keys = [f"k{i}" for i in range(10)]
+    base = {k: rng.randint(1, 5) for k in keys[:6]}
+    events: dict[str, list[tuple[str, int]]] = {k: [] for k in keys}
+    steps = []
+    for _ in range(rng.randint(2, 6)):
+        kind = rng.choice("RRXDN")
+        keyed = {k: rng.randint(1, 6) for k in rng.sample(keys, 5)}
+        steps.append((kind, keyed))
+        for k, t in keyed.items():
+            events[k].append((kind, t))
+    path = tmp_path / "t"
+    crafted_slice(path, base, steps)
+    expected = {k: t for k in keys if (t := hudi_event_time(base.get(k), events[k])) is not None}
+    theirs = hudi_read(path)
+    ours = open_table(path).read()
+    assert {k: t for k, t in zip(theirs["id"].to_pylist(), theirs["ts"].to_pylist()) if k != "zz"} == expected, steps
+    assert {k: t for k, t in zip(ours["id"].to_pylist(), ours["ts"].to_pylist()) if k != "zz"} == expected, steps

@@ -1,21 +1,27 @@
-"""Merge-on-read tables against a model (issue 27): seeded random sequences of upserts (event-time
-merge: larger `ts` wins, equal `ts` the later write, smaller loses), `_hoodie_is_deleted` rows,
-delete(), inserts of new and of deleted keys, compactions (on demand and inline), rollbacks of the
-latest deltacommit and cleans, all through the real write path. After every step our snapshot is
-the model's state; at the end time travel to every completed write instant is the model's state
-then, the base files alone (read_optimized) hold the snapshot after a final compaction, and
-Apache Hudi's reader (hudi-rs) reads the same as we do, now and at every instant.
+"""Merge-on-read tables against a model (issues 27, 42): seeded random sequences of upserts,
+`_hoodie_is_deleted` rows, delete(), inserts of new and of deleted keys, keys written again after
+a delete with a smaller ts than they had (late rows, plain and `_hoodie_is_deleted`), under a
+global index keys moving between partitions, compactions (on demand and inline, at random
+points), rollbacks of the latest deltacommit and cleans, all through the real write path, by
+either merge mode (event time: larger `ts` wins, equal `ts` the later write, smaller loses;
+commit time: the later write wins). After every step our snapshot is the model's state, and so is
+the snapshot of a copy-on-write table fed the same writes; at the end time travel to every
+completed write instant is the model's state then, the base files alone (read_optimized) hold the
+snapshot after a final compaction, and Apache Hudi's reader (hudi-rs) reads the same as we do,
+now and at every instant.
+
+The model is copy-on-write's semantics (README, Semantics): a key not stored takes any record, a
+stored one merges with it by the merge mode, a winning `_hoodie_is_deleted` row or delete()
+removes it; under a global index a winning record for another partition moves the key.
 
 Not compared with hudi-rs: incremental windows (it skips the base files of event-time tables,
 see tests/test_mor_write.py), and v6 slices started by a pending compaction plan (it leaves them
-out until the plan completes); the sequences leave no plan pending. A key re-written after
-delete() gets a ts at or above every ts it had: with a smaller one Hudi reads the base row again
-(test_a_record_written_after_delete_with_a_smaller_ts_leaves_the_base_row_as_hudi_reads_it),
-which a key -> row model does not hold. `insert` re-writes only keys no base file holds (insert
-skips the index: Hudi's duplicates by design, tests/test_write_semantics.py)."""
+out until the plan completes); the sequences leave no plan pending. `UPSERTLAKE_MOR_SEEDS=N`
+runs N seeds of every index, merge mode and version (by hand: a few by default)."""
 
 from __future__ import annotations
 
+import os
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -46,13 +52,15 @@ def mor_table(path: Path, version: int, **options: object):
     )
 
 
-def rows_of(keys: list[int], ts: list[int], tag: int, deleted: list[bool] | None = None) -> pa.Table:
-    """A batch: key kNNNN in partition p{N % 3}, `v` telling which step wrote it."""
+def rows_of(
+    keys: list[int], ts: list[int], tag: int, deleted: list[bool] | None = None, parts: list[str] | None = None
+) -> pa.Table:
+    """A batch: key kNNNN in partition p{N % 3} (or `parts`), `v` telling which step wrote it."""
     return pa.table({
         "id": pa.array([f"k{k:04d}" for k in keys], pa.string()),
         "ts": pa.array(ts, pa.int64()),
         "v": pa.array([float(k * 1000 + tag) for k in keys], pa.float64()),
-        "p": pa.array([f"p{k % 3}" for k in keys], pa.string()),
+        "p": pa.array(parts or [f"p{k % 3}" for k in keys], pa.string()),
         "_hoodie_is_deleted": pa.array(deleted or [False] * len(keys), pa.bool_()),
     })
 
@@ -66,19 +74,25 @@ def state(table: pa.Table, what: str = "") -> dict[str, tuple]:
 
 @dataclass
 class Model:
-    """key -> (ts, v, p); `high` is the largest ts ever written for a key, deletes included."""
+    """key -> (ts, v, p), as copy-on-write stores it; `high` is the largest ts ever written for a
+    key, deletes included; `event_time`: the merge mode (else commit time)."""
 
     rows: dict[str, tuple] = field(default_factory=dict)
     high: dict[int, int] = field(default_factory=dict)
     deleted: set[int] = field(default_factory=set)
+    event_time: bool = True
 
     def upsert(self, data: pa.Table) -> None:
+        """Each record merges with the stored one: under event time a smaller ts loses (a
+        delete's too; under a global index the key then stays in its partition); a winner
+        replaces it (a global index moves the key to the record's partition) or, a
+        `_hoodie_is_deleted` one, removes it. A key not stored takes any record."""
         for r in data.to_pylist():
             k = int(r["id"][1:])
             self.high[k] = max(self.high.get(k, r["ts"]), r["ts"])
             old = self.rows.get(r["id"])
-            if old is not None and r["ts"] < old[0]:
-                continue  # a smaller ordering value loses, a delete's too
+            if old is not None and self.event_time and r["ts"] < old[0]:
+                continue
             if r["_hoodie_is_deleted"]:
                 if old is not None:
                     del self.rows[r["id"]]
@@ -94,36 +108,51 @@ class Model:
 
 
 def step_batch(
-    rng: random.Random, model: Model, next_key: int, tag: int, op: str, stored: set[str]
+    rng: random.Random, model: Model, next_key: int, tag: int, op: str, moves: bool = False
 ) -> tuple[str, str, pa.Table, int]:
     """The next write (`op`: upsert, is_deleted, delete, insert or reinsert): what it is called,
-    the table method, its batch (no key twice in a batch) and the next unused key. `stored`: the
-    keys base files hold (a key deleted in a log stays in its base file until compaction)."""
+    the table method, its batch (no key twice in a batch) and the next unused key. `moves`: a
+    global index, so records may name another partition than their key's."""
     live = sorted(int(k[1:]) for k in model.rows)
+
+    def parts(keys: list[int]) -> list[str] | None:
+        if not moves:
+            return None
+        stored = [model.rows.get(f"k{k:04d}", (0, 0, f"p{k % 3}"))[2] for k in keys]
+        return [rng.choice(["p0", "p1", "p2"]) if rng.random() < 0.3 else p for p in stored]
+
     if op == "insert" or not live or (op == "reinsert" and not model.deleted):
         keys = list(range(next_key, next_key + rng.randint(3, 8)))
         return "insert", "insert", rows_of(keys, [rng.randint(0, 5) for _ in keys], tag), next_key + len(keys)
     if op == "reinsert":
         keys = rng.sample(sorted(model.deleted), min(len(model.deleted), rng.randint(1, 3)))
-        # at or above every ts the key ever had: a delete's ordering value stays in its slice's
-        # logs until compaction, and Hudi merges the base file's row with the log's by ts
-        ts = [model.high[k] + rng.randint(0, 2) for k in keys]
-        # `insert` skips the index (Hudi's duplicates by design): a key its base file still holds
-        # would be stored twice, and the next upsert updates both copies. Only compacted deletes.
-        method = "insert" if not {f"k{k:04d}" for k in keys} & stored and rng.random() < 0.5 else "upsert"
-        return f"reinsert:{method}", method, rows_of(keys, ts, tag), next_key
+        # late rows among them (the first one always, not a delete): below the ts the key had (a
+        # delete's ordering value may stay in its slice's logs until compaction), which
+        # copy-on-write inserts all the same
+        ts = [model.high[k] - rng.randint(1, 3) if i == 0 else model.high[k] + rng.randint(-3, 1)
+              for i, k in enumerate(keys)]
+        deleted = [rng.random() < 0.25 and i > 0 for i in range(len(keys))]
+        late = "late" if any(t < model.high[k] and not d for k, t, d in zip(keys, ts, deleted)) else "later"
+        # `insert` skips the index (a key stored elsewhere would be stored twice): deleted keys only
+        method = "insert" if not any(deleted) and rng.random() < 0.5 else "upsert"
+        return f"reinsert:{method}:{late}", method, rows_of(keys, ts, tag, deleted, parts(keys)), next_key
     if op == "delete":
         keys = rng.sample(live, min(len(live), rng.randint(1, 3)))
-        return "delete", "delete", rows_of(keys, [0] * len(keys), tag), next_key
+        return "delete", "delete", rows_of(keys, [0] * len(keys), tag, None, parts(keys)), next_key
     if op == "is_deleted":
         keys = rng.sample(live, min(len(live), rng.randint(1, 3)))
-        ts = [model.rows[f"k{k:04d}"][0] + rng.choice([-1, 0, 1]) for k in keys]  # -1 loses
-        return "is_deleted", "upsert", rows_of(keys, ts, tag, [True] * len(keys)), next_key
+        ts = [model.rows[f"k{k:04d}"][0] + rng.choice([-1, 0, 1]) for k in keys]  # -1 loses (event time)
+        return "is_deleted", "upsert", rows_of(keys, ts, tag, [True] * len(keys), parts(keys)), next_key
     keys = rng.sample(live, min(len(live), rng.randint(2, 8)))
-    # equal ts: the later write wins; smaller: the table's row stays
+    # equal ts: the later write wins; smaller: the table's row stays (event time)
     ts = [model.rows[f"k{k:04d}"][0] + rng.choice([-1, 0, 0, 1, 2]) for k in keys]
     new = list(range(next_key, next_key + rng.randint(0, 2)))
-    return "upsert", "upsert", rows_of(keys + new, ts + [1] * len(new), tag), next_key + len(new)
+    where = parts(keys)
+    moved = where is not None and any(p != model.rows[f"k{k:04d}"][2] for k, p in zip(keys, where))
+    label = "upsert:move" if moved else "upsert"
+    new_parts = None if where is None else where + [f"p{k % 3}" for k in new]
+    batch = rows_of(keys + new, ts + [1] * len(new), tag, None, new_parts)
+    return label, "upsert", batch, next_key + len(new)
 
 
 def hudi_state(path: Path, **read: str) -> dict[str, tuple]:
@@ -152,6 +181,7 @@ class Run:
                    for i, o in enumerate(self.ops)), self.ops
         assert "rollback:commit" in self.ops, self.ops
         assert any(o.startswith("reinsert") for o in self.ops), self.ops
+        assert any(o.startswith("reinsert") and o.endswith(":late") for o in self.ops), self.ops
         assert self.logs_by_compaction == (version == 6)
 
 
@@ -189,18 +219,26 @@ class OnSpark:
 
 def run_sequence(
     path: Path, version: int, seed: int, steps: int, inline: bool, spark=None, spark_writes: dict | None = None,
-    **extra: object,
+    mode: str = "EVENT_TIME_ORDERING", **extra: object,
 ) -> Run:
     """`steps` random steps after a first upsert of 24 keys; rollbacks and cleans in process,
-    writes and compactions through `spark` when given (`spark_writes`: more options for its writes)."""
+    writes and compactions through `spark` when given (`spark_writes`: more options for its writes).
+    A copy-on-write table beside it (`<path>-cow`, no automatic clean) takes the same writes and
+    rollbacks; `mode`: the merge mode; `extra`: more options of both (the index)."""
     options: dict[str, object] = {  # automatic cleans and archival too
-        "hoodie.cleaner.commits.retained": RETAINED, "hoodie.keep.min.commits": 4, "hoodie.keep.max.commits": 5, **extra}
+        "hoodie.cleaner.commits.retained": RETAINED, "hoodie.keep.min.commits": 4, "hoodie.keep.max.commits": 5,
+        "hoodie.record.merge.mode": mode, **extra}
     if inline:
         options.update({"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": 2})
     table = mor_table(path, version, **options)
     writer = InProcess(table) if spark is None else OnSpark(spark, path, options, spark_writes or {})
+    twin_options = {"hoodie.write.table.version": version, "hoodie.record.merge.mode": mode,
+                    "hoodie.clean.automatic": False, **extra}
+    twin = create_table(path.with_name(f"{path.name}-cow"), "t", record_key="id", precombine_field="ts",
+                        partition_fields="p", options=twin_options)
+    moves = str(extra.get("hoodie.index.type", "")).startswith("GLOBAL_")
     rng = random.Random(seed * 100 + version)
-    model = Model()
+    model = Model(event_time=mode == "EVENT_TIME_ORDERING")
     at: dict[str, dict[str, tuple]] = {}
     floor, ops, next_key = "0", [], 0
     most_logs, logs_by_compaction = 0, False
@@ -225,6 +263,7 @@ def run_sequence(
 
     first = rows_of(list(range(24)), [rng.randint(0, 5) for _ in range(24)], 0)
     writer.write("upsert", first)
+    twin.upsert(first)
     model.upsert(first)
     next_key = 24
     record()
@@ -236,6 +275,7 @@ def run_sequence(
         if roll < 0.12 and writes[-1].action.value == "deltacommit" and len(writes) > 1 and writes[-2].time >= floor:
             gone = writes[-1].time
             table.rollback()
+            twin.rollback()
             del at[gone]
             model.rows = dict(at[writes[-2].time])
             # the key sets follow the rows; `high` keeps what was written (deletes stay above it)
@@ -248,14 +288,14 @@ def run_sequence(
             ops.append("clean" if result.instant_time else "clean:nothing")
         else:
             op = forced or rng.choice(["upsert"] * 5 + ["is_deleted", "delete", "insert", "reinsert"])
-            stored = set(table.read(["id"], query_type="read_optimized")["id"].to_pylist())
-            label, method, data, next_key = step_batch(rng, model, next_key, step, op, stored)
+            label, method, data, next_key = step_batch(rng, model, next_key, step, op, moves)
             if method == "delete":
-                writer.write("delete", data.drop_columns(["_hoodie_is_deleted"]))
+                data = data.drop_columns(["_hoodie_is_deleted"])
                 model.delete(data)
             else:
-                writer.write(method, data)
                 model.upsert(data)
+            writer.write(method, data)
+            getattr(twin, method)(data)
             ops.append(label)
         record()
         logs = [LogFileName.parse(f.name) for f in path.rglob(".*.log.*") if ".hoodie" not in f.parts]
@@ -270,6 +310,7 @@ def run_sequence(
         logs_by_compaction |= any(n.instant in compactions for n in logs)
         what = f"seed {seed} step {step}: {ops}"
         assert state(open_table(path).read(), what) == model.rows, what
+        assert state(twin.read(), f"copy-on-write, {what}") == model.rows, f"copy-on-write, {what}"
     return Run(at, floor, ops, most_logs, logs_by_compaction, len(commits))
 
 
@@ -320,6 +361,36 @@ def test_random_mor_sequences_under_the_bucket_index_read_as_the_model(tmp_path:
     groups = {f.name.lstrip(".").split("_")[0] for f in (tmp_path / "t").rglob("*") if f.is_file() and ".hoodie" not in f.parts
               and (f.name.endswith(".parquet") or ".log." in f.name)}
     assert groups and all(bucket_of(g) is not None and bucket_of(g) < 3 for g in groups), groups
+
+
+MOR_SEEDS = int(os.environ.get("UPSERTLAKE_MOR_SEEDS", "0"))
+INDEXES = ["GLOBAL_SIMPLE", "GLOBAL_BLOOM", "GLOBAL_INMEMORY", "SIMPLE", "BUCKET"]
+MODES = ["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"]
+# by default each global index under both merge modes, across both versions, and commit time under
+# the others (event time runs above); UPSERTLAKE_MOR_SEEDS=N: every combination, N seeds each
+CASES = [(i, m, v, s) for i in INDEXES for m in MODES for v in (6, 8) for s in range(1, MOR_SEEDS + 1)] or [
+    ("GLOBAL_SIMPLE", MODES[0], 6, 1), ("GLOBAL_SIMPLE", MODES[1], 8, 1),
+    ("GLOBAL_BLOOM", MODES[0], 8, 1), ("GLOBAL_BLOOM", MODES[1], 6, 1),
+    ("GLOBAL_INMEMORY", MODES[0], 6, 1), ("GLOBAL_INMEMORY", MODES[1], 8, 1),
+    ("SIMPLE", MODES[1], 6, 1), ("BUCKET", MODES[1], 8, 1),
+]
+
+
+@pytest.mark.parametrize(("index", "mode", "version", "seed"), CASES)
+def test_random_mor_sequences_with_global_moves_late_rows_and_both_merge_modes_read_as_the_model(
+    tmp_path: Path, index: str, mode: str, version: int, seed: int
+) -> None:
+    """Issue 42: the sequences under every index, keys moving between partitions under a global
+    one, late rows after deletes, by either merge mode, compacted at random points (inline too
+    for some): the model, copy-on-write fed the same writes, and hudi-rs agree with our reads."""
+    extra: dict[str, object] = {"hoodie.index.type": index}
+    if index == "BUCKET":
+        extra["hoodie.bucket.index.num.buckets"] = 3
+    run = run_sequence(tmp_path / "t", version, seed, steps=24, inline=(seed + version) % 2 == 1, mode=mode, **extra)
+    if index.startswith("GLOBAL_"):
+        assert "upsert:move" in run.ops, run.ops
+    assert any(o.startswith("reinsert") and o.endswith(":late") for o in run.ops), run.ops
+    check_end(tmp_path / "t", run)
 
 
 def spark_state(spark, path: Path, **read: str) -> dict[str, tuple]:
@@ -391,20 +462,21 @@ def test_kill_9_during_compaction_of_a_table_we_wrote(tmp_path: Path, version: i
 
 
 @pytest.mark.parametrize("version", [6, 8])
-def test_a_record_written_after_delete_with_a_smaller_ts_leaves_the_base_row_as_hudi_reads_it(
+def test_a_record_written_after_delete_with_a_smaller_ts_reads_as_copy_on_write_writes_it(
     tmp_path: Path, version: int
 ) -> None:
     """delete() writes a plain (natural-order) delete; a later upsert of the key with a smaller
-    ts than its base row's: Hudi merges the log first (the record replaces the delete) and then
-    the base row with that record, which loses by event time, so the base row reads again, in
-    hudi-rs and in ours, and compaction writes it."""
+    ts than its base row's read as the base row (Hudi merges the log first, the record replaces
+    the delete, then the base row wins by event time), in hudi-rs and in ours, and compaction
+    wrote it (issue 42). The key is gone from its slice, so the record is an insert, into another
+    file group: both readers read it, as copy-on-write writes it, before and after compaction."""
     path = tmp_path / "t"
     table = mor_table(path, version)
     table.upsert(rows_of([0, 1, 2], [5, 5, 5], 0))
     table.delete(rows_of([0, 1], [0, 0], 1).drop_columns(["_hoodie_is_deleted"]))
     table.upsert(rows_of([0], [3], 2))  # smaller than the base row's 5
     table.upsert(rows_of([1], [7], 3))  # larger: the new row
-    expected = {"k0000": (5, 0.0, "p0"), "k0001": (7, 1003.0, "p1"), "k0002": (5, 2000.0, "p2")}
+    expected = {"k0000": (3, 2.0, "p0"), "k0001": (7, 1003.0, "p1"), "k0002": (5, 2000.0, "p2")}
     assert state(open_table(path).read()) == expected == hudi_state(path)
     open_table(path).compact()
     assert state(open_table(path).read(query_type="read_optimized")) == expected == hudi_state(path)

@@ -107,12 +107,13 @@ def check_table_type(table_type: str, what: str) -> None:
         )
 
 
-def merge_on_read_payload(precombine_field: str | None) -> dict[str, str]:
-    """The payload class a version 6 merge-on-read table declares, so that Hudi's readers merge
-    its log records as we do: by event time when there is a precombine field
-    (DefaultHoodieRecordPayload), else by commit time (OverwriteWithLatestAvroPayload)."""
-    mode = EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING
-    return {"hoodie.compaction.payload.class": MERGE_MODES[mode][1]}
+def merge_on_read_payload(merge_mode: str) -> dict[str, str]:
+    """The payload class a version 6 merge-on-read table declares for its merge mode, so that
+    Hudi's readers merge its log records as we do: Hudi 0.x merges by the payload class, and
+    Hudi 1.x and hudi-rs infer a version 6 table's merge mode from it
+    (HoodieTableConfig.inferCorrectMergingBehavior): DefaultHoodieRecordPayload for event time,
+    OverwriteWithLatestAvroPayload for commit time."""
+    return {"hoodie.compaction.payload.class": MERGE_MODES[merge_mode][1]}
 
 
 def default_keygen(record_key_fields: list[str], partition_fields: list[str]) -> str:

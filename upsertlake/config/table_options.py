@@ -3,7 +3,8 @@
 A write option that names a different record key, partition path, precombine field, key
 generator or table name than `hoodie.properties` would otherwise be ignored: the table's own
 settings decide where records go. Hudi's `HoodieWriterUtils.validateTableConfig` refuses such a
-write; so do we, naming the option, its value and the table's.
+write; so do we, naming the option, its value and the table's. So is, on a merge-on-read table,
+another merge mode than the table's: readers merge its log files by the table's.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from upsertlake.config import options as opt
 from upsertlake.config.option import Option
 from upsertlake.config.resolved import Config
 from upsertlake.config.table_config import TableConfig, check_table_type
-from upsertlake.errors import ConfigError
+from upsertlake.errors import ConfigError, UnsupportedTableError
 
 
 def _fields(value: str) -> tuple[str, ...]:
@@ -46,11 +47,17 @@ def check_against_table(cfg: Config, table: TableConfig) -> None:
         for option, given, have, prop in stored
         if cfg.is_set(option) and given != have
     ]
+    mode = merge_on_read_mode(table)
+    if mode is not None and cfg.is_set(opt.RECORD_MERGE_MODE) and cfg.get(opt.RECORD_MERGE_MODE) != mode:
+        stated = "hoodie.record.merge.mode" if table.table_version >= 8 else "its hoodie.compaction.payload.class"
+        conflicts.append(f"{opt.RECORD_MERGE_MODE.key}={_show(cfg.get(opt.RECORD_MERGE_MODE))} but this merge-on-read "
+                         f"table merges by {mode} ({stated}; its readers merge log files so)")
     if conflicts:
         raise ConfigError(
             "config conflict: the write options contradict the table's stored config: "
             + "; ".join(conflicts)
-            + " (drop these options or make them match; a table's keys and partitioning do not change)"
+            + " (drop these options or make them match; a table's keys, partitioning and merge-on-read merge mode"
+            " do not change)"
         )
 
 
@@ -71,6 +78,27 @@ def take_table_version(options: Mapping[str, object] | None) -> tuple[dict[str, 
     except ValueError:
         raise ConfigError(f"{TABLE_VERSION_KEY}={given!r} is not a table version (6 or 8)") from None
     return rest, version
+
+
+def merge_on_read_mode(table: TableConfig) -> str | None:
+    """A merge-on-read table's merge mode (version 6 states it by its payload class), which its
+    writes merge by as its readers do; None on copy-on-write, or for a payload we do not merge by."""
+    if not table.is_merge_on_read:
+        return None
+    try:
+        return table.merge_mode
+    except UnsupportedTableError:
+        return None
+
+
+def table_layer(table: TableConfig) -> dict[str, str]:
+    """hoodie.properties as the lowest layer of a table's write options, a merge-on-read table's
+    merge mode among them."""
+    props = table.to_properties()
+    mode = merge_on_read_mode(table)
+    if mode is not None:
+        props.setdefault(opt.RECORD_MERGE_MODE.key, mode)
+    return props
 
 
 def _show(value: object) -> str:

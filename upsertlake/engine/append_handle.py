@@ -17,12 +17,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from upsertlake.engine.bucket_writer import (
     DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, default_token, with_meta, with_meta_runs,
 )
 from upsertlake.errors import StorageError
+from upsertlake.layout.file_system_view import FileSlice
 from upsertlake.layout.markers import APPEND, marker_entry, write_markers
+from upsertlake.layout.slice_reader import Merge
 from upsertlake.logfile import LogFileName, append_blocks, avro_data_blocks, data_block, delete_block
 from upsertlake.logfile.blocks import Block
 from upsertlake.partitioner import Bucket
@@ -47,6 +50,8 @@ class AppendJob(BucketJob):
     Picklable, as BucketJob: Spark tasks write their buckets with it."""
 
     appends: dict[int, AppendTarget] | None = None
+    merged_slices: dict[int, FileSlice] | None = None  # buckets rewriting their slice read merged
+    merge: Merge | None = None  # how those slices merge
     schema_json: str = ""  # the log blocks' writer schema (meta fields first)
     parquet_blocks: bool = False  # hoodie.logfile.data.block.format=parquet
     shared: SharedBlocks | None = field(default=None, compare=False)  # see for_batch
@@ -60,6 +65,10 @@ class AppendJob(BucketJob):
             return self
         appends = {n: r for n, r in rows.items() if n in self.appends}
         return replace(self, shared=SharedBlocks(self, records, appends, threads))
+
+    def merged_slice(self, number: int) -> tuple[FileSlice, Merge] | None:
+        sl = (self.merged_slices or {}).get(number)
+        return None if sl is None or self.merge is None else (sl, self.merge)
 
     def base_bytes(self, number: int) -> int:
         """An append reads no file: only its records weigh (the pool starts big buckets first)."""
@@ -104,7 +113,13 @@ def append_bucket(
         rows = with_meta(upserts, job.instant_time, bucket.number, bucket.file_id, job.data_schema)
         blocks.append(data_block(job.instant_time, rows, job.schema_json, parquet=job.parquet_blocks))
     if removed.num_rows:
-        blocks.append(delete_block(job.instant_time, _delete_keys(removed, job.precombine_field), job.schema_json))
+        keys = _delete_keys(removed, job.precombine_field)
+        # a block either way: hudi-rs refuses a delete block that mixes the plain deletes'
+        # IntWrapper(0) with ordering values of another wrapper (a key is in one of them only)
+        natural = keys.column("natural_order")
+        for part in (keys.filter(natural), keys.filter(pc.invert(natural))):
+            if part.num_rows:
+                blocks.append(delete_block(job.instant_time, part, job.schema_json))
     # No key summary: the conflict check reads an append's keys from its log file.
     data = append_blocks(blocks)
     version, name, path = _create_log(storage, job.instant_time, bucket, target, write_token, data)

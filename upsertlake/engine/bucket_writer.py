@@ -27,10 +27,11 @@ from upsertlake.layout.file_writer import (
 )
 from upsertlake.layout.footer import resumed_bloom, resumed_key_range
 from upsertlake.layout.markers import marker_entry, write_markers
+from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.partitioner import Bucket
 from upsertlake.schema import RECORD_KEY_COLUMN, conform
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import BaseFile, base_file_name
+from upsertlake.layout.file_system_view import BaseFile, FileSlice, base_file_name
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.util.arrow import constant
 
@@ -60,6 +61,7 @@ class BucketTask:
     precombine_field: str | None
     merge_mode: MergeMode
     write_token: str
+    merged_slice: tuple[FileSlice, Merge] | None = None  # a merge-on-read slice: its merged records are the old file
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,10 @@ class BucketJob:
         """The job for writing a batch's buckets in process (`rows`: bucket number -> its rows
         of `records`) on `threads` threads; a merge-on-read job shares work across buckets here."""
         return self
+
+    def merged_slice(self, number: int) -> tuple[FileSlice, Merge] | None:
+        """The merge-on-read slice bucket `number` rewrites read merged (with how it merges), if any."""
+        return None
 
     def base_bytes(self, number: int) -> int:
         """The size of the file bucket `number` reads and rewrites (0: a new file group)."""
@@ -117,6 +123,7 @@ class BucketJob:
             precombine_field=self.precombine_field,
             merge_mode=self.merge_mode,
             write_token=write_token or default_token(number, attempt),
+            merged_slice=self.merged_slice(number),
         )
         status = write_bucket(storage, task, self.file_config)
         if self.keep_keys:
@@ -163,7 +170,10 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     name = base_file_name(bucket.file_id, task.write_token, task.instant_time)
     path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
     schema = full_schema(task.data_schema)
-    old, old_footer, old_dictionary = _read_old(storage, task.base_file, schema)
+    if task.merged_slice is not None:
+        old, old_footer, old_dictionary = read_slice(storage, *task.merged_slice, schema), {}, None
+    else:
+        old, old_footer, old_dictionary = _read_old(storage, task.base_file, schema)
     records = task.records
     in_keys = records.column(KEY)
     is_delete = records.column(DELETE_FLAG)

@@ -17,6 +17,7 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.layout.slice_keys import SliceKeys
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
@@ -28,16 +29,19 @@ def route_global(
     cfg: Config,
     view: FileSystemView,
     precombine_field: str | None,
+    slices: SliceKeys | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """A key found in another partition: delete it there and insert it in the new partition
     (`update.partition.path`), or update it in place in its old partition.
 
     As in Hudi, the incoming record is merged with the stored one first: under event-time ordering
     a stored record with the larger ordering value wins and stays where it is (the record is routed
-    to it as an in-place update, which the merge then discards)."""
+    to it as an in-place update, which the merge then discards). On a merge-on-read table
+    (`slices`) the stored record is the slice's merged one (a log may have updated it), as Hudi
+    reads it (HoodieMergedReadHandle)."""
 
     def stored_wins(moved: pa.ChunkedArray) -> pa.Array:
-        return _stored_wins(records, locations, moved, view, precombine_field)
+        return _stored_wins(records, locations, moved, view, precombine_field, slices)
 
     return route_moves(records, locations, operation, cfg, precombine_field, stored_wins)
 
@@ -100,10 +104,12 @@ def _update_partition_path(cfg: Config) -> bool:
 
 
 def _stored_wins(
-    records: pa.Table, locations: pa.Table, moved: pa.ChunkedArray, view: FileSystemView, field: str
+    records: pa.Table, locations: pa.Table, moved: pa.ChunkedArray, view: FileSystemView, field: str,
+    slices: SliceKeys | None,
 ) -> pa.Array:
     """Per record: is it a moved key whose stored record orders after it (event time)? Reads the
-    key and ordering columns of only the file groups holding moved keys."""
+    key and ordering columns of only the file groups holding moved keys (merged with their logs
+    when their slice has some)."""
     rows = np.flatnonzero(np.asarray(pc.fill_null(moved, False).to_numpy(zero_copy_only=False), dtype=bool))
     wins = np.zeros(records.num_rows, dtype=bool)
     if field not in records.column_names or not len(rows):
@@ -119,15 +125,20 @@ def _stored_wins(
     latest = view.latest_by_group()
     incoming_all = records.column(field)
     for group in groups.group_by(["p", "f"]).aggregate([("row", "list")]).to_pylist():
-        bf = latest.get((group["p"], group["f"]))
-        if bf is None:
-            continue
-        parquet = view.storage.parquet_file(bf.path)
-        if field not in parquet.schema_arrow.names:
-            continue
-        stored_file = parquet.read(columns=[KEY, field])
         sub = pa.array(group["row_list"], pa.int64())
-        pos = pc.index_in(records.column(KEY).take(sub), value_set=stored_file.column(KEY))
+        keys = records.column(KEY).take(sub)
+        merged = slices.orderings((group["p"], group["f"]), keys) if slices is not None else None
+        bf = latest.get((group["p"], group["f"]))
+        if merged is not None:
+            stored_file = merged
+        elif bf is not None:
+            parquet = view.storage.parquet_file(bf.path)
+            stored_file = parquet.read(columns=[KEY, field]) if field in parquet.schema_arrow.names else None
+        else:
+            stored_file = None
+        if stored_file is None or field not in stored_file.column_names:
+            continue
+        pos = pc.index_in(keys, value_set=pc.cast(stored_file.column(KEY), pa.string()))
         incoming = incoming_all.take(sub)
         stored = stored_file.column(field).take(pos)
         wins[group["row_list"]] = stored_orders_after(stored, incoming)

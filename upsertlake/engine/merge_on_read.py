@@ -20,6 +20,7 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.engine.append_handle import AppendJob, AppendTarget
 from upsertlake.engine.bucket_writer import BucketJob
 from upsertlake.engine.slice_routing import append_slices, pending_compactions
+from upsertlake.engine.tag import slice_merge
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.logfile import is_log_path
 from upsertlake.logfile.avro_records import with_meta_fields
@@ -33,12 +34,18 @@ PARQUET_BLOCKS = "parquet"  # hoodie.logfile.data.block.format
 
 
 def append_job(
-    job: BucketJob, table_config: TableConfig, small_files: Iterable[SmallFile], view: FileSystemView, cfg: Config
+    job: BucketJob, table_config: TableConfig, small_files: Iterable[SmallFile], view: FileSystemView, cfg: Config,
+    rewrites: frozenset[tuple[str, str]] = frozenset(),
 ) -> AppendJob:
     """The write's job with its appends: the UPDATE buckets `append_slices` routes to a new log
-    file of their group's current slice (all but those of the `small_files` taking inserts)."""
+    file of their group's current slice (all but those of the `small_files` taking inserts); the
+    slices of `rewrites` are read merged for their buckets' rewrite (`slice_routing.rewritten_slices`)."""
     timeline = view.timeline
-    slices = append_slices(job.buckets, small_files, view)
+    slices = append_slices(job.buckets, small_files, view, rewrites)
+    merged = {}
+    if rewrites:
+        current = {s.file_group: s for s in view.latest_file_slices(sorted({p for p, _ in rewrites}))}
+        merged = {b.number: current[g] for b in job.buckets if (g := (b.partition_path, b.file_id)) in rewrites}
     compacting = pending_compactions(timeline) if table_config.table_version < 8 else {}
     versions: dict[tuple[str, str, str], int] = {}
     for log in view.all_log_files():
@@ -53,6 +60,8 @@ def append_job(
     return AppendJob(
         **{f.name: getattr(job, f.name) for f in fields(job)},
         appends=appends,
+        merged_slices=merged,
+        merge=slice_merge(table_config, view) if merged else None,
         schema_json=schema_json,
         parquet_blocks=cfg.get(opt.LOGFILE_DATA_BLOCK_FORMAT) == PARQUET_BLOCKS,
     )
@@ -67,8 +76,8 @@ def _target(
     base_instant = sl.base.instant_time if sl.base is not None else min(log.name.instant for log in sl.logs)
     if table_version >= 8:
         log_instant = instant_time
-    else:  # the slice's base instant; a pending compaction starts the next slice at its instant
-        log_instant = compaction or base_instant
+    else:  # the slice's base instant; a pending compaction older than it starts the next slice
+        log_instant = max(compaction or base_instant, base_instant)
     version = 1 if table_version >= 8 else versions.get((bucket.partition_path, bucket.file_id, log_instant), 0) + 1
     return AppendTarget(log_instant, version, sl.base.name if sl.base is not None else "", base_instant)
 

@@ -91,6 +91,7 @@ class WritePlan:
     stages: dict[str, float] = field(default_factory=dict)
     store_requests: dict[str, int] = field(default_factory=dict)  # what planning asked of an object store
     merge_on_read: bool = False  # updates and deletes are appended to log files (`slice_routing`)
+    rewrites: frozenset[tuple[str, str]] = frozenset()  # bucket slices rewritten merged (`rewritten_slices`)
 
     @property
     def small_files(self) -> list:
@@ -110,7 +111,7 @@ class WritePlan:
         per_bucket = np.bincount(assignment, minlength=n) if n else np.zeros(0, int)
         inserts = np.bincount(assignment[is_insert], minlength=n) if n else np.zeros(0, int)
         deleted = np.bincount(assignment[is_delete], minlength=n) if n else np.zeros(0, int)
-        appends = append_slices(self.buckets, self.small_files, self.view) if self.merge_on_read else {}
+        appends = append_slices(self.buckets, self.small_files, self.view, self.rewrites) if self.merge_on_read else {}
         sizes = {bf.file_group: bf.size for bf in self.view.latest_base_files()}
         updated, small, new, appended = [], [], [], []
         for b in self.buckets:

@@ -15,7 +15,8 @@ from upsertlake.engine.context import WriteContext
 from upsertlake.engine.partitioning import partition, partitioner
 from upsertlake.engine.plan import Progress, Tagged, WritePlan, stage, view_scope
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
-from upsertlake.engine.tag import log_default_partition, tag
+from upsertlake.engine.slice_routing import rewritten_slices
+from upsertlake.engine.tag import log_default_partition, slice_merge, tag
 from upsertlake.index import BucketIndex
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
@@ -51,7 +52,11 @@ def plan_batch(
     log_default_partition(ctx.table, batch)
     view = FileSystemView(timeline, partitions=view_scope(operation, index, batch.partitions))
     with stage(stages, "tag", progress):
-        records, locations = tag(batch, index, view, operation, cfg, ctx.table.precombine_field)
+        merge = slice_merge(ctx.table, view)
+        records, locations = tag(batch, index, view, operation, cfg, ctx.table.precombine_field, merge)
+        rewrites: frozenset[tuple[str, str]] = frozenset()
+        if merge is not None and isinstance(index, BucketIndex):
+            rewrites = rewritten_slices(records, locations, view, merge)
     with stage(stages, "profile", progress):
         if operation.sized_by_batch:
             records, locations = bulk_insert_sort(records, locations, cfg.get(opt.BULK_INSERT_SORT_MODE))
@@ -71,6 +76,7 @@ def plan_batch(
     return WritePlan(
         operation, cfg, view, profile, buckets, batch.data_schema, chosen,
         Tagged(batch, records, locations, assignment), stages, merge_on_read=ctx.table.is_merge_on_read,
+        rewrites=rewrites,
     )
 
 

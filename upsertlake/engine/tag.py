@@ -1,7 +1,8 @@
 """Step 3 of a write: tag each record with the file group that holds its key (or none: an insert).
 
 Its own module because every action tags alike (Hudi's HoodieWriteHelper.tag) before its own
-partitioner decides where the records go.
+partitioner decides where the records go. On a merge-on-read table a key counts as stored in a
+slice only while the slice's merged records hold it (`upsertlake.layout.slice_keys`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from upsertlake.index import check_bucket_index_fields, make_index
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.keygen import DEFAULT_PARTITION
+from upsertlake.layout.slice_keys import SliceKeys
+from upsertlake.layout.slice_reader import Merge
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
@@ -41,20 +44,33 @@ def table_index(cfg: Config, table_config: TableConfig) -> Index:
     return make_index(cfg.get(opt.INDEX_TYPE), cfg.get(opt.BUCKET_INDEX_NUM_BUCKETS), named or key_fields)
 
 
+def slice_merge(table_config: TableConfig, view: FileSystemView) -> Merge | None:
+    """How readers merge the slices `view` sees (None on a copy-on-write table): what a write's
+    tagging must take a slice's keys to be."""
+    if not table_config.is_merge_on_read:
+        return None
+    visible = frozenset(i.time for i in view.visible_instants)
+    return Merge(table_config.precombine_field, table_config.merge_mode, visible)
+
+
 def tag(
-    batch: PreparedBatch, index: Index, view: FileSystemView, operation: Operation, cfg: Config, precombine_field: str | None
+    batch: PreparedBatch, index: Index, view: FileSystemView, operation: Operation, cfg: Config, precombine_field: str | None,
+    merge: Merge | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """The batch's records that are written, and beside them their locations (`loc_partition`,
     `loc_file_id`, `loc_instant`: null for an insert). A delete of a key that is not stored is
-    dropped; a global index routes records whose partition changed."""
+    dropped; a global index routes records whose partition changed. `merge`: how the slices of a
+    merge-on-read table merge (`slice_merge`): a key their logs deleted is not stored there."""
     records = batch.records
     if not index.requires_tagging(operation) or records.num_rows == 0:
         empty = constant(None, records.num_rows)
         return records, pa.table({"loc_partition": empty, "loc_file_id": empty, "loc_instant": empty})
     unique = batch.distinct == "key" or (batch.distinct == "partition" and not index.is_global)
-    locations = index.tag(records.column(KEY), records.column(PARTITION), view, unique)
+    slices = SliceKeys(view, merge) if merge is not None else None
+    live = slices.live if slices is not None else None
+    locations = index.tag(records.column(KEY), records.column(PARTITION), view, unique, live)
     if index.is_global:
-        records, locations = route_global(records, locations, operation, cfg, view, precombine_field)
+        records, locations = route_global(records, locations, operation, cfg, view, precombine_field, slices)
     # A delete of a key that is not stored is nothing.
     keep = pc.invert(pc.and_(records.column(DELETE_FLAG), pc.is_null(locations.column("loc_file_id"))))
     if not pc.all(keep).as_py():

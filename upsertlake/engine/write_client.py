@@ -179,7 +179,7 @@ class WriteClient:
             ctx.table.precombine_field, keep,
         )
         if ctx.table.is_merge_on_read:
-            job = merge_on_read.append_job(job, ctx.table, plan.small_files, plan.view, plan.cfg)
+            job = merge_on_read.append_job(job, ctx.table, plan.small_files, plan.view, plan.cfg, plan.rewrites)
         pending.job = job
         return job
 

@@ -27,6 +27,11 @@ LOCATION_SCHEMA = pa.schema(
     [("loc_partition", pa.string()), ("loc_file_id", pa.string()), ("loc_instant", pa.string())]
 )
 
+LiveCopies = Callable[[pa.Table], np.ndarray]
+"""Which stored copies of keys (rows of columns key, loc_partition, loc_file_id) live on: on a
+merge-on-read table a log file may have deleted a key its base file still holds
+(`upsertlake.layout.slice_keys.SliceKeys.live`)."""
+
 
 @dataclass(frozen=True)
 class IndexUpdate:
@@ -58,9 +63,13 @@ class Index(ABC):
         return operation.looks_up
 
     @abstractmethod
-    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:
+    def tag(
+        self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False,
+        live: LiveCopies | None = None,
+    ) -> pa.Table:
         """One row per key with LOCATION_SCHEMA columns (nulls where the key is new). `unique`:
-        no key is in the batch twice (within a partition, for an index that is not global)."""
+        no key is in the batch twice (within a partition, for an index that is not global).
+        `live`: which stored copies count (the others are not found)."""
 
     def update(self, change: IndexUpdate, view: FileSystemView) -> None:
         """Learn a committed write; stateless indexes read the table instead and need nothing."""
@@ -134,6 +143,14 @@ def read_file_keys(
     with ThreadPoolExecutor(max_workers=min(storage.read_threads, len(files))) as pool:
         tables = list(pool.map(one, files))
     return pa.concat_tables([empty, *tables])
+
+
+def live_only(located: pa.Table, live: LiveCopies | None) -> pa.Table:
+    """The stored copies `live` keeps (all of them without it)."""
+    if live is None or not located.num_rows:
+        return located
+    keep = live(located)
+    return located if keep.all() else located.filter(pa.array(keep))
 
 
 def rows_by_partition(partitions: pa.Array) -> dict[str, np.ndarray]:

@@ -12,7 +12,9 @@ import pyarrow.compute as pc
 
 from upsertlake.index.base import (
     Index,
+    LiveCopies,
     join_locations,
+    live_only,
     lookup_plan,
     read_file_keys,
 )
@@ -26,7 +28,10 @@ class BloomIndex(Index):
         self.prune_by_ranges = prune_by_ranges
         self._stats: dict[str, int] = {}
 
-    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:
+    def tag(
+        self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False,
+        live: LiveCopies | None = None,
+    ) -> pa.Table:
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
         files, wanted = lookup_plan(keys, partitions, view, self.is_global)
@@ -49,6 +54,7 @@ class BloomIndex(Index):
                 candidates.append((bf, subset, rows))
         wanted = {bf.path: (subset, rows) for bf, subset, rows in candidates}
         located = read_file_keys(view.storage, [bf for bf, _, _ in candidates], wanted=lambda bf: wanted[bf.path])
+        located = live_only(located, live)
         self._stats = {
             "files_considered": len(files),
             "files_opened": len(candidates),

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from upsertlake.errors import ConfigError, UnsupportedTableError
-from upsertlake.index.base import LOCATION_SCHEMA, Index, rows_by_partition
+from upsertlake.index.base import LOCATION_SCHEMA, Index, LiveCopies, rows_by_partition
 from upsertlake.layout.bucket_id import bucket_ids, bucket_of
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.timeline.operation import Operation
@@ -33,7 +33,12 @@ class BucketIndex(Index):
     def buckets(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return bucket_ids(keys, self.hash_fields, self.num_buckets)
 
-    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:
+    def tag(
+        self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False,
+        live: LiveCopies | None = None,
+    ) -> pa.Table:
+        """Each record's bucket's file group, by hash; `live` does not apply (a key cannot leave
+        its bucket: a merge-on-read write rewrites the slice instead, `slice_routing`)."""
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
         rows = rows_by_partition(partitions)

@@ -22,7 +22,9 @@ from upsertlake.index.base import (
     LOCATION_SCHEMA,
     Index,
     IndexUpdate,
+    LiveCopies,
     join_locations,
+    live_only,
     read_file_keys,
 )
 from upsertlake.layout.file_system_view import FileSystemView
@@ -106,7 +108,10 @@ class InMemoryIndex(Index):
         self._stats["keys_loaded"] = stored.num_rows
         return _State(applied, hashes[order], groups[order], keys.take(pa.array(order)), file_groups)
 
-    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:
+    def tag(
+        self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False,
+        live: LiveCopies | None = None,
+    ) -> pa.Table:
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
         with _LOCK:
@@ -123,17 +128,25 @@ class InMemoryIndex(Index):
                 found[at] = np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False), dtype=bool)
             at_lo = state.groups[np.minimum(lo, len(state.groups) - 1)] if len(state.groups) else 0
             groups = np.where(found, at_lo, 0)
+            fgs = state.file_groups or [("", "")]
+            group_partitions = pa.array([fg[0] for fg in fgs], pa.string())
+            group_ids = pa.array([fg[1] for fg in fgs], pa.string())
+            if live is not None and found.any():  # a single copy a log deleted is not found
+                at = np.flatnonzero(found)
+                of = pa.array(groups[at])
+                copies = pa.table({"key": keys.take(pa.array(at)), "loc_partition": group_partitions.take(of),
+                                   "loc_file_id": group_ids.take(of)})
+                found[at] = live(copies)
             several = np.flatnonzero(hi - lo > 1)
             if len(several):  # a stored duplicate (or a 64-bit hash collision): rank the copies
-                picked = self._pick(state, keys, partitions, lookup, several, lo, hi)
+                picked = self._pick(state, keys, partitions, lookup, several, lo, hi, live)
                 found[several] = picked >= 0
                 groups[several] = np.maximum(picked, 0)
             latest = {bf.file_group: bf.instant_time for bf in view.latest_base_files()}
-            fgs = state.file_groups or [("", "")]
             take = pa.array(groups, mask=~found)
             columns = {
-                "loc_partition": pa.array([fg[0] for fg in fgs], pa.string()).take(take),
-                "loc_file_id": pa.array([fg[1] for fg in fgs], pa.string()).take(take),
+                "loc_partition": group_partitions.take(take),
+                "loc_file_id": group_ids.take(take),
                 "loc_instant": pa.array([latest.get(fg) for fg in fgs], pa.string()).take(take),
             }
         self._stats = {"files_opened": files_read, "keys_matched": int(found.sum())}
@@ -141,10 +154,10 @@ class InMemoryIndex(Index):
 
     def _pick(
         self, state: _State, keys: pa.Array, partitions: pa.Array, lookup: pa.Array,
-        rows: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+        rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, live: LiveCopies | None,
     ) -> np.ndarray:
         """The group id (-1: none) of each of `rows`, whose hash matches several stored entries,
-        chosen among the entries holding the very key by the rule of `join_locations`."""
+        chosen among the live entries holding the very key by the rule of `join_locations`."""
         counts = hi[rows] - lo[rows]
         owner = np.repeat(np.arange(len(rows)), counts)  # index into `rows` of each candidate
         entry = np.repeat(lo[rows], counts) + np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -162,6 +175,7 @@ class InMemoryIndex(Index):
                 "row": owner,
             }
         )
+        candidates = live_only(candidates, live)
         chosen = join_locations(keys.take(pa.array(rows)), partitions.take(pa.array(rows)), candidates, self.is_global)
         ids = chosen.column("loc_instant").to_pylist()
         return np.array([-1 if g is None else int(g) for g in ids], dtype=np.int64)

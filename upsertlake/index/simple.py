@@ -11,7 +11,9 @@ import pyarrow as pa
 
 from upsertlake.index.base import (
     Index,
+    LiveCopies,
     join_locations,
+    live_only,
     lookup_plan,
     read_file_keys,
 )
@@ -23,11 +25,14 @@ class SimpleIndex(Index):
         super().__init__(is_global)
         self._stats: dict[str, int] = {}
 
-    def tag(self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False) -> pa.Table:
+    def tag(
+        self, keys: pa.Array, partitions: pa.Array, view: FileSystemView, unique: bool = False,
+        live: LiveCopies | None = None,
+    ) -> pa.Table:
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
         files, wanted = lookup_plan(keys, partitions, view, self.is_global)
-        located = read_file_keys(view.storage, files, wanted=wanted)
+        located = live_only(read_file_keys(view.storage, files, wanted=wanted), live)
         self._stats = {"files_considered": len(files), "files_opened": len(files), "keys_matched": located.num_rows}
         return join_locations(keys, partitions, located, self.is_global, unique)
 

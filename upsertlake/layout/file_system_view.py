@@ -18,12 +18,12 @@ from collections import defaultdict
 from bisect import bisect_right
 from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import NamedTuple
 
 from upsertlake.errors import CleanedInstantError, CorruptTableError, MissingFileError
-from upsertlake.logfile.names import LogFileName
+from upsertlake.logfile.names import LogFileName, is_log_path
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant import Action, Instant
@@ -85,12 +85,16 @@ def base_file_name(file_id: str, write_token: str, instant_time: str) -> str:
 
 @dataclass(frozen=True)
 class LogFile:
-    """One log file of a merge-on-read file group: `.<fileId>_<instant>.log.<version>_<writeToken>`."""
+    """One log file of a merge-on-read file group: `.<fileId>_<instant>.log.<version>_<writeToken>`.
+    `committed`: a completed write the view sees wrote it. Layout 1 lists a slice's logs by name
+    (its base instant), the files of pending writes too, whose blocks a read skips by instant;
+    such a file may vanish while it is read (its write rolled back meanwhile): nothing is lost."""
 
     path: str
     partition_path: str
     name: LogFileName
     size: int
+    committed: bool = True
 
     @property
     def file_group(self) -> tuple[str, str]:
@@ -254,6 +258,17 @@ class FileSystemView:
         return dict(by_partition)
 
     @cached_property
+    def _committed_logs(self) -> frozenset[str]:
+        """The log files the visible completed writes wrote (their write stats name them)."""
+        named: set[str] = set()
+        for inst in self.visible_instants:
+            try:
+                named.update(path for _, path in self.timeline.commit_metadata(inst).written_files if is_log_path(path))
+            except CorruptTableError:
+                continue
+        return frozenset(named)
+
+    @cached_property
     def _visible_logs(self) -> dict[tuple[str, str], tuple[LogFile, ...]]:
         """Per file group, the log files of its visible slice, in log order (merge-on-read).
 
@@ -295,6 +310,8 @@ class FileSystemView:
             else:  # a log-only group: its slice starts at the deltacommit that created it
                 first = min(log.name.instant for log in logs)
                 logs = logs if first in self._visible_times else []
+            if not layout_2:
+                logs = [replace(log, committed=log.path in self._committed_logs) for log in logs]
             if logs:
                 out[group] = tuple(sorted(logs, key=lambda log: log.name.sort_key()))
         return out

@@ -38,11 +38,22 @@ def slice_inputs(storage: Storage, sl: FileSlice, skip: tuple[str, ...] = ()) ->
         with listed(storage, sl.base.path, sl.base.instant_time):
             parquet = storage.parquet_file(sl.base.path)
             base = parquet.read(columns=[c for c in parquet.schema_arrow.names if c not in skip] if skip else None)
+    return base, read_logs(log_files(storage, sl))
+
+
+def log_files(storage: Storage, sl: FileSlice) -> list[tuple[bytes, str]]:
+    """The bytes (and URI) of a slice's log files, in log order. A file of a write no completed
+    instant names (`LogFile.committed`) that is gone was rolled back meanwhile: none of its blocks
+    is visible, so it is left out; a committed one that is gone fails the read."""
     files = []
     for log in sl.logs:
-        with listed(storage, log.path, log.name.instant):
-            files.append((storage.read_bytes(log.path), storage.full_path(log.path)))
-    return base, read_logs(files)
+        try:
+            with listed(storage, log.path, log.name.instant):
+                files.append((storage.read_bytes(log.path), storage.full_path(log.path)))
+        except MissingFileError:
+            if log.committed:
+                raise
+    return files
 
 
 def merge_inputs(

@@ -7,16 +7,21 @@ first, then the log blocks in log order, is an *event* on its key; the key's sta
 its events in that order:
 
 - COMMIT_TIME_ORDERING: the latest event wins.
-- EVENT_TIME_ORDERING: a later event replaces the state when its ordering value is at least the
-  state's (ties: the later wins); a delete whose writer gave it no ordering value (Hudi's
-  IntWrapper(0) default, `natural_order`) always wins, and any later record replaces it.
-  As Hudi, the log's events merge first and the base file's record then competes with the
-  log's winner: a natural-order delete clears the earlier log records, not the base record,
-  which loses only to a later log record with an ordering value at least its own (a record
-  written after delete() with a smaller ordering value than the base row's leaves the base row).
-  That fold is computed without a loop: the base record and the events after a key's last
-  natural-order delete compete (the base record not when that delete is the key's last event),
-  and the winner is the largest (ordering value, position) among them.
+- EVENT_TIME_ORDERING, as Hudi 1.x's file group reader (BufferedRecordMergerFactory) and hudi-rs
+  merge: a later event replaces the state when its ordering value is at least the state's (ties:
+  the later wins); a delete whose writer gave it no ordering value (Hudi's IntWrapper(0)
+  default, `natural_order`) always wins. While that natural delete is the state, a delete
+  block's delete with an ordering value leaves it (deltaMergeDeleteRecord keeps a commit-time
+  delete), and a record (a `_hoodie_is_deleted` one too) replaces it. The log's events merge
+  first and the base file's record then competes with the log's winner: a natural delete
+  clears the earlier log records, not the base record, which loses only to a later log record
+  with an ordering value at least its own (a record written after delete() with a smaller
+  ordering value than the base row's leaves the base row: the writer sends such a record to
+  another file group, see `upsertlake.layout.slice_keys`).
+  That fold is computed without a loop: after a key's last natural delete, its events from the
+  first record on compete with the base record (when no record follows that delete, it wins),
+  a key without natural deletes has all its events and the base record compete, and the winner
+  is the largest (ordering value, position) among them.
 
 A winning delete (a delete block entry, or a record with `_hoodie_is_deleted` true) removes the
 key. The output holds `schema`'s columns (by default the base file's): base rows keep their
@@ -41,7 +46,9 @@ from upsertlake.schema import IS_DELETED_COLUMN, conform
 MergeMode = Literal["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"]
 MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")
 
-_DATA, _DELETE, _NATURAL_DELETE = 0, 1, 2
+# event kinds: a record, a delete block's delete with an ordering value, one without (natural),
+# a record with `_hoodie_is_deleted` true (a delete that merges as a record)
+_DATA, _DELETE, _NATURAL_DELETE, _DELETED_RECORD = 0, 1, 2, 3
 
 
 def live_blocks(
@@ -194,7 +201,7 @@ class _Events:
         self.keys.append(_strings(records.column(self.key_field)))
         self.orderings.append(self._ordering(records))
         deleted = _deleted_mask(records)
-        self.kinds.append(np.where(deleted, _DELETE, _DATA).astype(np.int8))
+        self.kinds.append(np.where(deleted, _DELETED_RECORD, _DATA).astype(np.int8))
         self.rows.append(np.where(deleted, -1, np.arange(row_offset, row_offset + n)))
 
     def add_deletes(self, keys: pa.Table) -> None:
@@ -238,7 +245,7 @@ class _Events:
         ordering = pa.concat_arrays(
             [self._ordering(base).take(pa.array(idx)) if n_base else pa.array([], self.ordering_type), *self.orderings]
         )
-        kind = np.concatenate([np.where(base_deleted, _DELETE, _DATA).astype(np.int8), *self.kinds])
+        kind = np.concatenate([np.where(base_deleted, _DELETED_RECORD, _DATA).astype(np.int8), *self.kinds])
         row = np.concatenate([np.where(base_deleted, -1, idx), *self.rows])
         position = np.concatenate([idx, n_base + np.arange(n_log)])
         winners, firsts = _winners(group, ordering, kind, mode, n_base=len(idx))
@@ -274,12 +281,7 @@ def _winners(
     firsts = order[starts]
     if mode == "COMMIT_TIME_ORDERING":
         return order[ends], firsts
-    # events after the key's last natural-order delete compete (that delete among them, lowest),
-    # and the base record unless that delete is the key's last event (then the delete wins)
-    natural = kind[order] == _NATURAL_DELETE
-    resets = np.cumsum(natural)
-    last_reset = resets[ends][group]
-    in_play = (resets == last_reset) | ((order < n_base) & ~natural[ends][group])
+    in_play, natural = _in_play(kind[order], order < n_base, starts, ends, group)
     competing = order[in_play]
     groups = group[in_play]
     comp_ordering = ordering.take(pa.array(competing))
@@ -299,6 +301,30 @@ def _winners(
     last = np.ones(len(ranked), bool)
     last[:-1] = g_sorted[1:] != g_sorted[:-1]
     return competing[ranked[last]], firsts
+
+
+def _in_play(
+    kind: np.ndarray, is_base: np.ndarray, starts: np.ndarray, ends: np.ndarray, group: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(which events compete under event time, which are natural deletes), events ordered by key
+    and each key's in event order (`starts`/`ends` mark each key's first and last, `group` numbers
+    them). A natural delete starts a run; in a key's last run the events from its first record
+    on compete with the base record; with no record there, the natural delete alone (it wins).
+    A key without natural deletes has every event compete, the base record among them."""
+    natural = kind == _NATURAL_DELETE
+    is_record = ((kind == _DATA) | (kind == _DELETED_RECORD)) & ~is_base
+    run_start = natural | starts
+    run = np.cumsum(run_start) - 1
+    records_so_far = np.cumsum(is_record)
+    in_run = records_so_far - (records_so_far - is_record)[np.flatnonzero(run_start)][run]  # records of its run so far
+    last_run = run == run[ends][group]
+    naturals = np.cumsum(natural)
+    had_natural = (naturals[ends] - (naturals - natural)[starts])[group] > 0
+    revived = in_run[ends][group] > 0  # a record follows the key's last natural delete
+    in_play = last_run & (~had_natural | (in_run > 0))
+    in_play |= is_base & (~had_natural | revived)
+    in_play |= natural & last_run & ~revived
+    return in_play, natural
 
 
 def _by_key(key_group: np.ndarray) -> np.ndarray:

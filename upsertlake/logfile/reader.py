@@ -45,12 +45,18 @@ def read_blocks(data: bytes, name: str = "log file", keep: Callable[[str], bool]
     return read_logs([(data, name)], keep)
 
 
-def read_logs(files: Sequence[tuple[bytes, str]], keep: Callable[[str], bool] | None = None) -> list[Block]:
+def read_logs(
+    files: Sequence[tuple[bytes, str]],
+    keep: Callable[[str], bool] | None = None,
+    data_schemas: Callable[[str], bool] | None = None,
+) -> list[Block]:
     """`read_blocks` of several log files (bytes, name), their blocks in order: the Avro data
-    blocks of one schema are decoded together, in one pass (`decode_record_runs`)."""
+    blocks of one schema are decoded together, in one pass (`decode_record_runs`). With
+    `data_schemas`, data blocks whose writer schema (JSON) it refuses are left out undecoded (a
+    writer looking for deletes need not decode blocks that cannot hold any)."""
     blocks: list[Block | _Avro] = []
     for data, name in files:
-        blocks += _frame(data, name, keep)
+        blocks += _frame(data, name, keep, data_schemas)
     pending: dict[str, list[_Avro]] = {}
     for b in blocks:
         if isinstance(b, _Avro):
@@ -85,7 +91,9 @@ class _Avro:
     where: str
 
 
-def _frame(data: bytes, name: str, keep: Callable[[str], bool] | None) -> list[Block | _Avro]:
+def _frame(
+    data: bytes, name: str, keep: Callable[[str], bool] | None, data_schemas: Callable[[str], bool] | None = None
+) -> list[Block | _Avro]:
     blocks: list[Block | _Avro] = []
     pos, end = 0, len(data)
     while end - pos >= len(MAGIC):  # fewer bytes than a magic left: Hudi's reader stops (EOF)
@@ -102,7 +110,7 @@ def _frame(data: bytes, name: str, keep: Callable[[str], bool] | None) -> list[B
         block_end = start + 8 + size
         where = f"{name}: block at byte {pos}"
         try:
-            block = _parse_block(memoryview(data)[start + 8 : block_end], keep, where)
+            block = _parse_block(memoryview(data)[start + 8 : block_end], keep, where, data_schemas)
         except CorruptTableError as e:
             raise CorruptTableError(f"{where}: {e}") from e
         except UnsupportedLogBlockError as e:
@@ -162,7 +170,9 @@ class _Cursor:
         return header
 
 
-def _parse_block(buf: memoryview, keep: Callable[[str], bool] | None, where: str) -> Block | _Avro | None:
+def _parse_block(
+    buf: memoryview, keep: Callable[[str], bool] | None, where: str, data_schemas: Callable[[str], bool] | None = None
+) -> Block | _Avro | None:
     cur = _Cursor(buf)
     version = cur.int32()
     if version != LOG_FORMAT_VERSION:
@@ -179,6 +189,9 @@ def _parse_block(buf: memoryview, keep: Callable[[str], bool] | None, where: str
     instant = header.get(HeaderKey.INSTANT_TIME, "")
     skippable = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE, BlockType.HFILE_DATA)
     if keep is not None and block_type in skippable and not keep(instant):
+        return None
+    data = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
+    if data_schemas is not None and block_type in data and not data_schemas(_schema(header)):
         return None
     if block_type == BlockType.AVRO_DATA:
         return _avro_block(instant, _schema(header), header, content, where)

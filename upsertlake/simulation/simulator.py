@@ -209,6 +209,8 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
     rng = random.Random(config.seed * 1_000_003 + writer * 10_007 + done)
     table = open_table(config.table, config.write_options())
     client = table.write_client()
+    if done == 0:
+        _start_together(config, writer)
     average = 0.3  # seconds per attempt, learnt as we go: kills land within an attempt
     for attempt in range(done, config.commits):
         _append(config.journal / f"attempts-w{writer}.txt", str(attempt))
@@ -236,6 +238,16 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
             _append(config.journal / f"failed-w{writer}.txt", f"{instant} {type(exc).__name__}: {exc}")
             client.rollback(instant)
         average = 0.7 * average + 0.3 * (time.perf_counter() - began)
+
+
+def _start_together(config: SimulationConfig, writer: int, timeout: float = 60.0) -> None:
+    """Wait until every writer has started (its process spawned, its table opened): on a busy
+    machine the first could otherwise finish before the last begins, and they would never run
+    side by side."""
+    (config.journal / f"ready-w{writer}").touch()
+    deadline = time.monotonic() + timeout
+    while len(list(config.journal.glob("ready-w*"))) < config.writers and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _batch(config: SimulationConfig, writer: int, rng: random.Random) -> pa.Table:

@@ -8,6 +8,9 @@ range, pairs each key with the files whose range holds it (in tasks), then check
 bloom filter and its exact keys in tasks grouped by file.
 The stored rows are left-joined to the batch; a key stored several times takes the copy in the
 record's own partition, then the smallest (partition, fileId), as in process.
+On a merge-on-read table a slice's stored keys are those its merged records hold: the base files
+of slices with log files are read by a task each, which leaves out the keys their logs deleted
+and takes the merged ordering values (`upsertlake.layout.slice_keys`).
 A global index then routes records that change partition, in tasks (`route_moves`).
 The driver holds the file listing and footers only.
 A small batch, whose records sit in one task already, is tagged there by the in-process index
@@ -29,15 +32,19 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from upsertlake.config import Config
+from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION
 from upsertlake.engine.global_routing import route_moves, stored_orders_after
 from upsertlake.engine.prepare import PreparedBatch
+from upsertlake.engine.tag import slice_merge
 from upsertlake.engine.tag import tag as tag_records
 from upsertlake.index import make_index
-from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView
 from upsertlake.layout.footer import read_footer
+from upsertlake.layout.slice_keys import live_in_slice
+from upsertlake.layout.slice_reader import Merge
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
 from upsertlake.spark.session import FILE_NAME, scan_files
 from upsertlake.spark.task_errors import reraised_named
@@ -67,12 +74,14 @@ def tag(
     precombine_field: str | None,
     global_order: pa.DataType | None,
     parts: int,
+    merge: Merge | None = None,
 ) -> DataFrame:
     """The prepared records with LOCATION columns (nulls for new keys); deletes of keys not
     stored are dropped; under a global index records that change partition are routed.
     `index_type`: the index Spark tags with (`spark_index_type`); `global_order`: the ordering
     field's type when global routing compares stored values; `parts`: the tasks of the join (the
-    write's parallelism)."""
+    write's parallelism); `merge`: how a merge-on-read table's slices merge (the stored keys of a
+    slice with log files are those its merged records hold, `upsertlake.layout.slice_keys`)."""
     spark = prepared.sparkSession
     if not operation.looks_up:  # insert-only operations skip the lookup, as in Hudi
         return prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION])
@@ -85,12 +94,15 @@ def tag(
     # Numbered in (partition, fileId) order: the smallest number is the smallest location.
     files = sorted(view.latest_base_files(partitions), key=lambda bf: (bf.partition_path, bf.file_id))
     order = precombine_field if is_global and global_order is not None else None
+    number = {bf.file_group: n for n, bf in enumerate(files)}
+    logged = {number[sl.file_group]: sl for sl in view.latest_file_slices(partitions)
+              if sl.logs and sl.file_group in number} if merge is not None else {}
     if not files:
         stored = None
     elif index_type.removeprefix("GLOBAL_") == "BLOOM":
-        stored = _bloom_located(prepared, files, view.storage, is_global, order, global_order)
+        stored = _bloom_located(prepared, files, view.storage, is_global, order, global_order, logged, merge)
     else:
-        stored = _simple_located(spark, files, view.storage, order, global_order)
+        stored = _simple_located(spark, files, view.storage, order, global_order, logged, merge)
     tagged = _join(prepared, stored, files, is_global, order, global_order, parts)
     if is_global:
         routed = prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION]).schema
@@ -120,7 +132,7 @@ def tag_in_task(
     cfg: Config,
     timeline: Timeline,
     index_type: str,
-    precombine_field: str | None,
+    table_config: TableConfig,
     distinct: str,
     storage: Storage,
     folder: str,
@@ -140,7 +152,7 @@ def tag_in_task(
     records pass through the JVM, no cache and no aggregation shuffle. Returns (the staged file,
     or None when no record is left; the counts)."""
     out = pa.schema([*records, *[pa.field(c, pa.string()) for c in LOCATION]])
-    task = partial(_tag_task, timeline, index_type, operation, cfg, precombine_field, distinct, prepare, out,
+    task = partial(_tag_task, timeline, index_type, operation, cfg, table_config, distinct, prepare, out,
                    storage, folder)
     rows = frame.coalesce(1).mapInArrow(task, STAGED_COUNTS).collect()
     return (rows[0][0] if rows else None), [tuple(r[1:]) for r in rows]
@@ -153,18 +165,33 @@ def read_staged(storage: Storage, path: str) -> pa.Table:
 
 
 def _simple_located(
-    spark: object, files: list[BaseFile], storage: Storage, order: str | None, order_type: pa.DataType | None
+    spark: object, files: list[BaseFile], storage: Storage, order: str | None, order_type: pa.DataType | None,
+    logged: dict[int, FileSlice], merge: Merge | None,
 ) -> DataFrame:
     """Stored (key, file number[, ordering value]) of every latest base file, through Spark's
     reader. A file is named by its number in `files` (a literal map of file names, which grows
-    with the files): the rows shuffled to the join carry an int, not three location strings."""
+    with the files): the rows shuffled to the join carry an int, not three location strings.
+    The files of `logged` slices (merge-on-read, with log files) are read by a task each, which
+    leaves out the keys their logs deleted and takes the merged ordering values."""
     fields = [pa.field(KEY, pa.string())] + ([pa.field(order, order_type)] if order else [])
-    scan = scan_files(spark, spark_schema_of(pa.schema(fields)), storage, [bf.path for bf in files], file_names=True)
-    numbers = sql_map({bf.name: sql_literal(n) for n, bf in enumerate(files)})
-    columns = [F.col(KEY).alias(_KEY), F.expr(f"element_at({numbers}, {FILE_NAME})").alias(_FILE)]
-    if order:
-        columns.append(F.col(order).alias(STORED_ORDER))
-    return scan.select(*columns)
+    plain = [bf for n, bf in enumerate(files) if n not in logged]
+    out = [pa.field(_KEY, pa.string()), pa.field(_FILE, pa.int32())]
+    out += [pa.field(STORED_ORDER, order_type)] if order else []
+    located = None
+    if plain:
+        paths = [bf.path for bf in plain]
+        scan = scan_files(spark, spark_schema_of(pa.schema(fields)), storage, paths, file_names=True)
+        numbers = sql_map({bf.name: sql_literal(n) for n, bf in enumerate(files)})
+        columns = [F.col(KEY).alias(_KEY), F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(_FILE)]
+        if order:
+            columns.append(F.col(order).alias(STORED_ORDER))
+        located = scan.select(*columns)
+    if logged:
+        slices = spark.createDataFrame([(n,) for n in sorted(logged)], "n int").repartition(len(logged))
+        merged = slices.mapInArrow(partial(_read_slices, logged, files, storage, merge, order, pa.schema(out)),
+                                   spark_schema_of(pa.schema(out)))
+        located = merged if located is None else located.unionByName(merged)
+    return located
 
 
 def _bloom_located(
@@ -174,9 +201,12 @@ def _bloom_located(
     is_global: bool,
     order: str | None,
     order_type: pa.DataType | None,
+    logged: dict[int, FileSlice],
+    merge: Merge | None,
 ) -> DataFrame:
     """Hudi's bloom index on Spark: key ranges from the footers (driver), (key, candidate file)
-    pairs in tasks, then per file its bloom filter and exact keys in tasks grouped by file."""
+    pairs in tasks, then per file its bloom filter and exact keys in tasks grouped by file (those
+    of a `logged` slice as its merged records hold them)."""
     ranges = [(bf, read_footer(storage, bf)) for bf in files]
     table = [(n, bf.partition_path, f.min_key, f.max_key) for n, (bf, f) in enumerate(ranges)]
     pairs_schema = StructType([StructField(_KEY, StringType()), StructField(_FILE, IntegerType())])
@@ -186,7 +216,7 @@ def _bloom_located(
         out.append(pa.field(STORED_ORDER, order_type))
     tasks = max(1, -(-len(files) // _FILES_PER_TASK))
     return pairs.repartition(tasks, _FILE).mapInArrow(
-        partial(_check_files, [bf for bf, _ in ranges], storage, order), spark_schema_of(pa.schema(out))
+        partial(_check_files, [bf for bf, _ in ranges], storage, order, logged, merge), spark_schema_of(pa.schema(out))
     )
 
 
@@ -263,10 +293,12 @@ def _pair_with_files(
 
 
 def _check_files(
-    files: list[BaseFile], storage: Storage, order: str | None, batches: Iterator[pa.RecordBatch]
+    files: list[BaseFile], storage: Storage, order: str | None, logged: dict[int, FileSlice], merge: Merge | None,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """For each file of this task: its candidate keys through its bloom filter, then the exact
-    keys it holds (with the stored ordering value when global routing needs it)."""
+    keys it holds (with the stored ordering value when global routing needs it), those of a
+    slice with log files as its merged records hold them."""
     pairs = task_table(batches)
     if pairs is None:
         return
@@ -283,6 +315,8 @@ def _check_files(
         columns = [KEY] + ([order] if order and order in parquet.schema_arrow.names else [])
         stored = parquet.read(columns=columns)
         found = stored.filter(pc.is_in(stored.column(KEY), value_set=candidates))
+        if int(number) in logged and found.num_rows:
+            found = live_in_slice(storage, logged[int(number)], merge, found, KEY, order if order in columns else None)
         n = found.num_rows
         if not n:
             continue
@@ -296,8 +330,29 @@ def _check_files(
 
 
 @reraised_named
+def _read_slices(
+    logged: dict[int, FileSlice], files: list[BaseFile], storage: Storage, merge: Merge, order: str | None,
+    schema: pa.Schema, batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """The stored (key, file number[, ordering value]) rows of this task's slices with log files
+    (`_simple_located`): each base file's keys, as the merged slice holds them."""
+    numbers = task_table(batches)
+    for number in [] if numbers is None else numbers.column(0).to_pylist():
+        bf = files[number]
+        parquet = storage.parquet_file(bf.path)
+        columns = [KEY] + ([order] if order and order in parquet.schema_arrow.names else [])
+        stored = live_in_slice(storage, logged[number], merge, parquet.read(columns=columns), KEY,
+                               order if len(columns) > 1 else None)
+        n = stored.num_rows
+        out = {_KEY: pc.cast(stored.column(KEY), pa.string()), _FILE: pa.array(np.full(n, number, np.int32))}
+        if order:
+            out[STORED_ORDER] = stored.column(order) if order in stored.column_names else pa.nulls(n)
+        yield from pa.table(out).cast(schema).to_batches()
+
+
+@reraised_named
 def _tag_task(
-    timeline: Timeline, index_type: str, operation: Operation, cfg: Config, precombine_field: str | None, distinct: str,
+    timeline: Timeline, index_type: str, operation: Operation, cfg: Config, table_config: TableConfig, distinct: str,
     prepare: Callable[[pa.Table], pa.Table] | None, schema: pa.Schema, storage: Storage, folder: str,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
@@ -310,7 +365,8 @@ def _tag_task(
         records = prepare(records)
     batch = PreparedBatch(records, pa.schema([]), records.num_rows, distinct)
     view = FileSystemView(timeline, partitions=pc.unique(batch.partitions).to_pylist())
-    records, locations = tag_records(batch, make_index(index_type), view, operation, cfg, precombine_field)
+    records, locations = tag_records(batch, make_index(index_type), view, operation, cfg,
+                                     table_config.precombine_field, slice_merge(table_config, view))
     if not records.num_rows:
         return
     for name in LOCATION:

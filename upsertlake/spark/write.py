@@ -48,6 +48,7 @@ from upsertlake.engine.partitioning import sizing
 from upsertlake.engine.plan import WritePlan
 from upsertlake.engine.planner import plan_profile, prepare_spec
 from upsertlake.engine.prepare import POSITION, PreparedBatch, PrepareSpec
+from upsertlake.engine.tag import slice_merge
 from upsertlake.engine.write_client import WriteClient
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.layout.file_system_view import FileSystemView
@@ -206,10 +207,10 @@ def _tag(
         folder = staging_folder(instant)
         client.writes.hold(instant, "tagged", partial(client.storage.delete_dir, folder))
         staged, counts = tag_in_task(frame, records, route.operation, route.cfg, view.timeline, route.index_type,
-                                     precombine, empty.distinct, client.storage, folder, prepare)
+                                     client.table_config, empty.distinct, client.storage, folder, prepare)
         return counts, None, staged
     tagged = tag(prepared, route.operation, route.cfg, view, route.index_type, precombine,
-                 _order_type(spec, precombine), parts).persist()
+                 _order_type(spec, precombine), parts, slice_merge(client.table_config, view)).persist()
     client.writes.hold(instant, "tagged", tagged.unpersist)
     counts = (
         tagged.groupBy(PARTITION, "loc_file_id")

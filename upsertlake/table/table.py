@@ -22,7 +22,7 @@ from upsertlake.config.table_config import (
     check_table_type,
     merge_on_read_payload,
 )
-from upsertlake.config.table_options import TABLE_VERSION_KEY, check_against_table, take_table_version
+from upsertlake.config.table_options import TABLE_VERSION_KEY, check_against_table, table_layer, take_table_version
 from upsertlake.engine.plan import Progress, WritePlan
 from upsertlake.engine.write_client import WriteClient
 from upsertlake.engine.write_result import WriteResult
@@ -75,7 +75,7 @@ class Table:
             config.check_write_version(version, TABLE_VERSION_KEY)
         self.storage = storage
         self._config = config
-        self.options = Config.resolve(options, table_properties=config.to_properties())
+        self.options = Config.resolve(options, table_properties=table_layer(config))
         if self.options.is_set(opt.WRITE_TABLE_VERSION):
             config.check_write_version(self.options.get(opt.WRITE_TABLE_VERSION))
         check_against_table(self.options, config)
@@ -376,6 +376,9 @@ def create_table(
             if f not in schema.names:
                 raise SchemaError(f"field {f!r} is not in the given schema {schema.names}")
         create_schema = avro_schema_json(arrow_to_avro(schema, name))
+    # as Hudi 1.x infers it: the option, else event time when there is a precombine field
+    mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
+    mode = mode or (EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING)
     config = TableConfig(
         name=name,
         record_key_fields=keys,
@@ -387,15 +390,14 @@ def create_table(
         urlencode_partitions=resolved.get(opt.PARTITIONPATH_URLENCODE),
         create_schema=create_schema,
         table_type=kind,
-        extra=merge_on_read_payload(precombine_field) if kind == MERGE_ON_READ else {},
+        extra=merge_on_read_payload(mode) if kind == MERGE_ON_READ else {},
     )
     version = resolved.get(opt.WRITE_TABLE_VERSION)
     if version not in WRITABLE_VERSIONS:
         key = TABLE_VERSION_KEY if asked is not None else opt.WRITE_TABLE_VERSION.key
         raise ConfigError(f"{key}={version}: upsertlake creates tables at version 6 or 8")
     if version == 8:
-        mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
-        config = config.as_version_8(mode or (EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING), 8)
+        config = config.as_version_8(mode, 8)
     check_against_table(resolved, config)
     if storage.exists(PROPERTIES_FILE) or storage.exists(BACKUP_FILE):
         raise TableExistsError(f"a table already exists at {storage.base}")

@@ -1,0 +1,183 @@
+"""What a merge-on-read slice holds of stored keys once its log files are merged, for writers.
+
+The indexes find keys in base files, but a log file may have deleted a key its base file still
+holds, or changed its ordering value. Hudi tags a global index's records with the merged record
+of their slice (HoodieIndexUtils.getExistingRecords, through HoodieMergedReadHandle): a key whose
+merged record is a delete is not found. We do so under every index: a key deleted in a slice's
+logs is an insert, which goes to another file group (under the bucket index, whose file group a
+key cannot leave, its slice is rewritten), so that its new record never follows the delete in
+one slice. There, readers would merge it wrongly: after delete() the slice's base record wins
+again over a later record with a smaller ordering value (Hudi merges the log first, then the base
+record with the log's winner), and a delete's ordering value beats a later record's smaller one,
+although on copy-on-write the key was gone and the record is simply inserted.
+
+Only slices with log files are read. First their delete blocks and the data blocks whose schema
+has `_hoodie_is_deleted` (a key no delete names is live, whatever else the logs hold); then, for
+the keys some delete names, the base file's key, ordering and `_hoodie_is_deleted` columns and the
+log records of those keys, merged as readers merge them (`merge_slice`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from upsertlake.layout.file_system_view import FileSlice, FileSystemView
+from upsertlake.layout.slice_reader import Merge, listed, log_files
+from upsertlake.logfile import Block, DataBlock, DeleteBlock, block_keys
+from upsertlake.logfile.merge import live_blocks, merge_slice
+from upsertlake.logfile.reader import read_logs
+from upsertlake.schema import IS_DELETED_COLUMN, RECORD_KEY_COLUMN
+from upsertlake.storage import Storage
+from upsertlake.util.arrays import group_rows
+
+KEY = RECORD_KEY_COLUMN
+_NONE = pa.array([], pa.string())
+
+
+def deleted_keys(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array) -> pa.Array:
+    """Those of `keys` (distinct) that some delete in the slice's logs names and whose merged
+    record is a delete: gone from the slice, whatever its base file holds."""
+    if not sl.logs or not len(keys):
+        return _NONE
+    files = log_files(storage, sl)
+    may_delete = read_logs(files, merge.instants.__contains__, data_schemas=lambda schema: IS_DELETED_COLUMN in schema)
+    named = block_keys(live_blocks(may_delete, merge.instants))[1]
+    candidates = keys.filter(pc.is_in(keys, value_set=named))
+    if not len(candidates):
+        return _NONE
+    live = _merged(storage, sl, merge, candidates, read_logs(files, merge.instants.__contains__))
+    return candidates.filter(pc.invert(pc.is_in(candidates, value_set=live.column(KEY))))
+
+
+def live_orderings(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array) -> pa.Table:
+    """(key, ordering value) of those of `keys` (distinct) live in the merged slice: the stored
+    record a global index's moved record competes with."""
+    blocks = read_logs(log_files(storage, sl), merge.instants.__contains__) if sl.logs else []
+    return _merged(storage, sl, merge, keys, blocks)
+
+
+def live_in_slice(
+    storage: Storage, sl: FileSlice, merge: Merge, stored: pa.Table, key: str = KEY, ordering: str | None = None
+) -> pa.Table:
+    """The rows of `stored` (column `key`: keys the slice's base file holds; `ordering`: their
+    stored ordering values) that the merged slice still holds, with its ordering values (Spark's
+    tagging reads a slice's base file keys in a task and passes them through here)."""
+    keys = pc.cast(stored.column(key), pa.string())
+    unique = pc.unique(keys)
+    gone = deleted_keys(storage, sl, merge, unique)
+    if len(gone):
+        keep = pc.invert(pc.is_in(keys, value_set=gone))
+        stored, keys = stored.filter(keep), keys.filter(keep)
+    if ordering is None or not sl.logs or merge.ordering_field is None:
+        return stored
+    merged = live_orderings(storage, sl, merge, unique)
+    if merge.ordering_field not in merged.column_names:
+        return stored
+    at = pc.index_in(keys, value_set=pc.cast(merged.column(KEY), pa.string()))
+    values = merged.column(merge.ordering_field).take(at).cast(stored.schema.field(ordering).type)
+    return stored.set_column(stored.schema.get_field_index(ordering), ordering, values)
+
+
+def _merged(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array, blocks: list[Block]) -> pa.Table:
+    """The slice's live records of `keys`, as (key, ordering value): the base file's and the
+    logs' records of those keys only, their key, ordering and delete columns only, merged."""
+    wanted = [KEY, *([merge.ordering_field] if merge.ordering_field else []), IS_DELETED_COLUMN]
+    base = None
+    if sl.base is not None:
+        with listed(storage, sl.base.path, sl.base.instant_time):
+            parquet = storage.parquet_file(sl.base.path)
+            base = _only(parquet.read(columns=[c for c in wanted if c in parquet.schema_arrow.names]), keys)
+    blocks = [_block_of(b, keys, wanted) for b in blocks]
+    merged = merge_slice(base, blocks, KEY, merge.ordering_field, merge.mode, merge.instants, ordered=False)
+    if KEY not in merged.column_names:  # nothing but deletes
+        return pa.table({KEY: _NONE})
+    return merged.select([c for c in wanted if c != IS_DELETED_COLUMN and c in merged.column_names])
+
+
+def _block_of(block: Block, keys: pa.Array, columns: list[str]) -> Block:
+    """A block's entries of `keys` only (data blocks: only `columns`)."""
+    if isinstance(block, DataBlock):
+        records = block.records.select([c for c in columns if c in block.records.column_names])
+        return replace(block, records=_only(records, keys))
+    if isinstance(block, DeleteBlock):
+        return replace(block, keys=block.keys.filter(pc.is_in(block.keys.column("record_key"), value_set=keys)))
+    return block
+
+
+def _only(records: pa.Table, keys: pa.Array) -> pa.Table:
+    return records.filter(pc.is_in(pc.cast(records.column(KEY), pa.string()), value_set=keys))
+
+
+@dataclass
+class SliceKeys:
+    """One write's look at the stored keys of its view's slices with log files (see the module
+    doc): `live` is what an index takes to leave out the copies of keys that logs deleted."""
+
+    view: FileSystemView
+    merge: Merge
+    _slices: dict[str, dict[tuple[str, str], FileSlice]] = field(default_factory=dict)
+
+    def with_logs(self, partitions: list[str]) -> dict[tuple[str, str], FileSlice]:
+        """The slices of `partitions` that have log files, by file group."""
+        missing = [p for p in partitions if p not in self._slices]
+        if missing:
+            for p in missing:
+                self._slices[p] = {}
+            for sl in self.view.latest_file_slices(missing):
+                if sl.logs:
+                    self._slices[sl.partition_path][sl.file_group] = sl
+        return {g: sl for p in partitions for g, sl in self._slices[p].items()}
+
+    def live(self, located: pa.Table) -> np.ndarray:
+        """Per stored location (columns key, loc_partition, loc_file_id): does the key live on in
+        its file group's slice? A copy in a slice without log files does."""
+        alive = np.ones(located.num_rows, dtype=bool)
+        if not located.num_rows:
+            return alive
+        slices = self.with_logs(pc.unique(located.column("loc_partition")).to_pylist())
+        if not slices:
+            return alive
+        rows = _rows_by_group(located, slices)
+        if not rows:
+            return alive
+
+        def dead(group: tuple[str, str]) -> np.ndarray:
+            at = rows[group]
+            keys = pc.cast(located.column("key").take(pa.array(at)), pa.string())
+            gone = deleted_keys(self.view.storage, slices[group], self.merge, pc.unique(keys))
+            return at[np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)]
+
+        for at in self._each(dead, list(rows)):
+            alive[at] = False
+        return alive
+
+    def orderings(self, group: tuple[str, str], keys: pa.Array) -> pa.Table | None:
+        """(key, ordering value) of `keys` live in the group's merged slice; None when the slice
+        has no log files (its base file's values stand)."""
+        sl = self.with_logs([group[0]]).get(group)
+        if sl is None:
+            return None
+        return live_orderings(self.view.storage, sl, self.merge, pc.unique(pc.cast(keys, pa.string())))
+
+    def _each(self, work: Callable[[tuple[str, str]], np.ndarray], groups: list[tuple[str, str]]) -> list[np.ndarray]:
+        if len(groups) == 1:
+            return [work(groups[0])]
+        with ThreadPoolExecutor(max_workers=min(self.view.storage.read_threads, len(groups))) as pool:
+            return list(pool.map(work, groups))
+
+
+def _rows_by_group(located: pa.Table, slices: dict[tuple[str, str], FileSlice]) -> dict[tuple[str, str], np.ndarray]:
+    """The rows of `located` in each of the file groups `slices` holds."""
+    groups = list(slices)
+    names = pc.binary_join_element_wise(located.column("loc_partition"), located.column("loc_file_id"), "\x00")
+    code = pc.index_in(names, value_set=pa.array([f"{p}\x00{f}" for p, f in groups], pa.string()))
+    codes = np.asarray(pc.fill_null(code, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    inside = np.flatnonzero(codes >= 0)
+    order, bounds = group_rows(codes[inside], len(groups))
+    return {g: inside[order[bounds[i]:bounds[i + 1]]] for i, g in enumerate(groups) if bounds[i + 1] > bounds[i]}
