@@ -42,12 +42,12 @@ def land(source: Path, *batches: pa.Table) -> None:
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
 
 
-def stream(spark, source: Path, table: Path, checkpoint: Path, **options: str):
+def stream(spark, source: Path, target: Path, checkpoint: Path, **options: str):
     """The source folder into the table, a file a micro-batch, until what is there is written."""
     query = (
         spark.readStream.schema(SPARK_SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
         .writeStream.format("upsertlake").options(**{**OPTS, **options})
-        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start(str(table))
+        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start(str(target))
     )
     query.awaitTermination()
     return query
@@ -181,3 +181,139 @@ def test_foreach_batch_hook_is_exactly_once(spark, tmp_path: Path) -> None:
     assert batches(Path(table)) == [0, 1]
     assert uls.insert(spark.createDataFrame(batch(range(8, 9))), table, **opts).num_inserts == 1  # no batch id: no check
     assert batches(Path(table)) == [0, 1, None]
+
+
+# -- kill -9 of the driver ---------------------------------------------------------------------
+DRIVER = """
+import os, signal, sys
+import upsertlake.spark as uls
+from upsertlake.spark.source import UpsertlakeDataSource
+from upsertlake.spark.stream import StreamWriter
+
+source, table, checkpoint, kill_after, options = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), eval(sys.argv[5])
+GROUP = os.getpgid(0)  # this driver, its JVM and (but for the daemon's own group) the workers
+
+
+class Writer(StreamWriter):
+    def commit(self, messages, batchId):
+        super().commit(messages, batchId)
+        if batchId == kill_after:  # the table has the batch, Spark's commit log not yet
+            os.killpg(GROUP, signal.SIGKILL)
+
+
+class Source(UpsertlakeDataSource):  # pickled by value into the workers, with Writer
+    def streamWriter(self, schema, overwrite):
+        writer = super().streamWriter(schema, overwrite)
+        return Writer(writer.options, writer.storage, writer.schema)
+
+
+spark = uls.build_session("local[2]", "stream-driver", **{"spark.ui.enabled": "false"})
+spark.dataSource.register(Source)
+query = (spark.readStream.schema("id string, ts long, v string, p string").option("maxFilesPerTrigger", 1)
+         .parquet(source).writeStream.format("upsertlake").options(**options)
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(table))
+query.awaitTermination()
+"""
+
+
+def commits_logged(checkpoint: Path) -> list[int]:
+    """The batches Spark's commit log has (`<checkpoint>/commits/<batch id>`)."""
+    return sorted(int(p.name) for p in (checkpoint / "commits").glob("[0-9]*"))
+
+
+def test_driver_killed_at_random_moments_every_row_once(spark, tmp_path: Path) -> None:
+    """kill -9 of the driver right after the table's commit of a batch and before Spark's commit
+    log has it, then at a random moment of a second run; a third run on the same checkpoint
+    finishes the stream: every row is in the table exactly once, every batch in one commit."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = random.Random(45)
+    source, table, checkpoint = tmp_path / "in", tmp_path / "t", tmp_path / "ck"
+    land(source, *[batch(range(20 * n, 20 * n + 20)) for n in range(8)])
+    options = {**OPTS, "hoodie.client.heartbeat.interval_in_ms": "200"}  # a killed write's heartbeat expires fast
+
+    def driver(kill_after: int) -> subprocess.Popen:
+        args = [str(source), str(table), str(checkpoint), str(kill_after), repr(options)]
+        return subprocess.Popen([sys.executable, "-c", DRIVER, *args], start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    first = rng.choice([1, 2])
+    assert driver(first).wait(timeout=300) == -signal.SIGKILL
+    assert batches(table) == list(range(first + 1))
+    assert commits_logged(checkpoint) == list(range(first))  # killed between the two commits
+
+    second = driver(-1)  # killed from outside, some time after it wrote its first batch
+    deadline = time.monotonic() + 300
+    while len(batches(table)) < first + 2 and second.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(rng.uniform(0.0, 0.6))
+    os.killpg(second.pid, signal.SIGKILL)
+    second.wait(timeout=60)
+
+    stream(spark, source, table, checkpoint, **{k: v for k, v in options.items() if k not in OPTS})
+    assert batches(table) == list(range(8))  # no batch written twice, none lost
+    assert ids(table) == [f"k{i:03d}" for i in range(160)]  # inserts: each row exactly once
+    assert commits_logged(checkpoint)[-1] == 7
+
+
+# -- upsertlake ingest --continuous ------------------------------------------------------------
+def pending(table: Path) -> list[str]:
+    """Writes requested but not completed (version 6 layout)."""
+    hoodie = table / ".hoodie"
+    done = {p.name.split(".")[0] for p in hoodie.glob("*.commit")}
+    return sorted(p.name.split(".")[0] for p in hoodie.glob("*.commit.requested") if p.name.split(".")[0] not in done)
+
+
+def test_ingest_continuous_picks_up_files_as_they_land_and_goes_on_after_ctrl_c(spark, tmp_path: Path, capsys) -> None:
+    """Run in this process (it reuses the test session's Spark): files landing while it runs are
+    upserted (deduplicated), Ctrl-C (a real SIGINT) stops it after the batch in flight, and
+    `--once` on the same checkpoint goes on with only what it has not read."""
+    import signal
+    import threading
+    import time
+
+    from helpers import cli_in_process
+
+    source, table = tmp_path / "in", tmp_path / "t"
+    land(source, batch(range(0, 5)))
+    args = ["ingest", "--source", source, "--format", "parquet", "--table", table, "--record-key", "id",
+            "--precombine-field", "ts", "--partition-fields", "p"]
+
+    def wait(done, what: str) -> None:
+        deadline = time.monotonic() + 120
+        while not done():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.02)
+
+    def while_it_runs() -> None:
+        wait(lambda: (table / ".hoodie" / "hoodie.properties").exists() and batches(table, "upsertlake_ingest"),
+             "the first batch")
+        # Two files land: new keys, and newer versions of three (plus an older one that must lose).
+        land(source, batch(range(5, 10)), pa.concat_tables([batch(range(0, 3), 2, "new"), batch(range(0, 1), 0, "old")]))
+        wait(lambda: len(ids(table)) == 10 and open_table(table).read(filters=[("ts", "=", 2)]).num_rows == 3,
+             "the landed files")
+        land(source, batch(range(10, 12)))
+        wait(lambda: pending(table) or len(ids(table)) == 12, "the next batch")
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, with the batch in flight when it could be caught
+
+    helper = threading.Thread(target=while_it_runs)
+    helper.start()
+    code, out, err = cli_in_process(capsys, *args, "--continuous", "--interval", "0.2")
+    helper.join()
+    assert code == 0, err
+    assert "stopping after the batch in flight" in err and "batch 0: 5 inserted" in err
+    assert pending(table) == []  # the batch in flight was finished, not abandoned
+    assert len(ids(table)) == 12
+
+    land(source, batch(range(12, 14)))
+    code, out, err = cli_in_process(capsys, *args, "--once")
+    assert code == 0, err
+    assert out.startswith("ingested 1 micro-batches") and "2 inserted" in out
+    data = {r["id"]: r["v"] for r in open_table(table).read(columns=["id", "v"]).to_pylist()}
+    assert data == {f"k{i:03d}": (f"new{i}" if i < 3 else f"v{i}") for i in range(14)}
+    recorded = [b for b in batches(table, "upsertlake_ingest")]
+    assert recorded == sorted(set(recorded)) and None not in recorded  # each batch once, in order

@@ -82,12 +82,18 @@ class WriteOptions:
     small_batch_force: bool = False  # every input is (SMALL_BATCH_FORCE)
     storage: dict[str, str] = field(default_factory=dict)  # the object store's settings
 
-    def open_or_create(self, schema: pa.Schema) -> Table:
-        """The table at `path`; the first write creates it from the options and the data's schema."""
+    def existing(self) -> Table | None:
+        """The table at `path`, or None when there is none yet."""
         try:
             return open_table(self.path, self.hoodie, self.storage)
         except TableNotFoundError:
-            pass
+            return None
+
+    def open_or_create(self, schema: pa.Schema) -> Table:
+        """The table at `path`; the first write creates it from the options and the data's schema."""
+        table = self.existing()
+        if table is not None:
+            return table
         cfg = Config.resolve(self.hoodie)
         name, key = cfg.get(opt.TABLE_NAME), cfg.get(opt.RECORDKEY_FIELD)
         if not name or not key:

@@ -26,12 +26,12 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter
 
 from upsertlake.config import Config
 from upsertlake.engine.write_result import WriteResult
-from upsertlake.errors import TableNotFoundError, UpsertlakeError
+from upsertlake.errors import UpsertlakeError
 from upsertlake.spark.options import WriteOptions, write_options
 from upsertlake.spark.staging import StagedFile, Staging
 from upsertlake.spark.write import write_dataframe
 from upsertlake.storage import Storage
-from upsertlake.table.table import Table, open_table
+from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.stream_checkpoint import StreamBatch
 
@@ -50,19 +50,12 @@ def stream_batch(options: WriteOptions, batch_id: int, table: Table | None) -> S
     return StreamBatch.of(cfg, batch_id)
 
 
-def _opened(options: WriteOptions) -> Table | None:
-    try:
-        return open_table(options.path, options.hoodie, options.storage)
-    except TableNotFoundError:
-        return None
-
-
 def write_batch(df: object, options: WriteOptions, batch_id: int | None) -> WriteResult | None:
     """The distributed write of a DataFrame; given a stream's `batch_id`, exactly once: None (and
     nothing written) when its stream already committed that batch, else one commit recording it."""
     if batch_id is None:
         return write_dataframe(df, options)
-    table = _opened(options)
+    table = options.existing()
     batch = stream_batch(options, batch_id, table)
     if table is not None and batch.committed(Timeline.load(table.storage)):
         return None
@@ -98,7 +91,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         try:
             options = write_options(self.options)
             staging.remove_stale()
-            table = _opened(options)
+            table = options.existing()
             batch = stream_batch(options, batchId, table)
             if table is not None and batch.committed(Timeline.load(table.storage)):
                 return
