@@ -183,6 +183,25 @@ def test_foreach_batch_hook_is_exactly_once(spark, tmp_path: Path) -> None:
     assert batches(Path(table)) == [0, 1, None]
 
 
+def test_a_table_hudis_streaming_sink_wrote_goes_on_with_the_hook(spark, hudi_table) -> None:
+    """A table written by Apache Hudi whose last commit holds Hudi's sink checkpoint for batch 4
+    (`test_stream_checkpoint.write_hudi_sink_checkpoint`): batch 4 is skipped, batch 5 written with
+    the key in the same form; Hudi's reader reads the table."""
+    from helpers import hudi_read
+    from test_stream_checkpoint import write_hudi_sink_checkpoint
+
+    root = hudi_table("v6_nonpartitioned")
+    timeline = Timeline.load(open_table(root).storage)
+    write_hudi_sink_checkpoint(root, timeline.completed_writes()[-1].time, "default_single_writer", 4)
+    df = spark.read.format("upsertlake").load(str(root))
+    df = df.drop(*[c for c in df.columns if c.startswith("_hoodie_")]).where("id = 1")
+    assert uls.upsert(df, str(root), batch_id=4) is None
+    assert uls.upsert(df, str(root), batch_id=5).num_updates == 1
+    timeline = Timeline.load(open_table(root).storage)
+    assert timeline.commit_metadata(timeline.completed_writes()[-1]).extra_metadata[SINK_CHECKPOINT_KEY] == (
+        '{"default_single_writer":"5"}')
+    assert hudi_read(root).num_rows == 4
+
 # -- kill -9 of the driver ---------------------------------------------------------------------
 DRIVER = """
 import os, signal, sys
