@@ -64,12 +64,14 @@ TABLE_OPTIONS = {
 
 
 def micro_batches(rows: int, batch: int, batches: int, seed: int = 45) -> list[pa.Table]:
-    """Each batch: 90% updates in the newest HOT_DAYS days, 10% new keys, ts = its number + 1."""
+    """Each batch: 90% updates in the newest HOT_DAYS days (more days for a batch larger than
+    they are), 10% new keys, ts = its number + 1."""
     rng = np.random.default_rng(seed)
-    hot = first_id_of_day(PARTITIONS - HOT_DAYS, rows, PARTITIONS)
+    inserts = batch // 10
+    # The newest days, or as many more as a batch larger than they are needs.
+    hot = min(first_id_of_day(PARTITIONS - HOT_DAYS, rows, PARTITIONS), max(rows - (batch - inserts), 0))
     out, next_id = [], rows
     for b in range(batches):
-        inserts = batch // 10
         updated = hot + rng.choice(rows - hot, batch - inserts, replace=False)
         ids = np.concatenate([updated, np.arange(next_id, next_id + inserts)])
         next_id += inserts
