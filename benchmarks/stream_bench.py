@@ -94,9 +94,8 @@ def build(base: pa.Table, work: Path, kind: str) -> Path:
 
     seed = work / f"seed-{kind}"
     if not seed.exists():
-        options = MOR if kind == "mor" else {}
-        t = upsertlake.create_table(seed, name="bench", record_key="key", precombine_field="ts",
-                                    partition_fields=["part"], table_type=options.get("hoodie.table.type", "COPY_ON_WRITE"))
+        t = upsertlake.create_table(seed, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"],
+                                    table_type="MERGE_ON_READ" if kind == "mor" else "COPY_ON_WRITE")
         t.bulk_insert(base)
     return seed
 
@@ -182,7 +181,8 @@ def line(sizes: list[int], rows: int, work: Path) -> None:
             "began = time.perf_counter(); t.upsert(data); took = time.perf_counter() - began\n"
             "print(json.dumps({'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 's': took}))\n"
         )
-        out = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+        run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+        out = json.loads(run.stdout)
         print(f"| {size:,} | {out['rss_mb']:,.0f} MB | {out['s']:.2f} |", flush=True)
         shutil.rmtree(table)
 
@@ -234,7 +234,8 @@ def main() -> None:
                   f"max {r['max']:.3f} s, {r['rows_per_s']:,.0f} rows/s", flush=True)
             shutil.rmtree(work / peer)
     by = {r["peer"]: r["median"] for r in results}
-    print(f"\n{args.batches} micro-batches of {args.batch:,} rows over {args.rows:,} ({args.master}), median per batch:")
+    print(f"\n{args.batches} micro-batches of {args.batch:,} rows over {args.rows:,} ({args.master}), "
+          "median per batch:")
     for a, b, goal in (("sink-mor", "sink", "<= 0.5"), ("sink", "foreach", "<= 1.1"), ("sink", "engine", ""),
                        ("sink-mor", "foreach-mor", "<= 1.1"), ("sink-mor", "engine-mor", ""), ("sink", "delta-rs", "")):
         if a in by and b in by:

@@ -179,7 +179,8 @@ def test_foreach_batch_hook_is_exactly_once(spark, tmp_path: Path) -> None:
     assert uls.insert(spark.createDataFrame(batch(range(5, 8))), table, batch_id=1, **opts).num_inserts == 3
     assert ids(Path(table)) == [f"k{i:03d}" for i in range(8)]
     assert batches(Path(table)) == [0, 1]
-    assert uls.insert(spark.createDataFrame(batch(range(8, 9))), table, **opts).num_inserts == 1  # no batch id: no check
+    unchecked = uls.insert(spark.createDataFrame(batch(range(8, 9))), table, **opts)  # no batch id: no check
+    assert unchecked.num_inserts == 1
     assert batches(Path(table)) == [0, 1, None]
 
 
@@ -209,7 +210,8 @@ import upsertlake.spark as uls
 from upsertlake.spark.source import UpsertlakeDataSource
 from upsertlake.spark.stream import StreamWriter
 
-source, table, checkpoint, kill_after, options = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), eval(sys.argv[5])
+source, table, checkpoint = sys.argv[1:4]
+kill_after, options = int(sys.argv[4]), eval(sys.argv[5])
 GROUP = os.getpgid(0)  # this driver, its JVM and (but for the daemon's own group) the workers
 
 
@@ -312,7 +314,8 @@ def test_ingest_continuous_picks_up_files_as_they_land_and_goes_on_after_ctrl_c(
         wait(lambda: (table / ".hoodie" / "hoodie.properties").exists() and batches(table, "upsertlake_ingest"),
              "the first batch")
         # Two files land: new keys, and newer versions of three (plus an older one that must lose).
-        land(source, batch(range(5, 10)), pa.concat_tables([batch(range(0, 3), 2, "new"), batch(range(0, 1), 0, "old")]))
+        newer = pa.concat_tables([batch(range(0, 3), 2, "new"), batch(range(0, 1), 0, "old")])
+        land(source, batch(range(5, 10)), newer)
         wait(lambda: len(ids(table)) == 10 and open_table(table).read(filters=[("ts", "=", 2)]).num_rows == 3,
              "the landed files")
         land(source, batch(range(10, 12)))

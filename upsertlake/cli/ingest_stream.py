@@ -113,12 +113,14 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], store: Mapp
                 f"{result.num_deletes} deleted in {took} ({result.instant_time})")
 
     writer = frames.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
-    writer = writer.trigger(availableNow=True) if args.once else writer.trigger(processingTime=f"{args.interval} seconds")
+    every = f"{args.interval} seconds"
+    writer = writer.trigger(availableNow=True) if args.once else writer.trigger(processingTime=every)
     # Ours replaces PySpark's SIGINT handler, which would cancel the jobs of the batch in flight.
     previous = signal.signal(signal.SIGINT, lambda *_: progress.stopping.set())
     try:
         query = writer.start()
-        say(f"ingesting {args.source} into {args.table}" + ("" if args.once else "; Ctrl-C stops after the batch in flight"))
+        say(f"ingesting {args.source} into {args.table}"
+            + ("" if args.once else "; Ctrl-C stops after the batch in flight"))
         _run(query, progress, say)
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -156,8 +156,8 @@ class Table:
         return replace(plan, store_requests=self.storage.requests.since(before))
 
     def _write(
-        self, operation: Operation, data: object, options: Mapping[str, object] | None, progress: Progress | None = None,
-        extra_metadata: Mapping[str, str] | None = None,
+        self, operation: Operation, data: object, options: Mapping[str, object] | None,
+        progress: Progress | None = None, extra_metadata: Mapping[str, str] | None = None,
     ) -> WriteResult:
         before = self.storage.requests.snapshot()
         client = self.write_client()
