@@ -126,6 +126,7 @@ def test_defaults() -> None:
         opt.COMBINE_BEFORE_UPSERT: True,
         opt.COMBINE_BEFORE_DELETE: True,
         opt.WRITE_CONCURRENCY_MODE: "SINGLE_WRITER",
+        opt.STREAMING_CHECKPOINT_IDENTIFIER: "default_single_writer",  # Hudi's DataSourceWriteOptions
         opt.LOCK_PROVIDER: "upsertlake.concurrency.lock.FlockLockProvider",
         opt.LOCK_FILESYSTEM_PATH: "",
         opt.LOCK_WAIT_TIME_MS: 60000,

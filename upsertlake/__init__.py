@@ -6,6 +6,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from upsertlake.errors import (
+    BatchTooLargeError,
     CleanedInstantError,
     ConfigError,
     CorruptTableError,
@@ -60,6 +61,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Action",
+    "BatchTooLargeError",
     "CleanedInstantError",
     "ConfigError",
     "CorruptTableError",

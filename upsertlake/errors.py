@@ -23,6 +23,11 @@ class ConfigError(UpsertlakeError):
     """An option key is unknown or its value is invalid."""
 
 
+class BatchTooLargeError(ConfigError):
+    """A batch has more rows than the path it was handed to merges in one process (the Spark data
+    source's `.save()` and streaming sink); the message names the distributed path to take."""
+
+
 class CorruptTableError(UpsertlakeError):
     """A file of the table cannot be parsed (commit metadata, properties, base file name)."""
 

@@ -20,7 +20,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from upsertlake.cli.input_files import InputFile, add_input_store_option, find, input_store_options
+from upsertlake.cli.ingest_stream import add_arguments as add_stream_arguments
+from upsertlake.cli.ingest_stream import ingest_stream
+from upsertlake.cli.input_files import EXTENSIONS, InputFile, add_input_store_option, find, input_store_options
 from upsertlake.cli.inputs import InputTypes
 from upsertlake.cli.output import CliError, add_key_fields, human_duration, parse_options, print_json, store_options
 from upsertlake.errors import TableNotFoundError, UpsertlakeError
@@ -30,7 +32,6 @@ from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import parse_instant_time
 
 INGESTED_KEY = "upsertlake.ingest.files"
-EXTENSIONS = {"parquet": (".parquet", ".pq"), "json": (".json", ".ndjson", ".jsonl"), "csv": (".csv",)}
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -44,6 +45,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a Hudi write option (repeatable)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_stream_arguments(p)
     p.set_defaults(func=ingest)
 
 
@@ -107,6 +109,8 @@ def checkpoint(table_path: str, storage_options: Mapping[str, str] | None = None
 
 
 def ingest(args: argparse.Namespace) -> int:
+    if args.continuous or args.once:
+        return _ingest_stream(args)
     started = time.perf_counter()
     files = source_files(args.source, args.format, input_store_options(args))  # listed before reading any
     done = checkpoint(args.table, store_options(args))
@@ -137,6 +141,42 @@ def ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ingest_stream(args: argparse.Namespace) -> int:
+    """`--continuous` / `--once`: the streaming query (`cli.ingest_stream`)."""
+    started = time.perf_counter()
+    options = dict(parse_options(args.option), record_key=args.record_key, storage_options=store_options(args))
+    options.update(_table_options(args, _table_exists(args.table, store_options(args))))
+    try:
+        summary = ingest_stream(args, options, input_store_options(args), _say)
+    except (UpsertlakeError, CliError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a Spark job's failure: its reason, not the JVM's stack
+        raise CliError(f"ingest stopped: {spark_reason(exc)}") from exc
+    summary["seconds"] = round(time.perf_counter() - started, 3)
+    if args.json:
+        print_json(summary)
+    else:
+        skipped = f", {summary['skipped']} already in the table" if summary["skipped"] else ""
+        print(f"ingested {summary['batches']} micro-batches in {human_duration(summary['seconds'])}: "
+              f"{summary['inserts']} inserted, {summary['updates']} updated{skipped}")
+    return 0
+
+
+def _table_options(args: argparse.Namespace, exists: bool) -> dict[str, str]:
+    """The table's name (when creating it) and the key settings the command line gives."""
+    opts: dict[str, str] = {}
+    if args.name or not exists:
+        # The name is the table's once created: a default differing from it would be a config conflict.
+        opts["table"] = args.name or parse_location(args.table).uri.rsplit("/", 1)[-1]
+    if args.precombine_field:
+        opts["precombine_field"] = args.precombine_field
+    if args.partition_fields:
+        opts["partition_fields"] = args.partition_fields
+    if args.table_type:
+        opts["table_type"] = args.table_type
+    return opts
+
+
 def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[str, str]) -> dict[str, object]:
     import upsertlake.spark as uls  # only this command needs pyspark
     from upsertlake.cli.ingest_read import read_sources
@@ -150,15 +190,7 @@ def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[st
     exists = _table_exists(args.table, store_options(args))
     df = read_sources(spark, sources, args.format, _input_types(args, exists))
     opts = dict(options, record_key=args.record_key, storage_options=store_options(args))
-    if args.name or not exists:
-        # The name is the table's once created: a default differing from it would be a config conflict.
-        opts["table"] = args.name or parse_location(args.table).uri.rsplit("/", 1)[-1]
-    if args.precombine_field:
-        opts["precombine_field"] = args.precombine_field
-    if args.partition_fields:
-        opts["partition_fields"] = args.partition_fields
-    if args.table_type:
-        opts["table_type"] = args.table_type
+    opts.update(_table_options(args, exists))
     ingested = json.dumps([SourceFile.of(f).to_json() for f in sources])
     result = write_dataframe(df, write_options(opts, args.table, "upsert"), {INGESTED_KEY: ingested})
     for stage, seconds in result.stage_seconds.items():

@@ -21,6 +21,7 @@ from upsertlake.storage.requests import RequestCounts
 
 _WILDCARD = re.compile(r"[*?[]")
 HIDDEN = (".", "_")  # Spark's and Hudi's markers and temporary files (`_SUCCESS`, `.crc`)
+EXTENSIONS = {"parquet": (".parquet", ".pq"), "json": (".json", ".ndjson", ".jsonl"), "csv": (".csv",)}  # ingest's
 
 
 @dataclass(frozen=True)

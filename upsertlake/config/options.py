@@ -75,6 +75,7 @@ __all__ = [
     "RECORD_SIZE_ESTIMATE",
     "RECORD_SIZE_ESTIMATION_THRESHOLD",
     "SIMPLE_INDEX_UPDATE_PARTITION_PATH",
+    "STREAMING_CHECKPOINT_IDENTIFIER",
     "TABLE_NAME",
     "TABLE_TYPE",
     "LOGFILE_DATA_BLOCK_FORMAT",
@@ -222,6 +223,13 @@ WRITE_PARALLELISM: Option[int] = _option(
     "hoodie.upsert.shuffle.parallelism", int, 0,
     "Hudi: parallelism of the upsert shuffle, 0 = derived by the engine. upsertlake: number of "
     "worker threads writing files, 0 = one per CPU core.")
+
+STREAMING_CHECKPOINT_IDENTIFIER: Option[str] = _option(
+    "hoodie.datasource.write.streaming.checkpoint.identifier", str, "default_single_writer",
+    "The stream a streaming write belongs to (DataSourceWriteOptions): each commit records its batch "
+    "id under this identifier, and a batch whose id is at most the last one committed under it is "
+    "skipped. Hudi's default for a single writer; under optimistic concurrency each stream must "
+    "name its own.")
 
 # --- concurrency (HoodieWriteConfig, HoodieLockConfig) ------------------------------------------
 

@@ -19,7 +19,8 @@ from upsertlake.spark.options import resolve_aliases, resolve_path, split_store_
 from upsertlake.spark.read import read
 from upsertlake.spark.source import UpsertlakeDataSource
 from upsertlake.spark.session import build_session
-from upsertlake.spark.write import groups_on, write_dataframe
+from upsertlake.spark.stream import write_batch
+from upsertlake.spark.write import groups_on
 from upsertlake.table.table import open_table
 
 
@@ -44,22 +45,26 @@ def register(spark: object) -> None:
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
 
 
-def upsert(df: object, path: str, **options: object) -> WriteResult:
-    """Upsert a DataFrame: dedup and tag as Spark jobs, one task per file group, one commit."""
-    return write_dataframe(df, write_options(options, path, "upsert"))
+def upsert(df: object, path: str, batch_id: int | None = None, **options: object) -> WriteResult | None:
+    """Upsert a DataFrame: dedup and tag as Spark jobs, one task per file group, one commit.
+
+    `batch_id` (in `foreachBatch`, Spark's id of the micro-batch) makes the write exactly once: a
+    batch its stream (hoodie.datasource.write.streaming.checkpoint.identifier) already committed
+    is skipped and None returned; otherwise the commit records it. So do insert, bulk_insert, delete."""
+    return write_batch(df, write_options(options, path, "upsert"), batch_id)
 
 
-def insert(df: object, path: str, **options: object) -> WriteResult:
-    return write_dataframe(df, write_options(options, path, "insert"))
+def insert(df: object, path: str, batch_id: int | None = None, **options: object) -> WriteResult | None:
+    return write_batch(df, write_options(options, path, "insert"), batch_id)
 
 
-def bulk_insert(df: object, path: str, **options: object) -> WriteResult:
-    return write_dataframe(df, write_options(options, path, "bulk_insert"))
+def bulk_insert(df: object, path: str, batch_id: int | None = None, **options: object) -> WriteResult | None:
+    return write_batch(df, write_options(options, path, "bulk_insert"), batch_id)
 
 
-def delete(df: object, path: str, **options: object) -> WriteResult:
+def delete(df: object, path: str, batch_id: int | None = None, **options: object) -> WriteResult | None:
     """Delete the keys of a DataFrame (key and partition columns suffice)."""
-    return write_dataframe(df, write_options(options, path, "delete"))
+    return write_batch(df, write_options(options, path, "delete"), batch_id)
 
 
 __all__ = ["build_session", "bulk_insert", "cluster", "compact", "delete", "insert", "read", "register", "upsert"]

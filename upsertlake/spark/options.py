@@ -31,6 +31,8 @@ QUERY_TYPE = "hoodie.datasource.query.type"
 BEGIN = "hoodie.datasource.read.begin.instanttime"
 END = "hoodie.datasource.read.end.instanttime"
 READ_KEYS = (AS_OF, QUERY_TYPE, BEGIN, END)
+# Options of the streaming query itself, which Spark hands the sink with the others.
+QUERY_KEYS = ("checkpointlocation",)
 # `.save()` merges the staged rows in one Python worker (the data source's commit cannot start
 # Spark jobs); above this many rows it refuses and points to `upsertlake.spark.upsert`.
 SAVE_MAX_RECORDS = "upsertlake.save.max.records"
@@ -55,7 +57,7 @@ def split_store_options(options: Mapping[str, object]) -> tuple[dict[str, object
     rest: dict[str, object] = {}
     store: dict[str, str] = {str(k): str(v) for k, v in dict(options.get("storage_options") or {}).items()}
     for key, value in options.items():
-        if key == "storage_options":
+        if key == "storage_options" or key.lower() in QUERY_KEYS:
             continue
         if key.lower().startswith(STORE_PREFIXES):
             store[key] = str(value)
@@ -80,12 +82,18 @@ class WriteOptions:
     small_batch_force: bool = False  # every input is (SMALL_BATCH_FORCE)
     storage: dict[str, str] = field(default_factory=dict)  # the object store's settings
 
-    def open_or_create(self, schema: pa.Schema) -> Table:
-        """The table at `path`; the first write creates it from the options and the data's schema."""
+    def existing(self) -> Table | None:
+        """The table at `path`, or None when there is none yet."""
         try:
             return open_table(self.path, self.hoodie, self.storage)
         except TableNotFoundError:
-            pass
+            return None
+
+    def open_or_create(self, schema: pa.Schema) -> Table:
+        """The table at `path`; the first write creates it from the options and the data's schema."""
+        table = self.existing()
+        if table is not None:
+            return table
         cfg = Config.resolve(self.hoodie)
         name, key = cfg.get(opt.TABLE_NAME), cfg.get(opt.RECORDKEY_FIELD)
         if not name or not key:

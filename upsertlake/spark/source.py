@@ -3,27 +3,20 @@
 Reads plan a scan on the driver (snapshot, `as.of.instant`, or incremental between instants, with
 partition and key-range pruning from the filters Spark pushes) and read one base file per task.
 
-Writes: the Python data source API hands each task its rows before any shuffle, so tasks cannot
-be the ones merging file groups. Each task stages its rows as a parquet file under
-`.hoodie/.temp/`; the driver's commit runs the engine on all of them and deletes them; an
-aborted job only deletes them (a job whose driver died leaves them: the next data source write
-deletes staging nothing was written to for STALE_STAGING_HOURS). The commit runs in a Python
-worker the JVM starts, which cannot start Spark jobs, so it merges in that one process: above
-`upsertlake.save.max.records` staged rows (default 1,000,000, counted from the staged files'
-footers) it refuses before merging and names `upsertlake.spark.upsert`, the path that merges on
-the executors (see the README).
+Writes stage each task's rows on the table's storage and merge them in the commit, in one
+process (`spark.staging`): `.save()` here, and the streaming sink `writeStream.format("upsertlake")`
+(`spark.stream`), one commit per micro-batch, exactly once. Above `upsertlake.save.max.records`
+staged rows (default 1,000,000) both refuse before merging and name the distributed path
+(`upsertlake.spark.upsert`, or its `foreachBatch` form for streams; see the README).
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -36,7 +29,6 @@ from pyspark.sql.datasource import (
     InputPartition,
     LessThan,
     LessThanOrEqual,
-    WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
@@ -48,24 +40,19 @@ from upsertlake.spark.options import (
     BEGIN,
     END,
     QUERY_TYPE,
-    SAVE_MAX_RECORDS,
     resolve_path,
     split_store_options,
     write_options,
 )
+from upsertlake.spark.staging import StagedFile, Staging
+from upsertlake.spark.stream import StreamWriter
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.table.table import open_table
-from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import normalize_instant
 
-TEMP = f"{METAFOLDER}/.temp"
-STAGING_PREFIX = "spark-staging-"  # a job's folder in TEMP: spark-staging-<job>
-# A job whose driver died stages rows that neither its commit nor its abort deletes; the next
-# data source write deletes staging untouched for this long (a live job's newest file is younger:
-# its tasks stage as they end, and its commit runs right after the last).
-STALE_STAGING_HOURS = 24
 _OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
 
 
@@ -113,8 +100,17 @@ class UpsertlakeDataSource(DataSource):
                 "hoodie.datasource.write.operation upsert, insert, bulk_insert or delete"
             )
         options = write_options(dict(self.options))
-        return StagingWriter(options.path, dict(self.options), arrow_schema_of(schema), uuid.uuid4().hex,
-                             Storage(options.path, options.storage))
+        staging = Staging.of(Storage(options.path, options.storage), arrow_schema_of(schema), uuid.uuid4().hex)
+        return StagingWriter(dict(self.options), staging)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
+        if overwrite:
+            raise ConfigError(
+                "outputMode('complete') would replace the table with each micro-batch; use outputMode('append') "
+                "with hoodie.datasource.write.operation upsert, insert, bulk_insert or delete"
+            )
+        options = write_options(dict(self.options))
+        return StreamWriter(dict(self.options), Storage(options.path, options.storage), arrow_schema_of(schema))
 
 
 @dataclass
@@ -161,77 +157,25 @@ class ScanReader(DataSourceReader):
         yield from table.select(target.names).cast(target).to_batches()
 
 
-@dataclass
-class StagedFile(WriterCommitMessage):
-    path: str
-    rows: int
-
-
 class StagingWriter(DataSourceArrowWriter):
-    """Stages each task's rows as a parquet file under the table's `.hoodie/.temp` (on the table's
-    own store: executors share no disk with the driver), then merges them in the commit."""
+    """`.save()`: each task stages its rows (`spark.staging`), the commit merges them in one process."""
 
-    def __init__(self, path: str, options: dict[str, str], schema: pa.Schema, job: str, storage: Storage) -> None:
-        self.path, self.options, self.schema, self.job, self.storage = path, options, schema, job, storage
-
-    @property
-    def staging(self) -> str:
-        return f"{TEMP}/{STAGING_PREFIX}{self.job}"
+    def __init__(self, options: dict[str, str], staging: Staging) -> None:
+        self.options, self.staging = options, staging
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
-        target = f"{self.staging}/{uuid.uuid4().hex}.parquet"
-        rows = 0
-        with self.storage.open_output(target) as sink, pq.ParquetWriter(sink, self.schema) as out:
-            for batch in iterator:
-                out.write_batch(batch.cast(self.schema) if batch.schema != self.schema else batch)
-                rows += batch.num_rows
-        return StagedFile(target, rows)
+        return self.staging.stage(iterator)
 
     def commit(self, messages: list[StagedFile | None]) -> None:
         options = write_options(self.options)
         try:
-            self._remove_stale_staging()
-            files = [m.path for m in messages if m is not None]
-            staged = sum(self.storage.parquet_file(f).metadata.num_rows for f in files)  # from the footers
-            if staged > options.save_max_records:
-                raise ConfigError(
-                    f"df.write.format('upsertlake').save() merges in one Python worker and takes at most "
-                    f"{options.save_max_records:,} rows ({SAVE_MAX_RECORDS}); this batch has {staged:,}. "
-                    "Use upsertlake.spark.upsert(df, path, ...) (or insert/delete/bulk_insert), which "
-                    "merges on the executors"
-                )
-            parts = [self.storage.read_parquet(f).cast(self.schema) for f in files]
-            data = pa.concat_tables(parts) if parts else self.schema.empty_table()
-            table = options.open_or_create(self.schema)
-            getattr(table, options.operation.value)(data, options.hoodie)
+            self.staging.remove_stale()
+            files, rows = self.staging.rows(messages)
+            self.staging.merge(options, files, rows, None, "df.write.format('upsertlake').save()",
+                               "Use upsertlake.spark.upsert(df, path, ...) (or insert/delete/bulk_insert), "
+                               "which merges on the executors")
         finally:
-            self._remove_staging()
+            self.staging.remove()
 
     def abort(self, messages: list[StagedFile | None]) -> None:
-        self._remove_staging()
-
-    def _remove_stale_staging(self) -> None:
-        """Delete other jobs' staging folders with nothing written for STALE_STAGING_HOURS."""
-        newest: dict[str, int] = {}
-        for entry in self.storage.list(TEMP, recursive=True):
-            folder = f"{TEMP}/{entry.path[len(TEMP) + 1 :].split('/')[0]}"
-            if folder.startswith(f"{TEMP}/{STAGING_PREFIX}") and folder != self.staging:
-                newest[folder] = max(newest.get(folder, 0), entry.mtime_ns)
-        cutoff = time.time_ns() - STALE_STAGING_HOURS * 3600 * 10**9
-        for folder, mtime_ns in newest.items():
-            if mtime_ns < cutoff:
-                self.storage.delete_dir(folder)
-
-    def _remove_staging(self) -> None:
-        self.storage.delete_dir(self.staging)
-        base = self.storage.os_path()
-        if base is None:  # an object store has no empty folders to leave behind
-            return
-        # A first write that failed leaves no empty table folders behind either.
-        root = Path(base)
-        if not (root / ".hoodie" / "hoodie.properties").exists():
-            for folder in (root / ".hoodie" / ".temp", root / ".hoodie", root):
-                try:
-                    folder.rmdir()
-                except OSError:
-                    break
+        self.staging.remove()

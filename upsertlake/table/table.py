@@ -114,25 +114,30 @@ class Table:
         self._config, self._client = self.config, None
 
     def upsert(
-        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
+        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None,
+        extra_metadata: Mapping[str, str] | None = None,
     ) -> WriteResult:
-        return self._write(Operation.UPSERT, data, options, progress)
+        return self._write(Operation.UPSERT, data, options, progress, extra_metadata)
 
     def insert(
-        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
+        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None,
+        extra_metadata: Mapping[str, str] | None = None,
     ) -> WriteResult:
-        return self._write(Operation.INSERT, data, options, progress)
+        return self._write(Operation.INSERT, data, options, progress, extra_metadata)
 
     def bulk_insert(
-        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
+        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None,
+        extra_metadata: Mapping[str, str] | None = None,
     ) -> WriteResult:
-        return self._write(Operation.BULK_INSERT, data, options, progress)
+        return self._write(Operation.BULK_INSERT, data, options, progress, extra_metadata)
 
     def delete(
-        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None
+        self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None,
+        extra_metadata: Mapping[str, str] | None = None,
     ) -> WriteResult:
-        """Remove the keys in `data` whatever their ordering value; unknown keys count as nothing."""
-        return self._write(Operation.DELETE, data, options, progress)
+        """Remove the keys in `data` whatever their ordering value; unknown keys count as nothing.
+        Every write's `extra_metadata` goes into its commit's extraMetadata (a stream's batch id)."""
+        return self._write(Operation.DELETE, data, options, progress, extra_metadata)
 
     def insert_overwrite(self, data: object, options: Mapping[str, object] | None = None) -> WriteResult:
         """Replace the partitions present in `data` with its records (a replacecommit)."""
@@ -154,7 +159,8 @@ class Table:
         return replace(plan, store_requests=self.storage.requests.since(before))
 
     def _write(
-        self, operation: Operation, data: object, options: Mapping[str, object] | None, progress: Progress | None = None
+        self, operation: Operation, data: object, options: Mapping[str, object] | None,
+        progress: Progress | None = None, extra_metadata: Mapping[str, str] | None = None,
     ) -> WriteResult:
         before = self.storage.requests.snapshot()
         client = self.write_client()
@@ -166,7 +172,7 @@ class Table:
                 result = client.delete_partitions(data, instant)
             if progress is not None:
                 progress.started("commit")
-            result = client.commit(instant, result)
+            result = client.commit(instant, result, dict(extra_metadata) if extra_metadata else None)
             if progress is not None:
                 progress.ended("commit", result.stage_seconds.get("commit", 0.0))
         except BaseException:
