@@ -75,7 +75,7 @@ def last_batch_id(timeline: Timeline, identifier: str) -> int | None:
     done = timeline.completed_writes()
     for seen, inst in enumerate(reversed(done)):
         if seen == 1:  # not the newest commit: read the others at once (an object store's GETs)
-            timeline.prefetch_commit_metadata(done)
+            timeline.prefetch_documents(done)
         value = timeline.commit_metadata(inst).extra_metadata.get(SINK_CHECKPOINT_KEY)
         if not value:
             continue
