@@ -17,7 +17,7 @@ from upsertlake.config.table_config import BACKUP_FILE, PROPERTIES_FILE, TableCo
 from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.services.compaction_plan import compaction_backlog
-from upsertlake.services.doctor import properties_disagreements
+from upsertlake.layout.properties_check import properties_disagreements
 from upsertlake.storage import Storage
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline

@@ -22,13 +22,12 @@ from upsertlake.layout.file_writer import (
     META_COLUMNS,
     FileWriterConfig,
     dictionary_pages,
-    full_schema,
     write_base_file,
 )
 from upsertlake.layout.footer import resumed_bloom, resumed_key_range
 from upsertlake.layout.markers import marker_entry, write_markers
 from upsertlake.partitioner import Bucket
-from upsertlake.schema import RECORD_KEY_COLUMN, conform
+from upsertlake.schema import RECORD_KEY_COLUMN, conform, full_schema
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, base_file_name
 from upsertlake.timeline.commit_metadata import WriteStat

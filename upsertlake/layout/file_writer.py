@@ -26,7 +26,6 @@ from upsertlake.layout.footer import footer_metadata
 from upsertlake.schema import META_COLUMNS
 from upsertlake.storage import Storage
 
-META_SCHEMA = pa.schema([(name, pa.string()) for name in META_COLUMNS])
 # Unique per row and prefix-sharing (`k0000000123`, `20261123124731085_3_17`): delta-encoded.
 DELTA_COLUMNS = (META_COLUMNS[1], META_COLUMNS[2])
 # One or a few values per file (commit time, partition path, file name): always a dictionary.
@@ -43,11 +42,6 @@ class FileWriterConfig:
     bloom_fpp: float = 1e-9
     bloom_filter_type: str = "DYNAMIC_V0"
     bloom_max_entries: int = 100000
-
-
-def full_schema(data_schema: pa.Schema) -> pa.Schema:
-    """The schema of a base file: the five meta columns, then the data columns."""
-    return pa.schema([*META_SCHEMA, *data_schema])
 
 
 def write_base_file(

@@ -1,36 +1,30 @@
-"""Snapshot, read-optimized, time-travel and incremental reads.
+"""Planning snapshot, read-optimized, time-travel and incremental reads: which base files and
+merge-on-read slices a read touches, the schema each is read into, the rows it keeps.
 
-A copy-on-write table is read file by file; a merge-on-read file slice with log files is read
-whole: its base file and blocks merged by record key under the table's merge mode."""
+A plan is what every reader runs: `upsertlake.read.scan.Scan` in process (one file, or one slice
+merged, at a time), Spark one file or slice per task. Partitions the filters rule out are pruned
+here, before any file is opened."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.config.table_config import TableConfig
-from upsertlake.layout.file_writer import META_SCHEMA, full_schema
-from upsertlake.errors import ConfigError, SchemaError, UnsupportedTableError
-from upsertlake.layout.footer import read_footer
-from upsertlake.read.filters import (
-    Filters,
-    conjunction,
-    key_range_may_match,
-    partition_may_match,
-    to_expression,
-)
-from upsertlake.schema import avro_to_arrow, conform
-from upsertlake.services.doctor import properties_disagreements
-from upsertlake.timeline.retention import check_readable
-from upsertlake.storage import Storage
+from upsertlake.errors import ConfigError, UnsupportedTableError
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView
-from upsertlake.layout.slice_reader import Merge, listed, read_slice
 from upsertlake.layout.keygen import KeyGenerator
+from upsertlake.layout.properties_check import properties_disagreements
+from upsertlake.layout.slice_reader import Merge
+from upsertlake.read.filters import Filters, conjunction, partition_may_match, to_expression
+from upsertlake.schema import avro_to_arrow, full_schema
 from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.retention import check_readable
+
+SNAPSHOT, READ_OPTIMIZED, INCREMENTAL = "snapshot", "read_optimized", "incremental"
+QUERY_TYPES = (SNAPSHOT, READ_OPTIMIZED)
 
 
 def table_schema(timeline: Timeline, config: TableConfig, as_of: str | None = None) -> pa.Schema:
@@ -52,10 +46,9 @@ def output_schema(data_schema: pa.Schema, config: TableConfig) -> pa.Schema:
 
 
 @dataclass(frozen=True)
-class Scan:
+class ScanPlan:
     """What a read touches: the base files, the merge-on-read slices with log files, the schema
-    each is read into, the row filter. Reads in process run it at once; Spark reads one file (or
-    slice) per task."""
+    each is read into, the user's filters and (incremental reads) the commits whose rows count."""
 
     files: list[BaseFile]
     schema: pa.Schema
@@ -65,14 +58,28 @@ class Scan:
     slices: list[FileSlice] = field(default_factory=list)
     merge: Merge | None = None
 
+    @property
+    def row_filter(self) -> pc.Expression | None:
+        """The rows a read keeps: the filters', and an incremental read's commit times."""
+        parts = [e for e in (to_expression(self.filters), self.commit_filter) if e is not None]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else parts[0] & parts[1]
 
-SNAPSHOT, READ_OPTIMIZED = "snapshot", "read_optimized"
-QUERY_TYPES = (SNAPSHOT, READ_OPTIMIZED)
+    @property
+    def commit_filter(self) -> pc.Expression | None:
+        commit_time = pc.field("_hoodie_commit_time")
+        if self.commit_times is not None:
+            return commit_time.isin(pa.array(self.commit_times, pa.string()))
+        if self.window is not None:
+            begin, end = self.window
+            return (commit_time > pc.scalar(begin)) & (commit_time <= pc.scalar(end))
+        return None
 
 
 def snapshot_scan(
     timeline: Timeline, config: TableConfig, as_of: str | None = None, filters: Filters = None, query_type: str = SNAPSHOT
-) -> Scan:
+) -> ScanPlan:
     """A snapshot read as of an instant; `read_optimized` reads a merge-on-read table's base
     files alone (Hudi's read-optimized query: fast, without the updates still in log files)."""
     if query_type not in QUERY_TYPES:
@@ -81,13 +88,13 @@ def snapshot_scan(
     view = FileSystemView(timeline, as_of)
     schema = output_schema(table_schema(timeline, config, as_of), config)
     if query_type == READ_OPTIMIZED or not config.is_merge_on_read:
-        return Scan(prune_files(view, config, schema, view.latest_base_files(), filters), schema, filters)
+        return ScanPlan(prune_files(view, config, schema, view.latest_base_files(), filters), schema, filters)
     return _slice_scan(view, config, schema, view.latest_file_slices(), filters)
 
 
 def _slice_scan(
     view: FileSystemView, config: TableConfig, schema: pa.Schema, slices: list[FileSlice], filters: Filters, **kw: object
-) -> Scan:
+) -> ScanPlan:
     """A merge-on-read scan: slices without logs read as base files (pruned as copy-on-write
     files are), the others merged; partition pruning applies to both."""
     if not config.populate_meta_fields:
@@ -101,10 +108,12 @@ def _slice_scan(
     if keep is not None:
         merged = [s for s in merged if s.partition_path in keep]
     merge = Merge(config.precombine_field, config.merge_mode, frozenset(i.time for i in view.visible_instants))
-    return Scan(plain, schema, filters, slices=merged, merge=merge, **kw)
+    return ScanPlan(plain, schema, filters, slices=merged, merge=merge, **kw)
 
 
-def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: str | None) -> Scan:
+def incremental_scan(
+    timeline: Timeline, config: TableConfig, begin: str, end: str | None, filters: Filters = None
+) -> ScanPlan:
     """The latest state (as of `end`) of the records written by commits in (begin, end].
 
     Table version 6 (timeline layout 1): the commits whose instant time is in (begin, end], rows
@@ -137,56 +146,23 @@ def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: s
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
     needed = sorted({partition for partition, _ in touched})  # a missing file elsewhere is not read
     schema = full_schema(table_schema(timeline, config))
-    commit_time = pc.field("_hoodie_commit_time")
     if by_completion:
-        times = tuple(sorted(i.time for i in in_range))
-        rows, kw = commit_time.isin(pa.array(times, pa.string())), {"commit_times": times}
+        kw: dict[str, object] = {"commit_times": tuple(sorted(i.time for i in in_range))}
     else:
-        rows, kw = (commit_time > pc.scalar(begin)) & (commit_time <= pc.scalar(end)), {"window": (begin, end)}
+        kw = {"window": (begin, end)}
     if config.is_merge_on_read:
         slices = [s for s in view.latest_file_slices(needed) if s.file_group in touched]
-        return _slice_scan(view, config, schema, slices, rows, **kw)
+        return _slice_scan(view, config, schema, slices, filters, **kw)
     files = [bf for bf in view.latest_base_files(needed) if bf.file_group in touched]
-    return Scan(files, schema, rows, **kw)
-
-
-def read_snapshot(
-    timeline: Timeline,
-    config: TableConfig,
-    columns: Sequence[str] | None = None,
-    as_of: str | None = None,
-    filters: Filters = None,
-    query_type: str = SNAPSHOT,
-) -> pa.Table:
-    return read_scan(timeline.storage, snapshot_scan(timeline, config, as_of, filters, query_type), columns)
-
-
-def read_incremental(
-    timeline: Timeline, config: TableConfig, begin: str, end: str | None, columns: Sequence[str] | None = None
-) -> pa.Table:
-    return read_scan(timeline.storage, incremental_scan(timeline, config, begin, end), columns)
+    return ScanPlan(prune_files(view, config, schema, files, filters), schema, filters, **kw)
 
 
 def prune_files(
     view: FileSystemView, config: TableConfig, schema: pa.Schema, files: list[BaseFile], filters: Filters
 ) -> list[BaseFile]:
-    """The files whose partition (and footer key range) may hold rows the filters select."""
+    """The files whose partition may hold rows the filters select."""
     keep = matching_partitions(view, config, schema, {bf.partition_path for bf in files}, filters)
-    if keep is None:
-        return files
-    files = [bf for bf in files if bf.partition_path in keep]
-    # Footer key ranges are over `_hoodie_record_key`, which is the field's value only under the
-    # simple key generators (ComplexKeyGenerator keys read `id:<value>`).
-    predicates = conjunction(filters)
-    key_field = config.record_key_fields[0] if KeyGenerator(config).simple_key else None
-    if key_field and key_field in schema.names and pa.types.is_string(schema.field(key_field).type):
-        if any(col == key_field for col, _, _ in predicates):
-            files = [
-                bf
-                for bf in files
-                if key_range_may_match(*_key_range(view, bf), column=key_field, predicates=predicates)
-            ]
-    return files
+    return files if keep is None else [bf for bf in files if bf.partition_path in keep]
 
 
 def matching_partitions(
@@ -200,60 +176,3 @@ def matching_partitions(
         return None  # the properties may name wrong fields: no pruning by them; rows are still filtered
     keygen = KeyGenerator(config)
     return {p for p in partitions if partition_may_match(keygen.partition_values(p), predicates, schema)}
-
-
-def _key_range(view: FileSystemView, bf: BaseFile) -> tuple[str | None, str | None]:
-    footer = read_footer(view.storage, bf)
-    return footer.min_key, footer.max_key
-
-
-def read_scan(storage: Storage, scan: Scan, columns: Sequence[str] | None = None) -> pa.Table:
-    """Read and concatenate a scan's files, each made to match its schema, filtered row by row."""
-    schema, filters = scan.schema, scan.filters
-    if columns is not None:
-        missing = [c for c in columns if c not in schema.names]
-        if missing:
-            raise SchemaError(f"unknown column(s) {missing}; the table has {schema.names}")
-        out_schema = pa.schema([schema.field(c) for c in columns])
-    else:
-        out_schema = schema
-    expression = to_expression(filters)
-    needed = _needed_columns(schema, out_schema, filters)
-
-    def one(bf: BaseFile) -> pa.Table:
-        with listed(storage, bf.path, bf.instant_time):
-            parquet = storage.parquet_file(bf.path)
-            present = [c for c in needed.names if c in parquet.schema_arrow.names]
-            table = conform(parquet.read(columns=present), needed)
-        if expression is not None:
-            table = table.filter(expression)
-        return table.select(out_schema.names)
-
-    def merged(sl: FileSlice) -> pa.Table:
-        # Merge first, filter after: a filter on a column an update changed must see the update.
-        table = conform(read_slice(storage, sl, scan.merge, schema, ordered=False), needed)
-        if expression is not None:
-            table = table.filter(expression)
-        return table.select(out_schema.names)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        tables = list(pool.map(one, scan.files)) + list(pool.map(merged, scan.slices))
-    if not tables:
-        return out_schema.empty_table()
-    return pa.concat_tables(tables)
-
-
-def _needed_columns(schema: pa.Schema, out_schema: pa.Schema, filters: Filters) -> pa.Schema:
-    """The output columns plus those the filter reads (all columns for an Expression filter)."""
-    if filters is None:
-        return out_schema
-    if isinstance(filters, pc.Expression) or not conjunction(filters):
-        return schema
-    wanted = set(out_schema.names) | {col for col, _, _ in conjunction(filters)}
-    unknown = wanted - set(schema.names)
-    if unknown:
-        raise SchemaError(f"filter on unknown column(s) {sorted(unknown)}; the table has {schema.names}")
-    return pa.schema([f for f in schema if f.name in wanted])
-
-
-__all__ = ["META_SCHEMA", "Merge", "Scan", "incremental_scan", "read_incremental", "read_scan", "read_slice", "read_snapshot", "snapshot_scan", "table_schema"]

@@ -33,11 +33,10 @@ from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.layout.file_writer import (
     file_writer_config,
-    full_schema,
     write_base_file,
 )
 from upsertlake.errors import SchemaError, UnsupportedTableError, WriteConflictError
-from upsertlake.schema import avro_to_arrow, conform
+from upsertlake.schema import avro_to_arrow, conform, full_schema
 from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.services.compaction_plan import compaction_file_groups
 from upsertlake.services.metadata_table import drop_metadata_table

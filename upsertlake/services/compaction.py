@@ -27,10 +27,9 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import SchemaError, ServiceError
-from upsertlake.layout.file_writer import full_schema
 from upsertlake.layout.markers import delete_written, marker_folder, start_markers
 from upsertlake.layout.slice_reader import Merge
-from upsertlake.schema import avro_to_arrow
+from upsertlake.schema import avro_to_arrow, full_schema
 from upsertlake.services.compaction_plan import (
     CompactionOperation,
     schedule_locked,

@@ -10,7 +10,8 @@ from collections.abc import Iterator, Mapping, Sequence
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from upsertlake.read.snapshot import Scan, read_slice
+from upsertlake.layout.slice_reader import read_slice
+from upsertlake.read.snapshot import ScanPlan
 from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, resolve_path
 from upsertlake.spark.session import arrow_only, scan_files
 from upsertlake.spark.source import plan_scan
@@ -18,14 +19,14 @@ from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 
 
-def _merged_slices(spark: object, schema: object, storage: Storage, scan: Scan) -> object:
+def _merged_slices(spark: object, schema: object, storage: Storage, scan: ScanPlan) -> object:
     """A DataFrame of the scan's merge-on-read slices, one task per slice merging it in Python
     (the driver ships the slices, which grow with the files, never with the records)."""
     index = spark.createDataFrame([(i,) for i in range(len(scan.slices))], "i int").repartition(len(scan.slices))
     return index.mapInArrow(functools.partial(_read_slices, storage, scan, arrow_schema_of(schema)), schema)
 
 
-def _read_slices(storage: Storage, scan: Scan, target: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator:
+def _read_slices(storage: Storage, scan: ScanPlan, target: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator:
     """Task: merge the slices whose indexes `batches` hold into `target`."""
     for batch in batches:
         for i in batch.column(0).to_pylist():
@@ -51,7 +52,7 @@ def read(
     options = {QUERY_TYPE: query_type, **({AS_OF: as_of} if as_of else {})}
     if begin:
         options = {QUERY_TYPE: "incremental", BEGIN: begin, **({END: end} if end else {})}
-    scan: Scan = plan_scan(path, options, store=store)
+    scan: ScanPlan = plan_scan(path, options, store=store)
     storage = Storage(path, store)
     schema = spark_schema_of(scan.schema)
     frames = [scan_files(spark, schema, storage, [bf.path for bf in scan.files])] if scan.files else []

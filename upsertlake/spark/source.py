@@ -42,7 +42,8 @@ from pyspark.sql.types import StructType
 
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate
-from upsertlake.read.snapshot import QUERY_TYPES, Merge, Scan, incremental_scan, read_scan, snapshot_scan
+from upsertlake.read.scan import read_scan
+from upsertlake.read.snapshot import QUERY_TYPES, Merge, ScanPlan, incremental_scan, snapshot_scan
 from upsertlake.spark.options import (
     AS_OF,
     BEGIN,
@@ -70,7 +71,7 @@ _OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan
 
 
 def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] = (),
-              store: dict[str, str] | None = None) -> Scan:
+              store: dict[str, str] | None = None) -> ScanPlan:
     """The scan a read's options ask for: snapshot (optionally as of an instant) or incremental."""
     table = open_table(path, storage_options=store)
     timeline = Timeline.load(table.storage)
@@ -145,17 +146,17 @@ class ScanReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         scan = plan_scan(self.path, self.options, self.predicates, self.store)
-        return [FilePartition(bf, scan.schema, scan.filters) for bf in scan.files] + [
-            FilePartition(sl, scan.schema, scan.filters, scan.merge) for sl in scan.slices
+        return [FilePartition(bf, scan.schema, scan.row_filter) for bf in scan.files] + [
+            FilePartition(sl, scan.schema, scan.row_filter, scan.merge) for sl in scan.slices
         ]
 
     def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
         target = arrow_schema_of(self.schema)
         part = partition.file
         scan = (
-            Scan([], partition.schema, partition.filters, slices=[part], merge=partition.merge)
+            ScanPlan([], partition.schema, partition.filters, slices=[part], merge=partition.merge)
             if isinstance(part, FileSlice)
-            else Scan([part], partition.schema, partition.filters)
+            else ScanPlan([part], partition.schema, partition.filters)
         )
         table = read_scan(Storage(self.path, self.store), scan)
         yield from table.select(target.names).cast(target).to_batches()

@@ -36,7 +36,9 @@ from upsertlake.errors import (
     UpsertlakeError,
 )
 from upsertlake.read.filters import Filters
-from upsertlake.read.snapshot import read_incremental, read_snapshot, snapshot_scan, table_schema
+from upsertlake.read.scan import Scan
+from upsertlake.read.snapshot import INCREMENTAL, SNAPSHOT, incremental_scan, snapshot_scan, table_schema
+from upsertlake.read.statistics import FileStatistics
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
 from upsertlake.concurrency.lock import make_lock
 from upsertlake.services.archive import archive, archive_due
@@ -269,6 +271,36 @@ class Table:
         """The data schema (without meta columns) as of an instant."""
         return table_schema(Timeline.load(self.storage), self.config, self._instant(as_of))
 
+    def scan(
+        self,
+        columns: Sequence[str] | None = None,
+        filters: Filters = None,
+        as_of: str | datetime | None = None,
+        query_type: str = "snapshot",
+        begin: str | datetime | None = None,
+        end: str | datetime | None = None,
+    ) -> Scan:
+        """A planned read (`upsertlake.read.scan.Scan`): `.to_arrow()`, `.to_batches()` (a stream in
+        bounded memory), the Arrow PyCapsule stream for DuckDB and Polars, `.to_pandas()`,
+        `.to_duckdb(name)`, `.to_polars()`, `.count()`, `.plan_files()`.
+
+        `query_type`: "snapshot" (default) as of `as_of` (newest by default); "read_optimized", a
+        merge-on-read table's base files alone, as Hudi's read-optimized query; "incremental"
+        (or just `begin=`): the latest state of the records written by commits in (begin, end].
+        `as_of`, `begin`, `end`: instant times or datetimes (a naive one is local time). Partitions,
+        files and row groups the `filters` rule out are skipped; the rows read are filtered exactly."""
+        if begin is not None or query_type == INCREMENTAL:
+            if begin is None or as_of is not None or query_type not in (SNAPSHOT, INCREMENTAL):
+                raise ConfigError("an incremental scan takes begin= (and end=), not as_of= or another query type")
+            timeline = Timeline.load(self.storage)
+            plan = incremental_scan(timeline, self.config, self._instant(begin), self._instant(end), filters)
+        elif end is not None:
+            raise ConfigError("end= bounds an incremental scan: give begin= too")
+        else:
+            timeline = Timeline.load(self.storage)
+            plan = snapshot_scan(timeline, self.config, self._instant(as_of), filters, query_type)
+        return Scan(self.storage, plan, FileStatistics(timeline), columns)
+
     def read(
         self,
         columns: Sequence[str] | None = None,
@@ -281,9 +313,9 @@ class Table:
         `as_of` is an instant time or a datetime: a naive datetime is local time (as
         `datetime.now()` gives it), converted like an aware one to the table's timeline zone.
         `query_type="read_optimized"` reads a merge-on-read table's base files alone, as Hudi's
-        read-optimized query does (without the changes still in log files)."""
-        timeline = Timeline.load(self.storage)
-        return read_snapshot(timeline, self.config, columns, self._instant(as_of), filters, query_type)
+        read-optimized query does (without the changes still in log files). The same as
+        `scan(...).to_arrow()`."""
+        return self.scan(columns, filters, as_of, query_type).to_arrow()
 
     def files(self, as_of: str | datetime | None = None, filters: Filters = None) -> list[str]:
         """The absolute paths of the base files a snapshot reads (default: the newest), for
@@ -302,11 +334,9 @@ class Table:
     def read_incremental(
         self, begin: str | datetime, end: str | datetime | None = None, columns: Sequence[str] | None = None
     ) -> pa.Table:
-        """The latest state of the records written by commits in (begin, end]."""
-        return read_incremental(
-            Timeline.load(self.storage), self.config, self._instant(begin), self._instant(end), columns
-        )
-
+        """The latest state of the records written by commits in (begin, end]: the same as
+        `scan(columns, begin=begin, end=end).to_arrow()`."""
+        return self.scan(columns, begin=begin, end=end).to_arrow()
 
 
 def _fields(value: str | Sequence[str] | None) -> tuple[str, ...]:
