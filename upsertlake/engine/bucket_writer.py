@@ -203,7 +203,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         pc.filter(in_keys, pa.array(replaced & deletes)),
         inserted_keys,
     )
-    size = write_base_file(storage, path, out, config, bloom, key_range, old_dictionary)
+    size, stats = write_base_file(storage, path, out, config, bloom, key_range, old_dictionary)
 
     deleted = all_copies & deletes  # keys gone from the file group, for the index
     num_updates = int((replaced & ~deletes).sum())
@@ -220,6 +220,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         numInserts=num_inserts,
         totalWriteBytes=size,
         fileSizeInBytes=size,
+        column_stats=stats,
     )
     return WriteStatus(
         stat=stat,

@@ -22,6 +22,7 @@ from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.slice_reader import Merge, listed, read_slice
 from upsertlake.schema import conform
 from upsertlake.storage import Storage
+from upsertlake.timeline.column_stats import FileColumnStats
 
 PARQUET = ds.ParquetFileFormat()
 BATCH_ROWS = 128 * 1024  # rows per streamed batch (pyarrow's scanner default)
@@ -30,41 +31,80 @@ BATCH_ROWS = 128 * 1024  # rows per streamed batch (pyarrow's scanner default)
 @dataclass(frozen=True)
 class ReadSpec:
     """What each unit is read into: the table's `schema` (a slice merges in it), the `output`
-    columns, the `row_filter` and the slices' `merge`."""
+    columns, the `row_filter` and the columns it reads (None: any), the slices' `merge`."""
 
     schema: pa.Schema
     output: pa.Schema
     row_filter: pc.Expression | None = None
+    filter_columns: frozenset[str] | None = None
     merge: Merge | None = None
     batch_rows: int = BATCH_ROWS
 
+    def pushable(self, stats: FileColumnStats | None) -> bool:
+        """Whether a file with these statistics may be read with the filter pushed into pyarrow's
+        parquet scan. Its row-group skipping trusts parquet's statistics, which leave NaN out:
+        `f != 1.0` would skip a row group of 1.0 and NaN (and lose the NaN rows, which Arrow's
+        `!=` keeps). So a filter on a floating column is pushed only where the file's recorded
+        statistics say the column holds no NaN; elsewhere rows are filtered after reading."""
+        if self.row_filter is None:
+            return True
+        floats = {f.name for f in self.schema if pa.types.is_floating(f.type)}
+        touched = floats if self.filter_columns is None else floats & self.filter_columns
+        if not touched:
+            return True
+        return stats is not None and all(c in stats.columns and not stats.columns[c][4] for c in touched)
 
-def read_base(storage: Storage, bf: BaseFile, spec: ReadSpec) -> Iterator[pa.RecordBatch]:
-    """A base file's rows, filtered, as batches in `spec.output`, one row group decoded at a time."""
+    @property
+    def read_columns(self) -> list[str]:
+        """What a file read without the pushed filter reads: the output and the filter's columns."""
+        if self.row_filter is None:
+            return self.output.names
+        if self.filter_columns is None:
+            return self.schema.names
+        return [f.name for f in self.schema if f.name in self.filter_columns or f.name in self.output.names]
+
+
+def read_base(storage: Storage, bf: BaseFile, spec: ReadSpec, push: bool = True) -> Iterator[pa.RecordBatch]:
+    """A base file's rows, filtered, as batches in `spec.output`, one row group decoded at a time;
+    `push`: the filter pushed into the parquet scan (`ReadSpec.pushable`)."""
     fragment, scanned = _open(storage, bf, spec)
+    columns = spec.output.names if push else spec.read_columns
     with listed(storage, bf.path, bf.instant_time):
         batches = fragment.to_batches(
-            schema=scanned, columns=spec.output.names, filter=spec.row_filter, batch_size=spec.batch_rows,
+            schema=scanned, columns=columns, filter=spec.row_filter if push else None, batch_size=spec.batch_rows,
             batch_readahead=1, fragment_readahead=1,
         )
         for batch in batches:
             if batch.num_rows:
-                yield from conform(pa.Table.from_batches([batch]), spec.output).to_batches()
+                table = _filtered(pa.Table.from_batches([batch]), spec, push)
+                if table.num_rows:
+                    yield from table.to_batches()
 
 
-def read_base_table(storage: Storage, bf: BaseFile, spec: ReadSpec) -> pa.Table:
+def read_base_table(storage: Storage, bf: BaseFile, spec: ReadSpec, push: bool = True) -> pa.Table:
     """A base file's rows, filtered, as one table in `spec.output` (pyarrow's threads decode it)."""
     fragment, scanned = _open(storage, bf, spec)
+    columns = spec.output.names if push else spec.read_columns
     with listed(storage, bf.path, bf.instant_time):
-        table = fragment.to_table(schema=scanned, columns=spec.output.names, filter=spec.row_filter)
-    return conform(table, spec.output)
+        table = fragment.to_table(schema=scanned, columns=columns, filter=spec.row_filter if push else None)
+    return _filtered(table, spec, push)
 
 
-def count_base(storage: Storage, bf: BaseFile, spec: ReadSpec) -> int:
+def count_base(storage: Storage, bf: BaseFile, spec: ReadSpec, push: bool = True) -> int:
     """How many of a base file's rows the filter keeps (pyarrow reads only the filter's columns)."""
+    if not push:
+        return read_base_table(storage, bf, spec, push).num_rows
     fragment, scanned = _open(storage, bf, spec)
     with listed(storage, bf.path, bf.instant_time):
         return ds.Scanner.from_fragment(fragment, schema=scanned, columns=[], filter=spec.row_filter).count_rows()
+
+
+def _filtered(table: pa.Table, spec: ReadSpec, pushed: bool) -> pa.Table:
+    """Rows read, in `spec.output`: filtered here unless the scan did."""
+    if pushed or spec.row_filter is None:
+        return conform(table, spec.output)
+    table = conform(table, pa.schema([spec.schema.field(c) for c in spec.read_columns])).filter(spec.row_filter)
+    return table.select(spec.output.names)
 
 
 def read_merged(storage: Storage, sl: FileSlice, spec: ReadSpec) -> pa.Table:

@@ -17,7 +17,6 @@ import pyarrow as pa
 
 from upsertlake.errors import SchemaError
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
-from upsertlake.read.filters import check_filters
 from upsertlake.read.reader import BATCH_ROWS, ReadSpec, count_base, read_base, read_base_table, read_merged
 from upsertlake.read.snapshot import ScanPlan
 from upsertlake.read.statistics import FileStatistics
@@ -71,13 +70,12 @@ class Scan:
             missing = [c for c in columns if c not in schema.names]
             if missing:
                 raise SchemaError(f"unknown column(s) {missing}; the table has {schema.names}")
-        check_filters(plan.filters, schema)
         self.storage = storage
         self.plan = plan
         self._statistics = statistics
         self.schema = schema if columns is None else pa.schema([schema.field(c) for c in columns])
         self.read_ahead = read_ahead or storage.read_threads
-        self._spec = ReadSpec(schema, self.schema, plan.row_filter, plan.merge, batch_rows)
+        self._spec = ReadSpec(schema, self.schema, plan.row_filter, plan.filter_columns, plan.merge, batch_rows)
 
     def __repr__(self) -> str:
         return f"Scan({self.storage.base!r}, {len(self.plan.files)} file(s), {len(self.plan.slices)} slice(s) to merge)"
@@ -119,13 +117,21 @@ class Scan:
 
     def _unit_batches(self, unit: Unit) -> Iterator[pa.RecordBatch]:
         if isinstance(unit, BaseFile):
-            return read_base(self.storage, unit, self._spec)
+            return read_base(self.storage, unit, self._spec, self._push(unit))
         return iter(read_merged(self.storage, unit, self._spec).to_batches(self._spec.batch_rows))
 
     def _read_unit(self, unit: Unit) -> pa.Table:
         if isinstance(unit, BaseFile):
-            return read_base_table(self.storage, unit, self._spec)
+            return read_base_table(self.storage, unit, self._spec, self._push(unit))
         return read_merged(self.storage, unit, self._spec)
+
+    def _push(self, bf: BaseFile) -> bool:
+        """Whether the filter goes into pyarrow's scan of `bf` (`ReadSpec.pushable`): asked of the
+        file's recorded statistics only when no other answer will do."""
+        spec = self._spec
+        if spec.pushable(None):
+            return True
+        return self._statistics is not None and spec.pushable(self._statistics.recorded(bf))
 
     # -- other libraries ---------------------------------------------------------------------
     def to_pandas(self, **kwargs: Any) -> pandas.DataFrame:
@@ -186,7 +192,7 @@ class Scan:
 
         def one(unit: Unit) -> int:
             if isinstance(unit, BaseFile):
-                return count_base(self.storage, unit, self._spec)
+                return count_base(self.storage, unit, self._spec, self._push(unit))
             return read_merged(self.storage, unit, self._spec).num_rows
 
         with ThreadPoolExecutor(max_workers=min(self.read_ahead, len(units))) as pool:

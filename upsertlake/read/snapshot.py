@@ -18,9 +18,12 @@ from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemVi
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.layout.properties_check import properties_disagreements
 from upsertlake.layout.slice_reader import Merge
-from upsertlake.read.filters import Filters, conjunction, partition_may_match, to_expression
+from upsertlake.read import skipping
+from upsertlake.read.filters import Filters, check_filters, conjunction, partition_may_match, to_expression
+from upsertlake.read.statistics import FileStatistics
 from upsertlake.schema import avro_to_arrow, full_schema
 from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.column_stats import FileColumnStats
 from upsertlake.timeline.retention import check_readable
 
 SNAPSHOT, READ_OPTIMIZED, INCREMENTAL = "snapshot", "read_optimized", "incremental"
@@ -67,6 +70,14 @@ class ScanPlan:
         return parts[0] if len(parts) == 1 else parts[0] & parts[1]
 
     @property
+    def filter_columns(self) -> frozenset[str] | None:
+        """The columns `row_filter` reads (None: any, for an Expression filter)."""
+        if isinstance(self.filters, pc.Expression):
+            return None
+        columns = {column for column, _, _ in conjunction(self.filters)}
+        return frozenset(columns | ({"_hoodie_commit_time"} if self.commit_filter is not None else set()))
+
+    @property
     def commit_filter(self) -> pc.Expression | None:
         commit_time = pc.field("_hoodie_commit_time")
         if self.commit_times is not None:
@@ -78,25 +89,40 @@ class ScanPlan:
 
 
 def snapshot_scan(
-    timeline: Timeline, config: TableConfig, as_of: str | None = None, filters: Filters = None, query_type: str = SNAPSHOT
+    timeline: Timeline,
+    config: TableConfig,
+    as_of: str | None = None,
+    filters: Filters = None,
+    query_type: str = SNAPSHOT,
+    statistics: FileStatistics | None = None,
 ) -> ScanPlan:
     """A snapshot read as of an instant; `read_optimized` reads a merge-on-read table's base
-    files alone (Hudi's read-optimized query: fast, without the updates still in log files)."""
+    files alone (Hudi's read-optimized query: fast, without the updates still in log files).
+    `statistics`: of `timeline`'s files, when the caller keeps them (a scan counts with them)."""
     if query_type not in QUERY_TYPES:
         raise ConfigError(f"query type {query_type!r}: one of {', '.join(QUERY_TYPES)} (incremental: read_incremental)")
     check_readable(timeline, as_of, "time travel to")
     view = FileSystemView(timeline, as_of)
     schema = output_schema(table_schema(timeline, config, as_of), config)
+    check_filters(filters, schema)
+    statistics = statistics or FileStatistics(timeline)
     if query_type == READ_OPTIMIZED or not config.is_merge_on_read:
-        return ScanPlan(prune_files(view, config, schema, view.latest_base_files(), filters), schema, filters)
-    return _slice_scan(view, config, schema, view.latest_file_slices(), filters)
+        files = prune_files(view, config, schema, view.latest_base_files(), filters)
+        return ScanPlan(skip_files(files, schema, filters, statistics), schema, filters)
+    return _slice_scan(view, config, schema, view.latest_file_slices(), filters, statistics)
 
 
 def _slice_scan(
-    view: FileSystemView, config: TableConfig, schema: pa.Schema, slices: list[FileSlice], filters: Filters, **kw: object
+    view: FileSystemView,
+    config: TableConfig,
+    schema: pa.Schema,
+    slices: list[FileSlice],
+    filters: Filters,
+    statistics: FileStatistics,
+    **kw: object,
 ) -> ScanPlan:
     """A merge-on-read scan: slices without logs read as base files (pruned as copy-on-write
-    files are), the others merged; partition pruning applies to both."""
+    files are), the others merged; partition pruning and data skipping apply to both."""
     if not config.populate_meta_fields:
         raise UnsupportedTableError(
             "merge-on-read tables without meta fields (hoodie.populate.meta.fields=false) are not "
@@ -108,11 +134,18 @@ def _slice_scan(
     if keep is not None:
         merged = [s for s in merged if s.partition_path in keep]
     merge = Merge(config.precombine_field, config.merge_mode, frozenset(i.time for i in view.visible_instants))
+    plain = skip_files(plain, schema, filters, statistics)
+    merged = skip_slices(merged, schema, filters, statistics)
     return ScanPlan(plain, schema, filters, slices=merged, merge=merge, **kw)
 
 
 def incremental_scan(
-    timeline: Timeline, config: TableConfig, begin: str, end: str | None, filters: Filters = None
+    timeline: Timeline,
+    config: TableConfig,
+    begin: str,
+    end: str | None,
+    filters: Filters = None,
+    statistics: FileStatistics | None = None,
 ) -> ScanPlan:
     """The latest state (as of `end`) of the records written by commits in (begin, end].
 
@@ -145,16 +178,19 @@ def incremental_scan(
     for inst in in_range:
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
     needed = sorted({partition for partition, _ in touched})  # a missing file elsewhere is not read
+    statistics = statistics or FileStatistics(timeline)
     schema = full_schema(table_schema(timeline, config))
+    check_filters(filters, schema)
     if by_completion:
         kw: dict[str, object] = {"commit_times": tuple(sorted(i.time for i in in_range))}
     else:
         kw = {"window": (begin, end)}
     if config.is_merge_on_read:
         slices = [s for s in view.latest_file_slices(needed) if s.file_group in touched]
-        return _slice_scan(view, config, schema, slices, filters, **kw)
+        return _slice_scan(view, config, schema, slices, filters, statistics, **kw)
     files = [bf for bf in view.latest_base_files(needed) if bf.file_group in touched]
-    return ScanPlan(prune_files(view, config, schema, files, filters), schema, filters, **kw)
+    files = skip_files(prune_files(view, config, schema, files, filters), schema, filters, statistics)
+    return ScanPlan(files, schema, filters, **kw)
 
 
 def prune_files(
@@ -176,3 +212,38 @@ def matching_partitions(
         return None  # the properties may name wrong fields: no pruning by them; rows are still filtered
     keygen = KeyGenerator(config)
     return {p for p in partitions if partition_may_match(keygen.partition_values(p), predicates, schema)}
+
+
+def skip_files(
+    files: list[BaseFile], schema: pa.Schema, filters: Filters, statistics: FileStatistics
+) -> list[BaseFile]:
+    """The files whose column statistics do not rule the filters out (`upsertlake.read.skipping`)."""
+    if not files or not skipping.needs_statistics(filters):
+        return files
+    stats = statistics.of_bases(files)
+    keep = _keeps([stats[bf.path] for bf in files], schema, filters)
+    return [bf for bf, kept in zip(files, keep) if kept]
+
+
+def skip_slices(
+    slices: list[FileSlice], schema: pa.Schema, filters: Filters, statistics: FileStatistics
+) -> list[FileSlice]:
+    """The slices some file of which (base or log) the filters do not rule out; a slice with a
+    log file of unrecorded statistics is kept without looking at its base file."""
+    if not slices or not skipping.needs_statistics(filters):
+        return slices
+    logs = {log.path: statistics.of_log(log) for sl in slices for log in sl.logs}
+    judged = [i for i, sl in enumerate(slices) if all(logs[log.path] is not None for log in sl.logs)]
+    bases = statistics.of_bases([slices[i].base for i in judged if slices[i].base is not None])
+    own = {i: ([bases[sl.base.path]] if sl.base is not None else []) + [logs[log.path] for log in sl.logs]
+           for i in judged for sl in [slices[i]]}
+    kept = iter(_keeps([s for i in judged for s in own[i]], schema, filters))
+    verdicts = {i: any([next(kept) for _ in own[i]]) for i in judged}  # every verdict taken, in order
+    return [sl for i, sl in enumerate(slices) if verdicts.get(i, True)]
+
+
+def _keeps(stats: list[FileColumnStats], schema: pa.Schema, filters: Filters) -> list[bool]:
+    predicates = conjunction(filters)
+    if predicates:
+        return [skipping.may_match(s, predicates, schema) for s in stats]
+    return skipping.expression_keeps([skipping.guarantee(s, schema) for s in stats], filters, schema)
