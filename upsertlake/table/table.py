@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -36,6 +37,7 @@ from upsertlake.errors import (
     UpsertlakeError,
 )
 from upsertlake.read.filters import Filters
+from upsertlake.read.dataset import pyarrow_dataset
 from upsertlake.read.scan import Scan
 from upsertlake.read.snapshot import INCREMENTAL, SNAPSHOT, incremental_scan, snapshot_scan, table_schema
 from upsertlake.read.statistics import FileStatistics
@@ -63,6 +65,9 @@ from upsertlake.storage import requests as store_requests
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
+
+if TYPE_CHECKING:
+    import pyarrow.dataset
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +321,20 @@ class Table:
         read-optimized query does (without the changes still in log files). The same as
         `scan(...).to_arrow()`."""
         return self.scan(columns, filters, as_of, query_type).to_arrow()
+
+    def to_pyarrow_dataset(
+        self, as_of: str | datetime | None = None, query_type: str = "snapshot"
+    ) -> pyarrow.dataset.FileSystemDataset:
+        """The snapshot's base files as a `pyarrow.dataset.Dataset` on the table's own file system
+        (object stores included), each fragment's partition expression holding its columns'
+        ranges and nulls, so pyarrow, DuckDB (`duckdb.arrow(dataset)`) and Polars
+        (`polars.scan_pyarrow_dataset`) skip files and push filters down themselves. A
+        merge-on-read snapshot with log files raises MergeOnReadError (read it with `scan()`);
+        `query_type="read_optimized"` gives its base files alone."""
+        timeline = Timeline.load(self.storage)
+        statistics = FileStatistics(timeline)
+        plan = snapshot_scan(timeline, self.config, self._instant(as_of), None, query_type, statistics)
+        return pyarrow_dataset(self.storage, plan, statistics)
 
     def files(self, as_of: str | datetime | None = None, filters: Filters = None) -> list[str]:
         """The absolute paths of the base files a snapshot reads (default: the newest), for
