@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from upsertlake import FilterError, MissingFileError, SchemaError, create_table, open_table
@@ -89,8 +90,9 @@ def test_columns_and_filters_narrow_every_form(table) -> None:
 
 
 def test_the_arrow_stream_is_read_by_pyarrow_duckdb_and_polars(table) -> None:
-    import duckdb
     import polars as pl
+
+    duckdb = pytest.importorskip("duckdb")  # no dependency of ours: in the bench extra, not the test extra
 
     scan = table.scan(columns=["id", "v"], filters=[("p", "=", "p2")])
     expected = sorted((r["id"], r["v"]) for r in EXPECTED if r["p"] == "p2")
@@ -104,8 +106,7 @@ def test_the_arrow_stream_is_read_by_pyarrow_duckdb_and_polars(table) -> None:
 
 
 def test_to_duckdb_registers_a_view_each_query_reads_again(table) -> None:
-    import duckdb
-
+    duckdb = pytest.importorskip("duckdb")  # no dependency of ours: in the bench extra, not the test extra
     con = duckdb.connect()
     assert table.scan().to_duckdb("trips", con) is con
     assert con.sql("select count(*), sum(v) from trips").fetchall() == [(len(EXPECTED), sum(r["v"] for r in EXPECTED))]
@@ -162,8 +163,6 @@ def test_plan_files_lists_the_pruned_slices_with_bytes_and_rows(table) -> None:
     for f in everything:
         assert f.bytes == sum(Path(x).stat().st_size for x in (f.base_file, *f.log_files) if x)
         if not f.log_files:
-            import pyarrow.parquet as pq
-
             assert f.rows == pq.read_metadata(f.base_file).num_rows
         assert f.partition_path in str(f) and f.file_id in str(f)
     p2 = table.scan(filters=[("p", "=", "p2")]).plan_files()
@@ -263,3 +262,36 @@ print(n, pa.default_memory_pool().max_memory())
         peaks[mode] = int(out[1])
     assert peaks["arrow"] > 50_000_000  # the whole table decoded
     assert peaks["batches"] < peaks["arrow"] / 4, peaks
+    # `upsertlake read` streams too: to a parquet file, and printed.
+    cli = "import sys, pyarrow as pa; from upsertlake.cli import main; code = main(sys.argv[1:]); " \
+          "print(pa.default_memory_pool().max_memory(), file=sys.stderr); sys.exit(code)"
+    out = tmp_path / "out.parquet"
+    run = subprocess.run([sys.executable, "-c", cli, "read", str(path), "--output", str(out)], capture_output=True,
+                         text=True, check=True, timeout=300)
+    assert run.stdout == f"{n} row(s) written to {out}\n"
+    assert pq.read_metadata(out).num_rows == n and int(run.stderr.split()[-1]) < peaks["arrow"] / 4
+    run = subprocess.run([sys.executable, "-c", cli, "read", str(path), "--format", "csv", "--columns", "id", "v"],
+                         capture_output=True, text=True, check=True, timeout=300)
+    lines = run.stdout.splitlines()
+    assert lines[0] == '"id","v"' and len(lines) == n + 1
+    assert sorted(lines[1:])[:2] == ['"k00000000",0', '"k00000001",1']
+    assert int(run.stderr.split()[-1]) < peaks["arrow"] / 4
+
+
+def test_reading_imports_no_write_side(table) -> None:
+    """A fresh process reading (a scan in every form, a merge-on-read table's slices merged)
+    imports neither the write engine nor the table services, indexes, partitioner or locks."""
+    code = """
+import sys
+import upsertlake
+table = upsertlake.open_table(sys.argv[1])
+scan = table.scan(filters=[("v", ">", 3)])
+scan.to_arrow(), scan.to_batches().read_all(), scan.count(), table.read(), table.scan().count()
+table.to_pyarrow_dataset(query_type="read_optimized").to_table()
+loaded = sorted(m for m in sys.modules if m.split(".")[:2][-1] in
+                ("engine", "services", "index", "partitioner", "concurrency") and m.startswith("upsertlake."))
+print(loaded, "upsertlake.read.scan" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code, table.path], capture_output=True, text=True, check=True,
+                         timeout=300)
+    assert out.stdout.split("\n")[0] == "[] True", out.stdout + out.stderr

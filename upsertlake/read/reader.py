@@ -12,15 +12,17 @@ see the update.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
-from upsertlake.layout.slice_reader import Merge, listed, read_slice
-from upsertlake.schema import conform
+from upsertlake.layout.keygen import KeyGenerator
+from upsertlake.layout.slice_reader import Merge, listed, merge_inputs, read_slice, slice_inputs
+from upsertlake.logfile import DataBlock
+from upsertlake.schema import RECORD_KEY_COLUMN, conform
 from upsertlake.storage import Storage
 from upsertlake.timeline.column_stats import FileColumnStats
 
@@ -39,6 +41,7 @@ class ReadSpec:
     filter_columns: frozenset[str] | None = None
     merge: Merge | None = None
     batch_rows: int = BATCH_ROWS
+    record_keys: KeyGenerator | None = None  # see `merged_slice`
 
     def pushable(self, stats: FileColumnStats | None) -> bool:
         """Whether a file with these statistics may be read with the filter pushed into pyarrow's
@@ -109,10 +112,34 @@ def _filtered(table: pa.Table, spec: ReadSpec, pushed: bool) -> pa.Table:
 
 def read_merged(storage: Storage, sl: FileSlice, spec: ReadSpec) -> pa.Table:
     """A merge-on-read slice merged, filtered, in `spec.output`."""
-    table = read_slice(storage, sl, spec.merge, spec.schema, ordered=False)
+    table = merged_slice(storage, sl, spec.merge, spec.schema, spec.record_keys)
     if spec.row_filter is not None:
         table = table.filter(spec.row_filter)
     return table.select(spec.output.names)
+
+
+def merged_slice(
+    storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema, record_keys: KeyGenerator | None = None
+) -> pa.Table:
+    """A slice's records merged by record key (`upsertlake.layout.slice_reader`), in `schema`. A
+    table that does not populate meta fields has no `_hoodie_record_key` in its files or log
+    records: as Hudi's readers do, the key is made of the key fields by the table's key generator
+    (`record_keys`), on the base file's rows and on each data block's, before the merge."""
+    if record_keys is None:
+        return read_slice(storage, sl, merge, schema, ordered=False)
+    base, blocks = slice_inputs(storage, sl)
+    base = _keyed(base, record_keys) if base is not None else None
+    blocks = [replace(b, records=_keyed(b.records, record_keys)) if isinstance(b, DataBlock) else b for b in blocks]
+    keyed = pa.schema([pa.field(RECORD_KEY_COLUMN, pa.string()), *(f for f in schema if f.name != RECORD_KEY_COLUMN)])
+    merged = merge_inputs(base, blocks, merge, keyed, ordered=False).table
+    return conform(merged, schema)
+
+
+def _keyed(records: pa.Table, record_keys: KeyGenerator) -> pa.Table:
+    keys = record_keys.record_keys(records)
+    if RECORD_KEY_COLUMN in records.column_names:
+        return records.set_column(records.schema.get_field_index(RECORD_KEY_COLUMN), RECORD_KEY_COLUMN, keys)
+    return records.append_column(RECORD_KEY_COLUMN, keys)
 
 
 def _open(storage: Storage, bf: BaseFile, spec: ReadSpec) -> tuple[ds.ParquetFileFragment, pa.Schema]:

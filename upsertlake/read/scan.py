@@ -75,7 +75,8 @@ class Scan:
         self._statistics = statistics
         self.schema = schema if columns is None else pa.schema([schema.field(c) for c in columns])
         self.read_ahead = read_ahead or storage.read_threads
-        self._spec = ReadSpec(schema, self.schema, plan.row_filter, plan.filter_columns, plan.merge, batch_rows)
+        self._spec = ReadSpec(schema, self.schema, plan.row_filter, plan.filter_columns, plan.merge, batch_rows,
+                              plan.record_keys)
 
     def __repr__(self) -> str:
         return f"Scan({self.storage.base!r}, {len(self.plan.files)} file(s), {len(self.plan.slices)} slice(s) to merge)"

@@ -60,6 +60,8 @@ class ScanPlan:
     commit_times: tuple[str, ...] | None = None  # incremental, layout 2: these commit times
     slices: list[FileSlice] = field(default_factory=list)
     merge: Merge | None = None
+    # A merge-on-read table without meta fields: the slices merge by the key this makes.
+    record_keys: KeyGenerator | None = None
 
     @property
     def row_filter(self) -> pc.Expression | None:
@@ -122,12 +124,8 @@ def _slice_scan(
     **kw: object,
 ) -> ScanPlan:
     """A merge-on-read scan: slices without logs read as base files (pruned as copy-on-write
-    files are), the others merged; partition pruning and data skipping apply to both."""
-    if not config.populate_meta_fields:
-        raise UnsupportedTableError(
-            "merge-on-read tables without meta fields (hoodie.populate.meta.fields=false) are not "
-            "supported: their log records are merged by _hoodie_record_key"
-        )
+    files are), the others merged; partition pruning and data skipping apply to both. A table
+    without meta fields merges by the key its key generator makes, as Hudi's readers do."""
     plain = prune_files(view, config, schema, [s.base for s in slices if not s.logs and s.base], filters)
     merged = [s for s in slices if s.logs]
     keep = matching_partitions(view, config, schema, {s.partition_path for s in merged}, filters)
@@ -136,7 +134,8 @@ def _slice_scan(
     merge = Merge(config.precombine_field, config.merge_mode, frozenset(i.time for i in view.visible_instants))
     plain = skip_files(plain, schema, filters, statistics)
     merged = skip_slices(merged, schema, filters, statistics)
-    return ScanPlan(plain, schema, filters, slices=merged, merge=merge, **kw)
+    keys = None if config.populate_meta_fields else KeyGenerator(config)
+    return ScanPlan(plain, schema, filters, slices=merged, merge=merge, record_keys=keys, **kw)
 
 
 def incremental_scan(

@@ -57,6 +57,7 @@ from upsertlake.spark.options import (
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
+from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant_time import normalize_instant
@@ -72,7 +73,8 @@ _OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan
 
 def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] = (),
               store: dict[str, str] | None = None) -> ScanPlan:
-    """The scan a read's options ask for: snapshot (optionally as of an instant) or incremental."""
+    """The scan a read's options ask for: snapshot (optionally as of an instant) or incremental;
+    partitions and files the filters rule out are pruned here, before any task is made."""
     table = open_table(path, storage_options=store)
     timeline = Timeline.load(table.storage)
     query = options.get(QUERY_TYPE, "snapshot").lower()
@@ -81,7 +83,8 @@ def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] =
             raise ConfigError(f"an incremental query needs {BEGIN}")
         end = options.get(END)
         return incremental_scan(
-            timeline, table.config, normalize_instant(options[BEGIN]), normalize_instant(end) if end else None
+            timeline, table.config, normalize_instant(options[BEGIN]), normalize_instant(end) if end else None,
+            list(filters) or None,
         )
     if query not in QUERY_TYPES:
         raise ConfigError(f"{QUERY_TYPE}={query!r}: use snapshot, read_optimized or incremental")
@@ -126,6 +129,7 @@ class FilePartition(InputPartition):
     schema: pa.Schema
     filters: object
     merge: Merge | None = None
+    record_keys: KeyGenerator | None = None
 
 
 class ScanReader(DataSourceReader):
@@ -147,14 +151,15 @@ class ScanReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         scan = plan_scan(self.path, self.options, self.predicates, self.store)
         return [FilePartition(bf, scan.schema, scan.row_filter) for bf in scan.files] + [
-            FilePartition(sl, scan.schema, scan.row_filter, scan.merge) for sl in scan.slices
+            FilePartition(sl, scan.schema, scan.row_filter, scan.merge, scan.record_keys) for sl in scan.slices
         ]
 
     def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
         target = arrow_schema_of(self.schema)
         part = partition.file
         scan = (
-            ScanPlan([], partition.schema, partition.filters, slices=[part], merge=partition.merge)
+            ScanPlan([], partition.schema, partition.filters, slices=[part], merge=partition.merge,
+                     record_keys=partition.record_keys)
             if isinstance(part, FileSlice)
             else ScanPlan([part], partition.schema, partition.filters)
         )

@@ -1,4 +1,7 @@
-"""The user-facing table: create or open one, write batches, read snapshots, travel in time."""
+"""The user-facing table: create or open one, write batches, read snapshots, travel in time.
+
+Reading imports only what reading needs: the write engine and the table services are imported by
+the methods that use them, so `open_table(p).scan().to_arrow()` loads none of them."""
 
 from __future__ import annotations
 
@@ -25,9 +28,6 @@ from upsertlake.config.table_config import (
     merge_on_read_payload,
 )
 from upsertlake.config.table_options import check_against_table
-from upsertlake.engine.plan import Progress, WritePlan
-from upsertlake.engine.write_client import WriteClient
-from upsertlake.engine.write_result import WriteResult
 from upsertlake.errors import (
     ConfigError,
     MergeOnReadError,
@@ -42,24 +42,6 @@ from upsertlake.read.scan import Scan
 from upsertlake.read.snapshot import INCREMENTAL, SNAPSHOT, incremental_scan, snapshot_scan, table_schema
 from upsertlake.read.statistics import FileStatistics
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
-from upsertlake.concurrency.lock import make_lock
-from upsertlake.services.archive import archive, archive_due
-from upsertlake.services.doctor import refuse_damaged_table
-from upsertlake.services.clean import CleanResult, clean, clean_due
-from upsertlake.services.compaction import CompactionResult, OperationMap, compact, rollback_inflight
-from upsertlake.services.compaction import in_process as compact_in_process
-from upsertlake.services.compaction_plan import compaction_due
-from upsertlake.services.cluster import (
-    ClusterResult,
-    GroupMap,
-    cluster,
-    clustering_due,
-    in_process,
-)
-from upsertlake.services.restore import restore
-from upsertlake.services.rollback import rollback
-from upsertlake.services.savepoint import savepoint
-from upsertlake.services.upgrade import UpgradeResult, upgrade
 from upsertlake.storage import Storage
 from upsertlake.storage import requests as store_requests
 from upsertlake.timeline.active import Timeline
@@ -68,6 +50,14 @@ from upsertlake.timeline.instant_time import normalize_instant
 
 if TYPE_CHECKING:
     import pyarrow.dataset
+
+    from upsertlake.engine.plan import Progress, WritePlan
+    from upsertlake.engine.write_client import WriteClient
+    from upsertlake.engine.write_result import WriteResult
+    from upsertlake.services.clean import CleanResult
+    from upsertlake.services.cluster import ClusterResult, GroupMap
+    from upsertlake.services.compaction import CompactionResult, OperationMap
+    from upsertlake.services.upgrade import UpgradeResult
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +90,9 @@ class Table:
     def write_client(self) -> WriteClient:
         """The write client with explicit instants (start_commit / upsert / commit), as Hudi's."""
         if self._client is None:
+            from upsertlake.engine.write_client import WriteClient
+            from upsertlake.services.doctor import refuse_damaged_table
+
             refuse_damaged_table(self.storage, self.config)
             self._client = WriteClient(self.storage, self.config, self.options)
         return self._client
@@ -171,20 +164,27 @@ class Table:
             result = replace(result, store_requests=store_requests.since(before))
         return result
 
-    def services_after_commit(self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process) -> None:
+    def services_after_commit(
+        self, options: Mapping[str, object] | None = None, map_groups: GroupMap | None = None
+    ) -> None:
         """What runs after every commit (a distributed writer calls it with its own `map_groups`)."""
         self._services_after_commit(self.options.with_overrides(options), map_groups)
 
-    def _services_after_commit(self, cfg: Config, map_groups: GroupMap = in_process) -> None:
+    def _services_after_commit(self, cfg: Config, map_groups: GroupMap | None = None) -> None:
         """Hudi's order after a commit: inline compaction (merge-on-read), inline clustering,
         automatic clean, archival; then, on an object store, the commit digest. The commit stands
         whatever happens here, so a failure is logged, not raised (raising would make callers retry
         a write that is already in the table)."""
+        from upsertlake.services.archive import archive, archive_due
+        from upsertlake.services.clean import clean, clean_due
+        from upsertlake.services.cluster import clustering_due
+        from upsertlake.services.compaction_plan import compaction_due
+
         try:
             timeline = Timeline.load(self.storage)
             if self.config.is_merge_on_read and cfg.get(opt.COMPACT_INLINE) and compaction_due(timeline, cfg):
                 # A distributed writer's `map_groups` runs the slices as its tasks; in process, threads.
-                self._compact(cfg, compact_in_process if map_groups is in_process else map_groups)
+                self._compact(cfg, map_groups)
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(timeline, cfg):
                 self._cluster(cfg, map_groups)
@@ -199,23 +199,29 @@ class Table:
         except (UpsertlakeError, OSError):
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)
 
-    def compact(self, options: Mapping[str, object] | None = None, map_ops: OperationMap = compact_in_process) -> CompactionResult:
+    def compact(
+        self, options: Mapping[str, object] | None = None, map_ops: OperationMap | None = None
+    ) -> CompactionResult:
         """Merge-on-read: fold the log files of every file slice that has some into new base files
         (schedule, execute, commit). A plan a dead compactor left inflight is rolled back and run
         first, as Hudi does; a result without instant says why there was nothing to compact.
         `upsertlake.spark.compact` passes a `map_ops` that merges each slice as a Spark task."""
         return self._compact(self.options.with_overrides(options), map_ops)
 
-    def _compact(self, cfg: Config, map_ops: OperationMap) -> CompactionResult:
-        return compact(self.storage, self.write_client().lock, self.config, cfg, map_ops)
+    def _compact(self, cfg: Config, map_ops: OperationMap | None) -> CompactionResult:
+        from upsertlake.services.compaction import compact, in_process
+
+        return compact(self.storage, self.write_client().lock, self.config, cfg, map_ops or in_process)
 
     def archive(self, options: Mapping[str, object] | None = None) -> list[Instant]:
         """Move old completed instants to `.hoodie/archived/` (hoodie.keep.min/max.commits); time
         travel and incremental reads still reach them while their files exist."""
+        from upsertlake.services.archive import archive
+
         return archive(self.storage, self.write_client().lock, self.options.with_overrides(options))
 
     def cluster(
-        self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process
+        self, options: Mapping[str, object] | None = None, map_groups: GroupMap | None = None
     ) -> ClusterResult:
         """Merge small file groups per partition into files near the target size (a replacecommit);
         on a merge-on-read table each slice is read merged with its log files. When no partition
@@ -223,8 +229,10 @@ class Table:
         `upsertlake.spark.cluster` passes a `map_groups` that writes each new group as a Spark task."""
         return self._cluster(self.options.with_overrides(options), map_groups)
 
-    def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult:
-        result = cluster(self.storage, self.write_client().lock, self.config, cfg, map_groups)
+    def _cluster(self, cfg: Config, map_groups: GroupMap | None) -> ClusterResult:
+        from upsertlake.services.cluster import cluster, in_process
+
+        result = cluster(self.storage, self.write_client().lock, self.config, cfg, map_groups or in_process)
         if result.clustered:
             self._client = None  # file groups moved: the index learns the new files
         return result
@@ -232,14 +240,20 @@ class Table:
     # -- table services (upsertlake.services) --------------------------------------------------
     def clean(self, policy: str | None = None, retained: int | None = None) -> CleanResult:
         """Delete file versions no retained read needs (hoodie.cleaner.policy and its count)."""
+        from upsertlake.services.clean import clean
+
         return clean(self.storage, self.write_client().lock, self.options, policy, retained)
 
     def savepoint(self, instant: str | datetime | None = None, comment: str = "") -> Instant:
         """Pin a completed commit's snapshot (default: the latest) against cleaning, for restore."""
+        from upsertlake.services.savepoint import savepoint
+
         return savepoint(self.storage, self.write_client().lock, self._instant(instant), comment)
 
     def restore(self, instant: str | datetime) -> Instant:
         """Roll back every instant after the savepoint `instant`: the table reads as of it again."""
+        from upsertlake.services.restore import restore
+
         done = restore(self.storage, self.write_client().lock, self._instant(instant) or "", self.options)
         self._client = None  # its index may hold keys of the instants rolled back
         return done
@@ -249,6 +263,9 @@ class Table:
         else the latest commit), or any pending instant whose writer is gone, as a `.rollback`.
         An inflight compaction goes back to its plan (requested), its files deleted, as Hudi's
         rollbackInflightCompaction does; the next `compact` runs it again."""
+        from upsertlake.services.compaction import rollback_inflight
+        from upsertlake.services.rollback import rollback
+
         when = self._instant(instant)
         compaction = next((i for i in Timeline.load(self.storage).pending_compactions() if i.time == when), None)
         if compaction is not None:
@@ -437,6 +454,9 @@ def upgrade_table(
 ) -> UpgradeResult:
     """Upgrade the table at `path` to table version `version` (6 -> 8, as Apache Hudi 1.0 does),
     crash-safe and resumable (`upsertlake.services.upgrade`); refuses while a write is running."""
+    from upsertlake.concurrency.lock import make_lock
+    from upsertlake.services.upgrade import upgrade
+
     storage = Storage(path, storage_options)
     cfg = Config.resolve(options)
     return upgrade(storage, make_lock(storage, cfg), cfg, version)
