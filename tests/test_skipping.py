@@ -132,12 +132,13 @@ def test_nulls_and_nan_never_make_a_file_skipped_wrongly(tmp_path: Path) -> None
         return sorted(everything.filter(expression)["id"].to_pylist())
 
     for filters in ([("v", "=", 2)], [("v", "not in", [1])], [("v", "!=", 1)], [("f", "!=", 1.0)], [("f", "in", [2.0])],
-                    [("f", "<", 5.0)], pc.field("v").is_null(), pc.field("f") != 1.0, pc.is_nan(pc.field("f")),
-                    ~pc.field("v").isin([1])):
+                    [("f", "<", 5.0)], [("f", ">=", 1.0)], [("v", "!=", 7)], [("v", "not in", [7, 8])],
+                    pc.field("v").is_null(), pc.field("f") != 1.0, pc.is_nan(pc.field("f")), ~pc.field("v").isin([1])):
         from upsertlake.read.filters import to_expression
 
         expression = filters if isinstance(filters, pc.Expression) else to_expression(filters)
         assert sorted(table.read(filters=filters)["id"].to_pylist()) == expected(expression), filters
+        assert table.scan(filters=filters).count() == len(expected(expression)), filters
     assert {bf.partition_path for bf in table.scan(filters=[("v", "=", 2)]).plan.files} == {"vals"}
     assert {bf.partition_path for bf in table.scan(filters=[("v", "not in", [1])]).plan.files} == {"nulls", "vals"}
 

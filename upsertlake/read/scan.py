@@ -8,7 +8,7 @@ out are pruned) and can be read any number of times: each stream reads the plann
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,10 +17,13 @@ import pyarrow as pa
 
 from upsertlake.errors import SchemaError
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
+from upsertlake.layout.slice_reader import listed
+from upsertlake.read import skipping
+from upsertlake.read.filters import conjunction
 from upsertlake.read.reader import BATCH_ROWS, ReadSpec, count_base, read_base, read_base_table, read_merged
 from upsertlake.read.snapshot import ScanPlan
 from upsertlake.read.statistics import FileStatistics
-from upsertlake.read.stream import read_ahead
+from upsertlake.read.stream import prefetched, read_ahead
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
@@ -75,8 +78,7 @@ class Scan:
         self._statistics = statistics
         self.schema = schema if columns is None else pa.schema([schema.field(c) for c in columns])
         self.read_ahead = read_ahead or storage.read_threads
-        self._spec = ReadSpec(schema, self.schema, plan.row_filter, plan.filter_columns, plan.merge, batch_rows,
-                              plan.record_keys)
+        self._spec = ReadSpec(plan, self.schema, batch_rows)
 
     def __repr__(self) -> str:
         return f"Scan({self.storage.base!r}, {len(self.plan.files)} file(s), {len(self.plan.slices)} slice(s) to merge)"
@@ -103,9 +105,11 @@ class Scan:
         return pa.concat_tables(tables)
 
     def to_batches(self) -> pa.RecordBatchReader:
-        """A stream of record batches: one base file (or one merged slice) read at a time, with at
-        most `read_ahead` of them in flight, so memory grows with the largest slice, never with
-        the table."""
+        """A stream of record batches: one base file decoded (or one slice merged) at a time,
+        while the next is read ahead (on an object store up to `read_ahead` files' bytes are
+        fetched ahead: a file of up to 8 MB whole, a larger one its footer), so memory grows with
+        the largest slice, never with the table (decoding a second file ahead would hold two
+        files' columns at once)."""
         return pa.RecordBatchReader.from_batches(self.schema, self._batches())
 
     def __arrow_c_stream__(self, requested_schema: object = None) -> object:
@@ -114,25 +118,28 @@ class Scan:
         return self.to_batches().__arrow_c_stream__(requested_schema)
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
-        return read_ahead(self._units, self._unit_batches, self.read_ahead)
+        units: Iterable[tuple[Unit, pa.NativeFile | None]] = ((u, None) for u in self._units)
+        if not self.storage.is_local:
+            units = prefetched(self._units, self._fetch, self.read_ahead)
+        return read_ahead(units, self._unit_batches, ahead=1)
 
-    def _unit_batches(self, unit: Unit) -> Iterator[pa.RecordBatch]:
+    def _fetch(self, unit: Unit) -> pa.NativeFile | None:
+        """An object store's base file opened ahead of its decoding (see `to_batches`)."""
+        if not isinstance(unit, BaseFile):
+            return None
+        with listed(self.storage, unit.path, unit.instant_time):
+            return self.storage.open_input(unit.path)
+
+    def _unit_batches(self, fetched: tuple[Unit, pa.NativeFile | None]) -> Iterator[pa.RecordBatch]:
+        unit, source = fetched
         if isinstance(unit, BaseFile):
-            return read_base(self.storage, unit, self._spec, self._push(unit))
+            return read_base(self.storage, unit, self._spec, source)
         return iter(read_merged(self.storage, unit, self._spec).to_batches(self._spec.batch_rows))
 
     def _read_unit(self, unit: Unit) -> pa.Table:
         if isinstance(unit, BaseFile):
-            return read_base_table(self.storage, unit, self._spec, self._push(unit))
+            return read_base_table(self.storage, unit, self._spec)
         return read_merged(self.storage, unit, self._spec)
-
-    def _push(self, bf: BaseFile) -> bool:
-        """Whether the filter goes into pyarrow's scan of `bf` (`ReadSpec.pushable`): asked of the
-        file's recorded statistics only when no other answer will do."""
-        spec = self._spec
-        if spec.pushable(None):
-            return True
-        return self._statistics is not None and spec.pushable(self._statistics.recorded(bf))
 
     # -- other libraries ---------------------------------------------------------------------
     def to_pandas(self, **kwargs: Any) -> pandas.DataFrame:
@@ -181,11 +188,18 @@ class Scan:
     # -- planning ----------------------------------------------------------------------------
     def count(self) -> int:
         """How many rows the scan returns. A base file's rows come from its commit's write stats
-        (else its footer) when no row filter applies; slices with log files are merged."""
-        if self._spec.row_filter is None:
-            counted = self.statistics.rows(self.plan.files)
-            return sum(counted.values()) + self._count(self.plan.slices)
-        return self._count(self._units)
+        (else its footer) when no row filter applies, or when its statistics say every row passes
+        the filters (a partition's value, a range inside the filter's); the others are counted
+        from their filter columns, slices with log files merged."""
+        plan = self.plan
+        whole = plan.files
+        if self._spec.row_filter is not None:
+            predicates = conjunction(plan.filters) if plan.commit_filter is None else []
+            stats = self.statistics.of_bases(plan.files) if predicates else {}
+            whole = [bf for bf in plan.files
+                     if predicates and skipping.all_match(stats[bf.path], predicates, plan.schema)]
+        counted = self.statistics.rows(whole)
+        return sum(counted.values()) + self._count([*(bf for bf in plan.files if bf.path not in counted), *plan.slices])
 
     def _count(self, units: list[Unit]) -> int:
         if not units:
@@ -193,7 +207,7 @@ class Scan:
 
         def one(unit: Unit) -> int:
             if isinstance(unit, BaseFile):
-                return count_base(self.storage, unit, self._spec, self._push(unit))
+                return count_base(self.storage, unit, self._spec)
             return read_merged(self.storage, unit, self._spec).num_rows
 
         with ThreadPoolExecutor(max_workers=min(self.read_ahead, len(units))) as pool:

@@ -53,6 +53,40 @@ def may_match(stats: FileColumnStats | None, predicates: Sequence[Predicate], sc
     return True
 
 
+def all_match(stats: FileColumnStats | None, predicates: Sequence[Predicate], schema: pa.Schema) -> bool:
+    """True only when every predicate holds for every row of the file, by its statistics (a
+    count then needs no data): no nulls where a comparison must hold (a null passes `not in`
+    alone), no NaN in a floating column (NaN fails `<`, `=`, ...; it passes `!=` and `not in`),
+    the whole range on the right side."""
+    if stats is None or not predicates:
+        return False
+    for column, op, value in predicates:
+        if column not in schema.names or value is None:
+            return False
+        t = schema.field(column).type
+        r = stats.range(column, t)
+        if r is None or r.nulls is None or r.min is None or r.max is None:
+            return False
+        try:
+            v = _typed(value, t, "in" if op in ("in", "not in") else op)
+            if op in ("!=", "not in"):
+                inside = [x for x in (v if op == "not in" else [v]) if r.min <= x <= r.max]
+                holds = not inside and (op == "not in" or r.nulls == 0)  # NaN passes both, nulls `not in` alone
+            else:
+                holds = r.nulls == 0 and not r.nans and _range_holds(r, op, v)
+        except (TypeError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+        if not holds:
+            return False
+    return True
+
+
+def _range_holds(r: ColumnRange, op: str, v: Any) -> bool:
+    if op in ("=", "in"):
+        return r.min == r.max and (r.min in v if op == "in" else r.min == v)
+    return {"<": r.max < v, "<=": r.max <= v, ">": r.min > v, ">=": r.min >= v}[op]
+
+
 def _typed(value: Any, t: pa.DataType, op: str) -> Any:
     """The filter's value(s) as the column's type, as Python values; NaN is refused (no range holds it)."""
     values = list(value) if op == "in" else [value]
@@ -127,6 +161,14 @@ def expression_keeps(guarantees: Sequence[pc.Expression], expression: pc.Express
     )
     kept = {f.path for f in dataset.get_fragments(filter=expression)}
     return [name in kept for name in names]
+
+
+def keeps(stats: Sequence[FileColumnStats | None], schema: pa.Schema, filters: Filters) -> list[bool]:
+    """For each file (or row group), whether the filters may hold for some of its rows."""
+    predicates = conjunction(filters)
+    if predicates:
+        return [may_match(s, predicates, schema) for s in stats]
+    return expression_keeps([guarantee(s, schema) for s in stats], filters, schema)
 
 
 def needs_statistics(filters: Filters) -> bool:

@@ -23,7 +23,6 @@ from upsertlake.read.filters import Filters, check_filters, conjunction, partiti
 from upsertlake.read.statistics import FileStatistics
 from upsertlake.schema import avro_to_arrow, full_schema
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.column_stats import FileColumnStats
 from upsertlake.timeline.retention import check_readable
 
 SNAPSHOT, READ_OPTIMIZED, INCREMENTAL = "snapshot", "read_optimized", "incremental"
@@ -220,7 +219,7 @@ def skip_files(
     if not files or not skipping.needs_statistics(filters):
         return files
     stats = statistics.of_bases(files)
-    keep = _keeps([stats[bf.path] for bf in files], schema, filters)
+    keep = skipping.keeps([stats[bf.path] for bf in files], schema, filters)
     return [bf for bf, kept in zip(files, keep) if kept]
 
 
@@ -236,13 +235,6 @@ def skip_slices(
     bases = statistics.of_bases([slices[i].base for i in judged if slices[i].base is not None])
     own = {i: ([bases[sl.base.path]] if sl.base is not None else []) + [logs[log.path] for log in sl.logs]
            for i in judged for sl in [slices[i]]}
-    kept = iter(_keeps([s for i in judged for s in own[i]], schema, filters))
+    kept = iter(skipping.keeps([s for i in judged for s in own[i]], schema, filters))
     verdicts = {i: any([next(kept) for _ in own[i]]) for i in judged}  # every verdict taken, in order
     return [sl for i, sl in enumerate(slices) if verdicts.get(i, True)]
-
-
-def _keeps(stats: list[FileColumnStats], schema: pa.Schema, filters: Filters) -> list[bool]:
-    predicates = conjunction(filters)
-    if predicates:
-        return [skipping.may_match(s, predicates, schema) for s in stats]
-    return skipping.expression_keeps([skipping.guarantee(s, schema) for s in stats], filters, schema)

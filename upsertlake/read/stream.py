@@ -1,5 +1,7 @@
 """A bounded read-ahead: the batches of a sequence of units (files, slices), in order, with at most
-`ahead` units being read at once and at most `depth` batches of each waiting to be taken.
+`ahead` units being read at once and at most `depth` batches of each waiting to be taken; and an
+ordered prefetch of the units' bytes (`prefetched`), so that an object store's GETs run ahead of
+the decoding, which holds far more memory than the bytes it decodes.
 
 Memory stays bounded by what is in flight, whatever the number of units: a reader that stops
 early (closes the stream, or drops it) stops the workers too. Workers are daemon threads, so a
@@ -11,7 +13,8 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 import pyarrow as pa
@@ -27,7 +30,7 @@ class _Failure:
 
 
 def read_ahead(
-    units: Sequence[T], produce: Callable[[T], Iterable[pa.RecordBatch]], ahead: int, depth: int = 2
+    units: Iterable[T], produce: Callable[[T], Iterable[pa.RecordBatch]], ahead: int, depth: int = 2
 ) -> Iterator[pa.RecordBatch]:
     """The batches `produce` makes of each unit, unit after unit, reading up to `ahead` units at
     once. An error of a unit is raised when the stream reaches that unit."""
@@ -59,6 +62,30 @@ def read_ahead(
         stop.set()
         for out in pending:  # a worker blocked on a full queue sees `stop` within a poll
             _drain(out)
+
+
+def prefetched(units: Iterable[T], fetch: Callable[[T], object], ahead: int) -> Iterator[tuple[T, object]]:
+    """Each unit with what `fetch` got of it, in order, with up to `ahead` fetches running at once
+    ahead of the consumer. A fetch's error is raised when the consumer reaches its unit."""
+    following = iter(units)
+    pending: deque[tuple[T, Future]] = deque()
+    pool = ThreadPoolExecutor(max_workers=max(1, ahead), thread_name_prefix="upsertlake-prefetch")
+    try:
+        for unit in following:
+            pending.append((unit, pool.submit(fetch, unit)))
+            if len(pending) >= max(1, ahead):
+                break
+        while pending:
+            unit, future = pending.popleft()
+            fetched = future.result()
+            nxt = next(following, _DONE)
+            if nxt is not _DONE:
+                pending.append((nxt, pool.submit(fetch, nxt)))
+            yield unit, fetched
+    finally:
+        for _, future in pending:
+            future.cancel()
+        pool.shutdown(wait=False)
 
 
 def _work(produce: Callable[[T], Iterable[pa.RecordBatch]], unit: T, out: queue.Queue, stop: threading.Event) -> None:

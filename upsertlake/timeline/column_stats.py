@@ -77,11 +77,14 @@ class FileColumnStats:
         return cls(int(rows), {name: tuple(entry) for name, entry in columns.items()})
 
 
-def of_parquet(metadata: pq.FileMetaData, nans: Mapping[str, bool] | None = None) -> FileColumnStats:
-    """A parquet file's statistics from its footer's row groups. `nans`: for floating columns,
-    whether the file holds NaN (the writer knows; parquet's statistics leave NaN out), else
-    assumed possible."""
+def of_parquet(
+    metadata: pq.FileMetaData, nans: Mapping[str, bool] | None = None, row_group: int | None = None
+) -> FileColumnStats:
+    """A parquet file's statistics from its footer's row groups (or one of them). `nans`: for
+    floating columns, whether the file holds NaN (the writer knows; parquet's statistics leave
+    NaN out), else assumed possible."""
     arrow = metadata.schema.to_arrow_schema()
+    groups = range(metadata.num_row_groups) if row_group is None else [row_group]
     leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     out: dict[str, tuple[str, Any, Any, int | None, bool]] = {}
     for f in _indexed(arrow):
@@ -91,7 +94,7 @@ def of_parquet(metadata: pq.FileMetaData, nans: Mapping[str, bool] | None = None
         low = high = None
         nulls: int | None = 0
         known = True
-        for g in range(metadata.num_row_groups):
+        for g in groups:
             group = metadata.row_group(g)
             st = group.column(i).statistics
             if st is None:
@@ -106,7 +109,8 @@ def of_parquet(metadata: pq.FileMetaData, nans: Mapping[str, bool] | None = None
         if not known:
             low = high = None
         out[f.name] = _entry(f.type, low, high, nulls, (nans or {}).get(f.name, True))
-    return FileColumnStats(metadata.num_rows, out)
+    rows = metadata.num_rows if row_group is None else metadata.row_group(row_group).num_rows
+    return FileColumnStats(rows, out)
 
 
 def of_table(table: pa.Table) -> FileColumnStats:
