@@ -21,9 +21,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
-import pyarrow.fs as pafs
-
 from upsertlake.read.filters import Filters, Predicate, conjunction
 from upsertlake.timeline.column_stats import ColumnRange, FileColumnStats
 
@@ -154,6 +151,9 @@ def expression_keeps(guarantees: Sequence[pc.Expression], expression: pc.Express
     simplification of the expression under the guarantee, as its datasets skip fragments)."""
     if not guarantees:
         return []
+    import pyarrow.dataset as ds  # here: pyarrow's datasets import pandas, which no other read needs
+    import pyarrow.fs as pafs
+
     names = [str(i) for i in range(len(guarantees))]  # never opened: only their guarantees are read
     dataset = ds.FileSystemDataset.from_paths(
         names, schema=schema, format=ds.ParquetFileFormat(), filesystem=pafs.LocalFileSystem(),

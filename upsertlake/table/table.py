@@ -37,7 +37,6 @@ from upsertlake.errors import (
     UpsertlakeError,
 )
 from upsertlake.read.filters import Filters
-from upsertlake.read.dataset import pyarrow_dataset
 from upsertlake.read.scan import Scan
 from upsertlake.read.snapshot import INCREMENTAL, SNAPSHOT, incremental_scan, snapshot_scan, table_schema
 from upsertlake.read.statistics import FileStatistics
@@ -348,6 +347,8 @@ class Table:
         (`polars.scan_pyarrow_dataset`) skip files and push filters down themselves. A
         merge-on-read snapshot with log files raises MergeOnReadError (read it with `scan()`);
         `query_type="read_optimized"` gives its base files alone."""
+        from upsertlake.read.dataset import pyarrow_dataset  # pyarrow's datasets import pandas
+
         timeline = Timeline.load(self.storage)
         statistics = FileStatistics(timeline)
         plan = snapshot_scan(timeline, self.config, self._instant(as_of), None, query_type, statistics)
