@@ -167,7 +167,8 @@ def test_files_gone_by_clean_clustering_and_overwrite_are_not_missing(root: Path
 
 def test_a_file_removed_after_the_listing_is_not_skipped(root: Path) -> None:
     """read_scan used to skip a listed file that was gone when opened: rows silently lost."""
-    from upsertlake.read.snapshot import read_scan, snapshot_scan
+    from upsertlake.read.scan import read_scan
+    from upsertlake.read.snapshot import snapshot_scan
     from upsertlake.timeline.active import Timeline
 
     table = open_table(root)

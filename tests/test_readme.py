@@ -26,7 +26,7 @@ def test_the_readme_has_the_examples() -> None:
     text = README.read_text("utf-8")
     blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "upsertlake.spark" not in b]
     assert len(blocks) == 4
-    assert "create_table" in blocks[0] and "duckdb.read_parquet(t.files()" in blocks[1] and "t.cluster()" in blocks[2]
+    assert "create_table" in blocks[0] and "t.scan(" in blocks[1] and "t.cluster()" in blocks[2]
     assert "s3://lake/trips" in blocks[3]
 
 
@@ -56,8 +56,9 @@ def test_readme_python_examples_run(s3_server, tmp_path: Path, monkeypatch: pyte
     assert Path(str(namespace["path"])).is_relative_to(tmp_path)
     # read_incremental(begin=r.instant_time) returns what its comment says: b with its new fare.
     assert namespace["changed"].select(["uuid", "fare"]).to_pylist() == [{"uuid": "b", "fare": 4.0}]
-    if "fares" in namespace:  # the DuckDB example ran: the snapshot's files only, not old versions
+    if "fares" in namespace:  # the DuckDB example ran: the snapshot's rows only, not old versions
         assert namespace["fares"] == [("b", 5.0)]
+        assert namespace["cheap"] == [("b",)] and namespace["viewed"] == [(1,)]
     assert namespace["res"].reason.startswith("no partition has two file groups below")  # one group each
     actions = [i.action.value for i in t.timeline()]
     assert actions == ["commit", "commit", "commit", "savepoint", "rollback", "restore", "replacecommit", "replacecommit"]

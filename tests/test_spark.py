@@ -384,6 +384,10 @@ def test_data_source_reads_snapshot_time_travel_and_incremental(spark, tmp_path:
     assert sorted((r.id, r.v) for r in via_parquet.collect()) == sorted((r[2], r[4]) for r in data(path))
     since = uls.read(spark, str(path), begin=second)
     assert sorted(r.id for r in since.collect()) == [f"k{i:05d}" for i in range(5)]
+    narrowed = uls.read(spark, str(path), columns=["id", "v"], filters=[("p", "=", "p1"), ("id", "not in", ["k00001"])])
+    assert sorted(r.id for r in narrowed.collect()) == sorted(
+        r[2] for r in data(path) if r[2] != "k00001" and int(r[2][1:]) % 3 == 1
+    )
 
 
 def test_pushed_filters_prune_partitions(tmp_path: Path) -> None:
@@ -392,6 +396,28 @@ def test_pushed_filters_prune_partitions(tmp_path: Path) -> None:
     assert len(plan_scan(str(path), {}).files) == 3
     assert [bf.partition_path for bf in plan_scan(str(path), {}, [("p", "=", "p2")]).files] == ["p2"]
     assert len(plan_scan(str(path), {}, [("p", "in", ["p0", "p1"])]).files) == 2
+
+
+def test_pushed_filters_skip_files_by_their_statistics_before_tasks_are_made(tmp_path: Path) -> None:
+    """The data source plans with the filters Spark pushes: files whose recorded statistics rule
+    them out make no task (as in process), on a column that is no partition field."""
+    from pyspark.sql.datasource import GreaterThanOrEqual, LessThan
+
+    from upsertlake.spark.source import UpsertlakeDataSource
+
+    path = tmp_path / "t"
+    table = create_table(path, "t", record_key="id", precombine_field="ts")
+    table.bulk_insert(rows(range(200), 1, "a"), {"hoodie.parquet.max.file.size": 400,
+                                                 "hoodie.bulkinsert.sort.mode": "GLOBAL_SORT"})
+    files = plan_scan(str(path), {}).files
+    assert len(files) >= 8
+    wanted = plan_scan(str(path), {}, [("id", ">=", "k00050"), ("id", "<", "k00053")]).files
+    assert len(wanted) == 1 and wanted == table.scan(filters=[("id", ">=", "k00050"), ("id", "<", "k00053")]).plan.files
+    source = UpsertlakeDataSource({"path": str(path)})
+    reader = source.reader(source.schema())
+    handed_back = list(reader.pushFilters([GreaterThanOrEqual(("id",), "k00050"), LessThan(("id",), "k00053")]))
+    assert len(handed_back) == 2  # Spark still filters the rows
+    assert [p.file for p in reader.partitions()] == wanted
 
 
 def test_bad_batch_on_spark_raises_the_in_process_error(spark, tmp_path: Path) -> None:

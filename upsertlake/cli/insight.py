@@ -18,7 +18,7 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.services.compaction_plan import compaction_backlog
-from upsertlake.services.write_guard import properties_disagreements
+from upsertlake.layout.properties_check import properties_disagreements
 from upsertlake.storage import table_storage
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline

@@ -1,19 +1,21 @@
 """`upsertlake read`: snapshot, time travel or incremental reads, with `--where` parsed into the
-tuple filters `Table.read` accepts (so partition and key-range pruning apply)."""
+tuple filters `Table.scan` accepts (so partitions, files and row groups are skipped), streamed:
+each form (a parquet file, CSV, JSON, the aligned table) is written batch by batch, in memory
+that does not grow with the rows read."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.csv as pcsv
 
 import upsertlake
-from upsertlake.cli.output import CliError, format_rows, print_json, store_options
-from upsertlake.read.filters import to_expression
+from upsertlake.cli.output import CliError, print_json, store_options
 
 # A quoted string, an operator or parenthesis or comma, or a bare word.
 _TOKEN = re.compile(r"""\s*(?:'([^']*)'|"([^"]*)"|(!=|==|<=|>=|=|<|>|\(|\)|,)|([^\s=!<>(),'"]+))""")
@@ -32,6 +34,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--limit", type=int, metavar="N", help="at most N rows")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
     p.add_argument("--json", action="store_true", help="the same as --format json")
+    p.add_argument("--output", metavar="FILE.parquet", help="write the rows to this parquet file instead")
     p.set_defaults(func=read)
 
 
@@ -43,23 +46,76 @@ def read(args: argparse.Namespace) -> int:
     table = upsertlake.open_table(args.path, storage_options=store_options(args))
     columns = [c for item in args.columns or () for c in item.split(",") if c] or None
     filters = parse_where(args.where, table.schema()) if args.where else None
-    if args.since:
-        result = table.read_incremental(args.since, args.until, columns)
-        if filters:
-            result = result.filter(to_expression(filters))
-    else:
-        result = table.read(columns, as_of=args.as_of, filters=filters)
-    if args.limit is not None:
-        result = result.slice(0, args.limit)
+    scan = table.scan(columns, filters, as_of=args.as_of, begin=args.since, end=args.until)
+    batches = _limited(scan.to_batches(), args.limit)
+    if args.output:
+        rows = _write_parquet(args.output, scan.schema, batches)
+        if args.json:
+            print_json({"output": args.output, "rows": rows})
+        else:
+            print(f"{rows} row(s) written to {args.output}")
+        return 0
     fmt = "json" if args.json else args.format
-    if fmt == "json":
-        print_json(result.to_pylist())
-    elif fmt == "csv":
-        sys.stdout.flush()
-        pcsv.write_csv(result, sys.stdout.buffer)
-    else:
-        print(format_rows(result))
+    {"json": _print_json, "csv": _print_csv, "table": _print_table}[fmt](scan.schema, batches)
     return 0
+
+
+def _limited(batches: Iterator[pa.RecordBatch], limit: int | None) -> Iterator[pa.RecordBatch]:
+    """The first `limit` rows of a stream (all without a limit); the stream stops there."""
+    left = limit
+    for batch in batches:
+        if left is not None:
+            if left <= 0:
+                return
+            batch = batch.slice(0, left)
+            left -= batch.num_rows
+        yield batch
+
+
+def _write_parquet(path: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> int:
+    import pyarrow.parquet as pq
+
+    rows = 0
+    with pq.ParquetWriter(path, schema) as out:
+        for batch in batches:
+            out.write_batch(batch)
+            rows += batch.num_rows
+    return rows
+
+
+def _print_csv(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
+    import pyarrow.csv as pcsv
+
+    sys.stdout.flush()
+    with pcsv.CSVWriter(sys.stdout.buffer, schema) as out:
+        for batch in batches:
+            out.write_batch(batch)
+
+
+def _print_json(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
+    """The rows as one JSON array (as `print_json` prints a list), a batch at a time."""
+    first = True
+    for batch in batches:
+        for row in batch.to_pylist():
+            text = json.dumps(row, indent=2, default=str).replace("\n", "\n  ")
+            sys.stdout.write(("[\n  " if first else ",\n  ") + text)
+            first = False
+    sys.stdout.write("[]\n" if first else "\n]\n")
+
+
+def _print_table(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
+    """An aligned text table, the header once; a column widens when a later batch needs it
+    (its earlier rows are printed already)."""
+    widths = [len(name) for name in schema.names]
+    header = True
+    for batch in batches:
+        cells = [[str(v) for v in row.values()] for row in batch.to_pylist()]
+        widths = [max([w, *(len(r[i]) for r in cells)]) for i, w in enumerate(widths)]
+        lines = ([schema.names] if header else []) + cells
+        header = False
+        sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in lines))
+    if header:
+        print("  ".join(schema.names))
 
 
 def parse_where(text: str, schema: pa.Schema) -> list[tuple[str, str, Any]]:

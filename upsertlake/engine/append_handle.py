@@ -30,6 +30,7 @@ from upsertlake.logfile import LogFileName, append_blocks, avro_data_blocks, dat
 from upsertlake.logfile.blocks import Block
 from upsertlake.partitioner import Bucket
 from upsertlake.storage import Storage
+from upsertlake.timeline import column_stats
 from upsertlake.timeline.commit_metadata import DeltaWriteStat
 
 
@@ -123,6 +124,7 @@ def append_bucket(
     # No key summary: the conflict check reads an append's keys from its log file.
     data = append_blocks(blocks)
     version, name, path = _create_log(storage, job.instant_time, bucket, target, write_token, data)
+    data_columns = [c for c in job.data_schema.names if c in upserts.schema.names]  # not the internal flags
     stat = DeltaWriteStat(
         fileId=bucket.file_id,
         path=path,
@@ -138,6 +140,7 @@ def append_bucket(
         logOffset=0,
         baseFile=target.base_file,
         logFiles=(name,),
+        column_stats=column_stats.of_table(upserts.select(data_columns)),
     )
     # The index learns nothing: a key deleted in a log stays in its base file, where the indexes
     # (none of which reads logs) find it, so a later write of it appends to the same group.

@@ -22,14 +22,13 @@ from upsertlake.layout.file_writer import (
     META_COLUMNS,
     FileWriterConfig,
     dictionary_pages,
-    full_schema,
     write_base_file,
 )
 from upsertlake.layout.footer import resumed_bloom, resumed_key_range
 from upsertlake.layout.markers import marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.partitioner import Bucket
-from upsertlake.schema import RECORD_KEY_COLUMN, conform
+from upsertlake.schema import RECORD_KEY_COLUMN, conform, full_schema
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, base_file_name
 from upsertlake.timeline.commit_metadata import WriteStat
@@ -214,7 +213,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         pc.filter(in_keys, pa.array(replaced & deletes)),
         inserted_keys,
     )
-    size = write_base_file(storage, path, out, config, bloom, key_range, old_dictionary)
+    size, stats = write_base_file(storage, path, out, config, bloom, key_range, old_dictionary)
 
     deleted = all_copies & deletes  # keys gone from the file group, for the index
     num_updates = int((replaced & ~deletes).sum())
@@ -231,6 +230,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         numInserts=num_inserts,
         totalWriteBytes=size,
         fileSizeInBytes=size,
+        column_stats=stats,
     )
     return WriteStatus(
         stat=stat,

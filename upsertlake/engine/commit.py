@@ -28,6 +28,7 @@ from upsertlake.errors import UpsertlakeError, WriteConflictError
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import marker_folder, reconcile_markers, rollback_pending
 from upsertlake.schema import arrow_to_avro, avro_schema_json
+from upsertlake.timeline import column_stats
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
@@ -242,6 +243,7 @@ def _complete(
     # A delete on a table with no commits yet has no schema (an empty one) to record.
     has_schema = schema is not None and len(schema) > 0
     extra = {**ctx.table.recorded_properties(), **(extra_metadata or {})}
+    extra.update(column_stats.commit_entries(result.write_stats))
     if has_schema:
         extra["schema"] = avro_schema_json(arrow_to_avro(schema, ctx.table.name))
     metadata = CommitMetadata(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -25,13 +26,18 @@ from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter
 from upsertlake.layout.footer import footer_metadata
 from upsertlake.schema import META_COLUMNS
 from upsertlake.storage import Storage
+from upsertlake.timeline import column_stats
 
-META_SCHEMA = pa.schema([(name, pa.string()) for name in META_COLUMNS])
 # Unique per row and prefix-sharing (`k0000000123`, `20261123124731085_3_17`): delta-encoded.
 DELTA_COLUMNS = (META_COLUMNS[1], META_COLUMNS[2])
 # One or a few values per file (commit time, partition path, file name): always a dictionary.
 DICTIONARY_COLUMNS = (META_COLUMNS[0], META_COLUMNS[3], META_COLUMNS[4])
 DICTIONARY_SAMPLE = 4096  # rows `dictionary_columns` looks at
+
+class WrittenFile(NamedTuple):
+    size: int
+    column_stats: column_stats.FileColumnStats
+
 
 @dataclass(frozen=True)
 class FileWriterConfig:
@@ -45,11 +51,6 @@ class FileWriterConfig:
     bloom_max_entries: int = 100000
 
 
-def full_schema(data_schema: pa.Schema) -> pa.Schema:
-    """The schema of a base file: the five meta columns, then the data columns."""
-    return pa.schema([*META_SCHEMA, *data_schema])
-
-
 def write_base_file(
     storage: Storage,
     path: str,
@@ -58,8 +59,9 @@ def write_base_file(
     bloom: BloomFilter | StoredFilter | None = None,
     key_range: tuple[str, str] | None = None,
     dictionary: Collection[str] | None = None,
-) -> int:
-    """Write `table` (meta + data columns) as a Hudi base file; returns its size in bytes.
+) -> WrittenFile:
+    """Write `table` (meta + data columns) as a Hudi base file; returns its size in bytes and its
+    column statistics (from the footer just written), which its commit records.
 
     `bloom` is a filter already holding the file's keys in order (see `BloomFilter.resume` and
     `BloomFilter.unchanged`); `key_range` their (min, max), when known (`resumed_key_range`);
@@ -82,7 +84,8 @@ def write_base_file(
             )
         )
         writer.close()
-        return sink.tell()
+        stats = column_stats.of_parquet(writer.writer.metadata, column_stats.float_nans(table))
+        return WrittenFile(sink.tell(), stats)
 
 
 def data_bytes(table: pa.Table, config: FileWriterConfig) -> int:

@@ -1,5 +1,7 @@
-"""Readers: snapshot, time travel and incremental scans with filters.
+"""Readers: plans of snapshot, time-travel and incremental reads with filters and pruning
+(`snapshot`), and the scan that reads a plan into Arrow, a bounded stream, DuckDB or Polars (`scan`).
 
-Layers (pyproject.toml, docs/DESIGN.md §3): may import services and every
-floor below; not engine.
+Layers (pyproject.toml, docs/DESIGN.md §3): beside the engine, which it does not import; nor
+does it import services, indexes, the partitioner or concurrency control (a contract of its own):
+reading imports only what reading needs.
 """

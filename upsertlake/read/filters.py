@@ -1,8 +1,8 @@
 """Row filters: pyarrow-style tuples or an Expression, and the file pruning they allow.
 
 Filters always apply exactly to the rows read. Before that, a conjunction of tuples prunes whole
-partitions (predicates on partition fields, evaluated on the values in the partition path) and
-whole files (predicates on a single record key field, against the key range in each footer).
+partitions (predicates on partition fields, evaluated on the values in the partition path); files
+and row groups are skipped by their column statistics (`upsertlake.read.skipping`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.errors import FilterError
+from upsertlake.errors import FilterError, SchemaError
 
 Predicate = tuple[str, str, Any]
 Filters = Union[Sequence[Predicate], pc.Expression, None]
@@ -84,26 +84,29 @@ def partition_may_match(values: dict[str, str | None], predicates: list[Predicat
     return True
 
 
-def key_range_may_match(lo: str | None, hi: str | None, column: str, predicates: list[Predicate]) -> bool:
-    """False only when a predicate on the record key column excludes the whole [lo, hi] range."""
-    if lo is None or hi is None:
-        return True
-    for col, op, value in predicates:
-        if col != column:
-            continue
-        try:
-            if op == "=" and not (lo <= str(value) <= hi):
-                return False
-            if op == "in" and not any(lo <= str(v) <= hi for v in value):
-                return False
-            if op == "<" and not lo < str(value):
-                return False
-            if op == "<=" and not lo <= str(value):
-                return False
-            if op == ">" and not hi > str(value):
-                return False
-            if op == ">=" and not hi >= str(value):
-                return False
-        except TypeError:
-            continue
-    return True
+def check_filters(filters: Filters, schema: pa.Schema) -> None:
+    """Refuse, before any row is read, a filter on a column the table lacks (SchemaError) or one
+    whose value cannot be compared with its column (FilterError): pyarrow would fail on the first
+    file it filters, or, for some types, compare the wrong way."""
+    if filters is None:
+        return
+    empty = schema.empty_table()
+    if isinstance(filters, pc.Expression):
+        _evaluate(empty, filters, f"filter {filters}")
+        return
+    for predicate in conjunction(filters):
+        column = predicate[0]
+        if column not in schema.names:
+            raise SchemaError(f"filter on unknown column {column!r}; the table has {schema.names}")
+        _evaluate(empty, predicate, f"filter {predicate!r} on a {schema.field(column).type} column")
+
+
+def _evaluate(empty: pa.Table, filters: pc.Expression | Predicate, what: str) -> None:
+    try:
+        empty.filter(filters if isinstance(filters, pc.Expression) else to_expression([filters]))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as exc:
+        message = " ".join(str(exc).split())
+        if "No match for FieldRef" in message:
+            raise SchemaError(f"{what} names a column the table lacks ({message}); the table has "
+                              f"{empty.schema.names}") from exc
+        raise FilterError(f"{what}: its value cannot be compared with the column ({message})") from exc

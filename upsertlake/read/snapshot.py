@@ -1,36 +1,32 @@
-"""Snapshot, read-optimized, time-travel and incremental reads.
+"""Planning snapshot, read-optimized, time-travel and incremental reads: which base files and
+merge-on-read slices a read touches, the schema each is read into, the rows it keeps.
 
-A copy-on-write table is read file by file; a merge-on-read file slice with log files is read
-whole: its base file and blocks merged by record key under the table's merge mode."""
+A plan is what every reader runs: `upsertlake.read.scan.Scan` in process (one file, or one slice
+merged, at a time), Spark one file or slice per task. Partitions the filters rule out are pruned
+here, before any file is opened."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.config.table_config import TableConfig
-from upsertlake.layout.file_writer import META_SCHEMA, full_schema
-from upsertlake.errors import ConfigError, SchemaError, UnsupportedTableError
-from upsertlake.layout.footer import read_footer
-from upsertlake.read.filters import (
-    Filters,
-    conjunction,
-    key_range_may_match,
-    partition_may_match,
-    to_expression,
-)
-from upsertlake.schema import avro_to_arrow, conform
-from upsertlake.services.write_guard import properties_disagreements
-from upsertlake.timeline.retention import check_readable
-from upsertlake.storage import Storage
+from upsertlake.errors import ConfigError, UnsupportedTableError
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView
-from upsertlake.layout.slice_reader import Merge, listed, read_slice
 from upsertlake.layout.keygen import KeyGenerator
+from upsertlake.layout.properties_check import properties_disagreements
+from upsertlake.layout.slice_reader import Merge
+from upsertlake.read import skipping
+from upsertlake.read.filters import Filters, check_filters, conjunction, partition_may_match, to_expression
+from upsertlake.read.statistics import FileStatistics
+from upsertlake.schema import avro_to_arrow, full_schema
 from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.retention import check_readable
+
+SNAPSHOT, READ_OPTIMIZED, INCREMENTAL = "snapshot", "read_optimized", "incremental"
+QUERY_TYPES = (SNAPSHOT, READ_OPTIMIZED)
 
 
 def table_schema(timeline: Timeline, config: TableConfig, as_of: str | None = None) -> pa.Schema:
@@ -52,10 +48,9 @@ def output_schema(data_schema: pa.Schema, config: TableConfig) -> pa.Schema:
 
 
 @dataclass(frozen=True)
-class Scan:
+class ScanPlan:
     """What a read touches: the base files, the merge-on-read slices with log files, the schema
-    each is read into, the row filter. Reads in process run it at once; Spark reads one file (or
-    slice) per task."""
+    each is read into, the user's filters and (incremental reads) the commits whose rows count."""
 
     files: list[BaseFile]
     schema: pa.Schema
@@ -64,47 +59,92 @@ class Scan:
     commit_times: tuple[str, ...] | None = None  # incremental, layout 2: these commit times
     slices: list[FileSlice] = field(default_factory=list)
     merge: Merge | None = None
+    # A merge-on-read table without meta fields: the slices merge by the key this makes.
+    record_keys: KeyGenerator | None = None
 
+    @property
+    def row_filter(self) -> pc.Expression | None:
+        """The rows a read keeps: the filters', and an incremental read's commit times."""
+        parts = [e for e in (to_expression(self.filters), self.commit_filter) if e is not None]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else parts[0] & parts[1]
 
-SNAPSHOT, READ_OPTIMIZED = "snapshot", "read_optimized"
-QUERY_TYPES = (SNAPSHOT, READ_OPTIMIZED)
+    @property
+    def filter_columns(self) -> frozenset[str] | None:
+        """The columns `row_filter` reads (None: any, for an Expression filter)."""
+        if isinstance(self.filters, pc.Expression):
+            return None
+        columns = {column for column, _, _ in conjunction(self.filters)}
+        return frozenset(columns | ({"_hoodie_commit_time"} if self.commit_filter is not None else set()))
+
+    @property
+    def commit_filter(self) -> pc.Expression | None:
+        commit_time = pc.field("_hoodie_commit_time")
+        if self.commit_times is not None:
+            return commit_time.isin(pa.array(self.commit_times, pa.string()))
+        if self.window is not None:
+            begin, end = self.window
+            return (commit_time > pc.scalar(begin)) & (commit_time <= pc.scalar(end))
+        return None
 
 
 def snapshot_scan(
-    timeline: Timeline, config: TableConfig, as_of: str | None = None, filters: Filters = None, query_type: str = SNAPSHOT
-) -> Scan:
+    timeline: Timeline,
+    config: TableConfig,
+    as_of: str | None = None,
+    filters: Filters = None,
+    query_type: str = SNAPSHOT,
+    statistics: FileStatistics | None = None,
+) -> ScanPlan:
     """A snapshot read as of an instant; `read_optimized` reads a merge-on-read table's base
-    files alone (Hudi's read-optimized query: fast, without the updates still in log files)."""
+    files alone (Hudi's read-optimized query: fast, without the updates still in log files).
+    `statistics`: of `timeline`'s files, when the caller keeps them (a scan counts with them)."""
     if query_type not in QUERY_TYPES:
         raise ConfigError(f"query type {query_type!r}: one of {', '.join(QUERY_TYPES)} (incremental: read_incremental)")
     check_readable(timeline, as_of, "time travel to")
     view = FileSystemView(timeline, as_of)
     schema = output_schema(table_schema(timeline, config, as_of), config)
+    check_filters(filters, schema)
+    statistics = statistics or FileStatistics(timeline)
     if query_type == READ_OPTIMIZED or not config.is_merge_on_read:
-        return Scan(prune_files(view, config, schema, view.latest_base_files(), filters), schema, filters)
-    return _slice_scan(view, config, schema, view.latest_file_slices(), filters)
+        files = prune_files(view, config, schema, view.latest_base_files(), filters)
+        return ScanPlan(skip_files(files, schema, filters, statistics), schema, filters)
+    return _slice_scan(view, config, schema, view.latest_file_slices(), filters, statistics)
 
 
 def _slice_scan(
-    view: FileSystemView, config: TableConfig, schema: pa.Schema, slices: list[FileSlice], filters: Filters, **kw: object
-) -> Scan:
+    view: FileSystemView,
+    config: TableConfig,
+    schema: pa.Schema,
+    slices: list[FileSlice],
+    filters: Filters,
+    statistics: FileStatistics,
+    **kw: object,
+) -> ScanPlan:
     """A merge-on-read scan: slices without logs read as base files (pruned as copy-on-write
-    files are), the others merged; partition pruning applies to both."""
-    if not config.populate_meta_fields:
-        raise UnsupportedTableError(
-            "merge-on-read tables without meta fields (hoodie.populate.meta.fields=false) are not "
-            "supported: their log records are merged by _hoodie_record_key"
-        )
+    files are), the others merged; partition pruning and data skipping apply to both. A table
+    without meta fields merges by the key its key generator makes, as Hudi's readers do."""
     plain = prune_files(view, config, schema, [s.base for s in slices if not s.logs and s.base], filters)
     merged = [s for s in slices if s.logs]
     keep = matching_partitions(view, config, schema, {s.partition_path for s in merged}, filters)
     if keep is not None:
         merged = [s for s in merged if s.partition_path in keep]
     merge = Merge(config.precombine_field, config.merge_mode, frozenset(i.time for i in view.visible_instants))
-    return Scan(plain, schema, filters, slices=merged, merge=merge, **kw)
+    plain = skip_files(plain, schema, filters, statistics)
+    merged = skip_slices(merged, schema, filters, statistics)
+    keys = None if config.populate_meta_fields else KeyGenerator(config)
+    return ScanPlan(plain, schema, filters, slices=merged, merge=merge, record_keys=keys, **kw)
 
 
-def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: str | None) -> Scan:
+def incremental_scan(
+    timeline: Timeline,
+    config: TableConfig,
+    begin: str,
+    end: str | None,
+    filters: Filters = None,
+    statistics: FileStatistics | None = None,
+) -> ScanPlan:
     """The latest state (as of `end`) of the records written by commits in (begin, end].
 
     Table version 6 (timeline layout 1): the commits whose instant time is in (begin, end], rows
@@ -136,57 +176,27 @@ def incremental_scan(timeline: Timeline, config: TableConfig, begin: str, end: s
     for inst in in_range:
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
     needed = sorted({partition for partition, _ in touched})  # a missing file elsewhere is not read
+    statistics = statistics or FileStatistics(timeline)
     schema = full_schema(table_schema(timeline, config))
-    commit_time = pc.field("_hoodie_commit_time")
+    check_filters(filters, schema)
     if by_completion:
-        times = tuple(sorted(i.time for i in in_range))
-        rows, kw = commit_time.isin(pa.array(times, pa.string())), {"commit_times": times}
+        kw: dict[str, object] = {"commit_times": tuple(sorted(i.time for i in in_range))}
     else:
-        rows, kw = (commit_time > pc.scalar(begin)) & (commit_time <= pc.scalar(end)), {"window": (begin, end)}
+        kw = {"window": (begin, end)}
     if config.is_merge_on_read:
         slices = [s for s in view.latest_file_slices(needed) if s.file_group in touched]
-        return _slice_scan(view, config, schema, slices, rows, **kw)
+        return _slice_scan(view, config, schema, slices, filters, statistics, **kw)
     files = [bf for bf in view.latest_base_files(needed) if bf.file_group in touched]
-    return Scan(files, schema, rows, **kw)
-
-
-def read_snapshot(
-    timeline: Timeline,
-    config: TableConfig,
-    columns: Sequence[str] | None = None,
-    as_of: str | None = None,
-    filters: Filters = None,
-    query_type: str = SNAPSHOT,
-) -> pa.Table:
-    return read_scan(timeline.storage, snapshot_scan(timeline, config, as_of, filters, query_type), columns)
-
-
-def read_incremental(
-    timeline: Timeline, config: TableConfig, begin: str, end: str | None, columns: Sequence[str] | None = None
-) -> pa.Table:
-    return read_scan(timeline.storage, incremental_scan(timeline, config, begin, end), columns)
+    files = skip_files(prune_files(view, config, schema, files, filters), schema, filters, statistics)
+    return ScanPlan(files, schema, filters, **kw)
 
 
 def prune_files(
     view: FileSystemView, config: TableConfig, schema: pa.Schema, files: list[BaseFile], filters: Filters
 ) -> list[BaseFile]:
-    """The files whose partition (and footer key range) may hold rows the filters select."""
+    """The files whose partition may hold rows the filters select."""
     keep = matching_partitions(view, config, schema, {bf.partition_path for bf in files}, filters)
-    if keep is None:
-        return files
-    files = [bf for bf in files if bf.partition_path in keep]
-    # Footer key ranges are over `_hoodie_record_key`, which is the field's value only under the
-    # simple key generators (ComplexKeyGenerator keys read `id:<value>`).
-    predicates = conjunction(filters)
-    key_field = config.record_key_fields[0] if KeyGenerator(config).simple_key else None
-    if key_field and key_field in schema.names and pa.types.is_string(schema.field(key_field).type):
-        if any(col == key_field for col, _, _ in predicates):
-            files = [
-                bf
-                for bf in files
-                if key_range_may_match(*_key_range(view, bf), column=key_field, predicates=predicates)
-            ]
-    return files
+    return files if keep is None else [bf for bf in files if bf.partition_path in keep]
 
 
 def matching_partitions(
@@ -202,58 +212,29 @@ def matching_partitions(
     return {p for p in partitions if partition_may_match(keygen.partition_values(p), predicates, schema)}
 
 
-def _key_range(view: FileSystemView, bf: BaseFile) -> tuple[str | None, str | None]:
-    footer = read_footer(view.storage, bf)
-    return footer.min_key, footer.max_key
+def skip_files(
+    files: list[BaseFile], schema: pa.Schema, filters: Filters, statistics: FileStatistics
+) -> list[BaseFile]:
+    """The files whose column statistics do not rule the filters out (`upsertlake.read.skipping`)."""
+    if not files or not skipping.needs_statistics(filters):
+        return files
+    stats = statistics.of_bases(files)
+    keep = skipping.keeps([stats[bf.path] for bf in files], schema, filters)
+    return [bf for bf, kept in zip(files, keep) if kept]
 
 
-def read_scan(storage: Storage, scan: Scan, columns: Sequence[str] | None = None) -> pa.Table:
-    """Read and concatenate a scan's files, each made to match its schema, filtered row by row."""
-    schema, filters = scan.schema, scan.filters
-    if columns is not None:
-        missing = [c for c in columns if c not in schema.names]
-        if missing:
-            raise SchemaError(f"unknown column(s) {missing}; the table has {schema.names}")
-        out_schema = pa.schema([schema.field(c) for c in columns])
-    else:
-        out_schema = schema
-    expression = to_expression(filters)
-    needed = _needed_columns(schema, out_schema, filters)
-
-    def one(bf: BaseFile) -> pa.Table:
-        with listed(storage, bf.path, bf.instant_time):
-            parquet = storage.parquet_file(bf.path)
-            present = [c for c in needed.names if c in parquet.schema_arrow.names]
-            table = conform(parquet.read(columns=present), needed)
-        if expression is not None:
-            table = table.filter(expression)
-        return table.select(out_schema.names)
-
-    def merged(sl: FileSlice) -> pa.Table:
-        # Merge first, filter after: a filter on a column an update changed must see the update.
-        table = conform(read_slice(storage, sl, scan.merge, schema, ordered=False), needed)
-        if expression is not None:
-            table = table.filter(expression)
-        return table.select(out_schema.names)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        tables = list(pool.map(one, scan.files)) + list(pool.map(merged, scan.slices))
-    if not tables:
-        return out_schema.empty_table()
-    return pa.concat_tables(tables)
-
-
-def _needed_columns(schema: pa.Schema, out_schema: pa.Schema, filters: Filters) -> pa.Schema:
-    """The output columns plus those the filter reads (all columns for an Expression filter)."""
-    if filters is None:
-        return out_schema
-    if isinstance(filters, pc.Expression) or not conjunction(filters):
-        return schema
-    wanted = set(out_schema.names) | {col for col, _, _ in conjunction(filters)}
-    unknown = wanted - set(schema.names)
-    if unknown:
-        raise SchemaError(f"filter on unknown column(s) {sorted(unknown)}; the table has {schema.names}")
-    return pa.schema([f for f in schema if f.name in wanted])
-
-
-__all__ = ["META_SCHEMA", "Merge", "Scan", "incremental_scan", "read_incremental", "read_scan", "read_slice", "read_snapshot", "snapshot_scan", "table_schema"]
+def skip_slices(
+    slices: list[FileSlice], schema: pa.Schema, filters: Filters, statistics: FileStatistics
+) -> list[FileSlice]:
+    """The slices some file of which (base or log) the filters do not rule out; a slice with a
+    log file of unrecorded statistics is kept without looking at its base file."""
+    if not slices or not skipping.needs_statistics(filters):
+        return slices
+    logs = {log.path: statistics.of_log(log) for sl in slices for log in sl.logs}
+    judged = [i for i, sl in enumerate(slices) if all(logs[log.path] is not None for log in sl.logs)]
+    bases = statistics.of_bases([slices[i].base for i in judged if slices[i].base is not None])
+    own = {i: ([bases[sl.base.path]] if sl.base is not None else []) + [logs[log.path] for log in sl.logs]
+           for i in judged for sl in [slices[i]]}
+    kept = iter(skipping.keeps([s for i in judged for s in own[i]], schema, filters))
+    verdicts = {i: any([next(kept) for _ in own[i]]) for i in judged}  # every verdict taken, in order
+    return [sl for i, sl in enumerate(slices) if verdicts.get(i, True)]

@@ -11,10 +11,12 @@ read from any base file into the table's schema.
 from upsertlake.schema.avro import (
     IS_DELETED_COLUMN,
     META_COLUMNS,
+    META_SCHEMA,
     RECORD_KEY_COLUMN,
     arrow_to_avro,
     avro_schema_json,
     avro_to_arrow,
+    full_schema,
 )
 from upsertlake.schema.evolution import conform, merge_schemas
 from upsertlake.schema.types import normalize_batch
@@ -22,11 +24,13 @@ from upsertlake.schema.types import normalize_batch
 __all__ = [
     "IS_DELETED_COLUMN",
     "META_COLUMNS",
+    "META_SCHEMA",
     "RECORD_KEY_COLUMN",
     "arrow_to_avro",
     "avro_schema_json",
     "avro_to_arrow",
     "conform",
+    "full_schema",
     "merge_schemas",
     "normalize_batch",
 ]

@@ -34,7 +34,15 @@ META_COLUMNS = (
 )
 
 RECORD_KEY_COLUMN = META_COLUMNS[2]  # "_hoodie_record_key"
+META_SCHEMA = pa.schema([(name, pa.string()) for name in META_COLUMNS])
 IS_DELETED_COLUMN = "_hoodie_is_deleted"  # a data column: true marks the record a delete (Hudi's convention)
+
+
+
+def full_schema(data_schema: pa.Schema) -> pa.Schema:
+    """The schema of a base file: the five meta columns, then the data columns."""
+    return pa.schema([*META_SCHEMA, *data_schema])
+
 
 MAX_DECIMAL_PRECISION = 38  # Spark's (and so Hudi's) limit; decimal128 holds exactly this much
 

@@ -33,15 +33,14 @@ from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.layout.file_writer import (
     file_writer_config,
-    full_schema,
     write_base_file,
 )
 from upsertlake.errors import SchemaError, UnsupportedTableError, WriteConflictError
-from upsertlake.schema import avro_to_arrow, conform
+from upsertlake.schema import avro_to_arrow, conform, full_schema
 from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.services.compaction_plan import compaction_file_groups
 from upsertlake.services.metadata_table import drop_metadata_table
-from upsertlake.timeline import documents
+from upsertlake.timeline import column_stats, documents
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView, base_file_name
 from upsertlake.timeline.active import Timeline, create_requested, transition
@@ -137,7 +136,8 @@ def cluster(
         by_partition: dict[str, list[WriteStat]] = defaultdict(list)
         for s in stats:
             by_partition[s.partitionPath].append(s)
-        metadata = CommitMetadata(dict(by_partition), OPERATION, {"schema": schema_json}, dict(replaced))
+        extra = {"schema": schema_json, **column_stats.commit_entries(stats)}
+        metadata = CommitMetadata(dict(by_partition), OPERATION, extra, dict(replaced))
         with lock.hold():
             # Every record it moves is in the groups it retires: a write on any of them conflicts.
             conflict = check_commit(
@@ -282,10 +282,10 @@ def _write_group(
     path = f"{partition}/{name}" if partition else name
     rows = rows.set_column(4, schema.field(4), pa.array([name] * rows.num_rows, pa.string()))
     write_markers(storage, instant_time, [marker_entry(partition, name, "CREATE")])
-    size = write_base_file(storage, path, rows, file_writer_config(cfg))
+    size, stats = write_base_file(storage, path, rows, file_writer_config(cfg))
     return WriteStat(
         fileId=file_id, path=path, partitionPath=partition, numWrites=rows.num_rows,
-        numInserts=rows.num_rows, totalWriteBytes=size, fileSizeInBytes=size,
+        numInserts=rows.num_rows, totalWriteBytes=size, fileSizeInBytes=size, column_stats=stats,
     )
 
 

@@ -27,10 +27,9 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import SchemaError, ServiceError
-from upsertlake.layout.file_writer import full_schema
 from upsertlake.layout.markers import delete_written, marker_folder, start_markers
 from upsertlake.layout.slice_reader import Merge
-from upsertlake.schema import avro_to_arrow
+from upsertlake.schema import avro_to_arrow, full_schema
 from upsertlake.services.compaction_plan import (
     CompactionOperation,
     schedule_locked,
@@ -42,7 +41,7 @@ from upsertlake.services.compaction_slice import compact_operation
 from upsertlake.services.rollback import METADATA_SCHEMA as ROLLBACK_METADATA_SCHEMA
 from upsertlake.services.rollback import PLAN_SCHEMA as ROLLBACK_PLAN_SCHEMA
 from upsertlake.storage import Storage
-from upsertlake.timeline import documents
+from upsertlake.timeline import column_stats, documents
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
@@ -220,7 +219,8 @@ def _run(
         by_partition: dict[str, list[WriteStat]] = defaultdict(list)
         for s in stats:
             by_partition[s.partitionPath].append(s)
-        metadata = CommitMetadata(dict(by_partition), OPERATION, {"schema": schema_json}, compacted=True)
+        extra = {"schema": schema_json, **column_stats.commit_entries(stats)}
+        metadata = CommitMetadata(dict(by_partition), OPERATION, extra, compacted=True)
         with lock.hold():
             lock.fence()
             transition(storage, Instant(inflight.time, Action.COMMIT, State.INFLIGHT), State.COMPLETED, metadata.to_json_bytes())

@@ -67,7 +67,7 @@ def compact_operation(
         bloom = resumed_bloom(footer, base.num_rows, added, config)
         key_range = resumed_key_range(footer, added) if bloom is not None else None
     write_markers(storage, instant_time, [marker_entry(op.partition_path, name, "MERGE" if base is not None else "CREATE")])
-    size = write_base_file(storage, path, merged, config, bloom, key_range, kept)
+    size, stats = write_base_file(storage, path, merged, config, bloom, key_range, kept)
     wrote = time.monotonic()
     log_bytes = sum(info.size for lf in sl.logs if (info := storage.stat(lf.path)) is not None)
     return WriteStat(
@@ -95,6 +95,7 @@ def compact_operation(
             "totalCreateTime": 0,
             "totalUpsertTime": int((wrote - scanned) * 1000),
         },
+        column_stats=stats,
     )
 
 

@@ -35,9 +35,10 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError, UpsertlakeError
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile, sort_listing
 from upsertlake.layout.markers import read_markers, rollback_pending
+from upsertlake.layout.properties_check import partition_folders, properties_disagreements
 from upsertlake.logfile.names import LogFileName
 from upsertlake.services.rebuild import Rebuild, holds_a_timeline, layout_on_disk, rebuild_properties, remnants
-from upsertlake.services.write_guard import partition_folders, properties_disagreements, what_it_breaks
+from upsertlake.services.write_guard import what_it_breaks
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import METAFOLDER, Timeline

@@ -1,6 +1,7 @@
-"""Reads through Spark's own parquet reader: the scan's files, with column pruning and Spark's
-filter pushdown into parquet; merge-on-read slices with log files merged in tasks; the scan's row
-filter (incremental window) applied on top."""
+"""Reads through Spark's own parquet reader: the scan's files (partitions and files the filters
+rule out pruned on the driver, as in process), with column pruning and Spark's filter pushdown
+into parquet; merge-on-read slices with log files merged in tasks; the scan's row filters (the
+incremental window, the caller's filters) applied on top."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import functools
 from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from upsertlake.read.snapshot import Scan, read_slice
+from upsertlake.errors import ConfigError
+from upsertlake.read.filters import Predicate, conjunction
+from upsertlake.read.reader import merged_slice
+from upsertlake.read.snapshot import ScanPlan
 from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, resolve_path
 from upsertlake.spark.session import arrow_only, scan_files
 from upsertlake.spark.source import plan_scan
@@ -18,19 +23,29 @@ from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 
 
-def _merged_slices(spark: object, schema: object, storage: Storage, scan: Scan) -> object:
+def _merged_slices(spark: object, schema: object, storage: Storage, scan: ScanPlan) -> object:
     """A DataFrame of the scan's merge-on-read slices, one task per slice merging it in Python
     (the driver ships the slices, which grow with the files, never with the records)."""
     index = spark.createDataFrame([(i,) for i in range(len(scan.slices))], "i int").repartition(len(scan.slices))
     return index.mapInArrow(functools.partial(_read_slices, storage, scan, arrow_schema_of(schema)), schema)
 
 
-def _read_slices(storage: Storage, scan: Scan, target: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator:
+def _read_slices(storage: Storage, scan: ScanPlan, target: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator:
     """Task: merge the slices whose indexes `batches` hold into `target`."""
     for batch in batches:
         for i in batch.column(0).to_pylist():
-            table = read_slice(storage, scan.slices[i], scan.merge, scan.schema, ordered=False)
+            table = merged_slice(storage, scan.slices[i], scan.merge, scan.schema, scan.record_keys)
             yield from table.select(target.names).cast(target).to_batches()
+
+
+def _condition(column: object, op: str, value: object) -> object:
+    """A tuple filter as a Spark condition with Arrow's meaning (a null passes `not in` only)."""
+    if op == "in":
+        return column.isin(list(value))
+    if op == "not in":
+        return ~column.isin(list(value)) | column.isNull()
+    return {"=": column == value, "!=": column != value, "<": column < value, "<=": column <= value,
+            ">": column > value, ">=": column >= value}[op]
 
 
 @arrow_only
@@ -43,15 +58,20 @@ def read(
     columns: Sequence[str] | None = None,
     storage_options: Mapping[str, object] | None = None,
     query_type: str = "snapshot",
+    filters: Sequence[Predicate] | None = None,
 ) -> object:
     """A DataFrame of the snapshot (as of an instant), or of the records written in (begin, end].
-    `query_type="read_optimized"` reads a merge-on-read table's base files alone."""
+    `query_type="read_optimized"` reads a merge-on-read table's base files alone. `filters`:
+    (column, op, value) tuples as `Table.scan` takes them: only the files they may match are read,
+    and the rows are filtered as Arrow filters them (`not in` keeps nulls)."""
     store = {str(k): str(v) for k, v in (storage_options or {}).items()}
     path = resolve_path(path)
     options = {QUERY_TYPE: query_type, **({AS_OF: as_of} if as_of else {})}
     if begin:
         options = {QUERY_TYPE: "incremental", BEGIN: begin, **({END: end} if end else {})}
-    scan: Scan = plan_scan(path, options, store=store)
+    if isinstance(filters, pc.Expression):
+        raise ConfigError("Spark reads take filters as (column, op, value) tuples, not a pyarrow Expression")
+    scan: ScanPlan = plan_scan(path, options, conjunction(filters), store)
     storage = Storage(path, store)
     schema = spark_schema_of(scan.schema)
     frames = [scan_files(spark, schema, storage, [bf.path for bf in scan.files])] if scan.files else []
@@ -64,4 +84,6 @@ def read(
         df = df.where((commit_time > F.lit(begin)) & (commit_time <= F.lit(end)))
     if scan.commit_times is not None:
         df = df.where(F.col("_hoodie_commit_time").isin(list(scan.commit_times)))
+    for column, op, value in conjunction(filters):
+        df = df.where(_condition(F.col(column), op, value))
     return df.select(*columns) if columns else df

@@ -34,7 +34,8 @@ from pyspark.sql.types import StructType
 
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate
-from upsertlake.read.snapshot import QUERY_TYPES, Merge, Scan, incremental_scan, read_scan, snapshot_scan
+from upsertlake.read.scan import read_scan
+from upsertlake.read.snapshot import QUERY_TYPES, Merge, ScanPlan, incremental_scan, snapshot_scan
 from upsertlake.spark.options import (
     AS_OF,
     BEGIN,
@@ -49,6 +50,7 @@ from upsertlake.spark.stream import StreamWriter
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
+from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.table.table import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import normalize_instant
@@ -57,8 +59,9 @@ _OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan
 
 
 def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] = (),
-              store: dict[str, str] | None = None) -> Scan:
-    """The scan a read's options ask for: snapshot (optionally as of an instant) or incremental."""
+              store: dict[str, str] | None = None) -> ScanPlan:
+    """The scan a read's options ask for: snapshot (optionally as of an instant) or incremental;
+    partitions and files the filters rule out are pruned here, before any task is made."""
     table = open_table(path, storage_options=store)
     timeline = Timeline.load(table.storage)
     query = options.get(QUERY_TYPE, "snapshot").lower()
@@ -67,7 +70,8 @@ def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] =
             raise ConfigError(f"an incremental query needs {BEGIN}")
         end = options.get(END)
         return incremental_scan(
-            timeline, table.config, normalize_instant(options[BEGIN]), normalize_instant(end) if end else None
+            timeline, table.config, normalize_instant(options[BEGIN]), normalize_instant(end) if end else None,
+            list(filters) or None,
         )
     if query not in QUERY_TYPES:
         raise ConfigError(f"{QUERY_TYPE}={query!r}: use snapshot, read_optimized or incremental")
@@ -121,6 +125,7 @@ class FilePartition(InputPartition):
     schema: pa.Schema
     filters: object
     merge: Merge | None = None
+    record_keys: KeyGenerator | None = None
 
 
 class ScanReader(DataSourceReader):
@@ -141,17 +146,18 @@ class ScanReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         scan = plan_scan(self.path, self.options, self.predicates, self.store)
-        return [FilePartition(bf, scan.schema, scan.filters) for bf in scan.files] + [
-            FilePartition(sl, scan.schema, scan.filters, scan.merge) for sl in scan.slices
+        return [FilePartition(bf, scan.schema, scan.row_filter) for bf in scan.files] + [
+            FilePartition(sl, scan.schema, scan.row_filter, scan.merge, scan.record_keys) for sl in scan.slices
         ]
 
     def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
         target = arrow_schema_of(self.schema)
         part = partition.file
         scan = (
-            Scan([], partition.schema, partition.filters, slices=[part], merge=partition.merge)
+            ScanPlan([], partition.schema, partition.filters, slices=[part], merge=partition.merge,
+                     record_keys=partition.record_keys)
             if isinstance(part, FileSlice)
-            else Scan([part], partition.schema, partition.filters)
+            else ScanPlan([part], partition.schema, partition.filters)
         )
         table = read_scan(Storage(self.path, self.store), scan)
         yield from table.select(target.names).cast(target).to_batches()

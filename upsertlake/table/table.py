@@ -1,4 +1,7 @@
-"""The user-facing table: create or open one, write batches, read snapshots, travel in time."""
+"""The user-facing table: create or open one, write batches, read snapshots, travel in time.
+
+Reading imports only what reading needs: the write engine and the table services are imported by
+the methods that use them, so `open_table(p).scan().to_arrow()` loads none of them."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -23,9 +27,6 @@ from upsertlake.config.table_config import (
     merge_on_read_payload,
 )
 from upsertlake.config.table_options import TABLE_VERSION_KEY, check_against_table, table_layer, take_table_version
-from upsertlake.engine.plan import Progress, WritePlan
-from upsertlake.engine.write_client import WriteClient
-from upsertlake.engine.write_result import WriteResult
 from upsertlake.errors import (
     ConfigError,
     MergeOnReadError,
@@ -35,31 +36,27 @@ from upsertlake.errors import (
     UpsertlakeError,
 )
 from upsertlake.read.filters import Filters
-from upsertlake.read.snapshot import read_incremental, read_snapshot, snapshot_scan, table_schema
+from upsertlake.read.scan import Scan
+from upsertlake.read.snapshot import INCREMENTAL, SNAPSHOT, incremental_scan, snapshot_scan, table_schema
+from upsertlake.read.statistics import FileStatistics
 from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
-from upsertlake.concurrency.lock import TableLock, make_lock
-from upsertlake.services.archive import archive, archive_due
-from upsertlake.services.write_guard import refuse_damaged_table
-from upsertlake.services.clean import CleanResult, clean, clean_due
-from upsertlake.services.compaction import CompactionResult, OperationMap, compact, rollback_inflight
-from upsertlake.services.compaction import in_process as compact_in_process
-from upsertlake.services.compaction_plan import compaction_due
-from upsertlake.services.cluster import (
-    ClusterResult,
-    GroupMap,
-    cluster,
-    clustering_due,
-    in_process,
-)
-from upsertlake.services.restore import restore
-from upsertlake.services.rollback import rollback
-from upsertlake.services.savepoint import savepoint
-from upsertlake.services.upgrade import UpgradeResult, upgrade
 from upsertlake.storage import Storage, table_storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
 from upsertlake.timeline.operation import Operation
+
+if TYPE_CHECKING:
+    import pyarrow.dataset
+
+    from upsertlake.concurrency.lock import TableLock
+    from upsertlake.engine.plan import Progress, WritePlan
+    from upsertlake.engine.write_client import WriteClient
+    from upsertlake.engine.write_result import WriteResult
+    from upsertlake.services.clean import CleanResult
+    from upsertlake.services.cluster import ClusterResult, GroupMap
+    from upsertlake.services.compaction import CompactionResult, OperationMap
+    from upsertlake.services.upgrade import UpgradeResult
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +98,9 @@ class Table:
     def write_client(self) -> WriteClient:
         """The write client with explicit instants (start_commit / upsert / commit), as Hudi's."""
         if self._client is None:
+            from upsertlake.engine.write_client import WriteClient
+            from upsertlake.services.write_guard import refuse_damaged_table
+
             refuse_damaged_table(self.storage, self.config)
             self._client = WriteClient(self.storage, self.config, self.options)
         return self._client
@@ -182,23 +182,30 @@ class Table:
         # Object stores bill per request: the write's, services included (none locally).
         return replace(result, store_requests=self.storage.requests.since(before))
 
-    def services_after_commit(self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process) -> None:
+    def services_after_commit(
+        self, options: Mapping[str, object] | None = None, map_groups: GroupMap | None = None
+    ) -> None:
         """What runs after every commit (a distributed writer calls it with its own `map_groups`)."""
         self._services_after_commit(self.options.with_overrides(options), map_groups)
 
     def _services_after_commit(
-        self, cfg: Config, map_groups: GroupMap = in_process, timeline: Timeline | None = None
+        self, cfg: Config, map_groups: GroupMap | None = None, timeline: Timeline | None = None
     ) -> None:
         """Hudi's order after a commit: inline compaction (merge-on-read), inline clustering,
         automatic clean, archival; then, on an object store, the commit digest. The commit stands
         whatever happens here, so a failure is logged, not raised (raising would make callers retry
         a write that is already in the table). `timeline`: as the commit left it (else listed
         now): which services are due is decided on it; each one looks again under the lock."""
+        from upsertlake.services.archive import archive, archive_due
+        from upsertlake.services.clean import clean, clean_due
+        from upsertlake.services.cluster import clustering_due
+        from upsertlake.services.compaction_plan import compaction_due
+
         try:
             timeline = timeline or Timeline.load(self.storage)
             if self.config.is_merge_on_read and cfg.get(opt.COMPACT_INLINE) and compaction_due(timeline, cfg):
                 # A distributed writer's `map_groups` runs the slices as its tasks; in process, threads.
-                self._compact(cfg, compact_in_process if map_groups is in_process else map_groups)
+                self._compact(cfg, map_groups)
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(timeline, cfg):
                 self._cluster(cfg, map_groups)
@@ -213,23 +220,29 @@ class Table:
         except (UpsertlakeError, OSError):
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)
 
-    def compact(self, options: Mapping[str, object] | None = None, map_ops: OperationMap = compact_in_process) -> CompactionResult:
+    def compact(
+        self, options: Mapping[str, object] | None = None, map_ops: OperationMap | None = None
+    ) -> CompactionResult:
         """Merge-on-read: fold the log files of every file slice that has some into new base files
         (schedule, execute, commit). A plan a dead compactor left inflight is rolled back and run
         first, as Hudi does; a result without instant says why there was nothing to compact.
         `upsertlake.spark.compact` passes a `map_ops` that merges each slice as a Spark task."""
         return self._compact(self.options.with_overrides(options), map_ops)
 
-    def _compact(self, cfg: Config, map_ops: OperationMap) -> CompactionResult:
-        return compact(self.storage, self._lock, self.config, cfg, map_ops)
+    def _compact(self, cfg: Config, map_ops: OperationMap | None) -> CompactionResult:
+        from upsertlake.services.compaction import compact, in_process
+
+        return compact(self.storage, self._lock, self.config, cfg, map_ops or in_process)
 
     def archive(self, options: Mapping[str, object] | None = None) -> list[Instant]:
         """Move old completed instants to `.hoodie/archived/` (hoodie.keep.min/max.commits); time
         travel and incremental reads still reach them while their files exist."""
+        from upsertlake.services.archive import archive
+
         return archive(self.storage, self._lock, self.options.with_overrides(options))
 
     def cluster(
-        self, options: Mapping[str, object] | None = None, map_groups: GroupMap = in_process
+        self, options: Mapping[str, object] | None = None, map_groups: GroupMap | None = None
     ) -> ClusterResult:
         """Merge small file groups per partition into files near the target size (a replacecommit);
         on a merge-on-read table each slice is read merged with its log files. When no partition
@@ -237,8 +250,10 @@ class Table:
         `upsertlake.spark.cluster` passes a `map_groups` that writes each new group as a Spark task."""
         return self._cluster(self.options.with_overrides(options), map_groups)
 
-    def _cluster(self, cfg: Config, map_groups: GroupMap) -> ClusterResult:
-        result = cluster(self.storage, self._lock, self.config, cfg, map_groups)
+    def _cluster(self, cfg: Config, map_groups: GroupMap | None) -> ClusterResult:
+        from upsertlake.services.cluster import cluster, in_process
+
+        result = cluster(self.storage, self._lock, self.config, cfg, map_groups or in_process)
         if result.clustered:
             self._drop_client()  # file groups moved: the index learns the new files
         return result
@@ -246,14 +261,20 @@ class Table:
     # -- table services (upsertlake.services) --------------------------------------------------
     def clean(self, policy: str | None = None, retained: int | None = None) -> CleanResult:
         """Delete file versions no retained read needs (hoodie.cleaner.policy and its count)."""
+        from upsertlake.services.clean import clean
+
         return clean(self.storage, self._lock, self.options, policy, retained)
 
     def savepoint(self, instant: str | datetime | None = None, comment: str = "") -> Instant:
         """Pin a completed commit's snapshot (default: the latest) against cleaning, for restore."""
+        from upsertlake.services.savepoint import savepoint
+
         return savepoint(self.storage, self._lock, self._instant(instant), comment)
 
     def restore(self, instant: str | datetime) -> Instant:
         """Roll back every instant after the savepoint `instant`: the table reads as of it again."""
+        from upsertlake.services.restore import restore
+
         done = restore(self.storage, self._lock, self._instant(instant) or "", self.options)
         self._drop_client()  # its index may hold keys of the instants rolled back
         return done
@@ -263,6 +284,9 @@ class Table:
         else the latest commit), or any pending instant whose writer is gone, as a `.rollback`.
         An inflight compaction goes back to its plan (requested), its files deleted, as Hudi's
         rollbackInflightCompaction does; the next `compact` runs it again."""
+        from upsertlake.services.compaction import rollback_inflight
+        from upsertlake.services.rollback import rollback
+
         when = self._instant(instant)
         compaction = next((i for i in Timeline.load(self.storage).pending_compactions() if i.time == when), None)
         if compaction is not None:
@@ -292,6 +316,36 @@ class Table:
         """The data schema (without meta columns) as of an instant."""
         return table_schema(Timeline.load(self.storage), self.config, self._instant(as_of))
 
+    def scan(
+        self,
+        columns: Sequence[str] | None = None,
+        filters: Filters = None,
+        as_of: str | datetime | None = None,
+        query_type: str = "snapshot",
+        begin: str | datetime | None = None,
+        end: str | datetime | None = None,
+    ) -> Scan:
+        """A planned read (`upsertlake.read.scan.Scan`): `.to_arrow()`, `.to_batches()` (a stream in
+        bounded memory), the Arrow PyCapsule stream for DuckDB and Polars, `.to_pandas()`,
+        `.to_duckdb(name)`, `.to_polars()`, `.count()`, `.plan_files()`.
+
+        `query_type`: "snapshot" (default) as of `as_of` (newest by default); "read_optimized", a
+        merge-on-read table's base files alone, as Hudi's read-optimized query; "incremental"
+        (or just `begin=`): the latest state of the records written by commits in (begin, end].
+        `as_of`, `begin`, `end`: instant times or datetimes (a naive one is local time). Partitions,
+        files and row groups the `filters` rule out are skipped; the rows read are filtered exactly."""
+        if begin is not None or query_type == INCREMENTAL:
+            if begin is None or as_of is not None or query_type not in (SNAPSHOT, INCREMENTAL):
+                raise ConfigError("an incremental scan takes begin= (and end=), not as_of= or another query type")
+            timeline = Timeline.load(self.storage)
+            plan = incremental_scan(timeline, self.config, self._instant(begin), self._instant(end), filters)
+        elif end is not None:
+            raise ConfigError("end= bounds an incremental scan: give begin= too")
+        else:
+            timeline = Timeline.load(self.storage)
+            plan = snapshot_scan(timeline, self.config, self._instant(as_of), filters, query_type)
+        return Scan(self.storage, plan, FileStatistics(timeline), columns)
+
     def read(
         self,
         columns: Sequence[str] | None = None,
@@ -304,9 +358,25 @@ class Table:
         `as_of` is an instant time or a datetime: a naive datetime is local time (as
         `datetime.now()` gives it), converted like an aware one to the table's timeline zone.
         `query_type="read_optimized"` reads a merge-on-read table's base files alone, as Hudi's
-        read-optimized query does (without the changes still in log files)."""
+        read-optimized query does (without the changes still in log files). The same as
+        `scan(...).to_arrow()`."""
+        return self.scan(columns, filters, as_of, query_type).to_arrow()
+
+    def to_pyarrow_dataset(
+        self, as_of: str | datetime | None = None, query_type: str = "snapshot"
+    ) -> pyarrow.dataset.FileSystemDataset:
+        """The snapshot's base files as a `pyarrow.dataset.Dataset` on the table's own file system
+        (object stores included), each fragment's partition expression holding its columns'
+        ranges and nulls, so pyarrow, DuckDB (`duckdb.arrow(dataset)`) and Polars
+        (`polars.scan_pyarrow_dataset`) skip files and push filters down themselves. A
+        merge-on-read snapshot with log files raises MergeOnReadError (read it with `scan()`);
+        `query_type="read_optimized"` gives its base files alone."""
+        from upsertlake.read.dataset import pyarrow_dataset  # pyarrow's datasets import pandas
+
         timeline = Timeline.load(self.storage)
-        return read_snapshot(timeline, self.config, columns, self._instant(as_of), filters, query_type)
+        statistics = FileStatistics(timeline)
+        plan = snapshot_scan(timeline, self.config, self._instant(as_of), None, query_type, statistics)
+        return pyarrow_dataset(self.storage, plan, statistics)
 
     def files(self, as_of: str | datetime | None = None, filters: Filters = None) -> list[str]:
         """The absolute paths of the base files a snapshot reads (default: the newest), for
@@ -325,11 +395,9 @@ class Table:
     def read_incremental(
         self, begin: str | datetime, end: str | datetime | None = None, columns: Sequence[str] | None = None
     ) -> pa.Table:
-        """The latest state of the records written by commits in (begin, end]."""
-        return read_incremental(
-            Timeline.load(self.storage), self.config, self._instant(begin), self._instant(end), columns
-        )
-
+        """The latest state of the records written by commits in (begin, end]: the same as
+        `scan(columns, begin=begin, end=end).to_arrow()`."""
+        return self.scan(columns, begin=begin, end=end).to_arrow()
 
 
 def _fields(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -421,6 +489,9 @@ def upgrade_table(
 ) -> UpgradeResult:
     """Upgrade the table at `path` to table version `version` (6 -> 8, as Apache Hudi 1.0 does),
     crash-safe and resumable (`upsertlake.services.upgrade`); refuses while a write is running."""
+    from upsertlake.concurrency.lock import make_lock
+    from upsertlake.services.upgrade import upgrade
+
     storage = table_storage(path, storage_options)
     cfg = Config.resolve(options)
     return upgrade(storage, make_lock(storage, cfg), cfg, version)

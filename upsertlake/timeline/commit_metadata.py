@@ -16,6 +16,7 @@ from typing import Any
 
 from upsertlake.errors import CorruptTableError
 from upsertlake.timeline import documents
+from upsertlake.timeline.column_stats import FileColumnStats, recorded
 
 AVRO_MAGIC = b"Obj\x01"
 COMMIT_SCHEMA = "HoodieCommitMetadata"
@@ -48,9 +49,13 @@ class WriteStat:
     totalLogReadTimeMs: int | None = None
     prevBaseFile: str | None = None
     runtimeStats: dict[str, int] | None = field(default=None, compare=False, hash=False)
+    # Not Hudi's: the written file's column statistics, recorded in the commit's extraMetadata
+    # (`column_stats.commit_entries`), as Hudi's write stats carry theirs to its metadata table.
+    column_stats: FileColumnStats | None = field(default=None, compare=False, hash=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        values = {f.name: getattr(self, f.name) for f in fields(WriteStat)}  # a DeltaWriteStat adds its own
+        # A DeltaWriteStat adds its own fields; the column statistics go to extraMetadata instead.
+        values = {f.name: getattr(self, f.name) for f in fields(WriteStat) if f.name != "column_stats"}
         return write_stat_json(**{k: v for k, v in values.items() if v is not None or k in _HUDI_WRITE_STAT_FIELDS})
 
     @classmethod
@@ -142,6 +147,11 @@ class CommitMetadata:
     @property
     def schema(self) -> str | None:
         return self.extra_metadata.get("schema") or None
+
+    @cached_property
+    def column_stats(self) -> dict[str, FileColumnStats]:
+        """The column statistics this commit recorded, by file path (parsed once per document)."""
+        return recorded(self.extra_metadata)
 
     def write_stats(self) -> list[WriteStat]:
         return [s for stats in self.partition_to_write_stats.values() for s in stats]

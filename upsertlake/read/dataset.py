@@ -1,0 +1,35 @@
+"""A snapshot as a pyarrow dataset, for engines that scan parquet themselves (pyarrow, DuckDB,
+Polars): exactly the snapshot's base files, on the table's own file system (object stores
+included, with the table's storage options), each fragment's partition expression saying what its
+statistics guarantee of every row (`upsertlake.read.skipping.guarantee`: the partition columns'
+values, each recorded column's range and nulls), so those engines skip files and push filters
+down themselves. A merge-on-read snapshot with log files has no such form: its rows are merged."""
+
+from __future__ import annotations
+
+import pyarrow.dataset as ds
+
+from upsertlake.errors import MergeOnReadError
+from upsertlake.read.skipping import guarantee
+from upsertlake.read.snapshot import ScanPlan
+from upsertlake.read.statistics import FileStatistics
+from upsertlake.storage import Storage
+from upsertlake.storage.arrow_fs import arrow_file_system
+
+
+def pyarrow_dataset(storage: Storage, plan: ScanPlan, statistics: FileStatistics) -> ds.FileSystemDataset:
+    """The plan's base files as a dataset (MergeOnReadError when it has slices to merge)."""
+    if plan.slices:
+        raise MergeOnReadError(
+            f"{len(plan.slices)} file group(s) of this merge-on-read snapshot have log files, whose changes a "
+            "parquet dataset would miss: read it with `Table.scan()` (its Arrow stream goes to DuckDB, Polars "
+            "and pyarrow alike), or ask for the read-optimized query, which leaves those changes out"
+        )
+    fs = arrow_file_system(storage)
+    fmt = ds.ParquetFileFormat()
+    stats = statistics.of_bases(plan.files)
+    fragments = [
+        fmt.make_fragment(bf.path, fs, partition_expression=guarantee(stats[bf.path], plan.schema), file_size=bf.size)
+        for bf in plan.files
+    ]
+    return ds.FileSystemDataset(fragments, plan.schema, fmt, fs)

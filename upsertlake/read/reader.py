@@ -1,0 +1,147 @@
+"""Reading one unit of a plan: a base file, or a merge-on-read slice merged, into the scan's
+columns, its rows filtered.
+
+A base file is read with pyarrow's parquet reader, the row groups the filters rule out by their
+statistics skipped (judged as files are, `upsertlake.read.skipping`: correct where parquet's
+statistics leave NaN out, which pyarrow's own dataset filter is not); the rest are decoded one at
+a time, only the columns the output and the filters need, in the file's own types (older files
+may have narrower types or lack newer columns, which read as nulls), then conformed to the
+table's and filtered. pyarrow's dataset scanner would hold twice the memory per file. A slice is
+merged whole (`upsertlake.layout.slice_reader`), then filtered: a filter on a column an update
+changed must see the update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from upsertlake.layout.file_system_view import BaseFile, FileSlice
+from upsertlake.layout.keygen import KeyGenerator
+from upsertlake.layout.slice_reader import Merge, listed, merge_inputs, read_slice, slice_inputs
+from upsertlake.logfile import DataBlock
+from upsertlake.read import skipping
+from upsertlake.read.snapshot import ScanPlan
+from upsertlake.schema import RECORD_KEY_COLUMN, conform
+from upsertlake.storage import Storage
+from upsertlake.timeline.column_stats import of_parquet
+
+BATCH_ROWS = 128 * 1024  # rows per streamed batch (pyarrow's scanner default)
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """What each unit of a `plan` is read into: the `output` columns, in batches of `batch_rows`."""
+
+    plan: ScanPlan
+    output: pa.Schema
+    batch_rows: int = BATCH_ROWS
+
+    @property
+    def row_filter(self) -> pc.Expression | None:
+        return self.plan.row_filter
+
+    @property
+    def read_columns(self) -> list[str]:
+        """The columns a file is read with: the output's and those the filters read (all of
+        them for an Expression filter, whose columns cannot be told)."""
+        if self.row_filter is None:
+            return self.output.names
+        wanted = self.plan.filter_columns
+        if wanted is None:
+            return self.plan.schema.names
+        return [f.name for f in self.plan.schema if f.name in wanted or f.name in self.output.names]
+
+
+def read_base(
+    storage: Storage, bf: BaseFile, spec: ReadSpec, source: pa.NativeFile | None = None
+) -> Iterator[pa.RecordBatch]:
+    """A base file's rows, filtered, as batches in `spec.output`, one row group decoded at a time;
+    `source`: the file opened already (read ahead)."""
+    with listed(storage, bf.path, bf.instant_time):
+        parquet = _parquet(storage, bf, source)
+        groups = _row_groups(parquet, spec)
+        columns = [c for c in spec.read_columns if c in parquet.schema_arrow.names]
+        if groups:
+            for batch in parquet.iter_batches(spec.batch_rows, row_groups=groups, columns=columns):
+                table = _filtered(pa.Table.from_batches([batch]), spec)
+                if table.num_rows:
+                    yield from table.to_batches()
+
+
+def read_base_table(storage: Storage, bf: BaseFile, spec: ReadSpec) -> pa.Table:
+    """A base file's rows, filtered, as one table in `spec.output` (pyarrow's threads decode it)."""
+    with listed(storage, bf.path, bf.instant_time):
+        parquet = _parquet(storage, bf)
+        groups = _row_groups(parquet, spec)
+        columns = [c for c in spec.read_columns if c in parquet.schema_arrow.names]
+        table = parquet.read_row_groups(groups, columns=columns) if groups else parquet.schema_arrow.empty_table()
+    return _filtered(table.select(columns), spec)
+
+
+def count_base(storage: Storage, bf: BaseFile, spec: ReadSpec) -> int:
+    """How many of a base file's rows the filters keep (only the filters' columns are read)."""
+    return read_base_table(storage, bf, replace(spec, output=pa.schema([]))).num_rows
+
+
+def _parquet(storage: Storage, bf: BaseFile, source: pa.NativeFile | None = None) -> pq.ParquetFile:
+    if source is not None:
+        return pq.ParquetFile(source)
+    local = storage.os_path(bf.path)
+    return pq.ParquetFile(local) if local is not None else storage.parquet_file(bf.path)
+
+
+def _row_groups(parquet: pq.ParquetFile, spec: ReadSpec) -> list[int]:
+    """The row groups whose statistics do not rule the filters out."""
+    metadata = parquet.metadata
+    every = list(range(metadata.num_row_groups))
+    filters = spec.plan.filters
+    if not skipping.needs_statistics(filters):
+        return every
+    stats = [of_parquet(metadata, row_group=g) for g in every]
+    return [g for g, kept in zip(every, skipping.keeps(stats, spec.plan.schema, filters)) if kept]
+
+
+def _filtered(table: pa.Table, spec: ReadSpec) -> pa.Table:
+    """Rows read, in `spec.output`: conformed to the table's types, then filtered."""
+    if spec.row_filter is None:
+        return conform(table, spec.output)
+    read = pa.schema([spec.plan.schema.field(c) for c in spec.read_columns])
+    return conform(table, read).filter(spec.row_filter).select(spec.output.names)
+
+
+def read_merged(storage: Storage, sl: FileSlice, spec: ReadSpec) -> pa.Table:
+    """A merge-on-read slice merged, filtered, in `spec.output`."""
+    plan = spec.plan
+    table = merged_slice(storage, sl, plan.merge, plan.schema, plan.record_keys)
+    if spec.row_filter is not None:
+        table = table.filter(spec.row_filter)
+    return table.select(spec.output.names)
+
+
+def merged_slice(
+    storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema, record_keys: KeyGenerator | None = None
+) -> pa.Table:
+    """A slice's records merged by record key (`upsertlake.layout.slice_reader`), in `schema`. A
+    table that does not populate meta fields has no `_hoodie_record_key` in its files or log
+    records: as Hudi's readers do, the key is made of the key fields by the table's key generator
+    (`record_keys`), on the base file's rows and on each data block's, before the merge."""
+    if record_keys is None:
+        return read_slice(storage, sl, merge, schema, ordered=False)
+    base, blocks = slice_inputs(storage, sl)
+    base = _keyed(base, record_keys) if base is not None else None
+    blocks = [replace(b, records=_keyed(b.records, record_keys)) if isinstance(b, DataBlock) else b for b in blocks]
+    keyed = pa.schema([pa.field(RECORD_KEY_COLUMN, pa.string()), *(f for f in schema if f.name != RECORD_KEY_COLUMN)])
+    merged = merge_inputs(base, blocks, merge, keyed, ordered=False).table
+    return conform(merged, schema)
+
+
+def _keyed(records: pa.Table, record_keys: KeyGenerator) -> pa.Table:
+    keys = record_keys.record_keys(records)
+    if RECORD_KEY_COLUMN in records.column_names:
+        return records.set_column(records.schema.get_field_index(RECORD_KEY_COLUMN), RECORD_KEY_COLUMN, keys)
+    return records.append_column(RECORD_KEY_COLUMN, keys)
