@@ -19,7 +19,7 @@ import pytest
 from helpers import hudi_read
 
 from upsertlake import create_table, open_table
-from upsertlake.config.table_config import write_properties
+from upsertlake.config.properties_file import write_properties
 from upsertlake.logfile import DataBlock, LogFileName, append_blocks, data_block, read_blocks
 from upsertlake.schema import META_COLUMNS
 
