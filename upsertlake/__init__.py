@@ -36,15 +36,16 @@ __version__ = "0.1.0"  # the one place the version is written (pyproject.toml re
 if TYPE_CHECKING:
     from upsertlake.engine.write_client import WriteClient
     from upsertlake.engine.write_result import WriteResult
-    from upsertlake.table.table import Table, create_table, open_table, upgrade_table
+    from upsertlake.table.open import create_table, open_table, upgrade_table
+    from upsertlake.table.table import Table
     from upsertlake.timeline.instant import Action, Instant, State
 
 # The API objects load on first use, so importing one submodule does not import the engine.
 _LAZY = {
     "Table": "upsertlake.table.table",
-    "create_table": "upsertlake.table.table",
-    "open_table": "upsertlake.table.table",
-    "upgrade_table": "upsertlake.table.table",
+    "create_table": "upsertlake.table.open",
+    "open_table": "upsertlake.table.open",
+    "upgrade_table": "upsertlake.table.open",
     "WriteClient": "upsertlake.engine.write_client",
     "WriteResult": "upsertlake.engine.write_result",
     "Action": "upsertlake.timeline.instant",

@@ -27,7 +27,7 @@ from upsertlake.cli.inputs import InputTypes
 from upsertlake.cli.output import CliError, add_key_fields, human_duration, parse_options, print_json, store_options
 from upsertlake.errors import TableNotFoundError, UpsertlakeError
 from upsertlake.storage import parse_location
-from upsertlake.table.table import open_table
+from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import parse_instant_time
 

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from upsertlake.concurrency.key_summary import key_hashes, read_summaries
 from upsertlake.logfile import LogFileName, block_keys, is_log_path, read_blocks
 from upsertlake.storage import Storage
-from upsertlake.table.table import open_table
+from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action, State
 

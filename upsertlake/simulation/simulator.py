@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from upsertlake.simulation.invariants import BATCH_KEY, check_table
 from upsertlake.errors import TableExistsError, WriteConflictError
-from upsertlake.table.table import create_table, open_table
+from upsertlake.table.open import create_table, open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.util.humanize import human_duration
 

@@ -21,7 +21,7 @@ from upsertlake.spark.source import UpsertlakeDataSource
 from upsertlake.spark.session import build_session
 from upsertlake.spark.stream import write_batch
 from upsertlake.spark.write import groups_on
-from upsertlake.table.table import open_table
+from upsertlake.table.open import open_table
 
 
 def cluster(spark: object, path: str, **options: object) -> ClusterResult:

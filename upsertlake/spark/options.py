@@ -13,7 +13,8 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError, TableNotFoundError
 from upsertlake.storage import parse_location
-from upsertlake.table.table import Table, create_table, open_table
+from upsertlake.table.open import create_table, open_table
+from upsertlake.table.table import Table
 from upsertlake.timeline.operation import BATCH_OPERATIONS, Operation
 
 ALIASES = {

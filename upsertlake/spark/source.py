@@ -51,7 +51,7 @@ from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.keygen import KeyGenerator
-from upsertlake.table.table import open_table
+from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import normalize_instant
 

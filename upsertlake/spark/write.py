@@ -62,7 +62,8 @@ from upsertlake.spark.tagging import LOCATION, read_staged, spark_index_type, ta
 from upsertlake.spark.task_errors import raised_by_task, reraised_named
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of, task_table
 from upsertlake.storage import Storage
-from upsertlake.table.table import Table, open_table
+from upsertlake.table.open import open_table
+from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.operation import Operation
 

@@ -6,7 +6,6 @@ the methods that use them, so `open_table(p).scan().to_arrow()` loads none of th
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -16,31 +15,21 @@ import pyarrow as pa
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.config.table_config import (
-    COMMIT_TIME_ORDERING,
-    EVENT_TIME_ORDERING,
-    MERGE_ON_READ,
-    WRITABLE_VERSIONS,
     TableConfig,
-    check_table_type,
-    merge_on_read_payload,
 )
 from upsertlake.config.table_options import TABLE_VERSION_KEY, check_against_table, table_layer, take_table_version
 from upsertlake.errors import (
     ConfigError,
     MergeOnReadError,
-    SchemaError,
     ServiceError,
-    TableExistsError,
     UpsertlakeError,
 )
 from upsertlake.read.filters import Filters
 from upsertlake.read.scan import Scan
 from upsertlake.read.snapshot import INCREMENTAL, SNAPSHOT, incremental_scan, snapshot_scan, table_schema
 from upsertlake.read.statistics import FileStatistics
-from upsertlake.schema import arrow_to_avro, avro_schema_json, normalize_batch
-from upsertlake.storage import Storage, table_storage
+from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
@@ -56,7 +45,6 @@ if TYPE_CHECKING:
     from upsertlake.services.clean import CleanResult
     from upsertlake.services.cluster import ClusterResult, GroupMap
     from upsertlake.services.compaction import CompactionResult, OperationMap
-    from upsertlake.services.upgrade import UpgradeResult
 
 log = logging.getLogger(__name__)
 
@@ -398,111 +386,3 @@ class Table:
         """The latest state of the records written by commits in (begin, end]: the same as
         `scan(columns, begin=begin, end=end).to_arrow()`."""
         return self.scan(columns, begin=begin, end=end).to_arrow()
-
-
-def _fields(value: str | Sequence[str] | None) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return tuple(v.strip() for v in value.split(",") if v.strip())
-    return tuple(value)
-
-
-def create_table(
-    path: str | os.PathLike[str],
-    name: str,
-    record_key: str | Sequence[str],
-    precombine_field: str | None = None,
-    partition_fields: str | Sequence[str] | None = None,
-    hive_style_partitioning: bool = False,
-    schema: pa.Schema | None = None,
-    options: Mapping[str, object] | None = None,
-    storage_options: Mapping[str, object] | None = None,
-    table_type: str | None = None,
-) -> Table:
-    """Create an empty table (its `.hoodie/hoodie.properties`); TableExistsError if one is there.
-    `table_type` is COPY_ON_WRITE (default) or MERGE_ON_READ (also by the option
-    hoodie.table.type / hoodie.datasource.write.table.type): updates and deletes are appended to
-    log files, which readers merge, instead of rewriting base files.
-    `path` is a local folder or an `s3://`, `gs://`, `abfs://` URI; `storage_options` hold the
-    store's settings (endpoint, credentials, region) over its standard environment variables."""
-    storage = table_storage(path, storage_options)
-    storage.check()
-    options, asked = take_table_version(options)
-    if asked is not None:  # as Hudi's table builder takes it: the version of the table it creates
-        write_version = Config.resolve(options).get(opt.WRITE_TABLE_VERSION)
-        if opt.WRITE_TABLE_VERSION.key in options and write_version != asked:
-            raise ConfigError(f"{TABLE_VERSION_KEY}={asked} and {opt.WRITE_TABLE_VERSION.key}={write_version} "
-                              "disagree: name the version of the new table once")
-        options[opt.WRITE_TABLE_VERSION.key] = asked
-    if table_type is not None:
-        options = {**options, opt.TABLE_TYPE.key: table_type.upper()}
-    resolved = Config.resolve(options)
-    kind = resolved.get(opt.TABLE_TYPE)
-    check_table_type(kind, f"{opt.TABLE_TYPE.key} is")
-    keys = _fields(record_key)
-    if not keys:
-        raise ConfigError("record_key must name at least one field")
-    create_schema = None
-    if schema is not None:
-        schema = normalize_batch(schema.empty_table()).schema
-        for f in (*keys, *_fields(partition_fields), *([precombine_field] if precombine_field else [])):
-            if f not in schema.names:
-                raise SchemaError(f"field {f!r} is not in the given schema {schema.names}")
-        create_schema = avro_schema_json(arrow_to_avro(schema, name))
-    # as Hudi 1.x infers it: the option, else event time when there is a precombine field
-    mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
-    mode = mode or (EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING)
-    config = TableConfig(
-        name=name,
-        record_key_fields=keys,
-        partition_fields=_fields(partition_fields),
-        precombine_field=precombine_field or None,
-        database=resolved.get(opt.DATABASE_NAME),
-        keygen_class=resolved.get(opt.KEYGEN_CLASS),
-        hive_style_partitioning=hive_style_partitioning,
-        urlencode_partitions=resolved.get(opt.PARTITIONPATH_URLENCODE),
-        create_schema=create_schema,
-        table_type=kind,
-        extra=merge_on_read_payload(mode) if kind == MERGE_ON_READ else {},
-    )
-    version = resolved.get(opt.WRITE_TABLE_VERSION)
-    if version not in WRITABLE_VERSIONS:
-        key = TABLE_VERSION_KEY if asked is not None else opt.WRITE_TABLE_VERSION.key
-        raise ConfigError(f"{key}={version}: upsertlake creates tables at version 6 or 8")
-    if version == 8:
-        config = config.as_version_8(mode, 8)
-    check_against_table(resolved, config)
-    if storage.exists(PROPERTIES_FILE) or storage.exists(BACKUP_FILE):
-        raise TableExistsError(f"a table already exists at {storage.base}")
-    storage.makedirs(".hoodie/archived")
-    if version == 8:
-        storage.makedirs(f".hoodie/{config.timeline_path}/{config.extra['hoodie.timeline.history.path']}")
-    if not config.create(storage):
-        raise TableExistsError(f"a table already exists at {storage.base}")
-    return Table(storage, config, options)
-
-
-def upgrade_table(
-    path: str | os.PathLike[str], version: int = 8, options: Mapping[str, object] | None = None,
-    storage_options: Mapping[str, object] | None = None,
-) -> UpgradeResult:
-    """Upgrade the table at `path` to table version `version` (6 -> 8, as Apache Hudi 1.0 does),
-    crash-safe and resumable (`upsertlake.services.upgrade`); refuses while a write is running."""
-    from upsertlake.concurrency.lock import make_lock
-    from upsertlake.services.upgrade import upgrade
-
-    storage = table_storage(path, storage_options)
-    cfg = Config.resolve(options)
-    return upgrade(storage, make_lock(storage, cfg), cfg, version)
-
-
-def open_table(
-    path: str | os.PathLike[str],
-    options: Mapping[str, object] | None = None,
-    storage_options: Mapping[str, object] | None = None,
-) -> Table:
-    """Open an existing table; TableNotFoundError if the path holds none."""
-    storage = table_storage(path, storage_options)
-    storage.check()
-    return Table(storage, TableConfig.load(storage), options)
