@@ -17,8 +17,9 @@ import json
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from upsertlake.cli.ingest_stream import add_arguments as add_stream_arguments
 from upsertlake.cli.ingest_stream import ingest_stream
@@ -122,12 +123,7 @@ def ingest(args: argparse.Namespace) -> int:
         "input_files": len(files), "new_files": len(new) - changed, "changed_files": changed, "instant_time": None,
     }
     if new:
-        try:
-            summary.update(_ingest(args, new, parse_options(args.option)))
-        except (UpsertlakeError, CliError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - a Spark job's failure: its reason, not the JVM's stack
-            raise CliError(f"ingest of {len(new)} file(s) failed: {spark_reason(exc)}") from exc
+        summary.update(_spark_job(f"ingest of {len(new)} file(s) failed", lambda: _ingest(args, new, parse_options(args.option))))
     summary["seconds"] = round(time.perf_counter() - started, 3)
     if args.json:
         print_json(summary)
@@ -146,12 +142,7 @@ def _ingest_stream(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     options = dict(parse_options(args.option), record_key=args.record_key, storage_options=store_options(args))
     options.update(_table_options(args, _table_exists(args.table, store_options(args))))
-    try:
-        summary = ingest_stream(args, options, input_store_options(args), _say)
-    except (UpsertlakeError, CliError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - a Spark job's failure: its reason, not the JVM's stack
-        raise CliError(f"ingest stopped: {spark_reason(exc)}") from exc
+    summary = _spark_job("ingest stopped", lambda: ingest_stream(args, options, input_store_options(args), _say))
     summary["seconds"] = round(time.perf_counter() - started, 3)
     if args.json:
         print_json(summary)
@@ -160,6 +151,16 @@ def _ingest_stream(args: argparse.Namespace) -> int:
         print(f"ingested {summary['batches']} micro-batches in {human_duration(summary['seconds'])}: "
               f"{summary['inserts']} inserted, {summary['updates']} updated{skipped}")
     return 0
+
+
+def _spark_job(failed: str, job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Runs a Spark job; its failure is told by its reason, not the JVM's stack."""
+    try:
+        return job()
+    except (UpsertlakeError, CliError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - any Spark failure
+        raise CliError(f"{failed}: {spark_reason(exc)}") from exc
 
 
 def _table_options(args: argparse.Namespace, exists: bool) -> dict[str, str]:

@@ -3,7 +3,8 @@ bounded memory, the Arrow PyCapsule stream (DuckDB, Polars, pyarrow, any Arrow c
 a DuckDB view, a Polars LazyFrame; its row count; the file slices it reads.
 
 A `Scan` is planned once (the snapshot's files are listed, partitions and files the filters rule
-out are pruned) and can be read any number of times: each stream reads the planned files again.
+out are pruned) and can be read any number of times: each stream reads the planned files again
+(docs/DESIGN.md §7).
 """
 
 from __future__ import annotations

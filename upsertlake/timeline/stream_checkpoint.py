@@ -10,7 +10,8 @@ id of an identifier is the one of the newest completed write carrying it (`Commi
 getValidCheckpointForCurrentWriter`), looked up in the active timeline and, beyond Hudi, in the
 archived one: a stream idle while other writers' commits got its last one archived still finds it.
 
-One place for the sink, the `foreachBatch` hook and `upsertlake ingest --continuous`.
+One place for the sink, the `foreachBatch` hook and `upsertlake ingest --continuous`
+(docs/DESIGN.md §9).
 """
 
 from __future__ import annotations
