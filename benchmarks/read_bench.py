@@ -89,15 +89,17 @@ def expected(query: str, n: int) -> tuple[int, int]:
 # -- building the tables (untimed) -----------------------------------------------------------------
 def build(
     work: str, n: int, partitions: int, store: dict[str, str] | None, delta_opts: dict[str, str] | None,
-    pairs: list[tuple[str, str]],
+    pairs: list[tuple[str, str]], block_mb: float = 0,
 ) -> None:
-    """The tables the measured (query, peer) pairs read."""
+    """The tables the measured (query, peer) pairs read; upsertlake's parquet row groups of at most
+    `block_mb` MB when given (`hoodie.parquet.block.size`, else Hudi's 120 MB)."""
     import upsertlake
 
+    options = dict(NO_SERVICES, **({"hoodie.parquet.block.size": str(int(block_mb * 2**20))} if block_mb else {}))
     base = rows_of(np.arange(n), n, 1, 1, partitions)
     cow, mor = updates(n)
     began = time.perf_counter()
-    t = upsertlake.create_table(f"{work}/cow", "trips", "key", "ts", "part", options=NO_SERVICES, storage_options=store)
+    t = upsertlake.create_table(f"{work}/cow", "trips", "key", "ts", "part", options=options, storage_options=store)
     t.bulk_insert(base)
     t.upsert(rows_of(cow, n, 2, 2, partitions))
     print(f"built upsertlake copy-on-write in {time.perf_counter() - began:.1f} s", flush=True)
@@ -107,7 +109,7 @@ def build(
         return
     began = time.perf_counter()
     m = upsertlake.create_table(f"{work}/mor", "trips", "key", "ts", "part", table_type="MERGE_ON_READ",
-                                options=NO_SERVICES)
+                                options=options)
     m.bulk_insert(base)
     for i, ids in enumerate(mor):
         m.upsert(rows_of(ids, n, 2 + i, 3 + i, partitions))
@@ -286,6 +288,7 @@ def main() -> None:
     ap.add_argument("--queries", nargs="+", default=list(QUERIES), choices=QUERIES)
     ap.add_argument("--s3", action="store_true", help="tables on the loopback S3 server; requests counted")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--block-mb", type=float, default=0, help="upsertlake's row groups (hoodie.parquet.block.size), MB")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -309,7 +312,7 @@ def main() -> None:
             work = "s3://reads"
         try:
             pairs = plan(args.peers, args.queries, args.s3)
-            build(work, args.rows, args.partitions, store, delta_opts, pairs)
+            build(work, args.rows, args.partitions, store, delta_opts, pairs, args.block_mb)
             report(args, pairs, work, store, delta_opts, endpoint)
         finally:
             if server is not None:
