@@ -117,7 +117,11 @@ def run_spark_peer(spark: object, peer: str, source: Path, table: Path, checkpoi
         writer = frames.writeStream.foreachBatch(write).option("checkpointLocation", str(checkpoint))
         query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
-    return [p["durationMs"]["triggerExecution"] / 1000 for p in query.recentProgress if p["numInputRows"]]
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    parts = {k: statistics.median(p["durationMs"].get(k, 0) for p in progress[1:] or progress) / 1000
+             for k in progress[0]["durationMs"] if k != "triggerExecution"} if progress else {}
+    print(f"{peer:<12} Spark's parts of a batch (median s): {parts}", flush=True)
+    return [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
 
 
 def run_engine_peer(peer: str, data: list[pa.Table], table: Path) -> list[float]:
