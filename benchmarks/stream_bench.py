@@ -118,10 +118,18 @@ def run_spark_peer(spark: object, peer: str, source: Path, table: Path, checkpoi
         query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
     progress = [p for p in query.recentProgress if p["numInputRows"]]
-    parts = {k: statistics.median(p["durationMs"].get(k, 0) for p in progress[1:] or progress) / 1000
-             for k in progress[0]["durationMs"] if k != "triggerExecution"} if progress else {}
-    print(f"{peer:<12} Spark's parts of a batch (median s): {parts}", flush=True)
+    print(f"{peer:<12} Spark's parts of a batch (median s): {spark_parts(progress)}", flush=True)
     return [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+
+
+def spark_parts(progress: list[dict]) -> dict[str, float]:
+    """Median seconds of each part of a batch's triggerExecution (Spark's `durationMs`), the first
+    batch (which starts the Python workers) left out when there are others."""
+    if not progress:
+        return {}
+    steady = progress[1:] or progress
+    parts = [k for k in progress[0]["durationMs"] if k != "triggerExecution"]
+    return {k: statistics.median(p["durationMs"].get(k, 0) for p in steady) / 1000 for k in parts}
 
 
 def run_engine_peer(peer: str, data: list[pa.Table], table: Path) -> list[float]:
