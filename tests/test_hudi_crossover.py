@@ -352,24 +352,32 @@ def test_streams_cross_over_exactly_once(tmp_path: Path, version: int, hudi_refe
 
     land(0), land(1)
     assert hudi.stream(landing, table.path, checkpoint, {**table.layout.hudi_options("insert"), **identifier}) == 2
-    (checkpoint / "commits" / "1").unlink()  # batch 1 is in the table, not in Spark's commit log
+    uncommit(checkpoint, 1)  # batch 1 is in the table, not in Spark's commit log
     land(2)
     import upsertlake.spark as uls
 
     uls.register(spark)
-    query = (spark.readStream.schema(table.layout.schema).option("maxFilesPerTrigger", 1).parquet(str(landing))
+    query = (spark.readStream.schema(spark.read.parquet(str(landing)).schema).option("maxFilesPerTrigger", 1)
+             .parquet(str(landing))
              .writeStream.format("upsertlake").options(**table.layout.hudi_options("insert"), **identifier)
              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start(str(table.path)))
     query.awaitTermination()
     assert query.exception() is None
     table.check("our sink after Hudi's, batch 1 replayed")
-    (checkpoint / "commits" / "2").unlink()
+    uncommit(checkpoint, 2)
     land(3)
     hudi.stream(landing, table.path, checkpoint, {**table.layout.hudi_options("insert"), **identifier})
     table.check("Hudi's sink after ours, batch 2 replayed")
     batches = [json.loads(commit_extra(table.path, t).get("_hudi_streaming_sink_checkpoint", "{}")).get("crossover")
                for t in table.instants(Action.COMMIT)]
     assert batches == ["0", "1", "2", "3"]
+
+
+def uncommit(checkpoint: Path, batch: int) -> None:
+    """Spark's commit log forgets `batch` (with Hadoop's checksum beside it), as when the driver
+    died after the table committed the batch: the next run replays it."""
+    (checkpoint / "commits" / str(batch)).unlink()
+    (checkpoint / "commits" / f".{batch}.crc").unlink(missing_ok=True)
 
 
 def commit_extra(path: Path, instant: str) -> dict[str, str]:
