@@ -210,7 +210,8 @@ def _parse_block(
         return CommandBlock(instant, target, Command.ROLLBACK, header)
     if block_type == BlockType.HFILE_DATA:
         raise HFileBlockError(
-            "an HFile data block (Hudi writes these in its metadata table's log files); upsertlake does not read HFile"
+            "an HFile data block (Hudi writes these in its metadata table's log files): upsertlake does not "
+            "merge the metadata table's log records yet"
         )
     raise UnsupportedLogBlockError(f"a {block_type.name} block is not read by upsertlake")
 

@@ -21,3 +21,15 @@ def group_rows(codes: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(codes, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=groups))])
     return order, bounds
+
+
+def range_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions of many ranges one after another (`starts[i]` up to `starts[i] + lengths[i]`,
+    exclusive): the index that gathers or scatters all the byte ranges of a buffer in one NumPy
+    indexing instead of one Python slice per range."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    if len(ends) == 0 or ends[-1] == 0:
+        return np.empty(0, dtype=np.int64)
+    shifts = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - lengths), lengths)
+    return shifts + np.arange(ends[-1], dtype=np.int64)

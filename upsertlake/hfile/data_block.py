@@ -1,0 +1,160 @@
+"""The entries of an HFile data block, decoded and encoded a whole block at a time.
+
+Each entry is an HBase KeyValue: key length and value length (4 bytes each), the key (row length,
+row, family length, family, qualifier, timestamp, type), the value, then tags (when the file has
+them) and the MVCC version as a Hadoop VLong (when the file info's KEY_VALUE_VERSION is 1). Hudi's
+keys are the row alone: empty family and qualifier, the newest timestamp, type Put, MVCC 0
+(docs/DESIGN.md §10). Decoding walks the entries once for their offsets (each entry's place
+depends on the lengths before it), then gathers every key and every value with one NumPy indexing
+each; encoding scatters them the same way.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from upsertlake.errors import HFileError
+from upsertlake.hfile.encoding import read_vlong
+from upsertlake.util.arrays import range_positions
+
+# key length, value length, row length: the first ten bytes of every entry
+_LENGTHS = struct.Struct(">IIH")
+# bytes of a Hudi entry besides row and value: the two lengths (8), row length (2), family length
+# (1), timestamp (8), type (1), MVCC (1)
+ENTRY_OVERHEAD = 21
+KEY_OVERHEAD = 12  # a key's bytes besides its row: row length, family length, timestamp, type
+
+
+@dataclass(frozen=True)
+class DataBlock:
+    """One block's entries: where each row key and value lies in the uncompressed payload."""
+
+    payload: bytes
+    key_starts: array  # of int64: NumPy views them without a copy
+    key_lengths: array
+    value_starts: array
+    value_lengths: array
+
+    def __len__(self) -> int:
+        return len(self.key_starts)
+
+    def key(self, i: int) -> bytes:
+        start = self.key_starts[i]
+        return self.payload[start:start + self.key_lengths[i]]
+
+    def value(self, i: int) -> bytes:
+        start = self.value_starts[i]
+        return self.payload[start:start + self.value_lengths[i]]
+
+    def search(self, key: bytes, lo: int = 0) -> int:
+        """The first entry at or after `lo` whose key is not less than `key` (a binary search:
+        keys are sorted); `len(self)` when there is none."""
+        return bisect.bisect_left(_Keys(self), key, lo)
+
+    def table(self, start: int = 0, stop: int | None = None) -> pa.Table:
+        """Entries `start` to `stop` as an Arrow table of `key` and `value` (large binary)."""
+        return entries_table([(self, start, len(self) if stop is None else stop)])
+
+
+class _Keys(Sequence[bytes]):
+    """A block's keys as a sequence for `bisect`: only the keys a search compares are sliced."""
+
+    def __init__(self, block: DataBlock) -> None:
+        self._block = block
+
+    def __len__(self) -> int:
+        return len(self._block)
+
+    def __getitem__(self, i: int) -> bytes:  # type: ignore[override]
+        return self._block.key(i)
+
+
+def entries_table(parts: list[tuple[DataBlock, int, int]]) -> pa.Table:
+    """The entries `start` to `stop` of each (block, start, stop), one block after another, as one
+    Arrow table of `key` and `value` (large binary: a whole file may pass 2 GiB): the payloads are joined and every key and every
+    value gathered with one NumPy indexing, however many blocks there are."""
+    data = np.frombuffer(b"".join(block.payload for block, _, _ in parts), dtype=np.uint8)
+    bases = np.cumsum([0] + [len(block.payload) for block, _, _ in parts])[:-1]
+
+    def column(starts: str, lengths: str) -> pa.Array:
+        begin = np.concatenate([np.frombuffer(getattr(b, starts), dtype=np.int64)[lo:hi] + base
+                                for (b, lo, hi), base in zip(parts, bases, strict=True)] or [np.empty(0, np.int64)])
+        size = np.concatenate([np.frombuffer(getattr(b, lengths), dtype=np.int64)[lo:hi]
+                               for b, lo, hi in parts] or [np.empty(0, np.int64)])
+        offsets = np.zeros(len(size) + 1, dtype=np.int64)
+        np.cumsum(size, out=offsets[1:])
+        body = data[range_positions(begin, size)]
+        return pa.Array.from_buffers(pa.large_binary(), len(size), [None, pa.py_buffer(offsets), pa.py_buffer(body)])
+
+    return pa.table({"key": column("key_starts", "key_lengths"), "value": column("value_starts", "value_lengths")})
+
+
+def decode_entries(payload: bytes | memoryview, mvcc: bool, tags: bool, where: str) -> DataBlock:
+    """The entries of an uncompressed data block payload. `mvcc`: each entry ends with its MVCC
+    version (file info KEY_VALUE_VERSION 1); `tags`: each value is followed by tags (HFile v3
+    written with tags, which Hudi never does). A payload whose entries do not fill it exactly is
+    damaged."""
+    buf = bytes(payload)
+    end = len(buf)
+    key_starts, key_lengths, value_starts, value_lengths = array("q"), array("q"), array("q"), array("q")
+    unpack = _LENGTHS.unpack_from
+    pos = 0
+    while pos < end:
+        if pos + 10 > end:
+            raise HFileError(f"{where}: an entry at {pos} is cut short")
+        key_length, value_length, row_length = unpack(buf, pos)
+        if row_length + KEY_OVERHEAD > key_length:
+            raise HFileError(f"{where}: the entry at {pos} has a {row_length}-byte row in a {key_length}-byte key")
+        key_starts.append(pos + 10)
+        key_lengths.append(row_length)
+        pos += 8 + key_length
+        value_starts.append(pos)
+        value_lengths.append(value_length)
+        pos += value_length
+        if tags:
+            if pos + 2 > end:
+                raise HFileError(f"{where}: an entry's tags are cut short")
+            pos += 2 + int.from_bytes(buf[pos:pos + 2], "big")
+        if mvcc:
+            if pos < end and (buf[pos] < 0x80 or buf[pos] >= 0x90):  # a one-byte VLong (HBase writes 0)
+                pos += 1
+            else:
+                _, pos = read_vlong(buf, pos, where)
+    if pos != end:
+        raise HFileError(f"{where}: the last entry runs {pos - end} bytes past the block's {end}")
+    return DataBlock(buf, key_starts, key_lengths, value_starts, value_lengths)
+
+
+def _put_big_endian(out: np.ndarray, positions: np.ndarray, values: np.ndarray, width: int) -> None:
+    for j in range(width):
+        out[positions + j] = (values >> (8 * (width - 1 - j))) & 0xFF
+
+
+def encode_entries(keys: Sequence[bytes], values: Sequence[bytes]) -> bytes:
+    """A data block payload holding these entries as Hudi's `HFileDataBlock` writes them: each row
+    with an empty family and qualifier, timestamp Long.MAX_VALUE, type Put (4) and MVCC 0."""
+    n = len(keys)
+    key_lengths = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+    value_lengths = np.fromiter(map(len, values), dtype=np.int64, count=n)
+    sizes = key_lengths + value_lengths + ENTRY_OVERHEAD
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    out = np.zeros(int(sizes.sum()), dtype=np.uint8)
+    _put_big_endian(out, starts, key_lengths + KEY_OVERHEAD, 4)
+    _put_big_endian(out, starts + 4, value_lengths, 4)
+    _put_big_endian(out, starts + 8, key_lengths, 2)
+    out[range_positions(starts + 10, key_lengths)] = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    timestamps = starts + 11 + key_lengths  # after the row and the family length (0)
+    out[timestamps] = 0x7F
+    for j in range(1, 8):
+        out[timestamps + j] = 0xFF
+    out[timestamps + 8] = 4
+    out[range_positions(timestamps + 9, value_lengths)] = np.frombuffer(b"".join(values), dtype=np.uint8)
+    return out.tobytes()
