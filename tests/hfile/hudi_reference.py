@@ -1,0 +1,111 @@
+"""Apache Hudi's own HFile writer and reader as a reference: hudi-io 1.2.1 (the newest release)
+and its two runtime dependencies, fetched from Maven Central by Maven, run through HudiHFile.java
+(compiled once per test session)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ARTIFACTS = [  # hudi-io's runtime dependencies for HFileWriterImpl / HFileReaderImpl with GZ
+    ("org.apache.hudi", "hudi-io", "1.2.1"),
+    ("com.google.protobuf", "protobuf-java", "3.25.5"),
+    ("io.airlift", "aircompressor", "2.0.3"),
+]
+
+
+def _jar(group: str, artifact: str, version: str) -> Path:
+    repository = Path(os.environ.get("MAVEN_REPOSITORY", Path.home() / ".m2" / "repository"))
+    path = repository.joinpath(*group.split("."), artifact, version, f"{artifact}-{version}.jar")
+    if not path.exists():
+        subprocess.run(
+            ["mvn", "-q", "-B", "dependency:get", f"-Dartifact={group}:{artifact}:{version}", "-Dtransitive=false"],
+            check=True, capture_output=True, timeout=600,
+        )
+    return path
+
+
+def available() -> str | None:
+    """Why the reference cannot run here, or None when it can."""
+    missing = [tool for tool in ("java", "javac", "mvn") if shutil.which(tool) is None]
+    return f"no {', '.join(missing)} on PATH" if missing else None
+
+
+@dataclass
+class Dump:
+    """What Hudi's reader read from a file."""
+
+    entries: int
+    pairs: list[tuple[bytes, bytes]] = field(default_factory=list)
+    info: dict[str, bytes] = field(default_factory=dict)
+    meta: dict[str, bytes] = field(default_factory=dict)
+
+
+def _unhex(text: str) -> bytes:
+    return b"" if text == "-" else bytes.fromhex(text)
+
+
+def _hex(data: bytes) -> str:
+    return data.hex() if data else "-"
+
+
+class HudiHFile:
+    """The compiled reference, in `workdir`."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.classpath = os.pathsep.join([str(_jar(*a)) for a in ARTIFACTS] + [str(workdir)])
+        subprocess.run(["javac", "-nowarn", "-d", str(workdir), "-cp", self.classpath, str(HERE / "HudiHFile.java")],
+                       check=True, capture_output=True, timeout=600)
+
+    def _java(self, *args: str) -> str:
+        result = subprocess.run(["java", "-cp", self.classpath, "HudiHFile", *args], capture_output=True,
+                                text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def write(self, cases: dict[str, Case]) -> dict[str, bytes]:
+        """The file Hudi's writer writes for each case (one JVM for them all)."""
+        specs = []
+        for name, case in cases.items():
+            spec = self.workdir / f"{name}.spec"
+            lines = [f"block_size {case.block_size}", f"codec {'GZIP' if case.codec == 'GZ' else 'NONE'}",
+                     f"create_time {case.create_time}"]
+            lines += [f"info {k} {_hex(v)}" for k, v in case.file_info.items()]
+            lines += [f"meta {k} {_hex(v)}" for k, v in case.meta_blocks.items()]
+            lines += [f"kv {_hex(k.encode())} {_hex(v)}" for k, v in case.entries]
+            spec.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            specs.append(spec)
+        self._java("write", *map(str, specs))
+        return {name: Path(f"{spec}.hfile").read_bytes() for name, spec in zip(cases, specs, strict=True)}
+
+    def read(self, data: bytes, names: list[str]) -> Dump:
+        """What Hudi's reader reads from `data`: the entries, and the file info and meta blocks named."""
+        path = self.workdir / "read.hfile"
+        path.write_bytes(data)
+        dump = Dump(entries=-1)
+        for line in self._java("read", str(path), *names).splitlines():
+            kind, *rest = line.split(" ")
+            if kind == "entries":
+                dump.entries = int(rest[0])
+            elif kind == "kv":
+                dump.pairs.append((_unhex(rest[0]), _unhex(rest[1])))
+            else:
+                getattr(dump, kind)[rest[0]] = _unhex(rest[1])
+        return dump
+
+
+@dataclass
+class Case:
+    """The inputs of one file: sorted (str key, value) entries and the writer's settings."""
+
+    entries: list[tuple[str, bytes]]
+    block_size: int = 1024 * 1024
+    codec: str = "NONE"
+    create_time: int = 1_700_000_000_000
+    file_info: dict[str, bytes] = field(default_factory=dict)
+    meta_blocks: dict[str, bytes] = field(default_factory=dict)
