@@ -112,6 +112,9 @@ def decode_entries(payload: bytes | memoryview, mvcc: bool, tags: bool, where: s
         key_length, value_length, row_length = unpack(buf, pos)
         if row_length + KEY_OVERHEAD > key_length:
             raise HFileError(f"{where}: the entry at {pos} has a {row_length}-byte row in a {key_length}-byte key")
+        if pos + 8 + key_length + value_length > end:
+            raise HFileError(f"{where}: the entry at {pos} ({key_length}-byte key, {value_length}-byte value) "
+                             f"runs past the block's {end} bytes")
         key_starts.append(pos + 10)
         key_lengths.append(row_length)
         pos += 8 + key_length
