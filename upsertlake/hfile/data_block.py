@@ -4,9 +4,10 @@ Each entry is an HBase KeyValue: key length and value length (4 bytes each), the
 row, family length, family, qualifier, timestamp, type), the value, then tags (when the file has
 them) and the MVCC version as a Hadoop VLong (when the file info's KEY_VALUE_VERSION is 1). Hudi's
 keys are the row alone: empty family and qualifier, the newest timestamp, type Put, MVCC 0
-(docs/DESIGN.md §10). Decoding walks the entries once for their offsets (each entry's place
-depends on the lengths before it), then gathers every key and every value with one NumPy indexing
-each; encoding scatters them the same way.
+(docs/DESIGN.md §10). Decoding walks the entries once for their starts (each entry's place
+depends on the lengths before it: one `unpack_from` per entry), reads every entry's lengths with
+NumPy, and gathers every key and every value with one NumPy indexing each; encoding scatters them
+the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from upsertlake.util.arrays import range_positions
 
 # key length, value length, row length: the first ten bytes of every entry
 _LENGTHS = struct.Struct(">IIH")
+_KEY_VALUE_LENGTHS = struct.Struct(">II")
 # bytes of a Hudi entry besides row and value: the two lengths (8), row length (2), family length
 # (1), timestamp (8), type (1), MVCC (1)
 ENTRY_OVERHEAD = 21
@@ -37,21 +39,21 @@ class DataBlock:
     """One block's entries: where each row key and value lies in the uncompressed payload."""
 
     payload: bytes
-    key_starts: array  # of int64: NumPy views them without a copy
-    key_lengths: array
-    value_starts: array
-    value_lengths: array
+    key_starts: np.ndarray  # int64, one per entry
+    key_lengths: np.ndarray
+    value_starts: np.ndarray
+    value_lengths: np.ndarray
 
     def __len__(self) -> int:
         return len(self.key_starts)
 
     def key(self, i: int) -> bytes:
-        start = self.key_starts[i]
-        return self.payload[start:start + self.key_lengths[i]]
+        start = int(self.key_starts[i])
+        return self.payload[start:start + int(self.key_lengths[i])]
 
     def value(self, i: int) -> bytes:
-        start = self.value_starts[i]
-        return self.payload[start:start + self.value_lengths[i]]
+        start = int(self.value_starts[i])
+        return self.payload[start:start + int(self.value_lengths[i])]
 
     def search(self, key: bytes, lo: int = 0) -> int:
         """The first entry at or after `lo` whose key is not less than `key` (a binary search:
@@ -84,10 +86,9 @@ def entries_table(parts: list[tuple[DataBlock, int, int]]) -> pa.Table:
     bases = np.cumsum([0] + [len(block.payload) for block, _, _ in parts])[:-1]
 
     def column(starts: str, lengths: str) -> pa.Array:
-        begin = np.concatenate([np.frombuffer(getattr(b, starts), dtype=np.int64)[lo:hi] + base
-                                for (b, lo, hi), base in zip(parts, bases, strict=True)] or [np.empty(0, np.int64)])
-        size = np.concatenate([np.frombuffer(getattr(b, lengths), dtype=np.int64)[lo:hi]
-                               for b, lo, hi in parts] or [np.empty(0, np.int64)])
+        begin = np.concatenate([getattr(b, starts)[lo:hi] + base for (b, lo, hi), base in zip(parts, bases, strict=True)]
+                               or [np.empty(0, np.int64)])
+        size = np.concatenate([getattr(b, lengths)[lo:hi] for b, lo, hi in parts] or [np.empty(0, np.int64)])
         offsets = np.zeros(len(size) + 1, dtype=np.int64)
         np.cumsum(size, out=offsets[1:])
         body = data[range_positions(begin, size)]
@@ -102,6 +103,55 @@ def decode_entries(payload: bytes | memoryview, mvcc: bool, tags: bool, where: s
     written with tags, which Hudi never does). A payload whose entries do not fill it exactly is
     damaged."""
     buf = bytes(payload)
+    block = None if tags else _decode_usual(buf, 9 if mvcc else 8)
+    return block if block is not None else _decode_each(buf, mvcc, tags, where)
+
+
+def _big_endian(data: np.ndarray, positions: np.ndarray, width: int) -> np.ndarray:
+    value = np.zeros(len(positions), dtype=np.int64)
+    for j in range(width):
+        value = value << 8 | data[positions + j]
+    return value
+
+
+def _decode_usual(buf: bytes, extra: int) -> DataBlock | None:
+    """The block every Hudi and HBase writer writes: no tags, MVCC versions absent or 0 (one byte),
+    so an entry takes its key and value length plus `extra` bytes. One `unpack_from` per entry
+    finds the starts, NumPy the rest; None when the block is not like that (or is damaged: the
+    entry-by-entry decoding then says where)."""
+    end = len(buf)
+    starts = array("q")
+    append, unpack = starts.append, _KEY_VALUE_LENGTHS.unpack_from
+    pos = 0
+    try:
+        while pos < end:
+            key_length, value_length = unpack(buf, pos)
+            append(pos)
+            pos += key_length + value_length + extra
+    except struct.error:
+        return None
+    if pos != end:
+        return None
+    entry = np.frombuffer(starts, dtype=np.int64)
+    data = np.frombuffer(buf, dtype=np.uint8)
+    key_lengths = _big_endian(data, entry, 4)
+    value_lengths = _big_endian(data, entry + 4, 4)
+    if len(entry) and (key_lengths < KEY_OVERHEAD).any():
+        return None
+    row_lengths = _big_endian(data, entry + 8, 2)
+    value_starts = entry + 8 + key_lengths
+    if (row_lengths + KEY_OVERHEAD > key_lengths).any():
+        return None
+    if extra == 9:
+        versions = data[value_starts + value_lengths]
+        if ((versions >= 0x80) & (versions < 0x90)).any():  # a VLong longer than a byte: not 0
+            return None
+    return DataBlock(buf, entry + 10, row_lengths, value_starts, value_lengths)
+
+
+def _decode_each(buf: bytes, mvcc: bool, tags: bool, where: str) -> DataBlock:
+    """Entry by entry, for blocks with tags or MVCC versions and for damaged blocks: every length
+    is checked as it is read, and a damaged entry is named by its place."""
     end = len(buf)
     key_starts, key_lengths, value_starts, value_lengths = array("q"), array("q"), array("q"), array("q")
     unpack = _LENGTHS.unpack_from
@@ -132,7 +182,8 @@ def decode_entries(payload: bytes | memoryview, mvcc: bool, tags: bool, where: s
                 _, pos = read_vlong(buf, pos, where)
     if pos != end:
         raise HFileError(f"{where}: the last entry runs {pos - end} bytes past the block's {end}")
-    return DataBlock(buf, key_starts, key_lengths, value_starts, value_lengths)
+    columns = (np.frombuffer(a, dtype=np.int64) for a in (key_starts, key_lengths, value_starts, value_lengths))
+    return DataBlock(buf, *columns)
 
 
 def _put_big_endian(out: np.ndarray, positions: np.ndarray, values: np.ndarray, width: int) -> None:
