@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import random
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -233,12 +234,37 @@ def test_large_values_span_blocks_alone() -> None:
 def test_writer_to_a_file(tmp_path) -> None:
     path = tmp_path / "x.hfile"
     with path.open("wb") as sink, HFileWriter(sink, block_size=128, compression=Compression.GZ) as writer:
-        writer.append_all((f"k{i:04d}", str(i).encode()) for i in range(500))
+        writer.append_batch([f"k{i:04d}" for i in range(500)], [str(i).encode() for i in range(500)])
         writer.append_file_info(info.SCHEMA, SCHEMA)
     reader = HFileReader(path.read_bytes(), str(path))
     assert reader.entry_count == 500 and reader.get("k0499") == b"499" and reader.file_info[info.SCHEMA] == SCHEMA
     with pytest.raises(HFileError, match="wrote to a file, not to memory"):
         writer.getvalue()
+
+
+@pytest.mark.parametrize("block_size", [1, 60, 700, 1 << 20])
+def test_one_at_a_time_and_in_batches_write_the_same_file(block_size: int) -> None:
+    """`append` (Hudi's loop) and `append_batch` (block boundaries computed per batch), mixed in any
+    way, with Arrow or Python input, write the same bytes."""
+    rng = random.Random(block_size)
+    entries = random_entries(rng, 600, 12, 90, dups=True)
+    keys, values = [k for k, _ in entries], [v for _, v in entries]
+    one_by_one = HFileWriter(block_size=block_size, file_creation_time=7)
+    for k, v in entries:
+        one_by_one.append(k, v)
+    one_by_one.close()
+    expected = one_by_one.getvalue()
+    cuts = sorted(rng.sample(range(1, len(entries)), 8))
+    mixed = HFileWriter(block_size=block_size, file_creation_time=7)
+    for lo, hi in zip([0, *cuts], [*cuts, len(entries)], strict=True):
+        if lo % 2:
+            for k, v in entries[lo:hi]:
+                mixed.append(k, v)
+        else:
+            mixed.append_batch(pa.chunked_array([pa.array(keys[lo:hi])]), pa.array(values[lo:hi], pa.binary()))
+    mixed.close()
+    assert mixed.getvalue() == expected
+    assert write_hfile(entries, block_size=block_size, file_creation_time=7) == expected
 
 
 def test_unsorted_and_impossible_input_is_refused_by_name() -> None:
@@ -257,3 +283,15 @@ def test_unsorted_and_impossible_input_is_refused_by_name() -> None:
         HFileWriter(io.BytesIO(), compression="LZ4")
     with pytest.raises(HFileError, match="block size 0"):
         HFileWriter(block_size=0)
+    batch = HFileWriter()
+    batch.append_batch(["a", "c"], [b"1", b"2"])
+    with pytest.raises(HFileError, match=r"sorted order: b'b' after b'c'"):
+        batch.append_batch(["b"], [b"3"])
+    with pytest.raises(HFileError, match=r"sorted order: b'd' after b'e'"):
+        batch.append_batch(["c", "e", "d"], [b"", b"", b""])
+    with pytest.raises(HFileError, match="2 keys and 1 values"):
+        batch.append_batch(["x", "y"], [b""])
+    with pytest.raises(HFileError, match="a null key"):
+        batch.append_batch(pa.array(["x", None]), [b"", b""])
+    with pytest.raises(HFileError, match="keys must be bytes or strings, not int64"):
+        batch.append_batch(pa.array([1, 2]), [b"", b""])

@@ -191,12 +191,21 @@ def _put_big_endian(out: np.ndarray, positions: np.ndarray, values: np.ndarray, 
         out[positions + j] = (values >> (8 * (width - 1 - j))) & 0xFF
 
 
-def encode_entries(keys: Sequence[bytes], values: Sequence[bytes]) -> bytes:
-    """A data block payload holding these entries as Hudi's `HFileDataBlock` writes them: each row
-    with an empty family and qualifier, timestamp Long.MAX_VALUE, type Put (4) and MVCC 0."""
-    n = len(keys)
-    key_lengths = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    value_lengths = np.fromiter(map(len, values), dtype=np.int64, count=n)
+def _contiguous(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A large binary array's bytes, one value after another, and each value's length."""
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)[column.offset:column.offset + len(column) + 1]
+    body = column.buffers()[2]
+    data = np.frombuffer(body, dtype=np.uint8) if body is not None else np.empty(0, dtype=np.uint8)
+    return data[offsets[0]:offsets[-1]], np.diff(offsets)
+
+
+def encode_entries(keys: pa.Array, values: pa.Array) -> bytes:
+    """A data block payload holding these entries (large binary arrays) as Hudi's `HFileDataBlock`
+    writes them: each row with an empty family and qualifier, timestamp Long.MAX_VALUE, type Put
+    (4) and MVCC 0."""
+    key_bytes, key_lengths = _contiguous(keys)
+    value_bytes, value_lengths = _contiguous(values)
+    n = len(key_lengths)
     sizes = key_lengths + value_lengths + ENTRY_OVERHEAD
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
@@ -204,11 +213,11 @@ def encode_entries(keys: Sequence[bytes], values: Sequence[bytes]) -> bytes:
     _put_big_endian(out, starts, key_lengths + KEY_OVERHEAD, 4)
     _put_big_endian(out, starts + 4, value_lengths, 4)
     _put_big_endian(out, starts + 8, key_lengths, 2)
-    out[range_positions(starts + 10, key_lengths)] = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    out[range_positions(starts + 10, key_lengths)] = key_bytes
     timestamps = starts + 11 + key_lengths  # after the row and the family length (0)
     out[timestamps] = 0x7F
     for j in range(1, 8):
         out[timestamps + j] = 0xFF
     out[timestamps + 8] = 4
-    out[range_positions(timestamps + 9, value_lengths)] = np.frombuffer(b"".join(values), dtype=np.uint8)
+    out[range_positions(timestamps + 9, value_lengths)] = value_bytes
     return out.tobytes()
