@@ -54,12 +54,12 @@ def test_entries_of_every_shape_decode_the_same() -> None:
     elsewhere)."""
     rows = [(b"a", b"1"), (b"bb", b""), (b"c" * 300, b"v" * 1000)]
     shapes = [
-        (dict(), True, False),
-        (dict(mvcc=None), False, False),
-        (dict(family=b"f", qualifier=b"q"), True, False),
-        (dict(tags=b"\x01\x02\x03"), True, True),
-        (dict(tags=b""), True, True),
-        (dict(mvcc=bytes.fromhex("8e0100")), True, False),  # MVCC 256, a three-byte VLong
+        ({}, True, False),
+        ({"mvcc": None}, False, False),
+        ({"family": b"f", "qualifier": b"q"}, True, False),
+        ({"tags": b"\x01\x02\x03"}, True, True),
+        ({"tags": b""}, True, True),
+        ({"mvcc": bytes.fromhex("8e0100")}, True, False),  # MVCC 256, a three-byte VLong
     ]
     for kwargs, mvcc, tags in shapes:
         payload = b"".join(entry(r, v, **kwargs) for r, v in rows)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-
 from hfile_vectors import (
     CUSTOM_META_KEY,
     CUSTOM_META_VALUE,
@@ -21,6 +20,7 @@ from hfile_vectors import (
     value,
     vector,
 )
+
 from upsertlake.hfile import Compression, HFileReader, SeekResult
 from upsertlake.hfile import file_info as info
 

@@ -9,11 +9,11 @@ import random
 
 import pyarrow as pa
 import pytest
+from hfile_vectors import vector
+from hudi_reference import Case, HudiHFile, available
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hfile_vectors import vector
-from hudi_reference import Case, HudiHFile, available
 from upsertlake.errors import HFileError
 from upsertlake.hfile import Compression, HFileReader, HFileWriter, write_hfile
 from upsertlake.hfile import file_info as info

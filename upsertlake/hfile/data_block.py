@@ -191,7 +191,7 @@ def _put_big_endian(out: np.ndarray, positions: np.ndarray, values: np.ndarray, 
         out[positions + j] = (values >> (8 * (width - 1 - j))) & 0xFF
 
 
-def _contiguous(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def binary_parts(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """A large binary array's bytes, one value after another, and each value's length."""
     offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)[column.offset:column.offset + len(column) + 1]
     body = column.buffers()[2]
@@ -203,8 +203,8 @@ def encode_entries(keys: pa.Array, values: pa.Array) -> bytes:
     """A data block payload holding these entries (large binary arrays) as Hudi's `HFileDataBlock`
     writes them: each row with an empty family and qualifier, timestamp Long.MAX_VALUE, type Put
     (4) and MVCC 0."""
-    key_bytes, key_lengths = _contiguous(keys)
-    value_bytes, value_lengths = _contiguous(values)
+    key_bytes, key_lengths = binary_parts(keys)
+    value_bytes, value_lengths = binary_parts(values)
     n = len(key_lengths)
     sizes = key_lengths + value_lengths + ENTRY_OVERHEAD
     starts = np.zeros(n, dtype=np.int64)

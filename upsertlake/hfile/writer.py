@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from upsertlake.errors import HFileError
 from upsertlake.hfile import file_info as info_keys
 from upsertlake.hfile.blocks import BlockType, encode_block
-from upsertlake.hfile.data_block import ENTRY_OVERHEAD, encode_entries
+from upsertlake.hfile.data_block import ENTRY_OVERHEAD, binary_parts, encode_entries
 from upsertlake.hfile.file_info import encode_file_info
 from upsertlake.hfile.index import encode_data_index, encode_meta_index
 from upsertlake.hfile.java_order import hash_map_order
@@ -108,7 +108,7 @@ class HFileWriter:
             raise HFileError(f"{n} keys and {len(value_column)} values")
         if n == 0:
             return
-        key_lengths, value_lengths = _lengths(key_column), _lengths(value_column)
+        key_lengths, value_lengths = binary_parts(key_column)[1], binary_parts(value_column)[1]
         if key_lengths.max() > MAX_KEY_BYTES:
             raise HFileError(f"an HFile key of {key_lengths.max()} bytes: at most {MAX_KEY_BYTES}")
         first = key_column[0].as_py()
@@ -251,11 +251,6 @@ def _column(values: Sequence[bytes | str] | pa.Array | pa.ChunkedArray, what: st
     if values.type != pa.large_binary():
         raise HFileError(f"HFile {what}s must be bytes or strings, not {values.type}")
     return values
-
-
-def _lengths(column: pa.Array) -> np.ndarray:
-    offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)[column.offset:column.offset + len(column) + 1]
-    return np.diff(offsets)
 
 
 def write_hfile(
