@@ -13,6 +13,7 @@ HUDI_IO = VECTORS / "hudi_io_hfile.zip"
 TRIPS = VECTORS / "hudi_rs_v8_trips_metadata.zip"
 TRIPS_FILES = "files-0000-0_23-1133-3302_20251220210130942.hfile"
 TRIPS_RECORD_INDEX = "record-index-0001-0_2-1133-3281_20251220210130942.hfile"
+TRIPS_FILES_LOG = ".files-0000-0_20251220210108078.log.1_10-999-2838"
 
 # Hudi's TestHFileReader
 CUSTOM_META_KEY = "hudi_hfile_testing.custom_key"

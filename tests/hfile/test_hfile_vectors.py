@@ -12,6 +12,7 @@ from hfile_vectors import (
     DUMMY_BLOOM_FILTER,
     LARGE_KEY_PREFIX,
     TRIPS_FILES,
+    TRIPS_FILES_LOG,
     TRIPS_RECORD_INDEX,
     hudi_io_names,
     key,
@@ -21,7 +22,7 @@ from hfile_vectors import (
     vector,
 )
 
-from upsertlake.hfile import Compression, HFileReader, SeekResult
+from upsertlake.hfile import Compression, HFileReader, SeekResult, read_records
 from upsertlake.hfile import file_info as info
 
 B, F, FOUND, IN, EOF = (SeekResult.BEFORE_BLOCK_FIRST_KEY, SeekResult.BEFORE_FILE_FIRST_KEY, SeekResult.FOUND,
@@ -324,6 +325,19 @@ def test_metadata_table_files_partition() -> None:
     [(record_key, payload)] = list(index.scan())
     assert record_key == b"e96c4396-3fad-413a-a942-4cb36106d721" == index.file_info[info.MIN_RECORD_KEY]
     assert index.get(record_key) == payload
+
+
+def test_metadata_table_log_block() -> None:
+    """An HFile data block of the metadata table's log (its content, a whole HFile, behind the
+    block's 8-byte content length) decodes to the records the block holds."""
+    log = vector(TRIPS_FILES_LOG)
+    start = log.index(b"DATABLK*")
+    content = log[start:start + int.from_bytes(log[start - 8:start], "big")]
+    records = read_records(content, TRIPS_FILES_LOG)
+    assert records.column("key").to_pylist() == [
+        b"__all_partitions__", b"city=chennai", b"city=san_francisco", b"city=sao_paulo"]
+    assert HFileReader(content).file_info[info.SCHEMA].startswith(b'{"type":"record","name":"HoodieMetadataRecord"')
+    assert records.column("value").to_pylist() == [v for _, v in HFileReader(content).scan()]
 
 
 class CountingFile:
