@@ -10,7 +10,7 @@ import random
 import pyarrow as pa
 import pytest
 from hfile_vectors import vector
-from hudi_reference import Case, HudiHFile, available
+from hudi_io_reference import Case, HudiHFile, available
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
