@@ -1,6 +1,7 @@
 """Apache Hudi's own HFile writer and reader as a reference: hudi-io 1.2.1 (the newest release)
-and its two runtime dependencies, fetched from Maven Central by Maven, run through HudiHFile.java
-(compiled once per test session)."""
+and its two runtime dependencies, fetched from Maven Central by Maven (tests/hudi_reference), run
+through HudiHFile.java (compiled once per test session). Like the Spark reference, it is not
+skipped: without Java or Maven the tests that need it fail, saying why."""
 
 from __future__ import annotations
 
@@ -10,29 +11,14 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hudi_reference.environment import ReferenceUnavailable, maven_jar
+
 HERE = Path(__file__).resolve().parent
 ARTIFACTS = [  # hudi-io's runtime dependencies for HFileWriterImpl / HFileReaderImpl with GZ
-    ("org.apache.hudi", "hudi-io", "1.2.1"),
-    ("com.google.protobuf", "protobuf-java", "3.25.5"),
-    ("io.airlift", "aircompressor", "2.0.3"),
+    "org.apache.hudi:hudi-io:1.2.1",
+    "com.google.protobuf:protobuf-java:3.25.5",
+    "io.airlift:aircompressor:2.0.3",
 ]
-
-
-def _jar(group: str, artifact: str, version: str) -> Path:
-    repository = Path(os.environ.get("MAVEN_REPOSITORY", Path.home() / ".m2" / "repository"))
-    path = repository.joinpath(*group.split("."), artifact, version, f"{artifact}-{version}.jar")
-    if not path.exists():
-        subprocess.run(
-            ["mvn", "-q", "-B", "dependency:get", f"-Dartifact={group}:{artifact}:{version}", "-Dtransitive=false"],
-            check=True, capture_output=True, timeout=600,
-        )
-    return path
-
-
-def available() -> str | None:
-    """Why the reference cannot run here, or None when it can."""
-    missing = [tool for tool in ("java", "javac", "mvn") if shutil.which(tool) is None]
-    return f"no {', '.join(missing)} on PATH" if missing else None
 
 
 @dataclass
@@ -57,10 +43,16 @@ class HudiHFile:
     """The compiled reference, in `workdir`."""
 
     def __init__(self, workdir: Path) -> None:
+        missing = [tool for tool in ("java", "javac") if shutil.which(tool) is None]
+        if missing:
+            raise ReferenceUnavailable(f"Apache Hudi's HFile reference needs {' and '.join(missing)} on PATH")
         self.workdir = workdir
-        self.classpath = os.pathsep.join([str(_jar(*a)) for a in ARTIFACTS] + [str(workdir)])
-        subprocess.run(["javac", "-nowarn", "-d", str(workdir), "-cp", self.classpath, str(HERE / "HudiHFile.java")],
-                       check=True, capture_output=True, timeout=600)
+        jars = [str(maven_jar(coordinate, "Apache Hudi's HFile reference")) for coordinate in ARTIFACTS]
+        self.classpath = os.pathsep.join([*jars, str(workdir)])
+        done = subprocess.run(["javac", "-nowarn", "-d", str(workdir), "-cp", self.classpath, str(HERE / "HudiHFile.java")],
+                              check=False, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise ReferenceUnavailable(f"compiling HudiHFile.java failed:\n{done.stderr}")
 
     def _java(self, *args: str) -> str:
         result = subprocess.run(["java", "-cp", self.classpath, "HudiHFile", *args], check=False,
