@@ -1,4 +1,5 @@
-"""Writing an HFile as Hudi 1.2.1's `HFileWriterImpl` writes it, byte for byte.
+"""Writing an HFile as Hudi 1.2.1's `HFileWriterImpl` writes it, byte for byte (but for an empty
+file's last key, below).
 
 The layout: data blocks (each closed before the next entry would take it past the block size,
 counting 21 bytes per entry besides key and value, and never between equal keys), then one meta
@@ -211,10 +212,14 @@ class HFileWriter:
     def _file_info(self) -> list[tuple[str, bytes]]:
         """The file info entries in the order Hudi's writer puts them into its `HashMap` (the
         writer's own last: last key, average key length, creation time, average value length,
-        key-value version), iterated as Java iterates it."""
-        last = self._last_key
+        key-value version), iterated as Java iterates it. One departure from Hudi 1.2.1: a file
+        without entries has no last key rather than an empty one."""
+        last = self._last_key or b""
         n = self._entries
-        self._info[info_keys.LAST_KEY] = b"" if not last else len(last).to_bytes(2, "big") + last
+        if self._entries:
+            self._info[info_keys.LAST_KEY] = len(last).to_bytes(2, "big") + last
+        else:  # Hudi writes it empty, which HBase's reader (Hudi 0.x's) cannot open; HBase leaves it out
+            self._info.pop(info_keys.LAST_KEY, None)
         self._info[info_keys.AVG_KEY_LEN] = (self._key_bytes // n if n else 0).to_bytes(4, "big")
         self._info[info_keys.CREATE_TIME_TS] = self.file_creation_time.to_bytes(8, "big", signed=True)
         self._info[info_keys.AVG_VALUE_LEN] = (self._value_bytes // n if n else 0).to_bytes(4, "big")
