@@ -6,8 +6,8 @@ them) and the MVCC version as a Hadoop VLong (when the file info's KEY_VALUE_VER
 keys are the row alone: empty family and qualifier, the newest timestamp, type Put, MVCC 0
 (docs/DESIGN.md §10). Decoding walks the entries once for their starts (each entry's place
 depends on the lengths before it: one `unpack_from` per entry), reads every entry's lengths with
-NumPy, and gathers every key and every value with one NumPy indexing each; encoding scatters them
-the same way.
+NumPy, and gathers every key and every value with one NumPy mask each; encoding scatters them the
+same way.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from upsertlake.errors import HFileError
 from upsertlake.hfile.encoding import read_vlong
-from upsertlake.util.arrays import range_positions
+from upsertlake.util.arrays import range_mask
 
 # key length, value length, row length: the first ten bytes of every entry
 _LENGTHS = struct.Struct(">IIH")
@@ -80,8 +80,8 @@ class _Keys(Sequence[bytes]):
 
 def entries_table(parts: list[tuple[DataBlock, int, int]]) -> pa.Table:
     """The entries `start` to `stop` of each (block, start, stop), one block after another, as one
-    Arrow table of `key` and `value` (large binary: a whole file may pass 2 GiB): the payloads are joined and every key and every
-    value gathered with one NumPy indexing, however many blocks there are."""
+    Arrow table of `key` and `value` (large binary: a whole file may pass 2 GiB): the payloads are
+    joined and every key and every value gathered with one NumPy mask, however many blocks."""
     data = np.frombuffer(b"".join(block.payload for block, _, _ in parts), dtype=np.uint8)
     bases = np.cumsum([0] + [len(block.payload) for block, _, _ in parts])[:-1]
 
@@ -91,7 +91,7 @@ def entries_table(parts: list[tuple[DataBlock, int, int]]) -> pa.Table:
         size = np.concatenate([getattr(b, lengths)[lo:hi] for b, lo, hi in parts] or [np.empty(0, np.int64)])
         offsets = np.zeros(len(size) + 1, dtype=np.int64)
         np.cumsum(size, out=offsets[1:])
-        body = data[range_positions(begin, size)]
+        body = data[range_mask(len(data), begin, size)]
         return pa.Array.from_buffers(pa.large_binary(), len(size), [None, pa.py_buffer(offsets), pa.py_buffer(body)])
 
     return pa.table({"key": column("key_starts", "key_lengths"), "value": column("value_starts", "value_lengths")})
@@ -213,11 +213,11 @@ def encode_entries(keys: pa.Array, values: pa.Array) -> bytes:
     _put_big_endian(out, starts, key_lengths + KEY_OVERHEAD, 4)
     _put_big_endian(out, starts + 4, value_lengths, 4)
     _put_big_endian(out, starts + 8, key_lengths, 2)
-    out[range_positions(starts + 10, key_lengths)] = key_bytes
+    out[range_mask(len(out), starts + 10, key_lengths)] = key_bytes
     timestamps = starts + 11 + key_lengths  # after the row and the family length (0)
     out[timestamps] = 0x7F
     for j in range(1, 8):
         out[timestamps + j] = 0xFF
     out[timestamps + 8] = 4
-    out[range_positions(timestamps + 9, value_lengths)] = value_bytes
+    out[range_mask(len(out), timestamps + 9, value_lengths)] = value_bytes
     return out.tobytes()
