@@ -54,8 +54,9 @@ class SeekResult(IntEnum):
 
 
 @dataclass(frozen=True)
-class _BlockRef:
-    """A data block as its index entry names it."""
+class BlockRef:
+    """A data block as its index entry names it: its (possibly shortened) first key, offset and
+    on-disk size."""
 
     index_key: bytes
     offset: int
@@ -68,7 +69,8 @@ def _key(key: bytes | str) -> bytes:
 
 class HFileReader:
     """An open HFile. `source`: the file's bytes, or a random-access file (read only where
-    needed); `name` names the file in errors."""
+    needed; the caller closes it); `name` names the file in errors. One reader serves one thread:
+    it keeps the last blocks it decoded, and a `Cursor`'s position."""
 
     def __init__(self, source: bytes | bytearray | memoryview | RandomAccess, name: str = "HFile") -> None:
         self.name = name
@@ -116,12 +118,12 @@ class HFileReader:
             header, payload = read_block(section, pos, t.compression, kind, self._where(base + pos))
             parts.append((base + pos, payload))
             pos += header.on_disk_size
-        (_, root_payload), (_, meta_payload), (info_at, info_payload) = parts
+        (root_at, root_payload), (meta_at, meta_payload), (info_at, info_payload) = parts
         if info_at != t.file_info_offset:
             raise HFileError(f"{self.name}: bad trailer: the file info is at {info_at}, "
                              f"the trailer says {t.file_info_offset}")
-        root = parse_root_index(root_payload, t.data_index_count, True, self._where(base))
-        meta = parse_root_index(meta_payload, t.meta_index_count, False, self._where(base))
+        root = parse_root_index(root_payload, t.data_index_count, True, self._where(root_at))
+        meta = parse_root_index(meta_payload, t.meta_index_count, False, self._where(meta_at))
         info = parse_file_info(info_payload, self._where(info_at))
         if int.from_bytes(info.get(info_keys.MAX_MEMSTORE_TS_KEY, b""), "big") > 0:
             raise HFileError(f"{self.name}: the entries carry MVCC timestamps, which Hudi never writes")
@@ -160,7 +162,7 @@ class HFileReader:
         _, payload = read_block(self._read(offset, size), 0, self.compression, BlockType.META, self._where(offset))
         return bytes(payload)
 
-    # -- blocks ---------------------------------------------------------------------------------
+    # -- blocks: how a Cursor (or a caller that wants blocks) finds and decodes them ---------------
 
     def _index_block(self, offset: int, size: int, kind: BlockType) -> BlockIndex:
         index = self._index_blocks.get(offset)
@@ -169,7 +171,7 @@ class HFileReader:
             index = self._index_blocks[offset] = parse_nonroot_index(payload, self._where(offset))
         return index
 
-    def _locate(self, key: bytes) -> _BlockRef | None:
+    def locate(self, key: bytes) -> BlockRef | None:
         """The data block `key` is in if any holds it: the last whose index key is not greater;
         None when `key` sorts before the file's first key. Descends one index block per level."""
         index = self._root
@@ -180,12 +182,13 @@ class HFileReader:
             kind = BlockType.INTERMEDIATE_INDEX if level > 2 else BlockType.LEAF_INDEX
             index = self._index_block(index.offsets[i], index.sizes[i], kind)
         i = index.floor(key)
-        return None if i < 0 else _BlockRef(index.keys[i], index.offsets[i], index.sizes[i])
+        return None if i < 0 else BlockRef(index.keys[i], index.offsets[i], index.sizes[i])
 
-    def _first_block(self) -> _BlockRef | None:
+    def first_block(self) -> BlockRef | None:
+        """The first data block; None in a file without entries."""
         if self.entry_count == 0 or not self._root.keys:
             return None
-        ref = self._locate(self._root.keys[0])
+        ref = self.locate(self._root.keys[0])
         if ref is None:
             raise HFileError(f"{self.name}: the data index does not lead to its first block")
         return ref
@@ -193,8 +196,9 @@ class HFileReader:
     def _decode(self, payload: bytes | memoryview, offset: int) -> DataBlock:
         return decode_entries(payload, self._mvcc, self._tags, self._where(offset))
 
-    def _data_block(self, offset: int, size: int) -> DataBlock:
-        """The decoded data block at `offset` (the last few are kept)."""
+    def data_block(self, offset: int, size: int) -> DataBlock:
+        """The decoded data block at `offset` of `size` bytes on disk (the last few decoded are
+        kept)."""
         block = self._blocks.get(offset)
         if block is None:
             _, payload = read_block(self._read(offset, size), 0, self.compression, BlockType.DATA, self._where(offset))
@@ -208,7 +212,7 @@ class HFileReader:
             self._blocks.popitem(last=False)
         return block
 
-    def _blocks_from(self, offset: int) -> Iterator[tuple[int, DataBlock]]:
+    def blocks_from(self, offset: int) -> Iterator[tuple[int, DataBlock]]:
         """The data blocks from the one at `offset` to the last, in file order, with the blocks
         between them (HBase's leaf index and bloom chunks) skipped; read ahead in large windows
         when the file is not in memory."""
@@ -239,10 +243,10 @@ class HFileReader:
         """The value of `key` (the first, if the file holds it more than once), None when the
         file does not hold it. Reads the one block the index points to."""
         k = _key(key)
-        ref = self._locate(k)
+        ref = self.locate(k)
         if ref is None:
             return None
-        block = self._data_block(ref.offset, ref.size)
+        block = self.data_block(ref.offset, ref.size)
         i = block.search(k)
         return block.value(i) if i < len(block) and block.key(i) == k else None
 
@@ -252,11 +256,11 @@ class HFileReader:
         found: dict[bytes, bytes] = {}
         block_offset, block, lo = -1, None, 0
         for k in sorted({_key(key) for key in keys}):
-            ref = self._locate(k)
+            ref = self.locate(k)
             if ref is None:
                 continue
             if ref.offset != block_offset:
-                block_offset, block, lo = ref.offset, self._data_block(ref.offset, ref.size), 0
+                block_offset, block, lo = ref.offset, self.data_block(ref.offset, ref.size), 0
             assert block is not None
             lo = block.search(k, lo)
             if lo < len(block) and block.key(lo) == k:
@@ -267,12 +271,12 @@ class HFileReader:
         """(block, first, end) of the entries whose keys start with `prefix` and are not less than
         `start`, block by block in key order, from the block the first such key is in."""
         s = max(prefix, start) if start is not None else prefix
-        ref = self._locate(s) if s else None
-        first = ref or self._first_block()
+        ref = self.locate(s) if s else None
+        first = ref or self.first_block()
         if first is None:
             return
         searching = True
-        for _, block in self._blocks_from(first.offset):
+        for _, block in self.blocks_from(first.offset):
             lo = block.search(s) if searching else 0
             searching = False
             hi = _prefix_end(block, prefix, lo) if prefix else len(block)
@@ -348,8 +352,8 @@ class Cursor:
         assert self._block is not None
         return self._block.key(self._i), self._block.value(self._i)
 
-    def _enter(self, ref: _BlockRef) -> None:
-        self._block = self._reader._data_block(ref.offset, ref.size)
+    def _enter(self, ref: BlockRef) -> None:
+        self._block = self._reader.data_block(ref.offset, ref.size)
         self._offset, self._index_key, self._i = ref.offset, ref.index_key, 0
 
     def _set_eof(self) -> None:
@@ -357,7 +361,7 @@ class Cursor:
 
     def seek_to_first(self) -> bool:
         """To the file's first entry; False when the file has none."""
-        first = self._reader._first_block()
+        first = self._reader.first_block()
         if first is None:
             self._set_eof()
             return False
@@ -374,7 +378,7 @@ class Cursor:
         if self._i < len(self._block):
             return True
         reader = self._reader
-        following = reader._blocks_from(self._offset)
+        following = reader.blocks_from(self._offset)
         next(following)  # the current block
         for offset, block in following:
             self._block, self._offset, self._index_key, self._i = block, offset, None, 0
@@ -394,7 +398,7 @@ class Cursor:
         current = self._block.key(self._i)
         reader = self._reader
         if k > current:
-            ref = reader._locate(k)
+            ref = reader.locate(k)
             if ref is not None and ref.offset > self._offset:
                 self._enter(ref)
             if self._offset == reader.trailer.last_data_block_offset:
@@ -414,7 +418,7 @@ class Cursor:
     def _block_index_key(self) -> bytes:
         if self._index_key is None:
             assert self._block is not None
-            ref = self._reader._locate(self._block.key(0))
+            ref = self._reader.locate(self._block.key(0))
             self._index_key = ref.index_key if ref is not None else self._block.key(0)
         return self._index_key
 
