@@ -84,12 +84,6 @@ class UnsupportedLogBlockError(UnsupportedTableError):
     (Java-serialized by old Hudi releases), a CDC block, an unknown block type or format version."""
 
 
-class HFileBlockError(UnsupportedLogBlockError):
-    """A log file holds an HFile data block (Hudi writes those only in its metadata table's log
-    files): `upsertlake.hfile` decodes the HFile such a block holds, but the log reader does not
-    yet merge the metadata table's records, so a read of such a slice stops here."""
-
-
 class HFileError(CorruptTableError):
     """An HFile (a metadata-table base file, or the HFile an HFile log block holds) cannot be read:
     it is truncated, a magic is wrong, its trailer, an index or a block contradicts the file, or it

@@ -116,6 +116,11 @@ class Storage:
         """The absolute path or URI of a table-relative path (as Hudi's metadata names files)."""
         return self.location.child(rel)
 
+    def child(self, rel: str) -> Storage:
+        """The storage of a folder below this one (a table inside the table: Hudi's metadata
+        table), with the same options, counting its requests with this one's."""
+        return Storage(self.full_path(rel), self.options, requests=self.requests)
+
     def check(self) -> None:
         """Fail early, with a named error, when the store cannot be reached or read (a missing
         bucket, wrong credentials, access denied); nothing written."""
