@@ -22,6 +22,7 @@ from upsertlake.metadata import MetadataTable
 from upsertlake.metadata.listing import MetadataTableWarning, listed_files
 from upsertlake.metadata.records import decode
 from upsertlake.metadata.stats import bound
+from upsertlake.read.statistics import FileStatistics
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
@@ -215,3 +216,30 @@ def test_blocks_of_a_data_instant_not_completed_are_ignored(tmp_path: Path) -> N
     _, _, pending = open_metadata(root)
     after = pending.files(["city=sao_paulo"])["city=sao_paulo"]
     assert set(before) - set(after) == {".8aa68f7e-afd6-4c94-b86c-8a886552e08d-0_20251220210130911.log.1_0-1139-3316"}
+
+
+def test_files_are_skipped_by_the_metadata_tables_column_statistics(tmp_path: Path, monkeypatch) -> None:
+    """A read filtered on a data column judges Hudi's files by the metadata table's column_stats
+    (no footer is opened for them) and returns exactly the rows the filter keeps."""
+    root = unzip(HUDI_TABLES / "mor" / "mor_v8_trips_8i3u1d.zip", tmp_path)
+    table = upsertlake.open_table(root)
+    everything = table.read()
+    expected = everything.filter(pc.greater(everything.column("fare"), 90)).sort_by("_hoodie_record_key")
+    monkeypatch.setattr(Storage, "parquet_file", lambda *a, **k: pytest.fail("a footer was read"))
+    monkeypatch.setattr(FileStatistics, "of_partitions", lambda *a: {})  # files alone are judged
+    plan = table.scan(filters=[("fare", ">", 90)], query_type="read_optimized").plan
+    assert sorted(bf.partition_path for bf in plan.files) == ["city=san_francisco"]  # the others' fares are below
+    monkeypatch.undo()
+    got = table.read(filters=[("fare", ">", 90)]).sort_by("_hoodie_record_key")
+    assert got.equals(expected) and got.num_rows == 1
+
+
+def test_partitions_are_pruned_by_the_metadata_tables_partition_statistics(tmp_path: Path) -> None:
+    """`rider = 'rider-I'` can only hold in chennai by its partition statistics: the other
+    partitions' slices are not planned, and the rows are exact."""
+    root = unzip(HUDI_TABLES / "mor" / "mor_v8_trips_8i3u1d.zip", tmp_path)
+    table = upsertlake.open_table(root)
+    plan = table.scan(filters=[("rider", "=", "rider-I")]).plan
+    assert {u.partition_path for u in [*plan.files, *plan.slices]} == {"city=chennai"}
+    got = table.read(filters=[("rider", "=", "rider-I")])
+    assert got.column("rider").to_pylist() == ["rider-I"]
