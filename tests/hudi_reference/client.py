@@ -123,10 +123,14 @@ class HudiReference:
     def wait(self, handle: str) -> None:
         self._request({"cmd": "wait", "handle": handle})
 
-    def read(self, path: str | Path, options: Mapping[str, str] | None = None) -> pa.Table:
-        """Rows of Hudi's Spark reader, with the options of a query type (snapshot by default)."""
+    def read(self, path: str | Path, options: Mapping[str, str] | None = None, where: str | None = None) -> pa.Table:
+        """Rows of Hudi's Spark reader, with the options of a query type (snapshot by default);
+        `where`: a Spark SQL condition the frame is filtered by (data skipping plans with it)."""
         out = self.workdir / f"read-{next(self._names)}"
-        self._request({"cmd": "read", "path": str(path), "options": dict(options or {}), "out": str(out)})
+        request = {"cmd": "read", "path": str(path), "options": dict(options or {}), "out": str(out)}
+        if where:
+            request["where"] = where
+        self._request(request)
         return pq.read_table(out)
 
     def snapshot(self, path: str | Path) -> pa.Table:

@@ -95,6 +95,8 @@ class Server:
 
     def do_read(self, request: dict) -> object:
         frame = self.spark.read.format("hudi").options(**request.get("options", {})).load(request["path"])
+        if request.get("where"):
+            frame = frame.where(request["where"])
         if request.get("columns"):
             frame = frame.select(*request["columns"])
         frame.coalesce(1).write.mode("overwrite").parquet(request["out"])

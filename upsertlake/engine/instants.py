@@ -20,7 +20,7 @@ from upsertlake.engine.overwrite import requested_plan
 from upsertlake.engine.pending import PendingWrite, PendingWrites
 from upsertlake.errors import WriteConflictError, WriteInProgressError
 from upsertlake.layout.markers import rollback_pending, staging_folder
-from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.services import metadata_table
 from upsertlake.services.rollback import drop_dead_rollbacks, roll_back
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
@@ -47,7 +47,7 @@ def start_commit(
             # The version as of now, under the lock: an upgrade may have run since we opened.
             table = TableConfig.load(ctx.storage)
             table.check_writable()
-            ctx = ctx.with_table(drop_metadata_table(ctx.storage, table))
+            ctx = ctx.with_table(metadata_table.prepare(ctx.storage, table, ctx.options))
             timeline = Timeline.load(ctx.storage, layout_of(ctx.table))
             live = [] if ctx.optimistic else _live_writes(ctx, writes, timeline)
             if not live:

@@ -33,6 +33,7 @@ from upsertlake.engine.tag import table_index
 from upsertlake.engine.write_result import WriteResult, with_statuses
 from upsertlake.errors import StorageError
 from upsertlake.index import BucketIndex, InMemoryIndex
+from upsertlake.services.metadata_table import keeps_record_index
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import start_markers
@@ -172,8 +173,9 @@ class WriteClient:
         pending.inflight_doc = plan.profile.to_inflight_json()
         pending.instant = transition(ctx.storage, pending.instant, State.INFLIGHT, pending.inflight_doc, layout_of(ctx.table))
         start_markers(ctx.storage, instant_time)
-        # only an in-memory index learns keys from a write (never on Spark)
-        keep = isinstance(self.index, InMemoryIndex) if keep_keys is None else keep_keys
+        # an in-memory index and the metadata table's record index learn keys from a write (never on Spark)
+        learns = isinstance(self.index, InMemoryIndex) or keeps_record_index(ctx.table)
+        keep = learns if keep_keys is None else keep_keys
         job = copy_on_write.bucket_job(
             ctx.storage, instant_time, plan.operation, plan.cfg, plan.view, plan.buckets, plan.data_schema,
             ctx.table.precombine_field, keep,

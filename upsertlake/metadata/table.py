@@ -87,6 +87,10 @@ class MetadataTable:
             raise CorruptTableError(f"the metadata table {storage.base} is listed in {PARTITIONS_KEY} but has no instants (no {PROPERTIES_FILE}?)")
         return cls(storage, timeline, valid_instants(data_timeline, timeline), partitions)
 
+    def reloaded(self) -> MetadataTable:
+        """This metadata table with its timeline listed again (after a write to it)."""
+        return MetadataTable(self.storage, Timeline.load(self.storage, self.timeline.layout), self.valid, self.partitions)
+
     # -- file slices ---------------------------------------------------------------------------
     def slices(self, partition: str) -> list[MetadataSlice]:
         """The file groups of a metadata partition, sorted by file id (the i-th is file group i)."""
@@ -115,12 +119,10 @@ class MetadataTable:
         for file_id in sorted(bases.keys() | logs.keys()):
             newest = max(bases.get(file_id, []), default=None)
             start = newest[0] if newest else None
-            kept = sorted(
-                (log, path) for log, path in logs.get(file_id, [])
-                if start is None or self._completed[log.instant] >= start
-            )
-            out.append(MetadataSlice(partition, file_id, newest[1] if newest else None,
-                                     tuple(path for _, path in sorted(kept, key=lambda lp: lp[0].sort_key()))))
+            kept = [(log, path) for log, path in logs.get(file_id, [])
+                    if start is None or self._completed[log.instant] >= start]
+            kept.sort(key=lambda lp: lp[0].sort_key())
+            out.append(MetadataSlice(partition, file_id, newest[1] if newest else None, tuple(path for _, path in kept)))
         return out
 
     # -- records -------------------------------------------------------------------------------
@@ -149,6 +151,10 @@ class MetadataTable:
             for found in pool.map(lambda job: self._read_slice(job[0], job[1], prefixes), jobs):
                 out.update((k, r) for k, r in found.items() if r is not None)
         return out
+
+    def read_all(self, sl: MetadataSlice) -> dict[str, Record]:
+        """Every live record of one file slice (what a compaction writes into its new base file)."""
+        return {k: r for k, r in self._read_slice(sl, [""], prefixes=True).items() if r is not None}
 
     def _read_slice(self, sl: MetadataSlice, wanted: list[str], prefixes: bool) -> dict[str, Record | None]:
         merged: dict[str, Record | None] = {}
