@@ -108,7 +108,9 @@ def test_hudi_reads_and_writes_on_the_metadata_table_we_keep(hudi_references, tm
     assert rows(in_d) == rows(expected.filter(pc.and_(pc.equal(expected.column("name"), "n5"), pc.equal(expected.column("part"), "d"))))
 
     # Hudi's writer goes on: no new initialization, and its record index tagging finds our keys.
-    hudi.write(root, batch(range(85, 100), ts=9, val=9000.0), {**options, "hoodie.index.type": "RECORD_INDEX"})
+    again = pa.concat_tables([batch(range(85, 90), ts=9, val=9000.0), batch(range(90, 95), part="d", ts=9, val=9000.0),
+                              batch(range(95, 100), ts=9, val=9000.0)])  # each key in its partition
+    hudi.write(root, again, {**options, "hoodie.index.type": "RECORD_INDEX"})
     assert initializations(root) == before
     after = upsertlake.open_table(root).read()
     assert after.num_rows == len(set(after.column("id").to_pylist()))  # no key twice: Hudi found ours

@@ -120,6 +120,22 @@ def footer_stats(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[Colu
     return out
 
 
+def records_stats(records: pa.Table, columns: Sequence[str]) -> list[ColumnStats] | None:
+    """Exact statistics of `columns` over records (a log file's data blocks), or None when one
+    cannot be given (a missing or unsupported column, NaN). Sizes are unknown (0)."""
+    out = []
+    for name in columns:
+        if name not in records.column_names or not _supported(records.schema.field(name).type):
+            return None
+        column = records.column(name)
+        t = column.type
+        if pa.types.is_floating(t) and pc.any(pc.is_nan(column)).as_py():
+            return None
+        bounds = pc.min_max(column)
+        out.append(ColumnStats(name, t, bounds["min"].as_py(), bounds["max"].as_py(), records.num_rows, column.null_count))
+    return out
+
+
 def merged(stats: Sequence[Sequence[ColumnStats]]) -> list[ColumnStats]:
     """Tight bounds of several files' statistics, column by column (counts and sizes added)."""
     out = []

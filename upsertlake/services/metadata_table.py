@@ -32,7 +32,7 @@ from upsertlake.errors import CorruptTableError
 from upsertlake.index.base import IndexUpdate
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.logfile.avro_records import with_meta_fields
-from upsertlake.logfile import block_keys
+from upsertlake.logfile import DataBlock, block_keys
 from upsertlake.logfile.names import is_log_path
 from upsertlake.logfile.reader import read_logs
 from upsertlake.metadata import MetadataTable
@@ -134,6 +134,9 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None) ->
     schema = next(iter(footers.values())).schema.to_arrow_schema() if footers else None
     columns = mc.indexed_columns(schema, None) if schema is not None else []
     stats = {path: mc.footer_stats(f, columns) for path, f in footers.items()}
+    logs = [log for sl in slices for log in sl.logs]
+    with ThreadPoolExecutor(max_workers=max(1, min(FOOTER_THREADS, len(logs)))) as pool:
+        stats.update(zip([log.path for log in logs], pool.map(lambda log: log_stats(storage, log.path, columns), logs)))
     _write_index_definition(storage, config, columns, record_index)
     config = TableConfig.load(storage)
     write_properties(storage, {INFLIGHT_KEY: ",".join(sorted(wanted))})
@@ -142,8 +145,9 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None) ->
         if partition == FILES:
             records, groups = mc.files_changes(added).upserts, 1
         elif partition == COLUMN_STATS:
-            records = [r for b in bases if stats[b.path] is not None
-                       for r in mc.column_stats_records(b.partition_path, b.name, stats[b.path], config.table_version)]
+            files = [(b.partition_path, b.path) for b in bases] + [(log.partition_path, log.path) for log in logs]
+            records = [r for p, path in files if stats[path]
+                       for r in mc.column_stats_records(p, path.rpartition("/")[2], stats[path], config.table_version)]
             groups = COLUMN_STATS_FILE_GROUPS
         elif partition == PARTITION_STATS:
             records, groups = _initial_partition_stats(slices, stats, config.table_version), 1
@@ -175,15 +179,19 @@ def record_index_file_groups(keys: int) -> int:
 
 
 def _initial_partition_stats(slices: list[FileSlice], stats: Mapping[str, list | None], table_version: int) -> list[dict]:
-    by_partition: dict[str, list] = {}
-    unknown: set[str] = set()
+    """Tight partition stats over every file of the latest slices; none for a partition with a
+    file of unknown statistics."""
+    by_partition: dict[str, list | None] = {}
     for sl in slices:
-        known = sl.base is not None and not sl.logs and stats.get(sl.base.path) is not None
-        if known:
-            by_partition.setdefault(sl.partition_path, []).append(stats[sl.base.path])
-        else:
-            unknown.add(sl.partition_path)
-    return [r for p, files in sorted(by_partition.items()) if p not in unknown
+        for path in ([sl.base.path] if sl.base else []) + [log.path for log in sl.logs]:
+            known = by_partition.setdefault(sl.partition_path, [])
+            if known is None:
+                break
+            if stats.get(path) is None:
+                by_partition[sl.partition_path] = None
+            elif stats[path]:
+                known.append(stats[path])
+    return [r for p, files in sorted(by_partition.items()) if files
             for r in mc.partition_stats_records(p, mc.merged(files), table_version)]
 
 
@@ -366,6 +374,7 @@ def _statistics(
     """The column_stats of the base files written (from their footers) and the tight partition
     stats of the partitions written, over every file of their latest slices."""
     bases = [s for s in metadata.write_stats() if s.path and not is_log_path(s.path)]
+    logs = [s for s in metadata.write_stats() if s.path and is_log_path(s.path)]
     with ThreadPoolExecutor(max_workers=max(1, min(FOOTER_THREADS, len(bases)))) as pool:
         footers = list(pool.map(lambda s: storage.parquet_file(s.path).metadata, bases))
     schema = footers[0].schema.to_arrow_schema() if footers else _commit_schema(metadata)
@@ -375,11 +384,12 @@ def _statistics(
     source = ((doc.get("indexDefinitions") or {}).get(COLUMN_STATS) or {}).get("sourceFields")
     columns = mc.indexed_columns(schema, source)
     written = {s.path: mc.footer_stats(f, columns) for s, f in zip(bases, footers)}
+    written.update({s.path: log_stats(storage, s.path, columns) for s in logs})
     out: dict[str, Changes] = {}
     if COLUMN_STATS in partitions:
         column_changes = Changes()
-        for s in bases:
-            if written[s.path] is not None:
+        for s in [*bases, *logs]:
+            if written[s.path]:
                 column_changes.upserts += mc.column_stats_records(s.partitionPath, s.path.rpartition("/")[2],
                                                                   written[s.path], config.table_version)
         for partition, names in deleted.items():
@@ -389,6 +399,19 @@ def _statistics(
     if PARTITION_STATS in partitions:
         out[PARTITION_STATS] = _partition_stats(table, timeline, metadata, written, schema, columns, config.table_version)
     return out
+
+
+def log_stats(storage: Storage, path: str, columns: list[str]) -> list[mc.ColumnStats] | None:
+    """A log file's statistics over the records of its data blocks ([] for a file of deletes
+    only: it adds no value), or None when they cannot be given exactly."""
+    blocks = read_logs([(storage.read_bytes(path), path)])
+    records = [b.records for b in blocks if isinstance(b, DataBlock)]
+    if not records:
+        return []
+    try:
+        return mc.records_stats(pa.concat_tables(records, promote_options="permissive"), columns)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
 
 
 def _column_keys(columns: list[str], partition: str, name: str) -> list[str]:
@@ -408,43 +431,41 @@ def _partition_stats(
     table: MetadataTable, timeline: Timeline, metadata: CommitMetadata, written: Mapping[str, list | None],
     schema: pa.Schema, columns: list[str], table_version: int,
 ) -> Changes:
-    """Tight bounds per partition written, over its latest slices as this instant leaves them;
-    a partition with a file of unknown statistics (a log file) loses its records."""
+    """Tight bounds per partition written, over every file of its latest slices as this instant
+    leaves them (log files too: deletes only take rows out); a partition with a file of unknown
+    statistics loses its records."""
     touched = sorted({s.partitionPath for s in metadata.write_stats()})
-    slices = {sl.file_group: sl for sl in FileSystemView(timeline, partitions=touched).latest_file_slices(touched)}
-    replaced = {(p, f) for p, ids in (metadata.partition_to_replace_file_ids or {}).items() for f in ids}
-    files: dict[str, dict[tuple[str, str], str | None]] = {p: {} for p in touched}  # partition -> group -> base path
-    unknown: set[str] = set()
-    for group, sl in slices.items():
-        if sl.logs or sl.base is None:
-            unknown.add(group[0])
-        files[group[0]][group] = sl.base.path if sl.base else None
+    groups: dict[tuple[str, str], list[str]] = {
+        sl.file_group: ([sl.base.path] if sl.base else []) + [log.path for log in sl.logs]
+        for sl in FileSystemView(timeline, partitions=touched).latest_file_slices(touched)
+    }
     for s in metadata.write_stats():
+        if not s.path:
+            continue
         group = (s.partitionPath, s.fileId)
-        if is_log_path(s.path):
-            unknown.add(s.partitionPath)
-        elif s.path:
-            files[s.partitionPath][group] = s.path
-    for group in replaced:
-        files.get(group[0], {}).pop(group, None)
-    older = [(p, path.rpartition("/")[2]) for p, groups in files.items() if p not in unknown
-             for path in groups.values() if path is not None and path not in written]
+        groups[group] = groups.get(group, []) + [s.path] if is_log_path(s.path) else [s.path]  # a base starts a slice
+    for p, ids in (metadata.partition_to_replace_file_ids or {}).items():
+        for f in ids:
+            groups.pop((p, f), None)
+    older = [(p, path.rpartition("/")[2]) for (p, _), paths in groups.items() for path in paths if path not in written]
     recorded = table.column_stats(older, columns) if older else {}
+    per_partition: dict[str, list | None] = {p: [] for p in touched}
+    for (partition, _), paths in groups.items():
+        for path in paths:
+            if per_partition.get(partition) is None:
+                break
+            stats = written[path] if path in written else _recorded(recorded.get((partition, path.rpartition("/")[2])), schema, columns)
+            if stats is None:
+                per_partition[partition] = None
+            elif stats:
+                per_partition[partition].append(stats)
     changes = Changes()
     for partition in touched:
-        per_file = []
-        for path in files[partition].values():
-            if partition in unknown or path is None:
-                break
-            stats = written.get(path) if path in written else _recorded(recorded.get((partition, path.rpartition("/")[2])), schema, columns)
-            if stats is None:
-                break
-            per_file.append(stats)
+        stats = per_partition.get(partition)
+        if stats:
+            changes.upserts += mc.partition_stats_records(partition, mc.merged(stats), table_version)
         else:
-            if per_file:
-                changes.upserts += mc.partition_stats_records(partition, mc.merged(per_file), table_version)
-                continue
-        changes.deletes += mc.partition_stats_keys(partition, columns)
+            changes.deletes += mc.partition_stats_keys(partition, columns)
     return changes
 
 
