@@ -306,11 +306,12 @@ def test_write_table_version_creates_8_and_a_table_keeps_its_version(tmp_path: P
 # -- the metadata table -------------------------------------------------------------------------
 
 
-def test_a_write_deletes_a_metadata_table_it_would_leave_stale(tmp_path: Path, caplog, table_version: int) -> None:
-    """Version 6: a metadata table is deleted (upsertlake keeps version 8's and 9's only). Version
-    8: one that cannot be read is deleted and built again from the table."""
+@pytest.mark.usefixtures("table_version")
+def test_a_write_deletes_a_metadata_table_it_would_leave_stale(tmp_path: Path, caplog) -> None:
+    """Version 6: a metadata table is deleted (upsertlake keeps version 8's and 9's only); version
+    8: one that cannot be read is deleted (and not built again unless asked for)."""
     t = create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="p")
-    t.upsert(rows(range(4), 1, "a"), options={"hoodie.metadata.enable": "false"})
+    t.upsert(rows(range(4), 1, "a"))
     # as Hudi 1.x's Spark writer leaves a table: a metadata table, listed in the properties
     (tmp_path / ".hoodie" / "metadata" / "files").mkdir(parents=True)
     (tmp_path / ".hoodie" / "metadata" / "files" / "x.log").write_bytes(b"stale")
@@ -318,11 +319,7 @@ def test_a_write_deletes_a_metadata_table_it_would_leave_stale(tmp_path: Path, c
     props_file.write_text(props_file.read_text("latin-1") + "hoodie.table.metadata.partitions=files\n", "latin-1")
     with caplog.at_level(logging.WARNING, logger="upsertlake.services.metadata_table"):
         open_table(tmp_path).upsert(rows(range(2, 6), 2, "b"))
-    assert not (tmp_path / ".hoodie" / "metadata" / "files" / "x.log").exists()
+    assert not (tmp_path / ".hoodie" / "metadata").exists()
+    assert "hoodie.table.metadata.partitions" not in properties(tmp_path)
     assert any("deleted the metadata table" in r.message for r in caplog.records)
-    if table_version == 6:
-        assert not (tmp_path / ".hoodie" / "metadata").exists()
-        assert "hoodie.table.metadata.partitions" not in properties(tmp_path)
-    else:
-        assert properties(tmp_path)["hoodie.table.metadata.partitions"] == "column_stats,files,partition_stats"
     assert sorted(hudi_read(tmp_path)["id"].to_pylist()) == [f"k{i:03d}" for i in range(6)]

@@ -25,7 +25,7 @@ from upsertlake.timeline.active import Timeline
 
 from metadata_checks import committed_files
 
-V8 = {"hoodie.write.table.version": "8"}
+V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
 
 
 def batch(ids, part=None, ts=1, val=0.0) -> pa.Table:
@@ -104,6 +104,19 @@ def test_record_index_tags_across_partitions(tmp_path: Path) -> None:
     holds(tmp_path)
 
 
+def test_by_default_a_table_without_one_gets_none(tmp_path: Path) -> None:
+    """hoodie.metadata.enable's default keeps a metadata table but builds none (see its doc)."""
+    t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
+                                options={"hoodie.write.table.version": "8"})
+    t.upsert(batch(range(3)))
+    assert not (tmp_path / ".hoodie" / "metadata").exists()
+    t.upsert(batch(range(3, 6)), options={"hoodie.metadata.enable": "true"})
+    holds(tmp_path)
+    upsertlake.open_table(tmp_path).upsert(batch(range(6, 9)))  # kept by default
+    holds(tmp_path)
+    assert len(t.read()) == 9
+
+
 def test_record_index_without_a_metadata_table_is_refused_by_name(tmp_path: Path) -> None:
     t = new_table(tmp_path, **{"hoodie.metadata.enable": "false"})
     t.upsert(batch(range(3)), options={"hoodie.metadata.enable": "false"})
@@ -155,7 +168,7 @@ def test_a_write_killed_before_its_commit_leaves_nothing_readers_apply(tmp_path:
 
 def test_a_stale_metadata_table_is_not_trusted_and_is_built_again(tmp_path: Path) -> None:
     """A writer that does not keep the metadata table (an old upsertlake) commits beside it: readers
-    list storage (warned), and the next write deletes it and builds it again."""
+    list storage (warned), and the next write asking for one deletes it and builds it again."""
     from upsertlake.metadata.listing import MetadataTableWarning
 
     t = new_table(tmp_path)
@@ -169,6 +182,6 @@ def test_a_stale_metadata_table_is_not_trusted_and_is_built_again(tmp_path: Path
     shutil.copy(saved / "hoodie.properties", tmp_path / ".hoodie" / "hoodie.properties")
     with pytest.warns(MetadataTableWarning, match="misses 1 completed instant"):
         assert sorted(upsertlake.open_table(tmp_path).read().column("id").to_pylist()) == [f"id-{i:04d}" for i in range(20)]
-    upsertlake.open_table(tmp_path).upsert(batch(range(20, 30)))
+    upsertlake.open_table(tmp_path).upsert(batch(range(20, 30)), options={"hoodie.metadata.enable": "true"})
     holds(tmp_path)
     assert sorted(t.read().column("id").to_pylist()) == [f"id-{i:04d}" for i in range(30)]

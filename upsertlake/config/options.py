@@ -348,10 +348,12 @@ CLEANER_HOURS_RETAINED: Option[int] = _option(
 METADATA_ENABLE: Option[bool] = _option(
     "hoodie.metadata.enable", bool, True,
     "Keep Apache Hudi's metadata table (.hoodie/metadata) on table versions 8 and 9: every write "
-    "and service updates it in the same instant, as Hudi's writers do; a table without one gets one "
-    "(files and column_stats, partition_stats when partitioned, record_index when asked). false: "
-    "the metadata table is deleted at the next write, as Hudi does for such a writer. Table version "
-    "6's (Hudi 0.x) is deleted either way.")
+    "and service updates it in the same instant, as Hudi's writers do. Given explicitly as true, a "
+    "table without one gets one (files and column_stats, partition_stats when partitioned, "
+    "record_index when asked); by default an existing one is kept and none is created "
+    "(**deviation**: Hudi creates one; keeping it costs a small upsert 1.3x locally and 2-4x on an "
+    "object store, benchmarks/metadata_bench.py). false: it is deleted at the next write, as Hudi "
+    "does for such a writer. Table version 6's (Hudi 0.x) is deleted either way.")
 METADATA_RECORD_INDEX_ENABLE: Option[bool] = _option(
     "hoodie.metadata.record.index.enable", bool, False,
     "Create the metadata table's record_index partition (every record key and its file group) when "

@@ -34,11 +34,13 @@ WAIT_POLL_SECONDS = 0.5  # a single writer waiting for a live write polls at mos
 
 # -- start ---------------------------------------------------------------------------------
 def start_commit(
-    ctx: WriteContext, writes: PendingWrites, operation: Operation, plan_on_start: bool = False
+    ctx: WriteContext, writes: PendingWrites, operation: Operation, plan_on_start: bool = False,
+    reports_keys: bool = True,
 ) -> tuple[WriteContext, str]:
     """`WriteClient.start_commit`: roll back failed writes (or, a single writer, wait for a live
     one), then request a new instant with its heartbeat. Returns the context with the table's
-    config as read under the lock, and the instant time."""
+    config as read under the lock, and the instant time. `reports_keys=False`: the write cannot
+    tell the keys it inserts and deletes (Spark's), so the metadata table's record index goes."""
     ctx.table.check_writable()
     began: float | None = None
     told: set[str] = set()
@@ -47,7 +49,7 @@ def start_commit(
             # The version as of now, under the lock: an upgrade may have run since we opened.
             table = TableConfig.load(ctx.storage)
             table.check_writable()
-            ctx = ctx.with_table(metadata_table.prepare(ctx.storage, table, ctx.options))
+            ctx = ctx.with_table(metadata_table.prepare(ctx.storage, table, ctx.options, keeps_keys=reports_keys))
             timeline = Timeline.load(ctx.storage, layout_of(ctx.table))
             live = [] if ctx.optimistic else _live_writes(ctx, writes, timeline)
             if not live:

@@ -65,7 +65,9 @@ class WriteClient:
         return self.context.table
 
     # -- 1. start ----------------------------------------------------------------------------
-    def start_commit(self, operation: str | Operation = Operation.UPSERT, plan_on_start: bool = False) -> str:
+    def start_commit(
+        self, operation: str | Operation = Operation.UPSERT, plan_on_start: bool = False, reports_keys: bool = True
+    ) -> str:
         """Roll back failed writes, then request a new instant (a replacecommit for overwrites),
         which beats a heartbeat until it commits or rolls back.
 
@@ -75,9 +77,10 @@ class WriteClient:
         `plan_on_start`: the write that follows at once plans on the timeline this start listed
         (as `Table` writes do) instead of listing it again; else it lists the timeline as it is
         then, as Hudi's write client does (a commit may have landed since the start).
+        `reports_keys=False`: the write will not report its keys (Spark's), see instants.start_commit.
         """
         self.context, instant_time = instants.start_commit(
-            self.context, self.writes, Operation.of(operation), plan_on_start
+            self.context, self.writes, Operation.of(operation), plan_on_start, reports_keys
         )
         return instant_time
 

@@ -230,7 +230,8 @@ def record_index_changes(inserted: pa.Table, deleted: pa.Table, instant_millis: 
     keys = inserted.column("key").to_pylist()
     partitions = inserted.column("partition").to_pylist()
     file_ids = inserted.column("file_id").to_pylist()
-    upserts = [{**_empty_record(k, RecordType.RECORD_INDEX), "recordIndexMetadata": record_index_info(p, f, instant_millis)}
+    template = _empty_record("", RecordType.RECORD_INDEX)
+    upserts = [{**template, "key": k, "recordIndexMetadata": record_index_info(p, f, instant_millis)}
                for k, p, f in zip(keys, partitions, file_ids)]
     gone = deleted.column("key")
     if len(keys):

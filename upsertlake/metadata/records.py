@@ -45,29 +45,41 @@ def _parsed(schema_json: str) -> Any:
 
 
 def decode(values: Iterable[bytes], keys: Iterable[str], schema_json: str, where: str) -> list[Record]:
-    """Records from Avro datums (the writer emptied their key field; `keys` put it back)."""
+    """Records from Avro datums (the writer emptied their key field; `keys` put it back). Equal
+    datums decode once: the record index's entries of one file group are all alike."""
     schema = _parsed(schema_json)
+    seen: dict[bytes, Record] = {}
     out = []
     for key, value in zip(keys, values):
-        try:
-            record = fastavro.schemaless_reader(
-                io.BytesIO(value), schema, None, return_record_name=True, return_record_name_override=True
-            )
-        except (EOFError, ValueError, IndexError, TypeError, UnicodeDecodeError) as e:
-            raise CorruptTableError(f"{where}: the metadata record of key {key!r} does not decode: {e}") from e
-        record["key"] = key
-        out.append(record)
+        record = seen.get(value)
+        if record is None:
+            try:
+                record = seen[value] = fastavro.schemaless_reader(
+                    io.BytesIO(value), schema, None, return_record_name=True, return_record_name_override=True
+                )
+            except (EOFError, ValueError, IndexError, TypeError, UnicodeDecodeError) as e:
+                raise CorruptTableError(f"{where}: the metadata record of key {key!r} does not decode: {e}") from e
+        out.append({**record, "key": key})
     return out
 
 
 def encode(records: Iterable[Record], schema_json: str) -> list[bytes]:
-    """Avro datums of records, their key field emptied as Hudi writes them (the HFile key holds it)."""
+    """Avro datums of records, their key field emptied as Hudi writes them (the HFile key holds it).
+    A record index entry depends on its location alone: each location is encoded once."""
     schema = _parsed(schema_json)
+    seen: dict[tuple, bytes] = {}
     out = []
     for record in records:
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, schema, {**record, "key": ""})
-        out.append(buf.getvalue())
+        info = record.get("recordIndexMetadata")
+        alike = None if info is None else (record.get("_hoodie_file_name"), *info.values())
+        datum = seen.get(alike) if alike is not None else None
+        if datum is None:
+            buf = io.BytesIO()
+            fastavro.schemaless_writer(buf, schema, {**record, "key": ""})
+            datum = buf.getvalue()
+            if alike is not None:
+                seen[alike] = datum
+        out.append(datum)
     return out
 
 
@@ -167,6 +179,7 @@ def record_location(record: Record) -> tuple[str, str, int]:
     return info["partitionName"], file_id, info["instantTime"]
 
 
+@lru_cache(maxsize=65536)
 def record_index_info(partition: str, file_id: str, instant_millis: int) -> dict[str, Any]:
     """The record index payload of a key stored in `file_id` (createRecordIndexUpdate): a
     `<uuid>-<n>` or bare UUID file id is encoded in bits, any other kept as text."""

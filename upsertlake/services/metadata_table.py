@@ -5,7 +5,9 @@ Every writer and service calls in at three points, under the table lock:
 - `prepare` at its start: the metadata table as this writer keeps it. With
   `hoodie.metadata.enable=false`, on table version 6, or when it misses an instant (a writer that
   did not keep it wrote since), it is deleted and its properties cleared, as Hudi does for a writer
-  with the metadata table disabled. Partitions we do not keep (secondary and expression indexes,
+  with the metadata table disabled. One is built (`initialize`) when the writer asks for it:
+  `hoodie.metadata.enable=true` given explicitly, or the record index asked for; by default an
+  existing one is kept and none is created (benchmarks/metadata_bench.py: what keeping it costs). Partitions we do not keep (secondary and expression indexes,
   bloom filters) are removed with their property entry and index definition, as Hudi does when
   such an index is dropped: never left listed and stale.
 - `sync` before its data instant completes: the metadata deltacommit at the same instant time
@@ -77,16 +79,19 @@ def keeps_record_index(config: TableConfig) -> bool:
 
 
 # -- at the start of a write or service -------------------------------------------------------------
-def prepare(storage: Storage, config: TableConfig, options: Config | None = None) -> TableConfig:
+def prepare(storage: Storage, config: TableConfig, options: Config | None = None, keeps_keys: bool = True) -> TableConfig:
     """Under the lock: keep, trim or delete the metadata table (see the module doc); returns the
-    config now on disk."""
-    enabled = options.get(opt.METADATA_ENABLE) if options is not None else opt.METADATA_ENABLE.default
+    config now on disk. `keeps_keys=False`: the writer cannot report the keys it writes (Spark's
+    distributed write), so the record index is removed rather than left stale."""
+    cfg = options or Config.resolve(None)
+    enabled = cfg.get(opt.METADATA_ENABLE)
+    builds = enabled and config.table_version >= 8 and (cfg.is_set(opt.METADATA_ENABLE) or _wants_record_index(cfg, keeps_keys))
     partitions = listed(config.extra.get(PARTITIONS_KEY))
     inflight = listed(config.extra.get(INFLIGHT_KEY))
     if not enabled or config.table_version < 8 or (partitions or inflight) and FILES not in partitions:
         return drop_metadata_table(storage, config)
     if not partitions or inflight:
-        return initialize(storage, config, options)
+        return initialize(storage, config, options, keeps_keys) if builds else drop_metadata_table(storage, config)
     timeline = Timeline.load(storage, layout_of(config))
     try:
         table = MetadataTable.open(timeline)
@@ -94,17 +99,22 @@ def prepare(storage: Storage, config: TableConfig, options: Config | None = None
     except CorruptTableError as e:
         missing = [str(e)]
     if missing:
-        log.warning("the metadata table of %s misses %s: built again", storage.base, missing[0])
-        return initialize(storage, drop_metadata_table(storage, config), options)
-    unkept = [p for p in [*partitions, *inflight] if p not in KEPT or p in inflight]
+        log.warning("the metadata table of %s misses %s", storage.base, missing[0])
+        config = drop_metadata_table(storage, config)
+        return initialize(storage, config, options, keeps_keys) if builds else config
+    unkept = [p for p in [*partitions, *inflight] if p not in KEPT or p in inflight or (p == RECORD_INDEX and not keeps_keys)]
     config = drop_partitions(storage, config, unkept) if unkept else config
-    wants_index = options is not None and options.get(opt.INDEX_TYPE) == "RECORD_INDEX"
-    if wants_index and RECORD_INDEX not in listed(config.extra.get(PARTITIONS_KEY)):
+    if _wants_record_index(cfg, keeps_keys) and RECORD_INDEX not in listed(config.extra.get(PARTITIONS_KEY)):
         config = initialize(storage, config, options)  # the record index alone, the others kept
     return config
 
 
-def initialize(storage: Storage, config: TableConfig, options: Config | None) -> TableConfig:
+def _wants_record_index(cfg: Config, keeps_keys: bool) -> bool:
+    """Whether this writer asks for the record index (and can keep it)."""
+    return keeps_keys and (cfg.get(opt.METADATA_RECORD_INDEX_ENABLE) or cfg.get(opt.INDEX_TYPE) == "RECORD_INDEX")
+
+
+def initialize(storage: Storage, config: TableConfig, options: Config | None, keeps_keys: bool = True) -> TableConfig:
     """Under the lock: build the metadata table from the table as it is (its committed files, the
     footers of its latest base files, the keys of its latest slices), partition by partition, as
     Hudi's writer initializes one; returns the config now on disk."""
@@ -112,7 +122,7 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None) ->
     if not listed_any and storage.folder_exists(FOLDER):
         config = drop_metadata_table(storage, config)  # a folder no property lists: leftovers
     cfg = options or Config.resolve(None)
-    record_index = cfg.get(opt.METADATA_RECORD_INDEX_ENABLE) or cfg.get(opt.INDEX_TYPE) == "RECORD_INDEX"
+    record_index = _wants_record_index(cfg, keeps_keys)
     wanted = [FILES, COLUMN_STATS] + ([PARTITION_STATS] if config.partition_fields else []) + ([RECORD_INDEX] if record_index else [])
     wanted = [p for p in wanted if p not in listed(config.extra.get(PARTITIONS_KEY))]
     if not wanted:
