@@ -17,10 +17,11 @@ from upsertlake.hfile import Compression, write_hfile
 from upsertlake.hfile import file_info as hfile_info
 from upsertlake.logfile.names import LogFileName
 from upsertlake.metadata.records import encode, writer_schema
+from upsertlake.metadata.partitions import SOLO_COMMIT_TIMESTAMP
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
 from upsertlake.metadata.writer import WRITE_TOKEN
 from upsertlake.timeline import documents
-from upsertlake.timeline.active import Timeline, transition
+from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time, next_instant_time, parse_instant_time
@@ -105,6 +106,33 @@ def _write_base(table: MetadataTable, sl: MetadataSlice, time: str, schema: str)
     return WriteStat(fileId=sl.file_id, path=path, partitionPath=sl.partition, prevCommit=time, numWrites=len(keys),
                      numInserts=len(keys), totalWriteBytes=len(data), fileSizeInBytes=len(data),
                      totalLogFilesCompacted=len(sl.logs))
+
+
+def trim_timeline(table: MetadataTable) -> list[str]:
+    """Remove the instants no file of the metadata table names any more (their log files were
+    cleaned), older than every instant a file still names: the metadata table's timeline stays as
+    long as its kept slices, not as long as its history (Hudi archives them; nothing reads them).
+    Initializations stay (readers check the table was initialized)."""
+    storage, layout = table.storage, table.timeline.layout
+    named: set[str] = set()
+    for partition in table.partitions:
+        for entry in storage.list(partition):
+            if entry.name.endswith(BASE_EXTENSION):
+                named.add(entry.name[: -len(BASE_EXTENSION)].rpartition("_")[2])
+            elif (log := LogFileName.parse(entry.name)) is not None:
+                named.add(log.instant)
+    if not named:
+        return []
+    oldest = min(named)
+    doomed = [i for i in table.timeline.instants
+              if i.is_completed and i.time < oldest and i.time not in named and not i.time.startswith(SOLO_COMMIT_TIMESTAMP)
+              and i.action in (Action.DELTA_COMMIT, Action.COMMIT)]
+    listed = storage.list(layout.folder)
+    for inst in doomed:
+        delete_instant_files(storage, inst, layout, listed)
+        if inst.action is Action.COMMIT:  # a compaction: its plan's files too
+            delete_instant_files(storage, Instant(inst.time, Action.COMPACTION, State.INFLIGHT), layout, listed)
+    return [i.time for i in doomed]
 
 
 def clean(table: MetadataTable) -> list[str]:

@@ -43,9 +43,13 @@ from upsertlake.metadata.records import Record, combine, decode, record_location
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action
+from upsertlake.timeline.layouts import METAFOLDER, TimelineLayout
 from upsertlake.timeline.retention import rolled_back_instants
 
 BASE_EXTENSION = ".hfile"
+TABLES_KEPT = 4  # metadata tables a storage keeps open, by data timeline snapshot
+READ_WHOLE = (FILES,)
+SLICES_KEPT = 16  # whole slices' records a storage keeps  # partitions small enough to read whole (one file group, a record per data partition)
 
 
 @dataclass(frozen=True)
@@ -78,9 +82,27 @@ class MetadataTable:
         partitions = data_timeline.layout.metadata_partitions
         if FILES not in partitions:
             return None
+        # One snapshot of the data timeline sees one state of the metadata table: the views of
+        # one step of a write share it (its listing, slices and small partitions' records).
+        opened = data_timeline.storage.cache("metadata tables", TABLES_KEPT)
+        key = (data_timeline.instants, partitions)
+        cached = opened.get(key)
+        if cached is not None:
+            return cached
+        table = cls._open(data_timeline, partitions)
+        opened.put(key, table)
+        return table
+
+    @staticmethod
+    def forget(data_storage: Storage) -> None:
+        """Forget the metadata tables opened for this data table (it was deleted or built again)."""
+        data_storage.cache("metadata tables", TABLES_KEPT).clear()
+
+    @classmethod
+    def _open(cls, data_timeline: Timeline, partitions: Sequence[str]) -> MetadataTable:
         storage = data_timeline.storage.child(FOLDER)
         try:
-            timeline = Timeline.load(storage)
+            timeline = Timeline.load(storage, metadata_layout(data_timeline.layout))
         except (CorruptTableError, FileNotFoundError) as e:
             raise CorruptTableError(f"the metadata table {storage.base} is listed in {PARTITIONS_KEY} but cannot be read: {e}") from e
         if not timeline.instants:
@@ -132,6 +154,8 @@ class MetadataTable:
         slices = self.slices(partition)
         if not wanted or not slices:
             return {}
+        if partition in READ_WHOLE:
+            return {k: r for k, r in self._read_whole(partition).items() if r is not None and k in set(wanted)}
         groups = mkeys.file_group_index(wanted, len(slices))
         by_slice: dict[int, list[str]] = {}
         for key, group in zip(wanted, groups.tolist()):
@@ -152,6 +176,24 @@ class MetadataTable:
                 out.update((k, r) for k, r in found.items() if r is not None)
         return out
 
+    def _read_whole(self, partition: str) -> dict[str, Record | None]:
+        """Every record of a small partition, read once per set of files that count (kept by the
+        storage: the next snapshot reads only what a new log file adds, from the cache)."""
+        kept = self.storage.cache("metadata slices", SLICES_KEPT)
+        out: dict[str, Record | None] = {}
+        for sl in self.slices(partition):
+            key = (sl.base, self._counted(sl))
+            records = kept.get(key)
+            if records is None:
+                records = self._read_slice(sl, [""], prefixes=True)
+                kept.put(key, records)
+            out.update(records)
+        return out
+
+    def _counted(self, sl: MetadataSlice) -> tuple[str, ...]:
+        """The log files of a slice whose deltacommit counts (named by the data instant's time)."""
+        return tuple(p for p in sl.logs if LogFileName.parse(p.rpartition("/")[2]).instant in self.valid)
+
     def read_all(self, sl: MetadataSlice) -> dict[str, Record]:
         """Every live record of one file slice (what a compaction writes into its new base file)."""
         return {k: r for k, r in self._read_slice(sl, [""], prefixes=True).items() if r is not None}
@@ -161,7 +203,9 @@ class MetadataTable:
         if sl.base is not None:
             for key, record in self._base_records(sl.base, wanted, prefixes):
                 merged[key] = record
-        files = [(self.storage.read_bytes(path), self.storage.full_path(path)) for path in sl.logs]
+        # A log file is named by its deltacommit, the data instant's time: one whose instant does not
+        # count is not read at all (it may be a failed write's, rolled back meanwhile).
+        files = [(self.storage.read_bytes(path), self.storage.full_path(path)) for path in self._counted(sl)]
         blocks = read_logs(files, keep=self.valid.__contains__)
         undone = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
         for block in blocks:
@@ -236,6 +280,12 @@ class MetadataTable:
     def record_locations(self, record_keys: Iterable[str]) -> dict[str, tuple[str, str]]:
         """Per record key the record index knows, its (partition, file id)."""
         return {key: record_location(r)[:2] for key, r in self.lookup(RECORD_INDEX, record_keys).items()}
+
+
+def metadata_layout(data: TimelineLayout) -> TimelineLayout:
+    """The metadata table's timeline layout: version 2 in `.hoodie/timeline` (Hudi writes its
+    metadata table so on table versions 8 and 9), instant times in the data table's zone."""
+    return TimelineLayout(2, f"{METAFOLDER}/timeline", data.zone, delta_commits=True)
 
 
 def _matches(key: str, wanted: list[str], prefixes: bool) -> bool:

@@ -52,7 +52,7 @@ from upsertlake.metadata.partitions import (
 from upsertlake.layout.slice_keys import deleted_keys
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.metadata.initialize import create_table, initialize_partition
-from upsertlake.metadata.compaction import clean, compact, compaction_time, deltacommits_since_compaction
+from upsertlake.metadata.compaction import clean, compact, compaction_time, deltacommits_since_compaction, trim_timeline
 from upsertlake.metadata.stats import bound
 from upsertlake.metadata.table import unsynced_instants
 from upsertlake.metadata.writer import Changes, deltacommit
@@ -118,6 +118,7 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None, ke
     """Under the lock: build the metadata table from the table as it is (its committed files, the
     footers of its latest base files, the keys of its latest slices), partition by partition, as
     Hudi's writer initializes one; returns the config now on disk."""
+    MetadataTable.forget(storage)
     listed_any = listed(config.extra.get(PARTITIONS_KEY)) or listed(config.extra.get(INFLIGHT_KEY))
     if not listed_any and storage.folder_exists(FOLDER):
         config = drop_metadata_table(storage, config)  # a folder no property lists: leftovers
@@ -242,6 +243,7 @@ def _write_index_definition(storage: Storage, config: TableConfig, columns: list
 def drop_metadata_table(storage: Storage, config: TableConfig) -> TableConfig:
     """Clear the metadata table's properties, then delete its folder; returns the config now on
     disk. The property goes first: a crash in between leaves a folder no reader consults."""
+    MetadataTable.forget(storage)
     keys = (PARTITIONS_KEY, INFLIGHT_KEY)
     if not any(config.extra.get(k) for k in keys) and not storage.folder_exists(FOLDER):
         return config
@@ -256,6 +258,7 @@ def drop_metadata_table(storage: Storage, config: TableConfig) -> TableConfig:
 def drop_partitions(storage: Storage, config: TableConfig, partitions: Iterable[str]) -> TableConfig:
     """Remove metadata partitions: their property entries first (readers stop trusting them),
     then their folders and their index definitions (Hudi's dropIndex)."""
+    MetadataTable.forget(storage)
     doomed = set(partitions)
     kept = [p for p in listed(config.extra.get(PARTITIONS_KEY)) if p not in doomed]
     pending = [p for p in listed(config.extra.get(INFLIGHT_KEY)) if p not in doomed]
@@ -315,20 +318,22 @@ def sync(
             millis = int(parse_instant_time(instant_time, timeline.layout.zone).timestamp() * 1000)
             work[RECORD_INDEX] = mc.record_index_changes(*keys, millis)
     deltacommit(table, instant_time, work, config.table_version)
-    _compact_and_clean(table.reloaded(), timeline, config, options)
-
-
-def _compact_and_clean(table: MetadataTable, timeline: Timeline, config: TableConfig, options: Config | None) -> None:
-    """The metadata table's own services, after its deltacommit: compaction when due, then a clean."""
     due = (options or Config.resolve(None)).get(opt.METADATA_COMPACT_MAX_DELTA_COMMITS)
-    if deltacommits_since_compaction(table) < due:
-        return
+    if deltacommits_since_compaction(table) + 1 >= due:  # this one included
+        _compact_and_clean(table.reloaded(), timeline, config)
+
+
+def _compact_and_clean(table: MetadataTable, timeline: Timeline, config: TableConfig) -> None:
+    """The metadata table's own services, after its deltacommit: a compaction, then a clean and
+    the trim of its timeline."""
     time = compaction_time(table, timeline)
     if time is None:
         return
     compact(table, time, config.table_version)
-    gone = clean(table.reloaded())
-    log.info("compacted the metadata table at %s; cleaned %d file(s)", time, len(gone))
+    table = table.reloaded()
+    gone = clean(table)
+    trimmed = trim_timeline(table.reloaded())
+    log.info("compacted the metadata table at %s; cleaned %d file(s), %d instant(s)", time, len(gone), len(trimmed))
 
 
 def _key_changes(
