@@ -308,6 +308,8 @@ def test_write_table_version_creates_8_and_a_table_keeps_its_version(tmp_path: P
 
 @pytest.mark.usefixtures("table_version")
 def test_a_write_deletes_a_metadata_table_it_would_leave_stale(tmp_path: Path, caplog) -> None:
+    """Version 6: a metadata table is deleted (upsertlake keeps version 8's and 9's only); version
+    8: one that cannot be read is deleted (and not built again unless asked for)."""
     t = create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="p")
     t.upsert(rows(range(4), 1, "a"))
     # as Hudi 1.x's Spark writer leaves a table: a metadata table, listed in the properties

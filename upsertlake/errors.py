@@ -84,9 +84,11 @@ class UnsupportedLogBlockError(UnsupportedTableError):
     (Java-serialized by old Hudi releases), a CDC block, an unknown block type or format version."""
 
 
-class HFileBlockError(UnsupportedLogBlockError):
-    """A log file holds an HFile data block: Hudi writes those only in its metadata table, whose
-    slices upsertlake does not read."""
+class HFileError(CorruptTableError):
+    """An HFile (a metadata-table base file, or the HFile an HFile log block holds) cannot be read:
+    it is truncated, a magic is wrong, its trailer, an index or a block contradicts the file, or it
+    uses what Hudi never writes (a codec other than NONE and GZ, MVCC timestamps, data block
+    encoding). The message names the file and the part."""
 
 
 class WriteInProgressError(UpsertlakeError):

@@ -126,10 +126,14 @@ class HudiReference:
     def wait(self, handle: str) -> None:
         self._request({"cmd": "wait", "handle": handle})
 
-    def read(self, path: str | Path, options: Mapping[str, str] | None = None) -> pa.Table:
-        """Rows of Hudi's Spark reader, with the options of a query type (snapshot by default)."""
+    def read(self, path: str | Path, options: Mapping[str, str] | None = None, where: str | None = None) -> pa.Table:
+        """Rows of Hudi's Spark reader, with the options of a query type (snapshot by default);
+        `where`: a Spark SQL condition the frame is filtered by (data skipping plans with it)."""
         out = self.workdir / f"read-{next(self._names)}.arrow"
-        self._request({"cmd": "read", "path": str(path), "options": dict(options or {}), "out": str(out)})
+        request = {"cmd": "read", "path": str(path), "options": dict(options or {}), "out": str(out)}
+        if where:
+            request["where"] = where
+        self._request(request)
         with pa.memory_map(str(out)) as source:
             table = pa.ipc.open_file(source).read_all()
         out.unlink()

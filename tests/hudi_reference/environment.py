@@ -68,22 +68,28 @@ def _run(argv: list[str], what: str, timeout: float) -> None:
         raise ReferenceUnavailable(f"{what} failed ({' '.join(argv)}, exit {done.returncode}):\n" + "\n".join(tail))
 
 
-def bundle_jar(hudi: HudiVersion) -> Path:
-    """Hudi's Spark bundle in the local Maven repository, fetched by Maven when absent."""
-    group, artifact, version = BUNDLE.format(version=hudi.version).split(":")
+def maven_jar(coordinate: str, what: str) -> Path:
+    """The jar of `group:artifact:version` in the local Maven repository, fetched by Maven (the
+    artifact alone) when absent; `what` names it in errors."""
+    group, artifact, version = coordinate.split(":")
     repository = Path(os.environ.get("UPSERTLAKE_MAVEN_REPO", Path.home() / ".m2" / "repository"))
     jar = repository / group.replace(".", "/") / artifact / version / f"{artifact}-{version}.jar"
     with _setup_lock():
         if not jar.is_file():
             _run(
                 ["mvn", "-B", "-q", f"-Dmaven.repo.local={repository}", "dependency:get",
-                 f"-Dartifact={group}:{artifact}:{version}", "-Dtransitive=false"],
-                f"fetching Apache Hudi's Spark bundle {group}:{artifact}:{version} from Maven Central",
+                 f"-Dartifact={coordinate}", "-Dtransitive=false"],
+                f"fetching {what} {coordinate} from Maven Central",
                 timeout=900,
             )
         if not jar.is_file():
             raise ReferenceUnavailable(f"Maven reported success but {jar} is missing")
     return jar
+
+
+def bundle_jar(hudi: HudiVersion) -> Path:
+    """Hudi's Spark bundle in the local Maven repository, fetched by Maven when absent."""
+    return maven_jar(BUNDLE.format(version=hudi.version), "Apache Hudi's Spark bundle")
 
 
 def reference_python() -> Path:

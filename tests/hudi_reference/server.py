@@ -99,6 +99,8 @@ class Server:
 
     def do_read(self, request: dict) -> object:
         frame = self.spark.read.format("hudi").options(**request.get("options", {})).load(request["path"])
+        if request.get("where"):
+            frame = frame.where(request["where"])
         if request.get("columns"):
             frame = frame.select(*request["columns"])
         write_arrow(frame, request["out"])

@@ -56,6 +56,9 @@ __all__ = [
     "BUCKET_INDEX_NUM_BUCKETS",
     "KEYGEN_CLASS",
     "LOCK_EXPIRE_MINUTES",
+    "METADATA_COMPACT_MAX_DELTA_COMMITS",
+    "METADATA_RECORD_INDEX_ENABLE",
+    "METADATA_ENABLE",
     "LOCK_FILESYSTEM_PATH",
     "LOCK_PROVIDER",
     "LOCK_STORAGE_HEARTBEAT_POLL_SECS",
@@ -74,6 +77,7 @@ __all__ = [
     "RECORD_MERGE_MODE",
     "RECORD_SIZE_ESTIMATE",
     "RECORD_SIZE_ESTIMATION_THRESHOLD",
+    "RECORD_INDEX_UPDATE_PARTITION_PATH",
     "SIMPLE_INDEX_UPDATE_PARTITION_PATH",
     "STREAMING_CHECKPOINT_IDENTIFIER",
     "TABLE_NAME",
@@ -142,8 +146,9 @@ INDEX_TYPE: Option[str] = _option(
     "picks SIMPLE for Spark writers, which upsertlake follows. GLOBAL_INMEMORY is an upsertlake "
     "extension (Hudi has no such type): the in-memory index matched across partitions. BUCKET: "
     "Hudi's simple bucket index (a key's file group is its hash's bucket; no file is read to tag; "
-    "in process only so far).",
-    choices=("SIMPLE", "GLOBAL_SIMPLE", "BLOOM", "GLOBAL_BLOOM", "INMEMORY", "GLOBAL_INMEMORY", "BUCKET"))
+    "in process only so far). RECORD_INDEX: Hudi's record index, a global index that looks each key "
+    "up in the metadata table's record_index partition (built when missing; table version 8 or 9).",
+    choices=("SIMPLE", "GLOBAL_SIMPLE", "BLOOM", "GLOBAL_BLOOM", "INMEMORY", "GLOBAL_INMEMORY", "BUCKET", "RECORD_INDEX"))
 BUCKET_INDEX_NUM_BUCKETS: Option[int] = _option(
     "hoodie.bucket.index.num.buckets", int, 256,
     "BUCKET index: file groups (buckets) per partition. Fixed for a table's life: a key's bucket "
@@ -181,6 +186,10 @@ SIMPLE_INDEX_UPDATE_PARTITION_PATH: Option[bool] = _option(
 BLOOM_INDEX_UPDATE_PARTITION_PATH: Option[bool] = _option(
     "hoodie.bloom.index.update.partition.path", bool, True,
     "GLOBAL_BLOOM: same as the simple index option, for the bloom index.")
+RECORD_INDEX_UPDATE_PARTITION_PATH: Option[bool] = _option(
+    "hoodie.record.index.update.partition.path", bool, False,
+    "RECORD_INDEX: same as the simple index option, for the record index (Hudi's default: false, "
+    "the record is updated in its old partition).")
 
 # --- merging and write operation (HoodieWriteConfig, DataSourceWriteOptions) ---------------------
 
@@ -336,6 +345,24 @@ CLEANER_HOURS_RETAINED: Option[int] = _option(
     "hoodie.cleaner.hours.retained", int, 24,
     "KEEP_LATEST_BY_HOURS: the snapshots of commits of the last this many hours stay readable.",
     aliases=("hoodie.clean.hours.retained",))
+METADATA_ENABLE: Option[bool] = _option(
+    "hoodie.metadata.enable", bool, True,
+    "Keep Apache Hudi's metadata table (.hoodie/metadata) on table versions 8 and 9: every write "
+    "and service updates it in the same instant, as Hudi's writers do. Given explicitly as true, a "
+    "table without one gets one (files and column_stats, partition_stats when partitioned, "
+    "record_index when asked); by default an existing one is kept and none is created "
+    "(**deviation**: Hudi creates one; keeping it costs a small upsert 1.3x locally and 2-4x on an "
+    "object store, benchmarks/metadata_bench.py). false: it is deleted at the next write, as Hudi "
+    "does for such a writer. Table version 6's (Hudi 0.x) is deleted either way.")
+METADATA_RECORD_INDEX_ENABLE: Option[bool] = _option(
+    "hoodie.metadata.record.index.enable", bool, False,
+    "Create the metadata table's record_index partition (every record key and its file group) when "
+    "the table has none; one that exists is kept whatever this says. hoodie.index.type=RECORD_INDEX "
+    "needs it.")
+METADATA_COMPACT_MAX_DELTA_COMMITS: Option[int] = _option(
+    "hoodie.metadata.compact.max.delta.commits", int, 10,
+    "The metadata table is compacted (its log files folded into new HFile base files) once this many "
+    "deltacommits completed since its last compaction, as Hudi's default.")
 CLEAN_AUTOMATIC: Option[bool] = _option(
     "hoodie.clean.automatic", bool, True,
     "Clean after each commit when due (see hoodie.clean.max.commits) and there is something to delete.")

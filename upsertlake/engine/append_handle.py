@@ -29,6 +29,7 @@ from upsertlake.layout.slice_reader import Merge
 from upsertlake.logfile import LogFileName, append_blocks, avro_data_blocks, data_block, delete_block
 from upsertlake.logfile.blocks import Block
 from upsertlake.partitioner import Bucket
+from upsertlake.schema import RECORD_KEY_COLUMN
 from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.commit_metadata import DeltaWriteStat
@@ -145,6 +146,7 @@ def append_bucket(
     # The index learns nothing: a key deleted in a log stays in its base file, where the indexes
     # (none of which reads logs) find it, so a later write of it appends to the same group.
     none = pa.array([], pa.string())
+    deleted = removed.column(RECORD_KEY_COLUMN).combine_chunks().cast(pa.string()) if removed.num_rows and job.keep_keys else none
     return WriteStatus(
         stat=stat,
         inserted_keys=none,
@@ -152,6 +154,7 @@ def append_bucket(
         num_updates=upserts.num_rows,
         num_inserts=0,
         num_deletes=removed.num_rows,
+        log_deleted_keys=deleted,
     )
 
 

@@ -9,7 +9,7 @@ column-wise: the rows to replace are one `is_in` mask over the old keys.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 import numpy as np
@@ -128,7 +128,7 @@ class BucketJob:
         if self.keep_keys:
             return status
         none = pa.array([], pa.string())
-        return replace(status, inserted_keys=none, deleted_keys=none)
+        return replace(status, inserted_keys=none, deleted_keys=none, log_deleted_keys=none)
 
 
 def default_token(number: int, attempt: int) -> str:
@@ -148,6 +148,9 @@ class WriteStatus:
     num_inserts: int
     num_deletes: int
     summary: KeySummary | None = None  # the keys it wrote, for the conflict check (an append: none)
+    # Keys a log file's delete block deleted: the record index forgets them (Hudi's does), while
+    # the indexes that read base files still find them there (`deleted_keys` leaves them out).
+    log_deleted_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
 
 
 def mark_buckets(storage: Storage, job: BucketJob, tokens: Mapping[int, str]) -> None:

@@ -28,6 +28,7 @@ from upsertlake.errors import UpsertlakeError, WriteConflictError
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import marker_folder, reconcile_markers, rollback_pending
 from upsertlake.schema import arrow_to_avro, avro_schema_json
+from upsertlake.services import metadata_table
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -258,6 +259,7 @@ def _complete(
     # a rollback before it still finds every file, which all exist by now, by its name.
     ctx.storage.delete_dir(marker_folder(current.time))
     ctx.lock.fence()
+    metadata_table.sync(ctx.storage, ctx.table, current.time, metadata, result.index_update, options=ctx.options)  # before the data instant
     done = transition(ctx.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(ctx.table), timeline)
     if has_schema and not ctx.table.create_schema:
         write_properties(ctx.storage, {"hoodie.table.create.schema": extra["schema"]})

@@ -100,6 +100,8 @@ def _update_partition_path(cfg: Config) -> bool:
     GLOBAL_INMEMORY has no Hudi option, so it moves only when neither option says no."""
     kind = cfg.get(opt.INDEX_TYPE).upper().removeprefix("GLOBAL_")
     simple, bloom = cfg.get(opt.SIMPLE_INDEX_UPDATE_PARTITION_PATH), cfg.get(opt.BLOOM_INDEX_UPDATE_PARTITION_PATH)
+    if kind == "RECORD_INDEX":
+        return cfg.get(opt.RECORD_INDEX_UPDATE_PARTITION_PATH)
     return {"SIMPLE": simple, "BLOOM": bloom}.get(kind, simple and bloom)
 
 

@@ -60,7 +60,12 @@ def with_statuses(result: WriteResult, statuses: list[WriteStatus]) -> WriteResu
 
 def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[WriteStat, ...]) -> IndexUpdate:
     ins_keys, ins_parts, ins_ids, del_keys, del_parts, del_ids = [], [], [], [], [], []
+    log_keys, log_parts, log_ids = [], [], []
     for status in statuses:
+        n_log = len(status.log_deleted_keys)
+        log_keys.append(status.log_deleted_keys)
+        log_parts.append(constant(status.stat.partitionPath, n_log))
+        log_ids.append(constant(status.stat.fileId, n_log))
         n_ins, n_del = len(status.inserted_keys), len(status.deleted_keys)
         ins_keys.append(status.inserted_keys)
         ins_parts.append(constant(status.stat.partitionPath, n_ins))
@@ -77,4 +82,5 @@ def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[W
         instant_time,
         inserted=pa.table({"key": cat(ins_keys), "partition": cat(ins_parts), "file_id": cat(ins_ids)}),
         deleted=pa.table({"key": cat(del_keys), "partition": cat(del_parts), "file_id": cat(del_ids)}),
+        deleted_in_logs=pa.table({"key": cat(log_keys), "partition": cat(log_parts), "file_id": cat(log_ids)}),
     )

@@ -9,6 +9,7 @@ from upsertlake.index.base import Index, IndexUpdate
 from upsertlake.index.bloom import BloomIndex
 from upsertlake.index.bucket import BucketIndex, check_bucket_index_fields
 from upsertlake.index.inmemory import InMemoryIndex
+from upsertlake.index.record_index import RecordIndex
 from upsertlake.index.simple import SimpleIndex
 
 _KINDS = {"SIMPLE": SimpleIndex, "BLOOM": BloomIndex, "INMEMORY": InMemoryIndex}
@@ -22,8 +23,10 @@ def make_index(index_type: str, num_buckets: int = 256, hash_fields: list[str] |
         if num_buckets < 1:
             raise ConfigError(f"hoodie.bucket.index.num.buckets={num_buckets}: give 1 or more")
         return BucketIndex(num_buckets, list(hash_fields or ()))
+    if name == "RECORD_INDEX":
+        return RecordIndex()
     is_global = name.startswith("GLOBAL_")
     return _KINDS[name.removeprefix("GLOBAL_")](is_global=is_global)
 
 
-__all__ = ["BloomIndex", "BucketIndex", "check_bucket_index_fields", "InMemoryIndex", "Index", "IndexUpdate", "SimpleIndex", "make_index"]
+__all__ = ["BloomIndex", "BucketIndex", "check_bucket_index_fields", "InMemoryIndex", "Index", "IndexUpdate", "RecordIndex", "SimpleIndex", "make_index"]

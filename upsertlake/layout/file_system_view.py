@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from upsertlake.errors import CleanedInstantError, CorruptTableError, MissingFileError
 from upsertlake.logfile.names import LogFileName, is_log_path
+from upsertlake.metadata.listing import listed_files
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant import Action, Instant
@@ -135,10 +136,13 @@ def list_partitions_and_files(storage: Storage, scope: Collection[str] | None = 
     return sort_listing(entries, scope)
 
 
-def sort_listing(entries: Iterable[FileEntry], scope: Collection[str] | None = None) -> Listing:
+def sort_listing(
+    entries: Iterable[FileEntry], scope: Collection[str] | None = None, partitions: Iterable[str] = ()
+) -> Listing:
     """The partitions, base files and log files among listed `entries` (of `scope` only, if
-    given): one listing of the table serves every check that needs one."""
-    partitions: set[str] = set()
+    given): one listing of the table serves every check that needs one. `partitions`: known
+    besides the folders whose partition metafile is listed (the metadata table names them)."""
+    partitions = set(partitions)
     files: list[FileEntry] = []
     logs: list[tuple[FileEntry, LogFileName]] = []
     for entry in entries:
@@ -194,7 +198,18 @@ class FileSystemView:
 
     @cached_property
     def _listing(self) -> Listing:
+        """Storage's listing: every file, those of pending and failed writes too."""
         return list_partitions_and_files(self.storage, self.scope)
+
+    @cached_property
+    def _visible(self) -> Listing:
+        """The listing visible files are picked from: the metadata table's when it can be trusted
+        (no listing of the partitions, docs/DESIGN.md §11), else storage's."""
+        listed = listed_files(self.timeline, self.scope)
+        if listed is None:
+            return self._listing
+        partitions, entries = listed
+        return sort_listing(entries, self.scope, partitions)
 
     def _scoped(self, partitions: Iterable[str]) -> None:
         """Refuse a question about partitions this view did not list (a bug, never an empty answer)."""
@@ -235,7 +250,7 @@ class FileSystemView:
     @cached_property
     def _latest_by_group(self) -> dict[tuple[str, str], BaseFile]:
         latest: dict[tuple[str, str], BaseFile] = {}
-        for bf in self._listing.base_files:
+        for bf in self._visible.base_files:
             if bf.instant_time not in self._visible_times or bf.file_group in self.replaced_file_groups:
                 continue
             seen = latest.get(bf.file_group)
@@ -280,7 +295,7 @@ class FileSystemView:
         belongs to the slice of the newest base file older than its completion, as Hudi 1.x
         places it (HoodieFileGroup.getBaseInstantTime)."""
         by_group: dict[tuple[str, str], list[LogFile]] = defaultdict(list)
-        for log in self._listing.log_files:
+        for log in self._visible.log_files:
             if log.file_group not in self.replaced_file_groups:
                 by_group[log.file_group].append(log)
         if not by_group:
@@ -288,7 +303,7 @@ class FileSystemView:
         bases: dict[tuple[str, str], list[str]] = defaultdict(list)
         starts: dict[tuple[str, str], list[str]] = defaultdict(list)  # every committed base, visible or not
         committed = {i.time for i in self.timeline.completed_writes()}
-        for bf in self._listing.base_files:
+        for bf in self._visible.base_files:
             if bf.instant_time in self._visible_times:
                 bases[bf.file_group].append(bf.instant_time)
             if bf.instant_time in (self._visible_times if self.range_only else committed):
@@ -331,14 +346,14 @@ class FileSystemView:
             listed = self._latest_by_group.get(group)
             if listed is None or listed.instant_time < inst.time:
                 missing[group[0]].append((path, inst))
-        if self._listing.log_files or any(i.action is Action.DELTA_COMMIT for i in self.visible_instants):
+        if self._visible.log_files or any(i.action is Action.DELTA_COMMIT for i in self.visible_instants):
             for path, inst in self._missing_logs():
                 missing[path.rpartition("/")[0]].append((path, inst))
         return dict(missing)
 
     def _missing_logs(self) -> list[tuple[str, Instant]]:
         """Log files visible deltacommits wrote into the slices this view reads, not on storage."""
-        listed = {log.path for log in self._listing.log_files}
+        listed = {log.path for log in self._visible.log_files}
         bases = {group: bf.instant_time for group, bf in self._latest_by_group.items()}
         completion = {i.time: i.completed_at for i in self.visible_instants}
         gone = []
@@ -435,8 +450,8 @@ class FileSystemView:
         return dict(out)
 
     def all_partitions(self) -> list[str]:
-        """Every partition folder on storage (in the view's scope), visible or not."""
-        return self._listing.partitions
+        """Every partition (in the view's scope): the folders on storage, or the metadata table's list."""
+        return self._visible.partitions
 
     def latest_base_files(self, partitions: list[str] | None = None) -> list[BaseFile]:
         """The visible file of every file group (of `partitions`); MissingFileError when one of

@@ -22,6 +22,8 @@ from collections.abc import Collection, Iterable
 
 from upsertlake.layout.file_system_view import LogFile, list_partitions_and_files
 from upsertlake.logfile import LogFileName, append_blocks, read_blocks, rollback_block
+from upsertlake.metadata.partitions import FOLDER as METADATA_FOLDER
+from upsertlake.metadata.writer import undo as undo_metadata
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import METAFOLDER, delete_instant_files
 from upsertlake.timeline.instant import Action, Instant
@@ -135,6 +137,8 @@ def delete_written(
     appended to (an APPEND marker) on table version 6 may hold other instants' blocks (Hudi's
     writers append to existing files): with a `rollback_time` it stays and gets a rollback block
     (`undo_pending`); without one it goes only if every block in it is the instant's own."""
+    if storage.folder_exists(METADATA_FOLDER):  # its metadata deltacommit first, as Hudi rolls it back
+        undo_metadata(storage.child(METADATA_FOLDER), instant_time)
     listing = list_partitions_and_files(storage)
     doomed = {bf.path for bf in listing.base_files if bf.instant_time == instant_time}
     if named_logs:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from upsertlake.errors import CorruptTableError, HFileBlockError, UnsupportedLogBlockError
+from upsertlake.errors import CorruptTableError, UnsupportedLogBlockError
+from upsertlake.hfile import read_records
 from upsertlake.logfile.avro_records import decode_record_runs, decode_records
 from upsertlake.logfile.blocks import (
     LOG_FORMAT_VERSION,
@@ -190,7 +191,7 @@ def _parse_block(
     skippable = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE, BlockType.HFILE_DATA)
     if keep is not None and block_type in skippable and not keep(instant):
         return None
-    data = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
+    data = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.HFILE_DATA)
     if data_schemas is not None and block_type in data and not data_schemas(_schema(header)):
         return None
     if block_type == BlockType.AVRO_DATA:
@@ -208,10 +209,8 @@ def _parse_block(
         if not target:
             raise CorruptTableError("a rollback command block names no target instant")
         return CommandBlock(instant, target, Command.ROLLBACK, header)
-    if block_type == BlockType.HFILE_DATA:
-        raise HFileBlockError(
-            "an HFile data block (Hudi writes these in its metadata table's log files); upsertlake does not read HFile"
-        )
+    if block_type == BlockType.HFILE_DATA:  # the metadata table's records: a whole HFile, key -> Avro value
+        return DataBlock(instant, _schema(header), read_records(content, where), header, BlockType.HFILE_DATA)
     raise UnsupportedLogBlockError(f"a {block_type.name} block is not read by upsertlake")
 
 

@@ -32,6 +32,9 @@ from upsertlake.logfile.blocks import (
     HeaderKey,
 )
 from upsertlake.logfile.deletes import encode_delete_content
+from upsertlake.hfile import Compression, write_hfile
+
+HFILE_BLOCK_SIZE = 64 * 1024  # an HFile data block's HFile blocks (HBase's default block size)
 
 
 def data_block(instant: str, records: pa.Table, schema_json: str, *, parquet: bool = False) -> DataBlock:
@@ -114,6 +117,9 @@ def _data_content(block: DataBlock) -> bytes:
     if block.block_type == BlockType.AVRO_DATA:
         count = struct.pack(">ii", CONTENT_VERSION, block.records.num_rows)
         return count + encode_records(block.records, block.schema_json)
+    if block.block_type == BlockType.HFILE_DATA:  # the metadata table's: entries sorted by key, as Hudi writes them
+        entries = list(zip(block.records.column("key").to_pylist(), block.records.column("value").to_pylist()))
+        return write_hfile(entries, block_size=HFILE_BLOCK_SIZE, compression=Compression.GZ, file_creation_time=0)
     if block.block_type == BlockType.PARQUET_DATA:
         sink = io.BytesIO()
         pq.write_table(block.records, sink, compression="snappy", store_schema=False)

@@ -27,7 +27,7 @@ def pyarrow_dataset(storage: Storage, plan: ScanPlan, statistics: FileStatistics
         )
     fs = arrow_file_system(storage)
     fmt = ds.ParquetFileFormat()
-    stats = statistics.of_bases(plan.files)
+    stats = statistics.of_bases(plan.files, plan.schema)
     fragments = [
         fmt.make_fragment(bf.path, fs, partition_expression=guarantee(stats[bf.path], plan.schema), file_size=bf.size)
         for bf in plan.files

@@ -196,7 +196,7 @@ class Scan:
         whole = plan.files
         if self._spec.row_filter is not None:
             predicates = conjunction(plan.filters) if plan.commit_filter is None else []
-            stats = self.statistics.of_bases(plan.files) if predicates else {}
+            stats = self.statistics.of_bases(plan.files, plan.schema) if predicates else {}
             whole = [bf for bf in plan.files
                      if predicates and skipping.all_match(stats[bf.path], predicates, plan.schema)]
         counted = self.statistics.rows(whole)

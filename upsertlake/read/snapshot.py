@@ -226,9 +226,24 @@ def skip_files(
     """The files whose column statistics do not rule the filters out (`upsertlake.read.skipping`)."""
     if not files or not skipping.needs_statistics(filters):
         return files
-    stats = statistics.of_bases(files)
+    files = skip_partitions(files, schema, filters, statistics)
+    stats = statistics.of_bases(files, schema)
     keep = skipping.keeps([stats[bf.path] for bf in files], schema, filters)
     return [bf for bf, kept in zip(files, keep) if kept]
+
+
+def skip_partitions(
+    files: list[BaseFile], schema: pa.Schema, filters: Filters, statistics: FileStatistics
+) -> list[BaseFile]:
+    """The files of partitions whose statistics (the metadata table's `partition_stats`, which
+    bound every row of the partition's latest slices) do not rule the filters out."""
+    partitions = sorted({bf.partition_path for bf in files})
+    stats = statistics.of_partitions(partitions, schema)
+    if not stats:
+        return files
+    kept = skipping.keeps([stats.get(p) for p in partitions], schema, filters)
+    keep = {p for p, k in zip(partitions, kept) if k}
+    return [bf for bf in files if bf.partition_path in keep]
 
 
 def skip_slices(
@@ -238,9 +253,14 @@ def skip_slices(
     log file of unrecorded statistics is kept without looking at its base file."""
     if not slices or not skipping.needs_statistics(filters):
         return slices
-    logs = {log.path: statistics.of_log(log) for sl in slices for log in sl.logs}
+    partitions = sorted({sl.partition_path for sl in slices})
+    by_partition = statistics.of_partitions(partitions, schema)
+    if by_partition:
+        kept = {p for p, k in zip(partitions, skipping.keeps([by_partition.get(p) for p in partitions], schema, filters)) if k}
+        slices = [sl for sl in slices if sl.partition_path in kept]
+    logs = {log.path: statistics.of_log(log, schema) for sl in slices for log in sl.logs}
     judged = [i for i, sl in enumerate(slices) if all(logs[log.path] is not None for log in sl.logs)]
-    bases = statistics.of_bases([slices[i].base for i in judged if slices[i].base is not None])
+    bases = statistics.of_bases([slices[i].base for i in judged if slices[i].base is not None], schema)
     own = {i: ([bases[sl.base.path]] if sl.base is not None else []) + [logs[log.path] for log in sl.logs]
            for i in judged for sl in [slices[i]]}
     kept = iter(skipping.keeps([s for i in judged for s in own[i]], schema, filters))

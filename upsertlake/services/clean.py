@@ -24,7 +24,8 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError, StorageError
 from upsertlake.config.table_config import TableConfig
-from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.services import metadata_table
+from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline import documents
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, LogFile, list_partitions_and_files, slice_of
@@ -68,7 +69,7 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
         raise ConfigError(f"{_RETAINED[policy].key} must be at least 1, got {retained}")
     started = time.monotonic()
     with lock.hold():
-        config = drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
+        config = metadata_table.prepare(storage, TableConfig.load(storage), cfg)
         timeline = Timeline.load(storage, layout_of(config))
         finished = [_finish_pending(storage, timeline, inst) for inst in timeline.filter([Action.CLEAN], PENDING)]
         if finished:
@@ -172,6 +173,8 @@ def _execute(
             "failedDeleteFiles": failed,
             "isPartitionDeleted": False,
         }
+    removed = {p: [path.rpartition("/")[2] for path in paths] for p, paths in by_partition.items()}
+    metadata_table.sync(storage, TableConfig.load(storage), inflight.time, CommitMetadata({}, "CLEAN"), deleted=removed)
     last = timeline.latest_completed_write()  # `timeline`: listed under the lock the caller holds
     metadata = {
         "policy": policy,

@@ -39,7 +39,7 @@ from upsertlake.errors import SchemaError, UnsupportedTableError, WriteConflictE
 from upsertlake.schema import avro_to_arrow, conform, full_schema
 from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.services.compaction_plan import compaction_file_groups
-from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.services import metadata_table
 from upsertlake.timeline import column_stats, documents
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView, base_file_name
@@ -104,7 +104,7 @@ def cluster(
             "supported: their log records are merged by _hoodie_record_key"
         )
     with lock.hold():
-        drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
+        metadata_table.prepare(storage, TableConfig.load(storage), cfg)
         timeline = Timeline.load(storage)
         groups = plan_groups(timeline, cfg)
         if not groups:
@@ -149,6 +149,7 @@ def cluster(
                     f"clustering {inflight.time} conflicts with {conflict.describe()}; the clustering was "
                     "rolled back, no record was lost"
                 )
+            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)  # before the data instant
             transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes())
     except BaseException:
         with lock.hold():

@@ -18,7 +18,7 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import CleanedInstantError, ServiceError, UpsertlakeError
 from upsertlake.config.table_config import TableConfig
-from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.services import metadata_table
 from upsertlake.timeline import documents
 from upsertlake.timeline.retention import cleaned_boundary_past, savepoint_times
 from upsertlake.storage import Storage
@@ -49,7 +49,7 @@ def rollback(
     writer, and no commit is rolled back while one runs: it may be building on that commit."""
     cfg = config or Config.resolve(None)
     with lock.hold():
-        drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
+        metadata_table.prepare(storage, TableConfig.load(storage), cfg)
         timeline = Timeline.load(storage)
         target = _target(timeline, instant_time, HeartbeatPolicy.of(cfg).live(storage, timeline))
         return roll_back(storage, target)
@@ -128,7 +128,9 @@ def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:
 
 
 def undo(storage: Storage, target: Instant, rollback_time: str, started: float) -> dict[str, Any]:
-    """Delete what `target` wrote and its instant files; returns its HoodieRollbackMetadata."""
+    """Delete what `target` wrote and its instant files (its metadata deltacommit first); returns
+    its HoodieRollbackMetadata."""
+    metadata_table.undo(storage, TableConfig.load(storage), target.time)
     committed = _committed_logs(storage, target)
     if target.is_completed:
         storage.delete(table_layout(storage).path(target))

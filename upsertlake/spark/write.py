@@ -87,7 +87,7 @@ def write_dataframe(
     schema = arrow_schema_of(df.schema)
     table = table or options.open_or_create(schema)
     client = table.write_client()
-    instant = client.start_commit(options.operation)
+    instant = client.start_commit(options.operation, reports_keys=False)  # keys stay on the executors
     try:
         # As many tasks as the input has partitions (at least one per core); asked of the JVM's
         # RDD: PySpark's `df.rdd` sets up a conversion to Python rows (a second in a fresh process).

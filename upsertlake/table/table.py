@@ -152,7 +152,15 @@ class Table:
     ) -> WriteResult:
         before = self.storage.requests.snapshot()
         client = self.write_client()
-        instant = client.start_commit(operation, plan_on_start=True)  # the write follows at once
+        table_options = client.context.options
+        # The call's options hold from the start (whether to keep the metadata table is decided
+        # there) to the commit; the client keeps the table's for the next call.
+        client.context = replace(client.context, options=client.context.resolve(dict(options) if options else None))
+        try:
+            instant = client.start_commit(operation, plan_on_start=True)  # the write follows at once
+        except BaseException:
+            client.context = replace(client.context, options=table_options)
+            raise
         try:
             if operation.writes_records:
                 result = client.write(operation, data, instant, dict(options) if options else None, progress)
@@ -166,6 +174,8 @@ class Table:
         except BaseException:
             client.rollback(instant)
             raise
+        finally:
+            client.context = replace(client.context, options=table_options)
         self._services_after_commit(client.context.options.with_overrides(options), timeline=result.timeline)
         # Object stores bill per request: the write's, services included (none locally).
         return replace(result, store_requests=self.storage.requests.since(before))

@@ -108,7 +108,7 @@ def of_parquet(
                 known = False  # values without a range: no bound holds
         if not known:
             low = high = None
-        out[f.name] = _entry(f.type, low, high, nulls, (nans or {}).get(f.name, True))
+        out[f.name] = column_entry(f.type, low, high, nulls, (nans or {}).get(f.name, True))
     rows = metadata.num_rows if row_group is None else metadata.row_group(row_group).num_rows
     return FileColumnStats(rows, out)
 
@@ -122,7 +122,7 @@ def of_table(table: pa.Table) -> FileColumnStats:
         column = table.column(f.name)
         bounds = pc.min_max(column)
         nans = pa.types.is_floating(f.type) and bool(pc.any(pc.is_nan(column)).as_py())
-        out[f.name] = _entry(f.type, bounds["min"].as_py(), bounds["max"].as_py(), column.null_count, nans)
+        out[f.name] = column_entry(f.type, bounds["min"].as_py(), bounds["max"].as_py(), column.null_count, nans)
     return FileColumnStats(table.num_rows, out)
 
 
@@ -167,9 +167,11 @@ def _supported(t: pa.DataType) -> bool:
             or pa.types.is_timestamp(t) or pa.types.is_decimal128(t))
 
 
-def _entry(
+def column_entry(
     t: pa.DataType, low: Any, high: Any, nulls: int | None, nans: bool
 ) -> tuple[str, Any, Any, int | None, bool]:
+    """One column of a FileColumnStats from its bounds as Python values of type `t` (a NaN bound
+    or a long string's maximum is dropped; a long minimum keeps its prefix)."""
     floating = pa.types.is_floating(t)
     if floating and ((low is not None and math.isnan(low)) or (high is not None and math.isnan(high))):
         low = high = None

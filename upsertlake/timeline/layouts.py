@@ -18,17 +18,21 @@ from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline.instant import Instant
 
 METAFOLDER = ".hoodie"
+METADATA_PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 
 
 @dataclass(frozen=True)
 class TimelineLayout:
     """One timeline layout: its version, the folder of its instant files, and the zone its
-    instant times are written in (`hoodie.table.timeline.timezone`: UTC or LOCAL)."""
+    instant times are written in (`hoodie.table.timeline.timezone`: UTC or LOCAL). It also carries
+    the metadata-table partitions `hoodie.properties` lists as complete, read with the layout, so
+    a reader knows whether to list files from the metadata table without reading the file again."""
 
     version: int
     folder: str
     zone: str = field(default="UTC", compare=False)
     delta_commits: bool = field(default=False, compare=False)  # a merge-on-read table's timeline
+    metadata_partitions: tuple[str, ...] = field(default=(), compare=False)
 
     def path(self, instant: Instant) -> str:
         """The table-relative path of an instant's file in its state."""
@@ -51,7 +55,8 @@ def layout_of(config: TableConfig) -> TimelineLayout:
     mor = config.is_merge_on_read
     if config.timeline_layout_version == 1:
         return replace(LAYOUT_1, zone=config.timeline_timezone, delta_commits=mor)
-    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}", config.timeline_timezone, mor)
+    metadata = tuple(p for p in (config.extra.get(METADATA_PARTITIONS_KEY) or "").split(",") if p)
+    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}", config.timeline_timezone, mor, metadata)
 
 
 def table_layout(storage: Storage) -> TimelineLayout:

@@ -38,6 +38,24 @@ def cleaned_files(timeline: Timeline) -> set[str]:
     return gone
 
 
+def rolled_back_instants(timeline: Timeline) -> set[str]:
+    """The instants completed rollbacks and restores of the active timeline undid (their
+    `commitsRollback`); an unreadable document undid nothing that can be named."""
+    undone: set[str] = set()
+    for inst in timeline.filter([Action.ROLLBACK, Action.RESTORE], [State.COMPLETED]):
+        try:
+            doc = documents.decode(timeline.document(inst), f"{inst.action.value} {inst.time}")
+        except CorruptTableError:
+            continue
+        if inst.action is Action.ROLLBACK:
+            undone.update(doc.get("commitsRollback") or [])
+        else:
+            for rollbacks in (doc.get("hoodieRestoreMetadata") or {}).values():
+                for rollback in rollbacks:
+                    undone.update(rollback.get("commitsRollback") or [])
+    return undone
+
+
 def savepoint_times(timeline: Timeline) -> set[str]:
     return {i.time for i in timeline.filter([Action.SAVEPOINT], [State.COMPLETED])}
 
