@@ -76,7 +76,7 @@ def take_table_version(options: Mapping[str, object] | None) -> tuple[dict[str, 
     try:
         version = int(str(given).strip())
     except ValueError:
-        raise ConfigError(f"{TABLE_VERSION_KEY}={given!r} is not a table version (6 or 8)") from None
+        raise ConfigError(f"{TABLE_VERSION_KEY}={given!r} is not a table version (6, 8 or 9)") from None
     return rest, version
 
 

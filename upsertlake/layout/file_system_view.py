@@ -23,6 +23,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from upsertlake.errors import CleanedInstantError, CorruptTableError, MissingFileError
+from upsertlake.layout.base_files import PARQUET_EXTENSION, base_extension
 from upsertlake.logfile.names import LogFileName, is_log_path
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline.active import METAFOLDER, Timeline
@@ -30,13 +31,13 @@ from upsertlake.timeline.instant import Action, Instant
 from upsertlake.timeline.retention import cleaned_files
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
-BASE_FILE_EXTENSION = ".parquet"
+BASE_FILE_EXTENSION = PARQUET_EXTENSION  # what we write; Lance files are read too (`layout.base_files`)
 LISTING_THREADS = 8  # partitions a scoped view lists one by one, all at once (each listing is one request)
 
 
 @dataclass(frozen=True)
 class BaseFile:
-    """One version of a file group: `<fileId>_<writeToken>_<instant>.parquet`."""
+    """One version of a file group: `<fileId>_<writeToken>_<instant>.parquet` (or `.lance`)."""
 
     path: str
     partition_path: str
@@ -56,11 +57,11 @@ class BaseFile:
     @classmethod
     def parse(cls, entry: FileEntry) -> BaseFile:
         partition, _, name = entry.path.rpartition("/")
-        stem = name[: -len(BASE_FILE_EXTENSION)]
+        stem = name[: -len(base_extension(name) or BASE_FILE_EXTENSION)]
         parts = stem.split("_")
         if len(parts) != 3 or not all(parts):
             raise CorruptTableError(
-                f"base file name {entry.path!r} does not parse as <fileId>_<writeToken>_<instant>.parquet"
+                f"base file name {entry.path!r} does not parse as <fileId>_<writeToken>_<instant>.<format>"
             )
         file_id, token, instant = parts
         return cls(entry.path, partition, file_id, token, instant, entry.size)
@@ -68,7 +69,7 @@ class BaseFile:
 
 def _is_base_file(path: str) -> bool:
     name = path.rpartition("/")[2]
-    return name.endswith(BASE_FILE_EXTENSION) and not name.startswith(".")
+    return base_extension(name) is not None and not name.startswith(".")
 
 
 def slice_of(keys: list[str], completed_at: str) -> str | None:
@@ -148,7 +149,7 @@ def sort_listing(entries: Iterable[FileEntry], scope: Collection[str] | None = N
         name = entry.name
         if name == PARTITION_METAFILE:
             partitions.add(path.rpartition("/")[0])
-        elif name.endswith(BASE_FILE_EXTENSION) and not name.startswith("."):
+        elif _is_base_file(name):
             files.append(entry)
         elif name.startswith(".") and (log := LogFileName.parse(name)) is not None and not log.is_cdc:
             logs.append((entry, log))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from upsertlake.errors import CorruptTableError
+from upsertlake.layout.base_files import LanceFile, open_base_file
 from upsertlake.layout.file_system_view import BaseFile, LogFile
 from upsertlake.layout.slice_reader import listed
 from upsertlake.storage import Storage
@@ -105,4 +106,7 @@ class FileStatistics:
 
     def _footer(self, bf: BaseFile) -> FileColumnStats:
         with listed(self.storage, bf.path, bf.instant_time):
-            return of_parquet(self.storage.parquet_file(bf.path).metadata)
+            opened = open_base_file(self.storage, bf.path)
+            if isinstance(opened, LanceFile):  # no statistics: its rows only, every column unknown
+                return FileColumnStats(opened.metadata.num_rows)
+            return of_parquet(opened.metadata)

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from upsertlake.errors import ConfigError
+from upsertlake.layout.base_files import is_lance, open_base_file
 from upsertlake.storage import Storage
 
 _CHECKED: set[str] = set()
@@ -221,7 +222,7 @@ def _read_files(storage: Storage, target: object, file_names: bool, batches: Ite
 
     for batch in batches:
         for path in batch.column(0).to_pylist():
-            parquet = storage.parquet_file(path)
+            parquet = open_base_file(storage, path)
             data = parquet.read(columns=[n for n in target.names if n in parquet.schema_arrow.names])
             cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
                     for f in target if f.name != FILE_NAME]
