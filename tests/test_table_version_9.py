@@ -117,3 +117,43 @@ def test_lance_base_files_without_pylance_name_the_extra(tmp_path: Path, monkeyp
     assert "updated_at" in table.schema().names
     with pytest.raises(UnsupportedTableError, match=r"pip install 'upsertlake\[lance\]' \(the pylance package\)"):
         table.read()
+
+
+def spark_and_cli_reads(table) -> list[tuple[str, dict[str, str]]]:
+    """A sample of `reads` for Spark and the command line, which plan as `read` does and differ in
+    how they read files: the snapshot, time travel to the middle instant, and an incremental read
+    up to it."""
+    shown = [i.time for i in table.timeline() if i.is_completed]
+    middle = shown[len(shown) // 2]
+    return [("snapshot", {}), (f"as of {middle}", {"as_of": middle}),
+            (f"incremental (, {middle}]", {"begin": BEFORE_ALL, "end": middle})]
+
+
+def test_hudi_1_1_tables_read_through_spark_as_hudi_reads_them(tmp_path: Path, spark) -> None:
+    import upsertlake.spark as uls
+
+    for kind, name in TABLES:
+        path = unzip_v9_table(kind, name, tmp_path / kind)
+        table = open_table(path)
+        for what, spec in spark_and_cli_reads(table):
+            ours = uls.read(spark, str(path), **spec).toArrow()
+            assert_same(ours, hudi_read(path, **spec), f"{kind}/{name} {what}: Spark", "as_of" in spec)
+
+
+def test_hudi_1_1_tables_read_through_the_command_line_as_hudi_reads_them(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from upsertlake.cli import main
+
+    for kind, name in TABLES:
+        path = unzip_v9_table(kind, name, tmp_path / kind)
+        table = open_table(path)
+        for i, (what, spec) in enumerate(spark_and_cli_reads(table)):
+            out = tmp_path / f"{kind}-{name}-{i}.parquet"
+            when = (["--as-of", spec["as_of"]] if "as_of" in spec else
+                    ["--since", spec["begin"], *(["--until", spec["end"]] if "end" in spec else [])] if "begin" in spec
+                    else [])
+            assert main(["read", str(path), *when, "--output", str(out)]) == 0
+            theirs = hudi_read(path, **spec)
+            ours = pq.read_table(out)
+            assert_same(ours, theirs, f"{kind}/{name} {what}: upsertlake read", "as_of" in spec)
