@@ -46,8 +46,8 @@ def _by_reader(storage: Storage, scan: ScanPlan) -> tuple[list[str], list[str]]:
     """The scan's base files that Spark's parquet reader reads into the scan's types, and those
     written under a schema in which some column had another type (not a widening Spark makes):
     the schema of the newest write at or before each file's instant tells."""
-    if not scan.files:
-        return [], []
+    if not scan.files or storage.os_path() is None:  # an object store's files are read in tasks anyway
+        return [bf.path for bf in scan.files], []
     timeline, config = Timeline.load(storage), TableConfig.load(storage)
     target = {f.name: f.type for f in scan.schema}
     odd = {
