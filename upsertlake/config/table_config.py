@@ -59,6 +59,7 @@ MERGE_MODES = {
 # The payload classes Hudi 1.1 moves to hoodie.table.legacy.payload.class on the way to version 9
 # (UpgradeDowngradeUtils.PAYLOAD_CLASSES_TO_HANDLE): their merging is the merge mode's.
 LEGACY_PAYLOAD_KEY = "hoodie.table.legacy.payload.class"
+PARTIAL_UPDATE_KEY = "hoodie.table.partial.update.mode"  # version 9 only
 LEGACY_PAYLOADS = frozenset({
     "org.apache.hudi.common.model.AWSDmsAvroPayload",
     "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
@@ -243,11 +244,13 @@ class TableConfig:
             )
 
     def check_write_version(self, requested: int, key: str = "hoodie.write.table.version") -> None:
-        """A table keeps its version: asking for another one (by `key`) is an error."""
+        """A table keeps its version within a write: asking for another one (by `key`) is an
+        error (a write's options at opening upgrade it first: `table_options.upgrade_before_writing`)."""
         if requested != self.table_version:
             raise ConfigError(
                 f"{key}={requested} but the table is at version {self.table_version}; "
-                f"a table keeps its version (upgrade it with `upsertlake upgrade PATH --to {requested}`)"
+                f"a table keeps its version (upgrade it with `upsertlake upgrade PATH --to {requested}`, or name "
+                "the version among the options the table is opened with, which upgrades it before the first write)"
                 if requested > self.table_version
                 else f"{key}={requested} but the table is at version {self.table_version}; "
                 "downgrades are not supported"
@@ -317,6 +320,17 @@ class TableConfig:
         if initial_version == 9:
             extra[TABLE_FORMAT_KEY] = NATIVE_FORMAT
         return replace(at_8, table_version=9, extra=extra)
+
+    def down_to_version_8(self) -> TableConfig:
+        """A version 9 table's settings at version 8, as Hudi's NineToEightDowngradeHandler leaves
+        them: the ordering field as the precombine field, the merge strategy id of its merge mode,
+        the payload class back from the legacy key (`services.upgrade.downgrade_blockers` says
+        when version 8 cannot say the same)."""
+        strategy, payload = MERGE_MODES[self.merge_mode]
+        extra = {k: v for k, v in self.extra.items() if k not in (LEGACY_PAYLOAD_KEY, PARTIAL_UPDATE_KEY)}
+        extra["hoodie.record.merge.strategy.id"] = strategy
+        extra["hoodie.compaction.payload.class"] = self.extra.get(LEGACY_PAYLOAD_KEY, payload)
+        return replace(self, table_version=8, extra=extra)
 
     @property
     def base_file_format(self) -> str:

@@ -133,8 +133,10 @@ def upgrade_table(
     path: str | os.PathLike[str], version: int = 8, options: Mapping[str, object] | None = None,
     storage_options: Mapping[str, object] | None = None,
 ) -> UpgradeResult:
-    """Upgrade the table at `path` to table version `version` (6 -> 8, as Apache Hudi 1.0 does),
-    crash-safe and resumable (`upsertlake.services.upgrade`); refuses while a write is running."""
+    """Upgrade the table at `path` to table version `version`, 8 or 9 (6 -> 8, 6 -> 9 and 8 -> 9, as
+    Apache Hudi's upgrade handlers do), crash-safe and resumable (`upsertlake.services.upgrade`);
+    refuses while a write is running. `version` 8 on a version 9 table downgrades it, where that
+    is safe (else a ConfigError says why, the table untouched)."""
     from upsertlake.concurrency.lock import make_lock
     from upsertlake.services.upgrade import upgrade
 
