@@ -242,3 +242,173 @@ def test_random_merge_on_read_sequences_at_version_9_read_as_the_model(tmp_path:
     run.check_exercised(9)
     check_end(tmp_path / "t", run)
     assert properties(tmp_path / "t")["hoodie.table.version"] == "9"
+
+
+# -- upgrading and downgrading -------------------------------------------------------------------
+
+
+def upgraded_properties_diff(before: dict[str, str], after: dict[str, str]) -> dict[str, tuple]:
+    """Every property the upgrade changed: key -> (before, after), None for absent."""
+    return {k: (before.get(k), after.get(k)) for k in sorted({*before, *after} - {"hoodie.table.checksum"})
+            if before.get(k) != after.get(k)}
+
+
+def unzip_v8(name: str, tmp_path: Path) -> Path:
+    from conftest import unzip_hudi_table, unzip_mor_table
+
+    return unzip_mor_table(name, tmp_path) if name.startswith("mor_") else unzip_hudi_table(name, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["v8_simplekeygen_nonhivestyle", "v8_complexkeygen_hivestyle", "v8_nonpartitioned",
+                                  "v8_empty", "mor_v8_trips_8i3u1d"])
+def test_hudi_written_v8_tables_upgrade_to_9_as_hudi_1_1_upgrades_them(tmp_path: Path, name: str) -> None:
+    """8 -> 9 changes hoodie.properties as Hudi 1.1.1's writer did when it upgraded a version 8
+    table by hand (EightToNineUpgradeHandler): the precombine field becomes the ordering fields,
+    the merge strategy id goes, the payload class is kept as the legacy payload class only. The
+    timeline and the files stay; reads are the same, ours and Hudi's, and writes go on."""
+    from test_interop_hudi import check_reads
+
+    path = unzip_v8(name, tmp_path)
+    before_props, before = properties(path), open_table(path).read()
+    instants = sorted(p.name for p in (path / ".hoodie" / "timeline").iterdir())
+    result = upgrade_table(path, 9)
+    assert (result.from_version, result.to_version, result.instants_moved) == (8, 9, 0)
+    after = properties(path)
+    expected = {
+        "hoodie.table.version": ("8", "9"),
+        "hoodie.record.merge.strategy.id": (before_props["hoodie.record.merge.strategy.id"], None),
+        "hoodie.compaction.payload.class": (before_props["hoodie.compaction.payload.class"], None),
+        "hoodie.table.legacy.payload.class": (None, before_props["hoodie.compaction.payload.class"]),
+    }
+    if "hoodie.table.precombine.field" in before_props:
+        field = before_props["hoodie.table.precombine.field"]
+        expected |= {"hoodie.table.precombine.field": (field, None), "hoodie.table.ordering.fields": (None, field)}
+    if "hoodie.table.metadata.partitions" in before_props:  # the metadata table goes, as on every write
+        expected |= {"hoodie.table.metadata.partitions": (before_props["hoodie.table.metadata.partitions"], None),
+                     "hoodie.table.metadata.partitions.inflight": ("", None)}
+    changed = upgraded_properties_diff(before_props, after)
+    # beside Hudi's changes, only what the table implied already is spelled out
+    spelled = {k: v for k, v in changed.items() if k not in expected}
+    assert spelled == {k: v for k, v in {"hoodie.table.timeline.timezone": (None, "LOCAL"),
+                                         "hoodie.populate.meta.fields": (None, "true")}.items() if k in spelled}
+    assert {k: v for k, v in changed.items() if k in expected} == expected
+    assert sorted(p.name for p in (path / ".hoodie" / "timeline").iterdir()) == instants
+    if (path / ".hoodie" / ".index_defs" / "index.json").exists():  # each definition has its version now
+        import json
+
+        defs = json.loads((path / ".hoodie" / ".index_defs" / "index.json").read_text())["indexDefinitions"]
+        assert defs and all(d["version"] for d in defs.values())
+    table = open_table(path)
+    assert rows(table.read()) == rows(before)
+    check_reads(table, path, windows=table.config.populate_meta_fields)
+    if before.num_rows:
+        data = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie")]).slice(0, 1)
+        table.upsert(data)
+        assert properties(path)["hoodie.table.version"] == "9"
+        check_reads(open_table(path), path)
+
+
+@pytest.mark.parametrize("name", ["v6_simplekeygen_nonhivestyle", "v6_complexkeygen_hivestyle",
+                                  "v6_simplekeygen_nonhivestyle_overwritetable", "v6_empty"])
+def test_hudi_written_v6_tables_upgrade_to_9_and_read_the_same(tmp_path: Path, name: str) -> None:
+    """6 -> 9 as Hudi 1.1.1's writer upgraded a version 6 table by hand: the timeline moved to
+    layout 2, initial version 6, the key generator class kept beside its type, the merge mode
+    from the payload class, which is kept as the legacy payload class; the ordering fields."""
+    from conftest import unzip_hudi_table
+    from test_interop_hudi import check_reads
+
+    path = unzip_hudi_table(name, tmp_path)
+    before_props, before = properties(path), open_table(path).read()
+    result = upgrade_table(path, 9)
+    assert (result.from_version, result.to_version) == (6, 9)
+    after = properties(path)
+    assert (after["hoodie.table.version"], after["hoodie.timeline.layout.version"], after["hoodie.table.initial.version"]) \
+        == ("9", "2", "6")
+    assert after["hoodie.table.keygenerator.class"] == before_props["hoodie.table.keygenerator.class"]
+    assert after["hoodie.table.keygenerator.type"] in ("SIMPLE", "COMPLEX", "NON_PARTITION")
+    field = before_props.get("hoodie.table.precombine.field")
+    assert after.get("hoodie.table.ordering.fields") == field and "hoodie.table.precombine.field" not in after
+    mode = "EVENT_TIME_ORDERING" if field else "COMMIT_TIME_ORDERING"
+    payload = {"EVENT_TIME_ORDERING": "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+               "COMMIT_TIME_ORDERING": "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"}[mode]
+    assert (after["hoodie.record.merge.mode"], after["hoodie.table.legacy.payload.class"]) == (
+        mode, before_props.get("hoodie.compaction.payload.class", payload))
+    assert [k for k in ("hoodie.record.merge.strategy.id", "hoodie.compaction.payload.class") if k in after] == []
+    table = open_table(path)
+    assert rows(table.read()) == rows(before)
+    check_reads(table, path)
+
+
+def test_a_write_asking_for_version_9_upgrades_the_table_first_as_hudis_writer_does(tmp_path: Path, caplog) -> None:
+    """hoodie.write.table.version=9 on a version 6 or 8 table: the first write upgrades it, then
+    writes (Hudi 1.x's writer with hoodie.write.auto.upgrade, its default); with auto upgrade off
+    the write goes at the table's version, warned. Opening for reads changes nothing; a lower
+    version than the table's is refused."""
+    import logging
+
+    from test_interop_hudi import check_reads
+
+    batch = pa.table({"id": ["a", "b"], "ts": [1, 1], "city": ["sf", "nyc"]})
+    for version in (6, 8):
+        path = tmp_path / f"v{version}"
+        create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="city",
+                     options={"hoodie.write.table.version": version}).upsert(batch)
+        table = open_table(path, {"hoodie.write.table.version": 9})
+        assert properties(path)["hoodie.table.version"] == str(version)  # not upgraded by opening
+        assert table.read().num_rows == 2
+        assert properties(path)["hoodie.table.version"] == str(version)
+        table.upsert(pa.table({"id": ["a"], "ts": [2], "city": ["sf"]}))
+        assert properties(path)["hoodie.table.version"] == "9" and table.config.table_version == 9
+        assert sorted(zip(table.read()["id"].to_pylist(), table.read()["ts"].to_pylist())) == [("a", 2), ("b", 1)]
+        check_reads(open_table(path), path)
+    path = tmp_path / "off"
+    create_table(path, "t", record_key="id", precombine_field="ts", options={"hoodie.write.table.version": 8}).upsert(batch)
+    with caplog.at_level(logging.WARNING):
+        open_table(path, {"hoodie.write.table.version": 9, "hoodie.write.auto.upgrade": False}).upsert(batch)
+    assert properties(path)["hoodie.table.version"] == "8"
+    assert "hoodie.write.auto.upgrade=false: writing table 't' at its version 8" in caplog.text
+    with pytest.raises(ConfigError, match="hoodie.write.table.version=8 but the table is at version 9"):
+        open_table(tmp_path / "v8", {"hoodie.write.table.version": 8})
+
+
+def test_version_9_goes_back_to_8_only_where_8_says_the_same(tmp_path: Path) -> None:
+    """9 -> 8 (Hudi's NineToEightDowngradeHandler) restores what 8 -> 9 changed: a round trip gives
+    the version 8 properties back, byte for byte in meaning. A table ordering by several fields
+    (Hudi 1.0 compares one) or asked down to 6 (another timeline layout) is refused by name, the
+    table untouched."""
+    from conftest import tree_digest, unzip_hudi_table
+    from test_interop_hudi import check_reads
+
+    path = unzip_hudi_table("v8_simplekeygen_nonhivestyle", tmp_path)
+    at_8 = properties(path)
+    upgrade_table(path, 9)
+    result = upgrade_table(path, 8)
+    assert (result.from_version, result.to_version) == (9, 8)
+    assert upgraded_properties_diff(at_8, properties(path)) == {
+        "hoodie.table.timeline.timezone": (None, "LOCAL"), "hoodie.populate.meta.fields": (None, "true")}
+    check_reads(open_table(path), path)
+
+    several = tmp_path / "several"
+    create_table(several, "t", record_key="id", precombine_field="ts,seq", options={"hoodie.write.table.version": 9})
+    before = tree_digest(several)
+    with pytest.raises(ConfigError, match=r"not safe: it orders records by 2 fields \(ts, seq\), Hudi 1.0 compares one"):
+        upgrade_table(several, 8)
+    with pytest.raises(ConfigError, match="only 9 -> 8 is a downgrade upsertlake makes"):
+        upgrade_table(several, 6)
+    assert tree_digest(several) == before
+
+
+def test_cli_upgrades_to_9_and_downgrades_to_8(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    create_table(tmp_path, "t", record_key="id", precombine_field="ts").upsert(pa.table({"id": [1], "ts": [1]}))
+    run = [sys.executable, "-m", "upsertlake.cli", "upgrade", str(tmp_path)]
+    p = subprocess.run([*run, "--to", "9", "--json"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == {"from_version": 6, "to_version": 9, "rolled_back": [], "instants_moved": 1,
+                                    "old_files_deleted": 3}
+    p = subprocess.run([*run, "--to", "8"], capture_output=True, text=True)
+    assert (p.returncode, p.stdout.strip()) == (0, "downgraded from table version 9 to 8")
+    assert properties(tmp_path)["hoodie.table.precombine.field"] == "ts"

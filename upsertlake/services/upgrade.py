@@ -48,6 +48,7 @@ from upsertlake.config.table_config import (
     EVENT_TIME_ORDERING,
     MERGE_MODES,
     PARTIAL_UPDATE_KEY,
+    WRITABLE_VERSIONS,
     TableConfig,
 )
 from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError, UnsupportedTableError
@@ -82,16 +83,18 @@ def upgrade(storage: Storage, lock: TableLock, config: Config, to: int = 8) -> U
     """Upgrade the table to version `to` (8 or 9), or downgrade a version 9 table to 8 where that
     is safe; a table already there is left as it is, except for the old instant files an
     interrupted upgrade left behind, which go."""
-    if to not in SUPPORTED_TARGETS:
+    if to not in SUPPORTED_TARGETS and to not in WRITABLE_VERSIONS:
         raise ConfigError(f"cannot upgrade to table version {to}: upsertlake upgrades to version 8 or 9")
     with lock.hold():
         table = TableConfig.load(storage)
         start = table.table_version
+        if start > to:
+            return _downgrade(storage, table, to)
+        if to not in SUPPORTED_TARGETS:
+            raise ConfigError(f"cannot upgrade to table version {to}: upsertlake upgrades to version 8 or 9")
         if start == to:
             recover_properties(storage)
             return UpgradeResult(start, to, old_files_deleted=_delete_layout_1_instants(storage))
-        if start > to:
-            return _downgrade(storage, table, to)
         if start not in (6, 8):
             raise UnsupportedTableError(f"upgrading table version {start} is not supported (6 and 8 only)")
         table.check_writable()
