@@ -84,3 +84,29 @@ def test_hudi_1_1_reads_the_tables_our_upgrades_leave(tmp_path: Path, hudi_refer
     update = stored.drop_columns([c for c in stored.column_names if c.startswith("_hoodie")]).slice(0, 1)
     open_table(theirs).upsert(update.set_column(update.schema.get_field_index("name"), "name", pa.array(["Zoe"])))
     assert_hudi_reads_ours(hudi, theirs, columns)
+
+
+def test_several_ordering_fields_decide_as_in_hudi_1_1(tmp_path: Path, hudi_references) -> None:
+    """The same two batches (in-batch duplicates and stored records decided by ts, then seq) given
+    to Hudi 1.1 and to us end in the same rows; Hudi reads our table so, and our second batch on
+    the table Hudi wrote the first into ends so too, and Hudi reads that table after our write
+    rewrote its hoodie.properties (which had Hadoop's checksum file beside it: we drop it)."""
+    from test_table_version_9 import FIRST, SECOND, expected, ordered_batch, stored
+
+    hudi = hudi_references.for_table_version(9)
+    options = {"hoodie.table.name": "t", "hoodie.datasource.write.recordkey.field": "id",
+               "hoodie.datasource.write.precombine.field": "ts,seq", "hoodie.datasource.write.partitionpath.field": "p",
+               "hoodie.datasource.write.operation": "upsert", "hoodie.metadata.enable": "false"}
+    theirs, ours, mixed = tmp_path / "theirs", tmp_path / "ours", tmp_path / "mixed"
+    for rows_ in (FIRST, SECOND):
+        hudi.write(theirs, ordered_batch(rows_), options)
+    hudi.write(mixed, ordered_batch(FIRST), options)
+    table = create_table(ours, "t", record_key="id", precombine_field="ts,seq", partition_fields="p",
+                         options={"hoodie.write.table.version": 9})
+    for rows_ in (FIRST, SECOND):
+        table.upsert(ordered_batch(rows_))
+    assert open_table(mixed).config.ordering_fields == ("ts", "seq")
+    open_table(mixed).upsert(ordered_batch(SECOND))
+    columns = ["id", "p", "ts", "seq"]
+    assert rows(hudi.snapshot(theirs), columns) == stored(ours) == stored(mixed) == expected(False)
+    assert rows(hudi.snapshot(ours), columns) == rows(hudi.snapshot(mixed), columns) == expected(False)

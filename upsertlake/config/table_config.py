@@ -195,14 +195,24 @@ class TableConfig:
 
     @property
     def precombine_field(self) -> str | None:
-        """The one ordering field (None: none). A table ordered by several fields is read, and
-        written wherever the ordering is compared field by field (`ordering_fields`)."""
+        """The one ordering field (None: none). Copy-on-write tables are read and written by
+        several (`ordering_fields`, compared field by field); merge-on-read slices merge by one:
+        a merge-on-read table ordered by several is refused by name."""
         if len(self.ordering_fields) > 1:
-            raise UnsupportedTableError(
-                f"table {self.name!r} orders records by several fields ({', '.join(self.ordering_fields)}); "
-                "this operation compares one ordering field only"
-            )
+            raise self._several_ordering_fields()
         return self.ordering_fields[0] if self.ordering_fields else None
+
+    def _several_ordering_fields(self) -> UnsupportedTableError:
+        return UnsupportedTableError(
+            f"table {self.name!r} orders records by several fields ({', '.join(self.ordering_fields)}); "
+            "merge-on-read tables ordered by several fields are not supported yet (copy-on-write ones are)"
+        )
+
+    @property
+    def log_ordering_field(self) -> str | None:
+        """The ordering field log records merge by: a merge-on-read table's one field (refused
+        for several); None on copy-on-write, which has no log files."""
+        return self.precombine_field if self.is_merge_on_read else None
 
     @property
     def is_partitioned(self) -> bool:
@@ -271,6 +281,8 @@ class TableConfig:
                 f"{BASE_FORMAT_KEY}={self.base_file_format}: this table is read-only here (upsertlake writes "
                 "parquet base files only)"
             )
+        if self.is_merge_on_read and len(self.ordering_fields) > 1:
+            raise self._several_ordering_fields()
         if not self.populate_meta_fields:
             raise UnsupportedTableError("tables without meta fields (hoodie.populate.meta.fields=false) are read-only here")
         if self.keygen_class not in WRITABLE_KEYGENS:
@@ -352,7 +364,7 @@ class TableConfig:
         from the payload class; with none set, event time when there is a precombine field."""
         payload = self.extra.get("hoodie.compaction.payload.class") or self.extra.get(LEGACY_PAYLOAD_KEY)
         if payload is None:
-            return EVENT_TIME_ORDERING if self.precombine_field else COMMIT_TIME_ORDERING
+            return EVENT_TIME_ORDERING if self.ordering_fields else COMMIT_TIME_ORDERING
         for mode, (_, cls) in MERGE_MODES.items():
             if payload == cls:
                 return mode
