@@ -562,3 +562,36 @@ def test_lance_tables_on_an_object_store_read_as_on_disk(tmp_path: Path, s3_serv
     for as_of in [None, *[i.time for i in remote.timeline() if i.is_completed][:2]]:
         assert rows(remote.read(as_of=as_of)) == rows(open_table(local).read(as_of=as_of))
     assert rows(remote.read()) == rows(hudi_read(local))
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ("hoodie.table.format=iceberg", "hoodie.table.format=iceberg: the table keeps its timeline in another table format"),
+    ("hoodie.table.base.file.format=ORC", "hoodie.table.base.file.format=ORC: upsertlake reads parquet and Lance"),
+    ("hoodie.table.version=10", "table version 10 is not supported"),
+])
+def test_what_version_9_tables_may_say_that_we_do_not_read_is_refused_untouched(
+    tmp_path: Path, change: str, message: str
+) -> None:
+    from conftest import tree_digest
+
+    path = unzip_v9_table("cow", "v9_txns_simple_nometa", tmp_path)
+    props = path / ".hoodie" / "hoodie.properties"
+    key = change.split("=")[0]
+    lines = [line for line in props.read_text("latin-1").splitlines() if not line.startswith(key + "=")]
+    props.write_text("\n".join([*lines, change]) + "\n", "latin-1")
+    before = tree_digest(path)
+    with pytest.raises(UnsupportedTableError, match=message):
+        open_table(path).read()
+    assert tree_digest(path) == before
+
+
+def test_lance_tables_are_read_only_here(tmp_path: Path) -> None:
+    from conftest import tree_digest
+
+    path = unzip_v9_table("cow", "v9_lance_nonpartitioned", tmp_path)
+    table = open_table(path)
+    before = tree_digest(path)
+    data = txn(table.read(), "1", score=0.5)
+    with pytest.raises(UnsupportedTableError, match="hoodie.table.base.file.format=LANCE: this table is read-only here"):
+        table.upsert(data)
+    assert tree_digest(path) == before
