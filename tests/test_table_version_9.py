@@ -452,10 +452,7 @@ def test_writes_and_services_on_hudi_1_1_tables_read_as_hudi_reads_them(tmp_path
     if kind == "mor":
         assert table.compact() is not None
     table.cluster()
-    # Incremental windows on merge-on-read: Hudi 1.1 (its Spark reader and hudi-rs alike) merges a
-    # window's log records without the older base file, so it returns the record that lost to
-    # the stored one by its smaller ordering value; ours is the latest state (README). Not compared.
-    check_reads(open_table(path), path, windows=kind == "cow")
+    check_reads(open_table(path), path)
     table.clean(retained=1)
     now = open_table(path).read()
     by_key = {r["_hoodie_record_key"]: r for r in now.to_pylist()}

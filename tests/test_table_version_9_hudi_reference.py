@@ -90,7 +90,7 @@ def test_several_ordering_fields_decide_as_in_hudi_1_1(tmp_path: Path, hudi_refe
     """The same two batches (in-batch duplicates and stored records decided by ts, then seq) given
     to Hudi 1.1 and to us end in the same rows; Hudi reads our table so, and our second batch on
     the table Hudi wrote the first into ends so too, and Hudi reads that table after our write
-    rewrote its hoodie.properties (which had Hadoop's checksum file beside it: we drop it)."""
+    rewrote its hoodie.properties."""
     from test_table_version_9 import FIRST, SECOND, expected, ordered_batch, stored
 
     hudi = hudi_references.for_table_version(9)

@@ -172,18 +172,6 @@ def create_properties(storage: Storage, props: Mapping[str, str]) -> bool:
     return storage.write_if_absent(PROPERTIES_FILE, _properties_bytes(props))
 
 
-def _drop_hadoop_checksum(storage: Storage, rel: str) -> None:
-    """Delete the checksum file Hadoop's local file system keeps beside a file it wrote
-    (`.hoodie/.hoodie.properties.crc`): once the file is rewritten a stale one makes Hudi's reader
-    fail ("Could not load Hoodie properties"), and without one it reads the file unchecked.
-    Deleted before the file is rewritten, so a crash in between leaves no stale checksum. Object
-    stores' Hadoop file systems keep none."""
-    if storage.os_path(rel) is None:
-        return
-    folder, _, name = rel.rpartition("/")
-    storage.delete(f"{folder}/.{name}.crc")
-
-
 def write_properties(storage: Storage, changes: Mapping[str, str | None]) -> dict[str, str]:
     """Change keys of `hoodie.properties` (a None value deletes the key) by Hudi's protocol.
 
@@ -217,12 +205,10 @@ def write_properties(storage: Storage, changes: Mapping[str, str | None]) -> dic
     if problems:
         raise CorruptTableError(f"refusing to write {current.path}: the new properties would be invalid ({'; '.join(problems)})")
     new = _properties_bytes(props)
-    _drop_hadoop_checksum(storage, BACKUP_FILE)
     storage.write_bytes(BACKUP_FILE, current.raw)
     if storage.read_bytes(BACKUP_FILE) != current.raw:
         storage.delete(BACKUP_FILE)
         raise CorruptTableError(f"{storage.full_path(BACKUP_FILE)} did not read back as written; {current.path} is unchanged")
-    _drop_hadoop_checksum(storage, PROPERTIES_FILE)
     storage.write_bytes(PROPERTIES_FILE, new)
     if storage.read_bytes(PROPERTIES_FILE) != new:
         storage.delete(PROPERTIES_FILE)  # readers use the backup; the next rewrite recovers it
@@ -250,7 +236,6 @@ def recover_properties(storage: Storage) -> str | None:
             f"neither {main.path} ({main.reason}) nor {backup.path} ({backup.reason}) is valid; "
             f"run `upsertlake doctor {storage.base}`"
         )
-    _drop_hadoop_checksum(storage, PROPERTIES_FILE)
     storage.write_bytes(PROPERTIES_FILE, backup.raw)
     if storage.read_bytes(PROPERTIES_FILE) != backup.raw:
         raise CorruptTableError(f"{main.path} did not read back as written; {backup.path} is kept")
@@ -266,7 +251,6 @@ def replace_properties(storage: Storage, props: Mapping[str, str]) -> None:
     if problems:
         raise CorruptTableError(f"refusing to write {storage.full_path(PROPERTIES_FILE)}: {'; '.join(problems)}")
     data = _properties_bytes(props)
-    _drop_hadoop_checksum(storage, PROPERTIES_FILE)
     storage.write_bytes(PROPERTIES_FILE, data)
     if storage.read_bytes(PROPERTIES_FILE) != data:
         raise CorruptTableError(f"{storage.full_path(PROPERTIES_FILE)} did not read back as written")
