@@ -30,6 +30,16 @@ def unzip_mor_table(name: str, dest: Path) -> Path:
     return table
 
 
+def unzip_v9_table(kind: str, name: str, dest: Path) -> Path:
+    """Unzip `v9/<kind>/<name>.zip` (a table Apache Hudi 1.1 wrote, `kind` cow or mor) into dest;
+    returns the table's folder."""
+    with zipfile.ZipFile(HUDI_TABLES / "v9" / kind / f"{name}.zip") as zf:
+        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
+        zf.extractall(dest, members)
+    (table,) = {dest / m.split("/")[0] for m in members}
+    return table
+
+
 @pytest.fixture
 def hudi_table(tmp_path: Path):
     """A function that unzips a reference table into this test's temporary folder."""

@@ -145,6 +145,7 @@ def test_defaults() -> None:
         opt.DATABASE_NAME: "default",
         opt.OPERATION: "upsert",
         opt.WRITE_TABLE_VERSION: 6,
+        opt.WRITE_AUTO_UPGRADE: True,
         opt.WRITE_PARALLELISM: 0,
         opt.CLEANER_POLICY: "KEEP_LATEST_COMMITS",
         opt.CLEANER_COMMITS_RETAINED: 10,

@@ -422,7 +422,7 @@ def test_v8_incremental_reads_select_commits_by_completion_time(hudi_table) -> N
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"hoodie.table.version": "9"}, "table version 9 is not supported"),
+        ({"hoodie.table.version": "10"}, "table version 10 is not supported"),
         ({"hoodie.timeline.layout.version": "1"}, "timeline layout version 1 is not a valid"),
         ({"hoodie.timeline.layout.version": "3"}, "timeline layout version 3 is not a valid"),
     ],

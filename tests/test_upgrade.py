@@ -261,8 +261,8 @@ def test_a_writer_opened_before_the_upgrade_writes_version_8(tmp_path: Path) -> 
 
 def test_upgrade_refuses_other_versions(tmp_path: Path, hudi_table) -> None:
     t = create_table(tmp_path / "t", "t", record_key="id")
-    with pytest.raises(ConfigError, match="version 8 only"):
-        upgrade_table(tmp_path / "t", 9)
+    with pytest.raises(ConfigError, match="version 8 or 9"):
+        upgrade_table(tmp_path / "t", 10)
     assert upgrade_table(hudi_table("v8_nonpartitioned"), 8).from_version == 8  # nothing to do
     assert t.config.table_version == 6
 
@@ -295,7 +295,7 @@ def test_write_table_version_creates_8_and_a_table_keeps_its_version(tmp_path: P
         open_table(tmp_path / "v8", {"hoodie.write.table.version": 6})
     with pytest.raises(ConfigError, match="table is at version 6"):
         open_table(tmp_path / "v6").upsert(pa.table({"id": [1]}), {"hoodie.write.table.version": 8})
-    with pytest.raises(ConfigError, match="version 6 or 8"):
+    with pytest.raises(ConfigError, match="version 6, 8 or 9"):
         create_table(tmp_path / "v7", "t", record_key="id", options={"hoodie.write.table.version": 7})
     assert not (tmp_path / "v7").exists() or not (tmp_path / "v7" / ".hoodie").exists()
     v8.upsert(pa.table({"id": [1, 2]}))

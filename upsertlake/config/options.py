@@ -85,6 +85,7 @@ __all__ = [
     "LOGFILE_DATA_BLOCK_FORMAT",
     "WRITE_CONCURRENCY_MODE",
     "WRITE_PARALLELISM",
+    "WRITE_AUTO_UPGRADE",
     "WRITE_SET_NULL_FOR_MISSING_COLUMNS",
     "WRITE_TABLE_VERSION",
 ]
@@ -220,10 +221,16 @@ WRITE_SET_NULL_FOR_MISSING_COLUMNS: Option[bool] = _option(
     "Fill table columns missing from the batch (nullable ones) with nulls instead of failing.")
 WRITE_TABLE_VERSION: Option[int] = _option(
     "hoodie.write.table.version", int, 6,
-    "Table version a new table is created at: 6 (timeline layout 1, read by Hudi 0.14+ and 1.x) "
-    "or 8 (timeline layout 2, Hudi 1.0's default, read by Hudi 1.x only). Deviation: Hudi 1.0 "
-    "defaults to 8; upsertlake to 6, which every Hudi reader reads. An existing table keeps its "
-    "version (upgrade it with `upsertlake upgrade PATH --to 8`); naming another one is an error.")
+    "Table version a new table is created at: 6 (timeline layout 1, read by Hudi 0.14+ and 1.x), "
+    "8 (layout 2, Hudi 1.0's default, read by Hudi 1.x) or 9 (Hudi 1.1's default, read by Hudi "
+    "1.1). Deviation: Hudi 1.1 defaults to 9; upsertlake to 6, which every Hudi reader reads "
+    "(README, Table versions). On an existing table at a lower version a write upgrades it first, "
+    "as Hudi's writer does (unless hoodie.write.auto.upgrade=false: then it writes at the table's "
+    "version); a lower version than the table's is an error.")
+WRITE_AUTO_UPGRADE: Option[bool] = _option(
+    "hoodie.write.auto.upgrade", bool, True,
+    "Whether a write whose hoodie.write.table.version is above the table's upgrades the table first "
+    "(as Hudi 1.x's writer); false writes at the table's version, as Hudi does.")
 OPERATION: Option[str] = _option(
     "hoodie.datasource.write.operation", str, "upsert",
     "Write operation of a datasource-style write; upsertlake implements these four.",
@@ -299,9 +306,11 @@ RECORDKEY_FIELD: Option[str] = _option(
     "Comma-separated record key field(s). Hudi has no default.")
 PRECOMBINE_FIELD: Option[str] = _option(
     "hoodie.datasource.write.precombine.field", str, "",
-    "Field whose larger value wins between records with the same key. Empty = none. Deviation: "
-    "Hudi 0.15 defaults to 'ts' (1.x has no default). The table's own value is the separate "
-    "table-config key hoodie.table.precombine.field, not an alias of this one.")
+    "Field whose larger value wins between records with the same key, or several (comma-separated, "
+    "compared in order: the next decides a tie). Empty = none. Deviation: Hudi 0.15 defaults to 'ts' "
+    "(1.x has no default). Hudi 1.1's hoodie.table.ordering.fields names the same fields; the table's "
+    "value up to version 8, hoodie.table.precombine.field, is the table's own.",
+    aliases=("hoodie.table.ordering.fields",))
 PARTITIONPATH_FIELD: Option[str] = _option(
     "hoodie.datasource.write.partitionpath.field", str, "",
     "Comma-separated partition path field(s); empty = non-partitioned table.")

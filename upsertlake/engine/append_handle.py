@@ -115,7 +115,7 @@ def append_bucket(
         rows = with_meta(upserts, job.instant_time, bucket.number, bucket.file_id, job.data_schema)
         blocks.append(data_block(job.instant_time, rows, job.schema_json, parquet=job.parquet_blocks))
     if removed.num_rows:
-        keys = _delete_keys(removed, job.precombine_field)
+        keys = _delete_keys(removed, job.ordering_fields)
         # a block either way: hudi-rs refuses a delete block that mixes the plain deletes'
         # IntWrapper(0) with ordering values of another wrapper (a key is in one of them only)
         natural = keys.column("natural_order")
@@ -230,10 +230,12 @@ class SharedBlocks:
         return dict(zip(chosen, avro_data_blocks(job.instant_time, with_meta, job.schema_json, run_ends)))
 
 
-def _delete_keys(removed: pa.Table, precombine_field: str | None) -> pa.Table:
+def _delete_keys(removed: pa.Table, ordering_fields: tuple[str, ...]) -> pa.Table:
     """A delete block's keys: `delete()`'s records (forced) carry no ordering value (Hudi's
     IntWrapper(0): the delete wins); an upsert's `_hoodie_is_deleted` record carries its
-    precombine value, and competes by it as Hudi's append handle writes it."""
+    precombine value, and competes by it as Hudi's append handle writes it. (Merge-on-read tables
+    ordered by several fields are refused before any write: `TableConfig.precombine_field`.)"""
+    (precombine_field,) = ordering_fields or (None,)
     forced = np.asarray(removed.column(FORCE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
     keys = {
         "record_key": removed.column(KEY),

@@ -29,6 +29,7 @@ from upsertlake.layout.markers import marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.partitioner import Bucket
 from upsertlake.schema import RECORD_KEY_COLUMN, conform, full_schema
+from upsertlake.schema.ordering import ordering_values
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, base_file_name
 from upsertlake.timeline.commit_metadata import WriteStat
@@ -57,7 +58,7 @@ class BucketTask:
     base_file: BaseFile | None
     instant_time: str
     data_schema: pa.Schema
-    precombine_field: str | None
+    ordering_fields: tuple[str, ...]
     merge_mode: MergeMode
     write_token: str
     merged_slice: tuple[FileSlice, Merge] | None = None  # a merge-on-read slice: its merged records are the old file
@@ -72,7 +73,7 @@ class BucketJob:
     buckets: tuple[Bucket, ...]
     base_files: dict[int, BaseFile]  # bucket number -> the file an UPDATE bucket rewrites
     data_schema: pa.Schema
-    precombine_field: str | None
+    ordering_fields: tuple[str, ...]
     merge_mode: MergeMode
     file_config: FileWriterConfig
     keep_keys: bool = True  # return the inserted and deleted keys (an in-memory index learns them)
@@ -119,7 +120,7 @@ class BucketJob:
             base_file=base_file or self.base_files.get(number),
             instant_time=self.instant_time,
             data_schema=self.data_schema,
-            precombine_field=self.precombine_field,
+            ordering_fields=self.ordering_fields,
             merge_mode=self.merge_mode,
             write_token=write_token or default_token(number, attempt),
             merged_slice=self.merged_slice(number),
@@ -195,7 +196,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         exists[matched] = True
         # Each stored copy of a key (plain inserts make duplicates) merges with the record on its
         # own, as Hudi's merge handle does.
-        needed = [c for c in (task.precombine_field, FORCE_FLAG) if c]
+        needed = [*task.ordering_fields, FORCE_FLAG]
         per_copy = replace(task, records=records.select(needed).take(pa.array(matched)))
         copy_wins = _incoming_wins(per_copy, old, pa.array(old_rows), np.ones(len(matched), dtype=bool))
         wins = np.bincount(matched[copy_wins], minlength=n_in)
@@ -318,10 +319,11 @@ def _incoming_wins(task: BucketTask, old: pa.Table, stored_row: pa.Array, exists
     """Per record: does it replace the stored row? Records flagged FORCE (deletes made by
     `delete()`, partition moves) always do; a null ordering value loses to any value."""
     n = task.records.num_rows
-    if task.merge_mode is MergeMode.COMMIT_TIME or not task.precombine_field or not exists.any():
+    fields = task.ordering_fields
+    if task.merge_mode is MergeMode.COMMIT_TIME or not fields or not exists.any():
         return np.ones(n, dtype=bool)
-    stored = old.column(task.precombine_field).take(stored_row)
-    incoming = task.records.column(task.precombine_field)
+    stored = ordering_values(old.select(list(fields)).take(stored_row), fields)
+    incoming = ordering_values(task.records, fields)
     stored_larger = pc.fill_null(pc.greater(stored, incoming), False)
     stored_larger = pc.or_(stored_larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
     forced = np.asarray(task.records.column(FORCE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)

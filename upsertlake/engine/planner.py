@@ -53,7 +53,7 @@ def plan_batch(
     view = FileSystemView(timeline, partitions=view_scope(operation, index, batch.partitions))
     with stage(stages, "tag", progress):
         merge = slice_merge(ctx.table, view)
-        records, locations = tag(batch, index, view, operation, cfg, ctx.table.precombine_field, merge)
+        records, locations = tag(batch, index, view, operation, cfg, ctx.table.ordering_fields, merge)
         rewrites: frozenset[tuple[str, str]] = frozenset()
         if merge is not None and isinstance(index, BucketIndex):
             rewrites = rewritten_slices(records, locations, view, merge)

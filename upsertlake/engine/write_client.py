@@ -181,7 +181,7 @@ class WriteClient:
         keep = learns if keep_keys is None else keep_keys
         job = copy_on_write.bucket_job(
             ctx.storage, instant_time, plan.operation, plan.cfg, plan.view, plan.buckets, plan.data_schema,
-            ctx.table.precombine_field, keep,
+            ctx.table.ordering_fields, keep,
         )
         if ctx.table.is_merge_on_read:
             job = merge_on_read.append_job(job, ctx.table, plan.small_files, plan.view, plan.cfg, plan.rewrites)

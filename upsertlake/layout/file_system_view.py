@@ -23,6 +23,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from upsertlake.errors import CleanedInstantError, CorruptTableError, MissingFileError
+from upsertlake.layout.base_files import PARQUET_EXTENSION, base_extension
 from upsertlake.logfile.names import LogFileName, is_log_path
 from upsertlake.metadata.listing import listed_files
 from upsertlake.storage import FileEntry, Storage
@@ -31,13 +32,13 @@ from upsertlake.timeline.instant import Action, Instant
 from upsertlake.timeline.retention import cleaned_files
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
-BASE_FILE_EXTENSION = ".parquet"
+BASE_FILE_EXTENSION = PARQUET_EXTENSION  # what we write; Lance files are read too (`layout.base_files`)
 LISTING_THREADS = 8  # partitions a scoped view lists one by one, all at once (each listing is one request)
 
 
 @dataclass(frozen=True)
 class BaseFile:
-    """One version of a file group: `<fileId>_<writeToken>_<instant>.parquet`."""
+    """One version of a file group: `<fileId>_<writeToken>_<instant>.parquet` (or `.lance`)."""
 
     path: str
     partition_path: str
@@ -57,11 +58,11 @@ class BaseFile:
     @classmethod
     def parse(cls, entry: FileEntry) -> BaseFile:
         partition, _, name = entry.path.rpartition("/")
-        stem = name[: -len(BASE_FILE_EXTENSION)]
+        stem = name[: -len(base_extension(name) or BASE_FILE_EXTENSION)]
         parts = stem.split("_")
         if len(parts) != 3 or not all(parts):
             raise CorruptTableError(
-                f"base file name {entry.path!r} does not parse as <fileId>_<writeToken>_<instant>.parquet"
+                f"base file name {entry.path!r} does not parse as <fileId>_<writeToken>_<instant>.<format>"
             )
         file_id, token, instant = parts
         return cls(entry.path, partition, file_id, token, instant, entry.size)
@@ -69,7 +70,7 @@ class BaseFile:
 
 def _is_base_file(path: str) -> bool:
     name = path.rpartition("/")[2]
-    return name.endswith(BASE_FILE_EXTENSION) and not name.startswith(".")
+    return base_extension(name) is not None and not name.startswith(".")
 
 
 def slice_of(keys: list[str], completed_at: str) -> str | None:
@@ -152,7 +153,7 @@ def sort_listing(
         name = entry.name
         if name == PARTITION_METAFILE:
             partitions.add(path.rpartition("/")[0])
-        elif name.endswith(BASE_FILE_EXTENSION) and not name.startswith("."):
+        elif _is_base_file(name):
             files.append(entry)
         elif name.startswith(".") and (log := LogFileName.parse(name)) is not None and not log.is_cdc:
             logs.append((entry, log))

@@ -46,8 +46,7 @@ def properties_disagreements(
             break  # one example says it; a table has thousands of partitions
     schema = _schema_fields(timeline, config)
     if schema is not None:
-        named = [*config.record_key_fields, *partition_field_names(config),
-                 *([config.precombine_field] if config.precombine_field else [])]
+        named = [*config.record_key_fields, *partition_field_names(config), *config.ordering_fields]
         absent = [f for f in named if f not in schema]
         if absent:
             problems.append(f"it names field(s) {absent} that the table's schema does not have")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from upsertlake.errors import MissingFileError
+from upsertlake.layout.base_files import open_base_file
 from upsertlake.layout.file_system_view import FileSlice
 from upsertlake.logfile.blocks import Block
 from upsertlake.logfile.merge import Merged, merge_counted
@@ -36,7 +37,7 @@ def slice_inputs(storage: Storage, sl: FileSlice, skip: tuple[str, ...] = ()) ->
     base = None
     if sl.base is not None:
         with listed(storage, sl.base.path, sl.base.instant_time):
-            parquet = storage.parquet_file(sl.base.path)
+            parquet = open_base_file(storage, sl.base.path)
             base = parquet.read(columns=[c for c in parquet.schema_arrow.names if c not in skip] if skip else None)
     return base, read_logs(log_files(storage, sl))
 

@@ -3,13 +3,15 @@ Polars): exactly the snapshot's base files, on the table's own file system (obje
 included, with the table's storage options), each fragment's partition expression saying what its
 statistics guarantee of every row (`upsertlake.read.skipping.guarantee`: the partition columns'
 values, each recorded column's range and nulls), so those engines skip files and push filters
-down themselves. A merge-on-read snapshot with log files has no such form: its rows are merged."""
+down themselves. A merge-on-read snapshot with log files has no such form: its rows are merged;
+nor has one of Lance base files, which pyarrow does not read."""
 
 from __future__ import annotations
 
 import pyarrow.dataset as ds
 
-from upsertlake.errors import MergeOnReadError
+from upsertlake.errors import MergeOnReadError, UnsupportedTableError
+from upsertlake.layout.base_files import is_lance
 from upsertlake.read.skipping import guarantee
 from upsertlake.read.snapshot import ScanPlan
 from upsertlake.read.statistics import FileStatistics
@@ -24,6 +26,12 @@ def pyarrow_dataset(storage: Storage, plan: ScanPlan, statistics: FileStatistics
             f"{len(plan.slices)} file group(s) of this merge-on-read snapshot have log files, whose changes a "
             "parquet dataset would miss: read it with `Table.scan()` (its Arrow stream goes to DuckDB, Polars "
             "and pyarrow alike), or ask for the read-optimized query, which leaves those changes out"
+        )
+    lance = [bf.path for bf in plan.files if is_lance(bf.path)]
+    if lance:
+        raise UnsupportedTableError(
+            f"{len(lance)} base file(s) of this snapshot are Lance files, which pyarrow's datasets do not read: "
+            "read it with `Table.scan()` (its Arrow stream goes to DuckDB, Polars and pyarrow alike)"
         )
     fs = arrow_file_system(storage)
     fmt = ds.ParquetFileFormat()

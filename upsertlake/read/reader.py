@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from upsertlake.layout.base_files import BaseFileReader, LanceFile, open_base_file
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.layout.slice_reader import Merge, listed, merge_inputs, read_slice, slice_inputs
@@ -88,19 +88,16 @@ def count_base(storage: Storage, bf: BaseFile, spec: ReadSpec) -> int:
     return read_base_table(storage, bf, replace(spec, output=pa.schema([]))).num_rows
 
 
-def _parquet(storage: Storage, bf: BaseFile, source: pa.NativeFile | None = None) -> pq.ParquetFile:
-    if source is not None:
-        return pq.ParquetFile(source)
-    local = storage.os_path(bf.path)
-    return pq.ParquetFile(local) if local is not None else storage.parquet_file(bf.path)
+def _parquet(storage: Storage, bf: BaseFile, source: pa.NativeFile | None = None) -> BaseFileReader:
+    return open_base_file(storage, bf.path, source)
 
 
-def _row_groups(parquet: pq.ParquetFile, spec: ReadSpec) -> list[int]:
-    """The row groups whose statistics do not rule the filters out."""
+def _row_groups(parquet: BaseFileReader, spec: ReadSpec) -> list[int]:
+    """The row groups whose statistics do not rule the filters out (a Lance file is one, kept)."""
     metadata = parquet.metadata
     every = list(range(metadata.num_row_groups))
     filters = spec.plan.filters
-    if not skipping.needs_statistics(filters):
+    if isinstance(parquet, LanceFile) or not skipping.needs_statistics(filters):
         return every
     stats = [of_parquet(metadata, row_group=g) for g in every]
     return [g for g, kept in zip(every, skipping.keeps(stats, spec.plan.schema, filters)) if kept]

@@ -17,6 +17,7 @@ from functools import cached_property
 import pyarrow as pa
 
 from upsertlake.errors import CorruptTableError
+from upsertlake.layout.base_files import LanceFile, open_base_file
 from upsertlake.layout.file_system_view import BaseFile, LogFile
 from upsertlake.layout.slice_reader import listed
 from upsertlake.metadata import MetadataTable
@@ -149,4 +150,7 @@ class FileStatistics:
 
     def _footer(self, bf: BaseFile) -> FileColumnStats:
         with listed(self.storage, bf.path, bf.instant_time):
-            return of_parquet(self.storage.parquet_file(bf.path).metadata)
+            opened = open_base_file(self.storage, bf.path)
+            if isinstance(opened, LanceFile):  # no statistics: its rows only, every column unknown
+                return FileColumnStats(opened.metadata.num_rows)
+            return of_parquet(opened.metadata)

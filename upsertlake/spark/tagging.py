@@ -45,6 +45,7 @@ from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemVi
 from upsertlake.layout.footer import read_footer
 from upsertlake.layout.slice_keys import live_in_slice
 from upsertlake.layout.slice_reader import Merge
+from upsertlake.schema.ordering import ordering_values
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
 from upsertlake.spark.session import FILE_NAME, scan_files
 from upsertlake.spark.task_errors import reraised_named
@@ -71,15 +72,15 @@ def tag(
     cfg: Config,
     view: FileSystemView,
     index_type: str,
-    precombine_field: str | None,
+    ordering_fields: tuple[str, ...],
     global_order: pa.DataType | None,
     parts: int,
     merge: Merge | None = None,
 ) -> DataFrame:
     """The prepared records with LOCATION columns (nulls for new keys); deletes of keys not
     stored are dropped; under a global index records that change partition are routed.
-    `index_type`: the index Spark tags with (`spark_index_type`); `global_order`: the ordering
-    field's type when global routing compares stored values; `parts`: the tasks of the join (the
+    `index_type`: the index Spark tags with (`spark_index_type`); `global_order`: the type of the
+    stored ordering values when global routing compares them (`_stored_order`); `parts`: the tasks of the join (the
     write's parallelism); `merge`: how a merge-on-read table's slices merge (the stored keys of a
     slice with log files are those its merged records hold, `upsertlake.layout.slice_keys`)."""
     spark = prepared.sparkSession
@@ -93,7 +94,7 @@ def tag(
         partitions = [p for p in view.partitions() if p in touched]
     # Numbered in (partition, fileId) order: the smallest number is the smallest location.
     files = sorted(view.latest_base_files(partitions), key=lambda bf: (bf.partition_path, bf.file_id))
-    order = precombine_field if is_global and global_order is not None else None
+    order = ordering_fields if is_global and global_order is not None else ()
     number = {bf.file_group: n for n, bf in enumerate(files)}
     logged = {number[sl.file_group]: sl for sl in view.latest_file_slices(partitions)
               if sl.logs and sl.file_group in number} if merge is not None else {}
@@ -106,8 +107,36 @@ def tag(
     tagged = _join(prepared, stored, files, is_global, order, global_order, parts)
     if is_global:
         routed = prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION]).schema
-        tagged = tagged.mapInArrow(partial(_route, operation, cfg, precombine_field), routed)
+        tagged = tagged.mapInArrow(partial(_route, operation, cfg, ordering_fields), routed)
     return tagged.where(~(F.col(DELETE_FLAG) & F.col("loc_file_id").isNull()))
+
+
+def _order_fields(order: tuple[str, ...], order_type: pa.DataType | None) -> list[pa.Field]:
+    """The stored ordering fields a scan of base files reads (their types from `order_type`)."""
+    if not order:
+        return []
+    return [pa.field(order[0], order_type)] if len(order) == 1 else list(order_type)
+
+
+def _present(order: tuple[str, ...], names: list[str]) -> list[str]:
+    """The ordering fields a file has: all of them, or none (written before they were)."""
+    return list(order) if order and all(f in names for f in order) else []
+
+
+def _single(order: tuple[str, ...], columns: list[str]) -> str | None:
+    """The one ordering field a merge-on-read slice merges by, when read (tables ordered by
+    several fields are not merge-on-read here)."""
+    return order[0] if len(order) == 1 and order[0] in columns else None
+
+
+def _stored_order(stored: pa.Table, order: tuple[str, ...]) -> pa.Array | pa.ChunkedArray:
+    """The STORED_ORDER column of stored rows: the field, or a struct of the fields; nulls when a
+    file has not got them."""
+    if not all(f in stored.column_names for f in order):
+        return pa.nulls(stored.num_rows)
+    if len(order) == 1:
+        return stored.column(order[0])
+    return pa.StructArray.from_arrays([stored.column(f).combine_chunks() for f in order], names=list(order))
 
 
 def spark_index_type(index_type: str, cfg: Config) -> str:
@@ -165,7 +194,7 @@ def read_staged(storage: Storage, path: str) -> pa.Table:
 
 
 def _simple_located(
-    spark: object, files: list[BaseFile], storage: Storage, order: str | None, order_type: pa.DataType | None,
+    spark: object, files: list[BaseFile], storage: Storage, order: tuple[str, ...], order_type: pa.DataType | None,
     logged: dict[int, FileSlice], merge: Merge | None,
 ) -> DataFrame:
     """Stored (key, file number[, ordering value]) of every latest base file, through Spark's
@@ -173,7 +202,7 @@ def _simple_located(
     with the files): the rows shuffled to the join carry an int, not three location strings.
     The files of `logged` slices (merge-on-read, with log files) are read by a task each, which
     leaves out the keys their logs deleted and takes the merged ordering values."""
-    fields = [pa.field(KEY, pa.string())] + ([pa.field(order, order_type)] if order else [])
+    fields = [pa.field(KEY, pa.string())] + _order_fields(order, order_type)
     plain = [bf for n, bf in enumerate(files) if n not in logged]
     out = [pa.field(_KEY, pa.string()), pa.field(_FILE, pa.int32())]
     out += [pa.field(STORED_ORDER, order_type)] if order else []
@@ -184,7 +213,8 @@ def _simple_located(
         numbers = sql_map({bf.name: sql_literal(n) for n, bf in enumerate(files)})
         columns = [F.col(KEY).alias(_KEY), F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(_FILE)]
         if order:
-            columns.append(F.col(order).alias(STORED_ORDER))
+            stored = F.col(order[0]) if len(order) == 1 else F.struct(*[F.col(f) for f in order])
+            columns.append(stored.alias(STORED_ORDER))
         located = scan.select(*columns)
     if logged:
         slices = spark.createDataFrame([(n,) for n in sorted(logged)], "n int").repartition(len(logged))
@@ -199,7 +229,7 @@ def _bloom_located(
     files: list[BaseFile],
     storage: Storage,
     is_global: bool,
-    order: str | None,
+    order: tuple[str, ...],
     order_type: pa.DataType | None,
     logged: dict[int, FileSlice],
     merge: Merge | None,
@@ -225,7 +255,7 @@ def _join(
     stored: DataFrame | None,
     files: list[BaseFile],
     is_global: bool,
-    order: str | None,
+    order: tuple[str, ...],
     order_type: pa.DataType | None,
     parts: int,
 ) -> DataFrame:
@@ -293,7 +323,7 @@ def _pair_with_files(
 
 
 def _check_files(
-    files: list[BaseFile], storage: Storage, order: str | None, logged: dict[int, FileSlice], merge: Merge | None,
+    files: list[BaseFile], storage: Storage, order: tuple[str, ...], logged: dict[int, FileSlice], merge: Merge | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """For each file of this task: its candidate keys through its bloom filter, then the exact
@@ -312,11 +342,11 @@ def _check_files(
         if not len(candidates):
             continue
         parquet = storage.parquet_file(bf.path)
-        columns = [KEY] + ([order] if order and order in parquet.schema_arrow.names else [])
+        columns = [KEY, *_present(order, parquet.schema_arrow.names)]
         stored = parquet.read(columns=columns)
         found = stored.filter(pc.is_in(stored.column(KEY), value_set=candidates))
         if int(number) in logged and found.num_rows:
-            found = live_in_slice(storage, logged[int(number)], merge, found, KEY, order if order in columns else None)
+            found = live_in_slice(storage, logged[int(number)], merge, found, KEY, _single(order, columns))
         n = found.num_rows
         if not n:
             continue
@@ -325,13 +355,13 @@ def _check_files(
             _FILE: pa.array(np.full(n, number, dtype=np.int32)),
         }
         if order:
-            out[STORED_ORDER] = found.column(order) if order in found.column_names else pa.nulls(n)
+            out[STORED_ORDER] = _stored_order(found, order)
         yield from pa.table(out).to_batches()
 
 
 @reraised_named
 def _read_slices(
-    logged: dict[int, FileSlice], files: list[BaseFile], storage: Storage, merge: Merge, order: str | None,
+    logged: dict[int, FileSlice], files: list[BaseFile], storage: Storage, merge: Merge, order: tuple[str, ...],
     schema: pa.Schema, batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """The stored (key, file number[, ordering value]) rows of this task's slices with log files
@@ -340,13 +370,12 @@ def _read_slices(
     for number in [] if numbers is None else numbers.column(0).to_pylist():
         bf = files[number]
         parquet = storage.parquet_file(bf.path)
-        columns = [KEY] + ([order] if order and order in parquet.schema_arrow.names else [])
-        stored = live_in_slice(storage, logged[number], merge, parquet.read(columns=columns), KEY,
-                               order if len(columns) > 1 else None)
+        columns = [KEY, *_present(order, parquet.schema_arrow.names)]
+        stored = live_in_slice(storage, logged[number], merge, parquet.read(columns=columns), KEY, _single(order, columns))
         n = stored.num_rows
         out = {_KEY: pc.cast(stored.column(KEY), pa.string()), _FILE: pa.array(np.full(n, number, np.int32))}
         if order:
-            out[STORED_ORDER] = stored.column(order) if order in stored.column_names else pa.nulls(n)
+            out[STORED_ORDER] = _stored_order(stored, order)
         yield from pa.table(out).cast(schema).to_batches()
 
 
@@ -366,7 +395,7 @@ def _tag_task(
     batch = PreparedBatch(records, pa.schema([]), records.num_rows, distinct)
     view = FileSystemView(timeline, partitions=pc.unique(batch.partitions).to_pylist())
     records, locations = tag_records(batch, make_index(index_type), view, operation, cfg,
-                                     table_config.precombine_field, slice_merge(table_config, view))
+                                     table_config.ordering_fields, slice_merge(table_config, view))
     if not records.num_rows:
         return
     for name in LOCATION:
@@ -383,7 +412,7 @@ def _tag_task(
 
 @reraised_named
 def _route(
-    operation: Operation, cfg: Config, precombine_field: str | None, batches: Iterator[pa.RecordBatch]
+    operation: Operation, cfg: Config, ordering_fields: tuple[str, ...], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """Global routing of one task's records (`route_moves`), the stored ordering values joined."""
     for batch in batches:
@@ -392,12 +421,16 @@ def _route(
         locations = data.select(list(LOCATION))
 
         def stored_wins(moved: pa.ChunkedArray) -> pa.Array:
-            if STORED_ORDER not in data.column_names or precombine_field is None:
+            if STORED_ORDER not in data.column_names or not ordering_fields:
                 return pa.array(np.zeros(data.num_rows, dtype=bool))
-            larger = stored_orders_after(data.column(STORED_ORDER), data.column(precombine_field))
+            stored = data.column(STORED_ORDER)
+            if len(ordering_fields) > 1:  # a struct of the fields, compared in order
+                stored = ordering_values(pa.table([pc.struct_field(stored, [i]) for i in range(len(ordering_fields))],
+                                                  names=list(ordering_fields)), ordering_fields)
+            larger = stored_orders_after(stored, ordering_values(data, ordering_fields))
             return pa.array(np.asarray(moved.to_numpy(zero_copy_only=False), dtype=bool) & larger)
 
-        records, locations = route_moves(records, locations, operation, cfg, precombine_field, stored_wins)
+        records, locations = route_moves(records, locations, operation, cfg, ordering_fields, stored_wins)
         out = records
         for name in LOCATION:
             out = out.append_column(name, locations.column(name))

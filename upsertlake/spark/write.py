@@ -199,7 +199,7 @@ def _tag(
     file group), and where the records wait for their write: the cached tagged frame, or the file
     the one tag task of a small batch staged on the table's storage (both held until the commit:
     a re-merge writes buckets again from them)."""
-    precombine = client.table_config.precombine_field
+    ordering = client.table_config.ordering_fields
     if route.in_task:
         records = empty.records.schema
         frame, prepare = prepared, None
@@ -210,8 +210,8 @@ def _tag(
         staged, counts = tag_in_task(frame, records, route.operation, route.cfg, view.timeline, route.index_type,
                                      client.table_config, empty.distinct, client.storage, folder, prepare)
         return counts, None, staged
-    tagged = tag(prepared, route.operation, route.cfg, view, route.index_type, precombine,
-                 _order_type(spec, precombine), parts, slice_merge(client.table_config, view)).persist()
+    tagged = tag(prepared, route.operation, route.cfg, view, route.index_type, ordering,
+                 _order_type(spec, ordering), parts, slice_merge(client.table_config, view)).persist()
     client.writes.hold(instant, "tagged", tagged.unpersist)
     counts = (
         tagged.groupBy(PARTITION, "loc_file_id")
@@ -286,11 +286,13 @@ def _estimated_bytes(df: DataFrame) -> float:
         return float("inf")
 
 
-def _order_type(spec: PrepareSpec, precombine: str | None) -> pa.DataType | None:
-    """The ordering field's type, which a global index compares stored values in."""
-    if not precombine or spec.table_schema is None or precombine not in spec.table_schema.names:
+def _order_type(spec: PrepareSpec, ordering: tuple[str, ...]) -> pa.DataType | None:
+    """The type a global index carries stored ordering values in: the ordering field's, or for
+    several a struct of them (compared field by field, `upsertlake.schema.ordering`)."""
+    schema = spec.table_schema
+    if not ordering or schema is None or not all(f in schema.names for f in ordering):
         return None
-    return spec.table_schema.field(precombine).type
+    return schema.field(ordering[0]).type if len(ordering) == 1 else pa.struct([schema.field(f) for f in ordering])
 
 
 def _assign(tagged: DataFrame, partitioner: UpsertPartitioner) -> DataFrame:

@@ -18,7 +18,13 @@ from upsertlake.config import options as opt
 from upsertlake.config.table_config import (
     TableConfig,
 )
-from upsertlake.config.table_options import TABLE_VERSION_KEY, check_against_table, table_layer, take_table_version
+from upsertlake.config.table_options import (
+    TABLE_VERSION_KEY,
+    check_against_table,
+    table_layer,
+    take_table_version,
+    upgrade_before_writing,
+)
 from upsertlake.errors import (
     ConfigError,
     MergeOnReadError,
@@ -61,8 +67,7 @@ class Table:
         self.storage = storage
         self._config = config
         self.options = Config.resolve(options, table_properties=table_layer(config))
-        if self.options.is_set(opt.WRITE_TABLE_VERSION):
-            config.check_write_version(self.options.get(opt.WRITE_TABLE_VERSION))
+        self._upgrade_to = upgrade_before_writing(config, self.options)
         check_against_table(self.options, config)
         self._client: WriteClient | None = None
 
@@ -90,6 +95,12 @@ class Table:
             from upsertlake.services.write_guard import refuse_damaged_table
 
             refuse_damaged_table(self.storage, self.config)
+            if self._upgrade_to is not None:  # as Hudi's writer: the table upgraded before the first write
+                from upsertlake.concurrency.lock import make_lock
+                from upsertlake.services.upgrade import upgrade
+
+                upgrade(self.storage, make_lock(self.storage, self.options), self.options, self._upgrade_to)
+                self._config, self._upgrade_to = TableConfig.load(self.storage), None
             self._client = WriteClient(self.storage, self.config, self.options)
         return self._client
 
