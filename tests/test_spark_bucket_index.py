@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from helpers import hudi_read
+from helpers import cli_in_process, hudi_read
 
 import upsertlake.spark as uls
 from upsertlake import create_table, open_table
@@ -198,6 +198,27 @@ def test_streams_and_the_data_source_write_buckets_as_in_process(spark, tmp_path
         open_table(local, BUCKETS).upsert(data)
     assert rows_of(dist) == rows_of(local) and files_of(dist) == files_of(local)
     assert_bucketed(dist)
+
+
+def test_ingest_on_spark_writes_buckets_as_in_process(spark, capsys, tmp_path: Path) -> None:
+    """`upsertlake ingest` (in this process, on the test session's Spark) into a bucket table."""
+    import pyarrow.parquet as pq
+
+    source, table, local = tmp_path / "in", tmp_path / "t", tmp_path / "local"
+    source.mkdir()
+    for path in (table, local):
+        create(path, "MERGE_ON_READ", 8)
+    first, second = batch([row(k, 1) for k in range(15)]), batch([row(k, 2) for k in range(10, 25)])
+    args = ["ingest", "--source", str(source), "--format", "parquet", "--table", str(table), "--record-key", "id",
+            "--precombine-field", "ts", "--partition-fields", "p", "--json",
+            *[a for k, v in BUCKETS.items() for a in ("--option", f"{k}={v}")]]
+    for name, data in (("a", first), ("b", second)):
+        pq.write_table(data.drop_columns(["_hoodie_is_deleted"]), source / f"{name}.parquet")
+        code, _, err = cli_in_process(capsys, *args)
+        assert code == 0, err[-2000:]
+        open_table(local, BUCKETS).upsert(data.drop_columns(["_hoodie_is_deleted"]))
+    assert rows_of(table) == rows_of(local) and files_of(table) == files_of(local)
+    assert_bucketed(table)
 
 
 def test_bad_bucket_options_and_tables_fail_on_spark_before_anything_is_written(spark, tmp_path: Path) -> None:

@@ -66,12 +66,12 @@ _KEY, _FILE = "_upsertlake_stored_key", "_upsertlake_file"  # a stored key and i
 _PART = "_upsertlake_partition"  # the number of a partition that has files
 _FILES_PER_TASK = 8  # bloom checks: files (filters and key columns) one task opens
 KEY_BUCKET = "_upsertlake_key_bucket"  # the bucket a record's key hashes to (the bucket index)
-# Per (partition, file group, and for a bucket index's inserts their key's bucket): the records,
-# the latest instant and whether the slice is rewritten merged (`slice_routing.rewritten_slices`).
-COUNTS_ARROW = pa.schema([(PARTITION, pa.string()), ("loc_file_id", pa.string()), ("n", pa.int64()),
-                          ("i", pa.string()), ("b", pa.int32()), ("rewrite", pa.bool_())])
-STAGED_COUNTS_ARROW = pa.schema([("staged", pa.string()), *COUNTS_ARROW])
-STAGED_COUNTS = spark_schema_of(STAGED_COUNTS_ARROW)  # a small batch's staged file and counts (tag_in_task)
+# A small batch's staged file and, per (partition, file group, and for a bucket index's inserts
+# their key's bucket), the records, the latest instant and whether the slice is rewritten merged
+# (`slice_routing.rewritten_slices`): what `tag_in_task` returns.
+STAGED_COUNTS_ARROW = pa.schema([("staged", pa.string()), (PARTITION, pa.string()), ("loc_file_id", pa.string()),
+                                 ("n", pa.int64()), ("i", pa.string()), ("b", pa.int32()), ("rewrite", pa.bool_())])
+STAGED_COUNTS = spark_schema_of(STAGED_COUNTS_ARROW)
 
 
 def tag(
