@@ -62,8 +62,7 @@ class BucketPartitioner:
     ) -> tuple[BucketPartitioner, np.ndarray]:
         """The partitioner of a batch held in process, and each record's bucket (its keys hashed once)."""
         file_ids = _combined(file_ids)
-        new = np.flatnonzero(~np.asarray(file_ids.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
-        ids = bucket_ids(_combined(record_keys).take(pa.array(new)), hash_fields, num_buckets) if len(new) else None
+        new, ids = _untagged(file_ids, record_keys, hash_fields, num_buckets)
         pairs = []
         if ids is not None:
             news = _combined(partitions).take(pa.array(new))
@@ -85,9 +84,7 @@ class BucketPartitioner:
         """Bucket number of each record: its file group's UPDATE bucket when tagged, else the
         INSERT bucket of its partition and key's bucket."""
         file_ids = _combined(file_ids)
-        new = np.flatnonzero(~np.asarray(file_ids.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
-        ids = bucket_ids(_combined(record_keys).take(pa.array(new)), self.hash_fields, self.num_buckets) if len(new) else None
-        return self._assign(partitions, file_ids, new, ids)
+        return self._assign(partitions, file_ids, *_untagged(file_ids, record_keys, self.hash_fields, self.num_buckets))
 
     def _assign(
         self, partitions: pa.Array | pa.ChunkedArray, file_ids: pa.Array, new: np.ndarray, ids: np.ndarray | None
@@ -109,3 +106,13 @@ class BucketPartitioner:
             raise KeyError("a record's bucket has no INSERT bucket: its partition and bucket were not profiled")
         out[new] = numbers
         return out
+
+
+def _untagged(
+    file_ids: pa.Array, record_keys: pa.Array | pa.ChunkedArray, hash_fields: list[str], num_buckets: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The rows of the untagged records (no fileId) and their keys' buckets (None: there are none)."""
+    new = np.flatnonzero(~np.asarray(file_ids.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
+    if not len(new):
+        return new, None
+    return new, bucket_ids(_combined(record_keys).take(pa.array(new)), hash_fields, num_buckets)
