@@ -123,11 +123,6 @@ def test_bad_bucket_options_and_what_buckets_cannot_do_are_refused(tmp_path: Pat
     with pytest.raises(UnsupportedTableError, match="clustering a table written with hoodie.index.type=BUCKET"):
         open_table(path, BUCKETS).cluster()
     assert snapshot(path) == before and [i.state for i in open_table(path).timeline()] == [State.COMPLETED]
-    from upsertlake.config import Config
-    from upsertlake.spark.tagging import spark_index_type
-
-    with pytest.raises(ConfigError, match="BUCKET is supported by in-process writes only so far, not on Spark"):
-        spark_index_type("BUCKET", Config.resolve(BUCKETS))
 
 
 @pytest.mark.parametrize("retries", [0, 1])

@@ -185,7 +185,7 @@ def operations(layout: Layout) -> list[tuple[str, int]]:
 def run(layout: Layout, path: Path, hudi, spark, seed: int) -> None:
     rng = random.Random(f"{layout}-{seed}")
     seq = Sequence(layout, path, hudi, spark, rng)
-    actors = ["hudi", "ours", "spark"] if layout.index != "BUCKET" else ["hudi", "ours"]  # BUCKET on Spark: coming
+    actors = ["hudi", "ours", "spark"]
     first = rng.choice(actors)
     seq.create(first)
     seq.step(first, "insert")

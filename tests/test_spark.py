@@ -436,18 +436,6 @@ def test_bad_batch_on_spark_raises_the_in_process_error(spark, tmp_path: Path) -
     assert [i.state for i in open_table(path).timeline()] == [State.COMPLETED]
 
 
-def test_the_bucket_index_is_refused_on_spark_before_anything_is_written(spark, tmp_path: Path) -> None:
-    """hoodie.index.type=BUCKET is in process only so far: a Spark write names that and writes nothing."""
-    path = tmp_path / "t"
-    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p",
-                 options={"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 2}).upsert(rows(range(4), 1, "a"))
-    before = data(path)
-    with pytest.raises(ConfigError, match="BUCKET is supported by in-process writes only so far, not on Spark"):
-        uls.upsert(spark.createDataFrame(rows(range(2), 2, "b")), str(path), **{"hoodie.index.type": "BUCKET"})
-    assert data(path) == before
-    assert [i.state for i in open_table(path).timeline()] == [State.COMPLETED]
-
-
 def test_failed_spark_job_leaves_nothing(spark, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 

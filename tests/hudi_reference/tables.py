@@ -108,6 +108,12 @@ class Layout:
             "hoodie.metadata.enable": "false",
             **self.index_options(),
         }
+        if self.index == "BUCKET" and operation == "bulk_insert":
+            # Hudi's row-writer bulk insert (BucketIndexBulkInsertPartitionerWithRows) opens a new file
+            # group for every bucket, also where the bucket has one, and Hudi's own bucket index then
+            # refuses the partition ("multiple files ... belongs to the same bucket id"); its RDD path
+            # (RDDSimpleBucketBulkInsertPartitioner) writes into the existing groups.
+            options["hoodie.datasource.write.row.writer.enable"] = "false"
         if self.version == 6:
             payload = "DefaultHoodieRecordPayload" if self.event_time else "OverwriteWithLatestAvroPayload"
             options["hoodie.datasource.write.payload.class"] = f"org.apache.hudi.common.model.{payload}"

@@ -21,7 +21,7 @@ from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.engine.slice_routing import append_slices
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
-from upsertlake.partitioner import Bucket, BucketType, UpsertPartitioner, WorkloadProfile
+from upsertlake.partitioner import Bucket, BucketPartitioner, BucketType, UpsertPartitioner, WorkloadProfile
 from upsertlake.timeline.operation import Operation
 
 
@@ -77,7 +77,7 @@ class Tagged:
 class WritePlan:
     """The buckets a write goes to and what its bucket writers need: the operation and options,
     the file system view it was planned against, the workload profile, the data schema, the
-    partitioner that assigns records to buckets (none for a bulk insert or the bucket index) and,
+    partitioner that assigns records to buckets (none for a bulk insert sized by its batch) and,
     in process, the records themselves."""
 
     operation: Operation
@@ -86,7 +86,7 @@ class WritePlan:
     profile: WorkloadProfile
     buckets: list[Bucket]
     data_schema: pa.Schema
-    partitioner: UpsertPartitioner | None = None
+    partitioner: UpsertPartitioner | BucketPartitioner | None = None
     tagged: Tagged | None = None
     stages: dict[str, float] = field(default_factory=dict)
     store_requests: dict[str, int] = field(default_factory=dict)  # what planning asked of an object store
@@ -96,7 +96,7 @@ class WritePlan:
     @property
     def small_files(self) -> list:
         """The small files offered inserts (a merge-on-read write rewrites them, appends to none)."""
-        return self.partitioner.small_files if self.partitioner is not None else []
+        return list(self.partitioner.small_files) if self.partitioner is not None else []
 
     def summary(self) -> dict[str, Any]:
         """Counts per stage and per file group: the groups whose base file is rewritten (with its

@@ -19,7 +19,7 @@ log records of those keys, merged as readers merge them (`merge_slice`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -137,25 +137,10 @@ class SliceKeys:
     def live(self, located: pa.Table) -> np.ndarray:
         """Per stored location (columns key, loc_partition, loc_file_id): does the key live on in
         its file group's slice? A copy in a slice without log files does."""
-        alive = np.ones(located.num_rows, dtype=bool)
         if not located.num_rows:
-            return alive
+            return np.ones(0, dtype=bool)
         slices = self.with_logs(pc.unique(located.column("loc_partition")).to_pylist())
-        if not slices:
-            return alive
-        rows = _rows_by_group(located, slices)
-        if not rows:
-            return alive
-
-        def dead(group: tuple[str, str]) -> np.ndarray:
-            at = rows[group]
-            keys = pc.cast(located.column("key").take(pa.array(at)), pa.string())
-            gone = deleted_keys(self.view.storage, slices[group], self.merge, pc.unique(keys))
-            return at[np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)]
-
-        for at in self._each(dead, list(rows)):
-            alive[at] = False
-        return alive
+        return live_copies(self.view.storage, self.merge, located, slices)
 
     def orderings(self, group: tuple[str, str], keys: pa.Array) -> pa.Table | None:
         """(key, ordering value) of `keys` live in the group's merged slice; None when the slice
@@ -165,14 +150,36 @@ class SliceKeys:
             return None
         return live_orderings(self.view.storage, sl, self.merge, pc.unique(pc.cast(keys, pa.string())))
 
-    def _each(self, work: Callable[[tuple[str, str]], np.ndarray], groups: list[tuple[str, str]]) -> list[np.ndarray]:
-        if len(groups) == 1:
-            return [work(groups[0])]
-        with ThreadPoolExecutor(max_workers=min(self.view.storage.read_threads, len(groups))) as pool:
-            return list(pool.map(work, groups))
+
+def live_copies(
+    storage: Storage, merge: Merge, located: pa.Table, slices: Mapping[tuple[str, str], FileSlice]
+) -> np.ndarray:
+    """`SliceKeys.live` over the given slices with log files (by file group): which stored
+    copies (columns key, loc_partition, loc_file_id) live on in their slices. Spark's tasks call
+    it with the slices the driver listed."""
+    alive = np.ones(located.num_rows, dtype=bool)
+    rows = _rows_by_group(located, slices) if located.num_rows and slices else {}
+    if not rows:
+        return alive
+
+    def dead(group: tuple[str, str]) -> np.ndarray:
+        at = rows[group]
+        keys = pc.cast(located.column("key").take(pa.array(at)), pa.string())
+        gone = deleted_keys(storage, slices[group], merge, pc.unique(keys))
+        return at[np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)]
+
+    groups = list(rows)
+    if len(groups) == 1:
+        found = [dead(groups[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=min(storage.read_threads, len(groups))) as pool:
+            found = list(pool.map(dead, groups))
+    for at in found:
+        alive[at] = False
+    return alive
 
 
-def _rows_by_group(located: pa.Table, slices: dict[tuple[str, str], FileSlice]) -> dict[tuple[str, str], np.ndarray]:
+def _rows_by_group(located: pa.Table, slices: Mapping[tuple[str, str], FileSlice]) -> dict[tuple[str, str], np.ndarray]:
     """The rows of `located` in each of the file groups `slices` holds."""
     groups = list(slices)
     names = pc.binary_join_element_wise(located.column("loc_partition"), located.column("loc_file_id"), "\x00")

@@ -12,6 +12,9 @@ On a merge-on-read table a slice's stored keys are those its merged records hold
 of slices with log files are read by a task each, which leaves out the keys their logs deleted
 and takes the merged ordering values (`upsertlake.layout.slice_keys`).
 A global index then routes records that change partition, in tasks (`route_moves`).
+The bucket index reads no file (`tag_buckets`): tasks hash their keys to buckets and take the
+bucket's file group from the driver's listing; on a merge-on-read table, tasks grouped by file
+group read the logs of the slices whose deleted keys come back (`rewritten_on_spark`).
 The driver holds the file listing and footers only.
 A small batch, whose records sit in one task already, is tagged there by the in-process index
 instead (`tag_in_task`): a join's jobs and shuffles cost seconds that its lookup does not.
@@ -33,17 +36,19 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from upsertlake.config import Config
 from upsertlake.config.table_config import TableConfig
-from upsertlake.errors import ConfigError
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION
 from upsertlake.engine.global_routing import route_moves, stored_orders_after
 from upsertlake.engine.prepare import PreparedBatch
+from upsertlake.engine.slice_routing import dead_groups, rewritten_slices
 from upsertlake.engine.tag import slice_merge
 from upsertlake.engine.tag import tag as tag_records
-from upsertlake.index import make_index
+from upsertlake.index import BucketIndex
+from upsertlake.index.base import Index
+from upsertlake.index.bucket import bucket_groups, locate, stored_buckets
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView
 from upsertlake.layout.footer import read_footer
-from upsertlake.layout.slice_keys import live_in_slice
+from upsertlake.layout.slice_keys import live_copies, live_in_slice
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.schema.ordering import ordering_values
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
@@ -61,9 +66,13 @@ STORED_ORDER = "_upsertlake_stored_order"  # the stored record's ordering value 
 _KEY, _FILE = "_upsertlake_stored_key", "_upsertlake_file"  # a stored key and its file's number
 _PART = "_upsertlake_partition"  # the number of a partition that has files
 _FILES_PER_TASK = 8  # bloom checks: files (filters and key columns) one task opens
+KEY_BUCKET = "_upsertlake_key_bucket"  # the bucket a record's key hashes to (the bucket index)
+# A small batch's staged file and, per (partition, file group, and for a bucket index's inserts
+# their key's bucket), the records, the latest instant and whether the slice is rewritten merged
+# (`slice_routing.rewritten_slices`): what `tag_in_task` returns.
 STAGED_COUNTS_ARROW = pa.schema([("staged", pa.string()), (PARTITION, pa.string()), ("loc_file_id", pa.string()),
-                                 ("n", pa.int64()), ("i", pa.string())])
-STAGED_COUNTS = spark_schema_of(STAGED_COUNTS_ARROW)  # a small batch's staged file and counts (tag_in_task)
+                                 ("n", pa.int64()), ("i", pa.string()), ("b", pa.int32()), ("rewrite", pa.bool_())])
+STAGED_COUNTS = spark_schema_of(STAGED_COUNTS_ARROW)
 
 
 def tag(
@@ -141,17 +150,46 @@ def _stored_order(stored: pa.Table, order: tuple[str, ...]) -> pa.Array | pa.Chu
 
 def spark_index_type(index_type: str, cfg: Config) -> str:
     """The index a Spark write tags with: the in-memory index lives in one process; on Spark it
-    would have to sit on the driver, so SIMPLE stands in for it. The bucket index is in process
-    only so far: a Spark write refuses it (tagging by another index would put new keys in
-    file groups no bucket names)."""
-    if index_type == "BUCKET":
-        raise ConfigError("hoodie.index.type=BUCKET is supported by in-process writes only so far, not on Spark; "
-                          "write this table with upsertlake's Table API (create_table / open_table)")
+    would have to sit on the driver, so SIMPLE stands in for it."""
     if not index_type.endswith("INMEMORY"):
         return index_type
     simple = index_type.replace("INMEMORY", "SIMPLE")
     log.warning("hoodie.index.type %s is single-process: this Spark write tags with %s", cfg.get(opt.INDEX_TYPE), simple)
     return simple
+
+
+def tag_buckets(
+    prepared: DataFrame, index: BucketIndex, view: FileSystemView, merge_on_read: bool
+) -> tuple[DataFrame, dict[tuple[str, str], FileSlice]]:
+    """Hudi's simple bucket index on Spark, as in process (`BucketIndex.tag`): the driver lists the
+    latest slices of the batch's partitions and names each bucket's file group (what grows with
+    the file groups); tasks hash their records' keys (column KEY_BUCKET) and take their bucket's
+    group; a delete of a key whose bucket has no group is dropped. No file is read. Returns the
+    tagged records and, on a merge-on-read table, the slices with log files by file group (which
+    `rewritten_on_spark` reads)."""
+    touched = {r[0] for r in prepared.select(PARTITION).distinct().collect()}  # one row a partition
+    slices = view.latest_file_slices([p for p in view.partitions() if p in touched])
+    stored = stored_buckets(bucket_groups(slices, index.num_buckets))
+    out = [*[pa.field(c, pa.string()) for c in LOCATION], pa.field(KEY_BUCKET, pa.int32())]
+    schema = StructType([*prepared.schema.fields, *spark_schema_of(pa.schema(out)).fields])
+    tagged = prepared.mapInArrow(partial(_bucket_task, index, stored), schema)
+    return tagged, {sl.file_group: sl for sl in slices if sl.logs} if merge_on_read else {}
+
+
+def rewritten_on_spark(
+    tagged: DataFrame, logged: dict[tuple[str, str], FileSlice], merge: Merge, storage: Storage, parts: int
+) -> frozenset[tuple[str, str]]:
+    """`slice_routing.rewritten_slices` on Spark: the slices with log files (`logged`) that take a
+    record of a key their logs deleted, found by tasks that each read the logs of some of them
+    (a task per group at most); only the file groups come back."""
+    if not logged:
+        return frozenset()
+    file_ids = sql_array(sorted(f for _, f in logged))
+    copies = tagged.where(~F.col(DELETE_FLAG) & F.expr(f"array_contains({file_ids}, loc_file_id)"))
+    copies = copies.select(F.col(KEY).alias("key"), "loc_partition", "loc_file_id")
+    dead = copies.repartition(min(len(logged), parts), "loc_file_id").mapInArrow(
+        partial(_dead_groups, logged, merge, storage), "loc_partition string, loc_file_id string")
+    return frozenset((r[0], r[1]) for r in dead.distinct().collect())
 
 
 def tag_in_task(
@@ -160,7 +198,7 @@ def tag_in_task(
     operation: Operation,
     cfg: Config,
     timeline: Timeline,
-    index_type: str,
+    index: Index,
     table_config: TableConfig,
     distinct: str,
     storage: Storage,
@@ -181,8 +219,7 @@ def tag_in_task(
     records pass through the JVM, no cache and no aggregation shuffle. Returns (the staged file,
     or None when no record is left; the counts)."""
     out = pa.schema([*records, *[pa.field(c, pa.string()) for c in LOCATION]])
-    task = partial(_tag_task, timeline, index_type, operation, cfg, table_config, distinct, prepare, out,
-                   storage, folder)
+    task = partial(_tag_task, timeline, index, operation, cfg, table_config, distinct, prepare, out, storage, folder)
     rows = frame.coalesce(1).mapInArrow(task, STAGED_COUNTS).collect()
     return (rows[0][0] if rows else None), [tuple(r[1:]) for r in rows]
 
@@ -380,8 +417,38 @@ def _read_slices(
 
 
 @reraised_named
+def _bucket_task(
+    index: BucketIndex, stored: dict[str, dict[int, tuple[str, str]]], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The bucket index's tag of this task's records (`tag_buckets`), their key's bucket beside."""
+    for batch in batches:
+        ids = index.buckets(batch.column(KEY))
+        located = locate(stored, batch.column(PARTITION), ids, index.num_buckets)
+        out = pa.Table.from_batches([batch])
+        for name in LOCATION:
+            out = out.append_column(name, located.column(name))
+        out = out.append_column(KEY_BUCKET, pa.array(ids, pa.int32()))
+        keep = pc.invert(pc.and_(out.column(DELETE_FLAG), pc.is_null(out.column("loc_file_id"))))
+        yield from out.filter(keep).to_batches()
+
+
+@reraised_named
+def _dead_groups(
+    logged: dict[tuple[str, str], FileSlice], merge: Merge, storage: Storage, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The file groups of this task's copies (key, loc_partition, loc_file_id) whose key the
+    group's logs deleted (`rewritten_on_spark`)."""
+    copies = task_table(batches)
+    if copies is None:
+        return
+    groups = sorted(dead_groups(copies, live_copies(storage, merge, copies, logged)))
+    yield pa.RecordBatch.from_pydict({"loc_partition": [p for p, _ in groups], "loc_file_id": [f for _, f in groups]},
+                                     schema=pa.schema([("loc_partition", pa.string()), ("loc_file_id", pa.string())]))
+
+
+@reraised_named
 def _tag_task(
-    timeline: Timeline, index_type: str, operation: Operation, cfg: Config, table_config: TableConfig, distinct: str,
+    timeline: Timeline, index: Index, operation: Operation, cfg: Config, table_config: TableConfig, distinct: str,
     prepare: Callable[[pa.Table], pa.Table] | None, schema: pa.Schema, storage: Storage, folder: str,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
@@ -394,20 +461,30 @@ def _tag_task(
         records = prepare(records)
     batch = PreparedBatch(records, pa.schema([]), records.num_rows, distinct)
     view = FileSystemView(timeline, partitions=pc.unique(batch.partitions).to_pylist())
-    records, locations = tag_records(batch, make_index(index_type), view, operation, cfg,
-                                     table_config.ordering_fields, slice_merge(table_config, view))
+    merge = slice_merge(table_config, view)
+    records, locations = tag_records(batch, index, view, operation, cfg, table_config.ordering_fields, merge)
     if not records.num_rows:
         return
+    rewrites = frozenset()
+    key_buckets = pa.nulls(records.num_rows, pa.int32())
+    if isinstance(index, BucketIndex):
+        if merge is not None:
+            rewrites = rewritten_slices(records, locations, view, merge)
+        ids = pa.array(index.buckets(records.column(KEY)), pa.int32())
+        key_buckets = pc.if_else(pc.is_null(locations.column("loc_file_id")), ids, key_buckets)
     for name in LOCATION:
         records = records.append_column(name, locations.column(name))
     path = f"{folder}/{uuid.uuid4().hex}.arrow"  # one per attempt: a retry or a speculative copy writes its own
     with storage.open_output(path) as sink, pa.ipc.new_file(sink, schema) as staged:
         staged.write_table(records.cast(schema))
-    groups = records.group_by([PARTITION, "loc_file_id"], use_threads=False)
-    counts = groups.aggregate([([], "count_all"), ("loc_instant", "max")])
-    counts = counts.select([PARTITION, "loc_file_id", "count_all", "loc_instant_max"])
-    counts = counts.add_column(0, "staged", pa.array([path] * counts.num_rows, pa.string()))
-    yield from counts.rename_columns(STAGED_COUNTS_ARROW.names).cast(STAGED_COUNTS_ARROW).to_batches()
+    grouped = records.select([PARTITION, "loc_file_id", "loc_instant"]).append_column("b", key_buckets)
+    counts = grouped.group_by([PARTITION, "loc_file_id", "b"], use_threads=False).aggregate(
+        [([], "count_all"), ("loc_instant", "max")])
+    rewritten = [(p, f) in rewrites for p, f in zip(counts.column(PARTITION).to_pylist(), counts.column("loc_file_id").to_pylist())]
+    counts = pa.table([pa.array([path] * counts.num_rows, pa.string()), counts.column(PARTITION), counts.column("loc_file_id"),
+                       counts.column("count_all"), counts.column("loc_instant_max"), counts.column("b"),
+                       pa.array(rewritten, pa.bool_())], names=STAGED_COUNTS_ARROW.names)
+    yield from counts.cast(STAGED_COUNTS_ARROW).to_batches()
 
 
 @reraised_named

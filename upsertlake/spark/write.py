@@ -5,8 +5,9 @@ driver: start_commit → executors: number the input rows, shuffle by record key
 (validate, key, dedup with ties to the later row) → executors: tag (`spark.tagging`; an input
 Spark estimates small is prepared and tagged in one task, without a shuffle or a join) → a
 distributed count per (partition, file group) → driver: the workload profile and Hudi's
-UpsertPartitioner from those counts (the in-process code) → executors: each task assigns its
-records' buckets with the partitioner's small state; a shuffle gives each bucket one task, which
+UpsertPartitioner from those counts (the in-process code; the bucket index's partitioner from
+counts per key bucket) → executors: each task assigns its records' buckets with the
+partitioner's small state; a shuffle gives each bucket one task, which
 merges and writes it (the in-process BucketJob) → driver: one commit of the write stats. A small
 batch skips that shuffle too: its tag task stages the tagged records on the table's storage and
 returns only the counts; one more task reads them back, assigns and writes every bucket on a
@@ -48,17 +49,28 @@ from upsertlake.engine.partitioning import sizing
 from upsertlake.engine.plan import WritePlan
 from upsertlake.engine.planner import plan_profile, prepare_spec
 from upsertlake.engine.prepare import POSITION, PreparedBatch, PrepareSpec
-from upsertlake.engine.tag import slice_merge
+from upsertlake.engine.tag import slice_merge, table_index
 from upsertlake.engine.write_client import WriteClient
 from upsertlake.engine.write_result import WriteResult
+from upsertlake.index import BucketIndex, make_index
+from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.file_writer import FileWriterConfig, file_writer_config
 from upsertlake.layout.markers import reconcile_markers, staging_folder
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
-from upsertlake.spark.assign import bucket_column
+from upsertlake.spark.assign import bucket_column, bucket_index_column
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
-from upsertlake.spark.tagging import LOCATION, read_staged, spark_index_type, tag, tag_in_task
+from upsertlake.spark.tagging import (
+    KEY_BUCKET,
+    LOCATION,
+    read_staged,
+    rewritten_on_spark,
+    spark_index_type,
+    tag,
+    tag_buckets,
+    tag_in_task,
+)
 from upsertlake.spark.task_errors import raised_by_task, reraised_named
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of, task_table
 from upsertlake.storage import Storage
@@ -126,6 +138,7 @@ class _Route:
     operation: Operation
     cfg: Config
     index_type: str
+    index: Index
     in_task: bool
     fused: bool
     keep_prepared: bool
@@ -135,15 +148,22 @@ class _Route:
         operation = options.operation
         cfg = client.context.resolve(options.hoodie)
         index_type = spark_index_type(cfg.get(opt.INDEX_TYPE).upper(), cfg)
+        index = table_index(cfg, client.table_config) if cfg.bucket_index else make_index(index_type)
         small = options.small_batch_force or _estimated_bytes(df) <= options.small_batch_bytes
         in_task = small and not operation.sized_by_batch and not (operation.looks_up and cfg.global_index)
         keep_prepared = client.context.options.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
-        return cls(operation, cfg, index_type, in_task, in_task and prepared is None and not keep_prepared, keep_prepared)
+        return cls(operation, cfg, index_type, index, in_task, in_task and prepared is None and not keep_prepared, keep_prepared)
+
+    @property
+    def bucket(self) -> BucketIndex | None:
+        """The bucket index, which tags every operation's records by hash (`tagging.tag_buckets`)."""
+        return self.index if isinstance(self.index, BucketIndex) else None
 
     @property
     def cached(self) -> bool:
-        """The prepared frame is read twice: by a retry, or by the distributed lookup's jobs."""
-        return self.keep_prepared or (self.operation.looks_up and not self.in_task)
+        """The prepared frame is read twice: by a retry, or by the distributed lookup's jobs (the
+        bucket index's too: it lists the batch's partitions, then tags)."""
+        return self.keep_prepared or ((self.operation.looks_up or self.bucket is not None) and not self.in_task)
 
 
 def _write_distributed(
@@ -172,13 +192,13 @@ def _write_distributed(
             client.writes.hold(instant, "prepared", prepared.unpersist)
     try:
         view = FileSystemView(timeline)
-        counts, tagged, staged = _tag(df, prepared, route, spec, empty, client, instant, view, key_fields, parts)
+        counts, tagged, staged, rewrites = _tag(df, prepared, route, spec, empty, client, instant, view, key_fields, parts)
         stages["tag"] = time.perf_counter() - began
         began = time.perf_counter()
         if not route.keep_prepared and prepared is not None:
             prepared.unpersist()
         profile = _profile(counts, route.operation)
-        plan, write = _plan(df, route, client, view, profile, empty.data_schema, tagged, staged)
+        plan, write = _plan(df, route, client, view, profile, empty.data_schema, tagged, staged, counts, rewrites)
         stages["profile"] = time.perf_counter() - began
         job = client.begin_write(instant, plan, keep_keys=False)
         client.writes.keep(instant, rewrite=write)
@@ -194,11 +214,12 @@ def _write_distributed(
 def _tag(
     df: DataFrame, prepared: DataFrame | None, route: _Route, spec: PrepareSpec, empty: PreparedBatch,
     client: WriteClient, instant: str, view: FileSystemView, key_fields: tuple[str, ...], parts: int,
-) -> tuple[list, DataFrame | None, str | None]:
+) -> tuple[list, DataFrame | None, str | None, frozenset[tuple[str, str]]]:
     """Step 3: the counts per (partition, file group) of the tagged records (inserts as a null
-    file group), and where the records wait for their write: the cached tagged frame, or the file
-    the one tag task of a small batch staged on the table's storage (both held until the commit:
-    a re-merge writes buckets again from them)."""
+    file group; under the bucket index one count per key bucket), where the records wait for
+    their write: the cached tagged frame, or the file the one tag task of a small batch staged on
+    the table's storage (both held until the commit: a re-merge writes buckets again from them),
+    and the merge-on-read slices a bucket index rewrites merged (`slice_routing.rewritten_slices`)."""
     ordering = client.table_config.ordering_fields
     if route.in_task:
         records = empty.records.schema
@@ -207,18 +228,27 @@ def _tag(
             frame, prepare = _gathered(df, key_fields, 1), partial(_prepared_records, spec, records)
         folder = staging_folder(instant)
         client.writes.hold(instant, "tagged", partial(client.storage.delete_dir, folder))
-        staged, counts = tag_in_task(frame, records, route.operation, route.cfg, view.timeline, route.index_type,
+        staged, counts = tag_in_task(frame, records, route.operation, route.cfg, view.timeline, route.index,
                                      client.table_config, empty.distinct, client.storage, folder, prepare)
-        return counts, None, staged
-    tagged = tag(prepared, route.operation, route.cfg, view, route.index_type, ordering,
-                 _order_type(spec, ordering), parts, slice_merge(client.table_config, view)).persist()
+        return counts, None, staged, frozenset((r[0], r[1]) for r in counts if r[5])
+    merge = slice_merge(client.table_config, view)
+    if route.bucket is not None:
+        tagged, logged = tag_buckets(prepared, route.bucket, view, merge is not None)
+        key_bucket = F.when(F.col("loc_file_id").isNull(), F.col(KEY_BUCKET))
+    else:
+        tagged, logged = tag(prepared, route.operation, route.cfg, view, route.index_type, ordering,
+                             _order_type(spec, ordering), parts, merge), {}
+        key_bucket = F.lit(None).cast("int")
+    tagged = tagged.persist()
     client.writes.hold(instant, "tagged", tagged.unpersist)
     counts = (
-        tagged.groupBy(PARTITION, "loc_file_id")
+        tagged.groupBy(PARTITION, "loc_file_id", key_bucket.alias("b"))
         .agg(F.count(F.lit(1)).alias("n"), F.max("loc_instant").alias("i"))
+        .select(PARTITION, "loc_file_id", "n", "i", "b")
         .collect()
     )
-    return counts, tagged, None
+    rewrites = rewritten_on_spark(tagged, logged, merge, client.storage, parts) if logged else frozenset()
+    return counts, tagged, None, rewrites
 
 
 def _profile(counts: list, operation: Operation) -> WorkloadProfile:
@@ -232,12 +262,24 @@ def _profile(counts: list, operation: Operation) -> WorkloadProfile:
 
 def _plan(
     df: DataFrame, route: _Route, client: WriteClient, view: FileSystemView, profile: WorkloadProfile,
-    data_schema: pa.Schema, tagged: DataFrame | None, staged: str | None,
+    data_schema: pa.Schema, tagged: DataFrame | None, staged: str | None, counts: list,
+    rewrites: frozenset[tuple[str, str]],
 ) -> tuple[WritePlan, Writer]:
-    """Step 5: the plan (Hudi's partitioner from the profile, or bulk insert's layout) and what
-    writes its buckets: one task per bucket over the assigned frame, or the one task that writes
-    a small batch from its staged file."""
+    """Step 5: the plan (Hudi's partitioner from the profile, the bucket index's from the key
+    buckets of the counted inserts, or bulk insert's layout) and what writes its buckets: one task
+    per bucket over the assigned frame, or the one task that writes a small batch from its staged
+    file."""
     cfg, operation = route.cfg, route.operation
+    if route.bucket is not None:
+        new = {(r[0], r[4]) for r in counts if r[1] is None}
+        plan = plan_profile(client.context, operation, cfg, view, profile, data_schema, new_buckets=new,
+                            rewrites=rewrites)
+        if route.in_task:
+            threads = cfg.get(opt.WRITE_PARALLELISM)
+            return plan, partial(_write_in_task, df.sparkSession, staged, plan.partitioner, client.storage, threads)
+        by_key = operation.sized_by_batch and cfg.get(opt.BULK_INSERT_SORT_MODE) in SORTED_MODES
+        assigned = tagged.withColumn(BUCKET, bucket_index_column(plan.partitioner, PARTITION, KEY_BUCKET, "loc_file_id"))
+        return plan, partial(_rewrite, assigned.drop(*LOCATION, KEY_BUCKET), client.storage, by_key=by_key)
     if operation.sized_by_batch:
         inserts = {p: w.num_inserts for p, w in profile.partitions.items()}
         sort_mode = cfg.get(opt.BULK_INSERT_SORT_MODE)
@@ -343,13 +385,15 @@ def _redo(
 
 
 def _rewrite(
-    assigned: DataFrame, storage: Storage, job: BucketJob, numbers: Collection[int] | None, attempt: int
+    assigned: DataFrame, storage: Storage, job: BucketJob, numbers: Collection[int] | None, attempt: int,
+    by_key: bool = False,
 ) -> list[WriteStatus]:
     """The Spark `Rewrite` (a re-merge, or a move to a new instant): one job over the bucket-assigned
     frame (the cached tagged frame and the same bucket expression, so every record gets the same
     bucket again), one task per bucket in `numbers` (all when None), each under its own task's
-    write token."""
-    return _write_buckets(assigned, list(job.buckets), job, storage, None if numbers is None else sorted(numbers))
+    write token. `by_key`: a bucket's records are written in key order (a sorted bulk insert)."""
+    numbers = None if numbers is None else sorted(numbers)
+    return _write_buckets(assigned, list(job.buckets), job, storage, numbers, by_key)
 
 
 def _write_in_task(
@@ -369,10 +413,12 @@ def _write_in_task(
 
 
 def _write_buckets(
-    assigned: DataFrame, buckets: list[Bucket], job: BucketJob, storage: Storage, numbers: list[int] | None = None
+    assigned: DataFrame, buckets: list[Bucket], job: BucketJob, storage: Storage, numbers: list[int] | None = None,
+    by_key: bool = False,
 ) -> list[WriteStatus]:
     """One task per bucket (`repartitionById`) merges and writes it (only the buckets `numbers`
-    when given, one task each); only the write statuses (stats and counts, no keys) come back."""
+    when given, one task each), its records in input order (`by_key`: key order); only the write
+    statuses (stats and counts, no keys) come back."""
     if not buckets or numbers == []:
         return []
     task, tasks = F.col(BUCKET), len(buckets)
@@ -380,7 +426,7 @@ def _write_buckets(
         assigned = assigned.where(F.col(BUCKET).isin(numbers))
         position = F.array_position(F.array(*[F.lit(n) for n in numbers]), F.col(BUCKET))
         task, tasks = (position - 1).cast("int"), len(numbers)
-    frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, storage), f"{STATUS} binary")
+    frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, storage, by_key), f"{STATUS} binary")
     return _collect_statuses(frame)
 
 
@@ -418,14 +464,16 @@ def _record_size_task(
 
 
 @reraised_named
-def _write_task(job: BucketJob, storage: Storage, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _write_task(
+    job: BucketJob, storage: Storage, by_key: bool, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """Merge and write the bucket(s) of this task, under this attempt's `_write_token`; records
-    keep their input order within a bucket."""
+    keep their input order within a bucket (`by_key`: key order, then input order)."""
     data = task_table(batches)
     if data is None:
         return
     token = _write_token()
-    data = data.sort_by([(BUCKET, "ascending"), (POSITION, "ascending")])
+    data = data.sort_by([(BUCKET, "ascending"), *([(KEY, "ascending")] if by_key else []), (POSITION, "ascending")])
     buckets = data.column(BUCKET).to_numpy()
     starts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
     tokens = {int(buckets[lo]): token or default_token(int(buckets[lo]), 1) for lo in starts[:-1]}
