@@ -20,15 +20,21 @@ from upsertlake.timeline.instant import Instant
 METAFOLDER = ".hoodie"
 
 
+ARCHIVE_FOLDER_1 = f"{METAFOLDER}/archived"  # layout 1's archived timeline (hoodie.archivelog.folder)
+HISTORY_PATH_KEY = "hoodie.timeline.history.path"
+
+
 @dataclass(frozen=True)
 class TimelineLayout:
-    """One timeline layout: its version, the folder of its instant files, and the zone its
-    instant times are written in (`hoodie.table.timeline.timezone`: UTC or LOCAL)."""
+    """One timeline layout: its version, the folder of its instant files, the zone its instant
+    times are written in (`hoodie.table.timeline.timezone`: UTC or LOCAL), and the folder of its
+    archived timeline (layout 2: `hoodie.timeline.history.path` under the timeline folder)."""
 
     version: int
     folder: str
     zone: str = field(default="UTC", compare=False)
     delta_commits: bool = field(default=False, compare=False)  # a merge-on-read table's timeline
+    history: str = field(default="history", compare=False)  # layout 2's archive, under `folder`
 
     def path(self, instant: Instant) -> str:
         """The table-relative path of an instant's file in its state."""
@@ -36,6 +42,12 @@ class TimelineLayout:
 
     def parse(self, name: str) -> Instant | None:
         return Instant.from_file_name(name, self.version)
+
+    @property
+    def archive(self) -> str:
+        """The folder of the archived timeline: Hudi 0.x's archive log files (layout 1), Hudi
+        1.x's LSM timeline (layout 2)."""
+        return ARCHIVE_FOLDER_1 if self.version == 1 else f"{self.folder}/{self.history}"
 
     @property
     def has_completion_times(self) -> bool:
@@ -51,7 +63,8 @@ def layout_of(config: TableConfig) -> TimelineLayout:
     mor = config.is_merge_on_read
     if config.timeline_layout_version == 1:
         return replace(LAYOUT_1, zone=config.timeline_timezone, delta_commits=mor)
-    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}", config.timeline_timezone, mor)
+    history = config.extra.get(HISTORY_PATH_KEY) or "history"
+    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}", config.timeline_timezone, mor, history)
 
 
 def table_layout(storage: Storage) -> TimelineLayout:
