@@ -336,3 +336,25 @@ def test_a_merged_file_that_does_not_parse_is_skipped_while_its_merge_plan_is_th
     (root / ARCHIVED / "mergeArchivePlan").unlink()
     with pytest.raises(CorruptTableError, match=merged.name):
         archived_times(root)
+
+
+def test_a_replacecommit_stays_active_until_a_clean_after_it(tmp_path: Path, table_version: int) -> None:
+    """As Hudi's archiver keeps it (getEarliestInstantToRetainForClustering): archived before a
+    clean deleted the file groups it replaced, Hudi's readers would see those as live again. The
+    replacecommit and everything after it stays; once a clean has cleaned past it, it is archived,
+    with its plan and replaced file groups readable from the archive."""
+    root = tmp_path / "t"
+    t = create_table(root, "t", "uuid", "ts", options=ARCHIVE_SOON)
+    first = upsert(t, 0)
+    replace = t.insert_overwrite_table(pa.table({"uuid": ["r"], "ts": [1]})).instant_time
+    times = [upsert(t, i) for i in range(1, 6)]
+    assert [i.time for i in t.archive()] == [first]  # what lies before the replacecommit only
+    assert archived_times(root, Action.REPLACE_COMMIT) == []
+    t.clean("KEEP_LATEST_COMMITS", 1)
+    assert {i.time for i in t.archive()} >= {replace}
+    assert archived_times(root, Action.REPLACE_COMMIT) == [replace]
+    timeline = Timeline.load(Storage(root))
+    [archived] = [i for i in timeline.archived if i.time == replace]
+    assert timeline.commit_metadata(archived).partition_to_replace_file_ids
+    assert sorted(t.read(columns=["uuid"]).column(0).to_pylist()) == sorted(["r", *(f"k{i}" for i in range(1, 6))])
+    assert times[-1] in {i.time for i in t.timeline()}

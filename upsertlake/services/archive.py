@@ -7,8 +7,10 @@ then the LSM compaction and clean Hudi 1.x runs after each archival (TimelineArc
 
 Archived: completed commits, deltacommits, replacecommits, cleans and rollbacks. Never archived:
 savepoints and restores (Hudi's archivers never move them), anything at or after the earliest
-pending instant (a pending compaction included), the earliest savepoint, or the last clean's
-earliest commit to retain. A completed compaction's `.compaction.requested`/`.inflight` go with its
+pending instant (a pending compaction included), the earliest savepoint, the last clean's
+earliest commit to retain, or the first replacecommit the last clean has not cleaned after (Hudi's
+getEarliestInstantToRetainForClustering: without the replacecommit on the active timeline, Hudi's
+readers would see the file groups it replaced as live until a clean deletes them). A completed compaction's `.compaction.requested`/`.inflight` go with its
 commit. Archived instants stay on upsertlake's timeline (`Timeline.archived`), so time travel and
 incremental reads still reach them while their files exist. Archive files of earlier upsertlake
 releases (their own format) are moved into Hudi's with the next archival.
@@ -29,7 +31,7 @@ from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError, CorruptTableError
 from upsertlake.layout.markers import key_summary_folder
 from upsertlake.storage import FileEntry, Storage
-from upsertlake.timeline import archived_log, archived_lsm
+from upsertlake.timeline import archived_log, archived_lsm, documents
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.archived import LEGACY_FOLDER, legacy_files, read_legacy_file
 from upsertlake.timeline.archived_log import ArchivedFile
@@ -92,9 +94,21 @@ def _to_archive(timeline: Timeline, keep_min: int, keep_max: int) -> list[Instan
     bounds = [writes[len(writes) - keep_min].time, *savepoint_times(timeline)]
     # Nothing at or after the first pending instant (a compaction still pending included) is archived.
     bounds += [i.time for i in timeline.shown() if not i.is_completed][:1]
-    bounds += [b for b in [cleaned_before(timeline)] if b]
+    bounds += [b for b in [cleaned_before(timeline), _first_uncleaned_replace(timeline)] if b]
     cutoff = min(bounds)
     return [i for i in active if i.is_completed and i.time < cutoff and i.action in ARCHIVED_ACTIONS]
+
+
+def _first_uncleaned_replace(timeline: Timeline) -> str | None:
+    """The first replacecommit (any state) at or after the last completed clean's earliest commit
+    to retain (its time, when it recorded none); the first of all without a completed clean."""
+    replaces = [i.time for i in timeline.active() if i.action is Action.REPLACE_COMMIT]
+    cleans = [i for i in timeline.active() if i.action is Action.CLEAN and i.is_completed]
+    if not replaces or not cleans:
+        return replaces[0] if replaces else None
+    doc = documents.decode(timeline.document(cleans[-1]), f"clean {cleans[-1].time}")
+    bound = doc.get("earliestCommitToRetain") or cleans[-1].time
+    return next((t for t in replaces if t >= bound), None)
 
 
 def _files_of(inst: Instant, listed: list[FileEntry], layout: TimelineLayout) -> list[FileEntry]:
