@@ -384,6 +384,22 @@ KEEP_MIN_COMMITS: Option[int] = _option(
 KEEP_MAX_COMMITS: Option[int] = _option(
     "hoodie.keep.max.commits", int, 30,
     "The archiver runs once the active timeline holds more than this many commits.")
+COMMITS_ARCHIVAL_BATCH: Option[int] = _option(
+    "hoodie.commits.archival.batch", int, 10,
+    "Table version 6: archived timeline entries per block of an archive log file.")
+ARCHIVE_MERGE_ENABLE: Option[bool] = _option(
+    "hoodie.archive.merge.enable", bool, True,
+    "Table version 6: merge small archive log files (Hudi's option, off by default there; on here, "
+    "as no storage upsertlake writes can append to one, so each archival adds a file).")
+ARCHIVE_MERGE_FILES_BATCH: Option[int] = _option(
+    "hoodie.archive.merge.files.batch.size", int, 10,
+    "Table version 6: this many small archive log files are merged into one.")
+ARCHIVE_MERGE_SMALL_FILE_LIMIT: Option[int] = _option(
+    "hoodie.archive.merge.small.file.limit.bytes", int, 20 * 1024 * 1024,
+    "Table version 6: archive log files up to this size are merged.")
+TIMELINE_COMPACTION_BATCH: Option[int] = _option(
+    "hoodie.timeline.compaction.batch.size", int, 10,
+    "Table versions 8, 9: once a layer of the LSM archived timeline holds this many files, its oldest are merged into one.")
 ARCHIVE_AUTOMATIC: Option[bool] = _option(
     "hoodie.archive.automatic", bool, True,
     "Archive after each commit (after the automatic clean) when the active timeline is over the max.")

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from upsertlake.errors import CorruptTableError, UnsupportedLogBlockError
 from upsertlake.hfile import read_records
-from upsertlake.logfile.avro_records import decode_record_runs, decode_records
+from upsertlake.logfile.avro_records import decode_record_runs, decode_records, split_datums
 from upsertlake.logfile.blocks import (
     LOG_FORMAT_VERSION,
     MAGIC,
@@ -78,6 +78,21 @@ def read_logs(
         DataBlock(b.instant, b.schema_json, decoded[id(b)], b.header) if isinstance(b, _Avro) else b
         for b in blocks
     ]
+
+
+def read_avro_datums(data: bytes, name: str = "log file") -> list[tuple[str, list[bytes]]]:
+    """The Avro data blocks of a log file as (writer schema JSON, each record's Avro binary
+    datum), undecoded: for readers that decode records as Avro values, not as table rows (Hudi's
+    archived timeline is a log file of HoodieArchivedMetaEntry records). Corrupt stretches (a
+    torn write) are skipped as Hudi's reader skips them; other blocks are not data."""
+    out = []
+    for b in _frame(data, name, None):
+        if isinstance(b, _Avro):
+            try:
+                out.append((b.schema_json, split_datums(b.payload, b.count)))
+            except CorruptTableError as e:
+                raise CorruptTableError(f"{b.where}: {e}") from e
+    return out
 
 
 @dataclass(frozen=True)
@@ -166,7 +181,10 @@ class _Cursor:
         header: Header = {}
         for _ in range(self.int32()):
             key = self.int32()
-            value = bytes(self.take(self.int32())).decode("utf-8")
+            try:
+                value = bytes(self.take(self.int32())).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorruptTableError(f"a header value is not UTF-8 ({exc})") from None
             header[HeaderKey(key) if key in HeaderKey._value2member_map_ else key] = value
         return header
 

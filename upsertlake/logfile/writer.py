@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.errors import UnsupportedLogBlockError
-from upsertlake.logfile.avro_records import encode_record_runs, encode_records
+from upsertlake.logfile.avro_records import encode_record_runs, encode_records, join_datums
 from upsertlake.logfile.blocks import (
     CONTENT_VERSION,
     LOG_FORMAT_VERSION,
@@ -81,6 +81,14 @@ def avro_data_blocks(instant: str, records: pa.Table, schema_json: str, run_ends
         _frame(BlockType.AVRO_DATA, header, struct.pack(">ii", CONTENT_VERSION, count), payload)
         for count, payload in zip(counts.tolist(), payloads)
     ]
+
+
+def avro_datum_block(schema_json: str, datums: Sequence[bytes]) -> bytes:
+    """A framed Avro data block of records already encoded as Avro binary datums under
+    `schema_json`, its header the SCHEMA alone (as Hudi's archiver writes HoodieArchivedMetaEntry
+    blocks)."""
+    header: Header = {HeaderKey.SCHEMA: schema_json}
+    return _frame(BlockType.AVRO_DATA, header, struct.pack(">ii", CONTENT_VERSION, len(datums)), join_datums(datums))
 
 
 def encode_block(block: Block) -> bytes:

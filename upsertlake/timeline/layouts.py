@@ -21,18 +21,25 @@ METAFOLDER = ".hoodie"
 METADATA_PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 
 
+ARCHIVE_FOLDER_1 = f"{METAFOLDER}/archived"  # layout 1's archived timeline (hoodie.archivelog.folder)
+HISTORY_PATH_KEY = "hoodie.timeline.history.path"
+
+
 @dataclass(frozen=True)
 class TimelineLayout:
-    """One timeline layout: its version, the folder of its instant files, and the zone its
-    instant times are written in (`hoodie.table.timeline.timezone`: UTC or LOCAL). It also carries
-    the metadata-table partitions `hoodie.properties` lists as complete, read with the layout, so
-    a reader knows whether to list files from the metadata table without reading the file again."""
+    """One timeline layout: its version, the folder of its instant files, the zone its instant
+    times are written in (`hoodie.table.timeline.timezone`: UTC or LOCAL), and the folder of its
+    archived timeline (layout 2: `hoodie.timeline.history.path` under the timeline folder). It also
+    carries the metadata-table partitions `hoodie.properties` lists as complete, read with the
+    layout, so a reader knows whether to list files from the metadata table without reading the
+    file again."""
 
     version: int
     folder: str
     zone: str = field(default="UTC", compare=False)
     delta_commits: bool = field(default=False, compare=False)  # a merge-on-read table's timeline
     metadata_partitions: tuple[str, ...] = field(default=(), compare=False)
+    history: str = field(default="history", compare=False)  # layout 2's archive, under `folder`
 
     def path(self, instant: Instant) -> str:
         """The table-relative path of an instant's file in its state."""
@@ -40,6 +47,12 @@ class TimelineLayout:
 
     def parse(self, name: str) -> Instant | None:
         return Instant.from_file_name(name, self.version)
+
+    @property
+    def archive(self) -> str:
+        """The folder of the archived timeline: Hudi 0.x's archive log files (layout 1), Hudi
+        1.x's LSM timeline (layout 2)."""
+        return ARCHIVE_FOLDER_1 if self.version == 1 else f"{self.folder}/{self.history}"
 
     @property
     def has_completion_times(self) -> bool:
@@ -56,7 +69,8 @@ def layout_of(config: TableConfig) -> TimelineLayout:
     if config.timeline_layout_version == 1:
         return replace(LAYOUT_1, zone=config.timeline_timezone, delta_commits=mor)
     metadata = tuple(p for p in (config.extra.get(METADATA_PARTITIONS_KEY) or "").split(",") if p)
-    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}", config.timeline_timezone, mor, metadata)
+    history = config.extra.get(HISTORY_PATH_KEY) or "history"
+    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}", config.timeline_timezone, mor, metadata, history)
 
 
 def table_layout(storage: Storage) -> TimelineLayout:
