@@ -5,11 +5,12 @@ compaction (`upsertlake.services.compaction`), which writes the merged records a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from upsertlake.errors import MissingFileError
 from upsertlake.layout.file_system_view import FileSlice
@@ -30,13 +31,39 @@ class Merge:
     instants: frozenset[str]
 
 
-def slice_inputs(storage: Storage, sl: FileSlice, skip: tuple[str, ...] = ()) -> tuple[pa.Table | None, list[Block]]:
-    """A slice's base file records (None in a log-only group), without the columns `skip`, and
-    its log blocks, in log order."""
+# Encodings pyarrow cannot decode into a dictionary.
+_NOT_DICTIONARY_DECODABLE = {"DELTA_BYTE_ARRAY", "DELTA_LENGTH_BYTE_ARRAY", "BYTE_STREAM_SPLIT"}
+
+
+def open_parquet(
+    storage: Storage, path: str, dictionary: Collection[str] = (), source: pa.NativeFile | None = None
+) -> pq.ParquetFile:
+    """A parquet file opened for reading (`source`: opened already), those of the string columns
+    `dictionary` whose pages pyarrow can decode as a dictionary (dictionary or plain encoded)
+    decoded so: a column of a few values decodes to small indices instead of a string per row."""
+    if source is None:
+        source = storage.os_path(path) or storage.open_input(path)
+    metadata = pq.read_metadata(source)
+    index = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    decodable = [
+        c for c in dictionary if c in index and not any(
+            _NOT_DICTIONARY_DECODABLE & set(metadata.row_group(g).column(index[c]).encodings)
+            for g in range(metadata.num_row_groups)
+        )
+    ]
+    return pq.ParquetFile(source, metadata=metadata, read_dictionary=decodable or None)
+
+
+def slice_inputs(
+    storage: Storage, sl: FileSlice, skip: tuple[str, ...] = (), dictionary: Collection[str] = ()
+) -> tuple[pa.Table | None, list[Block]]:
+    """A slice's base file records (None in a log-only group), without the columns `skip` (and
+    the columns `dictionary` decoded as dictionaries where its pages allow), and its log blocks,
+    in log order."""
     base = None
     if sl.base is not None:
         with listed(storage, sl.base.path, sl.base.instant_time):
-            parquet = storage.parquet_file(sl.base.path)
+            parquet = open_parquet(storage, sl.base.path, dictionary)
             base = parquet.read(columns=[c for c in parquet.schema_arrow.names if c not in skip] if skip else None)
     return base, read_logs(log_files(storage, sl))
 
@@ -69,8 +96,14 @@ def merge_inputs(
 
 def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema, ordered: bool = True) -> pa.Table:
     """A merge-on-read slice's records: its base file's, merged with its log blocks by key
-    (`ordered`: as `merge_slice`'s; a read need not keep the base file's order)."""
-    return merge_inputs(*slice_inputs(storage, sl), merge, schema, ordered).table
+    (`ordered`: as `merge_slice`'s; a read need not keep the base file's order). The columns
+    `schema` types as dictionaries are read from the base file as such."""
+    return merge_inputs(*slice_inputs(storage, sl, dictionary=dictionary_columns(schema)), merge, schema, ordered).table
+
+
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns `schema` types as dictionaries."""
+    return [f.name for f in schema if pa.types.is_dictionary(f.type)]
 
 
 @contextmanager
