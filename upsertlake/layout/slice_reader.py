@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.errors import MissingFileError
-from upsertlake.layout.file_system_view import FileSlice
+from upsertlake.layout.file_system_view import FileSlice, LogFile
 from upsertlake.logfile.blocks import Block
 from upsertlake.logfile.merge import Merged, merge_counted
 from upsertlake.logfile.reader import read_logs
@@ -72,15 +72,18 @@ def log_files(storage: Storage, sl: FileSlice) -> list[tuple[bytes, str]]:
     """The bytes (and URI) of a slice's log files, in log order. A file of a write no completed
     instant names (`LogFile.committed`) that is gone was rolled back meanwhile: none of its blocks
     is visible, so it is left out; a committed one that is gone fails the read."""
-    files = []
-    for log in sl.logs:
-        try:
-            with listed(storage, log.path, log.name.instant):
-                files.append((storage.read_bytes(log.path), storage.full_path(log.path)))
-        except MissingFileError:
-            if log.committed:
-                raise
-    return files
+    return [f for f in (log_file(storage, log) for log in sl.logs) if f is not None]
+
+
+def log_file(storage: Storage, log: LogFile) -> tuple[bytes, str] | None:
+    """One log file's bytes and URI (`log_files`); None when it is gone and was not committed."""
+    try:
+        with listed(storage, log.path, log.name.instant):
+            return storage.read_bytes(log.path), storage.full_path(log.path)
+    except MissingFileError:
+        if log.committed:
+            raise
+        return None
 
 
 def merge_inputs(
