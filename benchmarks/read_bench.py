@@ -184,7 +184,7 @@ def worker(spec: dict) -> dict:
         key_filter = (keys_of(np.array([lo_hi[0]]))[0].as_py(), keys_of(np.array([lo_hi[1]]))[0].as_py())
     if query == "clustered":
         pickup_filter = (EPOCH + lo_hi[0], EPOCH + lo_hi[1])
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     if peer.startswith("upsertlake"):
         filters = None
         if key_filter:
@@ -232,8 +232,8 @@ def worker(spec: dict) -> dict:
             expression = (pc.field("pickup") >= pickup_filter[0]) & (pc.field("pickup") < pickup_filter[1])
         dataset = ds.dataset(files, format="parquet", filesystem=fs)
         result = Summary.of(dataset.to_table(columns=columns, filter=expression))
-    seconds = time.perf_counter() - began
-    return {"seconds": seconds, "rows": result.rows, "ts_sum": result.ts_sum,
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+    return {"seconds": seconds, "cpu_seconds": cpu, "rows": result.rows, "ts_sum": result.ts_sum,
             "peak_rss_mb": peak_rss_mb(), "rss_growth_mb": peak_rss_mb() - base_rss,
             "pool_mb": pa.default_memory_pool().max_memory() / 2**20, "requests": counts(spec.get("endpoint"))}
 
