@@ -20,8 +20,9 @@ Queries: the whole snapshot; two columns; a 1% key range; a 1% range of `pickup`
 clustered by file); the merge-on-read snapshot and the compacted one; the whole snapshot's peak
 memory (`to_arrow` against `to_batches`, and each peer's). Each result is checked: its rows and
 the sum of `ts` (which counts the rows holding each update), against what the generator says.
-Prints per query and peer the median seconds, the peak RSS of the process (MB, imports included)
-and pyarrow's peak allocation (MB); with --s3 the requests the server counted by kind.
+Prints per query and peer the median seconds (wall, and the process's CPU, which a shared machine
+disturbs less), the peak RSS of the process (MB, imports included) and pyarrow's peak allocation
+(MB); with --s3 the requests the server counted by kind.
 """
 
 from __future__ import annotations
@@ -354,24 +355,25 @@ def report(
             if "error" not in got:
                 got["verified"] = (got["rows"], got["ts_sum"]) == want
             results.setdefault((query, peer), []).append(got)
-            line = got.get("error") or (f"{got['seconds']:.3f} s  rows {got['rows']}  "
+            line = got.get("error") or (f"{got['seconds']:.3f} s  cpu {got['cpu_seconds']:.3f} s  rows {got['rows']}  "
                                         f"{'ok' if got['verified'] else f'WRONG (want {want})'}  "
                                         f"rss {got['peak_rss_mb']:.0f} MB  pool {got['pool_mb']:.0f} MB"
                                         + (f"  requests {got['requests']}" if got["requests"] else ""))
             print(f"run {r + 1} {query:14s} {peer:19s} {line}", flush=True)
     print(f"\n{args.rows:,} rows in {args.partitions} partitions ({args.layout}) + a {UPSERT_SHARE:.0%} upsert"
           f"{' (loopback S3)' if args.s3 else ''}: median of {args.repeat} fresh-process reads\n")
-    print("| query | peer | seconds | rows ok | peak RSS MB | RSS growth MB | pyarrow peak MB |"
+    print("| query | peer | seconds | CPU seconds | rows ok | peak RSS MB | RSS growth MB | pyarrow peak MB |"
           + (" requests |" if args.s3 else ""))
-    print("| --- | --- | ---: | :---: | ---: | ---: | ---: |" + (" --- |" if args.s3 else ""))
+    print("| --- | --- | ---: | ---: | :---: | ---: | ---: | ---: |" + (" --- |" if args.s3 else ""))
     for (query, peer), runs in results.items():
         good = [g for g in runs if "error" not in g]
         if not good:
-            print(f"| {query} | {peer} | failed: {runs[-1]['error'][:80]} | | | | |")
+            print(f"| {query} | {peer} | failed: {runs[-1]['error'][:80]} | | | | | |")
             continue
         med = statistics.median(g["seconds"] for g in good)
+        cpu = statistics.median(g["cpu_seconds"] for g in good)
         ok = "yes" if all(g["verified"] for g in good) and len(good) == len(runs) else "NO"
-        print(f"| {query} | {peer} | {med:.3f} | {ok} | {max(g['peak_rss_mb'] for g in good):.0f} | "
+        print(f"| {query} | {peer} | {med:.3f} | {cpu:.3f} | {ok} | {max(g['peak_rss_mb'] for g in good):.0f} | "
               f"{max(g['rss_growth_mb'] for g in good):.0f} | {max(g['pool_mb'] for g in good):.0f} |"
               + (f" {good[-1]['requests']} |" if args.s3 else ""))
     wrong = [k for k, runs in results.items() if any("error" in g or not g["verified"] for g in runs)]
