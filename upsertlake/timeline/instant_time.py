@@ -53,6 +53,8 @@ def normalize_instant(value: str | datetime, zone: str = UTC, *, end_of_second: 
     if isinstance(value, datetime):
         return format_instant_time(value, zone)
     text = str(value).strip()
+    if text and set(text) == {"0"}:  # Hudi's "from the start" ("000", "0"): before every instant
+        return "0" * 17
     if not _DIGITS.match(text):
         raise ValueError(f"not an instant time (yyyyMMddHHmmss[SSS] or datetime): {value!r}")
     if len(text) == 14:
