@@ -154,10 +154,13 @@ class HudiReference:
         """One Spark SQL statement, e.g. `CALL run_clean(...)`: its rows as strings."""
         return self._request({"cmd": "sql", "statement": statement})  # type: ignore[return-value]
 
-    def call(self, path: str | Path, procedure: str, **args: object) -> list[list[str | None]]:
+    def call(
+        self, path: str | Path, procedure: str, conf: Mapping[str, str] | None = None, **args: object
+    ) -> list[list[str | None]]:
         """A Hudi procedure (`CALL run_clean(table => ..., retain_commits => 2)`) on the table at
-        `path`: its rows as strings."""
-        request = {"cmd": "call", "path": str(path), "procedure": procedure, "args": args}
+        `path`, with `conf` (hoodie.* settings its write client takes) in the session while it
+        runs: its rows as strings."""
+        request = {"cmd": "call", "path": str(path), "procedure": procedure, "args": args, "conf": dict(conf or {})}
         return self._request(request)  # type: ignore[return-value]
 
     def stream(self, source: Path, path: str | Path, checkpoint: Path, options: Mapping[str, str]) -> int:

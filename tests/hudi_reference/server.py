@@ -11,8 +11,10 @@ Requests (JSON objects; every answer is `{"ok": true, "result": ...}` or `{"ok":
   with a handle that `wait` joins.
 - `read`: `path`, `options` (query type, instants), `out`: the rows are written to `out` (Arrow IPC).
 - `sql`: one Spark SQL statement; answers its rows as lists of strings.
-- `call`: a Hudi procedure (`procedure`, `args`) on the table at `path`.
-- `stream`: a streaming write of the parquet files in `source` to `path` (trigger availableNow).
+- `call`: a Hudi procedure (`procedure`, `args`) on the table at `path`, with `conf` (hoodie.*
+  settings) set in the session while it runs.
+- `stream`: a streaming write of the parquet files in `source` to `path`, one file a micro-batch
+  (trigger availableNow).
 - `hfile`: every key and value of an HFile, read by Hudi's own HFile reader (hex-encoded).
 - `exit`.
 `--once FILE` runs the one request in FILE and exits: the tests kill such a process mid-write.
@@ -111,11 +113,19 @@ class Server:
         name = "t_" + hashlib.sha1(request["path"].encode()).hexdigest()[:12]
         self.spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING hudi LOCATION '{request['path']}'")
         args = ", ".join([f"table => '{name}'", *(f"{k} => {_literal(v)}" for k, v in request.get("args", {}).items())])
-        return self.do_sql({"statement": f"CALL {request['procedure']}({args})"})
+        conf = request.get("conf", {})  # Hudi's procedures take hoodie.* settings from the session
+        before = {k: self.spark.conf.get(k, None) for k in conf}
+        for k, v in conf.items():
+            self.spark.conf.set(k, v)
+        try:
+            return self.do_sql({"statement": f"CALL {request['procedure']}({args})"})
+        finally:
+            for k, v in before.items():
+                self.spark.conf.unset(k) if v is None else self.spark.conf.set(k, v)
 
     def do_stream(self, request: dict) -> object:
         schema = self.spark.read.parquet(request["schema_from"]).schema
-        source = self.spark.readStream.schema(schema).parquet(request["source"])
+        source = self.spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(request["source"])
         query = (
             source.writeStream.format("hudi")
             .options(**request.get("options", {}))

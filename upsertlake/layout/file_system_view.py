@@ -307,8 +307,10 @@ class FileSystemView:
                     log for log in logs
                     if log.name.instant in completion and slice_of(slicing, completion[log.name.instant]) == latest
                 ]
-            elif self.range_only:  # the logs the range's writes wrote, whatever slice names them
+            elif self.range_only:  # the range's logs of the newest slice they or its bases name
                 logs = [log for log in logs if log.path in self._committed_logs]
+                newest = max([*keys, *(log.name.instant for log in logs)], default=None)
+                logs = [log for log in logs if log.name.instant == newest]
             elif keys:
                 logs = [log for log in logs if log.name.instant >= keys[-1]]
             else:  # a log-only group: its slice starts at the deltacommit that created it
