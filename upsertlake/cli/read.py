@@ -201,6 +201,9 @@ def _typed(column: str, raw: Any, schema: pa.Schema) -> Any:
         return raw
     if column not in schema.names:
         raise CliError(f"--where: unknown column {column!r} (columns: {', '.join(schema.names)})")
+    field_type = schema.field(column).type
+    if pa.types.is_timestamp(field_type) or pa.types.is_date(field_type):
+        return raw  # times are read by the library's one parser (ISO-8601, zones)
     values = raw if isinstance(raw, list) else [raw]
     try:
         typed = pa.array(values, pa.string()).cast(schema.field(column).type).to_pylist()

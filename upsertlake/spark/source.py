@@ -65,17 +65,18 @@ def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] =
     table = open_table(path, storage_options=store)
     timeline = Timeline.load(table.storage)
     query = options.get(QUERY_TYPE, "snapshot").lower()
+    zone = table.config.timeline_timezone
     if query == "incremental":
         if BEGIN not in options:
             raise ConfigError(f"an incremental query needs {BEGIN}")
         end = options.get(END)
         return incremental_scan(
-            timeline, table.config, normalize_instant(options[BEGIN]), normalize_instant(end) if end else None,
+            timeline, table.config, normalize_instant(options[BEGIN], zone), normalize_instant(end, zone) if end else None,
             list(filters) or None,
         )
     if query not in QUERY_TYPES:
         raise ConfigError(f"{QUERY_TYPE}={query!r}: use snapshot, read_optimized or incremental")
-    as_of = normalize_instant(options[AS_OF]) if options.get(AS_OF) else None
+    as_of = normalize_instant(options[AS_OF], zone) if options.get(AS_OF) else None
     return snapshot_scan(timeline, table.config, as_of, list(filters) or None, query)
 
 
