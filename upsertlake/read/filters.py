@@ -151,15 +151,18 @@ def checked_filters(filters: Filters, schema: pa.Schema) -> Filters:
 
 def _typed(value: Any, t: pa.DataType, what: str) -> Any:
     """One filter value as its column compares with it: a time in the column's type and zone,
-    a NumPy or Arrow scalar as a Python value, anything else as given."""
+    a NumPy or Arrow scalar as a Python value, an integer for a floating column as a float,
+    anything else as given."""
     if value is None:
         return None
     if pa.types.is_timestamp(t) or pa.types.is_date(t):
         return _time_value(value, t, what)
     if isinstance(value, pa.Scalar):
-        return value.as_py()
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # a NumPy scalar
-        return value.item()
+        value = value.as_py()
+    elif hasattr(value, "item") and not isinstance(value, (str, bytes)):  # a NumPy scalar
+        value = value.item()
+    if pa.types.is_floating(t) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)  # 0 is 0.0, which `in` matches with -0.0
     return value
 
 
