@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from upsertlake.cli.ingest_stream import add_arguments as add_stream_arguments
@@ -26,6 +26,7 @@ from upsertlake.cli.ingest_stream import ingest_stream
 from upsertlake.cli.input_files import EXTENSIONS, InputFile, add_input_store_option, find, input_store_options
 from upsertlake.cli.inputs import InputTypes
 from upsertlake.cli.output import CliError, add_key_fields, human_duration, parse_options, print_json, store_options
+from upsertlake.cli.progress import say
 from upsertlake.errors import TableNotFoundError, UpsertlakeError
 from upsertlake.storage import parse_location
 from upsertlake.table.open import open_table
@@ -118,7 +119,7 @@ def ingest(args: argparse.Namespace) -> int:
     new = [f for f in files if not done.has(SourceFile.of(f))]
     seen = done.seen_paths()
     changed = sum(1 for f in new if f.uri in seen)
-    _say(f"{len(files)} input files, {len(new) - changed} new" + (f", {changed} changed since ingested" if changed else ""))
+    say(args, f"{len(files)} input files, {len(new) - changed} new" + (f", {changed} changed since ingested" if changed else ""))
     summary: dict[str, object] = {
         "input_files": len(files), "new_files": len(new) - changed, "changed_files": changed, "instant_time": None,
     }
@@ -142,7 +143,7 @@ def _ingest_stream(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     options = dict(parse_options(args.option), record_key=args.record_key, storage_options=store_options(args))
     options.update(_table_options(args, _table_exists(args.table, store_options(args))))
-    summary = _spark_job("ingest stopped", lambda: ingest_stream(args, options, input_store_options(args), _say))
+    summary = _spark_job("ingest stopped", lambda: ingest_stream(args, options, input_store_options(args), partial(say, args)))
     summary["seconds"] = round(time.perf_counter() - started, 3)
     if args.json:
         print_json(summary)
@@ -187,7 +188,7 @@ def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[st
     began = time.perf_counter()
     spark = uls.build_session(args.spark_master, "upsertlake-ingest")  # workers run this interpreter
     uls.register(spark)
-    _say(f"spark session ({args.spark_master}) in {human_duration(time.perf_counter() - began)}")
+    say(args, f"spark session ({args.spark_master}) in {human_duration(time.perf_counter() - began)}")
     exists = _table_exists(args.table, store_options(args))
     df = read_sources(spark, sources, args.format, _input_types(args, exists))
     opts = dict(options, record_key=args.record_key, storage_options=store_options(args))
@@ -195,7 +196,7 @@ def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[st
     ingested = json.dumps([SourceFile.of(f).to_json() for f in sources])
     result = write_dataframe(df, write_options(opts, args.table, "upsert"), {INGESTED_KEY: ingested})
     for stage, seconds in result.stage_seconds.items():
-        _say(f"  {stage:<8} {human_duration(seconds)}")
+        say(args, f"  {stage:<8} {human_duration(seconds)}")
     return {
         "instant_time": result.instant_time,
         "inserts": result.num_inserts,
@@ -236,8 +237,3 @@ def _table_exists(path: str, storage_options: Mapping[str, str]) -> bool:
     except TableNotFoundError:
         return False
     return True
-
-
-def _say(line: str) -> None:
-    """Progress goes to stderr, so stdout stays the summary (or JSON)."""
-    print(line, file=sys.stderr, flush=True)

@@ -150,6 +150,8 @@ class Table:
         self, operation: Operation, data: object, options: Mapping[str, object] | None,
         progress: Progress | None = None, extra_metadata: Mapping[str, str] | None = None,
     ) -> WriteResult:
+        from upsertlake.engine.plan import stage
+
         before = self.storage.requests.snapshot()
         client = self.write_client()
         instant = client.start_commit(operation, plan_on_start=True)  # the write follows at once
@@ -158,15 +160,13 @@ class Table:
                 result = client.write(operation, data, instant, dict(options) if options else None, progress)
             else:
                 result = client.delete_partitions(data, instant)
-            if progress is not None:
-                progress.started("commit")
-            result = client.commit(instant, result, dict(extra_metadata) if extra_metadata else None)
-            if progress is not None:
-                progress.ended("commit", result.stage_seconds.get("commit", 0.0))
+            with stage({}, "commit", progress):
+                result = client.commit(instant, result, dict(extra_metadata) if extra_metadata else None)
         except BaseException:
             client.rollback(instant)
             raise
-        self._services_after_commit(client.context.options.with_overrides(options), timeline=result.timeline)
+        with stage({}, "services", progress):  # inline compaction and clustering, clean, archival
+            self._services_after_commit(client.context.options.with_overrides(options), timeline=result.timeline)
         # Object stores bill per request: the write's, services included (none locally).
         return replace(result, store_requests=self.storage.requests.since(before))
 
