@@ -42,7 +42,6 @@ def use_the_test_s3_server(s3_server, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_readme_python_examples_run(s3_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("pandas")  # the example calls .to_pandas(), as the README says
     use_the_test_s3_server(s3_server, monkeypatch)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TMPDIR", str(tmp_path))

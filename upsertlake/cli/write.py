@@ -21,6 +21,7 @@ from upsertlake.cli.output import (
 )
 from upsertlake.cli.progress import StageBars, drawing
 from upsertlake.engine.plan import stage
+from upsertlake.errors import TableNotFoundError
 
 OPERATIONS = {"upsert": "upsert", "insert": "insert", "bulk-insert": "bulk_insert", "delete": "delete"}
 
@@ -78,9 +79,19 @@ def create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open(args: argparse.Namespace) -> upsertlake.Table:
+    """The table a write command writes; a missing one says how to create it."""
+    try:
+        return upsertlake.open_table(args.path, parse_options(args.option), store_options(args))
+    except TableNotFoundError as exc:
+        raise TableNotFoundError(
+            f"{exc}; create it first: upsertlake create {args.path} --name NAME --record-key KEY "
+            "[--precombine-field FIELD] [--partition-fields FIELDS] (or `upsertlake ingest`, which creates it)"
+        ) from exc
+
+
 def write(args: argparse.Namespace) -> int:
-    options = parse_options(args.option)
-    table = upsertlake.open_table(args.path, options, store_options(args))
+    table = _open(args)
     counted = table.storage.requests  # the command's requests, opening the table and reading inputs included
     started = time.perf_counter()
     with StageBars(drawing(args)) as bars:
@@ -118,7 +129,7 @@ def write(args: argparse.Namespace) -> int:
 
 
 def explain(args: argparse.Namespace) -> int:
-    table = upsertlake.open_table(args.path, parse_options(args.option), store_options(args))
+    table = _open(args)
     counted = table.storage.requests  # the command's requests, opening the table and reading inputs included
     data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args), counted)
     summary = table.plan(OPERATIONS[args.operation], data).summary()
