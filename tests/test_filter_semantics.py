@@ -1,7 +1,7 @@
-"""What a tuple filter means, pinned against a model of the README's words, and `count()` equal to
+"""What a tuple filter means, pinned against a model of the documentation's words, and `count()` equal to
 the rows the same scan returns for every filter.
 
-The semantics (README, "Filters"): comparisons are Arrow's, IEEE 754 for floats (NaN equals
+The semantics (docs/concepts/reading.md, "Filters"): comparisons are Arrow's, IEEE 754 for floats (NaN equals
 nothing, itself included, and passes `!=`; -0.0 equals 0.0); `in` holds where some `=` holds (a
 NaN or None in the list matches nothing, 0.0 matches -0.0); `not in` where none does; nulls
 satisfy no predicate, `!=` and `not in` included, as in SQL. Files, row groups and partitions
@@ -33,7 +33,7 @@ OPS = ["=", "!=", "<", "<=", ">", ">=", "in", "not in"]
 
 
 def holds(row_value: Any, op: str, value: Any) -> bool:
-    """The README's semantics, on one row's value."""
+    """The documented semantics, on one row's value."""
     if row_value is None:
         return False  # nulls satisfy no predicate
     if op in ("in", "not in"):

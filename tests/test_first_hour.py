@@ -16,8 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # Import names whose distribution is named otherwise.
 # Import names whose distribution is named otherwise, or that come with another one (moto[server]
-# brings boto3 and werkzeug).
-DISTRIBUTIONS = {"yaml": "pyyaml", "boto3": "moto", "botocore": "moto", "werkzeug": "moto",
+# brings boto3 and werkzeug, mkdocs PyYAML).
+DISTRIBUTIONS = {"yaml": "mkdocs", "boto3": "moto", "botocore": "moto", "werkzeug": "moto",
                  "importlinter": "import-linter"}
 
 

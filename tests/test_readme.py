@@ -174,6 +174,7 @@ def test_the_demo_command_runs_as_written(tmp_path: Path) -> None:
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, clone / name)
     p = subprocess.run(["bash", "-c", DEMO], cwd=clone, capture_output=True, text=True, timeout=900,
-                       env={"PATH": os.environ["PATH"], "HOME": str(Path.home())})
+                       env={"PATH": os.environ["PATH"], "HOME": str(Path.home()), "TMPDIR": str(tmp_path)})
     assert p.returncode == 0, p.stderr[-3000:]
-    assert p.stdout.startswith("created table 'trips' at ") and "rows now: 9" in p.stdout
+    demo = p.stdout[p.stdout.index("created table 'trips' at "):]  # after pip's lines
+    assert demo.startswith(f"created table 'trips' at {tmp_path}/upsertlake-demo-") and "\nrows now: 9\n" in demo

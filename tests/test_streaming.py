@@ -345,28 +345,3 @@ def test_ingest_continuous_picks_up_files_as_they_land_and_goes_on_after_ctrl_c(
     assert data == {f"k{i:03d}": (f"new{i}" if i < 3 else f"v{i}") for i in range(14)}
     recorded = [b for b in batches(table, "upsertlake_ingest")]
     assert recorded == sorted(set(recorded)) and None not in recorded  # each batch once, in order
-
-
-def test_the_readme_streaming_example_runs(spark, tmp_path: Path) -> None:
-    """The README's streaming block (the sink and the foreachBatch hook, from one landing folder)
-    writes every landed row, once, into both tables."""
-    import re
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "writeStream" in b]
-    path = str(tmp_path / "trips")
-    rows = pa.table({"uuid": ["a", "b"], "ts": [1, 1], "city": ["sf", "nyc"], "fare": [9.5, 3.0]})
-    Path(f"{path}-landing").mkdir()
-    pq.write_table(rows, f"{path}-landing/part-0.parquet")
-    uls.register(spark)
-    namespace = {"spark": spark, "path": path}
-    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
-    try:
-        for query in spark.streams.active:
-            query.processAllAvailable()
-    finally:
-        for query in spark.streams.active:
-            query.stop()
-    for table in (path, f"{path}-large"):
-        got = open_table(table).read(columns=["uuid", "fare"]).sort_by("uuid").to_pylist()
-        assert got == [{"uuid": "a", "fare": 9.5}, {"uuid": "b", "fare": 3.0}], table

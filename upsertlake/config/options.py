@@ -274,7 +274,7 @@ HEARTBEAT_TOLERABLE_MISSES: Option[int] = _option(
 NUM_RETRIES_ON_CONFLICT: Option[int] = _option(
     "hoodie.write.num.retries.on.conflict.failures", int, 0,
     "Times a write that conflicts on a record is tagged and merged again against the new table state "
-    "(with backoff) before WriteConflictError; safe under event-time ordering (README).", minimum=0)
+    "(with backoff) before WriteConflictError; safe under event-time ordering (docs/concepts/concurrency.md).", minimum=0)
 
 # --- keys and table identity (KeyGeneratorOptions, HoodieWriteConfig, HoodieTableConfig) ---------
 

@@ -16,7 +16,7 @@ at any point leaves a table that opens, at version 6 or 8, with nothing lost:
 
 A rerun finishes a half-done upgrade: at version 6 it redoes step 3 from scratch, at version 8 it
 does step 5. Archived instants stay in `.hoodie/archived/` (upsertlake's own format, which Hudi
-1.x readers skip; see the README).
+1.x readers skip; see docs/concepts/table-versions.md).
 """
 
 from __future__ import annotations

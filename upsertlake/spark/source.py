@@ -7,7 +7,7 @@ Writes stage each task's rows on the table's storage and merge them in the commi
 process (`spark.staging`): `.save()` here, and the streaming sink `writeStream.format("upsertlake")`
 (`spark.stream`), one commit per micro-batch, exactly once. Above `upsertlake.save.max.records`
 staged rows (default 1,000,000) both refuse before merging and name the distributed path
-(`upsertlake.spark.upsert`, or its `foreachBatch` form for streams; see the README).
+(`upsertlake.spark.upsert`, or its `foreachBatch` form for streams; see docs/how-to/spark-cluster.md).
 """
 
 from __future__ import annotations
