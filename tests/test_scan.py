@@ -272,7 +272,7 @@ print(n, pa.default_memory_pool().max_memory())
     out = tmp_path / "out.parquet"
     run = subprocess.run([sys.executable, "-c", cli, "read", str(path), "--output", str(out)], capture_output=True,
                          text=True, check=True, timeout=300)
-    assert run.stdout == f"{n} row(s) written to {out}\n"
+    assert run.stdout == f"{n} row(s) written to {out} (parquet)\n"
     assert pq.read_metadata(out).num_rows == n and int(run.stderr.split()[-1]) < peaks["arrow"] / 4
     run = subprocess.run([sys.executable, "-c", cli, "read", str(path), "--format", "csv", "--columns", "id", "v"],
                          capture_output=True, text=True, check=True, timeout=300)

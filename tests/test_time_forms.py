@@ -179,3 +179,11 @@ def _tuple(where: str) -> tuple:
     [predicate] = parse_where(where, pa.schema([("wall", pa.timestamp("us")), ("utc", pa.timestamp("us", "UTC")),
                                                 ("day", pa.date32())]))
     return predicate
+
+
+def test_an_expression_filter_with_a_zone_the_column_lacks_is_refused_when_planned(tmp_path: Path) -> None:
+    import pyarrow.compute as pc
+
+    t = events(tmp_path)
+    with pytest.raises(FilterError, match="Cannot compare timestamp with timezone to timestamp without timezone"):
+        t.scan(filters=pc.field("wall") >= datetime(2024, 6, 1, tzinfo=timezone.utc))

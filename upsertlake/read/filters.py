@@ -132,7 +132,9 @@ def checked_filters(filters: Filters, schema: pa.Schema) -> Filters:
     zone is refused (its zone cannot be told)."""
     if filters is None:
         return None
-    empty = schema.empty_table()
+    # One row of nulls: evaluated, an expression's kernels run (an empty table leaves some
+    # mismatches, such as timestamps with and without a zone, to the first file read).
+    empty = pa.table({f.name: pa.nulls(1, f.type) for f in schema}, schema=schema)
     if isinstance(filters, pc.Expression):
         _evaluate(empty, filters, f"filter {filters}")
         return filters
