@@ -31,9 +31,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("read", parents=[common], help="read a snapshot, a past snapshot, or the changes since an instant")
     p.add_argument("path", help="the table")
     when = p.add_mutually_exclusive_group()
-    when.add_argument("--as-of", metavar="INSTANT", help="time travel: the snapshot as of this instant")
-    when.add_argument("--since", metavar="INSTANT", help="incremental: records written after this instant")
-    p.add_argument("--until", metavar="INSTANT", help="with --since: up to and including this instant")
+    times = "an instant time (yyyyMMddHHmmss[SSS]) or an ISO-8601 time, e.g. '2026-12-06 09:30' (local) or '...Z'"
+    when.add_argument("--as-of", metavar="TIME", help=f"time travel: the snapshot as of this time; {times}")
+    when.add_argument("--since", metavar="TIME", help="incremental: records written after this time")
+    p.add_argument("--until", metavar="TIME", help="with --since: up to and including this time")
     p.add_argument("--where", metavar="EXPR", help="e.g. \"city = 'sf' and fare >= 10\"; ops = != < <= > >= in, not in")
     p.add_argument("--columns", nargs="+", metavar="COL", help="columns to return (comma or space separated)")
     p.add_argument("--limit", type=int, metavar="N", help="at most N rows")
