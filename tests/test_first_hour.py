@@ -31,7 +31,8 @@ def third_party_imports(paths: list[Path]) -> set[str]:
                 names.add(node.module.split(".")[0])
             elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "importorskip":
                 names.add(node.args[0].value.split(".")[0])
-    local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
+    local = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
+    local |= {p.name for p in (ROOT / "tests").rglob("*") if p.is_dir()}
     return {n for n in names - local - {"upsertlake", "tests", "benchmarks", "__future__"}
             if n not in sys.stdlib_module_names}
 
@@ -39,14 +40,14 @@ def third_party_imports(paths: list[Path]) -> set[str]:
 def test_the_test_extra_brings_every_library_the_tests_import() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     brought = {re.split(r"[\[<>=; ]", r)[0].lower() for r in project["dependencies"] + project["optional-dependencies"]["test"]}
-    used = third_party_imports(sorted((ROOT / "tests").glob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py")))
+    used = third_party_imports(sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py")))
     missing = sorted(n for n in used if DISTRIBUTIONS.get(n, n).replace("_", "-").lower() not in brought)
     assert missing == []
     assert all(importlib.util.find_spec(n) is not None for n in used)
 
 
 def test_no_test_skips_itself_for_a_missing_library() -> None:
-    skipping = [f"{path.name}:{node.lineno}" for path in sorted((ROOT / "tests").glob("*.py"))
+    skipping = [f"{path.name}:{node.lineno}" for path in sorted((ROOT / "tests").rglob("*.py"))
                 for node in ast.walk(ast.parse(path.read_text("utf-8")))
                 if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "importorskip"
                 and node.args[0].value != "tomllib"]  # stdlib from Python 3.11 on
