@@ -14,6 +14,7 @@ with that reason; none is skipped.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import subprocess
 import sys
@@ -22,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PYSPARK = "3.5.5"  # a Spark both bundles below support
+# what the reference's interpreter holds besides PySpark: Arrow to hand rows back (PySpark 3.5 was
+# built against NumPy 1)
+REFERENCE_PACKAGES = (f"pyspark=={PYSPARK}", "pyarrow==17.0.0", "numpy<2")
 BUNDLE = "org.apache.hudi:hudi-spark3.5-bundle_2.12:{version}"
 
 
@@ -83,17 +87,17 @@ def bundle_jar(hudi: HudiVersion) -> Path:
 
 
 def reference_python() -> Path:
-    """The interpreter of a virtual environment holding PySpark {PYSPARK}, made once."""
-    venv = cache_root() / f"hudi-reference-pyspark-{PYSPARK}"
+    """The interpreter of a virtual environment holding REFERENCE_PACKAGES, made once."""
+    venv = cache_root() / ("hudi-reference-" + hashlib.sha1(" ".join(REFERENCE_PACKAGES).encode()).hexdigest()[:10])
     python = venv / "bin" / "python"
     done = venv / ".complete"
     with _setup_lock():
         if not done.is_file():
             _run([sys.executable, "-m", "venv", "--clear", str(venv)], "creating the reference's virtual environment", 300)
             _run(
-                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"pyspark=={PYSPARK}"],
+                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *REFERENCE_PACKAGES],
                 f"installing PySpark {PYSPARK} for Apache Hudi's Spark bundle",
                 timeout=1800,
             )
-            done.write_text(PYSPARK)
+            done.write_text("\n".join(REFERENCE_PACKAGES))
     return python

@@ -126,7 +126,7 @@ def _rollback_failed_writes(
     """Under the lock: the times of the failed writes rolled back, and of the dead rollbacks removed."""
     failed = _failed_writes(ctx, writes, timeline)
     for inst in failed:
-        undo(ctx, inst)
+        roll_back(ctx.storage, inst)  # recorded as a `.rollback` instant, as Hudi's writers do
         ctx.storage.delete_dir(staging_folder(inst.time))  # left by a Spark driver that died
         ctx.storage.delete(heartbeat_path(inst.time))
         writes.end(inst.time)

@@ -166,9 +166,10 @@ def sort_listing(entries: Iterable[FileEntry], scope: Collection[str] | None = N
 class FileSystemView:
     """The latest visible base file of every file group, as of an instant (default: newest).
 
-    `as_of` is a requested instant time (time travel). `only` makes just those completed writes
-    visible: an incremental read of timeline layout 2 sees the files of the commits in its range,
-    as Hudi 1.x and hudi-rs build file groups from those commits' metadata alone.
+    `as_of` is a requested instant time (time travel). `only` makes just the files those completed
+    writes wrote visible: an incremental read sees the files of the commits in its range, as Hudi
+    builds its file groups from those commits' metadata alone (a slice of such a view holds the
+    range's base file and log files only, never an older base file the range did not write).
     `partitions` scopes the view to those partitions: it lists only them (a write lists the
     partitions its batch touches, not the table), and refuses questions about any other.
     """
@@ -183,6 +184,7 @@ class FileSystemView:
         self.timeline = timeline
         self.storage = timeline.storage
         self.as_of = as_of
+        self.range_only = only is not None
         self.scope = None if partitions is None else frozenset(partitions)
         self.visible_instants = (
             list(only) if only is not None
@@ -289,7 +291,7 @@ class FileSystemView:
         for bf in self._listing.base_files:
             if bf.instant_time in self._visible_times:
                 bases[bf.file_group].append(bf.instant_time)
-            if bf.instant_time in committed:
+            if bf.instant_time in (self._visible_times if self.range_only else committed):
                 starts[bf.file_group].append(bf.instant_time)
         layout_2 = self.timeline.layout.has_completion_times
         completion = {i.time: i.completed_at for i in self.visible_instants}
@@ -305,6 +307,10 @@ class FileSystemView:
                     log for log in logs
                     if log.name.instant in completion and slice_of(slicing, completion[log.name.instant]) == latest
                 ]
+            elif self.range_only:  # the range's logs of the newest slice they or its bases name
+                logs = [log for log in logs if log.path in self._committed_logs]
+                newest = max([*keys, *(log.name.instant for log in logs)], default=None)
+                logs = [log for log in logs if log.name.instant == newest]
             elif keys:
                 logs = [log for log in logs if log.name.instant >= keys[-1]]
             else:  # a log-only group: its slice starts at the deltacommit that created it
@@ -363,9 +369,9 @@ class FileSystemView:
         wanted = self._missing.keys() if partitions is None else [p for p in partitions if p in self._missing]
         gone = [entry for p in sorted(wanted) for entry in self._missing[p]]
         if gone:
-            raise self._missing_error(gone)
+            raise self.missing_error(gone)
 
-    def _missing_error(self, gone: list[tuple[str, Instant]]) -> CleanedInstantError | MissingFileError:
+    def missing_error(self, gone: list[tuple[str, Instant]]) -> CleanedInstantError | MissingFileError:
         path, inst = gone[0]
         others = f" (and {len(gone) - 1} more committed file(s))" if len(gone) > 1 else ""
         if path in cleaned_files(self.timeline):
@@ -395,6 +401,21 @@ class FileSystemView:
             f"so this is refused. Run `upsertlake doctor {self.storage.base}`; put the file back, or return "
             f"to a savepoint with `upsertlake restore {self.storage.base} INSTANT`"
         )
+
+    def missing_in(self, partitions: Iterable[str]) -> list[tuple[str, Instant]]:
+        """The files the visible writes wrote in `partitions` that are gone from storage, with the
+        write of each: every version, not only the newest, as Hudi 1.x's incremental query checks
+        before it falls back to a full table scan."""
+        wanted = set(partitions)
+        listed = {f.path for f in self._listing.base_files} | {f.path for f in self._listing.log_files}
+        gone = []
+        for inst in self.visible_instants:
+            try:
+                written = self.timeline.commit_metadata(inst).written_files
+            except CorruptTableError:
+                continue
+            gone += [(path, inst) for group, path in written if group[0] in wanted and path not in listed]
+        return gone
 
     def partitions(self) -> list[str]:
         """Partitions that hold at least one visible file group (whose file may be missing)."""

@@ -56,6 +56,8 @@ def normalize_instant(value: object, zone: str = UTC, *, end_of_second: bool = T
     it with 999: every instant started within that second is included.
     """
     text = value.strip() if isinstance(value, str) else None
+    if text and set(text) == {"0"}:  # Hudi's "from the start" ("000", "0"): before every instant
+        return "0" * 17
     if text is not None and _DIGITS.match(text):
         if len(text) == 14:
             return text + ("999" if end_of_second else "000")
