@@ -70,7 +70,7 @@ class Scan:
     ) -> None:
         schema = plan.schema
         if columns is not None:
-            columns = list(columns)
+            columns = [columns] if isinstance(columns, str) else list(columns)  # a string is one column
             missing = [c for c in columns if c not in schema.names]
             if missing:
                 raise SchemaError(f"unknown column(s) {missing}; the table has {schema.names}")
