@@ -145,7 +145,7 @@ def main() -> None:
     doc: dict[str, Any] = {"tree": tree_commit(),"size": args.size, "repeat": args.repeat, "timeout": args.timeout, "skipped": skipped,
                            "late": {k: v for k, v in late_case(args).items() if k != "workload"},
                            "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "cpus": os.cpu_count(),
-                           "label": args.label}
+                           "label": args.label, "command": " ".join(["python", "benchmarks/harness.py", *sys.argv[1:]])}
     args.out.mkdir(parents=True, exist_ok=True)
     if args.series == "peers" and args.workloads == ["late"]:  # the late-arriving workload has its own size
         doc["size"] = f"late {args.late_rows / 1e6:g}M + {args.late_batch / 1e3:g}K, {args.days} days"

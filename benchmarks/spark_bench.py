@@ -230,7 +230,8 @@ def main() -> None:
                                "cpus": os.cpu_count(), "tree": tree_commit(), "skipped": {},
                                "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                                "session": f"one warmed Spark local[2] session; {args.warmup} untimed warm-up run(s) per peer",
-                               "upsertlake_index": args.index or "SIMPLE", "upsertlake_options": args.hoodie}
+                               "upsertlake_index": args.index or "SIMPLE", "upsertlake_options": args.hoodie,
+                               "command": " ".join(["python", "benchmarks/spark_bench.py", *sys.argv[1:]])}
         if args.driver:
             doc["driver"] = []
             for n in args.driver:
@@ -243,7 +244,9 @@ def main() -> None:
         else:
             doc.update(bench(args, work))
         args.out.mkdir(parents=True, exist_ok=True)
-        name = f"results-spark-{'driver' if args.driver else 'peers'}-{args.rows / 1e6:g}M{'-' + args.label if args.label else ''}.json"
+        what = "driver" if args.driver else "peers"
+        workloads = "" if args.driver else "-" + "-".join(args.workloads)
+        name = f"results-spark-{what}-{args.rows / 1e6:g}M{workloads}{'-' + args.label if args.label else ''}.json"
         (args.out / name).write_text(json.dumps(doc, indent=1))
         print(f"wrote {args.out / name}")
         from report import write_report

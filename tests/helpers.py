@@ -9,6 +9,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
+def decoded(table: pa.Table) -> pa.Table:
+    """`table` with its dictionary-encoded columns (a scan's one-value-per-file meta columns) as
+    plain values, to compare with tables read or built otherwise (`equals` compares dictionaries
+    and indices, not the values they stand for)."""
+    fields = [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in table.schema]
+    return table.cast(pa.schema(fields, table.schema.metadata))
+
+
 def rows(table: pa.Table, columns: list[str], key: str) -> list[dict]:
     """The given columns as dicts, sorted by `key`: an exact, order-free view of a snapshot."""
     return sorted(table.select(columns).to_pylist(), key=lambda r: r[key])

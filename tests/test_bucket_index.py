@@ -115,7 +115,7 @@ def test_bad_bucket_options_and_what_buckets_cannot_do_are_refused(tmp_path: Pat
         ({"hoodie.bucket.index.hash.field": "v"}, ConfigError, "hoodie.bucket.index.hash.field names v, which are not record key fields"),
         ({"hoodie.index.bucket.engine": "CONSISTENT_HASHING"}, ConfigError, "CONSISTENT_HASHING"),
         ({"hoodie.clustering.inline": "true"}, ConfigError, "hoodie.clustering.inline=true cannot go with hoodie.index.type=BUCKET"),
-        ({"hoodie.bucket.index.num.buckets": 0}, ConfigError, "hoodie.bucket.index.num.buckets=0: give 1 or more"),
+        ({"hoodie.bucket.index.num.buckets": 0}, ConfigError, "invalid value 0 \\(int\\) for hoodie.bucket.index.num.buckets: expected an integer of at least 1"),
     ]
     for options, error, message in refused:
         with pytest.raises(error, match=message):

@@ -20,7 +20,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from helpers import cli_in_process, hudi_read
+from helpers import cli_in_process, decoded, hudi_read
 from tests.test_interop_hudi import assert_same, check_reads
 from tests.test_mor_read import MOR_TABLES, mor_fixture
 from upsertlake import open_table
@@ -42,7 +42,7 @@ def fare_of(table: pa.Table, rider: str) -> float:
 
 
 def without_file_name(table: pa.Table) -> pa.Table:
-    return table.drop_columns(["_hoodie_file_name"]).sort_by("_hoodie_record_key")
+    return decoded(table).drop_columns(["_hoodie_file_name"]).sort_by("_hoodie_record_key")
 
 
 def timeline_dir(path: Path) -> Path:
@@ -541,7 +541,7 @@ def append_update(path: Path, instant: str, rider: str, fare: float, log_instant
     from upsertlake.logfile.avro_records import with_meta_fields
 
     table = open_table(path)
-    rows = table.read().filter(pa.compute.equal(table.read()["rider"], rider))
+    rows = decoded(table.read()).filter(pa.compute.equal(table.read()["rider"], rider))
     assert rows.num_rows == 1
     rows = rows.set_column(rows.schema.get_field_index("fare"), "fare", pa.array([fare]))
     rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", pa.array([rows["ts"][0].as_py() + 1]))

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from upsertlake.concurrency.lock import FlockLockProvider, TableLock
-from upsertlake.errors import CorruptTableError
+from upsertlake.errors import CorruptTableError, InstantTimeError
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, create_requested, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -84,8 +84,9 @@ def test_instant_time_forms() -> None:
     assert normalize_instant(naive, "LOCAL") == "20240102030405000"
     assert normalize_instant(naive, "UTC") == format_instant_time(naive.astimezone(timezone.utc))
     assert next_instant_time("20991231235959999") == "21000101000000000"
-    with pytest.raises(ValueError, match="not an instant time"):
-        normalize_instant("2024-01-01")
+    assert normalize_instant("2024-01-02T03:04:05Z") == "20240102030405999"  # ISO to the second: the whole second
+    with pytest.raises(InstantTimeError, match="'2024-13-01' is not a time"):  # tests/test_time_forms.py: every form
+        normalize_instant("2024-13-01")
 
 
 def test_real_timeline_loads_most_advanced_state(hudi_table) -> None:

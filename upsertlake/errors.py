@@ -23,6 +23,11 @@ class ConfigError(UpsertlakeError):
     """An option key is unknown or its value is invalid."""
 
 
+class InstantTimeError(ConfigError):
+    """A time given to a read or a service (`as_of`, `begin`, `end`, an instant) is no time, or lies
+    before the table's first instant (the message names it)."""
+
+
 class BatchTooLargeError(ConfigError):
     """A batch has more rows than the path it was handed to merges in one process (the Spark data
     source's `.save()` and streaming sink); the message names the distributed path to take."""

@@ -5,6 +5,7 @@ the tasks. `explain` reports it without writing anything."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,8 +35,14 @@ def view_scope(operation: Operation, index: Index, partitions: pa.Array | pa.Chu
     return pc.unique(partitions).to_pylist()
 
 
+log = logging.getLogger("upsertlake.progress")
+
+
 class Progress:
-    """Hears a write's stages as they run (the CLI draws them as bars); this base ignores them."""
+    """Hears a write's stages as they run: pass one as `progress=` to `Table.upsert` (and insert,
+    bulk_insert, delete) to show them (the command line draws them as bars); this base ignores
+    them. Every stage is also logged, when it starts and when it ends, to the `upsertlake.progress`
+    logger at INFO."""
 
     def started(self, stage: str, total: int = 0) -> None:
         """`total`: units of work in the stage (file groups for `write`), 0 when not counted."""
@@ -49,14 +56,16 @@ class Progress:
 
 @contextmanager
 def stage(stages: dict[str, float], name: str, progress: Progress | None = None, total: int = 0) -> Iterator[None]:
-    """Time a stage of a write into `stages` (added up when it runs again) and tell `progress`."""
+    """Time a stage of a write into `stages` (added up when it runs again), log it and tell `progress`."""
     start = time.perf_counter()
+    log.info("%s started%s", name, f" ({total} file groups)" if total else "")
     if progress is not None:
         progress.started(name, total)
     try:
         yield
     finally:
         stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
+        log.info("%s done in %.3f s", name, stages[name])
         if progress is not None:
             progress.ended(name, stages[name])
 

@@ -4,7 +4,6 @@ Layers (pyproject.toml, docs/DESIGN.md §3): may import layout and every
 floor below; not partitioner or concurrency.
 """
 
-from upsertlake.errors import ConfigError
 from upsertlake.index.base import Index, IndexUpdate
 from upsertlake.index.bloom import BloomIndex
 from upsertlake.index.bucket import BucketIndex, check_bucket_index_fields
@@ -20,8 +19,6 @@ def make_index(index_type: str, num_buckets: int = 256, hash_fields: list[str] |
     BUCKET: `num_buckets` buckets per partition, hashing `hash_fields` of the record key)."""
     name = index_type.upper()
     if name == "BUCKET":
-        if num_buckets < 1:
-            raise ConfigError(f"hoodie.bucket.index.num.buckets={num_buckets}: give 1 or more")
         return BucketIndex(num_buckets, list(hash_fields or ()))
     if name == "RECORD_INDEX":
         return RecordIndex()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Union
@@ -86,17 +86,33 @@ class LanceFile:
 BaseFileReader = Union[pq.ParquetFile, LanceFile]
 
 
-def open_base_file(storage: Storage, path: str, source: pa.NativeFile | None = None) -> BaseFileReader:
-    """A base file opened for reading (`source`: a parquet file opened already)."""
-    if not is_lance(path):
-        if source is not None:
-            return pq.ParquetFile(source)
+# Encodings pyarrow cannot decode into a dictionary.
+_NOT_DICTIONARY_DECODABLE = {"DELTA_BYTE_ARRAY", "DELTA_LENGTH_BYTE_ARRAY", "BYTE_STREAM_SPLIT"}
+
+
+def open_base_file(
+    storage: Storage, path: str, source: pa.NativeFile | None = None, dictionary: Collection[str] = ()
+) -> BaseFileReader:
+    """A base file opened for reading (`source`: a parquet file opened already). Of a parquet
+    file, those of the string columns `dictionary` whose pages pyarrow can decode as a dictionary
+    (dictionary or plain encoded) are decoded so: a column of a few values decodes to small
+    indices instead of a string per row."""
+    if is_lance(path):
         local = storage.os_path(path)
-        return pq.ParquetFile(local) if local is not None else storage.parquet_file(path)
-    local = storage.os_path(path)
-    if local is not None:
-        return LanceFile(local)
-    return _LanceCopy(storage.read_bytes(path))
+        return LanceFile(local) if local is not None else _LanceCopy(storage.read_bytes(path))
+    if source is None:
+        source = storage.os_path(path) or storage.open_input(path)
+    if not dictionary:
+        return pq.ParquetFile(source)
+    metadata = pq.read_metadata(source)
+    index = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    decodable = [
+        c for c in dictionary if c in index and not any(
+            _NOT_DICTIONARY_DECODABLE & set(metadata.row_group(g).column(index[c]).encodings)
+            for g in range(metadata.num_row_groups)
+        )
+    ]
+    return pq.ParquetFile(source, metadata=metadata, read_dictionary=decodable or None)
 
 
 class _LanceCopy(LanceFile):

@@ -11,10 +11,13 @@ again over a later record with a smaller ordering value (Hudi merges the log fir
 record with the log's winner), and a delete's ordering value beats a later record's smaller one,
 although on copy-on-write the key was gone and the record is simply inserted.
 
-Only slices with log files are read. First their delete blocks and the data blocks whose schema
-has `_hoodie_is_deleted` (a key no delete names is live, whatever else the logs hold); then, for
-the keys some delete names, the base file's key, ordering and `_hoodie_is_deleted` columns and the
-log records of those keys, merged as readers merge them (`merge_slice`).
+Only slices with log files are read. First the keys their delete blocks and the data blocks whose
+schema has `_hoodie_is_deleted` delete (a key no delete names is live, whatever else the logs
+hold): what each log file says so is kept by the storage, keyed by the file's path and size (a
+log file is never rewritten; an appended one grows), so a stream of writes reads each log file
+once for this, not once per write; then, for the keys some delete names, the base file's key,
+ordering and `_hoodie_is_deleted` columns and the log records of those keys, merged as readers
+merge them (`merge_slice`).
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.layout.file_system_view import FileSlice, FileSystemView
-from upsertlake.layout.slice_reader import Merge, listed, log_files
-from upsertlake.logfile import Block, DataBlock, DeleteBlock, block_keys
-from upsertlake.logfile.merge import live_blocks, merge_slice
+from upsertlake.layout.file_system_view import FileSlice, FileSystemView, LogFile
+from upsertlake.layout.slice_reader import Merge, listed, log_file, log_files
+from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock, block_keys
+from upsertlake.logfile.merge import merge_slice
 from upsertlake.logfile.reader import read_logs
 from upsertlake.schema import IS_DELETED_COLUMN, RECORD_KEY_COLUMN
 from upsertlake.storage import Storage
@@ -38,6 +41,51 @@ from upsertlake.util.arrays import group_rows
 
 KEY = RECORD_KEY_COLUMN
 _NONE = pa.array([], pa.string())
+LOG_DELETES_KEPT = 64 * 2**20  # bytes of deleted keys kept per storage (`LogDeletes`)
+
+
+@dataclass(frozen=True)
+class LogDeletes:
+    """What one log file says of deletes: the keys each of its data and delete blocks deletes, by
+    the block's instant, and the instants its command blocks roll back."""
+
+    deleted: tuple[tuple[str, pa.Array], ...]
+    rolled_back: frozenset[str]
+
+    @classmethod
+    def of(cls, blocks: list[Block]) -> LogDeletes:
+        deleted = tuple((b.instant, block_keys([b])[1]) for b in blocks if isinstance(b, (DataBlock, DeleteBlock)))
+        return cls(tuple(d for d in deleted if len(d[1])),
+                   frozenset(b.target_instant for b in blocks if isinstance(b, CommandBlock)))
+
+    @property
+    def nbytes(self) -> int:
+        return 64 + sum(keys.nbytes for _, keys in self.deleted)
+
+
+def log_deletes(storage: Storage, log: LogFile) -> LogDeletes | None:
+    """What a log file says of deletes (None: gone, of a write never committed), read once per
+    storage: only its delete blocks and the data blocks whose schema has `_hoodie_is_deleted` are
+    decoded."""
+    cache = storage.cache("log file deletes", LOG_DELETES_KEPT, lambda d: d.nbytes)
+    key = (log.path, log.size)
+    said = cache.get(key)
+    if said is None:
+        read = log_file(storage, log)
+        if read is None:
+            return None
+        said = LogDeletes.of(read_logs([read], data_schemas=lambda schema: IS_DELETED_COLUMN in schema))
+        cache.put(key, said)
+    return said
+
+
+def named_deletes(storage: Storage, sl: FileSlice, merge: Merge) -> pa.Array:
+    """The keys the slice's live delete entries name: of instants the merge sees, not rolled back
+    by a command block of the slice (`upsertlake.logfile.merge.live_blocks`)."""
+    said = [d for d in (log_deletes(storage, log) for log in sl.logs) if d is not None]
+    rolled_back = frozenset().union(*(d.rolled_back for d in said))
+    named = [keys for d in said for instant, keys in d.deleted if instant in merge.instants and instant not in rolled_back]
+    return pa.concat_arrays(named) if named else _NONE
 
 
 def deleted_keys(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array) -> pa.Array:
@@ -45,13 +93,13 @@ def deleted_keys(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array) 
     record is a delete: gone from the slice, whatever its base file holds."""
     if not sl.logs or not len(keys):
         return _NONE
-    files = log_files(storage, sl)
-    may_delete = read_logs(files, merge.instants.__contains__, data_schemas=lambda schema: IS_DELETED_COLUMN in schema)
-    named = block_keys(live_blocks(may_delete, merge.instants))[1]
+    named = named_deletes(storage, sl, merge)
+    if not len(named):
+        return _NONE
     candidates = keys.filter(pc.is_in(keys, value_set=named))
     if not len(candidates):
         return _NONE
-    live = _merged(storage, sl, merge, candidates, read_logs(files, merge.instants.__contains__))
+    live = _merged(storage, sl, merge, candidates, read_logs(log_files(storage, sl), merge.instants.__contains__))
     return candidates.filter(pc.invert(pc.is_in(candidates, value_set=live.column(KEY))))
 
 

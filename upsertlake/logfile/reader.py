@@ -103,7 +103,7 @@ class _Avro:
     schema_json: str
     header: Header
     count: int
-    payload: bytes
+    payload: memoryview
     where: str
 
 
@@ -198,7 +198,7 @@ def _parse_block(
         raise UnsupportedLogBlockError(f"log format version {version} (only {LOG_FORMAT_VERSION} is read)")
     type_id = cur.int32()
     header = cur.metadata()
-    content = bytes(cur.take(cur.int64()))
+    content = cur.take(cur.int64())  # a view of the file's bytes: a block's payload is not copied
     cur.metadata()  # the footer: Hudi defines no footer keys
     cur.int64()  # the total length, checked by the framing
     try:
@@ -239,9 +239,9 @@ def _schema(header: Header) -> str:
     return schema
 
 
-def _avro_block(instant: str, schema_json: str, header: Header, content: bytes, where: str) -> _Avro:
+def _avro_block(instant: str, schema_json: str, header: Header, content: memoryview, where: str) -> _Avro:
     """HoodieAvroDataBlock content: int32 version, int32 record count, then length-prefixed datums."""
-    cur = _Cursor(memoryview(content))
+    cur = _Cursor(content)
     version = cur.int32()
     if version < 2:
         raise UnsupportedLogBlockError(f"Avro data block version {version} (only 2 and 3 carry a record count)")

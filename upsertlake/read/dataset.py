@@ -4,7 +4,8 @@ included, with the table's storage options), each fragment's partition expressio
 statistics guarantee of every row (`upsertlake.read.skipping.guarantee`: the partition columns'
 values, each recorded column's range and nulls), so those engines skip files and push filters
 down themselves. A merge-on-read snapshot with log files has no such form: its rows are merged;
-nor has one of Lance base files, which pyarrow does not read."""
+nor has one of Lance base files, which pyarrow does not read. Its schema is a scan's: the
+one-value-per-file meta columns decoded as dictionaries."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pyarrow.dataset as ds
 
 from upsertlake.errors import MergeOnReadError, UnsupportedTableError
 from upsertlake.layout.base_files import is_lance
+from upsertlake.read.reader import DICTIONARY_META, read_schema
 from upsertlake.read.skipping import guarantee
 from upsertlake.read.snapshot import ScanPlan
 from upsertlake.read.statistics import FileStatistics
@@ -34,10 +36,12 @@ def pyarrow_dataset(storage: Storage, plan: ScanPlan, statistics: FileStatistics
             "read it with `Table.scan()` (its Arrow stream goes to DuckDB, Polars and pyarrow alike)"
         )
     fs = arrow_file_system(storage)
-    fmt = ds.ParquetFileFormat()
+    schema = read_schema(plan.schema)
+    dictionary = [f.name for f in schema if f.name in DICTIONARY_META and f.type != plan.schema.field(f.name).type]
+    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=dictionary))
     stats = statistics.of_bases(plan.files, plan.schema)
     fragments = [
         fmt.make_fragment(bf.path, fs, partition_expression=guarantee(stats[bf.path], plan.schema), file_size=bf.size)
         for bf in plan.files
     ]
-    return ds.FileSystemDataset(fragments, plan.schema, fmt, fs)
+    return ds.FileSystemDataset(fragments, schema, fmt, fs)

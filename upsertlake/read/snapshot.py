@@ -19,7 +19,7 @@ from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.layout.properties_check import properties_disagreements
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.read import skipping
-from upsertlake.read.filters import Filters, check_filters, conjunction, partition_may_match, to_expression
+from upsertlake.read.filters import Filters, checked_filters, conjunction, partition_may_match, to_expression
 from upsertlake.read.statistics import FileStatistics
 from upsertlake.schema import avro_to_arrow, full_schema
 from upsertlake.timeline.active import Timeline
@@ -105,7 +105,7 @@ def snapshot_scan(
     check_readable(timeline, as_of, "time travel to")
     view = FileSystemView(timeline, as_of)
     schema = output_schema(table_schema(timeline, config, as_of), config)
-    check_filters(filters, schema)
+    filters = checked_filters(filters, schema)
     statistics = statistics or FileStatistics(timeline)
     if query_type == READ_OPTIMIZED or not config.is_merge_on_read:
         files = prune_files(view, config, schema, view.latest_base_files(), filters)
@@ -190,7 +190,7 @@ def incremental_scan(
             view, needed = FileSystemView(timeline), None  # Hudi 1.x's full table scan
     statistics = statistics or FileStatistics(timeline)
     schema = full_schema(table_schema(timeline, config))
-    check_filters(filters, schema)
+    filters = checked_filters(filters, schema)
     if config.is_merge_on_read:
         slices = [s for s in view.latest_file_slices(needed) if needed is None or s.file_group in touched]
         return _slice_scan(view, config, schema, slices, filters, statistics, **kw)

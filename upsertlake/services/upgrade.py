@@ -18,8 +18,8 @@ opens, at version 6 or the target, with nothing lost:
 5. delete the old instant files from `.hoodie/` (version 8 and 9 readers do not look there).
 
 A rerun finishes a half-done upgrade: at version 6 it redoes step 3 from scratch, at the target it
-does step 5. Archived instants stay in `.hoodie/archived/` (upsertlake's own format, which Hudi
-1.x readers skip; see the README).
+does step 5. Archived instants stay in `.hoodie/archived/` (version 6's archive log files, which Hudi
+1.x readers skip; see docs/concepts/table-versions.md).
 
 8 -> 9 keeps the timeline as it is (versions 8 and 9 write the same instants, commit documents and
 log files): failed writes rolled back, the metadata table dropped, the index definitions given

@@ -357,11 +357,11 @@ def _record_size(
     order = [F.col(KEY), F.col(POSITION)] if sort else [F.col(POSITION)]
     sample = tagged.filter(F.col(PARTITION) == partition).drop(*LOCATION).orderBy(*order).limit(SAMPLE_ROWS)
     measure = partial(_record_size_task, data_schema, config, sort)
-    measured = sample.mapInArrow(measure, "fixed double, per_record double, records long").collect()
+    measured = sample.mapInArrow(measure, "fixed double, per_record double, rows_per_group long, records long").collect()
     if not measured:
         return RecordSize(0.0, 1.0)
-    fixed, per_record, _ = max(measured, key=lambda r: r[2])  # one task measures them all
-    return RecordSize(fixed, per_record)
+    fixed, per_record, group, _ = max(measured, key=lambda r: r[3])  # one task measures them all
+    return RecordSize(fixed, per_record, group)
 
 
 def _bulk_assign(tagged: DataFrame, first: dict[str, int], per_file: int, sort_mode: str) -> DataFrame:
@@ -459,7 +459,8 @@ def _record_size_task(
         data = data.sort_by([(KEY, "ascending"), (POSITION, "ascending")] if sort else [(POSITION, "ascending")])
         size = written_record_size(data, data_schema, config)
         yield pa.RecordBatch.from_pydict(
-            {"fixed": [size.fixed], "per_record": [size.per_record], "records": [data.num_rows]}
+            {"fixed": [size.fixed], "per_record": [size.per_record], "rows_per_group": [size.rows_per_group],
+             "records": [data.num_rows]}
         )
 
 

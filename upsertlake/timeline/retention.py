@@ -7,7 +7,7 @@ whose files are gone.
 
 from __future__ import annotations
 
-from upsertlake.errors import CleanedInstantError, CorruptTableError
+from upsertlake.errors import CleanedInstantError, CorruptTableError, InstantTimeError
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action, Instant, State
@@ -107,7 +107,15 @@ def cleaned_boundary_past(timeline: Timeline, as_of: str | None) -> str | None:
 
 
 def check_readable(timeline: Timeline, as_of: str | None, what: str) -> None:
-    """Raise CleanedInstantError when `as_of` lies before the retained window (savepoints excepted)."""
+    """Raise InstantTimeError when `as_of` lies before the table's first write (nothing was there
+    to read: an empty answer would look like an empty table), CleanedInstantError when it lies
+    before the retained window (savepoints excepted)."""
+    writes = timeline.completed_writes()
+    if as_of is not None and writes and as_of < writes[0].time:
+        raise InstantTimeError(
+            f"{what} {as_of} is before the table's first instant, {writes[0].time} (instant times are "
+            "wall-clock times in the table's hoodie.table.timeline.timezone): the table did not exist yet"
+        )
     boundary = cleaned_boundary_past(timeline, as_of)
     if boundary is not None:
         raise CleanedInstantError(
