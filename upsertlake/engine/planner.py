@@ -22,6 +22,7 @@ from upsertlake.engine.tag import log_default_partition, slice_merge, table_inde
 from upsertlake.index import BucketIndex
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.layout.keygen import stored_key_spelling
 from upsertlake.partitioner import BucketPartitioner, WorkloadProfile
 from upsertlake.schema import avro_to_arrow
 from upsertlake.timeline.active import Timeline
@@ -34,7 +35,7 @@ def prepare_spec(ctx: WriteContext, operation: Operation, cfg: Config, timeline:
     check_against_table(cfg, ctx.table)
     schema_json = timeline.latest_schema() or ctx.table.create_schema
     return PrepareSpec(
-        config=ctx.table,
+        config=stored_key_spelling(ctx.storage, timeline, ctx.table),
         table_schema=avro_to_arrow(schema_json) if schema_json else None,
         operation=operation,
         combine=cfg.get(operation.combine_option),
