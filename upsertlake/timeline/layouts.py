@@ -64,7 +64,7 @@ LAYOUT_1 = TimelineLayout(1, METAFOLDER)
 
 def layout_of(config: TableConfig) -> TimelineLayout:
     """The layout a table's properties declare (UnsupportedTableError for unknown ones)."""
-    config.check_readable()
+    config.check_timeline_readable()
     mor = config.is_merge_on_read
     if config.timeline_layout_version == 1:
         return replace(LAYOUT_1, zone=config.timeline_timezone, delta_commits=mor)
