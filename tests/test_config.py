@@ -175,6 +175,15 @@ def test_defaults() -> None:
         opt.BUCKET_INDEX_NUM_BUCKETS: 256,
         opt.BUCKET_INDEX_HASH_FIELD: "",
         opt.BUCKET_INDEX_ENGINE: "SIMPLE",
+        opt.RECORD_INDEX_UPDATE_PARTITION_PATH: False,
+        opt.METADATA_ENABLE: True,
+        opt.METADATA_RECORD_INDEX_ENABLE: False,
+        opt.METADATA_COMPACT_MAX_DELTA_COMMITS: 10,
+        opt.COMMITS_ARCHIVAL_BATCH: 10,
+        opt.ARCHIVE_MERGE_ENABLE: True,
+        opt.ARCHIVE_MERGE_FILES_BATCH: 10,
+        opt.ARCHIVE_MERGE_SMALL_FILE_LIMIT: 20 * 1024 * 1024,
+        opt.TIMELINE_COMPACTION_BATCH: 10,
     }
     assert len(expected) == len(set(OPTIONS.values()))
     for option, value in expected.items():
@@ -304,13 +313,13 @@ def test_non_string_key_is_rejected() -> None:
 
 
 def test_genuine_unimplemented_hudi_key_warns_once() -> None:
-    with pytest.warns(UserWarning, match="hoodie.metadata.enable"):
-        config = Config.resolve({"hoodie.metadata.enable": True})
-    assert config.raw() == {"hoodie.metadata.enable": "true"}
+    with pytest.warns(UserWarning, match="hoodie.embed.timeline.server"):
+        config = Config.resolve({"hoodie.embed.timeline.server": True})
+    assert config.raw() == {"hoodie.embed.timeline.server": "true"}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        Config.resolve({"hoodie.metadata.enable": "false"})  # already warned in this process
-        config.with_overrides({"hoodie.metadata.enable": "false"})
+        Config.resolve({"hoodie.embed.timeline.server": "false"})  # already warned in this process
+        config.with_overrides({"hoodie.embed.timeline.server": "false"})
 
 
 def test_dynamic_prefix_keys_are_accepted_with_a_warning() -> None:
@@ -396,7 +405,7 @@ def test_hudi_keys_file_ships_and_is_sorted_unique() -> None:
         "hoodie.timeline.layout.version",
         "hoodie.database.name",
         "hoodie.populate.meta.fields",
-        "hoodie.metadata.enable",
+        "hoodie.embed.timeline.server",
         "hoodie.datasource.write.table.type",
         "hoodie.datasource.write.payload.class",
         "hoodie.datasource.hive_sync.enable",

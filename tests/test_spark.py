@@ -410,7 +410,7 @@ def test_pushed_filters_skip_files_by_their_statistics_before_tasks_are_made(tmp
     table.bulk_insert(rows(range(200), 1, "a"), {"hoodie.parquet.max.file.size": 400,
                                                  "hoodie.bulkinsert.sort.mode": "GLOBAL_SORT"})
     files = plan_scan(str(path), {}).files
-    assert len(files) >= 8
+    assert len(files) >= 5  # several files, one of which holds the range
     wanted = plan_scan(str(path), {}, [("id", ">=", "k00050"), ("id", "<", "k00053")]).files
     assert len(wanted) == 1 and wanted == table.scan(filters=[("id", ">=", "k00050"), ("id", "<", "k00053")]).plan.files
     source = UpsertlakeDataSource({"path": str(path)})

@@ -71,7 +71,7 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
     with lock.hold():
         config = metadata_table.prepare(storage, TableConfig.load(storage), cfg)
         timeline = Timeline.load(storage, layout_of(config))
-        finished = [_finish_pending(storage, timeline, inst) for inst in timeline.filter([Action.CLEAN], PENDING)]
+        finished = [_finish_pending(storage, config, timeline, inst) for inst in timeline.filter([Action.CLEAN], PENDING)]
         if finished:
             timeline = Timeline.load(storage)
         doomed, earliest = plan(timeline, policy, retained)
@@ -101,14 +101,14 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
         # One look at the timeline for the whole clean: nothing else changes it while we hold the lock.
         requested = create_requested(storage, Action.CLEAN, body, timeline=timeline)
         inflight = transition(storage, requested, State.INFLIGHT, body, timeline=timeline.with_instant(requested))
-        deleted = _execute(storage, timeline.with_instant(inflight), inflight, policy, boundary, by_partition, started)
+        deleted = _execute(storage, config, timeline.with_instant(inflight), inflight, policy, boundary, by_partition, started)
     return CleanResult(requested.time, policy, boundary or None, tuple(sorted(deleted)))
 
 
 PENDING = (State.REQUESTED, State.INFLIGHT)
 
 
-def _finish_pending(storage: Storage, timeline: Timeline, pending: Instant) -> tuple[str, list[str]]:
+def _finish_pending(storage: Storage, config: TableConfig, timeline: Timeline, pending: Instant) -> tuple[str, list[str]]:
     """Run the rest of a pending clean's plan and complete it; returns its instant time and the
     paths it deleted now."""
     plan_doc = pending_clean_plan(timeline, pending) or {}
@@ -121,7 +121,7 @@ def _finish_pending(storage: Storage, timeline: Timeline, pending: Instant) -> t
     boundary = (plan_doc.get("earliestInstantToRetain") or {}).get("timestamp") or ""
     # Listed again: an earlier pending clean may have completed since `timeline` (a later completion time).
     now = Timeline.load(storage, timeline.layout)
-    _execute(storage, now, inflight, plan_doc.get("policy") or "", boundary, by_partition, time.monotonic())
+    _execute(storage, config, now, inflight, plan_doc.get("policy") or "", boundary, by_partition, time.monotonic())
     log.info("finished clean %s, left pending by a cleaner that stopped midway", pending.time)
     return pending.time, present
 
@@ -143,6 +143,7 @@ def _planned_paths(storage: Storage, plan_doc: dict) -> dict[str, list[str]]:
 
 def _execute(
     storage: Storage,
+    config: TableConfig,
     timeline: Timeline,
     inflight: Instant,
     policy: str,
@@ -174,7 +175,7 @@ def _execute(
             "isPartitionDeleted": False,
         }
     removed = {p: [path.rpartition("/")[2] for path in paths] for p, paths in by_partition.items()}
-    metadata_table.sync(storage, TableConfig.load(storage), inflight.time, CommitMetadata({}, "CLEAN"), deleted=removed)
+    metadata_table.sync(storage, config, inflight.time, CommitMetadata({}, "CLEAN"), deleted=removed)  # `config`: read under the lock
     last = timeline.latest_completed_write()  # `timeline`: listed under the lock the caller holds
     metadata = {
         "policy": policy,

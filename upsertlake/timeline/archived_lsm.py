@@ -140,9 +140,23 @@ def load(storage: Storage, folder: str) -> dict[Instant, bytes]:
     return {}
 
 
+FILES_KEPT = 256  # parsed timeline files a storage keeps
+
+
 def read_snapshot(storage: Storage, folder: str, version: int) -> list[LsmInstant]:
-    """The rows of snapshot `version`'s files, in the manifest's order."""
-    return [r for name, _ in read_manifest(storage, folder, version) for r in read_file(storage, f"{folder}/{name}")]
+    """The rows of snapshot `version`'s files, in the manifest's order. A file is parsed once per
+    storage: it is never rewritten (a compaction writes a file of another name), so a writer
+    reloading the archive after an archival reads only the files that are new."""
+    parsed = storage.cache("lsm timeline files", FILES_KEPT)
+    rows = []
+    for name, size in read_manifest(storage, folder, version):
+        key = (f"{folder}/{name}", size)
+        got = parsed.get(key)
+        if got is None:
+            got = read_file(storage, f"{folder}/{name}")
+            parsed.put(key, got)
+        rows.extend(got)
+    return rows
 
 
 def read_file(storage: Storage, rel: str) -> list[LsmInstant]:
