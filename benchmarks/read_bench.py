@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from workloads import keys_of, make_rows  # noqa: E402
 
-SERVER = Path(__file__).resolve().parents[1] / "tests" / "s3_server.py"
+SERVER = Path(__file__).resolve().parents[1] / "tests" / "scripts" / "s3_server.py"
 PEERS = ("upsertlake", "upsertlake-batches", "delta-rs", "hudi-rs", "hudi-rs-stream", "pyarrow")
 QUERIES = ("snapshot", "columns", "key_range", "clustered", "mor", "mor_compacted")
 MOR_COMMITS, MOR_SHARE, UPSERT_SHARE = 5, 0.05, 0.10

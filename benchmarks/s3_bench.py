@@ -1,5 +1,5 @@
 """Upserts on object storage: upsertlake against delta-rs's MERGE on the same S3 server on loopback
-(moto, tests/s3_server.py), a fresh process per run, with the requests each upsert makes, counted
+(moto, tests/scripts/s3_server.py), a fresh process per run, with the requests each upsert makes, counted
 by the server by kind (LIST, GET, HEAD, PUT, multipart POST, DELETE).
 
     python benchmarks/s3_bench.py                         # 1M rows + 100K uniform, 3 runs a peer
@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-SERVER = Path(__file__).resolve().parents[1] / "tests" / "s3_server.py"
+SERVER = Path(__file__).resolve().parents[1] / "tests" / "scripts" / "s3_server.py"
 PEERS = ("upsertlake", "delta-rs")
 
 WORKER = r"""

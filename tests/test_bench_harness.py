@@ -12,7 +12,9 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+from helpers import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 import harness  # noqa: E402
 import runner  # noqa: E402

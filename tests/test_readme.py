@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+from helpers import REPO
+
+README = REPO / "README.md"
 
 
 def python_blocks() -> list[str]:
@@ -78,7 +80,7 @@ def test_readme_spark_example_runs_after_the_others(spark, s3_server, tmp_path: 
     text = README.read_text("utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     spark_blocks = [b for b in blocks if "upsertlake.spark" in b and "writeStream" not in b]
-    assert len(spark_blocks) == 1  # the streaming one runs in tests/test_streaming.py
+    assert len(spark_blocks) == 1  # the streaming one runs in tests/spark/test_streaming.py
     namespace: dict[str, object] = {}
     for block in python_blocks() + spark_blocks:
         exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
