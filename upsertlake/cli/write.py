@@ -21,7 +21,7 @@ from upsertlake.cli.output import (
     request_counts,
     store_options,
 )
-from upsertlake.engine.plan import Progress
+from upsertlake.engine.write_plan import Progress
 
 log = logging.getLogger(__name__)
 

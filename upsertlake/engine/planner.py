@@ -12,8 +12,8 @@ from upsertlake.config.table_options import check_against_table
 from upsertlake.engine.bucket_writer import KEY, PARTITION
 from upsertlake.engine.bulk_insert import bulk_insert_sort
 from upsertlake.engine.context import WriteContext
-from upsertlake.engine.partitioning import partition, partitioner
-from upsertlake.engine.plan import Progress, Tagged, WritePlan, stage, view_scope
+from upsertlake.engine.bucketing import assign_buckets, upsert_partitioner
+from upsertlake.engine.write_plan import Progress, Tagged, WritePlan, stage, view_scope
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.engine.slice_routing import rewritten_slices
 from upsertlake.engine.tag import log_default_partition, slice_merge, tag
@@ -70,7 +70,7 @@ def plan_batch(
                 profile, records.column(PARTITION), records.column(KEY), file_ids, index.hash_fields, index.num_buckets
             )
         else:
-            buckets, assignment, chosen = partition(
+            buckets, assignment, chosen = assign_buckets(
                 profile, records, file_ids, view, operation, cfg, batch.data_schema, ctx.table.is_merge_on_read
             )
     return WritePlan(
@@ -86,7 +86,7 @@ def plan_profile(
 ) -> WritePlan:
     """The plan of a write whose records stay elsewhere (Spark's executors), from its workload
     profile: Hudi's partitioner, whose small state the tasks assign their records with."""
-    chosen = partitioner(profile, view, operation, cfg, ctx.table.is_merge_on_read)
+    chosen = upsert_partitioner(profile, view, operation, cfg, ctx.table.is_merge_on_read)
     return WritePlan(
         operation, cfg, view, profile, chosen.buckets, data_schema, chosen, None, stages or {},
         merge_on_read=ctx.table.is_merge_on_read,

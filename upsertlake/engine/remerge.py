@@ -14,7 +14,7 @@ from dataclasses import replace as _replace
 from upsertlake.concurrency.conflict import FileGroup
 from upsertlake.engine import instants
 from upsertlake.engine.context import WriteContext
-from upsertlake.engine.copy_on_write import write_partition_metadata
+from upsertlake.engine.write_buckets import write_partition_metadata
 from upsertlake.engine.pending import PendingWrite, PendingWrites
 from upsertlake.engine.write_result import WriteResult, with_statuses
 from upsertlake.layout.file_system_view import FileSystemView

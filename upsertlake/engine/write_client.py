@@ -7,7 +7,7 @@ written nothing is visible; a failure before it rolls the instant back.
 The client holds the write context, the index and the started writes, and runs the steps in
 order; each step lives in its own module and takes values, as Hudi's action executors do:
 `instants` (start, wait, roll back, move an instant), `planner` (prepare, tag, profile,
-partition), `copy_on_write` and `merge_on_read` (write buckets), `overwrite` (the replace
+bucketing: one `write_plan`), `write_buckets` and `merge_on_read` (write buckets), `overwrite` (the replace
 actions), `commit` (check and complete), `remerge` (merge again onto a concurrent commit's
 versions). Spark's writer drives the same steps through `plan_profile`, `begin_write` and
 `write_result`.
@@ -22,11 +22,11 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine import commit as commit_action
-from upsertlake.engine import copy_on_write, instants, merge_on_read, overwrite
+from upsertlake.engine import instants, merge_on_read, overwrite, write_buckets
 from upsertlake.engine.bucket_writer import PARTITION, BucketJob, WriteStatus
 from upsertlake.engine.context import WriteContext
 from upsertlake.engine.pending import PendingWrites
-from upsertlake.engine.plan import Progress, WritePlan, stage
+from upsertlake.engine.write_plan import Progress, WritePlan, stage
 from upsertlake.engine.planner import plan_batch, prepare_spec
 from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.engine.tag import table_index
@@ -126,7 +126,7 @@ class WriteClient:
         stages = dict(plan.stages)
         job = self.begin_write(instant_time, plan)
         self.writes.keep(instant_time, redo=partial(self._redo, plan.tagged.batch, plan.operation, options))
-        with stage(stages, "write", progress, total=copy_on_write.buckets_used(plan.tagged.assignment)):
+        with stage(stages, "write", progress, total=write_buckets.buckets_used(plan.tagged.assignment)):
             try:
                 statuses = self._write_buckets(plan, job, progress)
             except (OSError, StorageError) as exc:
@@ -174,7 +174,7 @@ class WriteClient:
         start_markers(ctx.storage, instant_time)
         # only an in-memory index learns keys from a write (never on Spark)
         keep = isinstance(self.index, InMemoryIndex) if keep_keys is None else keep_keys
-        job = copy_on_write.bucket_job(
+        job = write_buckets.bucket_job(
             ctx.storage, instant_time, plan.operation, plan.cfg, plan.view, plan.buckets, plan.data_schema,
             ctx.table.precombine_field, keep,
         )
@@ -218,7 +218,7 @@ class WriteClient:
     ) -> list[WriteStatus]:
         """Step 7 in process; keeps the records for a re-merge (the write's `Rewrite`)."""
         threads = self.context.options.get(opt.WRITE_PARALLELISM)
-        statuses, rewrite = copy_on_write.write_buckets(self.context.storage, plan, job, progress, attempt, threads)
+        statuses, rewrite = write_buckets.write_buckets(self.context.storage, plan, job, progress, attempt, threads)
         self.writes.keep(job.instant_time, rewrite=rewrite)
         return statuses
 

@@ -43,9 +43,9 @@ from upsertlake.engine.bulk_insert import (
     sample_partition,
     written_record_size,
 )
-from upsertlake.engine.copy_on_write import bucket_rows, write_rows
-from upsertlake.engine.partitioning import sizing
-from upsertlake.engine.plan import WritePlan
+from upsertlake.engine.write_buckets import bucket_rows, write_rows
+from upsertlake.engine.bucketing import sizing
+from upsertlake.engine.write_plan import WritePlan
 from upsertlake.engine.planner import plan_profile, prepare_spec
 from upsertlake.engine.prepare import POSITION, PreparedBatch, PrepareSpec
 from upsertlake.engine.tag import slice_merge

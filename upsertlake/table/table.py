@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import pyarrow.dataset
 
     from upsertlake.concurrency.lock import TableLock
-    from upsertlake.engine.plan import Progress, WritePlan
+    from upsertlake.engine.write_plan import Progress, WritePlan
     from upsertlake.engine.write_client import WriteClient
     from upsertlake.engine.write_result import WriteResult
     from upsertlake.services.clean import CleanResult

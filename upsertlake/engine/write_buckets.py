@@ -1,10 +1,7 @@
-"""The copy-on-write write stage: partition the tagged records into buckets (Hudi's
-UpsertPartitioner, or bulk insert's layout) and write each bucket as a new version of its file
-group, the old version's records merged in (Hudi's SparkUpsertCommitActionExecutor and
-HoodieMergeHandle).
-
-Its own module so that a merge-on-read write stage (append logs, its own partitioner) can stand
-beside it; the tagging before and the commit after are shared.
+"""Steps 6-7 of a write: the job every bucket's writer takes, and the buckets written in process
+on a thread pool, each by its job: a new version of its file group with the old version's
+records merged in (copy-on-write, Hudi's HoodieMergeHandle) or a log file appended to its slice
+(merge-on-read, `append_handle`). Spark's tasks write their buckets through the same `write_rows`.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.engine.bucket_writer import BucketJob, MergeMode, WriteStatus, default_token, mark_buckets, store_summaries
 from upsertlake.engine.pending import Rewrite
-from upsertlake.engine.plan import Progress, WritePlan
+from upsertlake.engine.write_plan import Progress, WritePlan
 from upsertlake.layout.file_system_view import PARTITION_METAFILE, FileSystemView
 from upsertlake.layout.file_writer import file_writer_config
 from upsertlake.partitioner import Bucket, BucketType

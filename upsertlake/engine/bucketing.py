@@ -1,4 +1,4 @@
-"""Step 5 of a write: the buckets the records go to (Hudi's UpsertPartitioner, the delta commit
+"""Step 5 of a write, bucketing: the buckets the records go to (Hudi's UpsertPartitioner, the delta commit
 partitioner on a merge-on-read table, or bulk insert's layout).
 
 Hudi's SparkUpsertDeltaCommitPartitioner differs from the copy-on-write one only in which slices
@@ -53,7 +53,7 @@ def sizing(timeline: Timeline, cfg: Config) -> tuple[int, PartitionerConfig]:
     return avg, pconf
 
 
-def partitioner(
+def upsert_partitioner(
     profile: WorkloadProfile, view: FileSystemView, operation: Operation, cfg: Config, merge_on_read: bool
 ) -> UpsertPartitioner:
     """Hudi's UpsertPartitioner for a profile: its buckets, and (picklable, small) what assigns
@@ -76,7 +76,7 @@ def partitioner(
     return UpsertPartitioner(profile, small, avg, pconf, pending_clustering=busy)
 
 
-def partition(
+def assign_buckets(
     profile: WorkloadProfile, records: pa.Table, file_ids: pa.ChunkedArray, view: FileSystemView,
     operation: Operation, cfg: Config, data_schema: pa.Schema, merge_on_read: bool,
 ) -> tuple[list[Bucket], np.ndarray, UpsertPartitioner | None]:
@@ -85,7 +85,7 @@ def partition(
     if operation.sized_by_batch:
         pconf = sizing(view.timeline, cfg)[1]
         return (*bulk_insert_buckets(records, data_schema, file_writer_config(cfg), pconf), None)
-    chosen = partitioner(profile, view, operation, cfg, merge_on_read)
+    chosen = upsert_partitioner(profile, view, operation, cfg, merge_on_read)
     assignment = chosen.assign(records.column(PARTITION), records.column(KEY), file_ids)
     return chosen.buckets, np.asarray(assignment), chosen
 
