@@ -387,7 +387,7 @@ def test_a_write_whose_files_a_rollback_deleted_is_not_committed(
     from upsertlake import WriteConflictError
     from upsertlake.concurrency.heartbeat import Heartbeat
     from upsertlake.engine.bucket_writer import BucketJob
-    from upsertlake.layout.markers import rollback_pending
+    from upsertlake.services.rollback import discard_pending
     from upsertlake.timeline.instant import Action, Instant
 
     make_table(tmp_path)
@@ -405,7 +405,7 @@ def test_a_write_whose_files_a_rollback_deleted_is_not_committed(
                 time.sleep(0.4)  # past the 200 ms window
             else:
                 planned.write_bytes(b"")
-            rollback_pending(storage, Instant(self.instant_time, Action.COMMIT, State.REQUESTED))
+            discard_pending(storage, Instant(self.instant_time, Action.COMMIT, State.REQUESTED))
         return status
 
     monkeypatch.setattr(BucketJob, "write", write_then_race_a_rollback)

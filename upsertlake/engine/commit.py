@@ -26,7 +26,8 @@ from upsertlake.engine.remerge import remerge_or_move
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.errors import UpsertlakeError, WriteConflictError
 from upsertlake.layout.file_system_view import FileSystemView
-from upsertlake.layout.markers import marker_folder, reconcile_markers, rollback_pending
+from upsertlake.layout.markers import marker_folder, reconcile_markers
+from upsertlake.services.rollback import discard_pending
 from upsertlake.schema import arrow_to_avro, avro_schema_json
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.active import Timeline, transition
@@ -204,7 +205,7 @@ def _still_pending(
         ctx.storage.missing(result.files_written)
     )
     if current is None or gone:
-        rollback_pending(ctx.storage, current or pending.instant)  # what it wrote since, too
+        discard_pending(ctx.storage, current or pending.instant)  # what it wrote since, too
         writes.end(instant_time)
         raise WriteConflictError(
             f"write {instant_time} is no longer pending: another writer rolled it back "
@@ -224,7 +225,7 @@ def _untouched(pending: PendingWrite, timeline: Timeline) -> bool:
 
 def _fail(ctx: WriteContext, writes: PendingWrites, current: Instant, conflict: Conflict) -> None:
     """Roll the write back (under the lock) and raise the conflict."""
-    rollback_pending(ctx.storage, current)
+    discard_pending(ctx.storage, current)
     writes.end(current.time)
     raise WriteConflictError(
         f"write {current.time} conflicts with {conflict.describe()}; this write was rolled "

@@ -19,9 +19,9 @@ from upsertlake.engine.context import WriteContext
 from upsertlake.engine.overwrite import requested_plan
 from upsertlake.engine.pending import PendingWrite, PendingWrites
 from upsertlake.errors import WriteConflictError, WriteInProgressError
-from upsertlake.layout.markers import rollback_pending, staging_folder
+from upsertlake.layout.markers import staging_folder
 from upsertlake.services.metadata_table import drop_metadata_table
-from upsertlake.services.rollback import drop_dead_rollbacks, roll_back
+from upsertlake.services.rollback import discard_pending, drop_dead_rollbacks, undo_failed_write
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.layouts import layout_of
@@ -126,7 +126,7 @@ def _rollback_failed_writes(
     """Under the lock: the times of the failed writes rolled back, and of the dead rollbacks removed."""
     failed = _failed_writes(ctx, writes, timeline)
     for inst in failed:
-        undo(ctx, inst)
+        undo_failed_write(ctx.storage, inst, ctx.table.is_merge_on_read)
         ctx.storage.delete_dir(staging_folder(inst.time))  # left by a Spark driver that died
         ctx.storage.delete(heartbeat_path(inst.time))
         writes.end(inst.time)
@@ -182,14 +182,14 @@ def restart(ctx: WriteContext, writes: PendingWrites, current: Instant, pending:
     time, would hide a file named by the old one. The new instant is created before the
     rollback, so it is later than the old one."""
     new = new_instant(ctx, writes, pending, inflight=False)
-    rollback_pending(ctx.storage, current)
+    discard_pending(ctx.storage, current)
     adopt(writes, pending, new)
     log.info("write %s goes on under instant %s for its retry", current.time, new.time)
     return new.time
 
 
 # -- ending a write ------------------------------------------------------------------------
-def rollback(ctx: WriteContext, writes: PendingWrites, instant_time: str) -> None:
+def undo_own_write(ctx: WriteContext, writes: PendingWrites, instant_time: str) -> None:
     """`WriteClient.rollback`: undo a started, uncommitted write of this client."""
     instant_time = writes.resolve(instant_time)  # a re-merge or a retry moved it (maybe more than once)
     with ctx.lock.hold():
@@ -199,18 +199,8 @@ def rollback(ctx: WriteContext, writes: PendingWrites, instant_time: str) -> Non
         if inst is None and pending is not None and timeline.get(instant_time) is None:
             inst = pending.instant  # on no timeline: only what this write left since
         if inst is not None and not inst.is_completed:
-            undo(ctx, inst)
+            undo_failed_write(ctx.storage, inst, ctx.table.is_merge_on_read)
     writes.end(instant_time)
-
-
-def undo(ctx: WriteContext, inst: Instant) -> None:
-    """Under the lock: roll back a failed write. On a merge-on-read table as Hudi does, recorded
-    as a `.rollback` instant (table version 6 voids the appended log blocks by rollback command
-    blocks; services.rollback.roll_back); a copy-on-write write's files just go."""
-    if ctx.table.is_merge_on_read and inst.action is Action.DELTA_COMMIT:
-        roll_back(ctx.storage, inst)
-    else:
-        rollback_pending(ctx.storage, inst)
 
 
 def rolled_back_meanwhile(

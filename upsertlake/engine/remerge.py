@@ -18,7 +18,8 @@ from upsertlake.engine.write_buckets import write_partition_metadata
 from upsertlake.engine.pending import PendingWrite, PendingWrites
 from upsertlake.engine.write_result import WriteResult, with_statuses
 from upsertlake.layout.file_system_view import FileSystemView
-from upsertlake.layout.markers import reconcile_markers, rollback_pending
+from upsertlake.layout.markers import reconcile_markers
+from upsertlake.services.rollback import discard_pending
 from upsertlake.timeline.instant import Instant
 
 log = logging.getLogger(__name__)
@@ -63,16 +64,16 @@ def _move(
         statuses = pending.rewrite(moved, None, attempt)
     except BaseException:
         if locked:
-            rollback_pending(ctx.storage, new)
+            discard_pending(ctx.storage, new)
             writes.end(new.time)
         else:
-            instants.rollback(ctx, writes, new.time)
+            instants.undo_own_write(ctx, writes, new.time)
         raise
     if locked:
-        rollback_pending(ctx.storage, old)
+        discard_pending(ctx.storage, old)
     else:
         with ctx.lock.hold():
-            rollback_pending(ctx.storage, old)
+            discard_pending(ctx.storage, old)
     instants.adopt(writes, pending, new)
     pending.job = moved
     pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}

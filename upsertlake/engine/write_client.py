@@ -255,4 +255,4 @@ class WriteClient:
     def rollback(self, instant_time: str) -> None:
         """Undo a started, uncommitted write of this client. If another writer rolled it back
         already (its heartbeat expired while it ran), what it wrote since is deleted all the same."""
-        instants.rollback(self.context, self.writes, instant_time)
+        instants.undo_own_write(self.context, self.writes, instant_time)

@@ -46,7 +46,8 @@ from upsertlake.layout.file_system_view import FileSlice, FileSystemView, base_f
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, State
-from upsertlake.layout.markers import marker_entry, marker_folder, rollback_pending, start_markers, write_markers
+from upsertlake.layout.markers import marker_entry, marker_folder, start_markers, write_markers
+from upsertlake.services.rollback import discard_pending
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ def cluster(
         with lock.hold():
             current = Timeline.load(storage).get(requested.time, Action.REPLACE_COMMIT)
             if current is not None and not current.is_completed:
-                rollback_pending(storage, current)
+                discard_pending(storage, current)
         raise
     finally:
         heartbeat.stop()

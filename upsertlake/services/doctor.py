@@ -34,7 +34,8 @@ from upsertlake.config.properties_file import (
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError, UpsertlakeError
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile, sort_listing
-from upsertlake.layout.markers import read_markers, rollback_pending
+from upsertlake.layout.markers import read_markers
+from upsertlake.services.rollback import discard_pending
 from upsertlake.layout.properties_check import partition_folders, properties_disagreements
 from upsertlake.logfile.names import LogFileName
 from upsertlake.services.rebuild import Rebuild, holds_a_timeline, layout_on_disk, rebuild_properties, remnants
@@ -146,7 +147,7 @@ def treat(storage: Storage, config: Config | None = None, properties: Mapping[st
                     done.append(what)
             timeline = Timeline.load(storage)  # as it is now, under the lock
             for inst in _failed_writes(storage, timeline, cfg):
-                deleted = rollback_pending(storage, inst)
+                deleted = discard_pending(storage, inst)
                 storage.delete(heartbeat_path(inst.time))
                 done.append(f"rolled back failed write {METAFOLDER}/{inst.file_name()} ({len(deleted)} data file(s) deleted)")
             known = {i.time for i in timeline.instants}

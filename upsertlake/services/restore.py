@@ -10,13 +10,11 @@ import time
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy
 from upsertlake.config import Config
-from upsertlake.config import options as opt
 from upsertlake.errors import ServiceError
 from upsertlake.config.table_config import TableConfig
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.timeline import documents
-from upsertlake.layout.markers import delete_written
-from upsertlake.services.rollback import undo
+from upsertlake.services.rollback import discard_files, undo_files
 from upsertlake.timeline.retention import savepoint_times
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import (
@@ -80,10 +78,10 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Conf
             elif inst.action is Action.COMPACTION:  # a pending plan: what it wrote, then the plan
                 # Logs named by it (layout 1: the slice it starts) hold only blocks of later writes,
                 # all rolled back before it: they go too.
-                delete_written(storage, inst.time)
+                discard_files(storage, inst.time)
                 delete_instant_files(storage, inst)
             else:
-                rolled[inst.time] = [undo(storage, inst, requested.time, started)]
+                rolled[inst.time] = [undo_files(storage, inst, requested.time, started)]
                 plan = timeline.get(inst.time, Action.COMPACTION)
                 if plan is not None:  # a completed compaction: its plan goes after its commit
                     delete_instant_files(storage, plan)

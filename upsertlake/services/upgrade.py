@@ -28,11 +28,10 @@ from datetime import datetime, timezone
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy, heartbeat_path
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
-from upsertlake.config import options as opt
 from upsertlake.config.properties_file import recover_properties, write_properties
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError, UnsupportedTableError
-from upsertlake.layout.markers import rollback_pending
+from upsertlake.services.rollback import discard_pending
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
@@ -80,7 +79,7 @@ def upgrade(storage: Storage, lock: TableLock, config: Config, to: int = 8) -> U
                 "keep version 6 names; compact it, or keep it at version 6"
             )
         merge_mode = table.merge_mode_for_upgrade()  # refuse custom payloads before changing anything
-        rolled_back = _roll_back_failed_writes(storage, config)
+        rolled_back = _discard_failed_writes(storage, config)
         table = drop_metadata_table(storage, table)
         target = table.as_version_8(merge_mode, initial_version=6)
         moved = _copy_converted_instants(storage, layout_of(target))
@@ -91,8 +90,8 @@ def upgrade(storage: Storage, lock: TableLock, config: Config, to: int = 8) -> U
     return UpgradeResult(start, to, tuple(rolled_back), moved, deleted)
 
 
-def _roll_back_failed_writes(storage: Storage, config: Config) -> list[str]:
-    """Roll back pending writes whose heartbeat expired (a single writer beats none); refuse
+def _discard_failed_writes(storage: Storage, config: Config) -> list[str]:
+    """Discard the pending writes whose heartbeat expired (a single writer beats none); refuse
     while one is alive: its files would land in the old layout after the switch."""
     timeline = Timeline.load(storage, LAYOUT_1)
     live = HeartbeatPolicy.of(config).live(storage, timeline)
@@ -103,7 +102,7 @@ def _roll_back_failed_writes(storage: Storage, config: Config) -> list[str]:
         )
     rolled: list[str] = []
     for inst in timeline.pending_writes():
-        rollback_pending(storage, inst)
+        discard_pending(storage, inst)
         storage.delete(heartbeat_path(inst.time))
         rolled.append(inst.time)
     return rolled

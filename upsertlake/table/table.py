@@ -272,13 +272,12 @@ class Table:
         else the latest commit), or any pending instant whose writer is gone, as a `.rollback`.
         An inflight compaction goes back to its plan (requested), its files deleted, as Hudi's
         rollbackInflightCompaction does; the next `compact` runs it again."""
-        from upsertlake.services.compaction import rollback_inflight
-        from upsertlake.services.rollback import rollback
+        from upsertlake.services.rollback import rollback, rollback_compaction
 
         when = self._instant(instant)
         compaction = next((i for i in Timeline.load(self.storage).pending_compactions() if i.time == when), None)
         if compaction is not None:
-            return rollback_inflight(self.storage, self._lock, compaction, self.options)
+            return rollback_compaction(self.storage, self._lock, compaction, self.options)
         done = rollback(self.storage, self._lock, when, self.options)
         self._drop_client()
         return done
