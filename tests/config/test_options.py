@@ -7,6 +7,7 @@ from importlib import resources
 
 import pytest
 
+from upsertlake.config.enums import CleanPolicy, IndexType, MergeMode
 from upsertlake.config import OPTIONS, Config, Option, hudi_keys, is_hudi_key, known_keys
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError
@@ -67,9 +68,10 @@ def test_parse_float_rejects(raw: object) -> None:
 
 
 def test_parse_enum_is_case_insensitive_and_canonical() -> None:
-    assert opt.INDEX_TYPE.parse("bloom") == "BLOOM"
-    assert opt.INDEX_TYPE.parse("Global_Simple") == "GLOBAL_SIMPLE"
-    assert opt.RECORD_MERGE_MODE.parse("commit_time_ordering") == "COMMIT_TIME_ORDERING"
+    assert opt.INDEX_TYPE.parse("bloom") is IndexType.BLOOM
+    assert opt.INDEX_TYPE.parse("Global_Simple") is IndexType.GLOBAL_SIMPLE
+    assert opt.RECORD_MERGE_MODE.parse("commit_time_ordering") is MergeMode.COMMIT_TIME
+    assert opt.CLEANER_POLICY.parse("keep_latest_by_hours") is CleanPolicy.KEEP_LATEST_BY_HOURS
     # Lower-case enums keep their lower-case canonical form.
     assert opt.OPERATION.parse("BULK_INSERT") == "bulk_insert"
     assert opt.PARQUET_COMPRESSION.parse("ZSTD") == "zstd"
@@ -111,7 +113,7 @@ def test_defaults() -> None:
         opt.COPY_ON_WRITE_AUTO_SPLIT: True,
         opt.RECORD_SIZE_ESTIMATE: 1024,
         opt.RECORD_SIZE_ESTIMATION_THRESHOLD: 1.0,
-        opt.INDEX_TYPE: "SIMPLE",
+        opt.INDEX_TYPE: IndexType.SIMPLE,
         opt.BLOOM_NUM_ENTRIES: 60000,
         opt.BLOOM_FPP: 1e-9,
         opt.BLOOM_FILTER_TYPE: "DYNAMIC_V0",
@@ -119,7 +121,7 @@ def test_defaults() -> None:
         opt.BLOOM_PRUNE_BY_RANGES: True,
         opt.SIMPLE_INDEX_UPDATE_PARTITION_PATH: True,
         opt.BLOOM_INDEX_UPDATE_PARTITION_PATH: True,
-        opt.RECORD_MERGE_MODE: "EVENT_TIME_ORDERING",
+        opt.RECORD_MERGE_MODE: MergeMode.EVENT_TIME,
         opt.BULK_INSERT_SORT_MODE: "NONE",
         opt.COMBINE_BEFORE_INSERT: False,
         opt.COMBINE_BEFORE_UPSERT: True,
@@ -145,7 +147,7 @@ def test_defaults() -> None:
         opt.OPERATION: "upsert",
         opt.WRITE_TABLE_VERSION: 6,
         opt.WRITE_PARALLELISM: 0,
-        opt.CLEANER_POLICY: "KEEP_LATEST_COMMITS",
+        opt.CLEANER_POLICY: CleanPolicy.KEEP_LATEST_COMMITS,
         opt.CLEANER_COMMITS_RETAINED: 10,
         opt.CLEANER_FILE_VERSIONS_RETAINED: 3,
         opt.CLEANER_HOURS_RETAINED: 24,
@@ -208,7 +210,7 @@ def test_layers_take_precedence_in_order() -> None:
     call = {"hoodie.parquet.max.file.size": "3000"}
     config = Config.resolve(obj, call, table_properties=table)
     assert config.get(opt.PARQUET_MAX_FILE_SIZE) == 3000
-    assert config.get(opt.INDEX_TYPE) == "BLOOM"
+    assert config.get(opt.INDEX_TYPE) is IndexType.BLOOM
     assert config.get(opt.BLOOM_PRUNE_BY_RANGES) is False
     assert config.get(opt.TABLE_NAME) == "t"
     assert config.get(opt.PARQUET_BLOCK_SIZE) == 125829120
@@ -219,8 +221,8 @@ def test_layers_take_precedence_in_order() -> None:
 def test_with_overrides_is_a_new_config() -> None:
     base = Config.resolve({"hoodie.index.type": "BLOOM"})
     derived = base.with_overrides({"hoodie.index.type": "simple", "hoodie.combine.before.insert": True})
-    assert base.get(opt.INDEX_TYPE) == "BLOOM"
-    assert derived.get(opt.INDEX_TYPE) == "SIMPLE"
+    assert base.get(opt.INDEX_TYPE) is IndexType.BLOOM
+    assert derived.get(opt.INDEX_TYPE) is IndexType.SIMPLE
     assert derived.get(opt.COMBINE_BEFORE_INSERT) is True
     assert base.with_overrides(None) is base
     assert base.with_overrides({}) is base
@@ -229,7 +231,7 @@ def test_with_overrides_is_a_new_config() -> None:
 def test_none_layers_and_values_are_ignored() -> None:
     config = Config.resolve(None, {"hoodie.index.type": None}, None)
     assert config.raw() == {}
-    assert config.get(opt.INDEX_TYPE) == "SIMPLE"
+    assert config.get(opt.INDEX_TYPE) is IndexType.SIMPLE
 
 
 def test_raw_holds_explicit_keys_as_strings() -> None:
@@ -245,7 +247,7 @@ def test_raw_holds_explicit_keys_as_strings() -> None:
     }
     assert config.is_set(opt.INDEX_TYPE) and not config.is_set(opt.BLOOM_NUM_ENTRIES)
     config.raw()["hoodie.index.type"] = "changed"
-    assert config.get(opt.INDEX_TYPE) == "BLOOM"
+    assert config.get(opt.INDEX_TYPE) is IndexType.BLOOM
 
 
 def test_config_is_immutable_and_comparable() -> None:
@@ -338,21 +340,21 @@ def test_table_properties_are_accepted_silently() -> None:
     # A bad stored value only fails when it is used, naming the key.
     with pytest.raises(ConfigError, match="hoodie.index.type"):
         config.get(opt.INDEX_TYPE)
-    assert config.with_overrides({"hoodie.index.type": "SIMPLE"}).get(opt.INDEX_TYPE) == "SIMPLE"
+    assert config.with_overrides({"hoodie.index.type": "SIMPLE"}).get(opt.INDEX_TYPE) is IndexType.SIMPLE
 
 
 def test_alias_resolves_to_the_option() -> None:
     assert OPTIONS["hoodie.write.record.merge.mode"] is opt.RECORD_MERGE_MODE
     config = Config.resolve({"hoodie.write.record.merge.mode": "commit_time_ordering"})
-    assert config.get(opt.RECORD_MERGE_MODE) == "COMMIT_TIME_ORDERING"
+    assert config.get(opt.RECORD_MERGE_MODE) is MergeMode.COMMIT_TIME
     assert config.raw() == {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}
     from_table = Config.resolve(table_properties={"hoodie.write.record.merge.mode": "COMMIT_TIME_ORDERING"})
-    assert from_table.get(opt.RECORD_MERGE_MODE) == "COMMIT_TIME_ORDERING"
+    assert from_table.get(opt.RECORD_MERGE_MODE) is MergeMode.COMMIT_TIME
 
 
 def test_alias_and_key_conflicting_in_one_layer() -> None:
     same = {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING", "hoodie.write.record.merge.mode": "event_time_ordering"}
-    assert Config.resolve(same).get(opt.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING"
+    assert Config.resolve(same).get(opt.RECORD_MERGE_MODE) is MergeMode.EVENT_TIME
     with pytest.raises(ConfigError, match="conflicting"):
         Config.resolve(
             {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING", "hoodie.write.record.merge.mode": "COMMIT_TIME_ORDERING"}
@@ -361,7 +363,7 @@ def test_alias_and_key_conflicting_in_one_layer() -> None:
     config = Config.resolve(
         {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING"}, {"hoodie.write.record.merge.mode": "COMMIT_TIME_ORDERING"}
     )
-    assert config.get(opt.RECORD_MERGE_MODE) == "COMMIT_TIME_ORDERING"
+    assert config.get(opt.RECORD_MERGE_MODE) is MergeMode.COMMIT_TIME
 
 
 # --- hudi_keys.txt ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from upsertlake.config.enums import MergeMode
 from upsertlake.config.java_properties import format_java_properties, parse_java_properties
 from upsertlake.config.properties_file import (
     BACKUP_FILE,
@@ -24,7 +25,7 @@ from upsertlake.config.table_config import (
     SIMPLE_KEYGEN,
     TableConfig,
 )
-from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError
+from upsertlake.errors import ConfigError, CorruptTableError, TableNotFoundError, UnsupportedTableError
 from upsertlake.storage import Storage
 
 TABLES = [
@@ -290,3 +291,13 @@ def test_hoodie_table_version_names_the_version_of_a_new_table(tmp_path: Path, c
                                   "--option", "hoodie.table.version=8")
     assert (code, err) == (0, "")
     assert open_table(tmp_path / "c").config.table_version == 8
+
+
+def test_a_merge_mode_upsertlake_does_not_merge_by_is_refused_by_name() -> None:
+    """Hudi 1.x's CUSTOM merge mode (a merger class of the user's) is not read as another one."""
+    config = TableConfig("t", ("id",), precombine_field="ts", table_version=8, timeline_layout_version=2,
+                         extra={"hoodie.record.merge.mode": "CUSTOM"})
+    with pytest.raises(ConfigError, match="merge mode 'CUSTOM' is not one upsertlake merges by"):
+        _ = config.merge_mode
+    assert TableConfig("t", ("id",), precombine_field="ts", table_version=8, timeline_layout_version=2,
+                       extra={"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}).merge_mode is MergeMode.COMMIT_TIME

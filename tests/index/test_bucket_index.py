@@ -125,10 +125,11 @@ def test_bad_bucket_options_and_what_buckets_cannot_do_are_refused(tmp_path: Pat
         open_table(path, BUCKETS).cluster()
     assert snapshot(path) == before and [i.state for i in open_table(path).timeline()] == [State.COMPLETED]
     from upsertlake.config import Config
+    from upsertlake.config import options as opt
     from upsertlake.spark.tagging import spark_index_type
 
     with pytest.raises(ConfigError, match="BUCKET is supported by in-process writes only so far, not on Spark"):
-        spark_index_type("BUCKET", Config.resolve(BUCKETS))
+        spark_index_type(Config.resolve(BUCKETS).get(opt.INDEX_TYPE))
 
 
 @pytest.mark.parametrize("retries", [0, 1])

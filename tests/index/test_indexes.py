@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from upsertlake.config.enums import IndexType
 from upsertlake import create_table, open_table
 from upsertlake.index import make_index
 from upsertlake.index.bloom import BloomIndex
@@ -83,7 +84,7 @@ def reference_tags(path: Path, keys: list[str], partitions: list[str], is_global
 
 
 def tag(index_type: str, path: Path, keys: list[str], partitions: list[str]) -> pa.Table:
-    index = make_index(index_type)
+    index = make_index(IndexType(index_type))
     half = len(keys) // 2  # the write path hands the index chunked columns
     k = pa.chunked_array([pa.array(keys[:half], pa.string()), pa.array(keys[half:], pa.string())])
     p = pa.chunked_array([pa.array(partitions[:half], pa.string()), pa.array(partitions[half:], pa.string())])
@@ -95,7 +96,7 @@ def tag(index_type: str, path: Path, keys: list[str], partitions: list[str]) -> 
     first = [i for i, pair in enumerate(zip(keys, partitions))
              if (ident := pair[0] if index.is_global else pair) not in seen and not seen.add(ident)]
     at = pa.array(first, pa.int64())
-    assert make_index(index_type).tag(k.take(at), p.take(at), view, unique=True).to_pylist() == tags.take(at).to_pylist()
+    assert make_index(IndexType(index_type)).tag(k.take(at), p.take(at), view, unique=True).to_pylist() == tags.take(at).to_pylist()
     return tags
 
 
@@ -222,7 +223,7 @@ def _probe(path: Path) -> tuple[list[str], list[str]]:
 
 def _assert_tags_like_reference(path: Path, index_type: str, *, files_opened: int | None) -> None:
     keys, parts = _probe(path)
-    index = make_index(index_type)
+    index = make_index(IndexType(index_type))
     got = index.tag(pa.array(keys), pa.array(parts), _view(path)).to_pylist()
     assert got == reference_tags(path, keys, parts, index.is_global)
     if files_opened is not None:

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from upsertlake.config.enums import MergeMode
 from upsertlake.errors import (
     CorruptTableError,
     HFileBlockError,
@@ -437,7 +438,7 @@ def test_the_hudi_reader_reads_blocks_we_append_to_a_hudi_slice(tmp_path: Path) 
     base = pq.read_table(next(slice_dir.glob("*.parquet")))
     blocks = [b for p in (old_log, new_log) for b in read_blocks(p.read_bytes())]
     valid = {"20250331030642808", "20250331030645735", ours}
-    ours_read = merge_slice(base, blocks, "_hoodie_record_key", "ts", "COMMIT_TIME_ORDERING", valid)
+    ours_read = merge_slice(base, blocks, "_hoodie_record_key", "ts", MergeMode.COMMIT_TIME, valid)
     columns = ["_hoodie_commit_time", "rider", "fare"]
     expected = [
         {"_hoodie_commit_time": "20250331030642808", "rider": "rider-C", "fare": 27.7},
@@ -449,7 +450,7 @@ def test_the_hudi_reader_reads_blocks_we_append_to_a_hudi_slice(tmp_path: Path) 
     assert sorted(ours_read.select(columns).to_pylist(), key=lambda r: r["rider"]) == expected
     # an instant before the active timeline's start counts as completed (as in Hudi's scanner):
     # then only the rollback block keeps the failed write out
-    everything = merge_slice(base, blocks, "_hoodie_record_key", "ts", "COMMIT_TIME_ORDERING", lambda _: True)
+    everything = merge_slice(base, blocks, "_hoodie_record_key", "ts", MergeMode.COMMIT_TIME, lambda _: True)
     assert sorted(everything.select(columns).to_pylist(), key=lambda r: r["rider"]) == expected
 
 
@@ -529,7 +530,7 @@ def test_the_hudi_reader_reads_nested_records_we_write(tmp_path: Path, parquet: 
     base = pq.read_table(table / "d206069c-22c8-4532-b9ea-3cf4282342c4-0_0-13-23_20250117083125837.parquet")
     log_blocks = [b for p in (old_log, new_log) for b in read_blocks(p.read_bytes())]
     valid = {"20250117083125837", "20250117083136333", ours}
-    ours_read = merge_slice(base, log_blocks, KEY_COLUMN, "longField", "COMMIT_TIME_ORDERING", valid)
+    ours_read = merge_slice(base, log_blocks, KEY_COLUMN, "longField", MergeMode.COMMIT_TIME, valid)
     assert ours_read.select(columns).sort_by("id").to_pylist() == hudi[:2]
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from upsertlake.cli.ingest_stream import add_arguments as add_stream_arguments
 from upsertlake.cli.ingest_stream import ingest_stream
-from upsertlake.cli.input_files import EXTENSIONS, InputFile, add_input_store_option, find, input_store_options
+from upsertlake.cli.input_files import INGEST_FORMATS, InputFile, InputFormat, add_input_store_option, find, input_store_options
 from upsertlake.cli.inputs import InputTypes
 from upsertlake.cli.output import CliError, add_key_fields, human_duration, parse_options, print_json, store_options
 from upsertlake.errors import TableNotFoundError, UpsertlakeError
@@ -31,6 +31,7 @@ from upsertlake.storage import parse_location
 from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import parse_instant_time
+from upsertlake.timeline.operation import Operation
 
 INGESTED_KEY = "upsertlake.ingest.files"
 
@@ -39,7 +40,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("ingest", parents=[common], help="upsert new input files with Spark, each file once")
     p.add_argument("--source", required=True, help="a folder or a glob of input files (a path or URI)")
     add_input_store_option(p)
-    p.add_argument("--format", required=True, choices=sorted(EXTENSIONS), help="input format")
+    p.add_argument("--format", required=True, type=InputFormat, choices=INGEST_FORMATS, help="input format")
     p.add_argument("--table", required=True, help="the table (created on the first run)")
     p.add_argument("--name", help="table name when creating it (default: the folder's name)")
     add_key_fields(p)
@@ -50,12 +51,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=ingest)
 
 
-def source_files(source: str, fmt: str, options: Mapping[str, str] | None = None) -> list[InputFile]:
+def source_files(source: str, fmt: InputFormat, options: Mapping[str, str] | None = None) -> list[InputFile]:
     """Input files of the format under a folder (recursively) or matching a glob, sorted."""
     found = find(source, options)
     if not found:
         raise CliError(f"no input files at {source}")
-    return [f for f in found if f.name.lower().endswith(EXTENSIONS[fmt])]
+    return [f for f in found if f.has_format(fmt)]
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[st
     opts = dict(options, record_key=args.record_key, storage_options=store_options(args))
     opts.update(_table_options(args, exists))
     ingested = json.dumps([SourceFile.of(f).to_json() for f in sources])
-    result = write_dataframe(df, write_options(opts, args.table, "upsert"), {INGESTED_KEY: ingested})
+    result = write_dataframe(df, write_options(opts, args.table, Operation.UPSERT), {INGESTED_KEY: ingested})
     for stage, seconds in result.stage_seconds.items():
         _say(f"  {stage:<8} {human_duration(seconds)}")
     return {
@@ -208,8 +209,7 @@ def _input_types(args: argparse.Namespace, exists: bool) -> InputTypes:
     """The table's types, as the commands that write named files read them (`cli.inputs`)."""
     if exists:
         return InputTypes.of(open_table(args.table, storage_options=store_options(args)))
-    fields = f"{args.record_key},{args.partition_fields or ''}".split(",")
-    return InputTypes(text_fields=tuple(f.strip() for f in fields if f.strip()))
+    return InputTypes.of_fields(args.record_key, args.partition_fields)
 
 
 PYTHON_TRACEBACK = "Traceback (most recent call last):"

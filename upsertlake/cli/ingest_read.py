@@ -14,14 +14,14 @@ from functools import partial
 
 import pyarrow as pa
 
-from upsertlake.cli.input_files import InputFile
+from upsertlake.cli.input_files import InputFile, InputFormat
 from upsertlake.cli.inputs import InputTypes, read_file
 from upsertlake.cli.output import CliError
 from upsertlake.spark.session import arrow_only
 
 
 @arrow_only
-def read_sources(spark: object, files: Sequence[InputFile], fmt: str, types: InputTypes) -> object:
+def read_sources(spark: object, files: Sequence[InputFile], fmt: InputFormat, types: InputTypes) -> object:
     """The files (all from one source) as a DataFrame, with `types` imposed on the text formats.
     Its tasks yield Arrow batches: PySpark's pandas-3 warning, which mapInArrow raises, is not ours."""
     if all(f.storage.os_path(f.rel) for f in files):  # Spark's JVM reads them itself
@@ -29,7 +29,7 @@ def read_sources(spark: object, files: Sequence[InputFile], fmt: str, types: Inp
     return _task_read(spark, list(files), fmt, types)
 
 
-def _spark_read(spark: object, fmt: str, files: list[str], types: InputTypes) -> object:
+def _spark_read(spark: object, fmt: InputFormat, files: list[str], types: InputTypes) -> object:
     """Spark's reader: inferred, then read again with the types `types` imposes on the columns
     found. A malformed record (a CSV row with too few or too many fields, a broken JSON line) or a
     value that does not parse fails the run, naming the file, as the write commands do: Spark's
@@ -38,19 +38,19 @@ def _spark_read(spark: object, fmt: str, files: list[str], types: InputTypes) ->
 
     def reader() -> object:  # a DataFrameReader's options stick: one per read
         read = spark.read.option("mode", "FAILFAST")
-        return read.option("header", "true") if fmt == "csv" else read
+        return read.option("header", "true") if fmt is InputFormat.CSV else read
 
-    df = (reader().option("inferSchema", "true") if fmt == "csv" else reader()).format(fmt).load(files)
-    if fmt == "parquet":
+    df = (reader().option("inferSchema", "true") if fmt is InputFormat.CSV else reader()).format(fmt.value).load(files)
+    if fmt is InputFormat.PARQUET:
         return df
-    imposed = types.csv_types() if fmt == "csv" else types.json_types(arrow_schema_of(df.schema))
+    imposed = types.csv_types() if fmt is InputFormat.CSV else types.json_types(arrow_schema_of(df.schema))
     imposed = {k: v for k, v in imposed.items() if k in df.columns}
     if not imposed:
         return df
-    return reader().schema(with_types(df.schema, imposed)).format(fmt).load(files)
+    return reader().schema(with_types(df.schema, imposed)).format(fmt.value).load(files)
 
 
-def _task_read(spark: object, files: list[InputFile], fmt: str, types: InputTypes) -> object:
+def _task_read(spark: object, files: list[InputFile], fmt: InputFormat, types: InputTypes) -> object:
     """One Python task a file, reading it through the storage layer (two passes: schema, rows)."""
     from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 
@@ -65,17 +65,17 @@ def _task_read(spark: object, files: list[InputFile], fmt: str, types: InputType
     return tasks.mapInArrow(partial(_read_task, files, fmt, types, arrow_schema_of(spark_schema)), spark_schema)
 
 
-def _schema_task(files: list[InputFile], fmt: str, types: InputTypes, batches: Iterator[pa.RecordBatch]) -> Iterator:
+def _schema_task(files: list[InputFile], fmt: InputFormat, types: InputTypes, batches: Iterator[pa.RecordBatch]) -> Iterator:
     """Task: the schema of each file named, serialized."""
     for batch in batches:
         for i in batch.column(0).to_pylist():
             f = files[i]
-            schema = f.storage.parquet_file(f.rel).schema_arrow if fmt == "parquet" else read_file(f, fmt, types).schema
+            schema = f.storage.parquet_file(f.rel).schema_arrow if fmt is InputFormat.PARQUET else read_file(f, fmt, types).schema
             yield pa.record_batch([pa.array([schema.serialize().to_pybytes()], pa.binary())], names=["schema"])
 
 
 def _read_task(
-    files: list[InputFile], fmt: str, types: InputTypes, target: pa.Schema, batches: Iterator[pa.RecordBatch]
+    files: list[InputFile], fmt: InputFormat, types: InputTypes, target: pa.Schema, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """Task: the rows of each file named, in the `target` schema (a column a file lacks is null)."""
     for batch in batches:

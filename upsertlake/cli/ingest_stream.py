@@ -23,12 +23,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from upsertlake.cli.input_files import EXTENSIONS, InputFile, find
+from upsertlake.cli.input_files import InputFile, InputFormat, find
 from upsertlake.cli.inputs import InputTypes
 from upsertlake.cli.output import CliError, human_duration
 from upsertlake.config import options as opt
 from upsertlake.storage import parse_location
 from upsertlake.table.table import Table
+from upsertlake.timeline.operation import Operation
 
 IDENTIFIER = "upsertlake_ingest"  # its own stream: a sink with Hudi's default identifier is another
 CHECKPOINTS = ".hoodie/.aux/upsertlake/ingest"
@@ -75,9 +76,9 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], store: Mapp
         raise CliError(f"--continuous and --once read {args.source} with Spark's file source, whose JVM reads "
                        "local folders here; ingest from an object store without them")
     options = {opt.STREAMING_CHECKPOINT_IDENTIFIER.key: IDENTIFIER, **options}
-    checked = write_options(options, args.table, "upsert")
+    checked = write_options(options, args.table, Operation.UPSERT)
     table = checked.existing()
-    files = [f for f in find(args.source, store) if f.name.lower().endswith(EXTENSIONS[args.format])]
+    files = [f for f in find(args.source, store) if f.has_format(args.format)]
     if not files and table is None:
         raise CliError(f"no {args.format} files at {args.source} and no table at {args.table} to take the schema from")
     began = time.perf_counter()
@@ -90,9 +91,9 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], store: Mapp
 
     reader = (spark.readStream.schema(schema).option("maxFilesPerTrigger", args.max_files_per_trigger)
               .option("recursiveFileLookup", "true").option("pathGlobFilter", _glob(args.format)))
-    if args.format == "csv":
+    if args.format is InputFormat.CSV:
         reader = reader.option("header", "true")
-    frames = reader.option("mode", "FAILFAST").format(args.format).load(source.uri)
+    frames = reader.option("mode", "FAILFAST").format(args.format.value).load(source.uri)
     progress = Progress()
 
     def write(df: object, batch_id: int) -> None:
@@ -152,18 +153,13 @@ def _schema(spark: object, args: argparse.Namespace, files: list[InputFile], tab
 
     if not files:
         return spark_schema_of(table.schema())
-    types = InputTypes.of(table) if table is not None else InputTypes(text_fields=_text_fields(args))
+    types = InputTypes.of(table) if table is not None else InputTypes.of_fields(args.record_key, args.partition_fields)
     return read_sources(spark, files, args.format, types).schema
 
 
-def _text_fields(args: argparse.Namespace) -> tuple[str, ...]:
-    fields = f"{args.record_key},{args.partition_fields or ''}".split(",")
-    return tuple(f.strip() for f in fields if f.strip())
-
-
-def _glob(fmt: str) -> str:
+def _glob(fmt: InputFormat) -> str:
     """The file names of a format, as Spark's `pathGlobFilter` takes them (`*.{json,ndjson,jsonl}`)."""
-    return "*.{" + ",".join(ext[1:] for ext in EXTENSIONS[fmt]) + "}"
+    return "*.{" + ",".join(ext[1:] for ext in fmt.extensions) + "}"
 
 
 def _default_checkpoint(table: str, identifier: str) -> str:

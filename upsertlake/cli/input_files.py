@@ -14,6 +14,7 @@ import argparse
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 
 from upsertlake.cli.output import CliError, parse_options, store_options
 from upsertlake.storage import Storage, parse_location
@@ -21,7 +22,41 @@ from upsertlake.storage.requests import RequestCounts
 
 _WILDCARD = re.compile(r"[*?[]")
 HIDDEN = (".", "_")  # Spark's and Hudi's markers and temporary files (`_SUCCESS`, `.crc`)
-EXTENSIONS = {"parquet": (".parquet", ".pq"), "json": (".json", ".ndjson", ".jsonl"), "csv": (".csv",)}  # ingest's
+
+
+class InputFormat(Enum):
+    """An input file's format, by `--format` or by its extension. JSON is an array of objects or
+    one object a line; NDJSON (`.ndjson`, `.jsonl`) one object a line only, so files of either
+    read as JSON (as Spark's json source reads them)."""
+
+    PARQUET = "parquet"
+    CSV = "csv"
+    JSON = "json"
+    NDJSON = "ndjson"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of_suffix(cls, suffix: str) -> InputFormat | None:
+        """The format a file extension (lower-case, with its dot) says, if any."""
+        return next((f for f, own in _OWN_EXTENSIONS.items() if suffix in own), None)
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """The extensions of the files read as this format."""
+        if self is InputFormat.JSON:
+            return _OWN_EXTENSIONS[InputFormat.JSON] + _OWN_EXTENSIONS[InputFormat.NDJSON]
+        return _OWN_EXTENSIONS[self]
+
+
+_OWN_EXTENSIONS = {
+    InputFormat.PARQUET: (".parquet", ".pq"),
+    InputFormat.CSV: (".csv",),
+    InputFormat.JSON: (".json",),
+    InputFormat.NDJSON: (".ndjson", ".jsonl"),
+}
+INGEST_FORMATS = (InputFormat.CSV, InputFormat.JSON, InputFormat.PARQUET)  # Spark's readers
 
 
 @dataclass(frozen=True)
@@ -46,6 +81,10 @@ class InputFile:
     def suffix(self) -> str:
         dot = self.name.rfind(".")
         return self.name[dot:].lower() if dot > 0 else ""
+
+    def has_format(self, fmt: InputFormat) -> bool:
+        """Is this a file of format `fmt`, by its extension?"""
+        return self.suffix in fmt.extensions
 
 
 def add_input_store_option(p: argparse.ArgumentParser) -> None:

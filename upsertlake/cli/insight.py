@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import upsertlake
+from upsertlake.schema.columns import PARTITION_PATH
 from upsertlake.cli.output import CliError, format_records, human_bytes, human_duration, print_json, store_options
 from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.config.table_config import TableConfig
@@ -124,7 +125,7 @@ def partition_rows(table: Table, view: FileSystemView) -> dict[str, int]:
     merge-on-read table by merging its slices (their logs change the count)."""
     rows: dict[str, int] = {}
     if table.config.is_merge_on_read:
-        keys = table.read(columns=["_hoodie_partition_path"]).column(0)
+        keys = table.read(columns=[PARTITION_PATH]).column(0)
         for p, n in zip(*(c.to_pylist() for c in pc.value_counts(keys).flatten())):
             rows[p] = n
         return rows

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 import upsertlake
+from upsertlake.config.enums import CleanPolicy
 from upsertlake.cli.output import parse_options, print_json, store_options
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
@@ -15,7 +16,7 @@ from upsertlake.timeline.instant import Instant
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("clean", parents=[common], help="delete file versions outside the retained window")
     p.add_argument("path", help="the table")
-    p.add_argument("--policy", choices=("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"))
+    p.add_argument("--policy", type=CleanPolicy, choices=list(CleanPolicy))
     p.add_argument("--retained", type=int, help="commits, file versions or hours to keep (by policy)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=clean)
@@ -74,7 +75,7 @@ def upgrade(args: argparse.Namespace) -> int:
 def clean(args: argparse.Namespace) -> int:
     result = upsertlake.open_table(args.path, storage_options=store_options(args)).clean(args.policy, args.retained)
     if args.json:
-        print_json({"instant_time": result.instant_time, "policy": result.policy,
+        print_json({"instant_time": result.instant_time, "policy": result.policy.value,
                     "earliest_commit_to_retain": result.earliest_commit_to_retain,
                     "files_deleted": list(result.files_deleted)})
     elif result.instant_time is None:

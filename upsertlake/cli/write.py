@@ -10,7 +10,8 @@ import time
 
 import upsertlake
 from upsertlake.cli.input_files import add_input_store_option, input_store_options
-from upsertlake.cli.inputs import FORMATS, InputTypes, read_inputs
+from upsertlake.cli.input_files import InputFormat
+from upsertlake.cli.inputs import InputTypes, read_inputs
 from upsertlake.cli.output import (
     add_key_fields,
     format_records,
@@ -52,7 +53,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def _add_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="the table")
     p.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER", help="parquet, CSV, JSON or NDJSON input (a path or URI)")
-    p.add_argument("--format", choices=FORMATS, help="input format (default: by extension)")
+    p.add_argument("--format", type=InputFormat, choices=list(InputFormat), help="input format (default: by extension)")
     add_input_store_option(p)
     _add_options(p)
 

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyroaring
 
+from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.errors import CorruptTableError
 from upsertlake.layout.markers import key_summary_folder
 from upsertlake.storage import Storage
@@ -46,7 +47,6 @@ ROARING_MIN = 1 << 18  # below this a roaring bitmap of random hashes is never s
 _SECTION = struct.Struct("<BII")
 _COUNT = struct.Struct("<I")
 _NAME = struct.Struct("<H")
-FileGroup = tuple[str, str]  # (partition path, file id)
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 EMPTY = np.zeros(0, dtype=np.uint32)

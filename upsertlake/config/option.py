@@ -8,6 +8,7 @@ resolution into a `Config` (`upsertlake.config.resolved`), which both build on i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Generic, TypeVar
 
 from upsertlake.errors import ConfigError
@@ -18,6 +19,12 @@ _TRUE = "true"
 _FALSE = "false"
 
 
+def option_list(value: str) -> list[str]:
+    """The items of a comma-separated option value (field names, columns), stripped, empty items
+    left out: "a, b,,c" -> ["a", "b", "c"]."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
 def _describe(value: object) -> str:
     return repr(value) if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
 
@@ -26,10 +33,11 @@ def _describe(value: object) -> str:
 class Option(Generic[T]):
     """One write option: Hudi's key, the Python type of its value, its default and its doc.
 
-    `choices` lists the accepted values of an enum-like option in their canonical case (Hudi's
-    enums are upper-case, `hoodie.datasource.write.operation` and codecs are lower-case); input is
-    matched case-insensitively and returned in that case. `aliases` are other keys naming the same
-    option (Hudi's deprecated alternatives, or a newer Hudi name).
+    An option whose type is an Enum takes its members' values (Hudi's spellings), matched
+    case-insensitively, and gives the member. `choices` lists the accepted values of a string
+    option in their canonical case (codecs are lower-case); input is matched case-insensitively
+    and returned in that case. `aliases` are other keys naming the same option (Hudi's deprecated
+    alternatives, or a newer Hudi name).
     """
 
     key: str
@@ -51,8 +59,17 @@ class Option(Generic[T]):
             )
         return value  # type: ignore[return-value]
 
+    @property
+    def values(self) -> tuple[str, ...]:
+        """The accepted values of an enumerated option (none: any value of its type)."""
+        if issubclass(self.type, Enum):
+            return tuple(str(member.value) for member in self.type)
+        return self.choices
+
     def to_string(self, value: object) -> str:
         """The string form Hudi would store in a properties file ("true", "125829120", ...)."""
+        if isinstance(value, Enum):
+            return str(value.value)
         if isinstance(value, bool):
             return _TRUE if value else _FALSE
         if isinstance(value, float):
@@ -60,8 +77,8 @@ class Option(Generic[T]):
         return str(value)
 
     def _expected(self) -> str:
-        if self.choices:
-            return "one of " + ", ".join(self.choices)
+        if self.values:
+            return "one of " + ", ".join(self.values)
         if self.type is bool:
             return "a boolean (true or false)"
         if self.type is int:
@@ -96,6 +113,13 @@ class Option(Generic[T]):
             if isinstance(raw, str):
                 return float(raw.strip())
             return None
+        if issubclass(self.type, Enum):
+            if isinstance(raw, self.type):
+                return raw
+            if not isinstance(raw, str):
+                return None
+            by_value = {str(member.value).lower(): member for member in self.type}
+            return by_value.get(raw.strip().lower())
         if not isinstance(raw, str):
             return None
         if self.choices:

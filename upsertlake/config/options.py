@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from upsertlake.config.enums import CleanPolicy, IndexType, MergeMode
 from upsertlake.config.option import T, Option
 
 __all__ = [
@@ -136,14 +137,13 @@ RECORD_SIZE_ESTIMATION_THRESHOLD: Option[float] = _option(
 
 # --- index (HoodieIndexConfig, HoodieStorageConfig) ---------------------------------------------
 
-INDEX_TYPE: Option[str] = _option(
-    "hoodie.index.type", str, "SIMPLE",
+INDEX_TYPE: Option[IndexType] = _option(
+    "hoodie.index.type", IndexType, IndexType.SIMPLE,
     "How incoming keys are located in existing file groups. Hudi 0.15 has no static default and "
     "picks SIMPLE for Spark writers, which upsertlake follows. GLOBAL_INMEMORY is an upsertlake "
     "extension (Hudi has no such type): the in-memory index matched across partitions. BUCKET: "
     "Hudi's simple bucket index (a key's file group is its hash's bucket; no file is read to tag; "
-    "in process only so far).",
-    choices=("SIMPLE", "GLOBAL_SIMPLE", "BLOOM", "GLOBAL_BLOOM", "INMEMORY", "GLOBAL_INMEMORY", "BUCKET"))
+    "in process only so far).")
 BUCKET_INDEX_NUM_BUCKETS: Option[int] = _option(
     "hoodie.bucket.index.num.buckets", int, 256,
     "BUCKET index: file groups (buckets) per partition. Fixed for a table's life: a key's bucket "
@@ -184,13 +184,12 @@ BLOOM_INDEX_UPDATE_PARTITION_PATH: Option[bool] = _option(
 
 # --- merging and write operation (HoodieWriteConfig, DataSourceWriteOptions) ---------------------
 
-RECORD_MERGE_MODE: Option[str] = _option(
-    "hoodie.record.merge.mode", str, "EVENT_TIME_ORDERING",
+RECORD_MERGE_MODE: Option[MergeMode] = _option(
+    "hoodie.record.merge.mode", MergeMode, MergeMode.EVENT_TIME,
     "How an update merges with the stored record: EVENT_TIME_ORDERING keeps the record with the "
     "larger precombine value, COMMIT_TIME_ORDERING the latest written. Hudi 1.0 key (table config; "
     "its write-side twin hoodie.write.record.merge.mode is accepted as an alias); Hudi 0.15 "
     "expresses this through the payload class instead. CUSTOM is not supported.",
-    choices=("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"),
     aliases=("hoodie.write.record.merge.mode",))
 BULK_INSERT_SORT_MODE: Option[str] = _option(
     "hoodie.bulkinsert.sort.mode", str, "NONE",
@@ -317,12 +316,11 @@ DATABASE_NAME: Option[str] = _option(
 
 # --- table services (HoodieCleanConfig) ------------------------------------------------------------
 
-CLEANER_POLICY: Option[str] = _option(
-    "hoodie.cleaner.policy", str, "KEEP_LATEST_COMMITS",
+CLEANER_POLICY: Option[CleanPolicy] = _option(
+    "hoodie.cleaner.policy", CleanPolicy, CleanPolicy.KEEP_LATEST_COMMITS,
     "What the cleaner keeps: the file versions the last N commits read (KEEP_LATEST_COMMITS), the "
     "latest N versions of each file group (KEEP_LATEST_FILE_VERSIONS), or the versions the "
     "commits of the last N hours read (KEEP_LATEST_BY_HOURS). Savepointed files are always kept.",
-    choices=("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"),
     aliases=("hoodie.clean.policy",))
 CLEANER_COMMITS_RETAINED: Option[int] = _option(
     "hoodie.cleaner.commits.retained", int, 10,

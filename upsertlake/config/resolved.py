@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from upsertlake.config.enums import IndexType
 from upsertlake.config.known_keys import is_hudi_key, unknown_key_error, warn_unimplemented
 from upsertlake.config.option import T, Option
 from upsertlake.config.options import INDEX_TYPE, OPTIONS
@@ -108,13 +109,13 @@ class Config:
     def bucket_index(self) -> bool:
         """Whether writes go by Hudi's bucket index (hoodie.index.type=BUCKET), which the
         partitioners, clustering and the Spark path each treat apart."""
-        return self.get(INDEX_TYPE).upper() == "BUCKET"
+        return self.get(INDEX_TYPE) is IndexType.BUCKET
 
     @property
     def global_index(self) -> bool:
         """Whether the index tags by key across partitions (a GLOBAL_ index type): records are
         deduplicated by key alone, and a key keeps one copy in the whole table."""
-        return self.get(INDEX_TYPE).upper().startswith("GLOBAL_")
+        return self.get(INDEX_TYPE).is_global
 
     def is_set(self, option: Option[Any]) -> bool:
         """Whether any layer set `option` explicitly (as opposed to its default applying)."""

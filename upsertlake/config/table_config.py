@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from upsertlake.config.option import option_list
+from upsertlake.config.enums import MergeMode
 from upsertlake.config.properties_file import (
     PROPERTIES_FILE,
     PropertiesFile,
@@ -41,15 +43,6 @@ KEYGEN_TYPES = {
     "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
     "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
     "GLOBAL_DELETE": "org.apache.hudi.keygen.GlobalDeleteKeyGenerator",
-}
-
-# Merge mode -> (hoodie.record.merge.strategy.id, hoodie.compaction.payload.class), as Hudi 1.0
-# writes them (HoodieTableConfig.inferCorrectMergingBehavior) and the upgrade 6 -> 8 infers them.
-EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
-COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
-MERGE_MODES = {
-    EVENT_TIME_ORDERING: ("eeb8d96f-b1e4-49fd-bbf8-28ac514178e5", "org.apache.hudi.common.model.DefaultHoodieRecordPayload"),
-    COMMIT_TIME_ORDERING: ("ce9acb64-bde0-424c-9b91-f6ebba25356d", "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"),
 }
 
 COPY_ON_WRITE = "COPY_ON_WRITE"
@@ -107,13 +100,13 @@ def check_table_type(table_type: str, what: str) -> None:
         )
 
 
-def merge_on_read_payload(merge_mode: str) -> dict[str, str]:
+def merge_on_read_payload(merge_mode: MergeMode) -> dict[str, str]:
     """The payload class a version 6 merge-on-read table declares for its merge mode, so that
     Hudi's readers merge its log records as we do: Hudi 0.x merges by the payload class, and
     Hudi 1.x and hudi-rs infer a version 6 table's merge mode from it
     (HoodieTableConfig.inferCorrectMergingBehavior): DefaultHoodieRecordPayload for event time,
     OverwriteWithLatestAvroPayload for commit time."""
-    return {"hoodie.compaction.payload.class": MERGE_MODES[merge_mode][1]}
+    return {"hoodie.compaction.payload.class": merge_mode.payload_class}
 
 
 def default_keygen(record_key_fields: list[str], partition_fields: list[str]) -> str:
@@ -219,22 +212,21 @@ class TableConfig:
                 f"supported: {', '.join(k.rsplit('.', 1)[1] for k in WRITABLE_KEYGENS)}"
             )
 
-    def as_version_8(self, merge_mode: str, initial_version: int) -> TableConfig:
+    def as_version_8(self, merge_mode: MergeMode, initial_version: int) -> TableConfig:
         """This table's settings at table version 8: layout 2 and the properties Hudi 1.0 adds.
 
         A table created at 8 carries the key generator type only, as Hudi 1.x writes; an upgraded
         one (`initial_version` 6) keeps its class beside the type, as Hudi's upgrade leaves it.
         """
-        strategy, payload = MERGE_MODES[merge_mode]
         keygen_type = next((t for t, cls in KEYGEN_TYPES.items() if cls == self.keygen_class), None)
         extra = {
             **self.extra,
             "hoodie.table.initial.version": str(initial_version),
             TIMELINE_PATH_KEY: self.timeline_path,
             "hoodie.timeline.history.path": self.extra.get("hoodie.timeline.history.path") or "history",
-            "hoodie.record.merge.mode": merge_mode,
-            "hoodie.record.merge.strategy.id": strategy,
-            "hoodie.compaction.payload.class": payload,
+            "hoodie.record.merge.mode": merge_mode.value,
+            "hoodie.record.merge.strategy.id": merge_mode.strategy_id,
+            "hoodie.compaction.payload.class": merge_mode.payload_class,
         }
         if keygen_type is not None:
             extra[KEYGEN_TYPE_KEY] = keygen_type
@@ -247,20 +239,27 @@ class TableConfig:
         return self.table_type == MERGE_ON_READ
 
     @property
-    def merge_mode(self) -> str:
+    def merge_mode(self) -> MergeMode:
         """How records of one key merge: version 8 states it (`hoodie.record.merge.mode`); version
         6 implies it by its payload class, as Hudi's readers take it."""
-        return self.extra.get("hoodie.record.merge.mode") or self.merge_mode_for_upgrade()
+        stated = self.extra.get("hoodie.record.merge.mode")
+        if not stated:
+            return self.merge_mode_for_upgrade()
+        try:
+            return MergeMode(stated)
+        except ValueError:
+            modes = ", ".join(m.value for m in MergeMode)
+            raise ConfigError(f"merge mode {stated!r} is not one upsertlake merges by ({modes})") from None
 
-    def merge_mode_for_upgrade(self) -> str:
+    def merge_mode_for_upgrade(self) -> MergeMode:
         """The merge mode version 8 states for this version 6 table, as Hudi's upgrade infers it:
         from the payload class; with none set, event time when there is a precombine field."""
         payload = self.extra.get("hoodie.compaction.payload.class")
         if payload is None:
-            return EVENT_TIME_ORDERING if self.precombine_field else COMMIT_TIME_ORDERING
-        for mode, (_, cls) in MERGE_MODES.items():
-            if payload == cls:
-                return mode
+            return MergeMode.EVENT_TIME if self.precombine_field else MergeMode.COMMIT_TIME
+        mode = MergeMode.of_payload(payload)
+        if mode is not None:
+            return mode
         raise UnsupportedTableError(f"payload class {payload} has no merge mode this engine supports (custom merging)")
 
     # -- hoodie.properties -------------------------------------------------------------------
@@ -307,8 +306,8 @@ class TableConfig:
         try:
             return cls(
                 name=need("hoodie.table.name"),
-                record_key_fields=_split(props.get("hoodie.table.recordkey.fields", "")),
-                partition_fields=_split(props.get("hoodie.table.partition.fields", "")),
+                record_key_fields=tuple(option_list(props.get("hoodie.table.recordkey.fields", ""))),
+                partition_fields=tuple(option_list(props.get("hoodie.table.partition.fields", ""))),
                 precombine_field=props.get("hoodie.table.precombine.field") or None,
                 database=props.get("hoodie.database.name") or "default",
                 keygen_class=props.get("hoodie.table.keygenerator.class")
@@ -388,6 +387,3 @@ def _bool(value: bool) -> str:
 def _parse_bool(value: str | None, default: bool = False) -> bool:
     return default if value is None else value.strip().lower() == "true"
 
-
-def _split(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())

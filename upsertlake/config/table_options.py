@@ -9,17 +9,15 @@ another merge mode than the table's: readers merge its log files by the table's.
 
 from __future__ import annotations
 
+from enum import Enum
 from collections.abc import Mapping
 
 from upsertlake.config import options as opt
-from upsertlake.config.option import Option
+from upsertlake.config.enums import MergeMode
+from upsertlake.config.option import Option, option_list
 from upsertlake.config.resolved import Config
 from upsertlake.config.table_config import TableConfig, check_table_type
 from upsertlake.errors import ConfigError, UnsupportedTableError
-
-
-def _fields(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
 def check_against_table(cfg: Config, table: TableConfig) -> None:
@@ -30,9 +28,9 @@ def check_against_table(cfg: Config, table: TableConfig) -> None:
     stored: list[tuple[Option, object, object, str]] = [
         (opt.TABLE_NAME, cfg.get(opt.TABLE_NAME), table.name, "hoodie.table.name"),
         (opt.TABLE_TYPE, table_type, table.table_type, "hoodie.table.type"),
-        (opt.RECORDKEY_FIELD, _fields(cfg.get(opt.RECORDKEY_FIELD)), table.record_key_fields,
+        (opt.RECORDKEY_FIELD, tuple(option_list(cfg.get(opt.RECORDKEY_FIELD))), table.record_key_fields,
          "hoodie.table.recordkey.fields"),
-        (opt.PARTITIONPATH_FIELD, _fields(cfg.get(opt.PARTITIONPATH_FIELD)), table.partition_fields,
+        (opt.PARTITIONPATH_FIELD, tuple(option_list(cfg.get(opt.PARTITIONPATH_FIELD))), table.partition_fields,
          "hoodie.table.partition.fields"),
         (opt.PRECOMBINE_FIELD, cfg.get(opt.PRECOMBINE_FIELD), table.precombine_field or "",
          "hoodie.table.precombine.field"),
@@ -80,14 +78,14 @@ def take_table_version(options: Mapping[str, object] | None) -> tuple[dict[str, 
     return rest, version
 
 
-def merge_on_read_mode(table: TableConfig) -> str | None:
+def merge_on_read_mode(table: TableConfig) -> MergeMode | None:
     """A merge-on-read table's merge mode (version 6 states it by its payload class), which its
     writes merge by as its readers do; None on copy-on-write, or for a payload we do not merge by."""
     if not table.is_merge_on_read:
         return None
     try:
         return table.merge_mode
-    except UnsupportedTableError:
+    except (UnsupportedTableError, ConfigError):
         return None
 
 
@@ -97,11 +95,13 @@ def table_layer(table: TableConfig) -> dict[str, str]:
     props = table.to_properties()
     mode = merge_on_read_mode(table)
     if mode is not None:
-        props.setdefault(opt.RECORD_MERGE_MODE.key, mode)
+        props.setdefault(opt.RECORD_MERGE_MODE.key, mode.value)
     return props
 
 
 def _show(value: object) -> str:
+    if isinstance(value, Enum):
+        return repr(value.value)
     if isinstance(value, tuple):
         return repr(",".join(value))
     if isinstance(value, bool):

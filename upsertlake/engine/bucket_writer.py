@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from enum import Enum
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from upsertlake.schema.columns import COMMIT_SEQNO, COMMIT_TIME, DELETE_FLAG, FILE_NAME, FORCE_FLAG, KEY, PARTITION, PARTITION_PATH, RECORD_KEY
+from upsertlake.config.enums import MergeMode
 from upsertlake.concurrency.key_summary import KeySummary, write_summaries
 from upsertlake.layout.file_writer import (
     DICTIONARY_SAMPLE,
-    META_COLUMNS,
     FileWriterConfig,
     dictionary_pages,
     write_base_file,
@@ -28,24 +28,12 @@ from upsertlake.layout.footer import resumed_bloom, resumed_key_range
 from upsertlake.layout.markers import marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.partitioner import Bucket
-from upsertlake.schema import RECORD_KEY_COLUMN, conform, full_schema
+from upsertlake.schema import conform, full_schema
 from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, base_file_name
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.util.arrow import constant
 
-KEY = RECORD_KEY_COLUMN
-PARTITION = "_hoodie_partition_path"
-DELETE_FLAG = "_upsertlake_delete"  # internal: the record is a delete
-FORCE_FLAG = "_upsertlake_force"  # internal: the record wins whatever the ordering values
-
-
-class MergeMode(str, Enum):
-    """How a bucket's records combine with the rows already stored."""
-
-    EVENT_TIME = "EVENT_TIME_ORDERING"  # a stored row with a larger ordering value survives
-    COMMIT_TIME = "COMMIT_TIME_ORDERING"  # the incoming record always wins
-    APPEND = "APPEND"  # inserts: keep every stored row, add every record (duplicates allowed)
 
 
 @dataclass(frozen=True)
@@ -58,7 +46,8 @@ class BucketTask:
     instant_time: str
     data_schema: pa.Schema
     precombine_field: str | None
-    merge_mode: MergeMode
+    merge_mode: MergeMode  # how a record merges with the stored row of its key
+    append_records: bool  # inserts: every stored row stays, every record is added (duplicates allowed)
     write_token: str
     merged_slice: tuple[FileSlice, Merge] | None = None  # a merge-on-read slice: its merged records are the old file
 
@@ -74,6 +63,7 @@ class BucketJob:
     data_schema: pa.Schema
     precombine_field: str | None
     merge_mode: MergeMode
+    append_records: bool  # as BucketTask's
     file_config: FileWriterConfig
     keep_keys: bool = True  # return the inserted and deleted keys (an in-memory index learns them)
 
@@ -121,6 +111,7 @@ class BucketJob:
             data_schema=self.data_schema,
             precombine_field=self.precombine_field,
             merge_mode=self.merge_mode,
+            append_records=self.append_records,
             write_token=write_token or default_token(number, attempt),
             merged_slice=self.merged_slice(number),
         )
@@ -184,7 +175,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     old_rows = matched = np.zeros(0, dtype=np.int64)
     copy_wins = np.zeros(0, dtype=bool)  # per matched stored row: the incoming record replaces it
     all_copies = np.zeros(n_in, dtype=bool)  # the record replaced every stored copy of its key
-    if task.merge_mode is not MergeMode.APPEND and n_old:
+    if not task.append_records and n_old:
         # Probe the old keys against a hash of the bucket's (fewer) records.
         hit = np.asarray(pc.fill_null(pc.index_in(old.column(KEY), value_set=in_keys), -1).to_numpy(), dtype=np.int64)
         old_rows = np.flatnonzero(hit >= 0)
@@ -259,7 +250,7 @@ def _merged_order(
     n_old = old.num_rows
     if n_old == 0:
         return new_rows, False
-    file_name = old.schema.field(4).with_name(META_COLUMNS[4])
+    file_name = old.schema.field(4).with_name(FILE_NAME)
     names = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n_old, np.int32)), pa.array([name]))
     old = old.set_column(4, file_name, names.cast(file_name.type))  # no copy of the name per row
     new_rows = new_rows.cast(old.schema)  # dictionary columns stay dictionaries
@@ -353,11 +344,11 @@ def with_meta_runs(
         prefix = pa.array([f"{instant_time}_{b}_" for b in bucket_numbers], pa.string()).take(at)
         names = pa.array(list(file_names), pa.string()).take(at)
     meta = {
-        "_hoodie_commit_time": constant(instant_time, n),
-        "_hoodie_commit_seqno": pc.binary_join_element_wise(prefix, pc.cast(pa.array(within), pa.string()), ""),
-        "_hoodie_record_key": records.column(KEY),
-        "_hoodie_partition_path": records.column(PARTITION),
-        "_hoodie_file_name": names,
+        COMMIT_TIME: constant(instant_time, n),
+        COMMIT_SEQNO: pc.binary_join_element_wise(prefix, pc.cast(pa.array(within), pa.string()), ""),
+        RECORD_KEY: records.column(KEY),
+        PARTITION_PATH: records.column(PARTITION),
+        FILE_NAME: names,
     }
     data = {f.name: records.column(f.name) for f in data_schema}
     return pa.table({**meta, **data}).cast(full_schema(data_schema))

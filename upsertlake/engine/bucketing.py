@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from upsertlake.schema.columns import KEY, PARTITION
 from upsertlake.concurrency.conflict import pending_clustering
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.engine.bucket_writer import KEY, PARTITION
 from upsertlake.engine.bulk_insert import bulk_insert_buckets
 from upsertlake.engine.slice_routing import pending_compactions
 from upsertlake.layout.file_system_view import FileSystemView

@@ -19,7 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.engine.bucket_writer import KEY, PARTITION, with_meta
+from upsertlake.schema.columns import KEY, PARTITION
+from upsertlake.engine.bucket_writer import with_meta
 from upsertlake.layout.file_system_view import base_file_name
 from upsertlake.layout.file_writer import FileWriterConfig, data_bytes
 from upsertlake.partitioner import Bucket, BucketType, PartitionerConfig, new_file_id

@@ -13,7 +13,8 @@ import random
 import time
 from dataclasses import replace as _replace
 
-from upsertlake.concurrency.conflict import CommitCheck, Conflict, FileGroup, check_commit, describe_groups
+from upsertlake.concurrency.conflict import CommitCheck, Conflict, check_commit, describe_groups
+from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.config import options as opt
 from upsertlake.config.properties_file import write_properties
 from upsertlake.config.table_config import TableConfig
@@ -34,7 +35,6 @@ from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.layouts import layout_of
-from upsertlake.timeline.operation import Operation
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ def _complete(
         extra["schema"] = avro_schema_json(arrow_to_avro(schema, ctx.table.name))
     metadata = CommitMetadata(
         partition_to_write_stats=_by_partition(result.write_stats),
-        operation_type=Operation.of(result.operation).type_name,
+        operation_type=result.operation.type_name,
         extra_metadata=extra,
         partition_to_replace_file_ids=result.replaced,
     )

@@ -60,6 +60,6 @@ def replaces(result: WriteResult) -> Replaces | None:
     """The partitions a replace overwrites (those it retires groups of or writes to), or deletes."""
     if result.replaced is None:
         return None
-    if Operation.of(result.operation).replaces_table:
+    if result.operation.replaces_table:
         return Replaces(whole_table=True)
     return Replaces(frozenset(result.replaced) | {s.partitionPath for s in result.write_stats})

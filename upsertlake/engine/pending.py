@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 
-from upsertlake.concurrency.conflict import FileGroup
+from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.concurrency.heartbeat import Heartbeat
 from upsertlake.engine.bucket_writer import BucketJob, WriteStatus
 from upsertlake.engine.write_result import WriteResult

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from upsertlake.schema.columns import KEY, LOC_FILE_ID, LOC_INSTANT, PARTITION
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_options import check_against_table
-from upsertlake.engine.bucket_writer import KEY, PARTITION
 from upsertlake.engine.bulk_insert import bulk_insert_sort
 from upsertlake.engine.context import WriteContext
 from upsertlake.engine.bucketing import assign_buckets, upsert_partitioner
@@ -60,9 +60,9 @@ def plan_batch(
     with stage(stages, "profile", progress):
         if operation.sized_by_batch:
             records, locations = bulk_insert_sort(records, locations, cfg.get(opt.BULK_INSERT_SORT_MODE))
-        file_ids = locations.column("loc_file_id")
+        file_ids = locations.column(LOC_FILE_ID)
         profile = WorkloadProfile.build(
-            records.column(PARTITION), file_ids, operation.type_name, instant_times=locations.column("loc_instant")
+            records.column(PARTITION), file_ids, operation.type_name, instant_times=locations.column(LOC_INSTANT)
         )
         chosen = None
         if isinstance(index, BucketIndex):

@@ -6,17 +6,17 @@ Everything here raises before a single file is written, so bad input leaves the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, IS_DELETED, KEY, META_COLUMNS, PARTITION, POSITION
 from upsertlake.config.table_config import TableConfig
-from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION
 from upsertlake.engine.dedup import dedup_indices
-from upsertlake.layout.file_writer import META_COLUMNS
 from upsertlake.engine.input import to_arrow_table
 from upsertlake.errors import SchemaError
-from upsertlake.schema import IS_DELETED_COLUMN, conform, merge_schemas, normalize_batch
+from upsertlake.schema import conform, merge_schemas, normalize_batch
 from upsertlake.schema.types import same_type
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.timeline.operation import Operation
@@ -24,7 +24,18 @@ from upsertlake.util.arrow import constant
 
 # Internal: a record's place in the whole input (Spark numbers rows before any shuffle). When the
 # batch carries it, it rides along with each record, so a task's winners keep their input order.
-POSITION = "_upsertlake_position"
+
+
+class Distinct(Enum):
+    """What deduplication made distinct in a batch; tagging skips a hash pass when it knows."""
+
+    NOTHING = "nothing"  # keys may repeat
+    KEY_IN_PARTITION = "key in partition"  # no key twice in one partition
+    KEY = "key"  # no key twice
+
+    def unique_for(self, global_index: bool) -> bool:
+        """Does no key of the batch repeat where the index looks (the table, or a partition)?"""
+        return self is Distinct.KEY or (self is Distinct.KEY_IN_PARTITION and not global_index)
 
 
 @dataclass(frozen=True)
@@ -34,9 +45,7 @@ class PreparedBatch:
     records: pa.Table
     data_schema: pa.Schema
     num_input: int
-    # What deduplication made distinct: "key" (no key twice), "partition" (no key twice in a
-    # partition), "" (nothing: keys may repeat). Tagging skips a hash pass when it knows.
-    distinct: str = ""
+    distinct: Distinct = Distinct.NOTHING
 
     @property
     def keys(self) -> pa.ChunkedArray:
@@ -159,13 +168,13 @@ def prepare_batch(
     keygen = KeyGenerator(config)
     keys = keygen.record_keys(batch)
     partitions = keygen.partition_paths(batch)
-    if IS_DELETED_COLUMN in batch.column_names:
-        if not pa.types.is_boolean(batch.schema.field(IS_DELETED_COLUMN).type):
+    if IS_DELETED in batch.column_names:
+        if not pa.types.is_boolean(batch.schema.field(IS_DELETED).type):
             raise SchemaError(
-                f"column {IS_DELETED_COLUMN!r} must be boolean (it marks deletes), not "
-                f"{batch.schema.field(IS_DELETED_COLUMN).type}"
+                f"column {IS_DELETED!r} must be boolean (it marks deletes), not "
+                f"{batch.schema.field(IS_DELETED).type}"
             )
-        flag = pc.fill_null(batch.column(IS_DELETED_COLUMN), False)
+        flag = pc.fill_null(batch.column(IS_DELETED), False)
     else:
         flag = constant(False, batch.num_rows, pa.bool_())
     records = (
@@ -182,7 +191,8 @@ def prepare_batch(
         winners = dedup_indices(by, ordering)
         if len(winners) != records.num_rows:
             records = records.take(winners)
-        return PreparedBatch(records, data_schema, num_input, "key" if dedup_by_key_only else "partition")
+        distinct = Distinct.KEY if dedup_by_key_only else Distinct.KEY_IN_PARTITION
+        return PreparedBatch(records, data_schema, num_input, distinct)
     return PreparedBatch(records, data_schema, num_input)
 
 
@@ -217,4 +227,4 @@ def _prepare_delete(
     winners = dedup_indices([keys] if by_key else [keys, partitions], None)
     if len(winners) != records.num_rows:
         records = records.take(winners)
-    return PreparedBatch(records, schema, num_input, "key" if by_key else "partition")
+    return PreparedBatch(records, schema, num_input, Distinct.KEY if by_key else Distinct.KEY_IN_PARTITION)

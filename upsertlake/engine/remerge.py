@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace as _replace
 
-from upsertlake.concurrency.conflict import FileGroup
+from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.engine import instants
 from upsertlake.engine.context import WriteContext
 from upsertlake.engine.write_buckets import write_partition_metadata

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY
+from upsertlake.schema.columns import DELETE_FLAG, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_KEY
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.layout.slice_keys import SliceKeys
 from upsertlake.layout.slice_reader import Merge
@@ -40,14 +40,14 @@ def rewritten_slices(
     such a slice is rewritten as a new base file, read merged, the write's records merged into it
     as copy-on-write merges them (a deltacommit may write base files, as Hudi's small-file
     handling does). A delete of such a key changes nothing where it is appended."""
-    written = pc.and_(pc.is_valid(locations.column("loc_file_id")), pc.invert(records.column(DELETE_FLAG)))
+    written = pc.and_(pc.is_valid(locations.column(LOC_FILE_ID)), pc.invert(records.column(DELETE_FLAG)))
     at = pa.array(np.flatnonzero(np.asarray(written.to_numpy(zero_copy_only=False), dtype=bool)))
     if not len(at):
         return frozenset()
-    copies = pa.table({"key": records.column(KEY).take(at), "loc_partition": locations.column("loc_partition").take(at),
-                       "loc_file_id": locations.column("loc_file_id").take(at)})
+    copies = pa.table({LOOKUP_KEY: records.column(KEY).take(at), LOC_PARTITION: locations.column(LOC_PARTITION).take(at),
+                       LOC_FILE_ID: locations.column(LOC_FILE_ID).take(at)})
     dead = np.flatnonzero(~SliceKeys(view, merge).live(copies))
-    groups = copies.select(["loc_partition", "loc_file_id"]).take(pa.array(dead))
+    groups = copies.select([LOC_PARTITION, LOC_FILE_ID]).take(pa.array(dead))
     return frozenset(zip(groups.column(0).to_pylist(), groups.column(1).to_pylist()))
 
 

@@ -15,8 +15,9 @@ import numpy as np
 import pyarrow as pa
 
 from upsertlake.config import Config
+from upsertlake.config.enums import MergeMode
 from upsertlake.config import options as opt
-from upsertlake.engine.bucket_writer import BucketJob, MergeMode, WriteStatus, default_token, mark_buckets, store_summaries
+from upsertlake.engine.bucket_writer import BucketJob, WriteStatus, default_token, mark_buckets, store_summaries
 from upsertlake.engine.pending import Rewrite
 from upsertlake.engine.write_plan import Progress, WritePlan
 from upsertlake.layout.file_system_view import PARTITION_METAFILE, FileSystemView
@@ -28,14 +29,12 @@ from upsertlake.util.arrays import group_rows
 
 
 def merge_mode(operation: Operation, cfg: Config) -> MergeMode:
-    """How a bucket's records merge onto their file group's version: inserts are appended beside
-    the stored records, a delete removes whatever it finds, the others merge by the table's
-    hoodie.record.merge.mode."""
-    if operation.appends:
-        return MergeMode.APPEND
+    """How a bucket's records merge onto the stored rows of their keys: a delete removes whatever
+    it finds, the others merge by the table's hoodie.record.merge.mode (inserts, which append,
+    merge with none)."""
     if operation is Operation.DELETE:
         return MergeMode.COMMIT_TIME
-    return MergeMode(cfg.get(opt.RECORD_MERGE_MODE))
+    return cfg.get(opt.RECORD_MERGE_MODE)
 
 
 # -- 6-7. write ----------------------------------------------------------------------------
@@ -66,6 +65,7 @@ def bucket_job(
         data_schema=data_schema,
         precombine_field=precombine_field,
         merge_mode=merge_mode(operation, cfg),
+        append_records=operation.appends,
         file_config=file_writer_config(cfg),
         keep_keys=keep_keys,
     )

@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 from functools import partial
 
+from upsertlake.schema.columns import PARTITION
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine import commit as commit_action
 from upsertlake.engine import instants, merge_on_read, overwrite, write_buckets
-from upsertlake.engine.bucket_writer import PARTITION, BucketJob, WriteStatus
+from upsertlake.engine.bucket_writer import BucketJob, WriteStatus
 from upsertlake.engine.context import WriteContext
 from upsertlake.engine.pending import PendingWrites
 from upsertlake.engine.write_plan import Progress, WritePlan, stage

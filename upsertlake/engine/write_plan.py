@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from upsertlake.schema.columns import DELETE_FLAG, LOC_FILE_ID
 from upsertlake.config import Config
-from upsertlake.engine.bucket_writer import DELETE_FLAG
 from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.engine.slice_routing import append_slices
 from upsertlake.index.base import Index
@@ -104,7 +104,7 @@ class WritePlan:
         with the log files and bytes their slice already holds (the compaction backlog)."""
         tagged = self.tagged
         assert tagged is not None, "a summary counts the records an in-process plan holds"
-        is_insert = pc.is_null(tagged.locations.column("loc_file_id")).to_numpy(zero_copy_only=False)
+        is_insert = pc.is_null(tagged.locations.column(LOC_FILE_ID)).to_numpy(zero_copy_only=False)
         is_delete = tagged.records.column(DELETE_FLAG).to_numpy(zero_copy_only=False).astype(bool)
         n = len(self.buckets)
         assignment = tagged.assignment

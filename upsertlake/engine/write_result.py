@@ -11,10 +11,12 @@ from dataclasses import replace as _replace
 
 import pyarrow as pa
 
+from upsertlake.schema.columns import LOOKUP_KEY, UPDATE_FILE_ID, UPDATE_PARTITION
 from upsertlake.engine.bucket_writer import WriteStatus
 from upsertlake.index.base import IndexUpdate
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
+from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
 
@@ -23,7 +25,7 @@ class WriteResult:
     """What one write did. Uncommitted until `WriteClient.commit` returns it with `committed`."""
 
     instant_time: str
-    operation: str
+    operation: Operation
     num_inserts: int
     num_updates: int
     num_deletes: int
@@ -75,6 +77,6 @@ def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[W
 
     return IndexUpdate(
         instant_time,
-        inserted=pa.table({"key": cat(ins_keys), "partition": cat(ins_parts), "file_id": cat(ins_ids)}),
-        deleted=pa.table({"key": cat(del_keys), "partition": cat(del_parts), "file_id": cat(del_ids)}),
+        inserted=pa.table({LOOKUP_KEY: cat(ins_keys), UPDATE_PARTITION: cat(ins_parts), UPDATE_FILE_ID: cat(ins_ids)}),
+        deleted=pa.table({LOOKUP_KEY: cat(del_keys), UPDATE_PARTITION: cat(del_parts), UPDATE_FILE_ID: cat(del_ids)}),
     )

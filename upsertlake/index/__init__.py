@@ -4,6 +4,7 @@ Layers (pyproject.toml, docs/DESIGN.md §3): may import layout and every
 floor below; not partitioner or concurrency.
 """
 
+from upsertlake.config.enums import IndexType
 from upsertlake.errors import ConfigError
 from upsertlake.index.base import Index, IndexUpdate
 from upsertlake.index.bloom import BloomIndex
@@ -11,19 +12,19 @@ from upsertlake.index.bucket import BucketIndex, check_bucket_index_fields
 from upsertlake.index.inmemory import InMemoryIndex
 from upsertlake.index.simple import SimpleIndex
 
-_KINDS = {"SIMPLE": SimpleIndex, "BLOOM": BloomIndex, "INMEMORY": InMemoryIndex}
+_KINDS: dict[IndexType, type[SimpleIndex] | type[BloomIndex] | type[InMemoryIndex]] = {
+    IndexType.SIMPLE: SimpleIndex, IndexType.BLOOM: BloomIndex, IndexType.INMEMORY: InMemoryIndex,
+}
 
 
-def make_index(index_type: str, num_buckets: int = 256, hash_fields: list[str] | None = None) -> Index:
-    """The index named by `hoodie.index.type` (GLOBAL_ prefix: tag by key across partitions;
-    BUCKET: `num_buckets` buckets per partition, hashing `hash_fields` of the record key)."""
-    name = index_type.upper()
-    if name == "BUCKET":
+def make_index(index_type: IndexType, num_buckets: int = 256, hash_fields: list[str] | None = None) -> Index:
+    """The index of `hoodie.index.type` (a GLOBAL_ type tags by key across partitions; BUCKET:
+    `num_buckets` buckets per partition, hashing `hash_fields` of the record key)."""
+    if index_type is IndexType.BUCKET:
         if num_buckets < 1:
             raise ConfigError(f"hoodie.bucket.index.num.buckets={num_buckets}: give 1 or more")
         return BucketIndex(num_buckets, list(hash_fields or ()))
-    is_global = name.startswith("GLOBAL_")
-    return _KINDS[name.removeprefix("GLOBAL_")](is_global=is_global)
+    return _KINDS[index_type.local](is_global=index_type.is_global)
 
 
 __all__ = ["BloomIndex", "BucketIndex", "check_bucket_index_fields", "InMemoryIndex", "Index", "IndexUpdate", "SimpleIndex", "make_index"]

@@ -29,6 +29,8 @@ from upsertlake.timeline.active import METAFOLDER, Timeline
 from upsertlake.timeline.instant import Action, Instant
 from upsertlake.timeline.retention import cleaned_files
 
+FileGroup = tuple[str, str]  # a file group: (partition path, file id)
+
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 BASE_FILE_EXTENSION = ".parquet"
 LISTING_THREADS = 8  # partitions a scoped view lists one by one, all at once (each listing is one request)
@@ -50,7 +52,7 @@ class BaseFile:
         return self.path.rsplit("/", 1)[-1]
 
     @property
-    def file_group(self) -> tuple[str, str]:
+    def file_group(self) -> FileGroup:
         return (self.partition_path, self.file_id)
 
     @classmethod
@@ -97,7 +99,7 @@ class LogFile:
     committed: bool = True
 
     @property
-    def file_group(self) -> tuple[str, str]:
+    def file_group(self) -> FileGroup:
         return (self.partition_path, self.name.file_id)
 
 
@@ -112,7 +114,7 @@ class FileSlice:
     logs: tuple[LogFile, ...] = ()
 
     @property
-    def file_group(self) -> tuple[str, str]:
+    def file_group(self) -> FileGroup:
         return (self.partition_path, self.file_id)
 
 
@@ -202,7 +204,7 @@ class FileSystemView:
                 raise ValueError(f"this file system view lists partitions {sorted(self.scope)} only, not {outside}")
 
     @cached_property
-    def replaced_file_groups(self) -> set[tuple[str, str]]:
+    def replaced_file_groups(self) -> set[FileGroup]:
         replaced: set[tuple[str, str]] = set()
         for inst in self.visible_instants:
             if inst.action is Action.REPLACE_COMMIT:

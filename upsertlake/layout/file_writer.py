@@ -20,18 +20,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from upsertlake.schema.columns import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter
 from upsertlake.layout.footer import footer_metadata
-from upsertlake.schema import META_COLUMNS
 from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats
 
 # Unique per row and prefix-sharing (`k0000000123`, `20261123124731085_3_17`): delta-encoded.
-DELTA_COLUMNS = (META_COLUMNS[1], META_COLUMNS[2])
+DELTA_COLUMNS = (COMMIT_SEQNO, RECORD_KEY)
 # One or a few values per file (commit time, partition path, file name): always a dictionary.
-DICTIONARY_COLUMNS = (META_COLUMNS[0], META_COLUMNS[3], META_COLUMNS[4])
+DICTIONARY_COLUMNS = (COMMIT_TIME, PARTITION_PATH, FILE_NAME)
 DICTIONARY_SAMPLE = 4096  # rows `dictionary_columns` looks at
 
 class WrittenFile(NamedTuple):
@@ -74,7 +74,7 @@ def write_base_file(
         writer.write_table(table, row_group_size=rows_per_group)
         writer.add_key_value_metadata(
             footer_metadata(
-                table.column("_hoodie_record_key"),
+                table.column(RECORD_KEY),
                 config.bloom_num_entries,
                 config.bloom_fpp,
                 config.bloom_filter_type,

@@ -27,16 +27,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from upsertlake.schema.columns import IS_DELETED, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_KEY
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.layout.slice_reader import Merge, listed, log_files
 from upsertlake.logfile import Block, DataBlock, DeleteBlock, block_keys
 from upsertlake.logfile.merge import live_blocks, merge_slice
 from upsertlake.logfile.reader import read_logs
-from upsertlake.schema import IS_DELETED_COLUMN, RECORD_KEY_COLUMN
 from upsertlake.storage import Storage
 from upsertlake.util.arrays import group_rows
 
-KEY = RECORD_KEY_COLUMN
 _NONE = pa.array([], pa.string())
 
 
@@ -46,7 +45,7 @@ def deleted_keys(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array) 
     if not sl.logs or not len(keys):
         return _NONE
     files = log_files(storage, sl)
-    may_delete = read_logs(files, merge.instants.__contains__, data_schemas=lambda schema: IS_DELETED_COLUMN in schema)
+    may_delete = read_logs(files, merge.instants.__contains__, data_schemas=lambda schema: IS_DELETED in schema)
     named = block_keys(live_blocks(may_delete, merge.instants))[1]
     candidates = keys.filter(pc.is_in(keys, value_set=named))
     if not len(candidates):
@@ -87,7 +86,7 @@ def live_in_slice(
 def _merged(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array, blocks: list[Block]) -> pa.Table:
     """The slice's live records of `keys`, as (key, ordering value): the base file's and the
     logs' records of those keys only, their key, ordering and delete columns only, merged."""
-    wanted = [KEY, *([merge.ordering_field] if merge.ordering_field else []), IS_DELETED_COLUMN]
+    wanted = [KEY, *([merge.ordering_field] if merge.ordering_field else []), IS_DELETED]
     base = None
     if sl.base is not None:
         with listed(storage, sl.base.path, sl.base.instant_time):
@@ -97,7 +96,7 @@ def _merged(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array, block
     merged = merge_slice(base, blocks, KEY, merge.ordering_field, merge.mode, merge.instants, ordered=False)
     if KEY not in merged.column_names:  # nothing but deletes
         return pa.table({KEY: _NONE})
-    return merged.select([c for c in wanted if c != IS_DELETED_COLUMN and c in merged.column_names])
+    return merged.select([c for c in wanted if c != IS_DELETED and c in merged.column_names])
 
 
 def _block_of(block: Block, keys: pa.Array, columns: list[str]) -> Block:
@@ -140,7 +139,7 @@ class SliceKeys:
         alive = np.ones(located.num_rows, dtype=bool)
         if not located.num_rows:
             return alive
-        slices = self.with_logs(pc.unique(located.column("loc_partition")).to_pylist())
+        slices = self.with_logs(pc.unique(located.column(LOC_PARTITION)).to_pylist())
         if not slices:
             return alive
         rows = _rows_by_group(located, slices)
@@ -149,7 +148,7 @@ class SliceKeys:
 
         def dead(group: tuple[str, str]) -> np.ndarray:
             at = rows[group]
-            keys = pc.cast(located.column("key").take(pa.array(at)), pa.string())
+            keys = pc.cast(located.column(LOOKUP_KEY).take(pa.array(at)), pa.string())
             gone = deleted_keys(self.view.storage, slices[group], self.merge, pc.unique(keys))
             return at[np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)]
 
@@ -175,7 +174,7 @@ class SliceKeys:
 def _rows_by_group(located: pa.Table, slices: dict[tuple[str, str], FileSlice]) -> dict[tuple[str, str], np.ndarray]:
     """The rows of `located` in each of the file groups `slices` holds."""
     groups = list(slices)
-    names = pc.binary_join_element_wise(located.column("loc_partition"), located.column("loc_file_id"), "\x00")
+    names = pc.binary_join_element_wise(located.column(LOC_PARTITION), located.column(LOC_FILE_ID), "\x00")
     code = pc.index_in(names, value_set=pa.array([f"{p}\x00{f}" for p, f in groups], pa.string()))
     codes = np.asarray(pc.fill_null(code, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
     inside = np.flatnonzero(codes >= 0)

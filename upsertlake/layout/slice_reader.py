@@ -11,12 +11,14 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
+from upsertlake.config.enums import MergeMode
+from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.errors import MissingFileError
 from upsertlake.layout.file_system_view import FileSlice
 from upsertlake.logfile.blocks import Block
 from upsertlake.logfile.merge import Merged, merge_counted
 from upsertlake.logfile.reader import read_logs
-from upsertlake.schema import RECORD_KEY_COLUMN, conform
+from upsertlake.schema import conform
 from upsertlake.storage import Storage
 
 
@@ -26,7 +28,7 @@ class Merge:
     field, with only the blocks of `instants` (the completed writes the read sees) applied."""
 
     ordering_field: str | None
-    mode: str
+    mode: MergeMode
     instants: frozenset[str]
 
 
@@ -62,7 +64,7 @@ def merge_inputs(
     """The records of a slice's inputs (`slice_inputs`) merged, in `schema`, with the merge's
     counts; `ordered`: as `merge_slice`'s."""
     merged = merge_counted(
-        base, blocks, RECORD_KEY_COLUMN, merge.ordering_field, merge.mode, merge.instants, schema, ordered
+        base, blocks, RECORD_KEY, merge.ordering_field, merge.mode, merge.instants, schema, ordered
     )
     return replace(merged, table=conform(merged.table, schema))
 

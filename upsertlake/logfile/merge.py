@@ -33,18 +33,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.errors import ConfigError, SchemaError
+from upsertlake.schema.columns import IS_DELETED
+from upsertlake.config.enums import MergeMode
+from upsertlake.errors import SchemaError
 from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock
-from upsertlake.schema import IS_DELETED_COLUMN, conform
+from upsertlake.schema import conform
 
-MergeMode = Literal["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"]
-MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")
 
 # event kinds: a record, a delete block's delete with an ordering value, one without (natural),
 # a record with `_hoodie_is_deleted` true (a delete that merges as a record)
@@ -105,8 +104,6 @@ def merge_counted(
     ordered: bool = True,
 ) -> Merged:
     """`merge_slice`, with its counts."""
-    if mode not in MERGE_MODES:
-        raise ConfigError(f"merge mode {mode!r} is not one upsertlake merges by ({', '.join(MERGE_MODES)})")
     live = live_blocks(blocks, valid_instants)
     out_schema = _output_schema(schema, base, live)
     if out_schema is None:
@@ -170,9 +167,9 @@ def _ordering_type(schema: pa.Schema, field: str | None, base: pa.Table | None, 
 def _deleted_mask(table: pa.Table | None) -> np.ndarray:
     if table is None:
         return np.zeros(0, bool)
-    if IS_DELETED_COLUMN not in table.column_names:
+    if IS_DELETED not in table.column_names:
         return np.zeros(table.num_rows, bool)
-    return np.asarray(pc.fill_null(table.column(IS_DELETED_COLUMN), False), dtype=bool)
+    return np.asarray(pc.fill_null(table.column(IS_DELETED), False), dtype=bool)
 
 
 def _drop_deleted(base_table: pa.Table, base: pa.Table | None) -> pa.Table:
@@ -229,7 +226,7 @@ class _Events:
         column = records.column(self.ordering_field).combine_chunks()
         return column if column.type == self.ordering_type else column.cast(self.ordering_type)
 
-    def resolve(self, base: pa.Table | None, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    def resolve(self, base: pa.Table | None, mode: MergeMode) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """(the merged-table rows of the winning records, their output positions, which base rows
         the log touched, how many distinct keys the log names): a key the base file holds stays at its base row's position, a key only
         the log holds goes after the base rows, where the log first names it."""
@@ -265,7 +262,7 @@ def _key_codes(log_keys: pa.Array, base_keys: pa.Array) -> tuple[np.ndarray, np.
 
 
 def _winners(
-    key_group: np.ndarray, ordering: pa.Array, kind: np.ndarray, mode: str, n_base: int = 0
+    key_group: np.ndarray, ordering: pa.Array, kind: np.ndarray, mode: MergeMode, n_base: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """(each key's winning event, each key's first event), keys in the same order; events are
     numbered in the order they happened (their index), `key_group` numbers their keys, and the
@@ -279,7 +276,7 @@ def _winners(
     ends = np.ones(n, bool)
     ends[:-1] = starts[1:]
     firsts = order[starts]
-    if mode == "COMMIT_TIME_ORDERING":
+    if mode is MergeMode.COMMIT_TIME:
         return order[ends], firsts
     in_play, natural = _in_play(kind[order], order < n_base, starts, ends, group)
     competing = order[in_play]

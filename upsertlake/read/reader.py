@@ -20,13 +20,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.layout.slice_reader import Merge, listed, merge_inputs, read_slice, slice_inputs
 from upsertlake.logfile import DataBlock
 from upsertlake.read import skipping
 from upsertlake.read.snapshot import ScanPlan
-from upsertlake.schema import RECORD_KEY_COLUMN, conform
+from upsertlake.schema import conform
 from upsertlake.storage import Storage
 from upsertlake.timeline.column_stats import of_parquet
 
@@ -135,13 +136,13 @@ def merged_slice(
     base, blocks = slice_inputs(storage, sl)
     base = _keyed(base, record_keys) if base is not None else None
     blocks = [replace(b, records=_keyed(b.records, record_keys)) if isinstance(b, DataBlock) else b for b in blocks]
-    keyed = pa.schema([pa.field(RECORD_KEY_COLUMN, pa.string()), *(f for f in schema if f.name != RECORD_KEY_COLUMN)])
+    keyed = pa.schema([pa.field(RECORD_KEY, pa.string()), *(f for f in schema if f.name != RECORD_KEY)])
     merged = merge_inputs(base, blocks, merge, keyed, ordered=False).table
     return conform(merged, schema)
 
 
 def _keyed(records: pa.Table, record_keys: KeyGenerator) -> pa.Table:
     keys = record_keys.record_keys(records)
-    if RECORD_KEY_COLUMN in records.column_names:
-        return records.set_column(records.schema.get_field_index(RECORD_KEY_COLUMN), RECORD_KEY_COLUMN, keys)
-    return records.append_column(RECORD_KEY_COLUMN, keys)
+    if RECORD_KEY in records.column_names:
+        return records.set_column(records.schema.get_field_index(RECORD_KEY), RECORD_KEY, keys)
+    return records.append_column(RECORD_KEY, keys)

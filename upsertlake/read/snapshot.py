@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError, UnsupportedTableError
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView
@@ -76,11 +77,11 @@ class ScanPlan:
         if isinstance(self.filters, pc.Expression):
             return None
         columns = {column for column, _, _ in conjunction(self.filters)}
-        return frozenset(columns | ({"_hoodie_commit_time"} if self.commit_filter is not None else set()))
+        return frozenset(columns | ({COMMIT_TIME} if self.commit_filter is not None else set()))
 
     @property
     def commit_filter(self) -> pc.Expression | None:
-        commit_time = pc.field("_hoodie_commit_time")
+        commit_time = pc.field(COMMIT_TIME)
         if self.commit_times is not None:
             return commit_time.isin(pa.array(self.commit_times, pa.string()))
         if self.window is not None:

@@ -24,18 +24,9 @@ from typing import Any
 import pyarrow as pa
 
 from upsertlake.errors import SchemaError
+from upsertlake.schema.columns import META_COLUMNS
 
-META_COLUMNS = (
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-)
-
-RECORD_KEY_COLUMN = META_COLUMNS[2]  # "_hoodie_record_key"
 META_SCHEMA = pa.schema([(name, pa.string()) for name in META_COLUMNS])
-IS_DELETED_COLUMN = "_hoodie_is_deleted"  # a data column: true marks the record a delete (Hudi's convention)
 
 
 

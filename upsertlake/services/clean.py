@@ -21,6 +21,7 @@ from datetime import datetime, timedelta, timezone
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
+from upsertlake.config.enums import CleanPolicy
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError, StorageError
 from upsertlake.config.table_config import TableConfig
@@ -38,11 +39,10 @@ log = logging.getLogger(__name__)
 
 PLAN_SCHEMA = "HoodieCleanerPlan"
 METADATA_SCHEMA = "HoodieCleanMetadata"
-POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
 _RETAINED = {
-    "KEEP_LATEST_COMMITS": opt.CLEANER_COMMITS_RETAINED,
-    "KEEP_LATEST_FILE_VERSIONS": opt.CLEANER_FILE_VERSIONS_RETAINED,
-    "KEEP_LATEST_BY_HOURS": opt.CLEANER_HOURS_RETAINED,
+    CleanPolicy.KEEP_LATEST_COMMITS: opt.CLEANER_COMMITS_RETAINED,
+    CleanPolicy.KEEP_LATEST_FILE_VERSIONS: opt.CLEANER_FILE_VERSIONS_RETAINED,
+    CleanPolicy.KEEP_LATEST_BY_HOURS: opt.CLEANER_HOURS_RETAINED,
 }
 
 
@@ -51,20 +51,19 @@ class CleanResult:
     """What a clean did; `instant_time` is None when there was nothing to delete (no instant)."""
 
     instant_time: str | None
-    policy: str
+    policy: CleanPolicy
     earliest_commit_to_retain: str | None
     files_deleted: tuple[str, ...] = field(default=())
 
 
-def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = None, retained: int | None = None) -> CleanResult:
-    """Plan and run one clean under the table lock: `.clean.requested` (cleaner plan),
+def clean(storage: Storage, lock: TableLock, cfg: Config, retained: int | None = None) -> CleanResult:
+    """Plan and run one clean under the table lock by `cfg`'s hoodie.cleaner.policy, keeping
+    `retained` (default: the policy's own option): `.clean.requested` (cleaner plan),
     `.clean.inflight`, delete, `.clean` (clean metadata). A clean left pending by a killed cleaner
     is finished first, as Hudi does: some of its files are gone already."""
-    policy = (policy or cfg.get(opt.CLEANER_POLICY)).upper()
-    if policy not in POLICIES:
-        raise ConfigError(f"unknown clean policy {policy!r}; use one of {', '.join(POLICIES)}")
+    policy = cfg.get(opt.CLEANER_POLICY)
     retained = cfg.get(_RETAINED[policy]) if retained is None else retained
-    if retained < 1 and policy != "KEEP_LATEST_BY_HOURS":
+    if retained < 1 and policy is not CleanPolicy.KEEP_LATEST_BY_HOURS:
         raise ConfigError(f"{_RETAINED[policy].key} must be at least 1, got {retained}")
     started = time.monotonic()
     with lock.hold():
@@ -87,7 +86,7 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
             "earliestInstantToRetain": (
                 {"timestamp": boundary, "action": _action_at(timeline, boundary), "state": "COMPLETED"} if boundary else None
             ),
-            "policy": policy,
+            "policy": policy.value,
             "filesToBeDeletedPerPartition": None,
             "version": 2,
             "filePathsToBeDeletedPerPartition": {
@@ -100,7 +99,7 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
         # One look at the timeline for the whole clean: nothing else changes it while we hold the lock.
         requested = create_requested(storage, Action.CLEAN, body, timeline=timeline)
         inflight = transition(storage, requested, State.INFLIGHT, body, timeline=timeline.with_instant(requested))
-        deleted = _execute(storage, timeline.with_instant(inflight), inflight, policy, boundary, by_partition, started)
+        deleted = _execute(storage, timeline.with_instant(inflight), inflight, policy.value, boundary, by_partition, started)
     return CleanResult(requested.time, policy, boundary or None, tuple(sorted(deleted)))
 
 
@@ -223,7 +222,7 @@ def _versions(timeline: Timeline, committed: set[str]) -> dict[tuple[str, str], 
     return {g: [v[t] for t in sorted(v)] for g, v in slices.items() if v}
 
 
-def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile | LogFile], str | None]:
+def plan(timeline: Timeline, policy: CleanPolicy, retained: int) -> tuple[list[BaseFile | LogFile], str | None]:
     """The files to delete (whole versions: a merge-on-read slice goes with its log files), and
     the earliest instant whose snapshot stays whole."""
     writes = timeline.completed_writes()
@@ -237,7 +236,7 @@ def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile 
                 for fid in ids:
                     replaced_at.setdefault((p, fid), inst.time)
     doomed: list[tuple[_Version, str]] = []  # (version, when it stopped being visible)
-    if policy == "KEEP_LATEST_FILE_VERSIONS":
+    if policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
         earliest = None
         groups = _versions(timeline, committed)  # a listing of the whole table
         for g, versions in groups.items():
@@ -265,9 +264,9 @@ def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile 
     return [f for v, _ in doomed for f in v.files if f.path not in pinned], earliest
 
 
-def _earliest_to_retain(timeline: Timeline, writes: list[Instant], policy: str, retained: int) -> str | None:
+def _earliest_to_retain(timeline: Timeline, writes: list[Instant], policy: CleanPolicy, retained: int) -> str | None:
     """Hudi's earliest commit to retain, held back by the earliest pending write."""
-    if policy == "KEEP_LATEST_COMMITS":
+    if policy is CleanPolicy.KEEP_LATEST_COMMITS:
         if len(writes) <= retained:
             return None
         earliest = writes[-retained].time
@@ -286,7 +285,7 @@ def clean_due(timeline: Timeline, cfg: Config) -> bool:
     if timeline.filter([Action.CLEAN], PENDING):
         return True  # a killed cleaner's clean, to finish
     writes = timeline.completed_writes()
-    if cfg.get(opt.CLEANER_POLICY).upper() == "KEEP_LATEST_COMMITS" and len(writes) <= cfg.get(opt.CLEANER_COMMITS_RETAINED):
+    if cfg.get(opt.CLEANER_POLICY) is CleanPolicy.KEEP_LATEST_COMMITS and len(writes) <= cfg.get(opt.CLEANER_COMMITS_RETAINED):
         return False  # nothing can be cleaned yet (as Hudi's planner): no lock, no listing
     cleans = timeline.filter([Action.CLEAN], [State.COMPLETED])
     since = cleans[-1].time if cleans else ""

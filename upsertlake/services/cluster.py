@@ -28,7 +28,7 @@ import pyarrow as pa
 from upsertlake.concurrency.conflict import check_commit, pending_clustering
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy
 from upsertlake.concurrency.lock import TableLock
-from upsertlake.config import Config
+from upsertlake.config import Config, option_list
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.layout.file_writer import (
@@ -111,7 +111,7 @@ def cluster(
         if not groups:
             return ClusterResult(None, {}, (), nothing_to_cluster(timeline, cfg))
         schema_json = timeline.latest_schema() or table_config.create_schema
-        sort_columns = [c.strip() for c in cfg.get(opt.CLUSTERING_SORT_COLUMNS).split(",") if c.strip()]
+        sort_columns = option_list(cfg.get(opt.CLUSTERING_SORT_COLUMNS))
         requested = create_requested(
             storage, Action.REPLACE_COMMIT, documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns, cfg)), clustering=True
         )

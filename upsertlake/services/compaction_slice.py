@@ -12,6 +12,7 @@ import time
 
 import pyarrow as pa
 
+from upsertlake.schema.columns import FILE_NAME
 from upsertlake.config import Config
 from upsertlake.layout.file_system_view import BaseFile, base_file_name
 from upsertlake.layout.file_writer import (
@@ -25,13 +26,11 @@ from upsertlake.layout.markers import marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge, merge_inputs, slice_inputs
 from upsertlake.logfile.blocks import Block, CommandBlock, CorruptBlock, DataBlock
 from upsertlake.logfile.merge import live_blocks
-from upsertlake.schema import META_COLUMNS
 from upsertlake.services.compaction_plan import CompactionOperation
 from upsertlake.storage import Storage
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.util.arrow import constant
 
-FILE_NAME = META_COLUMNS[4]  # "_hoodie_file_name"
 
 
 def compact_operation(

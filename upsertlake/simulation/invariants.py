@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from upsertlake.schema.columns import COMMIT_TIME, IS_DELETED
 from upsertlake.concurrency.key_summary import key_hashes, read_summaries
 from upsertlake.logfile import LogFileName, block_keys, is_log_path, read_blocks
 from upsertlake.storage import Storage
@@ -68,7 +69,7 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
     violations += [f"write failed unexpectedly: {line}" for line in failed]
     violations += _stray_files(Path(table_path), committed, plans)
 
-    snapshot = table.read(columns=["_hoodie_commit_time", *COLUMNS])
+    snapshot = table.read(columns=[COMMIT_TIME, *COLUMNS])
     expected = _serial_application([_effective(tl, t, known[t]) for t in sorted(known)])
     violations += _compare("snapshot", _rows(snapshot), _rows(expected))
     keys = snapshot.column("id")
@@ -127,7 +128,7 @@ def _effective(timeline: Timeline, instant: str, batch_file: Path) -> pa.Table:
     parts = np.asarray(batch.column("p").to_pylist(), dtype=object)
     for partition, arrays in deleted.items():
         found |= (parts == partition) & np.isin(hashes, np.concatenate(arrays))
-    is_delete = np.asarray(batch.column("_hoodie_is_deleted").to_pylist(), dtype=bool)
+    is_delete = np.asarray(batch.column(IS_DELETED).to_pylist(), dtype=bool)
     return batch.filter(pa.array(~is_delete | found))
 
 
@@ -148,7 +149,7 @@ def _serial_application(batches: list[pa.Table]) -> pa.Table:
     allrows = allrows.append_column("_row", pa.array(range(allrows.num_rows), pa.int64()))
     last = allrows.group_by("id").aggregate([("_row", "max")]).column("_row_max")
     latest = allrows.take(last)
-    return latest.filter(pc.invert(latest.column("_hoodie_is_deleted"))).select(COLUMNS)
+    return latest.filter(pc.invert(latest.column(IS_DELETED))).select(COLUMNS)
 
 
 def _rows(table: pa.Table) -> pa.Table:

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from upsertlake.schema.columns import IS_DELETED
 from upsertlake.simulation.invariants import BATCH_KEY, check_table
 from upsertlake.errors import TableExistsError, WriteConflictError
 from upsertlake.table.open import create_table, open_table
@@ -176,7 +177,7 @@ def _seed(config: SimulationConfig) -> None:
         "ts": pa.array([0] * (n * len(parts)), pa.int64()),
         "v": [SEED_TIME] * (n * len(parts)),
         "p": [p for p in parts for _ in range(n)],
-        "_hoodie_is_deleted": [False] * (n * len(parts)),
+        IS_DELETED: [False] * (n * len(parts)),
     })
     pq.write_table(batch, config.journal / f"batch-{SEED_TIME}.parquet")
     client = t.write_client()
@@ -270,7 +271,7 @@ def _batch(config: SimulationConfig, writer: int, rng: random.Random) -> pa.Tabl
         "ts": pa.array([ts] * len(keep), pa.int64()),
         "v": [f"w{writer}-{ts}"] * len(keep),
         "p": [parts[j] for j in keep],
-        "_hoodie_is_deleted": deleted,
+        IS_DELETED: deleted,
     })
 
 

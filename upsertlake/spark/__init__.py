@@ -22,6 +22,7 @@ from upsertlake.spark.session import build_session
 from upsertlake.spark.stream import write_batch
 from upsertlake.spark.write import groups_on
 from upsertlake.table.open import open_table
+from upsertlake.timeline.operation import Operation
 
 
 def cluster(spark: object, path: str, **options: object) -> ClusterResult:
@@ -51,20 +52,20 @@ def upsert(df: object, path: str, batch_id: int | None = None, **options: object
     `batch_id` (in `foreachBatch`, Spark's id of the micro-batch) makes the write exactly once: a
     batch its stream (hoodie.datasource.write.streaming.checkpoint.identifier) already committed
     is skipped and None returned; otherwise the commit records it. So do insert, bulk_insert, delete."""
-    return write_batch(df, write_options(options, path, "upsert"), batch_id)
+    return write_batch(df, write_options(options, path, Operation.UPSERT), batch_id)
 
 
 def insert(df: object, path: str, batch_id: int | None = None, **options: object) -> WriteResult | None:
-    return write_batch(df, write_options(options, path, "insert"), batch_id)
+    return write_batch(df, write_options(options, path, Operation.INSERT), batch_id)
 
 
 def bulk_insert(df: object, path: str, batch_id: int | None = None, **options: object) -> WriteResult | None:
-    return write_batch(df, write_options(options, path, "bulk_insert"), batch_id)
+    return write_batch(df, write_options(options, path, Operation.BULK_INSERT), batch_id)
 
 
 def delete(df: object, path: str, batch_id: int | None = None, **options: object) -> WriteResult | None:
     """Delete the keys of a DataFrame (key and partition columns suffice)."""
-    return write_batch(df, write_options(options, path, "delete"), batch_id)
+    return write_batch(df, write_options(options, path, Operation.DELETE), batch_id)
 
 
 __all__ = ["build_session", "bulk_insert", "cluster", "compact", "delete", "insert", "read", "register", "upsert"]

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
+from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate, conjunction
 from upsertlake.read.reader import merged_slice
@@ -80,10 +81,10 @@ def read(
     df = functools.reduce(lambda a, b: a.unionByName(b), frames) if frames else spark.createDataFrame([], schema)
     if scan.window is not None:
         begin, end = scan.window
-        commit_time = F.col("_hoodie_commit_time")
+        commit_time = F.col(COMMIT_TIME)
         df = df.where((commit_time > F.lit(begin)) & (commit_time <= F.lit(end)))
     if scan.commit_times is not None:
-        df = df.where(F.col("_hoodie_commit_time").isin(list(scan.commit_times)))
+        df = df.where(F.col(COMMIT_TIME).isin(list(scan.commit_times)))
     for column, op, value in conjunction(filters):
         df = df.where(_condition(F.col(column), op, value))
     return df.select(*columns) if columns else df

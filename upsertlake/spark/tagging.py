@@ -31,13 +31,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
+from upsertlake.schema.columns import DELETE_FLAG, FILE_NUMBER, KEY, LOCATION, LOC_FILE_ID, LOC_INSTANT, PARTITION, PARTITION_NUMBER, STORED_KEY, STORED_ORDER
 from upsertlake.config import Config
+from upsertlake.config.enums import IndexType
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError
-from upsertlake.config import options as opt
-from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION
 from upsertlake.engine.global_routing import route_moves, stored_orders_after
-from upsertlake.engine.prepare import PreparedBatch
+from upsertlake.engine.prepare import Distinct, PreparedBatch
 from upsertlake.engine.tag import slice_merge
 from upsertlake.engine.tag import tag as tag_records
 from upsertlake.index import make_index
@@ -55,12 +55,8 @@ from upsertlake.timeline.operation import Operation
 
 log = logging.getLogger(__name__)
 
-LOCATION = ("loc_partition", "loc_file_id", "loc_instant")
-STORED_ORDER = "_upsertlake_stored_order"  # the stored record's ordering value (global routing)
-_KEY, _FILE = "_upsertlake_stored_key", "_upsertlake_file"  # a stored key and its file's number
-_PART = "_upsertlake_partition"  # the number of a partition that has files
 _FILES_PER_TASK = 8  # bloom checks: files (filters and key columns) one task opens
-STAGED_COUNTS_ARROW = pa.schema([("staged", pa.string()), (PARTITION, pa.string()), ("loc_file_id", pa.string()),
+STAGED_COUNTS_ARROW = pa.schema([("staged", pa.string()), (PARTITION, pa.string()), (LOC_FILE_ID, pa.string()),
                                  ("n", pa.int64()), ("i", pa.string())])
 STAGED_COUNTS = spark_schema_of(STAGED_COUNTS_ARROW)  # a small batch's staged file and counts (tag_in_task)
 
@@ -70,7 +66,7 @@ def tag(
     operation: Operation,
     cfg: Config,
     view: FileSystemView,
-    index_type: str,
+    index_type: IndexType,
     precombine_field: str | None,
     global_order: pa.DataType | None,
     parts: int,
@@ -99,7 +95,7 @@ def tag(
               if sl.logs and sl.file_group in number} if merge is not None else {}
     if not files:
         stored = None
-    elif index_type.removeprefix("GLOBAL_") == "BLOOM":
+    elif index_type.local is IndexType.BLOOM:
         stored = _bloom_located(prepared, files, view.storage, is_global, order, global_order, logged, merge)
     else:
         stored = _simple_located(spark, files, view.storage, order, global_order, logged, merge)
@@ -107,21 +103,21 @@ def tag(
     if is_global:
         routed = prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION]).schema
         tagged = tagged.mapInArrow(partial(_route, operation, cfg, precombine_field), routed)
-    return tagged.where(~(F.col(DELETE_FLAG) & F.col("loc_file_id").isNull()))
+    return tagged.where(~(F.col(DELETE_FLAG) & F.col(LOC_FILE_ID).isNull()))
 
 
-def spark_index_type(index_type: str, cfg: Config) -> str:
+def spark_index_type(index_type: IndexType) -> IndexType:
     """The index a Spark write tags with: the in-memory index lives in one process; on Spark it
     would have to sit on the driver, so SIMPLE stands in for it. The bucket index is in process
     only so far: a Spark write refuses it (tagging by another index would put new keys in
     file groups no bucket names)."""
-    if index_type == "BUCKET":
+    if index_type is IndexType.BUCKET:
         raise ConfigError("hoodie.index.type=BUCKET is supported by in-process writes only so far, not on Spark; "
                           "write this table with upsertlake's Table API (create_table / open_table)")
-    if not index_type.endswith("INMEMORY"):
+    if index_type.local is not IndexType.INMEMORY:
         return index_type
-    simple = index_type.replace("INMEMORY", "SIMPLE")
-    log.warning("hoodie.index.type %s is single-process: this Spark write tags with %s", cfg.get(opt.INDEX_TYPE), simple)
+    simple = index_type.with_lookup(IndexType.SIMPLE)
+    log.warning("hoodie.index.type %s is single-process: this Spark write tags with %s", index_type, simple)
     return simple
 
 
@@ -131,9 +127,9 @@ def tag_in_task(
     operation: Operation,
     cfg: Config,
     timeline: Timeline,
-    index_type: str,
+    index_type: IndexType,
     table_config: TableConfig,
-    distinct: str,
+    distinct: Distinct,
     storage: Storage,
     folder: str,
     prepare: Callable[[pa.Table], pa.Table] | None = None,
@@ -175,14 +171,14 @@ def _simple_located(
     leaves out the keys their logs deleted and takes the merged ordering values."""
     fields = [pa.field(KEY, pa.string())] + ([pa.field(order, order_type)] if order else [])
     plain = [bf for n, bf in enumerate(files) if n not in logged]
-    out = [pa.field(_KEY, pa.string()), pa.field(_FILE, pa.int32())]
+    out = [pa.field(STORED_KEY, pa.string()), pa.field(FILE_NUMBER, pa.int32())]
     out += [pa.field(STORED_ORDER, order_type)] if order else []
     located = None
     if plain:
         paths = [bf.path for bf in plain]
         scan = scan_files(spark, spark_schema_of(pa.schema(fields)), storage, paths, file_names=True)
         numbers = sql_map({bf.name: sql_literal(n) for n, bf in enumerate(files)})
-        columns = [F.col(KEY).alias(_KEY), F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(_FILE)]
+        columns = [F.col(KEY).alias(STORED_KEY), F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(FILE_NUMBER)]
         if order:
             columns.append(F.col(order).alias(STORED_ORDER))
         located = scan.select(*columns)
@@ -209,13 +205,13 @@ def _bloom_located(
     of a `logged` slice as its merged records hold them)."""
     ranges = [(bf, read_footer(storage, bf)) for bf in files]
     table = [(n, bf.partition_path, f.min_key, f.max_key) for n, (bf, f) in enumerate(ranges)]
-    pairs_schema = StructType([StructField(_KEY, StringType()), StructField(_FILE, IntegerType())])
+    pairs_schema = StructType([StructField(STORED_KEY, StringType()), StructField(FILE_NUMBER, IntegerType())])
     pairs = prepared.select(KEY, PARTITION).mapInArrow(partial(_pair_with_files, table, is_global), pairs_schema)
-    out = [pa.field(_KEY, pa.string()), pa.field(_FILE, pa.int32())]
+    out = [pa.field(STORED_KEY, pa.string()), pa.field(FILE_NUMBER, pa.int32())]
     if order:
         out.append(pa.field(STORED_ORDER, order_type))
     tasks = max(1, -(-len(files) // _FILES_PER_TASK))
-    return pairs.repartition(tasks, _FILE).mapInArrow(
+    return pairs.repartition(tasks, FILE_NUMBER).mapInArrow(
         partial(_check_files, [bf for bf, _ in ranges], storage, order, logged, merge), spark_schema_of(pa.schema(out))
     )
 
@@ -244,24 +240,24 @@ def _join(
         return prepared.select("*", *nulls)
     numbered = {p: n for n, p in enumerate(sorted({bf.partition_path for bf in files}))}
     part_of_file = sql_array([numbered[bf.partition_path] for bf in files])
-    stored = stored.withColumn(_PART, F.expr(f"element_at({part_of_file}, {_FILE} + 1)"))
+    stored = stored.withColumn(PARTITION_NUMBER, F.expr(f"element_at({part_of_file}, {FILE_NUMBER} + 1)"))
     partition_numbers = sql_map({p: sql_literal(n) for p, n in numbered.items()})
     own_part = F.expr(f"element_at({partition_numbers}, {identifier(PARTITION)})")
-    batch = prepared.withColumn(_PART, own_part)  # null: a partition without files, so no match
+    batch = prepared.withColumn(PARTITION_NUMBER, own_part)  # null: a partition without files, so no match
     if is_global:
-        fields = [_PART, _FILE, *([STORED_ORDER] if order else [])]  # ordered by (partition, file)
-        grouped = stored.repartition(parts, _KEY).groupBy(_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
+        fields = [PARTITION_NUMBER, FILE_NUMBER, *([STORED_ORDER] if order else [])]  # ordered by (partition, file)
+        grouped = stored.repartition(parts, STORED_KEY).groupBy(STORED_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
         batch = batch.repartition(parts, KEY)
-        joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[_KEY], "left")
-        own = F.array_min(F.filter("_locs", lambda loc: loc[_PART] == batch[_PART]))
+        joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[STORED_KEY], "left")
+        own = F.array_min(F.filter("_locs", lambda loc: loc[PARTITION_NUMBER] == batch[PARTITION_NUMBER]))
         loc = F.coalesce(own, F.array_min("_locs"))
-        number, stored_order = loc[_FILE], [loc[STORED_ORDER].alias(STORED_ORDER)] if order else []
+        number, stored_order = loc[FILE_NUMBER], [loc[STORED_ORDER].alias(STORED_ORDER)] if order else []
     else:
-        located = stored.repartition(parts, _KEY, _PART).groupBy(_KEY, _PART).agg(F.min(_FILE).alias(_FILE))
-        batch = batch.repartition(parts, KEY, _PART)
-        on = (batch[KEY] == located[_KEY]) & (batch[_PART] == located[_PART])
+        located = stored.repartition(parts, STORED_KEY, PARTITION_NUMBER).groupBy(STORED_KEY, PARTITION_NUMBER).agg(F.min(FILE_NUMBER).alias(FILE_NUMBER))
+        batch = batch.repartition(parts, KEY, PARTITION_NUMBER)
+        on = (batch[KEY] == located[STORED_KEY]) & (batch[PARTITION_NUMBER] == located[PARTITION_NUMBER])
         joined = batch.join(located.hint("merge"), on, "left")
-        number, stored_order = located[_FILE], []
+        number, stored_order = located[FILE_NUMBER], []
     values = ([bf.partition_path for bf in files], [bf.file_id for bf in files], [bf.instant_time for bf in files])
     # Guarded: Spark 4.1 gave element_at(literal array, <null from the outer join> + 1) a value.
     located = [F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c) for v, c in zip(values, LOCATION)]
@@ -288,7 +284,7 @@ def _pair_with_files(
                 out_files.append(pa.array(np.full(len(hit), number, dtype=np.int32)))
         if out_keys:
             yield pa.RecordBatch.from_arrays(
-                [pa.concat_arrays(out_keys), pa.concat_arrays(out_files)], names=[_KEY, _FILE]
+                [pa.concat_arrays(out_keys), pa.concat_arrays(out_files)], names=[STORED_KEY, FILE_NUMBER]
             )
 
 
@@ -302,10 +298,10 @@ def _check_files(
     pairs = task_table(batches)
     if pairs is None:
         return
-    numbers = pairs.column(_FILE).to_numpy()
+    numbers = pairs.column(FILE_NUMBER).to_numpy()
     for number in np.unique(numbers):
         bf = files[int(number)]
-        candidates = pc.unique(pairs.column(_KEY).filter(pa.array(numbers == number)).combine_chunks())
+        candidates = pc.unique(pairs.column(STORED_KEY).filter(pa.array(numbers == number)).combine_chunks())
         footer = read_footer(storage, bf)
         if footer.bloom is not None:
             candidates = candidates.filter(pa.array(np.asarray(footer.bloom.might_contain(candidates), dtype=bool)))
@@ -321,8 +317,8 @@ def _check_files(
         if not n:
             continue
         out = {
-            _KEY: pc.cast(found.column(KEY), pa.string()),
-            _FILE: pa.array(np.full(n, number, dtype=np.int32)),
+            STORED_KEY: pc.cast(found.column(KEY), pa.string()),
+            FILE_NUMBER: pa.array(np.full(n, number, dtype=np.int32)),
         }
         if order:
             out[STORED_ORDER] = found.column(order) if order in found.column_names else pa.nulls(n)
@@ -344,7 +340,7 @@ def _read_slices(
         stored = live_in_slice(storage, logged[number], merge, parquet.read(columns=columns), KEY,
                                order if len(columns) > 1 else None)
         n = stored.num_rows
-        out = {_KEY: pc.cast(stored.column(KEY), pa.string()), _FILE: pa.array(np.full(n, number, np.int32))}
+        out = {STORED_KEY: pc.cast(stored.column(KEY), pa.string()), FILE_NUMBER: pa.array(np.full(n, number, np.int32))}
         if order:
             out[STORED_ORDER] = stored.column(order) if order in stored.column_names else pa.nulls(n)
         yield from pa.table(out).cast(schema).to_batches()
@@ -352,7 +348,8 @@ def _read_slices(
 
 @reraised_named
 def _tag_task(
-    timeline: Timeline, index_type: str, operation: Operation, cfg: Config, table_config: TableConfig, distinct: str,
+    timeline: Timeline, index_type: IndexType, operation: Operation, cfg: Config, table_config: TableConfig,
+    distinct: Distinct,
     prepare: Callable[[pa.Table], pa.Table] | None, schema: pa.Schema, storage: Storage, folder: str,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
@@ -374,9 +371,9 @@ def _tag_task(
     path = f"{folder}/{uuid.uuid4().hex}.arrow"  # one per attempt: a retry or a speculative copy writes its own
     with storage.open_output(path) as sink, pa.ipc.new_file(sink, schema) as staged:
         staged.write_table(records.cast(schema))
-    groups = records.group_by([PARTITION, "loc_file_id"], use_threads=False)
-    counts = groups.aggregate([([], "count_all"), ("loc_instant", "max")])
-    counts = counts.select([PARTITION, "loc_file_id", "count_all", "loc_instant_max"])
+    groups = records.group_by([PARTITION, LOC_FILE_ID], use_threads=False)
+    counts = groups.aggregate([([], "count_all"), (LOC_INSTANT, "max")])
+    counts = counts.select([PARTITION, LOC_FILE_ID, "count_all", f"{LOC_INSTANT}_max"])
     counts = counts.add_column(0, "staged", pa.array([path] * counts.num_rows, pa.string()))
     yield from counts.rename_columns(STAGED_COUNTS_ARROW.names).cast(STAGED_COUNTS_ARROW).to_batches()
 

@@ -32,9 +32,11 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from upsertlake.schema.columns import BUCKET, KEY, LOC_FILE_ID, LOC_INSTANT, PARTITION, POSITION
 from upsertlake.config import Config
+from upsertlake.config.enums import IndexType
 from upsertlake.config import options as opt
-from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, WriteStatus, default_token, mark_buckets, store_summaries
+from upsertlake.engine.bucket_writer import BucketJob, WriteStatus, default_token, mark_buckets, store_summaries
 from upsertlake.engine.bulk_insert import (
     SAMPLE_ROWS,
     SORTED_MODES,
@@ -47,7 +49,7 @@ from upsertlake.engine.write_buckets import bucket_rows, write_rows
 from upsertlake.engine.bucketing import sizing
 from upsertlake.engine.write_plan import WritePlan
 from upsertlake.engine.planner import plan_profile, prepare_spec
-from upsertlake.engine.prepare import POSITION, PreparedBatch, PrepareSpec
+from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.engine.tag import slice_merge
 from upsertlake.engine.write_client import WriteClient
 from upsertlake.engine.write_result import WriteResult
@@ -69,7 +71,6 @@ from upsertlake.timeline.operation import Operation
 
 log = logging.getLogger(__name__)
 
-BUCKET = "_upsertlake_bucket"
 STATUS = "status"
 # Writes buckets of a planned write (the engine's `Rewrite`): (job, bucket numbers or None, attempt).
 Writer = Callable[[BucketJob, Collection[int] | None, int], list[WriteStatus]]
@@ -125,7 +126,7 @@ class _Route:
 
     operation: Operation
     cfg: Config
-    index_type: str
+    index_type: IndexType
     in_task: bool
     fused: bool
     keep_prepared: bool
@@ -134,7 +135,7 @@ class _Route:
     def of(cls, df: DataFrame, client: WriteClient, options: WriteOptions, prepared: DataFrame | None) -> _Route:
         operation = options.operation
         cfg = client.context.resolve(options.hoodie)
-        index_type = spark_index_type(cfg.get(opt.INDEX_TYPE).upper(), cfg)
+        index_type = spark_index_type(cfg.get(opt.INDEX_TYPE))
         small = options.small_batch_force or _estimated_bytes(df) <= options.small_batch_bytes
         in_task = small and not operation.sized_by_batch and not (operation.looks_up and cfg.global_index)
         keep_prepared = client.context.options.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
@@ -214,8 +215,8 @@ def _tag(
                  _order_type(spec, precombine), parts, slice_merge(client.table_config, view)).persist()
     client.writes.hold(instant, "tagged", tagged.unpersist)
     counts = (
-        tagged.groupBy(PARTITION, "loc_file_id")
-        .agg(F.count(F.lit(1)).alias("n"), F.max("loc_instant").alias("i"))
+        tagged.groupBy(PARTITION, LOC_FILE_ID)
+        .agg(F.count(F.lit(1)).alias("n"), F.max(LOC_INSTANT).alias("i"))
         .collect()
     )
     return counts, tagged, None
@@ -296,7 +297,7 @@ def _order_type(spec: PrepareSpec, precombine: str | None) -> pa.DataType | None
 def _assign(tagged: DataFrame, partitioner: UpsertPartitioner) -> DataFrame:
     """Each record's bucket (Hudi's getPartition) as a SQL expression over the partitioner's small
     state: update buckets by file group, inserts by MD5 of the key against cumulative weights."""
-    bucket = bucket_column(partitioner, PARTITION, KEY, "loc_file_id")
+    bucket = bucket_column(partitioner, PARTITION, KEY, LOC_FILE_ID)
     return tagged.withColumn(BUCKET, bucket).drop(*LOCATION)
 
 
@@ -446,7 +447,7 @@ def _write_all_task(
     for _ in batches:  # the one row that gives the task to run
         pass
     data = read_staged(storage, staged).sort_by(POSITION)
-    assignment = partitioner.assign(data.column(PARTITION), data.column(KEY), data.column("loc_file_id"))
+    assignment = partitioner.assign(data.column(PARTITION), data.column(KEY), data.column(LOC_FILE_ID))
     records = data.drop_columns([*LOCATION, POSITION])
     rows = bucket_rows(assignment, len(job.buckets))
     if numbers is not None:

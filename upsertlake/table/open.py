@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from upsertlake.config import Config
+from upsertlake.config.enums import MergeMode
+from upsertlake.config import Config, option_list
 from upsertlake.config import options as opt
 from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.config.table_config import (
-    COMMIT_TIME_ORDERING,
-    EVENT_TIME_ORDERING,
     MERGE_ON_READ,
     WRITABLE_VERSIONS,
     TableConfig,
@@ -45,7 +44,7 @@ def _fields(value: str | Sequence[str] | None) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
-        return tuple(v.strip() for v in value.split(",") if v.strip())
+        return tuple(option_list(value))
     return tuple(value)
 
 
@@ -93,7 +92,7 @@ def create_table(
         create_schema = avro_schema_json(arrow_to_avro(schema, name))
     # as Hudi 1.x infers it: the option, else event time when there is a precombine field
     mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
-    mode = mode or (EVENT_TIME_ORDERING if precombine_field else COMMIT_TIME_ORDERING)
+    mode = mode or (MergeMode.EVENT_TIME if precombine_field else MergeMode.COMMIT_TIME)
     config = TableConfig(
         name=name,
         record_key_fields=keys,

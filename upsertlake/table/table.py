@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
+from upsertlake.config.enums import CleanPolicy
 from upsertlake.config.table_config import (
     TableConfig,
 )
@@ -247,11 +248,13 @@ class Table:
         return result
 
     # -- table services (upsertlake.services) --------------------------------------------------
-    def clean(self, policy: str | None = None, retained: int | None = None) -> CleanResult:
-        """Delete file versions no retained read needs (hoodie.cleaner.policy and its count)."""
+    def clean(self, policy: str | CleanPolicy | None = None, retained: int | None = None) -> CleanResult:
+        """Delete file versions no retained read needs (`policy`, default hoodie.cleaner.policy,
+        and its count)."""
         from upsertlake.services.clean import clean
 
-        return clean(self.storage, self._lock, self.options, policy, retained)
+        cfg = self.options.with_overrides({opt.CLEANER_POLICY.key: policy})
+        return clean(self.storage, self._lock, cfg, retained)
 
     def savepoint(self, instant: str | datetime | None = None, comment: str = "") -> Instant:
         """Pin a completed commit's snapshot (default: the latest) against cleaning, for restore."""
