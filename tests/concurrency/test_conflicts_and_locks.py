@@ -89,6 +89,30 @@ def test_different_records_of_one_file_group_both_commit_the_later_re_merging(tm
     assert_clean(tmp_path)
 
 
+def test_a_re_merge_writes_on_as_many_threads_as_the_write_was_given(tmp_path: Path, monkeypatch) -> None:
+    """The writing threads (hoodie.upsert.shuffle.parallelism) given to one write call hold for its
+    re-merge too (the client's own options, which do not set them, would mean one per CPU)."""
+    from upsertlake.engine import write_buckets
+
+    make(tmp_path)
+    c1, t1, r1 = started(tmp_path, rows(("a", 2, "a2", "p1")))
+    threads: list[int] = []
+    real = write_buckets.write_rows
+
+    def write_rows(storage, job, records, rows, n, *args, **kwargs):
+        threads.append(n)
+        return real(storage, job, records, rows, n, *args, **kwargs)
+
+    monkeypatch.setattr(write_buckets, "write_rows", write_rows)
+    c2 = writer(tmp_path)
+    t2 = c2.start_commit()
+    r2 = c2.upsert(rows(("b", 2, "b2", "p1")), t2, {"hoodie.upsert.shuffle.parallelism": 3})  # same file group as a
+    c1.commit(t1, r1)
+    assert c2.commit(t2, r2).remerges == 1
+    assert threads == [3, 3]  # the write, then its re-merge
+    assert snap(tmp_path) == [("a", 2, "a2", "p1"), ("b", 2, "b2", "p1"), ("c", 1, "c1", "p2")]
+
+
 def test_a_re_merge_onto_a_later_instants_version_moves_the_write_to_a_new_instant(tmp_path: Path) -> None:
     """Readers order a group's versions by instant time: a version named by t1 after t2's would be
     hidden, so the write of t1 is written again under a new instant and t1 is rolled back."""

@@ -84,7 +84,7 @@ def test_a_write_that_built_on_a_later_instants_version_before_its_retry_moves(t
         late.append(tc)
         return redo(instant, attempt)
 
-    pending.redo = redo_after_a_later_commit
+    a.writes.keep(ta, redo=redo_after_a_later_commit)
     done = a.commit(ta, ra)
     (tc,) = late
     assert done.instant_time > tc and done.retries == 1 and done.remerges == 1
@@ -357,7 +357,7 @@ def test_a_later_instant_committed_during_a_re_merge_moves_the_write_in_the_next
             late.append(ty)
         return rewrite(job, numbers, attempt)
 
-    pending.rewrite = rewrite_while_y_commits
+    a.writes.keep(ta, rewrite=rewrite_while_y_commits)
     done = a.commit(ta, ra)
     (ty,) = late
     assert tx < ta < ty < done.instant_time and done.remerges == 2
@@ -377,7 +377,7 @@ def test_the_doctor_reports_a_version_hidden_behind_a_later_instants(tmp_path: P
     b, tb, rb = started(tmp_path, rows(("a", 50, "B", "p1")))
     b.commit(tb, rb)
     assert diagnose(Storage(tmp_path)).ok
-    a.writes.get(ta).checked |= {tb}  # as the old retry did: took the later commit as already seen
+    a.writes.check_from(ta, a.writes.get(ta).checked | {tb})  # as the old retry did: took the later commit as seen
     done = a.commit(ta, a.upsert(rows(("a", 100, "A", "p1")), ta))
     assert done.instant_time == ta and snap(tmp_path)[0] == ("a", 50, "B", "p1")  # A's row hidden
     report = diagnose(Storage(tmp_path))

@@ -2,7 +2,8 @@
 
 `PendingWrites` is their one owner: the instant lifecycle, the commit and the re-merge reach a
 write through it (the instant it stands at now, its heartbeat, the commits it need not be checked
-against, the callbacks that write its buckets or its whole batch again), never through the client.
+against, the callbacks that write its buckets or its whole batch again), never through the client,
+and every change to a write is one of its methods: the steps read a `PendingWrite`, never assign it.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ log = logging.getLogger(__name__)
 # DataFrame (one task per bucket). A re-merge and a move both go through it.
 Rewrite = Callable[[BucketJob, Collection[int] | None, int], list[WriteStatus]]
 # Tags, partitions and writes the kept batch again against the table as it is now, for a retry
-# after a conflict on a record: (instant, attempt) -> the new result, through begin_buckets and
-# result_of as the first attempt.
+# after a conflict on a record or a redo after a compaction: (instant, attempt) -> the new result,
+# through `WriteClient.begin_write` and `write_result` as the first attempt.
 Redo = Callable[[str, int], WriteResult]
 
 
 @dataclass
 class PendingWrite:
-    """A started write, and what its commit needs to merge it again if it must."""
+    """A started write, and what its commit needs to merge it again if it must. Changed only by
+    `PendingWrites`, its owner."""
 
     instant: Instant
     checked: frozenset[str]  # completed writes it need not be checked against (done at its start)
@@ -45,7 +47,7 @@ class PendingWrite:
     rewrite: Rewrite | None = None  # writes buckets again: a re-merge needs it
     redo: Redo | None = None  # writes the batch again: a retry after a conflict needs it
     held: dict[str, Callable[[], None]] = field(default_factory=dict)  # name -> frees what rewrite/redo read
-    redoing: bool = False  # a retry is writing the batch again under its new instant
+    planned_on: frozenset[str] = frozenset()  # the completed instants the latest plan of its batch saw
     inflight_doc: bytes = b""  # the inflight file's workload profile, for an instant it moves to
     thread: int = field(default_factory=threading.get_ident)  # the thread that started it
     requested_doc: bytes = b""  # the requested file's content (a replace's plan), for a new instant
@@ -102,6 +104,40 @@ class PendingWrites:
         if pending is None or pending.instant.state is not State.REQUESTED:
             raise UpsertlakeError(f"instant {instant_time} was not started by this client (or was already written)")
         return pending
+
+    def take_start_timeline(self, instant_time: str) -> Timeline | None:
+        """The timeline as the write's start left it, once: a retry plans on the timeline as it is then."""
+        pending = self.startable(instant_time)
+        timeline, pending.timeline = pending.timeline, None
+        return timeline
+
+    def went_inflight(self, instant_time: str, inflight: Instant, inflight_doc: bytes) -> None:
+        """The write's instant is inflight, with its workload profile (`inflight_doc`)."""
+        pending = self._writes[instant_time]
+        pending.instant, pending.inflight_doc = inflight, inflight_doc
+
+    def planned(self, instant_time: str, job: BucketJob, planned_on: frozenset[str]) -> None:
+        """`job` writes the write's buckets, planned on a view of the completed instants `planned_on`."""
+        pending = self._writes[instant_time]
+        pending.job, pending.planned_on = job, planned_on
+
+    def wrote(self, instant_time: str, statuses: Collection[WriteStatus]) -> None:
+        """The statuses of every bucket the write wrote (a re-merge rewrites some of them)."""
+        pending = self._writes.get(instant_time)
+        if pending is not None:
+            pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
+
+    def rewrote(self, instant_time: str, job: BucketJob, statuses: Collection[WriteStatus], every: bool) -> None:
+        """Buckets written again by `job`: every bucket (a move to a new instant), or some (a
+        re-merge), whose statuses replace those of their file groups."""
+        pending = self._writes[instant_time]
+        new = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
+        pending.job = job
+        pending.statuses = new if every else {**pending.statuses, **new}
+
+    def check_from(self, instant_time: str, checked: frozenset[str]) -> None:
+        """The write need not be checked against the completed writes `checked` any more."""
+        self._writes[instant_time].checked = checked
 
     def keep(self, instant_time: str, *, rewrite: Rewrite | None = None, redo: Redo | None = None) -> None:
         """What a write gives its commit: `rewrite` writes buckets again for a re-merge, `redo`

@@ -41,7 +41,7 @@ def remerge_or_move(
     if moved_to is not None:
         result = _move(ctx, writes, pending, result, moved_to, view, attempt, locked)
     else:
-        result = _remerge(ctx, pending, result, set(stale), view, attempt)
+        result = _remerge(ctx, writes, pending, result, set(stale), view, attempt)
     # A failed or duplicate attempt of a distributed rewrite leaves a file only its marker names.
     reconcile_markers(ctx.storage, result.instant_time, result.files_written)
     return result
@@ -75,15 +75,14 @@ def _move(
         with ctx.lock.hold():
             discard_pending(ctx.storage, old)
     instants.adopt(writes, pending, new)
-    pending.job = moved
-    pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
+    writes.rewrote(new.time, moved, statuses, every=True)
     log.info("write %s moved to instant %s to merge onto newer versions", old.time, new.time)
     return with_statuses(_replace(result, instant_time=new.time), statuses)
 
 
 def _remerge(
-    ctx: WriteContext, pending: PendingWrite, result: WriteResult, groups: set[FileGroup], view: FileSystemView,
-    attempt: int,
+    ctx: WriteContext, writes: PendingWrites, pending: PendingWrite, result: WriteResult, groups: set[FileGroup],
+    view: FileSystemView, attempt: int,
 ) -> WriteResult:
     """Merge this write's records of `groups` again onto their newest committed versions (new
     write token); the files they replace are deleted at once, long before the commit file."""
@@ -91,11 +90,10 @@ def _remerge(
     assert job is not None and pending.rewrite is not None
     latest = view.latest_by_group(sorted({p for p, _ in groups}))
     numbers = {(b.partition_path, b.file_id): b.number for b in job.buckets}
-    pending.job = _replace(job, base_files={**job.base_files, **{numbers[g]: latest[g] for g in groups}})
-    statuses = pending.rewrite(pending.job, [numbers[g] for g in sorted(groups)], attempt)
+    onto = _replace(job, base_files={**job.base_files, **{numbers[g]: latest[g] for g in groups}})
+    statuses = pending.rewrite(onto, [numbers[g] for g in sorted(groups)], attempt)
     for group in groups:
         ctx.storage.delete(pending.statuses[group].stat.path)
-    for status in statuses:
-        pending.statuses[(status.stat.partitionPath, status.stat.fileId)] = status
+    writes.rewrote(job.instant_time, onto, statuses, every=False)
     log.info("write %s re-merged %d file group(s) onto newer versions", job.instant_time, len(groups))
     return with_statuses(result, list(pending.statuses.values()))

@@ -77,16 +77,16 @@ def write_buckets(
     job: BucketJob,
     progress: Progress | None,
     attempt: int,
-    rewrite_threads: int,
 ) -> tuple[list[WriteStatus], Rewrite]:
-    """Step 7 in process: each bucket's records, in their prepared order, on a thread pool. Returns
-    their statuses and the `Rewrite` that writes buckets again from the records kept here (on
-    `rewrite_threads` threads; 0: one per CPU), for a re-merge."""
+    """Step 7 in process: each bucket's records, in their prepared order, on a pool of the
+    write's hoodie.write.parallelism threads (0: one per CPU). Returns their statuses and the
+    `Rewrite` that writes buckets again from the records kept here, on as many threads, for a
+    re-merge."""
     tagged = plan.tagged
     assert tagged is not None, "an in-process plan holds its records"
     rows = bucket_rows(tagged.assignment, len(job.buckets))
-    rewrite = partial(_rewrite_kept, storage, rewrite_threads, tagged.records, rows)
     threads = plan.cfg.get(opt.WRITE_PARALLELISM) or os.cpu_count() or 1
+    rewrite = partial(_rewrite_kept, storage, threads, tagged.records, rows)
     job = job.for_batch(tagged.records, rows, threads)
     return write_rows(storage, job, tagged.records, rows, threads, attempt, progress=progress), rewrite
 

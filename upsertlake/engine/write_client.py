@@ -20,7 +20,6 @@ from functools import partial
 
 from upsertlake.schema.columns import PARTITION
 from upsertlake.config import Config
-from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine import commit as commit_action
 from upsertlake.engine import instants, merge_on_read, overwrite, write_buckets
@@ -121,9 +120,7 @@ class WriteClient:
     ) -> WriteResult:
         """Steps 2-8 of `operation` (one of the record operations) under a started instant."""
         operation = Operation.of(operation, RECORD_OPERATIONS)
-        pending = self.writes.startable(instant_time)
-        plan = self.plan(operation, data, options, progress, pending.timeline)
-        pending.timeline = None  # a retry plans on the timeline as it is then
+        plan = self.plan(operation, data, options, progress, self.writes.take_start_timeline(instant_time))
         stages = dict(plan.stages)
         job = self.begin_write(instant_time, plan)
         self.writes.keep(instant_time, redo=partial(self._redo, plan.tagged.batch, plan.operation, options))
@@ -160,18 +157,12 @@ class WriteClient:
     def begin_write(self, instant_time: str, plan: WritePlan, keep_keys: bool | None = None) -> BucketJob:
         """Step 6: the instant goes inflight with the workload profile; the partition metafiles
         are written; returns what every bucket's writer needs (picklable, for Spark executors).
-        `keep_keys=False`: the statuses carry counts and stats only, no key arrays (Spark). A
-        retry (`redoing`) writes again under its new instant, tagged against the plan's view."""
+        `keep_keys=False`: the statuses carry counts and stats only, no key arrays (Spark)."""
         pending = self.writes.startable(instant_time)
         ctx = self.context
-        if pending.redoing:
-            # The retry builds on what the view holds: no need to check those commits again, but
-            # only those named before its instant. A later one it built on must still be found
-            # (and the write moved past it): readers would hide a version named by an earlier time.
-            seen = {i.time for i in plan.view.visible_instants if i.time < instant_time}
-            pending.checked = pending.checked | seen
-        pending.inflight_doc = plan.profile.to_inflight_json()
-        pending.instant = transition(ctx.storage, pending.instant, State.INFLIGHT, pending.inflight_doc, layout_of(ctx.table))
+        inflight_doc = plan.profile.to_inflight_json()
+        inflight = transition(ctx.storage, pending.instant, State.INFLIGHT, inflight_doc, layout_of(ctx.table))
+        self.writes.went_inflight(instant_time, inflight, inflight_doc)
         start_markers(ctx.storage, instant_time)
         # only an in-memory index learns keys from a write (never on Spark)
         keep = isinstance(self.index, InMemoryIndex) if keep_keys is None else keep_keys
@@ -181,7 +172,8 @@ class WriteClient:
         )
         if ctx.table.is_merge_on_read:
             job = merge_on_read.append_job(job, ctx.table, plan.small_files, plan.view, plan.cfg, plan.rewrites)
-        pending.job = job
+        planned_on = frozenset(i.time for i in plan.view.visible_instants)
+        self.writes.planned(instant_time, job, planned_on)
         return job
 
     def write_result(
@@ -189,9 +181,7 @@ class WriteClient:
     ) -> WriteResult:
         """Step 8: the write statuses of every bucket as one result, ready to commit (Spark
         builds it from its tasks' statuses)."""
-        pending = self.writes.get(instant_time)
-        if pending is not None:
-            pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
+        self.writes.wrote(instant_time, statuses)
         replaced = None
         if plan.operation.overwrites and plan.tagged is not None:
             replaced = overwrite.replaced(plan.operation, plan.view, plan.tagged.records.column(PARTITION))
@@ -218,8 +208,7 @@ class WriteClient:
         self, plan: WritePlan, job: BucketJob, progress: Progress | None, attempt: int = 1
     ) -> list[WriteStatus]:
         """Step 7 in process; keeps the records for a re-merge (the write's `Rewrite`)."""
-        threads = self.context.options.get(opt.WRITE_PARALLELISM)
-        statuses, rewrite = write_buckets.write_buckets(self.context.storage, plan, job, progress, attempt, threads)
+        statuses, rewrite = write_buckets.write_buckets(self.context.storage, plan, job, progress, attempt)
         self.writes.keep(job.instant_time, rewrite=rewrite)
         return statuses
 
