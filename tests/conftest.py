@@ -198,3 +198,41 @@ def azurite():
 def az_table(azurite: AzuriteServer) -> str:
     """The URI of a table in a new container of the Azurite server."""
     return f"az://{azurite.new_container()}/tables/t"
+
+
+class HudiReferences:
+    """Apache Hudi's Spark datasource, one server per Hudi version, started on first use and
+    stopped at the end of the session (see tests/hudi_reference)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.started: dict[str, object] = {}
+
+    def for_version(self, hudi):
+        from hudi_reference import HudiReference, ReferenceUnavailable
+
+        if hudi.version not in self.started:
+            workdir = self.workdir / f"hudi-{hudi.version}"
+            workdir.mkdir(exist_ok=True)
+            try:
+                self.started[hudi.version] = HudiReference(hudi, workdir)
+            except ReferenceUnavailable as error:  # fail with the reason; never skip
+                pytest.fail(f"Apache Hudi {hudi.version} cannot run here: {error}", pytrace=False)
+        return self.started[hudi.version]
+
+    def for_table_version(self, table_version: int):
+        """The Hudi release that is the reference for a table version (0.15 for 6, 1.1 for 8, 9)."""
+        from hudi_reference import HUDI_0_15, HUDI_1_1
+
+        return self.for_version(HUDI_0_15 if table_version in HUDI_0_15.table_versions else HUDI_1_1)
+
+    def close(self) -> None:
+        for reference in self.started.values():
+            reference.close()
+
+
+@pytest.fixture(scope="session")
+def hudi_references(tmp_path_factory):
+    references = HudiReferences(tmp_path_factory.mktemp("hudi-reference"))
+    yield references
+    references.close()
