@@ -250,18 +250,18 @@ def test_merge_counts_are_the_set_definitions_compaction_reports(mode: str, seed
         blocks.append(records(str(n), [(k, rng.randint(0, 5), f"{k}{n}") for k in chosen]))
     out = merge_counted(base, blocks, KEY, "ts", mode, ALL)
     log_keys = {k for b in blocks for k in (b.records if isinstance(b, DataBlock) else b.keys).column(0).to_pylist()}
-    base_keys, written = set(base[KEY].to_pylist()), out.table[KEY].to_pylist()
+    base_keys, written = set(base[KEY].to_pylist()), out.records[KEY].to_pylist()
     assert out.log_keys == len(log_keys)
     assert out.updates == len(log_keys & base_keys & set(written))
     assert out.added.to_pylist() == [k for k in written if k in log_keys and k not in base_keys]
-    assert out.table.equals(merge_slice(base, blocks, KEY, "ts", mode, ALL))
+    assert out.records.equals(merge_slice(base, blocks, KEY, "ts", mode, ALL))
     # a read's merge (unordered): the same records and counts; base rows that stay keep their
     # order, the log's winners follow, the keys only the log holds last
     loose = merge_counted(base, blocks, KEY, "ts", mode, ALL, ordered=False)
     assert (loose.log_keys, loose.updates, loose.added.to_pylist()) == (out.log_keys, out.updates, out.added.to_pylist())
-    assert sorted(loose.table.to_pylist(), key=str) == sorted(out.table.to_pylist(), key=str)
-    stays = [k for k in written if k in base_keys and out.table.slice(written.index(k), 1)["v"][0].as_py() == f"{k}0"]
-    assert loose.table[KEY].to_pylist()[: len(stays)] == stays
+    assert sorted(loose.records.to_pylist(), key=str) == sorted(out.records.to_pylist(), key=str)
+    stays = [k for k in written if k in base_keys and out.records.slice(written.index(k), 1)["v"][0].as_py() == f"{k}0"]
+    assert loose.records[KEY].to_pylist()[: len(stays)] == stays
 
 
 @pytest.mark.parametrize("ordering_type", [pa.int8(), pa.uint32(), pa.int64(), pa.uint64(), pa.float64(),

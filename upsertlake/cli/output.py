@@ -19,10 +19,10 @@ class CliError(Exception):
     """A bad argument or input file: printed as one line, exit code 2."""
 
 
-def format_rows(table: pa.Table) -> str:
+def format_rows(data: pa.Table) -> str:
     """A plain aligned text table (no pandas needed)."""
-    cells = [table.column_names] + [[str(v) for v in row.values()] for row in table.to_pylist()]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(table.column_names))]
+    cells = [data.column_names] + [[str(v) for v in row.values()] for row in data.to_pylist()]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(data.column_names))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 

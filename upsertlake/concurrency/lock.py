@@ -82,19 +82,19 @@ class TableLock:
             fence()
 
 
-def make_lock(storage: Storage, config: Config) -> TableLock:
+def make_lock(storage: Storage, cfg: Config) -> TableLock:
     """The table lock named by `hoodie.write.lock.provider`."""
-    name = config.get(opt.LOCK_PROVIDER)
+    name = cfg.get(opt.LOCK_PROVIDER)
     builtin = {
         FLOCK_PROVIDER: FlockLockProvider,
         FILE_SYSTEM_PROVIDER: FileSystemLockProvider,
         IN_PROCESS_PROVIDER: InProcessLockProvider,
         STORAGE_PROVIDER: StorageLockProvider,
     }
-    if storage.os_path(FLOCK_FILE) is None and not config.is_set(opt.LOCK_PROVIDER):
+    if storage.os_path(FLOCK_FILE) is None and not cfg.is_set(opt.LOCK_PROVIDER):
         name = STORAGE_PROVIDER  # flock needs a file the OS opens: on an object store, Hudi's storage lock
     cls = builtin.get(name) or _import_class(name)
-    return TableLock(cls(storage, config), config.get(opt.LOCK_WAIT_TIME_MS))
+    return TableLock(cls(storage, cfg), cfg.get(opt.LOCK_WAIT_TIME_MS))
 
 
 def _import_class(name: str) -> type:
@@ -123,7 +123,7 @@ def _poll(attempt: object, timeout_ms: int) -> bool:
 class FlockLockProvider:
     """An exclusive `flock` on `.hoodie/.lock`, released by the kernel if the holder dies."""
 
-    def __init__(self, storage: Storage, config: Config | None = None) -> None:
+    def __init__(self, storage: Storage, cfg: Config | None = None) -> None:
         self.path = storage.full_path(FLOCK_FILE)
         self._held = threading.local()  # one client may be shared by threads: each holds its own
 
@@ -161,11 +161,11 @@ class FileSystemLockProvider:
     writers that both see it stale cannot both end up holding the lock.
     """
 
-    def __init__(self, storage: Storage, config: Config) -> None:
-        folder = config.get(opt.LOCK_FILESYSTEM_PATH) or storage.full_path(".hoodie")
+    def __init__(self, storage: Storage, cfg: Config) -> None:
+        folder = cfg.get(opt.LOCK_FILESYSTEM_PATH) or storage.full_path(".hoodie")
         os.makedirs(folder, exist_ok=True)
         self.path = os.path.join(folder, "lock")
-        self.expire_ms = config.get(opt.LOCK_EXPIRE_MINUTES) * 60_000
+        self.expire_ms = cfg.get(opt.LOCK_EXPIRE_MINUTES) * 60_000
         self._held = threading.local()
 
     def try_lock(self, timeout_ms: int) -> bool:
@@ -258,7 +258,7 @@ _IN_PROCESS_GUARD = threading.Lock()
 class InProcessLockProvider:
     """One lock per table path shared by the threads of this process (Hudi's in-process lock)."""
 
-    def __init__(self, storage: Storage, config: Config | None = None) -> None:
+    def __init__(self, storage: Storage, cfg: Config | None = None) -> None:
         with _IN_PROCESS_GUARD:
             self._lock = _IN_PROCESS.setdefault(storage.base, threading.Lock())
 

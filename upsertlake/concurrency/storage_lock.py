@@ -40,15 +40,15 @@ def _now_ms() -> int:
 class StorageLockProvider:
     """Hudi's storage-based lock (`org.apache.hudi.client.transaction.lock.StorageBasedLockProvider`)."""
 
-    def __init__(self, storage: Storage, config: Config) -> None:
+    def __init__(self, storage: Storage, cfg: Config) -> None:
         if not storage.conditional_writes:
             raise ConfigError(
                 f"StorageBasedLockProvider needs a store with conditional writes (S3, GCS, Azure); "
                 f"{storage.base} is a local folder: use the default flock lock there"
             )
         self.storage = storage
-        self.validity_ms = config.get(opt.LOCK_STORAGE_VALIDITY_SECS) * 1000
-        self.poll_s = config.get(opt.LOCK_STORAGE_HEARTBEAT_POLL_SECS)
+        self.validity_ms = cfg.get(opt.LOCK_STORAGE_VALIDITY_SECS) * 1000
+        self.poll_s = cfg.get(opt.LOCK_STORAGE_HEARTBEAT_POLL_SECS)
         if self.validity_ms < 10_000 or self.poll_s < 1 or self.validity_ms < 10_000 * self.poll_s:
             raise ConfigError(
                 f"{opt.LOCK_STORAGE_VALIDITY_SECS.key}={self.validity_ms // 1000} and "

@@ -20,24 +20,24 @@ from upsertlake.config.table_config import TableConfig, check_table_type
 from upsertlake.errors import ConfigError, UnsupportedTableError
 
 
-def check_against_table(cfg: Config, table: TableConfig) -> None:
+def check_against_table(cfg: Config, table_config: TableConfig) -> None:
     """ConfigError listing every option set in `cfg` that contradicts the table's config (a
     table type other than the table's among them)."""
     table_type = cfg.get(opt.TABLE_TYPE)
     check_table_type(table_type, f"{opt.TABLE_TYPE.key} (or {opt.TABLE_TYPE.aliases[0]}) is")
     stored: list[tuple[Option, object, object, str]] = [
-        (opt.TABLE_NAME, cfg.get(opt.TABLE_NAME), table.name, "hoodie.table.name"),
-        (opt.TABLE_TYPE, table_type, table.table_type, "hoodie.table.type"),
-        (opt.RECORDKEY_FIELD, tuple(option_list(cfg.get(opt.RECORDKEY_FIELD))), table.record_key_fields,
+        (opt.TABLE_NAME, cfg.get(opt.TABLE_NAME), table_config.name, "hoodie.table.name"),
+        (opt.TABLE_TYPE, table_type, table_config.table_type, "hoodie.table.type"),
+        (opt.RECORDKEY_FIELD, tuple(option_list(cfg.get(opt.RECORDKEY_FIELD))), table_config.record_key_fields,
          "hoodie.table.recordkey.fields"),
-        (opt.PARTITIONPATH_FIELD, tuple(option_list(cfg.get(opt.PARTITIONPATH_FIELD))), table.partition_fields,
+        (opt.PARTITIONPATH_FIELD, tuple(option_list(cfg.get(opt.PARTITIONPATH_FIELD))), table_config.partition_fields,
          "hoodie.table.partition.fields"),
-        (opt.PRECOMBINE_FIELD, cfg.get(opt.PRECOMBINE_FIELD), table.precombine_field or "",
+        (opt.PRECOMBINE_FIELD, cfg.get(opt.PRECOMBINE_FIELD), table_config.precombine_field or "",
          "hoodie.table.precombine.field"),
-        (opt.KEYGEN_CLASS, cfg.get(opt.KEYGEN_CLASS), table.keygen_class, "hoodie.table.keygenerator.class"),
-        (opt.HIVE_STYLE_PARTITIONING, cfg.get(opt.HIVE_STYLE_PARTITIONING), table.hive_style_partitioning,
+        (opt.KEYGEN_CLASS, cfg.get(opt.KEYGEN_CLASS), table_config.keygen_class, "hoodie.table.keygenerator.class"),
+        (opt.HIVE_STYLE_PARTITIONING, cfg.get(opt.HIVE_STYLE_PARTITIONING), table_config.hive_style_partitioning,
          opt.HIVE_STYLE_PARTITIONING.key),
-        (opt.PARTITIONPATH_URLENCODE, cfg.get(opt.PARTITIONPATH_URLENCODE), table.urlencode_partitions,
+        (opt.PARTITIONPATH_URLENCODE, cfg.get(opt.PARTITIONPATH_URLENCODE), table_config.urlencode_partitions,
          opt.PARTITIONPATH_URLENCODE.key),
     ]
     conflicts = [
@@ -45,9 +45,9 @@ def check_against_table(cfg: Config, table: TableConfig) -> None:
         for option, given, have, prop in stored
         if cfg.is_set(option) and given != have
     ]
-    mode = merge_on_read_mode(table)
+    mode = merge_on_read_mode(table_config)
     if mode is not None and cfg.is_set(opt.RECORD_MERGE_MODE) and cfg.get(opt.RECORD_MERGE_MODE) != mode:
-        stated = "hoodie.record.merge.mode" if table.table_version >= 8 else "its hoodie.compaction.payload.class"
+        stated = "hoodie.record.merge.mode" if table_config.table_version >= 8 else "its hoodie.compaction.payload.class"
         conflicts.append(f"{opt.RECORD_MERGE_MODE.key}={_show(cfg.get(opt.RECORD_MERGE_MODE))} but this merge-on-read "
                          f"table merges by {mode} ({stated}; its readers merge log files so)")
     if conflicts:
@@ -78,22 +78,22 @@ def take_table_version(options: Mapping[str, object] | None) -> tuple[dict[str, 
     return rest, version
 
 
-def merge_on_read_mode(table: TableConfig) -> MergeMode | None:
+def merge_on_read_mode(table_config: TableConfig) -> MergeMode | None:
     """A merge-on-read table's merge mode (version 6 states it by its payload class), which its
     writes merge by as its readers do; None on copy-on-write, or for a payload we do not merge by."""
-    if not table.is_merge_on_read:
+    if not table_config.is_merge_on_read:
         return None
     try:
-        return table.merge_mode
+        return table_config.merge_mode
     except (UnsupportedTableError, ConfigError):
         return None
 
 
-def table_layer(table: TableConfig) -> dict[str, str]:
+def table_layer(table_config: TableConfig) -> dict[str, str]:
     """hoodie.properties as the lowest layer of a table's write options, a merge-on-read table's
     merge mode among them."""
-    props = table.to_properties()
-    mode = merge_on_read_mode(table)
+    props = table_config.to_properties()
+    mode = merge_on_read_mode(table_config)
     if mode is not None:
         props.setdefault(opt.RECORD_MERGE_MODE.key, mode.value)
     return props

@@ -155,7 +155,7 @@ def store_summaries(storage: Storage, instant_time: str, statuses: Sequence[Writ
     return [replace(s, summary=None) for s in statuses]
 
 
-def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -> WriteStatus:
+def write_bucket(storage: Storage, task: BucketTask, file_config: FileWriterConfig) -> WriteStatus:
     bucket = task.bucket
     name = base_file_name(bucket.file_id, task.write_token, task.instant_time)
     path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
@@ -196,7 +196,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     out, kept_all_old = _merged_order(old, new_rows, name, old_rows, matched, copy_wins, write_new, exists)
     inserted = ~exists & write_new
     inserted_keys = in_keys.filter(pa.array(inserted))
-    bloom = resumed_bloom(old_footer, n_old, inserted_keys, config) if kept_all_old else None
+    bloom = resumed_bloom(old_footer, n_old, inserted_keys, file_config) if kept_all_old else None
     key_range = resumed_key_range(old_footer, inserted_keys) if kept_all_old else None
 
     summary = KeySummary.of(
@@ -204,7 +204,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         pc.filter(in_keys, pa.array(replaced & deletes)),
         inserted_keys,
     )
-    size, stats = write_base_file(storage, path, out, config, bloom, key_range, old_dictionary)
+    size, stats = write_base_file(storage, path, out, file_config, bloom, key_range, old_dictionary)
 
     deleted = all_copies & deletes  # keys gone from the file group, for the index
     num_updates = int((replaced & ~deletes).sum())

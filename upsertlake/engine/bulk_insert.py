@@ -60,7 +60,7 @@ class RecordSize:
         return max(1, int((max_file_size - self.fixed) / max(self.per_record, 1e-3)))
 
 
-def written_record_size(sample: pa.Table, data_schema: pa.Schema, config: FileWriterConfig) -> RecordSize:
+def written_record_size(sample: pa.Table, data_schema: pa.Schema, file_config: FileWriterConfig) -> RecordSize:
     """What records like `sample`'s (data columns, key and partition) take in a base file, meta
     columns included. `sample` is the start of a file, in its order: sorted keys share prefixes
     and repeating values compress, so a scattered sample would overstate the bytes.
@@ -73,11 +73,11 @@ def written_record_size(sample: pa.Table, data_schema: pa.Schema, config: FileWr
         return RecordSize(0.0, 1.0)
     instant = "0" * 17  # an instant time's length; the meta columns cost what they will cost
     rows = with_meta(sample, instant, 0, base_file_name(new_file_id(), "0-0-0", instant), data_schema)
-    whole = data_bytes(rows, config)
+    whole = data_bytes(rows, file_config)
     if n < SAMPLE_ROWS:
         return RecordSize(0.0, whole / n)
     half = n // 2
-    per_record = (whole - data_bytes(rows.slice(0, half), config)) / (n - half)
+    per_record = (whole - data_bytes(rows.slice(0, half), file_config)) / (n - half)
     if per_record <= 0:  # cannot happen with real encoders; the average is then the safe answer
         return RecordSize(0.0, whole / n)
     return RecordSize(max(0.0, whole - per_record * n), per_record)
@@ -100,7 +100,7 @@ def bulk_insert_layout(
 
 
 def bulk_insert_buckets(
-    records: pa.Table, data_schema: pa.Schema, config: FileWriterConfig, pconf: PartitionerConfig
+    records: pa.Table, data_schema: pa.Schema, file_config: FileWriterConfig, pconf: PartitionerConfig
 ) -> tuple[list[Bucket], np.ndarray]:
     """Bulk insert: no small-file packing; each partition's records (in `bulk_insert_sort`
     order) fill new files of about max_file_size bytes in order."""
@@ -113,7 +113,7 @@ def bulk_insert_buckets(
     counts = {p: len(r) for p, r in rows_of.items()}
     if (largest := sample_partition(counts)) is not None:
         sample = records.take(pa.array(rows_of[largest][:SAMPLE_ROWS]))
-        record_size = written_record_size(sample, data_schema, config)
+        record_size = written_record_size(sample, data_schema, file_config)
     buckets, first, per_file = bulk_insert_layout(counts, record_size, pconf)
     assignment = np.empty(len(codes), dtype=np.int64)
     for partition, rows in rows_of.items():

@@ -147,7 +147,7 @@ def _decide(
     instant_time = result.instant_time
     pending = _pending(writes, instant_time)
     ctx = ctx.with_table(_reload_table_config(ctx, instant_time))
-    timeline = Timeline.load(ctx.storage, layout_of(ctx.table))
+    timeline = Timeline.load(ctx.storage, layout_of(ctx.table_config))
     current = _still_pending(ctx, writes, timeline, instant_time, pending, result)
     check, over = _check(ctx, timeline, pending, instant_time, result, buckets)
     if over is not None and (tally.overtakes >= overtaken.MAX_REDOS or pending.redo is None):
@@ -274,9 +274,9 @@ def _check(
         timeline, pending.checked, instant_time, result.write_stats, retiring, result.global_keys,
         replaces(result), buckets=buckets,
     )
-    if not ctx.table.is_merge_on_read:
+    if not ctx.table_config.is_merge_on_read:
         return check, None
-    version = ctx.table.table_version
+    version = ctx.table_config.table_version
     if check.stale:
         check = merge_on_read.settle_stale(timeline, check, result.write_stats, version)
     if check.conflict is not None:
@@ -289,10 +289,10 @@ def _reload_table_config(ctx: WriteContext, instant_time: str) -> TableConfig:
     since this client opened the table (an upgrade refuses while a write is pending, so this
     guards a lock-less upgrader)."""
     table_config = TableConfig.load(ctx.storage)
-    if table_config.table_version != ctx.table.table_version:
+    if table_config.table_version != ctx.table_config.table_version:
         raise UpsertlakeError(
             f"the table was changed to version {table_config.table_version} while write "
-            f"{instant_time} ran at version {ctx.table.table_version}; not committed"
+            f"{instant_time} ran at version {ctx.table_config.table_version}; not committed"
         )
     return table_config
 
@@ -349,10 +349,10 @@ def _complete(
     schema = result.data_schema
     # A delete on a table with no commits yet has no schema (an empty one) to record.
     has_schema = schema is not None and len(schema) > 0
-    extra = {**ctx.table.recorded_properties(), **(extra_metadata or {})}
+    extra = {**ctx.table_config.recorded_properties(), **(extra_metadata or {})}
     extra.update(column_stats.commit_entries(result.write_stats))
     if has_schema:
-        extra["schema"] = avro_schema_json(arrow_to_avro(schema, ctx.table.name))
+        extra["schema"] = avro_schema_json(arrow_to_avro(schema, ctx.table_config.name))
     metadata = CommitMetadata(
         partition_to_write_stats=_by_partition(result.write_stats),
         operation_type=result.operation.type_name,
@@ -360,15 +360,15 @@ def _complete(
         partition_to_replace_file_ids=result.replaced,
     )
     if current.state is State.REQUESTED:
-        current = transition(ctx.storage, current, State.INFLIGHT, b"", layout_of(ctx.table))
+        current = transition(ctx.storage, current, State.INFLIGHT, b"", layout_of(ctx.table_config))
     # Markers go before the commit: a crash right after it must not leave them behind, and
     # a rollback before it still finds every file, which all exist by now, by its name.
     ctx.storage.delete_dir(marker_folder(current.time))
     ctx.lock.fence()
-    done = transition(ctx.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(ctx.table), timeline)
-    if has_schema and not ctx.table.create_schema:
+    done = transition(ctx.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(ctx.table_config), timeline)
+    if has_schema and not ctx.table_config.create_schema:
         write_properties(ctx.storage, {"hoodie.table.create.schema": extra["schema"]})
-        ctx = ctx.with_table(ctx.table.with_schema(extra["schema"]))
+        ctx = ctx.with_table(ctx.table_config.with_schema(extra["schema"]))
     return ctx, done
 
 

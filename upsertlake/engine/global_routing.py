@@ -146,5 +146,5 @@ def _stored_wins(
     return pa.array(wins)
 
 
-def _set(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
-    return table.set_column(table.schema.get_field_index(name), name, column)
+def _set(data: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
+    return data.set_column(data.schema.get_field_index(name), name, column)

@@ -39,7 +39,7 @@ def start_commit(
     """`WriteClient.start_commit`: roll back failed writes (or, a single writer, wait for a live
     one), then request a new instant with its heartbeat. Returns the context with the table's
     config as read under the lock, and the instant time."""
-    ctx.table.check_writable()
+    ctx.table_config.check_writable()
     began: float | None = None
     told: set[str] = set()
     while True:
@@ -48,12 +48,12 @@ def start_commit(
             table = TableConfig.load(ctx.storage)
             table.check_writable()
             ctx = ctx.with_table(drop_metadata_table(ctx.storage, table))
-            timeline = Timeline.load(ctx.storage, layout_of(ctx.table))
+            timeline = Timeline.load(ctx.storage, layout_of(ctx.table_config))
             live = [] if ctx.optimistic else _live_writes(ctx, writes, timeline)
             if not live:
                 rolled_back = any(_rollback_failed_writes(ctx, writes, timeline))
                 action, doc = operation.action, requested_plan(operation)
-                if action is Action.COMMIT and ctx.table.is_merge_on_read:
+                if action is Action.COMMIT and ctx.table_config.is_merge_on_read:
                     action = Action.DELTA_COMMIT  # every write but an overwrite, as Hudi's
                 instant, heartbeat = request(ctx, action, doc, timeline)
                 done = frozenset(i.time for i in timeline.completed_writes())  # none completed: we hold the lock
@@ -126,7 +126,7 @@ def _rollback_failed_writes(
     """Under the lock: the times of the failed writes rolled back, and of the dead rollbacks removed."""
     failed = _failed_writes(ctx, writes, timeline)
     for inst in failed:
-        undo_failed_write(ctx.storage, inst, ctx.table.is_merge_on_read)
+        undo_failed_write(ctx.storage, inst, ctx.table_config.is_merge_on_read)
         ctx.storage.delete_dir(staging_folder(inst.time))  # left by a Spark driver that died
         ctx.storage.delete(heartbeat_path(inst.time))
         writes.end(inst.time)
@@ -161,7 +161,7 @@ def new_instant(ctx: WriteContext, writes: PendingWrites, pending: PendingWrite,
     move to; inflight with the write's profile unless a retry writes it anew."""
     instant, heartbeat = request(ctx, pending.instant.action, pending.requested_doc)
     if inflight:
-        instant = transition(ctx.storage, instant, State.INFLIGHT, pending.inflight_doc, layout_of(ctx.table))
+        instant = transition(ctx.storage, instant, State.INFLIGHT, pending.inflight_doc, layout_of(ctx.table_config))
     # Registered so that a crash is undone.
     writes.add(PendingWrite(instant, pending.checked, heartbeat, rollbacks=pending.rollbacks))
     return instant
@@ -199,7 +199,7 @@ def undo_own_write(ctx: WriteContext, writes: PendingWrites, instant_time: str) 
         if inst is None and pending is not None and timeline.get(instant_time) is None:
             inst = pending.instant  # on no timeline: only what this write left since
         if inst is not None and not inst.is_completed:
-            undo_failed_write(ctx.storage, inst, ctx.table.is_merge_on_read)
+            undo_failed_write(ctx.storage, inst, ctx.table_config.is_merge_on_read)
     writes.end(instant_time)
 
 

@@ -164,7 +164,7 @@ def settle(ctx: WriteContext, over: Overtaken) -> None:
     began = time.monotonic()
     told = False
     target = over.compaction.time
-    while not compaction.finish(ctx.storage, ctx.lock, ctx.table, ctx.options, target):
+    while not compaction.finish(ctx.storage, ctx.lock, ctx.table_config, ctx.options, target):
         expiry = ctx.heartbeats.expiry_ms(ctx.storage, target)
         if (time.monotonic() - began) * 1000 > expiry + interval + ctx.options.get(opt.LOCK_WAIT_TIME_MS):
             raise WriteConflictError(

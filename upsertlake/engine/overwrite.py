@@ -42,7 +42,7 @@ def delete_partitions(ctx: WriteContext, partitions: list[str], instant_time: st
         raise PartitionNotFoundError(f"no such partition(s) {unknown}; the table has {view.partitions()}")
     replaced = view.file_ids(partitions)  # their files are not read: a missing one is no obstacle
     # The schema rides along: readers (hudi-rs) take it from the newest commit.
-    schema_json = timeline.latest_schema() or ctx.table.create_schema
+    schema_json = timeline.latest_schema() or ctx.table_config.create_schema
     schema = avro_to_arrow(schema_json) if schema_json else None
     return WriteResult(
         instant_time, Operation.DELETE_PARTITION, 0, 0, 0, (), {}, data_schema=schema, replaced=replaced

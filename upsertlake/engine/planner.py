@@ -29,10 +29,10 @@ from upsertlake.timeline.operation import Operation
 def prepare_spec(ctx: WriteContext, operation: Operation, cfg: Config, timeline: Timeline) -> PrepareSpec:
     """How step 2 (validate, key and deduplicate a batch) runs for this table and these options
     (Spark runs it on its executors), with the table's schema as of `timeline`."""
-    check_against_table(cfg, ctx.table)
-    schema_json = timeline.latest_schema() or ctx.table.create_schema
+    check_against_table(cfg, ctx.table_config)
+    schema_json = timeline.latest_schema() or ctx.table_config.create_schema
     return PrepareSpec(
-        config=ctx.table,
+        table_config=ctx.table_config,
         table_schema=avro_to_arrow(schema_json) if schema_json else None,
         operation=operation,
         combine=cfg.get(operation.combine_option),
@@ -49,11 +49,11 @@ def plan_batch(
     records need only the key, partition and delete-flag columns, except under a global index,
     which routes whole records."""
     stages = {} if stages is None else stages
-    log_default_partition(ctx.table, batch)
+    log_default_partition(ctx.table_config, batch)
     view = FileSystemView(timeline, partitions=view_scope(operation, index, batch.partitions))
     with stage(stages, "tag", progress):
-        merge = slice_merge(ctx.table, view)
-        records, locations = tag(batch, index, view, operation, cfg, ctx.table.precombine_field, merge)
+        merge = slice_merge(ctx.table_config, view)
+        records, locations = tag(batch, index, view, operation, cfg, ctx.table_config.precombine_field, merge)
         rewrites: frozenset[tuple[str, str]] = frozenset()
         if merge is not None and isinstance(index, BucketIndex):
             rewrites = rewritten_slices(records, locations, view, merge)
@@ -71,11 +71,11 @@ def plan_batch(
             )
         else:
             buckets, assignment, chosen = assign_buckets(
-                profile, records, file_ids, view, operation, cfg, batch.data_schema, ctx.table.is_merge_on_read
+                profile, records, file_ids, view, operation, cfg, batch.data_schema, ctx.table_config.is_merge_on_read
             )
     return WritePlan(
         operation, cfg, view, profile, buckets, batch.data_schema, chosen,
-        Tagged(batch, records, locations, assignment), stages, merge_on_read=ctx.table.is_merge_on_read,
+        Tagged(batch, records, locations, assignment), stages, merge_on_read=ctx.table_config.is_merge_on_read,
         rewrites=rewrites,
     )
 
@@ -86,8 +86,8 @@ def plan_profile(
 ) -> WritePlan:
     """The plan of a write whose records stay elsewhere (Spark's executors), from its workload
     profile: Hudi's partitioner, whose small state the tasks assign their records with."""
-    chosen = upsert_partitioner(profile, view, operation, cfg, ctx.table.is_merge_on_read)
+    chosen = upsert_partitioner(profile, view, operation, cfg, ctx.table_config.is_merge_on_read)
     return WritePlan(
         operation, cfg, view, profile, chosen.buckets, data_schema, chosen, None, stages or {},
-        merge_on_read=ctx.table.is_merge_on_read,
+        merge_on_read=ctx.table_config.is_merge_on_read,
     )

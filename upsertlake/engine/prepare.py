@@ -62,14 +62,14 @@ def _require(batch: pa.Table, fields: tuple[str, ...] | list[str], role: str) ->
             raise SchemaError(f"{role} field {name!r} is missing from the batch (columns: {batch.column_names})")
 
 
-def _keep_key_types(batch: pa.Table, table_schema: pa.Schema, config: TableConfig) -> pa.Table:
+def _keep_key_types(batch: pa.Table, table_schema: pa.Schema, table_config: TableConfig) -> pa.Table:
     """Record key, partition and precombine columns never change type (other columns widen):
     they decide where a record lives and which version wins, so a batch whose ts became float64
     (a pandas column with a NaN) must not turn the table's long into a double. A batch type is
     cast to the table's when every value survives the round trip, else refused."""
-    roles = {name: "precombine" for name in [config.precombine_field] if name}
-    roles.update({name: "partition" for name in config.partition_fields})
-    roles.update({name: "record key" for name in config.record_key_fields})
+    roles = {name: "precombine" for name in [table_config.precombine_field] if name}
+    roles.update({name: "partition" for name in table_config.partition_fields})
+    roles.update({name: "record key" for name in table_config.record_key_fields})
     for name, role in roles.items():
         if name not in table_schema.names or name not in batch.column_names:
             continue
@@ -114,7 +114,7 @@ class PrepareSpec:
     """How one write prepares its batch. Picklable: Spark runs it on each hash partition of the
     input (by record key, so every duplicate of a key meets in one partition)."""
 
-    config: TableConfig
+    table_config: TableConfig
     table_schema: pa.Schema | None
     operation: Operation
     combine: bool
@@ -124,7 +124,7 @@ class PrepareSpec:
     def run(self, data: object) -> PreparedBatch:
         return prepare_batch(
             data,
-            self.config,
+            self.table_config,
             self.table_schema,
             operation=self.operation,
             combine=self.combine,
@@ -135,7 +135,7 @@ class PrepareSpec:
 
 def prepare_batch(
     data: object,
-    config: TableConfig,
+    table_config: TableConfig,
     table_schema: pa.Schema | None,
     *,
     operation: Operation,
@@ -150,22 +150,22 @@ def prepare_batch(
     if position is not None:
         batch = batch.drop_columns([POSITION])
     num_input = batch.num_rows
-    _require(batch, config.record_key_fields, "record key")
+    _require(batch, table_config.record_key_fields, "record key")
     if operation is Operation.DELETE:
         if not dedup_by_key_only:
-            _require(batch, config.partition_fields, "partition")
-        return _prepare_delete(batch, config, table_schema, num_input, position)
-    _require(batch, config.partition_fields, "partition")
-    if config.precombine_field:
-        _require(batch, [config.precombine_field], "precombine")
+            _require(batch, table_config.partition_fields, "partition")
+        return _prepare_delete(batch, table_config, table_schema, num_input, position)
+    _require(batch, table_config.partition_fields, "partition")
+    if table_config.precombine_field:
+        _require(batch, [table_config.precombine_field], "precombine")
     batch = normalize_batch(batch)
     if table_schema is not None:
-        batch = _keep_key_types(batch, table_schema, config)
-    if config.precombine_field:
-        _require_ordering(batch, config.precombine_field)
+        batch = _keep_key_types(batch, table_schema, table_config)
+    if table_config.precombine_field:
+        _require_ordering(batch, table_config.precombine_field)
     data_schema = merge_schemas(table_schema, batch.schema, allow_missing=allow_missing_columns)
     batch = conform(batch, data_schema)
-    keygen = KeyGenerator(config)
+    keygen = KeyGenerator(table_config)
     keys = keygen.record_keys(batch)
     partitions = keygen.partition_paths(batch)
     if IS_DELETED in batch.column_names:
@@ -187,7 +187,7 @@ def prepare_batch(
         records = records.append_column(POSITION, position)
     if combine:
         by = [keys] if dedup_by_key_only else [keys, partitions]
-        ordering = batch.column(config.precombine_field) if config.precombine_field else None
+        ordering = batch.column(table_config.precombine_field) if table_config.precombine_field else None
         winners = dedup_indices(by, ordering)
         if len(winners) != records.num_rows:
             records = records.take(winners)
@@ -198,16 +198,16 @@ def prepare_batch(
 
 def _prepare_delete(
     batch: pa.Table,
-    config: TableConfig,
+    table_config: TableConfig,
     table_schema: pa.Schema | None,
     num_input: int,
     position: pa.ChunkedArray | None = None,
 ) -> PreparedBatch:
     """Deletes need only the key (and partition) columns; data columns are carried as nulls."""
-    keygen = KeyGenerator(config)
+    keygen = KeyGenerator(table_config)
     keys = keygen.record_keys(batch)
     # A non-partitioned table's partition path is "" (not unknown), so its keys are found.
-    if all(f in batch.column_names for f in config.partition_fields):
+    if all(f in batch.column_names for f in table_config.partition_fields):
         partitions = keygen.partition_paths(batch)
     else:
         partitions = constant(None, batch.num_rows)
@@ -223,7 +223,7 @@ def _prepare_delete(
             **({POSITION: position} if position is not None else {}),
         }
     )
-    by_key = config.partition_fields == ()
+    by_key = table_config.partition_fields == ()
     winners = dedup_indices([keys] if by_key else [keys, partitions], None)
     if len(winners) != records.num_rows:
         records = records.take(winners)

@@ -49,9 +49,9 @@ class WriteClient:
     """Writes to one table with explicit instants, as Hudi's write client does. The only holder
     of its write context, which it replaces when a step returns a newer table config."""
 
-    def __init__(self, storage: Storage, table_config: TableConfig, config: Config) -> None:
-        self.context = WriteContext.open(storage, table_config, config)
-        self.index: Index = table_index(config, table_config)
+    def __init__(self, storage: Storage, table_config: TableConfig, cfg: Config) -> None:
+        self.context = WriteContext.open(storage, table_config, cfg)
+        self.index: Index = table_index(cfg, table_config)
         self.writes = PendingWrites()
 
     @property
@@ -61,7 +61,7 @@ class WriteClient:
     @property
     def table_config(self) -> TableConfig:
         """The table's config as this client last read it (under the lock, at a start or a commit)."""
-        return self.context.table
+        return self.context.table_config
 
     # -- 1. start ----------------------------------------------------------------------------
     def start_commit(self, operation: str | Operation = Operation.UPSERT, plan_on_start: bool = False) -> str:
@@ -161,17 +161,17 @@ class WriteClient:
         pending = self.writes.startable(instant_time)
         ctx = self.context
         inflight_doc = plan.profile.to_inflight_json()
-        inflight = transition(ctx.storage, pending.instant, State.INFLIGHT, inflight_doc, layout_of(ctx.table))
+        inflight = transition(ctx.storage, pending.instant, State.INFLIGHT, inflight_doc, layout_of(ctx.table_config))
         self.writes.went_inflight(instant_time, inflight, inflight_doc)
         start_markers(ctx.storage, instant_time)
         # only an in-memory index learns keys from a write (never on Spark)
         keep = isinstance(self.index, InMemoryIndex) if keep_keys is None else keep_keys
         job = write_buckets.bucket_job(
             ctx.storage, instant_time, plan.operation, plan.cfg, plan.view, plan.buckets, plan.data_schema,
-            ctx.table.precombine_field, keep,
+            ctx.table_config.precombine_field, keep,
         )
-        if ctx.table.is_merge_on_read:
-            job = merge_on_read.append_job(job, ctx.table, plan.small_files, plan.view, plan.cfg, plan.rewrites)
+        if ctx.table_config.is_merge_on_read:
+            job = merge_on_read.append_job(job, ctx.table_config, plan.small_files, plan.view, plan.cfg, plan.rewrites)
         planned_on = frozenset(i.time for i in plan.view.visible_instants)
         self.writes.planned(instant_time, job, planned_on)
         return job
@@ -201,7 +201,7 @@ class WriteClient:
 
     def _index(self, options: dict | None, cfg: Config) -> Index:
         """This client's index, or the one a call's options name."""
-        return self.index if options is None else table_index(cfg, self.context.table)
+        return self.index if options is None else table_index(cfg, self.context.table_config)
 
     # -- 7. write ----------------------------------------------------------------------------
     def _write_buckets(
@@ -227,7 +227,7 @@ class WriteClient:
             self.context, self.writes, instant_time, result, extra_metadata, buckets=isinstance(self.index, BucketIndex)
         )
         if result.replaced:
-            self.index = table_index(self.context.options, self.context.table)  # whole groups went: relearn
+            self.index = table_index(self.context.options, self.context.table_config)  # whole groups went: relearn
         elif result.index_update is not None and self.index.learns_writes:
             self.index.update(result.index_update, FileSystemView(Timeline.load(self.context.storage)))
         return result

@@ -52,10 +52,10 @@ def _column(batch: pa.Table, name: str, role: str) -> pa.ChunkedArray:
 class KeyGenerator:
     """Computes `_hoodie_record_key` and `_hoodie_partition_path` for a batch."""
 
-    def __init__(self, config: TableConfig) -> None:
-        self.config = config
-        self.simple_key = config.keygen_class in (SIMPLE_KEYGEN, NONPARTITIONED_KEYGEN) and len(
-            config.record_key_fields
+    def __init__(self, table_config: TableConfig) -> None:
+        self.config = table_config
+        self.simple_key = table_config.keygen_class in (SIMPLE_KEYGEN, NONPARTITIONED_KEYGEN) and len(
+            table_config.record_key_fields
         ) == 1
 
     # -- record keys -------------------------------------------------------------------------

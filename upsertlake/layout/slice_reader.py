@@ -66,13 +66,13 @@ def merge_inputs(
     merged = merge_counted(
         base, blocks, RECORD_KEY, merge.ordering_field, merge.mode, merge.instants, schema, ordered
     )
-    return replace(merged, table=conform(merged.table, schema))
+    return replace(merged, records=conform(merged.records, schema))
 
 
 def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema, ordered: bool = True) -> pa.Table:
     """A merge-on-read slice's records: its base file's, merged with its log blocks by key
     (`ordered`: as `merge_slice`'s; a read need not keep the base file's order)."""
-    return merge_inputs(*slice_inputs(storage, sl), merge, schema, ordered).table
+    return merge_inputs(*slice_inputs(storage, sl), merge, schema, ordered).records
 
 
 @contextmanager

@@ -123,14 +123,14 @@ def _bounds(payload: bytes, count: int, size: int | None = None) -> tuple[np.nda
     return starts, ends
 
 
-def encode_records(table: pa.Table, schema_json: str) -> bytes:
+def encode_records(data: pa.Table, schema_json: str) -> bytes:
     """Each row of `table` as an Avro data block lists it: int32 (big-endian) length, then the
     row's Avro binary datum under `schema_json`. Columns are matched by name; a nullable field
     the table lacks is written null."""
-    return bytes(encode_record_runs(table, schema_json, [table.num_rows])[0])
+    return bytes(encode_record_runs(data, schema_json, [data.num_rows])[0])
 
 
-def encode_record_runs(table: pa.Table, schema_json: str, run_ends: Sequence[int]) -> list[bytes | memoryview]:
+def encode_record_runs(data: pa.Table, schema_json: str, run_ends: Sequence[int]) -> list[bytes | memoryview]:
     """`encode_records` of each run of rows, table[run_ends[i-1]:run_ends[i]], in one pass over
     the columns: a write encodes the rows of all its file groups at once, then frames a block
     for each (encoding a run at a time costs about a millisecond a run on top). The runs are
@@ -138,17 +138,17 @@ def encode_record_runs(table: pa.Table, schema_json: str, run_ends: Sequence[int
     schema = json.loads(schema_json)
     cuts = np.concatenate([[0], np.asarray(run_ends, np.int64)])
     if not all(_flat(f["type"]) for f in schema["fields"]):
-        return [encode_rows(table.slice(a, b - a), schema_json) for a, b in zip(cuts[:-1], cuts[1:])]
-    payload, offsets = _encode_flat(table, schema)
+        return [encode_rows(data.slice(a, b - a), schema_json) for a, b in zip(cuts[:-1], cuts[1:])]
+    payload, offsets = _encode_flat(data, schema)
     at = offsets[cuts]
     return [payload[a:b] for a, b in zip(at[:-1], at[1:])]
 
 
-def encode_rows(table: pa.Table, schema_json: str) -> bytes:
+def encode_rows(data: pa.Table, schema_json: str) -> bytes:
     """`encode_records` through fastavro, one row at a time (any schema)."""
     parsed = _parsed(schema_json)
     names = {f["name"] for f in json.loads(schema_json)["fields"]}
-    rows = table.select([n for n in table.column_names if n in names]).to_pylist(maps_as_pydicts="strict")
+    rows = data.select([n for n in data.column_names if n in names]).to_pylist(maps_as_pydicts="strict")
     out = io.BytesIO()
     datum = io.BytesIO()
     for row in rows:
@@ -282,16 +282,16 @@ def _fixed(values: np.ndarray, width: int, valid: np.ndarray | None) -> tuple[np
     return raw[valid].reshape(-1), np.where(valid, width, 0).astype(np.int64)
 
 
-def _encode_flat(table: pa.Table, schema: dict) -> tuple[memoryview, np.ndarray]:
-    n = table.num_rows
+def _encode_flat(data: pa.Table, schema: dict) -> tuple[memoryview, np.ndarray]:
+    n = data.num_rows
     if not n:
         return memoryview(b""), np.zeros(1, np.int64)
     rows = _Rows(n)
     for field in schema["fields"]:
         name = field["name"]
         avro_type, null_index = branches(field["type"])
-        if name in table.column_names:
-            column = table.column(name).combine_chunks()
+        if name in data.column_names:
+            column = data.column(name).combine_chunks()
         elif null_index is None:
             raise SchemaError(f"column {name!r} is missing and its Avro type is not nullable")
         else:

@@ -70,7 +70,7 @@ class Merged:
     distinct keys the log names, how many of the base file's keys it wrote (updates), and the
     keys only the log holds that were written (the new file's keys beyond the base's)."""
 
-    table: pa.Table
+    records: pa.Table
     log_keys: int
     updates: int
     added: pa.Array
@@ -90,7 +90,7 @@ def merge_slice(
     file group). `valid_instants`: the instants whose blocks count (a set, or a predicate).
     `ordered`: records the log replaced keep their base row's place (as compaction writes them);
     else they follow the base rows that stay, which costs a copy less (a read)."""
-    return merge_counted(base, blocks, key_field, ordering_field, mode, valid_instants, schema, ordered).table
+    return merge_counted(base, blocks, key_field, ordering_field, mode, valid_instants, schema, ordered).records
 
 
 def merge_counted(
@@ -164,12 +164,12 @@ def _ordering_type(schema: pa.Schema, field: str | None, base: pa.Table | None, 
     return pa.null()
 
 
-def _deleted_mask(table: pa.Table | None) -> np.ndarray:
-    if table is None:
+def _deleted_mask(data: pa.Table | None) -> np.ndarray:
+    if data is None:
         return np.zeros(0, bool)
-    if IS_DELETED not in table.column_names:
-        return np.zeros(table.num_rows, bool)
-    return np.asarray(pc.fill_null(table.column(IS_DELETED), False), dtype=bool)
+    if IS_DELETED not in data.column_names:
+        return np.zeros(data.num_rows, bool)
+    return np.asarray(pc.fill_null(data.column(IS_DELETED), False), dtype=bool)
 
 
 def _drop_deleted(base_table: pa.Table, base: pa.Table | None) -> pa.Table:

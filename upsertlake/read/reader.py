@@ -107,12 +107,12 @@ def _row_groups(parquet: pq.ParquetFile, spec: ReadSpec) -> list[int]:
     return [g for g, kept in zip(every, skipping.keeps(stats, spec.plan.schema, filters)) if kept]
 
 
-def _filtered(table: pa.Table, spec: ReadSpec) -> pa.Table:
+def _filtered(data: pa.Table, spec: ReadSpec) -> pa.Table:
     """Rows read, in `spec.output`: conformed to the table's types, then filtered."""
     if spec.row_filter is None:
-        return conform(table, spec.output)
+        return conform(data, spec.output)
     read = pa.schema([spec.plan.schema.field(c) for c in spec.read_columns])
-    return conform(table, read).filter(spec.row_filter).select(spec.output.names)
+    return conform(data, read).filter(spec.row_filter).select(spec.output.names)
 
 
 def read_merged(storage: Storage, sl: FileSlice, spec: ReadSpec) -> pa.Table:
@@ -137,7 +137,7 @@ def merged_slice(
     base = _keyed(base, record_keys) if base is not None else None
     blocks = [replace(b, records=_keyed(b.records, record_keys)) if isinstance(b, DataBlock) else b for b in blocks]
     keyed = pa.schema([pa.field(RECORD_KEY, pa.string()), *(f for f in schema if f.name != RECORD_KEY)])
-    merged = merge_inputs(base, blocks, merge, keyed, ordered=False).table
+    merged = merge_inputs(base, blocks, merge, keyed, ordered=False).records
     return conform(merged, schema)
 
 

@@ -30,7 +30,7 @@ SNAPSHOT, READ_OPTIMIZED, INCREMENTAL = "snapshot", "read_optimized", "increment
 QUERY_TYPES = (SNAPSHOT, READ_OPTIMIZED)
 
 
-def table_schema(timeline: Timeline, config: TableConfig, as_of: str | None = None) -> pa.Schema:
+def table_schema(timeline: Timeline, table_config: TableConfig, as_of: str | None = None) -> pa.Schema:
     """The data schema as of an instant: that of the newest completed write ≤ as_of."""
     for inst in reversed(timeline.completed_writes()):
         if as_of is not None and inst.time > as_of:
@@ -38,14 +38,14 @@ def table_schema(timeline: Timeline, config: TableConfig, as_of: str | None = No
         schema = timeline.commit_metadata(inst).schema
         if schema:
             return avro_to_arrow(schema)
-    return avro_to_arrow(config.create_schema) if config.create_schema else pa.schema([])
+    return avro_to_arrow(table_config.create_schema) if table_config.create_schema else pa.schema([])
 
 
-def output_schema(data_schema: pa.Schema, config: TableConfig) -> pa.Schema:
+def output_schema(data_schema: pa.Schema, table_config: TableConfig) -> pa.Schema:
     """What a read returns: the five meta columns, then the data columns; only the data columns
     when the table does not populate meta fields (they hold nothing but nulls there, and Apache
     Hudi's readers, Spark's and hudi-rs, leave them out)."""
-    return full_schema(data_schema) if config.populate_meta_fields else data_schema
+    return full_schema(data_schema) if table_config.populate_meta_fields else data_schema
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class ScanPlan:
 
 def snapshot_scan(
     timeline: Timeline,
-    config: TableConfig,
+    table_config: TableConfig,
     as_of: str | None = None,
     filters: Filters = None,
     query_type: str = SNAPSHOT,
@@ -105,18 +105,18 @@ def snapshot_scan(
         raise ConfigError(f"query type {query_type!r}: one of {', '.join(QUERY_TYPES)} (incremental: read_incremental)")
     check_readable(timeline, as_of, "time travel to")
     view = FileSystemView(timeline, as_of)
-    schema = output_schema(table_schema(timeline, config, as_of), config)
+    schema = output_schema(table_schema(timeline, table_config, as_of), table_config)
     check_filters(filters, schema)
     statistics = statistics or FileStatistics(timeline)
-    if query_type == READ_OPTIMIZED or not config.is_merge_on_read:
-        files = prune_files(view, config, schema, view.latest_base_files(), filters)
+    if query_type == READ_OPTIMIZED or not table_config.is_merge_on_read:
+        files = prune_files(view, table_config, schema, view.latest_base_files(), filters)
         return ScanPlan(skip_files(files, schema, filters, statistics), schema, filters)
-    return _slice_scan(view, config, schema, view.latest_file_slices(), filters, statistics)
+    return _slice_scan(view, table_config, schema, view.latest_file_slices(), filters, statistics)
 
 
 def _slice_scan(
     view: FileSystemView,
-    config: TableConfig,
+    table_config: TableConfig,
     schema: pa.Schema,
     slices: list[FileSlice],
     filters: Filters,
@@ -126,21 +126,21 @@ def _slice_scan(
     """A merge-on-read scan: slices without logs read as base files (pruned as copy-on-write
     files are), the others merged; partition pruning and data skipping apply to both. A table
     without meta fields merges by the key its key generator makes, as Hudi's readers do."""
-    plain = prune_files(view, config, schema, [s.base for s in slices if not s.logs and s.base], filters)
+    plain = prune_files(view, table_config, schema, [s.base for s in slices if not s.logs and s.base], filters)
     merged = [s for s in slices if s.logs]
-    keep = matching_partitions(view, config, schema, {s.partition_path for s in merged}, filters)
+    keep = matching_partitions(view, table_config, schema, {s.partition_path for s in merged}, filters)
     if keep is not None:
         merged = [s for s in merged if s.partition_path in keep]
-    merge = Merge(config.precombine_field, config.merge_mode, frozenset(i.time for i in view.visible_instants))
+    merge = Merge(table_config.precombine_field, table_config.merge_mode, frozenset(i.time for i in view.visible_instants))
     plain = skip_files(plain, schema, filters, statistics)
     merged = skip_slices(merged, schema, filters, statistics)
-    keys = None if config.populate_meta_fields else KeyGenerator(config)
+    keys = None if table_config.populate_meta_fields else KeyGenerator(table_config)
     return ScanPlan(plain, schema, filters, slices=merged, merge=merge, record_keys=keys, **kw)
 
 
 def incremental_scan(
     timeline: Timeline,
-    config: TableConfig,
+    table_config: TableConfig,
     begin: str,
     end: str | None,
     filters: Filters = None,
@@ -159,7 +159,7 @@ def incremental_scan(
     does hudi-rs. Without meta fields there are no commit times to select rows by, and Hudi
     refuses the query; so do we.
     """
-    if not config.populate_meta_fields:
+    if not table_config.populate_meta_fields:
         raise UnsupportedTableError(
             "incremental reads need the _hoodie_commit_time meta field; this table does not "
             "populate meta fields (hoodie.populate.meta.fields=false)"
@@ -169,7 +169,7 @@ def incremental_scan(
         check_readable(timeline, min(i.time for i in in_range), "an incremental read from")
     end = end if end is not None else (in_range[-1].completed_at if in_range else begin)
     by_completion = timeline.layout.has_completion_times
-    if config.is_merge_on_read:  # a slice merges over its base: every write completed by `end`
+    if table_config.is_merge_on_read:  # a slice merges over its base: every write completed by `end`
         view = FileSystemView(timeline, only=[i for i in timeline.completed_writes() if i.completed_at <= end])
     else:
         view = FileSystemView(timeline, only=in_range) if by_completion else FileSystemView(timeline, end)
@@ -178,38 +178,38 @@ def incremental_scan(
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
     needed = sorted({partition for partition, _ in touched})  # a missing file elsewhere is not read
     statistics = statistics or FileStatistics(timeline)
-    schema = full_schema(table_schema(timeline, config))
+    schema = full_schema(table_schema(timeline, table_config))
     check_filters(filters, schema)
     if by_completion:
         kw: dict[str, object] = {"commit_times": tuple(sorted(i.time for i in in_range))}
     else:
         kw = {"window": (begin, end)}
-    if config.is_merge_on_read:
+    if table_config.is_merge_on_read:
         slices = [s for s in view.latest_file_slices(needed) if s.file_group in touched]
-        return _slice_scan(view, config, schema, slices, filters, statistics, **kw)
+        return _slice_scan(view, table_config, schema, slices, filters, statistics, **kw)
     files = [bf for bf in view.latest_base_files(needed) if bf.file_group in touched]
-    files = skip_files(prune_files(view, config, schema, files, filters), schema, filters, statistics)
+    files = skip_files(prune_files(view, table_config, schema, files, filters), schema, filters, statistics)
     return ScanPlan(files, schema, filters, **kw)
 
 
 def prune_files(
-    view: FileSystemView, config: TableConfig, schema: pa.Schema, files: list[BaseFile], filters: Filters
+    view: FileSystemView, table_config: TableConfig, schema: pa.Schema, files: list[BaseFile], filters: Filters
 ) -> list[BaseFile]:
     """The files whose partition may hold rows the filters select."""
-    keep = matching_partitions(view, config, schema, {bf.partition_path for bf in files}, filters)
+    keep = matching_partitions(view, table_config, schema, {bf.partition_path for bf in files}, filters)
     return files if keep is None else [bf for bf in files if bf.partition_path in keep]
 
 
 def matching_partitions(
-    view: FileSystemView, config: TableConfig, schema: pa.Schema, partitions: set[str], filters: Filters
+    view: FileSystemView, table_config: TableConfig, schema: pa.Schema, partitions: set[str], filters: Filters
 ) -> set[str] | None:
     """The partitions whose values may match the filters; None when nothing prunes."""
     predicates = conjunction(filters)
     if not predicates:
         return None
-    if config.damage or properties_disagreements(view.storage, config, view.timeline, view.all_partitions()):
+    if table_config.damage or properties_disagreements(view.storage, table_config, view.timeline, view.all_partitions()):
         return None  # the properties may name wrong fields: no pruning by them; rows are still filtered
-    keygen = KeyGenerator(config)
+    keygen = KeyGenerator(table_config)
     return {p for p in partitions if partition_may_match(keygen.partition_values(p), predicates, schema)}
 
 

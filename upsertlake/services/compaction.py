@@ -92,13 +92,13 @@ def in_process(fn: Callable[[tuple[int, CompactionOperation]], WriteStat], ops: 
 
 # -- execute -----------------------------------------------------------------------------------
 def compact(
-    storage: Storage, lock: TableLock, config: TableConfig, cfg: Config, map_ops: OperationMap = in_process
+    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_ops: OperationMap = in_process
 ) -> CompactionResult:
     """Run the oldest pending compaction (one a dead compactor left inflight is rolled back to its
     plan first), else schedule one and run it; a result without instant says why not. The plan is
     chosen and claimed (inflight, with its heartbeat) under one hold of the table lock, so two
     compactors never run one plan."""
-    check_compactable(config)
+    check_compactable(table_config)
     strategy(cfg)
     recovered = False
     with lock.hold():
@@ -118,14 +118,14 @@ def compact(
 
 
 def finish(
-    storage: Storage, lock: TableLock, config: TableConfig, cfg: Config, instant_time: str,
+    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, instant_time: str,
     map_ops: OperationMap = in_process,
 ) -> bool:
     """Bring the pending compaction `instant_time` to its end for a writer that needs its output
     (the writer's retry tags against the compacted slices), as `compact` would run it: a requested
     plan is claimed and run, one a dead compactor left inflight is rolled back to its plan first.
     True once it is no longer pending; False while another compactor, alive, runs it."""
-    check_compactable(config)
+    check_compactable(table_config)
     with lock.hold():
         inst = next((i for i in Timeline.load(storage).pending_compactions() if i.time == instant_time), None)
         if inst is None:

@@ -53,7 +53,7 @@ def compact_operation(
     result = merge_inputs(base, blocks, merge, schema.remove(at))
     name = base_file_name(op.file_id, f"{n}-0-0", instant_time)
     path = f"{op.partition_path}/{name}" if op.partition_path else name
-    merged = result.table.add_column(at, schema.field(at), constant(name, result.table.num_rows))
+    merged = result.records.add_column(at, schema.field(at), constant(name, result.records.num_rows))
     counts = _block_counts(blocks, merge)
     added = result.added
     deletes = base.num_rows - (merged.num_rows - len(added)) if base is not None else 0

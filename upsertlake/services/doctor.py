@@ -101,12 +101,12 @@ def doctor_config(storage: Storage, options: dict[str, str] | None = None) -> Co
     return Config.resolve(options, table_properties=props or {})
 
 
-def diagnose(storage: Storage, config: Config | None = None, properties: Mapping[str, str] | None = None) -> Report:
+def diagnose(storage: Storage, options: Config | None = None, properties: Mapping[str, str] | None = None) -> Report:
     """Run every check; nothing is changed. `properties`: values for a rebuilt hoodie.properties
     that the table cannot tell (see `upsertlake.services.rebuild`)."""
     if not storage.exists(PROPERTIES_FILE) and not storage.exists(BACKUP_FILE) and not holds_a_timeline(storage):
         raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
-    cfg = config or doctor_config(storage)
+    cfg = options or doctor_config(storage)
     report = Report(storage.base)
     entries = storage.list_outside(METAFOLDER)
     try:
@@ -128,12 +128,12 @@ def diagnose(storage: Storage, config: Config | None = None, properties: Mapping
     return report
 
 
-def treat(storage: Storage, config: Config | None = None, properties: Mapping[str, str] | None = None) -> Report:
+def treat(storage: Storage, options: Config | None = None, properties: Mapping[str, str] | None = None) -> Report:
     """Apply the safe fixes, then diagnose again; the report lists what was done. Restores the
     properties only from a valid backup that agrees with the table, else rebuilds them only when
     every value is told and the result agrees with the table; rolls back only writes with no
     sign of life; deletes only files of instants on no timeline and newer than its start."""
-    cfg = config or doctor_config(storage)
+    cfg = options or doctor_config(storage)
     before = diagnose(storage, cfg, properties)
     done: list[str] = []
     orphans = [f.path for f in before.findings if f.check == "orphan" and f.fix == DELETE_ORPHAN]
@@ -169,11 +169,14 @@ def check_properties(
     main = PropertiesFile.read(storage, PROPERTIES_FILE)
     backup = PropertiesFile.read(storage, BACKUP_FILE)
     try:
-        config: TableConfig | None = TableConfig.load(storage)  # main if valid, else a valid backup
+        table_config: TableConfig | None = TableConfig.load(storage)  # main if valid, else a valid backup
     except (CorruptTableError, TableNotFoundError):
-        config = None
-    usable = config is not None and config.damage is None
-    disagreements = properties_disagreements(storage, config, timeline, partition_folders(entries)) if usable and config else []
+        table_config = None
+    usable = table_config is not None and table_config.damage is None
+    disagreements = (
+        properties_disagreements(storage, table_config, timeline, partition_folders(entries))
+        if usable and table_config else []
+    )
     findings: list[Finding] = []
     if main.valid and not backup.missing:
         findings.append(Finding(
@@ -200,7 +203,7 @@ def check_properties(
             "properties", PROPERTIES_FILE, f"{main.reason}; the backup is {state}{rebuild_note}",
             fix=restore or rebuild_fix,
         ))
-    source = config.source if config is not None else PROPERTIES_FILE
+    source = table_config.source if table_config is not None else PROPERTIES_FILE
     findings += [Finding("properties", source, f"disagrees with the table: {problem}{rebuild_note if main.valid else ''}",
                          fix=rebuild_fix if main.valid else None) for problem in disagreements]
     return findings

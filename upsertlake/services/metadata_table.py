@@ -23,15 +23,15 @@ PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 _KEYS = (PARTITIONS_KEY, "hoodie.table.metadata.partitions.inflight")
 
 
-def drop_metadata_table(storage: Storage, config: TableConfig) -> TableConfig:
+def drop_metadata_table(storage: Storage, table_config: TableConfig) -> TableConfig:
     """Clear the metadata table's properties, then delete its folder; returns the config now on
     disk. The property goes first: a crash in between leaves a folder no reader consults. Call
     under the table lock."""
-    if not any(config.extra.get(k) for k in _KEYS) and not _folder_present(storage):
-        return config
-    if any(k in config.extra for k in _KEYS):
+    if not any(table_config.extra.get(k) for k in _KEYS) and not _folder_present(storage):
+        return table_config
+    if any(k in table_config.extra for k in _KEYS):
         write_properties(storage, dict.fromkeys(_KEYS))
-        config = TableConfig.load(storage)
+        table_config = TableConfig.load(storage)
     storage.delete_dir(METADATA_FOLDER)
     log.warning(
         "deleted the metadata table of %s (%s): upsertlake does not maintain it, and readers must "
@@ -39,7 +39,7 @@ def drop_metadata_table(storage: Storage, config: TableConfig) -> TableConfig:
         storage.base,
         METADATA_FOLDER,
     )
-    return config
+    return table_config
 
 
 def _folder_present(storage: Storage) -> bool:

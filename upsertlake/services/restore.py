@@ -29,14 +29,14 @@ PLAN_SCHEMA = "HoodieRestorePlan"
 METADATA_SCHEMA = "HoodieRestoreMetadata"
 
 
-def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Config | None = None) -> Instant:
+def restore(storage: Storage, lock: TableLock, savepoint_time: str, options: Config | None = None) -> Instant:
     """Roll back every commit (and savepoint) later than the savepoint; returns the `.restore` instant.
-    Refused while a write is in flight (its heartbeat alive, by `config`'s settings): it would be
+    Refused while a write is in flight (its heartbeat alive, by `options`' settings): it would be
     pulled from under its writer, or commit onto versions the restore undid."""
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
-        cfg = config or Config.resolve(None)
+        cfg = options or Config.resolve(None)
         heartbeats = HeartbeatPolicy.of(cfg)
         live = heartbeats.live(storage, timeline)
         if live:

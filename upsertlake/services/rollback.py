@@ -59,13 +59,13 @@ METADATA_SCHEMA = "HoodieRollbackMetadata"
 
 # -- recorded: a `.rollback` instant -------------------------------------------------------------
 def rollback(
-    storage: Storage, lock: TableLock, instant_time: str | None = None, config: Config | None = None
+    storage: Storage, lock: TableLock, instant_time: str | None = None, options: Config | None = None
 ) -> Instant:
     """Roll back `instant_time`; returns the `.rollback` instant. By default the newest failed
     write (pending, its heartbeat expired), else the latest completed commit. A write in flight
-    (its heartbeat alive, judged by `config`'s heartbeat settings) is never pulled from under its
+    (its heartbeat alive, judged by `options`' heartbeat settings) is never pulled from under its
     writer, and no commit is rolled back while one runs: it may be building on that commit."""
-    cfg = config or Config.resolve(None)
+    cfg = options or Config.resolve(None)
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)

@@ -57,7 +57,7 @@ class UpgradeResult:
     old_files_deleted: int = 0
 
 
-def upgrade(storage: Storage, lock: TableLock, config: Config, to: int = 8) -> UpgradeResult:
+def upgrade(storage: Storage, lock: TableLock, cfg: Config, to: int = 8) -> UpgradeResult:
     """Upgrade the table to version `to` (8); a table already there is left as it is, except for
     the old instant files an interrupted upgrade left behind, which go."""
     if to not in SUPPORTED_TARGETS:
@@ -79,7 +79,7 @@ def upgrade(storage: Storage, lock: TableLock, config: Config, to: int = 8) -> U
                 "keep version 6 names; compact it, or keep it at version 6"
             )
         merge_mode = table.merge_mode_for_upgrade()  # refuse custom payloads before changing anything
-        rolled_back = _discard_failed_writes(storage, config)
+        rolled_back = _discard_failed_writes(storage, cfg)
         table = drop_metadata_table(storage, table)
         target = table.as_version_8(merge_mode, initial_version=6)
         moved = _copy_converted_instants(storage, layout_of(target))
@@ -90,11 +90,11 @@ def upgrade(storage: Storage, lock: TableLock, config: Config, to: int = 8) -> U
     return UpgradeResult(start, to, tuple(rolled_back), moved, deleted)
 
 
-def _discard_failed_writes(storage: Storage, config: Config) -> list[str]:
+def _discard_failed_writes(storage: Storage, cfg: Config) -> list[str]:
     """Discard the pending writes whose heartbeat expired (a single writer beats none); refuse
     while one is alive: its files would land in the old layout after the switch."""
     timeline = Timeline.load(storage, LAYOUT_1)
-    live = HeartbeatPolicy.of(config).live(storage, timeline)
+    live = HeartbeatPolicy.of(cfg).live(storage, timeline)
     if live:
         raise ServiceError(
             f"write {live[0].time} is in progress (its heartbeat is live); the table was not "

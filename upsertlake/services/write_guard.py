@@ -18,12 +18,12 @@ from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant
 
 
-def refuse_damaged_table(storage: Storage, config: TableConfig) -> None:
+def refuse_damaged_table(storage: Storage, table_config: TableConfig) -> None:
     """Raise CorruptTableError, naming the file, when a write would read a damaged file or use
     properties that are damaged or disagree with the table: it would otherwise spread the damage
     (files in the wrong folders, lost keys written away for good) or fail halfway."""
-    if config.damage:
-        raise CorruptTableError(config.damage)
+    if table_config.damage:
+        raise CorruptTableError(table_config.damage)
     timeline = Timeline.load(storage)
     timeline.prefetch_documents(timeline.completed_writes())
     for inst in timeline.completed_writes():
@@ -32,10 +32,10 @@ def refuse_damaged_table(storage: Storage, config: TableConfig) -> None:
                 timeline.commit_metadata(inst)
             except CorruptTableError as exc:
                 raise CorruptTableError(f"{exc}. {what_it_breaks(inst)}; run `upsertlake doctor {storage.base}`") from exc
-    problems = properties_disagreements(storage, config, timeline)
+    problems = properties_disagreements(storage, table_config, timeline)
     if problems:
         raise CorruptTableError(
-            f"{storage.full_path(config.source)} disagrees with the table: {'; '.join(problems)}. "
+            f"{storage.full_path(table_config.source)} disagrees with the table: {'; '.join(problems)}. "
             "Every write is refused so that the damage cannot spread (reads proceed); "
             f"run `upsertlake doctor {storage.base}`"
         )

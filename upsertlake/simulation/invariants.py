@@ -152,8 +152,8 @@ def _serial_application(batches: list[pa.Table]) -> pa.Table:
     return latest.filter(pc.invert(latest.column(IS_DELETED))).select(COLUMNS)
 
 
-def _rows(table: pa.Table) -> pa.Table:
-    return table.select(COLUMNS).sort_by([(c, "ascending") for c in COLUMNS])
+def _rows(data: pa.Table) -> pa.Table:
+    return data.select(COLUMNS).sort_by([(c, "ascending") for c in COLUMNS])
 
 
 def _compare(what: str, got: pa.Table, expected: pa.Table) -> list[str]:

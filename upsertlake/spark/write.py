@@ -302,7 +302,7 @@ def _assign(tagged: DataFrame, partitioner: UpsertPartitioner) -> DataFrame:
 
 
 def _record_size(
-    tagged: DataFrame, counts: dict[str, int], data_schema: pa.Schema, config: FileWriterConfig, sort_mode: str
+    tagged: DataFrame, counts: dict[str, int], data_schema: pa.Schema, file_config: FileWriterConfig, sort_mode: str
 ) -> RecordSize:
     """Bulk insert's bytes per record, measured as in process (`written_record_size`) on the
     first SAMPLE_ROWS records of the largest partition in the order its files hold them (a top-K
@@ -313,7 +313,7 @@ def _record_size(
     sort = sort_mode in SORTED_MODES
     order = [F.col(KEY), F.col(POSITION)] if sort else [F.col(POSITION)]
     sample = tagged.filter(F.col(PARTITION) == partition).drop(*LOCATION).orderBy(*order).limit(SAMPLE_ROWS)
-    measure = partial(_record_size_task, data_schema, config, sort)
+    measure = partial(_record_size_task, data_schema, file_config, sort)
     measured = sample.mapInArrow(measure, "fixed double, per_record double, records long").collect()
     if not measured:
         return RecordSize(0.0, 1.0)
@@ -405,12 +405,12 @@ def _prepared_records(spec: PrepareSpec, schema: pa.Schema, data: pa.Table) -> p
 
 @reraised_named
 def _record_size_task(
-    data_schema: pa.Schema, config: FileWriterConfig, sort: bool, batches: Iterator[pa.RecordBatch]
+    data_schema: pa.Schema, file_config: FileWriterConfig, sort: bool, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     data = task_table(batches)
     if data is not None:  # in file order, as `_bulk_assign` ranks them
         data = data.sort_by([(KEY, "ascending"), (POSITION, "ascending")] if sort else [(POSITION, "ascending")])
-        size = written_record_size(data, data_schema, config)
+        size = written_record_size(data, data_schema, file_config)
         yield pa.RecordBatch.from_pydict(
             {"fixed": [size.fixed], "per_record": [size.per_record], "records": [data.num_rows]}
         )

@@ -54,17 +54,17 @@ class Table:
     """An Apache Hudi table (copy-on-write or merge-on-read) at a path, with write options for
     this object's writes."""
 
-    def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, object] | None = None) -> None:
-        config.check_readable()  # e.g. a table version this engine would misread: refused at open
+    def __init__(self, storage: Storage, table_config: TableConfig, options: Mapping[str, object] | None = None) -> None:
+        table_config.check_readable()  # e.g. a table version this engine would misread: refused at open
         options, version = take_table_version(options)
         if version is not None:
-            config.check_write_version(version, TABLE_VERSION_KEY)
+            table_config.check_write_version(version, TABLE_VERSION_KEY)
         self.storage = storage
-        self._config = config
-        self.options = Config.resolve(options, table_properties=table_layer(config))
+        self._config = table_config
+        self.options = Config.resolve(options, table_properties=table_layer(table_config))
         if self.options.is_set(opt.WRITE_TABLE_VERSION):
-            config.check_write_version(self.options.get(opt.WRITE_TABLE_VERSION))
-        check_against_table(self.options, config)
+            table_config.check_write_version(self.options.get(opt.WRITE_TABLE_VERSION))
+        check_against_table(self.options, table_config)
         self._client: WriteClient | None = None
 
     @property

@@ -113,23 +113,23 @@ def of_parquet(
     return FileColumnStats(rows, out)
 
 
-def of_table(table: pa.Table) -> FileColumnStats:
+def of_table(data: pa.Table) -> FileColumnStats:
     """The statistics of records about to be written (a log file's data block)."""
-    if not table.num_rows:
+    if not data.num_rows:
         return FileColumnStats(0)
     out = {}
-    for f in _indexed(table.schema):
-        column = table.column(f.name)
+    for f in _indexed(data.schema):
+        column = data.column(f.name)
         bounds = pc.min_max(column)
         nans = pa.types.is_floating(f.type) and bool(pc.any(pc.is_nan(column)).as_py())
         out[f.name] = _entry(f.type, bounds["min"].as_py(), bounds["max"].as_py(), column.null_count, nans)
-    return FileColumnStats(table.num_rows, out)
+    return FileColumnStats(data.num_rows, out)
 
 
-def float_nans(table: pa.Table) -> dict[str, bool]:
+def float_nans(data: pa.Table) -> dict[str, bool]:
     """Whether each floating column of `table` holds NaN (parquet's statistics cannot say)."""
-    return {f.name: bool(pc.any(pc.is_nan(table.column(f.name))).as_py())
-            for f in _indexed(table.schema) if pa.types.is_floating(f.type)}
+    return {f.name: bool(pc.any(pc.is_nan(data.column(f.name))).as_py())
+            for f in _indexed(data.schema) if pa.types.is_floating(f.type)}
 
 
 def commit_entries(stats: Iterable[object]) -> dict[str, str]:

@@ -45,13 +45,13 @@ class TimelineLayout:
 LAYOUT_1 = TimelineLayout(1, METAFOLDER)
 
 
-def layout_of(config: TableConfig) -> TimelineLayout:
+def layout_of(table_config: TableConfig) -> TimelineLayout:
     """The layout a table's properties declare (UnsupportedTableError for unknown ones)."""
-    config.check_readable()
-    mor = config.is_merge_on_read
-    if config.timeline_layout_version == 1:
-        return replace(LAYOUT_1, zone=config.timeline_timezone, delta_commits=mor)
-    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}", config.timeline_timezone, mor)
+    table_config.check_readable()
+    mor = table_config.is_merge_on_read
+    if table_config.timeline_layout_version == 1:
+        return replace(LAYOUT_1, zone=table_config.timeline_timezone, delta_commits=mor)
+    return TimelineLayout(2, f"{METAFOLDER}/{table_config.timeline_path}", table_config.timeline_timezone, mor)
 
 
 def table_layout(storage: Storage) -> TimelineLayout:
