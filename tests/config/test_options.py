@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from upsertlake.config.enums import CleanPolicy, IndexType, MergeMode
+from upsertlake.config.enums import CleanPolicy, ConcurrencyMode, IndexType, MergeMode
 from upsertlake.config import OPTIONS, Config, Option, hudi_keys, is_hudi_key, known_keys
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError
@@ -126,7 +126,7 @@ def test_defaults() -> None:
         opt.COMBINE_BEFORE_INSERT: False,
         opt.COMBINE_BEFORE_UPSERT: True,
         opt.COMBINE_BEFORE_DELETE: True,
-        opt.WRITE_CONCURRENCY_MODE: "SINGLE_WRITER",
+        opt.WRITE_CONCURRENCY_MODE: ConcurrencyMode.SINGLE_WRITER,
         opt.STREAMING_CHECKPOINT_IDENTIFIER: "default_single_writer",  # Hudi's DataSourceWriteOptions
         opt.LOCK_PROVIDER: "upsertlake.concurrency.lock.FlockLockProvider",
         opt.LOCK_FILESYSTEM_PATH: "",

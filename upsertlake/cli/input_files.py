@@ -14,8 +14,8 @@ import argparse
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 
+from upsertlake.util.spelled import Spelled
 from upsertlake.cli.output import CliError, parse_options, store_options
 from upsertlake.storage import Storage, parse_location
 from upsertlake.storage.requests import RequestCounts
@@ -24,7 +24,7 @@ _WILDCARD = re.compile(r"[*?[]")
 HIDDEN = (".", "_")  # Spark's and Hudi's markers and temporary files (`_SUCCESS`, `.crc`)
 
 
-class InputFormat(Enum):
+class InputFormat(Spelled):
     """An input file's format, by `--format` or by its extension. JSON is an array of objects or
     one object a line; NDJSON (`.ndjson`, `.jsonl`) one object a line only, so files of either
     read as JSON (as Spark's json source reads them)."""
@@ -33,9 +33,6 @@ class InputFormat(Enum):
     CSV = "csv"
     JSON = "json"
     NDJSON = "ndjson"
-
-    def __str__(self) -> str:
-        return self.value
 
     @classmethod
     def of_suffix(cls, suffix: str) -> InputFormat | None:

@@ -4,17 +4,14 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from upsertlake.util.spelled import Spelled
 
 
-class MergeMode(Enum):
+class MergeMode(Spelled):
     """How the records of one key merge (`hoodie.record.merge.mode`)."""
 
     EVENT_TIME = "EVENT_TIME_ORDERING"  # the larger ordering value wins, ties to the later write
     COMMIT_TIME = "COMMIT_TIME_ORDERING"  # the later write wins
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def strategy_id(self) -> str:
@@ -39,7 +36,7 @@ _MERGE_STRATEGIES = {
 }
 
 
-class IndexType(Enum):
+class IndexType(Spelled):
     """How a write finds the stored file group of each key (`hoodie.index.type`). A GLOBAL_ type
     tags by key across partitions; BUCKET hashes each key to its bucket's file group."""
 
@@ -50,9 +47,6 @@ class IndexType(Enum):
     INMEMORY = "INMEMORY"
     GLOBAL_INMEMORY = "GLOBAL_INMEMORY"
     BUCKET = "BUCKET"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def is_global(self) -> bool:
@@ -68,12 +62,16 @@ class IndexType(Enum):
         return IndexType(f"GLOBAL_{local.value}") if self.is_global else local
 
 
-class CleanPolicy(Enum):
+class CleanPolicy(Spelled):
     """What the cleaner keeps (`hoodie.cleaner.policy`)."""
 
     KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
     KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
     KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
 
-    def __str__(self) -> str:
-        return self.value
+
+class ConcurrencyMode(Spelled):
+    """How writers share a table (`hoodie.write.concurrency.mode`)."""
+
+    SINGLE_WRITER = "SINGLE_WRITER"  # a writer waits for a live one
+    OPTIMISTIC = "OPTIMISTIC_CONCURRENCY_CONTROL"  # writers run side by side, checked at commit

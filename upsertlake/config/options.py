@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from upsertlake.config.enums import CleanPolicy, IndexType, MergeMode
+from upsertlake.config.enums import CleanPolicy, ConcurrencyMode, IndexType, MergeMode
 from upsertlake.config.option import T, Option
 
 __all__ = [
@@ -232,11 +232,10 @@ STREAMING_CHECKPOINT_IDENTIFIER: Option[str] = _option(
 
 # --- concurrency (HoodieWriteConfig, HoodieLockConfig) ------------------------------------------
 
-WRITE_CONCURRENCY_MODE: Option[str] = _option(
-    "hoodie.write.concurrency.mode", str, "SINGLE_WRITER",
+WRITE_CONCURRENCY_MODE: Option[ConcurrencyMode] = _option(
+    "hoodie.write.concurrency.mode", ConcurrencyMode, ConcurrencyMode.SINGLE_WRITER,
     "SINGLE_WRITER assumes one writer; OPTIMISTIC_CONCURRENCY_CONTROL checks for conflicting "
-    "commits under the table lock before committing.",
-    choices=("SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL"))
+    "commits under the table lock before committing.")
 LOCK_PROVIDER: Option[str] = _option(
     "hoodie.write.lock.provider", str, "upsertlake.concurrency.lock.FlockLockProvider",
     "Lock provider class: Hudi's org.apache.hudi.client.transaction.lock.StorageBasedLockProvider "

@@ -154,10 +154,6 @@ class TableConfig:
         """CRC32 of "<database>.<table>", as Hudi validates it."""
         return properties_checksum({"hoodie.database.name": self.database, "hoodie.table.name": self.name})
 
-    @property
-    def is_partitioned(self) -> bool:
-        return bool(self.partition_fields)
-
     def with_schema(self, avro_json: str) -> TableConfig:
         return replace(self, create_schema=avro_json)
 

@@ -9,25 +9,14 @@ object's state. See docs/DESIGN.md, "The write path".
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import Enum
 
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy
 from upsertlake.concurrency.lock import TableLock, make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
+from upsertlake.config.enums import ConcurrencyMode
 from upsertlake.config.table_config import TableConfig
 from upsertlake.storage import Storage
-
-
-class ConcurrencyMode(str, Enum):
-    """hoodie.write.concurrency.mode."""
-
-    SINGLE_WRITER = "SINGLE_WRITER"
-    OPTIMISTIC = "OPTIMISTIC_CONCURRENCY_CONTROL"
-
-    @classmethod
-    def of(cls, cfg: Config) -> ConcurrencyMode:
-        return cls.OPTIMISTIC if cfg.get(opt.WRITE_CONCURRENCY_MODE) == cls.OPTIMISTIC.value else cls.SINGLE_WRITER
 
 
 @dataclass(frozen=True)
@@ -45,7 +34,7 @@ class WriteContext:
     @classmethod
     def open(cls, storage: Storage, table_config: TableConfig, options: Config) -> WriteContext:
         return cls(storage, table_config, options, make_lock(storage, options), HeartbeatPolicy.of(options),
-                   ConcurrencyMode.of(options))
+                   options.get(opt.WRITE_CONCURRENCY_MODE))
 
     @property
     def optimistic(self) -> bool:

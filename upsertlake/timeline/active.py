@@ -298,10 +298,6 @@ def _has_archive(metafolder: list[FileEntry]) -> bool:
     return any(e.is_dir and e.path == ARCHIVE_FOLDER for e in metafolder)
 
 
-def _list_instants(storage: Storage, layout: TimelineLayout) -> Iterable[Instant]:
-    return (inst for _, inst in _instants_in(storage.list(layout.folder), layout))
-
-
 def _instants_in(entries: Iterable[FileEntry], layout: TimelineLayout) -> Iterable[tuple[FileEntry, Instant]]:
     for entry in entries:
         if not entry.is_dir:
