@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from workloads import keys_of, make_rows  # noqa: E402
+from workloads import keys_of, make_rows
 
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "scripts" / "s3_server.py"
 PEERS = ("upsertlake", "upsertlake-batches", "delta-rs", "hudi-rs", "hudi-rs-stream", "pyarrow")
@@ -141,8 +141,9 @@ def worker(spec: dict) -> dict:
     import pyarrow.dataset as ds
 
     if peer.startswith("upsertlake"):
-        import upsertlake
         from preload import import_upsertlake
+
+        import upsertlake
 
         import_upsertlake()
     elif peer == "delta-rs":

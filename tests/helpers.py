@@ -79,7 +79,9 @@ def data_bytes(path: str | Path) -> int:
 
     meta = pq.read_metadata(path)
     return sum(
-        meta.row_group(g).column(c).total_compressed_size for g in range(meta.num_row_groups) for c in range(meta.num_columns)
+        meta.row_group(g).column(c).total_compressed_size
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
     )
 
 
@@ -138,8 +140,11 @@ def assert_one_winner_per_name(storage: object, rounds: int, racers: int = 4) ->
 
     for round_ in range(rounds):
         wins: list[bool] = []
-        threads = [threading.Thread(target=lambda i=i: wins.append(storage.write_if_absent(f"x/{round_}", f"{i}".encode())))
-                   for i in range(racers)]
+
+        def race(i: int, name: str = f"x/{round_}", wins: list[bool] = wins) -> None:
+            wins.append(storage.write_if_absent(name, f"{i}".encode()))
+
+        threads = [threading.Thread(target=race, args=(i,)) for i in range(racers)]
         for th in threads:
             th.start()
         for th in threads:

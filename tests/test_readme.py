@@ -53,7 +53,7 @@ def test_readme_python_examples_run(s3_server, tmp_path: Path, monkeypatch: pyte
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the examples use today's names: no deprecation, no warning
         for block in python_blocks():
-            exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
+            exec(compile(block, str(README), "exec"), namespace)
     t = namespace["t"]
     assert Path(str(namespace["path"])).is_relative_to(tmp_path)
     # read_incremental(begin=r.instant_time) returns what its comment says: b with its new fare.
@@ -63,7 +63,16 @@ def test_readme_python_examples_run(s3_server, tmp_path: Path, monkeypatch: pyte
         assert namespace["cheap"] == [("b",)] and namespace["viewed"] == [(1,)]
     assert namespace["res"].reason.startswith("no partition has two file groups below")  # one group each
     actions = [i.action.value for i in t.timeline()]
-    assert actions == ["commit", "commit", "commit", "savepoint", "rollback", "restore", "replacecommit", "replacecommit"]
+    assert actions == [
+        "commit",
+        "commit",
+        "commit",
+        "savepoint",
+        "rollback",
+        "restore",
+        "replacecommit",
+        "replacecommit",
+    ]
     assert sorted(t.read().column("city").to_pylist()) == ["nyc"]  # sf was retired last
     assert namespace["same"].read().num_rows == 2
     assert all(f.startswith("s3://lake/trips/") for f in namespace["same"].files())
@@ -83,7 +92,7 @@ def test_readme_spark_example_runs_after_the_others(spark, s3_server, tmp_path: 
     assert len(spark_blocks) == 1  # the streaming one runs in tests/spark/test_streaming.py
     namespace: dict[str, object] = {}
     for block in python_blocks() + spark_blocks:
-        exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
+        exec(compile(block, str(README), "exec"), namespace)
     t = namespace["t"]
     assert sorted(t.read().column("uuid").to_pylist()) == ["a", "b"]  # upserted, one deleted, both saved again
     assert namespace["i"] in [x.time for x in t.timeline()]

@@ -41,7 +41,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("inputs")
     pq.write_table(
         pa.table({"uuid": [f"k{i:02d}" for i in range(20)], "ts": list(range(20)),
-                  "city": ["sf", "nyc"] * 10, "fare": [float(i) for i in range(20)]}),  # fmt: skip
+                  "city": ["sf", "nyc"] * 10, "fare": [float(i) for i in range(20)]}),
         d / "first.parquet",
     )
     (d / "changes.csv").write_text("uuid,ts,city,fare\nk01,100,nyc,99.5\nk01,101,nyc,100.5\nk50,1,sf,3.0\n")
@@ -58,7 +58,18 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def table(tmp_path_factory: pytest.TempPathFactory, inputs: Path) -> tuple[Path, list[str]]:
     """A table written by the command: insert (parquet), upsert (CSV); returns its instants."""
     path = tmp_path_factory.mktemp("t") / "trips"
-    out = ok("create", path, "--name", "trips", "--record-key", "uuid", "--precombine-field", "ts", "--partition-fields", "city")
+    out = ok(
+        "create",
+        path,
+        "--name",
+        "trips",
+        "--record-key",
+        "uuid",
+        "--precombine-field",
+        "ts",
+        "--partition-fields",
+        "city",
+    )
     assert out == f"created table 'trips' at {path}\n"
     first = js("insert", path, inputs / "first.parquet")
     assert {k: first[k] for k in ("operation", "input_records", "inserts", "updates", "deletes", "files_written")} == {
@@ -101,7 +112,12 @@ def test_show_timeline_commit_files(table: tuple[Path, list[str]]) -> None:
     assert show["config"]["hoodie.table.recordkey.fields"] == "uuid"
     assert [f["name"] for f in show["schema"]] == ["uuid", "ts", "city", "fare"]
     assert show["partitions"] == [{"partition": "nyc", "rows": 10}, {"partition": "sf", "rows": 11}]
-    assert (show["rows"], show["file_groups"], show["base_files_on_storage"], show["completed_commits"]) == (21, 2, 4, 2)
+    assert (show["rows"], show["file_groups"], show["base_files_on_storage"], show["completed_commits"]) == (
+        21,
+        2,
+        4,
+        2,
+    )
 
     timeline = js("timeline", path)
     assert [(i["instant"], i["action"], i["state"], i["operation"]) for i in timeline] == [
@@ -121,7 +137,10 @@ def test_show_timeline_commit_files(table: tuple[Path, list[str]]) -> None:
     assert (commit["operation"], stats) == ("UPSERT", [("nyc", 10, 0, 1, t1), ("sf", 11, 1, 0, t1)])
 
     files = js("files", path, "--partition", "nyc")
-    assert [(f["instant"], f["latest"], f["committed"], f["rows"]) for f in files] == [(t1, False, True, 10), (t2, True, True, 10)]
+    assert [(f["instant"], f["latest"], f["committed"], f["rows"]) for f in files] == [
+        (t1, False, True, 10),
+        (t2, True, True, 10),
+    ]
     assert len({f["file_id"] for f in files}) == 1
     assert all(f["bytes"] == (path / "nyc" / f["file"]).stat().st_size for f in files)
     assert ok("files", path, "--partition", "nyc").splitlines()[0] == (
@@ -142,7 +161,9 @@ def test_read(table: tuple[Path, list[str]]) -> None:
     assert len(js("read", path, "--as-of", t1)) == 20
     since = js("read", path, "--since", t1, "--columns", "uuid")
     assert sorted(r["uuid"] for r in since) == ["k01", "k50"]
-    assert js("read", path, "--since", t1, "--until", t2, "--where", "uuid = k50", "--columns", "uuid") == [{"uuid": "k50"}]
+    assert js("read", path, "--since", t1, "--until", t2, "--where", "uuid = k50", "--columns", "uuid") == [
+        {"uuid": "k50"}
+    ]
     table_out = ok("read", path, "--where", "uuid = k50", "--columns", "uuid", "ts")
     assert table_out == "uuid  ts\nk50   1\n"
 
@@ -154,8 +175,8 @@ def test_explain_writes_nothing(table: tuple[Path, list[str]], inputs: Path) -> 
     assert tree_digest(path) == before
     groups = {f["partition"]: f for f in js("files", path) if f["latest"]}
     assert {k: v for k, v in plan.items() if k != "stage_seconds"} == {
-        "operation": "upsert", "table_type": "COPY_ON_WRITE", "input_records": 5, "after_dedup": 4, "duplicates_combined": 1,
-        "dropped_unknown_deletes": 0, "updates": 3, "deletes": 0, "inserts": 1,
+        "operation": "upsert", "table_type": "COPY_ON_WRITE", "input_records": 5, "after_dedup": 4,
+        "duplicates_combined": 1, "dropped_unknown_deletes": 0, "updates": 3, "deletes": 0, "inserts": 1,
         "updated_file_groups": [
             {"partition": "nyc", "file_id": groups["nyc"]["file_id"], "updates": 2, "bytes": groups["nyc"]["bytes"]},
             {"partition": "sf", "file_id": groups["sf"]["file_id"], "updates": 1, "bytes": groups["sf"]["bytes"]},
@@ -183,10 +204,17 @@ def test_explain_on_a_merge_on_read_table_tells_appends_from_rewrites(tmp_path: 
     ok("insert", path, inputs / "first.parquet")
     (tmp_path / "nyc.csv").write_text("uuid,ts,city,fare\nk01,100,nyc,99.5\n")
     ok("upsert", path, tmp_path / "nyc.csv")
-    (tmp_path / "changes.csv").write_text("uuid,ts,city,fare\nk03,200,nyc,1.5\nk05,200,nyc,2.5\nk00,200,sf,0.5\nk50,1,sf,3.0\n")
+    (tmp_path / "changes.csv").write_text(
+        "uuid,ts,city,fare\nk03,200,nyc,1.5\nk05,200,nyc,2.5\nk00,200,sf,0.5\nk50,1,sf,3.0\n"
+    )
     [log] = (path / "nyc").glob(".*.log.*")
     [sf] = (path / "sf").glob("*.parquet")
-    nyc_id, sf_id, log_bytes, sf_bytes = log.name[1:].split("_")[0], sf.name.split("_")[0], log.stat().st_size, sf.stat().st_size
+    nyc_id, sf_id, log_bytes, sf_bytes = (
+        log.name[1:].split("_")[0],
+        sf.name.split("_")[0],
+        log.stat().st_size,
+        sf.stat().st_size,
+    )
     before = tree_digest(path)
     text = ok("explain", "upsert", path, tmp_path / "changes.csv")
     assert text == (
@@ -208,7 +236,8 @@ def test_explain_on_a_merge_on_read_table_tells_appends_from_rewrites(tmp_path: 
         "new file groups: 0\n"
         "\n"
         f"bytes rewritten: {sf_bytes} ({sf_bytes / 1024:.1f} KiB)\n"
-        f"compaction backlog of the file groups appended to: 1 log file(s), {log_bytes} bytes ({log_bytes} B) already pending\n"
+        f"compaction backlog of the file groups appended to: 1 log file(s), {log_bytes} bytes ({log_bytes} B) "
+        "already pending\n"
     )
     (tmp_path / "gone.csv").write_text("uuid,ts,city,fare\nk01,300,nyc,0\nk09,300,nyc,0\nk98,1,sf,0\n")
     plan = js("explain", "delete", path, tmp_path / "gone.csv")
@@ -216,7 +245,8 @@ def test_explain_on_a_merge_on_read_table_tells_appends_from_rewrites(tmp_path: 
         "operation": "delete", "table_type": "MERGE_ON_READ", "input_records": 3, "after_dedup": 3,
         "duplicates_combined": 0, "dropped_unknown_deletes": 1, "updates": 0, "deletes": 2, "inserts": 0,
         "appended_file_groups": [
-            {"partition": "nyc", "file_id": nyc_id, "updates": 0, "deletes": 2, "pending_log_files": 1, "pending_log_bytes": log_bytes},
+            {"partition": "nyc", "file_id": nyc_id, "updates": 0, "deletes": 2, "pending_log_files": 1,
+             "pending_log_bytes": log_bytes},
         ],
         "compaction_backlog": {"log_files": 1, "log_bytes": log_bytes},
         "updated_file_groups": [], "small_file_inserts": [], "new_file_groups": [], "bytes_rewritten": 0,
@@ -230,23 +260,33 @@ def test_explain_on_a_merge_on_read_table_tells_appends_from_rewrites(tmp_path: 
 @pytest.mark.parametrize(
     ("args", "error"),
     [
-        (["upsert", "{t}", "{i}/bad.csv"], 'error: cannot read {i}/bad.csv as csv: CSV parse error: Expected 2 columns, got 1: "unterminated'),
+        (["upsert", "{t}", "{i}/bad.csv"],
+         'error: cannot read {i}/bad.csv as csv: CSV parse error: Expected 2 columns, got 1: "unterminated'),
         (["upsert", "{t}", "{i}/missing.csv"], "error: no such input file: {i}/missing.csv"),
-        (["upsert", "{t}", "{i}/data.txt"], "error: cannot tell the format of {i}/data.txt from its extension; pass --format {{parquet,csv,json,ndjson}}"),
-        (["upsert", "{t}", "{i}/gone.ndjson"], "error: SchemaError: precombine field 'ts' is missing from the batch (columns: ['uuid', 'city'])"),
+        (["upsert", "{t}", "{i}/data.txt"],
+         "error: cannot tell the format of {i}/data.txt from its extension; pass --format {{parquet,csv,json,ndjson}}"),
+        (["upsert", "{t}", "{i}/gone.ndjson"],
+         "error: SchemaError: precombine field 'ts' is missing from the batch (columns: ['uuid', 'city'])"),
         (["upsert", "{t}", "{i}/first.parquet", "--option", "hoodie.nope=1"], None),
-        (["upsert", "{t}", "{i}/first.parquet", "--option", "novalue"], "error: --option expects key=value, got 'novalue'"),
+        (["upsert", "{t}", "{i}/first.parquet", "--option", "novalue"],
+         "error: --option expects key=value, got 'novalue'"),
         (["commit", "{t}", "123"], "error: no completed commit '123' on the timeline of {t}"),
         (["read", "{t}", "--where", "ts >= abc"], "error: --where: 'abc' is no int64 value for column 'ts'"),
-        (["read", "{t}", "--where", "ts >= 1 or ts < 0"], "error: --where: expected 'and' between conditions in 'ts >= 1 or ts < 0' (only 'and' is supported)"),
-        (["read", "{t}", "--where", "nope = 1"], "error: --where: unknown column 'nope' (columns: uuid, ts, city, fare)"),
+        (["read", "{t}", "--where", "ts >= 1 or ts < 0"],
+         "error: --where: expected 'and' between conditions in 'ts >= 1 or ts < 0' (only 'and' is supported)"),
+        (["read", "{t}", "--where", "nope = 1"],
+         "error: --where: unknown column 'nope' (columns: uuid, ts, city, fare)"),
         (["read", "{t}", "--until", "20200101000000000"], "error: --until needs --since"),
-        (["create", "{t}", "--name", "x", "--record-key", "uuid"], "error: TableExistsError: a table already exists at {t}"),
+        (["create", "{t}", "--name", "x", "--record-key", "uuid"],
+         "error: TableExistsError: a table already exists at {t}"),
         (["frobnicate"], None),
-        (["read", "{t}", "--limit", "many"], "error: argument --limit: invalid int value: 'many' (see `upsertlake read --help`)"),
+        (["read", "{t}", "--limit", "many"],
+         "error: argument --limit: invalid int value: 'many' (see `upsertlake read --help`)"),
     ],
 )  # fmt: skip
-def test_bad_arguments_and_input(table: tuple[Path, list[str]], inputs: Path, args: list[str], error: str | None) -> None:
+def test_bad_arguments_and_input(
+    table: tuple[Path, list[str]], inputs: Path, args: list[str], error: str | None
+) -> None:
     path, _ = table
     before = tree_digest(path)
     p = run(*[a.format(t=path, i=inputs) for a in args])
@@ -266,10 +306,25 @@ def test_debug_shows_traceback(table: tuple[Path, list[str]], inputs: Path) -> N
 
 def test_write_logs_stage_timings_and_deletes(tmp_path: Path, inputs: Path) -> None:
     path = tmp_path / "t"
-    ok("create", path, "--name", "t", "--record-key", "uuid", "--precombine", "ts", "--partition", "city", "--hive-style")
+    ok(
+        "create",
+        path,
+        "--name",
+        "t",
+        "--record-key",
+        "uuid",
+        "--precombine",
+        "ts",
+        "--partition",
+        "city",
+        "--hive-style",
+    )
     p = run("bulk-insert", path, inputs / "first.parquet", "-v")
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("bulk_insert ") and ": 20 input, 20 inserted, 0 updated, 0 deleted, 2 files written in " in p.stdout
+    assert (
+        p.stdout.startswith("bulk_insert ")
+        and ": 20 input, 20 inserted, 0 updated, 0 deleted, 2 files written in " in p.stdout
+    )
     logged = [line.split(":")[1].split()[1] for line in p.stderr.splitlines() if "upsertlake.cli.write: stage" in line]
     assert logged == ["dedup", "tag", "profile", "write", "commit"]
     assert sorted(p.name for p in path.iterdir() if not p.name.startswith(".")) == ["city=nyc", "city=sf"]
@@ -284,7 +339,10 @@ def test_stats_and_plot(table: tuple[Path, list[str]], tmp_path: Path) -> None:
     path, (t1, t2) = table
     out = tmp_path / "stats.png"
     info = js("stats", path, "--plot", out)
-    assert [(p["partition"], p["files"], p["small_files"], p["rows"]) for p in info["partitions"]] == [("nyc", 1, 1, 10), ("sf", 1, 1, 11)]
+    assert [(p["partition"], p["files"], p["small_files"], p["rows"]) for p in info["partitions"]] == [
+        ("nyc", 1, 1, 10),
+        ("sf", 1, 1, 11),
+    ]
     assert [c["instant"] for c in info["commits"]] == [t1, t2]
     assert info["small_file_limit"] == 314572800 and sum(info["file_sizes"]["histogram"]["counts"]) == 2
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -297,7 +355,10 @@ def test_plot_without_matplotlib(table: tuple[Path, list[str]], tmp_path: Path) 
     (tmp_path / "matplotlib" / "__init__.py").write_text("raise ImportError('not installed')\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     p = run("stats", table[0], "--plot", tmp_path / "x.png", env=env)
-    assert (p.returncode, p.stderr) == (2, "error: --plot needs matplotlib: pip install matplotlib (or '.[plot]' from upsertlake's folder)\n")
+    assert (p.returncode, p.stderr) == (
+        2,
+        "error: --plot needs matplotlib: pip install matplotlib (or '.[plot]' from upsertlake's folder)\n",
+    )
 
 
 def test_demo(tmp_path: Path) -> None:

@@ -85,9 +85,13 @@ def test_stats_counts_as_small_what_cluster_merges(tmp_path: Path) -> None:
     limit = (sizes[1] + sizes[2]) // 2  # between the small ones and the big one
 
     info = json.loads(ok("stats", path, "--json"))
-    reason = json.loads(ok("cluster", path, "--json", "--option", "hoodie.clustering.plan.strategy.target.file.max.bytes=1"))
+    reason = json.loads(
+        ok("cluster", path, "--json", "--option", "hoodie.clustering.plan.strategy.target.file.max.bytes=1")
+    )
     assert info["small_file_limit"] == 314572800  # Hudi's clustering default, not the writer's 100 MiB
-    assert f"small.file.limit={info['small_file_limit']} bytes" in reason["reason"] or "fit together" in reason["reason"]
+    assert (
+        f"small.file.limit={info['small_file_limit']} bytes" in reason["reason"] or "fit together" in reason["reason"]
+    )
 
     option = f"hoodie.clustering.plan.strategy.small.file.limit={limit}"
     info = json.loads(ok("stats", path, "--json", "--option", option))
@@ -125,7 +129,9 @@ def test_files_lists_the_snapshot_an_outside_engine_should_read(tmp_path: Path) 
     old = t.files(as_of=first)
     assert ok("files", path, "--current", "--as-of", first).split() == old
     old_rows = pa.concat_tables([pq.read_table(p, columns=["id", "v"]) for p in old]).to_pylist()
-    assert sorted(old_rows, key=lambda r: r["id"]) == sorted(t.read(columns=["id", "v"], as_of=first).to_pylist(), key=lambda r: r["id"])
+    assert sorted(old_rows, key=lambda r: r["id"]) == sorted(
+        t.read(columns=["id", "v"], as_of=first).to_pylist(), key=lambda r: r["id"]
+    )
 
 
 # -- extras --------------------------------------------------------------------------------------

@@ -68,7 +68,8 @@ def test_text_inputs_keep_leading_zeros(tmp_path: Path, suffix: str) -> None:
     changes = tmp_path / f"b.{suffix}"
     if suffix == "csv":
         changes.write_text(
-            'id,ts,v,zip\n001,2,2024-05-01 12:00:00,00501\n"002",3,2024-05-02,"02134"\n003,1,2024-05-03T00:00:00,00999\n'
+            'id,ts,v,zip\n001,2,2024-05-01 12:00:00,00501\n"002",3,2024-05-02,"02134"\n'
+            "003,1,2024-05-03T00:00:00,00999\n"
         )
     else:
         changes.write_text("".join(
@@ -132,7 +133,9 @@ def test_ingest_keeps_leading_zeros(spark, capsys, tmp_path: Path) -> None:
     (source / "b.csv").write_text('id,ts,v,zip\n001,2,2024-05-01 12:00:00,00501\n"002",3,2024-05-02,"02134"\n')
     first = ingest(capsys, source, table, "csv")
     assert (first["inserts"], first["updates"]) == (0, 2)
-    (source / "c.json").write_text(json.dumps({"id": "003", "ts": 1, "v": "2024-05-03T00:00:00", "zip": "00999"}) + "\n")
+    (source / "c.json").write_text(
+        json.dumps({"id": "003", "ts": 1, "v": "2024-05-03T00:00:00", "zip": "00999"}) + "\n"
+    )
     assert ingest(capsys, source, table, "json")["inserts"] == 1
     assert rows(table) == EXPECTED
     assert open_table(table).schema() == STRINGS

@@ -126,13 +126,15 @@ def test_inputs_take_their_own_store_options_else_the_tables(s3_server, s3_table
     elsewhere = {**s3_server.options, "aws_endpoint": CLOSED_PORT_ENDPOINT}
     bad = cli(s3_server, "upsert", s3_table, f"s3://{bucket}/a.csv",
               *[a for k, v in elsewhere.items() for a in ("--input-storage-option", f"{k}={v}")])
-    assert bad.returncode == 2 and bad.stderr.startswith(f"error: StorageError: stat s3://{bucket}/a.csv failed: "), bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith(f"error: StorageError: stat s3://{bucket}/a.csv failed: "), (
+        bad.stderr
+    )
     assert s3_server.keys(s3_table.split("/")[2]) == before
     # the other way round: the table on a local disk, the input's settings given for it alone
     local = tmp_path / "t"
     ok(s3_server, "create", str(local), "--name", "t", "--record-key", "id", "--precombine-field", "ts", store={})
-    ok(s3_server, "upsert", str(local), f"s3://{bucket}/a.csv", store={},
-       *[a for k, v in s3_server.options.items() for a in ("--input-storage-option", f"{k}={v}")])
+    inputs = [a for k, v in s3_server.options.items() for a in ("--input-storage-option", f"{k}={v}")]
+    ok(s3_server, "upsert", str(local), f"s3://{bucket}/a.csv", *inputs, store={})
     assert by_key(str(local), None) == {"1": (1, "a")}
 
 
@@ -148,15 +150,29 @@ def test_ingest_from_a_missing_bucket_is_a_named_error_and_writes_nothing(s3_ser
 
 
 @pytest.mark.spark
-def test_ingest_from_s3_into_an_s3_table_picks_up_only_new_and_rewritten_files(spark, capsys, s3_server, s3_table) -> None:
+def test_ingest_from_s3_into_an_s3_table_picks_up_only_new_and_rewritten_files(
+    spark, capsys, s3_server, s3_table
+) -> None:
     src = f"s3://{s3_server.new_bucket()}/landing"
     put(s3_server, f"{src}/a.csv", b"id,ts,v\n001,1,a1\n002,1,a2\n")
     put(s3_server, f"{src}/day=2/b.csv", b"id,ts,v\n101,1,b1\n")
     put(s3_server, f"{src}/_SUCCESS", b"")
 
     def ingest() -> dict:
-        return ingested(capsys, s3_server, "--source", src, "--format", "csv", "--table", s3_table, "--record-key", "id",
-                        "--precombine-field", "ts")
+        return ingested(
+            capsys,
+            s3_server,
+            "--source",
+            src,
+            "--format",
+            "csv",
+            "--table",
+            s3_table,
+            "--record-key",
+            "id",
+            "--precombine-field",
+            "ts",
+        )
 
     first = ingest()
     assert (first["input_files"], first["new_files"], first["changed_files"], first["inserts"]) == (2, 2, 0, 3)
@@ -202,7 +218,8 @@ def test_ingest_of_a_malformed_csv_on_s3_names_the_file_and_writes_nothing(spark
                                      "--record-key", "id")
     assert code == 2
     assert err.splitlines()[-1] == (
-        f"error: ingest of 1 file(s) failed: cannot read {src}/a.csv as csv: CSV parse error: Expected 3 columns, got 4: "
+        f"error: ingest of 1 file(s) failed: cannot read {src}/a.csv as csv: CSV parse error: Expected 3 columns, "
+        "got 4: "
         "2,1,b,extra"
     )
     assert s3_server.keys(s3_table.split("/")[2]) == {}

@@ -69,7 +69,9 @@ def test_spark_option_names_and_deprecated_aliases() -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert resolve_aliases({"record_key": "uuid", "precombine_field": "ts", "partition_fields": ["city", "day"]}) == {
+        assert resolve_aliases(
+            {"record_key": "uuid", "precombine_field": "ts", "partition_fields": ["city", "day"]}
+        ) == {
             "hoodie.datasource.write.recordkey.field": "uuid",
             "hoodie.datasource.write.precombine.field": "ts",
             "hoodie.datasource.write.partitionpath.field": "city,day",
@@ -85,7 +87,9 @@ def test_spark_record_key_contradicting_the_table_is_refused(trips: Path) -> Non
     from upsertlake.spark.options import write_options
 
     options = write_options({"record_key": "id"}, str(trips), "upsert")
-    with pytest.raises(upsertlake.ConfigError, match="recordkey.field='id' but the table has hoodie.table.recordkey.fields='uuid'"):
+    with pytest.raises(
+        upsertlake.ConfigError, match=r"recordkey.field='id' but the table has hoodie.table.recordkey.fields='uuid'"
+    ):
         options.open_or_create(pa.schema([("id", pa.string())]))
 
 
@@ -98,7 +102,13 @@ def test_cluster_with_nothing_to_do_says_why(capsys, trips: Path) -> None:
         "(0 small of 4 file groups in 2 partition(s))"
     )
     info = js(capsys, "cluster", trips, "--option", "hoodie.clustering.plan.strategy.small.file.limit=1")
-    assert info == {"instant_time": None, "clustered": False, "replaced": {}, "files_written": [], "reason": result.reason}
+    assert info == {
+        "instant_time": None,
+        "clustered": False,
+        "replaced": {},
+        "files_written": [],
+        "reason": result.reason,
+    }
     out, _ = cli(capsys, "cluster", trips, "--option", "hoodie.clustering.plan.strategy.small.file.limit=1")
     assert out == f"nothing to cluster: {result.reason}\n"
 

@@ -358,7 +358,7 @@ def test_threads_with_the_in_process_lock(tmp_path: Path) -> None:
             t = open_table(tmp_path, dict(OCC, **{"hoodie.write.lock.provider": IN_PROCESS_PROVIDER}))
             for i in range(3):
                 t.upsert(rows((f"{part}-{i}", 1, "v", part)))
-        except BaseException as exc:  # noqa: BLE001 - surfaced by the assert below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(f"t{w}",)) for w in range(3)]
@@ -435,7 +435,7 @@ def test_a_users_lock_provider_class_is_used(tmp_path: Path) -> None:
 def test_unknown_lock_provider_is_a_config_error(tmp_path: Path) -> None:
     make(tmp_path)
     before = sorted(p.name for p in (tmp_path / ".hoodie").iterdir())
-    with pytest.raises(ConfigError, match="cannot load lock provider class 'com.example.NoSuchLock'"):
+    with pytest.raises(ConfigError, match=r"cannot load lock provider class 'com.example.NoSuchLock'"):
         open_table(tmp_path, {"hoodie.write.lock.provider": "com.example.NoSuchLock"}).upsert(rows(("z", 1, "z", "p1")))
     assert sorted(p.name for p in (tmp_path / ".hoodie").iterdir()) == before
 
@@ -530,7 +530,11 @@ def test_each_bucket_write_stores_the_keys_it_updated_deleted_and_inserted(tmp_p
     assert p1.deleted.tolist() == key_hashes(pa.array(["b"])).tolist()
     assert p1.inserted.tolist() == key_hashes(pa.array(["d"])).tolist()
     p2 = summary_of(tmp_path, result.instant_time, "p2", by_partition["p2"].fileId)
-    assert (p2.updated.tolist(), p2.deleted.tolist(), p2.inserted.tolist()) == ([], [], key_hashes(pa.array(["e"])).tolist())
+    assert (p2.updated.tolist(), p2.deleted.tolist(), p2.inserted.tolist()) == (
+        [],
+        [],
+        key_hashes(pa.array(["e"])).tolist(),
+    )
     # Without an in-memory index the writer gets no key arrays back: the check reads the summaries.
     assert result.index_update.inserted.num_rows == result.index_update.deleted.num_rows == 0
     # Apache Hudi's reader ignores the sidecars: snapshot, time travel and incremental reads agree.

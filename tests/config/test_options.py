@@ -7,9 +7,9 @@ from importlib import resources
 
 import pytest
 
-from upsertlake.config.enums import CleanPolicy, ConcurrencyMode, IndexType, MergeMode
 from upsertlake.config import OPTIONS, Config, Option, hudi_keys, is_hudi_key, known_keys
 from upsertlake.config import options as opt
+from upsertlake.config.enums import CleanPolicy, ConcurrencyMode, IndexType, MergeMode
 from upsertlake.errors import ConfigError
 
 
@@ -48,7 +48,7 @@ def test_parse_int(raw: object, expected: int) -> None:
 
 @pytest.mark.parametrize("raw", ["12MB", "1.5", 1.5, True, None, ""])
 def test_parse_int_rejects(raw: object) -> None:
-    with pytest.raises(ConfigError, match="hoodie.parquet.max.file.size") as exc:
+    with pytest.raises(ConfigError, match=r"hoodie.parquet.max.file.size") as exc:
         opt.PARQUET_MAX_FILE_SIZE.parse(raw)
     assert "an integer" in str(exc.value)
 
@@ -63,7 +63,7 @@ def test_parse_float(raw: object, expected: float) -> None:
 
 @pytest.mark.parametrize("raw", ["tiny", False, None])
 def test_parse_float_rejects(raw: object) -> None:
-    with pytest.raises(ConfigError, match="hoodie.index.bloom.fpp"):
+    with pytest.raises(ConfigError, match=r"hoodie.index.bloom.fpp"):
         opt.BLOOM_FPP.parse(raw)
 
 
@@ -89,7 +89,7 @@ def test_parse_bad_enum_names_key_value_and_choices() -> None:
 
 def test_parse_str() -> None:
     assert opt.RECORDKEY_FIELD.parse("id,ts") == "id,ts"
-    with pytest.raises(ConfigError, match="hoodie.datasource.write.recordkey.field"):
+    with pytest.raises(ConfigError, match=r"hoodie.datasource.write.recordkey.field"):
         opt.RECORDKEY_FIELD.parse(3)
 
 
@@ -264,7 +264,7 @@ def test_bad_value_is_rejected_with_key_value_and_choices() -> None:
     message = str(exc.value)
     assert "hoodie.bulkinsert.sort.mode" in message and "'RANDOM'" in message
     assert "PARTITION_SORT" in message
-    with pytest.raises(ConfigError, match="hoodie.copyonwrite.insert.split.size"):
+    with pytest.raises(ConfigError, match=r"hoodie.copyonwrite.insert.split.size"):
         Config.resolve().with_overrides({"hoodie.copyonwrite.insert.split.size": "lots"})
 
 
@@ -277,7 +277,7 @@ def test_unknown_key_error_names_key_and_suggestion() -> None:
 
 
 def test_unknown_key_suggests_a_hudi_key_we_do_not_implement() -> None:
-    with pytest.raises(ConfigError, match="did you mean 'hoodie.metadata.enable'"):
+    with pytest.raises(ConfigError, match=r"did you mean 'hoodie.metadata.enable'"):
         Config.resolve({"hoodie.metadata.enabled": "true"})
 
 
@@ -338,7 +338,7 @@ def test_table_properties_are_accepted_silently() -> None:
     assert config.get(opt.TABLE_NAME) == "trips"
     assert config.raw()["hoodie.some.future.key"] == "x"
     # A bad stored value only fails when it is used, naming the key.
-    with pytest.raises(ConfigError, match="hoodie.index.type"):
+    with pytest.raises(ConfigError, match=r"hoodie.index.type"):
         config.get(opt.INDEX_TYPE)
     assert config.with_overrides({"hoodie.index.type": "SIMPLE"}).get(opt.INDEX_TYPE) is IndexType.SIMPLE
 
@@ -357,7 +357,10 @@ def test_alias_and_key_conflicting_in_one_layer() -> None:
     assert Config.resolve(same).get(opt.RECORD_MERGE_MODE) is MergeMode.EVENT_TIME
     with pytest.raises(ConfigError, match="conflicting"):
         Config.resolve(
-            {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING", "hoodie.write.record.merge.mode": "COMMIT_TIME_ORDERING"}
+            {
+                "hoodie.record.merge.mode": "EVENT_TIME_ORDERING",
+                "hoodie.write.record.merge.mode": "COMMIT_TIME_ORDERING",
+            }
         )
     # Across layers the later layer simply wins.
     config = Config.resolve(

@@ -92,13 +92,13 @@ def test_errors(tmp_path: Path, hudi_table) -> None:
         TableConfig.load(Storage(tmp_path))
     (tmp_path / ".hoodie").mkdir()
     (tmp_path / ".hoodie/hoodie.properties").write_text("hoodie.table.type=COPY_ON_WRITE\n")
-    with pytest.raises(CorruptTableError, match="hoodie.table.name"):
+    with pytest.raises(CorruptTableError, match=r"hoodie.table.name"):
         TableConfig.load(Storage(tmp_path))
     timebased = TableConfig.load(Storage(hudi_table("v6_timebasedkeygen_nonhivestyle")))
     with pytest.raises(UnsupportedTableError, match="TimestampBasedKeyGenerator"):
         timebased.check_writable()
     no_meta = TableConfig.load(Storage(hudi_table("v6_simplekeygen_hivestyle_no_metafields")))
-    with pytest.raises(UnsupportedTableError, match="populate.meta.fields"):
+    with pytest.raises(UnsupportedTableError, match=r"populate.meta.fields"):
         no_meta.check_writable()
 
 
@@ -114,7 +114,8 @@ def test_validate_checksum_and_required_keys_per_version(hudi_table) -> None:
     v8 = parse_java_properties((hudi_table("v8_nonpartitioned") / ".hoodie/hoodie.properties").read_text("latin-1"))
     assert validate_properties({k: v for k, v in v6.items() if k != CHECKSUM_KEY}) == [f"lacks {CHECKSUM_KEY}"]
     assert validate_properties({**v6, "hoodie.table.name": "other"}) == [
-        f"{CHECKSUM_KEY}=1363530505 does not match its database and table name (expected {zlib.crc32(b'default.other')})"
+        f"{CHECKSUM_KEY}=1363530505 does not match its database and table name (expected "
+        f"{zlib.crc32(b'default.other')})"
     ]
     assert validate_properties({k: v for k, v in v6.items() if k != "hoodie.table.keygenerator.class"}) == [
         "lacks hoodie.table.keygenerator.class (required by table version 6)"
@@ -184,10 +185,15 @@ def test_write_properties_changes_keys_keeps_the_rest_and_leaves_no_backup(tmp_p
     storage = _new_table(tmp_path)
     main = tmp_path / ".hoodie/hoodie.properties"
     before = parse_java_properties(main.read_text())
-    written = write_properties(storage, {"hoodie.table.create.schema": '{"type":"x"}', "hoodie.populate.meta.fields": None, "new.key": "v"})
+    written = write_properties(
+        storage, {"hoodie.table.create.schema": '{"type":"x"}', "hoodie.populate.meta.fields": None, "new.key": "v"}
+    )
     after = parse_java_properties(main.read_text())
     assert after == written
-    assert list(after) == [k for k in before if k not in ("hoodie.populate.meta.fields", CHECKSUM_KEY)] + ["new.key", CHECKSUM_KEY]
+    assert list(after) == [k for k in before if k not in ("hoodie.populate.meta.fields", CHECKSUM_KEY)] + [
+        "new.key",
+        CHECKSUM_KEY,
+    ]
     assert after["hoodie.table.create.schema"] == '{"type":"x"}' and after[CHECKSUM_KEY] == before[CHECKSUM_KEY]
     assert not (tmp_path / ".hoodie/hoodie.properties.backup").exists()
     assert TableConfig.load(storage).create_schema == '{"type":"x"}'
@@ -198,7 +204,9 @@ def test_write_properties_never_rewrites_a_file_it_could_not_fully_read(tmp_path
     main = tmp_path / ".hoodie/hoodie.properties"
     _cut(main, 12)
     before = main.read_bytes()
-    with pytest.raises(CorruptTableError, match=rf"refusing to rewrite {main}: it is not valid \(lacks hoodie.table.checksum\)"):
+    with pytest.raises(
+        CorruptTableError, match=rf"refusing to rewrite {main}: it is not valid \(lacks hoodie.table.checksum\)"
+    ):
         write_properties(storage, {"hoodie.table.create.schema": "{}"})
     assert main.read_bytes() == before
     assert not (tmp_path / ".hoodie/hoodie.properties.backup").exists()
@@ -276,7 +284,7 @@ def test_hoodie_table_version_names_the_version_of_a_new_table(tmp_path: Path, c
         assert (table.config.table_version, table.config.timeline_layout_version) == (8, 2)
         assert open_table(tmp_path / "t", options={"hoodie.table.version": 8}).config.table_version == 8
     assert (tmp_path / "t" / ".hoodie" / "timeline").is_dir()
-    with pytest.raises(ConfigError, match="hoodie.table.version=6 but the table is at version 8; downgrades"):
+    with pytest.raises(ConfigError, match=r"hoodie.table.version=6 but the table is at version 8; downgrades"):
         open_table(tmp_path / "t", options={"hoodie.table.version": "6"})
     for options, refusal in (
         ({"hoodie.table.version": "5"}, "hoodie.table.version=5: upsertlake creates tables at version 6 or 8"),

@@ -47,7 +47,11 @@ def test_matches_reference(rows: list[tuple[str, int | None]]) -> None:
 
 @given(
     st.lists(
-        st.tuples(st.one_of(st.none(), st.sampled_from("abc")), st.sampled_from(["p", "q"]), st.one_of(st.none(), st.integers(0, 3))),
+        st.tuples(
+            st.one_of(st.none(), st.sampled_from("abc")),
+            st.sampled_from(["p", "q"]),
+            st.one_of(st.none(), st.integers(0, 3)),
+        ),
         max_size=60,
     )
 )
@@ -59,7 +63,9 @@ def test_matches_reference_by_key_and_partition_with_null_keys(rows: list[tuple[
         if j is None or (-1 if ts is None else ts) >= (-1 if rows[j][2] is None else rows[j][2]):
             winners[(k, p)] = i
     half = len(rows) // 2
-    keys = pa.chunked_array([pa.array([r[0] for r in rows[:half]], pa.string()), pa.array([r[0] for r in rows[half:]], pa.string())])
+    keys = pa.chunked_array(
+        [pa.array([r[0] for r in rows[:half]], pa.string()), pa.array([r[0] for r in rows[half:]], pa.string())]
+    )
     parts = pa.array([r[1] for r in rows], pa.string())
     ts = pa.array([r[2] for r in rows], pa.int64())
     assert dedup_indices([keys, parts], ts).to_pylist() == sorted(winners.values())

@@ -68,7 +68,9 @@ def rows_of(
 def state(table: pa.Table, what: str = "") -> dict[str, tuple]:
     rows = table.select(COLUMNS).to_pylist()
     out = {r["id"]: (r["ts"], r["v"], r["p"]) for r in rows}
-    assert len(out) == len(rows), f"{what}: a key is read twice: {sorted(Counter(r['id'] for r in rows).most_common(2))}"
+    assert len(out) == len(rows), (
+        f"{what}: a key is read twice: {sorted(Counter(r['id'] for r in rows).most_common(2))}"
+    )
     return out
 
 
@@ -358,8 +360,11 @@ def test_random_mor_sequences_under_the_bucket_index_read_as_the_model(tmp_path:
                        **{"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 3})
     assert {"compact", "upsert", "rollback", "delete", "reinsert"} <= {op.split(":")[0] for op in run.ops}, run.ops
     check_end(tmp_path / "t", run)
-    groups = {f.name.lstrip(".").split("_")[0] for f in (tmp_path / "t").rglob("*") if f.is_file() and ".hoodie" not in f.parts
-              and (f.name.endswith(".parquet") or ".log." in f.name)}
+    groups = {
+        f.name.lstrip(".").split("_")[0]
+        for f in (tmp_path / "t").rglob("*")
+        if f.is_file() and ".hoodie" not in f.parts and (f.name.endswith(".parquet") or ".log." in f.name)
+    }
     assert groups and all(bucket_of(g) is not None and bucket_of(g) < 3 for g in groups), groups
 
 
@@ -396,7 +401,9 @@ def test_random_mor_sequences_with_global_moves_late_rows_and_both_merge_modes_r
 def spark_state(spark, path: Path, **read: str) -> dict[str, tuple]:
     import upsertlake.spark as uls
 
-    return state(pa.Table.from_pylist([r.asDict() for r in uls.read(spark, str(path), columns=COLUMNS, **read).collect()]))
+    return state(
+        pa.Table.from_pylist([r.asDict() for r in uls.read(spark, str(path), columns=COLUMNS, **read).collect()])
+    )
 
 
 @pytest.mark.spark

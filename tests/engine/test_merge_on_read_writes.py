@@ -116,7 +116,7 @@ def test_random_writes_read_as_the_model_in_both_readers(tmp_path: Path, version
             ids = list(range(next_id, next_id + 15))
             next_id += 15
         elif op == "delete":
-            ids = rng.sample(existing, 8) + [next_id + 1000]  # and a key the table never held
+            ids = [*rng.sample(existing, 8), next_id + 1000]  # and a key the table never held
         else:
             ids = rng.sample(existing, 20) + list(range(next_id, next_id + 5))
             next_id += 5
@@ -196,7 +196,9 @@ def test_appends_encoded_in_one_pass_write_what_each_append_writes_alone(
     from upsertlake.engine.append_handle import AppendJob
 
     base = tmp_path / "base"
-    mor_table(base, version, **{"hoodie.parquet.small.file.limit": 0}).bulk_insert(batch(list(range(60)), [1] * 60, version))
+    mor_table(base, version, **{"hoodie.parquet.small.file.limit": 0}).bulk_insert(
+        batch(list(range(60)), [1] * 60, version)
+    )
     changes = batch(list(range(0, 60, 2)), [2] * 30, version)
     changes = changes.append_column("_hoodie_is_deleted", pa.array([i % 5 == 0 for i in range(30)]))
     logs: dict[str, dict[str, bytes]] = {}
@@ -458,9 +460,13 @@ def test_an_append_whose_log_name_a_concurrent_writer_took_rolls_over_to_the_nex
     statuses = b._write_buckets(planned, b.begin_write(tb, planned), None)
     b.commit(tb, b.write_result(tb, planned, statuses, {}))
 
-    names = sorted((n.instant, n.version, n.write_token) for n in map(LogFileName.parse, (p.name for p in logs_of(path))))
+    names = sorted(
+        (n.instant, n.version, n.write_token) for n in map(LogFileName.parse, (p.name for p in logs_of(path)))
+    )
     base = {p.name.rpartition("_")[2].removesuffix(".parquet") for p in path.glob("*.parquet")}
-    assert names == ([(*base, 1, "0-1-0"), (*base, 2, "0-1-0")] if version == 6 else [(ta, 1, "0-1-0"), (tb, 1, "0-1-0")])
+    assert names == (
+        [(*base, 1, "0-1-0"), (*base, 2, "0-1-0")] if version == 6 else [(ta, 1, "0-1-0"), (tb, 1, "0-1-0")]
+    )
     assert [s.stat.logVersion for s in statuses] == [2 if version == 6 else 1]
     assert not (path / ".hoodie" / ".temp").exists() or not any((path / ".hoodie" / ".temp").iterdir())
     expected = {r["id"]: r for r in batch(list(range(10)), [1] * 10, 1).to_pylist()}
@@ -519,7 +525,9 @@ open_table({path!r}, {options!r}).write_client().rollback_failed_writes()
 
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("dies_before", ["INFLIGHT", "COMPLETED"])
-def test_a_rollback_killed_midway_is_finished_by_the_next_writer(tmp_path: Path, version: int, dies_before: str) -> None:
+def test_a_rollback_killed_midway_is_finished_by_the_next_writer(
+    tmp_path: Path, version: int, dies_before: str
+) -> None:
     """A process rolling back a failed deltacommit is killed with its `.rollback` pending: before
     undoing anything (the next rollback of that write runs under the same instant, as Hudi
     reuses a pending rollback), or after undoing it all (the pending rollback, with nothing left
@@ -674,7 +682,7 @@ def write_while_a_compaction_is_planned(table, data: pa.Table, monkeypatch: pyte
     def write() -> None:
         try:
             out["result"] = table.upsert(data)
-        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+        except BaseException as exc:
             out["error"] = exc
 
     thread = threading.Thread(target=write)
@@ -791,8 +799,11 @@ def test_upserts_into_hudi_written_mor_tables_read_the_same_in_both_readers(tmp_
     change = data.slice(0, 2).drop_columns([c for c in data.column_names if c.startswith("_hoodie")])
     if table.config.precombine_field:
         pc_field = table.config.precombine_field
-        change = change.set_column(change.schema.get_field_index(pc_field), pc_field,
-                                   pa.array([v + 1 for v in change.column(pc_field).to_pylist()], change.schema.field(pc_field).type))
+        change = change.set_column(
+            change.schema.get_field_index(pc_field),
+            pc_field,
+            pa.array([v + 1 for v in change.column(pc_field).to_pylist()], change.schema.field(pc_field).type),
+        )
     before_logs = set(logs_of(path))
     result = table.upsert(change)
     assert result.num_updates == 2
@@ -836,7 +847,7 @@ def test_spark_upserts_and_deletes_on_a_mor_table_as_in_process(spark, tmp_path:
     table.bulk_insert(batch(list(range(40)), [1] * 40, 1))
     shutil.copytree(local, tmp_path / "spark")
     distributed = tmp_path / "spark"
-    updates = batch(list(range(0, 40, 3)) + [50, 51], [2] * 16, 2)
+    updates = batch([*list(range(0, 40, 3)), 50, 51], [2] * 16, 2)
     deletes = batch([1, 4, 7], [0] * 3, 3)
     table.upsert(updates)
     table.delete(deletes)
@@ -853,12 +864,12 @@ def test_spark_upserts_and_deletes_on_a_mor_table_as_in_process(spark, tmp_path:
 def test_spark_writes_find_only_keys_their_slices_hold(
     spark, tmp_path: Path, index: str, small_batch_bytes: int | None
 ) -> None:
-    """Keys moved away and back, and deleted then written late, on Spark, where tasks tag (a small batch in one task with the in-process
-    index, else the distributed lookup, whose tasks read a slice with log files merged; a global
-    index always looks up so): a key deleted in its slice's logs and written again with a
-    smaller ts reads as copy-on-write writes it; a global index moves a key away and back
-    leaving one copy, and a key whose log raised its ts stays where it is; in both readers,
-    before and after compaction."""
+    """Keys moved away and back, and deleted then written late, on Spark, where tasks tag (a small
+    batch in one task with the in-process index, else the distributed lookup, whose tasks read a
+    slice with log files merged; a global index always looks up so): a key deleted in its slice's
+    logs and written again with a smaller ts reads as copy-on-write writes it; a global index
+    moves a key away and back leaving one copy, and a key whose log raised its ts stays where it
+    is; in both readers, before and after compaction."""
     import upsertlake.spark as uls
 
     options = {"hoodie.index.type": index, "hoodie.write.table.version": 8,

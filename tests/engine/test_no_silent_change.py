@@ -181,7 +181,9 @@ def test_matching_options_are_fine(uuid_table) -> None:
 
 
 def test_create_table_refuses_options_contradicting_its_arguments(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="recordkey.field='id' but the table has hoodie.table.recordkey.fields='uuid'"):
+    with pytest.raises(
+        ConfigError, match=r"recordkey.field='id' but the table has hoodie.table.recordkey.fields='uuid'"
+    ):
         create_table(tmp_path / "c", "c", record_key="uuid", options={"hoodie.datasource.write.recordkey.field": "id"})
     assert not (tmp_path / "c").exists() or not any((tmp_path / "c").rglob("hoodie.properties"))
 

@@ -43,7 +43,13 @@ KEYS = [f"k{i}" for i in range(5)]
 PARTS = ["x", "y"]
 
 SCHEMA = pa.schema(
-    [("id", pa.string()), ("ts", pa.int64()), ("v", pa.string()), ("p", pa.string()), ("_hoodie_is_deleted", pa.bool_())]
+    [
+        ("id", pa.string()),
+        ("ts", pa.int64()),
+        ("v", pa.string()),
+        ("p", pa.string()),
+        ("_hoodie_is_deleted", pa.bool_()),
+    ]
 )
 
 Row = tuple  # (id, p, ts, v)
@@ -119,7 +125,9 @@ def _sort_key(r: Row) -> tuple:
 def _snapshot(table: pa.Table) -> list[Row]:
     if table.num_rows == 0:
         return []
-    return sorted(((r["id"], r["p"], r["ts"], r["v"]) for r in table.select(["id", "p", "ts", "v"]).to_pylist()), key=_sort_key)
+    return sorted(
+        ((r["id"], r["p"], r["ts"], r["v"]) for r in table.select(["id", "p", "ts", "v"]).to_pylist()), key=_sort_key
+    )
 
 
 record = st.fixed_dictionaries(
@@ -135,7 +143,9 @@ upsert_del_op = st.tuples(
 )
 insert_op = st.tuples(st.just("insert"), st.lists(record, min_size=1, max_size=5), st.booleans())
 delete_op = st.tuples(
-    st.just("delete"), st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(PARTS)), min_size=1, max_size=4), st.booleans()
+    st.just("delete"),
+    st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(PARTS)), min_size=1, max_size=4),
+    st.booleans(),
 )
 ops = st.lists(st.one_of(upsert_op, upsert_del_op, insert_op, delete_op), min_size=1, max_size=6)
 

@@ -115,7 +115,11 @@ def test_null_precombine_value_is_refused(tmp_path: Path) -> None:
     """Hudi refuses a null ordering value; so do we (it once silently lost the dedup)."""
     t = new_table(tmp_path, partitioned=False)
     with pytest.raises(SchemaError, match="precombine field 'ts' is null in 3 of 4 row"):
-        t.upsert(batch(("a", 1, "a1"), ("a", None, "anull"), ("b", None, "b-first"), ("b", None, "b-last"), partitioned=False))
+        t.upsert(
+            batch(
+                ("a", 1, "a1"), ("a", None, "anull"), ("b", None, "b-first"), ("b", None, "b-last"), partitioned=False
+            )
+        )
     assert t.timeline() == []
 
 
@@ -143,7 +147,9 @@ def test_commit_time_ordering_always_takes_incoming(tmp_path: Path, where: str) 
     mode = {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}
     t = new_table(tmp_path, **(mode if where == "table" else {}))
     t.upsert(batch(("a", 5, "a5", "x"), ("b", 5, "b5", "x")))
-    r = t.upsert(batch(("a", 3, "a3", "x"), ("a", 1, "a1", "x"), ("b", 9, "b9", "x")), mode if where == "call" else None)
+    r = t.upsert(
+        batch(("a", 3, "a3", "x"), ("a", 1, "a1", "x"), ("b", 9, "b9", "x")), mode if where == "call" else None
+    )
     # the batch is still deduplicated by precombine (a3 beats a1), then the incoming record wins
     assert (r.num_inserts, r.num_updates) == (0, 2)
     assert snap(t) == [("a", 3, "a3", "x"), ("b", 9, "b9", "x")]
@@ -306,7 +312,14 @@ def test_bulk_insert_sort_modes(tmp_path: Path, mode: str) -> None:
 def test_carried_over_rows_keep_commit_time_and_seqno(tmp_path: Path) -> None:
     t = new_table(tmp_path)
     first = t.upsert(batch(("a", 1, "a1", "x"), ("b", 1, "b1", "x"), ("c", 1, "c1", "x")))
-    cols = ["id", "_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]
+    cols = [
+        "id",
+        "_hoodie_commit_time",
+        "_hoodie_commit_seqno",
+        "_hoodie_record_key",
+        "_hoodie_partition_path",
+        "_hoodie_file_name",
+    ]
     before = {r["id"]: r for r in t.read(cols).to_pylist()}
     second = t.upsert(batch(("b", 2, "b2", "x"), ("d", 1, "d1", "x")))
     after = {r["id"]: r for r in t.read(cols).to_pylist()}
@@ -323,7 +336,9 @@ def test_carried_over_rows_keep_commit_time_and_seqno(tmp_path: Path) -> None:
         assert after[key]["_hoodie_commit_seqno"].startswith(second.instant_time + "_")
         assert after[key]["_hoodie_file_name"] == new_name
     # a file name column is right in the file itself too, and Hudi's reader agrees
-    assert set(pq.read_table(Path(t.path) / second.files_written[0]).column("_hoodie_file_name").to_pylist()) == {new_name}
+    assert set(pq.read_table(Path(t.path) / second.files_written[0]).column("_hoodie_file_name").to_pylist()) == {
+        new_name
+    }
     hudi = {r["id"]: r for r in hudi_read(t.path).select(cols).to_pylist()}
     assert hudi == after
 
@@ -347,7 +362,10 @@ def test_file_group_whose_last_record_is_deleted_gets_an_empty_version(tmp_path:
     assert snap(t) == [("a", 1, "a1", "x")]
     assert hudi_snap(t.path) == [("a", 1, "a1", "x")]
     # time travel still sees the old version
-    assert snap(t.read(["id", "ts", "v", "p"], as_of=t.timeline()[0].time)) == [("a", 1, "a1", "x"), ("b", 1, "b1", "y")]
+    assert snap(t.read(["id", "ts", "v", "p"], as_of=t.timeline()[0].time)) == [
+        ("a", 1, "a1", "x"),
+        ("b", 1, "b1", "y"),
+    ]
 
 
 @pytest.mark.parametrize("index", GLOBAL_INDEXES)

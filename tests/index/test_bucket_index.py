@@ -31,7 +31,10 @@ def test_keys_hash_as_java_and_hudi_hash_them() -> None:
     # a complex key hashes the values of the hash fields, in their order: List("x", "1"), List("1")
     assert bucket_ids(pa.array(["id:1,name:x"]), ["name", "id"], 8).tolist() == [2]
     assert bucket_ids(pa.array(["id:1,name:x"]), ["id"], 8).tolist() == [0]
-    assert (bucket_of("00000003-1d2c-4f5e-8a9b-0c1d2e3f4a5b-0"), bucket_of("3fa85f64-5717-4562-b3fc-2c963f66afa6-0")) == (3, None)
+    assert (
+        bucket_of("00000003-1d2c-4f5e-8a9b-0c1d2e3f4a5b-0"),
+        bucket_of("3fa85f64-5717-4562-b3fc-2c963f66afa6-0"),
+    ) == (3, None)
     with pytest.raises(SchemaError, match="cannot hash record keys of field:value pairs whose values hold ','"):
         bucket_ids(pa.array(["id:1,name:x,y"]), ["id"], 8)
 
@@ -50,14 +53,18 @@ def check_buckets(path: Path) -> dict[str, set[str]]:
     t = open_table(path).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"])
     expected = bucket_ids(t.column("_hoodie_record_key"), ["id"], 4).tolist()
     groups: dict[str, set[str]] = {}
-    for p, name, bucket in zip(t.column("_hoodie_partition_path").to_pylist(), t.column("_hoodie_file_name").to_pylist(), expected):
+    for p, name, bucket in zip(
+        t.column("_hoodie_partition_path").to_pylist(), t.column("_hoodie_file_name").to_pylist(), expected
+    ):
         assert bucket_of(name) == bucket, (name, bucket)
         groups.setdefault(p, set()).add(name.lstrip(".").split("_")[0])
     return groups
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_writes_go_to_their_keys_buckets_and_read_the_same_in_hudi(tmp_path: Path, table_version: int, table_type: str) -> None:
+def test_writes_go_to_their_keys_buckets_and_read_the_same_in_hudi(
+    tmp_path: Path, table_version: int, table_type: str
+) -> None:
     path = tmp_path / "t"
     t = create_table(path, "t", record_key="id", precombine_field="ts", partition_fields=["p"],
                      table_type=table_type, options=BUCKETS)
@@ -96,32 +103,50 @@ def test_a_table_not_written_by_buckets_is_refused_as_it_is(tmp_path: Path) -> N
     t = create_table(path, "t", record_key="id", precombine_field="ts", partition_fields=["p"])
     t.upsert(rows(range(10), 1))
     before = snapshot(path)
-    with pytest.raises(UnsupportedTableError, match=r"file group \S+ of partition 'p[01]' is none of the 4 buckets' \(its name gives (no bucket|bucket \d+)\): the table was written without hoodie.index.type=BUCKET"):
+    with pytest.raises(
+        UnsupportedTableError,
+        match=r"file group \S+ of partition 'p[01]' is none of the 4 buckets' \(its name gives (no bucket|bucket "
+              r"\d+)\): the table was written without hoodie.index.type=BUCKET",
+    ):
         open_table(path, BUCKETS).upsert(rows(range(5), 2))
     assert snapshot(path) == before and [i.state for i in open_table(path).timeline()] == [State.COMPLETED]
 
 
 def test_the_number_of_buckets_cannot_shrink(tmp_path: Path) -> None:
     path = tmp_path / "t"
-    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields=["p"], options=BUCKETS).upsert(rows(range(40), 1))
-    with pytest.raises(UnsupportedTableError, match=r"of partition .p0. is none of the 2 buckets' \(its name gives bucket [23]\)"):
+    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields=["p"], options=BUCKETS).upsert(
+        rows(range(40), 1)
+    )
+    with pytest.raises(
+        UnsupportedTableError, match=r"of partition .p0. is none of the 2 buckets' \(its name gives bucket [23]\)"
+    ):
         open_table(path, {**BUCKETS, "hoodie.bucket.index.num.buckets": 2}).upsert(rows(range(5), 2))
 
 
 def test_bad_bucket_options_and_what_buckets_cannot_do_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "t"
-    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields=["p"], options=BUCKETS).upsert(rows(range(4), 1))
+    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields=["p"], options=BUCKETS).upsert(
+        rows(range(4), 1)
+    )
     before = snapshot(path)
     refused = [
-        ({"hoodie.bucket.index.hash.field": "v"}, ConfigError, "hoodie.bucket.index.hash.field names v, which are not record key fields"),
+        (
+            {"hoodie.bucket.index.hash.field": "v"},
+            ConfigError,
+            "hoodie.bucket.index.hash.field names v, which are not record key fields",
+        ),
         ({"hoodie.index.bucket.engine": "CONSISTENT_HASHING"}, ConfigError, "CONSISTENT_HASHING"),
-        ({"hoodie.clustering.inline": "true"}, ConfigError, "hoodie.clustering.inline=true cannot go with hoodie.index.type=BUCKET"),
+        (
+            {"hoodie.clustering.inline": "true"},
+            ConfigError,
+            "hoodie.clustering.inline=true cannot go with hoodie.index.type=BUCKET",
+        ),
         ({"hoodie.bucket.index.num.buckets": 0}, ConfigError, "hoodie.bucket.index.num.buckets=0: give 1 or more"),
     ]
     for options, error, message in refused:
         with pytest.raises(error, match=message):
             open_table(path, {**BUCKETS, **options}).upsert(rows(range(1), 2))
-    with pytest.raises(UnsupportedTableError, match="clustering a table written with hoodie.index.type=BUCKET"):
+    with pytest.raises(UnsupportedTableError, match=r"clustering a table written with hoodie.index.type=BUCKET"):
         open_table(path, BUCKETS).cluster()
     assert snapshot(path) == before and [i.state for i in open_table(path).timeline()] == [State.COMPLETED]
     from upsertlake.config import Config

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from upsertlake.config.enums import IndexType
 from upsertlake import create_table, open_table
+from upsertlake.config.enums import IndexType
 from upsertlake.index import make_index
 from upsertlake.index.bloom import BloomIndex
 from upsertlake.layout.file_system_view import FileSystemView
@@ -96,7 +96,10 @@ def tag(index_type: str, path: Path, keys: list[str], partitions: list[str]) -> 
     first = [i for i, pair in enumerate(zip(keys, partitions))
              if (ident := pair[0] if index.is_global else pair) not in seen and not seen.add(ident)]
     at = pa.array(first, pa.int64())
-    assert make_index(IndexType(index_type)).tag(k.take(at), p.take(at), view, unique=True).to_pylist() == tags.take(at).to_pylist()
+    assert (
+        make_index(IndexType(index_type)).tag(k.take(at), p.take(at), view, unique=True).to_pylist()
+        == tags.take(at).to_pylist()
+    )
     return tags
 
 
@@ -186,7 +189,9 @@ def test_bloom_index_opens_only_the_file_holding_the_keys(tmp_path: Path) -> Non
            "hoodie.index.bloom.fpp": 1e-9},
     )
     table.bulk_insert(data)
-    files = sorted(latest_files(path).items(), key=lambda kv: pq.read_metadata(kv[1][1]).metadata[b"hoodie_min_record_key"])
+    files = sorted(
+        latest_files(path).items(), key=lambda kv: pq.read_metadata(kv[1][1]).metadata[b"hoodie_min_record_key"]
+    )
     assert len(files) == 20
     (partition, fid), (instant, f) = files[7]
     stored = pq.read_table(f, columns=["_hoodie_record_key"]).column(0).to_pylist()
@@ -206,7 +211,9 @@ def test_bloom_index_opens_only_the_file_holding_the_keys(tmp_path: Path) -> Non
     assert stats["bloom_checks"] == len(keys)  # range pruning sent every key to this file only
     assert stats["candidate_keys"] - stats["keys_matched"] == 0  # no false positive at fpp 1e-9
     # Keys outside every range (and new keys inside one) open no file at all.
-    index.tag(pa.array(["zzz", "00000001", absent[0]]), pa.array(["p0"] * 3), FileSystemView(Timeline.load(Storage(path))))
+    index.tag(
+        pa.array(["zzz", "00000001", absent[0]]), pa.array(["p0"] * 3), FileSystemView(Timeline.load(Storage(path)))
+    )
     assert index.stats()["files_opened"] == 0
 
 
@@ -277,7 +284,9 @@ def test_in_memory_index_built_once_and_kept_up_to_date(tmp_path: Path, index_ty
 # --- (d) global indexes and partition moves ------------------------------------------------------
 @pytest.mark.parametrize("index_type", GLOBAL)
 @pytest.mark.parametrize("update_partition_path", [True, False])
-def test_global_index_moves_a_key_to_its_new_partition(tmp_path: Path, index_type: str, update_partition_path: bool) -> None:
+def test_global_index_moves_a_key_to_its_new_partition(
+    tmp_path: Path, index_type: str, update_partition_path: bool
+) -> None:
     path = tmp_path / "t"
     flag = str(update_partition_path).lower()
     table = new_table(
@@ -306,7 +315,9 @@ def test_global_index_moves_a_key_to_its_new_partition(tmp_path: Path, index_typ
     [("GLOBAL_SIMPLE", "hoodie.simple.index.update.partition.path"),
      ("GLOBAL_BLOOM", "hoodie.bloom.index.update.partition.path")],
 )
-def test_each_global_index_reads_its_own_update_partition_path_option(tmp_path: Path, index_type: str, option: str) -> None:
+def test_each_global_index_reads_its_own_update_partition_path_option(
+    tmp_path: Path, index_type: str, option: str
+) -> None:
     """As in Hudi, the simple index's option does not govern the bloom index and vice versa."""
     other = ({"hoodie.simple.index.update.partition.path", "hoodie.bloom.index.update.partition.path"} - {option}).pop()
     for name, options, home in (("own", {option: "false"}, "p0"), ("other", {other: "false"}, "p1")):

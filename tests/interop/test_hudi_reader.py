@@ -376,7 +376,7 @@ def test_empty_hudi_table_reads_as_no_rows(hudi_table) -> None:
     table = open_table(path)
     snapshot = table.read()
     assert snapshot.num_rows == 0
-    assert snapshot.column_names == META + ["id", "name", "isActive"]  # hoodie.table.create.schema
+    assert snapshot.column_names == [*META, "id", "name", "isActive"]  # hoodie.table.create.schema
     assert hudi_read(path).num_rows == 0
     assert completed_instants(table) == []
 

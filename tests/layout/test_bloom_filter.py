@@ -313,7 +313,9 @@ def test_resume_equals_building_from_scratch(filter_type: str, first: int, more:
     from all keys — including across the dynamic filter's growth and round robin."""
     keys = [f"key-{i:06d}" for i in range(first + more)]
     params = dict(num_entries=1000, fpp=0.01, filter_type=filter_type, max_entries=2000)
-    old = bloom_filter_for_keys(pa.array(keys[:first], pa.string()), **params) if first else BloomFilter.create(**params)
+    old = (
+        bloom_filter_for_keys(pa.array(keys[:first], pa.string()), **params) if first else BloomFilter.create(**params)
+    )
     resumed = BloomFilter.resume(old.serialize(), old.type_code, first, **params)
     assert resumed is not None
     resumed.add_keys(pa.array(keys[first:], pa.string()))
@@ -335,7 +337,7 @@ def test_rewritten_files_carry_the_filter_of_their_keys(tmp_path) -> None:
     table = upsertlake.create_table(tmp_path, name="t", record_key="k", precombine_field="ts", partition_fields=["p"])
     keys = [f"k{i:04d}" for i in range(400)]
     table.insert(pa.table({"k": keys, "ts": [1] * 400, "p": ["a", "b"] * 200}))
-    table.upsert(pa.table({"k": keys[:50] + ["new1", "new2"], "ts": [2] * 52, "p": ["a", "b"] * 26}))
+    table.upsert(pa.table({"k": [*keys[:50], "new1", "new2"], "ts": [2] * 52, "p": ["a", "b"] * 26}))
     table.delete(pa.table({"k": keys[50:60], "p": ["a", "b"] * 5}))
     table.upsert(pa.table({"k": ["new3"], "ts": [3], "p": ["a"]}))
     files = {f["_hoodie_file_name"] for f in table.read(columns=["_hoodie_file_name"]).to_pylist()}

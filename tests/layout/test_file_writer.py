@@ -117,10 +117,14 @@ def test_rewrites_keep_dictionary_columns_exact_with_a_string_ordering_field(tmp
     table = create_table(tmp_path, name="t", record_key="k", precombine_field="day")
     table.insert(rows(list(range(2000)), "2024-05-02"))
     newer, older = list(range(0, 2000, 7)), list(range(3, 2000, 11))
-    batch = pa.concat_tables([rows(newer, "2024-05-03", True), rows(older, "2024-05-01", True), rows([5000], "2024-05-01", True)])
+    batch = pa.concat_tables(
+        [rows(newer, "2024-05-03", True), rows(older, "2024-05-01", True), rows([5000], "2024-05-01", True)]
+    )
     table.upsert(batch.filter(pa.compute.invert(pa.compute.is_in(batch["k"], value_set=pa.array(["k000077"])))))
 
-    got = {r["k"]: (r["day"], r["city"], r["note"]) for r in table.read(columns=["k", "day", "city", "note"]).to_pylist()}
+    got = {
+        r["k"]: (r["day"], r["city"], r["note"]) for r in table.read(columns=["k", "day", "city", "note"]).to_pylist()
+    }
     want = {f"k{i:06d}": ("2024-05-02", f"city-{i % 7}", None) for i in range(2000)}
     want.update({f"k{i:06d}": ("2024-05-03", f"city-{i % 7}", f"n{i}") for i in newer if i != 77})
     want["k005000"] = ("2024-05-01", "city-2", "n5000")

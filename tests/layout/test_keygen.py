@@ -27,7 +27,9 @@ def test_keys_and_paths_equal_hudis(hudi_table, name: str) -> None:
 
 
 def _keygen(keys, parts=(), hive=False, urlencode=False) -> KeyGenerator:
-    return KeyGenerator(TableConfig("t", tuple(keys), tuple(parts), hive_style_partitioning=hive, urlencode_partitions=urlencode))
+    return KeyGenerator(
+        TableConfig("t", tuple(keys), tuple(parts), hive_style_partitioning=hive, urlencode_partitions=urlencode)
+    )
 
 
 def test_partition_paths() -> None:
@@ -43,7 +45,10 @@ def test_partition_paths() -> None:
         "city=new+york%2Fx/day=d3",
     ]
     kg = _keygen(["id"], ["city", "day"], hive=True, urlencode=True)
-    assert kg.partition_values("city=new+york%2Fx/day=__HIVE_DEFAULT_PARTITION__") == {"city": "new york/x", "day": None}
+    assert kg.partition_values("city=new+york%2Fx/day=__HIVE_DEFAULT_PARTITION__") == {
+        "city": "new york/x",
+        "day": None,
+    }
 
 
 def test_record_keys() -> None:

@@ -8,6 +8,7 @@ import datetime as dt
 import decimal
 import json
 import struct
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +72,14 @@ def summary(path: Path) -> list[tuple]:
         if isinstance(b, DataBlock):
             out.append((b.block_type.name, b.instant, b.records.column("_hoodie_record_key").to_pylist()))
         elif isinstance(b, DeleteBlock):
-            out.append(("DELETE", b.instant, b.keys.column("record_key").to_pylist(), b.keys.column("natural_order").to_pylist()))
+            out.append(
+                (
+                    "DELETE",
+                    b.instant,
+                    b.keys.column("record_key").to_pylist(),
+                    b.keys.column("natural_order").to_pylist(),
+                )
+            )
         else:
             out.append((type(b).__name__,))
     return out
@@ -109,7 +117,13 @@ def test_log_files_sort_by_instant_then_version_then_write_token() -> None:
     def n(instant: str, version: int, token: str) -> LogFileName:
         return LogFileName("f-0", instant, version, token)
 
-    logs = [n("002", 1, "0-1-1"), n("001", 10, "0-1-1"), n("001", 2, "2-1-1"), n("001", 2, "10-1-1"), n("001", 2, "0-9-9")]
+    logs = [
+        n("002", 1, "0-1-1"),
+        n("001", 10, "0-1-1"),
+        n("001", 2, "2-1-1"),
+        n("001", 2, "10-1-1"),
+        n("001", 2, "0-9-9"),
+    ]
     assert sort_log_files(logs) == [logs[4], logs[3], logs[2], logs[1], logs[0]]  # tokens compare as strings
     assert n("001", 1, "0-1-1").next_version("1-2-3") == n("001", 2, "1-2-3")
 
@@ -125,22 +139,32 @@ def test_every_fixture_log_file_parses_to_its_blocks(tmp_path: Path) -> None:
             got[f"{zip_path.stem}/{p.parent.name}/{p.name}"] = summary(p)
     v8 = "mor_v8_trips_8i3u1d"
     assert got == {
-        "mor_v6_nonpartitioned/v6_nonpartitioned/.d206069c-22c8-4532-b9ea-3cf4282342c4-0_20250117083125837.log.1_0-33-43": [
+        "mor_v6_nonpartitioned/v6_nonpartitioned/"
+        ".d206069c-22c8-4532-b9ea-3cf4282342c4-0_20250117083125837.log.1_0-33-43": [
             ("PARQUET_DATA", "20250117083136333", ["1"])
         ],
         "mor_v6_simplekeygen_nonhivestyle/10/.26e33b7b-aa9f-4f2e-b683-a90ef0d5861d-0_20250121000547796.log.1_0-33-47": [
             ("PARQUET_DATA", "20250121000557095", ["1"])
         ],
-        "mor_v6_trips_8i1u/city=san_francisco/.d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0_20250331030642808.log.1_0-26-85": [
+        "mor_v6_trips_8i1u/city=san_francisco/"
+        ".d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0_20250331030642808.log.1_0-26-85": [
             ("AVRO_DATA", "20250331030645735", [V8_KEYS["D"]])
         ],
-        f"{v8}/city=chennai/.6e1d5cc4-c487-487d-abbe-fe9b30b1c0cc-0_20251220210127080.log.1_0-1072-3078": [("AVRO_DATA", "20251220210127080", [V8_KEYS["J"]])],
-        f"{v8}/city=chennai/.6e1d5cc4-c487-487d-abbe-fe9b30b1c0cc-0_20251220210128625.log.1_0-1097-3150": [("DELETE", "20251220210128625", [V8_KEYS["J"]], [True])],
+        f"{v8}/city=chennai/.6e1d5cc4-c487-487d-abbe-fe9b30b1c0cc-0_20251220210127080.log.1_0-1072-3078": [
+            ("AVRO_DATA", "20251220210127080", [V8_KEYS["J"]])
+        ],
+        f"{v8}/city=chennai/.6e1d5cc4-c487-487d-abbe-fe9b30b1c0cc-0_20251220210128625.log.1_0-1097-3150": [
+            ("DELETE", "20251220210128625", [V8_KEYS["J"]], [True])
+        ],
         f"{v8}/city=san_francisco/.036ded81-9ed4-479f-bcea-7145dfa0079b-0_20251220210123755.log.1_0-1022-2928": [
             ("AVRO_DATA", "20251220210123755", [V8_KEYS["A"]])
         ],
-        f"{v8}/city=sao_paulo/.8aa68f7e-afd6-4c94-b86c-8a886552e08d-0_20251220210125441.log.1_0-1047-3000": [("DELETE", "20251220210125441", [V8_KEYS["F"]], [True])],
-        f"{v8}/city=sao_paulo/.8aa68f7e-afd6-4c94-b86c-8a886552e08d-0_20251220210130911.log.1_0-1139-3316": [("AVRO_DATA", "20251220210130911", [V8_KEYS["G"]])],
+        f"{v8}/city=sao_paulo/.8aa68f7e-afd6-4c94-b86c-8a886552e08d-0_20251220210125441.log.1_0-1047-3000": [
+            ("DELETE", "20251220210125441", [V8_KEYS["F"]], [True])
+        ],
+        f"{v8}/city=sao_paulo/.8aa68f7e-afd6-4c94-b86c-8a886552e08d-0_20251220210130911.log.1_0-1139-3316": [
+            ("AVRO_DATA", "20251220210130911", [V8_KEYS["G"]])
+        ],
     }
 
 
@@ -148,7 +172,9 @@ def test_fixture_records_decode_to_their_values(tmp_path: Path) -> None:
     table = unzip_mor_table("mor_v6_nonpartitioned", tmp_path)
     (block,) = read_blocks(data_log_files(table)[0].read_bytes())
     row = block.records.to_pylist()[0]
-    assert {k: row[k] for k in ("_hoodie_commit_seqno", "id", "name", "isActive", "longField", "decimalField", "dateField")} == {
+    assert {
+        k: row[k] for k in ("_hoodie_commit_seqno", "id", "name", "isActive", "longField", "decimalField", "dateField")
+    } == {
         "_hoodie_commit_seqno": "20250117083136333_0_1",
         "id": 1,
         "name": "Alice",
@@ -241,8 +267,12 @@ def random_table(n: int, seed: int) -> pa.Table:
             "flag": nullable((rng.random(n) < 0.5).tolist(), pa.bool_()),
             "text": nullable(texts, pa.string()),
             "blob": pa.array([bytes(rng.integers(0, 256, i % 7, dtype=np.uint8)) for i in range(n)], pa.binary()),
-            "amount": nullable([decimal.Decimal(int(x)).scaleb(-5) for x in rng.integers(-(10**14), 10**14, n)], pa.decimal128(20, 5)),
-            "day": nullable([dt.date(1970, 1, 1) + dt.timedelta(days=int(x)) for x in rng.integers(-5000, 30000, n)], pa.date32()),
+            "amount": nullable(
+                [decimal.Decimal(int(x)).scaleb(-5) for x in rng.integers(-(10**14), 10**14, n)], pa.decimal128(20, 5)
+            ),
+            "day": nullable(
+                [dt.date(1970, 1, 1) + dt.timedelta(days=int(x)) for x in rng.integers(-5000, 30000, n)], pa.date32()
+            ),
             "at": pa.array(rng.integers(-(10**15), 10**15, n), pa.timestamp("us", tz="UTC")),
             "local": nullable(rng.integers(0, 10**12, n).tolist(), pa.timestamp("ms")),
         }
@@ -311,14 +341,20 @@ def test_delete_and_rollback_blocks_round_trip() -> None:
         {"record_key": "c", "partition_path": None, "ordering_value": 2**40, "natural_order": False},
     ]
     assert command == CommandBlock("003", "002", Command.ROLLBACK)
-    assert command.header == {HeaderKey.INSTANT_TIME: "003", HeaderKey.TARGET_INSTANT_TIME: "002", HeaderKey.COMMAND_BLOCK_TYPE: "0"}
+    assert command.header == {
+        HeaderKey.INSTANT_TIME: "003",
+        HeaderKey.TARGET_INSTANT_TIME: "002",
+        HeaderKey.COMMAND_BLOCK_TYPE: "0",
+    }
     # a delete without ordering values is Hudi's plain delete: IntWrapper(0), union branch 2, value 0
     plain = encode_block(delete_block("004", pa.table({"record_key": ["k"], "partition_path": ["p"]})))
     assert b"\x02\x02\x02k\x02\x02p\x04\x00\x00" in plain
     (back,) = read_blocks(plain)
     assert back.keys.column("natural_order").to_pylist() == [True]
     dated = pa.table({"record_key": ["k"], "partition_path": ["p"], "ordering_value": pa.array([dt.date(2024, 2, 29)])})
-    assert read_blocks(encode_block(delete_block("005", dated)))[0].keys.column("ordering_value").to_pylist() == [dt.date(2024, 2, 29)]
+    assert read_blocks(encode_block(delete_block("005", dated)))[0].keys.column("ordering_value").to_pylist() == [
+        dt.date(2024, 2, 29)
+    ]
 
 
 def test_old_delete_blocks_and_unknown_blocks_are_refused_by_name() -> None:
@@ -385,7 +421,9 @@ def test_a_well_framed_block_with_bad_content_is_a_corrupt_table() -> None:
     block = bytearray(encode_block(data_block("001", table, schema_json)))
     count_at = block.index(struct.pack(">ii", 3, 1))
     block[count_at + 4 : count_at + 8] = struct.pack(">i", 5)  # claims 5 records
-    with pytest.raises(CorruptTableError, match="f.log: block at byte 0: the lengths of 5 records run past the block.s end"):
+    with pytest.raises(
+        CorruptTableError, match=r"f.log: block at byte 0: the lengths of 5 records run past the block.s end"
+    ):
         read_blocks(bytes(block), "f.log")
 
 
@@ -469,7 +507,12 @@ def test_blocks_of_unwanted_instants_are_left_out_undecoded() -> None:
 
 def test_columns_are_written_in_the_writer_schemas_units_and_scales() -> None:
     schema = pa.schema(
-        [(KEY_COLUMN, pa.string()), ("at", pa.timestamp("us", tz="UTC")), ("amount", pa.decimal128(10, 4)), ("ms", pa.timestamp("ms"))]
+        [
+            (KEY_COLUMN, pa.string()),
+            ("at", pa.timestamp("us", tz="UTC")),
+            ("amount", pa.decimal128(10, 4)),
+            ("ms", pa.timestamp("ms")),
+        ]
     )
     schema_json = avro_schema_json(with_meta_fields(arrow_to_avro(schema, "t")))
     given = pa.table(
@@ -517,7 +560,17 @@ def test_the_hudi_reader_reads_nested_records_we_write(tmp_path: Path, parquet: 
         (hoodie / f"{ours}{suffix}").write_bytes(b"")
     (hoodie / f"{ours}.deltacommit").write_bytes((hoodie / "20250117083136333.deltacommit").read_bytes())
 
-    columns = ["_hoodie_commit_time", "id", "name", "decimalField", "dateField", "timestampField", "arrayField", "mapField", "structField"]
+    columns = [
+        "_hoodie_commit_time",
+        "id",
+        "name",
+        "decimalField",
+        "dateField",
+        "timestampField",
+        "arrayField",
+        "mapField",
+        "structField",
+    ]
     hudi = hudi_read(table).select(columns).sort_by("id").to_pylist()
     assert [(r["id"], r["name"], r["_hoodie_commit_time"]) for r in hudi] == [
         (1, "Alice", "20250117083136333"),
@@ -540,10 +593,15 @@ def test_avro_data_blocks_encode_each_file_groups_rows_as_a_block_of_its_own() -
     runs = [0, 120, 120, 299, 300]  # an empty run first, one in the middle
     framed = avro_data_blocks("001", table, schema_json, runs)
     cuts = [0, *runs]
-    assert framed == [encode_block(data_block("001", table.slice(a, b - a), schema_json)) for a, b in zip(cuts, cuts[1:])]
+    assert framed == [
+        encode_block(data_block("001", table.slice(a, b - a), schema_json)) for a, b in pairwise(cuts)
+    ]
     nested = pa.table({KEY_COLUMN: ["a", "b", "c"], "tags": pa.array([["x"], [], None], pa.list_(pa.string()))})
     nested_json = avro_schema_json(with_meta_fields(arrow_to_avro(nested.schema, "n")))
-    assert [read_blocks(b)[0].records.column("tags").to_pylist() for b in avro_data_blocks("001", nested, nested_json, [2, 3])] == [
+    assert [
+        read_blocks(b)[0].records.column("tags").to_pylist()
+        for b in avro_data_blocks("001", nested, nested_json, [2, 3])
+    ] == [
         [["x"], []],
         [None],
     ]
@@ -561,7 +619,9 @@ def test_a_slices_log_files_read_together_decode_as_each_alone() -> None:
     files = [
         append_blocks([data_block("001", table.slice(0, 100), schema_json)]),
         append_blocks([data_block("002", table.slice(100, 150), schema_json), delete_block("002", keys)]),
-        append_blocks([data_block("003", table.slice(250, 0), schema_json), data_block("003", table.slice(250, 50), schema_json)]),
+        append_blocks(
+            [data_block("003", table.slice(250, 0), schema_json), data_block("003", table.slice(250, 50), schema_json)]
+        ),
     ]
     named = [(f, f"log{i}") for i, f in enumerate(files)]
     alone = [b for f, name in named for b in read_blocks(f, name)]

@@ -34,7 +34,9 @@ def deletes(instant: str, keys: list[str], ordering: list[int | None] | None = N
     """Delete keys; no ordering list: Hudi's plain deletes (IntWrapper(0)); None in it: natural too."""
     natural = [True] * len(keys) if ordering is None else [o is None for o in ordering]
     values = pa.array(ordering or [None] * len(keys), pa.int64() if ordering else pa.null())
-    table = pa.table({"record_key": keys, "partition_path": [""] * len(keys), "ordering_value": values, "natural_order": natural})
+    table = pa.table(
+        {"record_key": keys, "partition_path": [""] * len(keys), "ordering_value": values, "natural_order": natural}
+    )
     return DeleteBlock(instant, table, {})
 
 
@@ -73,7 +75,11 @@ def test_after_a_plain_delete_the_base_record_competes_with_the_logs_winner() ->
     base record with the log's winner (FileGroupRecordBuffer.hasNextBaseRecord): a record written
     after the delete with a smaller ordering value than the base record's leaves the base record,
     as hudi-rs reads it (tests/engine/test_merge_on_read_model.py); a delete that is the log's last word deletes."""
-    blocks = [records("1", [("a", 9, "a1")]), deletes("2", ["a", "b", "zz"]), records("3", [("a", 8, "a3"), ("b", 1, "b3")])]
+    blocks = [
+        records("1", [("a", 9, "a1")]),
+        deletes("2", ["a", "b", "zz"]),
+        records("3", [("a", 8, "a3"), ("b", 1, "b3")]),
+    ]
     assert merged(blocks) == [("a", 8, "a3"), ("b", 5, "b0"), ("c", 5, "c0")]  # a: the log's a1 cleared
     assert merged(blocks, COMMIT) == [("a", 8, "a3"), ("b", 1, "b3"), ("c", 5, "c0")]
     assert merged(blocks, base=None) == [("a", 8, "a3"), ("b", 1, "b3")]  # a log-only group: no base record
@@ -84,9 +90,9 @@ def test_a_delete_with_an_ordering_value_competes_by_event_time() -> None:
     assert merged(blocks) == [("a", 5, "a0")]  # 4 < 5 keeps a; a tie deletes b; None is a plain delete
     assert merged(blocks, COMMIT) == []
     # after a delete of ordering 7, a record must reach 7 to come back
-    later = blocks + [deletes("2", ["a"], [7]), records("3", [("a", 6, "a3"), ("b", 6, "b3")])]
+    later = [*blocks, deletes("2", ["a"], [7]), records("3", [("a", 6, "a3"), ("b", 6, "b3")])]
     assert merged(later) == [("b", 6, "b3")]
-    assert merged(later + [records("4", [("a", 7, "a4")])]) == [("a", 7, "a4"), ("b", 6, "b3")]
+    assert merged([*later, records("4", [("a", 7, "a4")])]) == [("a", 7, "a4"), ("b", 6, "b3")]
 
 
 def test_after_a_plain_delete_a_delete_with_an_ordering_value_leaves_it_and_a_record_replaces_it() -> None:
@@ -101,9 +107,9 @@ def test_after_a_plain_delete_a_delete_with_an_ordering_value_leaves_it_and_a_re
     blocks = [deletes("1", list("abcd")), deletes("2", list("ab"), [8, 10]),
               records("3", [("c", 8, "c3", True), ("d", 10, "d3", True)], schema)]
     assert merged(blocks, base=base) == [("c", 9, "c0", False)]  # c's record at 8 loses to the base's 9
-    assert merged(blocks + [records("4", [("a", 1, "a4", False)], schema)], base=base) == [
+    assert merged([*blocks, records("4", [("a", 1, "a4", False)], schema)], base=base) == [
         ("a", 9, "a0", False), ("c", 9, "c0", False)]
-    assert merged(blocks + [records("4", [("b", 9, "b4", False)], schema)], base=base) == [
+    assert merged([*blocks, records("4", [("b", 9, "b4", False)], schema)], base=base) == [
         ("b", 9, "b4", False), ("c", 9, "c0", False)]
     assert merged(blocks, base=None) == []
     # before the plain delete, the ordered ones compete as ever
@@ -116,7 +122,11 @@ def test_is_deleted_records_delete_when_they_win() -> None:
     blocks = [records("1", [("a", 6, "x", True), ("b", 4, "x", True), ("c", 5, "c1", False)], schema)]
     assert merged(blocks) == [("b", 5, "b0"), ("c", 5, "c1")]
     assert merged(blocks, COMMIT) == [("c", 5, "c1")]
-    assert merged(blocks + [records("2", [("a", 6, "a2", None)], schema)]) == [("a", 6, "a2"), ("b", 5, "b0"), ("c", 5, "c1")]
+    assert merged([*blocks, records("2", [("a", 6, "a2", None)], schema)]) == [
+        ("a", 6, "a2"),
+        ("b", 5, "b0"),
+        ("c", 5, "c1"),
+    ]
 
 
 def test_only_valid_instants_count_and_rollback_blocks_void_their_target() -> None:
@@ -130,8 +140,18 @@ def test_only_valid_instants_count_and_rollback_blocks_void_their_target() -> No
 
 
 def test_base_order_is_kept_and_log_only_keys_follow_in_log_order() -> None:
-    blocks = [records("1", [("z", 1, "z1"), ("b", 9, "b1"), ("m", 1, "m1")]), records("2", [("e", 1, "e2"), ("z", 2, "z2")])]
-    assert merged(blocks) == [("a", 5, "a0"), ("b", 9, "b1"), ("c", 5, "c0"), ("z", 2, "z2"), ("m", 1, "m1"), ("e", 1, "e2")]
+    blocks = [
+        records("1", [("z", 1, "z1"), ("b", 9, "b1"), ("m", 1, "m1")]),
+        records("2", [("e", 1, "e2"), ("z", 2, "z2")]),
+    ]
+    assert merged(blocks) == [
+        ("a", 5, "a0"),
+        ("b", 9, "b1"),
+        ("c", 5, "c0"),
+        ("z", 2, "z2"),
+        ("m", 1, "m1"),
+        ("e", 1, "e2"),
+    ]
 
 
 def test_duplicate_keys_in_one_block_fold_in_row_order() -> None:
@@ -172,7 +192,10 @@ def snapshot_by_slices(table: Path, as_of: str, completed: list[str], mode: str)
     out = []
     for part in sorted(p for p in table.iterdir() if p.is_dir() and p.name != ".hoodie"):
         for file_id in sorted({f.name.split("_")[0] for f in part.glob("*.parquet")}):
-            bases = sorted((f for f in part.glob(f"{file_id}_*.parquet") if f.stem.rsplit("_", 1)[1] <= as_of), key=lambda f: f.stem.rsplit("_", 1)[1])
+            bases = sorted(
+                (f for f in part.glob(f"{file_id}_*.parquet") if f.stem.rsplit("_", 1)[1] <= as_of),
+                key=lambda f: f.stem.rsplit("_", 1)[1],
+            )
             base_instant = bases[-1].stem.rsplit("_", 1)[1]
             blocks = [b for f in sorted(part.glob(f".{file_id}_*.log.*")) for b in read_blocks(f.read_bytes())]
             blocks = [b for b in blocks if getattr(b, "instant", "") > base_instant]
@@ -223,7 +246,10 @@ def test_the_v6_fixture_merges_by_commit_time_as_the_hudi_reader_reads_it(tmp_pa
 def test_base_records_marked_deleted_are_not_read() -> None:
     schema = SCHEMA.append(pa.field("_hoodie_is_deleted", pa.bool_()))
     base = pa.Table.from_pylist(
-        [{KEY: "a", "ts": 5, "v": "a0", "_hoodie_is_deleted": True}, {KEY: "b", "ts": 5, "v": "b0", "_hoodie_is_deleted": None}],
+        [
+            {KEY: "a", "ts": 5, "v": "a0", "_hoodie_is_deleted": True},
+            {KEY: "b", "ts": 5, "v": "b0", "_hoodie_is_deleted": None},
+        ],
         schema=schema,
     )
     assert merged([], base=base) == [("b", 5, "b0", None)]
@@ -258,7 +284,11 @@ def test_merge_counts_are_the_set_definitions_compaction_reports(mode: str, seed
     # a read's merge (unordered): the same records and counts; base rows that stay keep their
     # order, the log's winners follow, the keys only the log holds last
     loose = merge_counted(base, blocks, KEY, "ts", mode, ALL, ordered=False)
-    assert (loose.log_keys, loose.updates, loose.added.to_pylist()) == (out.log_keys, out.updates, out.added.to_pylist())
+    assert (loose.log_keys, loose.updates, loose.added.to_pylist()) == (
+        out.log_keys,
+        out.updates,
+        out.added.to_pylist(),
+    )
     assert sorted(loose.records.to_pylist(), key=str) == sorted(out.records.to_pylist(), key=str)
     stays = [k for k in written if k in base_keys and out.records.slice(written.index(k), 1)["v"][0].as_py() == f"{k}0"]
     assert loose.records[KEY].to_pylist()[: len(stays)] == stays

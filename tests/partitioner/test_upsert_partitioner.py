@@ -13,6 +13,7 @@ import re
 import struct
 import uuid
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +71,7 @@ def hudi_test_partitioner(
 def weights(targets: list[tuple[int, float]]) -> list[float]:
     """Each bucket's own weight, back from the cumulative weights Hudi keeps."""
     cumulative = [w for _, w in targets]
-    return [b - a for a, b in zip([0.0] + cumulative, cumulative)]
+    return [b - a for a, b in zip([0.0, *cumulative], cumulative)]
 
 
 def hudi_get_partition(partitioner: UpsertPartitioner, partition: str, key: str, file_id: str | None) -> int:
@@ -314,7 +315,7 @@ def test_every_record_lands_in_a_bucket_of_its_own_partition(
         assert bool(targets) == (workload.num_inserts > 0)
         if targets:
             cumulative = [w for _, w in targets]
-            assert all(a < b for a, b in zip(cumulative, cumulative[1:]))
+            assert all(a < b for a, b in pairwise(cumulative))
             assert cumulative[-1] == pytest.approx(1.0)
             for number, w in zip((n for n, _ in targets), weights(targets)):
                 assert partitioner.buckets[number].partition_path == p
@@ -346,7 +347,7 @@ def test_md5_key_hash_reads_the_first_eight_digest_bytes_little_endian_signed() 
     assert md5_key_hash(pa.array(keys)).tolist() == expected
     assert md5_key_hash(pa.array(keys, pa.large_string())).tolist() == expected
     assert md5_key_hash(pa.chunked_array([keys[:2], keys[2:]])).tolist() == expected
-    assert md5_key_hash(pa.array(["pad"] + keys).slice(1)).tolist() == expected
+    assert md5_key_hash(pa.array(["pad", *keys]).slice(1)).tolist() == expected
     assert md5_key_hash(pa.array([], pa.string())).dtype == np.int64
 
 

@@ -40,7 +40,7 @@ def test_the_dataset_is_the_snapshots_files_with_their_guarantees(tmp_path: Path
     kept = [f.path for f in dataset.get_fragments(filter=(pc.field("v") >= 45) & (pc.field("v") < 50))]
     assert kept == [file_of(table, 45)]
     # Time travel: the files as of the first commit (key-0003's first version).
-    first = [i.time for i in table.timeline() if i.is_completed][0]
+    first = next(i.time for i in table.timeline() if i.is_completed)
     old = table.to_pyarrow_dataset(as_of=first)
     assert old.to_table(filter=pc.field("id") == "key-0003", columns=["note"]).to_pylist() == [{"note": "n0003"}]
 
@@ -59,7 +59,7 @@ def test_duckdb_polars_and_pyarrow_skip_the_files_the_guarantees_rule_out(tmp_pa
     assert duckdb.sql("select id, v from dataset where v >= 45 and v < 50 order by id").fetchall() == expected
     frame = pl.scan_pyarrow_dataset(dataset).filter((pl.col("v") >= 45) & (pl.col("v") < 50)).select("id", "v")
     assert sorted(frame.collect().rows()) == expected
-    with pytest.raises(Exception):  # noqa: B017, PT011 - the others are destroyed: a whole read opens them
+    with pytest.raises(Exception):  # noqa: B017 - the others are destroyed: a whole read opens them
         dataset.to_table()
 
 

@@ -39,7 +39,14 @@ def test_log_updates_and_deletes_are_merged_over_the_base_files(tmp_path: Path) 
     the compaction folded in, but not rider-G's update."""
     path = unzip_mor_table("mor_v8_trips_8i3u1d", tmp_path)
     table = open_table(path)
-    original = {"rider-A": 19.10, "rider-C": 27.70, "rider-D": 33.90, "rider-E": 93.50, "rider-G": 43.40, "rider-I": 41.06}
+    original = {
+        "rider-A": 19.10,
+        "rider-C": 27.70,
+        "rider-D": 33.90,
+        "rider-E": 93.50,
+        "rider-G": 43.40,
+        "rider-I": 41.06,
+    }
     assert fares(table.read()) == {**original, "rider-A": 0.0, "rider-G": 0.0}
     assert fares(table.read(query_type="read_optimized")) == {**original, "rider-A": 0.0}
     instants = [i.time for i in table.timeline() if i.is_completed and i.action.value == "deltacommit"]

@@ -98,7 +98,7 @@ def test_the_arrow_stream_is_read_by_pyarrow_duckdb_and_polars(table) -> None:
     expected = sorted((r["id"], r["v"]) for r in EXPECTED if r["p"] == "p2")
     via_pyarrow = pa.RecordBatchReader.from_stream(scan).read_all()
     assert sorted(zip(via_pyarrow["id"].to_pylist(), via_pyarrow["v"].to_pylist())) == expected
-    assert duckdb.sql("select id, v from scan order by id").fetchall() == expected  # noqa: F841 - `scan` by name
+    assert duckdb.sql("select id, v from scan order by id").fetchall() == expected
     frame = pl.DataFrame(scan)
     assert sorted(zip(frame["id"].to_list(), frame["v"].to_list())) == expected
     # Each consumer asks for a stream of its own: the scan is read again, whole, every time.

@@ -82,7 +82,7 @@ def test_filters_on_any_column_skip_the_files_their_statistics_rule_out(tmp_path
         (pc.field("id").isin(["key-0021", "key-0059"]), [21, 59]),
         ([("note", "in", ["n0024", "n0044"])], [24, 44]),
     ]
-    for filters, values in cases:
+    for filters, _ in cases:
         assert {bf.path for bf in table.scan(filters=filters).plan.files} == wanted, filters
     # Filters no statistics can decide keep every file.
     for filters in ([("v", "!=", 45)], [("v", "not in", [1, 2])], [("v", ">", None)], pc.field("note").is_null()):
@@ -91,7 +91,7 @@ def test_filters_on_any_column_skip_the_files_their_statistics_rule_out(tmp_path
     for filters, values in cases:
         assert sorted(table.read(filters=filters)["v"].to_pylist()) == values, filters
         assert table.scan(filters=filters).count() == len(values)
-    with pytest.raises(Exception):  # noqa: B017, PT011 - the destroyed files are there to be read
+    with pytest.raises(Exception):  # noqa: B017 - the destroyed files are there to be read
         table.read()
 
 
@@ -144,7 +144,7 @@ def test_row_groups_the_filter_rules_out_are_not_read(tmp_path: Path) -> None:
             data_bytes[start:start + chunk.total_compressed_size] = bytes(chunk.total_compressed_size)
     path.write_bytes(bytes(data_bytes))
     path.with_suffix(".tmp").unlink()
-    with pytest.raises(Exception):  # noqa: B017, PT011 - destroyed row groups
+    with pytest.raises(Exception):  # noqa: B017 - destroyed row groups
         pq.read_table(path)
     table = open_table(tmp_path / "t")  # the file changed size: its recorded statistics no longer count
     assert sorted(table.read(filters=[("v", ">=", 103), ("v", "<", 108)])["v"].to_pylist()) == list(range(103, 108))

@@ -29,7 +29,8 @@ SCENARIO = textwrap.dedent(
     t = upsertlake.create_table(path, "t", record_key="id", precombine_field="ts")
     if zone == "LOCAL":  # as a table Hudi created without the property (Hudi's default, LOCAL)
         props = Path(path, ".hoodie", "hoodie.properties")
-        props.write_text(props.read_text().replace("hoodie.table.timeline.timezone=UTC", "hoodie.table.timeline.timezone=LOCAL"))
+        zone_key = "hoodie.table.timeline.timezone"
+        props.write_text(props.read_text().replace(f"{zone_key}=UTC", f"{zone_key}=LOCAL"))
         t = upsertlake.open_table(path)
     before = datetime.now()
     first = t.upsert(pa.table({"id": ["a"], "ts": [1], "v": ["one"]})).instant_time

@@ -14,6 +14,7 @@ import random
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 FAULTS = ("slowdown", "error", "drop_before", "drop_after")
@@ -25,7 +26,7 @@ class Proxy(BaseHTTPRequestHandler):
     share = 0.0
     rng = random.Random(0)
     rng_lock = threading.Lock()
-    counts: dict[str, int] = {}
+    counts: ClassVar[dict[str, int]] = {}
     drop_reply_suffix = ""  # the first PUT of a key ending so: passed on, its reply dropped
 
     def log_message(self, *args) -> None:  # quiet

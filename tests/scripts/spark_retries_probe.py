@@ -36,7 +36,10 @@ from helpers import storage_failing_write_tasks, table_on
 
 DRIVER_OPTS = {"table": "t", "record_key": "id", "precombine": "ts", "partition": "p"}
 DISTRIBUTED = {"upsertlake.small.batch.bytes": "0"}
-REMERGE_OPTS = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control", "hoodie.parquet.small.file.limit": "0"}
+REMERGE_OPTS = {
+    "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+    "hoodie.parquet.small.file.limit": "0",
+}
 
 
 def on_disk(path: Path, instant: str) -> list[str]:

@@ -39,7 +39,9 @@ def rows(table: pa.Table) -> list[tuple]:
 
 def build(path: Path) -> tuple[upsertlake.Table, dict[str, list[tuple]]]:
     """A table through upserts, inserts, a clustering and an overwrite; every snapshot recorded."""
-    t = upsertlake.create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="city", options=NO_AUTO)
+    t = upsertlake.create_table(
+        path, "t", record_key="id", precombine_field="ts", partition_fields="city", options=NO_AUTO
+    )
     seen: dict[str, list[tuple]] = {}
 
     def note(instant: str | None) -> str:
@@ -153,7 +155,7 @@ def test_a_clean_killed_midway_makes_time_travel_refuse_not_answer_partially(tmp
     assert refused == list(seen)[:-1]
     assert rows(t.read()) == list(seen.values())[-1]
     with pytest.raises(CleanedInstantError):
-        t.read_incremental(begin=list(seen)[0])
+        t.read_incremental(begin=next(iter(seen)))
     previous, latest = [i.time for i in t.timeline() if i.action in WRITE_ACTIONS and i.is_completed][-2:]
     with pytest.raises(CleanedInstantError) as refused:
         t.rollback()  # would expose a snapshot whose files the clean already deleted
@@ -163,7 +165,7 @@ def test_a_clean_killed_midway_makes_time_travel_refuse_not_answer_partially(tmp
     assert str(refused.value).endswith("); restore to a savepoint instead")
     # The next clean finishes the killed one first (as Hudi does); answers stay exact or refused.
     t.clean("KEEP_LATEST_COMMITS", 1)
-    assert [i.state for i in t.timeline() if i.action is Action.CLEAN][0] is State.COMPLETED
+    assert next(i.state for i in t.timeline() if i.action is Action.CLEAN) is State.COMPLETED
     assert check_every_instant(t, seen) == list(seen)[:-1]
     t.archive()  # no clean is left pending to hold archival back
     assert check_every_instant(t, seen) == list(seen)[:-1]

@@ -152,7 +152,9 @@ def test_a_pending_clustering_is_left_out_of_a_compaction_scheduled_meanwhile(tm
 
 def test_inline_clustering_counts_deltacommits(tmp_path: Path) -> None:
     path = tmp_path / "t"
-    table = mor_table(path, 8, **SMALL, **{"hoodie.clustering.inline": "true", "hoodie.clustering.inline.max.commits": 3})
+    table = mor_table(
+        path, 8, **SMALL, **{"hoodie.clustering.inline": "true", "hoodie.clustering.inline.max.commits": 3}
+    )
     table.insert(batch(list(range(30)), [1] * 30, 8))
     table.insert(batch(list(range(30, 60)), [1] * 30, 8))
     assert not [i for i in table.timeline() if i.action.value == "replacecommit"]

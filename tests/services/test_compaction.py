@@ -119,7 +119,9 @@ def test_plan_and_commit_are_the_documents_hudi_wrote(tmp_path: Path) -> None:
 
     assert stats(meta) == stats(hudi_meta)
     # And the compacted table reads as Hudi's compacted one, base files alone included.
-    assert without_file_name(open_table(path).read()).equals(without_file_name(open_table(hudi).read(as_of=HUDI_COMPACTION)))
+    assert without_file_name(open_table(path).read()).equals(
+        without_file_name(open_table(hudi).read(as_of=HUDI_COMPACTION))
+    )
     assert without_file_name(open_table(path).read(query_type="read_optimized")).equals(
         without_file_name(open_table(hudi).read(query_type="read_optimized", as_of=HUDI_COMPACTION)))
 
@@ -175,7 +177,9 @@ def test_a_live_compaction_is_left_to_its_compactor(tmp_path: Path) -> None:
     beat = Heartbeat(table.storage, pending.time, 100).start()
     try:
         result = table.compact(FAST_HEARTBEAT)
-        assert not result.compacted and result.reason.endswith(f"compaction {pending.time} is running in another process")
+        assert not result.compacted and result.reason.endswith(
+            f"compaction {pending.time} is running in another process"
+        )
         with pytest.raises(ServiceError, match=f"compaction {pending.time} is running \\(its heartbeat is alive\\)"):
             table.rollback(pending.time)
     finally:
@@ -224,7 +228,7 @@ def test_the_trigger_strategies_count_deltacommits_seconds_or_both(tmp_path: Pat
     plan = schedule(table.storage, table.write_client().context.lock, table.config, Config.resolve(None))
     assert plan is not None and plan.time > compacted  # a pending plan: no deltacommit since it
     assert not due("NUM_COMMITS_AFTER_LAST_REQUEST", 1, 10, 0) and due("NUM_COMMITS", 1, 10, 0)
-    with pytest.raises(ConfigError, match="hoodie.compact.inline.trigger.strategy"):
+    with pytest.raises(ConfigError, match=r"hoodie.compact.inline.trigger.strategy"):
         Config.resolve({"hoodie.compact.inline.trigger.strategy": "SOMETIMES"})
 
 
@@ -233,8 +237,10 @@ def test_an_unsupported_strategy_is_refused_untouched(tmp_path: Path) -> None:
 
     path = unzip_mor_table("mor_v6_trips_8i1u", tmp_path)
     before = tree_digest(path)
-    with pytest.raises(ConfigError, match="DayBasedCompactionStrategy.*is not supported"):
-        open_table(path).compact({"hoodie.compaction.strategy": "org.apache.hudi.table.action.compact.strategy.DayBasedCompactionStrategy"})
+    with pytest.raises(ConfigError, match=r"DayBasedCompactionStrategy.*is not supported"):
+        open_table(path).compact(
+            {"hoodie.compaction.strategy": "org.apache.hudi.table.action.compact.strategy.DayBasedCompactionStrategy"}
+        )
     assert tree_digest(path) == before
     result = open_table(path).compact({"hoodie.compaction.strategy": "UnBoundedCompactionStrategy"})
     assert result.compacted
@@ -281,8 +287,13 @@ def test_the_doctor_tells_committed_logs_from_orphans_and_failed_writes(tmp_path
     rel = lambda p: str(p.relative_to(path))  # noqa: E731
     found = {f[1]: f for f in findings(path, **FAST_HEARTBEAT) if f[0] == "orphan"}
     assert found == {
-        rel(stray): ("orphan", rel(stray), "written by instant 20991231000000000, which is on no timeline (nothing commits it)",
-                     True, DELETE_ORPHAN),
+        rel(stray): (
+            "orphan",
+            rel(stray),
+            "written by instant 20991231000000000, which is on no timeline (nothing commits it)",
+            True,
+            DELETE_ORPHAN,
+        ),
         rel(dead_log): ("orphan", rel(dead_log), f"written by failed write {failed}", True, f"roll back {failed}"),
     }
     table = open_table(path)
@@ -356,9 +367,16 @@ def test_compact_show_stats_and_files_on_the_command_line(tmp_path: Path, capsys
     assert {p["partition"]: (p["rows"], p["log_files"]) for p in show["partitions"]} == {
         "city=chennai": (1, 0), "city=san_francisco": (4, 0), "city=sao_paulo": (1, 1)}
     files = run("files", str(path), "--json")
-    assert sorted((r["file"], r["latest"]) for r in files if r["kind"] == "log" and r["latest"]) == [(after_log.name, True)]
+    assert sorted((r["file"], r["latest"]) for r in files if r["kind"] == "log" and r["latest"]) == [
+        (after_log.name, True)
+    ]
     done = run("compact", str(path), "--option", "hoodie.compaction.strategy=UnBoundedCompactionStrategy", "--json")
-    assert (done["compacted"], done["operations"], done["log_files_compacted"], done["records_written"]) == (True, 1, 1, 1)
+    assert (done["compacted"], done["operations"], done["log_files_compacted"], done["records_written"]) == (
+        True,
+        1,
+        1,
+        1,
+    )
     stats = run("stats", str(path), "--json")
     assert stats["compaction_backlog"] == {"slices_with_logs": 0, "log_files": 0, "log_bytes": 0,
                                            "delta_commits_since_compaction": 0, "pending_compactions": []}
@@ -443,7 +461,10 @@ def test_archive_keeps_a_compaction_plan_with_its_commit_and_stops_at_a_pending_
     # Hudi's compaction commit was archived with its plan: no plan is left without its commit.
     assert not [f for f in os.listdir(folder) if f.startswith(HUDI_COMPACTION)]
     assert Timeline.load(open_table(path).storage).pending_compactions() == []
-    assert [i.time for i in open_table(path).timeline() if i.action.value in ("commit", "deltacommit")] == [AFTER_IT, ours]
+    assert [i.time for i in open_table(path).timeline() if i.action.value in ("commit", "deltacommit")] == [
+        AFTER_IT,
+        ours,
+    ]
     assert (folder / f"{ours}.compaction.requested").exists()  # ours is not archived: its plan stays
     for t, table in before.items():  # archived instants still read (their files are there)
         assert without_file_name(open_table(path).read(as_of=t)).equals(without_file_name(table))
@@ -636,7 +657,9 @@ def test_a_compacted_base_files_footer_holds_every_key(tmp_path: Path, monkeypat
     [block] = read_blocks((path / log).read_bytes())
     new = block.records.set_column(2, "_hoodie_record_key", pa.array(["0000-new-key"]))
     new = new.set_column(new.schema.get_field_index("uuid"), "uuid", pa.array(["0000-new-key"]))
-    (path / log).write_bytes(append_blocks([data_block(first, pa.concat_tables([block.records, new]), block.schema_json)]))
+    (path / log).write_bytes(
+        append_blocks([data_block(first, pa.concat_tables([block.records, new]), block.schema_json)])
+    )
     complete_deltacommit(path, first, log, SAO_PAULO[1])
     import upsertlake.services.compaction_slice as compaction
 
@@ -653,7 +676,9 @@ def test_a_compacted_base_files_footer_holds_every_key(tmp_path: Path, monkeypat
         assert footer.bloom.might_contain(keys).all()
         assert (footer.min_key, footer.max_key) == (pc_min(keys), pc_max(keys)) == ("0000-new-key", pc_max(keys))
         cfg = FileWriterConfig()
-        fresh = bloom_filter_for_keys(keys, cfg.bloom_num_entries, cfg.bloom_fpp, cfg.bloom_filter_type, cfg.bloom_max_entries)
+        fresh = bloom_filter_for_keys(
+            keys, cfg.bloom_num_entries, cfg.bloom_fpp, cfg.bloom_filter_type, cfg.bloom_max_entries
+        )
         assert footer.bloom.serialize() == fresh.serialize()
     assert "0000-new-key" in table.read()["_hoodie_record_key"].to_pylist()
     check_reads(table, path, windows=False)
@@ -808,7 +833,9 @@ def test_no_write_conflicts_with_a_compaction_that_completed_beside_it(tmp_path:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("name", ["mor_v6_trips_8i1u", V8])
-def test_random_appends_compactions_and_cleans_read_as_the_model_and_as_hudi(tmp_path: Path, name: str, seed: int) -> None:
+def test_random_appends_compactions_and_cleans_read_as_the_model_and_as_hudi(
+    tmp_path: Path, name: str, seed: int
+) -> None:
     """Deltacommits appending updates (written with the log codec, as a writer names its logs in
     each layout), compactions and cleans in a random order: after every step the snapshot holds
     the model's fares, Hudi's reader reads the same, and after a compaction the base files alone

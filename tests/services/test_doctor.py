@@ -242,5 +242,7 @@ def test_leftover_backup_is_deleted_only_when_the_properties_agree(root: Path) -
     backup.write_text(backup_text)
     run = doctor(root, "--fix")
     assert run.stdout.splitlines()[0] == (
-        "fixed: deleted .hoodie/hoodie.properties.backup, left by an interrupted rewrite (.hoodie/hoodie.properties is valid)")
+        "fixed: deleted .hoodie/hoodie.properties.backup, left by an interrupted rewrite (.hoodie/hoodie.properties "
+        "is valid)"
+    )
     assert run.returncode == 0 and not backup.exists()

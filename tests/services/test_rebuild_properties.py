@@ -38,7 +38,9 @@ def damage(root: Path, how: str) -> None:
         (root / ".hoodie/hoodie.properties.backup").write_bytes(data)
         props.unlink()
     elif how == "lost_line":  # the checksum still matches: only the table can tell
-        props.write_bytes(b"".join(line for line in data.splitlines(True) if not line.startswith(b"hoodie.table.partition")))
+        props.write_bytes(
+            b"".join(line for line in data.splitlines(True) if not line.startswith(b"hoodie.table.partition"))
+        )
 
 
 def snapshot(root: Path) -> list[dict]:

@@ -82,5 +82,7 @@ def test_services_keep_the_snapshot(sequence: list) -> None:
             history[clustered] = before  # a savepoint may now name the replacecommit
     expected = sorted((r[2], r[3], r[4], r[5]) for r in snap(path))
     theirs = hudi_read(path)
-    got = sorted(tuple(r.values()) for r in theirs.select(["id", "ts", "v", "p"]).to_pylist()) if theirs.num_rows else []
+    got = (
+        sorted(tuple(r.values()) for r in theirs.select(["id", "ts", "v", "p"]).to_pylist()) if theirs.num_rows else []
+    )
     assert got == expected

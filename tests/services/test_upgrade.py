@@ -192,7 +192,9 @@ CRASHES = [
 ]
 
 
-@pytest.mark.parametrize(("method", "nth", "when"), CRASHES, ids=[f"{m}-{n}-{i}" for i, (m, n, _) in enumerate(CRASHES)])
+@pytest.mark.parametrize(
+    ("method", "nth", "when"), CRASHES, ids=[f"{m}-{n}-{i}" for i, (m, n, _) in enumerate(CRASHES)]
+)
 def test_a_crash_at_any_step_leaves_a_table_that_opens_and_a_rerun_finishes(
     tmp_path: Path, monkeypatch, method: str, nth: int, when
 ) -> None:
@@ -242,7 +244,7 @@ def test_a_running_write_makes_the_upgrade_refuse_and_a_failed_one_is_rolled_bac
     done = upgrade_table(tmp_path, 8, {"hoodie.client.heartbeat.interval_in_ms": 1})
     assert done.rolled_back == (live,)
     assert not list(tmp_path.rglob(f"*_{live}.parquet"))
-    with pytest.raises(Exception, match="changed to version 8 while write .* not committed"):
+    with pytest.raises(Exception, match=r"changed to version 8 while write .* not committed"):
         client.commit(live, result)
     check_reads(open_table(tmp_path), tmp_path)
 

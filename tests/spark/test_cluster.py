@@ -53,17 +53,19 @@ def cluster(tmp_path_factory):
     master_port, worker_port = free_port(), free_port()
     env = {**os.environ, "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
            "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(work), "SPARK_WORKER_DIR": str(work / "worker")}
-    master = subprocess.Popen([spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(master_port), "--webui-port", str(free_port())],
-                              env=env, stdout=subprocess.DEVNULL, stderr=open(work / "master.log", "w"))
+    with open(work / "master.log", "w") as log:  # the process keeps its own copy of the handle
+        master = subprocess.Popen([spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                   "--port", str(master_port), "--webui-port", str(free_port())],
+                                  env=env, stdout=subprocess.DEVNULL, stderr=log)
     procs = [master]
     try:
         wait_for_port(master_port, master)
         url = f"spark://127.0.0.1:{master_port}"
-        worker = subprocess.Popen([spark_class(), "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                                   "--port", str(worker_port), "--webui-port", str(free_port()), "--cores", "2",
-                                   "--memory", "2g", "--work-dir", str(work / "worker")],
-                                  env=env, stdout=subprocess.DEVNULL, stderr=open(work / "worker.log", "w"))
+        with open(work / "worker.log", "w") as log:
+            worker = subprocess.Popen([spark_class(), "org.apache.spark.deploy.worker.Worker", url, "--host",
+                                       "127.0.0.1", "--port", str(worker_port), "--webui-port", str(free_port()),
+                                       "--cores", "2", "--memory", "2g", "--work-dir", str(work / "worker")],
+                                      env=env, stdout=subprocess.DEVNULL, stderr=log)
         procs.append(worker)
         wait_for_port(worker_port, worker)
         yield url

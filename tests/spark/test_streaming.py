@@ -7,6 +7,7 @@ twice as duplicate keys. One shared local session (conftest `spark`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -117,7 +118,7 @@ def test_two_streams_with_their_own_identifiers_write_one_table(spark, tmp_path:
            "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider"}
     land(tmp_path / "a", batch(range(0, 5)), batch(range(5, 10)))
     land(tmp_path / "b", batch(range(100, 105)), batch(range(105, 110)), batch(range(110, 115)))
-    with pytest.raises(Exception, match="needs hoodie.datasource.write.streaming.checkpoint.identifier"):
+    with pytest.raises(Exception, match=r"needs hoodie.datasource.write.streaming.checkpoint.identifier"):
         stream(spark, tmp_path / "a", table, tmp_path / "ck-none", **occ)
     key = "hoodie.datasource.write.streaming.checkpoint.identifier"
     queries = []
@@ -272,10 +273,8 @@ def test_driver_killed_at_random_moments_every_row_once(spark, tmp_path: Path) -
     while len(batches(table)) < first + 2 and second.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(rng.uniform(0.0, 0.6))
-    try:
+    with contextlib.suppress(ProcessLookupError):  # it finished first: the restart has nothing left to do
         os.killpg(second.pid, signal.SIGKILL)
-    except ProcessLookupError:  # it finished first: the restart below then has nothing left to do
-        pass
     second.wait(timeout=60)
 
     stream(spark, source, table, checkpoint, **{k: v for k, v in options.items() if k not in OPTS})
@@ -357,7 +356,7 @@ def test_the_readme_streaming_example_runs(spark, tmp_path: Path) -> None:
     pq.write_table(rows, f"{path}-landing/part-0.parquet")
     uls.register(spark)
     namespace = {"spark": spark, "path": path}
-    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+    exec(compile(block, "README.md", "exec"), namespace)
     try:
         for query in spark.streams.active:
             query.processAllAvailable()

@@ -223,7 +223,11 @@ def test_indexes_tag_on_executors_as_in_process(spark, tmp_path: Path, index: st
     assert in_task == (["upsert", "upsert", "delete"] if path == "in-one-task" and index != "GLOBAL_SIMPLE" else [])
     stored = [(r[2], r[1], r[4]) for r in data(dist)]
     fallback = [r.getMessage() for r in caplog.records if "single-process" in r.getMessage()]
-    assert fallback == (["hoodie.index.type INMEMORY is single-process: this Spark write tags with SIMPLE"] * len(MOVES) if index == "INMEMORY" else [])
+    assert fallback == (
+        ["hoodie.index.type INMEMORY is single-process: this Spark write tags with SIMPLE"] * len(MOVES)
+        if index == "INMEMORY"
+        else []
+    )
     if index.startswith("GLOBAL_"):
         assert ("k00011", "p0", "moved-11") in stored and ("k00001", "p1", "one-1") in stored
         assert len(stored) == len({r[0] for r in stored}) == 380
@@ -314,7 +318,9 @@ def test_data_source_writes_with_hudi_option_names(spark, tmp_path: Path) -> Non
         spark.createDataFrame(rows(range(3), 5, "o")).write.format("upsertlake").mode("overwrite").save(path)
     assert len(data(Path(path))) == 25
     before = sorted(p.name for p in Path(path).rglob("*"))
-    with pytest.raises(Exception, match="at most 10 rows \\(upsertlake.save.max.records\\); this batch has 30.*upsertlake.spark.upsert"):
+    with pytest.raises(
+        Exception, match=r"at most 10 rows \(upsertlake.save.max.records\); this batch has 30.*upsertlake.spark.upsert"
+    ):
         (spark.createDataFrame(rows(range(30), 9, "big")).write.format("upsertlake")
          .option("upsertlake.save.max.records", "10").mode("append").save(path))
     assert sorted(p.name for p in Path(path).rglob("*")) == before
@@ -352,7 +358,9 @@ def test_workers_without_pyarrow_get_a_clear_error(spark, tmp_path: Path) -> Non
     try:
         probe = subprocess.run(["/usr/bin/python3", "-c", "import pyarrow"], capture_output=True, check=False)
         assert probe.returncode != 0
-        with pytest.raises(ConfigError, match="workers run /usr/bin/python3, which cannot import pyarrow.*spark.pyspark.python"):
+        with pytest.raises(
+            ConfigError, match=r"workers run /usr/bin/python3, which cannot import pyarrow.*spark.pyspark.python"
+        ):
             uls.upsert(spark.createDataFrame(rows(range(3), 1, "a")), str(tmp_path / "t"), **OPTS)
     finally:
         sc.pythonExec, session._CHECKED = python, checked
@@ -392,7 +400,9 @@ def test_data_source_reads_snapshot_time_travel_and_incremental(spark, tmp_path:
 
 def test_pushed_filters_prune_partitions(tmp_path: Path) -> None:
     path = tmp_path / "t"
-    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p").upsert(rows(range(30), 1, "a"))
+    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p").upsert(
+        rows(range(30), 1, "a")
+    )
     assert len(plan_scan(str(path), {}).files) == 3
     assert [bf.partition_path for bf in plan_scan(str(path), {}, [("p", "=", "p2")]).files] == ["p2"]
     assert len(plan_scan(str(path), {}, [("p", "in", ["p0", "p1"])]).files) == 2
@@ -439,8 +449,14 @@ def test_bad_batch_on_spark_raises_the_in_process_error(spark, tmp_path: Path) -
 def test_the_bucket_index_is_refused_on_spark_before_anything_is_written(spark, tmp_path: Path) -> None:
     """hoodie.index.type=BUCKET is in process only so far: a Spark write names that and writes nothing."""
     path = tmp_path / "t"
-    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p",
-                 options={"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 2}).upsert(rows(range(4), 1, "a"))
+    create_table(
+        path,
+        "t",
+        record_key="id",
+        precombine_field="ts",
+        partition_fields="p",
+        options={"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 2},
+    ).upsert(rows(range(4), 1, "a"))
     before = data(path)
     with pytest.raises(ConfigError, match="BUCKET is supported by in-process writes only so far, not on Spark"):
         uls.upsert(spark.createDataFrame(rows(range(2), 2, "b")), str(path), **{"hoodie.index.type": "BUCKET"})
@@ -500,7 +516,9 @@ def test_driver_stays_small_and_failed_task_attempts_leave_nothing(retries_probe
     writes every file group of a small batch."""
     work, probe = retries_probe
     path, got = work / "driver" / "t", probe["driver"]
-    assert len(list((work / "driver" / "failures").iterdir())) >= 4  # one injected failure per write task (4 partitions)
+    assert (
+        len(list((work / "driver" / "failures").iterdir())) >= 4
+    )  # one injected failure per write task (4 partitions)
     assert got["on_disk"] == got["files_written"] and len(got["files_written"]) >= 4
     assert (got["updates"], got["inserts"]) == (30_000, 270_000)
     assert got["peak_mb_large"] <= 1.25 * got["peak_mb_small"], got
@@ -515,11 +533,11 @@ def test_driver_stays_small_and_failed_task_attempts_leave_nothing(retries_probe
 
 def test_bad_options_fail_before_any_job(spark, tmp_path: Path) -> None:
     df = spark.createDataFrame(rows(range(3), 1, "a"))
-    with pytest.raises(ConfigError, match="creating one needs hoodie.table.name"):
+    with pytest.raises(ConfigError, match=r"creating one needs hoodie.table.name"):
         uls.upsert(df, str(tmp_path / "t"), record_key="id")
-    with pytest.raises(ConfigError, match="invalid value 'merge' for hoodie.datasource.write.operation"):
+    with pytest.raises(ConfigError, match=r"invalid value 'merge' for hoodie.datasource.write.operation"):
         write_options({"operation": "merge"}, str(tmp_path / "t"))
-    with pytest.raises(ConfigError, match="hoodie.no.such.key"):
+    with pytest.raises(ConfigError, match=r"hoodie.no.such.key"):
         uls.upsert(df, str(tmp_path / "t"), **OPTS, **{"hoodie.no.such.key": "1"})
     with pytest.raises(ConfigError, match=r"upsertlake.small.batch.bytes='-1': give a number of bytes \(0 or more\)"):
         uls.upsert(df, str(tmp_path / "t"), **OPTS, **{"upsertlake.small.batch.bytes": -1})
@@ -529,7 +547,9 @@ def test_bad_options_fail_before_any_job(spark, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("source", ["small", "unknown size", "over the limit", "unknown size, forced"])
-def test_only_inputs_spark_knows_to_be_small_are_tagged_in_one_task(spark, tmp_path: Path, in_task: list, source: str) -> None:
+def test_only_inputs_spark_knows_to_be_small_are_tagged_in_one_task(
+    spark, tmp_path: Path, in_task: list, source: str
+) -> None:
     """The choice reads Spark's size estimate (no job): an input it cannot size (an RDD's rows)
     or one over upsertlake.small.batch.bytes takes the distributed join, unless
     upsertlake.small.batch.force says it is small; either way the result is the in-process

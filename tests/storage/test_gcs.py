@@ -23,4 +23,4 @@ def test_a_gs_uri_parses_and_builds_a_client_without_network(monkeypatch) -> Non
 def test_a_malformed_service_account_key_is_a_named_error() -> None:
     storage = Storage("gs://lake-bucket/t", {"google_service_account_key": "{}"})
     with pytest.raises(ConfigError, match=r"cannot open gs://lake-bucket/t: .*private_key"):
-        storage._store
+        _ = storage._store  # the store is built on first use

@@ -484,7 +484,10 @@ def test_a_writer_killed_mid_write_leaves_nothing_visible_and_the_next_one_goes_
     done = {i.time for i in t.timeline()}
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # kill it once it is writing data files
-        if sum(k.endswith(".parquet") and k.rsplit("_", 1)[1][:17] not in done for k in s3_server.keys(bucket, prefix)) >= 2:
+        if (
+            sum(k.endswith(".parquet") and k.rsplit("_", 1)[1][:17] not in done for k in s3_server.keys(bucket, prefix))
+            >= 2
+        ):
             break
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
@@ -495,7 +498,7 @@ def test_a_writer_killed_mid_write_leaves_nothing_visible_and_the_next_one_goes_
                      storage_options=s3_server.options)
     nxt.upsert(pa.table({"uuid": ["k3"], "ts": [1], "city": ["c3"], "fare": [3.0]}))
     assert time.monotonic() - began < 60
-    assert snapshot(nxt.read()) == before + [{"uuid": "k3", "ts": 1, "city": "c3", "fare": 3.0}]
+    assert snapshot(nxt.read()) == [*before, {"uuid": "k3", "ts": 1, "city": "c3", "fare": 3.0}]
     states = [(i.action.value, i.state.value) for i in nxt.timeline()]
     assert states == [("commit", "completed"), ("commit", "completed")]  # the killed instant is gone
     leftovers = [k for k in s3_server.keys(bucket, prefix) if k.endswith(".parquet")
@@ -522,7 +525,18 @@ def test_the_command_line_on_s3(s3_server, s3_table, tmp_path: Path) -> None:
     first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
     pq.write_table(batch(["k1", "k2", "k3"], 1, 1.0), first)
     pq.write_table(batch(["k2", "k4"], 2, 5.0), second)
-    ok("create", s3_table, "--name", "t", "--record-key", "uuid", "--precombine-field", "ts", "--partition-fields", "city")
+    ok(
+        "create",
+        s3_table,
+        "--name",
+        "t",
+        "--record-key",
+        "uuid",
+        "--precombine-field",
+        "ts",
+        "--partition-fields",
+        "city",
+    )
     ok("upsert", s3_table, str(first))
     explained = ok("explain", "upsert", s3_table, str(second))
     assert "updates 1" in explained and "inserts 1" in explained
@@ -630,17 +644,16 @@ def test_files_uploaded_behind_their_writers_are_all_stored_when_the_block_ends(
         for i in range(20):
             with behind.open_output(f"p/f{i}") as f:
                 f.write(bytes([i]) * 300_000)
-        with pytest.raises(RuntimeError, match="encoding failed"):
-            with behind.open_output("p/broken") as f:
-                f.write(b"half a file")
-                raise RuntimeError("encoding failed")
+        with pytest.raises(RuntimeError, match="encoding failed"), behind.open_output("p/broken") as f:
+            f.write(b"half a file")
+            raise RuntimeError("encoding failed")
     assert sorted(e.name for e in storage.list("p")) == sorted(f"f{i}" for i in range(20))
     assert all(storage.read_bytes(f"p/f{i}") == bytes([i]) * 300_000 for i in range(20))
 
     down = Storage("s3://bucket-down/t", {**s3_server.options, "aws_endpoint": "http://127.0.0.1:9"})
-    with pytest.raises(StorageError, match=r"write_bytes s3://bucket-down/t/a failed"):
-        with down.uploading() as behind, behind.open_output("a") as f:
-            f.write(b"x")
+    with pytest.raises(StorageError, match=r"write_bytes s3://bucket-down/t/a failed"), \
+            down.uploading() as behind, behind.open_output("a") as f:
+        f.write(b"x")
     local = Storage(s3_table.replace("s3://", "/tmp/never-"))
     with local.uploading() as same:
         assert same is local

@@ -184,7 +184,7 @@ def test_corrupt_properties_file(table) -> None:
     text = props.read_text("latin-1")
     props.write_text("\n".join(line for line in text.splitlines() if not line.startswith("hoodie.table.name")))
     before = tree_digest(root)
-    with pytest.raises(CorruptTableError, match="hoodie.table.name"):
+    with pytest.raises(CorruptTableError, match=r"hoodie.table.name"):
         open_table(root)
     assert tree_digest(root) == before
 

@@ -38,7 +38,9 @@ def properties(root: Path) -> Path:
 def edit(root: Path, keep) -> None:
     """Rewrite hoodie.properties keeping the lines `keep(line)` accepts, bytes as they were."""
     path = properties(root)
-    path.write_text("".join(line for line in path.read_text("latin-1").splitlines(keepends=True) if keep(line)), "latin-1")
+    path.write_text(
+        "".join(line for line in path.read_text("latin-1").splitlines(keepends=True) if keep(line)), "latin-1"
+    )
 
 
 def hive_table(tmp_path: Path) -> Path:
@@ -118,7 +120,9 @@ def test_without_a_commit_naming_a_partition_the_data_folders_tell(tmp_path: Pat
     root = tmp_path / "t"
     create_table(root, "t", record_key="id", precombine_field="ts", partition_fields="p")
     (root / "x").mkdir()
-    (root / "x/.hoodie_partition_metadata").write_text("#partition metadata\ncommitTime=20240101000000000\npartitionDepth=1\n")
+    (root / "x/.hoodie_partition_metadata").write_text(
+        "#partition metadata\ncommitTime=20240101000000000\npartitionDepth=1\n"
+    )
     edit(root, lambda line: not line.startswith("hoodie.table.partition.fields"))
     assert_refused(root, "it names no partition fields, but a data folder holds partition 'x' (depth 1)",
                    lambda: open_table(root).upsert(batch(ids=("e",), p=("x",))))

@@ -54,7 +54,7 @@ def assert_missing(info: pytest.ExceptionInfo, gone: Path, instant: str, root: P
 
 
 def test_a_read_refuses_a_missing_file_of_the_latest_snapshot(root: Path) -> None:
-    c1, c2 = instants(root)
+    _, c2 = instants(root)
     gone = data_file(root, "x", c2)
     gone.unlink()
     with pytest.raises(MissingFileError) as info:
@@ -130,7 +130,7 @@ def test_writes_and_reads_elsewhere_proceed(root: Path) -> None:
 
 
 def test_time_travel_needs_the_version_of_its_instant(root: Path) -> None:
-    c1, c2 = instants(root)
+    c1, _ = instants(root)
     first = data_file(root, "x", c1)
     expected_now = rows(open_table(root).read())
     first.unlink()  # the version of a's group as of c1: the latest snapshot does not need it
@@ -233,7 +233,7 @@ def test_a_file_of_an_archived_commit_is_checked_too(tmp_path: Path) -> None:
 def test_committed_files_in_a_folder_without_partition_metadata(root: Path) -> None:
     """Readers skip a folder without .hoodie_partition_metadata: its committed rows are not dropped."""
     (root / "y/.hoodie_partition_metadata").unlink()
-    with pytest.raises(MissingFileError, match="is in a folder without .hoodie_partition_metadata"):
+    with pytest.raises(MissingFileError, match=r"is in a folder without .hoodie_partition_metadata"):
         open_table(root).read()  # before: c's row silently left out
 
 

@@ -42,16 +42,29 @@ def test_a_merge_on_read_table_is_written_and_clustered_but_not_upgraded(tmp_pat
     path = mor_table(tmp_path)
     table = open_table(path)
     assert table.read(columns=["id", "isActive"]).sort_by("id").to_pylist() == [
-        {"id": 1, "isActive": False}, {"id": 2, "isActive": False}, {"id": 3, "isActive": True}, {"id": 4, "isActive": True}
+        {"id": 1, "isActive": False},
+        {"id": 2, "isActive": False},
+        {"id": 3, "isActive": True},
+        {"id": 4, "isActive": True},
     ]  # id 1's isActive=False is in a log file: the base file alone said True
     row = table.read(filters=[("id", "=", 1)])
     row = row.drop_columns([c for c in row.column_names if c.startswith("_hoodie")])
     result = table.upsert(row.set_column(row.schema.get_field_index("isActive"), "isActive", pa.array([True])))
     assert result.num_updates == 1 and any(".log." in f for f in result.files_written)
-    assert table.read(columns=["id", "isActive"]).sort_by("id").column("isActive").to_pylist() == [True, False, True, True]
+    assert table.read(columns=["id", "isActive"]).sort_by("id").column("isActive").to_pylist() == [
+        True,
+        False,
+        True,
+        True,
+    ]
     clustered = table.cluster()  # Hudi's two file groups, logs merged, into one base file
     assert clustered.clustered and len(clustered.replaced[""]) == 2 and len(clustered.files_written) == 1
-    assert table.read(columns=["id", "isActive"]).sort_by("id").column("isActive").to_pylist() == [True, False, True, True]
+    assert table.read(columns=["id", "isActive"]).sort_by("id").column("isActive").to_pylist() == [
+        True,
+        False,
+        True,
+        True,
+    ]
     before = tree_digest(path)
     assert issubclass(MergeOnReadError, UnsupportedTableError)
     with pytest.raises(MergeOnReadError, match=REFUSED):
@@ -67,13 +80,17 @@ def test_deltacommits_are_refused_whatever_the_properties_say(tmp_path: Path) ->
     props.write_text(props.read_text("latin-1").replace("=MERGE_ON_READ", "=COPY_ON_WRITE"), "latin-1")
     before = tree_digest(path)
     table = open_table(path)
-    message = "holds deltacommits \\(the first at 20250117083125837\\), which only merge-on-read tables write, but hoodie.table.type is not MERGE_ON_READ"
+    message = ("holds deltacommits \\(the first at 20250117083125837\\), which only merge-on-read tables write, "
+               "but hoodie.table.type is not MERGE_ON_READ")
     with pytest.raises(MergeOnReadError, match=message):
         table.read()
     with pytest.raises(MergeOnReadError, match=message):
         table.upsert(pa.table({"id": pa.array([5], pa.int32()), "longField": [1]}))
     doctor = cli("doctor", path)
-    assert doctor.returncode == 1 and "which only merge-on-read tables write, but hoodie.table.type is not MERGE_ON_READ" in doctor.stdout
+    assert (
+        doctor.returncode == 1
+        and "which only merge-on-read tables write, but hoodie.table.type is not MERGE_ON_READ" in doctor.stdout
+    )
     assert tree_digest(path) == before
 
 
@@ -123,7 +140,7 @@ def test_creating_a_merge_on_read_table_by_option(tmp_path: Path, key: str, valu
     p = cli("create", tmp_path / "c", "--name", "c", "--record-key", "id", "--option", f"{key}={value}")
     assert p.returncode == 0, p.stderr
     assert open_table(tmp_path / "c").config.table_type == "MERGE_ON_READ"
-    with pytest.raises(ConfigError, match="invalid value 'MERGE_ON_WRITE' for hoodie.table.type"):
+    with pytest.raises(ConfigError, match=r"invalid value 'MERGE_ON_WRITE' for hoodie.table.type"):
         create_table(tmp_path / "x", "x", record_key="id", table_type="MERGE_ON_WRITE")
     assert not (tmp_path / "x").exists()
 

@@ -36,7 +36,7 @@ def test_the_key_and_value_are_hudis() -> None:
 
 def test_identifier_is_required_under_optimistic_concurrency() -> None:
     occ = {"hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL"}
-    with pytest.raises(ConfigError, match="needs hoodie.datasource.write.streaming.checkpoint.identifier"):
+    with pytest.raises(ConfigError, match=r"needs hoodie.datasource.write.streaming.checkpoint.identifier"):
         StreamBatch.of(Config.resolve(occ), 0)
     named = dict(occ, **{"hoodie.datasource.write.streaming.checkpoint.identifier": "a"})
     assert StreamBatch.of(Config.resolve(named), 0).identifier == "a"

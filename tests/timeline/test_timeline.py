@@ -19,7 +19,9 @@ from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time, next_instant_time, normalize_instant
 
-times = st.from_regex(r"\A20[0-9]{2}(0[1-9]|1[0-2])(0[1-9]|1[0-9]|2[0-8])([01][0-9]|2[0-3])[0-5][0-9][0-5][0-9][0-9]{3}\Z")
+times = st.from_regex(
+    r"\A20[0-9]{2}(0[1-9]|1[0-2])(0[1-9]|1[0-9]|2[0-8])([01][0-9]|2[0-3])[0-5][0-9][0-5][0-9][0-9]{3}\Z"
+)
 
 
 @given(time=times, action=st.sampled_from(list(Action)), state=st.sampled_from(list(State)))
@@ -30,7 +32,9 @@ def test_instant_file_name_round_trip(time: str, action: Action, state: State) -
 
 @given(time=times, completion=times, action=st.sampled_from(list(Action)), state=st.sampled_from(list(State)),
        clustering=st.booleans())
-def test_layout_2_file_name_round_trip(time: str, completion: str, action: Action, state: State, clustering: bool) -> None:
+def test_layout_2_file_name_round_trip(
+    time: str, completion: str, action: Action, state: State, clustering: bool
+) -> None:
     clustering = clustering and action is Action.REPLACE_COMMIT and state is not State.COMPLETED
     inst = Instant(time, action, state, completion if state is State.COMPLETED else None, clustering)
     back = Instant.from_file_name(inst.file_name(2), 2)
@@ -56,7 +60,10 @@ def test_real_v8_commit_metadata_parses_and_our_avro_round_trips(hudi_table) -> 
     assert tl.layout.version == 2 and tl.layout.folder == ".hoodie/timeline"
     meta = tl.commit_metadata(tl.completed_writes()[-1])
     assert meta.operation_type == "UPSERT"
-    assert sorted((s.partitionPath, s.numWrites, s.numUpdateWrites) for s in meta.write_stats()) == [("10", 2, 1), ("30", 1, 0)]
+    assert sorted((s.partitionPath, s.numWrites, s.numUpdateWrites) for s in meta.write_stats()) == [
+        ("10", 2, 1),
+        ("30", 1, 0),
+    ]
     from upsertlake.timeline.commit_metadata import json_to_avro
 
     again = CommitMetadata.from_bytes(json_to_avro(meta.to_json_bytes(), replace=False))
@@ -64,7 +71,9 @@ def test_real_v8_commit_metadata_parses_and_our_avro_round_trips(hudi_table) -> 
 
 
 def test_instant_file_names_are_hudis() -> None:
-    assert Instant("20240418172802262", Action.COMMIT, State.REQUESTED).file_name() == "20240418172802262.commit.requested"
+    assert (
+        Instant("20240418172802262", Action.COMMIT, State.REQUESTED).file_name() == "20240418172802262.commit.requested"
+    )
     assert Instant("20240418172802262", Action.COMMIT, State.INFLIGHT).file_name() == "20240418172802262.inflight"
     assert Instant("20240418172802262", Action.COMMIT, State.COMPLETED).file_name() == "20240418172802262.commit"
     assert (
@@ -152,7 +161,7 @@ def test_commit_metadata_round_trip_and_corruption() -> None:
     assert doc["operationType"] == "UPSERT" and doc["compacted"] is False
     assert CommitMetadata.from_bytes(meta.to_json_bytes()) == meta
     assert meta.file_groups() == {("p", "f-0")}
-    with pytest.raises(CorruptTableError, match="bad.commit"):
+    with pytest.raises(CorruptTableError, match=r"bad.commit"):
         CommitMetadata.from_bytes(b"{not json", source="bad.commit")
 
 

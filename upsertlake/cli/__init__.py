@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except (UpsertlakeError, CliError) as exc:
         return _fail(exc, debug, USAGE_ERROR)
-    except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
+    except Exception as exc:
         return _fail(exc, debug, 1)
 
 

@@ -23,7 +23,14 @@ from typing import Any
 
 from upsertlake.cli.ingest_stream import add_arguments as add_stream_arguments
 from upsertlake.cli.ingest_stream import ingest_stream
-from upsertlake.cli.input_files import INGEST_FORMATS, InputFile, InputFormat, add_input_store_option, find, input_store_options
+from upsertlake.cli.input_files import (
+    INGEST_FORMATS,
+    InputFile,
+    InputFormat,
+    add_input_store_option,
+    find,
+    input_store_options,
+)
 from upsertlake.cli.inputs import InputTypes
 from upsertlake.cli.output import CliError, add_key_fields, human_duration, parse_options, print_json, store_options
 from upsertlake.errors import TableNotFoundError, UpsertlakeError
@@ -119,12 +126,17 @@ def ingest(args: argparse.Namespace) -> int:
     new = [f for f in files if not done.has(SourceFile.of(f))]
     seen = done.seen_paths()
     changed = sum(1 for f in new if f.uri in seen)
-    _say(f"{len(files)} input files, {len(new) - changed} new" + (f", {changed} changed since ingested" if changed else ""))
+    _say(
+        f"{len(files)} input files, {len(new) - changed} new"
+        + (f", {changed} changed since ingested" if changed else "")
+    )
     summary: dict[str, object] = {
         "input_files": len(files), "new_files": len(new) - changed, "changed_files": changed, "instant_time": None,
     }
     if new:
-        summary.update(_spark_job(f"ingest of {len(new)} file(s) failed", lambda: _ingest(args, new, parse_options(args.option))))
+        summary.update(
+            _spark_job(f"ingest of {len(new)} file(s) failed", lambda: _ingest(args, new, parse_options(args.option)))
+        )
     summary["seconds"] = round(time.perf_counter() - started, 3)
     if args.json:
         print_json(summary)
@@ -160,7 +172,7 @@ def _spark_job(failed: str, job: Callable[[], dict[str, Any]]) -> dict[str, Any]
         return job()
     except (UpsertlakeError, CliError):
         raise
-    except Exception as exc:  # noqa: BLE001 - any Spark failure
+    except Exception as exc:
         raise CliError(f"{failed}: {spark_reason(exc)}") from exc
 
 

@@ -57,7 +57,9 @@ def _task_read(spark: object, files: list[InputFile], fmt: InputFormat, types: I
     tasks = spark.createDataFrame([(i,) for i in range(len(files))], "file int").repartition(len(files))
     found = tasks.mapInArrow(partial(_schema_task, files, fmt, types), "schema binary").collect()
     try:
-        schema = pa.unify_schemas([pa.ipc.read_schema(pa.py_buffer(r.schema)) for r in found], promote_options="permissive")
+        schema = pa.unify_schemas(
+            [pa.ipc.read_schema(pa.py_buffer(r.schema)) for r in found], promote_options="permissive"
+        )
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise CliError(f"input files do not share one schema: {exc}") from exc
     spark_schema = spark_schema_of(schema)
@@ -65,12 +67,18 @@ def _task_read(spark: object, files: list[InputFile], fmt: InputFormat, types: I
     return tasks.mapInArrow(partial(_read_task, files, fmt, types, arrow_schema_of(spark_schema)), spark_schema)
 
 
-def _schema_task(files: list[InputFile], fmt: InputFormat, types: InputTypes, batches: Iterator[pa.RecordBatch]) -> Iterator:
+def _schema_task(
+    files: list[InputFile], fmt: InputFormat, types: InputTypes, batches: Iterator[pa.RecordBatch]
+) -> Iterator:
     """Task: the schema of each file named, serialized."""
     for batch in batches:
         for i in batch.column(0).to_pylist():
             f = files[i]
-            schema = f.storage.parquet_file(f.rel).schema_arrow if fmt is InputFormat.PARQUET else read_file(f, fmt, types).schema
+            schema = (
+                f.storage.parquet_file(f.rel).schema_arrow
+                if fmt is InputFormat.PARQUET
+                else read_file(f, fmt, types).schema
+            )
             yield pa.record_batch([pa.array([schema.serialize().to_pybytes()], pa.binary())], names=["schema"])
 
 

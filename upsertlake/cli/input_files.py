@@ -15,10 +15,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from upsertlake.util.spelled import Spelled
 from upsertlake.cli.output import CliError, parse_options, store_options
 from upsertlake.storage import Storage, parse_location
 from upsertlake.storage.requests import RequestCounts
+from upsertlake.util.spelled import Spelled
 
 _WILDCARD = re.compile(r"[*?[]")
 HIDDEN = (".", "_")  # Spark's and Hudi's markers and temporary files (`_SUCCESS`, `.crc`)
@@ -86,8 +86,11 @@ class InputFile:
 
 def add_input_store_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--input-storage-option", action="append", metavar="KEY=VALUE",
-        help="a setting of the object store the input files are on (repeatable); default: the --storage-option settings",
+        "--input-storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a setting of the object store the input files are on (repeatable); default: the --storage-option "
+             "settings",
     )
 
 
@@ -97,7 +100,9 @@ def input_store_options(args: argparse.Namespace) -> dict[str, str]:
     return parse_options(own, "--input-storage-option") if own else store_options(args)
 
 
-def find(source: str, options: Mapping[str, str] | None = None, requests: RequestCounts | None = None) -> list[InputFile]:
+def find(
+    source: str, options: Mapping[str, str] | None = None, requests: RequestCounts | None = None
+) -> list[InputFile]:
     """The files `source` names, sorted by URI: the file itself; every file below a folder
     (recursively); or every file a glob matches (`*`, `?` and `[...]` within a name, `**` across
     folders). In folders and globs, names starting with '.' or '_' are skipped. Empty when there

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -23,7 +23,6 @@ from upsertlake.storage.requests import RequestCounts
 from upsertlake.table.table import Table
 
 
-
 @dataclass(frozen=True)
 class InputTypes:
     """The types text inputs are read with: the table's type for each column the table has, and
@@ -31,7 +30,7 @@ class InputTypes:
     every other column is inferred. Timestamps and nested types are left to inference (and the
     write's cast), since text readers cannot parse every form a table's timestamps take."""
 
-    schema: pa.Schema = pa.schema([])
+    schema: pa.Schema = field(default_factory=lambda: pa.schema([]))
     text_fields: tuple[str, ...] = ()
 
     @classmethod
@@ -66,7 +65,10 @@ def _inferred(t: pa.DataType) -> bool:
 
 
 def read_inputs(
-    paths: list[str], fmt: InputFormat | None, types: InputTypes | None = None, options: Mapping[str, str] | None = None,
+    paths: list[str],
+    fmt: InputFormat | None,
+    types: InputTypes | None = None,
+    options: Mapping[str, str] | None = None,
     requests: RequestCounts | None = None,
 ) -> pa.Table:
     """Every input file as one table (columns unified by name); CliError naming a bad file. Paths

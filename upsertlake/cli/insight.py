@@ -12,14 +12,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import upsertlake
-from upsertlake.schema.columns import PARTITION_PATH
 from upsertlake.cli.output import CliError, format_records, human_bytes, human_duration, print_json, store_options
 from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
-from upsertlake.services.compaction_plan import compaction_backlog
 from upsertlake.layout.properties_check import properties_disagreements
+from upsertlake.schema.columns import PARTITION_PATH
+from upsertlake.services.compaction_plan import compaction_backlog
 from upsertlake.storage import table_storage
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
@@ -337,7 +337,12 @@ def _file_counts(rows: list[dict[str, Any]]) -> str:
 
 
 def _with_log_files(
-    table: Table, view: FileSystemView, rows: list[dict[str, Any]], committed: set[str], replaced: set, partition: str | None
+    table: Table,
+    view: FileSystemView,
+    rows: list[dict[str, Any]],
+    committed: set[str],
+    replaced: set,
+    partition: str | None,
 ) -> list[dict[str, Any]]:
     """A merge-on-read table's base file rows and log file rows, by file group and instant; a log
     is `latest` when the latest snapshot merges it (layout 1 names a log by its slice's base

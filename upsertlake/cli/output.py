@@ -38,7 +38,7 @@ class _Deprecated(argparse.Action):
         super().__init__(option_strings, dest, **kwargs)
         self.new = new
 
-    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
         warnings.warn(f"{option_string} is deprecated; use {self.new}", DeprecationWarning, stacklevel=2)
         setattr(namespace, self.dest, values)
 

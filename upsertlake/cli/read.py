@@ -23,7 +23,9 @@ _COMPARISONS = {"=", "==", "!=", "<", "<=", ">", ">="}
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("read", parents=[common], help="read a snapshot, a past snapshot, or the changes since an instant")
+    p = sub.add_parser(
+        "read", parents=[common], help="read a snapshot, a past snapshot, or the changes since an instant"
+    )
     p.add_argument("path", help="the table")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--as-of", metavar="INSTANT", help="time travel: the snapshot as of this instant")

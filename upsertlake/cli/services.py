@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 import upsertlake
-from upsertlake.config.enums import CleanPolicy
 from upsertlake.cli.output import parse_options, print_json, store_options
+from upsertlake.config.enums import CleanPolicy
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
@@ -95,8 +95,11 @@ def compact(args: argparse.Namespace) -> int:
         print(f"nothing to compact: {result.reason}")
     else:
         again = " (a compaction left inflight by a compactor that died, run again)" if result.recovered else ""
-        print(f"compaction {result.instant_time}: {result.operations} file slices, {result.log_files_compacted} log files "
-              f"folded into {len(result.files_written)} base files, {result.records_written} records{again}")
+        print(
+            f"compaction {result.instant_time}: {result.operations} file slices, "
+            f"{result.log_files_compacted} log files folded into {len(result.files_written)} base files, "
+            f"{result.records_written} records{again}"
+        )
     return 0
 
 

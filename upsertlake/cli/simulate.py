@@ -47,9 +47,17 @@ def simulate(args: argparse.Namespace) -> int:
             raise CliError(f"--{name.replace('_', '-')} must be between 0 and 1")
     report = run(
         SimulationConfig(
-            table=args.table, writers=args.writers, commits=args.commits, overlap=args.overlap, disjoint_keys=args.disjoint_keys,
-            kill_rate=args.kill_rate, batch_size=args.batch_size, lock_provider=args.lock_provider, seed=args.seed,
-            table_version=args.table_version, table_type=args.table_type,
+            table=args.table,
+            writers=args.writers,
+            commits=args.commits,
+            overlap=args.overlap,
+            disjoint_keys=args.disjoint_keys,
+            kill_rate=args.kill_rate,
+            batch_size=args.batch_size,
+            lock_provider=args.lock_provider,
+            seed=args.seed,
+            table_version=args.table_version,
+            table_type=args.table_type,
         )
     )
     print(report_json(report) if args.json else format_report(report))

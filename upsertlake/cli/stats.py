@@ -133,7 +133,9 @@ def plot(info: dict[str, Any], out: str) -> None:
     try:
         import matplotlib
     except ImportError as exc:
-        raise CliError("--plot needs matplotlib: pip install matplotlib (or '.[plot]' from upsertlake's folder)") from exc
+        raise CliError(
+            "--plot needs matplotlib: pip install matplotlib (or '.[plot]' from upsertlake's folder)"
+        ) from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

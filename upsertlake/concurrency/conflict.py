@@ -28,17 +28,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import COMMIT_TIME, RECORD_KEY
 from upsertlake.concurrency.key_summary import key_hashes, read_summaries
 from upsertlake.layout.bucket_id import bucket_of
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile, FileGroup
 from upsertlake.logfile import block_keys, is_log_path, read_blocks
+from upsertlake.schema.columns import COMMIT_TIME, RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
-from upsertlake.timeline.layouts import table_layout
 from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.layouts import table_layout
 from upsertlake.util.arrays import sorted_unique
 
 SHOWN_KEYS = 5

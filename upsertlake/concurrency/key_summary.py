@@ -33,8 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyroaring
 
-from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.errors import CorruptTableError
+from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.layout.markers import key_summary_folder
 from upsertlake.storage import Storage
 from upsertlake.util.arrays import sorted_unique

@@ -24,13 +24,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Protocol
 
+from upsertlake.concurrency.storage_lock import StorageLockProvider
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError, LockTimeoutError
-from upsertlake.concurrency.storage_lock import StorageLockProvider
 from upsertlake.storage import Storage
 
 HUDI_PACKAGE = "org.apache.hudi.client.transaction.lock."
@@ -199,10 +199,8 @@ class FileSystemLockProvider:
         moved = _read_json(aside)
         if moved is not None and moved.get("token") != owner.get("token"):
             # Someone took the stale lock over and locked it again meanwhile: give theirs back.
-            try:
+            with suppress(FileExistsError):
                 os.link(aside, self.path)
-            except FileExistsError:
-                pass
         os.unlink(aside)
         return False
 

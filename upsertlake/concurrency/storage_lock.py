@@ -128,7 +128,7 @@ class StorageLockProvider:
     def _try_once(self) -> bool:
         current = self._read()
         if current is not None:
-            lease, etag = current
+            lease, _ = current
             alive = not lease.get("expired", False) and _now_ms() <= int(lease.get("validUntil", 0)) + CLOCK_DRIFT_MS
             if alive and lease.get("owner") != self.owner:
                 return False

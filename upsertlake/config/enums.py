@@ -31,8 +31,14 @@ class MergeMode(Spelled):
 
 
 _MERGE_STRATEGIES = {
-    MergeMode.EVENT_TIME: ("eeb8d96f-b1e4-49fd-bbf8-28ac514178e5", "org.apache.hudi.common.model.DefaultHoodieRecordPayload"),
-    MergeMode.COMMIT_TIME: ("ce9acb64-bde0-424c-9b91-f6ebba25356d", "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"),
+    MergeMode.EVENT_TIME: (
+        "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5",
+        "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+    ),
+    MergeMode.COMMIT_TIME: (
+        "ce9acb64-bde0-424c-9b91-f6ebba25356d",
+        "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
+    ),
 }
 
 

@@ -39,7 +39,7 @@ def _split_key_value(line: str) -> tuple[str, str]:
         return line, ""
     c = line[i]
     key, rest = line[:i], line[i:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":") and c in " \t\f" or c in "=:":
+    if (rest[:1] in ("=", ":") and c in " \t\f") or c in "=:":
         rest = rest[1:].lstrip(" \t\f")
     return key, rest
 

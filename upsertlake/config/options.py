@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from upsertlake.config.enums import CleanPolicy, ConcurrencyMode, IndexType, MergeMode
-from upsertlake.config.option import T, Option
+from upsertlake.config.option import Option, T
 
 __all__ = [
     "BLOOM_FILTER_TYPE",
@@ -28,6 +28,9 @@ __all__ = [
     "BLOOM_MAX_ENTRIES",
     "BLOOM_NUM_ENTRIES",
     "BLOOM_PRUNE_BY_RANGES",
+    "BUCKET_INDEX_ENGINE",
+    "BUCKET_INDEX_HASH_FIELD",
+    "BUCKET_INDEX_NUM_BUCKETS",
     "BULK_INSERT_SORT_MODE",
     "CLEANER_COMMITS_RETAINED",
     "CLEANER_FILE_VERSIONS_RETAINED",
@@ -36,6 +39,8 @@ __all__ = [
     "CLEAN_AUTOMATIC",
     "CLEAN_MAX_COMMITS",
     "COMBINE_BEFORE_DELETE",
+    "COMBINE_BEFORE_INSERT",
+    "COMBINE_BEFORE_UPSERT",
     "COMPACTION_LOGFILE_SIZE_THRESHOLD",
     "COMPACTION_STRATEGY",
     "COMPACTION_TARGET_IO",
@@ -43,8 +48,6 @@ __all__ = [
     "COMPACT_INLINE_MAX_DELTA_COMMITS",
     "COMPACT_INLINE_MAX_DELTA_SECONDS",
     "COMPACT_INLINE_TRIGGER_STRATEGY",
-    "COMBINE_BEFORE_INSERT",
-    "COMBINE_BEFORE_UPSERT",
     "COPY_ON_WRITE_AUTO_SPLIT",
     "COPY_ON_WRITE_INSERT_SPLIT_SIZE",
     "DATABASE_NAME",
@@ -52,9 +55,6 @@ __all__ = [
     "HEARTBEAT_TOLERABLE_MISSES",
     "HIVE_STYLE_PARTITIONING",
     "INDEX_TYPE",
-    "BUCKET_INDEX_ENGINE",
-    "BUCKET_INDEX_HASH_FIELD",
-    "BUCKET_INDEX_NUM_BUCKETS",
     "KEYGEN_CLASS",
     "LOCK_EXPIRE_MINUTES",
     "LOCK_FILESYSTEM_PATH",
@@ -62,6 +62,7 @@ __all__ = [
     "LOCK_STORAGE_HEARTBEAT_POLL_SECS",
     "LOCK_STORAGE_VALIDITY_SECS",
     "LOCK_WAIT_TIME_MS",
+    "LOGFILE_DATA_BLOCK_FORMAT",
     "OPERATION",
     "OPTIONS",
     "PARQUET_BLOCK_SIZE",
@@ -79,7 +80,6 @@ __all__ = [
     "STREAMING_CHECKPOINT_IDENTIFIER",
     "TABLE_NAME",
     "TABLE_TYPE",
-    "LOGFILE_DATA_BLOCK_FORMAT",
     "WRITE_CONCURRENCY_MODE",
     "WRITE_PARALLELISM",
     "WRITE_SET_NULL_FOR_MISSING_COLUMNS",
@@ -239,9 +239,11 @@ WRITE_CONCURRENCY_MODE: Option[ConcurrencyMode] = _option(
 LOCK_PROVIDER: Option[str] = _option(
     "hoodie.write.lock.provider", str, "upsertlake.concurrency.lock.FlockLockProvider",
     "Lock provider class: Hudi's org.apache.hudi.client.transaction.lock.StorageBasedLockProvider "
-    "(the default on object stores), FileSystemBasedLockProvider or InProcessLockProvider, upsertlake.concurrency.lock.FlockLockProvider, or the dotted path of "
+    "(the default on object stores), FileSystemBasedLockProvider or InProcessLockProvider, "
+    "upsertlake.concurrency.lock.FlockLockProvider, or the dotted path of "
     "your own class. Deviation: Hudi 0.15 defaults to ZookeeperBasedLockProvider; ours is an flock "
-    "the kernel releases when its holder dies, so a crash never leaves a stale lock.")
+    "the kernel releases when its holder dies, so a crash never leaves a stale lock.",
+)
 LOCK_FILESYSTEM_PATH: Option[str] = _option(
     "hoodie.write.lock.filesystem.path", str, "",
     "Folder of FileSystemBasedLockProvider's lock file (default: the table's .hoodie folder).")

@@ -16,7 +16,7 @@ from typing import Any
 
 from upsertlake.config.enums import IndexType
 from upsertlake.config.known_keys import is_hudi_key, unknown_key_error, warn_unimplemented
-from upsertlake.config.option import T, Option
+from upsertlake.config.option import Option, T
 from upsertlake.config.options import INDEX_TYPE, OPTIONS
 from upsertlake.errors import ConfigError
 

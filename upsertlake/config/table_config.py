@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from upsertlake.config.option import option_list
 from upsertlake.config.enums import MergeMode
+from upsertlake.config.option import option_list
 from upsertlake.config.properties_file import (
     PROPERTIES_FILE,
     PropertiesFile,
@@ -201,7 +201,9 @@ class TableConfig:
                 "upgrade it with `upsertlake upgrade PATH --to 8`"
             )
         if not self.populate_meta_fields:
-            raise UnsupportedTableError("tables without meta fields (hoodie.populate.meta.fields=false) are read-only here")
+            raise UnsupportedTableError(
+                "tables without meta fields (hoodie.populate.meta.fields=false) are read-only here"
+            )
         if self.keygen_class not in WRITABLE_KEYGENS:
             raise UnsupportedTableError(
                 f"key generator {self.keygen_class} is not supported for writes; "

@@ -9,8 +9,8 @@ another merge mode than the table's: readers merge its log files by the table's.
 
 from __future__ import annotations
 
-from enum import Enum
 from collections.abc import Mapping
+from enum import Enum
 
 from upsertlake.config import options as opt
 from upsertlake.config.enums import MergeMode
@@ -47,7 +47,9 @@ def check_against_table(cfg: Config, table_config: TableConfig) -> None:
     ]
     mode = merge_on_read_mode(table_config)
     if mode is not None and cfg.is_set(opt.RECORD_MERGE_MODE) and cfg.get(opt.RECORD_MERGE_MODE) != mode:
-        stated = "hoodie.record.merge.mode" if table_config.table_version >= 8 else "its hoodie.compaction.payload.class"
+        stated = (
+            "hoodie.record.merge.mode" if table_config.table_version >= 8 else "its hoodie.compaction.payload.class"
+        )
         conflicts.append(f"{opt.RECORD_MERGE_MODE.key}={_show(cfg.get(opt.RECORD_MERGE_MODE))} but this merge-on-read "
                          f"table merges by {mode} ({stated}; its readers merge log files so)")
     if conflicts:

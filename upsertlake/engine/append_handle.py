@@ -20,7 +20,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.engine.bucket_writer import (
-    DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, default_token, with_meta, with_meta_runs,
+    DELETE_FLAG,
+    FORCE_FLAG,
+    KEY,
+    PARTITION,
+    BucketJob,
+    WriteStatus,
+    default_token,
+    with_meta,
+    with_meta_runs,
 )
 from upsertlake.errors import StorageError
 from upsertlake.layout.file_system_view import FileSlice
@@ -96,7 +104,9 @@ class AppendJob(BucketJob):
         target = (self.appends or {}).get(number)
         if target is None:
             return super().write(storage, number, records, base_file, attempt, write_token)
-        return append_bucket(storage, self, self.buckets[number], target, records, write_token or default_token(number, attempt))
+        return append_bucket(
+            storage, self, self.buckets[number], target, records, write_token or default_token(number, attempt)
+        )
 
 
 MAX_ROLLOVERS = 100  # versions an append tries past the planned one before it gives up

@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import COMMIT_SEQNO, COMMIT_TIME, DELETE_FLAG, FILE_NAME, FORCE_FLAG, KEY, PARTITION, PARTITION_PATH, RECORD_KEY
-from upsertlake.config.enums import MergeMode
 from upsertlake.concurrency.key_summary import KeySummary, write_summaries
+from upsertlake.config.enums import MergeMode
+from upsertlake.layout.file_system_view import BaseFile, FileSlice, base_file_name
 from upsertlake.layout.file_writer import (
     DICTIONARY_SAMPLE,
     FileWriterConfig,
@@ -29,11 +29,20 @@ from upsertlake.layout.markers import marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.partitioner import Bucket
 from upsertlake.schema import conform, full_schema
+from upsertlake.schema.columns import (
+    COMMIT_SEQNO,
+    COMMIT_TIME,
+    DELETE_FLAG,
+    FILE_NAME,
+    FORCE_FLAG,
+    KEY,
+    PARTITION,
+    PARTITION_PATH,
+    RECORD_KEY,
+)
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import BaseFile, FileSlice, base_file_name
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.util.arrow import constant
-
 
 
 @dataclass(frozen=True)
@@ -317,7 +326,9 @@ def _incoming_wins(task: BucketTask, old: pa.Table, stored_row: pa.Array, exists
     return ~loses
 
 
-def with_meta(records: pa.Table, instant_time: str, bucket_number: int, file_name: str, data_schema: pa.Schema) -> pa.Table:
+def with_meta(
+    records: pa.Table, instant_time: str, bucket_number: int, file_name: str, data_schema: pa.Schema
+) -> pa.Table:
     """The rows of a new file: the meta columns of `instant_time`'s bucket, then the data columns."""
     return with_meta_runs(records, instant_time, [bucket_number], [file_name], [records.num_rows], data_schema)
 

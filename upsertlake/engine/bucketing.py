@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from upsertlake.schema.columns import KEY, PARTITION
 from upsertlake.concurrency.conflict import pending_clustering
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -31,6 +30,7 @@ from upsertlake.partitioner import (
     WorkloadProfile,
     average_record_size,
 )
+from upsertlake.schema.columns import KEY, PARTITION
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action, State
 from upsertlake.timeline.operation import Operation

@@ -19,11 +19,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import KEY, PARTITION
 from upsertlake.engine.bucket_writer import with_meta
 from upsertlake.layout.file_system_view import base_file_name
 from upsertlake.layout.file_writer import FileWriterConfig, data_bytes
 from upsertlake.partitioner import Bucket, BucketType, PartitionerConfig, new_file_id
+from upsertlake.schema.columns import KEY, PARTITION
 
 # Rows encoded to measure the record size: enough that a column's dictionary page weighs little
 # per record (a few milliseconds of encoding).
@@ -105,7 +105,11 @@ def bulk_insert_buckets(
     """Bulk insert: no small-file packing; each partition's records (in `bulk_insert_sort`
     order) fill new files of about max_file_size bytes in order."""
     parts = records.column(PARTITION)
-    encoded = pc.dictionary_encode(parts).combine_chunks() if isinstance(parts, pa.ChunkedArray) else pc.dictionary_encode(parts)
+    encoded = (
+        pc.dictionary_encode(parts).combine_chunks()
+        if isinstance(parts, pa.ChunkedArray)
+        else pc.dictionary_encode(parts)
+    )
     codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False))
     names = encoded.dictionary.to_pylist()
     rows_of = {p: np.flatnonzero(codes == code) for code, p in enumerate(names)}

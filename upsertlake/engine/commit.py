@@ -21,7 +21,6 @@ from enum import Enum
 from types import MappingProxyType
 
 from upsertlake.concurrency.conflict import CommitCheck, Conflict, check_commit, describe_groups
-from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.config import options as opt
 from upsertlake.config.properties_file import write_properties
 from upsertlake.config.table_config import TableConfig
@@ -33,10 +32,10 @@ from upsertlake.engine.pending import PendingWrite, PendingWrites
 from upsertlake.engine.remerge import remerge_or_move
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.errors import UpsertlakeError, WriteConflictError
-from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.layout.file_system_view import FileGroup, FileSystemView
 from upsertlake.layout.markers import marker_folder, reconcile_markers
-from upsertlake.services.rollback import discard_pending
 from upsertlake.schema import arrow_to_avro, avro_schema_json
+from upsertlake.services.rollback import discard_pending
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -365,7 +364,9 @@ def _complete(
     # a rollback before it still finds every file, which all exist by now, by its name.
     ctx.storage.delete_dir(marker_folder(current.time))
     ctx.lock.fence()
-    done = transition(ctx.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(ctx.table_config), timeline)
+    done = transition(
+        ctx.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(ctx.table_config), timeline
+    )
     if has_schema and not ctx.table_config.create_schema:
         write_properties(ctx.storage, {"hoodie.table.create.schema": extra["schema"]})
         ctx = ctx.with_table(ctx.table_config.with_schema(extra["schema"]))

@@ -7,18 +7,19 @@ says so, else it is updated in place in its old partition.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, KEY, LOC_FILE_ID, LOC_PARTITION, PARTITION
 from upsertlake.config import Config
-from upsertlake.config.enums import IndexType, MergeMode
 from upsertlake.config import options as opt
+from upsertlake.config.enums import IndexType, MergeMode
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.slice_keys import SliceKeys
+from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, KEY, LOC_FILE_ID, LOC_PARTITION, PARTITION
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
@@ -80,16 +81,16 @@ def route_moves(
     old_home = _set(old_home, DELETE_FLAG, constant(True, old_home.num_rows, pa.bool_()))
     old_home = _set(old_home, FORCE_FLAG, constant(True, old_home.num_rows, pa.bool_()))
     no_location = pa.scalar(None, pa.string())
-    new_locations = pa.table({name: pc.if_else(moved, no_location, locations.column(name)) for name in locations.column_names})
+    new_locations = pa.table(
+        {name: pc.if_else(moved, no_location, locations.column(name)) for name in locations.column_names}
+    )
     return pa.concat_tables([records, old_home]), pa.concat_tables([new_locations, locations.filter(moved)])
 
 
 def stored_orders_after(stored: pa.Array | pa.ChunkedArray, incoming: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Per record: the stored ordering value is larger (a null incoming value loses to any)."""
-    try:
+    with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
         stored = stored.cast(incoming.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
     larger = pc.fill_null(pc.greater(stored, incoming), False)
     larger = pc.or_(larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
     return np.asarray(larger.to_numpy(zero_copy_only=False), dtype=bool)

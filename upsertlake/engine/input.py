@@ -36,7 +36,7 @@ def _unconvertible_column(data: Any) -> str | None:
                 pa.array(values)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 return name
-    except Exception:  # noqa: BLE001 - only a better message is at stake
+    except Exception:
         return None
     return None
 

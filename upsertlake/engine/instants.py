@@ -64,7 +64,9 @@ def start_commit(
     # that follows at once plans on it, with its instant, unless failed writes or rollbacks were
     # undone meanwhile.
     started = timeline.with_instant(instant) if plan_on_start and not rolled_back else None
-    writes.add(PendingWrite(instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline), timeline=started))
+    writes.add(
+        PendingWrite(instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline), timeline=started)
+    )
     log.info("started commit %s", instant.time)
     return ctx, instant.time
 

@@ -33,13 +33,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.layout.file_system_view import FileGroup
-from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.concurrency.conflict import SHOWN_KEYS, describe_groups
 from upsertlake.config import options as opt
 from upsertlake.engine.context import WriteContext
 from upsertlake.errors import WriteConflictError
+from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.logfile import LogFileName, block_keys, is_log_path, read_blocks
+from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.services import compaction
 from upsertlake.services.compaction_plan import read_plan
 from upsertlake.timeline.active import Timeline

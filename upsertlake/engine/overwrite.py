@@ -49,7 +49,9 @@ def delete_partitions(ctx: WriteContext, partitions: list[str], instant_time: st
     )
 
 
-def replaced(operation: Operation, view: FileSystemView, partitions: pa.Array | pa.ChunkedArray) -> dict[str, list[str]]:
+def replaced(
+    operation: Operation, view: FileSystemView, partitions: pa.Array | pa.ChunkedArray
+) -> dict[str, list[str]]:
     """The file groups an overwrite retires: those of the batch's `partitions`, or all."""
     if operation.replaces_table:
         return view.file_ids()

@@ -13,11 +13,11 @@ import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 
-from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.concurrency.heartbeat import Heartbeat
 from upsertlake.engine.bucket_writer import BucketJob, WriteStatus
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.errors import UpsertlakeError
+from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant, State
 
@@ -76,7 +76,7 @@ class PendingWrite:
         for name, release in held.items():
             try:
                 release()
-            except Exception:  # noqa: BLE001 - freeing a cache must not undo a commit's outcome
+            except Exception:
                 log.warning("write %s: could not release %s", self.instant.time, name, exc_info=True)
 
 

@@ -6,22 +6,22 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from upsertlake.schema.columns import KEY, LOC_FILE_ID, LOC_INSTANT, PARTITION
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.table_options import check_against_table
+from upsertlake.engine.bucketing import assign_buckets, upsert_partitioner
 from upsertlake.engine.bulk_insert import bulk_insert_sort
 from upsertlake.engine.context import WriteContext
-from upsertlake.engine.bucketing import assign_buckets, upsert_partitioner
-from upsertlake.engine.write_plan import Progress, Tagged, WritePlan, stage, view_scope
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.engine.slice_routing import rewritten_slices
 from upsertlake.engine.tag import log_default_partition, slice_merge, tag
+from upsertlake.engine.write_plan import Progress, Tagged, WritePlan, stage, view_scope
 from upsertlake.index import BucketIndex
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.partitioner import WorkloadProfile, bucket_partition
 from upsertlake.schema import avro_to_arrow
+from upsertlake.schema.columns import KEY, LOC_FILE_ID, LOC_INSTANT, PARTITION
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.operation import Operation
 

@@ -11,14 +11,14 @@ from enum import Enum
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, IS_DELETED, KEY, META_COLUMNS, PARTITION, POSITION
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine.dedup import dedup_indices
 from upsertlake.engine.input import to_arrow_table
 from upsertlake.errors import SchemaError
-from upsertlake.schema import conform, merge_schemas, normalize_batch
-from upsertlake.schema.types import same_type
 from upsertlake.layout.keygen import KeyGenerator
+from upsertlake.schema import conform, merge_schemas, normalize_batch
+from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, IS_DELETED, KEY, META_COLUMNS, PARTITION, POSITION
+from upsertlake.schema.types import same_type
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 

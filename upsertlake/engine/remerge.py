@@ -11,13 +11,12 @@ from __future__ import annotations
 import logging
 from dataclasses import replace as _replace
 
-from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.engine import instants
 from upsertlake.engine.context import WriteContext
-from upsertlake.engine.write_buckets import write_partition_metadata
 from upsertlake.engine.pending import PendingWrite, PendingWrites
+from upsertlake.engine.write_buckets import write_partition_metadata
 from upsertlake.engine.write_result import WriteResult, with_statuses
-from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.layout.file_system_view import FileGroup, FileSystemView
 from upsertlake.layout.markers import reconcile_markers
 from upsertlake.services.rollback import discard_pending
 from upsertlake.timeline.instant import Instant

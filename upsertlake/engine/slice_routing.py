@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import DELETE_FLAG, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_KEY
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.layout.slice_keys import SliceKeys
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.partitioner import Bucket, BucketType, SmallFile
+from upsertlake.schema.columns import DELETE_FLAG, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_KEY
 from upsertlake.services.compaction_plan import read_plan
 from upsertlake.timeline.active import Timeline
 
@@ -44,8 +44,13 @@ def rewritten_slices(
     at = pa.array(np.flatnonzero(np.asarray(written.to_numpy(zero_copy_only=False), dtype=bool)))
     if not len(at):
         return frozenset()
-    copies = pa.table({LOOKUP_KEY: records.column(KEY).take(at), LOC_PARTITION: locations.column(LOC_PARTITION).take(at),
-                       LOC_FILE_ID: locations.column(LOC_FILE_ID).take(at)})
+    copies = pa.table(
+        {
+            LOOKUP_KEY: records.column(KEY).take(at),
+            LOC_PARTITION: locations.column(LOC_PARTITION).take(at),
+            LOC_FILE_ID: locations.column(LOC_FILE_ID).take(at),
+        }
+    )
     dead = np.flatnonzero(~SliceKeys(view, merge).live(copies))
     groups = copies.select([LOC_PARTITION, LOC_FILE_ID]).take(pa.array(dead))
     return frozenset(zip(groups.column(0).to_pylist(), groups.column(1).to_pylist()))

@@ -12,7 +12,6 @@ import logging
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import DELETE_FLAG, KEY, LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, PARTITION
 from upsertlake.config import Config, option_list
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
@@ -25,6 +24,7 @@ from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.layout.slice_keys import SliceKeys
 from upsertlake.layout.slice_reader import Merge
+from upsertlake.schema.columns import DELETE_FLAG, KEY, LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, PARTITION
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
@@ -54,7 +54,12 @@ def slice_merge(table_config: TableConfig, view: FileSystemView) -> Merge | None
 
 
 def tag(
-    batch: PreparedBatch, index: Index, view: FileSystemView, operation: Operation, cfg: Config, precombine_field: str | None,
+    batch: PreparedBatch,
+    index: Index,
+    view: FileSystemView,
+    operation: Operation,
+    cfg: Config,
+    precombine_field: str | None,
     merge: Merge | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """The batch's records that are written, and beside them their locations (`loc_partition`,

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from upsertlake.config import Config
-from upsertlake.config.enums import MergeMode
 from upsertlake.config import options as opt
+from upsertlake.config.enums import MergeMode
 from upsertlake.engine.bucket_writer import BucketJob, WriteStatus, default_token, mark_buckets, store_summaries
 from upsertlake.engine.pending import Rewrite
 from upsertlake.engine.write_plan import Progress, WritePlan
@@ -147,7 +147,9 @@ def _write_one(
     return job.write(storage, number, records.take(pa.array(rows[number])), None, attempt, tokens[number])
 
 
-def write_partition_metadata(storage: Storage, partitions: set[str], instant_time: str, listed: Collection[str] = ()) -> None:
+def write_partition_metadata(
+    storage: Storage, partitions: set[str], instant_time: str, listed: Collection[str] = ()
+) -> None:
     """Hudi's `.hoodie_partition_metadata` in each partition that lacks one (readers list a folder
     as a partition only with it). `listed`: partitions a listing just found with theirs; a
     conditional create leaves an existing one as it is."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from upsertlake.schema.columns import PARTITION
 from upsertlake.config import Config
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine import commit as commit_action
@@ -26,16 +25,17 @@ from upsertlake.engine import instants, merge_on_read, overwrite, write_buckets
 from upsertlake.engine.bucket_writer import BucketJob, WriteStatus
 from upsertlake.engine.context import WriteContext
 from upsertlake.engine.pending import PendingWrites
-from upsertlake.engine.write_plan import Progress, WritePlan, stage
 from upsertlake.engine.planner import plan_batch, prepare_spec
 from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.engine.tag import table_index
+from upsertlake.engine.write_plan import Progress, WritePlan, stage
 from upsertlake.engine.write_result import WriteResult, with_statuses
 from upsertlake.errors import StorageError
 from upsertlake.index import BucketIndex, InMemoryIndex
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import start_markers
+from upsertlake.schema.columns import PARTITION
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.instant import State

@@ -15,13 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import DELETE_FLAG, LOC_FILE_ID
 from upsertlake.config import Config
 from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.engine.slice_routing import append_slices
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.partitioner import Bucket, BucketType, UpsertPartitioner, WorkloadProfile
+from upsertlake.schema.columns import DELETE_FLAG, LOC_FILE_ID
 from upsertlake.timeline.operation import Operation
 
 

@@ -11,9 +11,9 @@ from dataclasses import replace as _replace
 
 import pyarrow as pa
 
-from upsertlake.schema.columns import LOOKUP_KEY, UPDATE_FILE_ID, UPDATE_PARTITION
 from upsertlake.engine.bucket_writer import WriteStatus
 from upsertlake.index.base import IndexUpdate
+from upsertlake.schema.columns import LOOKUP_KEY, UPDATE_FILE_ID, UPDATE_PARTITION
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.timeline.operation import Operation

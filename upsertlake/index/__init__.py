@@ -27,4 +27,13 @@ def make_index(index_type: IndexType, num_buckets: int = 256, hash_fields: list[
     return _KINDS[index_type.local](is_global=index_type.is_global)
 
 
-__all__ = ["BloomIndex", "BucketIndex", "check_bucket_index_fields", "InMemoryIndex", "Index", "IndexUpdate", "SimpleIndex", "make_index"]
+__all__ = [
+    "BloomIndex",
+    "BucketIndex",
+    "InMemoryIndex",
+    "Index",
+    "IndexUpdate",
+    "SimpleIndex",
+    "check_bucket_index_fields",
+    "make_index",
+]

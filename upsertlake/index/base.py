@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, LOOKUP_KEY, RECORD_KEY
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import BaseFile, FileSystemView
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrays import group_rows, sorted_unique
 from upsertlake.util.arrow import constant
@@ -71,7 +71,7 @@ class Index(ABC):
         no key is in the batch twice (within a partition, for an index that is not global).
         `live`: which stored copies count (the others are not found)."""
 
-    def update(self, change: IndexUpdate, view: FileSystemView) -> None:
+    def update(self, change: IndexUpdate, view: FileSystemView) -> None:  # noqa: B027 - a no-op by default
         """Learn a committed write; stateless indexes read the table instead and need nothing."""
 
     def stats(self) -> dict[str, int]:
@@ -82,7 +82,9 @@ class Index(ABC):
 Wanted = Callable[[BaseFile], tuple[pa.Array, np.ndarray]]  # a file's keys to look up, and their batch rows
 
 
-def lookup_plan(keys: pa.Array, partitions: pa.Array, view: FileSystemView, is_global: bool) -> tuple[list[BaseFile], Wanted]:
+def lookup_plan(
+    keys: pa.Array, partitions: pa.Array, view: FileSystemView, is_global: bool
+) -> tuple[list[BaseFile], Wanted]:
     """The latest base files that may hold the batch's keys, and for each file the keys to look
     up in it with their batch rows: every key (global), else its partition's."""
     if is_global:
@@ -120,7 +122,9 @@ def read_file_keys(
         rows = {}
         if wanted is not None:
             want, want_rows = wanted(bf)
-            at = np.asarray(pc.fill_null(pc.index_in(keys, value_set=want), -1).to_numpy(zero_copy_only=False), np.int64)
+            at = np.asarray(
+                pc.fill_null(pc.index_in(keys, value_set=want), -1).to_numpy(zero_copy_only=False), np.int64
+            )
             hits = np.flatnonzero(at >= 0)
             keys = keys.take(pa.array(hits))
             rows = {"row": want_rows[at[hits]]}

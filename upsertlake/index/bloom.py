@@ -18,8 +18,8 @@ from upsertlake.index.base import (
     lookup_plan,
     read_file_keys,
 )
-from upsertlake.layout.footer import read_footer
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.layout.footer import read_footer
 
 
 class BloomIndex(Index):

@@ -57,7 +57,9 @@ class BucketIndex(Index):
         take = pa.array(np.where(found, at_group, 0), mask=~found)
         columns = list(zip(*located)) if located else [[], [], []]
         self._stats = {"files_considered": len(located), "files_opened": 0, "keys_matched": int(found.sum())}
-        return pa.table({f.name: pa.array(c, f.type).take(take) for f, c in zip(LOCATION_SCHEMA, columns)}, schema=LOCATION_SCHEMA)
+        return pa.table(
+            {f.name: pa.array(c, f.type).take(take) for f, c in zip(LOCATION_SCHEMA, columns)}, schema=LOCATION_SCHEMA
+        )
 
     def stats(self) -> dict[str, int]:
         return dict(self._stats)

@@ -18,7 +18,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, LOOKUP_KEY, UPDATE_FILE_ID, UPDATE_PARTITION
 from upsertlake.index.base import (
     LOCATION_SCHEMA,
     Index,
@@ -29,6 +28,14 @@ from upsertlake.index.base import (
     read_file_keys,
 )
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.schema.columns import (
+    LOC_FILE_ID,
+    LOC_INSTANT,
+    LOC_PARTITION,
+    LOOKUP_KEY,
+    UPDATE_FILE_ID,
+    UPDATE_PARTITION,
+)
 
 
 def hash_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -202,7 +209,9 @@ class InMemoryIndex(Index):
                     # key in another file group (or partition, when global) is still stored.
                     where = {fg: i for i, fg in enumerate(state.file_groups)}
                     deleted = change.deleted
-                    pairs = zip(deleted.column(UPDATE_PARTITION).to_pylist(), deleted.column(UPDATE_FILE_ID).to_pylist())
+                    pairs = zip(
+                        deleted.column(UPDATE_PARTITION).to_pylist(), deleted.column(UPDATE_FILE_ID).to_pylist()
+                    )
                     deleted_groups = [where.get(fg, -1) for fg in pairs]
                     idx = np.flatnonzero(candidates)
                     stored = pc.binary_join_element_wise(

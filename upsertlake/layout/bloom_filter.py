@@ -219,7 +219,9 @@ class BloomFilter:
         vector `v`, so that one gather tests a key against 8 vectors (a filter of several)."""
         planes = [np.zeros(self._vector_size, np.uint8) for _ in range(0, self._vectors, 8)]
         for vector, bits in enumerate(self._bits):
-            planes[vector >> 3] |= np.unpackbits(bits, count=self._vector_size, bitorder="little") << np.uint8(vector & 7)
+            planes[vector >> 3] |= np.unpackbits(bits, count=self._vector_size, bitorder="little") << np.uint8(
+                vector & 7
+            )
         return planes
 
     def _positions(self, keys: PreparedKeys) -> Iterator[np.ndarray]:

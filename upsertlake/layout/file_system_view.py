@@ -14,8 +14,8 @@ dropping the group, for reads and for the writes that would build on them.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from bisect import bisect_right
+from collections import defaultdict
 from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace

@@ -20,11 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.schema.columns import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter
 from upsertlake.layout.footer import footer_metadata
+from upsertlake.schema.columns import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats
 
@@ -99,7 +99,9 @@ def data_bytes(data: pa.Table, file_config: FileWriterConfig) -> int:
     writer.close()
     meta = pq.read_metadata(pa.BufferReader(sink.getvalue()))
     return sum(
-        meta.row_group(g).column(c).total_compressed_size for g in range(meta.num_row_groups) for c in range(meta.num_columns)
+        meta.row_group(g).column(c).total_compressed_size
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
     )
 
 
@@ -177,7 +179,9 @@ def dictionary_columns(data: pa.Table, sample: int = DICTIONARY_SAMPLE) -> list[
     rest = data.drop_columns([*decided, *(c for c in DELTA_COLUMNS if c in data.column_names)])
     rows = rest.take(pa.array(np.sort(np.random.default_rng(0).choice(n, min(sample, n), replace=False))))
     repeating = {
-        name for name, col in zip(rows.column_names, rows.columns) if pc.count_distinct(col).as_py() <= rows.num_rows * 9 // 10
+        name
+        for name, col in zip(rows.column_names, rows.columns)
+        if pc.count_distinct(col).as_py() <= rows.num_rows * 9 // 10
     }
     return [name for name in data.column_names if name in repeating or name in decided]
 

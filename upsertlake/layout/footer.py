@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 
 from upsertlake.errors import CorruptTableError
 from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter, bloom_filter_for_keys
-from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile
+from upsertlake.storage import Storage
 
 
 class BloomSettings(Protocol):

@@ -74,7 +74,9 @@ def read_markers(storage: Storage, instant_time: str) -> list[tuple[str, str]]:
                 continue
         else:
             lines.append(rel)
-    found = {(path.lstrip("/"), io_type) for path, sep, io_type in (line.rpartition(".marker.") for line in lines) if sep}
+    found = {
+        (path.lstrip("/"), io_type) for path, sep, io_type in (line.rpartition(".marker.") for line in lines) if sep
+    }
     return sorted(found)
 
 

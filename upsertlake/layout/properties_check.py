@@ -60,10 +60,9 @@ def _keygen_problems(table_config: TableConfig) -> list[str]:
     keys, parts = table_config.record_key_fields, table_config.partition_fields
     if (keygen == "NonpartitionedKeyGenerator" or kind == "NON_PARTITION") and parts:
         return [f"key generator {keygen or kind} does not go with partition fields {list(parts)}"]
-    if keygen == "SimpleKeyGenerator" or kind == "SIMPLE":
-        if len(keys) != 1 or len(parts) > 1:
-            return [f"key generator {keygen or kind} takes one record key field and at most one partition field, "
-                    f"not {list(keys)} and {list(parts)}"]
+    if (keygen == "SimpleKeyGenerator" or kind == "SIMPLE") and (len(keys) != 1 or len(parts) > 1):
+        return [f"key generator {keygen or kind} takes one record key field and at most one partition field, "
+                f"not {list(keys)} and {list(parts)}"]
     return []
 
 

@@ -27,12 +27,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import IS_DELETED, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_KEY
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.layout.slice_reader import Merge, listed, log_files
 from upsertlake.logfile import Block, DataBlock, DeleteBlock, block_keys
 from upsertlake.logfile.merge import live_blocks, merge_slice
 from upsertlake.logfile.reader import read_logs
+from upsertlake.schema.columns import IS_DELETED, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_KEY
 from upsertlake.storage import Storage
 from upsertlake.util.arrays import group_rows
 

@@ -12,13 +12,13 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from upsertlake.config.enums import MergeMode
-from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.errors import MissingFileError
 from upsertlake.layout.file_system_view import FileSlice
 from upsertlake.logfile.blocks import Block
 from upsertlake.logfile.merge import Merged, merge_counted
 from upsertlake.logfile.reader import read_logs
 from upsertlake.schema import conform
+from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.storage import Storage
 
 

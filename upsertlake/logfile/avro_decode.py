@@ -148,7 +148,9 @@ def _arrow(values: Any, valid: np.ndarray | None, n: int, target: pa.DataType, a
     return pa.array(full_values, mask=mask).cast(target)
 
 
-def _strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, valid: np.ndarray | None, n: int, kind: pa.DataType) -> pa.Array:
+def _strings(
+    data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, valid: np.ndarray | None, n: int, kind: pa.DataType
+) -> pa.Array:
     """The byte strings data[starts[i]:starts[i]+lengths[i]] (null where not `valid`), copied by
     Arrow's take: the payload read as an array whose even elements are the strings and whose odd
     elements are the bytes between them (offsets that only grow), its even elements taken."""

@@ -14,8 +14,9 @@ from __future__ import annotations
 import io
 import json
 import struct
-from functools import lru_cache
 from collections.abc import Sequence
+from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 import fastavro
@@ -138,10 +139,10 @@ def encode_record_runs(data: pa.Table, schema_json: str, run_ends: Sequence[int]
     schema = json.loads(schema_json)
     cuts = np.concatenate([[0], np.asarray(run_ends, np.int64)])
     if not all(_flat(f["type"]) for f in schema["fields"]):
-        return [encode_rows(data.slice(a, b - a), schema_json) for a, b in zip(cuts[:-1], cuts[1:])]
+        return [encode_rows(data.slice(a, b - a), schema_json) for a, b in pairwise(cuts)]
     payload, offsets = _encode_flat(data, schema)
     at = offsets[cuts]
-    return [payload[a:b] for a, b in zip(at[:-1], at[1:])]
+    return [payload[a:b] for a, b in pairwise(at)]
 
 
 def encode_rows(data: pa.Table, schema_json: str) -> bytes:

@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 
 from upsertlake.schema.columns import IS_DELETED, RECORD_KEY
 
-
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1  # HoodieLogFormatVersion: 1 has type, header, content length, footer, total length
 CONTENT_VERSION = 3  # Avro data block and delete block content version Hudi 0.12+ writes

@@ -86,7 +86,9 @@ def decode_delete_content(content: bytes) -> pa.Table:
             "is read; older versions are Java-serialized"
         )
     try:
-        records = fastavro.schemaless_reader(io.BytesIO(content[8 : 8 + length]), _SCHEMA, None, return_record_name=True)
+        records = fastavro.schemaless_reader(
+            io.BytesIO(content[8 : 8 + length]), _SCHEMA, None, return_record_name=True
+        )
     except (EOFError, ValueError, IndexError) as e:
         raise CorruptTableError(f"a delete block's record list cannot be decoded: {e}") from e
     keys, partitions, values, natural, branches = [], [], [], [], set()
@@ -109,7 +111,9 @@ def decode_delete_content(content: bytes) -> pa.Table:
         values.append(_unwrap(branch, value))
         natural.append(False)
     if len(branches) > 1:
-        raise CorruptTableError(f"a delete block mixes ordering value types: {sorted(_WRAPPERS[b - 1][0] for b in branches)}")
+        raise CorruptTableError(
+            f"a delete block mixes ordering value types: {sorted(_WRAPPERS[b - 1][0] for b in branches)}"
+        )
     value_type = _WRAPPERS[branches.pop() - 1][2] if branches else pa.null()
     return pa.table(
         {

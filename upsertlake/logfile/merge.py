@@ -38,12 +38,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import IS_DELETED
 from upsertlake.config.enums import MergeMode
 from upsertlake.errors import SchemaError
 from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock
 from upsertlake.schema import conform
-
+from upsertlake.schema.columns import IS_DELETED
 
 # event kinds: a record, a delete block's delete with an ordering value, one without (natural),
 # a record with `_hoodie_is_deleted` true (a delete that merges as a record)
@@ -137,7 +136,9 @@ def merge_counted(
         from_log = by_position >= n_base
         stays[by_position[~from_log]] = True
         logs = pa.concat_tables(log_tables) if log_tables else out_schema.empty_table()
-        merged = pa.concat_tables([base_table.filter(pa.array(stays)), logs.take(pa.array(by_position[from_log] - n_base))])
+        merged = pa.concat_tables(
+            [base_table.filter(pa.array(stays)), logs.take(pa.array(by_position[from_log] - n_base))]
+        )
     # the keys only the log holds come last
     added = int((positions >= n_base).sum())
     keys = _strings(merged.column(key_field)) if added else pa.array([], pa.string())
@@ -228,8 +229,9 @@ class _Events:
 
     def resolve(self, base: pa.Table | None, mode: MergeMode) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """(the merged-table rows of the winning records, their output positions, which base rows
-        the log touched, how many distinct keys the log names): a key the base file holds stays at its base row's position, a key only
-        the log holds goes after the base rows, where the log first names it."""
+        the log touched, how many distinct keys the log names): a key the base file holds stays at
+        its base row's position, a key only the log holds goes after the base rows, where the log
+        first names it."""
         log_keys = pa.concat_arrays(self.keys)
         n_log = len(log_keys)
         n_base = base.num_rows if base is not None else 0

@@ -15,7 +15,9 @@ CDC_SUFFIX = ".cdc"
 
 # Hudi: ^\.(.+)_(.*)\.(log|archive)\.(\d+)(_((\d+)-(\d+)-(\d+))(.cdc)?)? ; archive logs are timeline
 # files, not slices, so only `log` is a log file here, and the whole name must match.
-_PATTERN = re.compile(r"\.(?P<file_id>.+)_(?P<instant>[^_]*)\.log\.(?P<version>\d+)_(?P<token>\d+-\d+-\d+)(?P<suffix>\.cdc)?")
+_PATTERN = re.compile(
+    r"\.(?P<file_id>.+)_(?P<instant>[^_]*)\.log\.(?P<version>\d+)_(?P<token>\d+-\d+-\d+)(?P<suffix>\.cdc)?"
+)
 
 
 @dataclass(frozen=True)

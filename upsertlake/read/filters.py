@@ -8,7 +8,7 @@ and row groups are skipped by their column statistics (`upsertlake.read.skipping
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Union
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from upsertlake.errors import FilterError, SchemaError
 
 Predicate = tuple[str, str, Any]
-Filters = Union[Sequence[Predicate], pc.Expression, None]
+Filters = Sequence[Predicate] | pc.Expression | None
 
 _OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
 
@@ -76,7 +76,11 @@ def partition_may_match(values: dict[str, str | None], predicates: list[Predicat
                 if op in ("=", "in", "<", "<=", ">", ">=") and not (empty is not None and _holds(op, empty, value)):
                     return False
                 continue
-            wanted = [pa.scalar(v).cast(schema.field(column).type).as_py() for v in value] if op in ("in", "not in") else value
+            wanted = (
+                [pa.scalar(v).cast(schema.field(column).type).as_py() for v in value]
+                if op in ("in", "not in")
+                else value
+            )
             if not _holds(op, typed, wanted):
                 return False
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):

@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.layout.slice_reader import Merge, listed, merge_inputs, read_slice, slice_inputs
@@ -28,6 +27,7 @@ from upsertlake.logfile import DataBlock
 from upsertlake.read import skipping
 from upsertlake.read.snapshot import ScanPlan
 from upsertlake.schema import conform
+from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline.column_stats import of_parquet
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from upsertlake.read.filters import Filters, Predicate, conjunction
 from upsertlake.timeline.column_stats import ColumnRange, FileColumnStats
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError, UnsupportedTableError
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView
@@ -23,6 +22,7 @@ from upsertlake.read import skipping
 from upsertlake.read.filters import Filters, check_filters, conjunction, partition_may_match, to_expression
 from upsertlake.read.statistics import FileStatistics
 from upsertlake.schema import avro_to_arrow, full_schema
+from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.retention import check_readable
 
@@ -131,7 +131,9 @@ def _slice_scan(
     keep = matching_partitions(view, table_config, schema, {s.partition_path for s in merged}, filters)
     if keep is not None:
         merged = [s for s in merged if s.partition_path in keep]
-    merge = Merge(table_config.precombine_field, table_config.merge_mode, frozenset(i.time for i in view.visible_instants))
+    merge = Merge(
+        table_config.precombine_field, table_config.merge_mode, frozenset(i.time for i in view.visible_instants)
+    )
     plain = skip_files(plain, schema, filters, statistics)
     merged = skip_slices(merged, schema, filters, statistics)
     keys = None if table_config.populate_meta_fields else KeyGenerator(table_config)
@@ -207,7 +209,9 @@ def matching_partitions(
     predicates = conjunction(filters)
     if not predicates:
         return None
-    if table_config.damage or properties_disagreements(view.storage, table_config, view.timeline, view.all_partitions()):
+    if table_config.damage or properties_disagreements(
+        view.storage, table_config, view.timeline, view.all_partitions()
+    ):
         return None  # the properties may name wrong fields: no pruning by them; rows are still filtered
     keygen = KeyGenerator(table_config)
     return {p for p in partitions if partition_may_match(keygen.partition_values(p), predicates, schema)}

@@ -3,9 +3,9 @@
 Layers (pyproject.toml, docs/DESIGN.md §3): may import config, storage,
 util, errors; not timeline.
 
-`columns` names every column a table or a write uses, `avro` speaks Hudi's schema format, `types` decides which Arrow data a table can hold (and
-converts it), `evolution` decides how a table's schema changes with a batch and shapes data
-read from any base file into the table's schema.
+`columns` names every column a table or a write uses, `avro` speaks Hudi's schema format, `types`
+decides which Arrow data a table can hold (and converts it), `evolution` decides how a table's
+schema changes with a batch and shapes data read from any base file into the table's schema.
 """
 
 from upsertlake.schema.avro import (

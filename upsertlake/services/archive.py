@@ -19,13 +19,13 @@ from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError
-from upsertlake.timeline import documents
-from upsertlake.timeline.retention import cleaned_before, savepoint_times
-from upsertlake.storage import Storage
 from upsertlake.layout.markers import key_summary_folder
+from upsertlake.storage import Storage
+from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, delete_instant_files
 from upsertlake.timeline.archived import ARCHIVE_FOLDER, archive_file_name, archive_files, read_archive_file
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant
+from upsertlake.timeline.retention import cleaned_before, savepoint_times
 
 SCHEMA = "UpsertlakeArchivedInstant"
 MERGE_BATCH = 10  # small archive files merged into one at once (Hudi's hoodie.archive.merge.files.batch.size)
@@ -35,14 +35,18 @@ MERGE_SMALL_BYTES = 20 * 1024 * 1024  # archive files smaller than this are merg
 def archive_due(timeline: Timeline, cfg: Config) -> bool:
     """Whether more completed writes are active than hoodie.keep.max.commits (else `archive`
     does nothing, and an automatic one need not take the lock)."""
-    return sum(1 for i in timeline.active() if i.action in WRITE_ACTIONS and i.is_completed) > cfg.get(opt.KEEP_MAX_COMMITS)
+    return sum(1 for i in timeline.active() if i.action in WRITE_ACTIONS and i.is_completed) > cfg.get(
+        opt.KEEP_MAX_COMMITS
+    )
 
 
 def archive(storage: Storage, lock: TableLock, cfg: Config) -> list[Instant]:
     """Archive what the limits allow; returns the instants archived (oldest first)."""
     keep_min, keep_max = cfg.get(opt.KEEP_MIN_COMMITS), cfg.get(opt.KEEP_MAX_COMMITS)
     if not 0 < keep_min < keep_max:
-        raise ConfigError(f"need 0 < {opt.KEEP_MIN_COMMITS.key} < {opt.KEEP_MAX_COMMITS.key}, got {keep_min}, {keep_max}")
+        raise ConfigError(
+            f"need 0 < {opt.KEEP_MIN_COMMITS.key} < {opt.KEEP_MAX_COMMITS.key}, got {keep_min}, {keep_max}"
+        )
     with lock.hold():
         timeline = Timeline.load(storage)
         active = timeline.active()

@@ -21,14 +21,14 @@ from datetime import datetime, timedelta, timezone
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
-from upsertlake.config.enums import CleanPolicy
 from upsertlake.config import options as opt
-from upsertlake.errors import ConfigError, StorageError
+from upsertlake.config.enums import CleanPolicy
 from upsertlake.config.table_config import TableConfig
-from upsertlake.services.metadata_table import drop_metadata_table
-from upsertlake.timeline import documents
-from upsertlake.storage import Storage
+from upsertlake.errors import ConfigError, StorageError
 from upsertlake.layout.file_system_view import BaseFile, LogFile, list_partitions_and_files, slice_of
+from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.storage import Storage
+from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
@@ -84,7 +84,9 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, retained: int | None =
         boundary = max(filter(None, [earliest, cleaned_before(timeline)]), default="")
         plan_doc = {
             "earliestInstantToRetain": (
-                {"timestamp": boundary, "action": _action_at(timeline, boundary), "state": "COMPLETED"} if boundary else None
+                {"timestamp": boundary, "action": _action_at(timeline, boundary), "state": "COMPLETED"}
+                if boundary
+                else None
             ),
             "policy": policy.value,
             "filesToBeDeletedPerPartition": None,
@@ -99,7 +101,9 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, retained: int | None =
         # One look at the timeline for the whole clean: nothing else changes it while we hold the lock.
         requested = create_requested(storage, Action.CLEAN, body, timeline=timeline)
         inflight = transition(storage, requested, State.INFLIGHT, body, timeline=timeline.with_instant(requested))
-        deleted = _execute(storage, timeline.with_instant(inflight), inflight, policy.value, boundary, by_partition, started)
+        deleted = _execute(
+            storage, timeline.with_instant(inflight), inflight, policy.value, boundary, by_partition, started
+        )
     return CleanResult(requested.time, policy, boundary or None, tuple(sorted(deleted)))
 
 
@@ -255,7 +259,11 @@ def plan(timeline: Timeline, policy: CleanPolicy, retained: int) -> tuple[list[B
         points = [w.time for w in writes if w.time >= earliest]
         for g, versions in groups.items():
             for i, v in enumerate(versions):
-                ends = [e for e in (replaced_at.get(g), versions[i + 1].instant_time if i + 1 < len(versions) else None) if e]
+                ends = [
+                    e
+                    for e in (replaced_at.get(g), versions[i + 1].instant_time if i + 1 < len(versions) else None)
+                    if e
+                ]
                 end = min(ends) if ends else None
                 k = bisect.bisect_left(points, v.instant_time)
                 if not (k < len(points) and (end is None or points[k] < end)):
@@ -285,7 +293,9 @@ def clean_due(timeline: Timeline, cfg: Config) -> bool:
     if timeline.filter([Action.CLEAN], PENDING):
         return True  # a killed cleaner's clean, to finish
     writes = timeline.completed_writes()
-    if cfg.get(opt.CLEANER_POLICY) is CleanPolicy.KEEP_LATEST_COMMITS and len(writes) <= cfg.get(opt.CLEANER_COMMITS_RETAINED):
+    if cfg.get(opt.CLEANER_POLICY) is CleanPolicy.KEEP_LATEST_COMMITS and len(writes) <= cfg.get(
+        opt.CLEANER_COMMITS_RETAINED
+    ):
         return False  # nothing can be cleaned yet (as Hudi's planner): no lock, no listing
     cleans = timeline.filter([Action.CLEAN], [State.COMPLETED])
     since = cleans[-1].time if cleans else ""

@@ -31,23 +31,23 @@ from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config, option_list
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
+from upsertlake.errors import SchemaError, UnsupportedTableError, WriteConflictError
+from upsertlake.layout.file_system_view import FileSlice, FileSystemView, base_file_name
 from upsertlake.layout.file_writer import (
     file_writer_config,
     write_base_file,
 )
-from upsertlake.errors import SchemaError, UnsupportedTableError, WriteConflictError
-from upsertlake.schema import avro_to_arrow, conform, full_schema
+from upsertlake.layout.markers import marker_entry, marker_folder, start_markers, write_markers
 from upsertlake.layout.slice_reader import Merge, read_slice
+from upsertlake.schema import avro_to_arrow, conform, full_schema
 from upsertlake.services.compaction_plan import compaction_file_groups
 from upsertlake.services.metadata_table import drop_metadata_table
-from upsertlake.timeline import column_stats, documents
+from upsertlake.services.rollback import discard_pending
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import FileSlice, FileSystemView, base_file_name
+from upsertlake.timeline import column_stats, documents
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, State
-from upsertlake.layout.markers import marker_entry, marker_folder, start_markers, write_markers
-from upsertlake.services.rollback import discard_pending
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,9 @@ class ClusterResult:
 
 
 # Runs a function over the groups of a plan: in process by default, as Spark tasks on Spark.
-GroupMap = Callable[[Callable[[tuple[int, list[FileSlice]]], WriteStat], list[tuple[int, list[FileSlice]]]], list[WriteStat]]
+GroupMap = Callable[
+    [Callable[[tuple[int, list[FileSlice]]], WriteStat], list[tuple[int, list[FileSlice]]]], list[WriteStat]
+]
 
 
 def in_process(fn: Callable[[tuple[int, list[FileSlice]]], WriteStat], groups: list) -> list[WriteStat]:
@@ -113,7 +115,10 @@ def cluster(
         schema_json = timeline.latest_schema() or table_config.create_schema
         sort_columns = option_list(cfg.get(opt.CLUSTERING_SORT_COLUMNS))
         requested = create_requested(
-            storage, Action.REPLACE_COMMIT, documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns, cfg)), clustering=True
+            storage,
+            Action.REPLACE_COMMIT,
+            documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns, cfg)),
+            clustering=True,
         )
         # Writers leave a pending clustering alone while its heartbeat beats (engine.instants).
         heartbeat = HeartbeatPolicy.of(cfg).start(storage, requested.time)

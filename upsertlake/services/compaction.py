@@ -32,9 +32,9 @@ from upsertlake.layout.slice_reader import Merge
 from upsertlake.schema import avro_to_arrow, full_schema
 from upsertlake.services.compaction_plan import (
     CompactionOperation,
-    schedule_locked,
     check_compactable,
     read_plan,
+    schedule_locked,
     strategy,
 )
 from upsertlake.services.compaction_slice import compact_operation
@@ -81,7 +81,9 @@ class CompactionResult:
 
 
 # Runs a function over the operations of a plan: in process by default, as Spark tasks on Spark.
-OperationMap = Callable[[Callable[[tuple[int, CompactionOperation]], WriteStat], list[tuple[int, CompactionOperation]]], list[WriteStat]]
+OperationMap = Callable[
+    [Callable[[tuple[int, CompactionOperation]], WriteStat], list[tuple[int, CompactionOperation]]], list[WriteStat]
+]
 
 
 def in_process(fn: Callable[[tuple[int, CompactionOperation]], WriteStat], ops: list) -> list[WriteStat]:
@@ -156,7 +158,9 @@ def execute(
         current = Timeline.load(storage).get(requested.time, Action.COMPACTION)
         if current is None or current.state is not State.REQUESTED:
             state = "gone" if current is None else current.state.value
-            raise ServiceError(f"compaction {requested.time} is not a requested plan ({state}): another compactor took it")
+            raise ServiceError(
+                f"compaction {requested.time} is not a requested plan ({state}): another compactor took it"
+            )
         inflight, heartbeat = _claim(storage, requested, cfg)
     return _run(storage, lock, cfg, inflight, heartbeat, map_ops)
 
@@ -217,7 +221,12 @@ def _run(
         metadata = CommitMetadata(dict(by_partition), OPERATION, extra, compacted=True)
         with lock.hold():
             lock.fence()
-            transition(storage, Instant(inflight.time, Action.COMMIT, State.INFLIGHT), State.COMPLETED, metadata.to_json_bytes())
+            transition(
+                storage,
+                Instant(inflight.time, Action.COMMIT, State.INFLIGHT),
+                State.COMPLETED,
+                metadata.to_json_bytes(),
+            )
     except Exception:
         with lock.hold():
             if not compaction_committed(storage, inflight.time):

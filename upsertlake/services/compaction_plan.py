@@ -273,7 +273,9 @@ def schedule_locked(storage: Storage, cfg: Config) -> Instant | None:
 
 def check_compactable(table_config: TableConfig) -> None:
     if not table_config.is_merge_on_read:
-        raise ServiceError(f"table {table_config.name!r} is {table_config.table_type}: only merge-on-read tables are compacted")
+        raise ServiceError(
+            f"table {table_config.name!r} is {table_config.table_type}: only merge-on-read tables are compacted"
+        )
     if not table_config.populate_meta_fields:
         raise UnsupportedTableError(
             "compacting merge-on-read tables without meta fields (hoodie.populate.meta.fields=false) is not "

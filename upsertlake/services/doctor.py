@@ -35,10 +35,10 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError, UpsertlakeError
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile, sort_listing
 from upsertlake.layout.markers import read_markers
-from upsertlake.services.rollback import discard_pending
 from upsertlake.layout.properties_check import partition_folders, properties_disagreements
 from upsertlake.logfile.names import LogFileName
 from upsertlake.services.rebuild import Rebuild, holds_a_timeline, layout_on_disk, rebuild_properties, remnants
+from upsertlake.services.rollback import discard_pending
 from upsertlake.services.write_guard import what_it_breaks
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline import documents
@@ -112,7 +112,9 @@ def diagnose(storage: Storage, options: Config | None = None, properties: Mappin
     try:
         timeline = Timeline.load(storage, _layout(storage))
     except CorruptTableError as exc:  # an unreadable archive: the checks that need the timeline cannot run
-        report.findings.append(Finding("instant", ARCHIVE_FOLDER, f"{exc}; the checks that need the timeline did not run"))
+        report.findings.append(
+            Finding("instant", ARCHIVE_FOLDER, f"{exc}; the checks that need the timeline did not run")
+        )
         report.findings += check_partition_metadata(storage, entries)
         return report
     except UnsupportedTableError as exc:  # e.g. merge-on-read: its files cannot be judged (nor fixed) here
@@ -149,7 +151,9 @@ def treat(storage: Storage, options: Config | None = None, properties: Mapping[s
             for inst in _failed_writes(storage, timeline, cfg):
                 deleted = discard_pending(storage, inst)
                 storage.delete(heartbeat_path(inst.time))
-                done.append(f"rolled back failed write {METAFOLDER}/{inst.file_name()} ({len(deleted)} data file(s) deleted)")
+                done.append(
+                    f"rolled back failed write {METAFOLDER}/{inst.file_name()} ({len(deleted)} data file(s) deleted)"
+                )
             known = {i.time for i in timeline.instants}
             for path in orphans:
                 if _file_instant(path) not in known:
@@ -198,14 +202,23 @@ def check_properties(
             else "valid but disagrees with the table" if disagreements
             else "valid and agrees with the table"
         )
-        restore = "restore hoodie.properties from hoodie.properties.backup" if backup.valid and not disagreements else None
+        restore = (
+            "restore hoodie.properties from hoodie.properties.backup" if backup.valid and not disagreements else None
+        )
         findings.append(Finding(
             "properties", PROPERTIES_FILE, f"{main.reason}; the backup is {state}{rebuild_note}",
             fix=restore or rebuild_fix,
         ))
     source = table_config.source if table_config is not None else PROPERTIES_FILE
-    findings += [Finding("properties", source, f"disagrees with the table: {problem}{rebuild_note if main.valid else ''}",
-                         fix=rebuild_fix if main.valid else None) for problem in disagreements]
+    findings += [
+        Finding(
+            "properties",
+            source,
+            f"disagrees with the table: {problem}{rebuild_note if main.valid else ''}",
+            fix=rebuild_fix if main.valid else None,
+        )
+        for problem in disagreements
+    ]
     return findings
 
 
@@ -297,8 +310,14 @@ def check_pending_writes(storage: Storage, timeline: Timeline, cfg: Config, fail
     pending = {i.time for i in timeline.pending_writes()} | {i.time for i in timeline.pending_compactions()}
     for entry in storage.list(HEARTBEAT_FOLDER):
         if not entry.is_dir and entry.name not in pending:
-            findings.append(Finding("heartbeat", entry.path, f"heartbeat of an instant that is not pending ({_ago(entry.mtime_ns // 1_000_000)})",
-                                    problem=False))
+            findings.append(
+                Finding(
+                    "heartbeat",
+                    entry.path,
+                    f"heartbeat of an instant that is not pending ({_ago(entry.mtime_ns // 1_000_000)})",
+                    problem=False,
+                )
+            )
     return findings
 
 
@@ -383,8 +402,13 @@ def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], 
     for inst, stats in _active_write_stats(timeline):
         for stat in stats:
             if stat.path and stat.path not in existing and stat.path not in cleaned:
-                findings.append(Finding("missing", stat.path,
-                                        f"committed by {METAFOLDER}/{inst.file_name()} but gone, and no completed clean removed it"))
+                findings.append(
+                    Finding(
+                        "missing",
+                        stat.path,
+                        f"committed by {METAFOLDER}/{inst.file_name()} but gone, and no completed clean removed it",
+                    )
+                )
     return findings
 
 
@@ -450,7 +474,13 @@ def check_partition_metadata(storage: Storage, entries: Iterable[FileEntry]) -> 
         meta = f"{folder}/{PARTITION_METAFILE}" if folder else PARTITION_METAFILE
         if PARTITION_METAFILE not in names:
             if data:
-                findings.append(Finding("partition", meta, f"missing: readers skip the {len(data)} data file(s) of {folder or 'the root'}"))
+                findings.append(
+                    Finding(
+                        "partition",
+                        meta,
+                        f"missing: readers skip the {len(data)} data file(s) of {folder or 'the root'}",
+                    )
+                )
             continue
         depth = _partition_depth(storage, meta)
         expected = len(folder.split("/")) if folder else 0

@@ -11,8 +11,9 @@ Each setting comes from the first source that tells it:
 5. defaults no read depends on (the archive folder; a database named by the surviving checksum).
 For the table name, database, partition fields and key generator a surviving line that fits comes
 before what the table shows: it keeps what the table cannot (the name before Avro sanitized it,
-CustomKeyGenerator's `field:TYPE`, a time-based key generator). A setting none of them tells (the precombine field of a table written by Apache Hudi, say) is
-named, with the option that supplies it, and nothing is written.
+CustomKeyGenerator's `field:TYPE`, a time-based key generator). A setting none of them tells (the
+precombine field of a table written by Apache Hudi, say) is named, with the option that supplies
+it, and nothing is written.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.config import option_list
 from upsertlake.config.enums import MergeMode
 from upsertlake.config.properties_file import (
@@ -50,6 +50,7 @@ from upsertlake.errors import CorruptTableError
 from upsertlake.layout.file_system_view import BaseFile, Listing, list_partitions_and_files
 from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.schema.avro import sanitize_name
+from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.layouts import METAFOLDER, TimelineLayout
@@ -229,7 +230,9 @@ def _keygen(rb: _Builder, sample: list[pa.Table]) -> None:
     fields cannot imply), or as the key format and the fields imply it."""
     keys, parts = rb.values.get(KEY_FIELDS, ""), rb.values.get(PARTITION_FIELDS, "")
     typed = KEYGEN_TYPES.get(rb.recorded.get(KEYGEN_TYPE_KEY) or rb.old.get(KEYGEN_TYPE_KEY, ""))
-    guess = typed or (COMPLEX_KEYGEN if _complex_keys(sample, keys) else default_keygen(option_list(keys), option_list(parts)))
+    guess = typed or (
+        COMPLEX_KEYGEN if _complex_keys(sample, keys) else default_keygen(option_list(keys), option_list(parts))
+    )
     rb.pick("hoodie.table.keygenerator.class", guess if keys else None, "the key and partition fields",
             prefer_old=True, fits=lambda v: "." in v and (v == guess or v not in WRITABLE_KEYGENS))
 
@@ -288,7 +291,9 @@ def _version_8(rb: _Builder) -> None:
     rb.set_default("hoodie.table.initial.version", "8", "the timeline layout")
     rb.set(TIMELINE_PATH_KEY, rb.old.get(TIMELINE_PATH_KEY) or "timeline", "the timeline folder")
     rb.set("hoodie.timeline.history.path", rb.old.get("hoodie.timeline.history.path") or "history", HUDI_DEFAULT)
-    keygen_type = next((t for t, cls in KEYGEN_TYPES.items() if cls == rb.values.get("hoodie.table.keygenerator.class")), None)
+    keygen_type = next(
+        (t for t, cls in KEYGEN_TYPES.items() if cls == rb.values.get("hoodie.table.keygenerator.class")), None
+    )
     if keygen_type:
         rb.set(KEYGEN_TYPE_KEY, keygen_type, "the key generator")
         if rb.values["hoodie.table.initial.version"] == "8" and "hoodie.table.keygenerator.class" not in rb.recorded:

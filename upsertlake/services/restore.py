@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import time
 
-from upsertlake.concurrency.lock import TableLock
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy
+from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
-from upsertlake.errors import ServiceError
 from upsertlake.config.table_config import TableConfig
+from upsertlake.errors import ServiceError
 from upsertlake.services.metadata_table import drop_metadata_table
-from upsertlake.timeline import documents
 from upsertlake.services.rollback import discard_files, undo_files
-from upsertlake.timeline.retention import savepoint_times
 from upsertlake.storage import Storage
+from upsertlake.timeline import documents
 from upsertlake.timeline.active import (
     Timeline,
     create_requested,
@@ -24,6 +23,7 @@ from upsertlake.timeline.active import (
     transition,
 )
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+from upsertlake.timeline.retention import savepoint_times
 
 PLAN_SCHEMA = "HoodieRestorePlan"
 METADATA_SCHEMA = "HoodieRestoreMetadata"
@@ -61,9 +61,12 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, options: Con
         # A compaction completed as a commit is undone with it; a pending one is dropped, plan and files.
         compacted = {i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED])}
         later = [
-            i for i in reversed(timeline.instants)
-            if i.time > savepoint_time and (
-                i.action in (*WRITE_ACTIONS, Action.SAVEPOINT) or (i.action is Action.COMPACTION and i.time not in compacted)
+            i
+            for i in reversed(timeline.instants)
+            if i.time > savepoint_time
+            and (
+                i.action in (*WRITE_ACTIONS, Action.SAVEPOINT)
+                or (i.action is Action.COMPACTION and i.time not in compacted)
             )
         ]
         infos = [{"commitTime": i.time, "action": i.action.value} for i in later]

@@ -161,7 +161,13 @@ def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:
     """HoodieRollbackPlan: the base files the instant wrote, per partition; on a version 6
     merge-on-read table also, per file group, the log files whose blocks a rollback block voids."""
     requests = [
-        {"partitionPath": p, "fileId": None, "latestBaseInstant": None, "filesToBeDeleted": paths, "logBlocksToBeDeleted": None}
+        {
+            "partitionPath": p,
+            "fileId": None,
+            "latestBaseInstant": None,
+            "filesToBeDeleted": paths,
+            "logBlocksToBeDeleted": None,
+        }
         for p, paths in _files_by_partition(storage, target.time).items()
     ]
     layout = table_layout(storage)
@@ -180,7 +186,11 @@ def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:
             requests.append({**request, "filesToBeDeleted": [], "logBlocksToBeDeleted": {full: appended[path]}})
         else:
             requests.append({**request, "filesToBeDeleted": [full], "logBlocksToBeDeleted": None})
-    return {"instantToRollback": {"commitTime": target.time, "action": target.action.value}, "RollbackRequests": requests, "version": 1}
+    return {
+        "instantToRollback": {"commitTime": target.time, "action": target.action.value},
+        "RollbackRequests": requests,
+        "version": 1,
+    }
 
 
 def undo_files(storage: Storage, target: Instant, rollback_time: str, started: float) -> dict[str, Any]:
@@ -362,7 +372,9 @@ def _target(timeline: Timeline, instant_time: str | None, live: list[Instant]) -
         )
     if target.is_completed:
         if target != done[-1]:
-            raise ServiceError(f"only the latest completed commit ({done[-1].time}) can be rolled back, not {target.time}")
+            raise ServiceError(
+                f"only the latest completed commit ({done[-1].time}) can be rolled back, not {target.time}"
+            )
         if any(s >= target.time for s in savepoint_times(timeline)):
             raise ServiceError(f"commit {target.time} is savepointed; restore to a savepoint instead")
         previous = done[-2].time if len(done) > 1 else None

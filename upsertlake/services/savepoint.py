@@ -9,9 +9,9 @@ import time
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.errors import CleanedInstantError, ServiceError
-from upsertlake.timeline import documents
-from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.storage import Storage
+from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.retention import cleaned_before
@@ -32,7 +32,9 @@ def savepoint(storage: Storage, lock: TableLock, instant_time: str | None = None
         partitions: dict[str, dict] = {}
         # A merge-on-read slice is its base file and its log files: the savepoint pins them all.
         for sl in FileSystemView(timeline, target.time).latest_file_slices():
-            meta = partitions.setdefault(sl.partition_path, {"partitionPath": sl.partition_path, "savepointDataFile": []})
+            meta = partitions.setdefault(
+                sl.partition_path, {"partitionPath": sl.partition_path, "savepointDataFile": []}
+            )
             names = ([sl.base.name] if sl.base else []) + [lf.path.rpartition("/")[2] for lf in sl.logs]
             meta["savepointDataFile"].extend(names)
         record = {

@@ -31,8 +31,8 @@ from upsertlake.config import Config
 from upsertlake.config.properties_file import recover_properties, write_properties
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError, UnsupportedTableError
-from upsertlake.services.rollback import discard_pending
 from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.services.rollback import discard_pending
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
@@ -147,7 +147,13 @@ def _is_pending_clustering(storage: Storage, inst: Instant, name: str) -> bool:
 def _delete_layout_1_instants(storage: Storage) -> int:
     """Remove the instant files left in `.hoodie/` (step 5), most advanced state first."""
     doomed = sorted(
-        ((inst, e.path) for e in storage.list(LAYOUT_1.folder) if not e.is_dir for inst in [LAYOUT_1.parse(e.name)] if inst),
+        (
+            (inst, e.path)
+            for e in storage.list(LAYOUT_1.folder)
+            if not e.is_dir
+            for inst in [LAYOUT_1.parse(e.name)]
+            if inst
+        ),
         key=lambda pair: -pair[0].state.rank,
     )
     for _, path in doomed:

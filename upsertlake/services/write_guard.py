@@ -9,7 +9,6 @@ which reports the same disagreements), so that a write imports the guard alone.
 
 from __future__ import annotations
 
-
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError
 from upsertlake.layout.properties_check import properties_disagreements
@@ -31,7 +30,9 @@ def refuse_damaged_table(storage: Storage, table_config: TableConfig) -> None:
             try:
                 timeline.commit_metadata(inst)
             except CorruptTableError as exc:
-                raise CorruptTableError(f"{exc}. {what_it_breaks(inst)}; run `upsertlake doctor {storage.base}`") from exc
+                raise CorruptTableError(
+                    f"{exc}. {what_it_breaks(inst)}; run `upsertlake doctor {storage.base}`"
+                ) from exc
     problems = properties_disagreements(storage, table_config, timeline)
     if problems:
         raise CorruptTableError(
@@ -53,5 +54,7 @@ def what_it_breaks(inst: Instant) -> str:
     if inst.action in WRITE_ACTIONS:
         return "a pending write whose plan cannot be read; rolling it back deletes its files and instant files"
     if inst.action is Action.COMPACTION:
-        return "`compact` can neither run this compaction plan nor plan another while it is pending: put back a good copy"
+        return (
+            "`compact` can neither run this compaction plan nor plan another while it is pending: put back a good copy"
+        )
     return f"the {inst.action.value} it records cannot be read"

@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from upsertlake.schema.columns import COMMIT_TIME, IS_DELETED
 from upsertlake.concurrency.key_summary import key_hashes, read_summaries
 from upsertlake.logfile import LogFileName, block_keys, is_log_path, read_blocks
+from upsertlake.schema.columns import COMMIT_TIME, IS_DELETED
 from upsertlake.storage import Storage
 from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
@@ -47,7 +47,11 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
     committed = {i.time for i in timeline if i.state is State.COMPLETED}
     # (a completed compaction keeps its requested and inflight files beside its commit)
     pending = {i.time for i in timeline if i.state is not State.COMPLETED} - committed
-    plans = {i.time for i in timeline if i.time in pending and i.action is Action.COMPACTION} if compactions_pending else set()
+    plans = (
+        {i.time for i in timeline if i.time in pending and i.action is Action.COMPACTION}
+        if compactions_pending
+        else set()
+    )
     if pending - plans:
         violations.append(f"instants left pending after cleanup: {sorted(pending - plans)}")
     batches = {p.stem.removeprefix("batch-"): p for p in journal.glob("batch-*.parquet")}
@@ -98,7 +102,9 @@ def _stray_files(root: Path, committed: set[str], plans: set[str]) -> list[str]:
     deltacommit on version 8: either way a completed one), and markers but a plan's."""
     known = committed | plans
     data = [p for p in root.rglob("*") if ".hoodie" not in p.relative_to(root).parts and p.is_file()]
-    stray = [str(p.relative_to(root)) for p in data if p.suffix == ".parquet" and p.stem.rsplit("_", 1)[-1] not in known]
+    stray = [
+        str(p.relative_to(root)) for p in data if p.suffix == ".parquet" and p.stem.rsplit("_", 1)[-1] not in known
+    ]
     stray += [str(p.relative_to(root)) for p in data if (log := LogFileName.parse(p.name)) and log.instant not in known]
     out = [f"data file of an uncommitted write left behind: {p}" for p in sorted(stray)[:5]]
     temp = root / ".hoodie" / ".temp"

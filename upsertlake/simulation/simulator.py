@@ -31,9 +31,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from upsertlake.errors import TableExistsError, WriteConflictError
 from upsertlake.schema.columns import IS_DELETED
 from upsertlake.simulation.invariants import BATCH_KEY, check_table
-from upsertlake.errors import TableExistsError, WriteConflictError
 from upsertlake.table.open import create_table, open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.util.humanize import human_duration
@@ -235,7 +235,7 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
         except WriteConflictError as exc:
             _append(config.journal / f"conflicted-w{writer}.txt", batch_id)
             _append(config.journal / f"conflict-reasons-w{writer}.txt", f"{batch_id} {exc}")
-        except Exception as exc:  # noqa: BLE001 - journaled: the checker reports it as a failure
+        except Exception as exc:
             _append(config.journal / f"failed-w{writer}.txt", f"{instant} {type(exc).__name__}: {exc}")
             client.rollback(instant)
         average = 0.7 * average + 0.3 * (time.perf_counter() - began)
@@ -278,13 +278,20 @@ def _batch(config: SimulationConfig, writer: int, rng: random.Random) -> pa.Tabl
 def format_report(report: Report) -> str:
     data = report.to_json()
     lines = [
-        (f"commits attempted {report.attempted}: committed {report.committed} "
-        f"(+{report.committed_unacknowledged} killed after committing), conflicted {report.conflicted}, "
-        f"killed {report.killed}, failed {report.failed}"),
-        (f"conflicts: {report.conflicts_on_records} on a record key, {report.conflicts_on_file_groups} on file groups; "
-        f"re-merged {report.remerged} commits; mean commit step {human_duration(report.commit_seconds_plain)} plain, "
-        f"{human_duration(report.commit_seconds_remerged)} with a re-merge"),
-        f"ran {human_duration(report.seconds)}: {data['commits_per_second']} commits/s, {data['records_per_second']} records/s",
+        (
+            f"commits attempted {report.attempted}: committed {report.committed} "
+            f"(+{report.committed_unacknowledged} killed after committing), conflicted {report.conflicted}, "
+            f"killed {report.killed}, failed {report.failed}"
+        ),
+        (
+            f"conflicts: {report.conflicts_on_records} on a record key, {report.conflicts_on_file_groups} on file "
+            "groups; "
+            f"re-merged {report.remerged} commits; mean commit step {human_duration(report.commit_seconds_plain)} "
+            "plain, "
+            f"{human_duration(report.commit_seconds_remerged)} with a re-merge"
+        ),
+        f"ran {human_duration(report.seconds)}: {data['commits_per_second']} commits/s, {data['records_per_second']} "
+        "records/s",
         f"final snapshot: {report.final_rows} rows; Apache Hudi's reader: {report.hudi_reader}",
     ]
     lines += [f"VIOLATION: {v}" for v in report.violations] or ["invariants hold"]

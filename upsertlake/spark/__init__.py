@@ -17,8 +17,8 @@ from upsertlake.services.cluster import ClusterResult
 from upsertlake.services.compaction import CompactionResult
 from upsertlake.spark.options import resolve_aliases, resolve_path, split_store_options, write_options
 from upsertlake.spark.read import read
-from upsertlake.spark.source import UpsertlakeDataSource
 from upsertlake.spark.session import build_session
+from upsertlake.spark.source import UpsertlakeDataSource
 from upsertlake.spark.stream import write_batch
 from upsertlake.spark.write import groups_on
 from upsertlake.table.open import open_table

@@ -141,7 +141,9 @@ def write_options(
     if not path:
         raise ConfigError("no table path: pass it to save(path) or as the 'path' option")
     path = resolve_path(path)
-    hoodie = {k: v for k, v in given.items() if k not in (*READ_KEYS, SAVE_MAX_RECORDS, SMALL_BATCH_BYTES, SMALL_BATCH_FORCE)}
+    hoodie = {
+        k: v for k, v in given.items() if k not in (*READ_KEYS, SAVE_MAX_RECORDS, SMALL_BATCH_BYTES, SMALL_BATCH_FORCE)
+    }
     cfg = Config.resolve(hoodie)  # unknown keys and bad values fail here, before any Spark job runs
     return WriteOptions(
         path, operation or Operation.of(cfg.get(opt.OPERATION), BATCH_OPERATIONS), hoodie, storage=store,

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate, conjunction
 from upsertlake.read.reader import merged_slice
 from upsertlake.read.snapshot import ScanPlan
+from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, resolve_path
 from upsertlake.spark.session import arrow_only, scan_files
 from upsertlake.spark.source import plan_scan

@@ -185,7 +185,9 @@ FILES_LISTED_ON_DRIVER = 10_000
 FILE_NAME = "__upsertlake_file_name"
 
 
-def scan_files(spark: object, schema: object, storage: Storage, paths: Sequence[str], file_names: bool = False) -> object:
+def scan_files(
+    spark: object, schema: object, storage: Storage, paths: Sequence[str], file_names: bool = False
+) -> object:
     """A DataFrame over these parquet files (table-relative paths our file-system view listed) with
     `schema`, and with `file_names` a column FILE_NAME naming each row's file. A file that is gone
     when a task opens it fails the task, whatever `spark.sql.files.ignoreMissingFiles` says:

@@ -33,6 +33,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from upsertlake.errors import ConfigError
+from upsertlake.layout.file_system_view import BaseFile, FileSlice
+from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.read.filters import Predicate
 from upsertlake.read.scan import read_scan
 from upsertlake.read.snapshot import QUERY_TYPES, Merge, ScanPlan, incremental_scan, snapshot_scan
@@ -49,8 +51,6 @@ from upsertlake.spark.staging import StagedFile, Staging
 from upsertlake.spark.stream import StreamWriter
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import BaseFile, FileSlice
-from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import normalize_instant

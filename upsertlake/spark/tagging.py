@@ -31,20 +31,31 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from upsertlake.schema.columns import DELETE_FLAG, FILE_NUMBER, KEY, LOCATION, LOC_FILE_ID, LOC_INSTANT, PARTITION, PARTITION_NUMBER, STORED_KEY, STORED_ORDER
 from upsertlake.config import Config
 from upsertlake.config.enums import IndexType
 from upsertlake.config.table_config import TableConfig
-from upsertlake.errors import ConfigError
 from upsertlake.engine.global_routing import route_moves, stored_orders_after
 from upsertlake.engine.prepare import Distinct, PreparedBatch
 from upsertlake.engine.tag import slice_merge
 from upsertlake.engine.tag import tag as tag_records
+from upsertlake.errors import ConfigError
 from upsertlake.index import make_index
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView
 from upsertlake.layout.footer import read_footer
 from upsertlake.layout.slice_keys import live_in_slice
 from upsertlake.layout.slice_reader import Merge
+from upsertlake.schema.columns import (
+    DELETE_FLAG,
+    FILE_NUMBER,
+    KEY,
+    LOC_FILE_ID,
+    LOC_INSTANT,
+    LOCATION,
+    PARTITION,
+    PARTITION_NUMBER,
+    STORED_KEY,
+    STORED_ORDER,
+)
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
 from upsertlake.spark.session import FILE_NAME, scan_files
 from upsertlake.spark.task_errors import reraised_named
@@ -178,7 +189,10 @@ def _simple_located(
         paths = [bf.path for bf in plain]
         scan = scan_files(spark, spark_schema_of(pa.schema(fields)), storage, paths, file_names=True)
         numbers = sql_map({bf.name: sql_literal(n) for n, bf in enumerate(files)})
-        columns = [F.col(KEY).alias(STORED_KEY), F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(FILE_NUMBER)]
+        columns = [
+            F.col(KEY).alias(STORED_KEY),
+            F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(FILE_NUMBER),
+        ]
         if order:
             columns.append(F.col(order).alias(STORED_ORDER))
         located = scan.select(*columns)
@@ -246,21 +260,32 @@ def _join(
     batch = prepared.withColumn(PARTITION_NUMBER, own_part)  # null: a partition without files, so no match
     if is_global:
         fields = [PARTITION_NUMBER, FILE_NUMBER, *([STORED_ORDER] if order else [])]  # ordered by (partition, file)
-        grouped = stored.repartition(parts, STORED_KEY).groupBy(STORED_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
+        grouped = (
+            stored.repartition(parts, STORED_KEY)
+            .groupBy(STORED_KEY)
+            .agg(F.collect_list(F.struct(*fields)).alias("_locs"))
+        )
         batch = batch.repartition(parts, KEY)
         joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[STORED_KEY], "left")
         own = F.array_min(F.filter("_locs", lambda loc: loc[PARTITION_NUMBER] == batch[PARTITION_NUMBER]))
         loc = F.coalesce(own, F.array_min("_locs"))
         number, stored_order = loc[FILE_NUMBER], [loc[STORED_ORDER].alias(STORED_ORDER)] if order else []
     else:
-        located = stored.repartition(parts, STORED_KEY, PARTITION_NUMBER).groupBy(STORED_KEY, PARTITION_NUMBER).agg(F.min(FILE_NUMBER).alias(FILE_NUMBER))
+        located = (
+            stored.repartition(parts, STORED_KEY, PARTITION_NUMBER)
+            .groupBy(STORED_KEY, PARTITION_NUMBER)
+            .agg(F.min(FILE_NUMBER).alias(FILE_NUMBER))
+        )
         batch = batch.repartition(parts, KEY, PARTITION_NUMBER)
         on = (batch[KEY] == located[STORED_KEY]) & (batch[PARTITION_NUMBER] == located[PARTITION_NUMBER])
         joined = batch.join(located.hint("merge"), on, "left")
         number, stored_order = located[FILE_NUMBER], []
     values = ([bf.partition_path for bf in files], [bf.file_id for bf in files], [bf.instant_time for bf in files])
     # Guarded: Spark 4.1 gave element_at(literal array, <null from the outer join> + 1) a value.
-    located = [F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c) for v, c in zip(values, LOCATION)]
+    located = [
+        F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c)
+        for v, c in zip(values, LOCATION)
+    ]
     return joined.select(*[batch[c] for c in prepared.columns], *located, *stored_order)
 
 
@@ -340,7 +365,10 @@ def _read_slices(
         stored = live_in_slice(storage, logged[number], merge, parquet.read(columns=columns), KEY,
                                order if len(columns) > 1 else None)
         n = stored.num_rows
-        out = {STORED_KEY: pc.cast(stored.column(KEY), pa.string()), FILE_NUMBER: pa.array(np.full(n, number, np.int32))}
+        out = {
+            STORED_KEY: pc.cast(stored.column(KEY), pa.string()),
+            FILE_NUMBER: pa.array(np.full(n, number, np.int32)),
+        }
         if order:
             out[STORED_ORDER] = stored.column(order) if order in stored.column_names else pa.nulls(n)
         yield from pa.table(out).cast(schema).to_batches()
@@ -378,6 +406,15 @@ def _tag_task(
     yield from counts.rename_columns(STAGED_COUNTS_ARROW.names).cast(STAGED_COUNTS_ARROW).to_batches()
 
 
+def _stored_orders_win(data: pa.Table, precombine_field: str | None, moved: pa.ChunkedArray) -> pa.Array:
+    """Per record of `data`: is it a moved key whose stored ordering value (joined as
+    STORED_ORDER) is larger, so that the stored record stays?"""
+    if STORED_ORDER not in data.column_names or precombine_field is None:
+        return pa.array(np.zeros(data.num_rows, dtype=bool))
+    larger = stored_orders_after(data.column(STORED_ORDER), data.column(precombine_field))
+    return pa.array(np.asarray(moved.to_numpy(zero_copy_only=False), dtype=bool) & larger)
+
+
 @reraised_named
 def _route(
     operation: Operation, cfg: Config, precombine_field: str | None, batches: Iterator[pa.RecordBatch]
@@ -388,12 +425,7 @@ def _route(
         records = data.drop_columns([*LOCATION, *([STORED_ORDER] if STORED_ORDER in data.column_names else [])])
         locations = data.select(list(LOCATION))
 
-        def stored_wins(moved: pa.ChunkedArray) -> pa.Array:
-            if STORED_ORDER not in data.column_names or precombine_field is None:
-                return pa.array(np.zeros(data.num_rows, dtype=bool))
-            larger = stored_orders_after(data.column(STORED_ORDER), data.column(precombine_field))
-            return pa.array(np.asarray(moved.to_numpy(zero_copy_only=False), dtype=bool) & larger)
-
+        stored_wins = partial(_stored_orders_win, data, precombine_field)
         records, locations = route_moves(records, locations, operation, cfg, precombine_field, stored_wins)
         out = records
         for name in LOCATION:

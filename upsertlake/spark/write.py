@@ -32,11 +32,11 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from upsertlake.schema.columns import BUCKET, KEY, LOC_FILE_ID, LOC_INSTANT, PARTITION, POSITION
 from upsertlake.config import Config
-from upsertlake.config.enums import IndexType
 from upsertlake.config import options as opt
+from upsertlake.config.enums import IndexType
 from upsertlake.engine.bucket_writer import BucketJob, WriteStatus, default_token, mark_buckets, store_summaries
+from upsertlake.engine.bucketing import sizing
 from upsertlake.engine.bulk_insert import (
     SAMPLE_ROWS,
     SORTED_MODES,
@@ -45,18 +45,18 @@ from upsertlake.engine.bulk_insert import (
     sample_partition,
     written_record_size,
 )
-from upsertlake.engine.write_buckets import bucket_rows, write_rows
-from upsertlake.engine.bucketing import sizing
-from upsertlake.engine.write_plan import WritePlan
 from upsertlake.engine.planner import plan_profile, prepare_spec
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.engine.tag import slice_merge
+from upsertlake.engine.write_buckets import bucket_rows, write_rows
 from upsertlake.engine.write_client import WriteClient
+from upsertlake.engine.write_plan import WritePlan
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.file_writer import FileWriterConfig, file_writer_config
 from upsertlake.layout.markers import reconcile_markers, staging_folder
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
+from upsertlake.schema.columns import BUCKET, KEY, LOC_FILE_ID, LOC_INSTANT, PARTITION, POSITION
 from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
@@ -139,7 +139,9 @@ class _Route:
         small = options.small_batch_force or _estimated_bytes(df) <= options.small_batch_bytes
         in_task = small and not operation.sized_by_batch and not (operation.looks_up and cfg.global_index)
         keep_prepared = client.context.options.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
-        return cls(operation, cfg, index_type, in_task, in_task and prepared is None and not keep_prepared, keep_prepared)
+        return cls(
+            operation, cfg, index_type, in_task, in_task and prepared is None and not keep_prepared, keep_prepared
+        )
 
     @property
     def cached(self) -> bool:

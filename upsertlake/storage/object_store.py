@@ -26,10 +26,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.errors import StorageError
+from upsertlake.storage.cache import Caches
 from upsertlake.storage.clients import object_store
 from upsertlake.storage.failures import describe
 from upsertlake.storage.location import Location
-from upsertlake.storage.cache import Caches
 from upsertlake.storage.object_files import WHOLE_FILE_BYTES, ObjectUpload, Uploads, open_object
 from upsertlake.storage.requests import RequestCounts
 from upsertlake.storage.store import FileEntry, Store
@@ -51,7 +51,9 @@ def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
         except Exception as exc:
             if not _is_store_failure(exc):
                 raise
-            raise StorageError(f"{method.__name__} {self.location.child(rel)} failed: {describe(exc, self.location)}") from exc
+            raise StorageError(
+                f"{method.__name__} {self.location.child(rel)} failed: {describe(exc, self.location)}"
+            ) from exc
 
     return wrapper
 

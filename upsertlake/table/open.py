@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from upsertlake.config.enums import MergeMode
 from upsertlake.config import Config, option_list
 from upsertlake.config import options as opt
+from upsertlake.config.enums import MergeMode
 from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.config.table_config import (
     MERGE_ON_READ,

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     import pyarrow.dataset
 
     from upsertlake.concurrency.lock import TableLock
-    from upsertlake.engine.write_plan import Progress, WritePlan
     from upsertlake.engine.write_client import WriteClient
+    from upsertlake.engine.write_plan import Progress, WritePlan
     from upsertlake.engine.write_result import WriteResult
     from upsertlake.services.clean import CleanResult
     from upsertlake.services.cluster import ClusterResult, GroupMap
@@ -54,7 +54,9 @@ class Table:
     """An Apache Hudi table (copy-on-write or merge-on-read) at a path, with write options for
     this object's writes."""
 
-    def __init__(self, storage: Storage, table_config: TableConfig, options: Mapping[str, object] | None = None) -> None:
+    def __init__(
+        self, storage: Storage, table_config: TableConfig, options: Mapping[str, object] | None = None
+    ) -> None:
         table_config.check_readable()  # e.g. a table version this engine would misread: refused at open
         options, version = take_table_version(options)
         if version is not None:

@@ -10,6 +10,7 @@ on the timeline, and its commit document is stored in Avro.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -157,10 +158,8 @@ class Timeline:
             todo = unread(todo)
 
         def read(inst: Instant) -> None:
-            try:
+            with contextlib.suppress(UpsertlakeError, OSError):
                 self.document(inst)
-            except (UpsertlakeError, OSError):
-                pass
 
         if todo:
             with ThreadPoolExecutor(max_workers=min(PREFETCH_THREADS, len(todo))) as pool:

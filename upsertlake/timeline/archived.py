@@ -95,7 +95,9 @@ def _read(storage: Storage, rel: str, size: int, mtime_ns: int) -> dict[Instant,
     try:
         records = list(fastavro.reader(io.BytesIO(storage.read_bytes(rel))))
         got = {
-            Instant(r["instantTime"], Action(r["action"]), State.COMPLETED, r.get("completionTime")): bytes(r["metadata"])
+            Instant(r["instantTime"], Action(r["action"]), State.COMPLETED, r.get("completionTime")): bytes(
+                r["metadata"]
+            )
             for r in records
         }
     except (ValueError, KeyError, EOFError) as exc:
