@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import upsertlake
-from upsertlake.cli.output import human_duration
 from upsertlake.timeline.instant_time import parse_instant_time
+from upsertlake.util.humanize import human_duration
 
 from helpers import REPO
 

@@ -102,6 +102,7 @@ def run_probe(cluster: str, tables: list[tuple[str, dict]], cwd: Path) -> dict:
     """One driver process (in `cwd`) running the probe's steps on each (table, storage options)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # no store settings in the env
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYSPARK_PYTHON"] = sys.executable  # RDD jobs take their workers' interpreter from it
     args = [sys.executable, str(PROBE), cluster, str(ROWS), json.dumps(tables)]
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=480)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -23,7 +23,7 @@ from upsertlake.spark.options import write_options
 from upsertlake.spark.source import plan_scan
 from upsertlake.timeline.instant import State
 
-from helpers import REPO, SCRIPTS, cli_in_process, hudi_read, storage_failing_write_tasks, table_on
+from helpers import REPO, SCRIPTS, TESTS, cli_in_process, hudi_read, storage_failing_write_tasks, table_on
 
 OPTS = {"table": "t", "record_key": "id", "precombine_field": "ts", "partition_fields": "p"}
 SMALL_FILES = {"hoodie.parquet.max.file.size": 64 * 1024, "hoodie.parquet.small.file.limit": 32 * 1024}
@@ -500,7 +500,8 @@ def retries_probe(tmp_path_factory) -> tuple[Path, dict]:
     """tests/scripts/spark_retries_probe.py, run once in a process of its own (Spark's driver settings and
     task retries, local[2,3], are fixed per application): its work folder and its JSON."""
     work = tmp_path_factory.mktemp("retries")
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    path = os.pathsep.join([str(REPO), str(TESTS), os.environ.get("PYTHONPATH", "")])  # the probe imports helpers
+    env = dict(os.environ, PYTHONPATH=path)
     cmd = [sys.executable, str(SCRIPTS / "spark_retries_probe.py"), str(work), "300000"]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200, check=False)
     assert p.returncode == 0, p.stderr[-3000:]

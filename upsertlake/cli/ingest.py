@@ -32,18 +32,19 @@ from upsertlake.cli.input_files import (
     input_store_options,
 )
 from upsertlake.cli.inputs import InputTypes
-from upsertlake.cli.output import CliError, add_key_fields, human_duration, parse_options, print_json, store_options
+from upsertlake.cli.output import CliError, add_key_fields, parse_options, print_json, store_options
 from upsertlake.errors import TableNotFoundError, UpsertlakeError
 from upsertlake.storage import parse_location
 from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import parse_instant_time
 from upsertlake.timeline.operation import Operation
+from upsertlake.util.humanize import human_duration
 
 INGESTED_KEY = "upsertlake.ingest.files"
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("ingest", parents=[common], help="upsert new input files with Spark, each file once")
     p.add_argument("--source", required=True, help="a folder or a glob of input files (a path or URI)")
     add_input_store_option(p)
@@ -79,7 +80,7 @@ class SourceFile:
     def of(cls, f: InputFile) -> SourceFile:
         return cls(f.uri, f.size, f.mtime_ns)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "size": self.size, "mtime_ns": self.mtime_ns}
 
 
@@ -130,7 +131,7 @@ def ingest(args: argparse.Namespace) -> int:
         f"{len(files)} input files, {len(new) - changed} new"
         + (f", {changed} changed since ingested" if changed else "")
     )
-    summary: dict[str, object] = {
+    summary: dict[str, Any] = {
         "input_files": len(files), "new_files": len(new) - changed, "changed_files": changed, "instant_time": None,
     }
     if new:
@@ -191,7 +192,7 @@ def _table_options(args: argparse.Namespace, exists: bool) -> dict[str, str]:
     return opts
 
 
-def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[str, str]) -> dict[str, object]:
+def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[str, str]) -> dict[str, Any]:
     import upsertlake.spark as uls  # only this command needs pyspark
     from upsertlake.cli.ingest_read import read_sources
     from upsertlake.spark.options import write_options

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -19,9 +20,13 @@ from upsertlake.cli.inputs import InputTypes, read_file
 from upsertlake.cli.output import CliError
 from upsertlake.spark.session import arrow_only
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+
+
 
 @arrow_only
-def read_sources(spark: object, files: Sequence[InputFile], fmt: InputFormat, types: InputTypes) -> object:
+def read_sources(spark: SparkSession, files: Sequence[InputFile], fmt: InputFormat, types: InputTypes) -> DataFrame:
     """The files (all from one source) as a DataFrame, with `types` imposed on the text formats.
     Its tasks yield Arrow batches: PySpark's pandas-3 warning, which mapInArrow raises, is not ours."""
     if all(f.storage.os_path(f.rel) for f in files):  # Spark's JVM reads them itself
@@ -29,14 +34,14 @@ def read_sources(spark: object, files: Sequence[InputFile], fmt: InputFormat, ty
     return _task_read(spark, list(files), fmt, types)
 
 
-def _spark_read(spark: object, fmt: InputFormat, files: list[str], types: InputTypes) -> object:
+def _spark_read(spark: SparkSession, fmt: InputFormat, files: list[str], types: InputTypes) -> DataFrame:
     """Spark's reader: inferred, then read again with the types `types` imposes on the columns
     found. A malformed record (a CSV row with too few or too many fields, a broken JSON line) or a
     value that does not parse fails the run, naming the file, as the write commands do: Spark's
     default would fill nulls, drop extra fields, or add a `_corrupt_record` column."""
     from upsertlake.spark.types import arrow_schema_of, with_types
 
-    def reader() -> object:  # a DataFrameReader's options stick: one per read
+    def reader() -> DataFrameReader:  # a DataFrameReader's options stick: one per read
         read = spark.read.option("mode", "FAILFAST")
         return read.option("header", "true") if fmt is InputFormat.CSV else read
 
@@ -50,7 +55,7 @@ def _spark_read(spark: object, fmt: InputFormat, files: list[str], types: InputT
     return reader().schema(with_types(df.schema, imposed)).format(fmt.value).load(files)
 
 
-def _task_read(spark: object, files: list[InputFile], fmt: InputFormat, types: InputTypes) -> object:
+def _task_read(spark: SparkSession, files: list[InputFile], fmt: InputFormat, types: InputTypes) -> DataFrame:
     """One Python task a file, reading it through the storage layer (two passes: schema, rows)."""
     from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 
@@ -69,7 +74,7 @@ def _task_read(spark: object, files: list[InputFile], fmt: InputFormat, types: I
 
 def _schema_task(
     files: list[InputFile], fmt: InputFormat, types: InputTypes, batches: Iterator[pa.RecordBatch]
-) -> Iterator:
+) -> Iterator[Any]:
     """Task: the schema of each file named, serialized."""
     for batch in batches:
         for i in batch.column(0).to_pylist():

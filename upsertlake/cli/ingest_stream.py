@@ -22,14 +22,22 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from upsertlake.cli.input_files import InputFile, InputFormat, find
 from upsertlake.cli.inputs import InputTypes
-from upsertlake.cli.output import CliError, human_duration
+from upsertlake.cli.output import CliError
 from upsertlake.config import options as opt
 from upsertlake.storage import parse_location
 from upsertlake.table.table import Table
 from upsertlake.timeline.operation import Operation
+from upsertlake.util.humanize import human_duration
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.types import StructType
+
 
 IDENTIFIER = "upsertlake_ingest"  # its own stream: a sink with Hudi's default identifier is another
 CHECKPOINTS = ".hoodie/.aux/upsertlake/ingest"
@@ -96,7 +104,7 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], store: Mapp
     frames = reader.option("mode", "FAILFAST").format(args.format.value).load(source.uri)
     progress = Progress()
 
-    def write(df: object, batch_id: int) -> None:
+    def write(df: DataFrame, batch_id: int) -> None:
         with progress.writing:
             if progress.stopping.is_set():
                 raise Stopped(f"batch {batch_id} began after Ctrl-C")
@@ -129,13 +137,14 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], store: Mapp
             "updates": progress.updates, "checkpoint": checkpoint}
 
 
-def _run(query: object, progress: Progress, say: Callable[[str], None]) -> None:
+def _run(query: StreamingQuery, progress: Progress, say: Callable[[str], None]) -> None:
     """Wait for the query; on Ctrl-C let the batch in flight finish, then stop it."""
     from pyspark.errors import StreamingQueryException
 
     try:
         while query.isActive and not progress.stopping.is_set():
-            query.awaitTermination(0.2)
+            # PySpark takes seconds as a float here (it multiplies by 1000); its stub says int.
+            query.awaitTermination(0.2)  # type: ignore[arg-type]
         if progress.stopping.is_set():
             say("stopping after the batch in flight")
             with progress.writing:  # the batch in flight ends; a later one raises Stopped
@@ -145,13 +154,14 @@ def _run(query: object, progress: Progress, say: Callable[[str], None]) -> None:
             raise
 
 
-def _schema(spark: object, args: argparse.Namespace, files: list[InputFile], table: Table | None) -> object:
+def _schema(spark: SparkSession, args: argparse.Namespace, files: list[InputFile], table: Table | None) -> StructType:
     """The query's schema: the files there now, read as the one-shot ingest reads them (the
     table's types for its columns), or the table's schema when there are none yet."""
     from upsertlake.cli.ingest_read import read_sources
     from upsertlake.spark.types import spark_schema_of
 
     if not files:
+        assert table is not None, "ingest refuses a run with neither files nor a table"
         return spark_schema_of(table.schema())
     types = InputTypes.of(table) if table is not None else InputTypes.of_fields(args.record_key, args.partition_fields)
     return read_sources(spark, files, args.format, types).schema

@@ -61,7 +61,7 @@ class InputTypes:
 
 def _inferred(t: pa.DataType) -> bool:
     """Types left to inference and the write's cast: text readers parse only some of their forms."""
-    return pa.types.is_nested(t) or pa.types.is_timestamp(t)
+    return bool(pa.types.is_nested(t) or pa.types.is_timestamp(t))
 
 
 def read_inputs(

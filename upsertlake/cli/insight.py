@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import upsertlake
-from upsertlake.cli.output import CliError, format_records, human_bytes, human_duration, print_json, store_options
+from upsertlake.cli.output import CliError, format_records, human_bytes, print_json, store_options
 from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import MergeOnReadError
@@ -25,9 +25,10 @@ from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import WRITE_ACTIONS, Instant
 from upsertlake.timeline.instant_time import format_instant_time, parse_instant_time
+from upsertlake.util.humanize import human_duration
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     for name, func, help_text in (
         ("show", show, "table config, schema, partitions, row and file counts"),
         ("timeline", timeline, "instants: action, state, start, completion, operation, counts, duration"),
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def footer_rows(table: Table, bf: BaseFile) -> int:
     """A base file's row count from its parquet footer (no data read)."""
     with table.storage.open_input(bf.path) as f:
-        return pq.read_metadata(f).num_rows
+        return int(pq.read_metadata(f).num_rows)
 
 
 def property_warnings(table: Table, timeline: Timeline) -> list[str]:
@@ -85,7 +86,7 @@ def show(args: argparse.Namespace) -> int:
     groups = sum(len(ids) for ids in view.file_ids().values()) if mor else len(view.latest_base_files())
     backlog = compaction_backlog(timeline_now) if mor else None
     columns = ["partition", "rows", "file_groups_with_logs", "log_files", "log_bytes"] if mor else ["partition", "rows"]
-    info = {
+    info: dict[str, Any] = {
         "path": table.path,
         "config": table.config.to_properties(),
         "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in table.schema()],
@@ -155,7 +156,9 @@ def _show_unsupported(args: argparse.Namespace, exc: MergeOnReadError) -> int:
     """A table upsertlake cannot read: its config and why, and no data read (its base files alone
     would be a wrong answer)."""
     storage = table_storage(args.path, store_options(args))
-    info = {"path": storage.base, "config": TableConfig.load(storage).to_properties(), "unsupported": str(exc)}
+    info: dict[str, Any] = {
+        "path": storage.base, "config": TableConfig.load(storage).to_properties(), "unsupported": str(exc),
+    }
     if args.json:
         print_json(info)
         return 0
@@ -341,7 +344,7 @@ def _with_log_files(
     view: FileSystemView,
     rows: list[dict[str, Any]],
     committed: set[str],
-    replaced: set,
+    replaced: set[Any],
     partition: str | None,
 ) -> list[dict[str, Any]]:
     """A merge-on-read table's base file rows and log file rows, by file group and instant; a log

@@ -12,8 +12,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from upsertlake.util.humanize import human_duration  # noqa: F401 - every command prints durations with it
-
 
 class CliError(Exception):
     """A bad argument or input file: printed as one line, exit code 2."""
@@ -38,7 +36,10 @@ class _Deprecated(argparse.Action):
         super().__init__(option_strings, dest, **kwargs)
         self.new = new
 
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+        option_string: str | None = None,
+    ) -> None:
         warnings.warn(f"{option_string} is deprecated; use {self.new}", DeprecationWarning, stacklevel=2)
         setattr(namespace, self.dest, values)
 

@@ -22,7 +22,7 @@ _TOKEN = re.compile(r"""\s*(?:'([^']*)'|"([^"]*)"|(!=|==|<=|>=|=|<|>|\(|\)|,)|([
 _COMPARISONS = {"=", "==", "!=", "<", "<=", ">", ">="}
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "read", parents=[common], help="read a snapshot, a past snapshot, or the changes since an instant"
     )

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import upsertlake
 from upsertlake.cli.output import parse_options, print_json, store_options
@@ -13,7 +14,7 @@ from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("clean", parents=[common], help="delete file versions outside the retained window")
     p.add_argument("path", help="the table")
     p.add_argument("--policy", type=CleanPolicy, choices=list(CleanPolicy))
@@ -130,7 +131,7 @@ def _instant_service(args: argparse.Namespace) -> int:
         done: Instant = table.savepoint(args.instant, args.comment)
     else:
         done = getattr(table, args.service)(args.instant)
-    info = {"instant_time": done.time, "action": done.action.value, "state": done.state.value}
+    info: dict[str, Any] = {"instant_time": done.time, "action": done.action.value, "state": done.state.value}
     if args.service != "savepoint":
         # What was undone, from the instant's own metadata (HoodieRollback/RestoreMetadata).
         meta = documents.decode(Timeline.load(table.storage).document(done), done.file_name())

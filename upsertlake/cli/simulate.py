@@ -16,7 +16,7 @@ from upsertlake.simulation.simulator import (
 )
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "simulate", parents=[common],
         help="run concurrent writer processes against a new table and check the concurrency invariants",

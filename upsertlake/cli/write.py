@@ -15,20 +15,20 @@ from upsertlake.cli.output import (
     add_key_fields,
     format_records,
     human_bytes,
-    human_duration,
     parse_options,
     print_json,
     request_counts,
     store_options,
 )
 from upsertlake.engine.write_plan import Progress
+from upsertlake.util.humanize import human_duration
 
 log = logging.getLogger(__name__)
 
 OPERATIONS = {"upsert": "upsert", "insert": "insert", "bulk-insert": "bulk_insert", "delete": "delete"}
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("create", parents=[common], help="create an empty table")
     p.add_argument("path")
     p.add_argument("--name", required=True, help="table name (hoodie.table.name)")

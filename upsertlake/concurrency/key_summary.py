@@ -27,6 +27,7 @@ import struct
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +60,7 @@ def key_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     arr = pc.cast(arr, pa.large_binary())
     n = len(arr)
     if n == 0:
-        return EMPTY.copy()
+        return cast(np.ndarray, EMPTY.copy())
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8) if arr.buffers()[2] is not None else np.zeros(0, np.uint8)
     starts, lengths = offsets[:-1], np.diff(offsets)
@@ -73,7 +74,7 @@ def key_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         h ^= h >> np.uint64(33)
         h *= np.uint64(0xC4CEB9FE1A85EC53)
         h ^= h >> np.uint64(33)
-    return (h >> np.uint64(32)).astype(np.uint32)
+    return cast(np.ndarray, (h >> np.uint64(32)).astype(np.uint32))
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from upsertlake.concurrency.storage_lock import StorageLockProvider
 from upsertlake.config import Config
@@ -100,7 +100,7 @@ def make_lock(storage: Storage, cfg: Config) -> TableLock:
 def _import_class(name: str) -> type:
     module, _, attr = name.rpartition(".")
     try:
-        return getattr(importlib.import_module(module), attr)
+        return cast(type, getattr(importlib.import_module(module), attr))
     except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigError(
             f"hoodie.write.lock.provider: cannot load lock provider class {name!r} ({exc}); use "
@@ -109,7 +109,7 @@ def _import_class(name: str) -> type:
         ) from exc
 
 
-def _poll(attempt: object, timeout_ms: int) -> bool:
+def _poll(attempt: Callable[[], bool], timeout_ms: int) -> bool:
     """Call `attempt()` until it returns True or the time is up."""
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
@@ -204,13 +204,13 @@ class FileSystemLockProvider:
         os.unlink(aside)
         return False
 
-    def _is_stale(self, owner: dict) -> bool:
+    def _is_stale(self, owner: dict[str, Any]) -> bool:
         age_ms = time.time() * 1000 - owner.get("created_ms", 0)
         if self.expire_ms > 0 and age_ms > self.expire_ms:
             return True
         return owner.get("host") == socket.gethostname() and not _alive(owner.get("pid", -1))
 
-    def _owner(self) -> dict | None:
+    def _owner(self) -> dict[str, Any] | None:
         return _read_json(self.path)
 
     def unlock(self) -> None:
@@ -228,7 +228,7 @@ class FileSystemLockProvider:
         return f"pid {owner.get('pid')} on {owner.get('host')} for {age:.1f} s ({self.path})"
 
 
-def _read_json(path: str) -> dict | None:
+def _read_json(path: str) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)

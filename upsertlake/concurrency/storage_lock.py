@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 import uuid
+from typing import Any
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -114,7 +115,7 @@ class StorageLockProvider:
                 )
 
     # -- the lease ---------------------------------------------------------------------------
-    def _read(self) -> tuple[dict, str] | None:
+    def _read(self) -> tuple[dict[str, Any], str] | None:
         got = self.storage.read_versioned(LOCK_FILE)
         if got is None:
             return None

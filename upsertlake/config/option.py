@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from upsertlake.errors import ConfigError
 
@@ -57,7 +57,7 @@ class Option(Generic[T]):
             raise ConfigError(
                 f"invalid value {_describe(raw)} for {self.key}: expected {self._expected()}"
             )
-        return value  # type: ignore[return-value]
+        return cast(T, value)
 
     @property
     def values(self) -> tuple[str, ...]:

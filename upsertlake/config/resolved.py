@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from upsertlake.config.enums import IndexType
 from upsertlake.config.known_keys import is_hudi_key, unknown_key_error, warn_unimplemented
@@ -100,7 +100,7 @@ class Config:
     def get(self, option: Option[T]) -> T:
         """The typed value of `option`: the highest layer that sets it, else its default."""
         if option.key in self._typed:
-            return self._typed[option.key]  # type: ignore[return-value]
+            return cast(T, self._typed[option.key])
         if option.key in self._raw:
             return option.parse(self._raw[option.key])
         return option.default

@@ -14,6 +14,7 @@ only, not the class; `from_properties` derives the class from it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from upsertlake.config.enums import MergeMode
 from upsertlake.config.option import option_list
@@ -357,7 +358,7 @@ class TableConfig:
         by_version = storage.cache("table config", VERSIONS_KEPT)
         cached = by_version.get(listed.version)
         if cached is not None:
-            return cached
+            return cast(TableConfig, cached)
         got = storage.read_versioned(PROPERTIES_FILE)
         if got is None:
             return cls.load(storage)  # gone since the listing: the backup protocol decides

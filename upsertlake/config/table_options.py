@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import Enum
+from typing import Any
 
 from upsertlake.config import options as opt
 from upsertlake.config.enums import MergeMode
@@ -25,7 +26,7 @@ def check_against_table(cfg: Config, table_config: TableConfig) -> None:
     table type other than the table's among them)."""
     table_type = cfg.get(opt.TABLE_TYPE)
     check_table_type(table_type, f"{opt.TABLE_TYPE.key} (or {opt.TABLE_TYPE.aliases[0]}) is")
-    stored: list[tuple[Option, object, object, str]] = [
+    stored: list[tuple[Option[Any], object, object, str]] = [
         (opt.TABLE_NAME, cfg.get(opt.TABLE_NAME), table_config.name, "hoodie.table.name"),
         (opt.TABLE_TYPE, table_type, table_config.table_type, "hoodie.table.type"),
         (opt.RECORDKEY_FIELD, tuple(option_list(cfg.get(opt.RECORDKEY_FIELD))), table_config.record_key_fields,

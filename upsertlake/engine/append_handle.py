@@ -20,10 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.engine.bucket_writer import (
-    DELETE_FLAG,
-    FORCE_FLAG,
-    KEY,
-    PARTITION,
     BucketJob,
     WriteStatus,
     default_token,
@@ -31,12 +27,13 @@ from upsertlake.engine.bucket_writer import (
     with_meta_runs,
 )
 from upsertlake.errors import StorageError
-from upsertlake.layout.file_system_view import FileSlice
+from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.markers import APPEND, marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.logfile import LogFileName, append_blocks, avro_data_blocks, data_block, delete_block
 from upsertlake.logfile.blocks import Block
 from upsertlake.partitioner import Bucket
+from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION
 from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.commit_metadata import DeltaWriteStat
@@ -97,7 +94,7 @@ class AppendJob(BucketJob):
         storage: Storage,
         number: int,
         records: pa.Table,
-        base_file: object = None,
+        base_file: BaseFile | None = None,
         attempt: int = 1,
         write_token: str | None = None,
     ) -> WriteStatus:
@@ -213,9 +210,10 @@ class SharedBlocks:
     def block(self, number: int) -> bytes:
         share = self._share[number]
         with self._locks[share]:
-            if self._blocks[share] is None:
-                self._blocks[share] = self._encode(self._rows[share])
-        return self._blocks[share][number]
+            blocks = self._blocks[share]
+            if blocks is None:
+                blocks = self._blocks[share] = self._encode(self._rows[share])
+        return blocks[number]
 
     def _encode(self, rows: Mapping[int, np.ndarray]) -> dict[int, bytes]:
         """One take of the share's rows, their deletes left out, meta columns added per run."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -170,7 +171,8 @@ def write_bucket(storage: Storage, task: BucketTask, file_config: FileWriterConf
     path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
     schema = full_schema(task.data_schema)
     if task.merged_slice is not None:
-        old, old_footer, old_dictionary = read_slice(storage, *task.merged_slice, schema), {}, None
+        old_footer: dict[bytes, bytes] = {}
+        old, old_dictionary = read_slice(storage, *task.merged_slice, schema), None
     else:
         old, old_footer, old_dictionary = _read_old(storage, task.base_file, schema)
     records = task.records
@@ -323,7 +325,7 @@ def _incoming_wins(task: BucketTask, old: pa.Table, stored_row: pa.Array, exists
     stored_larger = pc.or_(stored_larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
     forced = np.asarray(task.records.column(FORCE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
     loses = exists & np.asarray(stored_larger.to_numpy(zero_copy_only=False), dtype=bool) & ~forced
-    return ~loses
+    return cast(np.ndarray, ~loses)
 
 
 def with_meta(

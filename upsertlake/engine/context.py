@@ -9,6 +9,7 @@ object's state. See docs/DESIGN.md, "The write path".
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy
 from upsertlake.concurrency.lock import TableLock, make_lock
@@ -43,7 +44,7 @@ class WriteContext:
     def with_table(self, table_config: TableConfig) -> WriteContext:
         return self if table_config is self.table_config else replace(self, table_config=table_config)
 
-    def resolve(self, options: dict | None) -> Config:
+    def resolve(self, options: dict[str, Any] | None) -> Config:
         """These options with a call's on top; a call cannot change the table version."""
         cfg = self.options.with_overrides(options)
         if options and cfg.is_set(opt.WRITE_TABLE_VERSION):

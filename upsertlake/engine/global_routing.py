@@ -43,6 +43,7 @@ def route_global(
     reads it (HoodieMergedReadHandle)."""
 
     def stored_wins(moved: pa.ChunkedArray) -> pa.Array:
+        assert precombine_field is not None, "only event-time ordering compares stored records"
         return _stored_wins(records, locations, moved, view, precombine_field, slices)
 
     return route_moves(records, locations, operation, cfg, precombine_field, stored_wins)

@@ -146,7 +146,9 @@ def _dropped_by_compaction(
         missing = keys.filter(pc.invert(pc.is_in(keys, value_set=pc.cast(kept, pa.string()))))
         return (done, missing.to_pylist()) if len(missing) else None
     plan = next((i for i in timeline.pending_compactions() if i.time == compaction_time), None)
-    ops = [op for op in read_plan(timeline, plan) if op.file_group == group] if plan is not None else []
+    if plan is None:
+        return None
+    ops = [op for op in read_plan(timeline, plan) if op.file_group == group]
     storage = timeline.storage
     deleted = [pa.array([], pa.string())] + [
         block_keys(read_blocks(storage.read_bytes(path), storage.full_path(path)))[1]

@@ -8,6 +8,8 @@ apart from an upsert lives here, so the other actions' paths stay free of it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,7 +31,9 @@ def requested_plan(operation: Operation) -> bytes:
     for a commit."""
     if not operation.overwrites:
         return b""
-    plan = {"operationType": operation.type_name, "clusteringPlan": None, "extraMetadata": {}, "version": 1}
+    plan: dict[str, Any] = {
+        "operationType": operation.type_name, "clusteringPlan": None, "extraMetadata": {}, "version": 1,
+    }
     return encode(REPLACE_PLAN, plan)
 
 

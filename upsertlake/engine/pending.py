@@ -46,7 +46,7 @@ class PendingWrite:
     statuses: dict[FileGroup, WriteStatus] = field(default_factory=dict)
     rewrite: Rewrite | None = None  # writes buckets again: a re-merge needs it
     redo: Redo | None = None  # writes the batch again: a retry after a conflict needs it
-    held: dict[str, Callable[[], None]] = field(default_factory=dict)  # name -> frees what rewrite/redo read
+    held: dict[str, Callable[[], object]] = field(default_factory=dict)  # name -> frees what rewrite/redo read
     planned_on: frozenset[str] = frozenset()  # the completed instants the latest plan of its batch saw
     inflight_doc: bytes = b""  # the inflight file's workload profile, for an instant it moves to
     thread: int = field(default_factory=threading.get_ident)  # the thread that started it
@@ -61,7 +61,7 @@ class PendingWrite:
         if self.heartbeat is not None:
             self.heartbeat.stop()
 
-    def hold(self, name: str, release: Callable[[], None]) -> None:
+    def hold(self, name: str, release: Callable[[], object]) -> None:
         """Call `release` when the write ends; an earlier hold of `name` is released now."""
         earlier = self.held.pop(name, None)
         if earlier is not None:
@@ -146,7 +146,7 @@ class PendingWrites:
         pending.rewrite = rewrite or pending.rewrite
         pending.redo = redo or pending.redo
 
-    def hold(self, instant_time: str, name: str, release: Callable[[], None]) -> None:
+    def hold(self, instant_time: str, name: str, release: Callable[[], object]) -> None:
         """Call `release` once the write ends, or when `name` is held anew."""
         self._writes[instant_time].hold(name, release)
 

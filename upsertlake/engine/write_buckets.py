@@ -115,7 +115,7 @@ def write_rows(
     record_bytes = records.nbytes // max(1, records.num_rows)
 
     def work(number: int) -> int:
-        return job.base_bytes(number) + len(rows[number]) * record_bytes
+        return int(job.base_bytes(number) + len(rows[number]) * record_bytes)
 
     tokens = {number: write_token or default_token(number, attempt) for number in rows}
     mark_buckets(storage, job, tokens)

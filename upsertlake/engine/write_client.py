@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import Any
 
 from upsertlake.config import Config
 from upsertlake.config.table_config import TableConfig
@@ -86,27 +87,27 @@ class WriteClient:
 
     # -- 2..8. the write ---------------------------------------------------------------------
     def upsert(
-        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+        self, data: object, instant_time: str, options: dict[str, Any] | None = None, progress: Progress | None = None
     ) -> WriteResult:
         return self.write(Operation.UPSERT, data, instant_time, options, progress)
 
     def insert(
-        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+        self, data: object, instant_time: str, options: dict[str, Any] | None = None, progress: Progress | None = None
     ) -> WriteResult:
         return self.write(Operation.INSERT, data, instant_time, options, progress)
 
     def bulk_insert(
-        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+        self, data: object, instant_time: str, options: dict[str, Any] | None = None, progress: Progress | None = None
     ) -> WriteResult:
         return self.write(Operation.BULK_INSERT, data, instant_time, options, progress)
 
     def delete(
-        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+        self, data: object, instant_time: str, options: dict[str, Any] | None = None, progress: Progress | None = None
     ) -> WriteResult:
         return self.write(Operation.DELETE, data, instant_time, options, progress)
 
     def overwrite(
-        self, operation: str | Operation, data: object, instant_time: str, options: dict | None = None,
+        self, operation: str | Operation, data: object, instant_time: str, options: dict[str, Any] | None = None,
         progress: Progress | None = None,
     ) -> WriteResult:
         """insert_overwrite (the batch's partitions) or insert_overwrite_table: the records go to new
@@ -115,7 +116,7 @@ class WriteClient:
         return self.write(op, data, instant_time, options, progress)
 
     def write(
-        self, operation: str | Operation, data: object, instant_time: str, options: dict | None = None,
+        self, operation: str | Operation, data: object, instant_time: str, options: dict[str, Any] | None = None,
         progress: Progress | None = None,
     ) -> WriteResult:
         """Steps 2-8 of `operation` (one of the record operations) under a started instant."""
@@ -123,8 +124,10 @@ class WriteClient:
         plan = self.plan(operation, data, options, progress, self.writes.take_start_timeline(instant_time))
         stages = dict(plan.stages)
         job = self.begin_write(instant_time, plan)
-        self.writes.keep(instant_time, redo=partial(self._redo, plan.tagged.batch, plan.operation, options))
-        with stage(stages, "write", progress, total=write_buckets.buckets_used(plan.tagged.assignment)):
+        tagged = plan.tagged
+        assert tagged is not None, "an in-process plan holds its records"
+        self.writes.keep(instant_time, redo=partial(self._redo, tagged.batch, plan.operation, options))
+        with stage(stages, "write", progress, total=write_buckets.buckets_used(tagged.assignment)):
             try:
                 statuses = self._write_buckets(plan, job, progress)
             except (OSError, StorageError) as exc:
@@ -140,7 +143,11 @@ class WriteClient:
         return overwrite.delete_partitions(self.context, partitions, instant_time)
 
     def plan(
-        self, operation: str | Operation, data: object, options: dict | None = None, progress: Progress | None = None,
+        self,
+        operation: str | Operation,
+        data: object,
+        options: dict[str, Any] | None = None,
+        progress: Progress | None = None,
         timeline: Timeline | None = None,
     ) -> WritePlan:
         """Prepare, tag, profile and partition a write without writing anything: what `write`
@@ -199,7 +206,7 @@ class WriteClient:
         )
         return with_statuses(result, statuses)
 
-    def _index(self, options: dict | None, cfg: Config) -> Index:
+    def _index(self, options: dict[str, Any] | None, cfg: Config) -> Index:
         """This client's index, or the one a call's options name."""
         return self.index if options is None else table_index(cfg, self.context.table_config)
 
@@ -233,7 +240,12 @@ class WriteClient:
         return result
 
     def _redo(
-        self, batch: PreparedBatch, operation: Operation, options: dict | None, instant_time: str, attempt: int
+        self,
+        batch: PreparedBatch,
+        operation: Operation,
+        options: dict[str, Any] | None,
+        instant_time: str,
+        attempt: int,
     ) -> WriteResult:
         """The in-process `Redo`: tag, partition and write the kept batch again."""
         cfg = self.context.resolve(options)

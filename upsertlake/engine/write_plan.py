@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +31,7 @@ def view_scope(operation: Operation, index: Index, partitions: pa.Array | pa.Chu
     partition or the write replaces the whole table."""
     if operation.replaces_table or (index.requires_tagging(operation) and index.reads_all_partitions):
         return None
-    return pc.unique(partitions).to_pylist()
+    return cast("list[str]", pc.unique(partitions).to_pylist())
 
 
 class Progress:
@@ -94,7 +94,7 @@ class WritePlan:
     rewrites: frozenset[tuple[str, str]] = frozenset()  # bucket slices rewritten merged (`rewritten_slices`)
 
     @property
-    def small_files(self) -> list:
+    def small_files(self) -> list[Any]:
         """The small files offered inserts (a merge-on-read write rewrites them, appends to none)."""
         return self.partitioner.small_files if self.partitioner is not None else []
 
@@ -113,7 +113,10 @@ class WritePlan:
         deleted = np.bincount(assignment[is_delete], minlength=n) if n else np.zeros(0, int)
         appends = append_slices(self.buckets, self.small_files, self.view, self.rewrites) if self.merge_on_read else {}
         sizes = {bf.file_group: bf.size for bf in self.view.latest_base_files()}
-        updated, small, new, appended = [], [], [], []
+        updated: list[dict[str, Any]] = []
+        small: list[dict[str, Any]] = []
+        new: list[dict[str, Any]] = []
+        appended: list[dict[str, Any]] = []
         for b in self.buckets:
             total, ins = int(per_bucket[b.number]), int(inserts[b.number])
             if total == 0:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace
+from typing import Any
 
 import pyarrow as pa
 
@@ -72,7 +73,7 @@ def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[W
         del_ids.append(constant(status.stat.fileId, n_del))
     empty = pa.array([], pa.string())
 
-    def cat(arrays: list) -> pa.Array:
+    def cat(arrays: list[Any]) -> pa.Array:
         return pa.concat_arrays([empty, *[a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]])
 
     return IndexUpdate(

@@ -52,8 +52,8 @@ class BloomIndex(Index):
                 subset, rows = subset.filter(pa.array(keep)), rows[keep]
             if len(subset):
                 candidates.append((bf, subset, rows))
-        wanted = {bf.path: (subset, rows) for bf, subset, rows in candidates}
-        located = read_file_keys(view.storage, [bf for bf, _, _ in candidates], wanted=lambda bf: wanted[bf.path])
+        probes = {bf.path: (subset, rows) for bf, subset, rows in candidates}
+        located = read_file_keys(view.storage, [bf for bf, _, _ in candidates], wanted=lambda bf: probes[bf.path])
         located = live_only(located, live)
         self._stats = {
             "files_considered": len(files),

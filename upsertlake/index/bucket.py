@@ -9,6 +9,8 @@ the index finds keys in logs (Hudi's canIndexLogFiles).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -55,7 +57,7 @@ class BucketIndex(Index):
             at_group[at] = table[buckets[at]]
         found = at_group >= 0
         take = pa.array(np.where(found, at_group, 0), mask=~found)
-        columns = list(zip(*located)) if located else [[], [], []]
+        columns: list[tuple[Any, ...]] = list(zip(*located)) if located else [(), (), ()]
         self._stats = {"files_considered": len(located), "files_opened": 0, "keys_matched": int(found.sum())}
         return pa.table(
             {f.name: pa.array(c, f.type).take(take) for f, c in zip(LOCATION_SCHEMA, columns)}, schema=LOCATION_SCHEMA

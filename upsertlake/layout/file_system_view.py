@@ -25,8 +25,9 @@ from typing import NamedTuple
 from upsertlake.errors import CleanedInstantError, CorruptTableError, MissingFileError
 from upsertlake.logfile.names import LogFileName, is_log_path
 from upsertlake.storage import FileEntry, Storage
-from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action, Instant
+from upsertlake.timeline.layouts import METAFOLDER
 from upsertlake.timeline.retention import cleaned_files
 
 FileGroup = tuple[str, str]  # a file group: (partition path, file id)

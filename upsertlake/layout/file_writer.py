@@ -174,7 +174,7 @@ def dictionary_columns(data: pa.Table, sample: int = DICTIONARY_SAMPLE) -> list[
     """
     n = data.num_rows
     if n < 64:
-        return data.column_names
+        return list(data.column_names)
     decided = _always_dictionary(data)
     rest = data.drop_columns([*decided, *(c for c in DELTA_COLUMNS if c in data.column_names)])
     rows = rest.take(pa.array(np.sort(np.random.default_rng(0).choice(n, min(sample, n), replace=False))))
@@ -190,7 +190,7 @@ def _rows_per_group(data: pa.Table, row_group_bytes: int) -> int:
     if data.num_rows == 0:
         return 1
     per_row = max(1, data.nbytes // data.num_rows)
-    return max(1, min(data.num_rows, row_group_bytes // per_row))
+    return int(max(1, min(data.num_rows, row_group_bytes // per_row)))
 
 
 def file_writer_config(cfg: Config) -> FileWriterConfig:

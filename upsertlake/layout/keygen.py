@@ -10,6 +10,7 @@ as `__HIVE_DEFAULT_PARTITION__`, URL-encoded (Java's URLEncoder) when asked.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import quote_plus, unquote_plus
 
 import pyarrow as pa
@@ -131,7 +132,7 @@ def java_url_encode(value: str) -> str:
     return quote_plus(value, safe="*").replace("~", "%7E")
 
 
-def _map_distinct(text: pa.ChunkedArray, fn) -> pa.ChunkedArray:
+def _map_distinct(text: pa.ChunkedArray, fn: Callable[[str], str]) -> pa.ChunkedArray:
     """Apply a Python function once per distinct value: partition values have few of them."""
     encoded = pc.dictionary_encode(text).combine_chunks()
     mapped = pa.array([fn(v) for v in encoded.dictionary.to_pylist()], pa.string())

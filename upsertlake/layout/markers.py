@@ -18,8 +18,7 @@ from collections.abc import Collection, Iterable
 
 from upsertlake.logfile import read_blocks
 from upsertlake.storage import Storage
-from upsertlake.timeline.active import METAFOLDER
-from upsertlake.timeline.layouts import table_layout
+from upsertlake.timeline.layouts import METAFOLDER, table_layout
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError
 from upsertlake.layout.file_system_view import PARTITION_METAFILE
 from upsertlake.storage import FileEntry, Storage
-from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.layouts import METAFOLDER
 
 
 def properties_disagreements(

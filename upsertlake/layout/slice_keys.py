@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -150,7 +151,9 @@ class SliceKeys:
             at = rows[group]
             keys = pc.cast(located.column(LOOKUP_KEY).take(pa.array(at)), pa.string())
             gone = deleted_keys(self.view.storage, slices[group], self.merge, pc.unique(keys))
-            return at[np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)]
+            return cast(
+                np.ndarray, at[np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)]
+            )
 
         for at in self._each(dead, list(rows)):
             alive[at] = False

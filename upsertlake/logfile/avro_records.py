@@ -32,7 +32,7 @@ _INT32 = struct.Struct(">i")
 _META_FIELD = {"type": ["null", "string"], "doc": "", "default": None}
 
 
-def with_meta_fields(table_schema: dict) -> dict:
+def with_meta_fields(table_schema: dict[str, Any]) -> dict[str, Any]:
     """The writer schema of a log block: Hudi's meta fields first (HoodieAvroUtils.addMetadataFields)."""
     fields = [f for f in table_schema["fields"] if f["name"] not in META_COLUMNS]
     meta = [{"name": name, **_META_FIELD} for name in META_COLUMNS]
@@ -80,6 +80,7 @@ def decode_record_runs(payloads: Sequence[bytes], counts: Sequence[int], schema_
     ) and (not len(ends) or ends[-1] == size)
     if not aligned:
         return [decode_records(p, c, schema_json) for p, c in zip(payloads, counts)]
+    assert starts is not None  # aligned
     fields = json.loads(schema_json)["fields"]
     if all(_flat(f["type"]) for f in fields):
         table = decode_flat(padded, starts, ends, fields, arrow_schema_of(schema_json), padded=True)
@@ -283,7 +284,7 @@ def _fixed(values: np.ndarray, width: int, valid: np.ndarray | None) -> tuple[np
     return raw[valid].reshape(-1), np.where(valid, width, 0).astype(np.int64)
 
 
-def _encode_flat(data: pa.Table, schema: dict) -> tuple[memoryview, np.ndarray]:
+def _encode_flat(data: pa.Table, schema: dict[str, Any]) -> tuple[memoryview, np.ndarray]:
     n = data.num_rows
     if not n:
         return memoryview(b""), np.zeros(1, np.int64)
@@ -322,6 +323,7 @@ def _encode_values(rows: _Rows, column: pa.Array, avro_type: Any, valid: np.ndar
         offsets = np.frombuffer(column.buffers()[1], np.int32, len(column) + 1, column.offset * 4).astype(np.int64)
         lengths = np.diff(offsets)
         if has_nulls:
+            assert valid is not None
             lengths = np.where(valid, lengths, 0)
         data = column.buffers()[2]
         body = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)

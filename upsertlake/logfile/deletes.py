@@ -14,7 +14,7 @@ import datetime as dt
 import decimal
 import io
 import struct
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 import pyarrow as pa
@@ -86,12 +86,16 @@ def decode_delete_content(content: bytes) -> pa.Table:
             "is read; older versions are Java-serialized"
         )
     try:
-        records = fastavro.schemaless_reader(
+        records = cast("dict[str, Any]", fastavro.schemaless_reader(
             io.BytesIO(content[8 : 8 + length]), _SCHEMA, None, return_record_name=True
-        )
+        ))
     except (EOFError, ValueError, IndexError) as e:
         raise CorruptTableError(f"a delete block's record list cannot be decoded: {e}") from e
-    keys, partitions, values, natural, branches = [], [], [], [], set()
+    keys: list[str] = []
+    partitions: list[str] = []
+    values: list[Any] = []
+    natural: list[bool] = []
+    branches: set[int] = set()
     for rec in records["deleteRecordList"]:
         keys.append(rec["recordKey"])
         partitions.append(rec["partitionPath"])

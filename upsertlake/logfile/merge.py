@@ -145,7 +145,9 @@ def merge_counted(
     return Merged(merged, log_keys, len(positions) - added, keys.slice(len(keys) - added))
 
 
-def _output_schema(schema: pa.Schema | None, base: pa.Table | None, live: list[Block]) -> pa.Schema | None:
+def _output_schema(
+    schema: pa.Schema | None, base: pa.Table | None, live: list[DataBlock | DeleteBlock]
+) -> pa.Schema | None:
     if schema is not None:
         return schema
     if base is not None:
@@ -154,7 +156,9 @@ def _output_schema(schema: pa.Schema | None, base: pa.Table | None, live: list[B
     return data[-1].records.schema if data else None
 
 
-def _ordering_type(schema: pa.Schema, field: str | None, base: pa.Table | None, live: list[Block]) -> pa.DataType:
+def _ordering_type(
+    schema: pa.Schema, field: str | None, base: pa.Table | None, live: list[DataBlock | DeleteBlock]
+) -> pa.DataType:
     if field is None:
         return pa.null()
     if field in schema.names:
@@ -235,7 +239,7 @@ class _Events:
         log_keys = pa.concat_arrays(self.keys)
         n_log = len(log_keys)
         n_base = base.num_rows if base is not None else 0
-        base_keys = _strings(base.column(self.key_field)) if n_base else pa.array([], pa.string())
+        base_keys = _strings(base.column(self.key_field)) if base is not None and n_base else pa.array([], pa.string())
         log_codes, base_codes, distinct = _key_codes(log_keys, base_keys)
         touched = base_codes >= 0
         idx = np.flatnonzero(touched)
@@ -337,8 +341,8 @@ def _by_key(key_group: np.ndarray) -> np.ndarray:
 def _is_integral(t: pa.DataType) -> bool:
     """An ordering type whose values compare as int64 (not uint64, which may not fit)."""
     if pa.types.is_integer(t):
-        return t != pa.uint64()
-    return pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t)
+        return bool(t != pa.uint64())
+    return bool(pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t))
 
 
 def _last_largest(groups: np.ndarray, ordering: pa.Array) -> np.ndarray:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -134,10 +135,10 @@ def _block_size(data: bytes, start: int) -> int | None:
     rest = len(data) - block_end
     if rest >= len(MAGIC) and data[block_end : block_end + len(MAGIC)] != MAGIC:
         return None
-    return size
+    return cast("int | None", size)
 
 
-def _skip_corrupt(data: bytes, start: int, blocks: list[Block]) -> int:
+def _skip_corrupt(data: bytes, start: int, blocks: list[Block | _Avro]) -> int:
     nxt = data.find(MAGIC, start)
     stop = len(data) if nxt < 0 else nxt
     blocks.append(CorruptBlock(start, stop - start))
@@ -156,10 +157,10 @@ class _Cursor:
         return out
 
     def int32(self) -> int:
-        return _INT.unpack(self.take(4))[0]
+        return int(_INT.unpack(self.take(4))[0])
 
     def int64(self) -> int:
-        return _LONG.unpack(self.take(8))[0]
+        return int(_LONG.unpack(self.take(8))[0])
 
     def metadata(self) -> Header:
         header: Header = {}

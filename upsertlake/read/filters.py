@@ -8,7 +8,7 @@ and row groups are skipped by their column statistics (`upsertlake.read.skipping
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from upsertlake.errors import FilterError, SchemaError
 
 Predicate = tuple[str, str, Any]
-Filters = Sequence[Predicate] | pc.Expression | None
+Filters: TypeAlias = Sequence[Predicate] | pc.Expression | None
 
 _OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
 
@@ -50,14 +50,14 @@ def conjunction(filters: Filters) -> list[Predicate]:
 
 def _holds(op: str, left: Any, right: Any) -> bool:
     if op == "=":
-        return left == right
+        return bool(left == right)
     if op == "!=":
-        return left != right
+        return bool(left != right)
     if op == "in":
         return left in right
     if op == "not in":
         return left not in right
-    return {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op]
+    return bool({"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op])
 
 
 def partition_may_match(values: dict[str, str | None], predicates: list[Predicate], schema: pa.Schema) -> bool:

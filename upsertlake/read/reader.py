@@ -51,10 +51,10 @@ class ReadSpec:
         """The columns a file is read with: the output's and those the filters read (all of
         them for an Expression filter, whose columns cannot be told)."""
         if self.row_filter is None:
-            return self.output.names
+            return list(self.output.names)
         wanted = self.plan.filter_columns
         if wanted is None:
-            return self.plan.schema.names
+            return list(self.plan.schema.names)
         return [f.name for f in self.plan.schema if f.name in wanted or f.name in self.output.names]
 
 
@@ -86,7 +86,7 @@ def read_base_table(storage: Storage, bf: BaseFile, spec: ReadSpec) -> pa.Table:
 
 def count_base(storage: Storage, bf: BaseFile, spec: ReadSpec) -> int:
     """How many of a base file's rows the filters keep (only the filters' columns are read)."""
-    return read_base_table(storage, bf, replace(spec, output=pa.schema([]))).num_rows
+    return int(read_base_table(storage, bf, replace(spec, output=pa.schema([]))).num_rows)
 
 
 def _parquet(storage: Storage, bf: BaseFile, source: pa.NativeFile | None = None) -> pq.ParquetFile:
@@ -118,6 +118,7 @@ def _filtered(data: pa.Table, spec: ReadSpec) -> pa.Table:
 def read_merged(storage: Storage, sl: FileSlice, spec: ReadSpec) -> pa.Table:
     """A merge-on-read slice merged, filtered, in `spec.output`."""
     plan = spec.plan
+    assert plan.merge is not None, "a plan with merged slices says how they merge"
     table = merged_slice(storage, sl, plan.merge, plan.schema, plan.record_keys)
     if spec.row_filter is not None:
         table = table.filter(spec.row_filter)

@@ -8,6 +8,7 @@ here, before any file is opened."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -121,7 +122,7 @@ def _slice_scan(
     slices: list[FileSlice],
     filters: Filters,
     statistics: FileStatistics,
-    **kw: object,
+    **kw: Any,
 ) -> ScanPlan:
     """A merge-on-read scan: slices without logs read as base files (pruned as copy-on-write
     files are), the others merged; partition pruning and data skipping apply to both. A table
@@ -183,7 +184,7 @@ def incremental_scan(
     schema = full_schema(table_schema(timeline, table_config))
     check_filters(filters, schema)
     if by_completion:
-        kw: dict[str, object] = {"commit_times": tuple(sorted(i.time for i in in_range))}
+        kw: dict[str, Any] = {"commit_times": tuple(sorted(i.time for i in in_range))}
     else:
         kw = {"window": (begin, end)}
     if table_config.is_merge_on_read:
@@ -235,9 +236,9 @@ def skip_slices(
     log file of unrecorded statistics is kept without looking at its base file."""
     if not slices or not skipping.needs_statistics(filters):
         return slices
-    logs = {log.path: statistics.of_log(log) for sl in slices for log in sl.logs}
-    judged = [i for i, sl in enumerate(slices) if all(logs[log.path] is not None for log in sl.logs)]
-    bases = statistics.of_bases([slices[i].base for i in judged if slices[i].base is not None])
+    logs = {log.path: s for sl in slices for log in sl.logs if (s := statistics.of_log(log)) is not None}
+    judged = [i for i, sl in enumerate(slices) if all(log.path in logs for log in sl.logs)]
+    bases = statistics.of_bases([base for i in judged if (base := slices[i].base) is not None])
     own = {i: ([bases[sl.base.path]] if sl.base is not None else []) + [logs[log.path] for log in sl.logs]
            for i in judged for sl in [slices[i]]}
     kept = iter(skipping.keeps([s for i in judged for s in own[i]], schema, filters))

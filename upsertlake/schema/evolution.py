@@ -101,7 +101,7 @@ def _merge_type(table: pa.DataType, batch: pa.DataType, path: str, allow_missing
 
 def _converts_exactly(batch: pa.DataType, table: pa.DataType) -> bool:
     if pa.types.is_decimal(batch) and pa.types.is_decimal(table):
-        return batch.scale <= table.scale and batch.precision - batch.scale <= table.precision - table.scale
+        return bool(batch.scale <= table.scale and batch.precision - batch.scale <= table.precision - table.scale)
     if pa.types.is_timestamp(batch) and pa.types.is_timestamp(table):
         return (batch.tz is None) == (table.tz is None) and (batch.unit, table.unit) == ("ms", "us")
     return False

@@ -164,7 +164,7 @@ def _why_not(t: pa.DataType) -> str:
 
 
 def _is_list_like(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_list(t)
         or pa.types.is_large_list(t)
         or pa.types.is_fixed_size_list(t)

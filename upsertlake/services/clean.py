@@ -18,6 +18,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
@@ -82,7 +83,7 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, retained: int | None =
         for bf in doomed:
             by_partition[bf.partition_path].append(bf.path)
         boundary = max(filter(None, [earliest, cleaned_before(timeline)]), default="")
-        plan_doc = {
+        plan_doc: dict[str, Any] = {
             "earliestInstantToRetain": (
                 {"timestamp": boundary, "action": _action_at(timeline, boundary), "state": "COMPLETED"}
                 if boundary
@@ -128,7 +129,7 @@ def _finish_pending(storage: Storage, timeline: Timeline, pending: Instant) -> t
     return pending.time, present
 
 
-def _planned_paths(storage: Storage, plan_doc: dict) -> dict[str, list[str]]:
+def _planned_paths(storage: Storage, plan_doc: dict[str, Any]) -> dict[str, list[str]]:
     """A cleaner plan's files per partition, table-relative (plan version 2 names full paths,
     version 1 file names)."""
     if plan_doc.get("filePathsToBeDeletedPerPartition") is not None:
@@ -259,12 +260,12 @@ def plan(timeline: Timeline, policy: CleanPolicy, retained: int) -> tuple[list[B
         points = [w.time for w in writes if w.time >= earliest]
         for g, versions in groups.items():
             for i, v in enumerate(versions):
-                ends = [
+                bounds: list[str] = [
                     e
                     for e in (replaced_at.get(g), versions[i + 1].instant_time if i + 1 < len(versions) else None)
-                    if e
+                    if e is not None and e
                 ]
-                end = min(ends) if ends else None
+                end = min(bounds) if bounds else None
                 k = bisect.bisect_left(points, v.instant_time)
                 if not (k < len(points) and (end is None or points[k] < end)):
                     doomed.append((v, end or ""))

@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 
@@ -43,6 +44,7 @@ from upsertlake.schema import avro_to_arrow, conform, full_schema
 from upsertlake.services.compaction_plan import compaction_file_groups
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.services.rollback import discard_pending
+from upsertlake.services.stat_map import StatMap, T
 from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats, documents
 from upsertlake.timeline.active import Timeline, create_requested, transition
@@ -80,18 +82,13 @@ class ClusterResult:
         }
 
 
-# Runs a function over the groups of a plan: in process by default, as Spark tasks on Spark.
-GroupMap = Callable[
-    [Callable[[tuple[int, list[FileSlice]]], WriteStat], list[tuple[int, list[FileSlice]]]], list[WriteStat]
-]
-
-
-def in_process(fn: Callable[[tuple[int, list[FileSlice]]], WriteStat], groups: list) -> list[WriteStat]:
+def in_process(fn: Callable[[T], WriteStat], groups: list[T], /) -> list[WriteStat]:
+    """The groups one after another, in this process (each writer uses Arrow's threads)."""
     return [fn(g) for g in groups]
 
 
 def cluster(
-    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_groups: GroupMap = in_process
+    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_groups: StatMap = in_process
 ) -> ClusterResult:
     """Plan, write and commit one clustering; a result without instant, saying why, when no
     partition has two small groups to merge. `map_groups` writes the new file groups (one task
@@ -295,7 +292,7 @@ def _write_group(
     )
 
 
-def _plan_doc(storage: Storage, groups: list[list[FileSlice]], sort_columns: list[str], cfg: Config) -> dict:
+def _plan_doc(storage: Storage, groups: list[list[FileSlice]], sort_columns: list[str], cfg: Config) -> dict[str, Any]:
     input_groups = [
         {
             "slices": [

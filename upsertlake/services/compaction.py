@@ -31,7 +31,6 @@ from upsertlake.layout.markers import marker_folder, start_markers
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.schema import avro_to_arrow, full_schema
 from upsertlake.services.compaction_plan import (
-    CompactionOperation,
     check_compactable,
     read_plan,
     schedule_locked,
@@ -39,6 +38,7 @@ from upsertlake.services.compaction_plan import (
 )
 from upsertlake.services.compaction_slice import compact_operation
 from upsertlake.services.rollback import compaction_committed, rollback_compaction_under_lock
+from upsertlake.services.stat_map import StatMap, T
 from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.active import Timeline, transition
@@ -80,13 +80,7 @@ class CompactionResult:
         }
 
 
-# Runs a function over the operations of a plan: in process by default, as Spark tasks on Spark.
-OperationMap = Callable[
-    [Callable[[tuple[int, CompactionOperation]], WriteStat], list[tuple[int, CompactionOperation]]], list[WriteStat]
-]
-
-
-def in_process(fn: Callable[[tuple[int, CompactionOperation]], WriteStat], ops: list) -> list[WriteStat]:
+def in_process(fn: Callable[[T], WriteStat], ops: list[T], /) -> list[WriteStat]:
     """Each operation on a thread of this process, one per CPU (parquet and Arrow release the GIL)."""
     with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(ops) or 1))) as pool:
         return list(pool.map(fn, ops))
@@ -94,7 +88,7 @@ def in_process(fn: Callable[[tuple[int, CompactionOperation]], WriteStat], ops: 
 
 # -- execute -----------------------------------------------------------------------------------
 def compact(
-    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_ops: OperationMap = in_process
+    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_ops: StatMap = in_process
 ) -> CompactionResult:
     """Run the oldest pending compaction (one a dead compactor left inflight is rolled back to its
     plan first), else schedule one and run it; a result without instant says why not. The plan is
@@ -121,7 +115,7 @@ def compact(
 
 def finish(
     storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, instant_time: str,
-    map_ops: OperationMap = in_process,
+    map_ops: StatMap = in_process,
 ) -> bool:
     """Bring the pending compaction `instant_time` to its end for a writer that needs its output
     (the writer's retry tags against the compacted slices), as `compact` would run it: a requested
@@ -151,7 +145,7 @@ def _claimable(storage: Storage, inst: Instant, cfg: Config) -> Instant | None:
 
 
 def execute(
-    storage: Storage, lock: TableLock, cfg: Config, requested: Instant, map_ops: OperationMap = in_process
+    storage: Storage, lock: TableLock, cfg: Config, requested: Instant, map_ops: StatMap = in_process
 ) -> CompactionResult:
     """Execute a requested plan: inflight, one new base file per operation, the commit."""
     with lock.hold():
@@ -190,7 +184,7 @@ def _run(
     cfg: Config,
     inflight: Instant,
     heartbeat: Heartbeat,
-    map_ops: OperationMap,
+    map_ops: StatMap,
     recovered: bool = False,
 ) -> CompactionResult:
     """Write the new base files of a claimed plan and commit them. An error rolls the plan back

@@ -231,7 +231,8 @@ def plan_operations(slices: list[FileSlice], cfg: Config, busy: set[tuple[str, s
     threshold = cfg.get(opt.COMPACTION_LOGFILE_SIZE_THRESHOLD)
     ops = [op for op in ops if op.metrics["TOTAL_LOG_FILES_SIZE"] >= threshold]
     ops.sort(key=lambda op: -op.metrics["TOTAL_LOG_FILES_SIZE"])
-    budget, chosen = cfg.get(opt.COMPACTION_TARGET_IO), []
+    budget: float = cfg.get(opt.COMPACTION_TARGET_IO)
+    chosen: list[CompactionOperation] = []
     for op in ops:  # BoundedIOCompactionStrategy: stop once the target IO is used up
         chosen.append(op)
         budget -= op.metrics["TOTAL_IO_MB"]

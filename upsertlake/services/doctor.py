@@ -19,6 +19,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, HeartbeatPolicy, heartbeat_path, last_heartbeat_ms
 from upsertlake.concurrency.lock import make_lock
@@ -42,11 +43,11 @@ from upsertlake.services.rollback import discard_pending
 from upsertlake.services.write_guard import what_it_breaks
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline import documents
-from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.archived import ARCHIVE_FOLDER
 from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
-from upsertlake.timeline.layouts import TimelineLayout
+from upsertlake.timeline.layouts import METAFOLDER, TimelineLayout
 from upsertlake.timeline.retention import cleaned_files
 
 DELETE_ORPHAN = "delete the file"
@@ -436,7 +437,7 @@ def _file_instant(path: str) -> str:
     return log.instant if log is not None else BaseFile.parse(FileEntry(path, 0, False, 0)).instant_time
 
 
-def _active_write_stats(timeline: Timeline) -> Iterator[tuple[Instant, list]]:
+def _active_write_stats(timeline: Timeline) -> Iterator[tuple[Instant, list[Any]]]:
     """Each completed write of the active timeline with its write stats (an unreadable commit is
     skipped here: check_instants reports it)."""
     for inst in timeline.completed_writes():

@@ -222,7 +222,11 @@ def _settings(rb: _Builder, schema_json: str | None) -> None:
     rb.set("hoodie.archivelog.folder", rb.old.get("hoodie.archivelog.folder") or "archived", HUDI_DEFAULT)
     if schema_json:
         create = rb.old.get("hoodie.table.create.schema")
-        rb.set("hoodie.table.create.schema", create if _schema_ok(create) else schema_json, "the schema")
+        rb.set(
+            "hoodie.table.create.schema",
+            create if create is not None and _schema_ok(create) else schema_json,
+            "the schema",
+        )
 
 
 def _keygen(rb: _Builder, sample: list[pa.Table]) -> None:
@@ -401,7 +405,7 @@ def _key_fields(sample: list[pa.Table], columns: list[str]) -> str | None:
 
 
 def _key_like(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t))
 
 
 def _complex_keys(sample: list[pa.Table], keys: str) -> bool:
@@ -427,7 +431,7 @@ def _partition_layout(partitions: list[str]) -> tuple[str | None, str | None]:
         return None, None
     named = [[s.split("=", 1)[0] if "=" in s else None for s in p.split("/")] for p in folders]
     if all(None not in n for n in named) and len({tuple(n) for n in named}) == 1:
-        return "true", ",".join(named[0])
+        return "true", ",".join(n for n in named[0] if n is not None)
     return "false", None
 
 

@@ -6,6 +6,7 @@ compactions, completed or pending, plans included."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy
 from upsertlake.concurrency.lock import TableLock
@@ -74,7 +75,7 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, options: Con
         plan = {"instantsToRollback": infos, "version": 2, "savepointToRestoreTimestamp": savepoint_time}
         requested = create_requested(storage, Action.RESTORE, documents.encode(PLAN_SCHEMA, plan))
         inflight = transition(storage, requested, State.INFLIGHT)
-        rolled: dict[str, list] = {}
+        rolled: dict[str, list[Any]] = {}
         for inst in later:
             if inst.action is Action.SAVEPOINT:
                 delete_instant_files(storage, inst)
@@ -85,9 +86,9 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, options: Con
                 delete_instant_files(storage, inst)
             else:
                 rolled[inst.time] = [undo_files(storage, inst, requested.time, started)]
-                plan = timeline.get(inst.time, Action.COMPACTION)
-                if plan is not None:  # a completed compaction: its plan goes after its commit
-                    delete_instant_files(storage, plan)
+                compaction = timeline.get(inst.time, Action.COMPACTION)
+                if compaction is not None:  # a completed compaction: its plan goes after its commit
+                    delete_instant_files(storage, compaction)
         meta = {
             "startRestoreTime": requested.time,
             "timeTakenInMillis": int((time.monotonic() - started) * 1000),

@@ -160,7 +160,7 @@ def drop_dead_rollbacks(storage: Storage, timeline: Timeline) -> list[str]:
 def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:
     """HoodieRollbackPlan: the base files the instant wrote, per partition; on a version 6
     merge-on-read table also, per file group, the log files whose blocks a rollback block voids."""
-    requests = [
+    requests: list[dict[str, Any]] = [
         {
             "partitionPath": p,
             "fileId": None,
@@ -355,9 +355,10 @@ def _target(timeline: Timeline, instant_time: str | None, live: list[Instant]) -
             raise ServiceError("the table has no completed commit to roll back")
         target = done[-1]
     else:
-        target = next((i for i in writes if i.time == instant_time), None)
-        if target is None:
+        named = next((i for i in writes if i.time == instant_time), None)
+        if named is None:
             raise ServiceError(f"no commit at {instant_time} on the timeline")
+        target = named
     if target in live:
         raise ServiceError(
             f"write {target.time} is in flight (its heartbeat is alive): its writer is still running; stop it, "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import time
+from typing import Any
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.errors import CleanedInstantError, ServiceError
@@ -29,7 +30,7 @@ def savepoint(storage: Storage, lock: TableLock, instant_time: str | None = None
         boundary = cleaned_before(timeline)
         if boundary is not None and target.time < boundary:
             raise CleanedInstantError(f"cannot savepoint {target.time}: the cleaner kept only commits from {boundary}")
-        partitions: dict[str, dict] = {}
+        partitions: dict[str, dict[str, Any]] = {}
         # A merge-on-read slice is its base file and its log files: the savepoint pins them all.
         for sl in FileSystemView(timeline, target.time).latest_file_slices():
             meta = partitions.setdefault(

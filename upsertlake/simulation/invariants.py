@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -38,7 +39,7 @@ def _lines(journal: Path, pattern: str) -> list[str]:
     return [line for f in sorted(journal.glob(pattern)) for line in f.read_text().splitlines() if line]
 
 
-def check_table(table_path: str, journal: Path, compactions_pending: bool = False) -> dict[str, object]:
+def check_table(table_path: str, journal: Path, compactions_pending: bool = False) -> dict[str, Any]:
     """The counts of the report and the list of violations; `compactions_pending`: compaction
     plans may still be pending (their files are then no strays)."""
     violations: list[str] = []
@@ -118,7 +119,9 @@ def _effective(timeline: Timeline, instant: str, batch_file: Path) -> pa.Table:
     in Hudi, also when a concurrent commit inserted the key): those its key summaries lack, or
     for an append (which keeps no summary) its log blocks."""
     batch = pq.read_table(batch_file)
-    meta = timeline.commit_metadata(timeline.get(instant))
+    inst = timeline.get(instant)
+    assert inst is not None, f"{instant} is on the timeline"
+    meta = timeline.commit_metadata(inst)
     deleted: dict[str, list[np.ndarray]] = {}
     summaries = read_summaries(timeline.storage, instant)
     for stat in meta.write_stats():

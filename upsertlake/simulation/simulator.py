@@ -26,6 +26,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -148,12 +149,15 @@ def run(config: SimulationConfig) -> Report:
     return Report(**checked, **_commit_timings(config.journal), killed=kills, seconds=round(seconds, 3))
 
 
-def _commit_timings(journal: Path) -> dict[str, float | int]:
+def _commit_timings(journal: Path) -> dict[str, Any]:
     """From the `timings-*` journals: re-merged commits and the mean commit latency with and without."""
     lines = [line.split() for f in sorted(journal.glob("timings-*.txt")) for line in f.read_text().splitlines()]
     plain = [float(s) for n, s in lines if n == "0"]
     merged = [float(s) for n, s in lines if n != "0"]
-    mean = lambda xs: round(sum(xs) / len(xs), 4) if xs else 0.0  # noqa: E731
+
+    def mean(xs: list[float]) -> float:
+        return round(sum(xs) / len(xs), 4) if xs else 0.0
+
     reasons = [line for f in sorted(journal.glob("conflict-reasons-*.txt")) for line in f.read_text().splitlines()]
     on_records = sum("both wrote the record key" in r for r in reasons)
     return {
@@ -186,7 +190,7 @@ def _seed(config: SimulationConfig) -> None:
     _append(config.journal / "acked-seed.txt", result.instant_time)
 
 
-def _spawn(ctx: mp.context.SpawnContext, config: SimulationConfig, writer: int) -> mp.Process:
+def _spawn(ctx: mp.context.SpawnContext, config: SimulationConfig, writer: int) -> mp.process.BaseProcess:
     proc = ctx.Process(target=_writer_main, args=(config, writer), name=f"writer-{writer}")
     proc.start()
     return proc
@@ -226,10 +230,10 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
         batch = _batch(config, writer, rng)
         pq.write_table(batch, config.journal / f"batch-{batch_id}.parquet")
         try:
-            done = client.commit(instant, client.upsert(batch, instant), {BATCH_KEY: batch_id})
-            _append(config.journal / f"acked-w{writer}.txt", done.instant_time)
-            spent = done.stage_seconds.get("commit", 0.0) + done.stage_seconds.get("remerge", 0.0)
-            _append(config.journal / f"timings-w{writer}.txt", f"{done.remerges} {spent:.6f}")
+            result = client.commit(instant, client.upsert(batch, instant), {BATCH_KEY: batch_id})
+            _append(config.journal / f"acked-w{writer}.txt", result.instant_time)
+            spent = result.stage_seconds.get("commit", 0.0) + result.stage_seconds.get("remerge", 0.0)
+            _append(config.journal / f"timings-w{writer}.txt", f"{result.remerges} {spent:.6f}")
             if config.table_type == "MERGE_ON_READ":
                 table.services_after_commit()  # inline compaction, as a Table's write runs it
         except WriteConflictError as exc:

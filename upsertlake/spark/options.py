@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import pyarrow as pa
 
@@ -56,7 +57,9 @@ def split_store_options(options: Mapping[str, object]) -> tuple[dict[str, object
     """The options without the store's settings, and those settings: a `storage_options` mapping
     (the Python functions) and keys like `aws_endpoint` or `AWS_REGION` (the data source's)."""
     rest: dict[str, object] = {}
-    store: dict[str, str] = {str(k): str(v) for k, v in dict(options.get("storage_options") or {}).items()}
+    store: dict[str, str] = {
+        str(k): str(v) for k, v in cast("Mapping[str, object]", options.get("storage_options") or {}).items()
+    }
     for key, value in options.items():
         if key == "storage_options" or key.lower() in QUERY_KEYS:
             continue
@@ -131,7 +134,7 @@ def resolve_aliases(options: Mapping[str, object]) -> dict[str, str]:
 
 
 def write_options(
-    options: Mapping[str, object], path: str | None = None, operation: Operation | None = None
+    options: Mapping[str, object], path: str | None = None, operation: str | Operation | None = None
 ) -> WriteOptions:
     """Split and check a write's options; ConfigError names a missing path or a bad operation."""
     options, store = split_store_options(options)
@@ -146,7 +149,7 @@ def write_options(
     }
     cfg = Config.resolve(hoodie)  # unknown keys and bad values fail here, before any Spark job runs
     return WriteOptions(
-        path, operation or Operation.of(cfg.get(opt.OPERATION), BATCH_OPERATIONS), hoodie, storage=store,
+        path, Operation.of(operation or cfg.get(opt.OPERATION), BATCH_OPERATIONS), hoodie, storage=store,
         save_max_records=_limit(given, SAVE_MAX_RECORDS, SAVE_MAX_RECORDS_DEFAULT, "rows"),
         small_batch_bytes=_limit(given, SMALL_BATCH_BYTES, SMALL_BATCH_BYTES_DEFAULT, "bytes"),
         small_batch_force=_flag(given, SMALL_BATCH_FORCE),

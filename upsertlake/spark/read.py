@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate, conjunction
@@ -24,34 +27,37 @@ from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
 
 
-def _merged_slices(spark: object, schema: object, storage: Storage, scan: ScanPlan) -> object:
+def _merged_slices(spark: SparkSession, schema: StructType, storage: Storage, scan: ScanPlan) -> DataFrame:
     """A DataFrame of the scan's merge-on-read slices, one task per slice merging it in Python
     (the driver ships the slices, which grow with the files, never with the records)."""
     index = spark.createDataFrame([(i,) for i in range(len(scan.slices))], "i int").repartition(len(scan.slices))
     return index.mapInArrow(functools.partial(_read_slices, storage, scan, arrow_schema_of(schema)), schema)
 
 
-def _read_slices(storage: Storage, scan: ScanPlan, target: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator:
+def _read_slices(
+    storage: Storage, scan: ScanPlan, target: pa.Schema, batches: Iterator[pa.RecordBatch]
+) -> Iterator[Any]:
     """Task: merge the slices whose indexes `batches` hold into `target`."""
+    assert scan.merge is not None, "a plan with merged slices says how they merge"
     for batch in batches:
         for i in batch.column(0).to_pylist():
             table = merged_slice(storage, scan.slices[i], scan.merge, scan.schema, scan.record_keys)
             yield from table.select(target.names).cast(target).to_batches()
 
 
-def _condition(column: object, op: str, value: object) -> object:
+def _condition(column: Column, op: str, value: Any) -> Column:
     """A tuple filter as a Spark condition with Arrow's meaning (a null passes `not in` only)."""
     if op == "in":
         return column.isin(list(value))
     if op == "not in":
         return ~column.isin(list(value)) | column.isNull()
-    return {"=": column == value, "!=": column != value, "<": column < value, "<=": column <= value,
-            ">": column > value, ">=": column >= value}[op]
+    return cast(Column, {"=": column == value, "!=": column != value, "<": column < value, "<=": column <= value,
+            ">": column > value, ">=": column >= value}[op])
 
 
 @arrow_only
 def read(
-    spark: object,
+    spark: SparkSession,
     path: str,
     as_of: str | None = None,
     begin: str | None = None,
@@ -60,7 +66,7 @@ def read(
     storage_options: Mapping[str, object] | None = None,
     query_type: str = "snapshot",
     filters: Sequence[Predicate] | None = None,
-) -> object:
+) -> DataFrame:
     """A DataFrame of the snapshot (as of an instant), or of the records written in (begin, end].
     `query_type="read_optimized"` reads a merge-on-read table's base files alone. `filters`:
     (column, op, value) tuples as `Table.scan` takes them: only the files they may match are read,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -29,15 +30,17 @@ from pyspark.sql.datasource import (
     InputPartition,
     LessThan,
     LessThanOrEqual,
+    WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
 from upsertlake.errors import ConfigError
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.keygen import KeyGenerator
+from upsertlake.layout.slice_reader import Merge
 from upsertlake.read.filters import Predicate
 from upsertlake.read.scan import read_scan
-from upsertlake.read.snapshot import QUERY_TYPES, Merge, ScanPlan, incremental_scan, snapshot_scan
+from upsertlake.read.snapshot import QUERY_TYPES, ScanPlan, incremental_scan, snapshot_scan
 from upsertlake.spark.options import (
     AS_OF,
     BEGIN,
@@ -137,9 +140,9 @@ class ScanReader(DataSourceReader):
         """Simple comparisons on top-level columns prune partitions and files; Spark still
         evaluates every filter on the rows, so each is also handed back."""
         for f in filters:
-            column = getattr(f, "attribute", ())
+            column: tuple[str, ...] = getattr(f, "attribute", ())
             if len(column) == 1 and type(f) in _OPERATORS:
-                self.predicates.append((column[0], _OPERATORS[type(f)], f.value))
+                self.predicates.append((column[0], _OPERATORS[type(f)], cast(Any, f).value))
             elif len(column) == 1 and isinstance(f, In):
                 self.predicates.append((column[0], "in", list(f.value)))
             yield f
@@ -150,7 +153,8 @@ class ScanReader(DataSourceReader):
             FilePartition(sl, scan.schema, scan.row_filter, scan.merge, scan.record_keys) for sl in scan.slices
         ]
 
-    def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FilePartition), "partitions() gives FilePartitions"
         target = arrow_schema_of(self.schema)
         part = partition.file
         scan = (
@@ -172,7 +176,7 @@ class StagingWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
         return self.staging.stage(iterator)
 
-    def commit(self, messages: list[StagedFile | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         options = write_options(self.options)
         try:
             self.staging.remove_stale()
@@ -183,5 +187,5 @@ class StagingWriter(DataSourceArrowWriter):
         finally:
             self.staging.remove()
 
-    def abort(self, messages: list[StagedFile | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         self.staging.remove()

@@ -23,11 +23,12 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
@@ -144,7 +145,7 @@ def tag_in_task(
     storage: Storage,
     folder: str,
     prepare: Callable[[pa.Table], pa.Table] | None = None,
-) -> tuple[str | None, list[tuple]]:
+) -> tuple[str | None, list[tuple[Any, ...]]]:
     """`tag` for a small batch (a lookup under a non-global index, or an insert, which looks
     nothing up), in the one task that holds its records
     (see `write._gathered`): it lists the partitions of its records as of `timeline` and looks
@@ -172,7 +173,7 @@ def read_staged(storage: Storage, path: str) -> pa.Table:
 
 
 def _simple_located(
-    spark: object, files: list[BaseFile], storage: Storage, order: str | None, order_type: pa.DataType | None,
+    spark: SparkSession, files: list[BaseFile], storage: Storage, order: str | None, order_type: pa.DataType | None,
     logged: dict[int, FileSlice], merge: Merge | None,
 ) -> DataFrame:
     """Stored (key, file number[, ordering value]) of every latest base file, through Spark's
@@ -201,6 +202,7 @@ def _simple_located(
         merged = slices.mapInArrow(partial(_read_slices, logged, files, storage, merge, order, pa.schema(out)),
                                    spark_schema_of(pa.schema(out)))
         located = merged if located is None else located.unionByName(merged)
+    assert located is not None, "the callers read no file when there is none"
     return located
 
 
@@ -282,11 +284,11 @@ def _join(
         number, stored_order = located[FILE_NUMBER], []
     values = ([bf.partition_path for bf in files], [bf.file_id for bf in files], [bf.instant_time for bf in files])
     # Guarded: Spark 4.1 gave element_at(literal array, <null from the outer join> + 1) a value.
-    located = [
+    location = [
         F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c)
         for v, c in zip(values, LOCATION)
     ]
-    return joined.select(*[batch[c] for c in prepared.columns], *located, *stored_order)
+    return joined.select(*[batch[c] for c in prepared.columns], *location, *stored_order)
 
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------
@@ -337,6 +339,7 @@ def _check_files(
         stored = parquet.read(columns=columns)
         found = stored.filter(pc.is_in(stored.column(KEY), value_set=candidates))
         if int(number) in logged and found.num_rows:
+            assert merge is not None, "slices with log files come with how they merge"
             found = live_in_slice(storage, logged[int(number)], merge, found, KEY, order if order in columns else None)
         n = found.num_rows
         if not n:

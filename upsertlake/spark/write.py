@@ -25,11 +25,12 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from upsertlake.config import Config
@@ -56,17 +57,19 @@ from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.file_writer import FileWriterConfig, file_writer_config
 from upsertlake.layout.markers import reconcile_markers, staging_folder
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
-from upsertlake.schema.columns import BUCKET, KEY, LOC_FILE_ID, LOC_INSTANT, PARTITION, POSITION
+from upsertlake.schema.columns import BUCKET, KEY, LOC_FILE_ID, LOC_INSTANT, LOCATION, PARTITION, POSITION
+from upsertlake.services.stat_map import StatMap, T
 from upsertlake.spark.assign import bucket_column
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
-from upsertlake.spark.tagging import LOCATION, read_staged, spark_index_type, tag, tag_in_task
+from upsertlake.spark.tagging import read_staged, spark_index_type, tag, tag_in_task
 from upsertlake.spark.task_errors import raised_by_task, reraised_named
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of, task_table
 from upsertlake.storage import Storage
 from upsertlake.table.open import open_table
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.timeline.operation import Operation
 
 log = logging.getLogger(__name__)
@@ -78,7 +81,7 @@ Writer = Callable[[BucketJob, Collection[int] | None, int], list[WriteStatus]]
 
 @arrow_only
 def write_dataframe(
-    df: object, options: WriteOptions, extra_metadata: dict[str, str] | None = None, table: Table | None = None
+    df: DataFrame, options: WriteOptions, extra_metadata: dict[str, str] | None = None, table: Table | None = None
 ) -> WriteResult:
     """Write a Spark DataFrame to the table with the options' operation, distributed;
     `extra_metadata` goes into the commit's extraMetadata. `table`: the table at the options'
@@ -108,10 +111,10 @@ def write_dataframe(
     return result
 
 
-def groups_on(spark: object) -> Callable[[Callable, list], list]:
-    """A clustering `map_groups` that writes each new file group as a Spark task."""
+def groups_on(spark: SparkSession) -> StatMap:
+    """A service's `StatMap` that writes each group of its plan as a Spark task."""
 
-    def on_spark(write: Callable, groups: list) -> list:
+    def on_spark(write: Callable[[T], WriteStat], groups: list[T], /) -> list[WriteStat]:
         return collect_settled(spark, spark.sparkContext.parallelize(groups, max(1, len(groups))).map(write))
 
     return on_spark
@@ -197,7 +200,7 @@ def _write_distributed(
 def _tag(
     df: DataFrame, prepared: DataFrame | None, route: _Route, spec: PrepareSpec, empty: PreparedBatch,
     client: WriteClient, instant: str, view: FileSystemView, key_fields: tuple[str, ...], parts: int,
-) -> tuple[list, DataFrame | None, str | None]:
+) -> tuple[list[Any], DataFrame | None, str | None]:
     """Step 3: the counts per (partition, file group) of the tagged records (inserts as a null
     file group), and where the records wait for their write: the cached tagged frame, or the file
     the one tag task of a small batch staged on the table's storage (both held until the commit:
@@ -208,23 +211,25 @@ def _tag(
         frame, prepare = prepared, None
         if route.fused:
             frame, prepare = _gathered(df, key_fields, 1), partial(_prepared_records, spec, records)
+        assert frame is not None, "the records are prepared or gathered"
         folder = staging_folder(instant)
         client.writes.hold(instant, "tagged", partial(client.storage.delete_dir, folder))
         staged, counts = tag_in_task(frame, records, route.operation, route.cfg, view.timeline, route.index_type,
                                      client.table_config, empty.distinct, client.storage, folder, prepare)
         return counts, None, staged
+    assert prepared is not None, "a distributed tag takes the prepared frame"
     tagged = tag(prepared, route.operation, route.cfg, view, route.index_type, precombine,
                  _order_type(spec, precombine), parts, slice_merge(client.table_config, view)).persist()
     client.writes.hold(instant, "tagged", tagged.unpersist)
-    counts = (
+    groups = (
         tagged.groupBy(PARTITION, LOC_FILE_ID)
         .agg(F.count(F.lit(1)).alias("n"), F.max(LOC_INSTANT).alias("i"))
         .collect()
     )
-    return counts, tagged, None
+    return groups, tagged, None
 
 
-def _profile(counts: list, operation: Operation) -> WorkloadProfile:
+def _profile(counts: list[Any], operation: Operation) -> WorkloadProfile:
     """Step 4: the workload profile from the counts (what reaches the driver: one row per file group)."""
     counts = sorted(counts, key=lambda r: (r[0], r[1] is None, r[1] or ""))
     return WorkloadProfile.from_counts(
@@ -244,15 +249,18 @@ def _plan(
     if operation.sized_by_batch:
         inserts = {p: w.num_inserts for p, w in profile.partitions.items()}
         sort_mode = cfg.get(opt.BULK_INSERT_SORT_MODE)
+        assert tagged is not None, "a bulk insert is tagged by Spark (it is never small enough for one task)"
         size = _record_size(tagged, inserts, data_schema, file_writer_config(cfg), sort_mode)
         buckets, first, per_file = bulk_insert_layout(inserts, size, sizing(view.timeline, cfg)[1])
         plan = WritePlan(operation, cfg, view, profile, buckets, data_schema,
                          merge_on_read=client.table_config.is_merge_on_read)
         return plan, partial(_rewrite, _bulk_assign(tagged, first, per_file, sort_mode), client.storage)
     plan = plan_profile(client.context, operation, cfg, view, profile, data_schema)
+    assert plan.partitioner is not None, "a plan from a profile has its partitioner"
     if route.in_task:  # one task writes them all, from the staged file
         threads = cfg.get(opt.WRITE_PARALLELISM)
         return plan, partial(_write_in_task, df.sparkSession, staged, plan.partitioner, client.storage, threads)
+    assert tagged is not None, "the records are tagged by Spark"
     return plan, partial(_rewrite, _assign(tagged, plan.partitioner), client.storage)
 
 
@@ -354,8 +362,14 @@ def _rewrite(
 
 
 def _write_in_task(
-    spark: object, staged: str | None, partitioner: UpsertPartitioner, storage: Storage, threads: int, job: BucketJob,
-    numbers: Collection[int] | None, attempt: int,
+    spark: SparkSession,
+    staged: str | None,
+    partitioner: UpsertPartitioner,
+    storage: Storage,
+    threads: int,
+    job: BucketJob,
+    numbers: Collection[int] | None,
+    attempt: int,
 ) -> list[WriteStatus]:
     """A small batch's buckets (only those in `numbers` when given) written by one task from the
     file its tag task `staged`: it assigns each record's bucket with the in-process partitioner

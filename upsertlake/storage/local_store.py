@@ -7,6 +7,7 @@ rename, or an exclusive create for an empty file; readers never see a file half 
 
 from __future__ import annotations
 
+import builtins
 import os
 import uuid
 from collections.abc import Iterable, Iterator
@@ -49,14 +50,14 @@ class LocalStore(Store):
         return FileEntry(rel, info.size or 0, False, info.mtime_ns or 0)
 
     def exists(self, rel: str) -> bool:
-        return _FS.get_file_info(self._path(rel)).type != pafs.FileType.NotFound
+        return bool(_FS.get_file_info(self._path(rel)).type != pafs.FileType.NotFound)
 
     def folder_exists(self, rel: str) -> bool:
         return self.exists(rel)
 
     def read_bytes(self, rel: str) -> bytes:
         with _FS.open_input_stream(self._path(rel)) as f:
-            return f.read()
+            return bytes(f.read())
 
     def read_versioned(self, rel: str) -> tuple[bytes, str] | None:
         raise NotImplementedError("a local file system has no versions (conditional_writes is False)")
@@ -80,11 +81,11 @@ class LocalStore(Store):
             for info in _FS.get_file_info(selector)
         ]
 
-    def list_outside(self, folder: str) -> list[FileEntry]:
+    def list_outside(self, folder: str) -> builtins.list[FileEntry]:
         cut = f"{folder}/"
         return [e for e in self.list("", True) if not e.is_dir and e.path != folder and not e.path.startswith(cut)]
 
-    def missing(self, paths: Iterable[str]) -> list[str]:
+    def missing(self, paths: Iterable[str]) -> builtins.list[str]:
         return [p for p in paths if self.stat(p) is None]
 
     def makedirs(self, rel: str) -> None:

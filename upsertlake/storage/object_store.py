@@ -12,6 +12,7 @@ through, since callers act on them. Objects read whole lately are kept (its
 
 from __future__ import annotations
 
+import builtins
 import copy
 import functools
 import uuid
@@ -115,7 +116,7 @@ class ObjectStore(Store):
             got = obstore.get(self._client, rel)
         except FileNotFoundError:
             return None
-        return bytes(got.bytes()), got.meta["e_tag"]
+        return bytes(got.bytes()), got.meta["e_tag"] or ""
 
     def open_input(self, rel: str) -> pa.NativeFile:
         """One GET of the tail, then ranged GETs (`object_files.open_object`)."""
@@ -137,13 +138,13 @@ class ObjectStore(Store):
         return dirs + [_entry(m["path"], m) for m in found["objects"]]
 
     @_named_errors
-    def list_outside(self, folder: str) -> list[FileEntry]:
+    def list_outside(self, folder: str) -> builtins.list[FileEntry]:
         """A listing returns 1,000 objects a request, in key order, and `.hoodie/` holds thousands
         on a long timeline: a listing whose page ends inside `folder` stops there and a second one
         starts after its last possible key."""
         cut = f"{folder}/"
         self.requests.count("LIST")
-        out: list[FileEntry] = []
+        out: builtins.list[FileEntry] = []
         after = cut + "\U0010ffff"  # the greatest code point: every key under `folder/` sorts before it
         for chunk in obstore.list(self._client, None, chunk_size=LIST_PAGE):
             out += [_entry(m["path"], m) for m in chunk if not cut <= m["path"] < after]
@@ -154,7 +155,7 @@ class ObjectStore(Store):
                 break
         return out
 
-    def missing(self, paths: Iterable[str]) -> list[str]:
+    def missing(self, paths: Iterable[str]) -> builtins.list[str]:
         """One listing of each folder holding several of `paths` answers for all (a HEAD for a
         lone one), the folders asked at once: a commit checks every file it wrote with as many
         requests as folders, not files."""
@@ -162,7 +163,7 @@ class ObjectStore(Store):
         for path in paths:
             by_folder.setdefault(path.rpartition("/")[0], []).append(path)
 
-        def gone_from(folder: str) -> list[str]:
+        def gone_from(folder: str) -> builtins.list[str]:
             wanted = by_folder[folder]
             if len(wanted) == 1:
                 return [p for p in wanted if self.stat(p) is None]
@@ -222,10 +223,11 @@ class ObjectStore(Store):
 
     @_named_errors
     def put_if(self, rel: str, data: bytes, version: str | None) -> str | None:
-        mode = "create" if version is None else {"e_tag": version}
         try:
             self.requests.count("PUT")
-            return obstore.put(self._client, rel, data, mode=mode)["e_tag"]
+            if version is None:
+                return obstore.put(self._client, rel, data, mode="create")["e_tag"]
+            return obstore.put(self._client, rel, data, mode={"e_tag": version})["e_tag"]
         except (obstore.exceptions.AlreadyExistsError, obstore.exceptions.PreconditionError):
             return None
 

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 
@@ -44,8 +44,9 @@ if TYPE_CHECKING:
     from upsertlake.engine.write_plan import Progress, WritePlan
     from upsertlake.engine.write_result import WriteResult
     from upsertlake.services.clean import CleanResult
-    from upsertlake.services.cluster import ClusterResult, GroupMap
-    from upsertlake.services.compaction import CompactionResult, OperationMap
+    from upsertlake.services.cluster import ClusterResult
+    from upsertlake.services.compaction import CompactionResult
+    from upsertlake.services.stat_map import StatMap
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,7 @@ class Table:
             if operation.writes_records:
                 result = client.write(operation, data, instant, dict(options) if options else None, progress)
             else:
-                result = client.delete_partitions(data, instant)
+                result = client.delete_partitions(cast("list[str]", data), instant)  # names of partitions
             if progress is not None:
                 progress.started("commit")
             result = client.commit(instant, result, dict(extra_metadata) if extra_metadata else None)
@@ -174,13 +175,13 @@ class Table:
         return replace(result, store_requests=self.storage.requests.since(before))
 
     def services_after_commit(
-        self, options: Mapping[str, object] | None = None, map_groups: GroupMap | None = None
+        self, options: Mapping[str, object] | None = None, map_groups: StatMap | None = None
     ) -> None:
         """What runs after every commit (a distributed writer calls it with its own `map_groups`)."""
         self._services_after_commit(self.options.with_overrides(options), map_groups)
 
     def _services_after_commit(
-        self, cfg: Config, map_groups: GroupMap | None = None, timeline: Timeline | None = None
+        self, cfg: Config, map_groups: StatMap | None = None, timeline: Timeline | None = None
     ) -> None:
         """Hudi's order after a commit: inline compaction (merge-on-read), inline clustering,
         automatic clean, archival; then, on an object store, the commit digest. The commit stands
@@ -212,7 +213,7 @@ class Table:
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)
 
     def compact(
-        self, options: Mapping[str, object] | None = None, map_ops: OperationMap | None = None
+        self, options: Mapping[str, object] | None = None, map_ops: StatMap | None = None
     ) -> CompactionResult:
         """Merge-on-read: fold the log files of every file slice that has some into new base files
         (schedule, execute, commit). A plan a dead compactor left inflight is rolled back and run
@@ -220,7 +221,7 @@ class Table:
         `upsertlake.spark.compact` passes a `map_ops` that merges each slice as a Spark task."""
         return self._compact(self.options.with_overrides(options), map_ops)
 
-    def _compact(self, cfg: Config, map_ops: OperationMap | None) -> CompactionResult:
+    def _compact(self, cfg: Config, map_ops: StatMap | None) -> CompactionResult:
         from upsertlake.services.compaction import compact, in_process
 
         return compact(self.storage, self._lock, self.config, cfg, map_ops or in_process)
@@ -233,7 +234,7 @@ class Table:
         return archive(self.storage, self._lock, self.options.with_overrides(options))
 
     def cluster(
-        self, options: Mapping[str, object] | None = None, map_groups: GroupMap | None = None
+        self, options: Mapping[str, object] | None = None, map_groups: StatMap | None = None
     ) -> ClusterResult:
         """Merge small file groups per partition into files near the target size (a replacecommit);
         on a merge-on-read table each slice is read merged with its log files. When no partition
@@ -241,7 +242,7 @@ class Table:
         `upsertlake.spark.cluster` passes a `map_groups` that writes each new group as a Spark task."""
         return self._cluster(self.options.with_overrides(options), map_groups)
 
-    def _cluster(self, cfg: Config, map_groups: GroupMap | None) -> ClusterResult:
+    def _cluster(self, cfg: Config, map_groups: StatMap | None) -> ClusterResult:
         from upsertlake.services.cluster import cluster, in_process
 
         result = cluster(self.storage, self._lock, self.config, cfg, map_groups or in_process)
@@ -330,7 +331,9 @@ class Table:
             if begin is None or as_of is not None or query_type not in (SNAPSHOT, INCREMENTAL):
                 raise ConfigError("an incremental scan takes begin= (and end=), not as_of= or another query type")
             timeline = Timeline.load(self.storage)
-            plan = incremental_scan(timeline, self.config, self._instant(begin), self._instant(end), filters)
+            since = self._instant(begin)
+            assert since is not None
+            plan = incremental_scan(timeline, self.config, since, self._instant(end), filters)
         elif end is not None:
             raise ConfigError("end= bounds an incremental scan: give begin= too")
         else:

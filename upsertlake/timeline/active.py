@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from upsertlake.errors import CorruptTableError, MergeOnReadError, UpsertlakeError
 from upsertlake.storage import FileEntry, Storage
@@ -247,7 +248,7 @@ def _refuse_delta_commits(storage: Storage, instants: Iterable[Instant]) -> None
         )
 
 
-def _documents(storage: Storage) -> Lru:
+def _documents(storage: Storage) -> Lru[Any]:
     """The bytes of the completed instants' documents read from an object store, by (path,
     version), kept by the storage: the commit documents are what the commit digest is written from."""
     return storage.cache("timeline documents", DOCUMENTS_KEPT)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Collection
+from typing import Any, cast
 
 import fastavro
 
@@ -76,7 +77,7 @@ def listed_archive(storage: Storage, active: Collection[tuple[str, str]], presen
     now = frozenset(active)
     last = held.get("last")
     if last is not None and last[0] and last[0] <= now:
-        return last[1]
+        return cast("dict[Instant, bytes]", last[1])
     archived = load_archived(storage)
     held.put("last", (now, archived))
     return archived
@@ -91,9 +92,9 @@ def _read(storage: Storage, rel: str, size: int, mtime_ns: int) -> dict[Instant,
     parsed = storage.cache("archive files", ARCHIVE_FILES_KEPT)
     got = parsed.get((rel, size, mtime_ns))
     if got is not None:
-        return got
+        return cast("dict[Instant, bytes]", got)
     try:
-        records = list(fastavro.reader(io.BytesIO(storage.read_bytes(rel))))
+        records = cast("list[dict[str, Any]]", list(fastavro.reader(io.BytesIO(storage.read_bytes(rel)))))
         got = {
             Instant(r["instantTime"], Action(r["action"]), State.COMPLETED, r.get("completionTime")): bytes(
                 r["metadata"]

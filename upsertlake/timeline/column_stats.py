@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -68,11 +68,11 @@ class FileColumnStats:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, TypeError):
             return None
 
-    def to_json(self) -> list:
+    def to_json(self) -> list[Any]:
         return [self.rows, {name: list(entry) for name, entry in self.columns.items()}]
 
     @classmethod
-    def from_json(cls, doc: list) -> FileColumnStats:
+    def from_json(cls, doc: list[Any]) -> FileColumnStats:
         rows, columns = doc
         return cls(int(rows), {name: tuple(entry) for name, entry in columns.items()})
 
@@ -132,10 +132,19 @@ def float_nans(data: pa.Table) -> dict[str, bool]:
             for f in _indexed(data.schema) if pa.types.is_floating(f.type)}
 
 
-def commit_entries(stats: Iterable[object]) -> dict[str, str]:
+class StatWithColumns(Protocol):
+    """A write stat (commit_metadata.WriteStat): its file and the statistics the write kept."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def column_stats(self) -> FileColumnStats | None: ...
+
+
+def commit_entries(stats: Iterable[StatWithColumns]) -> dict[str, str]:
     """The extraMetadata entry recording the column statistics the write stats carry ({} when
     none does): a commit's part."""
-    files = {s.path: s.column_stats.to_json() for s in stats if getattr(s, "column_stats", None) is not None}
+    files = {s.path: c.to_json() for s in stats if (c := s.column_stats) is not None}
     if not files:
         return {}
     return {STATS_KEY: json.dumps({"format": FORMAT, "files": files}, separators=(",", ":"), allow_nan=True)}

@@ -8,6 +8,7 @@ comparing strings.
 from __future__ import annotations
 
 from upsertlake.config import options as opt
+from upsertlake.config.option import Option
 from upsertlake.errors import ConfigError
 from upsertlake.timeline.instant import Action
 from upsertlake.util.spelled import Spelled
@@ -79,7 +80,7 @@ class Operation(str, Spelled):
         return self is Operation.BULK_INSERT
 
     @property
-    def combine_option(self) -> opt.Option[bool]:
+    def combine_option(self) -> Option[bool]:
         """The option that says whether the batch is deduplicated by key first."""
         if self is Operation.UPSERT:
             return opt.COMBINE_BEFORE_UPSERT
