@@ -172,6 +172,7 @@ def main() -> None:
         "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "cpus": os.cpu_count(),
         "label": args.label,
+        "command": " ".join(["python", "benchmarks/harness.py", *sys.argv[1:]]),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     if args.series == "peers" and args.workloads == ["late"]:  # the late-arriving workload has its own size

@@ -6,19 +6,23 @@ its libraries imported before the clock, every result verified.
     python benchmarks/read_bench.py --rows 200000 --repeat 1   # a quick correctness run
     python benchmarks/read_bench.py --s3                   # the same on the loopback S3 server,
                                                            # with each read's requests counted
+    python benchmarks/read_bench.py --layout spread        # keys spread over every file
 
 The tables (built untimed): a copy-on-write table of --rows rows (`make_rows`' trip columns plus
 `pickup`, a time that grows with the key, so that files hold ranges of it) in --partitions
 partitions, then a uniform upsert of 10% of its keys; the same rows written by delta-rs (then its
 MERGE of the same upsert); a merge-on-read table of the same rows after 5 deltacommits of 5% each,
-and a compacted copy of it.
+and a compacted copy of it. `--layout spread`: 10 columns with a 64-character string, keys spread
+over the partitions by `id % partitions`, so every file holds keys (and `pickup` times) from the
+whole range, in order: no file and no row group at Hudi's 120 MB can be skipped by a range.
 
 Queries: the whole snapshot; two columns; a 1% key range; a 1% range of `pickup` (a data column
 clustered by file); the merge-on-read snapshot and the compacted one; the whole snapshot's peak
 memory (`to_arrow` against `to_batches`, and each peer's). Each result is checked: its rows and
 the sum of `ts` (which counts the rows holding each update), against what the generator says.
-Prints per query and peer the median seconds, the peak RSS of the process (MB, imports included)
-and pyarrow's peak allocation (MB); with --s3 the requests the server counted by kind.
+Prints per query and peer the median seconds (wall, and the process's CPU, which a shared machine
+disturbs less), the peak RSS of the process (MB, imports included) and pyarrow's peak allocation
+(MB); with --s3 the requests the server counted by kind.
 """
 
 from __future__ import annotations
@@ -52,9 +56,25 @@ NO_SERVICES = {"hoodie.compact.inline": "false", "hoodie.clean.automatic": "fals
 
 
 # -- the rows and what each query must return ------------------------------------------------------
-def rows_of(ids: np.ndarray, n: int, ts: int, seed: int, partitions: int) -> pa.Table:
-    table = make_rows(ids, n, ts, np.random.default_rng(seed), partitions)
-    return table.append_column("pickup", pa.array(EPOCH + ids.astype(np.int64)))
+def rows_of(ids: np.ndarray, n: int, ts: int, seed: int, partitions: int, layout: str = "sorted") -> pa.Table:
+    """The rows of `ids`: `make_rows`' trips in contiguous key ranges per partition (`sorted`), or
+    10 columns with keys spread over the partitions by `id % partitions` (`spread`)."""
+    rng = np.random.default_rng(seed)
+    pickup = pa.array(EPOCH + ids.astype(np.int64))
+    if layout == "sorted":
+        return make_rows(ids, n, ts, rng, partitions).append_column("pickup", pickup)
+    m = len(ids)
+    hexed = np.frombuffer(b"0123456789abcdef", np.uint8)[np.frombuffer(rng.bytes(32 * m), np.uint8).reshape(-1, 1)
+                                                       >> np.array([4, 0], np.uint8) & 15]
+    note = pa.Array.from_buffers(pa.binary(64), m, [None, pa.py_buffer(hexed.tobytes())]).cast(pa.string())
+    return pa.table({
+        "key": keys_of(ids), "ts": pa.array(np.full(m, ts, np.int64)),
+        "part": pc.utf8_lpad(pc.cast(pa.array(ids % partitions), pa.string()), 2, "0"),
+        "fare": pa.array(rng.random(m) * 100), "tip": pa.array(rng.random(m) * 10),
+        "distance_km": pa.array(rng.random(m).astype(np.float32) * 30),
+        "passengers": pa.array(rng.integers(1, 6, m, dtype=np.int32)), "paid": pa.array(rng.random(m) < 0.9),
+        "pickup": pickup, "note": note,
+    })
 
 
 def updates(n: int) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -89,22 +109,22 @@ def expected(query: str, n: int) -> tuple[int, int]:
 # -- building the tables (untimed) -----------------------------------------------------------------
 def build(
     work: str, n: int, partitions: int, store: dict[str, str] | None, delta_opts: dict[str, str] | None,
-    pairs: list[tuple[str, str]], block_mb: float = 0,
+    pairs: list[tuple[str, str]], block_mb: float = 0, layout: str = "sorted",
 ) -> None:
     """The tables the measured (query, peer) pairs read; upsertlake's parquet row groups of at most
     `block_mb` MB when given (`hoodie.parquet.block.size`, else Hudi's 120 MB)."""
     import upsertlake
 
     options = dict(NO_SERVICES, **({"hoodie.parquet.block.size": str(int(block_mb * 2**20))} if block_mb else {}))
-    base = rows_of(np.arange(n), n, 1, 1, partitions)
+    base = rows_of(np.arange(n), n, 1, 1, partitions, layout)
     cow, mor = updates(n)
     began = time.perf_counter()
     t = upsertlake.create_table(f"{work}/cow", "trips", "key", "ts", "part", options=options, storage_options=store)
     t.bulk_insert(base)
-    t.upsert(rows_of(cow, n, 2, 2, partitions))
+    t.upsert(rows_of(cow, n, 2, 2, partitions, layout))
     print(f"built upsertlake copy-on-write in {time.perf_counter() - began:.1f} s", flush=True)
     if any(p == "delta-rs" for _, p in pairs):
-        build_delta(work, base, rows_of(cow, n, 2, 2, partitions), delta_opts)
+        build_delta(work, base, rows_of(cow, n, 2, 2, partitions, layout), delta_opts)
     if not any(q.startswith("mor") for q, _ in pairs):
         return
     began = time.perf_counter()
@@ -112,7 +132,7 @@ def build(
                                 options=options)
     m.bulk_insert(base)
     for i, ids in enumerate(mor):
-        m.upsert(rows_of(ids, n, 2 + i, 3 + i, partitions))
+        m.upsert(rows_of(ids, n, 2 + i, 3 + i, partitions, layout))
     shutil.copytree(f"{work}/mor", f"{work}/mor_compacted")
     done = upsertlake.open_table(f"{work}/mor_compacted", options=NO_SERVICES).compact()
     assert done.instant_time is not None, done
@@ -166,7 +186,7 @@ def worker(spec: dict) -> dict:
         key_filter = (keys_of(np.array([lo_hi[0]]))[0].as_py(), keys_of(np.array([lo_hi[1]]))[0].as_py())
     if query == "clustered":
         pickup_filter = (EPOCH + lo_hi[0], EPOCH + lo_hi[1])
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     if peer.startswith("upsertlake"):
         filters = None
         if key_filter:
@@ -214,8 +234,8 @@ def worker(spec: dict) -> dict:
             expression = (pc.field("pickup") >= pickup_filter[0]) & (pc.field("pickup") < pickup_filter[1])
         dataset = ds.dataset(files, format="parquet", filesystem=fs)
         result = Summary.of(dataset.to_table(columns=columns, filter=expression))
-    seconds = time.perf_counter() - began
-    return {"seconds": seconds, "rows": result.rows, "ts_sum": result.ts_sum,
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+    return {"seconds": seconds, "cpu_seconds": cpu, "rows": result.rows, "ts_sum": result.ts_sum,
             "peak_rss_mb": peak_rss_mb(), "rss_growth_mb": peak_rss_mb() - base_rss,
             "pool_mb": pa.default_memory_pool().max_memory() / 2**20, "requests": counts(spec.get("endpoint"))}
 
@@ -290,6 +310,8 @@ def main() -> None:
     ap.add_argument("--s3", action="store_true", help="tables on the loopback S3 server; requests counted")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--block-mb", type=float, default=0, help="upsertlake's row groups (hoodie.parquet.block.size), MB")
+    ap.add_argument("--layout", choices=("sorted", "spread"), default="sorted",
+                    help="keys in contiguous ranges per partition (sorted) or spread over every file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -313,7 +335,7 @@ def main() -> None:
             work = "s3://reads"
         try:
             pairs = plan(args.peers, args.queries, args.s3)
-            build(work, args.rows, args.partitions, store, delta_opts, pairs, args.block_mb)
+            build(work, args.rows, args.partitions, store, delta_opts, pairs, args.block_mb, args.layout)
             report(args, pairs, work, store, delta_opts, endpoint)
         finally:
             if server is not None:
@@ -334,24 +356,25 @@ def report(
             if "error" not in got:
                 got["verified"] = (got["rows"], got["ts_sum"]) == want
             results.setdefault((query, peer), []).append(got)
-            line = got.get("error") or (f"{got['seconds']:.3f} s  rows {got['rows']}  "
+            line = got.get("error") or (f"{got['seconds']:.3f} s  cpu {got['cpu_seconds']:.3f} s  rows {got['rows']}  "
                                         f"{'ok' if got['verified'] else f'WRONG (want {want})'}  "
                                         f"rss {got['peak_rss_mb']:.0f} MB  pool {got['pool_mb']:.0f} MB"
                                         + (f"  requests {got['requests']}" if got["requests"] else ""))
             print(f"run {r + 1} {query:14s} {peer:19s} {line}", flush=True)
-    print(f"\n{args.rows:,} rows in {args.partitions} partitions + a {UPSERT_SHARE:.0%} upsert"
+    print(f"\n{args.rows:,} rows in {args.partitions} partitions ({args.layout}) + a {UPSERT_SHARE:.0%} upsert"
           f"{' (loopback S3)' if args.s3 else ''}: median of {args.repeat} fresh-process reads\n")
-    print("| query | peer | seconds | rows ok | peak RSS MB | RSS growth MB | pyarrow peak MB |"
+    print("| query | peer | seconds | CPU seconds | rows ok | peak RSS MB | RSS growth MB | pyarrow peak MB |"
           + (" requests |" if args.s3 else ""))
-    print("| --- | --- | ---: | :---: | ---: | ---: | ---: |" + (" --- |" if args.s3 else ""))
+    print("| --- | --- | ---: | ---: | :---: | ---: | ---: | ---: |" + (" --- |" if args.s3 else ""))
     for (query, peer), runs in results.items():
         good = [g for g in runs if "error" not in g]
         if not good:
-            print(f"| {query} | {peer} | failed: {runs[-1]['error'][:80]} | | | | |")
+            print(f"| {query} | {peer} | failed: {runs[-1]['error'][:80]} | | | | | |")
             continue
         med = statistics.median(g["seconds"] for g in good)
+        cpu = statistics.median(g["cpu_seconds"] for g in good)
         ok = "yes" if all(g["verified"] for g in good) and len(good) == len(runs) else "NO"
-        print(f"| {query} | {peer} | {med:.3f} | {ok} | {max(g['peak_rss_mb'] for g in good):.0f} | "
+        print(f"| {query} | {peer} | {med:.3f} | {cpu:.3f} | {ok} | {max(g['peak_rss_mb'] for g in good):.0f} | "
               f"{max(g['rss_growth_mb'] for g in good):.0f} | {max(g['pool_mb'] for g in good):.0f} |"
               + (f" {good[-1]['requests']} |" if args.s3 else ""))
     wrong = [k for k, runs in results.items() if any("error" in g or not g["verified"] for g in runs)]

@@ -199,7 +199,9 @@ def _scaling_chart(entries: list[dict[str, Any]], path: Path) -> None:
 
 
 def write_report(out: Path) -> Path:
-    """Rewrite out/README.md and the charts from every results-*.json in `out`."""
+    """Rewrite out/README.md and the charts from every results-*.json in `out`: one file per thing
+    measured (`results-<series>-<size>.json`, a newer run replacing the older one; history is in
+    git), each section with the command that made it."""
     lines = [
         "# Benchmark results",
         "",
@@ -215,6 +217,11 @@ def write_report(out: Path) -> Path:
         "is shared with other jobs, so figures vary from run to run: compare peers within one run.",
         "",
     ]
+    others = [f for f in sorted(out.glob("*.md")) if f.name != "README.md"]
+    if others:  # what the other benchmarks measured, each file with the command that made it
+        lines += ["The other benchmarks' current results, one file each:", ""]
+        lines += [f"- [{f.name}]({f.name}): {f.read_text().splitlines()[0].lstrip('# ')}" for f in others]
+        lines.append("")
     for f in sorted(out.glob("results-*.json")):
         doc = json.loads(f.read_text())
         tag = f.stem.removeprefix("results-")
@@ -223,6 +230,14 @@ def write_report(out: Path) -> Path:
             f"## {tag} (size {doc['size']}, repeat {doc['repeat']}, {how}, {doc['cpus']} CPUs, {doc['started']})",
             "",
         ]
+        if doc.get("command"):
+            lines += [f"Command: `{doc['command']}`", ""]
+        else:  # runs before the command line was recorded: their settings are in the heading
+            lines += [
+                f"Made by `{doc.get('tool', 'benchmarks/harness.py')}` (its command line was not recorded then; "
+                "the settings are in the heading above).",
+                "",
+            ]
         if doc.get("tree"):
             lines += [f"upsertlake at commit {doc['tree']}.", ""]
         if doc.get("note"):

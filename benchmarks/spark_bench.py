@@ -255,6 +255,7 @@ def main() -> None:
             "session": f"one warmed Spark local[2] session; {args.warmup} untimed warm-up run(s) per peer",
             "upsertlake_index": args.index or "SIMPLE",
             "upsertlake_options": args.hoodie,
+            "command": " ".join(["python", "benchmarks/spark_bench.py", *sys.argv[1:]]),
         }
         if args.driver:
             doc["driver"] = []
@@ -281,8 +282,10 @@ def main() -> None:
         else:
             doc.update(bench(args, work))
         args.out.mkdir(parents=True, exist_ok=True)
-        series = "driver" if args.driver else "peers"
-        name = f"results-spark-{series}-{args.rows / 1e6:g}M{'-' + args.label if args.label else ''}.json"
+        what = "driver" if args.driver else "peers"
+        workloads = "" if args.driver else "-" + "-".join(args.workloads)
+        label = "-" + args.label if args.label else ""
+        name = f"results-spark-{what}-{args.rows / 1e6:g}M{workloads}{label}.json"
         (args.out / name).write_text(json.dumps(doc, indent=1))
         print(f"wrote {args.out / name}")
         from report import write_report

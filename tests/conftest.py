@@ -227,7 +227,9 @@ class HudiReferences:
         return self.for_version(HUDI_0_15 if table_version in HUDI_0_15.table_versions else HUDI_1_1)
 
     def close(self) -> None:
-        for reference in self.started.values():
+        for version, reference in self.started.items():
+            spent = ", ".join(f"{k} {v:.0f} s" for k, v in sorted(reference.seconds.items()))
+            print(f"\nApache Hudi {version}: {spent}", file=sys.stderr)
             reference.close()
 
 

@@ -40,6 +40,16 @@ def unzip_mor_table(name: str, dest: Path) -> Path:
     return table
 
 
+def unzip_v9_table(kind: str, name: str, dest: Path) -> Path:
+    """Unzip `v9/<kind>/<name>.zip` (a table Apache Hudi 1.1 wrote, `kind` cow or mor) into dest;
+    returns the table's folder."""
+    with zipfile.ZipFile(HUDI_TABLES / "v9" / kind / f"{name}.zip") as zf:
+        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
+        zf.extractall(dest, members)
+    (table,) = {dest / m.split("/")[0] for m in members}
+    return table
+
+
 def tree_digest(root: Path) -> dict[str, str]:
     """Every file below root with the SHA-256 of its bytes: 'the table is exactly as it was'."""
     return {
@@ -47,6 +57,14 @@ def tree_digest(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and p.name != ".lock"
     }
+
+
+def decoded(table: pa.Table) -> pa.Table:
+    """`table` with its dictionary-encoded columns (a scan's one-value-per-file meta columns) as
+    plain values, to compare with tables read or built otherwise (`equals` compares dictionaries
+    and indices, not the values they stand for)."""
+    fields = [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in table.schema]
+    return table.cast(pa.schema(fields, table.schema.metadata))
 
 
 def rows(table: pa.Table, columns: list[str], key: str) -> list[dict]:

@@ -11,7 +11,8 @@ from upsertlake.errors import (
     ConfigError,
     CorruptTableError,
     FilterError,
-    HFileBlockError,
+    HFileError,
+    InstantTimeError,
     LockLostError,
     LockTimeoutError,
     MergeOnReadError,
@@ -34,6 +35,7 @@ from upsertlake.errors import (
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 
 if TYPE_CHECKING:
+    from upsertlake.engine.write_plan import Progress
     from upsertlake.engine.write_client import WriteClient
     from upsertlake.engine.write_result import WriteResult
     from upsertlake.table.open import create_table, open_table, upgrade_table
@@ -46,6 +48,7 @@ _LAZY = {
     "create_table": "upsertlake.table.open",
     "open_table": "upsertlake.table.open",
     "upgrade_table": "upsertlake.table.open",
+    "Progress": "upsertlake.engine.write_plan",
     "WriteClient": "upsertlake.engine.write_client",
     "WriteResult": "upsertlake.engine.write_result",
     "Action": "upsertlake.timeline.instant",
@@ -67,13 +70,15 @@ __all__ = [
     "ConfigError",
     "CorruptTableError",
     "FilterError",
-    "HFileBlockError",
+    "HFileError",
     "Instant",
+    "InstantTimeError",
     "LockLostError",
     "LockTimeoutError",
     "MergeOnReadError",
     "MissingFileError",
     "PartitionNotFoundError",
+    "Progress",
     "SchemaError",
     "ServiceError",
     "State",

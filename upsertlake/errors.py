@@ -23,6 +23,11 @@ class ConfigError(UpsertlakeError):
     """An option key is unknown or its value is invalid."""
 
 
+class InstantTimeError(ConfigError):
+    """A time given to a read or a service (`as_of`, `begin`, `end`, an instant) is no time, or lies
+    before the table's first instant (the message names it)."""
+
+
 class BatchTooLargeError(ConfigError):
     """A batch has more rows than the path it was handed to merges in one process (the Spark data
     source's `.save()` and streaming sink); the message names the distributed path to take."""
@@ -84,9 +89,11 @@ class UnsupportedLogBlockError(UnsupportedTableError):
     (Java-serialized by old Hudi releases), a CDC block, an unknown block type or format version."""
 
 
-class HFileBlockError(UnsupportedLogBlockError):
-    """A log file holds an HFile data block: Hudi writes those only in its metadata table, whose
-    slices upsertlake does not read."""
+class HFileError(CorruptTableError):
+    """An HFile (a metadata-table base file, or the HFile an HFile log block holds) cannot be read:
+    it is truncated, a magic is wrong, its trailer, an index or a block contradicts the file, or it
+    uses what Hudi never writes (a codec other than NONE and GZ, MVCC timestamps, data block
+    encoding). The message names the file and the part."""
 
 
 class WriteInProgressError(UpsertlakeError):

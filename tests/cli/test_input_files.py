@@ -153,7 +153,7 @@ def commit_with(table_path: Path, extra: dict[str, str]) -> str:
 def test_path_only_checkpoints_of_earlier_versions_still_count(tmp_path: Path) -> None:
     """A commit of an earlier version recorded bare paths: such a file counts as ingested unless it
     was modified after that commit's instant time; new checkpoints need path, size and mtime."""
-    from upsertlake.cli.ingest import INGESTED_KEY, SourceFile, checkpoint
+    from upsertlake.cli.ingest_checkpoint import INGESTED_KEY, SourceFile, checkpoint
     from upsertlake.cli.input_files import find
     from upsertlake.timeline.instant_time import parse_instant_time
 

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from upsertlake import open_table
-from upsertlake.cli.ingest import SourceFile, checkpoint
+from upsertlake.cli.ingest_checkpoint import SourceFile, checkpoint
 from upsertlake.cli.input_files import find
 
 from helpers import REPO, cli_in_process

@@ -186,7 +186,7 @@ def test_restore_names_what_it_rolled_back(capsys, trips: Path) -> None:
 
 # -- stats --plot -------------------------------------------------------------------------------------
 def test_stats_plot_shows_the_bars(capsys, trips: Path, tmp_path: Path) -> None:
-    image = pytest.importorskip("matplotlib.image")
+    import matplotlib.image as image
     out_png = tmp_path / "stats.png"
     cli(capsys, "stats", trips, "--plot", out_png)
     pixels = image.imread(out_png)[..., :3]

@@ -107,7 +107,7 @@ def test_defaults() -> None:
     expected = {
         opt.PARQUET_MAX_FILE_SIZE: 125829120,
         opt.PARQUET_SMALL_FILE_LIMIT: 104857600,
-        opt.PARQUET_BLOCK_SIZE: 125829120,
+        opt.PARQUET_BLOCK_SIZE: 4 * 2**20,
         opt.PARQUET_COMPRESSION: "snappy",
         opt.COPY_ON_WRITE_INSERT_SPLIT_SIZE: 500000,
         opt.COPY_ON_WRITE_AUTO_SPLIT: True,
@@ -146,6 +146,7 @@ def test_defaults() -> None:
         opt.DATABASE_NAME: "default",
         opt.OPERATION: "upsert",
         opt.WRITE_TABLE_VERSION: 6,
+        opt.WRITE_AUTO_UPGRADE: True,
         opt.WRITE_PARALLELISM: 0,
         opt.CLEANER_POLICY: CleanPolicy.KEEP_LATEST_COMMITS,
         opt.CLEANER_COMMITS_RETAINED: 10,
@@ -213,7 +214,7 @@ def test_layers_take_precedence_in_order() -> None:
     assert config.get(opt.INDEX_TYPE) is IndexType.BLOOM
     assert config.get(opt.BLOOM_PRUNE_BY_RANGES) is False
     assert config.get(opt.TABLE_NAME) == "t"
-    assert config.get(opt.PARQUET_BLOCK_SIZE) == 125829120
+    assert config.get(opt.PARQUET_BLOCK_SIZE) == 4 * 2**20
     assert Config.resolve(obj, table_properties=table).get(opt.PARQUET_MAX_FILE_SIZE) == 2000
     assert Config.resolve(table_properties=table).get(opt.PARQUET_MAX_FILE_SIZE) == 1000
 

@@ -75,7 +75,7 @@ def test_default_key_generators() -> None:
 
 def test_save_and_load(tmp_path: Path) -> None:
     storage = Storage(tmp_path)
-    config = TableConfig("trips", ("uuid",), ("city",), "ts", create_schema='{"type":"record"}')
+    config = TableConfig("trips", ("uuid",), ("city",), ("ts",), create_schema='{"type":"record"}')
     assert config.create(storage)
     assert not config.create(storage)
     loaded = TableConfig.load(storage)
@@ -134,7 +134,7 @@ def test_validate_checksum_and_required_keys_per_version(hudi_table) -> None:
 
 def _new_table(tmp_path: Path) -> Storage:
     storage = Storage(tmp_path)
-    assert TableConfig("trips", ("uuid",), ("city",), "ts", create_schema='{"type":"record"}').create(storage)
+    assert TableConfig("trips", ("uuid",), ("city",), ("ts",), create_schema='{"type":"record"}').create(storage)
     return storage
 
 
@@ -287,7 +287,7 @@ def test_hoodie_table_version_names_the_version_of_a_new_table(tmp_path: Path, c
     with pytest.raises(ConfigError, match=r"hoodie.table.version=6 but the table is at version 8; downgrades"):
         open_table(tmp_path / "t", options={"hoodie.table.version": "6"})
     for options, refusal in (
-        ({"hoodie.table.version": "5"}, "hoodie.table.version=5: upsertlake creates tables at version 6 or 8"),
+        ({"hoodie.table.version": "5"}, "hoodie.table.version=5: upsertlake creates tables at version 6, 8 or 9"),
         ({"hoodie.table.version": "eight"}, "hoodie.table.version='eight' is not a table version"),
         ({"hoodie.table.version": "8", "hoodie.write.table.version": "6"},
          "hoodie.table.version=8 and hoodie.write.table.version=6 disagree"),

@@ -19,6 +19,7 @@ from helpers import data_bytes, hudi_read, trips
 ROWS = 120_000
 MAX_FILE = 400_000  # about 44K of these records: a batch of 120K fills 2 files and most of a third
 TOLERANCE = 0.05
+ONE_ROW_GROUP = {"hoodie.parquet.block.size": 120 * 2**20}  # Hudi's: every file here one row group
 
 
 def new_table(path: Path):
@@ -30,12 +31,16 @@ def file_rows(path: Path) -> int:
 
 
 @pytest.mark.parametrize("sort_mode", ["NONE", "GLOBAL_SORT"])
-def test_bulk_insert_fills_files_up_to_the_max_file_size(tmp_path: Path, sort_mode: str) -> None:
+@pytest.mark.parametrize("row_groups", ["one", "default"])
+def test_bulk_insert_fills_files_up_to_the_max_file_size(tmp_path: Path, sort_mode: str, row_groups: str) -> None:
+    """At the default row-group size (4 MiB of rows in memory, about 20K of these records) each
+    row group repeats its dictionary pages, so a file holds fewer records: 4 files, 3 of them full."""
     t = new_table(tmp_path / "t")
-    r = t.bulk_insert(trips(ROWS), {"hoodie.parquet.max.file.size": MAX_FILE, "hoodie.bulkinsert.sort.mode": sort_mode})
+    options = {"hoodie.parquet.max.file.size": MAX_FILE, "hoodie.bulkinsert.sort.mode": sort_mode}
+    r = t.bulk_insert(trips(ROWS), {**options, **(ONE_ROW_GROUP if row_groups == "one" else {})})
     files = sorted((Path(t.path) / f for f in r.files_written), key=file_rows, reverse=True)
-    assert len(files) == 3  # the 1024-byte estimate would make 308 files of 390 records
-    full, last = files[:2], files[2]
+    assert len(files) == (3 if row_groups == "one" else 4)  # the 1024-byte estimate would make 308 files of 390 records
+    full, last = files[:-1], files[-1]
     assert file_rows(full[0]) == file_rows(full[1])
     assert sum(map(file_rows, files)) == ROWS
     for f in full:
@@ -48,7 +53,7 @@ def test_bulk_insert_sizes_each_partition_by_the_same_measure(tmp_path: Path) ->
     """Two days of 120K and 30K records: 3 files and 1 file, records never mixed across days."""
     t = new_table(tmp_path / "t")
     data = pa.concat_tables([trips(ROWS, "2026-11-23"), trips(30_000, "2026-11-22", seed=8)])
-    r = t.bulk_insert(data, {"hoodie.parquet.max.file.size": MAX_FILE})
+    r = t.bulk_insert(data, {"hoodie.parquet.max.file.size": MAX_FILE, **ONE_ROW_GROUP})
     by_day: dict[str, list[int]] = {}
     for f in r.files_written:
         by_day.setdefault(f.split("/")[0], []).append(file_rows(Path(t.path) / f))

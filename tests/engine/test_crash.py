@@ -18,9 +18,10 @@ import pyarrow as pa
 import pytest
 
 from upsertlake import create_table, open_table
-from upsertlake.timeline.instant import State
+from upsertlake.timeline import documents
+from upsertlake.timeline.instant import Action, State
 
-from helpers import REPO, completed_times, hudi_read, timeline_dir
+from helpers import REPO, completed_times, hudi_read, instant_file, timeline_dir
 
 PAD = "x" * 80
 
@@ -140,9 +141,13 @@ def test_killed_writer_is_invisible_and_rolled_back_by_the_next_write(tmp_path: 
     assert not list(root.rglob(f"*_{failed}.parquet"))
     assert not [p.name for p in timeline_dir(root).iterdir() if p.name.startswith(failed)]
     assert not (root / ".hoodie" / ".temp" / failed).exists()
+    # recorded as Hudi's writers record it: a completed rollback, before the write that ran it
+    [rollback] = [i for i in t2.timeline() if i.action is Action.ROLLBACK]
     assert [(i.time, i.state) for i in t2.timeline()] == [
-        (first.instant_time, State.COMPLETED), (second.instant_time, State.COMPLETED), (r.instant_time, State.COMPLETED)
+        (first.instant_time, State.COMPLETED), (second.instant_time, State.COMPLETED),
+        (rollback.time, State.COMPLETED), (r.instant_time, State.COMPLETED)
     ]
+    assert documents.decode(instant_file(root, rollback.time, "rollback").read_bytes())["commitsRollback"] == [failed]
     expected = dict(before_rows)
     expected.update({f"k{i:06d}": (3, f"three-{i}", f"p{i % 2}") for i in range(2400, 2600)})
     assert data_rows(t2.read()) == expected
@@ -236,11 +241,13 @@ def test_kill_at_every_stage_leaves_old_state_and_next_writer_cleans_up(tmp_path
     t2 = open_table(root, {"hoodie.write.concurrency.mode": mode, "hoodie.client.heartbeat.interval_in_ms": 100})
     r = t2.upsert(rows_of(range(1900, 2100), 3, "three", 2))
     assert not list(root.rglob(f"*_{failed}.parquet"))
-    assert not [p.name for p in timeline_dir(root).iterdir() if failed in p.name]
+    assert not [p.name for p in timeline_dir(root).iterdir() if p.name.startswith(failed)]
     assert not (root / ".hoodie" / ".temp" / failed).exists()
+    [rollback] = [i for i in t2.timeline() if i.action is Action.ROLLBACK]  # as Hudi records it
     assert [(i.time, i.state) for i in t2.timeline()] == [
-        (first.instant_time, State.COMPLETED), (r.instant_time, State.COMPLETED)
+        (first.instant_time, State.COMPLETED), (rollback.time, State.COMPLETED), (r.instant_time, State.COMPLETED)
     ]
+    assert documents.decode(instant_file(root, rollback.time, "rollback").read_bytes())["commitsRollback"] == [failed]
     expected = dict(before_rows)
     expected.update({f"k{i:06d}": (3, f"three-{i}", f"p{i % 2}") for i in range(1900, 2100)})
     assert data_rows(t2.read()) == expected

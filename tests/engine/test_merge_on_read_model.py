@@ -342,6 +342,16 @@ def test_random_mor_sequences_read_as_the_model(tmp_path: Path, version: int, se
     check_end(tmp_path / "t", run)
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_merge_on_read_sequences_at_version_9_read_as_the_model(tmp_path: Path, seed: int) -> None:
+    """The random sequence above (upserts, deletes, rollbacks, compactions, cleans, time travel) on
+    a merge-on-read table at version 9: ours and hudi-rs's reads equal the model."""
+    run = run_sequence(tmp_path / "t", 9, seed, steps=30, inline=False)
+    run.check_exercised(9)
+    check_end(tmp_path / "t", run)
+    assert "hoodie.table.version=9" in (tmp_path / "t" / ".hoodie" / "hoodie.properties").read_text("latin-1")
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("version", [6, 8])
 def test_random_mor_sequences_with_inline_compaction_read_as_the_model(tmp_path: Path, version: int, seed: int) -> None:
@@ -407,18 +417,22 @@ def spark_state(spark, path: Path, **read: str) -> dict[str, tuple]:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("version", "inline", "small_batch_bytes"), [(6, False, None), (8, True, 0)])
+@pytest.mark.parametrize(("version", "inline", "small_batch_bytes", "index"), [
+    (6, False, None, "SIMPLE"), (8, True, 0, "SIMPLE"), (6, True, 0, "BUCKET"), (8, False, None, "BUCKET")])
 def test_a_random_mor_sequence_through_spark_reads_as_the_model(
-    spark, tmp_path: Path, version: int, inline: bool, small_batch_bytes: int | None
+    spark, tmp_path: Path, version: int, inline: bool, small_batch_bytes: int | None, index: str
 ) -> None:
     """The same kind of sequence, shorter, written by `upsertlake.spark` (appends in tasks, slices
     compacted in tasks): after every step the in-process read is the model's state; at the end
     Spark's read, time travel and hudi-rs agree with it, and read_optimized after a compaction.
-    Version 6's small batches are tagged in one task (the default), version 8's by the
-    distributed join (upsertlake.small.batch.bytes=0)."""
+    Small batches are tagged in one task (the default) or by the distributed jobs
+    (upsertlake.small.batch.bytes=0), by the SIMPLE or the BUCKET index."""
     path = tmp_path / "t"
     writes = {} if small_batch_bytes is None else {"upsertlake.small.batch.bytes": small_batch_bytes}
-    run = run_sequence(path, version, seed=1, steps=11, inline=inline, spark=spark, spark_writes=writes)
+    extra: dict[str, object] = {"hoodie.index.type": index}
+    if index == "BUCKET":
+        extra["hoodie.bucket.index.num.buckets"] = 3
+    run = run_sequence(path, version, seed=1, steps=11, inline=inline, spark=spark, spark_writes=writes, **extra)
     assert "rollback:commit" in run.ops and any(o.startswith("reinsert") for o in run.ops), run.ops
     assert run.compactions >= run.ops.count("compact") + (2 if inline else 0), run.ops  # inline on Spark
     final = state(open_table(path).read())

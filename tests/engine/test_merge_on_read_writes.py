@@ -973,6 +973,46 @@ def test_a_key_deleted_in_a_log_comes_back_in_another_file_group(tmp_path: Path,
     assert compacted["k0002"]["ts"] == 4 == hudi_snapshot(path)["k0002"]["ts"]
 
 
+class CountingReads(Storage):
+    """A table's storage on the local file system that counts the whole-file reads of each path."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.reads: dict[str, int] = {}
+
+    def read_bytes(self, rel: str) -> bytes:
+        self.reads[rel] = self.reads.get(rel, 0) + 1
+        return super().read_bytes(rel)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_stream_of_writes_reads_each_log_file_once_for_its_deletes(tmp_path: Path, version: int) -> None:
+    """Tagging asks every slice with log files which keys its logs delete; what a log file says
+    is kept by the table's storage, so a stream of upserts through one open table reads each log
+    file once, however many writes follow it; a delete appended among them still counts (its key
+    comes back in another file group), and a table opened anew reads the logs again."""
+    from helpers import table_on
+
+    path = tmp_path / "t"
+    mor_table(path, version, partitioned=False, **{"hoodie.parquet.small.file.limit": 0})
+    storage = CountingReads(path)
+    table = table_on(storage)
+    table.upsert(batch(list(range(20)), [1] * 20, 1))
+    for n in range(2, 7):
+        table.upsert(batch(list(range(0, 20, n)), [n] * len(range(0, 20, n)), n))
+    logs = [str(p.relative_to(path)) for p in logs_of(path)]
+    assert len(logs) == 5
+    assert {log: storage.reads.get(log, 0) for log in logs} == {**{log: 1 for log in logs[:-1]}, logs[-1]: 0}
+    table.delete(batch([3], [0], 9))
+    again = table.upsert(batch([3, 4], [0, 10], 10))
+    assert again.num_inserts == 1 and again.num_updates == 1  # k0003 deleted in a log: an insert elsewhere
+    assert snapshot(table) == snapshot(open_table(path)) == hudi_snapshot(path)
+    assert snapshot(table)["k0003"]["ts"] == 0 and snapshot(table)["k0004"]["ts"] == 10
+    fresh = CountingReads(path)
+    table_on(fresh).upsert(batch([5], [11], 11))
+    assert all(fresh.reads.get(log) == 1 for log in logs)
+
+
 @pytest.mark.parametrize("whose", ["pending", "committed"])
 def test_a_v6_log_that_vanishes_while_read_is_left_out_only_when_no_commit_wrote_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whose: str

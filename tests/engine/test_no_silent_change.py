@@ -36,7 +36,7 @@ def unchanged(t, call, error, culprit: str) -> None:
 
 # -- key, partition and precombine columns keep their type --------------------------------------
 def test_pandas_ts_with_nan_is_refused_and_names_the_rows(table) -> None:
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
     df = pd.DataFrame({"id": ["a", "c"], "ts": [5, float("nan")], "p": ["x", "x"], "v": [1.0, 2.0]})
     assert df["ts"].dtype == "float64"
     unchanged(table, lambda: table.upsert(df), SchemaError, "precombine field 'ts' is null in 1 of 2 row(s)")

@@ -40,6 +40,7 @@ class HudiReference:
         self.jar = bundle_jar(hudi)
         self.log = workdir / "server.log"
         self._names = itertools.count()
+        self.seconds: dict[str, float] = {}  # time spent per kind of request, for the suite's budget
         self._process, self._answers = self._start()
         self.versions = self._request({"cmd": "ping"}, timeout=300)
 
@@ -69,7 +70,9 @@ class HudiReference:
         assert self._process.stdin is not None
         self._process.stdin.write((json.dumps(request) + "\n").encode())
         self._process.stdin.flush()
+        started = time.monotonic()
         line = self._read_line(timeout, request)
+        self.seconds[str(request["cmd"])] = self.seconds.get(str(request["cmd"]), 0.0) + time.monotonic() - started
         outcome = json.loads(line)
         if not outcome["ok"]:
             raise HudiError(f"Apache Hudi {self.hudi.version} failed {request['cmd']}: {outcome['error']}")
@@ -132,11 +135,18 @@ class HudiReference:
     def wait(self, handle: str) -> None:
         self._request({"cmd": "wait", "handle": handle})
 
-    def read(self, path: str | Path, options: Mapping[str, str] | None = None) -> pa.Table:
-        """Rows of Hudi's Spark reader, with the options of a query type (snapshot by default)."""
-        out = self.workdir / f"read-{next(self._names)}"
-        self._request({"cmd": "read", "path": str(path), "options": dict(options or {}), "out": str(out)})
-        return pq.read_table(out)
+    def read(self, path: str | Path, options: Mapping[str, str] | None = None, where: str | None = None) -> pa.Table:
+        """Rows of Hudi's Spark reader, with the options of a query type (snapshot by default);
+        `where`: a Spark SQL condition the frame is filtered by (data skipping plans with it)."""
+        out = self.workdir / f"read-{next(self._names)}.arrow"
+        request = {"cmd": "read", "path": str(path), "options": dict(options or {}), "out": str(out)}
+        if where:
+            request["where"] = where
+        self._request(request)
+        with pa.memory_map(str(out)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        out.unlink()
+        return table
 
     def snapshot(self, path: str | Path) -> pa.Table:
         return self.read(path, {"hoodie.datasource.query.type": "snapshot"})
@@ -156,6 +166,15 @@ class HudiReference:
     def sql(self, statement: str) -> list[list[str | None]]:
         """One Spark SQL statement, e.g. `CALL run_clean(...)`: its rows as strings."""
         return self._request({"cmd": "sql", "statement": statement})  # type: ignore[return-value]
+
+    def call(
+        self, path: str | Path, procedure: str, conf: Mapping[str, str] | None = None, **args: object
+    ) -> list[list[str | None]]:
+        """A Hudi procedure (`CALL run_clean(table => ..., retain_commits => 2)`) on the table at
+        `path`, with `conf` (hoodie.* settings its write client takes) in the session while it
+        runs: its rows as strings."""
+        request = {"cmd": "call", "path": str(path), "procedure": procedure, "args": args, "conf": dict(conf or {})}
+        return self._request(request)  # type: ignore[return-value]
 
     def stream(self, source: Path, path: str | Path, checkpoint: Path, options: Mapping[str, str]) -> int:
         """Hudi's streaming sink over the parquet files in `source` (trigger availableNow): the

@@ -14,6 +14,7 @@ with that reason; none is skipped.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import subprocess
 import sys
@@ -22,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PYSPARK = "3.5.5"  # a Spark both bundles below support
+# what the reference's interpreter holds besides PySpark: Arrow to hand rows back (PySpark 3.5 was
+# built against NumPy 1)
+REFERENCE_PACKAGES = (f"pyspark=={PYSPARK}", "pyarrow==17.0.0", "numpy<2")
 BUNDLE = "org.apache.hudi:hudi-spark3.5-bundle_2.12:{version}"
 
 
@@ -64,17 +68,18 @@ def _run(argv: list[str], what: str, timeout: float) -> None:
         raise ReferenceUnavailable(f"{what} failed ({' '.join(argv)}, exit {done.returncode}):\n" + "\n".join(tail))
 
 
-def bundle_jar(hudi: HudiVersion) -> Path:
-    """Hudi's Spark bundle in the local Maven repository, fetched by Maven when absent."""
-    group, artifact, version = BUNDLE.format(version=hudi.version).split(":")
+def maven_jar(coordinate: str, what: str) -> Path:
+    """The jar of `group:artifact:version` in the local Maven repository, fetched by Maven (the
+    artifact alone) when absent; `what` names it in errors."""
+    group, artifact, version = coordinate.split(":")
     repository = Path(os.environ.get("UPSERTLAKE_MAVEN_REPO", Path.home() / ".m2" / "repository"))
     jar = repository / group.replace(".", "/") / artifact / version / f"{artifact}-{version}.jar"
     with _setup_lock():
         if not jar.is_file():
             _run(
                 ["mvn", "-B", "-q", f"-Dmaven.repo.local={repository}", "dependency:get",
-                 f"-Dartifact={group}:{artifact}:{version}", "-Dtransitive=false"],
-                f"fetching Apache Hudi's Spark bundle {group}:{artifact}:{version} from Maven Central",
+                 f"-Dartifact={coordinate}", "-Dtransitive=false"],
+                f"fetching {what} {coordinate} from Maven Central",
                 timeout=900,
             )
         if not jar.is_file():
@@ -82,9 +87,14 @@ def bundle_jar(hudi: HudiVersion) -> Path:
     return jar
 
 
+def bundle_jar(hudi: HudiVersion) -> Path:
+    """Hudi's Spark bundle in the local Maven repository, fetched by Maven when absent."""
+    return maven_jar(BUNDLE.format(version=hudi.version), "Apache Hudi's Spark bundle")
+
+
 def reference_python() -> Path:
-    """The interpreter of a virtual environment holding PySpark {PYSPARK}, made once."""
-    venv = cache_root() / f"hudi-reference-pyspark-{PYSPARK}"
+    """The interpreter of a virtual environment holding REFERENCE_PACKAGES, made once."""
+    venv = cache_root() / ("hudi-reference-" + hashlib.sha1(" ".join(REFERENCE_PACKAGES).encode()).hexdigest()[:10])
     python = venv / "bin" / "python"
     done = venv / ".complete"
     with _setup_lock():
@@ -95,9 +105,9 @@ def reference_python() -> Path:
                 300,
             )
             _run(
-                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"pyspark=={PYSPARK}"],
+                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *REFERENCE_PACKAGES],
                 f"installing PySpark {PYSPARK} for Apache Hudi's Spark bundle",
                 timeout=1800,
             )
-            done.write_text(PYSPARK)
+            done.write_text("\n".join(REFERENCE_PACKAGES))
     return python

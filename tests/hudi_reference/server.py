@@ -9,9 +9,12 @@ the JVM prints goes to standard error (the client keeps it in a log file).
 Requests (JSON objects; every answer is `{"ok": true, "result": ...}` or `{"ok": false, "error": ...}`):
 - `write`: `data` (a parquet file or folder), `path`, `options`, `mode`; `async: true` answers at once
   with a handle that `wait` joins.
-- `read`: `path`, `options` (query type, instants), `out`: the rows are written as parquet to `out`.
-- `sql`: one Spark SQL statement (e.g. a `CALL` procedure); answers its rows as lists of strings.
-- `stream`: a streaming write of the parquet files in `source` to `path` (trigger availableNow).
+- `read`: `path`, `options` (query type, instants), `out`: the rows are written to `out` (Arrow IPC).
+- `sql`: one Spark SQL statement; answers its rows as lists of strings.
+- `call`: a Hudi procedure (`procedure`, `args`) on the table at `path`, with `conf` (hoodie.*
+  settings) set in the session while it runs.
+- `stream`: a streaming write of the parquet files in `source` to `path`, one file a micro-batch
+  (trigger availableNow).
 - `hfile`: every key and value of an HFile, read by Hudi's own HFile reader (hex-encoded).
 - `exit`.
 `--once FILE` runs the one request in FILE and exits: the tests kill such a process mid-write.
@@ -20,6 +23,7 @@ Requests (JSON objects; every answer is `{"ok": true, "result": ...}` or `{"ok":
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -95,17 +99,35 @@ class Server:
 
     def do_read(self, request: dict) -> object:
         frame = self.spark.read.format("hudi").options(**request.get("options", {})).load(request["path"])
+        if request.get("where"):
+            frame = frame.where(request["where"])
         if request.get("columns"):
             frame = frame.select(*request["columns"])
-        frame.coalesce(1).write.mode("overwrite").parquet(request["out"])
+        write_arrow(frame, request["out"])
         return {"columns": frame.columns}
 
     def do_sql(self, request: dict) -> object:
         return [[None if v is None else str(v) for v in row] for row in self.spark.sql(request["statement"]).collect()]
 
+    def do_call(self, request: dict) -> object:
+        """A Hudi procedure on the table at `path`: the table is registered in the session's
+        catalog first (procedures such as run_clean take a table name only)."""
+        name = "t_" + hashlib.sha1(request["path"].encode()).hexdigest()[:12]
+        self.spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING hudi LOCATION '{request['path']}'")
+        args = ", ".join([f"table => '{name}'", *(f"{k} => {_literal(v)}" for k, v in request.get("args", {}).items())])
+        conf = request.get("conf", {})  # Hudi's procedures take hoodie.* settings from the session
+        before = {k: self.spark.conf.get(k, None) for k in conf}
+        for k, v in conf.items():
+            self.spark.conf.set(k, v)
+        try:
+            return self.do_sql({"statement": f"CALL {request['procedure']}({args})"})
+        finally:
+            for k, v in before.items():
+                self.spark.conf.unset(k) if v is None else self.spark.conf.set(k, v)
+
     def do_stream(self, request: dict) -> object:
         schema = self.spark.read.parquet(request["schema_from"]).schema
-        source = self.spark.readStream.schema(schema).parquet(request["source"])
+        source = self.spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(request["source"])
         query = (
             source.writeStream.format("hudi")
             .options(**request.get("options", {}))
@@ -145,6 +167,26 @@ def _hfile_entries(spark, file: str) -> list[list[str]]:
                 break
     reader.close()
     return entries
+
+
+def write_arrow(frame, out: str) -> None:
+    """A DataFrame's rows as an Arrow IPC file (collected as Arrow: a Spark write job costs more)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = frame._collect_as_arrow()
+    schema = batches[0].schema if batches else to_arrow_schema(frame.schema)
+    with pa.OSFile(out, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return str(value)
+    return "'" + str(value).replace("'", "\\'") + "'"
 
 
 def answer(server: Server, request: dict) -> dict:

@@ -19,7 +19,6 @@ import pytest
 from upsertlake.config.enums import MergeMode
 from upsertlake.errors import (
     CorruptTableError,
-    HFileBlockError,
     SchemaError,
     UnsupportedLogBlockError,
     UnsupportedTableError,
@@ -192,22 +191,6 @@ def test_fixture_records_decode_to_their_values(tmp_path: Path) -> None:
     ]
     assert avro.records.schema.field("ts").type == pa.int64()
     assert list(avro.header) == [HeaderKey.INSTANT_TIME, HeaderKey.SCHEMA]
-
-
-def test_the_metadata_tables_hfile_blocks_are_refused_by_name(tmp_path: Path) -> None:
-    table = unzip_mor_table("mor_v8_trips_8i3u1d", tmp_path)
-    hfile, deletes = 0, 0
-    for p in sorted((table / ".hoodie" / "metadata").rglob(".*.log.*")):
-        try:
-            blocks = read_blocks(p.read_bytes(), p.name)
-        except HFileBlockError as e:
-            assert f"{p.name}: block at byte 0: an HFile data block" in str(e)
-            hfile += 1
-        else:
-            assert {type(b) for b in blocks} == {DeleteBlock}
-            deletes += 1
-    assert (hfile, deletes) == (35, 28)
-    assert issubclass(HFileBlockError, UnsupportedLogBlockError) and issubclass(HFileBlockError, UnsupportedTableError)
 
 
 # ---- writing: byte-identical to Hudi, and read back ----------------------------------------------

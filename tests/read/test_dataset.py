@@ -48,7 +48,7 @@ def test_the_dataset_is_the_snapshots_files_with_their_guarantees(tmp_path: Path
 def test_duckdb_polars_and_pyarrow_skip_the_files_the_guarantees_rule_out(tmp_path: Path) -> None:
     import polars as pl
 
-    duckdb = pytest.importorskip("duckdb")  # no dependency of ours: in the bench extra, not the test extra
+    import duckdb  # no dependency of ours: the test extra brings it
 
     table = clustered(tmp_path)
     dataset = table.to_pyarrow_dataset()
@@ -78,7 +78,6 @@ def test_on_s3_engines_read_the_dataset_through_the_tables_storage_options(s3_se
     """DuckDB reads the dataset of a table on the S3 test server with no S3 setting of its own
     (no httpfs, no secret, no endpoint): the table's storage reads the files, one GET each,
     only those the filter keeps."""
-    pytest.importorskip("duckdb")
     uri = f"s3://{s3_server.new_bucket()}/t"
     n = 400
     data = pa.table({"id": [f"k{i:04d}" for i in range(n)], "ts": [1] * n, "v": list(range(n))})

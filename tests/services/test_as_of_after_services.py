@@ -154,8 +154,10 @@ def test_a_clean_killed_midway_makes_time_travel_refuse_not_answer_partially(tmp
     refused = check_every_instant(t, seen)
     assert refused == list(seen)[:-1]
     assert rows(t.read()) == list(seen.values())[-1]
-    with pytest.raises(CleanedInstantError):
-        t.read_incremental(begin=next(iter(seen)))
+    # the newest files the range wrote are all there: Hudi's incremental query reads them
+    first = next(iter(seen))
+    later = [r for r in t.read().to_pylist() if r["_hoodie_commit_time"] > first]
+    assert sorted(t.read_incremental(begin=first).to_pylist(), key=str) == sorted(later, key=str)
     previous, latest = [i.time for i in t.timeline() if i.action in WRITE_ACTIONS and i.is_completed][-2:]
     with pytest.raises(CleanedInstantError) as refused:
         t.rollback()  # would expose a snapshot whose files the clean already deleted

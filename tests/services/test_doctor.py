@@ -216,9 +216,11 @@ def test_not_a_table(tmp_path: Path) -> None:
 def test_an_unreadable_archive_is_reported(root: Path) -> None:
     open_table(root).archive({"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "2",
                               "hoodie.cleaner.commits.retained": "1"})
-    archived = list((root / ".hoodie/archived").glob("upsertlake-*.avro"))
+    archived = list((root / ".hoodie/archived").glob(".commits_.archive.*"))
     assert len(archived) == 1
-    archived[0].write_bytes(b"not avro")
+    data = archived[0].read_bytes()
+    at = data.index(b"COMPLETED") - 60  # inside an entry, the blocks' framing intact
+    archived[0].write_bytes(data[:at] + b"\xff" * 40 + data[at + 40:])
     report = diagnose(Storage(root))
     assert [(f.check, f.path, f.problem) for f in report.findings] == [("instant", ".hoodie/archived", True)]
     assert report.findings[0].message.startswith(f"cannot parse archived timeline file {archived[0]}")

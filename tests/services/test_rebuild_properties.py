@@ -53,6 +53,7 @@ def properties(root: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("how", DAMAGES)
 @pytest.mark.parametrize("hive", [False, True], ids=["plain", "hive"])
+@pytest.mark.parametrize("table_version", [6, 8, 9], indirect=True, ids=["v6", "v8", "v9"])
 def test_fix_rebuilds_the_properties_of_our_tables(
     capsys, tmp_path: Path, table_version: int, hive: bool, how: str
 ) -> None:

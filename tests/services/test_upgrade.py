@@ -263,8 +263,8 @@ def test_a_writer_opened_before_the_upgrade_writes_version_8(tmp_path: Path) -> 
 
 def test_upgrade_refuses_other_versions(tmp_path: Path, hudi_table) -> None:
     t = create_table(tmp_path / "t", "t", record_key="id")
-    with pytest.raises(ConfigError, match="version 8 only"):
-        upgrade_table(tmp_path / "t", 9)
+    with pytest.raises(ConfigError, match="version 8 or 9"):
+        upgrade_table(tmp_path / "t", 10)
     assert upgrade_table(hudi_table("v8_nonpartitioned"), 8).from_version == 8  # nothing to do
     assert t.config.table_version == 6
 
@@ -297,7 +297,7 @@ def test_write_table_version_creates_8_and_a_table_keeps_its_version(tmp_path: P
         open_table(tmp_path / "v8", {"hoodie.write.table.version": 6})
     with pytest.raises(ConfigError, match="table is at version 6"):
         open_table(tmp_path / "v6").upsert(pa.table({"id": [1]}), {"hoodie.write.table.version": 8})
-    with pytest.raises(ConfigError, match="version 6 or 8"):
+    with pytest.raises(ConfigError, match="version 6, 8 or 9"):
         create_table(tmp_path / "v7", "t", record_key="id", options={"hoodie.write.table.version": 7})
     assert not (tmp_path / "v7").exists() or not (tmp_path / "v7" / ".hoodie").exists()
     v8.upsert(pa.table({"id": [1, 2]}))
@@ -310,6 +310,8 @@ def test_write_table_version_creates_8_and_a_table_keeps_its_version(tmp_path: P
 
 @pytest.mark.usefixtures("table_version")
 def test_a_write_deletes_a_metadata_table_it_would_leave_stale(tmp_path: Path, caplog) -> None:
+    """Version 6: a metadata table is deleted (upsertlake keeps version 8's and 9's only); version
+    8: one that cannot be read is deleted (and not built again unless asked for)."""
     t = create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="p")
     t.upsert(rows(range(4), 1, "a"))
     # as Hudi 1.x's Spark writer leaves a table: a metadata table, listed in the properties

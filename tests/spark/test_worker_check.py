@@ -5,6 +5,7 @@ session's start-up lines, not below Spark's log of a failed task and its Java tr
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 import textwrap
@@ -28,11 +29,17 @@ SCRIPT = textwrap.dedent(
 )
 
 
+def bare_python(folder: Path) -> str:
+    """An interpreter without pyarrow: a fresh venv of our own Python, no site packages shared."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = str(folder / "bin" / "python")
+    assert subprocess.run([python, "-c", "import pyarrow"], capture_output=True, check=False).returncode == 1
+    return python
+
+
 def test_workers_without_pyarrow_print_our_error_first(tmp_path: Path) -> None:
-    probe = subprocess.run(["/usr/bin/python3", "-c", "import pyarrow"], capture_output=True, check=False)
-    if probe.returncode == 0:
-        pytest.skip("/usr/bin/python3 has pyarrow here")
-    env = {**os.environ, "PYSPARK_PYTHON": "/usr/bin/python3"}
+    python = bare_python(tmp_path / "bare")
+    env = {**os.environ, "PYSPARK_PYTHON": python}
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path / "t")], capture_output=True, text=True, env=env, check=False
     )
@@ -41,7 +48,7 @@ def test_workers_without_pyarrow_print_our_error_first(tmp_path: Path) -> None:
     assert after.startswith("Traceback (most recent call last):"), after[:2000]
     assert "\tat org.apache" not in after and "ERROR" not in after.split("upsertlake.errors.ConfigError")[0]
     error = next(line for line in after.splitlines() if line.startswith("upsertlake.errors.ConfigError"))
-    assert "workers run /usr/bin/python3, which cannot import pyarrow" in error
+    assert f"workers run {python}, which cannot import pyarrow" in error
     assert "upsertlake.spark.build_session(master)" in error
     assert not (tmp_path / "t").exists()
 
@@ -64,17 +71,30 @@ PANDAS3_SCRIPT = textwrap.dedent(
 )
 
 
+def with_pandas_3(folder: Path) -> str:
+    """An interpreter seeing what ours sees, but pandas 3 (the test extra pins pandas 2): a venv
+    over our site packages, pandas 3 installed into it from PyPI."""
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    python = str(folder / "bin" / "python")
+    own = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    Path(own, "ours.pth").write_text("\n".join(site.getsitepackages()) + "\n")  # after its own packages
+    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "pandas>=3"], check=True)
+    return python
+
+
+@pytest.mark.slow
 def test_our_spark_paths_do_not_warn_about_pandas_3(tmp_path: Path) -> None:
     """The extras no longer cap pandas below 3 (no silent downgrade); PySpark's warning that it
     does not fully support pandas 3 is about pandas objects, which our Arrow-only paths never
-    hand it, so they do not print it. Runs where pandas 3 is installed."""
-    pandas = pytest.importorskip("pandas")
-    if int(pandas.__version__.split(".")[0]) < 3:
-        pytest.skip(f"pandas {pandas.__version__} is installed; this checks pandas 3")
+    hand it, so they do not print it."""
+    python = with_pandas_3(tmp_path / "pandas3")
     proc = subprocess.run(
-        [sys.executable, "-c", PANDAS3_SCRIPT, str(tmp_path / "t")], capture_output=True, text=True, check=False
+        [python, "-c", PANDAS3_SCRIPT, str(tmp_path / "t")], capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-1].startswith("3.")
     assert "does not yet fully support pandas" not in proc.stderr
 
 

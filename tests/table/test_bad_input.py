@@ -105,7 +105,7 @@ def test_is_deleted_must_be_boolean(table) -> None:
 def test_unconvertible_rows_name_the_column(table) -> None:
     rows = [{"id": "a", "ts": 1, "v": "x", "p": "x"}, {"id": "b", "ts": "late", "v": "y", "p": "x"}]
     assert_fails_cleanly(table, SchemaError, "'ts'", lambda: table.upsert(rows))
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
     frame = pd.DataFrame({"id": ["a", 1], "ts": [1, 2], "v": ["x", "y"], "p": ["x", "x"]})
     assert_fails_cleanly(table, SchemaError, "'id'", lambda: table.upsert(frame))
 

@@ -208,7 +208,7 @@ def test_custom_keygen_partition_types_are_not_a_disagreement(tmp_path: Path) ->
                      hive_style_partitioning=True)
     t.upsert(batch())
     storage = Storage(tmp_path / "t")
-    custom = TableConfig("t", ("id",), ("p:SIMPLE",), "ts", hive_style_partitioning=True,
+    custom = TableConfig("t", ("id",), ("p:SIMPLE",), ("ts",), hive_style_partitioning=True,
                          keygen_class="org.apache.hudi.keygen.CustomKeyGenerator")
     assert properties_disagreements(storage, custom, Timeline.load(storage)) == []
 

@@ -36,9 +36,14 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="log stage timings (INFO); -vv for DEBUG"
+        "-v", "--verbose", action="count", default=argparse.SUPPRESS,
+        help="log each stage as it starts and ends (INFO); -vv for DEBUG"
     )
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    common.add_argument(
+        "-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+        help="no progress on stderr (none is drawn either when stderr is not a terminal)",
+    )
     common.add_argument(
         "--storage-option", action="append", metavar="KEY=VALUE", default=argparse.SUPPRESS,
         help="an object store setting over its environment variables, e.g. aws_endpoint=http://127.0.0.1:9000 "

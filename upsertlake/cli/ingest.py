@@ -1,26 +1,22 @@
 """`upsertlake ingest`: a dedup ingestion job on Spark. It reads the input files it has not ingested
 yet (from a local folder or an object store, `cli.input_files`), dedups and upserts them with the
-distributed writer, and records the files it read (path or URI, size and modification time, as
-Hudi's DeltaStreamer checkpoints by modification time; on an object store the listing's size and
-last-modified time) in the commit's extraMetadata, so the next run picks up only new files and
-files changed since (a file rewritten in place is read again; the upsert's dedup by precombine
-field keeps its old rows from doubling), and a failed run, whose commit never completed, is simply
-retried.
-
-Commits of earlier versions recorded paths only: such a file counts as ingested unless it was
-modified after the instant time of the commit that recorded it."""
+distributed writer, and records the files it read in the commit (`cli.ingest_checkpoint`, the one checkpoint of every
+mode), so the next run picks up only new files and files changed since (a file rewritten in place
+is read again; the upsert's dedup by precombine field keeps its old rows from doubling), and a
+failed run, whose commit never completed, is simply retried. Files of the source that are not of
+the format are reported (how many, the first names), not skipped silently."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from upsertlake.cli.ingest_checkpoint import SourceFile, checkpoint, recorded
 from upsertlake.cli.ingest_stream import add_arguments as add_stream_arguments
 from upsertlake.cli.ingest_stream import ingest_stream
 from upsertlake.cli.input_files import (
@@ -33,15 +29,12 @@ from upsertlake.cli.input_files import (
 )
 from upsertlake.cli.inputs import InputTypes
 from upsertlake.cli.output import CliError, add_key_fields, parse_options, print_json, store_options
-from upsertlake.errors import TableNotFoundError, UpsertlakeError
+from upsertlake.cli.progress import say
+from upsertlake.errors import TableNotFoundError, UpsertlakeError, UpsertlakeWarning
 from upsertlake.storage import parse_location
 from upsertlake.table.open import open_table
-from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.instant_time import parse_instant_time
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.humanize import human_duration
-
-INGESTED_KEY = "upsertlake.ingest.files"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -59,63 +52,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     p.set_defaults(func=ingest)
 
 
-def source_files(source: str, fmt: InputFormat, options: Mapping[str, str] | None = None) -> list[InputFile]:
-    """Input files of the format under a folder (recursively) or matching a glob, sorted."""
+def source_files(
+    source: str, fmt: InputFormat, options: Mapping[str, str] | None = None, required: bool = True
+) -> list[InputFile]:
+    """Input files of the format under a folder (recursively) or matching a glob, sorted; the
+    others are named in a warning (an ingest that reads none of them says why). `required`: no
+    file at all is an error (a stream may start before its first file lands)."""
     found = find(source, options)
-    if not found:
+    if not found and required:
         raise CliError(f"no input files at {source}")
-    return [f for f in found if f.has_format(fmt)]
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """An input file as ingested: its path (or URI) and the size and modification time it had then
-    (on an object store, the listing's size and last-modified time)."""
-
-    path: str
-    size: int
-    mtime_ns: int
-
-    @classmethod
-    def of(cls, f: InputFile) -> SourceFile:
-        return cls(f.uri, f.size, f.mtime_ns)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "mtime_ns": self.mtime_ns}
-
-
-@dataclass
-class Checkpoint:
-    """What completed commits recorded as ingested: files with their size and modification time,
-    and (commits of earlier versions) bare paths with the instant time that recorded them."""
-
-    files: set[SourceFile] = field(default_factory=set)
-    paths: dict[str, int] = field(default_factory=dict)  # path -> latest instant recording it, epoch ns
-
-    def has(self, f: SourceFile) -> bool:
-        """Whether `f`, as it is now, was ingested: same path, size and modification time."""
-        return f in self.files or f.mtime_ns <= self.paths.get(f.path, -1)
-
-    def seen_paths(self) -> set[str]:
-        return set(self.paths) | {f.path for f in self.files}
-
-
-def checkpoint(table_path: str, storage_options: Mapping[str, str] | None = None) -> Checkpoint:
-    """Every input file a completed commit of the table recorded as ingested."""
-    done = Checkpoint()
-    try:
-        timeline = Timeline.load(open_table(table_path, storage_options=storage_options).storage)
-    except TableNotFoundError:
-        return done
-    for inst in timeline.completed_writes():
-        recorded = timeline.commit_metadata(inst).extra_metadata.get(INGESTED_KEY)
-        for entry in json.loads(recorded) if recorded else ():
-            if isinstance(entry, str):  # a path-only checkpoint: as of the instant that recorded it
-                at = int(parse_instant_time(inst.time).timestamp() * 1000) * 1_000_000
-                done.paths[entry] = max(done.paths.get(entry, -1), at)
-            else:
-                done.files.add(SourceFile(entry["path"], int(entry["size"]), int(entry["mtime_ns"])))
-    return done
+    ours = [f for f in found if f.has_format(fmt)]
+    others = [f.rel for f in found if not f.has_format(fmt)]
+    if others:
+        first = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        warnings.warn(f"{len(others)} file(s) at {source} are not {fmt} ({'/'.join(fmt.extensions)}) and are not "
+                      f"ingested: {first}", UpsertlakeWarning, stacklevel=2)
+    return ours
 
 
 def ingest(args: argparse.Namespace) -> int:
@@ -127,17 +79,12 @@ def ingest(args: argparse.Namespace) -> int:
     new = [f for f in files if not done.has(SourceFile.of(f))]
     seen = done.seen_paths()
     changed = sum(1 for f in new if f.uri in seen)
-    _say(
-        f"{len(files)} input files, {len(new) - changed} new"
-        + (f", {changed} changed since ingested" if changed else "")
-    )
+    say(args, f"{len(files)} input files, {len(new) - changed} new" + (f", {changed} changed since ingested" if changed else ""))
     summary: dict[str, Any] = {
         "input_files": len(files), "new_files": len(new) - changed, "changed_files": changed, "instant_time": None,
     }
     if new:
-        summary.update(
-            _spark_job(f"ingest of {len(new)} file(s) failed", lambda: _ingest(args, new, parse_options(args.option)))
-        )
+        summary.update(_spark_job(f"ingest of {len(new)} file(s) failed", lambda: _ingest(args, new, parse_options(args.option))))
     summary["seconds"] = round(time.perf_counter() - started, 3)
     if args.json:
         print_json(summary)
@@ -156,7 +103,8 @@ def _ingest_stream(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     options = dict(parse_options(args.option), record_key=args.record_key, storage_options=store_options(args))
     options.update(_table_options(args, _table_exists(args.table, store_options(args))))
-    summary = _spark_job("ingest stopped", lambda: ingest_stream(args, options, input_store_options(args), _say))
+    files = source_files(args.source, args.format, input_store_options(args), required=False)
+    summary = _spark_job("ingest stopped", lambda: ingest_stream(args, options, files, partial(say, args)))
     summary["seconds"] = round(time.perf_counter() - started, 3)
     if args.json:
         print_json(summary)
@@ -173,7 +121,7 @@ def _spark_job(failed: str, job: Callable[[], dict[str, Any]]) -> dict[str, Any]
         return job()
     except (UpsertlakeError, CliError):
         raise
-    except Exception as exc:
+    except Exception as exc:  # any Spark failure
         raise CliError(f"{failed}: {spark_reason(exc)}") from exc
 
 
@@ -201,15 +149,14 @@ def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[st
     began = time.perf_counter()
     spark = uls.build_session(args.spark_master, "upsertlake-ingest")  # workers run this interpreter
     uls.register(spark)
-    _say(f"spark session ({args.spark_master}) in {human_duration(time.perf_counter() - began)}")
+    say(args, f"spark session ({args.spark_master}) in {human_duration(time.perf_counter() - began)}")
     exists = _table_exists(args.table, store_options(args))
     df = read_sources(spark, sources, args.format, _input_types(args, exists))
     opts = dict(options, record_key=args.record_key, storage_options=store_options(args))
     opts.update(_table_options(args, exists))
-    ingested = json.dumps([SourceFile.of(f).to_json() for f in sources])
-    result = write_dataframe(df, write_options(opts, args.table, Operation.UPSERT), {INGESTED_KEY: ingested})
+    result = write_dataframe(df, write_options(opts, args.table, Operation.UPSERT), recorded([SourceFile.of(f) for f in sources]))
     for stage, seconds in result.stage_seconds.items():
-        _say(f"  {stage:<8} {human_duration(seconds)}")
+        say(args, f"  {stage:<8} {human_duration(seconds)}")
     return {
         "instant_time": result.instant_time,
         "inserts": result.num_inserts,
@@ -249,8 +196,3 @@ def _table_exists(path: str, storage_options: Mapping[str, str]) -> bool:
     except TableNotFoundError:
         return False
     return True
-
-
-def _say(line: str) -> None:
-    """Progress goes to stderr, so stdout stays the summary (or JSON)."""
-    print(line, file=sys.stderr, flush=True)

@@ -2,7 +2,10 @@
 Streaming query. Spark's file source watches the source folder (the files of the format, at most
 `--max-files-per-trigger` a micro-batch, every `--interval` seconds; `--once` runs the same query
 with `availableNow`: what is there now, then it stops) and remembers the files it read in its own
-checkpoint (by path: a file rewritten in place is not read again). Each micro-batch is upserted by
+checkpoint (by path: a file rewritten in place is not read again). The rows of files the table's
+ingest checkpoint holds already (`cli.ingest_checkpoint`: the one-shot ingest read them) are left
+out, and each commit records the files its batch read, so every mode skips what another ingested.
+Each micro-batch is upserted by
 the distributed writer exactly once (`upsertlake.spark.upsert(df, table, batch_id=n)`: the stream's
 batch id in the commit, Hudi's `_hudi_streaming_sink_checkpoint`, under its own identifier), so a
 restart after a crash goes on without writing a batch twice. Ctrl-C stops after the batch in flight.
@@ -17,14 +20,17 @@ none yet). Spark's JVM reads the source and writes its checkpoint, so both must 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
-from upsertlake.cli.input_files import InputFile, InputFormat, find
+from upsertlake.cli.ingest_checkpoint import SourceFile, checkpoint, recorded
+from upsertlake.cli.input_files import InputFile, InputFormat
 from upsertlake.cli.inputs import InputTypes
 from upsertlake.cli.output import CliError
 from upsertlake.config import options as opt
@@ -37,7 +43,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.types import StructType
-
 
 IDENTIFIER = "upsertlake_ingest"  # its own stream: a sink with Hudi's default identifier is another
 CHECKPOINTS = ".hoodie/.aux/upsertlake/ingest"
@@ -71,9 +76,10 @@ class Progress:
     stopping: threading.Event = field(default_factory=threading.Event)
 
 
-def ingest_stream(args: argparse.Namespace, options: dict[str, str], store: Mapping[str, str],
+def ingest_stream(args: argparse.Namespace, options: dict[str, str], files: list[InputFile],
                   say: Callable[[str], None]) -> dict[str, object]:
-    """Run the query until it has read what is there (`--once`) or until Ctrl-C; the summary."""
+    """Run the query until it has read what is there (`--once`) or until Ctrl-C; the summary.
+    `files`: the source's files of the format now."""
     import upsertlake.spark as uls  # only these modes need pyspark
     from upsertlake.spark.options import write_options
     from upsertlake.spark.stream import write_batch
@@ -86,7 +92,6 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], store: Mapp
     options = {opt.STREAMING_CHECKPOINT_IDENTIFIER.key: IDENTIFIER, **options}
     checked = write_options(options, args.table, Operation.UPSERT)
     table = checked.existing()
-    files = [f for f in find(args.source, store) if f.has_format(args.format)]
     if not files and table is None:
         raise CliError(f"no {args.format} files at {args.source} and no table at {args.table} to take the schema from")
     began = time.perf_counter()
@@ -109,7 +114,12 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], store: Mapp
             if progress.stopping.is_set():
                 raise Stopped(f"batch {batch_id} began after Ctrl-C")
             started = time.perf_counter()
-            result = write_batch(df, checked, batch_id)
+            df, new = _not_ingested(df, checked.path, checked.storage)
+            if not new:
+                progress.skipped += 1
+                say(f"batch {batch_id}: its files were ingested already, skipped")
+                return
+            result = write_batch(df, checked, batch_id, recorded(new))
             took = human_duration(time.perf_counter() - started)
             if result is None:
                 progress.skipped += 1
@@ -135,6 +145,28 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], store: Mapp
         signal.signal(signal.SIGINT, previous)
     return {"batches": progress.batches, "skipped": progress.skipped, "inserts": progress.inserts,
             "updates": progress.updates, "checkpoint": checkpoint}
+
+
+def _not_ingested(df: DataFrame, table: str, store: Mapping[str, str]) -> tuple[DataFrame, list[SourceFile]]:
+    """A micro-batch without the rows of files the table's checkpoint holds as they are now (the
+    one-shot ingest, or an earlier stream, read them), and the files left: what its commit records.
+    Spark's file source tells a batch's files only through `input_file_name()` (local URIs)."""
+    from pyspark.sql.functions import input_file_name
+
+    uris = [row[0] for row in df.select(input_file_name()).distinct().collect()]
+    done = checkpoint(table, store)
+    files = {uri: _source_file(uri) for uri in uris}
+    ingested = [uri for uri, f in files.items() if done.has(f)]
+    if ingested:
+        df = df.where(~input_file_name().isin(ingested))
+    return df, [f for uri, f in sorted(files.items()) if uri not in ingested]
+
+
+def _source_file(uri: str) -> SourceFile:
+    """A local file Spark names by URI (`file:///in/a%20b.parquet`), as ingest records it."""
+    path = unquote(urlparse(uri).path)
+    stat = os.stat(path)
+    return SourceFile(path, stat.st_size, stat.st_mtime_ns)
 
 
 def _run(query: StreamingQuery, progress: Progress, say: Callable[[str], None]) -> None:

@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
                 help="only the files of the latest snapshot (or --as-of's), one absolute path a line: "
                 "what DuckDB, pandas or Polars should read",
             )
-            p.add_argument("--as-of", metavar="INSTANT", help="with --current: the snapshot as of this instant")
+            p.add_argument("--as-of", metavar="TIME", help="with --current: the snapshot as of this time (an instant time or ISO-8601)")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=func)
 

@@ -1,7 +1,8 @@
 """`upsertlake read`: snapshot, time travel or incremental reads, with `--where` parsed into the
 tuple filters `Table.scan` accepts (so partitions, files and row groups are skipped), streamed:
-each form (a parquet file, CSV, JSON, the aligned table) is written batch by batch, in memory
-that does not grow with the rows read."""
+each form (parquet, CSV, JSON, NDJSON, the aligned table; to the screen or to `--output`, whose
+extension names the format unless `--format` does) is written batch by batch, in memory that does
+not grow with the rows read."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import json
 import re
 import sys
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 
@@ -20,6 +22,9 @@ from upsertlake.cli.output import CliError, print_json, store_options
 # A quoted string, an operator or parenthesis or comma, or a bare word.
 _TOKEN = re.compile(r"""\s*(?:'([^']*)'|"([^"]*)"|(!=|==|<=|>=|=|<|>|\(|\)|,)|([^\s=!<>(),'"]+))""")
 _COMPARISONS = {"=", "==", "!=", "<", "<=", ">", ">="}
+FORMATS = ("table", "csv", "json", "ndjson", "parquet")
+_EXTENSIONS = {"parquet": "parquet", "pq": "parquet", "csv": "csv", "json": "json", "ndjson": "ndjson",
+               "jsonl": "ndjson", "txt": "table"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -28,15 +33,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     )
     p.add_argument("path", help="the table")
     when = p.add_mutually_exclusive_group()
-    when.add_argument("--as-of", metavar="INSTANT", help="time travel: the snapshot as of this instant")
-    when.add_argument("--since", metavar="INSTANT", help="incremental: records written after this instant")
-    p.add_argument("--until", metavar="INSTANT", help="with --since: up to and including this instant")
+    times = "an instant time (yyyyMMddHHmmss[SSS]) or an ISO-8601 time, e.g. '2026-12-06 09:30' (local) or '...Z'"
+    when.add_argument("--as-of", metavar="TIME", help=f"time travel: the snapshot as of this time; {times}")
+    when.add_argument("--since", metavar="TIME", help="incremental: records written after this time")
+    p.add_argument("--until", metavar="TIME", help="with --since: up to and including this time")
     p.add_argument("--where", metavar="EXPR", help="e.g. \"city = 'sf' and fare >= 10\"; ops = != < <= > >= in, not in")
     p.add_argument("--columns", nargs="+", metavar="COL", help="columns to return (comma or space separated)")
     p.add_argument("--limit", type=int, metavar="N", help="at most N rows")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    p.add_argument("--format", choices=FORMATS, help="table (default on screen), csv, json (an array), ndjson "
+                   "(a row a line) or parquet; with --output, by default the file's extension says")
     p.add_argument("--json", action="store_true", help="the same as --format json")
-    p.add_argument("--output", metavar="FILE.parquet", help="write the rows to this parquet file instead")
+    p.add_argument("--output", metavar="FILE", help="write the rows to this file (streamed) instead of printing them")
     p.set_defaults(func=read)
 
 
@@ -45,21 +52,56 @@ def read(args: argparse.Namespace) -> int:
         raise CliError("--until needs --since")
     if args.limit is not None and args.limit < 0:
         raise CliError("--limit must be at least 0")
+    fmt = "json" if args.json and not args.output else args.format
+    if args.output:
+        fmt = fmt or output_format(args.output)
+    elif fmt == "parquet":
+        raise CliError("--format parquet writes a file: give --output FILE.parquet")
     table = upsertlake.open_table(args.path, storage_options=store_options(args))
     columns = [c for item in args.columns or () for c in item.split(",") if c] or None
     filters = parse_where(args.where, table.schema()) if args.where else None
     scan = table.scan(columns, filters, as_of=args.as_of, begin=args.since, end=args.until)
     batches = _limited(scan.to_batches(), args.limit)
     if args.output:
-        rows = _write_parquet(args.output, scan.schema, batches)
+        try:
+            with open(args.output, "wb") as out:
+                rows = write_rows(fmt, scan.schema, batches, out)
+        except BaseException:
+            Path(args.output).unlink(missing_ok=True)  # no half-written file left behind
+            raise
         if args.json:
-            print_json({"output": args.output, "rows": rows})
+            print_json({"output": args.output, "format": fmt, "rows": rows})
         else:
-            print(f"{rows} row(s) written to {args.output}")
+            print(f"{rows} row(s) written to {args.output} ({fmt})")
         return 0
-    fmt = "json" if args.json else args.format
-    {"json": _print_json, "csv": _print_csv, "table": _print_table}[fmt](scan.schema, batches)
+    sys.stdout.flush()
+    write_rows(fmt or "table", scan.schema, batches, sys.stdout.buffer)
+    sys.stdout.buffer.flush()
     return 0
+
+
+def output_format(path: str) -> str:
+    """The format a file's extension names."""
+    suffix = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    if suffix in _EXTENSIONS:
+        return _EXTENSIONS[suffix]
+    raise CliError(f"--output {path}: cannot tell the format from its extension ({', '.join(sorted(_EXTENSIONS))}); "
+                   "give --format")
+
+
+def write_rows(fmt: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch], out: BinaryIO) -> int:
+    """The rows in `fmt`, a batch at a time, to a binary stream; how many were written."""
+    rows = 0
+
+    def counted() -> Iterator[pa.RecordBatch]:
+        nonlocal rows
+        for batch in batches:
+            rows += batch.num_rows
+            yield batch
+
+    {"parquet": _write_parquet, "csv": _write_csv, "json": _write_json, "ndjson": _write_ndjson,
+     "table": _write_table}[fmt](schema, counted(), out)  # fmt: skip
+    return rows
 
 
 def _limited(batches: Iterator[pa.RecordBatch], limit: int | None) -> Iterator[pa.RecordBatch]:
@@ -74,38 +116,40 @@ def _limited(batches: Iterator[pa.RecordBatch], limit: int | None) -> Iterator[p
         yield batch
 
 
-def _write_parquet(path: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> int:
+def _write_parquet(schema: pa.Schema, batches: Iterator[pa.RecordBatch], out: BinaryIO) -> None:
     import pyarrow.parquet as pq
 
-    rows = 0
-    with pq.ParquetWriter(path, schema) as out:
+    with pq.ParquetWriter(out, schema) as writer:
         for batch in batches:
-            out.write_batch(batch)
-            rows += batch.num_rows
-    return rows
+            writer.write_batch(batch)
 
 
-def _print_csv(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
+def _write_csv(schema: pa.Schema, batches: Iterator[pa.RecordBatch], out: BinaryIO) -> None:
     import pyarrow.csv as pcsv
 
-    sys.stdout.flush()
-    with pcsv.CSVWriter(sys.stdout.buffer, schema) as out:
+    with pcsv.CSVWriter(out, schema) as writer:
         for batch in batches:
-            out.write_batch(batch)
+            writer.write_batch(batch)
 
 
-def _print_json(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
+def _write_json(schema: pa.Schema, batches: Iterator[pa.RecordBatch], out: BinaryIO) -> None:
     """The rows as one JSON array (as `print_json` prints a list), a batch at a time."""
     first = True
     for batch in batches:
         for row in batch.to_pylist():
             text = json.dumps(row, indent=2, default=str).replace("\n", "\n  ")
-            sys.stdout.write(("[\n  " if first else ",\n  ") + text)
+            out.write((("[\n  " if first else ",\n  ") + text).encode())
             first = False
-    sys.stdout.write("[]\n" if first else "\n]\n")
+    out.write(b"[]\n" if first else b"\n]\n")
 
 
-def _print_table(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
+def _write_ndjson(schema: pa.Schema, batches: Iterator[pa.RecordBatch], out: BinaryIO) -> None:
+    """One JSON object a line (what `upsertlake upsert` reads back as NDJSON)."""
+    for batch in batches:
+        out.write("".join(json.dumps(row, default=str) + "\n" for row in batch.to_pylist()).encode())
+
+
+def _write_table(schema: pa.Schema, batches: Iterator[pa.RecordBatch], out: BinaryIO) -> None:
     """An aligned text table, the header once; a column widens when a later batch needs it
     (its earlier rows are printed already)."""
     widths = [len(name) for name in schema.names]
@@ -115,9 +159,9 @@ def _print_table(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
         widths = [max([w, *(len(r[i]) for r in cells)]) for i, w in enumerate(widths)]
         lines = ([schema.names] if header else []) + cells
         header = False
-        sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in lines))
+        out.write("".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in lines).encode())
     if header:
-        print("  ".join(schema.names))
+        out.write(("  ".join(schema.names) + "\n").encode())
 
 
 def parse_where(text: str, schema: pa.Schema) -> list[tuple[str, str, Any]]:
@@ -203,6 +247,9 @@ def _typed(column: str, raw: Any, schema: pa.Schema) -> Any:
         return raw
     if column not in schema.names:
         raise CliError(f"--where: unknown column {column!r} (columns: {', '.join(schema.names)})")
+    field_type = schema.field(column).type
+    if pa.types.is_timestamp(field_type) or pa.types.is_date(field_type):
+        return raw  # times are read by the library's one parser (ISO-8601, zones)
     values = raw if isinstance(raw, list) else [raw]
     try:
         typed = pa.array(values, pa.string()).cast(schema.field(column).type).to_pylist()

@@ -49,9 +49,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
         p.set_defaults(func=_instant_service, service=name)
 
 
-    p = sub.add_parser("upgrade", parents=[common], help="upgrade the table to Hudi 1.x's table version 8")
+    p = sub.add_parser("upgrade", parents=[common], help="upgrade the table to table version 8 (Hudi 1.0) or 9 (Hudi 1.1)")
     p.add_argument("path", help="the table")
-    p.add_argument("--to", type=int, required=True, choices=(8,), help="the table version to upgrade to")
+    p.add_argument("--to", type=int, required=True, choices=(8, 9),
+                   help="the table version to upgrade to (8 on a version 9 table downgrades it, where that is safe)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=upgrade)
 
@@ -66,6 +67,8 @@ def upgrade(args: argparse.Namespace) -> int:
         print(f"the table is at version {result.to_version} already"
               + (f"; finished an interrupted upgrade ({result.old_files_deleted} old instant files deleted)"
                  if result.old_files_deleted else ""))
+    elif result.from_version > result.to_version:
+        print(f"downgraded from table version {result.from_version} to {result.to_version}")
     else:
         rolled = f", {len(result.rolled_back)} failed writes rolled back first" if result.rolled_back else ""
         print(f"upgraded from table version {result.from_version} to {result.to_version}: "

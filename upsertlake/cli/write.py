@@ -4,8 +4,6 @@ dry run of a write (its plan, computed by the write client, with nothing written
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 import time
 
 import upsertlake
@@ -20,10 +18,10 @@ from upsertlake.cli.output import (
     request_counts,
     store_options,
 )
-from upsertlake.engine.write_plan import Progress
+from upsertlake.cli.progress import StageBars, drawing
+from upsertlake.engine.write_plan import stage
+from upsertlake.errors import TableNotFoundError
 from upsertlake.util.humanize import human_duration
-
-log = logging.getLogger(__name__)
 
 OPERATIONS = {"upsert": "upsert", "insert": "insert", "bulk-insert": "bulk_insert", "delete": "delete"}
 
@@ -40,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     for command, operation in OPERATIONS.items():
         p = sub.add_parser(command, parents=[common], help=f"{operation} the records of input files")
         _add_inputs(p)
-        p.add_argument("--no-progress", action="store_true", help="no per-stage progress on stderr")
+        p.add_argument("--no-progress", action="store_true", help="no per-stage progress on stderr (as --quiet)")
         p.set_defaults(func=write, operation=operation)
 
     p = sub.add_parser("explain", parents=[common], help="dry run: what a write would do, writing nothing")
@@ -83,15 +81,27 @@ def create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open(args: argparse.Namespace) -> upsertlake.Table:
+    """The table a write command writes; a missing one says how to create it."""
+    try:
+        return upsertlake.open_table(args.path, parse_options(args.option), store_options(args))
+    except TableNotFoundError as exc:
+        raise TableNotFoundError(
+            f"{exc}; create it first: upsertlake create {args.path} --name NAME --record-key KEY "
+            "[--precombine-field FIELD] [--partition-fields FIELDS] (or `upsertlake ingest`, which creates it)"
+        ) from exc
+
+
 def write(args: argparse.Namespace) -> int:
-    options = parse_options(args.option)
-    table = upsertlake.open_table(args.path, options, store_options(args))
+    table = _open(args)
     counted = table.storage.requests  # the command's requests, opening the table and reading inputs included
     started = time.perf_counter()
-    data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args), counted)
-    log.info("read %d input rows in %.3f s", data.num_rows, time.perf_counter() - started)
-    draw = not (args.no_progress or args.json) and sys.stderr.isatty()
-    result = getattr(table, args.operation)(data, progress=StageProgress(draw))
+    with StageBars(drawing(args)) as bars:
+        with stage({}, "read", bars):
+            data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args), counted)
+            bars.counts["read"] = f"{data.num_rows:,} rows, {human_bytes(data.nbytes)}"
+        bars.counts["dedup"] = f"{data.num_rows:,} rows"
+        result = getattr(table, args.operation)(data, progress=bars)
     seconds = time.perf_counter() - started
     requests = counted.since({}) if result.store_requests else {}
     summary = {
@@ -121,7 +131,7 @@ def write(args: argparse.Namespace) -> int:
 
 
 def explain(args: argparse.Namespace) -> int:
-    table = upsertlake.open_table(args.path, parse_options(args.option), store_options(args))
+    table = _open(args)
     counted = table.storage.requests  # the command's requests, opening the table and reading inputs included
     data = read_inputs(args.files, args.format, InputTypes.of(table), input_store_options(args), counted)
     summary = table.plan(OPERATIONS[args.operation], data).summary()
@@ -167,36 +177,3 @@ def explain(args: argparse.Namespace) -> int:
         print(f"store requests of this dry run (opening the table and reading the inputs included): "
               f"{request_counts(summary['store_requests'])}")
     return 0
-
-
-class StageProgress(Progress):
-    """Logs each stage's time at INFO and, on a terminal, draws one bar per stage on stderr."""
-
-    WIDTH = 30
-
-    def __init__(self, draw: bool) -> None:
-        self.draw = draw
-        self.total = 0
-        self.began = 0.0
-
-    def started(self, stage: str, total: int = 0) -> None:
-        self.total, self.began = total, time.perf_counter()
-        self._line(stage, 0)
-
-    def advanced(self, stage: str, done: int) -> None:
-        self._line(stage, done)
-
-    def ended(self, stage: str, seconds: float) -> None:
-        log.info("stage %s: %.3f s", stage, seconds)
-        self._line(stage, self.total, seconds)
-        if self.draw:
-            sys.stderr.write("\n")
-
-    def _line(self, stage: str, done: int, seconds: float | None = None) -> None:
-        if not self.draw:
-            return
-        filled = self.WIDTH if seconds is not None else (self.WIDTH * done // self.total if self.total else 0)
-        count = f" {done}/{self.total} file groups" if self.total else ""
-        took = seconds if seconds is not None else time.perf_counter() - self.began
-        sys.stderr.write(f"\r  {stage:<8}[{'#' * filled}{'.' * (self.WIDTH - filled)}]{count} {human_duration(took)}")
-        sys.stderr.flush()

@@ -44,7 +44,9 @@ _MERGE_STRATEGIES = {
 
 class IndexType(Spelled):
     """How a write finds the stored file group of each key (`hoodie.index.type`). A GLOBAL_ type
-    tags by key across partitions; BUCKET hashes each key to its bucket's file group."""
+    tags by key across partitions; BUCKET hashes each key to its bucket's file group; RECORD_INDEX
+    looks each key up in the metadata table's record index (global by nature, though not named so:
+    `is_global` answers for the GLOBAL_ types only, as Hudi's option reading does)."""
 
     SIMPLE = "SIMPLE"
     GLOBAL_SIMPLE = "GLOBAL_SIMPLE"
@@ -53,6 +55,7 @@ class IndexType(Spelled):
     INMEMORY = "INMEMORY"
     GLOBAL_INMEMORY = "GLOBAL_INMEMORY"
     BUCKET = "BUCKET"
+    RECORD_INDEX = "RECORD_INDEX"
 
     @property
     def is_global(self) -> bool:

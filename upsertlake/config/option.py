@@ -37,7 +37,9 @@ class Option(Generic[T]):
     case-insensitively, and gives the member. `choices` lists the accepted values of a string
     option in their canonical case (codecs are lower-case); input is matched case-insensitively
     and returned in that case. `aliases` are other keys naming the same option (Hudi's deprecated
-    alternatives, or a newer Hudi name).
+    alternatives, or a newer Hudi name). `minimum`/`maximum` bound a number, inclusive (the minimum
+    excluded when `exclusive`): a size of 0 bytes or a negative count means nothing, and is refused
+    by the option's name rather than acted on.
     """
 
     key: str
@@ -46,6 +48,9 @@ class Option(Generic[T]):
     doc: str
     choices: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive: bool = False
 
     def parse(self, raw: object) -> T:
         """The typed value of `raw`, given typed or in the string form Hudi properties use."""
@@ -53,7 +58,7 @@ class Option(Generic[T]):
             value = self._convert(raw)
         except (TypeError, ValueError):
             value = None
-        if value is None:
+        if value is None or not self._in_range(value):
             raise ConfigError(
                 f"invalid value {_describe(raw)} for {self.key}: expected {self._expected()}"
             )
@@ -65,6 +70,13 @@ class Option(Generic[T]):
         if issubclass(self.type, Enum):
             return tuple(str(member.value) for member in self.type)
         return self.choices
+
+    def _in_range(self, value: object) -> bool:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return True
+        if self.minimum is not None and (value <= self.minimum if self.exclusive else value < self.minimum):
+            return False
+        return self.maximum is None or value <= self.maximum
 
     def to_string(self, value: object) -> str:
         """The string form Hudi would store in a properties file ("true", "125829120", ...)."""
@@ -81,11 +93,12 @@ class Option(Generic[T]):
             return "one of " + ", ".join(self.values)
         if self.type is bool:
             return "a boolean (true or false)"
-        if self.type is int:
-            return "an integer"
-        if self.type is float:
-            return "a number"
-        return "a string"
+        kind = {int: "an integer", float: "a number"}.get(self.type)
+        if kind is None:
+            return "a string"
+        bounds = [f"{'above' if self.exclusive else 'of at least'} {self.minimum:g}" if self.minimum is not None else "",
+                  f"at most {self.maximum:g}" if self.maximum is not None else ""]
+        return " ".join([kind, " and ".join(b for b in bounds if b)]).strip()
 
     def _convert(self, raw: object) -> Any:
         # Returns None for "not convertible" so that `parse` words every error the same way.

@@ -57,6 +57,9 @@ __all__ = [
     "INDEX_TYPE",
     "KEYGEN_CLASS",
     "LOCK_EXPIRE_MINUTES",
+    "METADATA_COMPACT_MAX_DELTA_COMMITS",
+    "METADATA_RECORD_INDEX_ENABLE",
+    "METADATA_ENABLE",
     "LOCK_FILESYSTEM_PATH",
     "LOCK_PROVIDER",
     "LOCK_STORAGE_HEARTBEAT_POLL_SECS",
@@ -76,12 +79,14 @@ __all__ = [
     "RECORD_MERGE_MODE",
     "RECORD_SIZE_ESTIMATE",
     "RECORD_SIZE_ESTIMATION_THRESHOLD",
+    "RECORD_INDEX_UPDATE_PARTITION_PATH",
     "SIMPLE_INDEX_UPDATE_PARTITION_PATH",
     "STREAMING_CHECKPOINT_IDENTIFIER",
     "TABLE_NAME",
     "TABLE_TYPE",
     "WRITE_CONCURRENCY_MODE",
     "WRITE_PARALLELISM",
+    "WRITE_AUTO_UPGRADE",
     "WRITE_SET_NULL_FOR_MISSING_COLUMNS",
     "WRITE_TABLE_VERSION",
 ]
@@ -96,8 +101,11 @@ def _option(
     doc: str,
     choices: tuple[str, ...] = (),
     aliases: tuple[str, ...] = (),
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive: bool = False,
 ) -> Option[T]:
-    option: Option[T] = Option(key, type_, default, doc, choices, aliases)
+    option: Option[T] = Option(key, type_, default, doc, choices, aliases, minimum, maximum, exclusive)
     _REGISTRY.append(option)
     return option
 
@@ -107,14 +115,17 @@ def _option(
 PARQUET_MAX_FILE_SIZE: Option[int] = _option(
     "hoodie.parquet.max.file.size", int, 125829120,
     "Target size in bytes of a base file; a bucket is cut when this many bytes of records are "
-    "estimated to fit (Hudi default 120 MiB).")
+    "estimated to fit (Hudi default 120 MiB).", minimum=1)
 PARQUET_SMALL_FILE_LIMIT: Option[int] = _option(
     "hoodie.parquet.small.file.limit", int, 104857600,
     "Base files below this size in bytes are small files that inserts are routed into until they "
-    "reach the max file size; 0 turns bin-packing off (Hudi default 100 MiB).")
+    "reach the max file size; 0 turns bin-packing off (Hudi default 100 MiB).", minimum=0)
 PARQUET_BLOCK_SIZE: Option[int] = _option(
-    "hoodie.parquet.block.size", int, 125829120,
-    "Parquet row group size in bytes (Hudi default 120 MiB).")
+    "hoodie.parquet.block.size", int, 4 * 2**20,
+    "Parquet row group size in bytes, of the rows in memory. Deliberate deviation: upsertlake "
+    "defaults to 4 MiB, Hudi to 120 MiB (one row group per file): pyarrow skips row groups, not "
+    "pages, so a narrow range decodes whole row groups; at 4 MiB a 1% range of a 4M-row table "
+    "decodes a few percent of it, for about 4% more write time (the README's measurements).", minimum=1)
 PARQUET_COMPRESSION: Option[str] = _option(
     "hoodie.parquet.compression.codec", str, "snappy",
     "Parquet compression codec. Deliberate deviation: upsertlake defaults to snappy, "
@@ -123,17 +134,17 @@ PARQUET_COMPRESSION: Option[str] = _option(
     choices=("gzip", "snappy", "zstd", "lz4", "uncompressed"))
 COPY_ON_WRITE_INSERT_SPLIT_SIZE: Option[int] = _option(
     "hoodie.copyonwrite.insert.split.size", int, 500000,
-    "Number of inserts per new file group when auto split is off.")
+    "Number of inserts per new file group when auto split is off.", minimum=1)
 COPY_ON_WRITE_AUTO_SPLIT: Option[bool] = _option(
     "hoodie.copyonwrite.insert.auto.split", bool, True,
     "Derive the inserts per new file group from the max file size and the average record size.")
 RECORD_SIZE_ESTIMATE: Option[int] = _option(
     "hoodie.copyonwrite.record.size.estimate", int, 1024,
-    "Average record size in bytes assumed until a previous commit lets it be measured.")
+    "Average record size in bytes assumed until a previous commit lets it be measured.", minimum=1)
 RECORD_SIZE_ESTIMATION_THRESHOLD: Option[float] = _option(
     "hoodie.record.size.estimation.threshold", float, 1.0,
     "A commit is used to measure the average record size only if it wrote more than "
-    "threshold x small file limit bytes.")
+    "threshold x small file limit bytes.", minimum=0)
 
 # --- index (HoodieIndexConfig, HoodieStorageConfig) ---------------------------------------------
 
@@ -143,11 +154,12 @@ INDEX_TYPE: Option[IndexType] = _option(
     "picks SIMPLE for Spark writers, which upsertlake follows. GLOBAL_INMEMORY is an upsertlake "
     "extension (Hudi has no such type): the in-memory index matched across partitions. BUCKET: "
     "Hudi's simple bucket index (a key's file group is its hash's bucket; no file is read to tag; "
-    "in process only so far).")
+    "in process only so far). RECORD_INDEX: Hudi's record index, a global index that looks each key "
+    "up in the metadata table's record_index partition (built when missing; table version 8 or 9).")
 BUCKET_INDEX_NUM_BUCKETS: Option[int] = _option(
     "hoodie.bucket.index.num.buckets", int, 256,
     "BUCKET index: file groups (buckets) per partition. Fixed for a table's life: a key's bucket "
-    "is its hash modulo this number.")
+    "is its hash modulo this number.", minimum=1)
 BUCKET_INDEX_HASH_FIELD: Option[str] = _option(
     "hoodie.bucket.index.hash.field", str, "",
     "BUCKET index: the record key fields whose values are hashed (comma-separated); empty: the "
@@ -159,10 +171,10 @@ BUCKET_INDEX_ENGINE: Option[str] = _option(
     choices=("SIMPLE",))
 BLOOM_NUM_ENTRIES: Option[int] = _option(
     "hoodie.index.bloom.num_entries", int, 60000,
-    "Number of keys the bloom filter in each base file footer is sized for.")
+    "Number of keys the bloom filter in each base file footer is sized for.", minimum=1)
 BLOOM_FPP: Option[float] = _option(
     "hoodie.index.bloom.fpp", float, 1e-9,
-    "Target false positive probability of the bloom filter at num_entries keys.")
+    "Target false positive probability of the bloom filter at num_entries keys.", minimum=0, maximum=1, exclusive=True)
 BLOOM_FILTER_TYPE: Option[str] = _option(
     "hoodie.bloom.index.filter.type", str, "DYNAMIC_V0",
     "Bloom filter written to base file footers: SIMPLE (fixed size) or DYNAMIC_V0 (grows up to "
@@ -170,7 +182,7 @@ BLOOM_FILTER_TYPE: Option[str] = _option(
     choices=("SIMPLE", "DYNAMIC_V0"))
 BLOOM_MAX_ENTRIES: Option[int] = _option(
     "hoodie.bloom.index.filter.dynamic.max.entries", int, 100000,
-    "Upper bound on the keys a DYNAMIC_V0 bloom filter grows to.")
+    "Upper bound on the keys a DYNAMIC_V0 bloom filter grows to.", minimum=1)
 BLOOM_PRUNE_BY_RANGES: Option[bool] = _option(
     "hoodie.bloom.index.prune.by.ranges", bool, True,
     "Skip base files whose min/max record key range cannot contain the key.")
@@ -181,6 +193,10 @@ SIMPLE_INDEX_UPDATE_PARTITION_PATH: Option[bool] = _option(
 BLOOM_INDEX_UPDATE_PARTITION_PATH: Option[bool] = _option(
     "hoodie.bloom.index.update.partition.path", bool, True,
     "GLOBAL_BLOOM: same as the simple index option, for the bloom index.")
+RECORD_INDEX_UPDATE_PARTITION_PATH: Option[bool] = _option(
+    "hoodie.record.index.update.partition.path", bool, False,
+    "RECORD_INDEX: same as the simple index option, for the record index (Hudi's default: false, "
+    "the record is updated in its old partition).")
 
 # --- merging and write operation (HoodieWriteConfig, DataSourceWriteOptions) ---------------------
 
@@ -210,10 +226,16 @@ WRITE_SET_NULL_FOR_MISSING_COLUMNS: Option[bool] = _option(
     "Fill table columns missing from the batch (nullable ones) with nulls instead of failing.")
 WRITE_TABLE_VERSION: Option[int] = _option(
     "hoodie.write.table.version", int, 6,
-    "Table version a new table is created at: 6 (timeline layout 1, read by Hudi 0.14+ and 1.x) "
-    "or 8 (timeline layout 2, Hudi 1.0's default, read by Hudi 1.x only). Deviation: Hudi 1.0 "
-    "defaults to 8; upsertlake to 6, which every Hudi reader reads. An existing table keeps its "
-    "version (upgrade it with `upsertlake upgrade PATH --to 8`); naming another one is an error.")
+    "Table version a new table is created at: 6 (timeline layout 1, read by Hudi 0.14+ and 1.x), "
+    "8 (layout 2, Hudi 1.0's default, read by Hudi 1.x) or 9 (Hudi 1.1's default, read by Hudi "
+    "1.1). Deviation: Hudi 1.1 defaults to 9; upsertlake to 6, which every Hudi reader reads "
+    "(README, Table versions). On an existing table at a lower version a write upgrades it first, "
+    "as Hudi's writer does (unless hoodie.write.auto.upgrade=false: then it writes at the table's "
+    "version); a lower version than the table's is an error.")
+WRITE_AUTO_UPGRADE: Option[bool] = _option(
+    "hoodie.write.auto.upgrade", bool, True,
+    "Whether a write whose hoodie.write.table.version is above the table's upgrades the table first "
+    "(as Hudi 1.x's writer); false writes at the table's version, as Hudi does.")
 OPERATION: Option[str] = _option(
     "hoodie.datasource.write.operation", str, "upsert",
     "Write operation of a datasource-style write; upsertlake implements these four.",
@@ -221,7 +243,7 @@ OPERATION: Option[str] = _option(
 WRITE_PARALLELISM: Option[int] = _option(
     "hoodie.upsert.shuffle.parallelism", int, 0,
     "Hudi: parallelism of the upsert shuffle, 0 = derived by the engine. upsertlake: number of "
-    "worker threads writing files, 0 = one per CPU core.")
+    "worker threads writing files, 0 = one per CPU core.", minimum=0)
 
 STREAMING_CHECKPOINT_IDENTIFIER: Option[str] = _option(
     "hoodie.datasource.write.streaming.checkpoint.identifier", str, "default_single_writer",
@@ -249,29 +271,29 @@ LOCK_FILESYSTEM_PATH: Option[str] = _option(
     "Folder of FileSystemBasedLockProvider's lock file (default: the table's .hoodie folder).")
 LOCK_WAIT_TIME_MS: Option[int] = _option(
     "hoodie.write.lock.wait_time_ms", int, 60000,
-    "How long in milliseconds a writer waits for the table lock before failing.")
+    "How long in milliseconds a writer waits for the table lock before failing.", minimum=0)
 LOCK_EXPIRE_MINUTES: Option[int] = _option(
     "hoodie.write.lock.filesystem.expire", int, 0,
     "FileSystemBasedLockProvider: a lock older than this many minutes is stale and taken over; "
-    "0 = only when its holder is a dead process on this host (Hudi: never).")
+    "0 = only when its holder is a dead process on this host (Hudi: never).", minimum=0)
 LOCK_STORAGE_VALIDITY_SECS: Option[int] = _option(
     "hoodie.write.lock.storage.validity.timeout.secs", int, 300,
     "StorageBasedLockProvider: seconds a lease is valid without renewal (at least 10, and at least "
-    "10 times the heartbeat interval).")
+    "10 times the heartbeat interval).", minimum=1)
 LOCK_STORAGE_HEARTBEAT_POLL_SECS: Option[int] = _option(
     "hoodie.write.lock.storage.heartbeat.poll.secs", int, 30,
-    "StorageBasedLockProvider: seconds between renewals of a held lease (at least 1).")
+    "StorageBasedLockProvider: seconds between renewals of a held lease (at least 1).", minimum=1)
 HEARTBEAT_INTERVAL_MS: Option[int] = _option(
     "hoodie.client.heartbeat.interval_in_ms", int, 60000,
-    "Interval in milliseconds at which an in-flight writer refreshes its heartbeat file.")
+    "Interval in milliseconds at which an in-flight writer refreshes its heartbeat file.", minimum=1)
 HEARTBEAT_TOLERABLE_MISSES: Option[int] = _option(
     "hoodie.client.heartbeat.tolerable.misses", int, 2,
-    "Missed heartbeats after which an in-flight write is considered failed.")
+    "Missed heartbeats after which an in-flight write is considered failed.", minimum=1)
 
 NUM_RETRIES_ON_CONFLICT: Option[int] = _option(
     "hoodie.write.num.retries.on.conflict.failures", int, 0,
     "Times a write that conflicts on a record is tagged and merged again against the new table state "
-    "(with backoff) before WriteConflictError; safe under event-time ordering (README).")
+    "(with backoff) before WriteConflictError; safe under event-time ordering (docs/concepts/concurrency.md).", minimum=0)
 
 # --- keys and table identity (KeyGeneratorOptions, HoodieWriteConfig, HoodieTableConfig) ---------
 
@@ -290,9 +312,11 @@ RECORDKEY_FIELD: Option[str] = _option(
     "Comma-separated record key field(s). Hudi has no default.")
 PRECOMBINE_FIELD: Option[str] = _option(
     "hoodie.datasource.write.precombine.field", str, "",
-    "Field whose larger value wins between records with the same key. Empty = none. Deviation: "
-    "Hudi 0.15 defaults to 'ts' (1.x has no default). The table's own value is the separate "
-    "table-config key hoodie.table.precombine.field, not an alias of this one.")
+    "Field whose larger value wins between records with the same key, or several (comma-separated, "
+    "compared in order: the next decides a tie). Empty = none. Deviation: Hudi 0.15 defaults to 'ts' "
+    "(1.x has no default). Hudi 1.1's hoodie.table.ordering.fields names the same fields; the table's "
+    "value up to version 8, hoodie.table.precombine.field, is the table's own.",
+    aliases=("hoodie.table.ordering.fields",))
 PARTITIONPATH_FIELD: Option[str] = _option(
     "hoodie.datasource.write.partitionpath.field", str, "",
     "Comma-separated partition path field(s); empty = non-partitioned table.")
@@ -326,36 +350,70 @@ CLEANER_POLICY: Option[CleanPolicy] = _option(
 CLEANER_COMMITS_RETAINED: Option[int] = _option(
     "hoodie.cleaner.commits.retained", int, 10,
     "KEEP_LATEST_COMMITS: number of latest commits whose snapshots stay readable.",
-    aliases=("hoodie.clean.commits.retained",))
+    aliases=("hoodie.clean.commits.retained",), minimum=1)
 CLEANER_FILE_VERSIONS_RETAINED: Option[int] = _option(
     "hoodie.cleaner.fileversions.retained", int, 3,
     "KEEP_LATEST_FILE_VERSIONS: number of versions kept per file group.",
-    aliases=("hoodie.clean.fileversions.retained",))
+    aliases=("hoodie.clean.fileversions.retained",), minimum=1)
 CLEANER_HOURS_RETAINED: Option[int] = _option(
     "hoodie.cleaner.hours.retained", int, 24,
     "KEEP_LATEST_BY_HOURS: the snapshots of commits of the last this many hours stay readable.",
-    aliases=("hoodie.clean.hours.retained",))
+    aliases=("hoodie.clean.hours.retained",), minimum=1)
+METADATA_ENABLE: Option[bool] = _option(
+    "hoodie.metadata.enable", bool, True,
+    "Keep Apache Hudi's metadata table (.hoodie/metadata) on table versions 8 and 9: every write "
+    "and service updates it in the same instant, as Hudi's writers do. Given explicitly as true, a "
+    "table without one gets one (files and column_stats, partition_stats when partitioned, "
+    "record_index when asked); by default an existing one is kept and none is created "
+    "(**deviation**: Hudi creates one; keeping it costs a small upsert 1.3x locally and 2-4x on an "
+    "object store, benchmarks/metadata_bench.py). false: it is deleted at the next write, as Hudi "
+    "does for such a writer. Table version 6's (Hudi 0.x) is deleted either way.")
+METADATA_RECORD_INDEX_ENABLE: Option[bool] = _option(
+    "hoodie.metadata.record.index.enable", bool, False,
+    "Create the metadata table's record_index partition (every record key and its file group) when "
+    "the table has none; one that exists is kept whatever this says. hoodie.index.type=RECORD_INDEX "
+    "needs it.")
+METADATA_COMPACT_MAX_DELTA_COMMITS: Option[int] = _option(
+    "hoodie.metadata.compact.max.delta.commits", int, 10,
+    "The metadata table is compacted (its log files folded into new HFile base files) once this many "
+    "deltacommits completed since its last compaction, as Hudi's default.")
 CLEAN_AUTOMATIC: Option[bool] = _option(
     "hoodie.clean.automatic", bool, True,
     "Clean after each commit when due (see hoodie.clean.max.commits) and there is something to delete.")
 CLEAN_MAX_COMMITS: Option[int] = _option(
     "hoodie.clean.max.commits", int, 1,
-    "An automatic clean is attempted once this many commits completed since the last clean.")
+    "An automatic clean is attempted once this many commits completed since the last clean.", minimum=1)
 KEEP_MIN_COMMITS: Option[int] = _option(
     "hoodie.keep.min.commits", int, 20,
-    "The archiver leaves at least this many commits on the active timeline.")
+    "The archiver leaves at least this many commits on the active timeline.", minimum=1)
 KEEP_MAX_COMMITS: Option[int] = _option(
     "hoodie.keep.max.commits", int, 30,
-    "The archiver runs once the active timeline holds more than this many commits.")
+    "The archiver runs once the active timeline holds more than this many commits.", minimum=1)
+COMMITS_ARCHIVAL_BATCH: Option[int] = _option(
+    "hoodie.commits.archival.batch", int, 10,
+    "Table version 6: archived timeline entries per block of an archive log file.", minimum=1)
+ARCHIVE_MERGE_ENABLE: Option[bool] = _option(
+    "hoodie.archive.merge.enable", bool, True,
+    "Table version 6: merge small archive log files (Hudi's option, off by default there; on here, "
+    "as no storage upsertlake writes can append to one, so each archival adds a file).")
+ARCHIVE_MERGE_FILES_BATCH: Option[int] = _option(
+    "hoodie.archive.merge.files.batch.size", int, 10,
+    "Table version 6: this many small archive log files are merged into one.")
+ARCHIVE_MERGE_SMALL_FILE_LIMIT: Option[int] = _option(
+    "hoodie.archive.merge.small.file.limit.bytes", int, 20 * 1024 * 1024,
+    "Table version 6: archive log files up to this size are merged.")
+TIMELINE_COMPACTION_BATCH: Option[int] = _option(
+    "hoodie.timeline.compaction.batch.size", int, 10,
+    "Table versions 8, 9: once a layer of the LSM archived timeline holds this many files, its oldest are merged into one.")
 ARCHIVE_AUTOMATIC: Option[bool] = _option(
     "hoodie.archive.automatic", bool, True,
     "Archive after each commit (after the automatic clean) when the active timeline is over the max.")
 CLUSTERING_SMALL_FILE_LIMIT: Option[int] = _option(
     "hoodie.clustering.plan.strategy.small.file.limit", int, 314572800,
-    "Clustering rewrites file groups whose base file is below this size in bytes (Hudi default 300 MiB).")
+    "Clustering rewrites file groups whose base file is below this size in bytes (Hudi default 300 MiB).", minimum=0)
 CLUSTERING_TARGET_FILE_MAX_BYTES: Option[int] = _option(
     "hoodie.clustering.plan.strategy.target.file.max.bytes", int, 1073741824,
-    "Clustering bin-packs small file groups into new ones of at most this size (Hudi default 1 GiB).")
+    "Clustering bin-packs small file groups into new ones of at most this size (Hudi default 1 GiB).", minimum=1)
 CLUSTERING_SORT_COLUMNS: Option[str] = _option(
     "hoodie.clustering.plan.strategy.sort.columns", str, "",
     "Comma-separated columns the rows of each clustered file are sorted by; empty = keep their order.")
@@ -364,18 +422,18 @@ CLUSTERING_INLINE: Option[bool] = _option(
     "Cluster after every hoodie.clustering.inline.max.commits commits, before the automatic clean.")
 CLUSTERING_INLINE_MAX_COMMITS: Option[int] = _option(
     "hoodie.clustering.inline.max.commits", int, 4,
-    "Commits since the last clustering after which inline clustering runs.")
+    "Commits since the last clustering after which inline clustering runs.", minimum=1)
 COMPACT_INLINE: Option[bool] = _option(
     "hoodie.compact.inline", bool, False,
     "Merge-on-read: schedule and run a compaction after a deltacommit once "
     "hoodie.compact.inline.max.delta.commits deltacommits completed since the last compaction.")
 COMPACT_INLINE_MAX_DELTA_COMMITS: Option[int] = _option(
     "hoodie.compact.inline.max.delta.commits", int, 5,
-    "Deltacommits since the last compaction after which inline compaction runs.")
+    "Deltacommits since the last compaction after which inline compaction runs.", minimum=1)
 COMPACT_INLINE_MAX_DELTA_SECONDS: Option[int] = _option(
     "hoodie.compact.inline.max.delta.seconds", int, 3600,
     "Seconds since the last compaction (or the first deltacommit, before any) after which the "
-    "time-based trigger strategies compact.")
+    "time-based trigger strategies compact.", minimum=0)
 COMPACT_INLINE_TRIGGER_STRATEGY: Option[str] = _option(
     "hoodie.compact.inline.trigger.strategy", str, "NUM_COMMITS",
     "When inline compaction is due, as Hudi decides it: NUM_COMMITS (max.delta.commits "
@@ -391,10 +449,10 @@ COMPACTION_STRATEGY: Option[str] = _option(
     "other strategies are refused.")
 COMPACTION_TARGET_IO: Option[int] = _option(
     "hoodie.compaction.target.io", int, 512000,
-    "LogFileSizeBasedCompactionStrategy: the MB a compaction reads and writes at most (Hudi's bound).")
+    "LogFileSizeBasedCompactionStrategy: the MB a compaction reads and writes at most (Hudi's bound).", minimum=0)
 COMPACTION_LOGFILE_SIZE_THRESHOLD: Option[int] = _option(
     "hoodie.compaction.logfile.size.threshold", int, 0,
-    "LogFileSizeBasedCompactionStrategy: slices whose log files total fewer bytes are left for later.")
+    "LogFileSizeBasedCompactionStrategy: slices whose log files total fewer bytes are left for later.", minimum=0)
 
 OPTIONS: Mapping[str, Option[Any]] = MappingProxyType(
     {key: option for option in _REGISTRY for key in (option.key, *option.aliases)}

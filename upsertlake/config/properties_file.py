@@ -39,8 +39,9 @@ _REQUIRED_KEYS = (
 _REQUIRED_BY_VERSION = {
     6: ("hoodie.table.keygenerator.class",),
     8: ("hoodie.table.initial.version", "hoodie.timeline.path", "hoodie.record.merge.mode"),
+    9: ("hoodie.table.initial.version", "hoodie.timeline.path", "hoodie.record.merge.mode"),
 }
-_LAYOUT_OF_VERSION = {6: "1", 8: "2"}
+_LAYOUT_OF_VERSION = {6: "1", 8: "2", 9: "2"}
 
 
 def properties_checksum(props: Mapping[str, str]) -> int:
@@ -72,10 +73,10 @@ def validate_properties(props: Mapping[str, str]) -> list[str]:
             for key in _REQUIRED_BY_VERSION.get(number, ())
             if not props.get(key)
         ]
-        if number == 8 and not (
+        if number >= 8 and not (
             props.get("hoodie.table.keygenerator.type") or props.get("hoodie.table.keygenerator.class")
         ):
-            problems.append("lacks hoodie.table.keygenerator.type (required by table version 8)")
+            problems.append(f"lacks hoodie.table.keygenerator.type (required by table version {number})")
         layout = props.get("hoodie.timeline.layout.version")
         if number in _LAYOUT_OF_VERSION and layout and layout.strip() != _LAYOUT_OF_VERSION[number]:
             problems.append(f"hoodie.timeline.layout.version={layout} does not go with table version {number}")

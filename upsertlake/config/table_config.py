@@ -4,11 +4,14 @@ What the keys say (table type, version, key generator, merge mode) and which tab
 reads and writes. The file itself, its validation and Hudi's backup protocol are
 `upsertlake.config.properties_file`; the model reads it through there (`TableConfig.load`).
 
-Table versions: 6 (timeline layout 1, Hudi 0.14/0.15) and 8 (timeline layout 2, Hudi 1.0) are read
-and written; older versions with layout 1 are read. Version 8 adds the properties Hudi 1.0 writes
-(`TableConfig.as_version_8`): the timeline paths, the initial version, the merge mode with its
-strategy id and payload class, and the key generator type (new Hudi 1.x tables carry the type
-only, not the class; `from_properties` derives the class from it).
+Table versions: 6 (timeline layout 1, Hudi 0.14/0.15), 8 (timeline layout 2, Hudi 1.0) and 9
+(layout 2, Hudi 1.1) are read and written; older versions with layout 1 are read. Version 8 adds
+the properties Hudi 1.0 writes (`TableConfig.as_version_8`): the timeline paths, the initial
+version, the merge mode with its strategy id and payload class, and the key generator type (new
+Hudi 1.x tables carry the type only, not the class; `from_properties` derives the class from it).
+Version 9 (`TableConfig.as_version_9`, Hudi's EightToNineUpgradeHandler) names the ordering fields
+`hoodie.table.ordering.fields` instead of the precombine field, drops the strategy id and keeps a
+built-in payload class as `hoodie.table.legacy.payload.class` only.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
 NONPARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 WRITABLE_KEYGENS = (SIMPLE_KEYGEN, COMPLEX_KEYGEN, NONPARTITIONED_KEYGEN)
 
-READABLE_VERSIONS = (0, 1, 2, 3, 4, 5, 6, 8)  # 0-6: layout 1; 8: layout 2
-WRITABLE_VERSIONS = (6, 8)
+READABLE_VERSIONS = (0, 1, 2, 3, 4, 5, 6, 8, 9)  # 0-6: layout 1; 8, 9: layout 2
+WRITABLE_VERSIONS = (6, 8, 9)
+LATEST_VERSION = 9
 
 # hoodie.table.keygenerator.type (Hudi's KeyGeneratorType) -> the class it stands for.
 KEYGEN_TYPES = {
@@ -45,6 +49,30 @@ KEYGEN_TYPES = {
     "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
     "GLOBAL_DELETE": "org.apache.hudi.keygen.GlobalDeleteKeyGenerator",
 }
+
+# The payload classes Hudi 1.1 moves to hoodie.table.legacy.payload.class on the way to version 9
+# (UpgradeDowngradeUtils.PAYLOAD_CLASSES_TO_HANDLE): their merging is the merge mode's.
+LEGACY_PAYLOAD_KEY = "hoodie.table.legacy.payload.class"
+PARTIAL_UPDATE_KEY = "hoodie.table.partial.update.mode"  # version 9 only
+LEGACY_PAYLOADS = frozenset({
+    "org.apache.hudi.common.model.AWSDmsAvroPayload",
+    "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+    "org.apache.hudi.common.model.EventTimeAvroPayload",
+    "org.apache.hudi.common.model.debezium.MySqlDebeziumAvroPayload",
+    "org.apache.hudi.common.model.OverwriteNonDefaultsWithLatestAvroPayload",
+    "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
+    "org.apache.hudi.common.model.PartialUpdateAvroPayload",
+    "org.apache.hudi.common.model.debezium.PostgresDebeziumAvroPayload",
+})
+
+# hoodie.table.format: "native" is Hudi's own timeline; another name is a pluggable table format
+# (Hudi 1.1's HoodieTableFormat) whose timeline this engine does not know.
+TABLE_FORMAT_KEY = "hoodie.table.format"
+NATIVE_FORMAT = "native"
+# hoodie.table.base.file.format: the formats read here (Lance through the optional `lance` extra);
+# only parquet is written.
+BASE_FORMAT_KEY = "hoodie.table.base.file.format"
+READABLE_BASE_FORMATS = ("PARQUET", "LANCE")
 
 COPY_ON_WRITE = "COPY_ON_WRITE"
 MERGE_ON_READ = "MERGE_ON_READ"
@@ -58,6 +86,7 @@ _OWN_KEYS = {
     "hoodie.timeline.layout.version",
     "hoodie.table.recordkey.fields",
     "hoodie.table.precombine.field",
+    "hoodie.table.ordering.fields",
     "hoodie.table.partition.fields",
     "hoodie.table.keygenerator.class",
     "hoodie.datasource.write.hive_style_partitioning",
@@ -70,6 +99,8 @@ _OWN_KEYS = {
     "hoodie.table.checksum",
 }
 TIMELINE_PATH_KEY = "hoodie.timeline.path"
+PRECOMBINE_KEY = "hoodie.table.precombine.field"  # versions up to 8
+ORDERING_KEY = "hoodie.table.ordering.fields"  # version 9 (Hudi 1.1 reads either)
 KEYGEN_TYPE_KEY = "hoodie.table.keygenerator.type"
 
 # The settings every commit of ours records in its extraMetadata (beside the schema), under these
@@ -81,7 +112,8 @@ RECORDED_KEYS = (
     "hoodie.database.name",
     "hoodie.table.recordkey.fields",
     "hoodie.table.partition.fields",
-    "hoodie.table.precombine.field",
+    PRECOMBINE_KEY,
+    ORDERING_KEY,
     "hoodie.table.keygenerator.class",
     KEYGEN_TYPE_KEY,
     "hoodie.datasource.write.hive_style_partitioning",
@@ -126,7 +158,7 @@ class TableConfig:
     name: str
     record_key_fields: tuple[str, ...]
     partition_fields: tuple[str, ...] = ()
-    precombine_field: str | None = None
+    ordering_fields: tuple[str, ...] = ()  # compared in order: the first, then the next on a tie
     database: str = "default"
     keygen_class: str = ""
     hive_style_partitioning: bool = False
@@ -155,6 +187,27 @@ class TableConfig:
         """CRC32 of "<database>.<table>", as Hudi validates it."""
         return properties_checksum({"hoodie.database.name": self.database, "hoodie.table.name": self.name})
 
+    @property
+    def precombine_field(self) -> str | None:
+        """The one ordering field (None: none). Copy-on-write tables are read and written by
+        several (`ordering_fields`, compared field by field); merge-on-read slices merge by one:
+        a merge-on-read table ordered by several is refused by name."""
+        if len(self.ordering_fields) > 1:
+            raise self._several_ordering_fields()
+        return self.ordering_fields[0] if self.ordering_fields else None
+
+    def _several_ordering_fields(self) -> UnsupportedTableError:
+        return UnsupportedTableError(
+            f"table {self.name!r} orders records by several fields ({', '.join(self.ordering_fields)}); "
+            "merge-on-read tables ordered by several fields are not supported yet (copy-on-write ones are)"
+        )
+
+    @property
+    def log_ordering_field(self) -> str | None:
+        """The ordering field log records merge by: a merge-on-read table's one field (refused
+        for several); None on copy-on-write, which has no log files."""
+        return self.precombine_field if self.is_merge_on_read else None
+
     def with_schema(self, avro_json: str) -> TableConfig:
         return replace(self, create_schema=avro_json)
 
@@ -171,7 +224,17 @@ class TableConfig:
         if version not in READABLE_VERSIONS:
             raise UnsupportedTableError(
                 f"table version {version} is not supported: upsertlake reads table versions up to 6 "
-                "(Apache Hudi 0.x) and 8 (Hudi 1.0); version 9 is written by Hudi 1.1"
+                "(Apache Hudi 0.x), 8 (Hudi 1.0) and 9 (Hudi 1.1)"
+            )
+        table_format = self.extra.get(TABLE_FORMAT_KEY, NATIVE_FORMAT)
+        if table_format != NATIVE_FORMAT:
+            raise UnsupportedTableError(
+                f"{TABLE_FORMAT_KEY}={table_format}: the table keeps its timeline in another table format; "
+                f"upsertlake reads Hudi's own ({TABLE_FORMAT_KEY}={NATIVE_FORMAT})"
+            )
+        if self.base_file_format not in READABLE_BASE_FORMATS:
+            raise UnsupportedTableError(
+                f"{BASE_FORMAT_KEY}={self.base_file_format}: upsertlake reads parquet and Lance base files only"
             )
         expected = 2 if version >= 8 else 1
         if layout != expected:
@@ -181,11 +244,13 @@ class TableConfig:
             )
 
     def check_write_version(self, requested: int, key: str = "hoodie.write.table.version") -> None:
-        """A table keeps its version: asking for another one (by `key`) is an error."""
+        """A table keeps its version within a write: asking for another one (by `key`) is an
+        error (a write's options at opening upgrade it first: `table_options.upgrade_before_writing`)."""
         if requested != self.table_version:
             raise ConfigError(
                 f"{key}={requested} but the table is at version {self.table_version}; "
-                f"a table keeps its version (upgrade it with `upsertlake upgrade PATH --to {requested}`)"
+                f"a table keeps its version (upgrade it with `upsertlake upgrade PATH --to {requested}`, or name "
+                "the version among the options the table is opened with, which upgrades it before the first write)"
                 if requested > self.table_version
                 else f"{key}={requested} but the table is at version {self.table_version}; "
                 "downgrades are not supported"
@@ -198,9 +263,16 @@ class TableConfig:
         self.check_readable()
         if self.table_version not in WRITABLE_VERSIONS:
             raise UnsupportedTableError(
-                f"writing table version {self.table_version} is not supported (6 and 8 only); "
-                "upgrade it with `upsertlake upgrade PATH --to 8`"
+                f"writing table version {self.table_version} is not supported (6, 8 and 9 only); "
+                f"upgrade it with `upsertlake upgrade PATH --to {LATEST_VERSION}`"
             )
+        if self.base_file_format != "PARQUET":
+            raise UnsupportedTableError(
+                f"{BASE_FORMAT_KEY}={self.base_file_format}: this table is read-only here (upsertlake writes "
+                "parquet base files only)"
+            )
+        if self.is_merge_on_read and len(self.ordering_fields) > 1:
+            raise self._several_ordering_fields()
         if not self.populate_meta_fields:
             raise UnsupportedTableError(
                 "tables without meta fields (hoodie.populate.meta.fields=false) are read-only here"
@@ -233,6 +305,41 @@ class TableConfig:
             self, table_version=8, timeline_layout_version=2, extra=extra, keygen_class_stored=initial_version < 8
         )
 
+    def as_version_9(self, merge_mode: MergeMode, initial_version: int) -> TableConfig:
+        """This table's settings at table version 9, as Hudi 1.1 writes them: a new table's (with
+        `hoodie.table.format`), or a version 6 or 8 table's as Hudi's upgrade leaves them
+        (EightToNineUpgradeHandler): the ordering fields under `hoodie.table.ordering.fields`, no
+        merge strategy id for a built-in merge mode, and a built-in payload class kept as
+        `hoodie.table.legacy.payload.class` only."""
+        at_8 = self if self.table_version == 8 else self.as_version_8(merge_mode, initial_version)
+        extra = dict(at_8.extra)
+        extra.pop(PRECOMBINE_KEY, None)
+        extra.pop("hoodie.record.merge.strategy.id", None)
+        payload = extra.pop("hoodie.compaction.payload.class", None)
+        if payload is not None and payload not in LEGACY_PAYLOADS:
+            extra["hoodie.compaction.payload.class"] = payload
+        elif payload is not None and initial_version < 9:
+            extra[LEGACY_PAYLOAD_KEY] = payload
+        if initial_version == 9:
+            extra[TABLE_FORMAT_KEY] = NATIVE_FORMAT
+        return replace(at_8, table_version=9, extra=extra)
+
+    def down_to_version_8(self) -> TableConfig:
+        """A version 9 table's settings at version 8, as Hudi's NineToEightDowngradeHandler leaves
+        them: the ordering field as the precombine field, the merge strategy id of its merge mode,
+        the payload class back from the legacy key (`services.upgrade.downgrade_blockers` says
+        when version 8 cannot say the same)."""
+        mode = self.merge_mode
+        extra = {k: v for k, v in self.extra.items() if k not in (LEGACY_PAYLOAD_KEY, PARTIAL_UPDATE_KEY)}
+        extra["hoodie.record.merge.strategy.id"] = mode.strategy_id
+        extra["hoodie.compaction.payload.class"] = self.extra.get(LEGACY_PAYLOAD_KEY, mode.payload_class)
+        return replace(self, table_version=8, extra=extra)
+
+    @property
+    def base_file_format(self) -> str:
+        """`hoodie.table.base.file.format`, upper case (PARQUET when absent, as Hudi defaults)."""
+        return self.extra.get(BASE_FORMAT_KEY, "PARQUET").upper()
+
     @property
     def is_merge_on_read(self) -> bool:
         return self.table_type == MERGE_ON_READ
@@ -253,9 +360,9 @@ class TableConfig:
     def merge_mode_for_upgrade(self) -> MergeMode:
         """The merge mode version 8 states for this version 6 table, as Hudi's upgrade infers it:
         from the payload class; with none set, event time when there is a precombine field."""
-        payload = self.extra.get("hoodie.compaction.payload.class")
+        payload = self.extra.get("hoodie.compaction.payload.class") or self.extra.get(LEGACY_PAYLOAD_KEY)
         if payload is None:
-            return MergeMode.EVENT_TIME if self.precombine_field else MergeMode.COMMIT_TIME
+            return MergeMode.EVENT_TIME if self.ordering_fields else MergeMode.COMMIT_TIME
         mode = MergeMode.of_payload(payload)
         if mode is not None:
             return mode
@@ -280,8 +387,8 @@ class TableConfig:
         }
         if not self.keygen_class_stored and KEYGEN_TYPES.get(self.extra.get(KEYGEN_TYPE_KEY, "")) == self.keygen_class:
             del props["hoodie.table.keygenerator.class"]  # Hudi 1.x names it by type only
-        if self.precombine_field:
-            props["hoodie.table.precombine.field"] = self.precombine_field
+        if self.ordering_fields:
+            props[ORDERING_KEY if self.table_version >= 9 else PRECOMBINE_KEY] = ",".join(self.ordering_fields)
         if self.partition_fields:
             props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
         if self.create_schema:
@@ -307,7 +414,7 @@ class TableConfig:
                 name=need("hoodie.table.name"),
                 record_key_fields=tuple(option_list(props.get("hoodie.table.recordkey.fields", ""))),
                 partition_fields=tuple(option_list(props.get("hoodie.table.partition.fields", ""))),
-                precombine_field=props.get("hoodie.table.precombine.field") or None,
+                ordering_fields=tuple(option_list(props.get(ORDERING_KEY) or props.get(PRECOMBINE_KEY) or "")),
                 database=props.get("hoodie.database.name") or "default",
                 keygen_class=props.get("hoodie.table.keygenerator.class")
                 or KEYGEN_TYPES.get(props.get(KEYGEN_TYPE_KEY, ""), ""),

@@ -9,6 +9,7 @@ another merge mode than the table's: readers merge its log files by the table's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any
@@ -17,8 +18,16 @@ from upsertlake.config import options as opt
 from upsertlake.config.enums import MergeMode
 from upsertlake.config.option import Option, option_list
 from upsertlake.config.resolved import Config
-from upsertlake.config.table_config import TableConfig, check_table_type
+from upsertlake.config.table_config import (
+    ORDERING_KEY,
+    PRECOMBINE_KEY,
+    WRITABLE_VERSIONS,
+    TableConfig,
+    check_table_type,
+)
 from upsertlake.errors import ConfigError, UnsupportedTableError
+
+log = logging.getLogger(__name__)
 
 
 def check_against_table(cfg: Config, table_config: TableConfig) -> None:
@@ -33,8 +42,8 @@ def check_against_table(cfg: Config, table_config: TableConfig) -> None:
          "hoodie.table.recordkey.fields"),
         (opt.PARTITIONPATH_FIELD, tuple(option_list(cfg.get(opt.PARTITIONPATH_FIELD))), table_config.partition_fields,
          "hoodie.table.partition.fields"),
-        (opt.PRECOMBINE_FIELD, cfg.get(opt.PRECOMBINE_FIELD), table_config.precombine_field or "",
-         "hoodie.table.precombine.field"),
+        (opt.PRECOMBINE_FIELD, tuple(option_list(cfg.get(opt.PRECOMBINE_FIELD))), table_config.ordering_fields,
+         ORDERING_KEY if table_config.table_version >= 9 else PRECOMBINE_KEY),
         (opt.KEYGEN_CLASS, cfg.get(opt.KEYGEN_CLASS), table_config.keygen_class, "hoodie.table.keygenerator.class"),
         (opt.HIVE_STYLE_PARTITIONING, cfg.get(opt.HIVE_STYLE_PARTITIONING), table_config.hive_style_partitioning,
          opt.HIVE_STYLE_PARTITIONING.key),
@@ -77,8 +86,34 @@ def take_table_version(options: Mapping[str, object] | None) -> tuple[dict[str, 
     try:
         version = int(str(given).strip())
     except ValueError:
-        raise ConfigError(f"{TABLE_VERSION_KEY}={given!r} is not a table version (6 or 8)") from None
+        raise ConfigError(f"{TABLE_VERSION_KEY}={given!r} is not a table version (6, 8 or 9)") from None
     return rest, version
+
+
+def upgrade_before_writing(table_config: TableConfig, cfg: Config) -> int | None:
+    """The version this table is upgraded to before a write with these options (None: it is
+    written at its own), as Hudi 1.x's writer decides: a `hoodie.write.table.version` above the
+    table's upgrades it first while `hoodie.write.auto.upgrade` is on (the default); with it off
+    the write goes at the table's version, warned. A version below the table's is an error."""
+    if not cfg.is_set(opt.WRITE_TABLE_VERSION):
+        return None
+    wanted = cfg.get(opt.WRITE_TABLE_VERSION)
+    if wanted <= table_config.table_version:
+        table_config.check_write_version(wanted)
+        return None
+    if wanted not in WRITABLE_VERSIONS:
+        raise ConfigError(
+            f"{opt.WRITE_TABLE_VERSION.key}={wanted}: upsertlake writes table versions "
+            f"{', '.join(map(str, WRITABLE_VERSIONS))}"
+        )
+    if not cfg.get(opt.WRITE_AUTO_UPGRADE):
+        log.warning(
+            "%s=false: writing table %r at its version %d, not %s=%d (as Hudi does)",
+            opt.WRITE_AUTO_UPGRADE.key, table_config.name, table_config.table_version,
+            opt.WRITE_TABLE_VERSION.key, wanted,
+        )
+        return None
+    return wanted
 
 
 def merge_on_read_mode(table_config: TableConfig) -> MergeMode | None:

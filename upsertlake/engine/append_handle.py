@@ -33,7 +33,7 @@ from upsertlake.layout.slice_reader import Merge
 from upsertlake.logfile import LogFileName, append_blocks, avro_data_blocks, data_block, delete_block
 from upsertlake.logfile.blocks import Block
 from upsertlake.partitioner import Bucket
-from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION
+from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.commit_metadata import DeltaWriteStat
@@ -121,7 +121,7 @@ def append_bucket(
         rows = with_meta(upserts, job.instant_time, bucket.number, bucket.file_id, job.data_schema)
         blocks.append(data_block(job.instant_time, rows, job.schema_json, parquet=job.parquet_blocks))
     if removed.num_rows:
-        keys = _delete_keys(removed, job.precombine_field)
+        keys = _delete_keys(removed, job.ordering_fields)
         # a block either way: hudi-rs refuses a delete block that mixes the plain deletes'
         # IntWrapper(0) with ordering values of another wrapper (a key is in one of them only)
         natural = keys.column("natural_order")
@@ -152,6 +152,7 @@ def append_bucket(
     # The index learns nothing: a key deleted in a log stays in its base file, where the indexes
     # (none of which reads logs) find it, so a later write of it appends to the same group.
     none = pa.array([], pa.string())
+    deleted = removed.column(RECORD_KEY).combine_chunks().cast(pa.string()) if removed.num_rows and job.keep_keys else none
     return WriteStatus(
         stat=stat,
         inserted_keys=none,
@@ -159,6 +160,7 @@ def append_bucket(
         num_updates=upserts.num_rows,
         num_inserts=0,
         num_deletes=removed.num_rows,
+        log_deleted_keys=deleted,
     )
 
 
@@ -235,10 +237,12 @@ class SharedBlocks:
         return dict(zip(chosen, avro_data_blocks(job.instant_time, with_meta, job.schema_json, run_ends)))
 
 
-def _delete_keys(removed: pa.Table, precombine_field: str | None) -> pa.Table:
+def _delete_keys(removed: pa.Table, ordering_fields: tuple[str, ...]) -> pa.Table:
     """A delete block's keys: `delete()`'s records (forced) carry no ordering value (Hudi's
     IntWrapper(0): the delete wins); an upsert's `_hoodie_is_deleted` record carries its
-    precombine value, and competes by it as Hudi's append handle writes it."""
+    precombine value, and competes by it as Hudi's append handle writes it. (Merge-on-read tables
+    ordered by several fields are refused before any write: `TableConfig.precombine_field`.)"""
+    (precombine_field,) = ordering_fields or (None,)
     forced = np.asarray(removed.column(FORCE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
     keys = {
         "record_key": removed.column(KEY),

@@ -9,7 +9,7 @@ column-wise: the rows to replace are one `is_in` mask over the old keys.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 import numpy as np
@@ -41,6 +41,7 @@ from upsertlake.schema.columns import (
     PARTITION_PATH,
     RECORD_KEY,
 )
+from upsertlake.schema.ordering import ordering_values
 from upsertlake.storage import Storage
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.util.arrow import constant
@@ -55,7 +56,7 @@ class BucketTask:
     base_file: BaseFile | None
     instant_time: str
     data_schema: pa.Schema
-    precombine_field: str | None
+    ordering_fields: tuple[str, ...]
     merge_mode: MergeMode  # how a record merges with the stored row of its key
     append_records: bool  # inserts: every stored row stays, every record is added (duplicates allowed)
     write_token: str
@@ -71,7 +72,7 @@ class BucketJob:
     buckets: tuple[Bucket, ...]
     base_files: dict[int, BaseFile]  # bucket number -> the file an UPDATE bucket rewrites
     data_schema: pa.Schema
-    precombine_field: str | None
+    ordering_fields: tuple[str, ...]
     merge_mode: MergeMode
     append_records: bool  # as BucketTask's
     file_config: FileWriterConfig
@@ -119,7 +120,7 @@ class BucketJob:
             base_file=base_file or self.base_files.get(number),
             instant_time=self.instant_time,
             data_schema=self.data_schema,
-            precombine_field=self.precombine_field,
+            ordering_fields=self.ordering_fields,
             merge_mode=self.merge_mode,
             append_records=self.append_records,
             write_token=write_token or default_token(number, attempt),
@@ -129,7 +130,7 @@ class BucketJob:
         if self.keep_keys:
             return status
         none = pa.array([], pa.string())
-        return replace(status, inserted_keys=none, deleted_keys=none)
+        return replace(status, inserted_keys=none, deleted_keys=none, log_deleted_keys=none)
 
 
 def default_token(number: int, attempt: int) -> str:
@@ -149,6 +150,9 @@ class WriteStatus:
     num_inserts: int
     num_deletes: int
     summary: KeySummary | None = None  # the keys it wrote, for the conflict check (an append: none)
+    # Keys a log file's delete block deleted: the record index forgets them (Hudi's does), while
+    # the indexes that read base files still find them there (`deleted_keys` leaves them out).
+    log_deleted_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
 
 
 def mark_buckets(storage: Storage, job: BucketJob, tokens: Mapping[int, str]) -> None:
@@ -194,7 +198,7 @@ def write_bucket(storage: Storage, task: BucketTask, file_config: FileWriterConf
         exists[matched] = True
         # Each stored copy of a key (plain inserts make duplicates) merges with the record on its
         # own, as Hudi's merge handle does.
-        needed = [c for c in (task.precombine_field, FORCE_FLAG) if c]
+        needed = [*task.ordering_fields, FORCE_FLAG]
         per_copy = replace(task, records=records.select(needed).take(pa.array(matched)))
         copy_wins = _incoming_wins(per_copy, old, pa.array(old_rows), np.ones(len(matched), dtype=bool))
         wins = np.bincount(matched[copy_wins], minlength=n_in)
@@ -317,10 +321,11 @@ def _incoming_wins(task: BucketTask, old: pa.Table, stored_row: pa.Array, exists
     """Per record: does it replace the stored row? Records flagged FORCE (deletes made by
     `delete()`, partition moves) always do; a null ordering value loses to any value."""
     n = task.records.num_rows
-    if task.merge_mode is MergeMode.COMMIT_TIME or not task.precombine_field or not exists.any():
+    fields = task.ordering_fields
+    if task.merge_mode is MergeMode.COMMIT_TIME or not fields or not exists.any():
         return np.ones(n, dtype=bool)
-    stored = old.column(task.precombine_field).take(stored_row)
-    incoming = task.records.column(task.precombine_field)
+    stored = ordering_values(old.select(list(fields)).take(stored_row), fields)
+    incoming = ordering_values(task.records, fields)
     stored_larger = pc.fill_null(pc.greater(stored, incoming), False)
     stored_larger = pc.or_(stored_larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
     forced = np.asarray(task.records.column(FORCE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)

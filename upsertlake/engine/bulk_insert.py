@@ -12,8 +12,9 @@ a scattered sample of them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -50,14 +51,23 @@ def sample_partition(counts: Mapping[str, int]) -> str | None:
 
 @dataclass(frozen=True)
 class RecordSize:
-    """What records take in a file's data: a part paid once a file (dictionary pages, page
-    headers) and the bytes each record adds."""
+    """What records take in a file's data: a part paid once a row group (dictionary pages, page
+    headers), the bytes each record adds, and the records a row group holds (0: a file is one)."""
 
     fixed: float
     per_record: float
+    rows_per_group: int = 0
 
     def records_per_file(self, max_file_size: int) -> int:
-        return max(1, int((max_file_size - self.fixed) / max(self.per_record, 1e-3)))
+        """The records that fill `max_file_size`: j row groups hold at most j G records and cost
+        j fixed + n per_record; the best j is the fewest whose full groups reach the size, or
+        one fewer, filled up."""
+        per_record = max(self.per_record, 1e-3)
+        if not self.rows_per_group:
+            return max(1, int((max_file_size - self.fixed) / per_record))
+        full = max(1, math.ceil(max_file_size / (self.fixed + self.rows_per_group * per_record)))
+        return max(1, *(min(j * self.rows_per_group, int((max_file_size - j * self.fixed) / per_record))
+                        for j in (full - 1, full) if j >= 1))
 
 
 def written_record_size(sample: pa.Table, data_schema: pa.Schema, file_config: FileWriterConfig) -> RecordSize:
@@ -65,22 +75,25 @@ def written_record_size(sample: pa.Table, data_schema: pa.Schema, file_config: F
     columns included. `sample` is the start of a file, in its order: sorted keys share prefixes
     and repeating values compress, so a scattered sample would overstate the bytes.
 
-    A full sample (SAMPLE_ROWS) is fitted as fixed + n × per_record through its first half and
-    the whole, so files larger than the sample are not charged its dictionary pages again and
-    again; a partition smaller than that is measured whole, as the one file it fills."""
+    A full sample (SAMPLE_ROWS) is written as one row group and fitted as fixed + n × per_record
+    through its first half and the whole, so files larger than the sample are charged its
+    dictionary pages once per row group they will hold, not once per sample; a partition smaller
+    than that is measured whole, as the one file it fills."""
     n = sample.num_rows
     if n == 0:
         return RecordSize(0.0, 1.0)
     instant = "0" * 17  # an instant time's length; the meta columns cost what they will cost
     rows = with_meta(sample, instant, 0, base_file_name(new_file_id(), "0-0-0", instant), data_schema)
-    whole = data_bytes(rows, file_config)
     if n < SAMPLE_ROWS:
-        return RecordSize(0.0, whole / n)
+        return RecordSize(0.0, data_bytes(rows, file_config) / n)
+    one_group = replace(file_config, row_group_bytes=2**62)
+    whole = data_bytes(rows, one_group)
     half = n // 2
-    per_record = (whole - data_bytes(rows.slice(0, half), file_config)) / (n - half)
+    per_record = (whole - data_bytes(rows.slice(0, half), one_group)) / (n - half)
     if per_record <= 0:  # cannot happen with real encoders; the average is then the safe answer
         return RecordSize(0.0, whole / n)
-    return RecordSize(max(0.0, whole - per_record * n), per_record)
+    group = file_config.row_group_bytes // max(1, rows.nbytes // n)  # as the writer cuts row groups (`rows_per_group`)
+    return RecordSize(max(0.0, whole - per_record * n), per_record, max(1, group))
 
 
 def bulk_insert_layout(

@@ -36,6 +36,7 @@ from upsertlake.layout.file_system_view import FileGroup, FileSystemView
 from upsertlake.layout.markers import marker_folder, reconcile_markers
 from upsertlake.schema import arrow_to_avro, avro_schema_json
 from upsertlake.services.rollback import discard_pending
+from upsertlake.services import metadata_table
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -364,6 +365,9 @@ def _complete(
     # a rollback before it still finds every file, which all exist by now, by its name.
     ctx.storage.delete_dir(marker_folder(current.time))
     ctx.lock.fence()
+    metadata_table.sync(  # before the data instant
+        ctx.storage, ctx.table_config, current.time, metadata, result.index_update, options=ctx.options
+    )
     done = transition(
         ctx.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(ctx.table_config), timeline
     )

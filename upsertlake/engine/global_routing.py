@@ -20,6 +20,7 @@ from upsertlake.config.enums import IndexType, MergeMode
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.slice_keys import SliceKeys
 from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, KEY, LOC_FILE_ID, LOC_PARTITION, PARTITION
+from upsertlake.schema.ordering import ordering_values
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
@@ -30,7 +31,7 @@ def route_global(
     operation: Operation,
     cfg: Config,
     view: FileSystemView,
-    precombine_field: str | None,
+    ordering_fields: tuple[str, ...],
     slices: SliceKeys | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """A key found in another partition: delete it there and insert it in the new partition
@@ -43,10 +44,9 @@ def route_global(
     reads it (HoodieMergedReadHandle)."""
 
     def stored_wins(moved: pa.ChunkedArray) -> pa.Array:
-        assert precombine_field is not None, "only event-time ordering compares stored records"
-        return _stored_wins(records, locations, moved, view, precombine_field, slices)
+        return _stored_wins(records, locations, moved, view, ordering_fields, slices)
 
-    return route_moves(records, locations, operation, cfg, precombine_field, stored_wins)
+    return route_moves(records, locations, operation, cfg, ordering_fields, stored_wins)
 
 
 def route_moves(
@@ -54,7 +54,7 @@ def route_moves(
     locations: pa.Table,
     operation: Operation,
     cfg: Config,
-    precombine_field: str | None,
+    ordering_fields: tuple[str, ...],
     stored_wins: Callable[[pa.ChunkedArray], pa.Array],
 ) -> tuple[pa.Table, pa.Table]:
     """`route_global` given how to learn, per moved record, whether the stored copy orders after
@@ -67,7 +67,7 @@ def route_moves(
         return records, locations
     if not _update_partition_path(cfg):
         stay = moved
-    elif precombine_field and cfg.get(opt.RECORD_MERGE_MODE) is MergeMode.EVENT_TIME:
+    elif ordering_fields and cfg.get(opt.RECORD_MERGE_MODE) is MergeMode.EVENT_TIME:
         stay = stored_wins(moved)
     else:
         stay = None
@@ -103,11 +103,13 @@ def _update_partition_path(cfg: Config) -> bool:
     GLOBAL_INMEMORY has no Hudi option, so it moves only when neither option says no."""
     kind = cfg.get(opt.INDEX_TYPE).local
     simple, bloom = cfg.get(opt.SIMPLE_INDEX_UPDATE_PARTITION_PATH), cfg.get(opt.BLOOM_INDEX_UPDATE_PARTITION_PATH)
+    if kind is IndexType.RECORD_INDEX:
+        return cfg.get(opt.RECORD_INDEX_UPDATE_PARTITION_PATH)
     return {IndexType.SIMPLE: simple, IndexType.BLOOM: bloom}.get(kind, simple and bloom)
 
 
 def _stored_wins(
-    records: pa.Table, locations: pa.Table, moved: pa.ChunkedArray, view: FileSystemView, field: str,
+    records: pa.Table, locations: pa.Table, moved: pa.ChunkedArray, view: FileSystemView, fields: tuple[str, ...],
     slices: SliceKeys | None,
 ) -> pa.Array:
     """Per record: is it a moved key whose stored record orders after it (event time)? Reads the
@@ -115,7 +117,7 @@ def _stored_wins(
     when their slice has some)."""
     rows = np.flatnonzero(np.asarray(pc.fill_null(moved, False).to_numpy(zero_copy_only=False), dtype=bool))
     wins = np.zeros(records.num_rows, dtype=bool)
-    if field not in records.column_names or not len(rows):
+    if not all(f in records.column_names for f in fields) or not len(rows):
         return pa.array(wins)
     at = pa.array(rows)
     groups = pa.table(
@@ -126,7 +128,7 @@ def _stored_wins(
         }
     )
     latest = view.latest_by_group()
-    incoming_all = records.column(field)
+    incoming_all = ordering_values(records, fields)
     for group in groups.group_by(["p", "f"]).aggregate([("row", "list")]).to_pylist():
         sub = pa.array(group["row_list"], pa.int64())
         keys = records.column(KEY).take(sub)
@@ -136,14 +138,15 @@ def _stored_wins(
             stored_file = merged
         elif bf is not None:
             parquet = view.storage.parquet_file(bf.path)
-            stored_file = parquet.read(columns=[KEY, field]) if field in parquet.schema_arrow.names else None
+            known = all(f in parquet.schema_arrow.names for f in fields)
+            stored_file = parquet.read(columns=[KEY, *fields]) if known else None
         else:
             stored_file = None
-        if stored_file is None or field not in stored_file.column_names:
+        if stored_file is None or not all(f in stored_file.column_names for f in fields):
             continue
         pos = pc.index_in(keys, value_set=pc.cast(stored_file.column(KEY), pa.string()))
         incoming = incoming_all.take(sub)
-        stored = stored_file.column(field).take(pos)
+        stored = ordering_values(stored_file, fields).take(pos)
         wins[group["row_list"]] = stored_orders_after(stored, incoming)
     return pa.array(wins)
 

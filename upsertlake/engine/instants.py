@@ -20,8 +20,13 @@ from upsertlake.engine.overwrite import requested_plan
 from upsertlake.engine.pending import PendingWrite, PendingWrites
 from upsertlake.errors import WriteConflictError, WriteInProgressError
 from upsertlake.layout.markers import staging_folder
-from upsertlake.services.metadata_table import drop_metadata_table
-from upsertlake.services.rollback import discard_pending, drop_dead_rollbacks, undo_failed_write
+from upsertlake.services import metadata_table
+from upsertlake.services.rollback import (
+    discard_pending,
+    drop_dead_rollbacks,
+    rollback_under_lock,
+    undo_failed_write,
+)
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.layouts import layout_of
@@ -34,11 +39,13 @@ WAIT_POLL_SECONDS = 0.5  # a single writer waiting for a live write polls at mos
 
 # -- start ---------------------------------------------------------------------------------
 def start_commit(
-    ctx: WriteContext, writes: PendingWrites, operation: Operation, plan_on_start: bool = False
+    ctx: WriteContext, writes: PendingWrites, operation: Operation, plan_on_start: bool = False,
+    reports_keys: bool = True,
 ) -> tuple[WriteContext, str]:
     """`WriteClient.start_commit`: roll back failed writes (or, a single writer, wait for a live
     one), then request a new instant with its heartbeat. Returns the context with the table's
-    config as read under the lock, and the instant time."""
+    config as read under the lock, and the instant time. `reports_keys=False`: the write cannot
+    tell the keys it inserts and deletes (Spark's), so the metadata table's record index goes."""
     ctx.table_config.check_writable()
     began: float | None = None
     told: set[str] = set()
@@ -47,7 +54,7 @@ def start_commit(
             # The version as of now, under the lock: an upgrade may have run since we opened.
             table = TableConfig.load(ctx.storage)
             table.check_writable()
-            ctx = ctx.with_table(drop_metadata_table(ctx.storage, table))
+            ctx = ctx.with_table(metadata_table.prepare(ctx.storage, table, ctx.options, keeps_keys=reports_keys))
             timeline = Timeline.load(ctx.storage, layout_of(ctx.table_config))
             live = [] if ctx.optimistic else _live_writes(ctx, writes, timeline)
             if not live:
@@ -128,7 +135,7 @@ def _rollback_failed_writes(
     """Under the lock: the times of the failed writes rolled back, and of the dead rollbacks removed."""
     failed = _failed_writes(ctx, writes, timeline)
     for inst in failed:
-        undo_failed_write(ctx.storage, inst, ctx.table_config.is_merge_on_read)
+        rollback_under_lock(ctx.storage, inst)  # recorded as a `.rollback` instant, as Hudi's writers do
         ctx.storage.delete_dir(staging_folder(inst.time))  # left by a Spark driver that died
         ctx.storage.delete(heartbeat_path(inst.time))
         writes.end(inst.time)

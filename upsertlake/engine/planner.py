@@ -4,6 +4,8 @@ write computes from counts (its executors prepare and tag the records)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pyarrow as pa
 
 from upsertlake.config import Config
@@ -14,12 +16,12 @@ from upsertlake.engine.bulk_insert import bulk_insert_sort
 from upsertlake.engine.context import WriteContext
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.engine.slice_routing import rewritten_slices
-from upsertlake.engine.tag import log_default_partition, slice_merge, tag
+from upsertlake.engine.tag import log_default_partition, slice_merge, table_index, tag
 from upsertlake.engine.write_plan import Progress, Tagged, WritePlan, stage, view_scope
 from upsertlake.index import BucketIndex
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
-from upsertlake.partitioner import WorkloadProfile, bucket_partition
+from upsertlake.partitioner import BucketPartitioner, UpsertPartitioner, WorkloadProfile
 from upsertlake.schema import avro_to_arrow
 from upsertlake.schema.columns import KEY, LOC_FILE_ID, LOC_INSTANT, PARTITION
 from upsertlake.timeline.active import Timeline
@@ -53,7 +55,7 @@ def plan_batch(
     view = FileSystemView(timeline, partitions=view_scope(operation, index, batch.partitions))
     with stage(stages, "tag", progress):
         merge = slice_merge(ctx.table_config, view)
-        records, locations = tag(batch, index, view, operation, cfg, ctx.table_config.precombine_field, merge)
+        records, locations = tag(batch, index, view, operation, cfg, ctx.table_config.ordering_fields, merge)
         rewrites: frozenset[tuple[str, str]] = frozenset()
         if merge is not None and isinstance(index, BucketIndex):
             rewrites = rewritten_slices(records, locations, view, merge)
@@ -64,11 +66,11 @@ def plan_batch(
         profile = WorkloadProfile.build(
             records.column(PARTITION), file_ids, operation.type_name, instant_times=locations.column(LOC_INSTANT)
         )
-        chosen = None
         if isinstance(index, BucketIndex):
-            buckets, assignment = bucket_partition(
+            chosen, assignment = BucketPartitioner.for_records(
                 profile, records.column(PARTITION), records.column(KEY), file_ids, index.hash_fields, index.num_buckets
             )
+            buckets = chosen.buckets
         else:
             buckets, assignment, chosen = assign_buckets(
                 profile, records, file_ids, view, operation, cfg, batch.data_schema, ctx.table_config.is_merge_on_read
@@ -82,12 +84,21 @@ def plan_batch(
 
 def plan_profile(
     ctx: WriteContext, operation: Operation, cfg: Config, view: FileSystemView, profile: WorkloadProfile,
-    data_schema: pa.Schema, stages: dict[str, float] | None = None,
+    data_schema: pa.Schema, stages: dict[str, float] | None = None, new_buckets: Iterable[tuple[str, int]] = (),
+    rewrites: frozenset[tuple[str, str]] = frozenset(),
 ) -> WritePlan:
     """The plan of a write whose records stay elsewhere (Spark's executors), from its workload
-    profile: Hudi's partitioner, whose small state the tasks assign their records with."""
-    chosen = upsert_partitioner(profile, view, operation, cfg, ctx.table_config.is_merge_on_read)
+    profile: Hudi's partitioner, whose small state the tasks assign their records with. Under the
+    bucket index, `new_buckets` are the (partition, bucket) pairs of the untagged records and
+    `rewrites` the merge-on-read slices rewritten merged (`slice_routing.rewritten_slices`)."""
+    index = table_index(cfg, ctx.table_config)
+    if isinstance(index, BucketIndex):
+        chosen: UpsertPartitioner | BucketPartitioner = BucketPartitioner(
+            profile, new_buckets, index.hash_fields, index.num_buckets
+        )
+    else:
+        chosen = upsert_partitioner(profile, view, operation, cfg, ctx.table_config.is_merge_on_read)
     return WritePlan(
         operation, cfg, view, profile, chosen.buckets, data_schema, chosen, None, stages or {},
-        merge_on_read=ctx.table_config.is_merge_on_read,
+        merge_on_read=ctx.table_config.is_merge_on_read, rewrites=rewrites,
     )

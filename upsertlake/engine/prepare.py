@@ -18,6 +18,7 @@ from upsertlake.errors import SchemaError
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.schema import conform, merge_schemas, normalize_batch
 from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, IS_DELETED, KEY, META_COLUMNS, PARTITION, POSITION
+from upsertlake.schema.ordering import ordering_values
 from upsertlake.schema.types import same_type
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
@@ -67,7 +68,7 @@ def _keep_key_types(batch: pa.Table, table_schema: pa.Schema, table_config: Tabl
     they decide where a record lives and which version wins, so a batch whose ts became float64
     (a pandas column with a NaN) must not turn the table's long into a double. A batch type is
     cast to the table's when every value survives the round trip, else refused."""
-    roles = {name: "precombine" for name in [table_config.precombine_field] if name}
+    roles = {name: "precombine" for name in table_config.ordering_fields}
     roles.update({name: "partition" for name in table_config.partition_fields})
     roles.update({name: "record key" for name in table_config.record_key_fields})
     for name, role in roles.items():
@@ -156,13 +157,12 @@ def prepare_batch(
             _require(batch, table_config.partition_fields, "partition")
         return _prepare_delete(batch, table_config, table_schema, num_input, position)
     _require(batch, table_config.partition_fields, "partition")
-    if table_config.precombine_field:
-        _require(batch, [table_config.precombine_field], "precombine")
+    _require(batch, table_config.ordering_fields, "precombine")
     batch = normalize_batch(batch)
     if table_schema is not None:
         batch = _keep_key_types(batch, table_schema, table_config)
-    if table_config.precombine_field:
-        _require_ordering(batch, table_config.precombine_field)
+    for name in table_config.ordering_fields:
+        _require_ordering(batch, name)
     data_schema = merge_schemas(table_schema, batch.schema, allow_missing=allow_missing_columns)
     batch = conform(batch, data_schema)
     keygen = KeyGenerator(table_config)
@@ -187,7 +187,7 @@ def prepare_batch(
         records = records.append_column(POSITION, position)
     if combine:
         by = [keys] if dedup_by_key_only else [keys, partitions]
-        ordering = batch.column(table_config.precombine_field) if table_config.precombine_field else None
+        ordering = ordering_values(batch, table_config.ordering_fields) if table_config.ordering_fields else None
         winners = dedup_indices(by, ordering)
         if len(winners) != records.num_rows:
             records = records.take(winners)

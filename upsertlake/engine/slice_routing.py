@@ -40,19 +40,27 @@ def rewritten_slices(
     such a slice is rewritten as a new base file, read merged, the write's records merged into it
     as copy-on-write merges them (a deltacommit may write base files, as Hudi's small-file
     handling does). A delete of such a key changes nothing where it is appended."""
+    copies = written_copies(records, locations)
+    return dead_groups(copies, SliceKeys(view, merge).live(copies))
+
+
+def written_copies(records: pa.Table, locations: pa.Table) -> pa.Table:
+    """(key, loc_partition, loc_file_id) of the tagged records that are not deletes: the stored
+    copies `rewritten_slices` asks about (Spark selects the same columns in its tasks)."""
     written = pc.and_(pc.is_valid(locations.column(LOC_FILE_ID)), pc.invert(records.column(DELETE_FLAG)))
     at = pa.array(np.flatnonzero(np.asarray(written.to_numpy(zero_copy_only=False), dtype=bool)))
-    if not len(at):
-        return frozenset()
-    copies = pa.table(
+    return pa.table(
         {
             LOOKUP_KEY: records.column(KEY).take(at),
             LOC_PARTITION: locations.column(LOC_PARTITION).take(at),
             LOC_FILE_ID: locations.column(LOC_FILE_ID).take(at),
         }
     )
-    dead = np.flatnonzero(~SliceKeys(view, merge).live(copies))
-    groups = copies.select([LOC_PARTITION, LOC_FILE_ID]).take(pa.array(dead))
+
+
+def dead_groups(copies: pa.Table, alive: np.ndarray) -> frozenset[tuple[str, str]]:
+    """The file groups of the `copies` (`written_copies`) whose key is not `alive` in its slice."""
+    groups = copies.select([LOC_PARTITION, LOC_FILE_ID]).filter(pa.array(~alive))
     return frozenset(zip(groups.column(0).to_pylist(), groups.column(1).to_pylist()))
 
 

@@ -59,7 +59,7 @@ def tag(
     view: FileSystemView,
     operation: Operation,
     cfg: Config,
-    precombine_field: str | None,
+    ordering_fields: tuple[str, ...],
     merge: Merge | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """The batch's records that are written, and beside them their locations (`loc_partition`,
@@ -75,7 +75,7 @@ def tag(
     live = slices.live if slices is not None else None
     locations = index.tag(records.column(KEY), records.column(PARTITION), view, unique, live)
     if index.is_global:
-        records, locations = route_global(records, locations, operation, cfg, view, precombine_field, slices)
+        records, locations = route_global(records, locations, operation, cfg, view, ordering_fields, slices)
     # A delete of a key that is not stored is nothing.
     keep = pc.invert(pc.and_(records.column(DELETE_FLAG), pc.is_null(locations.column(LOC_FILE_ID))))
     if not pc.all(keep).as_py():

@@ -46,7 +46,7 @@ def bucket_job(
     view: FileSystemView,
     buckets: list[Bucket],
     data_schema: pa.Schema,
-    precombine_field: str | None,
+    ordering_fields: tuple[str, ...],
     keep_keys: bool,
 ) -> BucketJob:
     """What every bucket's writer needs (picklable, for Spark executors); the partition metafiles
@@ -63,7 +63,7 @@ def bucket_job(
             if b.type is BucketType.UPDATE and (b.partition_path, b.file_id) in latest
         },
         data_schema=data_schema,
-        precombine_field=precombine_field,
+        ordering_fields=ordering_fields,
         merge_mode=merge_mode(operation, cfg),
         append_records=operation.appends,
         file_config=file_writer_config(cfg),

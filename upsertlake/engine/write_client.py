@@ -33,6 +33,7 @@ from upsertlake.engine.write_plan import Progress, WritePlan, stage
 from upsertlake.engine.write_result import WriteResult, with_statuses
 from upsertlake.errors import StorageError
 from upsertlake.index import BucketIndex, InMemoryIndex
+from upsertlake.services.metadata_table import keeps_record_index
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import start_markers
@@ -65,7 +66,9 @@ class WriteClient:
         return self.context.table_config
 
     # -- 1. start ----------------------------------------------------------------------------
-    def start_commit(self, operation: str | Operation = Operation.UPSERT, plan_on_start: bool = False) -> str:
+    def start_commit(
+        self, operation: str | Operation = Operation.UPSERT, plan_on_start: bool = False, reports_keys: bool = True
+    ) -> str:
         """Roll back failed writes, then request a new instant (a replacecommit for overwrites),
         which beats a heartbeat until it commits or rolls back.
 
@@ -75,9 +78,10 @@ class WriteClient:
         `plan_on_start`: the write that follows at once plans on the timeline this start listed
         (as `Table` writes do) instead of listing it again; else it lists the timeline as it is
         then, as Hudi's write client does (a commit may have landed since the start).
+        `reports_keys=False`: the write will not report its keys (Spark's), see instants.start_commit.
         """
         self.context, instant_time = instants.start_commit(
-            self.context, self.writes, Operation.of(operation), plan_on_start
+            self.context, self.writes, Operation.of(operation), plan_on_start, reports_keys
         )
         return instant_time
 
@@ -171,11 +175,12 @@ class WriteClient:
         inflight = transition(ctx.storage, pending.instant, State.INFLIGHT, inflight_doc, layout_of(ctx.table_config))
         self.writes.went_inflight(instant_time, inflight, inflight_doc)
         start_markers(ctx.storage, instant_time)
-        # only an in-memory index learns keys from a write (never on Spark)
-        keep = isinstance(self.index, InMemoryIndex) if keep_keys is None else keep_keys
+        # an in-memory index and the metadata table's record index learn keys from a write (never on Spark)
+        learns = isinstance(self.index, InMemoryIndex) or keeps_record_index(ctx.table_config)
+        keep = learns if keep_keys is None else keep_keys
         job = write_buckets.bucket_job(
             ctx.storage, instant_time, plan.operation, plan.cfg, plan.view, plan.buckets, plan.data_schema,
-            ctx.table_config.precombine_field, keep,
+            ctx.table_config.ordering_fields, keep,
         )
         if ctx.table_config.is_merge_on_read:
             job = merge_on_read.append_job(job, ctx.table_config, plan.small_files, plan.view, plan.cfg, plan.rewrites)

@@ -5,6 +5,7 @@ the tasks. `explain` reports it without writing anything."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.engine.slice_routing import append_slices
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
-from upsertlake.partitioner import Bucket, BucketType, UpsertPartitioner, WorkloadProfile
+from upsertlake.partitioner import Bucket, BucketPartitioner, BucketType, UpsertPartitioner, WorkloadProfile
 from upsertlake.schema.columns import DELETE_FLAG, LOC_FILE_ID
 from upsertlake.timeline.operation import Operation
 
@@ -34,8 +35,14 @@ def view_scope(operation: Operation, index: Index, partitions: pa.Array | pa.Chu
     return cast("list[str]", pc.unique(partitions).to_pylist())
 
 
+log = logging.getLogger("upsertlake.progress")
+
+
 class Progress:
-    """Hears a write's stages as they run (the CLI draws them as bars); this base ignores them."""
+    """Hears a write's stages as they run: pass one as `progress=` to `Table.upsert` (and insert,
+    bulk_insert, delete) to show them (the command line draws them as bars); this base ignores
+    them. Every stage is also logged, when it starts and when it ends, to the `upsertlake.progress`
+    logger at INFO."""
 
     def started(self, stage: str, total: int = 0) -> None:
         """`total`: units of work in the stage (file groups for `write`), 0 when not counted."""
@@ -49,14 +56,16 @@ class Progress:
 
 @contextmanager
 def stage(stages: dict[str, float], name: str, progress: Progress | None = None, total: int = 0) -> Iterator[None]:
-    """Time a stage of a write into `stages` (added up when it runs again) and tell `progress`."""
+    """Time a stage of a write into `stages` (added up when it runs again), log it and tell `progress`."""
     start = time.perf_counter()
+    log.info("%s started%s", name, f" ({total} file groups)" if total else "")
     if progress is not None:
         progress.started(name, total)
     try:
         yield
     finally:
         stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
+        log.info("%s done in %.3f s", name, stages[name])
         if progress is not None:
             progress.ended(name, stages[name])
 
@@ -77,7 +86,7 @@ class Tagged:
 class WritePlan:
     """The buckets a write goes to and what its bucket writers need: the operation and options,
     the file system view it was planned against, the workload profile, the data schema, the
-    partitioner that assigns records to buckets (none for a bulk insert or the bucket index) and,
+    partitioner that assigns records to buckets (none for a bulk insert sized by its batch) and,
     in process, the records themselves."""
 
     operation: Operation
@@ -86,7 +95,7 @@ class WritePlan:
     profile: WorkloadProfile
     buckets: list[Bucket]
     data_schema: pa.Schema
-    partitioner: UpsertPartitioner | None = None
+    partitioner: UpsertPartitioner | BucketPartitioner | None = None
     tagged: Tagged | None = None
     stages: dict[str, float] = field(default_factory=dict)
     store_requests: dict[str, int] = field(default_factory=dict)  # what planning asked of an object store
@@ -96,7 +105,7 @@ class WritePlan:
     @property
     def small_files(self) -> list[Any]:
         """The small files offered inserts (a merge-on-read write rewrites them, appends to none)."""
-        return self.partitioner.small_files if self.partitioner is not None else []
+        return list(self.partitioner.small_files) if self.partitioner is not None else []
 
     def summary(self) -> dict[str, Any]:
         """Counts per stage and per file group: the groups whose base file is rewritten (with its

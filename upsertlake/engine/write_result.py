@@ -63,7 +63,12 @@ def with_statuses(result: WriteResult, statuses: list[WriteStatus]) -> WriteResu
 
 def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[WriteStat, ...]) -> IndexUpdate:
     ins_keys, ins_parts, ins_ids, del_keys, del_parts, del_ids = [], [], [], [], [], []
+    log_keys, log_parts, log_ids = [], [], []
     for status in statuses:
+        n_log = len(status.log_deleted_keys)
+        log_keys.append(status.log_deleted_keys)
+        log_parts.append(constant(status.stat.partitionPath, n_log))
+        log_ids.append(constant(status.stat.fileId, n_log))
         n_ins, n_del = len(status.inserted_keys), len(status.deleted_keys)
         ins_keys.append(status.inserted_keys)
         ins_parts.append(constant(status.stat.partitionPath, n_ins))
@@ -80,4 +85,7 @@ def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[W
         instant_time,
         inserted=pa.table({LOOKUP_KEY: cat(ins_keys), UPDATE_PARTITION: cat(ins_parts), UPDATE_FILE_ID: cat(ins_ids)}),
         deleted=pa.table({LOOKUP_KEY: cat(del_keys), UPDATE_PARTITION: cat(del_parts), UPDATE_FILE_ID: cat(del_ids)}),
+        deleted_in_logs=pa.table(
+            {LOOKUP_KEY: cat(log_keys), UPDATE_PARTITION: cat(log_parts), UPDATE_FILE_ID: cat(log_ids)}
+        ),
     )

@@ -40,6 +40,7 @@ class IndexUpdate:
     instant_time: str
     inserted: pa.Table  # columns: key, partition, file_id
     deleted: pa.Table  # columns: key, partition, file_id
+    deleted_in_logs: pa.Table | None = None  # the same columns: keys a log file's delete block deleted
 
 
 class Index(ABC):

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from collections.abc import Mapping
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from upsertlake.errors import ConfigError, UnsupportedTableError
 from upsertlake.index.base import LOCATION_SCHEMA, Index, LiveCopies, rows_by_partition
 from upsertlake.layout.bucket_id import bucket_ids, bucket_of
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
+from upsertlake.schema.columns import LOC_FILE_ID
 from upsertlake.timeline.operation import Operation
 
 
@@ -43,25 +47,16 @@ class BucketIndex(Index):
         its bucket: a merge-on-read write rewrites the slice instead, `slice_routing`)."""
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
-        rows = rows_by_partition(partitions)
-        wanted = [p for p in view.partitions() if p in rows]
-        groups = bucket_groups(view.latest_file_slices(wanted), self.num_buckets)
-        buckets = self.buckets(keys)
-        located: list[tuple[str, str, str]] = []  # (partition, fileId, instant) of each bucket's group
-        at_group = np.full(len(keys), -1, np.int64)
-        for partition, at in rows.items():
-            table = np.full(self.num_buckets, -1, np.int64)
-            for bucket, sl in groups.get(partition, {}).items():
-                table[bucket] = len(located)
-                located.append((partition, sl.file_id, _slice_instant(sl)))
-            at_group[at] = table[buckets[at]]
-        found = at_group >= 0
-        take = pa.array(np.where(found, at_group, 0), mask=~found)
-        columns: list[tuple[Any, ...]] = list(zip(*located)) if located else [(), (), ()]
-        self._stats = {"files_considered": len(located), "files_opened": 0, "keys_matched": int(found.sum())}
-        return pa.table(
-            {f.name: pa.array(c, f.type).take(take) for f, c in zip(LOCATION_SCHEMA, columns)}, schema=LOCATION_SCHEMA
-        )
+        wanted = set(pc.unique(partitions).to_pylist())
+        groups = bucket_groups(view.latest_file_slices([p for p in view.partitions() if p in wanted]), self.num_buckets)
+        stored = stored_buckets(groups)
+        located = locate(stored, partitions, self.buckets(keys), self.num_buckets)
+        self._stats = {
+            "files_considered": sum(map(len, stored.values())),
+            "files_opened": 0,
+            "keys_matched": len(located) - located.column(LOC_FILE_ID).null_count,
+        }
+        return located
 
     def stats(self) -> dict[str, int]:
         return dict(self._stats)
@@ -87,6 +82,34 @@ def bucket_groups(slices: list[FileSlice], num_buckets: int) -> dict[str, dict[i
                 f"file groups {other.file_id} and {sl.file_id} of {where} are both bucket {bucket}: "
                 "the bucket index cannot tell which holds a key")
     return out
+
+
+def stored_buckets(groups: Mapping[str, Mapping[int, FileSlice]]) -> dict[str, dict[int, tuple[str, str]]]:
+    """partition -> bucket -> (fileId, instant) of its file group (`bucket_groups`): what tagging
+    needs, small and picklable (Spark ships it to the tasks that tag)."""
+    return {p: {b: (sl.file_id, _slice_instant(sl)) for b, sl in by_bucket.items()} for p, by_bucket in groups.items()}
+
+
+def locate(
+    stored: Mapping[str, Mapping[int, tuple[str, str]]], partitions: pa.Array, buckets: np.ndarray, num_buckets: int
+) -> pa.Table:
+    """The location (LOCATION_SCHEMA) of each record, whose partition and key's bucket are given:
+    its bucket's file group in `stored` (`stored_buckets`), or nulls (a new bucket)."""
+    rows = rows_by_partition(partitions)
+    located: list[tuple[str, str, str]] = []  # (partition, fileId, instant) of each bucket's group
+    at_group = np.full(len(partitions), -1, np.int64)
+    for partition, at in rows.items():
+        table = np.full(num_buckets, -1, np.int64)
+        for bucket, (file_id, instant) in stored.get(partition, {}).items():
+            table[bucket] = len(located)
+            located.append((partition, file_id, instant))
+        at_group[at] = table[buckets[at]]
+    found = at_group >= 0
+    take = pa.array(np.where(found, at_group, 0), mask=~found)
+    columns: list[tuple[Any, ...]] = list(zip(*located)) if located else [(), (), ()]
+    return pa.table(
+        {f.name: pa.array(c, f.type).take(take) for f, c in zip(LOCATION_SCHEMA, columns)}, schema=LOCATION_SCHEMA
+    )
 
 
 def _slice_instant(sl: FileSlice) -> str:

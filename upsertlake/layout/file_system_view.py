@@ -23,7 +23,9 @@ from functools import cached_property
 from typing import NamedTuple
 
 from upsertlake.errors import CleanedInstantError, CorruptTableError, MissingFileError
+from upsertlake.layout.base_files import PARQUET_EXTENSION, base_extension
 from upsertlake.logfile.names import LogFileName, is_log_path
+from upsertlake.metadata.listing import listed_files
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action, Instant
@@ -33,13 +35,13 @@ from upsertlake.timeline.retention import cleaned_files
 FileGroup = tuple[str, str]  # a file group: (partition path, file id)
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
-BASE_FILE_EXTENSION = ".parquet"
+BASE_FILE_EXTENSION = PARQUET_EXTENSION  # what we write; Lance files are read too (`layout.base_files`)
 LISTING_THREADS = 8  # partitions a scoped view lists one by one, all at once (each listing is one request)
 
 
 @dataclass(frozen=True)
 class BaseFile:
-    """One version of a file group: `<fileId>_<writeToken>_<instant>.parquet`."""
+    """One version of a file group: `<fileId>_<writeToken>_<instant>.parquet` (or `.lance`)."""
 
     path: str
     partition_path: str
@@ -59,11 +61,11 @@ class BaseFile:
     @classmethod
     def parse(cls, entry: FileEntry) -> BaseFile:
         partition, _, name = entry.path.rpartition("/")
-        stem = name[: -len(BASE_FILE_EXTENSION)]
+        stem = name[: -len(base_extension(name) or BASE_FILE_EXTENSION)]
         parts = stem.split("_")
         if len(parts) != 3 or not all(parts):
             raise CorruptTableError(
-                f"base file name {entry.path!r} does not parse as <fileId>_<writeToken>_<instant>.parquet"
+                f"base file name {entry.path!r} does not parse as <fileId>_<writeToken>_<instant>.<format>"
             )
         file_id, token, instant = parts
         return cls(entry.path, partition, file_id, token, instant, entry.size)
@@ -71,7 +73,7 @@ class BaseFile:
 
 def _is_base_file(path: str) -> bool:
     name = path.rpartition("/")[2]
-    return name.endswith(BASE_FILE_EXTENSION) and not name.startswith(".")
+    return base_extension(name) is not None and not name.startswith(".")
 
 
 def slice_of(keys: list[str], completed_at: str) -> str | None:
@@ -138,10 +140,13 @@ def list_partitions_and_files(storage: Storage, scope: Collection[str] | None = 
     return sort_listing(entries, scope)
 
 
-def sort_listing(entries: Iterable[FileEntry], scope: Collection[str] | None = None) -> Listing:
+def sort_listing(
+    entries: Iterable[FileEntry], scope: Collection[str] | None = None, partitions: Iterable[str] = ()
+) -> Listing:
     """The partitions, base files and log files among listed `entries` (of `scope` only, if
-    given): one listing of the table serves every check that needs one."""
-    partitions: set[str] = set()
+    given): one listing of the table serves every check that needs one. `partitions`: known
+    besides the folders whose partition metafile is listed (the metadata table names them)."""
+    partitions = set(partitions)
     files: list[FileEntry] = []
     logs: list[tuple[FileEntry, LogFileName]] = []
     for entry in entries:
@@ -151,7 +156,7 @@ def sort_listing(entries: Iterable[FileEntry], scope: Collection[str] | None = N
         name = entry.name
         if name == PARTITION_METAFILE:
             partitions.add(path.rpartition("/")[0])
-        elif name.endswith(BASE_FILE_EXTENSION) and not name.startswith("."):
+        elif _is_base_file(name):
             files.append(entry)
         elif name.startswith(".") and (log := LogFileName.parse(name)) is not None and not log.is_cdc:
             logs.append((entry, log))
@@ -169,9 +174,10 @@ def sort_listing(entries: Iterable[FileEntry], scope: Collection[str] | None = N
 class FileSystemView:
     """The latest visible base file of every file group, as of an instant (default: newest).
 
-    `as_of` is a requested instant time (time travel). `only` makes just those completed writes
-    visible: an incremental read of timeline layout 2 sees the files of the commits in its range,
-    as Hudi 1.x and hudi-rs build file groups from those commits' metadata alone.
+    `as_of` is a requested instant time (time travel). `only` makes just the files those completed
+    writes wrote visible: an incremental read sees the files of the commits in its range, as Hudi
+    builds its file groups from those commits' metadata alone (a slice of such a view holds the
+    range's base file and log files only, never an older base file the range did not write).
     `partitions` scopes the view to those partitions: it lists only them (a write lists the
     partitions its batch touches, not the table), and refuses questions about any other.
     """
@@ -186,6 +192,7 @@ class FileSystemView:
         self.timeline = timeline
         self.storage = timeline.storage
         self.as_of = as_of
+        self.range_only = only is not None
         self.scope = None if partitions is None else frozenset(partitions)
         self.visible_instants = (
             list(only) if only is not None
@@ -195,7 +202,18 @@ class FileSystemView:
 
     @cached_property
     def _listing(self) -> Listing:
+        """Storage's listing: every file, those of pending and failed writes too."""
         return list_partitions_and_files(self.storage, self.scope)
+
+    @cached_property
+    def _visible(self) -> Listing:
+        """The listing visible files are picked from: the metadata table's when it can be trusted
+        (no listing of the partitions, docs/DESIGN.md §11), else storage's."""
+        listed = listed_files(self.timeline, self.scope)
+        if listed is None:
+            return self._listing
+        partitions, entries = listed
+        return sort_listing(entries, self.scope, partitions)
 
     def _scoped(self, partitions: Iterable[str]) -> None:
         """Refuse a question about partitions this view did not list (a bug, never an empty answer)."""
@@ -236,7 +254,7 @@ class FileSystemView:
     @cached_property
     def _latest_by_group(self) -> dict[tuple[str, str], BaseFile]:
         latest: dict[tuple[str, str], BaseFile] = {}
-        for bf in self._listing.base_files:
+        for bf in self._visible.base_files:
             if bf.instant_time not in self._visible_times or bf.file_group in self.replaced_file_groups:
                 continue
             seen = latest.get(bf.file_group)
@@ -281,7 +299,7 @@ class FileSystemView:
         belongs to the slice of the newest base file older than its completion, as Hudi 1.x
         places it (HoodieFileGroup.getBaseInstantTime)."""
         by_group: dict[tuple[str, str], list[LogFile]] = defaultdict(list)
-        for log in self._listing.log_files:
+        for log in self._visible.log_files:
             if log.file_group not in self.replaced_file_groups:
                 by_group[log.file_group].append(log)
         if not by_group:
@@ -289,10 +307,10 @@ class FileSystemView:
         bases: dict[tuple[str, str], list[str]] = defaultdict(list)
         starts: dict[tuple[str, str], list[str]] = defaultdict(list)  # every committed base, visible or not
         committed = {i.time for i in self.timeline.completed_writes()}
-        for bf in self._listing.base_files:
+        for bf in self._visible.base_files:
             if bf.instant_time in self._visible_times:
                 bases[bf.file_group].append(bf.instant_time)
-            if bf.instant_time in committed:
+            if bf.instant_time in (self._visible_times if self.range_only else committed):
                 starts[bf.file_group].append(bf.instant_time)
         layout_2 = self.timeline.layout.has_completion_times
         completion = {i.time: i.completed_at for i in self.visible_instants}
@@ -308,6 +326,10 @@ class FileSystemView:
                     log for log in logs
                     if log.name.instant in completion and slice_of(slicing, completion[log.name.instant]) == latest
                 ]
+            elif self.range_only:  # the range's logs of the newest slice they or its bases name
+                logs = [log for log in logs if log.path in self._committed_logs]
+                newest = max([*keys, *(log.name.instant for log in logs)], default=None)
+                logs = [log for log in logs if log.name.instant == newest]
             elif keys:
                 logs = [log for log in logs if log.name.instant >= keys[-1]]
             else:  # a log-only group: its slice starts at the deltacommit that created it
@@ -328,14 +350,14 @@ class FileSystemView:
             listed = self._latest_by_group.get(group)
             if listed is None or listed.instant_time < inst.time:
                 missing[group[0]].append((path, inst))
-        if self._listing.log_files or any(i.action is Action.DELTA_COMMIT for i in self.visible_instants):
+        if self._visible.log_files or any(i.action is Action.DELTA_COMMIT for i in self.visible_instants):
             for path, inst in self._missing_logs():
                 missing[path.rpartition("/")[0]].append((path, inst))
         return dict(missing)
 
     def _missing_logs(self) -> list[tuple[str, Instant]]:
         """Log files visible deltacommits wrote into the slices this view reads, not on storage."""
-        listed = {log.path for log in self._listing.log_files}
+        listed = {log.path for log in self._visible.log_files}
         bases = {group: bf.instant_time for group, bf in self._latest_by_group.items()}
         completion = {i.time: i.completed_at for i in self.visible_instants}
         gone = []
@@ -366,9 +388,9 @@ class FileSystemView:
         wanted = self._missing.keys() if partitions is None else [p for p in partitions if p in self._missing]
         gone = [entry for p in sorted(wanted) for entry in self._missing[p]]
         if gone:
-            raise self._missing_error(gone)
+            raise self.missing_error(gone)
 
-    def _missing_error(self, gone: list[tuple[str, Instant]]) -> CleanedInstantError | MissingFileError:
+    def missing_error(self, gone: list[tuple[str, Instant]]) -> CleanedInstantError | MissingFileError:
         path, inst = gone[0]
         others = f" (and {len(gone) - 1} more committed file(s))" if len(gone) > 1 else ""
         if path in cleaned_files(self.timeline):
@@ -399,6 +421,21 @@ class FileSystemView:
             f"to a savepoint with `upsertlake restore {self.storage.base} INSTANT`"
         )
 
+    def missing_in(self, partitions: Iterable[str]) -> list[tuple[str, Instant]]:
+        """The files the visible writes wrote in `partitions` that are gone from storage, with the
+        write of each: every version, not only the newest, as Hudi 1.x's incremental query checks
+        before it falls back to a full table scan."""
+        wanted = set(partitions)
+        listed = {f.path for f in self._listing.base_files} | {f.path for f in self._listing.log_files}
+        gone = []
+        for inst in self.visible_instants:
+            try:
+                written = self.timeline.commit_metadata(inst).written_files
+            except CorruptTableError:
+                continue
+            gone += [(path, inst) for group, path in written if group[0] in wanted and path not in listed]
+        return gone
+
     def partitions(self) -> list[str]:
         """Partitions that hold at least one visible file group (whose file may be missing)."""
         return sorted(self._latest.keys() | self._missing.keys() | self._log_only.keys())
@@ -417,8 +454,8 @@ class FileSystemView:
         return dict(out)
 
     def all_partitions(self) -> list[str]:
-        """Every partition folder on storage (in the view's scope), visible or not."""
-        return self._listing.partitions
+        """Every partition (in the view's scope): the folders on storage, or the metadata table's list."""
+        return self._visible.partitions
 
     def latest_base_files(self, partitions: list[str] | None = None) -> list[BaseFile]:
         """The visible file of every file group (of `partitions`); MissingFileError when one of

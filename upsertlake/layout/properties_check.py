@@ -47,8 +47,7 @@ def properties_disagreements(
             break  # one example says it; a table has thousands of partitions
     schema = _schema_fields(timeline, table_config)
     if schema is not None:
-        named = [*table_config.record_key_fields, *partition_field_names(table_config),
-                 *([table_config.precombine_field] if table_config.precombine_field else [])]
+        named = [*table_config.record_key_fields, *partition_field_names(table_config), *table_config.ordering_fields]
         absent = [f for f in named if f not in schema]
         if absent:
             problems.append(f"it names field(s) {absent} that the table's schema does not have")

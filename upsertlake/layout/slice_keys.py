@@ -11,15 +11,18 @@ again over a later record with a smaller ordering value (Hudi merges the log fir
 record with the log's winner), and a delete's ordering value beats a later record's smaller one,
 although on copy-on-write the key was gone and the record is simply inserted.
 
-Only slices with log files are read. First their delete blocks and the data blocks whose schema
-has `_hoodie_is_deleted` (a key no delete names is live, whatever else the logs hold); then, for
-the keys some delete names, the base file's key, ordering and `_hoodie_is_deleted` columns and the
-log records of those keys, merged as readers merge them (`merge_slice`).
+Only slices with log files are read. First the keys their delete blocks and the data blocks whose
+schema has `_hoodie_is_deleted` delete (a key no delete names is live, whatever else the logs
+hold): what each log file says so is kept by the storage, keyed by the file's path and size (a
+log file is never rewritten; an appended one grows), so a stream of writes reads each log file
+once for this, not once per write; then, for the keys some delete names, the base file's key,
+ordering and `_hoodie_is_deleted` columns and the log records of those keys, merged as readers
+merge them (`merge_slice`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import cast
@@ -28,16 +31,61 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.layout.file_system_view import FileSlice, FileSystemView
-from upsertlake.layout.slice_reader import Merge, listed, log_files
-from upsertlake.logfile import Block, DataBlock, DeleteBlock, block_keys
-from upsertlake.logfile.merge import live_blocks, merge_slice
+from upsertlake.layout.file_system_view import FileSlice, FileSystemView, LogFile
+from upsertlake.layout.slice_reader import Merge, listed, log_file, log_files
+from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock, block_keys
+from upsertlake.logfile.merge import merge_slice
 from upsertlake.logfile.reader import read_logs
 from upsertlake.schema.columns import IS_DELETED, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_KEY
 from upsertlake.storage import Storage
 from upsertlake.util.arrays import group_rows
 
 _NONE = pa.array([], pa.string())
+LOG_DELETES_KEPT = 64 * 2**20  # bytes of deleted keys kept per storage (`LogDeletes`)
+
+
+@dataclass(frozen=True)
+class LogDeletes:
+    """What one log file says of deletes: the keys each of its data and delete blocks deletes, by
+    the block's instant, and the instants its command blocks roll back."""
+
+    deleted: tuple[tuple[str, pa.Array], ...]
+    rolled_back: frozenset[str]
+
+    @classmethod
+    def of(cls, blocks: list[Block]) -> LogDeletes:
+        deleted = tuple((b.instant, block_keys([b])[1]) for b in blocks if isinstance(b, (DataBlock, DeleteBlock)))
+        return cls(tuple(d for d in deleted if len(d[1])),
+                   frozenset(b.target_instant for b in blocks if isinstance(b, CommandBlock)))
+
+    @property
+    def nbytes(self) -> int:
+        return 64 + sum(keys.nbytes for _, keys in self.deleted)
+
+
+def log_deletes(storage: Storage, log: LogFile) -> LogDeletes | None:
+    """What a log file says of deletes (None: gone, of a write never committed), read once per
+    storage: only its delete blocks and the data blocks whose schema has `_hoodie_is_deleted` are
+    decoded."""
+    cache = storage.cache("log file deletes", LOG_DELETES_KEPT, lambda d: d.nbytes)
+    key = (log.path, log.size)
+    said = cache.get(key)
+    if said is None:
+        read = log_file(storage, log)
+        if read is None:
+            return None
+        said = LogDeletes.of(read_logs([read], data_schemas=lambda schema: IS_DELETED in schema))
+        cache.put(key, said)
+    return said
+
+
+def named_deletes(storage: Storage, sl: FileSlice, merge: Merge) -> pa.Array:
+    """The keys the slice's live delete entries name: of instants the merge sees, not rolled back
+    by a command block of the slice (`upsertlake.logfile.merge.live_blocks`)."""
+    said = [d for d in (log_deletes(storage, log) for log in sl.logs) if d is not None]
+    rolled_back = frozenset().union(*(d.rolled_back for d in said))
+    named = [keys for d in said for instant, keys in d.deleted if instant in merge.instants and instant not in rolled_back]
+    return pa.concat_arrays(named) if named else _NONE
 
 
 def deleted_keys(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array) -> pa.Array:
@@ -45,13 +93,13 @@ def deleted_keys(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array) 
     record is a delete: gone from the slice, whatever its base file holds."""
     if not sl.logs or not len(keys):
         return _NONE
-    files = log_files(storage, sl)
-    may_delete = read_logs(files, merge.instants.__contains__, data_schemas=lambda schema: IS_DELETED in schema)
-    named = block_keys(live_blocks(may_delete, merge.instants))[1]
+    named = named_deletes(storage, sl, merge)
+    if not len(named):
+        return _NONE
     candidates = keys.filter(pc.is_in(keys, value_set=named))
     if not len(candidates):
         return _NONE
-    live = _merged(storage, sl, merge, candidates, read_logs(files, merge.instants.__contains__))
+    live = _merged(storage, sl, merge, candidates, read_logs(log_files(storage, sl), merge.instants.__contains__))
     return candidates.filter(pc.invert(pc.is_in(candidates, value_set=live.column(KEY))))
 
 
@@ -137,27 +185,10 @@ class SliceKeys:
     def live(self, located: pa.Table) -> np.ndarray:
         """Per stored location (columns key, loc_partition, loc_file_id): does the key live on in
         its file group's slice? A copy in a slice without log files does."""
-        alive = np.ones(located.num_rows, dtype=bool)
         if not located.num_rows:
-            return alive
+            return np.ones(0, dtype=bool)
         slices = self.with_logs(pc.unique(located.column(LOC_PARTITION)).to_pylist())
-        if not slices:
-            return alive
-        rows = _rows_by_group(located, slices)
-        if not rows:
-            return alive
-
-        def dead(group: tuple[str, str]) -> np.ndarray:
-            at = rows[group]
-            keys = pc.cast(located.column(LOOKUP_KEY).take(pa.array(at)), pa.string())
-            gone = deleted_keys(self.view.storage, slices[group], self.merge, pc.unique(keys))
-            return cast(
-                np.ndarray, at[np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)]
-            )
-
-        for at in self._each(dead, list(rows)):
-            alive[at] = False
-        return alive
+        return live_copies(self.view.storage, self.merge, located, slices)
 
     def orderings(self, group: tuple[str, str], keys: pa.Array) -> pa.Table | None:
         """(key, ordering value) of `keys` live in the group's merged slice; None when the slice
@@ -167,14 +198,36 @@ class SliceKeys:
             return None
         return live_orderings(self.view.storage, sl, self.merge, pc.unique(pc.cast(keys, pa.string())))
 
-    def _each(self, work: Callable[[tuple[str, str]], np.ndarray], groups: list[tuple[str, str]]) -> list[np.ndarray]:
-        if len(groups) == 1:
-            return [work(groups[0])]
-        with ThreadPoolExecutor(max_workers=min(self.view.storage.read_threads, len(groups))) as pool:
-            return list(pool.map(work, groups))
+
+def live_copies(
+    storage: Storage, merge: Merge, located: pa.Table, slices: Mapping[tuple[str, str], FileSlice]
+) -> np.ndarray:
+    """`SliceKeys.live` over the given slices with log files (by file group): which stored
+    copies (columns key, loc_partition, loc_file_id) live on in their slices. Spark's tasks call
+    it with the slices the driver listed."""
+    alive = np.ones(located.num_rows, dtype=bool)
+    rows = _rows_by_group(located, slices) if located.num_rows and slices else {}
+    if not rows:
+        return alive
+
+    def dead(group: tuple[str, str]) -> np.ndarray:
+        at = rows[group]
+        keys = pc.cast(located.column(LOOKUP_KEY).take(pa.array(at)), pa.string())
+        gone = deleted_keys(storage, slices[group], merge, pc.unique(keys))
+        return at[np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)]
+
+    groups = list(rows)
+    if len(groups) == 1:
+        found = [dead(groups[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=min(storage.read_threads, len(groups))) as pool:
+            found = list(pool.map(dead, groups))
+    for at in found:
+        alive[at] = False
+    return alive
 
 
-def _rows_by_group(located: pa.Table, slices: dict[tuple[str, str], FileSlice]) -> dict[tuple[str, str], np.ndarray]:
+def _rows_by_group(located: pa.Table, slices: Mapping[tuple[str, str], FileSlice]) -> dict[tuple[str, str], np.ndarray]:
     """The rows of `located` in each of the file groups `slices` holds."""
     groups = list(slices)
     names = pc.binary_join_element_wise(located.column(LOC_PARTITION), located.column(LOC_FILE_ID), "\x00")

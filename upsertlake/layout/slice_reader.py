@@ -5,7 +5,7 @@ compaction (`upsertlake.services.compaction`), which writes the merged records a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -13,7 +13,8 @@ import pyarrow as pa
 
 from upsertlake.config.enums import MergeMode
 from upsertlake.errors import MissingFileError
-from upsertlake.layout.file_system_view import FileSlice
+from upsertlake.layout.base_files import open_base_file
+from upsertlake.layout.file_system_view import FileSlice, LogFile
 from upsertlake.logfile.blocks import Block
 from upsertlake.logfile.merge import Merged, merge_counted
 from upsertlake.logfile.reader import read_logs
@@ -32,13 +33,16 @@ class Merge:
     instants: frozenset[str]
 
 
-def slice_inputs(storage: Storage, sl: FileSlice, skip: tuple[str, ...] = ()) -> tuple[pa.Table | None, list[Block]]:
-    """A slice's base file records (None in a log-only group), without the columns `skip`, and
-    its log blocks, in log order."""
+def slice_inputs(
+    storage: Storage, sl: FileSlice, skip: tuple[str, ...] = (), dictionary: Collection[str] = ()
+) -> tuple[pa.Table | None, list[Block]]:
+    """A slice's base file records (None in a log-only group), without the columns `skip` (and
+    the columns `dictionary` decoded as dictionaries where its pages allow), and its log blocks,
+    in log order."""
     base = None
     if sl.base is not None:
         with listed(storage, sl.base.path, sl.base.instant_time):
-            parquet = storage.parquet_file(sl.base.path)
+            parquet = open_base_file(storage, sl.base.path, dictionary=dictionary)
             base = parquet.read(columns=[c for c in parquet.schema_arrow.names if c not in skip] if skip else None)
     return base, read_logs(log_files(storage, sl))
 
@@ -47,15 +51,18 @@ def log_files(storage: Storage, sl: FileSlice) -> list[tuple[bytes, str]]:
     """The bytes (and URI) of a slice's log files, in log order. A file of a write no completed
     instant names (`LogFile.committed`) that is gone was rolled back meanwhile: none of its blocks
     is visible, so it is left out; a committed one that is gone fails the read."""
-    files = []
-    for log in sl.logs:
-        try:
-            with listed(storage, log.path, log.name.instant):
-                files.append((storage.read_bytes(log.path), storage.full_path(log.path)))
-        except MissingFileError:
-            if log.committed:
-                raise
-    return files
+    return [f for f in (log_file(storage, log) for log in sl.logs) if f is not None]
+
+
+def log_file(storage: Storage, log: LogFile) -> tuple[bytes, str] | None:
+    """One log file's bytes and URI (`log_files`); None when it is gone and was not committed."""
+    try:
+        with listed(storage, log.path, log.name.instant):
+            return storage.read_bytes(log.path), storage.full_path(log.path)
+    except MissingFileError:
+        if log.committed:
+            raise
+        return None
 
 
 def merge_inputs(
@@ -71,8 +78,15 @@ def merge_inputs(
 
 def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema, ordered: bool = True) -> pa.Table:
     """A merge-on-read slice's records: its base file's, merged with its log blocks by key
-    (`ordered`: as `merge_slice`'s; a read need not keep the base file's order)."""
-    return merge_inputs(*slice_inputs(storage, sl), merge, schema, ordered).records
+    (`ordered`: as `merge_slice`'s; a read need not keep the base file's order). The columns
+    `schema` types as dictionaries are read from the base file as such."""
+    inputs = slice_inputs(storage, sl, dictionary=dictionary_columns(schema))
+    return merge_inputs(*inputs, merge, schema, ordered).records
+
+
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns `schema` types as dictionaries."""
+    return [f.name for f in schema if pa.types.is_dictionary(f.type)]
 
 
 @contextmanager

@@ -1,8 +1,8 @@
 """Hudi's log files (merge-on-read): their names, their blocks, and the codec between a log
 file's bytes and those blocks (Avro and parquet data, delete, rollback command, corrupt).
 
-Layers (pyproject.toml, docs/DESIGN.md §3): its own floor, directly below `layout` (which
-may import it); may import timeline, schema and every floor below.
+Layers (pyproject.toml, docs/DESIGN.md §3): its own floor, below `timeline` (Hudi's archived
+timeline of table version 6 is a log file); may import schema and every floor below.
 """
 
 from upsertlake.logfile.avro_records import with_meta_fields
@@ -18,10 +18,11 @@ from upsertlake.logfile.blocks import (
     block_keys,
 )
 from upsertlake.logfile.names import LogFileName, is_log_path, sort_log_files
-from upsertlake.logfile.reader import read_blocks
+from upsertlake.logfile.reader import read_avro_datums, read_blocks
 from upsertlake.logfile.writer import (
     append_blocks,
     avro_data_blocks,
+    avro_datum_block,
     data_block,
     delete_block,
     encode_block,
@@ -41,10 +42,12 @@ __all__ = [
     "append_blocks",
     "avro_data_blocks",
     "block_keys",
+    "avro_datum_block",
     "data_block",
     "delete_block",
     "encode_block",
     "is_log_path",
+    "read_avro_datums",
     "read_blocks",
     "rollback_block",
     "sort_log_files",

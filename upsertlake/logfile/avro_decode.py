@@ -29,7 +29,7 @@ def decode_flat(
 ) -> pa.Table:
     """Records payload[starts[i]:ends[i]] under the flat Avro `fields`, as `schema` (same names).
     `padded`: the payload ends with PAD zero bytes already (spares a copy)."""
-    data = np.frombuffer(payload if padded else payload + PAD, np.uint8)
+    data = np.frombuffer(payload if padded else b"".join((payload, PAD)), np.uint8)
     pos = starts.astype(np.int64)
     columns = []
     for field in fields:

@@ -103,6 +103,18 @@ def _decode_rows(payload: bytes, starts: np.ndarray, ends: np.ndarray, schema_js
         raise CorruptTableError(f"Avro records do not fit their block's schema: {e}") from e
 
 
+def split_datums(payload: bytes, count: int) -> list[bytes]:
+    """The `count` records of a block's payload as their Avro binary datums, undecoded (for
+    readers that decode them as Avro values, not as table rows: the archived timeline)."""
+    starts, ends = _bounds(payload, count)
+    return [payload[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+
+
+def join_datums(datums: Sequence[bytes]) -> bytes:
+    """A block's payload of the given Avro binary datums, each preceded by its length."""
+    return b"".join(part for d in datums for part in (_INT32.pack(len(d)), d))
+
+
 def _bounds(payload: bytes, count: int, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Where each record's datum starts and ends in the payload (its first `size` bytes)."""
     length_at = _INT32.unpack_from

@@ -58,7 +58,9 @@ Header = dict[int, str]
 
 @dataclass(frozen=True)
 class DataBlock:
-    """Records written by one instant, meta columns included, under the header's SCHEMA."""
+    """Records written by one instant, meta columns included, under the header's SCHEMA. An HFile
+    block (the metadata table's) holds its HFile's entries instead: columns key and value, each
+    value an Avro datum under SCHEMA whose key field the writer emptied."""
 
     instant: str
     schema_json: str

@@ -18,8 +18,9 @@ from typing import cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from upsertlake.errors import CorruptTableError, HFileBlockError, UnsupportedLogBlockError
-from upsertlake.logfile.avro_records import decode_record_runs, decode_records
+from upsertlake.errors import CorruptTableError, UnsupportedLogBlockError
+from upsertlake.hfile import read_records
+from upsertlake.logfile.avro_records import decode_record_runs, decode_records, split_datums
 from upsertlake.logfile.blocks import (
     LOG_FORMAT_VERSION,
     MAGIC,
@@ -80,6 +81,21 @@ def read_logs(
     ]
 
 
+def read_avro_datums(data: bytes, name: str = "log file") -> list[tuple[str, list[bytes]]]:
+    """The Avro data blocks of a log file as (writer schema JSON, each record's Avro binary
+    datum), undecoded: for readers that decode records as Avro values, not as table rows (Hudi's
+    archived timeline is a log file of HoodieArchivedMetaEntry records). Corrupt stretches (a
+    torn write) are skipped as Hudi's reader skips them; other blocks are not data."""
+    out = []
+    for b in _frame(data, name, None):
+        if isinstance(b, _Avro):
+            try:
+                out.append((b.schema_json, split_datums(b.payload, b.count)))
+            except CorruptTableError as e:
+                raise CorruptTableError(f"{b.where}: {e}") from e
+    return out
+
+
 @dataclass(frozen=True)
 class _Avro:
     """An Avro data block framed but not decoded yet (see read_logs)."""
@@ -88,7 +104,7 @@ class _Avro:
     schema_json: str
     header: Header
     count: int
-    payload: bytes
+    payload: memoryview
     where: str
 
 
@@ -166,7 +182,10 @@ class _Cursor:
         header: Header = {}
         for _ in range(self.int32()):
             key = self.int32()
-            value = bytes(self.take(self.int32())).decode("utf-8")
+            try:
+                value = bytes(self.take(self.int32())).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorruptTableError(f"a header value is not UTF-8 ({exc})") from None
             header[HeaderKey(key) if key in HeaderKey._value2member_map_ else key] = value
         return header
 
@@ -180,7 +199,7 @@ def _parse_block(
         raise UnsupportedLogBlockError(f"log format version {version} (only {LOG_FORMAT_VERSION} is read)")
     type_id = cur.int32()
     header = cur.metadata()
-    content = bytes(cur.take(cur.int64()))
+    content = cur.take(cur.int64())  # a view of the file's bytes: a block's payload is not copied
     cur.metadata()  # the footer: Hudi defines no footer keys
     cur.int64()  # the total length, checked by the framing
     try:
@@ -191,7 +210,7 @@ def _parse_block(
     skippable = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE, BlockType.HFILE_DATA)
     if keep is not None and block_type in skippable and not keep(instant):
         return None
-    data = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
+    data = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.HFILE_DATA)
     if data_schemas is not None and block_type in data and not data_schemas(_schema(header)):
         return None
     if block_type == BlockType.AVRO_DATA:
@@ -209,10 +228,8 @@ def _parse_block(
         if not target:
             raise CorruptTableError("a rollback command block names no target instant")
         return CommandBlock(instant, target, Command.ROLLBACK, header)
-    if block_type == BlockType.HFILE_DATA:
-        raise HFileBlockError(
-            "an HFile data block (Hudi writes these in its metadata table's log files); upsertlake does not read HFile"
-        )
+    if block_type == BlockType.HFILE_DATA:  # the metadata table's records: a whole HFile, key -> Avro value
+        return DataBlock(instant, _schema(header), read_records(content, where), header, BlockType.HFILE_DATA)
     raise UnsupportedLogBlockError(f"a {block_type.name} block is not read by upsertlake")
 
 
@@ -223,9 +240,9 @@ def _schema(header: Header) -> str:
     return schema
 
 
-def _avro_block(instant: str, schema_json: str, header: Header, content: bytes, where: str) -> _Avro:
+def _avro_block(instant: str, schema_json: str, header: Header, content: memoryview, where: str) -> _Avro:
     """HoodieAvroDataBlock content: int32 version, int32 record count, then length-prefixed datums."""
-    cur = _Cursor(memoryview(content))
+    cur = _Cursor(content)
     version = cur.int32()
     if version < 2:
         raise UnsupportedLogBlockError(f"Avro data block version {version} (only 2 and 3 carry a record count)")

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.errors import UnsupportedLogBlockError
-from upsertlake.logfile.avro_records import encode_record_runs, encode_records
+from upsertlake.logfile.avro_records import encode_record_runs, encode_records, join_datums
 from upsertlake.logfile.blocks import (
     CONTENT_VERSION,
     LOG_FORMAT_VERSION,
@@ -32,6 +32,9 @@ from upsertlake.logfile.blocks import (
     HeaderKey,
 )
 from upsertlake.logfile.deletes import encode_delete_content
+from upsertlake.hfile import Compression, write_hfile
+
+HFILE_BLOCK_SIZE = 64 * 1024  # an HFile data block's HFile blocks (HBase's default block size)
 
 
 def data_block(instant: str, records: pa.Table, schema_json: str, *, parquet: bool = False) -> DataBlock:
@@ -80,6 +83,14 @@ def avro_data_blocks(instant: str, records: pa.Table, schema_json: str, run_ends
     ]
 
 
+def avro_datum_block(schema_json: str, datums: Sequence[bytes]) -> bytes:
+    """A framed Avro data block of records already encoded as Avro binary datums under
+    `schema_json`, its header the SCHEMA alone (as Hudi's archiver writes HoodieArchivedMetaEntry
+    blocks)."""
+    header: Header = {HeaderKey.SCHEMA: schema_json}
+    return _frame(BlockType.AVRO_DATA, header, struct.pack(">ii", CONTENT_VERSION, len(datums)), join_datums(datums))
+
+
 def encode_block(block: Block) -> bytes:
     """One framed block: magic, size, format version, type, header, content, footer, total."""
     if isinstance(block, DataBlock):
@@ -114,6 +125,9 @@ def _data_content(block: DataBlock) -> bytes:
     if block.block_type == BlockType.AVRO_DATA:
         count = struct.pack(">ii", CONTENT_VERSION, block.records.num_rows)
         return count + encode_records(block.records, block.schema_json)
+    if block.block_type == BlockType.HFILE_DATA:  # the metadata table's: entries sorted by key, as Hudi writes them
+        entries = list(zip(block.records.column("key").to_pylist(), block.records.column("value").to_pylist()))
+        return write_hfile(entries, block_size=HFILE_BLOCK_SIZE, compression=Compression.GZ, file_creation_time=0)
     if block.block_type == BlockType.PARQUET_DATA:
         sink = io.BytesIO()
         pq.write_table(block.records, sink, compression="snappy", store_schema=False)

@@ -4,7 +4,7 @@ Layers (pyproject.toml, docs/DESIGN.md §3): may import layout and every
 floor below; not index or concurrency.
 """
 
-from upsertlake.partitioner.bucket_partitioner import bucket_partition
+from upsertlake.partitioner.bucket_partitioner import BucketPartitioner
 from upsertlake.partitioner.profile import PartitionWorkload, WorkloadProfile
 from upsertlake.partitioner.record_size import (
     ESTIMATE_ACTIONS_0_14,
@@ -25,6 +25,7 @@ __all__ = [
     "ESTIMATE_ACTIONS_0_14",
     "ESTIMATE_ACTIONS_0_15",
     "Bucket",
+    "BucketPartitioner",
     "BucketType",
     "PartitionWorkload",
     "PartitionerConfig",
@@ -32,7 +33,6 @@ __all__ = [
     "UpsertPartitioner",
     "WorkloadProfile",
     "average_record_size",
-    "bucket_partition",
     "md5_key_hash",
     "new_file_id",
 ]

@@ -18,20 +18,34 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from upsertlake.layout.base_files import BaseFileReader, LanceFile, open_base_file
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.keygen import KeyGenerator
-from upsertlake.layout.slice_reader import Merge, listed, merge_inputs, read_slice, slice_inputs
+from upsertlake.layout.slice_reader import (
+    Merge, dictionary_columns, listed, merge_inputs, read_slice, slice_inputs,
+)
 from upsertlake.logfile import DataBlock
 from upsertlake.read import skipping
 from upsertlake.read.snapshot import ScanPlan
 from upsertlake.schema import conform
 from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.storage import Storage
-from upsertlake.timeline.column_stats import of_parquet
+from upsertlake.timeline.column_stats import of_row_groups
 
 BATCH_ROWS = 128 * 1024  # rows per streamed batch (pyarrow's scanner default)
+# The meta columns of one or a few values per file (commit time, partition path, file name): a read
+# returns them dictionary-encoded, decoded from the files' dictionary pages as they are stored.
+DICTIONARY_META = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name")
+DICTIONARY_STRING = pa.dictionary(pa.int32(), pa.string())
+
+
+def read_schema(schema: pa.Schema) -> pa.Schema:
+    """What a scan returns of `schema`: the same, with the one-value-per-file meta columns as
+    dictionaries (`DICTIONARY_META`)."""
+    return pa.schema([
+        f.with_type(DICTIONARY_STRING) if f.name in DICTIONARY_META and pa.types.is_string(f.type) else f for f in schema
+    ])
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,11 @@ class ReadSpec:
             return list(self.plan.schema.names)
         return [f.name for f in self.plan.schema if f.name in wanted or f.name in self.output.names]
 
+    @property
+    def read_schema(self) -> pa.Schema:
+        """The types `read_columns` are read into."""
+        return read_schema(pa.schema([self.plan.schema.field(c) for c in self.read_columns]))
+
 
 def read_base(
     storage: Storage, bf: BaseFile, spec: ReadSpec, source: pa.NativeFile | None = None
@@ -64,7 +83,7 @@ def read_base(
     """A base file's rows, filtered, as batches in `spec.output`, one row group decoded at a time;
     `source`: the file opened already (read ahead)."""
     with listed(storage, bf.path, bf.instant_time):
-        parquet = _parquet(storage, bf, source)
+        parquet = _parquet(storage, bf, spec, source)
         groups = _row_groups(parquet, spec)
         columns = [c for c in spec.read_columns if c in parquet.schema_arrow.names]
         if groups:
@@ -77,7 +96,7 @@ def read_base(
 def read_base_table(storage: Storage, bf: BaseFile, spec: ReadSpec) -> pa.Table:
     """A base file's rows, filtered, as one table in `spec.output` (pyarrow's threads decode it)."""
     with listed(storage, bf.path, bf.instant_time):
-        parquet = _parquet(storage, bf)
+        parquet = _parquet(storage, bf, spec)
         groups = _row_groups(parquet, spec)
         columns = [c for c in spec.read_columns if c in parquet.schema_arrow.names]
         table = parquet.read_row_groups(groups, columns=columns) if groups else parquet.schema_arrow.empty_table()
@@ -89,21 +108,21 @@ def count_base(storage: Storage, bf: BaseFile, spec: ReadSpec) -> int:
     return int(read_base_table(storage, bf, replace(spec, output=pa.schema([]))).num_rows)
 
 
-def _parquet(storage: Storage, bf: BaseFile, source: pa.NativeFile | None = None) -> pq.ParquetFile:
-    if source is not None:
-        return pq.ParquetFile(source)
-    local = storage.os_path(bf.path)
-    return pq.ParquetFile(local) if local is not None else storage.parquet_file(bf.path)
+def _parquet(storage: Storage, bf: BaseFile, spec: ReadSpec, source: pa.NativeFile | None = None) -> BaseFileReader:
+    """A base file opened for reading (`source`: opened already), the `DICTIONARY_META` columns
+    the spec reads decoded as dictionaries where its pages allow."""
+    return open_base_file(storage, bf.path, source, dictionary_columns(spec.read_schema))
 
 
-def _row_groups(parquet: pq.ParquetFile, spec: ReadSpec) -> list[int]:
-    """The row groups whose statistics do not rule the filters out."""
+def _row_groups(parquet: BaseFileReader, spec: ReadSpec) -> list[int]:
+    """The row groups whose statistics do not rule the filters out (a Lance file is one, kept)."""
     metadata = parquet.metadata
     every = list(range(metadata.num_row_groups))
     filters = spec.plan.filters
-    if not skipping.needs_statistics(filters):
+    if isinstance(parquet, LanceFile) or not skipping.needs_statistics(filters):
         return every
-    stats = [of_parquet(metadata, row_group=g) for g in every]
+    columns = spec.plan.filter_columns  # None: an Expression's, which cannot be told
+    stats = of_row_groups(metadata, spec.plan.schema.names if columns is None else columns)
     return [g for g, kept in zip(every, skipping.keeps(stats, spec.plan.schema, filters)) if kept]
 
 
@@ -111,15 +130,14 @@ def _filtered(data: pa.Table, spec: ReadSpec) -> pa.Table:
     """Rows read, in `spec.output`: conformed to the table's types, then filtered."""
     if spec.row_filter is None:
         return conform(data, spec.output)
-    read = pa.schema([spec.plan.schema.field(c) for c in spec.read_columns])
-    return conform(data, read).filter(spec.row_filter).select(spec.output.names)
+    return conform(data, spec.read_schema).filter(spec.row_filter).select(spec.output.names)
 
 
 def read_merged(storage: Storage, sl: FileSlice, spec: ReadSpec) -> pa.Table:
     """A merge-on-read slice merged, filtered, in `spec.output`."""
     plan = spec.plan
     assert plan.merge is not None, "a plan with merged slices says how they merge"
-    table = merged_slice(storage, sl, plan.merge, plan.schema, plan.record_keys)
+    table = merged_slice(storage, sl, plan.merge, read_schema(plan.schema), plan.record_keys)
     if spec.row_filter is not None:
         table = table.filter(spec.row_filter)
     return table.select(spec.output.names)
@@ -134,7 +152,7 @@ def merged_slice(
     (`record_keys`), on the base file's rows and on each data block's, before the merge."""
     if record_keys is None:
         return read_slice(storage, sl, merge, schema, ordered=False)
-    base, blocks = slice_inputs(storage, sl)
+    base, blocks = slice_inputs(storage, sl, dictionary=dictionary_columns(schema))
     base = _keyed(base, record_keys) if base is not None else None
     blocks = [replace(b, records=_keyed(b.records, record_keys)) if isinstance(b, DataBlock) else b for b in blocks]
     keyed = pa.schema([pa.field(RECORD_KEY, pa.string()), *(f for f in schema if f.name != RECORD_KEY)])

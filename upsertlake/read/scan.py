@@ -21,7 +21,7 @@ from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.slice_reader import listed
 from upsertlake.read import skipping
 from upsertlake.read.filters import conjunction
-from upsertlake.read.reader import BATCH_ROWS, ReadSpec, count_base, read_base, read_base_table, read_merged
+from upsertlake.read.reader import BATCH_ROWS, ReadSpec, count_base, read_base, read_base_table, read_merged, read_schema
 from upsertlake.read.snapshot import ScanPlan
 from upsertlake.read.statistics import FileStatistics
 from upsertlake.read.stream import prefetched, read_ahead
@@ -70,14 +70,14 @@ class Scan:
     ) -> None:
         schema = plan.schema
         if columns is not None:
-            columns = list(columns)
+            columns = [columns] if isinstance(columns, str) else list(columns)  # a string is one column
             missing = [c for c in columns if c not in schema.names]
             if missing:
                 raise SchemaError(f"unknown column(s) {missing}; the table has {schema.names}")
         self.storage = storage
         self.plan = plan
         self._statistics = statistics
-        self.schema = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+        self.schema = read_schema(schema if columns is None else pa.schema([schema.field(c) for c in columns]))
         self.read_ahead = read_ahead or storage.read_threads
         self._spec = ReadSpec(plan, self.schema, batch_rows)
 
@@ -144,8 +144,11 @@ class Scan:
 
     # -- other libraries ---------------------------------------------------------------------
     def to_pandas(self, **kwargs: Any) -> pandas.DataFrame:
-        """Every row as a pandas DataFrame (`kwargs` go to `pyarrow.Table.to_pandas`)."""
-        return self.to_arrow().to_pandas(**kwargs)
+        """Every row as a pandas DataFrame (`kwargs` go to `pyarrow.Table.to_pandas`); the
+        dictionary-encoded meta columns as strings, as pandas users compare them (a categorical
+        would refuse `<`)."""
+        plain = pa.schema([self.plan.schema.field(name) for name in self.schema.names])
+        return self.to_arrow().cast(plain).to_pandas(**kwargs)
 
     def to_duckdb(self, name: str, connection: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
         """Register the scan in a DuckDB connection (a new in-memory one by default) as the view
@@ -196,7 +199,7 @@ class Scan:
         whole = plan.files
         if self._spec.row_filter is not None:
             predicates = conjunction(plan.filters) if plan.commit_filter is None else []
-            stats = self.statistics.of_bases(plan.files) if predicates else {}
+            stats = self.statistics.of_bases(plan.files, plan.schema) if predicates else {}
             whole = [bf for bf in plan.files
                      if predicates and skipping.all_match(stats[bf.path], predicates, plan.schema)]
         counted = self.statistics.rows(whole)

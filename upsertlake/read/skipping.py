@@ -2,8 +2,8 @@
 opened (row groups inside the files left are skipped by pyarrow, from parquet's statistics).
 
 A file is ruled out when some predicate of the filters can hold for none of its rows. Tuple
-filters are judged here, value by value: a null satisfies no comparison, so a column of nulls
-rules out every predicate but `!=` and `not in` (which Arrow's filters let nulls and NaN through);
+filters are judged here, value by value: a null satisfies no predicate, so a column of nulls
+rules out `=`, `<`, `in`, ... (`!=` and `not in`, which NaN passes, never skip a file);
 a value outside [min, max] rules out `=`, `<`, `>`, ... An Expression filter is judged by
 pyarrow, against each file's `guarantee` (what its statistics say holds for every row: the same
 expressions `Table.to_pyarrow_dataset` gives its fragments).
@@ -53,8 +53,8 @@ def may_match(stats: FileColumnStats | None, predicates: Sequence[Predicate], sc
 
 def all_match(stats: FileColumnStats | None, predicates: Sequence[Predicate], schema: pa.Schema) -> bool:
     """True only when every predicate holds for every row of the file, by its statistics (a
-    count then needs no data): no nulls where a comparison must hold (a null passes `not in`
-    alone), no NaN in a floating column (NaN fails `<`, `=`, ...; it passes `!=` and `not in`),
+    count then needs no data): no nulls (a null satisfies no predicate), no NaN in a floating
+    column (NaN fails `<`, `=`, ...; it passes `!=` and `not in`),
     the whole range on the right side."""
     if stats is None or not predicates:
         return False
@@ -69,7 +69,7 @@ def all_match(stats: FileColumnStats | None, predicates: Sequence[Predicate], sc
             v = _typed(value, t, "in" if op in ("in", "not in") else op)
             if op in ("!=", "not in"):
                 inside = [x for x in (v if op == "not in" else [v]) if r.min <= x <= r.max]
-                holds = not inside and (op == "not in" or r.nulls == 0)  # NaN passes both, nulls `not in` alone
+                holds = not inside and r.nulls == 0  # NaN passes both, nulls neither
             else:
                 holds = r.nulls == 0 and not r.nans and _range_holds(r, op, v)
         except (TypeError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError):

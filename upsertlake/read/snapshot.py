@@ -20,12 +20,12 @@ from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.layout.properties_check import properties_disagreements
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.read import skipping
-from upsertlake.read.filters import Filters, check_filters, conjunction, partition_may_match, to_expression
+from upsertlake.read.filters import Filters, checked_filters, conjunction, partition_may_match, to_expression
 from upsertlake.read.statistics import FileStatistics
 from upsertlake.schema import avro_to_arrow, full_schema
 from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.retention import check_readable
+from upsertlake.timeline.retention import check_readable, cleaned_files
 
 SNAPSHOT, READ_OPTIMIZED, INCREMENTAL = "snapshot", "read_optimized", "incremental"
 QUERY_TYPES = (SNAPSHOT, READ_OPTIMIZED)
@@ -107,7 +107,7 @@ def snapshot_scan(
     check_readable(timeline, as_of, "time travel to")
     view = FileSystemView(timeline, as_of)
     schema = output_schema(table_schema(timeline, table_config, as_of), table_config)
-    check_filters(filters, schema)
+    filters = checked_filters(filters, schema)
     statistics = statistics or FileStatistics(timeline)
     if query_type == READ_OPTIMIZED or not table_config.is_merge_on_read:
         files = prune_files(view, table_config, schema, view.latest_base_files(), filters)
@@ -149,18 +149,23 @@ def incremental_scan(
     filters: Filters = None,
     statistics: FileStatistics | None = None,
 ) -> ScanPlan:
-    """The latest state (as of `end`) of the records written by commits in (begin, end].
+    """The records written by the commits in (begin, end], as Apache Hudi's incremental query
+    returns them.
 
-    Table version 6 (timeline layout 1): the commits whose instant time is in (begin, end], rows
-    whose `_hoodie_commit_time` is in that range, file versions as of `end`. Version 8 (layout 2),
-    as Hudi 1.x and hudi-rs do it: the commits that *completed* in (begin, end], rows whose
-    `_hoodie_commit_time` is one of those commits' (requested) instant times, in the newest file
-    version those commits wrote.
+    The commits: table version 6, those whose instant time is in (begin, end]; version 8 and later,
+    those that *completed* in (begin, end] (Hudi 1.x). The files: those the commits wrote (their
+    write stats), grouped into file groups as Hudi does it, so a merge-on-read slice holds the
+    range's base file and log files only and the records it returns are merged among themselves,
+    not with an older base file (a late record that lost to the stored one is returned as written,
+    as Hudi does). The rows: those whose `_hoodie_commit_time` is one of the commits'.
 
-    The columns are those of the newest schema, whatever `end` is: Apache Hudi's incremental
-    query does so by default (`hoodie.datasource.read.schema.use.end.instanttime=false`), and so
-    does hudi-rs. Without meta fields there are no commit times to select rows by, and Hudi
-    refuses the query; so do we.
+    When a file the commits wrote is gone (cleaned since) or a commit is archived, version 8 and
+    later read the whole table's latest files with the same row filter, as Hudi 1.x falls back to
+    a full table scan by default; version 6 refuses by name, as Hudi 0.x does.
+
+    The columns are those of the newest schema, whatever `end` is (Hudi's default,
+    `hoodie.datasource.read.schema.use.end.instanttime=false`, and hudi-rs). Without meta fields
+    there are no commit times to select rows by, and Hudi refuses the query; so do we.
     """
     if not table_config.populate_meta_fields:
         raise UnsupportedTableError(
@@ -168,29 +173,32 @@ def incremental_scan(
             "populate meta fields (hoodie.populate.meta.fields=false)"
         )
     in_range = timeline.completed_between(begin, end)
-    if in_range:
-        check_readable(timeline, min(i.time for i in in_range), "an incremental read from")
     end = end if end is not None else (in_range[-1].completed_at if in_range else begin)
     by_completion = timeline.layout.has_completion_times
-    if table_config.is_merge_on_read:  # a slice merges over its base: every write completed by `end`
-        view = FileSystemView(timeline, only=[i for i in timeline.completed_writes() if i.completed_at <= end])
+    kw: dict[str, Any]
+    if by_completion:
+        kw = {"commit_times": tuple(sorted(i.time for i in in_range))}
     else:
-        view = FileSystemView(timeline, only=in_range) if by_completion else FileSystemView(timeline, end)
-    touched = set()
+        kw = {"window": (begin, end)}
+    touched: set[tuple[str, str]] = set()
     for inst in in_range:
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
     needed = sorted({partition for partition, _ in touched})  # a missing file elsewhere is not read
+    view = FileSystemView(timeline, only=in_range)
+    if by_completion:
+        gone = view.missing_in(needed)
+        damaged = [g for g in gone if g[0] not in cleaned_files(timeline)]
+        if damaged:  # not cleaned, lost: a full table scan would silently miss its rows
+            raise view.missing_error(damaged)
+        if gone or any(i in timeline.archived for i in in_range):
+            view, needed = FileSystemView(timeline), None  # Hudi 1.x's full table scan
     statistics = statistics or FileStatistics(timeline)
     schema = full_schema(table_schema(timeline, table_config))
-    check_filters(filters, schema)
-    if by_completion:
-        kw: dict[str, Any] = {"commit_times": tuple(sorted(i.time for i in in_range))}
-    else:
-        kw = {"window": (begin, end)}
+    filters = checked_filters(filters, schema)
     if table_config.is_merge_on_read:
-        slices = [s for s in view.latest_file_slices(needed) if s.file_group in touched]
+        slices = [s for s in view.latest_file_slices(needed) if needed is None or s.file_group in touched]
         return _slice_scan(view, table_config, schema, slices, filters, statistics, **kw)
-    files = [bf for bf in view.latest_base_files(needed) if bf.file_group in touched]
+    files = [bf for bf in view.latest_base_files(needed) if needed is None or bf.file_group in touched]
     files = skip_files(prune_files(view, table_config, schema, files, filters), schema, filters, statistics)
     return ScanPlan(files, schema, filters, **kw)
 
@@ -224,9 +232,24 @@ def skip_files(
     """The files whose column statistics do not rule the filters out (`upsertlake.read.skipping`)."""
     if not files or not skipping.needs_statistics(filters):
         return files
-    stats = statistics.of_bases(files)
+    files = skip_partitions(files, schema, filters, statistics)
+    stats = statistics.of_bases(files, schema)
     keep = skipping.keeps([stats[bf.path] for bf in files], schema, filters)
     return [bf for bf, kept in zip(files, keep) if kept]
+
+
+def skip_partitions(
+    files: list[BaseFile], schema: pa.Schema, filters: Filters, statistics: FileStatistics
+) -> list[BaseFile]:
+    """The files of partitions whose statistics (the metadata table's `partition_stats`, which
+    bound every row of the partition's latest slices) do not rule the filters out."""
+    partitions = sorted({bf.partition_path for bf in files})
+    stats = statistics.of_partitions(partitions, schema)
+    if not stats:
+        return files
+    kept = skipping.keeps([stats.get(p) for p in partitions], schema, filters)
+    keep = {p for p, k in zip(partitions, kept) if k}
+    return [bf for bf in files if bf.partition_path in keep]
 
 
 def skip_slices(
@@ -236,9 +259,15 @@ def skip_slices(
     log file of unrecorded statistics is kept without looking at its base file."""
     if not slices or not skipping.needs_statistics(filters):
         return slices
-    logs = {log.path: s for sl in slices for log in sl.logs if (s := statistics.of_log(log)) is not None}
+    partitions = sorted({sl.partition_path for sl in slices})
+    by_partition = statistics.of_partitions(partitions, schema)
+    if by_partition:
+        ruled = skipping.keeps([by_partition.get(p) for p in partitions], schema, filters)
+        left = {p for p, k in zip(partitions, ruled) if k}
+        slices = [sl for sl in slices if sl.partition_path in left]
+    logs = {log.path: s for sl in slices for log in sl.logs if (s := statistics.of_log(log, schema)) is not None}
     judged = [i for i, sl in enumerate(slices) if all(log.path in logs for log in sl.logs)]
-    bases = statistics.of_bases([base for i in judged if (base := slices[i].base) is not None])
+    bases = statistics.of_bases([base for i in judged if (base := slices[i].base) is not None], schema)
     own = {i: ([bases[sl.base.path]] if sl.base is not None else []) + [logs[log.path] for log in sl.logs]
            for i in judged for sl in [slices[i]]}
     kept = iter(skipping.keeps([s for i in judged for s in own[i]], schema, filters))

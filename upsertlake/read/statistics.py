@@ -1,7 +1,9 @@
 """What a snapshot's files hold, without reading their data: each base file's rows and column
 statistics, and each log file's, as the commit that wrote the file recorded them (no request:
-the commit documents are read with the timeline), else, for base files, from their footers
-(one request per file on an object store: files other writers wrote).
+the commit documents are read with the timeline), else as Hudi's metadata table records them
+(`column_stats`: a few requests for all files), else, for base files, from their footers (one
+request per file on an object store: files other writers wrote). Partitions' statistics come
+from the metadata table's `partition_stats`.
 
 A recorded entry counts only for the very file its commit wrote: the write stat's path and size
 must be the listed file's (a log file another writer appended to has grown since)."""
@@ -10,13 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
+
+import pyarrow as pa
 
 from upsertlake.errors import CorruptTableError
+from upsertlake.layout.base_files import LanceFile, open_base_file
 from upsertlake.layout.file_system_view import BaseFile, LogFile
 from upsertlake.layout.slice_reader import listed
+from upsertlake.metadata import MetadataTable
+from upsertlake.metadata.listing import open_trusted
+from upsertlake.metadata.partitions import COLUMN_STATS, PARTITION_STATS
+from upsertlake.metadata.stats import file_stats
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.column_stats import FileColumnStats, of_parquet
+from upsertlake.timeline.column_stats import META_PREFIX, FileColumnStats, of_parquet
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action
 
@@ -34,6 +44,12 @@ class FileStatistics:
         self._written: dict[str, dict[str, WriteStat]] = {}
         self._logs: dict[str, tuple[int, FileColumnStats]] | None = None
         self._footers: dict[str, FileColumnStats] = {}
+        self._from_metadata: dict[str, FileColumnStats | None] = {}
+
+    @cached_property
+    def metadata(self) -> MetadataTable | None:
+        """The metadata table, when readers may trust it."""
+        return open_trusted(self.timeline)
 
     def _commit(self, time: str) -> CommitMetadata | None:
         if time not in self._metadata:
@@ -58,8 +74,9 @@ class FileStatistics:
         meta = None if self.write_stat(bf) is None else self._commit(bf.instant_time)
         return None if meta is None else meta.column_stats.get(bf.path)
 
-    def of_log(self, log: LogFile) -> FileColumnStats | None:
-        """The column statistics recorded for a log file, or None (not recorded, or it grew since)."""
+    def of_log(self, log: LogFile, schema: pa.Schema | None = None) -> FileColumnStats | None:
+        """The column statistics recorded for a log file, or None (not recorded, or it grew since);
+        with `schema`, the metadata table's when the commit recorded none."""
         if self._logs is None:
             self._logs = {}
             for inst in self._by_time.values():
@@ -72,10 +89,35 @@ class FileStatistics:
                     if s.path in meta.column_stats:
                         self._logs[s.path] = (s.fileSizeInBytes, meta.column_stats[s.path])
         size, stats = self._logs.get(log.path, (-1, None))
-        return stats if size == log.size else None
+        if size == log.size:
+            return stats
+        if schema is not None and log.committed:
+            return self.from_metadata([(log.partition_path, log.path)], schema).get(log.path)
+        return None
 
-    def of_bases(self, files: Sequence[BaseFile]) -> dict[str, FileColumnStats]:
-        """Each file's column statistics, by path: recorded, else (at once) from its footer."""
+    def from_metadata(self, files: Sequence[tuple[str, str]], schema: pa.Schema) -> dict[str, FileColumnStats]:
+        """The metadata table's `column_stats` of (partition, path) files, by path (those it has)."""
+        wanted = [(p, path) for p, path in files if path not in self._from_metadata]
+        table = self.metadata
+        if wanted and table is not None and COLUMN_STATS in table.partitions:
+            columns = [f.name for f in schema if not f.name.startswith(META_PREFIX)]
+            found = table.column_stats([(p, path.rpartition("/")[2]) for p, path in wanted], columns)
+            for p, path in wanted:
+                self._from_metadata[path] = file_stats(found.get((p, path.rpartition("/")[2]), {}), schema)
+        return {path: stats for _, path in files if (stats := self._from_metadata.get(path)) is not None}
+
+    def of_partitions(self, partitions: Sequence[str], schema: pa.Schema) -> dict[str, FileColumnStats]:
+        """The metadata table's `partition_stats` of each partition it has them for."""
+        table = self.metadata
+        if table is None or PARTITION_STATS not in table.partitions or not partitions:
+            return {}
+        columns = [f.name for f in schema if not f.name.startswith(META_PREFIX)]
+        found = table.partition_stats(columns)
+        return {p: stats for p in partitions if (stats := file_stats(found.get(p, {}), schema)) is not None}
+
+    def of_bases(self, files: Sequence[BaseFile], schema: pa.Schema | None = None) -> dict[str, FileColumnStats]:
+        """Each file's column statistics, by path: recorded, else (with `schema`) the metadata
+        table's, else (at once) from its footer."""
         out = {}
         unknown = []
         for bf in files:
@@ -84,6 +126,9 @@ class FileStatistics:
                 out[bf.path] = stats
             else:
                 unknown.append(bf)
+        if unknown and schema is not None:
+            out.update(self.from_metadata([(bf.partition_path, bf.path) for bf in unknown], schema))
+            unknown = [bf for bf in unknown if bf.path not in out]
         if unknown:
             with ThreadPoolExecutor(max_workers=min(self.storage.read_threads, len(unknown))) as pool:
                 for bf, stats in zip(unknown, pool.map(self._footer, unknown)):
@@ -105,4 +150,7 @@ class FileStatistics:
 
     def _footer(self, bf: BaseFile) -> FileColumnStats:
         with listed(self.storage, bf.path, bf.instant_time):
-            return of_parquet(self.storage.parquet_file(bf.path).metadata)
+            opened = open_base_file(self.storage, bf.path)
+            if isinstance(opened, LanceFile):  # no statistics: its rows only, every column unknown
+                return FileColumnStats(opened.metadata.num_rows)
+            return of_parquet(opened.metadata)

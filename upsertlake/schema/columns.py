@@ -24,6 +24,7 @@ STORED_KEY = "_upsertlake_stored_key"  # a stored key (Spark's lookup)
 FILE_NUMBER = "_upsertlake_file"  # the number of the file a stored key is in (Spark's lookup)
 PARTITION_NUMBER = "_upsertlake_partition"  # the number of a partition that has files (Spark's lookup)
 STORED_ORDER = "_upsertlake_stored_order"  # the stored record's ordering value (global routing on Spark)
+KEY_BUCKET = "_upsertlake_key_bucket"  # the bucket a record's key hashes to (the bucket index on Spark)
 
 # -- where the index found each record (null: an insert) ------------------------------------------
 LOC_PARTITION = "loc_partition"

@@ -1,35 +1,48 @@
-"""Archive: move old completed instants out of `.hoodie/` so the active timeline stays between
-hoodie.keep.min.commits and hoodie.keep.max.commits commits (Hudi's HoodieTimelineArchiver).
+"""Archive: move old completed instants out of the active timeline so it stays between
+hoodie.keep.min.commits and hoodie.keep.max.commits commits (Hudi's HoodieTimelineArchiver),
+into Hudi's archived timeline for the table version (`upsertlake.timeline.archived`): on version
+6 a new archive log file of HoodieArchivedMetaEntry records, one per instant file (Hudi 0.15's
+TimelineArchiver), on versions 8 and 9 a layer-0 file of the LSM timeline and a new manifest,
+then the LSM compaction and clean Hudi 1.x runs after each archival (TimelineArchiverV2).
 
-Never archived: savepoints, anything at or after the earliest pending instant (a pending compaction
-included), the earliest savepoint, or the last clean's earliest commit to retain. A completed
-compaction's `.compaction.requested`/`.inflight` go with its commit. Archived instants stay on upsertlake's
-timeline (`Timeline.archived`), so time travel and incremental reads still reach them while their
-files exist. The archive format is upsertlake's own (see `upsertlake.timeline.archived`); small archive
-files are merged, so their number stays bounded.
+Archived: completed commits, deltacommits, replacecommits, cleans and rollbacks. Never archived:
+savepoints and restores (Hudi's archivers never move them), anything at or after the earliest
+pending instant (a pending compaction included), the earliest savepoint, the last clean's
+earliest commit to retain, or the first replacecommit the last clean has not cleaned after (Hudi's
+getEarliestInstantToRetainForClustering: without the replacecommit on the active timeline, Hudi's
+readers would see the file groups it replaced as live until a clean deletes them). A completed compaction's `.compaction.requested`/`.inflight` go with its
+commit. Archived instants stay on upsertlake's timeline (`Timeline.archived`), so time travel and
+incremental reads still reach them while their files exist. Archive files of earlier upsertlake
+releases (their own format) are moved into Hudi's with the next archival.
+
+Order, so that a crash at any point loses nothing: the archive is written first (a reader takes
+an instant found both active and archived once), then the legacy files go, then each instant's
+pending files and last its completed one (as Hudi deletes them: never a pending file left whose
+completed one is gone, which would read as a failed write).
 """
 
 from __future__ import annotations
 
-import io
-
-import fastavro
+from datetime import datetime, timezone
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.errors import ConfigError
+from upsertlake.errors import ConfigError, CorruptTableError
 from upsertlake.layout.markers import key_summary_folder
-from upsertlake.storage import Storage
-from upsertlake.timeline import documents
-from upsertlake.timeline.active import Timeline, delete_instant_files
-from upsertlake.timeline.archived import ARCHIVE_FOLDER, archive_file_name, archive_files, read_archive_file
-from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant
+from upsertlake.storage import FileEntry, Storage
+from upsertlake.timeline import archived_log, archived_lsm, documents
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.archived import LEGACY_FOLDER, legacy_files, read_legacy_file
+from upsertlake.timeline.archived_log import ArchivedFile
+from upsertlake.timeline.archived_lsm import LsmInstant
+from upsertlake.timeline.commit_metadata import AVRO_MAGIC, json_to_avro
+from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+from upsertlake.timeline.instant_time import format_instant_time
+from upsertlake.timeline.layouts import TimelineLayout
 from upsertlake.timeline.retention import cleaned_before, savepoint_times
 
-SCHEMA = "UpsertlakeArchivedInstant"
-MERGE_BATCH = 10  # small archive files merged into one at once (Hudi's hoodie.archive.merge.files.batch.size)
-MERGE_SMALL_BYTES = 20 * 1024 * 1024  # archive files smaller than this are merged (Hudi's ...small.file.limit.bytes)
+ARCHIVED_ACTIONS = frozenset({*WRITE_ACTIONS, Action.CLEAN, Action.ROLLBACK})
 
 
 def archive_due(timeline: Timeline, cfg: Config) -> bool:
@@ -49,58 +62,196 @@ def archive(storage: Storage, lock: TableLock, cfg: Config) -> list[Instant]:
         )
     with lock.hold():
         timeline = Timeline.load(storage)
-        active = timeline.active()
-        writes = [i for i in active if i.action in WRITE_ACTIONS and i.is_completed]
-        if len(writes) <= keep_max:
-            return []
-        bounds = [writes[len(writes) - keep_min].time, *savepoint_times(timeline)]
-        # Nothing at or after the first pending instant (a compaction still pending included) is archived.
-        bounds += [i.time for i in timeline.shown() if not i.is_completed][:1]
-        bounds += [b for b in [cleaned_before(timeline)] if b]
-        cutoff = min(bounds)
-        doomed = [i for i in active if i.is_completed and i.time < cutoff and i.action is not Action.SAVEPOINT]
+        doomed = _to_archive(timeline, keep_min, keep_max)
         if not doomed:
             return []
-        storage.makedirs(ARCHIVE_FOLDER)
-        _write_archive(storage, {i: timeline.document(i) for i in doomed})
-        listed = storage.list(timeline.layout.folder)  # one listing for every instant's files
-        for inst in doomed:
-            plan = timeline.get(inst.time, Action.COMPACTION) if inst.action is Action.COMMIT else None
-            if plan is not None:  # the plan goes with its commit, first: never a plan without it
-                delete_instant_files(storage, plan, timeline.layout, listed)
-            delete_instant_files(storage, inst, timeline.layout, listed)
+        layout = timeline.layout
+        listed = storage.list(layout.folder)  # one listing for every instant's files
+        files = {inst: _files_of(inst, listed, layout) for inst in doomed}
+        legacy = legacy_files(storage.list(LEGACY_FOLDER))
+        moved = {i: data for entry in legacy for i, data in read_legacy_file(storage, entry).items()}
+        if layout.version == 1:
+            finish_last_merge(storage, layout.archive)
+            _write_log(storage, layout, timeline, files, moved, cfg.get(opt.COMMITS_ARCHIVAL_BATCH))
+        else:
+            _write_lsm(storage, layout, timeline, files, moved, cfg.get(opt.TIMELINE_COMPACTION_BATCH))
+        for entry in legacy:
+            storage.delete(entry.path)
+        for inst in doomed:  # pending files first, the completed one last
+            for entry in sorted(files[inst], key=lambda e: (layout.parse(e.name).is_completed, e.name)):  # type: ignore[union-attr]
+                storage.delete(entry.path)
+            for entry in listed:  # the temporary file of a writer that died creating one (write_if_absent's)
+                if entry.name.startswith(f".{inst.time}") and entry.name.endswith(".tmp"):
+                    storage.delete(entry.path)
             storage.delete_dir(key_summary_folder(inst.time))
-        merge_small_archives(storage)
+        if layout.version == 1 and cfg.get(opt.ARCHIVE_MERGE_ENABLE):
+            merge_small_files(storage, layout.archive, cfg)
     return doomed
 
 
-def merge_small_archives(storage: Storage) -> None:
-    """Under the lock: once `MERGE_BATCH` archive files are below `MERGE_SMALL_BYTES`, write their
-    instants as one file, then delete them (as Hudi's archiver merges small archive files). Each
-    archival writes a file, and every process new to the table reads them all (a GET each): merged,
-    their number stays bounded however long the history. A crash between the write and the deletes
-    leaves instants in two files, which readers take once."""
-    small = [e for e in archive_files(storage) if e.size < MERGE_SMALL_BYTES]
-    if len(small) < MERGE_BATCH:
+def _to_archive(timeline: Timeline, keep_min: int, keep_max: int) -> list[Instant]:
+    """The completed instants the limits let go, oldest first."""
+    active = timeline.active()
+    writes = [i for i in active if i.action in WRITE_ACTIONS and i.is_completed]
+    if len(writes) <= keep_max:
+        return []
+    bounds = [writes[len(writes) - keep_min].time, *savepoint_times(timeline)]
+    # Nothing at or after the first pending instant (a compaction still pending included) is archived.
+    bounds += [i.time for i in timeline.shown() if not i.is_completed][:1]
+    bounds += [b for b in [cleaned_before(timeline), _first_uncleaned_replace(timeline)] if b]
+    cutoff = min(bounds)
+    return [i for i in active if i.is_completed and i.time < cutoff and i.action in ARCHIVED_ACTIONS]
+
+
+def _first_uncleaned_replace(timeline: Timeline) -> str | None:
+    """The first replacecommit (any state) at or after the last completed clean's earliest commit
+    to retain (its time, when it recorded none); the first of all without a completed clean."""
+    replaces = [i.time for i in timeline.active() if i.action is Action.REPLACE_COMMIT]
+    cleans = [i for i in timeline.active() if i.action is Action.CLEAN and i.is_completed]
+    if not replaces or not cleans:
+        return replaces[0] if replaces else None
+    doc = documents.decode(timeline.document(cleans[-1]), f"clean {cleans[-1].time}")
+    bound = doc.get("earliestCommitToRetain") or cleans[-1].time
+    return next((t for t in replaces if t >= bound), None)
+
+
+def _files_of(inst: Instant, listed: list[FileEntry], layout: TimelineLayout) -> list[FileEntry]:
+    """The timeline files of a completed instant, every state, with a completed compaction's plan
+    files (the requested and inflight `compaction` of its commit), oldest state first."""
+    actions = {inst.action} | ({Action.COMPACTION} if inst.action is Action.COMMIT else set())
+    mine = []
+    for entry in listed:
+        parsed = None if entry.is_dir else layout.parse(entry.name)
+        if parsed is not None and parsed.time == inst.time and parsed.action in actions:
+            mine.append((parsed, entry))
+    mine.sort(key=lambda p: (p[0].action is not Action.COMPACTION, p[0].state.rank))
+    return [entry for _, entry in mine]
+
+
+def _modified(entry: FileEntry, layout: TimelineLayout) -> str:
+    """A file's modification time as an instant time (Hudi's state transition time)."""
+    return format_instant_time(datetime.fromtimestamp(entry.mtime_ns / 1e9, timezone.utc), layout.zone)
+
+
+def _write_log(
+    storage: Storage, layout: TimelineLayout, timeline: Timeline, files: dict[Instant, list[FileEntry]],
+    moved: dict[Instant, bytes], block: int,
+) -> None:
+    """Version 6: one new archive log file, the moved legacy instants first (their completed
+    files alone), then one entry per file of each archived instant."""
+    batch = [archived_log.entry(ArchivedFile(i, data)) for i, data in sorted(moved.items())]
+    for inst, entries in files.items():
+        for entry in entries:
+            state = layout.parse(entry.name)
+            assert state is not None
+            data = timeline.document(inst) if state.is_completed else storage.read_bytes(entry.path)
+            batch.append(archived_log.entry(ArchivedFile(state, data, _modified(entry, layout))))
+    storage.makedirs(layout.archive)
+    _create_log_file(storage, layout.archive, archived_log.encode_archive(batch, block))
+
+
+def _create_log_file(storage: Storage, folder: str, data: bytes) -> str:
+    """A new archive log file, the version after the newest; its path."""
+    while True:  # a file another archiver created meanwhile: the next version, as Hudi rolls over
+        path = f"{folder}/{archived_log.next_archive_file_name(storage.list(folder))}"
+        if storage.write_if_absent(path, data):
+            return path
+
+
+def merge_small_files(storage: Storage, folder: str, cfg: Config) -> None:
+    """Version 6, under the lock: once `hoodie.archive.merge.files.batch.size` of the newest
+    archive files are small, their entries go into one new file (Hudi 0.15's
+    mergeArchiveFilesIfNecessary): the plan first, then the merged file, the small ones deleted,
+    the plan last. Each archival writes a file, and every process new to the table reads them all
+    (a GET each on an object store): merged, their number stays bounded."""
+    listing = storage.list(folder)
+    candidates = archived_log.merge_candidates(listing, cfg.get(opt.ARCHIVE_MERGE_SMALL_FILE_LIMIT))
+    if len(candidates) < cfg.get(opt.ARCHIVE_MERGE_FILES_BATCH):
         return
-    instants: dict[Instant, bytes] = {}
-    for entry in small:
-        instants.update(read_archive_file(storage, entry))
-    merged = _write_archive(storage, instants)
-    for entry in small:
-        if entry.path != merged:
-            storage.delete(entry.path)
+    merged = archived_log.next_archive_file_name(listing)
+    plan = f"{folder}/{archived_log.MERGE_PLAN}"
+    storage.write_bytes(plan, archived_log.merge_plan([storage.full_path(e.path) for e in candidates], merged))
+    entries = [e for c in candidates for e in archived_log.read_entries(storage.read_bytes(c.path), storage.full_path(c.path))]
+    data = archived_log.encode_archive(entries, cfg.get(opt.COMMITS_ARCHIVAL_BATCH))
+    if not storage.write_if_absent(f"{folder}/{merged}", data):
+        storage.delete(plan)
+        return  # another archiver wrote that version meanwhile: merge another time
+    for c in candidates:
+        storage.delete(c.path)
+    storage.delete(plan)
 
 
-def _write_archive(storage: Storage, instants: dict[Instant, bytes]) -> str:
-    """One archive file of `instants` (completed, with their completed files' bytes); its path."""
-    ordered = sorted(instants)
-    records = [
-        {"instantTime": i.time, "action": i.action.value, "metadata": instants[i], "completionTime": i.completion}
-        for i in ordered
-    ]
-    out = io.BytesIO()
-    fastavro.writer(out, documents.schema(SCHEMA), records)
-    path = f"{ARCHIVE_FOLDER}/{archive_file_name(ordered[0].time, ordered[-1].time)}"
-    storage.write_if_absent(path, out.getvalue())
-    return path
+def finish_last_merge(storage: Storage, folder: str) -> None:
+    """Undo or finish a merge that died (Hudi's verifyLastMergeArchiveFilesIfNecessary): with
+    every candidate still there its merged file may be partial and goes; with some deleted the
+    merged file is whole and the rest go. Then the plan goes."""
+    plan = f"{folder}/{archived_log.MERGE_PLAN}"
+    try:
+        data = storage.read_bytes(plan)
+    except FileNotFoundError:
+        return
+    try:
+        candidates, merged = archived_log.read_merge_plan(data, storage.full_path(plan))
+    except CorruptTableError:  # a plan torn while written: nothing was merged yet
+        storage.delete(plan)
+        return
+    names = {e.name for e in storage.list(folder)}
+    present = [c.rpartition("/")[2] for c in candidates if c.rpartition("/")[2] in names]
+    if len(present) == len(candidates):
+        storage.delete(f"{folder}/{merged}")
+    elif merged in names:
+        for name in present:
+            storage.delete(f"{folder}/{name}")
+    storage.delete(plan)
+
+
+def _write_lsm(
+    storage: Storage, layout: TimelineLayout, timeline: Timeline, files: dict[Instant, list[FileEntry]],
+    moved: dict[Instant, bytes], batch: int,
+) -> None:
+    """Versions 8, 9: one layer-0 file of the LSM timeline (a row per instant, sorted by time),
+    then Hudi's compaction and clean of its layers."""
+    rows = [LsmInstant(_completed(i), _as_avro(i, data) or None) for i, data in moved.items() if i not in files]
+    for inst, entries in files.items():
+        pending = [(p, e) for e in entries if (p := layout.parse(e.name)) is not None and not p.is_completed]
+        rows.append(LsmInstant(inst, timeline.document(inst) or None, _plan(storage, inst, pending)))
+    rows.sort(key=lambda r: (r.instant.time, r.instant.action.value))
+    storage.makedirs(layout.archive)
+    archived_lsm.write(storage, layout.archive, rows)
+    archived_lsm.compact_and_clean(storage, layout.archive, batch)
+
+
+def _completed(inst: Instant) -> Instant:
+    """A legacy instant archived at version 6 has no completion time: its requested time, as
+    layout 1 completes instants in the order of their times (Hudi's LSM rows need one)."""
+    return inst if inst.completion else inst.with_state(State.COMPLETED, completion=inst.time)
+
+
+def _as_avro(inst: Instant, data: bytes) -> bytes:
+    """A commit document as layout 2 keeps it (Avro): one archived at version 6 is JSON."""
+    if inst.action in WRITE_ACTIONS and data and not data.startswith(AVRO_MAGIC):
+        return json_to_avro(data, inst.action is Action.REPLACE_COMMIT, f"archived {inst.time}")
+    return data
+
+
+def _plan(storage: Storage, inst: Instant, pending: list[tuple[Instant, FileEntry]]) -> bytes | None:
+    """The plan Hudi keeps beside an archived instant (MetadataConversionUtils.createLSMTimelineInstant):
+    a clean's cleaner plan, a compaction's plan, a replacecommit's inflight (else requested) document."""
+    by_state = {(i.action, i.state): e for i, e in pending}
+
+    def read(action: Action, *states: State) -> bytes | None:
+        for state in states:
+            entry = by_state.get((action, state))
+            data = storage.read_bytes(entry.path) if entry is not None else b""
+            if data:
+                return data
+        return None
+
+    if inst.action is Action.CLEAN:
+        return read(Action.CLEAN, State.REQUESTED, State.INFLIGHT)
+    if inst.action is Action.COMMIT and any(a is Action.COMPACTION for a, _ in by_state):
+        return read(Action.COMPACTION, State.REQUESTED)
+    if inst.action is Action.REPLACE_COMMIT:
+        return read(Action.REPLACE_COMMIT, State.INFLIGHT, State.REQUESTED)
+    return None
+

@@ -27,7 +27,8 @@ from upsertlake.config.enums import CleanPolicy
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError, StorageError
 from upsertlake.layout.file_system_view import BaseFile, LogFile, list_partitions_and_files, slice_of
-from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.services import metadata_table
+from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, create_requested, transition
@@ -68,8 +69,8 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, retained: int | None =
         raise ConfigError(f"{_RETAINED[policy].key} must be at least 1, got {retained}")
     started = time.monotonic()
     with lock.hold():
-        config = drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
-        timeline = Timeline.load(storage, layout_of(config))
+        table_config = metadata_table.prepare(storage, TableConfig.load(storage), cfg)
+        timeline = Timeline.load(storage, layout_of(table_config))
         finished = [_finish_pending(storage, timeline, inst) for inst in timeline.filter([Action.CLEAN], PENDING)]
         if finished:
             timeline = Timeline.load(storage)
@@ -176,6 +177,8 @@ def _execute(
             "failedDeleteFiles": failed,
             "isPartitionDeleted": False,
         }
+    removed = {p: [path.rpartition("/")[2] for path in paths] for p, paths in by_partition.items()}
+    metadata_table.sync(storage, TableConfig.load(storage), inflight.time, CommitMetadata({}, "CLEAN"), deleted=removed)
     last = timeline.latest_completed_write()  # `timeline`: listed under the lock the caller holds
     metadata = {
         "policy": policy,

@@ -42,7 +42,7 @@ from upsertlake.layout.markers import marker_entry, marker_folder, start_markers
 from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.schema import avro_to_arrow, conform, full_schema
 from upsertlake.services.compaction_plan import compaction_file_groups
-from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.services import metadata_table
 from upsertlake.services.rollback import discard_pending
 from upsertlake.services.stat_map import StatMap, T
 from upsertlake.storage import Storage
@@ -104,7 +104,7 @@ def cluster(
             "supported: their log records are merged by _hoodie_record_key"
         )
     with lock.hold():
-        drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
+        metadata_table.prepare(storage, TableConfig.load(storage), cfg)
         timeline = Timeline.load(storage)
         groups = plan_groups(timeline, cfg)
         if not groups:
@@ -128,7 +128,7 @@ def cluster(
         data_schema = avro_to_arrow(schema_json)
         # The blocks of the writes completed when the plan was made: a write completing later on
         # a planned group conflicts below, so none of its records can be missed.
-        merge = Merge(table_config.precombine_field, table_config.merge_mode, frozenset(completed_at_start))
+        merge = Merge(table_config.log_ordering_field, table_config.merge_mode, frozenset(completed_at_start))
         write = partial(_write_group, storage, instant_time=inflight.time, data_schema=data_schema,
                         sort_columns=sort_columns, merge=merge, cfg=cfg)
         stats = map_groups(write, list(enumerate(groups)))
@@ -152,6 +152,7 @@ def cluster(
                     f"clustering {inflight.time} conflicts with {conflict.describe()}; the clustering was "
                     "rolled back, no record was lost"
                 )
+            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)  # before the data instant
             transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes())
     except BaseException:
         with lock.hold():

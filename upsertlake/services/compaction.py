@@ -30,6 +30,7 @@ from upsertlake.errors import SchemaError, ServiceError
 from upsertlake.layout.markers import marker_folder, start_markers
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.schema import avro_to_arrow, full_schema
+from upsertlake.services import metadata_table
 from upsertlake.services.compaction_plan import (
     check_compactable,
     read_plan,
@@ -215,6 +216,7 @@ def _run(
         metadata = CommitMetadata(dict(by_partition), OPERATION, extra, compacted=True)
         with lock.hold():
             lock.fence()
+            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)  # before the data instant
             transition(
                 storage,
                 Instant(inflight.time, Action.COMMIT, State.INFLIGHT),

@@ -27,7 +27,7 @@ from upsertlake.errors import ConfigError, CorruptTableError, ServiceError, Unsu
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile, FileSlice, FileSystemView, LogFile
 from upsertlake.layout.markers import read_markers
 from upsertlake.logfile.names import LogFileName
-from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.services import metadata_table
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, create_requested
@@ -252,7 +252,7 @@ def schedule(storage: Storage, lock: TableLock, table_config: TableConfig, cfg: 
 
 def schedule_locked(storage: Storage, cfg: Config) -> Instant | None:
     """`schedule`, the table lock held (by `compact`, which claims the plan under the same hold)."""
-    drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
+    metadata_table.prepare(storage, TableConfig.load(storage), cfg)
     timeline = Timeline.load(storage)  # no write starts while the lock is held: its pending writes stay these
     slices = FileSystemView(timeline).latest_file_slices()  # listed before their markers are read
     busy = compaction_file_groups(timeline) | _written_by_pending(timeline) | _clustering_groups(timeline)

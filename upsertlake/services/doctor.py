@@ -44,10 +44,9 @@ from upsertlake.services.write_guard import what_it_breaks
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.archived import ARCHIVE_FOLDER
 from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
-from upsertlake.timeline.layouts import METAFOLDER, TimelineLayout
+from upsertlake.timeline.layouts import METAFOLDER, TimelineLayout, table_layout
 from upsertlake.timeline.retention import cleaned_files
 
 DELETE_ORPHAN = "delete the file"
@@ -110,12 +109,12 @@ def diagnose(storage: Storage, options: Config | None = None, properties: Mappin
     cfg = options or doctor_config(storage)
     report = Report(storage.base)
     entries = storage.list_outside(METAFOLDER)
+    layout = _layout(storage)
     try:
-        timeline = Timeline.load(storage, _layout(storage))
+        timeline = Timeline.load(storage, layout)
     except CorruptTableError as exc:  # an unreadable archive: the checks that need the timeline cannot run
-        report.findings.append(
-            Finding("instant", ARCHIVE_FOLDER, f"{exc}; the checks that need the timeline did not run")
-        )
+        archive = (layout or table_layout(storage)).archive
+        report.findings.append(Finding("instant", archive, f"{exc}; the checks that need the timeline did not run"))
         report.findings += check_partition_metadata(storage, entries)
         return report
     except UnsupportedTableError as exc:  # e.g. merge-on-read: its files cannot be judged (nor fixed) here

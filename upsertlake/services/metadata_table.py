@@ -1,47 +1,520 @@
-"""The metadata table (`.hoodie/metadata`): upsertlake does not maintain one, so it removes it.
+"""Keeping Apache Hudi's metadata table (`.hoodie/metadata`) in step with the data table:
+docs/DESIGN.md §11.
 
-Hudi 1.x's Spark writer creates a metadata table by default and lists it in
-`hoodie.table.metadata.partitions`; readers then list files from it instead of from storage. A
-writer that does not update it would leave readers a stale file list, so, as Hudi does when a
-writer runs with `hoodie.metadata.enable=false`, every upsertlake write, service and upgrade
-first deletes it and clears the property (under the table lock, logged). Readers then list
-storage, which is what upsertlake writes.
+Every writer and service calls in at three points, under the table lock:
+- `prepare` at its start: the metadata table as this writer keeps it. With
+  `hoodie.metadata.enable=false`, on table version 6, or when it misses an instant (a writer that
+  did not keep it wrote since), it is deleted and its properties cleared, as Hudi does for a writer
+  with the metadata table disabled. One is built (`initialize`) when the writer asks for it:
+  `hoodie.metadata.enable=true` given explicitly, or the record index asked for; by default an
+  existing one is kept and none is created (benchmarks/metadata_bench.py: what keeping it costs). Partitions we do not keep (secondary and expression indexes,
+  bloom filters) are removed with their property entry and index definition, as Hudi does when
+  such an index is dropped: never left listed and stale.
+- `sync` before its data instant completes: the metadata deltacommit at the same instant time
+  (files, column_stats, partition_stats, record_index), so a reader never sees a committed data
+  instant the metadata table lacks, and ignores the deltacommit until the data instant completes.
+- `undo` when a data instant is rolled back: its metadata deltacommit is rolled back too.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from upsertlake.config import options as opt
 from upsertlake.config.properties_file import write_properties
+from upsertlake.config.resolved import Config
 from upsertlake.config.table_config import TableConfig
+from upsertlake.errors import CorruptTableError
+from upsertlake.index.base import IndexUpdate
+from upsertlake.layout.file_system_view import FileSlice, FileSystemView
+from upsertlake.logfile.avro_records import with_meta_fields
+from upsertlake.logfile import DataBlock, block_keys
+from upsertlake.logfile.names import is_log_path
+from upsertlake.logfile.reader import read_logs
+from upsertlake.metadata import MetadataTable
+from upsertlake.metadata import changes as mc
+from upsertlake.metadata.partitions import (
+    COLUMN_STATS,
+    FILES,
+    FOLDER,
+    INFLIGHT_KEY,
+    PARTITION_STATS,
+    PARTITIONS_KEY,
+    RECORD_INDEX,
+    listed,
+)
+from upsertlake.layout.slice_keys import deleted_keys
+from upsertlake.layout.slice_reader import Merge
+from upsertlake.metadata.initialize import create_table, initialize_partition
+from upsertlake.metadata.compaction import clean, compact, compaction_time, deltacommits_since_compaction, trim_timeline
+from upsertlake.metadata.stats import bound
+from upsertlake.metadata.table import unsynced_instants
+from upsertlake.metadata.writer import Changes, deltacommit
+from upsertlake.metadata.writer import undo as undo_deltacommit
+from upsertlake.schema import avro_to_arrow
+from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.commit_metadata import CommitMetadata
+from upsertlake.timeline.instant import Action, State
+from upsertlake.timeline.instant_time import parse_instant_time
+from upsertlake.timeline.layouts import layout_of
 
 log = logging.getLogger(__name__)
 
-METADATA_FOLDER = ".hoodie/metadata"
-PARTITIONS_KEY = "hoodie.table.metadata.partitions"
-_KEYS = (PARTITIONS_KEY, "hoodie.table.metadata.partitions.inflight")
+KEPT = (FILES, COLUMN_STATS, PARTITION_STATS, RECORD_INDEX)  # the partitions upsertlake maintains
+INDEX_DEFINITIONS_KEY = "hoodie.table.index.defs.path"
+INDEX_DEFINITIONS_PATH = ".hoodie/.index_defs/index.json"
+FOOTER_THREADS = 8
+
+
+def keeps_record_index(config: TableConfig) -> bool:
+    """Whether writes must report the keys they insert and delete (the record index is kept)."""
+    return RECORD_INDEX in listed(config.extra.get(PARTITIONS_KEY))
+
+
+# -- at the start of a write or service -------------------------------------------------------------
+def prepare(storage: Storage, config: TableConfig, options: Config | None = None, keeps_keys: bool = True) -> TableConfig:
+    """Under the lock: keep, trim or delete the metadata table (see the module doc); returns the
+    config now on disk. `keeps_keys=False`: the writer cannot report the keys it writes (Spark's
+    distributed write), so the record index is removed rather than left stale."""
+    cfg = options or Config.resolve(None)
+    enabled = cfg.get(opt.METADATA_ENABLE)
+    builds = enabled and config.table_version >= 8 and (cfg.is_set(opt.METADATA_ENABLE) or _wants_record_index(cfg, keeps_keys))
+    partitions = listed(config.extra.get(PARTITIONS_KEY))
+    inflight = listed(config.extra.get(INFLIGHT_KEY))
+    if not enabled or config.table_version < 8 or (partitions or inflight) and FILES not in partitions:
+        return drop_metadata_table(storage, config)
+    if not partitions or inflight:
+        return initialize(storage, config, options, keeps_keys) if builds else drop_metadata_table(storage, config)
+    timeline = Timeline.load(storage, layout_of(config))
+    try:
+        table = MetadataTable.open(timeline)
+        missing = unsynced_instants(timeline, table.timeline) if table is not None else ["files"]
+    except CorruptTableError as e:
+        missing = [str(e)]
+    if missing:
+        log.warning("the metadata table of %s misses %s", storage.base, missing[0])
+        config = drop_metadata_table(storage, config)
+        return initialize(storage, config, options, keeps_keys) if builds else config
+    unkept = [p for p in [*partitions, *inflight] if p not in KEPT or p in inflight or (p == RECORD_INDEX and not keeps_keys)]
+    config = drop_partitions(storage, config, unkept) if unkept else config
+    if _wants_record_index(cfg, keeps_keys) and RECORD_INDEX not in listed(config.extra.get(PARTITIONS_KEY)):
+        config = initialize(storage, config, options)  # the record index alone, the others kept
+    return config
+
+
+def _wants_record_index(cfg: Config, keeps_keys: bool) -> bool:
+    """Whether this writer asks for the record index (and can keep it)."""
+    return keeps_keys and (cfg.get(opt.METADATA_RECORD_INDEX_ENABLE) or cfg.get(opt.INDEX_TYPE) == "RECORD_INDEX")
+
+
+def initialize(storage: Storage, config: TableConfig, options: Config | None, keeps_keys: bool = True) -> TableConfig:
+    """Under the lock: build the metadata table from the table as it is (its committed files, the
+    footers of its latest base files, the keys of its latest slices), partition by partition, as
+    Hudi's writer initializes one; returns the config now on disk."""
+    MetadataTable.forget(storage)
+    listed_any = listed(config.extra.get(PARTITIONS_KEY)) or listed(config.extra.get(INFLIGHT_KEY))
+    if not listed_any and storage.folder_exists(FOLDER):
+        config = drop_metadata_table(storage, config)  # a folder no property lists: leftovers
+    cfg = options or Config.resolve(None)
+    record_index = _wants_record_index(cfg, keeps_keys)
+    wanted = [FILES, COLUMN_STATS] + ([PARTITION_STATS] if config.partition_fields else []) + ([RECORD_INDEX] if record_index else [])
+    wanted = [p for p in wanted if p not in listed(config.extra.get(PARTITIONS_KEY))]
+    if not wanted:
+        return config
+    timeline = Timeline.load(storage, layout_of(config))
+    view = FileSystemView(timeline)
+    done = {i.time for i in timeline.completed_writes()}
+    added: dict[str, dict[str, int]] = {p: {} for p in view.all_partitions()}
+    for f in view.all_base_files():
+        if f.instant_time in done:
+            added.setdefault(f.partition_path, {})[f.name] = f.size
+    for f in view.all_log_files():
+        if f.name.instant in done:
+            added.setdefault(f.partition_path, {})[f.path.rpartition("/")[2]] = f.size
+    slices = view.latest_file_slices()
+    bases = [sl.base for sl in slices if sl.base is not None]
+    with ThreadPoolExecutor(max_workers=max(1, min(FOOTER_THREADS, len(bases)))) as pool:
+        footers = dict(zip([b.path for b in bases], pool.map(lambda b: storage.parquet_file(b.path).metadata, bases)))
+    schema = next(iter(footers.values())).schema.to_arrow_schema() if footers else None
+    columns = mc.indexed_columns(schema, None) if schema is not None else []
+    stats = {path: mc.footer_stats(f, columns) for path, f in footers.items()}
+    logs = [log for sl in slices for log in sl.logs]
+    with ThreadPoolExecutor(max_workers=max(1, min(FOOTER_THREADS, len(logs)))) as pool:
+        stats.update(zip([log.path for log in logs], pool.map(lambda log: log_stats(storage, log.path, columns), logs)))
+    _write_index_definition(storage, config, columns, record_index)
+    config = TableConfig.load(storage)
+    write_properties(storage, {INFLIGHT_KEY: ",".join(sorted(wanted))})
+    mdt = create_table(storage, config.name, config.table_version)
+    for partition in wanted:
+        if partition == FILES:
+            records, groups = mc.files_changes(added).upserts, 1
+        elif partition == COLUMN_STATS:
+            files = [(b.partition_path, b.path) for b in bases] + [(log.partition_path, log.path) for log in logs]
+            records = [r for p, path in files if stats[path]
+                       for r in mc.column_stats_records(p, path.rpartition("/")[2], stats[path], config.table_version)]
+            groups = COLUMN_STATS_FILE_GROUPS
+        elif partition == PARTITION_STATS:
+            records, groups = _initial_partition_stats(slices, stats, config.table_version), 1
+        else:
+            located = _live_keys(storage, config, timeline, slices)
+            latest = timeline.latest_completed_write()
+            millis = int(parse_instant_time(latest.time, timeline.layout.zone).timestamp() * 1000) if latest else 0
+            records = mc.record_index_changes(located, located.slice(0, 0), millis).upserts
+            groups = record_index_file_groups(len(records))
+        initialize_partition(mdt, partition, records, groups, config.table_version)
+        current = TableConfig.load(storage)
+        complete = sorted({*listed(current.extra.get(PARTITIONS_KEY)), partition})
+        pending = [p for p in listed(current.extra.get(INFLIGHT_KEY)) if p != partition]
+        write_properties(storage, {PARTITIONS_KEY: ",".join(complete), INFLIGHT_KEY: ",".join(pending) or None})
+    log.info("initialized the metadata table of %s (%s)", storage.base, ", ".join(wanted))
+    return TableConfig.load(storage)
+
+
+COLUMN_STATS_FILE_GROUPS = 2  # hoodie.metadata.index.column.stats.file.group.count
+RECORD_INDEX_MIN_GROUPS, RECORD_INDEX_MAX_GROUPS = 10, 10000  # hoodie.metadata.record.index.{min,max}.filegroup.count
+RECORD_INDEX_GROUP_BYTES = 1 << 30  # hoodie.metadata.record.index.max.filegroup.size
+RECORD_INDEX_ENTRY_BYTES, RECORD_INDEX_GROWTH = 48, 2.0  # Hudi's estimate of an entry's size, and headroom
+
+
+def record_index_file_groups(keys: int) -> int:
+    """The record index's file groups for `keys` keys (HoodieTableMetadataUtil.estimateFileGroupCount)."""
+    needed = -(-int(keys * RECORD_INDEX_ENTRY_BYTES * RECORD_INDEX_GROWTH) // RECORD_INDEX_GROUP_BYTES)
+    return max(RECORD_INDEX_MIN_GROUPS, min(RECORD_INDEX_MAX_GROUPS, needed))
+
+
+def _initial_partition_stats(slices: list[FileSlice], stats: Mapping[str, list | None], table_version: int) -> list[dict]:
+    """Tight partition stats over every file of the latest slices; none for a partition with a
+    file of unknown statistics."""
+    by_partition: dict[str, list | None] = {}
+    for sl in slices:
+        for path in ([sl.base.path] if sl.base else []) + [log.path for log in sl.logs]:
+            known = by_partition.setdefault(sl.partition_path, [])
+            if known is None:
+                break
+            if stats.get(path) is None:
+                by_partition[sl.partition_path] = None
+            elif stats[path]:
+                known.append(stats[path])
+    return [r for p, files in sorted(by_partition.items()) if files
+            for r in mc.partition_stats_records(p, mc.merged(files), table_version)]
+
+
+def _live_keys(storage: Storage, config: TableConfig, timeline: Timeline, slices: list[FileSlice]) -> pa.Table:
+    """Every live key of the latest slices with its (partition, file id)."""
+    merge = Merge(config.precombine_field, config.merge_mode, frozenset(i.time for i in timeline.completed_writes()))
+
+    def keys_of(sl: FileSlice) -> pa.Table:
+        held = slice_keys(storage, sl)
+        gone = deleted_keys(storage, sl, merge, held) if sl.logs else pa.array([], pa.string())
+        return _located(held.filter(pc.invert(pc.is_in(held, value_set=gone))), sl.partition_path, sl.file_id)
+
+    with ThreadPoolExecutor(max_workers=FOOTER_THREADS) as pool:
+        parts = list(pool.map(keys_of, slices))
+    return pa.concat_tables([_located(pa.array([], pa.string()), "", ""), *parts])
+
+
+def _write_index_definition(storage: Storage, config: TableConfig, columns: list[str], record_index: bool) -> None:
+    """Hudi 1.x's index definitions (`.hoodie/.index_defs/index.json`): the column_stats index
+    (and the record index), where the table has none yet."""
+    path, doc = _index_definitions(storage, config)
+    defs = dict(doc.get("indexDefinitions") or {})
+    v9 = config.table_version >= 9
+    if COLUMN_STATS not in defs:
+        defs[COLUMN_STATS] = {"indexName": COLUMN_STATS, "indexType": COLUMN_STATS, "indexFunction": COLUMN_STATS,
+                              "sourceFields": columns, "indexOptions": {}, **({"version": "V2"} if v9 else {})}
+    if record_index and v9 and RECORD_INDEX not in defs:
+        defs[RECORD_INDEX] = {"indexName": RECORD_INDEX, "indexType": RECORD_INDEX, "indexFunction": "", "sourceFields": [],
+                              "indexOptions": {"isPartitioned": "false"}, "version": "V1"}
+    if defs == (doc.get("indexDefinitions") or {}):
+        return
+    path = path or INDEX_DEFINITIONS_PATH
+    storage.write_bytes(path, json.dumps({"indexDefinitions": defs}, indent=2).encode())
+    if config.extra.get(INDEX_DEFINITIONS_KEY) != path:
+        write_properties(storage, {INDEX_DEFINITIONS_KEY: path})
 
 
 def drop_metadata_table(storage: Storage, table_config: TableConfig) -> TableConfig:
     """Clear the metadata table's properties, then delete its folder; returns the config now on
-    disk. The property goes first: a crash in between leaves a folder no reader consults. Call
-    under the table lock."""
-    if not any(table_config.extra.get(k) for k in _KEYS) and not _folder_present(storage):
+    disk. The property goes first: a crash in between leaves a folder no reader consults."""
+    MetadataTable.forget(storage)
+    keys = (PARTITIONS_KEY, INFLIGHT_KEY)
+    if not any(table_config.extra.get(k) for k in keys) and not storage.folder_exists(FOLDER):
         return table_config
-    if any(k in table_config.extra for k in _KEYS):
-        write_properties(storage, dict.fromkeys(_KEYS))
+    if any(k in table_config.extra for k in keys):
+        write_properties(storage, dict.fromkeys(keys))
         table_config = TableConfig.load(storage)
-    storage.delete_dir(METADATA_FOLDER)
+    storage.delete_dir(FOLDER)
     log.warning(
-        "deleted the metadata table of %s (%s): upsertlake does not maintain it, and readers must "
-        "not list files from a stale one (as Hudi does for a writer with hoodie.metadata.enable=false)",
-        storage.base,
-        METADATA_FOLDER,
+        "deleted the metadata table of %s (%s), as Hudi does for a writer that does not keep it", storage.base, FOLDER
     )
     return table_config
 
 
-def _folder_present(storage: Storage) -> bool:
-    """Whether the metadata table's folder is there (one request)."""
-    return storage.folder_exists(METADATA_FOLDER)
+def drop_partitions(storage: Storage, config: TableConfig, partitions: Iterable[str]) -> TableConfig:
+    """Remove metadata partitions: their property entries first (readers stop trusting them),
+    then their folders and their index definitions (Hudi's dropIndex)."""
+    MetadataTable.forget(storage)
+    doomed = set(partitions)
+    kept = [p for p in listed(config.extra.get(PARTITIONS_KEY)) if p not in doomed]
+    pending = [p for p in listed(config.extra.get(INFLIGHT_KEY)) if p not in doomed]
+    write_properties(storage, {PARTITIONS_KEY: ",".join(kept) or None, INFLIGHT_KEY: ",".join(pending) or None})
+    for p in sorted(doomed):
+        storage.delete_dir(f"{FOLDER}/{p}")
+    _drop_index_definitions(storage, config, doomed)
+    log.warning("removed metadata partition(s) %s of %s: upsertlake does not keep them", ", ".join(sorted(doomed)), storage.base)
+    return TableConfig.load(storage)
+
+
+def _index_definitions(storage: Storage, config: TableConfig) -> tuple[str | None, dict]:
+    path = config.extra.get(INDEX_DEFINITIONS_KEY)
+    if not path or not storage.exists(path):
+        return None, {}
+    return path, json.loads(storage.read_bytes(path))
+
+
+def _drop_index_definitions(storage: Storage, config: TableConfig, names: set[str]) -> None:
+    path, doc = _index_definitions(storage, config)
+    defs = doc.get("indexDefinitions") or {}
+    if path is None or not names & set(defs):
+        return
+    doc["indexDefinitions"] = {k: v for k, v in defs.items() if k not in names}
+    storage.write_bytes(path, json.dumps(doc, indent=2).encode())
+
+
+# -- before a data instant completes -----------------------------------------------------------------
+def sync(
+    storage: Storage, config: TableConfig, instant_time: str, metadata: CommitMetadata,
+    index_update: IndexUpdate | None = None, deleted: Mapping[str, Iterable[str]] | None = None,
+    options: Config | None = None,
+) -> None:
+    """Under the lock, before the data instant `instant_time` completes: its metadata deltacommit.
+    `metadata`: the instant's commit metadata (files written); `index_update`: the keys it inserted
+    and deleted (for the record index); `deleted`: files it deleted (a clean), by partition."""
+    partitions = [p for p in listed(config.extra.get(PARTITIONS_KEY)) if p in KEPT]
+    if not partitions:
+        return
+    timeline = Timeline.load(storage, layout_of(config))
+    table = MetadataTable.open(timeline)
+    if table is None:
+        return
+    stats = metadata.write_stats()
+    added: dict[str, dict[str, int]] = {}
+    for s in stats:
+        if s.path:
+            name = s.path.rpartition("/")[2]
+            sizes = added.setdefault(s.partitionPath, {})
+            sizes[name] = max(sizes.get(name, 0), s.fileSizeInBytes)
+    work: dict[str, Changes] = {FILES: mc.files_changes(added, deleted or {})}
+    if COLUMN_STATS in partitions or PARTITION_STATS in partitions:
+        work.update(_statistics(storage, config, table, timeline, metadata, deleted or {}, partitions))
+    if RECORD_INDEX in partitions:
+        keys = _key_changes(storage, timeline, metadata, index_update)
+        if keys is not None:
+            millis = int(parse_instant_time(instant_time, timeline.layout.zone).timestamp() * 1000)
+            work[RECORD_INDEX] = mc.record_index_changes(*keys, millis)
+    deltacommit(table, instant_time, work, config.table_version)
+    due = (options or Config.resolve(None)).get(opt.METADATA_COMPACT_MAX_DELTA_COMMITS)
+    if deltacommits_since_compaction(table) + 1 >= due:  # this one included
+        _compact_and_clean(table.reloaded(), timeline, config)
+
+
+def _compact_and_clean(table: MetadataTable, timeline: Timeline, config: TableConfig) -> None:
+    """The metadata table's own services, after its deltacommit: a compaction, then a clean and
+    the trim of its timeline."""
+    time = compaction_time(table, timeline)
+    if time is None:
+        return
+    compact(table, time, config.table_version)
+    table = table.reloaded()
+    gone = clean(table)
+    trimmed = trim_timeline(table.reloaded())
+    log.info("compacted the metadata table at %s; cleaned %d file(s), %d instant(s)", time, len(gone), len(trimmed))
+
+
+def _key_changes(
+    storage: Storage, timeline: Timeline, metadata: CommitMetadata, index_update: IndexUpdate | None
+) -> tuple[pa.Table, pa.Table] | None:
+    """(inserted, deleted) keys for the record index, columns key, partition, file_id: a write's
+    from its report (a log file's deletes too), a clustering's read from the files it wrote; the
+    keys of file groups a replacecommit retires are deleted unless written again."""
+    replaced = {(p, f) for p, ids in (metadata.partition_to_replace_file_ids or {}).items() for f in ids}
+    if index_update is None and not replaced:
+        return None  # a clean or a compaction: no key moves
+    if index_update is not None:
+        inserted = index_update.inserted
+        deleted = [index_update.deleted] + ([index_update.deleted_in_logs] if index_update.deleted_in_logs is not None else [])
+    else:
+        bases = [s for s in metadata.write_stats() if s.path and not is_log_path(s.path)]
+        inserted = pa.concat_tables([_located(storage.read_parquet(s.path, [RECORD_KEY]).column(0), s.partitionPath, s.fileId)
+                                     for s in bases] or [_located(pa.array([], pa.string()), "", "")])
+        deleted = []
+    if replaced:
+        partitions = sorted({p for p, _ in replaced})
+        for sl in FileSystemView(timeline, partitions=partitions).latest_file_slices(partitions):
+            if sl.file_group in replaced:
+                deleted.append(_located(slice_keys(storage, sl), sl.partition_path, sl.file_id))
+    empty = _located(pa.array([], pa.string()), "", "")
+    return inserted, pa.concat_tables([empty, *[t.select(["key", "partition", "file_id"]) for t in deleted]])
+
+
+def _located(keys: pa.Array | pa.ChunkedArray, partition: str, file_id: str) -> pa.Table:
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    n = len(keys)
+    return pa.table({"key": keys.cast(pa.string()), "partition": pa.array([partition] * n, pa.string()),
+                     "file_id": pa.array([file_id] * n, pa.string())})
+
+
+def slice_keys(storage: Storage, sl: FileSlice) -> pa.Array:
+    """Every key a slice's files hold (its base file's and its log records'): a superset of its
+    live keys, enough to delete them all from the record index."""
+    parts = [pa.array([], pa.string())]
+    if sl.base is not None:
+        parts.append(storage.read_parquet(sl.base.path, [RECORD_KEY]).column(0).combine_chunks().cast(pa.string()))
+    if sl.logs:
+        blocks = read_logs([(storage.read_bytes(log.path), log.path) for log in sl.logs])
+        upserted, removed = block_keys(blocks)
+        parts += [upserted, removed]
+    return pc.unique(pa.concat_arrays(parts))
+
+
+def _statistics(
+    storage: Storage, config: TableConfig, table: MetadataTable, timeline: Timeline, metadata: CommitMetadata,
+    deleted: Mapping[str, Iterable[str]], partitions: list[str],
+) -> dict[str, Changes]:
+    """The column_stats of the base files written (from their footers) and the tight partition
+    stats of the partitions written, over every file of their latest slices."""
+    bases = [s for s in metadata.write_stats() if s.path and not is_log_path(s.path)]
+    logs = [s for s in metadata.write_stats() if s.path and is_log_path(s.path)]
+    with ThreadPoolExecutor(max_workers=max(1, min(FOOTER_THREADS, len(bases)))) as pool:
+        footers = list(pool.map(lambda s: storage.parquet_file(s.path).metadata, bases))
+    schema = footers[0].schema.to_arrow_schema() if footers else _commit_schema(metadata)
+    if schema is None:
+        return {}
+    _, doc = _index_definitions(storage, config)
+    source = ((doc.get("indexDefinitions") or {}).get(COLUMN_STATS) or {}).get("sourceFields")
+    columns = mc.indexed_columns(schema, source)
+    written = {s.path: mc.footer_stats(f, columns) for s, f in zip(bases, footers)}
+    written.update({s.path: log_stats(storage, s.path, columns) for s in logs})
+    out: dict[str, Changes] = {}
+    if COLUMN_STATS in partitions:
+        column_changes = Changes()
+        for s in [*bases, *logs]:
+            if written[s.path]:
+                column_changes.upserts += mc.column_stats_records(s.partitionPath, s.path.rpartition("/")[2],
+                                                                  written[s.path], config.table_version)
+        for partition, names in deleted.items():
+            column_changes.deletes += [k for n in names if not is_log_path(n)
+                                       for k in _column_keys(columns, partition, n.rpartition("/")[2])]
+        out[COLUMN_STATS] = column_changes
+    if PARTITION_STATS in partitions:
+        out[PARTITION_STATS] = _partition_stats(table, timeline, metadata, written, schema, columns, config.table_version)
+    return out
+
+
+def log_stats(storage: Storage, path: str, columns: list[str]) -> list[mc.ColumnStats] | None:
+    """A log file's statistics over the records of its data blocks ([] for a file of deletes
+    only: it adds no value), or None when they cannot be given exactly."""
+    blocks = read_logs([(storage.read_bytes(path), path)])
+    records = [b.records for b in blocks if isinstance(b, DataBlock)]
+    if not records:
+        return []
+    try:
+        return mc.records_stats(pa.concat_tables(records, promote_options="permissive"), columns)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+
+
+def _column_keys(columns: list[str], partition: str, name: str) -> list[str]:
+    from upsertlake.metadata.keys import column_stats_key
+
+    return [column_stats_key(c, partition, name) for c in columns]
+
+
+def _commit_schema(metadata: CommitMetadata) -> pa.Schema | None:
+    """The table's columns (meta columns first) as the commit's schema names them."""
+    if not metadata.schema:
+        return None
+    return avro_to_arrow(with_meta_fields(json.loads(metadata.schema)), keep_meta=True)
+
+
+def _partition_stats(
+    table: MetadataTable, timeline: Timeline, metadata: CommitMetadata, written: Mapping[str, list | None],
+    schema: pa.Schema, columns: list[str], table_version: int,
+) -> Changes:
+    """Tight bounds per partition written, over every file of its latest slices as this instant
+    leaves them (log files too: deletes only take rows out); a partition with a file of unknown
+    statistics loses its records."""
+    touched = sorted({s.partitionPath for s in metadata.write_stats()})
+    groups: dict[tuple[str, str], list[str]] = {
+        sl.file_group: ([sl.base.path] if sl.base else []) + [log.path for log in sl.logs]
+        for sl in FileSystemView(timeline, partitions=touched).latest_file_slices(touched)
+    }
+    for s in metadata.write_stats():
+        if not s.path:
+            continue
+        group = (s.partitionPath, s.fileId)
+        groups[group] = groups.get(group, []) + [s.path] if is_log_path(s.path) else [s.path]  # a base starts a slice
+    for p, ids in (metadata.partition_to_replace_file_ids or {}).items():
+        for f in ids:
+            groups.pop((p, f), None)
+    older = [(p, path.rpartition("/")[2]) for (p, _), paths in groups.items() for path in paths if path not in written]
+    recorded = table.column_stats(older, columns) if older else {}
+    per_partition: dict[str, list | None] = {p: [] for p in touched}
+    for (partition, _), paths in groups.items():
+        for path in paths:
+            if per_partition.get(partition) is None:
+                break
+            stats = written[path] if path in written else _recorded(recorded.get((partition, path.rpartition("/")[2])), schema, columns)
+            if stats is None:
+                per_partition[partition] = None
+            elif stats:
+                per_partition[partition].append(stats)
+    changes = Changes()
+    for partition in touched:
+        stats = per_partition.get(partition)
+        if stats:
+            changes.upserts += mc.partition_stats_records(partition, mc.merged(stats), table_version)
+        else:
+            changes.deletes += mc.partition_stats_keys(partition, columns)
+    return changes
+
+
+def _recorded(records: Mapping[str, dict] | None, schema: pa.Schema, columns: list[str]) -> list[mc.ColumnStats] | None:
+    """A file's statistics as the metadata table holds them, when it holds every column."""
+    if records is None or any(c not in records for c in columns):
+        return None
+    out = []
+    for c in columns:
+        r, t = records[c], schema.field(c).type
+        try:
+            out.append(mc.ColumnStats(c, t, bound(r, "minValue", t), bound(r, "maxValue", t), r["valueCount"],
+                                      r["nullCount"], r["totalSize"], r["totalUncompressedSize"]))
+        except (ValueError, TypeError, ArithmeticError, pa.ArrowException):
+            return None
+    return out
+
+
+# -- when a data instant is rolled back -------------------------------------------------------------
+def undo(storage: Storage, config: TableConfig, instant_time: str) -> None:
+    """Under the lock, when the data instant `instant_time` is rolled back: roll back its metadata
+    deltacommit (any state), as Hudi's metadata writer does; nothing when there is none."""
+    if not (listed(config.extra.get(PARTITIONS_KEY)) or listed(config.extra.get(INFLIGHT_KEY))):
+        return
+    mdt = storage.child(FOLDER)
+    timeline = Timeline.load(mdt)
+    compacted = [i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED]) if i.time > instant_time]
+    target = timeline.get(instant_time, Action.DELTA_COMMIT)
+    if target is not None and target.is_completed and compacted:
+        # A compaction folded its records into base files: they cannot be taken out (Hudi refuses
+        # such a rollback and asks for a restore); the metadata table goes, readers list storage.
+        drop_metadata_table(storage, config)
+    elif undo_deltacommit(mdt, instant_time):
+        log.info("rolled back metadata deltacommit %s with its data instant", instant_time)

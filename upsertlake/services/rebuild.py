@@ -41,7 +41,11 @@ from upsertlake.config.table_config import (
     COMPLEX_KEYGEN,
     KEYGEN_TYPE_KEY,
     KEYGEN_TYPES,
+    LEGACY_PAYLOAD_KEY,
+    NATIVE_FORMAT,
+    ORDERING_KEY,
     RECORDED_KEYS,
+    TABLE_FORMAT_KEY,
     TIMELINE_PATH_KEY,
     WRITABLE_KEYGENS,
     default_keygen,
@@ -66,6 +70,7 @@ _ALIASES = {
     "hoodie.datasource.write.recordkey.field": KEY_FIELDS,
     "hoodie.datasource.write.partitionpath.field": PARTITION_FIELDS,
     "hoodie.datasource.write.precombine.field": PRECOMBINE,
+    ORDERING_KEY: PRECOMBINE,  # version 9's name for it; written back under it at 9
     "hoodie.datasource.write.keygenerator.class": "hoodie.table.keygenerator.class",
 }
 HUDI_DEFAULT, UPSERTLAKE_DEFAULT = "Hudi's default", "upsertlake's default"
@@ -153,8 +158,8 @@ def rebuild_properties(
     completed = {i.time for i in timeline.completed_writes()}
     sample = _sample(storage, [f for f in files if f.instant_time in completed])
     recorded = _recorded(timeline)
-    rb = _Builder({_ALIASES.get(k, k): v for k, v in given.items()}, recorded or {}, old)
-    version = 8 if timeline.layout.version == 2 else _int(old.get("hoodie.table.version"), 6, range(0, 7))
+    rb = _Builder(*({_ALIASES.get(k, k): v for k, v in source.items()} for source in (given, recorded or {}, old)))
+    version = _version(timeline, old, recorded or {})
     rb.set("hoodie.table.version", str(version), "the timeline layout")
     rb.set("hoodie.timeline.layout.version", "2" if version >= 8 else "1", "the timeline layout")
     _identity(rb, schema_json, sample)
@@ -164,7 +169,9 @@ def rebuild_properties(
     _settings(rb, schema_json)
     _keygen(rb, sample)
     if version >= 8:
-        _version_8(rb)
+        _version_8(rb, version)
+    if version >= 9:
+        _version_9(rb)
     unknown = {key: why for key, why in _REQUIRED.items() if key not in rb.values}
     if PARTITION_FIELDS not in rb.values and (partitions or not whole):
         unknown[PARTITION_FIELDS] = (
@@ -172,6 +179,9 @@ def rebuild_properties(
             else "the table has no data to tell (pass an empty value if it is not partitioned)"
         )
     props = {k: v for k, v in rb.values.items() if v != ""}
+    if version >= 9 and PRECOMBINE in props:
+        props[ORDERING_KEY] = props.pop(PRECOMBINE)
+        rb.sources[ORDERING_KEY] = rb.sources.pop(PRECOMBINE)
     props.update({k: v for k, v in old.items() if k not in rb.values and k not in _KNOWN and _EXTRA_KEY.fullmatch(k)})
     if "hoodie.table.name" in props:
         props[CHECKSUM_KEY] = str(properties_checksum(props))
@@ -210,7 +220,7 @@ def _fields(rb: _Builder, columns: list[str], partitions: list[str], sample: lis
     rb.pick(PARTITION_FIELDS, names, "the partition folders", prefer_old=True, fits=fits)
     rb.pick(HIVE_STYLE, hive, "the partition folders")
     rb.set_default(HIVE_STYLE, "false", HUDI_DEFAULT)
-    rb.pick(PRECOMBINE, None, fits=lambda v: not columns or v in columns)
+    rb.pick(PRECOMBINE, None, fits=lambda v: not columns or all(f in columns for f in option_list(v)))
 
 
 def _settings(rb: _Builder, schema_json: str | None) -> None:
@@ -249,7 +259,7 @@ _REQUIRED = {
 _EXTRA_KEY = re.compile(r"hoodie\.[A-Za-z0-9_.\-]+")  # other settings kept from a surviving line, never garbage
 _KNOWN = {*RECORDED_KEYS, CHECKSUM_KEY, "hoodie.table.version", "hoodie.timeline.layout.version", "hoodie.table.type",
           "hoodie.populate.meta.fields", "hoodie.archivelog.folder", "hoodie.table.create.schema",
-          "hoodie.record.merge.strategy.id", "hoodie.compaction.payload.class"}
+          "hoodie.record.merge.strategy.id", "hoodie.compaction.payload.class", LEGACY_PAYLOAD_KEY, TABLE_FORMAT_KEY}
 
 
 class _Builder:
@@ -283,7 +293,16 @@ class _Builder:
             self.set(key, derived, source)
 
 
-def _version_8(rb: _Builder) -> None:
+def _version(timeline: Timeline, old: Mapping[str, str], recorded: Mapping[str, str]) -> int:
+    """The table version: layout 1 is 6 (or the older version a surviving line names); layout 2
+    is 8 or 9, as a surviving line says, else 9 when the newest commit recorded Hudi 1.1's
+    ordering fields key (ours write it at version 9 only), else 8."""
+    if timeline.layout.version != 2:
+        return _int(old.get("hoodie.table.version"), 6, range(0, 7))
+    return _int(old.get("hoodie.table.version"), 9 if ORDERING_KEY in recorded else 8, range(8, 10))
+
+
+def _version_8(rb: _Builder, version: int) -> None:
     """The properties Hudi 1.0 adds (TableConfig.as_version_8), from the values chosen so far."""
     mode = MergeMode.EVENT_TIME if rb.values.get(PRECOMBINE) else MergeMode.COMMIT_TIME
     rb.pick(MERGE_MODE, None, fits=lambda v: _merge_mode(v) is not None)
@@ -292,7 +311,7 @@ def _version_8(rb: _Builder) -> None:
     rb.set("hoodie.record.merge.strategy.id", chosen.strategy_id, "the merge mode")
     rb.set("hoodie.compaction.payload.class", chosen.payload_class, "the merge mode")
     rb.pick("hoodie.table.initial.version", None, fits=str.isdigit)
-    rb.set_default("hoodie.table.initial.version", "8", "the timeline layout")
+    rb.set_default("hoodie.table.initial.version", str(version), "the timeline layout")
     rb.set(TIMELINE_PATH_KEY, rb.old.get(TIMELINE_PATH_KEY) or "timeline", "the timeline folder")
     rb.set("hoodie.timeline.history.path", rb.old.get("hoodie.timeline.history.path") or "history", HUDI_DEFAULT)
     keygen_type = next(
@@ -300,8 +319,22 @@ def _version_8(rb: _Builder) -> None:
     )
     if keygen_type:
         rb.set(KEYGEN_TYPE_KEY, keygen_type, "the key generator")
-        if rb.values["hoodie.table.initial.version"] == "8" and "hoodie.table.keygenerator.class" not in rb.recorded:
+        if int(rb.values["hoodie.table.initial.version"]) >= 8 and "hoodie.table.keygenerator.class" not in rb.recorded:
             del rb.values["hoodie.table.keygenerator.class"]  # Hudi 1.x names it by type only
+
+
+def _version_9(rb: _Builder) -> None:
+    """Hudi 1.1's changes on top of version 8's (TableConfig.as_version_9): no merge strategy id,
+    the payload class kept as the legacy one by an upgraded table, the table format named by a new
+    one (the ordering fields go under their own key at the end)."""
+    for key in ("hoodie.record.merge.strategy.id", "hoodie.compaction.payload.class"):
+        rb.sources.pop(key)
+    del rb.values["hoodie.record.merge.strategy.id"]
+    payload = rb.values.pop("hoodie.compaction.payload.class")
+    if rb.values["hoodie.table.initial.version"] == "9":
+        rb.set(TABLE_FORMAT_KEY, rb.old.get(TABLE_FORMAT_KEY) or NATIVE_FORMAT, HUDI_DEFAULT)
+    else:
+        rb.pick(LEGACY_PAYLOAD_KEY, payload, "the merge mode")
 
 
 def _recorded(timeline: Timeline) -> dict[str, str] | None:

@@ -43,7 +43,9 @@ from upsertlake.layout.markers import (
     read_markers,
 )
 from upsertlake.logfile import LogFileName, append_blocks, rollback_block
-from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.metadata.partitions import FOLDER as METADATA_FOLDER
+from upsertlake.metadata.writer import undo as undo_metadata
+from upsertlake.services import metadata_table
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, create_requested, delete_instant_files, transition
@@ -67,7 +69,7 @@ def rollback(
     writer, and no commit is rolled back while one runs: it may be building on that commit."""
     cfg = options or Config.resolve(None)
     with lock.hold():
-        drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
+        metadata_table.prepare(storage, TableConfig.load(storage), cfg)
         timeline = Timeline.load(storage)
         target = _target(timeline, instant_time, HeartbeatPolicy.of(cfg).live(storage, timeline))
         return rollback_under_lock(storage, target)
@@ -194,9 +196,10 @@ def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:
 
 
 def undo_files(storage: Storage, target: Instant, rollback_time: str, started: float) -> dict[str, Any]:
-    """Delete what `target` wrote and its instant files (a rollback block voids a version 6
-    deltacommit's appended blocks instead); returns the HoodieRollbackMetadata of rollback
-    `rollback_time`, which the caller records."""
+    """Delete what `target` wrote and its instant files, its metadata deltacommit first (a rollback
+    block voids a version 6 deltacommit's appended blocks instead); returns the
+    HoodieRollbackMetadata of rollback `rollback_time`, which the caller records."""
+    metadata_table.undo(storage, TableConfig.load(storage), target.time)
     committed = _committed_logs(storage, target)
     if target.is_completed:
         storage.delete(table_layout(storage).path(target))
@@ -285,6 +288,8 @@ def discard_files(
     appended to (an APPEND marker) on table version 6 may hold other instants' blocks (Hudi's
     writers append to existing files): with a `rollback_time` it stays and gets a rollback block
     (`_discard`); without one it goes only if every block in it is the instant's own."""
+    if storage.folder_exists(METADATA_FOLDER):  # its metadata deltacommit first, as Hudi rolls it back
+        undo_metadata(storage.child(METADATA_FOLDER), instant_time)
     listing = list_partitions_and_files(storage)
     doomed = {bf.path for bf in listing.base_files if bf.instant_time == instant_time}
     if named_logs:

@@ -1,6 +1,8 @@
-"""Upgrade a table from version 6 (timeline layout 1) to 8 (layout 2, Apache Hudi 1.x), with the
-steps of Hudi's `SixToSevenUpgradeHandler` / `SevenToEightUpgradeHandler`, ordered so that a crash
-at any point leaves a table that opens, at version 6 or 8, with nothing lost:
+"""Upgrading a table to version 8 (Hudi 1.0) or 9 (Hudi 1.1), and the one safe way back (9 to 8).
+
+6 -> 8 and 6 -> 9 follow Hudi's `SixToSevenUpgradeHandler` / `SevenToEightUpgradeHandler` (and
+`EightToNineUpgradeHandler` for 9), ordered so that a crash at any point leaves a table that
+opens, at version 6 or the target, with nothing lost:
 
 1. under the table lock, roll back failed writes (pending writes whose heartbeat expired, as
    writers do); a write whose heartbeat is live makes the upgrade refuse;
@@ -9,18 +11,30 @@ at any point leaves a table that opens, at version 6 or 8, with nothing lost:
    `<requested>_<completion>` (the completion time is the modification time of its file, as
    Hudi takes it), commit documents rewritten from JSON to Avro, a pending clustering named
    `clustering`. Version 6 readers do not look there, so a crash here changes nothing for them;
-4. switch `hoodie.properties` to version 8 through `hoodie.properties.backup`
+4. switch `hoodie.properties` to the target through `hoodie.properties.backup`
    (`write_properties`), adding the properties Hudi 1.0 adds (merge mode from the payload
-   class, initial version 6, the key generator type beside its class, the timeline paths);
-5. delete the old instant files from `.hoodie/` (version 8 readers do not look there).
+   class, initial version 6, the key generator type beside its class, the timeline paths) and,
+   for 9, Hudi 1.1's (`TableConfig.as_version_9`: the ordering fields, the legacy payload class);
+5. delete the old instant files from `.hoodie/` (version 8 and 9 readers do not look there).
 
-A rerun finishes a half-done upgrade: at version 6 it redoes step 3 from scratch, at version 8 it
-does step 5. Archived instants stay in `.hoodie/archived/` (upsertlake's own format, which Hudi
-1.x readers skip; see the README).
+A rerun finishes a half-done upgrade: at version 6 it redoes step 3 from scratch, at the target it
+does step 5. Archived instants stay in `.hoodie/archived/` (version 6's archive log files, which Hudi
+1.x readers skip; see docs/concepts/table-versions.md).
+
+8 -> 9 keeps the timeline as it is (versions 8 and 9 write the same instants, commit documents and
+log files): failed writes rolled back, the metadata table dropped, the index definitions given
+their version (`.hoodie/.index_defs/index.json`, as Hudi's handler does), then the properties
+switched. Hudi also compacts a merge-on-read table first; nothing in 9 needs it, so we do not.
+
+9 -> 8 (Hudi's `NineToEightDowngradeHandler`) is the properties switched back, which is safe when
+version 8 can say what 9 says: one ordering field (Hudi 1.0 compares one), a built-in merge mode,
+no partial-update mode. Anything else, and every downgrade below 8 (timeline layout 1), is refused
+by name, the table untouched.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,8 +42,13 @@ from datetime import datetime, timezone
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy, heartbeat_path
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
+from upsertlake.config.enums import MergeMode
 from upsertlake.config.properties_file import recover_properties, write_properties
-from upsertlake.config.table_config import TableConfig
+from upsertlake.config.table_config import (
+    PARTIAL_UPDATE_KEY,
+    WRITABLE_VERSIONS,
+    TableConfig,
+)
 from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError, UnsupportedTableError
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.services.rollback import discard_pending
@@ -43,7 +62,8 @@ from upsertlake.timeline.layouts import LAYOUT_1, TimelineLayout, layout_of
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_TARGETS = (8,)
+SUPPORTED_TARGETS = (8, 9)
+INDEX_DEFINITIONS_KEY = "hoodie.table.index.defs.path"
 
 
 @dataclass(frozen=True)
@@ -58,42 +78,109 @@ class UpgradeResult:
 
 
 def upgrade(storage: Storage, lock: TableLock, cfg: Config, to: int = 8) -> UpgradeResult:
-    """Upgrade the table to version `to` (8); a table already there is left as it is, except for
-    the old instant files an interrupted upgrade left behind, which go."""
-    if to not in SUPPORTED_TARGETS:
-        raise ConfigError(f"cannot upgrade to table version {to}: upsertlake upgrades to version 8 only")
+    """Upgrade the table to version `to` (8 or 9), or downgrade a version 9 table_config to 8 where that
+    is safe; a table already there is left as it is, except for the old instant files an
+    interrupted upgrade left behind, which go."""
+    if to not in SUPPORTED_TARGETS and to not in WRITABLE_VERSIONS:
+        raise ConfigError(f"cannot upgrade to table version {to}: upsertlake upgrades to version 8 or 9")
     with lock.hold():
-        table = TableConfig.load(storage)
-        start = table.table_version
+        table_config = TableConfig.load(storage)
+        start = table_config.table_version
+        if start > to:
+            return _downgrade(storage, table_config, to)
+        if to not in SUPPORTED_TARGETS:
+            raise ConfigError(f"cannot upgrade to table version {to}: upsertlake upgrades to version 8 or 9")
         if start == to:
             recover_properties(storage)
             return UpgradeResult(start, to, old_files_deleted=_delete_layout_1_instants(storage))
-        if start > to:
-            raise ConfigError(f"the table is at version {start}; downgrading to {to} is not supported")
-        if start != 6:
-            raise UnsupportedTableError(f"upgrading table version {start} is not supported (6 -> 8 only)")
-        table.check_writable()
-        if table.is_merge_on_read:  # its log files are named by base instant, version 8's by deltacommit
+        if start not in (6, 8):
+            raise UnsupportedTableError(f"upgrading table version {start} is not supported (6 and 8 only)")
+        table_config.check_writable()
+        # its log files are named by base instant, 8's by deltacommit
+        if start == 6 and table_config.is_merge_on_read:
             raise MergeOnReadError(
-                f"upgrading merge-on-read table {table.name!r} to version 8 is not supported: its log files "
+                f"upgrading merge-on-read table {table_config.name!r} to version {to} is not supported: its log files "
                 "keep version 6 names; compact it, or keep it at version 6"
             )
-        merge_mode = table.merge_mode_for_upgrade()  # refuse custom payloads before changing anything
+        # refuse custom payloads before changing anything
+        merge_mode = table_config.merge_mode_for_upgrade() if start == 6 else table_config.merge_mode
         rolled_back = _discard_failed_writes(storage, cfg)
-        table = drop_metadata_table(storage, table)
-        target = table.as_version_8(merge_mode, initial_version=6)
-        moved = _copy_converted_instants(storage, layout_of(target))
-        changes: dict[str, str | None] = dict(target.to_properties())
-        write_properties(storage, changes)
+        table_config = drop_metadata_table(storage, table_config)
+        initial = int(table_config.extra.get("hoodie.table.initial.version", start))
+        if to == 9:
+            target = table_config.as_version_9(merge_mode, initial)
+        else:
+            target = table_config.as_version_8(merge_mode, initial)
+        moved = _copy_converted_instants(storage, layout_of(target)) if start == 6 else 0
+        if to == 9:
+            _version_index_definitions(storage, table_config)
+        write_properties(storage, _changes(table_config, target))
         deleted = _delete_layout_1_instants(storage)
     log.info("upgraded %s from table version %d to %d (%d instants)", storage.base, start, to, moved)
     return UpgradeResult(start, to, tuple(rolled_back), moved, deleted)
 
 
+def _changes(old: TableConfig, new: TableConfig) -> dict[str, str | None]:
+    """hoodie.properties' changes from `old` to `new`: every key of `new`, None for those it drops."""
+    props: dict[str, str | None] = dict(new.to_properties())
+    props.update({key: None for key in old.to_properties() if key not in props})
+    return props
+
+
+def _downgrade(storage: Storage, table_config: TableConfig, to: int) -> UpgradeResult:
+    """9 -> 8 where version 8 says the same (`downgrade_blockers`), else refused untouched."""
+    blockers = downgrade_blockers(table_config, to)
+    if blockers:
+        raise ConfigError(
+            f"the table is at version {table_config.table_version}; downgrading it to {to} is not safe: "
+            + "; ".join(blockers) + " (the table was left as it is)"
+        )
+    table_config.check_writable()
+    table_config = drop_metadata_table(storage, table_config)
+    write_properties(storage, _changes(table_config, table_config.down_to_version_8()))
+    log.info("downgraded %s from table version %d to %d", storage.base, table_config.table_version, to)
+    return UpgradeResult(table_config.table_version, to)
+
+
+def downgrade_blockers(table_config: TableConfig, to: int) -> list[str]:
+    """Why `table_config` cannot go down to version `to` (empty: it can)."""
+    if table_config.table_version != 9 or to != 8:
+        return [
+            f"only 9 -> 8 is a downgrade upsertlake makes (version {to} has another timeline layout)"
+            if to < 8
+            else f"no downgrade from {table_config.table_version} to {to}"
+        ]
+    out = []
+    fields = table_config.ordering_fields
+    if len(fields) > 1:
+        out.append(f"it orders records by {len(fields)} fields ({', '.join(fields)}), Hudi 1.0 compares one")
+    stated = table_config.extra.get("hoodie.record.merge.mode", MergeMode.EVENT_TIME.value)
+    if stated not in {m.value for m in MergeMode}:
+        out.append(f"its merge mode {stated} is not a built-in one")
+    if table_config.extra.get(PARTIAL_UPDATE_KEY, "NONE") != "NONE":
+        out.append(f"{PARTIAL_UPDATE_KEY}={table_config.extra[PARTIAL_UPDATE_KEY]} has no version 8 form")
+    return out
+
+
+def _version_index_definitions(storage: Storage, table_config: TableConfig) -> None:
+    """Give each index definition without one the version "V1", as Hudi's EightToNineUpgradeHandler
+    does (populateIndexVersionIfMissing); a table without index definitions has nothing to do."""
+    rel = table_config.extra.get(INDEX_DEFINITIONS_KEY)
+    if not rel or not storage.exists(rel):
+        return
+    doc = json.loads(storage.read_bytes(rel))
+    definitions = doc.get("indexDefinitions") or {}
+    if all(d.get("version") for d in definitions.values()):
+        return
+    for d in definitions.values():
+        d.setdefault("version", "V1")
+    storage.write_bytes(rel, json.dumps(doc, indent=2).encode())
+
+
 def _discard_failed_writes(storage: Storage, cfg: Config) -> list[str]:
     """Discard the pending writes whose heartbeat expired (a single writer beats none); refuse
     while one is alive: its files would land in the old layout after the switch."""
-    timeline = Timeline.load(storage, LAYOUT_1)
+    timeline = Timeline.load(storage)
     live = HeartbeatPolicy.of(cfg).live(storage, timeline)
     if live:
         raise ServiceError(

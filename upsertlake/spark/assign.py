@@ -1,6 +1,7 @@
-"""Hudi's UpsertPartitioner.getPartition as a Spark SQL expression, so that assigning buckets
-costs no pass of the records through Python (`UpsertPartitioner.assign` is the in-process form;
-tests check that both give every record the same bucket).
+"""Hudi's UpsertPartitioner.getPartition (and the bucket index's partitioner) as a Spark SQL
+expression, so that assigning buckets costs no pass of the records through Python
+(`UpsertPartitioner.assign` and `BucketPartitioner.assign` are the in-process forms; tests check
+that both give every record the same bucket).
 
 The expression holds the partitioner's small state as literals: fileId -> update bucket, and per
 partition its number of inserts and its (cumulative weight, bucket) insert targets. It grows with
@@ -12,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from upsertlake.partitioner import UpsertPartitioner
+from upsertlake.partitioner import BucketPartitioner, UpsertPartitioner
 from upsertlake.spark.literals import identifier, sql_literal, sql_map
 
 NO_BUCKET = "a record has no bucket: its file group or partition was not profiled"
@@ -48,4 +49,18 @@ def bucket_column(partitioner: UpsertPartitioner, partition: str, key: str, file
         r = f"CAST(pmod({md5_key_hash(key)}, {total}) AS DOUBLE) / CAST({total} AS DOUBLE)"
         insert = f"coalesce(element_at(filter({candidates}, t -> t.w >= {r}), 1).b, element_at({candidates}, 1).b)"
         bucket = f"CASE WHEN {file_id} IS NOT NULL THEN {update} ELSE {insert} END"
+    return F.expr(f"CAST(coalesce({bucket}, raise_error({sql_literal(NO_BUCKET)})) AS INT)")
+
+
+def bucket_index_column(partitioner: BucketPartitioner, partition: str, key_bucket: str, file_id: str) -> Column:
+    """The bucket number of each record under the bucket index (columns named `partition`,
+    `key_bucket`: the bucket its key hashes to, `file_id`): its file group's UPDATE bucket when
+    tagged, else the INSERT bucket of its partition and key bucket. A record without a bucket
+    fails its task, as the in-process assign raises."""
+    partition, key_bucket, file_id = identifier(partition), identifier(key_bucket), identifier(file_id)
+    updates, inserts = partitioner.update_buckets, partitioner.insert_buckets
+    update = f"element_at({sql_map({f: sql_literal(b) for f, b in updates.items()})}, {file_id})" if updates else "NULL"
+    by_partition = {p: sql_map({k: sql_literal(n) for k, n in numbers.items()}) for p, numbers in inserts.items()}
+    insert = f"element_at(element_at({sql_map(by_partition)}, {partition}), {key_bucket})" if inserts else "NULL"
+    bucket = f"CASE WHEN {file_id} IS NOT NULL THEN {update} ELSE {insert} END"
     return F.expr(f"CAST(coalesce({bucket}, raise_error({sql_literal(NO_BUCKET)})) AS INT)")

@@ -1,7 +1,9 @@
 """Reads through Spark's own parquet reader: the scan's files (partitions and files the filters
 rule out pruned on the driver, as in process), with column pruning and Spark's filter pushdown
 into parquet; merge-on-read slices with log files merged in tasks; the scan's row filters (the
-incremental window, the caller's filters) applied on top."""
+incremental window, the caller's filters) applied on top. Files written before a column changed
+its type in a way Spark's reader does not convert (long to string, say) are read in tasks that
+convert them, as in process."""
 
 from __future__ import annotations
 
@@ -18,13 +20,15 @@ from pyspark.sql.types import StructType
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate, conjunction
 from upsertlake.read.reader import merged_slice
-from upsertlake.read.snapshot import ScanPlan
+from upsertlake.config.table_config import TableConfig
+from upsertlake.read.snapshot import ScanPlan, table_schema
 from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, resolve_path
 from upsertlake.spark.session import arrow_only, scan_files
 from upsertlake.spark.source import plan_scan
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline
 
 
 def _merged_slices(spark: SparkSession, schema: StructType, storage: Storage, scan: ScanPlan) -> DataFrame:
@@ -43,6 +47,35 @@ def _read_slices(
         for i in batch.column(0).to_pylist():
             table = merged_slice(storage, scan.slices[i], scan.merge, scan.schema, scan.record_keys)
             yield from table.select(target.names).cast(target).to_batches()
+
+
+def _by_reader(storage: Storage, scan: ScanPlan) -> tuple[list[str], list[str]]:
+    """The scan's base files that Spark's parquet reader reads into the scan's types, and those
+    written under a schema in which some column had another type (not a widening Spark makes):
+    the schema of the newest write at or before each file's instant tells."""
+    if not scan.files or storage.os_path() is None:  # an object store's files are read in tasks anyway
+        return [bf.path for bf in scan.files], []
+    timeline, table_config = Timeline.load(storage), TableConfig.load(storage)
+    target = {f.name: f.type for f in scan.schema}
+    odd = {
+        instant
+        for instant in {bf.instant_time for bf in scan.files}
+        if any(
+            f.name in target and not _spark_reads_as(f.type, target[f.name])
+            for f in table_schema(timeline, table_config, instant)
+        )
+    }
+    by_spark = [bf.path for bf in scan.files if bf.instant_time not in odd]
+    return by_spark, [bf.path for bf in scan.files if bf.instant_time in odd]
+
+
+def _spark_reads_as(written: pa.DataType, wanted: pa.DataType) -> bool:
+    """Spark's parquet reader gives `wanted` from a column written as `written`: the same type, or
+    an integer widened."""
+    return bool(
+        written == wanted
+        or (pa.types.is_integer(written) and pa.types.is_integer(wanted) and written.bit_width <= wanted.bit_width)
+    )
 
 
 def _condition(column: Column, op: str, value: Any) -> Column:
@@ -81,7 +114,9 @@ def read(
     scan: ScanPlan = plan_scan(path, options, conjunction(filters), store)
     storage = Storage(path, store)
     schema = spark_schema_of(scan.schema)
-    frames = [scan_files(spark, schema, storage, [bf.path for bf in scan.files])] if scan.files else []
+    native, converted = _by_reader(storage, scan)
+    frames = [scan_files(spark, schema, storage, paths, in_tasks=tasks)
+              for paths, tasks in ((native, False), (converted, True)) if paths]
     if scan.slices:
         frames.append(_merged_slices(spark, schema, storage, scan))
     df = functools.reduce(lambda a, b: a.unionByName(b), frames) if frames else spark.createDataFrame([], schema)

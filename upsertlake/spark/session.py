@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from upsertlake.errors import ConfigError
+from upsertlake.layout.base_files import is_lance, open_base_file
 from upsertlake.storage import Storage
 
 if TYPE_CHECKING:
@@ -192,7 +193,12 @@ FILE_NAME = "__upsertlake_file_name"
 
 
 def scan_files(
-    spark: SparkSession, schema: StructType, storage: Storage, paths: Sequence[str], file_names: bool = False
+    spark: SparkSession,
+    schema: StructType,
+    storage: Storage,
+    paths: Sequence[str],
+    file_names: bool = False,
+    in_tasks: bool = False,
 ) -> DataFrame:
     """A DataFrame over these parquet files (table-relative paths our file-system view listed) with
     `schema`, and with `file_names` a column FILE_NAME naming each row's file. A file that is gone
@@ -201,8 +207,10 @@ def scan_files(
 
     On a local table through Spark's own reader (its file index is made when the DataFrame is). On
     an object store, which a JVM without the store's Hadoop connector cannot read, one task per
-    file reads it through our storage layer (the Storage, with its settings, travels with it)."""
-    if storage.os_path() is None:
+    file reads it through our storage layer (the Storage, with its settings, travels with it); so
+    are Lance base files, which Spark's readers do not know, and files the caller asks to be read
+    so (`in_tasks`: their types need a conversion Spark's reader does not make)."""
+    if in_tasks or storage.os_path() is None or any(is_lance(p) for p in paths):
         from pyspark.sql.types import StringType, StructField, StructType
 
         from upsertlake.spark.types import arrow_schema_of
@@ -229,7 +237,7 @@ def _read_files(storage: Storage, target: Any, file_names: bool, batches: Iterat
 
     for batch in batches:
         for path in batch.column(0).to_pylist():
-            parquet = storage.parquet_file(path)
+            parquet = open_base_file(storage, path)
             data = parquet.read(columns=[n for n in target.names if n in parquet.schema_arrow.names])
             cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
                     for f in target if f.name != FILE_NAME]

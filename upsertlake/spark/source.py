@@ -7,7 +7,7 @@ Writes stage each task's rows on the table's storage and merge them in the commi
 process (`spark.staging`): `.save()` here, and the streaming sink `writeStream.format("upsertlake")`
 (`spark.stream`), one commit per micro-batch, exactly once. Above `upsertlake.save.max.records`
 staged rows (default 1,000,000) both refuse before merging and name the distributed path
-(`upsertlake.spark.upsert`, or its `foreachBatch` form for streams; see the README).
+(`upsertlake.spark.upsert`, or its `foreachBatch` form for streams; see docs/how-to/spark-cluster.md).
 """
 
 from __future__ import annotations
@@ -68,17 +68,18 @@ def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] =
     table = open_table(path, storage_options=store)
     timeline = Timeline.load(table.storage)
     query = options.get(QUERY_TYPE, "snapshot").lower()
+    zone = table.config.timeline_timezone
     if query == "incremental":
         if BEGIN not in options:
             raise ConfigError(f"an incremental query needs {BEGIN}")
         end = options.get(END)
         return incremental_scan(
-            timeline, table.config, normalize_instant(options[BEGIN]), normalize_instant(end) if end else None,
+            timeline, table.config, normalize_instant(options[BEGIN], zone), normalize_instant(end, zone) if end else None,
             list(filters) or None,
         )
     if query not in QUERY_TYPES:
         raise ConfigError(f"{QUERY_TYPE}={query!r}: use snapshot, read_optimized or incremental")
-    as_of = normalize_instant(options[AS_OF]) if options.get(AS_OF) else None
+    as_of = normalize_instant(options[AS_OF], zone) if options.get(AS_OF) else None
     return snapshot_scan(timeline, table.config, as_of, list(filters) or None, query)
 
 

@@ -51,16 +51,19 @@ def stream_batch(options: WriteOptions, batch_id: int, table: Table | None) -> S
     return StreamBatch.of(cfg, batch_id)
 
 
-def write_batch(df: DataFrame, options: WriteOptions, batch_id: int | None) -> WriteResult | None:
+def write_batch(
+    df: DataFrame, options: WriteOptions, batch_id: int | None, extra_metadata: dict[str, str] | None = None
+) -> WriteResult | None:
     """The distributed write of a DataFrame; given a stream's `batch_id`, exactly once: None (and
-    nothing written) when its stream already committed that batch, else one commit recording it."""
+    nothing written) when its stream already committed that batch, else one commit recording it
+    (and `extra_metadata`)."""
     if batch_id is None:
-        return write_dataframe(df, options)
+        return write_dataframe(df, options, extra_metadata)
     table = options.existing()
     batch = stream_batch(options, batch_id, table)
     if table is not None and batch.committed(Timeline.load(table.storage)):
         return None
-    return write_dataframe(df, options, batch.metadata(), table=table)
+    return write_dataframe(df, options, {**(extra_metadata or {}), **batch.metadata()}, table=table)
 
 
 class StreamWriter(DataSourceStreamArrowWriter):

@@ -12,6 +12,9 @@ On a merge-on-read table a slice's stored keys are those its merged records hold
 of slices with log files are read by a task each, which leaves out the keys their logs deleted
 and takes the merged ordering values (`upsertlake.layout.slice_keys`).
 A global index then routes records that change partition, in tasks (`route_moves`).
+The bucket index reads no file (`tag_buckets`): tasks hash their keys to buckets and take the
+bucket's file group from the driver's listing; on a merge-on-read table, tasks grouped by file
+group read the logs of the slices whose deleted keys come back (`rewritten_on_spark`).
 The driver holds the file listing and footers only.
 A small batch, whose records sit in one task already, is tagged there by the in-process index
 instead (`tag_in_task`): a join's jobs and shuffles cost seconds that its lookup does not.
@@ -37,26 +40,32 @@ from upsertlake.config.enums import IndexType
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine.global_routing import route_moves, stored_orders_after
 from upsertlake.engine.prepare import Distinct, PreparedBatch
+from upsertlake.engine.slice_routing import dead_groups, rewritten_slices
 from upsertlake.engine.tag import slice_merge
 from upsertlake.engine.tag import tag as tag_records
-from upsertlake.errors import ConfigError
-from upsertlake.index import make_index
+from upsertlake.index import BucketIndex
+from upsertlake.index.base import Index
+from upsertlake.index.bucket import bucket_groups, locate, stored_buckets
 from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView
 from upsertlake.layout.footer import read_footer
-from upsertlake.layout.slice_keys import live_in_slice
+from upsertlake.layout.slice_keys import live_copies, live_in_slice
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.schema.columns import (
     DELETE_FLAG,
     FILE_NUMBER,
     KEY,
+    KEY_BUCKET,
     LOC_FILE_ID,
     LOC_INSTANT,
+    LOC_PARTITION,
     LOCATION,
+    LOOKUP_KEY,
     PARTITION,
     PARTITION_NUMBER,
     STORED_KEY,
     STORED_ORDER,
 )
+from upsertlake.schema.ordering import ordering_values
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
 from upsertlake.spark.session import FILE_NAME, scan_files
 from upsertlake.spark.task_errors import reraised_named
@@ -68,9 +77,12 @@ from upsertlake.timeline.operation import Operation
 log = logging.getLogger(__name__)
 
 _FILES_PER_TASK = 8  # bloom checks: files (filters and key columns) one task opens
+# A small batch's staged file and, per (partition, file group, and for a bucket index's inserts
+# their key's bucket), the records, the latest instant and whether the slice is rewritten merged
+# (`slice_routing.rewritten_slices`): what `tag_in_task` returns.
 STAGED_COUNTS_ARROW = pa.schema([("staged", pa.string()), (PARTITION, pa.string()), (LOC_FILE_ID, pa.string()),
-                                 ("n", pa.int64()), ("i", pa.string())])
-STAGED_COUNTS = spark_schema_of(STAGED_COUNTS_ARROW)  # a small batch's staged file and counts (tag_in_task)
+                                 ("n", pa.int64()), ("i", pa.string()), ("b", pa.int32()), ("rewrite", pa.bool_())])
+STAGED_COUNTS = spark_schema_of(STAGED_COUNTS_ARROW)
 
 
 def tag(
@@ -79,15 +91,15 @@ def tag(
     cfg: Config,
     view: FileSystemView,
     index_type: IndexType,
-    precombine_field: str | None,
+    ordering_fields: tuple[str, ...],
     global_order: pa.DataType | None,
     parts: int,
     merge: Merge | None = None,
 ) -> DataFrame:
     """The prepared records with LOCATION columns (nulls for new keys); deletes of keys not
     stored are dropped; under a global index records that change partition are routed.
-    `index_type`: the index Spark tags with (`spark_index_type`); `global_order`: the ordering
-    field's type when global routing compares stored values; `parts`: the tasks of the join (the
+    `index_type`: the index Spark tags with (`spark_index_type`); `global_order`: the type of the
+    stored ordering values when global routing compares them (`_stored_order`); `parts`: the tasks of the join (the
     write's parallelism); `merge`: how a merge-on-read table's slices merge (the stored keys of a
     slice with log files are those its merged records hold, `upsertlake.layout.slice_keys`)."""
     spark = prepared.sparkSession
@@ -101,7 +113,7 @@ def tag(
         partitions = [p for p in view.partitions() if p in touched]
     # Numbered in (partition, fileId) order: the smallest number is the smallest location.
     files = sorted(view.latest_base_files(partitions), key=lambda bf: (bf.partition_path, bf.file_id))
-    order = precombine_field if is_global and global_order is not None else None
+    order = ordering_fields if is_global and global_order is not None else ()
     number = {bf.file_group: n for n, bf in enumerate(files)}
     logged = {number[sl.file_group]: sl for sl in view.latest_file_slices(partitions)
               if sl.logs and sl.file_group in number} if merge is not None else {}
@@ -114,23 +126,80 @@ def tag(
     tagged = _join(prepared, stored, files, is_global, order, global_order, parts)
     if is_global:
         routed = prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION]).schema
-        tagged = tagged.mapInArrow(partial(_route, operation, cfg, precombine_field), routed)
+        tagged = tagged.mapInArrow(partial(_route, operation, cfg, ordering_fields), routed)
     return tagged.where(~(F.col(DELETE_FLAG) & F.col(LOC_FILE_ID).isNull()))
+
+
+def _order_fields(order: tuple[str, ...], order_type: pa.DataType | None) -> list[pa.Field]:
+    """The stored ordering fields a scan of base files reads (their types from `order_type`)."""
+    if not order:
+        return []
+    return [pa.field(order[0], order_type)] if len(order) == 1 else list(order_type)
+
+
+def _present(order: tuple[str, ...], names: list[str]) -> list[str]:
+    """The ordering fields a file has: all of them, or none (written before they were)."""
+    return list(order) if order and all(f in names for f in order) else []
+
+
+def _single(order: tuple[str, ...], columns: list[str]) -> str | None:
+    """The one ordering field a merge-on-read slice merges by, when read (tables ordered by
+    several fields are not merge-on-read here)."""
+    return order[0] if len(order) == 1 and order[0] in columns else None
+
+
+def _stored_order(stored: pa.Table, order: tuple[str, ...]) -> pa.Array | pa.ChunkedArray:
+    """The STORED_ORDER column of stored rows: the field, or a struct of the fields; nulls when a
+    file has not got them."""
+    if not all(f in stored.column_names for f in order):
+        return pa.nulls(stored.num_rows)
+    if len(order) == 1:
+        return stored.column(order[0])
+    return pa.StructArray.from_arrays([stored.column(f).combine_chunks() for f in order], names=list(order))
 
 
 def spark_index_type(index_type: IndexType) -> IndexType:
     """The index a Spark write tags with: the in-memory index lives in one process; on Spark it
-    would have to sit on the driver, so SIMPLE stands in for it. The bucket index is in process
-    only so far: a Spark write refuses it (tagging by another index would put new keys in
-    file groups no bucket names)."""
-    if index_type is IndexType.BUCKET:
-        raise ConfigError("hoodie.index.type=BUCKET is supported by in-process writes only so far, not on Spark; "
-                          "write this table with upsertlake's Table API (create_table / open_table)")
+    would have to sit on the driver, so SIMPLE stands in for it."""
     if index_type.local is not IndexType.INMEMORY:
         return index_type
     simple = index_type.with_lookup(IndexType.SIMPLE)
     log.warning("hoodie.index.type %s is single-process: this Spark write tags with %s", index_type, simple)
     return simple
+
+
+def tag_buckets(
+    prepared: DataFrame, index: BucketIndex, view: FileSystemView, merge_on_read: bool
+) -> tuple[DataFrame, dict[tuple[str, str], FileSlice]]:
+    """Hudi's simple bucket index on Spark, as in process (`BucketIndex.tag`): the driver lists the
+    latest slices of the batch's partitions and names each bucket's file group (what grows with
+    the file groups); tasks hash their records' keys (column KEY_BUCKET) and take their bucket's
+    group; a delete of a key whose bucket has no group is dropped. No file is read. Returns the
+    tagged records and, on a merge-on-read table, the slices with log files by file group (which
+    `rewritten_on_spark` reads)."""
+    touched = {r[0] for r in prepared.select(PARTITION).distinct().collect()}  # one row a partition
+    slices = view.latest_file_slices([p for p in view.partitions() if p in touched])
+    stored = stored_buckets(bucket_groups(slices, index.num_buckets))
+    out = [*[pa.field(c, pa.string()) for c in LOCATION], pa.field(KEY_BUCKET, pa.int32())]
+    schema = StructType([*prepared.schema.fields, *spark_schema_of(pa.schema(out)).fields])
+    tagged = prepared.mapInArrow(partial(_bucket_task, index, stored), schema)
+    return tagged, {sl.file_group: sl for sl in slices if sl.logs} if merge_on_read else {}
+
+
+def rewritten_on_spark(
+    tagged: DataFrame, logged: dict[tuple[str, str], FileSlice], merge: Merge, storage: Storage, parts: int
+) -> frozenset[tuple[str, str]]:
+    """`slice_routing.rewritten_slices` on Spark: the slices with log files (`logged`) that take a
+    record of a key their logs deleted, found by tasks that each read the logs of some of them
+    (a task per group at most); only the file groups come back."""
+    if not logged:
+        return frozenset()
+    file_ids = sql_array(sorted(f for _, f in logged))
+    copies = tagged.where(~F.col(DELETE_FLAG) & F.expr(f"array_contains({file_ids}, loc_file_id)"))
+    copies = copies.select(F.col(KEY).alias(LOOKUP_KEY), LOC_PARTITION, LOC_FILE_ID)
+    dead = copies.repartition(min(len(logged), parts), LOC_FILE_ID).mapInArrow(
+        partial(_dead_groups, logged, merge, storage), f"{LOC_PARTITION} string, {LOC_FILE_ID} string")
+    return frozenset((r[0], r[1]) for r in dead.distinct().collect())
 
 
 def tag_in_task(
@@ -139,7 +208,7 @@ def tag_in_task(
     operation: Operation,
     cfg: Config,
     timeline: Timeline,
-    index_type: IndexType,
+    index: Index,
     table_config: TableConfig,
     distinct: Distinct,
     storage: Storage,
@@ -160,8 +229,7 @@ def tag_in_task(
     records pass through the JVM, no cache and no aggregation shuffle. Returns (the staged file,
     or None when no record is left; the counts)."""
     out = pa.schema([*records, *[pa.field(c, pa.string()) for c in LOCATION]])
-    task = partial(_tag_task, timeline, index_type, operation, cfg, table_config, distinct, prepare, out,
-                   storage, folder)
+    task = partial(_tag_task, timeline, index, operation, cfg, table_config, distinct, prepare, out, storage, folder)
     rows = frame.coalesce(1).mapInArrow(task, STAGED_COUNTS).collect()
     return (rows[0][0] if rows else None), [tuple(r[1:]) for r in rows]
 
@@ -173,7 +241,7 @@ def read_staged(storage: Storage, path: str) -> pa.Table:
 
 
 def _simple_located(
-    spark: SparkSession, files: list[BaseFile], storage: Storage, order: str | None, order_type: pa.DataType | None,
+    spark: SparkSession, files: list[BaseFile], storage: Storage, order: tuple[str, ...], order_type: pa.DataType | None,
     logged: dict[int, FileSlice], merge: Merge | None,
 ) -> DataFrame:
     """Stored (key, file number[, ordering value]) of every latest base file, through Spark's
@@ -181,7 +249,7 @@ def _simple_located(
     with the files): the rows shuffled to the join carry an int, not three location strings.
     The files of `logged` slices (merge-on-read, with log files) are read by a task each, which
     leaves out the keys their logs deleted and takes the merged ordering values."""
-    fields = [pa.field(KEY, pa.string())] + ([pa.field(order, order_type)] if order else [])
+    fields = [pa.field(KEY, pa.string())] + _order_fields(order, order_type)
     plain = [bf for n, bf in enumerate(files) if n not in logged]
     out = [pa.field(STORED_KEY, pa.string()), pa.field(FILE_NUMBER, pa.int32())]
     out += [pa.field(STORED_ORDER, order_type)] if order else []
@@ -190,19 +258,16 @@ def _simple_located(
         paths = [bf.path for bf in plain]
         scan = scan_files(spark, spark_schema_of(pa.schema(fields)), storage, paths, file_names=True)
         numbers = sql_map({bf.name: sql_literal(n) for n, bf in enumerate(files)})
-        columns = [
-            F.col(KEY).alias(STORED_KEY),
-            F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(FILE_NUMBER),
-        ]
+        columns = [F.col(KEY).alias(STORED_KEY), F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(FILE_NUMBER)]
         if order:
-            columns.append(F.col(order).alias(STORED_ORDER))
+            stored = F.col(order[0]) if len(order) == 1 else F.struct(*[F.col(f) for f in order])
+            columns.append(stored.alias(STORED_ORDER))
         located = scan.select(*columns)
     if logged:
         slices = spark.createDataFrame([(n,) for n in sorted(logged)], "n int").repartition(len(logged))
         merged = slices.mapInArrow(partial(_read_slices, logged, files, storage, merge, order, pa.schema(out)),
                                    spark_schema_of(pa.schema(out)))
         located = merged if located is None else located.unionByName(merged)
-    assert located is not None, "the callers read no file when there is none"
     return located
 
 
@@ -211,7 +276,7 @@ def _bloom_located(
     files: list[BaseFile],
     storage: Storage,
     is_global: bool,
-    order: str | None,
+    order: tuple[str, ...],
     order_type: pa.DataType | None,
     logged: dict[int, FileSlice],
     merge: Merge | None,
@@ -237,7 +302,7 @@ def _join(
     stored: DataFrame | None,
     files: list[BaseFile],
     is_global: bool,
-    order: str | None,
+    order: tuple[str, ...],
     order_type: pa.DataType | None,
     parts: int,
 ) -> DataFrame:
@@ -262,33 +327,22 @@ def _join(
     batch = prepared.withColumn(PARTITION_NUMBER, own_part)  # null: a partition without files, so no match
     if is_global:
         fields = [PARTITION_NUMBER, FILE_NUMBER, *([STORED_ORDER] if order else [])]  # ordered by (partition, file)
-        grouped = (
-            stored.repartition(parts, STORED_KEY)
-            .groupBy(STORED_KEY)
-            .agg(F.collect_list(F.struct(*fields)).alias("_locs"))
-        )
+        grouped = stored.repartition(parts, STORED_KEY).groupBy(STORED_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
         batch = batch.repartition(parts, KEY)
         joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[STORED_KEY], "left")
         own = F.array_min(F.filter("_locs", lambda loc: loc[PARTITION_NUMBER] == batch[PARTITION_NUMBER]))
         loc = F.coalesce(own, F.array_min("_locs"))
         number, stored_order = loc[FILE_NUMBER], [loc[STORED_ORDER].alias(STORED_ORDER)] if order else []
     else:
-        located = (
-            stored.repartition(parts, STORED_KEY, PARTITION_NUMBER)
-            .groupBy(STORED_KEY, PARTITION_NUMBER)
-            .agg(F.min(FILE_NUMBER).alias(FILE_NUMBER))
-        )
+        located = stored.repartition(parts, STORED_KEY, PARTITION_NUMBER).groupBy(STORED_KEY, PARTITION_NUMBER).agg(F.min(FILE_NUMBER).alias(FILE_NUMBER))
         batch = batch.repartition(parts, KEY, PARTITION_NUMBER)
         on = (batch[KEY] == located[STORED_KEY]) & (batch[PARTITION_NUMBER] == located[PARTITION_NUMBER])
         joined = batch.join(located.hint("merge"), on, "left")
         number, stored_order = located[FILE_NUMBER], []
     values = ([bf.partition_path for bf in files], [bf.file_id for bf in files], [bf.instant_time for bf in files])
     # Guarded: Spark 4.1 gave element_at(literal array, <null from the outer join> + 1) a value.
-    location = [
-        F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c)
-        for v, c in zip(values, LOCATION)
-    ]
-    return joined.select(*[batch[c] for c in prepared.columns], *location, *stored_order)
+    located = [F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c) for v, c in zip(values, LOCATION)]
+    return joined.select(*[batch[c] for c in prepared.columns], *located, *stored_order)
 
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------
@@ -316,7 +370,7 @@ def _pair_with_files(
 
 
 def _check_files(
-    files: list[BaseFile], storage: Storage, order: str | None, logged: dict[int, FileSlice], merge: Merge | None,
+    files: list[BaseFile], storage: Storage, order: tuple[str, ...], logged: dict[int, FileSlice], merge: Merge | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """For each file of this task: its candidate keys through its bloom filter, then the exact
@@ -335,12 +389,11 @@ def _check_files(
         if not len(candidates):
             continue
         parquet = storage.parquet_file(bf.path)
-        columns = [KEY] + ([order] if order and order in parquet.schema_arrow.names else [])
+        columns = [KEY, *_present(order, parquet.schema_arrow.names)]
         stored = parquet.read(columns=columns)
         found = stored.filter(pc.is_in(stored.column(KEY), value_set=candidates))
         if int(number) in logged and found.num_rows:
-            assert merge is not None, "slices with log files come with how they merge"
-            found = live_in_slice(storage, logged[int(number)], merge, found, KEY, order if order in columns else None)
+            found = live_in_slice(storage, logged[int(number)], merge, found, KEY, _single(order, columns))
         n = found.num_rows
         if not n:
             continue
@@ -349,13 +402,13 @@ def _check_files(
             FILE_NUMBER: pa.array(np.full(n, number, dtype=np.int32)),
         }
         if order:
-            out[STORED_ORDER] = found.column(order) if order in found.column_names else pa.nulls(n)
+            out[STORED_ORDER] = _stored_order(found, order)
         yield from pa.table(out).to_batches()
 
 
 @reraised_named
 def _read_slices(
-    logged: dict[int, FileSlice], files: list[BaseFile], storage: Storage, merge: Merge, order: str | None,
+    logged: dict[int, FileSlice], files: list[BaseFile], storage: Storage, merge: Merge, order: tuple[str, ...],
     schema: pa.Schema, batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """The stored (key, file number[, ordering value]) rows of this task's slices with log files
@@ -364,23 +417,48 @@ def _read_slices(
     for number in [] if numbers is None else numbers.column(0).to_pylist():
         bf = files[number]
         parquet = storage.parquet_file(bf.path)
-        columns = [KEY] + ([order] if order and order in parquet.schema_arrow.names else [])
-        stored = live_in_slice(storage, logged[number], merge, parquet.read(columns=columns), KEY,
-                               order if len(columns) > 1 else None)
+        columns = [KEY, *_present(order, parquet.schema_arrow.names)]
+        stored = live_in_slice(storage, logged[number], merge, parquet.read(columns=columns), KEY, _single(order, columns))
         n = stored.num_rows
-        out = {
-            STORED_KEY: pc.cast(stored.column(KEY), pa.string()),
-            FILE_NUMBER: pa.array(np.full(n, number, np.int32)),
-        }
+        out = {STORED_KEY: pc.cast(stored.column(KEY), pa.string()), FILE_NUMBER: pa.array(np.full(n, number, np.int32))}
         if order:
-            out[STORED_ORDER] = stored.column(order) if order in stored.column_names else pa.nulls(n)
+            out[STORED_ORDER] = _stored_order(stored, order)
         yield from pa.table(out).cast(schema).to_batches()
 
 
 @reraised_named
+def _bucket_task(
+    index: BucketIndex, stored: dict[str, dict[int, tuple[str, str]]], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The bucket index's tag of this task's records (`tag_buckets`), their key's bucket beside."""
+    for batch in batches:
+        ids = index.buckets(batch.column(KEY))
+        located = locate(stored, batch.column(PARTITION), ids, index.num_buckets)
+        out = pa.Table.from_batches([batch])
+        for name in LOCATION:
+            out = out.append_column(name, located.column(name))
+        out = out.append_column(KEY_BUCKET, pa.array(ids, pa.int32()))
+        keep = pc.invert(pc.and_(out.column(DELETE_FLAG), pc.is_null(out.column(LOC_FILE_ID))))
+        yield from out.filter(keep).to_batches()
+
+
+@reraised_named
+def _dead_groups(
+    logged: dict[tuple[str, str], FileSlice], merge: Merge, storage: Storage, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The file groups of this task's copies (key, loc_partition, loc_file_id) whose key the
+    group's logs deleted (`rewritten_on_spark`)."""
+    copies = task_table(batches)
+    if copies is None:
+        return
+    groups = sorted(dead_groups(copies, live_copies(storage, merge, copies, logged)))
+    yield pa.RecordBatch.from_pydict({LOC_PARTITION: [p for p, _ in groups], LOC_FILE_ID: [f for _, f in groups]},
+                                     schema=pa.schema([(LOC_PARTITION, pa.string()), (LOC_FILE_ID, pa.string())]))
+
+
+@reraised_named
 def _tag_task(
-    timeline: Timeline, index_type: IndexType, operation: Operation, cfg: Config, table_config: TableConfig,
-    distinct: Distinct,
+    timeline: Timeline, index: Index, operation: Operation, cfg: Config, table_config: TableConfig, distinct: Distinct,
     prepare: Callable[[pa.Table], pa.Table] | None, schema: pa.Schema, storage: Storage, folder: str,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
@@ -393,43 +471,56 @@ def _tag_task(
         records = prepare(records)
     batch = PreparedBatch(records, pa.schema([]), records.num_rows, distinct)
     view = FileSystemView(timeline, partitions=pc.unique(batch.partitions).to_pylist())
-    records, locations = tag_records(batch, make_index(index_type), view, operation, cfg,
-                                     table_config.precombine_field, slice_merge(table_config, view))
+    merge = slice_merge(table_config, view)
+    records, locations = tag_records(batch, index, view, operation, cfg, table_config.ordering_fields, merge)
     if not records.num_rows:
         return
+    rewrites = frozenset()
+    key_buckets = pa.nulls(records.num_rows, pa.int32())
+    if isinstance(index, BucketIndex):
+        if merge is not None:
+            rewrites = rewritten_slices(records, locations, view, merge)
+        ids = pa.array(index.buckets(records.column(KEY)), pa.int32())
+        key_buckets = pc.if_else(pc.is_null(locations.column(LOC_FILE_ID)), ids, key_buckets)
     for name in LOCATION:
         records = records.append_column(name, locations.column(name))
     path = f"{folder}/{uuid.uuid4().hex}.arrow"  # one per attempt: a retry or a speculative copy writes its own
     with storage.open_output(path) as sink, pa.ipc.new_file(sink, schema) as staged:
         staged.write_table(records.cast(schema))
-    groups = records.group_by([PARTITION, LOC_FILE_ID], use_threads=False)
-    counts = groups.aggregate([([], "count_all"), (LOC_INSTANT, "max")])
-    counts = counts.select([PARTITION, LOC_FILE_ID, "count_all", f"{LOC_INSTANT}_max"])
-    counts = counts.add_column(0, "staged", pa.array([path] * counts.num_rows, pa.string()))
-    yield from counts.rename_columns(STAGED_COUNTS_ARROW.names).cast(STAGED_COUNTS_ARROW).to_batches()
+    grouped = records.select([PARTITION, LOC_FILE_ID, LOC_INSTANT]).append_column("b", key_buckets)
+    counts = grouped.group_by([PARTITION, LOC_FILE_ID, "b"], use_threads=False).aggregate(
+        [([], "count_all"), (LOC_INSTANT, "max")])
+    rewritten = [(p, f) in rewrites for p, f in zip(counts.column(PARTITION).to_pylist(), counts.column(LOC_FILE_ID).to_pylist())]
+    counts = pa.table([pa.array([path] * counts.num_rows, pa.string()), counts.column(PARTITION), counts.column(LOC_FILE_ID),
+                       counts.column("count_all"), counts.column(f"{LOC_INSTANT}_max"), counts.column("b"),
+                       pa.array(rewritten, pa.bool_())], names=STAGED_COUNTS_ARROW.names)
+    yield from counts.cast(STAGED_COUNTS_ARROW).to_batches()
 
 
-def _stored_orders_win(data: pa.Table, precombine_field: str | None, moved: pa.ChunkedArray) -> pa.Array:
+def _stored_orders_win(data: pa.Table, ordering_fields: tuple[str, ...], moved: pa.ChunkedArray) -> pa.Array:
     """Per record of `data`: is it a moved key whose stored ordering value (joined as
     STORED_ORDER) is larger, so that the stored record stays?"""
-    if STORED_ORDER not in data.column_names or precombine_field is None:
+    if STORED_ORDER not in data.column_names or not ordering_fields:
         return pa.array(np.zeros(data.num_rows, dtype=bool))
-    larger = stored_orders_after(data.column(STORED_ORDER), data.column(precombine_field))
+    stored = data.column(STORED_ORDER)
+    if len(ordering_fields) > 1:  # a struct of the fields, compared in order
+        fields = pa.table([pc.struct_field(stored, [i]) for i in range(len(ordering_fields))], names=list(ordering_fields))
+        stored = ordering_values(fields, ordering_fields)
+    larger = stored_orders_after(stored, ordering_values(data, ordering_fields))
     return pa.array(np.asarray(moved.to_numpy(zero_copy_only=False), dtype=bool) & larger)
 
 
 @reraised_named
 def _route(
-    operation: Operation, cfg: Config, precombine_field: str | None, batches: Iterator[pa.RecordBatch]
+    operation: Operation, cfg: Config, ordering_fields: tuple[str, ...], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """Global routing of one task's records (`route_moves`), the stored ordering values joined."""
     for batch in batches:
         data = pa.Table.from_batches([batch])
         records = data.drop_columns([*LOCATION, *([STORED_ORDER] if STORED_ORDER in data.column_names else [])])
         locations = data.select(list(LOCATION))
-
-        stored_wins = partial(_stored_orders_win, data, precombine_field)
-        records, locations = route_moves(records, locations, operation, cfg, precombine_field, stored_wins)
+        stored_wins = partial(_stored_orders_win, data, ordering_fields)
+        records, locations = route_moves(records, locations, operation, cfg, ordering_fields, stored_wins)
         out = records
         for name in LOCATION:
             out = out.append_column(name, locations.column(name))

@@ -5,8 +5,9 @@ driver: start_commit → executors: number the input rows, shuffle by record key
 (validate, key, dedup with ties to the later row) → executors: tag (`spark.tagging`; an input
 Spark estimates small is prepared and tagged in one task, without a shuffle or a join) → a
 distributed count per (partition, file group) → driver: the workload profile and Hudi's
-UpsertPartitioner from those counts (the in-process code) → executors: each task assigns its
-records' buckets with the partitioner's small state; a shuffle gives each bucket one task, which
+UpsertPartitioner from those counts (the in-process code; the bucket index's partitioner from
+counts per key bucket) → executors: each task assigns its records' buckets with the
+partitioner's small state; a shuffle gives each bucket one task, which
 merges and writes it (the in-process BucketJob) → driver: one commit of the write stats. A small
 batch skips that shuffle too: its tag task stages the tagged records on the table's storage and
 returns only the counts; one more task reads them back, assigns and writes every bucket on a
@@ -48,21 +49,30 @@ from upsertlake.engine.bulk_insert import (
 )
 from upsertlake.engine.planner import plan_profile, prepare_spec
 from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
-from upsertlake.engine.tag import slice_merge
+from upsertlake.engine.tag import slice_merge, table_index
 from upsertlake.engine.write_buckets import bucket_rows, write_rows
 from upsertlake.engine.write_client import WriteClient
 from upsertlake.engine.write_plan import WritePlan
 from upsertlake.engine.write_result import WriteResult
+from upsertlake.index import BucketIndex, make_index
+from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.file_writer import FileWriterConfig, file_writer_config
 from upsertlake.layout.markers import reconcile_markers, staging_folder
 from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
-from upsertlake.schema.columns import BUCKET, KEY, LOC_FILE_ID, LOC_INSTANT, LOCATION, PARTITION, POSITION
+from upsertlake.schema.columns import BUCKET, KEY, KEY_BUCKET, LOC_FILE_ID, LOC_INSTANT, LOCATION, PARTITION, POSITION
 from upsertlake.services.stat_map import StatMap, T
-from upsertlake.spark.assign import bucket_column
+from upsertlake.spark.assign import bucket_column, bucket_index_column
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
-from upsertlake.spark.tagging import read_staged, spark_index_type, tag, tag_in_task
+from upsertlake.spark.tagging import (
+    read_staged,
+    rewritten_on_spark,
+    spark_index_type,
+    tag,
+    tag_buckets,
+    tag_in_task,
+)
 from upsertlake.spark.task_errors import raised_by_task, reraised_named
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of, task_table
 from upsertlake.storage import Storage
@@ -91,7 +101,7 @@ def write_dataframe(
     schema = arrow_schema_of(df.schema)
     table = table or options.open_or_create(schema)
     client = table.write_client()
-    instant = client.start_commit(options.operation)
+    instant = client.start_commit(options.operation, reports_keys=False)  # keys stay on the executors
     try:
         # As many tasks as the input has partitions (at least one per core); asked of the JVM's
         # RDD: PySpark's `df.rdd` sets up a conversion to Python rows (a second in a fresh process).
@@ -130,6 +140,7 @@ class _Route:
     operation: Operation
     cfg: Config
     index_type: IndexType
+    index: Index
     in_task: bool
     fused: bool
     keep_prepared: bool
@@ -139,17 +150,23 @@ class _Route:
         operation = options.operation
         cfg = client.context.resolve(options.hoodie)
         index_type = spark_index_type(cfg.get(opt.INDEX_TYPE))
+        index = table_index(cfg, client.table_config) if cfg.bucket_index else make_index(index_type)
         small = options.small_batch_force or _estimated_bytes(df) <= options.small_batch_bytes
         in_task = small and not operation.sized_by_batch and not (operation.looks_up and cfg.global_index)
         keep_prepared = client.context.options.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
-        return cls(
-            operation, cfg, index_type, in_task, in_task and prepared is None and not keep_prepared, keep_prepared
-        )
+        fused = in_task and prepared is None and not keep_prepared
+        return cls(operation, cfg, index_type, index, in_task, fused, keep_prepared)
+
+    @property
+    def bucket(self) -> BucketIndex | None:
+        """The bucket index, which tags every operation's records by hash (`tagging.tag_buckets`)."""
+        return self.index if isinstance(self.index, BucketIndex) else None
 
     @property
     def cached(self) -> bool:
-        """The prepared frame is read twice: by a retry, or by the distributed lookup's jobs."""
-        return self.keep_prepared or (self.operation.looks_up and not self.in_task)
+        """The prepared frame is read twice: by a retry, or by the distributed lookup's jobs (the
+        bucket index's too: it lists the batch's partitions, then tags)."""
+        return self.keep_prepared or ((self.operation.looks_up or self.bucket is not None) and not self.in_task)
 
 
 def _write_distributed(
@@ -178,13 +195,13 @@ def _write_distributed(
             client.writes.hold(instant, "prepared", prepared.unpersist)
     try:
         view = FileSystemView(timeline)
-        counts, tagged, staged = _tag(df, prepared, route, spec, empty, client, instant, view, key_fields, parts)
+        counts, tagged, staged, rewrites = _tag(df, prepared, route, spec, empty, client, instant, view, key_fields, parts)
         stages["tag"] = time.perf_counter() - began
         began = time.perf_counter()
         if not route.keep_prepared and prepared is not None:
             prepared.unpersist()
         profile = _profile(counts, route.operation)
-        plan, write = _plan(df, route, client, view, profile, empty.data_schema, tagged, staged)
+        plan, write = _plan(df, route, client, view, profile, empty.data_schema, tagged, staged, counts, rewrites)
         stages["profile"] = time.perf_counter() - began
         job = client.begin_write(instant, plan, keep_keys=False)
         client.writes.keep(instant, rewrite=write)
@@ -200,33 +217,41 @@ def _write_distributed(
 def _tag(
     df: DataFrame, prepared: DataFrame | None, route: _Route, spec: PrepareSpec, empty: PreparedBatch,
     client: WriteClient, instant: str, view: FileSystemView, key_fields: tuple[str, ...], parts: int,
-) -> tuple[list[Any], DataFrame | None, str | None]:
+) -> tuple[list[Any], DataFrame | None, str | None, frozenset[tuple[str, str]]]:
     """Step 3: the counts per (partition, file group) of the tagged records (inserts as a null
-    file group), and where the records wait for their write: the cached tagged frame, or the file
-    the one tag task of a small batch staged on the table's storage (both held until the commit:
-    a re-merge writes buckets again from them)."""
-    precombine = client.table_config.precombine_field
+    file group; under the bucket index one count per key bucket), where the records wait for
+    their write: the cached tagged frame, or the file the one tag task of a small batch staged on
+    the table's storage (both held until the commit: a re-merge writes buckets again from them),
+    and the merge-on-read slices a bucket index rewrites merged (`slice_routing.rewritten_slices`)."""
+    ordering = client.table_config.ordering_fields
     if route.in_task:
         records = empty.records.schema
         frame, prepare = prepared, None
         if route.fused:
             frame, prepare = _gathered(df, key_fields, 1), partial(_prepared_records, spec, records)
-        assert frame is not None, "the records are prepared or gathered"
         folder = staging_folder(instant)
         client.writes.hold(instant, "tagged", partial(client.storage.delete_dir, folder))
-        staged, counts = tag_in_task(frame, records, route.operation, route.cfg, view.timeline, route.index_type,
+        staged, counts = tag_in_task(frame, records, route.operation, route.cfg, view.timeline, route.index,
                                      client.table_config, empty.distinct, client.storage, folder, prepare)
-        return counts, None, staged
-    assert prepared is not None, "a distributed tag takes the prepared frame"
-    tagged = tag(prepared, route.operation, route.cfg, view, route.index_type, precombine,
-                 _order_type(spec, precombine), parts, slice_merge(client.table_config, view)).persist()
+        return counts, None, staged, frozenset((r[0], r[1]) for r in counts if r[5])
+    merge = slice_merge(client.table_config, view)
+    if route.bucket is not None:
+        tagged, logged = tag_buckets(prepared, route.bucket, view, merge is not None)
+        key_bucket = F.when(F.col(LOC_FILE_ID).isNull(), F.col(KEY_BUCKET))
+    else:
+        tagged, logged = tag(prepared, route.operation, route.cfg, view, route.index_type, ordering,
+                             _order_type(spec, ordering), parts, merge), {}
+        key_bucket = F.lit(None).cast("int")
+    tagged = tagged.persist()
     client.writes.hold(instant, "tagged", tagged.unpersist)
-    groups = (
-        tagged.groupBy(PARTITION, LOC_FILE_ID)
+    counts = (
+        tagged.groupBy(PARTITION, LOC_FILE_ID, key_bucket.alias("b"))
         .agg(F.count(F.lit(1)).alias("n"), F.max(LOC_INSTANT).alias("i"))
+        .select(PARTITION, LOC_FILE_ID, "n", "i", "b")
         .collect()
     )
-    return groups, tagged, None
+    rewrites = rewritten_on_spark(tagged, logged, merge, client.storage, parts) if logged else frozenset()
+    return counts, tagged, None, rewrites
 
 
 def _profile(counts: list[Any], operation: Operation) -> WorkloadProfile:
@@ -240,27 +265,36 @@ def _profile(counts: list[Any], operation: Operation) -> WorkloadProfile:
 
 def _plan(
     df: DataFrame, route: _Route, client: WriteClient, view: FileSystemView, profile: WorkloadProfile,
-    data_schema: pa.Schema, tagged: DataFrame | None, staged: str | None,
+    data_schema: pa.Schema, tagged: DataFrame | None, staged: str | None, counts: list[Any],
+    rewrites: frozenset[tuple[str, str]],
 ) -> tuple[WritePlan, Writer]:
-    """Step 5: the plan (Hudi's partitioner from the profile, or bulk insert's layout) and what
-    writes its buckets: one task per bucket over the assigned frame, or the one task that writes
-    a small batch from its staged file."""
+    """Step 5: the plan (Hudi's partitioner from the profile, the bucket index's from the key
+    buckets of the counted inserts, or bulk insert's layout) and what writes its buckets: one task
+    per bucket over the assigned frame, or the one task that writes a small batch from its staged
+    file."""
     cfg, operation = route.cfg, route.operation
+    if route.bucket is not None:
+        new = {(r[0], r[4]) for r in counts if r[1] is None}
+        plan = plan_profile(client.context, operation, cfg, view, profile, data_schema, new_buckets=new,
+                            rewrites=rewrites)
+        if route.in_task:
+            threads = cfg.get(opt.WRITE_PARALLELISM)
+            return plan, partial(_write_in_task, df.sparkSession, staged, plan.partitioner, client.storage, threads)
+        by_key = operation.sized_by_batch and cfg.get(opt.BULK_INSERT_SORT_MODE) in SORTED_MODES
+        assigned = tagged.withColumn(BUCKET, bucket_index_column(plan.partitioner, PARTITION, KEY_BUCKET, LOC_FILE_ID))
+        return plan, partial(_rewrite, assigned.drop(*LOCATION, KEY_BUCKET), client.storage, by_key=by_key)
     if operation.sized_by_batch:
         inserts = {p: w.num_inserts for p, w in profile.partitions.items()}
         sort_mode = cfg.get(opt.BULK_INSERT_SORT_MODE)
-        assert tagged is not None, "a bulk insert is tagged by Spark (it is never small enough for one task)"
         size = _record_size(tagged, inserts, data_schema, file_writer_config(cfg), sort_mode)
         buckets, first, per_file = bulk_insert_layout(inserts, size, sizing(view.timeline, cfg)[1])
         plan = WritePlan(operation, cfg, view, profile, buckets, data_schema,
                          merge_on_read=client.table_config.is_merge_on_read)
         return plan, partial(_rewrite, _bulk_assign(tagged, first, per_file, sort_mode), client.storage)
     plan = plan_profile(client.context, operation, cfg, view, profile, data_schema)
-    assert plan.partitioner is not None, "a plan from a profile has its partitioner"
     if route.in_task:  # one task writes them all, from the staged file
         threads = cfg.get(opt.WRITE_PARALLELISM)
         return plan, partial(_write_in_task, df.sparkSession, staged, plan.partitioner, client.storage, threads)
-    assert tagged is not None, "the records are tagged by Spark"
     return plan, partial(_rewrite, _assign(tagged, plan.partitioner), client.storage)
 
 
@@ -297,11 +331,13 @@ def _estimated_bytes(df: DataFrame) -> float:
         return float("inf")
 
 
-def _order_type(spec: PrepareSpec, precombine: str | None) -> pa.DataType | None:
-    """The ordering field's type, which a global index compares stored values in."""
-    if not precombine or spec.table_schema is None or precombine not in spec.table_schema.names:
+def _order_type(spec: PrepareSpec, ordering: tuple[str, ...]) -> pa.DataType | None:
+    """The type a global index carries stored ordering values in: the ordering field's, or for
+    several a struct of them (compared field by field, `upsertlake.schema.ordering`)."""
+    schema = spec.table_schema
+    if not ordering or schema is None or not all(f in schema.names for f in ordering):
         return None
-    return spec.table_schema.field(precombine).type
+    return schema.field(ordering[0]).type if len(ordering) == 1 else pa.struct([schema.field(f) for f in ordering])
 
 
 def _assign(tagged: DataFrame, partitioner: UpsertPartitioner) -> DataFrame:
@@ -324,11 +360,11 @@ def _record_size(
     order = [F.col(KEY), F.col(POSITION)] if sort else [F.col(POSITION)]
     sample = tagged.filter(F.col(PARTITION) == partition).drop(*LOCATION).orderBy(*order).limit(SAMPLE_ROWS)
     measure = partial(_record_size_task, data_schema, file_config, sort)
-    measured = sample.mapInArrow(measure, "fixed double, per_record double, records long").collect()
+    measured = sample.mapInArrow(measure, "fixed double, per_record double, rows_per_group long, records long").collect()
     if not measured:
         return RecordSize(0.0, 1.0)
-    fixed, per_record, _ = max(measured, key=lambda r: r[2])  # one task measures them all
-    return RecordSize(fixed, per_record)
+    fixed, per_record, group, _ = max(measured, key=lambda r: r[3])  # one task measures them all
+    return RecordSize(fixed, per_record, group)
 
 
 def _bulk_assign(tagged: DataFrame, first: dict[str, int], per_file: int, sort_mode: str) -> DataFrame:
@@ -352,13 +388,15 @@ def _redo(
 
 
 def _rewrite(
-    assigned: DataFrame, storage: Storage, job: BucketJob, numbers: Collection[int] | None, attempt: int
+    assigned: DataFrame, storage: Storage, job: BucketJob, numbers: Collection[int] | None, attempt: int,
+    by_key: bool = False,
 ) -> list[WriteStatus]:
     """The Spark `Rewrite` (a re-merge, or a move to a new instant): one job over the bucket-assigned
     frame (the cached tagged frame and the same bucket expression, so every record gets the same
     bucket again), one task per bucket in `numbers` (all when None), each under its own task's
-    write token."""
-    return _write_buckets(assigned, list(job.buckets), job, storage, None if numbers is None else sorted(numbers))
+    write token. `by_key`: a bucket's records are written in key order (a sorted bulk insert)."""
+    numbers = None if numbers is None else sorted(numbers)
+    return _write_buckets(assigned, list(job.buckets), job, storage, numbers, by_key)
 
 
 def _write_in_task(
@@ -384,10 +422,12 @@ def _write_in_task(
 
 
 def _write_buckets(
-    assigned: DataFrame, buckets: list[Bucket], job: BucketJob, storage: Storage, numbers: list[int] | None = None
+    assigned: DataFrame, buckets: list[Bucket], job: BucketJob, storage: Storage, numbers: list[int] | None = None,
+    by_key: bool = False,
 ) -> list[WriteStatus]:
     """One task per bucket (`repartitionById`) merges and writes it (only the buckets `numbers`
-    when given, one task each); only the write statuses (stats and counts, no keys) come back."""
+    when given, one task each), its records in input order (`by_key`: key order); only the write
+    statuses (stats and counts, no keys) come back."""
     if not buckets or numbers == []:
         return []
     task, tasks = F.col(BUCKET), len(buckets)
@@ -395,7 +435,7 @@ def _write_buckets(
         assigned = assigned.where(F.col(BUCKET).isin(numbers))
         position = F.array_position(F.array(*[F.lit(n) for n in numbers]), F.col(BUCKET))
         task, tasks = (position - 1).cast("int"), len(numbers)
-    frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, storage), f"{STATUS} binary")
+    frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, storage, by_key), f"{STATUS} binary")
     return _collect_statuses(frame)
 
 
@@ -428,19 +468,22 @@ def _record_size_task(
         data = data.sort_by([(KEY, "ascending"), (POSITION, "ascending")] if sort else [(POSITION, "ascending")])
         size = written_record_size(data, data_schema, file_config)
         yield pa.RecordBatch.from_pydict(
-            {"fixed": [size.fixed], "per_record": [size.per_record], "records": [data.num_rows]}
+            {"fixed": [size.fixed], "per_record": [size.per_record], "rows_per_group": [size.rows_per_group],
+             "records": [data.num_rows]}
         )
 
 
 @reraised_named
-def _write_task(job: BucketJob, storage: Storage, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _write_task(
+    job: BucketJob, storage: Storage, by_key: bool, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """Merge and write the bucket(s) of this task, under this attempt's `_write_token`; records
-    keep their input order within a bucket."""
+    keep their input order within a bucket (`by_key`: key order, then input order)."""
     data = task_table(batches)
     if data is None:
         return
     token = _write_token()
-    data = data.sort_by([(BUCKET, "ascending"), (POSITION, "ascending")])
+    data = data.sort_by([(BUCKET, "ascending"), *([(KEY, "ascending")] if by_key else []), (POSITION, "ascending")])
     buckets = data.column(BUCKET).to_numpy()
     starts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
     tokens = {int(buckets[lo]): token or default_token(int(buckets[lo]), 1) for lo in starts[:-1]}

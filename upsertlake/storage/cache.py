@@ -50,6 +50,11 @@ class Lru(Generic[V]):
             value = self._data.pop(key, None)
             self.used -= self._size(value) if value is not None else 0
 
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.used = 0
+
 
 class Caches:
     """The named caches of one store."""

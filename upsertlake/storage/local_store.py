@@ -3,6 +3,11 @@
 A whole-file write goes to a temporary sibling and is renamed over the old file; a create-if-absent
 is a hard link of a finished temporary file (`link` fails if the name exists), never an overwriting
 rename, or an exclusive create for an empty file; readers never see a file half written.
+
+Apache Hudi writes local tables through Hadoop's checksummed file system, which keeps a `.<name>.crc`
+beside every file it writes and refuses to read a file that no longer matches it ("Could not load
+Hoodie properties" once we rewrite `hoodie.properties`). Whatever we write over or delete loses
+its checksum file first, so Hudi reads it unchecked, as it reads every file we write.
 """
 
 from __future__ import annotations
@@ -103,6 +108,7 @@ class LocalStore(Store):
         tmp = _temp_sibling(rel)
         with self.open_output(tmp) as f:
             f.write(data)
+        self._drop_checksum(rel)
         _FS.move(self._path(tmp), self._path(rel))
 
     def write_if_absent(self, rel: str, data: bytes) -> bool:
@@ -116,6 +122,7 @@ class LocalStore(Store):
         tmp = _temp_sibling(rel)
         with self.open_output(tmp) as f:
             f.write(data)
+        self._drop_checksum(rel)  # a file of that name Hudi wrote once and deleted may have left it
         try:
             os.link(self._path(tmp), self._path(rel))
             return True
@@ -128,11 +135,20 @@ class LocalStore(Store):
         raise NotImplementedError("a local file system has no versions (conditional_writes is False)")
 
     def delete(self, rel: str, missing_ok: bool) -> None:
+        self._drop_checksum(rel)
         try:
             _FS.delete_file(self._path(rel))
         except FileNotFoundError:
             if not missing_ok:
                 raise
+
+    def _drop_checksum(self, rel: str) -> None:
+        """Remove the Hadoop checksum file Hudi may keep beside `rel` (module docstring)."""
+        head, _, name = rel.rpartition("/")
+        try:
+            os.unlink(self._path(f"{head}/.{name}.crc" if head else f".{name}.crc"))
+        except FileNotFoundError:
+            pass
 
     def delete_dir(self, rel: str) -> None:
         """A file another process adds (or removes) meanwhile fails one attempt ("Directory not

@@ -256,5 +256,5 @@ def _entry(path: str, meta: Mapping[str, Any]) -> FileEntry:
 
 def _immutable(rel: str) -> bool:
     """Data files never change under their name (each version has its own)."""
-    return rel.endswith(".parquet") and not rel.startswith(".hoodie/")
+    return rel.endswith((".parquet", ".lance")) and not rel.startswith(".hoodie/")
 

@@ -117,6 +117,17 @@ class Storage:
         """The absolute path or URI of a table-relative path (as Hudi's metadata names files)."""
         return self.location.child(rel)
 
+    def child(self, rel: str) -> Storage:
+        """The storage of a folder below this one (a table inside the table: Hudi's metadata
+        table), with the same options, counting its requests with this one's; one per folder, so
+        its caches live as long as this storage's."""
+        children = self.cache("child storages", 16)
+        child = children.get(rel)
+        if child is None:
+            child = Storage(self.full_path(rel), self.options, requests=self.requests)
+            children.put(rel, child)
+        return child
+
     def check(self) -> None:
         """Fail early, with a named error, when the store cannot be reached or read (a missing
         bucket, wrong credentials, access denied); nothing written."""

@@ -52,7 +52,7 @@ def create_table(
     path: str | os.PathLike[str],
     name: str,
     record_key: str | Sequence[str],
-    precombine_field: str | None = None,
+    precombine_field: str | Sequence[str] | None = None,
     partition_fields: str | Sequence[str] | None = None,
     hive_style_partitioning: bool = False,
     schema: pa.Schema | None = None,
@@ -64,6 +64,8 @@ def create_table(
     `table_type` is COPY_ON_WRITE (default) or MERGE_ON_READ (also by the option
     hoodie.table.type / hoodie.datasource.write.table.type): updates and deletes are appended to
     log files, which readers merge, instead of rewriting base files.
+    `precombine_field` names the ordering field, or several (a sequence or comma-separated, compared
+    in order: Hudi 1.1's `hoodie.table.ordering.fields`).
     `path` is a local folder or an `s3://`, `gs://`, `abfs://` URI; `storage_options` hold the
     store's settings (endpoint, credentials, region) over its standard environment variables."""
     storage = table_storage(path, storage_options)
@@ -83,21 +85,22 @@ def create_table(
     keys = _fields(record_key)
     if not keys:
         raise ConfigError("record_key must name at least one field")
+    ordering = _fields(precombine_field)
     create_schema = None
     if schema is not None:
         schema = normalize_batch(schema.empty_table()).schema
-        for f in (*keys, *_fields(partition_fields), *([precombine_field] if precombine_field else [])):
+        for f in (*keys, *_fields(partition_fields), *ordering):
             if f not in schema.names:
                 raise SchemaError(f"field {f!r} is not in the given schema {schema.names}")
         create_schema = avro_schema_json(arrow_to_avro(schema, name))
     # as Hudi 1.x infers it: the option, else event time when there is a precombine field
     mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
-    mode = mode or (MergeMode.EVENT_TIME if precombine_field else MergeMode.COMMIT_TIME)
+    mode = mode or (MergeMode.EVENT_TIME if ordering else MergeMode.COMMIT_TIME)
     config = TableConfig(
         name=name,
         record_key_fields=keys,
         partition_fields=_fields(partition_fields),
-        precombine_field=precombine_field or None,
+        ordering_fields=ordering,
         database=resolved.get(opt.DATABASE_NAME),
         keygen_class=resolved.get(opt.KEYGEN_CLASS),
         hive_style_partitioning=hive_style_partitioning,
@@ -106,17 +109,22 @@ def create_table(
         table_type=kind,
         extra=merge_on_read_payload(mode) if kind == MERGE_ON_READ else {},
     )
+    if kind == MERGE_ON_READ and len(ordering) > 1:
+        raise ConfigError(f"merge-on-read tables ordered by several fields ({', '.join(ordering)}) are not supported yet; "
+                          "order by one field, or create a copy-on-write table")
     version = resolved.get(opt.WRITE_TABLE_VERSION)
     if version not in WRITABLE_VERSIONS:
         key = TABLE_VERSION_KEY if asked is not None else opt.WRITE_TABLE_VERSION.key
-        raise ConfigError(f"{key}={version}: upsertlake creates tables at version 6 or 8")
+        raise ConfigError(f"{key}={version}: upsertlake creates tables at version 6, 8 or 9")
     if version == 8:
         config = config.as_version_8(mode, 8)
+    elif version == 9:
+        config = config.as_version_9(mode, 9)
     check_against_table(resolved, config)
     if storage.exists(PROPERTIES_FILE) or storage.exists(BACKUP_FILE):
         raise TableExistsError(f"a table already exists at {storage.base}")
     storage.makedirs(".hoodie/archived")
-    if version == 8:
+    if version >= 8:
         storage.makedirs(f".hoodie/{config.timeline_path}/{config.extra['hoodie.timeline.history.path']}")
     if not config.create(storage):
         raise TableExistsError(f"a table already exists at {storage.base}")
@@ -127,8 +135,10 @@ def upgrade_table(
     path: str | os.PathLike[str], version: int = 8, options: Mapping[str, object] | None = None,
     storage_options: Mapping[str, object] | None = None,
 ) -> UpgradeResult:
-    """Upgrade the table at `path` to table version `version` (6 -> 8, as Apache Hudi 1.0 does),
-    crash-safe and resumable (`upsertlake.services.upgrade`); refuses while a write is running."""
+    """Upgrade the table at `path` to table version `version`, 8 or 9 (6 -> 8, 6 -> 9 and 8 -> 9, as
+    Apache Hudi's upgrade handlers do), crash-safe and resumable (`upsertlake.services.upgrade`);
+    refuses while a write is running. `version` 8 on a version 9 table downgrades it, where that
+    is safe (else a ConfigError says why, the table untouched)."""
     from upsertlake.concurrency.lock import make_lock
     from upsertlake.services.upgrade import upgrade
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
@@ -19,7 +18,13 @@ from upsertlake.config.enums import CleanPolicy
 from upsertlake.config.table_config import (
     TableConfig,
 )
-from upsertlake.config.table_options import TABLE_VERSION_KEY, check_against_table, table_layer, take_table_version
+from upsertlake.config.table_options import (
+    TABLE_VERSION_KEY,
+    check_against_table,
+    table_layer,
+    take_table_version,
+    upgrade_before_writing,
+)
 from upsertlake.errors import (
     ConfigError,
     MergeOnReadError,
@@ -34,6 +39,7 @@ from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
+from upsertlake.util.times import TimeLike
 from upsertlake.timeline.operation import Operation
 
 if TYPE_CHECKING:
@@ -65,8 +71,7 @@ class Table:
         self.storage = storage
         self._config = table_config
         self.options = Config.resolve(options, table_properties=table_layer(table_config))
-        if self.options.is_set(opt.WRITE_TABLE_VERSION):
-            table_config.check_write_version(self.options.get(opt.WRITE_TABLE_VERSION))
+        self._upgrade_to = upgrade_before_writing(table_config, self.options)
         check_against_table(self.options, table_config)
         self._client: WriteClient | None = None
 
@@ -94,6 +99,12 @@ class Table:
             from upsertlake.services.write_guard import refuse_damaged_table
 
             refuse_damaged_table(self.storage, self.config)
+            if self._upgrade_to is not None:  # as Hudi's writer: the table upgraded before the first write
+                from upsertlake.concurrency.lock import make_lock
+                from upsertlake.services.upgrade import upgrade
+
+                upgrade(self.storage, make_lock(self.storage, self.options), self.options, self._upgrade_to)
+                self._config, self._upgrade_to = TableConfig.load(self.storage), None
             self._client = WriteClient(self.storage, self.config, self.options)
         return self._client
 
@@ -154,23 +165,33 @@ class Table:
         self, operation: Operation, data: object, options: Mapping[str, object] | None,
         progress: Progress | None = None, extra_metadata: Mapping[str, str] | None = None,
     ) -> WriteResult:
+        from upsertlake.engine.write_plan import stage
+
         before = self.storage.requests.snapshot()
         client = self.write_client()
-        instant = client.start_commit(operation, plan_on_start=True)  # the write follows at once
+        table_options = client.context.options
+        # The call's options hold from the start (whether to keep the metadata table is decided
+        # there) to the commit; the client keeps the table's for the next call.
+        client.context = replace(client.context, options=client.context.resolve(dict(options) if options else None))
+        try:
+            instant = client.start_commit(operation, plan_on_start=True)  # the write follows at once
+        except BaseException:
+            client.context = replace(client.context, options=table_options)
+            raise
         try:
             if operation.writes_records:
                 result = client.write(operation, data, instant, dict(options) if options else None, progress)
             else:
                 result = client.delete_partitions(cast("list[str]", data), instant)  # names of partitions
-            if progress is not None:
-                progress.started("commit")
-            result = client.commit(instant, result, dict(extra_metadata) if extra_metadata else None)
-            if progress is not None:
-                progress.ended("commit", result.stage_seconds.get("commit", 0.0))
+            with stage({}, "commit", progress):
+                result = client.commit(instant, result, dict(extra_metadata) if extra_metadata else None)
         except BaseException:
             client.rollback(instant)
             raise
-        self._services_after_commit(client.context.options.with_overrides(options), timeline=result.timeline)
+        finally:
+            client.context = replace(client.context, options=table_options)
+        with stage({}, "services", progress):  # inline compaction and clustering, clean, archival
+            self._services_after_commit(client.context.options.with_overrides(options), timeline=result.timeline)
         # Object stores bill per request: the write's, services included (none locally).
         return replace(result, store_requests=self.storage.requests.since(before))
 
@@ -259,13 +280,13 @@ class Table:
         cfg = self.options.with_overrides({opt.CLEANER_POLICY.key: policy})
         return clean(self.storage, self._lock, cfg, retained)
 
-    def savepoint(self, instant: str | datetime | None = None, comment: str = "") -> Instant:
+    def savepoint(self, instant: TimeLike | None = None, comment: str = "") -> Instant:
         """Pin a completed commit's snapshot (default: the latest) against cleaning, for restore."""
         from upsertlake.services.savepoint import savepoint
 
         return savepoint(self.storage, self._lock, self._instant(instant), comment)
 
-    def restore(self, instant: str | datetime) -> Instant:
+    def restore(self, instant: TimeLike) -> Instant:
         """Roll back every instant after the savepoint `instant`: the table reads as of it again."""
         from upsertlake.services.restore import restore
 
@@ -273,7 +294,7 @@ class Table:
         self._drop_client()  # its index may hold keys of the instants rolled back
         return done
 
-    def rollback(self, instant: str | datetime | None = None) -> Instant:
+    def rollback(self, instant: TimeLike | None = None) -> Instant:
         """Undo a failed write or the latest completed commit (default: the newest failed write,
         else the latest commit), or any pending instant whose writer is gone, as a `.rollback`.
         An inflight compaction goes back to its plan (requested), its files deleted, as Hudi's
@@ -289,15 +310,12 @@ class Table:
         return done
 
     # -- reads -------------------------------------------------------------------------------
-    def _instant(self, value: str | datetime | None) -> str | None:
+    def _instant(self, value: TimeLike | None) -> str | None:
         """An instant time from a user's instant string or datetime, in the table's timeline zone
         (hoodie.table.timeline.timezone); a naive datetime is local time, as datetime.now() gives."""
         if value is None:
             return None
-        try:
-            return normalize_instant(value, self.config.timeline_timezone)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
+        return normalize_instant(value, self.config.timeline_timezone)
 
     def timeline(self) -> list[Instant]:
         """Every instant of the active timeline, oldest first (archived ones are not listed), as
@@ -305,7 +323,7 @@ class Table:
         requested and inflight files beside it are no pending instant)."""
         return Timeline.load(self.storage).shown()
 
-    def schema(self, as_of: str | datetime | None = None) -> pa.Schema:
+    def schema(self, as_of: TimeLike | None = None) -> pa.Schema:
         """The data schema (without meta columns) as of an instant."""
         return table_schema(Timeline.load(self.storage), self.config, self._instant(as_of))
 
@@ -313,10 +331,10 @@ class Table:
         self,
         columns: Sequence[str] | None = None,
         filters: Filters = None,
-        as_of: str | datetime | None = None,
+        as_of: TimeLike | None = None,
         query_type: str = "snapshot",
-        begin: str | datetime | None = None,
-        end: str | datetime | None = None,
+        begin: TimeLike | None = None,
+        end: TimeLike | None = None,
     ) -> Scan:
         """A planned read (`upsertlake.read.scan.Scan`): `.to_arrow()`, `.to_batches()` (a stream in
         bounded memory), the Arrow PyCapsule stream for DuckDB and Polars, `.to_pandas()`,
@@ -325,7 +343,8 @@ class Table:
         `query_type`: "snapshot" (default) as of `as_of` (newest by default); "read_optimized", a
         merge-on-read table's base files alone, as Hudi's read-optimized query; "incremental"
         (or just `begin=`): the latest state of the records written by commits in (begin, end].
-        `as_of`, `begin`, `end`: instant times or datetimes (a naive one is local time). Partitions,
+        `as_of`, `begin`, `end`: an instant time, a datetime or date (naive = local time), a pandas
+        Timestamp or an ISO-8601 string (`upsertlake.util.times`). Partitions,
         files and row groups the `filters` rule out are skipped; the rows read are filtered exactly."""
         if begin is not None or query_type == INCREMENTAL:
             if begin is None or as_of is not None or query_type not in (SNAPSHOT, INCREMENTAL):
@@ -344,13 +363,13 @@ class Table:
     def read(
         self,
         columns: Sequence[str] | None = None,
-        as_of: str | datetime | None = None,
+        as_of: TimeLike | None = None,
         filters: Filters = None,
         query_type: str = "snapshot",
     ) -> pa.Table:
         """The snapshot as of an instant (default: newest): five `_hoodie_*` columns, then data
         (data only for a table that does not populate meta fields, as Hudi's readers return it).
-        `as_of` is an instant time or a datetime: a naive datetime is local time (as
+        `as_of` is an instant time or any form of time `scan` takes: a naive one is local time (as
         `datetime.now()` gives it), converted like an aware one to the table's timeline zone.
         `query_type="read_optimized"` reads a merge-on-read table's base files alone, as Hudi's
         read-optimized query does (without the changes still in log files). The same as
@@ -358,7 +377,7 @@ class Table:
         return self.scan(columns, filters, as_of, query_type).to_arrow()
 
     def to_pyarrow_dataset(
-        self, as_of: str | datetime | None = None, query_type: str = "snapshot"
+        self, as_of: TimeLike | None = None, query_type: str = "snapshot"
     ) -> pyarrow.dataset.FileSystemDataset:
         """The snapshot's base files as a `pyarrow.dataset.Dataset` on the table's own file system
         (object stores included), each fragment's partition expression holding its columns'
@@ -373,7 +392,7 @@ class Table:
         plan = snapshot_scan(timeline, self.config, self._instant(as_of), None, query_type, statistics)
         return pyarrow_dataset(self.storage, plan, statistics)
 
-    def files(self, as_of: str | datetime | None = None, filters: Filters = None) -> list[str]:
+    def files(self, as_of: TimeLike | None = None, filters: Filters = None) -> list[str]:
         """The absolute paths of the base files a snapshot reads (default: the newest), for
         engines that read parquet themselves (DuckDB, pandas, Polars): the table's folder also
         holds every older version of each file group, replaced groups and uncommitted files.
@@ -388,7 +407,7 @@ class Table:
         return [self.storage.full_path(bf.path) for bf in scan.files]
 
     def read_incremental(
-        self, begin: str | datetime, end: str | datetime | None = None, columns: Sequence[str] | None = None
+        self, begin: TimeLike, end: TimeLike | None = None, columns: Sequence[str] | None = None
     ) -> pa.Table:
         """The latest state of the records written by commits in (begin, end]: the same as
         `scan(columns, begin=begin, end=end).to_arrow()`."""

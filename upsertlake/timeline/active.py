@@ -20,7 +20,7 @@ from upsertlake.errors import CorruptTableError, MergeOnReadError, UpsertlakeErr
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.storage.cache import Lru
 from upsertlake.timeline import digest
-from upsertlake.timeline.archived import ARCHIVE_FOLDER, listed_archive, load_archived
+from upsertlake.timeline.archived import LEGACY_FOLDER, listed_archive, load_archived
 from upsertlake.timeline.commit_metadata import AVRO_MAGIC, CommitMetadata, json_to_avro
 from upsertlake.timeline.documents import decode as decode_document
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
@@ -62,7 +62,7 @@ class Timeline:
                 if entry.version:
                     versions[inst] = entry.version
         active = [key for key, inst in latest.items() if inst.is_completed]
-        archived = listed_archive(storage, active, None if metafolder is None else _has_archive(metafolder))
+        archived = listed_archive(storage, layout, active, _archive_shown(layout, metafolder, entries))
         for inst in archived:
             latest.setdefault((inst.time, inst.action), inst)
         if not layout.delta_commits:
@@ -130,7 +130,7 @@ class Timeline:
         except (CorruptTableError, FileNotFoundError):
             # Archived by another process since this timeline was listed: a concurrent writer's
             # archival must not fail this one (the archive is written before the files go).
-            late = load_archived(self.storage).get(instant)
+            late = load_archived(self.storage, self.layout).get(instant)
             if late is None:
                 raise
             return _parse_archived(self.storage, late, f"archived {instant.time}")
@@ -292,10 +292,15 @@ def _parse_archived(storage: Storage, data: bytes, source: str) -> CommitMetadat
     return meta
 
 
-def _has_archive(metafolder: list[FileEntry]) -> bool:
-    """Whether a listing of `.hoodie/` shows the archive folder (on an object store a prefix is
-    listed only while an object lies below it: a table never archived costs no listing of it)."""
-    return any(e.is_dir and e.path == ARCHIVE_FOLDER for e in metafolder)
+def _archive_shown(layout: TimelineLayout, metafolder: list[FileEntry] | None, entries: list[FileEntry]) -> bool | None:
+    """Whether the listings of `.hoodie/` and of the timeline folder show an archive folder,
+    Hudi's of the layout or the legacy one (None: `.hoodie/` was not listed). On an object store
+    a prefix is listed only while an object lies below it: a table never archived costs no
+    listing of its archive."""
+    if metafolder is None:
+        return None
+    shown = {e.path for e in (*metafolder, *entries) if e.is_dir}
+    return LEGACY_FOLDER in shown or layout.archive in shown
 
 
 def _instants_in(entries: Iterable[FileEntry], layout: TimelineLayout) -> Iterable[tuple[FileEntry, Instant]]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
@@ -77,40 +77,54 @@ class FileColumnStats:
         return cls(int(rows), {name: tuple(entry) for name, entry in columns.items()})
 
 
-def of_parquet(
-    metadata: pq.FileMetaData, nans: Mapping[str, bool] | None = None, row_group: int | None = None
-) -> FileColumnStats:
-    """A parquet file's statistics from its footer's row groups (or one of them). `nans`: for
-    floating columns, whether the file holds NaN (the writer knows; parquet's statistics leave
-    NaN out), else assumed possible."""
-    arrow = metadata.schema.to_arrow_schema()
-    groups = range(metadata.num_row_groups) if row_group is None else [row_group]
+def of_parquet(metadata: pq.FileMetaData, nans: Mapping[str, bool] | None = None) -> FileColumnStats:
+    """A parquet file's statistics from its footer's row groups. `nans`: for floating columns,
+    whether the file holds NaN (the writer knows; parquet's statistics leave NaN out), else
+    assumed possible."""
+    groups = range(metadata.num_row_groups)
+    return FileColumnStats(metadata.num_rows, {
+        f.name: _footer_entry(metadata, i, f, groups, (nans or {}).get(f.name, True)) for f, i in _leaves(metadata)
+    })
+
+
+def of_row_groups(metadata: pq.FileMetaData, columns: Collection[str]) -> list[FileColumnStats]:
+    """Each row group's statistics of those of `columns` that are recorded (NaN assumed
+    possible), the footer's schema resolved once: what skipping row groups by a filter needs."""
+    leaves = [(f, i) for f, i in _leaves(metadata) if f.name in columns]
+    return [
+        FileColumnStats(metadata.row_group(g).num_rows, {f.name: _footer_entry(metadata, i, f, [g], True) for f, i in leaves})
+        for g in range(metadata.num_row_groups)
+    ]
+
+
+def _leaves(metadata: pq.FileMetaData) -> list[tuple[pa.Field, int]]:
+    """The recorded columns of a parquet file, with their leaf column index."""
     leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
-    out: dict[str, tuple[str, Any, Any, int | None, bool]] = {}
-    for f in _indexed(arrow):
-        i = leaves.get(f.name)
-        if i is None:
-            continue
+    return [(f, leaves[f.name]) for f in _indexed(metadata.schema.to_arrow_schema()) if f.name in leaves]
+
+
+def _footer_entry(
+    metadata: pq.FileMetaData, i: int, f: pa.Field, groups: Iterable[int], nans: bool
+) -> tuple[str, Any, Any, int | None, bool]:
+    """Column `i`'s (field `f`'s) range and nulls over the row groups `groups`."""
+    low = high = None
+    nulls: int | None = 0
+    known = True
+    for g in groups:
+        group = metadata.row_group(g)
+        st = group.column(i).statistics
+        if st is None:
+            known, nulls = False, None
+            break
+        nulls = None if nulls is None or not st.has_null_count else nulls + st.null_count
+        if st.has_min_max:
+            low = st.min if low is None or st.min < low else low
+            high = st.max if high is None or st.max > high else high
+        elif not (st.has_null_count and st.null_count == group.num_rows):
+            known = False  # values without a range: no bound holds
+    if not known:
         low = high = None
-        nulls: int | None = 0
-        known = True
-        for g in groups:
-            group = metadata.row_group(g)
-            st = group.column(i).statistics
-            if st is None:
-                known, nulls = False, None
-                break
-            nulls = None if nulls is None or not st.has_null_count else nulls + st.null_count
-            if st.has_min_max:
-                low = st.min if low is None or st.min < low else low
-                high = st.max if high is None or st.max > high else high
-            elif not (st.has_null_count and st.null_count == group.num_rows):
-                known = False  # values without a range: no bound holds
-        if not known:
-            low = high = None
-        out[f.name] = _entry(f.type, low, high, nulls, (nans or {}).get(f.name, True))
-    rows = metadata.num_rows if row_group is None else metadata.row_group(row_group).num_rows
-    return FileColumnStats(rows, out)
+    return column_entry(f.type, low, high, nulls, nans)
 
 
 def of_table(data: pa.Table) -> FileColumnStats:
@@ -122,7 +136,7 @@ def of_table(data: pa.Table) -> FileColumnStats:
         column = data.column(f.name)
         bounds = pc.min_max(column)
         nans = pa.types.is_floating(f.type) and bool(pc.any(pc.is_nan(column)).as_py())
-        out[f.name] = _entry(f.type, bounds["min"].as_py(), bounds["max"].as_py(), column.null_count, nans)
+        out[f.name] = column_entry(f.type, bounds["min"].as_py(), bounds["max"].as_py(), column.null_count, nans)
     return FileColumnStats(data.num_rows, out)
 
 
@@ -176,9 +190,11 @@ def _supported(t: pa.DataType) -> bool:
             or pa.types.is_timestamp(t) or pa.types.is_decimal128(t))
 
 
-def _entry(
+def column_entry(
     t: pa.DataType, low: Any, high: Any, nulls: int | None, nans: bool
 ) -> tuple[str, Any, Any, int | None, bool]:
+    """One column of a FileColumnStats from its bounds as Python values of type `t` (a NaN bound
+    or a long string's maximum is dropped; a long minimum keeps its prefix)."""
     floating = pa.types.is_floating(t)
     if floating and ((low is not None and math.isnan(low)) or (high is not None and math.isnan(high))):
         low = high = None

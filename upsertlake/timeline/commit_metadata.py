@@ -228,25 +228,26 @@ def json_to_avro(data: bytes, replace: bool, source: str = "commit metadata") ->
     except ValueError as exc:
         raise CorruptTableError(f"cannot parse {source}: {exc}") from exc
     name = REPLACE_SCHEMA if replace else COMMIT_SCHEMA
-    return documents.encode(name, _conform(doc, documents.schema(name)))
+    return documents.encode(name, conform(doc, documents.schema(name)))
 
 
-def _conform(value: Any, schema: Any) -> Any:
-    """`value` (parsed JSON) shaped to an Avro schema: record fields picked by name, nulls kept."""
+def conform(value: Any, schema: Any) -> Any:
+    """`value` (parsed JSON) shaped to an Avro schema: record fields picked by name, nulls kept
+    (the archived timeline shapes commit documents to its entries' records the same way)."""
     if isinstance(schema, list):  # a union: null or the one other branch
         if value is None:
             return None
         other = next(s for s in schema if s != "null")
-        return _conform(value, other)
+        return conform(value, other)
     if isinstance(schema, dict):
         kind = schema["type"]
         if kind == "record":
-            return {f["name"]: _conform(value.get(f["name"]), f["type"]) for f in schema["fields"]}
+            return {f["name"]: conform(value.get(f["name"]), f["type"]) for f in schema["fields"]}
         if kind == "map":
-            return {k: _conform(v, schema["values"]) for k, v in value.items()}
+            return {k: conform(v, schema["values"]) for k, v in value.items()}
         if kind == "array":
-            return [_conform(v, schema["items"]) for v in value]
-        return _conform(value, kind)
+            return [conform(v, schema["items"]) for v in value]
+        return conform(value, kind)
     if schema == "string":
         return value if isinstance(value, str) else str(value)
     return value

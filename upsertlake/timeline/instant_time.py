@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 
+from upsertlake.errors import InstantTimeError
+from upsertlake.util.times import FORMS, parse_time
+
 _DIGITS = re.compile(r"^\d{14}(\d{3})?$")
 FORMAT = "%Y%m%d%H%M%S"
 UTC = "UTC"
@@ -43,21 +46,30 @@ def parse_instant_time(time: str, zone: str = UTC) -> datetime:
     return wall.replace(tzinfo=tz) if tz is not None else wall.astimezone()
 
 
-def normalize_instant(value: str | datetime, zone: str = UTC, *, end_of_second: bool = True) -> str:
+def normalize_instant(value: object, zone: str = UTC, *, end_of_second: bool = True) -> str:
     """A 17-digit instant time from a user's `as_of` / `begin` / `end`.
 
-    A datetime is converted to the timeline zone (a naive one is local time). A 14-digit (second
-    precision) time names the whole second, so `end_of_second` pads it with 999: every instant
-    started within that second is included.
+    An instant time (`yyyyMMddHHmmss[SSS]`) is taken as it is, in the timeline zone; any other
+    time (`upsertlake.util.times`: a datetime, a date, a pandas Timestamp, an ISO-8601 string) is
+    converted to the timeline zone, naive ones from local time. A time given to the second (14
+    digits, or an ISO string without fractions) names the whole second, so `end_of_second` pads
+    it with 999: every instant started within that second is included.
     """
-    if isinstance(value, datetime):
-        return format_instant_time(value, zone)
-    text = str(value).strip()
-    if not _DIGITS.match(text):
-        raise ValueError(f"not an instant time (yyyyMMddHHmmss[SSS] or datetime): {value!r}")
-    if len(text) == 14:
-        return text + ("999" if end_of_second else "000")
-    return text
+    text = value.strip() if isinstance(value, str) else None
+    if text and set(text) == {"0"}:  # Hudi's "from the start" ("000", "0"): before every instant
+        return "0" * 17
+    if text is not None and _DIGITS.match(text):
+        if len(text) == 14:
+            return text + ("999" if end_of_second else "000")
+        return text
+    try:
+        parsed = parse_time(value)
+    except ValueError:
+        raise InstantTimeError(f"{value!r} is not a time: give an instant time (yyyyMMddHHmmss[SSS]), {FORMS}") from None
+    instant = format_instant_time(parsed.when, zone)
+    if parsed.whole_second:
+        return instant[:14] + ("999" if end_of_second else "000")
+    return instant
 
 
 def next_instant_time(after: str | None, zone: str = UTC) -> str:

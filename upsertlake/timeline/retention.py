@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from upsertlake.errors import CleanedInstantError, CorruptTableError
+from upsertlake.errors import CleanedInstantError, CorruptTableError, InstantTimeError
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action, Instant, State
@@ -38,6 +38,24 @@ def cleaned_files(timeline: Timeline) -> set[str]:
                 name = name.rsplit("/", 1)[-1]
                 gone.add(f"{partition}/{name}" if partition else name)
     return gone
+
+
+def rolled_back_instants(timeline: Timeline) -> set[str]:
+    """The instants completed rollbacks and restores of the active timeline undid (their
+    `commitsRollback`); an unreadable document undid nothing that can be named."""
+    undone: set[str] = set()
+    for inst in timeline.filter([Action.ROLLBACK, Action.RESTORE], [State.COMPLETED]):
+        try:
+            doc = documents.decode(timeline.document(inst), f"{inst.action.value} {inst.time}")
+        except CorruptTableError:
+            continue
+        if inst.action is Action.ROLLBACK:
+            undone.update(doc.get("commitsRollback") or [])
+        else:
+            for rollbacks in (doc.get("hoodieRestoreMetadata") or {}).values():
+                for rollback in rollbacks:
+                    undone.update(rollback.get("commitsRollback") or [])
+    return undone
 
 
 def savepoint_times(timeline: Timeline) -> set[str]:
@@ -91,7 +109,15 @@ def cleaned_boundary_past(timeline: Timeline, as_of: str | None) -> str | None:
 
 
 def check_readable(timeline: Timeline, as_of: str | None, what: str) -> None:
-    """Raise CleanedInstantError when `as_of` lies before the retained window (savepoints excepted)."""
+    """Raise InstantTimeError when `as_of` lies before the table's first write (nothing was there
+    to read: an empty answer would look like an empty table), CleanedInstantError when it lies
+    before the retained window (savepoints excepted)."""
+    writes = timeline.completed_writes()
+    if as_of is not None and writes and as_of < writes[0].time:
+        raise InstantTimeError(
+            f"{what} {as_of} is before the table's first instant, {writes[0].time} (instant times are "
+            "wall-clock times in the table's hoodie.table.timeline.timezone): the table did not exist yet"
+        )
     boundary = cleaned_boundary_past(timeline, as_of)
     if boundary is not None:
         raise CleanedInstantError(

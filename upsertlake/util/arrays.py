@@ -21,3 +21,25 @@ def group_rows(codes: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(codes, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=groups))])
     return order, bounds
+
+
+def range_mask(size: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A mask over `size` bytes marking the bytes of many ranges (`starts[i]` up to `starts[i] +
+    lengths[i]`, sorted, not overlapping): indexing a buffer with it gathers every range's bytes,
+    one range after another, and assigning through it scatters them, in one NumPy operation and
+    one byte of memory per byte of buffer (an index of positions would take eight). Built as one
+    `repeat` of alternating gaps and ranges."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n = len(starts)
+    if n == 0:
+        return np.zeros(size, dtype=bool)
+    ends = starts + lengths
+    counts = np.empty(2 * n + 1, dtype=np.int64)
+    counts[0] = starts[0]
+    counts[2:2 * n:2] = starts[1:] - ends[:-1]  # the gap before each range
+    counts[1:2 * n:2] = lengths
+    counts[-1] = size - ends[-1]
+    pattern = np.zeros(2 * n + 1, dtype=bool)
+    pattern[1::2] = True
+    return np.repeat(pattern, counts)

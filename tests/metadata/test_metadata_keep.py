@@ -1,0 +1,187 @@
+"""Keeping the metadata table on tables we write (version 8): built at the first write, updated in
+the same instant as every write and service, compacted and cleaned, rolled back with a failed
+write, dropped and built again when a writer that does not keep it wrote; RECORD_INDEX tags by it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import upsertlake
+from upsertlake.errors import ConfigError
+from upsertlake.layout.file_system_view import list_partitions_and_files, sort_listing
+from upsertlake.metadata import MetadataTable
+from upsertlake.metadata.listing import listed_files
+from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline
+
+from metadata_checks import committed_files
+
+V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
+
+
+def batch(ids, part=None, ts=1, val=0.0) -> pa.Table:
+    ids = list(ids)
+    return pa.table({
+        "id": [f"id-{i:04d}" for i in ids],
+        "part": [part or "abc"[i % 3] for i in ids],
+        "ts": pa.array([ts] * len(ids), pa.int64()),
+        "val": pa.array([val + i for i in ids], pa.float64()),
+    })
+
+
+def new_table(root: Path, table_type: str = "COPY_ON_WRITE", **options: str) -> upsertlake.Table:
+    return upsertlake.create_table(root, "t", record_key="id", precombine_field="ts", partition_fields="part",
+                                   hive_style_partitioning=True, table_type=table_type, options={**V8, **options})
+
+
+def holds(root: Path) -> MetadataTable:
+    """The metadata table lists exactly what storage holds of committed writes, and (when kept)
+    its record index puts every key where its row is."""
+    storage = Storage(root)
+    timeline = Timeline.load(storage)
+    listed = listed_files(timeline)
+    assert listed is not None, "the metadata table is trusted"
+    listing, on_storage = sort_listing(listed[1], None, listed[0]), list_partitions_and_files(storage)
+    assert listing.partitions == on_storage.partitions
+    assert {(f.path, f.size) for f in listing.base_files + listing.log_files} == committed_files(timeline, on_storage)
+    table = MetadataTable.open(timeline)
+    if "record_index" in table.partitions:
+        data = upsertlake.open_table(root).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"])
+        stored = {k: (p, n.split("_")[0]) for k, p, n in zip(*(data.column(c).to_pylist() for c in data.column_names))}
+        assert table.record_locations(stored) == stored
+        assert sorted(table.scan("record_index")) == sorted(stored)
+    return table
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_every_write_and_service_keeps_the_metadata_table(tmp_path: Path, table_type: str) -> None:
+    t = new_table(tmp_path, table_type)
+    options = {"hoodie.metadata.record.index.enable": "true", "hoodie.metadata.compact.max.delta.commits": "4"}
+    t.upsert(batch(range(30)), options=options)
+    table = holds(tmp_path)
+    assert sorted(table.partitions) == ["column_stats", "files", "partition_stats", "record_index"]
+    t.upsert(batch(range(20, 40), ts=2, val=100.0), options=options)
+    t.delete(batch(range(5)).select(["id", "part"]), options=options)
+    t.insert_overwrite(batch(range(100, 103), part="b", ts=3), options=options)
+    t.upsert(batch(range(200, 205), part="z", ts=3), options=options)
+    holds(tmp_path)
+    if table_type == "MERGE_ON_READ":
+        t.compact()
+    t.cluster() if table_type == "COPY_ON_WRITE" else None
+    t.clean()
+    table = holds(tmp_path)
+    compactions = [i for i in table.timeline.instants if i.action.value == "commit" and i.is_completed]
+    assert compactions, "the metadata table was compacted"
+    expected = sorted(
+        [f"id-{i:04d}" for i in range(5, 40) if "abc"[i % 3] != "b"] + [f"id-{i:04d}" for i in (100, 101, 102, 200, 201, 202, 203, 204)]
+    )
+    assert sorted(t.read().column("id").to_pylist()) == expected
+
+
+def test_record_index_tags_across_partitions(tmp_path: Path) -> None:
+    """RECORD_INDEX is global: a key written again under another partition is found in its old one."""
+    t = new_table(tmp_path)
+    t.upsert(batch(range(10)), options={"hoodie.index.type": "RECORD_INDEX"})
+    result = t.upsert(batch(range(5, 15), part="a", ts=2), options={"hoodie.index.type": "RECORD_INDEX"})
+    assert (result.num_updates, result.num_inserts) == (5, 5)  # updated where they are (Hudi's default)
+    data = t.read()
+    assert sorted(data.column("id").to_pylist()) == [f"id-{i:04d}" for i in range(15)]  # no key twice
+    where = {r["id"]: r["_hoodie_partition_path"] for r in data.to_pylist()}
+    assert (where["id-0005"], where["id-0007"]) == ("part=c", "part=b")
+    moved = t.upsert(batch([7], part="a", ts=3), options={"hoodie.index.type": "RECORD_INDEX",
+                                                          "hoodie.record.index.update.partition.path": "true"})
+    assert (moved.num_deletes, moved.num_inserts) == (1, 1)
+    assert [r["_hoodie_partition_path"] for r in t.read().to_pylist() if r["id"] == "id-0007"] == ["part=a"]
+    holds(tmp_path)
+
+
+def test_by_default_a_table_without_one_gets_none(tmp_path: Path) -> None:
+    """hoodie.metadata.enable's default keeps a metadata table but builds none (see its doc)."""
+    t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
+                                options={"hoodie.write.table.version": "8"})
+    t.upsert(batch(range(3)))
+    assert not (tmp_path / ".hoodie" / "metadata").exists()
+    t.upsert(batch(range(3, 6)), options={"hoodie.metadata.enable": "true"})
+    holds(tmp_path)
+    upsertlake.open_table(tmp_path).upsert(batch(range(6, 9)))  # kept by default
+    holds(tmp_path)
+    assert len(t.read()) == 9
+
+
+def test_record_index_without_a_metadata_table_is_refused_by_name(tmp_path: Path) -> None:
+    t = new_table(tmp_path, **{"hoodie.metadata.enable": "false"})
+    t.upsert(batch(range(3)), options={"hoodie.metadata.enable": "false"})
+    with pytest.raises(ConfigError, match="RECORD_INDEX needs the metadata table's record index"):
+        t.upsert(batch(range(3)), options={"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.enable": "false"})
+
+
+KILLED_BEFORE_ITS_COMMIT = """
+import os, signal
+import upsertlake.engine.commit as commit
+import pyarrow as pa
+from upsertlake import open_table
+real = commit.transition
+def transition(storage, instant, to, *args, **kwargs):
+    if to.value == "completed":  # the data instant: its metadata deltacommit completed already
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(storage, instant, to, *args, **kwargs)
+commit.transition = transition
+rows = {rows!r}
+open_table({path!r}, {options!r}).upsert(pa.table(rows, schema=pa.schema([("id", pa.string()), ("part", pa.string()),
+                                                                     ("ts", pa.int64()), ("val", pa.float64())])))
+"""
+FAST_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 1}
+
+
+def test_a_write_killed_before_its_commit_leaves_nothing_readers_apply(tmp_path: Path) -> None:
+    """kill -9 after the metadata deltacommit completed and before the data instant did: readers
+    ignore its blocks (the listing is storage's committed files), and the next write's rollback of
+    the failed instant rolls the metadata deltacommit back too."""
+    t = new_table(tmp_path, **{"hoodie.metadata.record.index.enable": "true"})
+    t.upsert(batch(range(10)), options={"hoodie.metadata.record.index.enable": "true"})
+    before = sorted(t.read().column("id").to_pylist())
+    script = KILLED_BEFORE_ITS_COMMIT.format(rows=batch(range(50, 60), ts=2).to_pydict(), path=str(tmp_path), options=FAST_HEARTBEAT)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    assert subprocess.run([sys.executable, "-c", script], env=env, timeout=300).returncode == -signal.SIGKILL
+    mdt = Storage(tmp_path / ".hoodie" / "metadata")
+    failed = Timeline.load(mdt).instants[-1]
+    assert failed.is_completed and failed.action.value == "deltacommit"
+    assert not any(i.time == failed.time and i.is_completed for i in Timeline.load(Storage(tmp_path)).instants)
+    assert sorted(upsertlake.open_table(tmp_path).read().column("id").to_pylist()) == before
+    holds(tmp_path)  # neither its files nor its keys: the data instant did not complete
+    time.sleep(0.3)  # its heartbeat expires
+    upsertlake.open_table(tmp_path, FAST_HEARTBEAT).upsert(batch(range(60, 61), ts=3))
+    assert Timeline.load(mdt).get(failed.time) is None  # rolled back with its data instant
+    assert not [p for p in (tmp_path / ".hoodie" / "metadata").rglob(f"*{failed.time}*")]
+    holds(tmp_path)
+    assert sorted(t.read().column("id").to_pylist()) == before + ["id-0060"]
+
+
+def test_a_stale_metadata_table_is_not_trusted_and_is_built_again(tmp_path: Path) -> None:
+    """A writer that does not keep the metadata table (an old upsertlake) commits beside it: readers
+    list storage (warned), and the next write asking for one deletes it and builds it again."""
+    from upsertlake.metadata.listing import MetadataTableWarning
+
+    t = new_table(tmp_path)
+    t.upsert(batch(range(10)))
+    saved = tmp_path.parent / "saved"
+    shutil.copytree(tmp_path / ".hoodie" / "metadata", saved / "metadata")
+    shutil.copy(tmp_path / ".hoodie" / "hoodie.properties", saved / "hoodie.properties")
+    t.upsert(batch(range(10, 20)), options={"hoodie.metadata.enable": "false"})
+    assert not (tmp_path / ".hoodie" / "metadata").exists()
+    shutil.copytree(saved / "metadata", tmp_path / ".hoodie" / "metadata")  # as the old writer left it
+    shutil.copy(saved / "hoodie.properties", tmp_path / ".hoodie" / "hoodie.properties")
+    with pytest.warns(MetadataTableWarning, match="misses 1 completed instant"):
+        assert sorted(upsertlake.open_table(tmp_path).read().column("id").to_pylist()) == [f"id-{i:04d}" for i in range(20)]
+    upsertlake.open_table(tmp_path).upsert(batch(range(20, 30)), options={"hoodie.metadata.enable": "true"})
+    holds(tmp_path)
+    assert sorted(t.read().column("id").to_pylist()) == [f"id-{i:04d}" for i in range(30)]

@@ -1,0 +1,165 @@
+"""Compacting and cleaning the metadata table (docs/DESIGN.md §11).
+
+Compaction folds each file group's log files into a new HFile base file once enough deltacommits
+completed since the last one (hoodie.metadata.compact.max.delta.commits), as Hudi's metadata
+writer does, inside a data instant's commit. Its instant time stays below every pending data
+instant whose metadata deltacommit completed (HoodieBackedTableMetadataWriter.compactIfNecessary),
+and it folds only the log files completed before that time: those of a pending data instant stay
+after the new base file, to count once their instant completes or to be rolled back.
+
+Cleaning keeps each file group's two newest slices (a reader that listed the metadata table just
+before a compaction still finds its files) and deletes the older ones.
+"""
+
+from __future__ import annotations
+
+from upsertlake.hfile import Compression, write_hfile
+from upsertlake.hfile import file_info as hfile_info
+from upsertlake.logfile.names import LogFileName
+from upsertlake.metadata.records import encode, writer_schema
+from upsertlake.metadata.partitions import SOLO_COMMIT_TIMESTAMP
+from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
+from upsertlake.metadata.writer import WRITE_TOKEN
+from upsertlake.timeline import documents
+from upsertlake.timeline.active import Timeline, delete_instant_files, transition
+from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
+from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.instant_time import format_instant_time, next_instant_time, parse_instant_time
+
+from datetime import timedelta
+
+BASE_BLOCK_SIZE = 64 * 1024
+PLAN_SCHEMA = "HoodieCompactionPlan"
+SLICES_KEPT = 2
+
+
+def deltacommits_since_compaction(table: MetadataTable) -> int:
+    """Completed deltacommits after the last completed compaction (or since the start)."""
+    done = [i for i in table.timeline.instants if i.is_completed]
+    last = max((i.time for i in done if i.action is Action.COMMIT), default="")
+    return sum(1 for i in done if i.action is Action.DELTA_COMMIT and i.time > last)
+
+
+def compaction_time(table: MetadataTable, data: Timeline) -> str | None:
+    """The instant of the next compaction: below every pending data instant whose metadata
+    deltacommit completed, else after everything on both timelines; None when that time would
+    not be after the newest base file (nothing could be folded)."""
+    completed = {i.time for i in table.timeline.instants if i.is_completed and i.action is Action.DELTA_COMMIT}
+    done = {i.time for i in data.instants if i.is_completed}  # a completed compaction keeps its .compaction files
+    pending = sorted(i.time for i in data.instants if i.time not in done and i.time in completed)
+    zone = data.layout.zone
+    if pending:
+        time = format_instant_time(parse_instant_time(pending[0], zone) - timedelta(milliseconds=1), zone)
+    else:
+        time = next_instant_time(max(filter(None, [table.timeline.last_time(), data.last_time()])), zone)
+    newest_base = max((i.time for i in table.timeline.instants if i.is_completed and i.action is Action.COMMIT), default="")
+    if time <= newest_base or table.timeline.get(time) is not None:
+        return None
+    return time
+
+
+def compact(table: MetadataTable, time: str, table_version: int) -> Instant:
+    """Fold every file group's base file and the log files completed before `time` into a new
+    base file `<fileId>_<token>_<time>.hfile`; the compaction instant goes requested, inflight,
+    then completes as a commit."""
+    storage, layout = table.storage, table.timeline.layout
+    completion = {i.time: i.completed_at for i in table.timeline.instants if i.is_completed}
+    work: list[tuple[MetadataSlice, MetadataSlice]] = []
+    for partition in table.partitions:
+        for sl in table.slices(partition):
+            logs = tuple(p for p in sl.logs if completion[LogFileName.parse(p.rpartition("/")[2]).instant] < time)
+            work.append((sl, MetadataSlice(sl.partition, sl.file_id, sl.base, logs)))
+    plan = {"operations": [_operation(folded) for _, folded in work], "extraMetadata": None, "version": 2,
+            "strategy": None, "preserveHoodieMetadata": False, "missingSchedulePartitions": None}
+    requested = Instant(time, Action.COMPACTION, State.REQUESTED)
+    storage.write_if_absent(layout.path(requested), documents.encode(PLAN_SCHEMA, plan))
+    inflight = transition(storage, requested, State.INFLIGHT, b"", layout)
+    schema = writer_schema(table_version)
+    stats = [_write_base(table, folded, time, schema) for _, folded in work]
+    by_partition: dict[str, list[WriteStat]] = {}
+    for s in stats:
+        by_partition.setdefault(s.partitionPath, []).append(s)
+    metadata = CommitMetadata(by_partition, "COMPACT", {"schema": schema}, compacted=True)
+    done = Instant(inflight.time, Action.COMMIT, State.INFLIGHT)
+    return transition(storage, done, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout))
+
+
+def _operation(sl: MetadataSlice) -> dict:
+    base = sl.base.rpartition("/")[2] if sl.base else None
+    return {"baseInstantTime": base[: -len(BASE_EXTENSION)].rpartition("_")[2] if base else "",
+            "deltaFilePaths": [p.rpartition("/")[2] for p in sl.logs], "dataFilePath": base, "fileId": sl.file_id,
+            "partitionPath": sl.partition, "metrics": {}, "bootstrapFilePath": None}
+
+
+def _write_base(table: MetadataTable, sl: MetadataSlice, time: str, schema: str) -> WriteStat:
+    records = table.read_all(sl)
+    keys = sorted(records)
+    name = f"{sl.file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
+    values = encode([{**records[k], "_hoodie_file_name": name} for k in keys], schema)
+    info = {hfile_info.SCHEMA: schema.encode()}
+    if keys:
+        info.update({hfile_info.MIN_RECORD_KEY: keys[0].encode(), hfile_info.MAX_RECORD_KEY: keys[-1].encode()})
+    data = write_hfile(list(zip([k.encode() for k in keys], values)), block_size=BASE_BLOCK_SIZE,
+                       compression=Compression.NONE, file_info=info)
+    path = f"{sl.partition}/{name}"
+    table.storage.write_bytes(path, data)
+    return WriteStat(fileId=sl.file_id, path=path, partitionPath=sl.partition, prevCommit=time, numWrites=len(keys),
+                     numInserts=len(keys), totalWriteBytes=len(data), fileSizeInBytes=len(data),
+                     totalLogFilesCompacted=len(sl.logs))
+
+
+def trim_timeline(table: MetadataTable) -> list[str]:
+    """Remove the instants no file of the metadata table names any more (their log files were
+    cleaned), older than every instant a file still names: the metadata table's timeline stays as
+    long as its kept slices, not as long as its history (Hudi archives them; nothing reads them).
+    Initializations stay (readers check the table was initialized)."""
+    storage, layout = table.storage, table.timeline.layout
+    named: set[str] = set()
+    for partition in table.partitions:
+        for entry in storage.list(partition):
+            if entry.name.endswith(BASE_EXTENSION):
+                named.add(entry.name[: -len(BASE_EXTENSION)].rpartition("_")[2])
+            elif (log := LogFileName.parse(entry.name)) is not None:
+                named.add(log.instant)
+    if not named:
+        return []
+    oldest = min(named)
+    doomed = [i for i in table.timeline.instants
+              if i.is_completed and i.time < oldest and i.time not in named and not i.time.startswith(SOLO_COMMIT_TIMESTAMP)
+              and i.action in (Action.DELTA_COMMIT, Action.COMMIT)]
+    listed = storage.list(layout.folder)
+    for inst in doomed:
+        delete_instant_files(storage, inst, layout, listed)
+        if inst.action is Action.COMMIT:  # a compaction: its plan's files too
+            delete_instant_files(storage, Instant(inst.time, Action.COMPACTION, State.INFLIGHT), layout, listed)
+    return [i.time for i in doomed]
+
+
+def clean(table: MetadataTable) -> list[str]:
+    """Delete the file slices older than each file group's two newest base files; returns the
+    paths deleted."""
+    storage = table.storage
+    completed = {i.time: i.completed_at for i in table.timeline.instants if i.is_completed}
+    deleted = []
+    for partition in table.partitions:
+        bases: dict[str, list[tuple[str, str]]] = {}
+        logs: dict[str, list[tuple[str, str]]] = {}
+        for entry in storage.list(partition):
+            if entry.name.endswith(BASE_EXTENSION):
+                file_id, _, rest = entry.name[: -len(BASE_EXTENSION)].partition("_")
+                instant = rest.rpartition("_")[2]
+                if instant in completed:
+                    bases.setdefault(file_id, []).append((instant, entry.path))
+            elif (log := LogFileName.parse(entry.name)) is not None and log.instant in completed:
+                logs.setdefault(log.file_id, []).append((completed[log.instant], entry.path))
+        for file_id, versions in bases.items():
+            versions.sort()
+            if len(versions) <= SLICES_KEPT:
+                continue
+            keep_from = versions[-SLICES_KEPT][0]
+            doomed = [p for instant, p in versions if instant < keep_from]
+            doomed += [p for done, p in logs.get(file_id, []) if done < keep_from]
+            for path in doomed:
+                storage.delete(path)
+            deleted += doomed
+    return deleted

@@ -1,0 +1,111 @@
+"""Creating the metadata table and initializing its partitions, as Hudi's metadata writer does
+(HoodieBackedTableMetadataWriter.initializeFromFilesystem): docs/DESIGN.md §11.
+
+The table is a merge-on-read Hudi table of the data table's version in `.hoodie/metadata`. Each
+partition is initialized by a bulk-insert deltacommit of its own at a reserved instant time
+(`00000000000000` followed by a counter: files 000, column_stats 001, record_index 002,
+partition_stats 003), writing one HFile base file per file group. The data table lists the
+partition in `hoodie.table.metadata.partitions.inflight` while it is built and in
+`hoodie.table.metadata.partitions` once its deltacommit completed: a crash midway leaves it
+inflight, which no reader trusts, and the next writer builds it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from upsertlake.config.properties_file import create_properties, properties_checksum
+from upsertlake.hfile import Compression, write_hfile
+from upsertlake.hfile import file_info as hfile_info
+from upsertlake.metadata import keys as mkeys
+from upsertlake.metadata.partitions import (
+    COLUMN_STATS,
+    FILES,
+    FOLDER,
+    PARTITION_STATS,
+    RECORD_INDEX,
+    SOLO_COMMIT_TIMESTAMP,
+    file_group_id,
+)
+from upsertlake.metadata.records import Record, encode, writer_schema
+from upsertlake.metadata.table import BASE_EXTENSION
+from upsertlake.metadata.writer import WRITE_TOKEN
+from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline, delete_instant_files, transition
+from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
+from upsertlake.timeline.instant import Action, Instant, State
+
+INIT_TIMES = {FILES: "000", COLUMN_STATS: "001", RECORD_INDEX: "002", PARTITION_STATS: "003"}
+PARTITION_METAFILE = ".hoodie_partition_metadata"
+BASE_BLOCK_SIZE = 64 * 1024
+
+
+def create_table(data_storage: Storage, table_name: str, table_version: int) -> Storage:
+    """Write the metadata table's `hoodie.properties` (as Hudi writes it for its metadata table)
+    unless it is there; returns the metadata table's storage."""
+    storage = data_storage.child(FOLDER)
+    props = {
+        "hoodie.compaction.payload.class": "org.apache.hudi.metadata.HoodieMetadataPayload",
+        "hoodie.table.initial.version": str(table_version),
+        "hoodie.table.keygenerator.type": "HOODIE_TABLE_METADATA",
+        "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.archivelog.folder": "history",
+        "hoodie.timeline.layout.version": "2",
+        "hoodie.timeline.history.path": "history",
+        "hoodie.datasource.write.drop.partition.columns": "false",
+        "hoodie.record.merge.strategy.id": "00000000-0000-0000-0000-000000000000",
+        "hoodie.table.recordkey.fields": "key",
+        "hoodie.table.name": f"{table_name}_metadata",
+        "hoodie.timeline.path": "timeline",
+        "hoodie.populate.meta.fields": "false",
+        "hoodie.table.base.file.format": "HFILE",
+        "hoodie.record.merge.mode": "CUSTOM",
+        "hoodie.table.version": str(table_version),
+    }
+    props["hoodie.table.checksum"] = str(properties_checksum(props))
+    create_properties(storage, props)
+    return storage
+
+
+def init_time(partition: str) -> str:
+    return SOLO_COMMIT_TIMESTAMP + INIT_TIMES[partition]
+
+
+def initialize_partition(
+    storage: Storage, partition: str, records: Sequence[Record], file_groups: int, table_version: int
+) -> Instant:
+    """Bulk-insert `records` into a new metadata partition of `file_groups` file groups, one HFile
+    base file each (empty ones too), under the partition's initialization deltacommit; one left
+    by a crashed attempt is removed first."""
+    timeline = Timeline.load(storage)
+    layout = timeline.layout
+    time = init_time(partition)
+    for entry in storage.list(partition):  # an earlier attempt's files
+        storage.delete(entry.path)
+    if (earlier := timeline.get(time, Action.DELTA_COMMIT)) is not None:
+        delete_instant_files(storage, earlier, layout)
+    storage.write_if_absent(f"{partition}/{PARTITION_METAFILE}", f"#partition metadata\ncommitTime={time}\npartitionDepth=1\n".encode())
+    requested = Instant(time, Action.DELTA_COMMIT, State.REQUESTED)
+    storage.write_if_absent(layout.path(requested), b"")
+    inflight = transition(storage, requested, State.INFLIGHT, b"", layout)
+    schema = writer_schema(table_version)
+    by_key = {r["key"]: r for r in records}
+    keys = sorted(by_key)
+    groups = mkeys.file_group_index(keys, file_groups).tolist() if keys else []
+    stats = []
+    for g in range(file_groups):
+        mine = [k for k, n in zip(keys, groups) if n == g]
+        file_id = file_group_id(partition, g)
+        name = f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
+        values = encode([{**by_key[k], "_hoodie_file_name": name} for k in mine], schema)
+        info = {hfile_info.SCHEMA: schema.encode()}
+        if mine:
+            info.update({hfile_info.MIN_RECORD_KEY: mine[0].encode(), hfile_info.MAX_RECORD_KEY: mine[-1].encode()})
+        data = write_hfile(list(zip([k.encode() for k in mine], values)), block_size=BASE_BLOCK_SIZE,
+                           compression=Compression.NONE, file_info=info)
+        path = f"{partition}/{name}"
+        storage.write_bytes(path, data)
+        stats.append(WriteStat(fileId=file_id, path=path, partitionPath=partition, numWrites=len(mine), numInserts=len(mine),
+                               totalWriteBytes=len(data), fileSizeInBytes=len(data)))
+    metadata = CommitMetadata({partition: stats}, "BULK_INSERT", {"schema": schema})
+    return transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout))

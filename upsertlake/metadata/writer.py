@@ -1,0 +1,131 @@
+"""Writing the metadata table: a deltacommit per data instant, its rollback, and the creation of
+a partition (docs/DESIGN.md §11).
+
+A deltacommit at the data instant's time writes, per file group that gets records, one new log
+file `.<fileId>_<instant>.log.1_<token>` holding an HFile data block (the upserted records, sorted
+by key, each value an Avro datum under the writer schema with its key field emptied, GZ, as
+Hudi's HoodieHFileDataBlock) and a delete block (the deleted keys). Its instant goes requested,
+inflight, completed, like any Hudi deltacommit; the data instant completes after it, so a crash in
+between leaves blocks readers ignore (`table.valid_instants`) until the data instant's rollback
+undoes the deltacommit (`undo`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from upsertlake.errors import CorruptTableError
+from upsertlake.logfile.blocks import Block, BlockType, DataBlock, HeaderKey
+from upsertlake.logfile.names import LogFileName
+from upsertlake.logfile.writer import append_blocks, delete_block
+from upsertlake.metadata import keys as mkeys
+from upsertlake.metadata.records import Record, encode, writer_schema
+from upsertlake.metadata.table import BASE_EXTENSION, MetadataTable
+from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline, delete_instant_files, transition
+from upsertlake.timeline.commit_metadata import CommitMetadata, DeltaWriteStat, WriteStat
+from upsertlake.timeline.instant import Action, Instant, State
+
+WRITE_TOKEN = "0-0-0"  # the metadata table is written by one task per file group, first attempt
+
+
+@dataclass
+class Changes:
+    """What one instant changes in one metadata partition: records written over (combined with)
+    the stored ones, and keys deleted."""
+
+    upserts: list[Record] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.upserts or self.deletes)
+
+
+def deltacommit(table: MetadataTable, instant_time: str, changes: Mapping[str, Changes], table_version: int) -> Instant:
+    """Write `changes` (metadata partition -> Changes) as the metadata deltacommit `instant_time`;
+    a deltacommit of that time left by an earlier attempt is undone first. Returns the completed
+    instant. Call under the data table's lock."""
+    storage, layout = table.storage, table.timeline.layout
+    if table.timeline.get(instant_time, Action.DELTA_COMMIT) is not None:
+        undo(storage, instant_time)
+        table = table.reloaded()
+    requested = Instant(instant_time, Action.DELTA_COMMIT, State.REQUESTED)
+    if not storage.write_if_absent(layout.path(requested), b""):
+        raise CorruptTableError(f"metadata deltacommit {instant_time} exists already")
+    inflight = transition(storage, requested, State.INFLIGHT, b"", layout)
+    schema = writer_schema(table_version)
+    stats: list[WriteStat] = []
+    for partition in sorted(changes):
+        if changes[partition]:
+            stats += _write_partition(table, partition, instant_time, changes[partition], schema)
+    metadata = CommitMetadata(
+        partition_to_write_stats=_by_partition(stats), operation_type="UPSERT_PREPPED", extra_metadata={"schema": schema},
+    )
+    return transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout))
+
+
+def _write_partition(table: MetadataTable, partition: str, instant_time: str, changes: Changes, schema: str) -> list[WriteStat]:
+    slices = table.slices(partition)
+    if not slices:
+        raise CorruptTableError(f"the metadata table has no file groups in its {partition} partition")
+    upserts = {r["key"]: r for r in changes.upserts}  # one record per key: the last given
+    deletes = sorted(set(changes.deletes) - upserts.keys())
+    ups = sorted(upserts)
+    up_groups = mkeys.file_group_index(ups, len(slices)).tolist() if ups else []
+    del_groups = mkeys.file_group_index(deletes, len(slices)).tolist() if deletes else []
+    stats = []
+    for group, sl in enumerate(slices):
+        keys = [k for k, g in zip(ups, up_groups) if g == group]
+        gone = [k for k, g in zip(deletes, del_groups) if g == group]
+        if not keys and not gone:
+            continue
+        blocks: list[Block] = []
+        if keys:
+            entries = pa.table({"key": pa.array([k.encode("utf-8") for k in keys], pa.binary()),
+                                "value": pa.array(encode([upserts[k] for k in keys], schema), pa.binary())})
+            header = {HeaderKey.SCHEMA: schema, HeaderKey.INSTANT_TIME: instant_time}
+            blocks.append(DataBlock(instant_time, schema, entries, header, BlockType.HFILE_DATA))
+        if gone:
+            keyed = pa.table({"record_key": pa.array(gone, pa.string()), "partition_path": pa.array([partition] * len(gone))})
+            blocks.append(delete_block(instant_time, keyed))
+        name = LogFileName(sl.file_id, instant_time, 1, WRITE_TOKEN).format()
+        path = f"{partition}/{name}"
+        data = append_blocks(blocks)
+        table.storage.write_bytes(path, data)
+        stats.append(DeltaWriteStat(
+            fileId=sl.file_id, path=path, partitionPath=partition, prevCommit=instant_time,
+            numWrites=len(keys), numUpdateWrites=len(keys), numDeletes=len(gone), totalWriteBytes=len(data),
+            fileSizeInBytes=len(data), baseFile=sl.base.rpartition("/")[2] if sl.base else "", logFiles=(name,),
+        ))
+    return stats
+
+
+def undo(storage: Storage, instant_time: str) -> bool:
+    """Remove the metadata deltacommit `instant_time` (any state) and the files it wrote, from the
+    metadata table at `storage`: what a rollback of its data instant does (Hudi's metadata writer
+    rolls the deltacommit back), and what a retry of the same instant does first. Its files go
+    before its instant, so a crash midway leaves at most a pending deltacommit without files.
+    Returns whether there was one."""
+    timeline = Timeline.load(storage)
+    inst = timeline.get(instant_time, Action.DELTA_COMMIT)
+    if inst is None:
+        return False
+    for partition in sorted(e.name for e in storage.list("") if e.is_dir and not e.name.startswith(".")):
+        for entry in storage.list(partition):
+            log = LogFileName.parse(entry.name)
+            if log is not None and log.instant == instant_time:
+                storage.delete(entry.path)
+            elif entry.name.endswith(BASE_EXTENSION) and entry.name[: -len(BASE_EXTENSION)].endswith("_" + instant_time):
+                storage.delete(entry.path)
+    delete_instant_files(storage, inst, timeline.layout)
+    return True
+
+
+def _by_partition(stats: Sequence[WriteStat]) -> dict[str, list[WriteStat]]:
+    out: dict[str, list[WriteStat]] = {}
+    for s in stats:
+        out.setdefault(s.partitionPath, []).append(s)
+    return out
