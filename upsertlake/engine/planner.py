@@ -66,6 +66,7 @@ def plan_batch(
         profile = WorkloadProfile.build(
             records.column(PARTITION), file_ids, operation.type_name, instant_times=locations.column(LOC_INSTANT)
         )
+        chosen: UpsertPartitioner | BucketPartitioner | None
         if isinstance(index, BucketIndex):
             chosen, assignment = BucketPartitioner.for_records(
                 profile, records.column(PARTITION), records.column(KEY), file_ids, index.hash_fields, index.num_buckets

@@ -60,7 +60,7 @@ class LogDeletes:
 
     @property
     def nbytes(self) -> int:
-        return 64 + sum(keys.nbytes for _, keys in self.deleted)
+        return 64 + sum(int(keys.nbytes) for _, keys in self.deleted)
 
 
 def log_deletes(storage: Storage, log: LogFile) -> LogDeletes | None:
@@ -214,7 +214,8 @@ def live_copies(
         at = rows[group]
         keys = pc.cast(located.column(LOOKUP_KEY).take(pa.array(at)), pa.string())
         gone = deleted_keys(storage, slices[group], merge, pc.unique(keys))
-        return at[np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)]
+        found = np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)
+        return cast(np.ndarray, at[found])
 
     groups = list(rows)
     if len(groups) == 1:

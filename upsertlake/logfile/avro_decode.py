@@ -20,7 +20,7 @@ PAD = bytes(16)  # zero bytes after the data: a cursor past the end (corrupt rec
 
 
 def decode_flat(
-    payload: bytes,
+    payload: bytes | memoryview,
     starts: np.ndarray,
     ends: np.ndarray,
     fields: list[dict[str, Any]],

@@ -28,6 +28,9 @@ from upsertlake.errors import CorruptTableError, SchemaError
 from upsertlake.logfile.avro_decode import PAD, branches, decode_flat, gather
 from upsertlake.schema import META_COLUMNS, avro_to_arrow
 
+# A block's bytes: a view of the log file's bytes (not copied) or bytes of their own.
+Payload = bytes | memoryview
+
 _INT32 = struct.Struct(">i")
 _META_FIELD = {"type": ["null", "string"], "doc": "", "default": None}
 
@@ -50,7 +53,7 @@ def arrow_schema_of(schema_json: str) -> pa.Schema:
     return avro_to_arrow(schema_json, keep_meta=True)
 
 
-def decode_records(payload: bytes, count: int, schema_json: str) -> pa.Table:
+def decode_records(payload: Payload, count: int, schema_json: str) -> pa.Table:
     """`count` records as an Avro data block lists them (int32 length, then the datum) as an
     Arrow table in the schema's canonical Arrow types (meta columns kept)."""
     starts, ends = _bounds(payload, count)
@@ -60,7 +63,7 @@ def decode_records(payload: bytes, count: int, schema_json: str) -> pa.Table:
     return _decode_rows(payload, starts, ends, schema_json)
 
 
-def decode_record_runs(payloads: Sequence[bytes], counts: Sequence[int], schema_json: str) -> list[pa.Table]:
+def decode_record_runs(payloads: Sequence[Payload], counts: Sequence[int], schema_json: str) -> list[pa.Table]:
     """`decode_records` of each (payload, count) under one schema, in one pass over the fields
     (a pass costs a few milliseconds per block on top of its records: a slice's log files are
     read together). If the records of one payload do not end exactly where the next begins, each
@@ -89,12 +92,12 @@ def decode_record_runs(payloads: Sequence[bytes], counts: Sequence[int], schema_
     return [table.slice(f, c) for f, c in zip(firsts[:-1].tolist(), counts)]
 
 
-def decode_rows(payload: bytes, count: int, schema_json: str) -> pa.Table:
+def decode_rows(payload: Payload, count: int, schema_json: str) -> pa.Table:
     """`decode_records` through fastavro, one record at a time (any schema)."""
     return _decode_rows(payload, *_bounds(payload, count), schema_json)
 
 
-def _decode_rows(payload: bytes, starts: np.ndarray, ends: np.ndarray, schema_json: str) -> pa.Table:
+def _decode_rows(payload: Payload, starts: np.ndarray, ends: np.ndarray, schema_json: str) -> pa.Table:
     parsed = _parsed(schema_json)
     try:
         rows = [fastavro.schemaless_reader(io.BytesIO(payload[s:e]), parsed, None) for s, e in zip(starts, ends)]
@@ -103,7 +106,7 @@ def _decode_rows(payload: bytes, starts: np.ndarray, ends: np.ndarray, schema_js
         raise CorruptTableError(f"Avro records do not fit their block's schema: {e}") from e
 
 
-def split_datums(payload: bytes, count: int) -> list[bytes]:
+def split_datums(payload: Payload, count: int) -> list[Payload]:
     """The `count` records of a block's payload as their Avro binary datums, undecoded (for
     readers that decode them as Avro values, not as table rows: the archived timeline)."""
     starts, ends = _bounds(payload, count)
@@ -115,7 +118,7 @@ def join_datums(datums: Sequence[bytes]) -> bytes:
     return b"".join(part for d in datums for part in (_INT32.pack(len(d)), d))
 
 
-def _bounds(payload: bytes, count: int, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(payload: Payload, count: int, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Where each record's datum starts and ends in the payload (its first `size` bytes)."""
     length_at = _INT32.unpack_from
     prefixes: list[int] = []

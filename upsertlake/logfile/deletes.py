@@ -75,7 +75,7 @@ _SCHEMA = fastavro.parse_schema(
 _BRANCH_OF = {f"{_NS}.{name}": i + 1 for i, (name, _, _) in enumerate(_WRAPPERS)}
 
 
-def decode_delete_content(content: bytes) -> pa.Table:
+def decode_delete_content(content: bytes | memoryview) -> pa.Table:
     """The keys of a delete block's content (columns: see DeleteBlock)."""
     if len(content) < 8:
         raise CorruptTableError(f"a delete block's content is {len(content)} bytes, too short for its header")

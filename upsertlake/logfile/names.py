@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from upsertlake.errors import CorruptTableError
+
 LOG_EXTENSION = "log"
 CDC_SUFFIX = ".cdc"
 
@@ -53,6 +55,14 @@ class LogFileName:
     def next_version(self, write_token: str) -> LogFileName:
         """The name a writer rolls over to (HoodieLogFile.rollOver): same slice, version + 1."""
         return LogFileName(self.file_id, self.instant, self.version + 1, write_token, self.suffix)
+
+
+def log_instant(path: str) -> str:
+    """The instant that names the log file at `path` (refused by name when it is not one)."""
+    name = LogFileName.parse(path.rpartition("/")[2])
+    if name is None:
+        raise CorruptTableError(f"{path} is not a log file's name")
+    return name.instant
 
 
 def is_log_path(path: str) -> bool:

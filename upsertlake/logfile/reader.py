@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from upsertlake.errors import CorruptTableError, UnsupportedLogBlockError
 from upsertlake.hfile import read_records
-from upsertlake.logfile.avro_records import decode_record_runs, decode_records, split_datums
+from upsertlake.logfile.avro_records import Payload, decode_record_runs, decode_records, split_datums
 from upsertlake.logfile.blocks import (
     LOG_FORMAT_VERSION,
     MAGIC,
@@ -81,7 +81,7 @@ def read_logs(
     ]
 
 
-def read_avro_datums(data: bytes, name: str = "log file") -> list[tuple[str, list[bytes]]]:
+def read_avro_datums(data: bytes, name: str = "log file") -> list[tuple[str, list[Payload]]]:
     """The Avro data blocks of a log file as (writer schema JSON, each record's Avro binary
     datum), undecoded: for readers that decode records as Avro values, not as table rows (Hudi's
     archived timeline is a log file of HoodieArchivedMetaEntry records). Corrupt stretches (a

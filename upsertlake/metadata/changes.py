@@ -84,9 +84,9 @@ def indexed_columns(schema: pa.Schema, source_fields: Sequence[str] | None) -> l
 
 
 def _supported(t: pa.DataType) -> bool:
-    return (pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_date32(t)
-            or pa.types.is_timestamp(t) or pa.types.is_decimal(t))
+    return bool(pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
+                or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_date32(t)
+                or pa.types.is_timestamp(t) or pa.types.is_decimal(t))
 
 
 def footer_stats(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[ColumnStats] | None:
@@ -211,7 +211,7 @@ def _wrap(value: Any, t: pa.DataType, table_version: int) -> tuple[Any, dict[str
     elif pa.types.is_decimal(t):
         if table_version >= 9:
             unscaled = None if value is None else int(Decimal(value).scaleb(t.scale))
-            width = None if unscaled is None else max(1, (unscaled.bit_length() + 8) // 8)
+            width = 0 if unscaled is None else max(1, (unscaled.bit_length() + 8) // 8)
             v = None if unscaled is None else unscaled.to_bytes(width, "big", signed=True)
             return (None if v is None else (_NAMESPACE + "BytesWrapper", {"value": v}),
                     {"typeOrdinal": _DECIMAL, "additionalInfo": f"{t.precision},{t.scale}"})

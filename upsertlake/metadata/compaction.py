@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from upsertlake.hfile import Compression, write_hfile
 from upsertlake.hfile import file_info as hfile_info
-from upsertlake.logfile.names import LogFileName
+from upsertlake.logfile.names import LogFileName, log_instant
 from upsertlake.metadata.records import encode, writer_schema
 from upsertlake.metadata.partitions import SOLO_COMMIT_TIMESTAMP
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
@@ -27,6 +27,7 @@ from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time, next_instant_time, parse_instant_time
 
 from datetime import timedelta
+from typing import Any
 
 BASE_BLOCK_SIZE = 64 * 1024
 PLAN_SCHEMA = "HoodieCompactionPlan"
@@ -67,7 +68,7 @@ def compact(table: MetadataTable, time: str, table_version: int) -> Instant:
     work: list[tuple[MetadataSlice, MetadataSlice]] = []
     for partition in table.partitions:
         for sl in table.slices(partition):
-            logs = tuple(p for p in sl.logs if completion[LogFileName.parse(p.rpartition("/")[2]).instant] < time)
+            logs = tuple(p for p in sl.logs if completion[log_instant(p)] < time)
             work.append((sl, MetadataSlice(sl.partition, sl.file_id, sl.base, logs)))
     plan = {"operations": [_operation(folded) for _, folded in work], "extraMetadata": None, "version": 2,
             "strategy": None, "preserveHoodieMetadata": False, "missingSchedulePartitions": None}
@@ -84,7 +85,7 @@ def compact(table: MetadataTable, time: str, table_version: int) -> Instant:
     return transition(storage, done, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout))
 
 
-def _operation(sl: MetadataSlice) -> dict:
+def _operation(sl: MetadataSlice) -> dict[str, Any]:
     base = sl.base.rpartition("/")[2] if sl.base else None
     return {"baseInstantTime": base[: -len(BASE_EXTENSION)].rpartition("_")[2] if base else "",
             "deltaFilePaths": [p.rpartition("/")[2] for p in sl.logs], "dataFilePath": base, "fileId": sl.file_id,

@@ -20,6 +20,7 @@ import hashlib
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -83,7 +84,7 @@ def file_group_index(keys: pa.Array | pa.ChunkedArray | Sequence[str], groups: i
         hashes = _ascii_hash_codes(array)
     else:
         hashes = np.array([_hash_code(k) for k in array.to_pylist()], dtype=np.int64)
-    return np.abs(hashes) % groups
+    return cast(np.ndarray, np.abs(hashes) % groups)
 
 
 def _hash_code(key: str) -> int:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 
@@ -36,7 +36,7 @@ MISSING_FILE_INDEX = -1  # RECORD_INDEX_MISSING_FILEINDEX_FALLBACK: a file id wi
 def writer_schema(table_version: int) -> str:
     """The HoodieMetadataRecord schema JSON Hudi writes for a table version (8 or 9)."""
     name = "HoodieMetadataRecord.v9.avsc" if table_version >= 9 else "HoodieMetadataRecord.v8.avsc"
-    return resources.files("upsertlake.metadata").joinpath("avro", name).read_text("utf-8")
+    return resources.files("upsertlake.metadata").joinpath("avro").joinpath(name).read_text("utf-8")
 
 
 @lru_cache(maxsize=16)
@@ -54,9 +54,9 @@ def decode(values: Iterable[bytes], keys: Iterable[str], schema_json: str, where
         record = seen.get(value)
         if record is None:
             try:
-                record = seen[value] = fastavro.schemaless_reader(
+                record = seen[value] = cast(Record, fastavro.schemaless_reader(
                     io.BytesIO(value), schema, None, return_record_name=True, return_record_name_override=True
-                )
+                ))
             except (EOFError, ValueError, IndexError, TypeError, UnicodeDecodeError) as e:
                 raise CorruptTableError(f"{where}: the metadata record of key {key!r} does not decode: {e}") from e
         out.append({**record, "key": key})
@@ -67,7 +67,7 @@ def encode(records: Iterable[Record], schema_json: str) -> list[bytes]:
     """Avro datums of records, their key field emptied as Hudi writes them (the HFile key holds it).
     A record index entry depends on its location alone: each location is encoded once."""
     schema = _parsed(schema_json)
-    seen: dict[tuple, bytes] = {}
+    seen: dict[tuple[Any, ...], bytes] = {}
     out = []
     for record in records:
         info = record.get("recordIndexMetadata")
@@ -96,7 +96,9 @@ def combine(older: Record | None, newer: Record | None) -> Record | None:
     return newer
 
 
-def combine_files(older: Mapping[str, dict] | None, newer: Mapping[str, dict] | None) -> dict[str, dict]:
+def combine_files(
+    older: Mapping[str, dict[str, Any]] | None, newer: Mapping[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
     """A partition's files (combineFileSystemMetadata): a deletion removes a listed file and is
     kept only for a file not listed before (the older side may be merged later); sizes only grow."""
     out = dict(older or {})
@@ -159,7 +161,7 @@ def _value(wrapped: Any) -> Any:
 def wrapper_name(wrapped: Any) -> str | None:
     """The wrapper record's short name (`LongWrapper`, `DecimalWrapper`, ...) of a bound."""
     if isinstance(wrapped, tuple):
-        return wrapped[0].removeprefix(WRAPPER_NAMESPACE)
+        return str(wrapped[0]).removeprefix(WRAPPER_NAMESPACE)
     return None
 
 

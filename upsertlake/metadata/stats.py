@@ -28,9 +28,9 @@ def bound(stats: Record, field: str, t: pa.DataType) -> Any:
     value = unwrap(stats, field)
     if value is None:
         return None
-    ordinal = (stats.get("valueType") or {}).get("typeOrdinal")
+    ordinal: int | None = (stats.get("valueType") or {}).get("typeOrdinal")
     if pa.types.is_timestamp(t):
-        unit = _TIMESTAMP_UNITS.get(ordinal, "us")
+        unit = _TIMESTAMP_UNITS.get(ordinal, "us") if ordinal is not None else "us"
         return pa.scalar(int(value), pa.int64()).cast(pa.timestamp(unit, t.tz)).cast(t).as_py()
     if pa.types.is_date32(t):
         return pa.scalar(int(value), pa.int32()).cast(t).as_py()

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,7 +28,7 @@ from upsertlake.errors import CorruptTableError
 from upsertlake.hfile import HFileReader
 from upsertlake.hfile import file_info
 from upsertlake.logfile.blocks import BlockType, CommandBlock, DataBlock, DeleteBlock
-from upsertlake.logfile.names import LogFileName
+from upsertlake.logfile.names import LogFileName, log_instant
 from upsertlake.logfile.reader import read_logs
 from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.partitions import (
@@ -88,7 +89,7 @@ class MetadataTable:
         key = (data_timeline.instants, partitions)
         cached = opened.get(key)
         if cached is not None:
-            return cached
+            return cast(MetadataTable, cached)
         table = cls._open(data_timeline, partitions)
         opened.put(key, table)
         return table
@@ -192,7 +193,7 @@ class MetadataTable:
 
     def _counted(self, sl: MetadataSlice) -> tuple[str, ...]:
         """The log files of a slice whose deltacommit counts (named by the data instant's time)."""
-        return tuple(p for p in sl.logs if LogFileName.parse(p.rpartition("/")[2]).instant in self.valid)
+        return tuple(p for p in sl.logs if log_instant(p) in self.valid)
 
     def read_all(self, sl: MetadataSlice) -> dict[str, Record]:
         """Every live record of one file slice (what a compaction writes into its new base file)."""

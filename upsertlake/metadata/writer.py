@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from upsertlake.errors import CorruptTableError
-from upsertlake.logfile.blocks import Block, BlockType, DataBlock, HeaderKey
+from upsertlake.logfile.blocks import Block, BlockType, DataBlock, Header, HeaderKey
 from upsertlake.logfile.names import LogFileName
 from upsertlake.logfile.writer import append_blocks, delete_block
 from upsertlake.metadata import keys as mkeys
@@ -76,7 +76,7 @@ def _write_partition(table: MetadataTable, partition: str, instant_time: str, ch
     ups = sorted(upserts)
     up_groups = mkeys.file_group_index(ups, len(slices)).tolist() if ups else []
     del_groups = mkeys.file_group_index(deletes, len(slices)).tolist() if deletes else []
-    stats = []
+    stats: list[WriteStat] = []
     for group, sl in enumerate(slices):
         keys = [k for k, g in zip(ups, up_groups) if g == group]
         gone = [k for k, g in zip(deletes, del_groups) if g == group]
@@ -86,7 +86,7 @@ def _write_partition(table: MetadataTable, partition: str, instant_time: str, ch
         if keys:
             entries = pa.table({"key": pa.array([k.encode("utf-8") for k in keys], pa.binary()),
                                 "value": pa.array(encode([upserts[k] for k in keys], schema), pa.binary())})
-            header = {HeaderKey.SCHEMA: schema, HeaderKey.INSTANT_TIME: instant_time}
+            header: Header = {HeaderKey.SCHEMA: schema, HeaderKey.INSTANT_TIME: instant_time}
             blocks.append(DataBlock(instant_time, schema, entries, header, BlockType.HFILE_DATA))
         if gone:
             keyed = pa.table({"record_key": pa.array(gone, pa.string()), "partition_path": pa.array([partition] * len(gone))})

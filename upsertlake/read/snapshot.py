@@ -183,10 +183,11 @@ def incremental_scan(
     touched: set[tuple[str, str]] = set()
     for inst in in_range:
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
-    needed = sorted({partition for partition, _ in touched})  # a missing file elsewhere is not read
+    partitions = sorted({partition for partition, _ in touched})  # a missing file elsewhere is not read
+    needed: list[str] | None = partitions
     view = FileSystemView(timeline, only=in_range)
     if by_completion:
-        gone = view.missing_in(needed)
+        gone = view.missing_in(partitions)
         damaged = [g for g in gone if g[0] not in cleaned_files(timeline)]
         if damaged:  # not cleaned, lost: a full table scan would silently miss its rows
             raise view.missing_error(damaged)

@@ -22,11 +22,13 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.config import options as opt
+from upsertlake.config.enums import IndexType
 from upsertlake.config.properties_file import write_properties
 from upsertlake.config.resolved import Config
 from upsertlake.config.table_config import TableConfig
@@ -112,7 +114,8 @@ def prepare(storage: Storage, config: TableConfig, options: Config | None = None
 
 def _wants_record_index(cfg: Config, keeps_keys: bool) -> bool:
     """Whether this writer asks for the record index (and can keep it)."""
-    return keeps_keys and (cfg.get(opt.METADATA_RECORD_INDEX_ENABLE) or cfg.get(opt.INDEX_TYPE) == "RECORD_INDEX")
+    asked = cfg.get(opt.METADATA_RECORD_INDEX_ENABLE) or cfg.get(opt.INDEX_TYPE) is IndexType.RECORD_INDEX
+    return keeps_keys and asked
 
 
 def initialize(storage: Storage, config: TableConfig, options: Config | None, keeps_keys: bool = True) -> TableConfig:
@@ -136,9 +139,9 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None, ke
     for f in view.all_base_files():
         if f.instant_time in done:
             added.setdefault(f.partition_path, {})[f.name] = f.size
-    for f in view.all_log_files():
-        if f.name.instant in done:
-            added.setdefault(f.partition_path, {})[f.path.rpartition("/")[2]] = f.size
+    for lf in view.all_log_files():
+        if lf.name.instant in done:
+            added.setdefault(lf.partition_path, {})[lf.path.rpartition("/")[2]] = lf.size
     slices = view.latest_file_slices()
     bases = [sl.base for sl in slices if sl.base is not None]
     with ThreadPoolExecutor(max_workers=max(1, min(FOOTER_THREADS, len(bases)))) as pool:
@@ -158,8 +161,8 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None, ke
             records, groups = mc.files_changes(added).upserts, 1
         elif partition == COLUMN_STATS:
             files = [(b.partition_path, b.path) for b in bases] + [(log.partition_path, log.path) for log in logs]
-            records = [r for p, path in files if stats[path]
-                       for r in mc.column_stats_records(p, path.rpartition("/")[2], stats[path], config.table_version)]
+            records = [r for p, path in files if (known := stats[path])
+                       for r in mc.column_stats_records(p, path.rpartition("/")[2], known, config.table_version)]
             groups = COLUMN_STATS_FILE_GROUPS
         elif partition == PARTITION_STATS:
             records, groups = _initial_partition_stats(slices, stats, config.table_version), 1
@@ -190,19 +193,22 @@ def record_index_file_groups(keys: int) -> int:
     return max(RECORD_INDEX_MIN_GROUPS, min(RECORD_INDEX_MAX_GROUPS, needed))
 
 
-def _initial_partition_stats(slices: list[FileSlice], stats: Mapping[str, list | None], table_version: int) -> list[dict]:
+def _initial_partition_stats(
+    slices: list[FileSlice], stats: Mapping[str, list[mc.ColumnStats] | None], table_version: int
+) -> list[dict[str, Any]]:
     """Tight partition stats over every file of the latest slices; none for a partition with a
     file of unknown statistics."""
-    by_partition: dict[str, list | None] = {}
+    by_partition: dict[str, list[list[mc.ColumnStats]] | None] = {}
     for sl in slices:
         for path in ([sl.base.path] if sl.base else []) + [log.path for log in sl.logs]:
             known = by_partition.setdefault(sl.partition_path, [])
             if known is None:
                 break
-            if stats.get(path) is None:
+            own = stats.get(path)
+            if own is None:
                 by_partition[sl.partition_path] = None
-            elif stats[path]:
-                known.append(stats[path])
+            elif own:
+                known.append(own)
     return [r for p, files in sorted(by_partition.items()) if files
             for r in mc.partition_stats_records(p, mc.merged(files), table_version)]
 
@@ -273,7 +279,7 @@ def drop_partitions(storage: Storage, config: TableConfig, partitions: Iterable[
     return TableConfig.load(storage)
 
 
-def _index_definitions(storage: Storage, config: TableConfig) -> tuple[str | None, dict]:
+def _index_definitions(storage: Storage, config: TableConfig) -> tuple[str | None, dict[str, Any]]:
     path = config.extra.get(INDEX_DEFINITIONS_KEY)
     if not path or not storage.exists(path):
         return None, {}
@@ -407,9 +413,9 @@ def _statistics(
     if COLUMN_STATS in partitions:
         column_changes = Changes()
         for s in [*bases, *logs]:
-            if written[s.path]:
+            if known := written[s.path]:
                 column_changes.upserts += mc.column_stats_records(s.partitionPath, s.path.rpartition("/")[2],
-                                                                  written[s.path], config.table_version)
+                                                                  known, config.table_version)
         for partition, names in deleted.items():
             column_changes.deletes += [k for n in names if not is_log_path(n)
                                        for k in _column_keys(columns, partition, n.rpartition("/")[2])]
@@ -446,7 +452,7 @@ def _commit_schema(metadata: CommitMetadata) -> pa.Schema | None:
 
 
 def _partition_stats(
-    table: MetadataTable, timeline: Timeline, metadata: CommitMetadata, written: Mapping[str, list | None],
+    table: MetadataTable, timeline: Timeline, metadata: CommitMetadata, written: Mapping[str, list[mc.ColumnStats] | None],
     schema: pa.Schema, columns: list[str], table_version: int,
 ) -> Changes:
     """Tight bounds per partition written, over every file of its latest slices as this instant
@@ -467,27 +473,28 @@ def _partition_stats(
             groups.pop((p, f), None)
     older = [(p, path.rpartition("/")[2]) for (p, _), paths in groups.items() for path in paths if path not in written]
     recorded = table.column_stats(older, columns) if older else {}
-    per_partition: dict[str, list | None] = {p: [] for p in touched}
+    per_partition: dict[str, list[list[mc.ColumnStats]] | None] = {p: [] for p in touched}
     for (partition, _), paths in groups.items():
         for path in paths:
-            if per_partition.get(partition) is None:
+            kept = per_partition.get(partition)
+            if kept is None:
                 break
             stats = written[path] if path in written else _recorded(recorded.get((partition, path.rpartition("/")[2])), schema, columns)
             if stats is None:
                 per_partition[partition] = None
             elif stats:
-                per_partition[partition].append(stats)
+                kept.append(stats)
     changes = Changes()
     for partition in touched:
-        stats = per_partition.get(partition)
-        if stats:
-            changes.upserts += mc.partition_stats_records(partition, mc.merged(stats), table_version)
+        files = per_partition.get(partition)
+        if files:
+            changes.upserts += mc.partition_stats_records(partition, mc.merged(files), table_version)
         else:
             changes.deletes += mc.partition_stats_keys(partition, columns)
     return changes
 
 
-def _recorded(records: Mapping[str, dict] | None, schema: pa.Schema, columns: list[str]) -> list[mc.ColumnStats] | None:
+def _recorded(records: Mapping[str, dict[str, Any]] | None, schema: pa.Schema, columns: list[str]) -> list[mc.ColumnStats] | None:
     """A file's statistics as the metadata table holds them, when it holds every column."""
     if records is None or any(c not in records for c in columns):
         return None

@@ -134,7 +134,10 @@ def _order_fields(order: tuple[str, ...], order_type: pa.DataType | None) -> lis
     """The stored ordering fields a scan of base files reads (their types from `order_type`)."""
     if not order:
         return []
-    return [pa.field(order[0], order_type)] if len(order) == 1 else list(order_type)
+    if len(order) == 1:
+        return [pa.field(order[0], order_type)]
+    assert order_type is not None, "several ordering fields are read as one struct"
+    return list(order_type)
 
 
 def _present(order: tuple[str, ...], names: list[str]) -> list[str]:
@@ -258,7 +261,10 @@ def _simple_located(
         paths = [bf.path for bf in plain]
         scan = scan_files(spark, spark_schema_of(pa.schema(fields)), storage, paths, file_names=True)
         numbers = sql_map({bf.name: sql_literal(n) for n, bf in enumerate(files)})
-        columns = [F.col(KEY).alias(STORED_KEY), F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(FILE_NUMBER)]
+        columns = [
+            F.col(KEY).alias(STORED_KEY),
+            F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(FILE_NUMBER),
+        ]
         if order:
             stored = F.col(order[0]) if len(order) == 1 else F.struct(*[F.col(f) for f in order])
             columns.append(stored.alias(STORED_ORDER))
@@ -268,6 +274,7 @@ def _simple_located(
         merged = slices.mapInArrow(partial(_read_slices, logged, files, storage, merge, order, pa.schema(out)),
                                    spark_schema_of(pa.schema(out)))
         located = merged if located is None else located.unionByName(merged)
+    assert located is not None, "the callers read no file when there is none"
     return located
 
 
@@ -327,22 +334,33 @@ def _join(
     batch = prepared.withColumn(PARTITION_NUMBER, own_part)  # null: a partition without files, so no match
     if is_global:
         fields = [PARTITION_NUMBER, FILE_NUMBER, *([STORED_ORDER] if order else [])]  # ordered by (partition, file)
-        grouped = stored.repartition(parts, STORED_KEY).groupBy(STORED_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
+        grouped = (
+            stored.repartition(parts, STORED_KEY)
+            .groupBy(STORED_KEY)
+            .agg(F.collect_list(F.struct(*fields)).alias("_locs"))
+        )
         batch = batch.repartition(parts, KEY)
         joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[STORED_KEY], "left")
         own = F.array_min(F.filter("_locs", lambda loc: loc[PARTITION_NUMBER] == batch[PARTITION_NUMBER]))
         loc = F.coalesce(own, F.array_min("_locs"))
         number, stored_order = loc[FILE_NUMBER], [loc[STORED_ORDER].alias(STORED_ORDER)] if order else []
     else:
-        located = stored.repartition(parts, STORED_KEY, PARTITION_NUMBER).groupBy(STORED_KEY, PARTITION_NUMBER).agg(F.min(FILE_NUMBER).alias(FILE_NUMBER))
+        located = (
+            stored.repartition(parts, STORED_KEY, PARTITION_NUMBER)
+            .groupBy(STORED_KEY, PARTITION_NUMBER)
+            .agg(F.min(FILE_NUMBER).alias(FILE_NUMBER))
+        )
         batch = batch.repartition(parts, KEY, PARTITION_NUMBER)
         on = (batch[KEY] == located[STORED_KEY]) & (batch[PARTITION_NUMBER] == located[PARTITION_NUMBER])
         joined = batch.join(located.hint("merge"), on, "left")
         number, stored_order = located[FILE_NUMBER], []
     values = ([bf.partition_path for bf in files], [bf.file_id for bf in files], [bf.instant_time for bf in files])
     # Guarded: Spark 4.1 gave element_at(literal array, <null from the outer join> + 1) a value.
-    located = [F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c) for v, c in zip(values, LOCATION)]
-    return joined.select(*[batch[c] for c in prepared.columns], *located, *stored_order)
+    location = [
+        F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c)
+        for v, c in zip(values, LOCATION)
+    ]
+    return joined.select(*[batch[c] for c in prepared.columns], *location, *stored_order)
 
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------
@@ -393,6 +411,7 @@ def _check_files(
         stored = parquet.read(columns=columns)
         found = stored.filter(pc.is_in(stored.column(KEY), value_set=candidates))
         if int(number) in logged and found.num_rows:
+            assert merge is not None, "slices with log files come with how they merge"
             found = live_in_slice(storage, logged[int(number)], merge, found, KEY, _single(order, columns))
         n = found.num_rows
         if not n:
@@ -475,7 +494,7 @@ def _tag_task(
     records, locations = tag_records(batch, index, view, operation, cfg, table_config.ordering_fields, merge)
     if not records.num_rows:
         return
-    rewrites = frozenset()
+    rewrites: frozenset[tuple[str, str]] = frozenset()
     key_buckets = pa.nulls(records.num_rows, pa.int32())
     if isinstance(index, BucketIndex):
         if merge is not None:

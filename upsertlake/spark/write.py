@@ -59,7 +59,7 @@ from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.file_writer import FileWriterConfig, file_writer_config
 from upsertlake.layout.markers import reconcile_markers, staging_folder
-from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
+from upsertlake.partitioner import Bucket, BucketPartitioner, UpsertPartitioner, WorkloadProfile
 from upsertlake.schema.columns import BUCKET, KEY, KEY_BUCKET, LOC_FILE_ID, LOC_INSTANT, LOCATION, PARTITION, POSITION
 from upsertlake.services.stat_map import StatMap, T
 from upsertlake.spark.assign import bucket_column, bucket_index_column
@@ -229,11 +229,13 @@ def _tag(
         frame, prepare = prepared, None
         if route.fused:
             frame, prepare = _gathered(df, key_fields, 1), partial(_prepared_records, spec, records)
+        assert frame is not None, "the records are prepared or gathered"
         folder = staging_folder(instant)
         client.writes.hold(instant, "tagged", partial(client.storage.delete_dir, folder))
         staged, counts = tag_in_task(frame, records, route.operation, route.cfg, view.timeline, route.index,
                                      client.table_config, empty.distinct, client.storage, folder, prepare)
         return counts, None, staged, frozenset((r[0], r[1]) for r in counts if r[5])
+    assert prepared is not None, "a distributed tag takes the prepared frame"
     merge = slice_merge(client.table_config, view)
     if route.bucket is not None:
         tagged, logged = tag_buckets(prepared, route.bucket, view, merge is not None)
@@ -244,14 +246,17 @@ def _tag(
         key_bucket = F.lit(None).cast("int")
     tagged = tagged.persist()
     client.writes.hold(instant, "tagged", tagged.unpersist)
-    counts = (
+    groups = (
         tagged.groupBy(PARTITION, LOC_FILE_ID, key_bucket.alias("b"))
         .agg(F.count(F.lit(1)).alias("n"), F.max(LOC_INSTANT).alias("i"))
         .select(PARTITION, LOC_FILE_ID, "n", "i", "b")
         .collect()
     )
-    rewrites = rewritten_on_spark(tagged, logged, merge, client.storage, parts) if logged else frozenset()
-    return counts, tagged, None, rewrites
+    rewrites: frozenset[tuple[str, str]] = frozenset()
+    if logged:
+        assert merge is not None, "slices with log files come with how they merge"
+        rewrites = rewritten_on_spark(tagged, logged, merge, client.storage, parts)
+    return groups, tagged, None, rewrites
 
 
 def _profile(counts: list[Any], operation: Operation) -> WorkloadProfile:
@@ -277,24 +282,30 @@ def _plan(
         new = {(r[0], r[4]) for r in counts if r[1] is None}
         plan = plan_profile(client.context, operation, cfg, view, profile, data_schema, new_buckets=new,
                             rewrites=rewrites)
+        assert isinstance(plan.partitioner, BucketPartitioner), "the bucket index's plan has its partitioner"
         if route.in_task:
             threads = cfg.get(opt.WRITE_PARALLELISM)
             return plan, partial(_write_in_task, df.sparkSession, staged, plan.partitioner, client.storage, threads)
         by_key = operation.sized_by_batch and cfg.get(opt.BULK_INSERT_SORT_MODE) in SORTED_MODES
-        assigned = tagged.withColumn(BUCKET, bucket_index_column(plan.partitioner, PARTITION, KEY_BUCKET, LOC_FILE_ID))
+        assert tagged is not None, "the records are tagged by Spark"
+        bucket = bucket_index_column(plan.partitioner, PARTITION, KEY_BUCKET, LOC_FILE_ID)
+        assigned = tagged.withColumn(BUCKET, bucket)
         return plan, partial(_rewrite, assigned.drop(*LOCATION, KEY_BUCKET), client.storage, by_key=by_key)
     if operation.sized_by_batch:
         inserts = {p: w.num_inserts for p, w in profile.partitions.items()}
         sort_mode = cfg.get(opt.BULK_INSERT_SORT_MODE)
+        assert tagged is not None, "a bulk insert is tagged by Spark (it is never small enough for one task)"
         size = _record_size(tagged, inserts, data_schema, file_writer_config(cfg), sort_mode)
         buckets, first, per_file = bulk_insert_layout(inserts, size, sizing(view.timeline, cfg)[1])
         plan = WritePlan(operation, cfg, view, profile, buckets, data_schema,
                          merge_on_read=client.table_config.is_merge_on_read)
         return plan, partial(_rewrite, _bulk_assign(tagged, first, per_file, sort_mode), client.storage)
     plan = plan_profile(client.context, operation, cfg, view, profile, data_schema)
+    assert isinstance(plan.partitioner, UpsertPartitioner), "a plan from a profile has Hudi's partitioner"
     if route.in_task:  # one task writes them all, from the staged file
         threads = cfg.get(opt.WRITE_PARALLELISM)
         return plan, partial(_write_in_task, df.sparkSession, staged, plan.partitioner, client.storage, threads)
+    assert tagged is not None, "the records are tagged by Spark"
     return plan, partial(_rewrite, _assign(tagged, plan.partitioner), client.storage)
 
 
@@ -402,7 +413,7 @@ def _rewrite(
 def _write_in_task(
     spark: SparkSession,
     staged: str | None,
-    partitioner: UpsertPartitioner,
+    partitioner: UpsertPartitioner | BucketPartitioner,
     storage: Storage,
     threads: int,
     job: BucketJob,
@@ -498,7 +509,7 @@ def _write_task(
 
 @reraised_named
 def _write_all_task(
-    staged: str, job: BucketJob, partitioner: UpsertPartitioner, storage: Storage, threads: int,
+    staged: str, job: BucketJob, partitioner: UpsertPartitioner | BucketPartitioner, storage: Storage, threads: int,
     numbers: list[int] | None, batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """`_write_in_task`'s task: every staged record, in input order, assigned to its bucket and

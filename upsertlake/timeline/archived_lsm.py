@@ -57,7 +57,7 @@ SCHEMA = pa.schema([
 @cache
 def _footer() -> dict[str, str]:
     """The footer keys parquet-avro writes: the Avro schema of the rows, and the writer model."""
-    text = resources.files("upsertlake.timeline").joinpath("avro", f"{RECORD_SCHEMA}.avsc").read_text("utf-8").strip()
+    text = resources.files("upsertlake.timeline").joinpath("avro").joinpath(f"{RECORD_SCHEMA}.avsc").read_text("utf-8").strip()
     return {"parquet.avro.schema": text, "writer.model.name": "avro"}
 
 
@@ -191,7 +191,7 @@ def encode_file(rows: Sequence[LsmInstant]) -> bytes:
     with pq.ParquetWriter(sink, SCHEMA, compression="gzip", store_schema=False) as writer:
         writer.write_table(table)
         writer.add_key_value_metadata(_footer())
-    return sink.getvalue().to_pybytes()
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def write(storage: Storage, folder: str, rows: Sequence[LsmInstant]) -> str:
