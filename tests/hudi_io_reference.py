@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyspark
+
 from hudi_reference.environment import HUDI_0_15, HUDI_1_1, ReferenceUnavailable, bundle_jar, maven_jar
 
 HERE = Path(__file__).resolve().parent / "hfile"  # the Java programs it compiles

@@ -35,8 +35,8 @@ from upsertlake.errors import (
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 
 if TYPE_CHECKING:
-    from upsertlake.engine.write_plan import Progress
     from upsertlake.engine.write_client import WriteClient
+    from upsertlake.engine.write_plan import Progress
     from upsertlake.engine.write_result import WriteResult
     from upsertlake.table.open import create_table, open_table, upgrade_table
     from upsertlake.table.table import Table

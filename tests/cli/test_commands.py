@@ -87,7 +87,9 @@ def test_help_everywhere(capsys) -> None:
     from upsertlake.cli import main
 
     top = ok("--help")
-    assert "usage: upsertlake [-h] [-v] [--debug] [-q] [--storage-option KEY=VALUE] [--version]" in " ".join(top.split())
+    assert "usage: upsertlake [-h] [-v] [--debug] [-q] [--storage-option KEY=VALUE] [--version]" in " ".join(
+        top.split()
+    )
     # Both table types, in the help and the package's description (it said copy-on-write only).
     assert "Hudi-compatible upserts (copy-on-write and merge-on-read tables)" in top
     import tomllib
@@ -321,8 +323,15 @@ def test_write_logs_stage_timings_and_deletes(tmp_path: Path, inputs: Path) -> N
     )
     p = run("bulk-insert", path, inputs / "first.parquet", "-v")
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("bulk_insert ") and ": 20 input, 20 inserted, 0 updated, 0 deleted, 2 files written in " in p.stdout
-    logged = [line.split(": ")[1].split()[0] for line in p.stderr.splitlines() if "upsertlake.progress: " in line and " done in " in line]
+    assert (
+        p.stdout.startswith("bulk_insert ")
+        and ": 20 input, 20 inserted, 0 updated, 0 deleted, 2 files written in " in p.stdout
+    )
+    logged = [
+        line.split(": ")[1].split()[0]
+        for line in p.stderr.splitlines()
+        if "upsertlake.progress: " in line and " done in " in line
+    ]
     assert logged == ["read", "dedup", "tag", "profile", "write", "commit", "services"]
     assert sorted(p.name for p in path.iterdir() if not p.name.startswith(".")) == ["city=nyc", "city=sf"]
     out = js("delete", path, inputs / "gone.ndjson", "--option", "hoodie.combine.before.delete=false")

@@ -12,10 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import cli_in_process
 from upsertlake import open_table
 from upsertlake.cli.ingest_checkpoint import INGESTED_KEY
 from upsertlake.timeline.active import Timeline
+
+from helpers import cli_in_process
 
 pytestmark = pytest.mark.spark
 
@@ -29,14 +30,30 @@ def land(source: Path, name: str, keys: range, ts: int = 1) -> None:
 def recorded(table: Path) -> list[list[str]]:
     """The file names each completed commit recorded as ingested."""
     timeline = Timeline.load(open_table(table).storage)
-    return [sorted(Path(e["path"]).name for e in json.loads(timeline.commit_metadata(i).extra_metadata.get(INGESTED_KEY, "[]")))
-            for i in timeline.completed_writes()]
+    return [
+        sorted(
+            Path(e["path"]).name for e in json.loads(timeline.commit_metadata(i).extra_metadata.get(INGESTED_KEY, "[]"))
+        )
+        for i in timeline.completed_writes()
+    ]
 
 
 def test_every_mode_skips_what_another_ingested(spark, tmp_path: Path, capsys) -> None:
     source, table = tmp_path / "in", tmp_path / "t"
-    args = ["ingest", "--source", source, "--format", "parquet", "--table", table, "--record-key", "id",
-            "--precombine-field", "ts", "--json"]
+    args = [
+        "ingest",
+        "--source",
+        source,
+        "--format",
+        "parquet",
+        "--table",
+        table,
+        "--record-key",
+        "id",
+        "--precombine-field",
+        "ts",
+        "--json",
+    ]
     land(source, "a.parquet", range(0, 3))
     land(source, "b.parquet", range(3, 5))
     code, out, err = cli_in_process(capsys, *args)
@@ -68,10 +85,23 @@ def test_files_not_of_the_format_are_reported(spark, tmp_path: Path, capsys) -> 
     land(source, "a.parquet", range(0, 2))
     for name in ("notes.csv", "z1.json", "z2.json", "z3.json"):
         (source / name).write_text("id\nx\n")
-    args = ["ingest", "--source", source, "--format", "parquet", "--table", table, "--record-key", "id",
-            "--precombine-field", "ts"]
+    args = [
+        "ingest",
+        "--source",
+        source,
+        "--format",
+        "parquet",
+        "--table",
+        table,
+        "--record-key",
+        "id",
+        "--precombine-field",
+        "ts",
+    ]
     code, out, err = cli_in_process(capsys, *args)
     assert code == 0, err
-    assert (f"warning: 4 file(s) at {source} are not parquet (.parquet/.pq) and are not ingested: "
-            "notes.csv, z1.json, z2.json and 1 more") in err.splitlines()
+    assert (
+        f"warning: 4 file(s) at {source} are not parquet (.parquet/.pq) and are not ingested: "
+        "notes.csv, z1.json, z2.json and 1 more"
+    ) in err.splitlines()
     assert out.startswith("ingested 1 files")

@@ -57,7 +57,9 @@ def test_the_progress_logger_logs_each_stage_when_it_starts(tmp_path: Path, capl
         t.upsert(batch(10))
     lines = [r.getMessage() for r in caplog.records if r.name == "upsertlake.progress"]
     assert [re.sub(r" done in [\d.]+ s$", " done", line) for line in lines] == [
-        line for s in STAGES for line in ((f"{s} started (4 file groups)" if s == "write" else f"{s} started"), f"{s} done")
+        line
+        for s in STAGES
+        for line in ((f"{s} started (4 file groups)" if s == "write" else f"{s} started"), f"{s} done")
     ]
 
 
@@ -122,7 +124,7 @@ def test_nothing_extra_off_a_terminal_or_when_quiet(upsert_args: list[object]) -
 
 
 def test_verbose_logs_each_stage_as_it_starts(upsert_args: list[object]) -> None:
-    code, _, err = cli([*upsert_args, "-v"], terminal=False)
+    _code, _, err = cli([*upsert_args, "-v"], terminal=False)
     logged = [line.split("upsertlake.progress: ")[1] for line in err.splitlines() if "upsertlake.progress: " in line]
     assert [line.split()[0] for line in logged] == [s for s in ["read", *STAGES] for _ in (0, 1)]
     assert [line.split()[1] for line in logged] == ["started", "done"] * (len(STAGES) + 1)

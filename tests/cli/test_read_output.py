@@ -47,7 +47,9 @@ def read_back(path: Path, fmt: str) -> list[dict]:
      ("o.jsonl", [], "ndjson"), ("o2.csv", ["--format", "csv"], "csv"), ("o.out", ["--format", "json"], "json"),
      ("o.csv", ["--format", "parquet"], "parquet")],
 )  # fmt: skip
-def test_output_is_written_in_the_format_asked(table: Path, tmp_path: Path, name: str, options: list[str], fmt: str) -> None:
+def test_output_is_written_in_the_format_asked(
+    table: Path, tmp_path: Path, name: str, options: list[str], fmt: str
+) -> None:
     out = tmp_path / name
     p = cli("read", table, "--columns", "id", "v", "--output", out, *options)
     assert p.returncode == 0, p.stderr

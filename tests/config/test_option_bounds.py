@@ -35,7 +35,8 @@ def test_meaningless_values_are_refused_by_name_before_anything_is_written(
     t = upsertlake.create_table(tmp_path / "t", "t", record_key="id", precombine_field="ts")
     t.upsert(pa.table({"id": ["a"], "ts": [1]}))
     before = sorted(p.name for p in (tmp_path / "t" / ".hoodie").iterdir())
-    message = f"invalid value {value!r}{'' if isinstance(value, str) else f' ({type(value).__name__})'} for {key}: expected {expected}"
+    typed = "" if isinstance(value, str) else f" ({type(value).__name__})"
+    message = f"invalid value {value!r}{typed} for {key}: expected {expected}"
     with pytest.raises(ConfigError) as refused:
         upsertlake.open_table(tmp_path / "t", options={key: value})
     assert str(refused.value) == message

@@ -14,12 +14,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from hudi_reference.tables import COMPACT_NOW, Layout, Row, assert_model, assert_rows, create_ours, make_row, write
-from table_model import TableModel
 from upsertlake import open_table
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action
+
+from hudi_reference.tables import COMPACT_NOW, Layout, Row, assert_model, assert_rows, create_ours, make_row, write
+from table_model import TableModel
 
 pytestmark = pytest.mark.hudi
 
@@ -53,13 +54,20 @@ class Shared:
         assert_model(ours, self.model.rows, self.layout, f"{what}: ours")
         assert_rows(ours, self.hudi.snapshot(self.path), f"{what}: snapshot")
 
-    def archived(self, actions: set[Action] = set(WRITE_ACTIONS)) -> list[str]:
+    def archived(self, actions: set[Action] | None = None) -> list[str]:
         """What our timeline holds archived, of `actions`."""
+        if actions is None:
+            actions = set(WRITE_ACTIONS)
         return sorted(i.time for i in Timeline.load(Storage(self.path)).archived if i.action in actions)
 
     def hudi_archived(self) -> list[str]:
         """The archived commits Hudi lists (its commits timeline: commits, deltacommits, replacecommits)."""
-        return sorted(row[0] for row in self.hudi.call(self.path, "show_archived_commits", conf=self.layout.procedure_conf(), limit=1000, **EVERY_TIME))
+        return sorted(
+            row[0]
+            for row in self.hudi.call(
+                self.path, "show_archived_commits", conf=self.layout.procedure_conf(), limit=1000, **EVERY_TIME
+            )
+        )
 
     def across_archived(self, what: str) -> None:
         """Time travel to the newest archived write and an incremental read from the oldest: both
@@ -79,14 +87,21 @@ class Shared:
             assert_rows(ours, self.hudi.incremental(self.path, begin), f"{what}: incremental from archived {begin}")
         elif not self.layout.merge_on_read:
             # Hudi 0.15 leaves archived commits out unless it falls back to a full table scan (README)
-            options = {"hoodie.datasource.query.type": "incremental", "hoodie.datasource.read.begin.instanttime": begin,
-                       FALLBACK: "true"}
-            assert_rows(ours, self.hudi.read(self.path, options), f"{what}: incremental (full scan) from archived {begin}")
+            options = {
+                "hoodie.datasource.query.type": "incremental",
+                "hoodie.datasource.read.begin.instanttime": begin,
+                FALLBACK: "true",
+            }
+            assert_rows(
+                ours, self.hudi.read(self.path, options), f"{what}: incremental (full scan) from archived {begin}"
+            )
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"], ids=["cow", "mor"])
 @pytest.mark.parametrize("version", [6, 8])
-def test_each_reads_the_others_archived_timeline(tmp_path: Path, version: int, table_type: str, hudi_references) -> None:
+def test_each_reads_the_others_archived_timeline(
+    tmp_path: Path, version: int, table_type: str, hudi_references
+) -> None:
     hudi = hudi_references.for_table_version(version)
     t = Shared(tmp_path / "t", Layout(table_type, version, "SIMPLE", "one", all_types=False), hudi)
     create_ours(t.layout, t.path)
@@ -99,7 +114,9 @@ def test_each_reads_the_others_archived_timeline(tmp_path: Path, version: int, t
     open_table(t.path).rollback(doomed)
     t.model.rows, t.model.history = before[0], before[1]
     if t.layout.merge_on_read:
-        hudi.call(t.path, "run_compaction", conf=t.layout.procedure_conf(), op="scheduleAndExecute", options=COMPACT_NOW)
+        hudi.call(
+            t.path, "run_compaction", conf=t.layout.procedure_conf(), op="scheduleAndExecute", options=COMPACT_NOW
+        )
         [compaction] = [i.time for i in open_table(t.path).timeline() if i.action is Action.COMMIT]
     t.upsert("hudi", range(2, 5))
     t.upsert("ours", range(3, 6))
@@ -116,7 +133,9 @@ def test_each_reads_the_others_archived_timeline(tmp_path: Path, version: int, t
     for step in range(4):
         t.upsert("hudi" if step % 2 else "ours", range(10 + step, 13 + step))
     ours = open_table(t.path).archive(KEEP)
-    assert ours and t.hudi_archived() == t.archived() == sorted({*hudis, *(i.time for i in ours if i.action in WRITE_ACTIONS)})
+    assert ours and t.hudi_archived() == t.archived() == sorted(
+        {*hudis, *(i.time for i in ours if i.action in WRITE_ACTIONS)}
+    )
     t.check("after our archival")
     t.across_archived("our archive")
 

@@ -25,8 +25,13 @@ import threading
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet  # noqa: F401  (pa.parquet)
+import pyarrow.parquet
 import pytest
+
+from upsertlake import WriteConflictError, open_table
+from upsertlake.timeline import documents
+from upsertlake.timeline.instant import Action, State
+
 from helpers import REPO, hudi_read
 from hudi_reference import HudiError
 from hudi_reference.tables import (
@@ -40,11 +45,6 @@ from hudi_reference.tables import (
     write,
 )
 from table_model import TableModel
-
-from upsertlake import WriteConflictError, open_table
-from upsertlake.timeline import documents
-from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.instant import Action, State
 
 ROOT = REPO
 pytestmark = pytest.mark.hudi
@@ -79,7 +79,9 @@ class Table:
         assert_model(ours, self.model.rows, self.layout, f"{what}: ours")
         assert_rows(ours, self.hudi.snapshot(self.path), f"{what}: snapshot")
         if self.layout.merge_on_read:
-            assert_rows(table.read(query_type="read_optimized"), self.hudi.read_optimized(self.path), f"{what}: read-optimized")
+            assert_rows(
+                table.read(query_type="read_optimized"), self.hudi.read_optimized(self.path), f"{what}: read-optimized"
+            )
 
     def instants(self, action: Action, state: State = State.COMPLETED) -> list[str]:
         return [i.time for i in open_table(self.path).timeline() if i.action is action and i.state is state]
@@ -99,14 +101,21 @@ def test_hudi_compacts_our_logs_and_we_compact_hudis(tmp_path: Path, version: in
     create_ours(ours.layout, ours.path)
     ours.upsert("ours", range(12))
     ours.upsert("ours", range(0, 12, 2), ts=2)  # log files
-    hudi.call(ours.path, "run_compaction", conf=ours.layout.procedure_conf(), op="scheduleAndExecute", options=COMPACT_NOW)
+    hudi.call(
+        ours.path, "run_compaction", conf=ours.layout.procedure_conf(), op="scheduleAndExecute", options=COMPACT_NOW
+    )
     [compaction] = ours.instants(Action.COMMIT)
     ours.check("Hudi compacted our logs")
     assert not any(s.log_files for s in open_table(ours.path).scan().plan_files())  # each slice: its new base file
     ours.upsert("ours", range(1, 12, 3), ts=3)  # our logs on Hudi's base files
     ours.check("our logs on Hudi's compaction")
     # Hudi's inline compaction, with its next write, folds our logs in
-    ours.upsert("hudi", range(10, 14), ts=4, extra={"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "1"})
+    ours.upsert(
+        "hudi",
+        range(10, 14),
+        ts=4,
+        extra={"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "1"},
+    )
     assert len(ours.instants(Action.COMMIT)) == 2 and ours.instants(Action.COMMIT)[0] == compaction
     ours.check("Hudi's inline compaction over our logs")
 
@@ -119,7 +128,9 @@ def test_hudi_compacts_our_logs_and_we_compact_hudis(tmp_path: Path, version: in
     # async compaction: Hudi schedules the plan, we run it
     theirs.upsert("hudi", range(0, 12, 5), ts=3)
     hudi.call(theirs.path, "run_compaction", conf=theirs.layout.procedure_conf(), op="schedule", options=COMPACT_NOW)
-    [planned] = [i.time for i in open_table(theirs.path).timeline() if i.action is Action.COMPACTION and not i.is_completed]
+    [planned] = [
+        i.time for i in open_table(theirs.path).timeline() if i.action is Action.COMPACTION and not i.is_completed
+    ]
     assert open_table(theirs.path).compact().instant_time == planned
     theirs.check("we ran Hudi's compaction plan")
     theirs.upsert("hudi", range(3, 6), ts=4)
@@ -161,14 +172,18 @@ def our_killed_write(table: Table, rows: list[Row]) -> None:
     batch = table.batch(rows)
     with pa.OSFile(str(data), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
         writer.write_table(batch)
-    script = OUR_KILLED_WRITE.format(root=str(ROOT), path=str(table.path), data=str(data), options=table.layout.index_options())
+    script = OUR_KILLED_WRITE.format(
+        root=str(ROOT), path=str(table.path), data=str(data), options=table.layout.index_options()
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr
 
 
 @pytest.mark.parametrize("version", [6, 8])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_a_write_killed_midway_is_rolled_back_by_the_other_writer(tmp_path: Path, version: int, table_type: str, hudi_references) -> None:
+def test_a_write_killed_midway_is_rolled_back_by_the_other_writer(
+    tmp_path: Path, version: int, table_type: str, hudi_references
+) -> None:
     hudi = hudi_references.for_table_version(version)
     table = Table(tmp_path / "t", Layout(table_type, version, "SIMPLE", "one", all_types=False), hudi)
     table.upsert("hudi", range(10))
@@ -177,8 +192,12 @@ def test_a_write_killed_midway_is_rolled_back_by_the_other_writer(tmp_path: Path
 
     # Hudi's driver dies once it has written files of its next commit
     doomed = table.rows(range(0, 12, 2), ts=5)
-    killed = hudi.killed_write(table.path, table.batch(doomed), table.layout.hudi_options("upsert"),
-                               until=lambda: bool(pending(table.path)) and bool(new_data_files(table.path, before)))
+    killed = hudi.killed_write(
+        table.path,
+        table.batch(doomed),
+        table.layout.hudi_options("upsert"),
+        until=lambda: bool(pending(table.path)) and bool(new_data_files(table.path, before)),
+    )
     assert killed, "Hudi's write finished before it could be killed"
     [failed] = pending(table.path)
     table.check("Hudi's write killed: invisible")
@@ -207,8 +226,15 @@ def test_a_write_killed_midway_is_rolled_back_by_the_other_writer(tmp_path: Path
 
 
 def new_data_files(path: Path, before: set[Path]) -> list[Path]:
-    return [p for p in path.rglob("*") if p.is_file() and p not in before and ".hoodie" not in p.parts
-            and not p.name.endswith(".crc") and (p.suffix == ".parquet" or ".log." in p.name)]
+    return [
+        p
+        for p in path.rglob("*")
+        if p.is_file()
+        and p not in before
+        and ".hoodie" not in p.parts
+        and not p.name.endswith(".crc")
+        and (p.suffix == ".parquet" or ".log." in p.name)
+    ]
 
 
 def rolled_back(path: Path) -> set[str]:
@@ -216,7 +242,11 @@ def rolled_back(path: Path) -> set[str]:
     from helpers import instant_file
 
     done = [i.time for i in open_table(path).timeline() if i.action is Action.ROLLBACK and i.is_completed]
-    return {t for time in done for t in documents.decode(instant_file(path, time, "rollback").read_bytes())["commitsRollback"]}
+    return {
+        t
+        for time in done
+        for t in documents.decode(instant_file(path, time, "rollback").read_bytes())["commitsRollback"]
+    }
 
 
 # -- savepoints and restore -----------------------------------------------------------------------
@@ -242,7 +272,9 @@ def test_one_savepoints_the_other_restores(tmp_path: Path, version: int, hudi_re
     at_fourth = dict(table.model.rows)
     open_table(table.path).savepoint(fourth)
     table.upsert("ours", range(6), ts=5)
-    hudi.call(table.path, "rollback_to_savepoint", conf=table.layout.procedure_conf(), instant_time=fourth)  # our savepoint, Hudi's restore
+    hudi.call(
+        table.path, "rollback_to_savepoint", conf=table.layout.procedure_conf(), instant_time=fourth
+    )  # our savepoint, Hudi's restore
     table.model.rows = at_fourth
     table.check("Hudi's restore to our savepoint")
 
@@ -257,7 +289,9 @@ OCC = {
 
 
 @pytest.mark.parametrize("version", [6, 8])
-def test_hudi_and_our_optimistic_writers_lose_no_acknowledged_row(tmp_path: Path, version: int, hudi_references) -> None:
+def test_hudi_and_our_optimistic_writers_lose_no_acknowledged_row(
+    tmp_path: Path, version: int, hudi_references
+) -> None:
     hudi = hudi_references.for_table_version(version)
     table = Table(tmp_path / "t", Layout("COPY_ON_WRITE", version, "SIMPLE", "one", all_types=False), hudi)
     table.upsert("ours", range(30), extra=OCC)
@@ -269,7 +303,7 @@ def test_hudi_and_our_optimistic_writers_lose_no_acknowledged_row(tmp_path: Path
         handle = hudi.start_write(table.path, table.batch(theirs), {**table.layout.hudi_options("upsert"), **OCC})
         outcome: dict[str, BaseException | None] = {}
 
-        def ours_write() -> None:
+        def ours_write(mine: list[Row] = mine, outcome: dict[str, BaseException | None] = outcome) -> None:
             try:
                 open_table(table.path).upsert(table.batch(mine), {**table.layout.index_options(), **OCC})
                 outcome["ours"] = None
@@ -319,10 +353,16 @@ def test_streams_cross_over_exactly_once(tmp_path: Path, version: int, hudi_refe
     import upsertlake.spark as uls
 
     uls.register(spark)
-    query = (spark.readStream.schema(spark.read.parquet(str(landing)).schema).option("maxFilesPerTrigger", 1)
-             .parquet(str(landing))
-             .writeStream.format("upsertlake").options(**table.layout.hudi_options("insert"), **identifier)
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start(str(table.path)))
+    query = (
+        spark.readStream.schema(spark.read.parquet(str(landing)).schema)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(landing))
+        .writeStream.format("upsertlake")
+        .options(**table.layout.hudi_options("insert"), **identifier)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start(str(table.path))
+    )
     query.awaitTermination()
     assert query.exception() is None
     table.check("our sink after Hudi's, batch 1 replayed")
@@ -330,8 +370,10 @@ def test_streams_cross_over_exactly_once(tmp_path: Path, version: int, hudi_refe
     land(3)
     hudi.stream(landing, table.path, checkpoint, {**table.layout.hudi_options("insert"), **identifier})
     table.check("Hudi's sink after ours, batch 2 replayed")
-    batches = [json.loads(commit_extra(table.path, t).get("_hudi_streaming_sink_checkpoint", "{}")).get("crossover")
-               for t in table.instants(Action.COMMIT)]
+    batches = [
+        json.loads(commit_extra(table.path, t).get("_hudi_streaming_sink_checkpoint", "{}")).get("crossover")
+        for t in table.instants(Action.COMMIT)
+    ]
     assert batches == ["0", "1", "2", "3"]
 
 

@@ -27,10 +27,21 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from helpers import hudi_read
-from hudi_reference.tables import COMMIT_TIME, COMPACT_NOW, Layout, Row, assert_model, assert_rows, create_ours, make_row, write
-from table_model import TableModel
 from upsertlake import open_table
+
+from helpers import hudi_read
+from hudi_reference.tables import (
+    COMMIT_TIME,
+    COMPACT_NOW,
+    Layout,
+    Row,
+    assert_model,
+    assert_rows,
+    create_ours,
+    make_row,
+    write,
+)
+from table_model import TableModel
 
 SEEDS = int(os.environ.get("UPSERTLAKE_HUDI_SEEDS", "1"))
 STEPS = int(os.environ.get("UPSERTLAKE_HUDI_STEPS", "8"))
@@ -86,12 +97,16 @@ class Sequence:
             rows = [dict(r, **self.changed(r)) for r in self.stored(1, 6)] + self.new_rows(rng.randint(0, 3))
             if lay.event_time and rows and rng.random() < 0.3:  # an in-batch duplicate with a smaller ts
                 first = rows[0]
-                rows.append(dict(make_row(rng, int(str(first["id"])[1:]), int(first["ts"]) - 1, self.step_no), p=first["p"]))
+                rows.append(
+                    dict(make_row(rng, int(str(first["id"])[1:]), int(first["ts"]) - 1, self.step_no), p=first["p"])
+                )
             self.write(actor, "upsert", rows)
             self.model.upsert(rows)
         elif op == "late":  # rows with smaller ordering values than stored
-            rows = [dict(make_row(rng, int(str(r["id"])[1:]), int(r["ts"]) - rng.randint(1, 3), self.step_no), p=r["p"])
-                    for r in self.stored(1, 4)]
+            rows = [
+                dict(make_row(rng, int(str(r["id"])[1:]), int(r["ts"]) - rng.randint(1, 3), self.step_no), p=r["p"])
+                for r in self.stored(1, 4)
+            ]
             self.write(actor, "upsert", rows)
             self.model.upsert(rows)
         elif op in ("insert", "bulk_insert"):
@@ -103,8 +118,13 @@ class Sequence:
             self.write(actor, "delete", rows)
             self.model.delete([str(r["id"]) for r in rows])
         elif op == "is_deleted":
-            rows = [dict(make_row(rng, int(str(r["id"])[1:]), int(r["ts"]) + rng.choice([0, 1]), self.step_no, deleted=True),
-                         p=r["p"]) for r in self.stored(1, 3)]
+            rows = [
+                dict(
+                    make_row(rng, int(str(r["id"])[1:]), int(r["ts"]) + rng.choice([0, 1]), self.step_no, deleted=True),
+                    p=r["p"],
+                )
+                for r in self.stored(1, 3)
+            ]
             self.write(actor, "upsert", rows)
             self.model.upsert(rows)
         elif op == "compact":
@@ -131,7 +151,13 @@ class Sequence:
 
     def compact(self, actor: str) -> None:
         if actor == "hudi":
-            self.hudi.call(self.path, "run_compaction", conf=self.layout.procedure_conf(), op="scheduleAndExecute", options=COMPACT_NOW)
+            self.hudi.call(
+                self.path,
+                "run_compaction",
+                conf=self.layout.procedure_conf(),
+                op="scheduleAndExecute",
+                options=COMPACT_NOW,
+            )
         else:
             open_table(self.path).compact()
 
@@ -159,14 +185,18 @@ class Sequence:
         if self.layout.merge_on_read:
             ro = table.read(query_type="read_optimized")
             assert_rows(ro, self.hudi.read_optimized(self.path), f"{what}: read-optimized")
-        writes = self.model.history[self.whole_from:]
+        writes = self.model.history[self.whole_from :]
         if writes:
             _, visible, _ = self.rng.choice(writes)
             as_of = table.read(as_of=visible)
             assert_model(as_of, self.model.as_of(visible), self.layout, f"{what}: ours as of {visible}")
             assert_rows(as_of, self.hudi.as_of(self.path, visible), f"{what}: as of {visible}")
             begin = self.rng.choice(["000", *(v for _, v, _ in writes[:-1])])
-            assert_rows(table.read_incremental(begin), self.hudi.incremental(self.path, begin), f"{what}: incremental from {begin}")
+            assert_rows(
+                table.read_incremental(begin),
+                self.hudi.incremental(self.path, begin),
+                f"{what}: incremental from {begin}",
+            )
         if not self.layout.all_types:
             assert_rows(ours, hudi_read(self.path), f"{what}: hudi-rs snapshot")
 
@@ -212,5 +242,7 @@ LAYOUTS = [
 @pytest.mark.hudi
 @pytest.mark.parametrize("seed", range(SEEDS))
 @pytest.mark.parametrize("layout", LAYOUTS, ids=str)
-def test_hudi_and_upsertlake_read_the_same_after_every_step(layout: Layout, seed: int, tmp_path: Path, hudi_references, spark) -> None:
+def test_hudi_and_upsertlake_read_the_same_after_every_step(
+    layout: Layout, seed: int, tmp_path: Path, hudi_references, spark
+) -> None:
     run(layout, tmp_path / "t", hudi_references.for_table_version(layout.version), spark, seed)

@@ -9,9 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from upsertlake import create_table, open_table, upgrade_table
+
 from helpers import unzip_hudi_table
 from ordering_batches import FIRST, SECOND, expected, ordered_batch, stored
-from upsertlake import create_table, open_table, upgrade_table
 
 COLUMNS = ["_hoodie_commit_time", "_hoodie_record_key", "_hoodie_partition_path", "id", "ts", "city", "fare"]
 
@@ -59,8 +60,12 @@ def test_hudi_1_1_reads_the_version_9_tables_we_write_and_writes_on(tmp_path: Pa
         "hoodie.datasource.write.table.type": kind, "hoodie.datasource.write.operation": "upsert"})
     assert open_table(path).config.table_version == 9
     assert rows(open_table(path).read(), ["id", "ts", "fare"]) == [
-        ("a", 2, 10.0), ("c", 7, 70.0), ("d", 5 if kind == "MERGE_ON_READ" else 1, 44.0 if kind == "MERGE_ON_READ" else 4.0),
-        ("e", 1, 5.0), ("f", 1, 6.0)]
+        ("a", 2, 10.0),
+        ("c", 7, 70.0),
+        ("d", 5 if kind == "MERGE_ON_READ" else 1, 44.0 if kind == "MERGE_ON_READ" else 4.0),
+        ("e", 1, 5.0),
+        ("f", 1, 6.0),
+    ]
     assert rows(open_table(path).read(), COLUMNS) == rows(hudi.snapshot(path), COLUMNS)
 
 
@@ -93,15 +98,26 @@ def test_several_ordering_fields_decide_as_in_hudi_1_1(tmp_path: Path, hudi_refe
     the table Hudi wrote the first into ends so too, and Hudi reads that table after our write
     rewrote its hoodie.properties."""
     hudi = hudi_references.for_table_version(9)
-    options = {"hoodie.table.name": "t", "hoodie.datasource.write.recordkey.field": "id",
-               "hoodie.datasource.write.precombine.field": "ts,seq", "hoodie.datasource.write.partitionpath.field": "p",
-               "hoodie.datasource.write.operation": "upsert", "hoodie.metadata.enable": "false"}
+    options = {
+        "hoodie.table.name": "t",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts,seq",
+        "hoodie.datasource.write.partitionpath.field": "p",
+        "hoodie.datasource.write.operation": "upsert",
+        "hoodie.metadata.enable": "false",
+    }
     theirs, ours, mixed = tmp_path / "theirs", tmp_path / "ours", tmp_path / "mixed"
     for rows_ in (FIRST, SECOND):
         hudi.write(theirs, ordered_batch(rows_), options)
     hudi.write(mixed, ordered_batch(FIRST), options)
-    table = create_table(ours, "t", record_key="id", precombine_field="ts,seq", partition_fields="p",
-                         options={"hoodie.write.table.version": 9})
+    table = create_table(
+        ours,
+        "t",
+        record_key="id",
+        precombine_field="ts,seq",
+        partition_fields="p",
+        options={"hoodie.write.table.version": 9},
+    )
     for rows_ in (FIRST, SECOND):
         table.upsert(ordered_batch(rows_))
     assert open_table(mixed).config.ordering_fields == ("ts", "seq")

@@ -275,7 +275,9 @@ def test_tables_we_write_read_the_same_through_hudi(tmp_path: Path, layout: Layo
 
 @pytest.mark.parametrize("table_version", [9], indirect=True, ids=["v9"])
 @pytest.mark.parametrize("layout", LAYOUTS, ids=[layout.name for layout in LAYOUTS])
-def test_version_9_tables_we_write_read_the_same_through_hudi(tmp_path: Path, table_version: int, layout: Layout) -> None:
+def test_version_9_tables_we_write_read_the_same_through_hudi(
+    tmp_path: Path, table_version: int, layout: Layout
+) -> None:
     """The sequence of writes above (insert, upserts with duplicates, delete(), deleted flags, a
     new column) on tables created at version 9: after every commit our reads equal hudi-rs's and
     an independent model, at every instant and incrementally."""
@@ -491,9 +493,7 @@ def test_upsert_into_hudi_written_table(
     assert theirs.column_names == current.column_names
     assert str(theirs.drop_columns(META).schema) == str(data.schema)
     carried = {**by_id, 1: updates[0], 3: updates[1], 5: updates[2]}
-    assert sorted(theirs.drop_columns(META).to_pylist(), key=lambda r: r["id"]) == [
-        carried[i] for i in sorted(carried)
-    ]
+    assert sorted(theirs.drop_columns(META).to_pylist(), key=lambda r: r["id"]) == [carried[i] for i in sorted(carried)]
     # Rows not touched keep their commit time and seqno; rewritten ones get the new instant.
     instants = completed_times(path)
     assert instants[:-1] == old_instants
@@ -509,9 +509,7 @@ def test_upsert_into_hudi_written_table(
 
 
 def summary(table: pa.Table) -> dict[int, tuple]:
-    return {
-        r["id"]: (r["name"], r["longField"], r["intField"], r["_hoodie_partition_path"]) for r in table.to_pylist()
-    }
+    return {r["id"]: (r["name"], r["longField"], r["intField"], r["_hoodie_partition_path"]) for r in table.to_pylist()}
 
 
 @pytest.mark.parametrize("name", ["v6_timebasedkeygen_nonhivestyle", "v6_simplekeygen_hivestyle_no_metafields"])

@@ -21,7 +21,6 @@ from upsertlake.errors import (
     CorruptTableError,
     SchemaError,
     UnsupportedLogBlockError,
-    UnsupportedTableError,
 )
 from upsertlake.logfile import (
     BlockType,

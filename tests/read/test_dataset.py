@@ -46,9 +46,8 @@ def test_the_dataset_is_the_snapshots_files_with_their_guarantees(tmp_path: Path
 
 
 def test_duckdb_polars_and_pyarrow_skip_the_files_the_guarantees_rule_out(tmp_path: Path) -> None:
-    import polars as pl
-
     import duckdb  # no dependency of ours: the test extra brings it
+    import polars as pl
 
     table = clustered(tmp_path)
     dataset = table.to_pyarrow_dataset()

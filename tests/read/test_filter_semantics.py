@@ -82,7 +82,8 @@ EXAMPLES = iter(range(10**6))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(table_type=st.sampled_from(["COPY_ON_WRITE", "MERGE_ON_READ"]), parts=st.tuples(st.lists(rows, min_size=1, max_size=6), chunks, chunks),
+@given(table_type=st.sampled_from(["COPY_ON_WRITE", "MERGE_ON_READ"]),
+       parts=st.tuples(st.lists(rows, min_size=1, max_size=6), chunks, chunks),
        filters=st.lists(st.lists(predicates(), min_size=1, max_size=2), min_size=6, max_size=6))
 def test_filters_return_what_the_readme_says_and_count_agrees(tmp_path: Path, table_type: str, parts: tuple,
                                                               filters: list) -> None:
@@ -119,9 +120,15 @@ def test_nulls_pass_neither_not_in_nor_not_equal(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("filters", "message"),
     [
-        ([("id", "in", "ab")], r"'in' takes a list of values, got the str 'ab' in \('id', 'in', 'ab'\): write \('id', 'in', \['ab'\]\)"),
+        (
+            [("id", "in", "ab")],
+            r"'in' takes a list of values, got the str 'ab' in \('id', 'in', 'ab'\): write \('id', 'in', \['ab'\]\)",
+        ),
         ([("id", "not in", 5)], r"'not in' takes a list of values, got the int 5"),
-        ([("id", "=", ["a", "b"])], r"'=' compares with one value, got the list \['a', 'b'\] .*: for a list of values use in"),
+        (
+            [("id", "=", ["a", "b"])],
+            r"'=' compares with one value, got the list \['a', 'b'\] .*: for a list of values use in",
+        ),
         ([("id", "<", ("a",))], r"'<' compares with one value, got the tuple"),
         ([("id", "~", "a")], r"unknown filter operator '~' in \('id', '~', 'a'\)"),
         ([("id", "=")], r"a filter must be \(column, op, value\) tuples or an Expression, got \('id', '='\)"),

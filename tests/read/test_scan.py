@@ -90,9 +90,8 @@ def test_columns_and_filters_narrow_every_form(table) -> None:
 
 
 def test_the_arrow_stream_is_read_by_pyarrow_duckdb_and_polars(table) -> None:
-    import polars as pl
-
     import duckdb  # no dependency of ours: the test extra brings it
+    import polars as pl
 
     scan = table.scan(columns=["id", "v"], filters=[("p", "=", "p2")])
     expected = sorted((r["id"], r["v"]) for r in EXPECTED if r["p"] == "p2")
@@ -374,4 +373,5 @@ def test_meta_columns_pyarrow_cannot_decode_as_dictionaries_read_all_the_same(tm
     read = open_table(tmp_path / "t").read(filters=[("p", "=", "p0")])
     assert read.schema.field("_hoodie_commit_time").type == pa.dictionary(pa.int32(), pa.string())
     assert read["_hoodie_commit_time"].to_pylist() == rows["_hoodie_commit_time"].to_pylist()
-    assert data(read) == [r for r in sorted(batch(list(range(20)), 1).to_pylist(), key=lambda r: r["id"]) if r["p"] == "p0"]
+    written = sorted(batch(list(range(20)), 1).to_pylist(), key=lambda r: r["id"])
+    assert data(read) == [r for r in written if r["p"] == "p0"]

@@ -322,7 +322,9 @@ def test_archive_keeps_the_timeline_short_and_reads_reaching_back(tmp_path: Path
     t2 = open_table(tmp_path, NO_AUTO_CLEAN)
     active = [i.time for i in t2.timeline() if i.action is Action.COMMIT]
     assert active == times[1:]
-    hudis = ".hoodie/archived/.commits_.archive.1_1-0-1" if table_version == 6 else ".hoodie/timeline/history/manifest_1"
+    hudis = (
+        ".hoodie/archived/.commits_.archive.1_1-0-1" if table_version == 6 else ".hoodie/timeline/history/manifest_1"
+    )
     assert (tmp_path / hudis).is_file()  # Hudi's archived timeline of the version
     archived = Timeline.load(Storage(tmp_path)).instants[0]  # keeps its completion time (version 8)
     assert (archived.time, archived.completion) == (times[0], completions[times[0]])
@@ -339,7 +341,7 @@ def test_automatic_archival_after_commits(tmp_path: Path) -> None:
     opts = dict(NO_AUTO_CLEAN, **{"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 4})
     times = table_with_commits(tmp_path, 7, opts)
     active = [i.time for i in open_table(tmp_path).timeline() if i.action is Action.COMMIT]
-    assert len(active) <= 4 and active == times[-len(active):]
+    assert len(active) <= 4 and active == times[-len(active) :]
     assert times[0] not in active  # archived, and still readable
     assert snap(tmp_path, as_of=times[0]) == sorted((f"k{i:03d}", 1, f"c1-{i}", f"p{i % 2}") for i in range(10))
     assert snap(tmp_path) == hudi_snap(tmp_path)
@@ -347,8 +349,11 @@ def test_automatic_archival_after_commits(tmp_path: Path) -> None:
 
 def test_inline_clustering_uses_the_writes_own_options(tmp_path: Path) -> None:
     t = create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="p", options=SMALL)
-    per_write = {"hoodie.clustering.inline": True, "hoodie.clustering.inline.max.commits": 2,
-                 "hoodie.clustering.plan.strategy.small.file.limit": 1}  # no file is that small
+    per_write = {
+        "hoodie.clustering.inline": True,
+        "hoodie.clustering.inline.max.commits": 2,
+        "hoodie.clustering.plan.strategy.small.file.limit": 1,
+    }  # no file is that small
     for b in range(2):
         t.upsert(rows(range(10 * b, 10 * b + 10), 1, f"b{b}"), per_write)
     assert [i.action for i in open_table(tmp_path).timeline()] == [Action.COMMIT] * 2

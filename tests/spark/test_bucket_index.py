@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from helpers import cli_in_process, hudi_read
 
 import upsertlake.spark as uls
 from upsertlake import create_table, open_table
 from upsertlake.errors import ConfigError, UnsupportedTableError
 from upsertlake.layout.bucket_id import bucket_ids, bucket_of
 from upsertlake.timeline.instant import State
+
+from helpers import cli_in_process, hudi_read
 
 NUM_BUCKETS = 4
 BUCKETS = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": NUM_BUCKETS}
@@ -45,9 +46,19 @@ def batch(rows: list[dict]) -> pa.Table:
 
 def rows_of(path: Path) -> list[tuple]:
     """The snapshot with the key, partition and the bucket of the file group each row is in."""
-    t = open_table(path).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name", "id", "ts", "v"])
-    return sorted((r["_hoodie_record_key"], r["_hoodie_partition_path"], bucket_of(r["_hoodie_file_name"].lstrip(".")),
-                   r["ts"], r["v"]) for r in t.to_pylist())
+    t = open_table(path).read(
+        columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name", "id", "ts", "v"]
+    )
+    return sorted(
+        (
+            r["_hoodie_record_key"],
+            r["_hoodie_partition_path"],
+            bucket_of(r["_hoodie_file_name"].lstrip(".")),
+            r["ts"],
+            r["v"],
+        )
+        for r in t.to_pylist()
+    )
 
 
 def files_of(path: Path) -> Counter:
@@ -63,8 +74,18 @@ def files_of(path: Path) -> Counter:
 
 
 def stats_of(result) -> list[tuple]:
-    return sorted((s.partitionPath, bucket_of(s.fileId), s.path.endswith(".parquet"), s.numWrites, s.numInserts,
-                   s.numUpdateWrites, s.numDeletes) for s in result.write_stats)
+    return sorted(
+        (
+            s.partitionPath,
+            bucket_of(s.fileId),
+            s.path.endswith(".parquet"),
+            s.numWrites,
+            s.numInserts,
+            s.numUpdateWrites,
+            s.numDeletes,
+        )
+        for s in result.write_stats
+    )
 
 
 def assert_bucketed(path: Path) -> None:
@@ -137,7 +158,9 @@ SEQUENCE = ["upsert", "upsert", "delete", "revive", "is_deleted", "insert", "rev
 
 @pytest.mark.parametrize("version", [6, 8])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_random_writes_on_spark_give_the_in_process_tables(spark, tmp_path: Path, table_type: str, version: int) -> None:
+def test_random_writes_on_spark_give_the_in_process_tables(
+    spark, tmp_path: Path, table_type: str, version: int
+) -> None:
     local, dist = tmp_path / "local", tmp_path / "spark"
     for path in (local, dist):
         create(path, table_type, version)
@@ -156,8 +179,11 @@ def test_random_writes_on_spark_give_the_in_process_tables(spark, tmp_path: Path
         assert_bucketed(dist)
         if name == "revive" and table_type == "MERGE_ON_READ":
             # a revived key's slice is rewritten: a new base file in a group that had one
-            rewritten += sum(1 for s in theirs.write_stats if s.path.endswith(".parquet")
-                             and (s.partitionPath, s.fileId[:8]) in before)
+            rewritten += sum(
+                1
+                for s in theirs.write_stats
+                if s.path.endswith(".parquet") and (s.partitionPath, s.fileId[:8]) in before
+            )
     assert steps.live and rows_of(dist)
     if table_type == "MERGE_ON_READ":
         assert rewritten >= 2
@@ -175,12 +201,21 @@ def test_the_bucket_expression_assigns_as_the_in_process_partitioner(spark) -> N
     profile = WorkloadProfile.build(partitions, file_ids, "upsert")
     chosen, assignment = BucketPartitioner.for_records(profile, partitions, keys, file_ids, ["id"], 8)
     assert chosen.assign(partitions, keys, file_ids).tolist() == assignment.tolist()
-    frame = spark.createDataFrame(pa.table({"p": partitions, "b": pa.array(bucket_ids(keys, ["id"], 8), pa.int32()),
-                                            "f": file_ids}))
+    frame = spark.createDataFrame(
+        pa.table({"p": partitions, "b": pa.array(bucket_ids(keys, ["id"], 8), pa.int32()), "f": file_ids})
+    )
     got = [r[0] for r in frame.select(bucket_index_column(chosen, "p", "b", "f")).collect()]
     assert got == assignment.tolist()
-    assert [b.file_id[:8] for b in chosen.buckets[3:]] == [f"{b:08d}" for _, b in sorted(
-        {(p, b) for p, b, f in zip(partitions.to_pylist(), bucket_ids(keys, ["id"], 8).tolist(), file_ids.to_pylist()) if f is None})]
+    assert [b.file_id[:8] for b in chosen.buckets[3:]] == [
+        f"{b:08d}"
+        for _, b in sorted(
+            {
+                (p, b)
+                for p, b, f in zip(partitions.to_pylist(), bucket_ids(keys, ["id"], 8).tolist(), file_ids.to_pylist())
+                if f is None
+            }
+        )
+    ]
 
 
 def test_streams_and_the_data_source_write_buckets_as_in_process(spark, tmp_path: Path) -> None:
@@ -193,7 +228,8 @@ def test_streams_and_the_data_source_write_buckets_as_in_process(spark, tmp_path
     assert uls.upsert(spark.createDataFrame(first), str(dist), batch_id=0, **stream).committed
     assert uls.upsert(spark.createDataFrame(first), str(dist), batch_id=0, **stream) is None  # run again: skipped
     spark.createDataFrame(second).write.format("upsertlake").options(**{k: str(v) for k, v in BUCKETS.items()}).mode(
-        "append").save(str(dist))
+        "append"
+    ).save(str(dist))
     for data in (first, second):
         open_table(local, BUCKETS).upsert(data)
     assert rows_of(dist) == rows_of(local) and files_of(dist) == files_of(local)
@@ -209,9 +245,23 @@ def test_ingest_on_spark_writes_buckets_as_in_process(spark, capsys, tmp_path: P
     for path in (table, local):
         create(path, "MERGE_ON_READ", 8)
     first, second = batch([row(k, 1) for k in range(15)]), batch([row(k, 2) for k in range(10, 25)])
-    args = ["ingest", "--source", str(source), "--format", "parquet", "--table", str(table), "--record-key", "id",
-            "--precombine-field", "ts", "--partition-fields", "p", "--json",
-            *[a for k, v in BUCKETS.items() for a in ("--option", f"{k}={v}")]]
+    args = [
+        "ingest",
+        "--source",
+        str(source),
+        "--format",
+        "parquet",
+        "--table",
+        str(table),
+        "--record-key",
+        "id",
+        "--precombine-field",
+        "ts",
+        "--partition-fields",
+        "p",
+        "--json",
+        *[a for k, v in BUCKETS.items() for a in ("--option", f"{k}={v}")],
+    ]
     for name, data in (("a", first), ("b", second)):
         pq.write_table(data.drop_columns(["_hoodie_is_deleted"]), source / f"{name}.parquet")
         code, _, err = cli_in_process(capsys, *args)
@@ -227,17 +277,25 @@ def test_bad_bucket_options_and_tables_fail_on_spark_before_anything_is_written(
     uls.upsert(spark.createDataFrame(batch([row(k, 1) for k in range(8)])), str(path), **BUCKETS)
     before, files = rows_of(path), files_of(path)
     data = spark.createDataFrame(batch([row(k, 2) for k in range(4)]))
-    with pytest.raises(ConfigError, match="hoodie.bucket.index.hash.field names v, which are not record key fields"):
+    with pytest.raises(ConfigError, match=r"hoodie.bucket.index.hash.field names v, which are not record key fields"):
         uls.upsert(data, str(path), **BUCKETS, **{"hoodie.bucket.index.hash.field": "v"})
     for tag_path in (IN_TASK, DISTRIBUTED):
-        with pytest.raises(UnsupportedTableError, match=r"of partition .p\d. is none of the 2 buckets' \(its name gives bucket [23]\)"):
+        with pytest.raises(
+            UnsupportedTableError, match=r"of partition .p\d. is none of the 2 buckets' \(its name gives bucket [23]\)"
+        ):
             uls.upsert(data, str(path), **{**BUCKETS, "hoodie.bucket.index.num.buckets": 2}, **tag_path)
     assert rows_of(path) == before and files_of(path) == files
     assert [i.state for i in open_table(path).timeline()] == [State.COMPLETED]
     other = tmp_path / "simple"
-    uls.upsert(spark.createDataFrame(batch([row(k, 1) for k in range(8)])), str(other), table="t", record_key="id",
-               precombine_field="ts", partition_fields="p")
-    with pytest.raises(UnsupportedTableError, match="the table was written without hoodie.index.type=BUCKET"):
+    uls.upsert(
+        spark.createDataFrame(batch([row(k, 1) for k in range(8)])),
+        str(other),
+        table="t",
+        record_key="id",
+        precombine_field="ts",
+        partition_fields="p",
+    )
+    with pytest.raises(UnsupportedTableError, match=r"the table was written without hoodie.index.type=BUCKET"):
         uls.upsert(data, str(other), **BUCKETS)
 
 
@@ -264,8 +322,11 @@ def hudi_options(table_type: str, version: int, operation: str) -> dict[str, str
     if version == 6:
         options["hoodie.datasource.write.payload.class"] = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
     else:
-        options |= {"hoodie.write.table.version": str(version), "hoodie.record.merge.mode": "EVENT_TIME_ORDERING",
-                    "hoodie.write.auto.upgrade": "false"}
+        options |= {
+            "hoodie.write.table.version": str(version),
+            "hoodie.record.merge.mode": "EVENT_TIME_ORDERING",
+            "hoodie.write.auto.upgrade": "false",
+        }
     return options
 
 
@@ -329,6 +390,10 @@ def test_hudi_and_spark_write_into_each_others_buckets(
     write("hudi", "upsert", [row(k, 5) for k in last + mine[1:2]])
     write("hudi", "delete", [row(k, 9) for k in first[2:3] + last[:1]])  # ts above the stored ones
     write("spark", "upsert", [row(k, 6) for k in last + first[:3]])
-    groups = {(p.name, bucket_of(f.name.lstrip("."))) for p in path.glob("p*") for f in p.iterdir()
-              if f.name.endswith(".parquet") or ".log." in f.name}
+    groups = {
+        (p.name, bucket_of(f.name.lstrip(".")))
+        for p in path.glob("p*")
+        for f in p.iterdir()
+        if f.name.endswith(".parquet") or ".log." in f.name
+    }
     assert {b for p, b in groups if p == "p0"} == {0, 1, 2, 3}

@@ -21,7 +21,7 @@ from upsertlake import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.stream_checkpoint import SINK_CHECKPOINT_KEY, last_batch_id
 
-from helpers import REPO, tree_digest
+from helpers import tree_digest
 
 OPTS = {"table": "t", "record_key": "id", "precombine_field": "ts", "partition_fields": "p", "operation": "insert"}
 SCHEMA = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string()), ("p", pa.string())])

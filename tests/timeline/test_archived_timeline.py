@@ -49,11 +49,14 @@ def archived_times(root: Path, action: Action = Action.COMMIT) -> list[str]:
     return sorted(i.time for i in Timeline.load(Storage(root)).archived if i.action is action)
 
 
-def test_each_archival_adds_to_hudis_archived_timeline_and_every_instant_stays(tmp_path: Path, table_version: int) -> None:
+def test_each_archival_adds_to_hudis_archived_timeline_and_every_instant_stays(
+    tmp_path: Path, table_version: int
+) -> None:
     """Version 6: each archival a new `.commits_.archive.N_1-0-1` (storage without append rolls
-    over, as Hudi's writer does); ten small ones are merged into the next version. Version 8: a layer-0 file and a new snapshot each; three layer-0
-    files are compacted into one of layer 1 (batch size 3 here), three of those into layer 2;
-    old snapshots and the files only they named are cleaned. Time travel reaches every instant."""
+    over, as Hudi's writer does); ten small ones are merged into the next version. Version 8: a
+    layer-0 file and a new snapshot each; three layer-0 files are compacted into one of layer 1
+    (batch size 3 here), three of those into layer 2; old snapshots and the files only they named
+    are cleaned. Time travel reaches every instant."""
     root = tmp_path / "t"
     t = create_table(root, "t", "uuid", "ts", options=ARCHIVE_SOON)
     times, archivals = [], 0
@@ -72,8 +75,12 @@ def test_each_archival_adds_to_hudis_archived_timeline_and_every_instant_stays(t
             assert sum(name.endswith("_0.parquet") for name in listed) < 3
             versions = sorted(int(p.name.split("_")[1]) for p in (root / HISTORY).glob("manifest_*"))
             assert versions[-1] == int((root / HISTORY / "_version_").read_text()) and len(versions) <= 5
-            kept = {n for v in versions for n in json.loads((root / HISTORY / f"manifest_{v}").read_text())["files"]
-                    for n in [n["fileName"]]}
+            kept = {
+                n
+                for v in versions
+                for n in json.loads((root / HISTORY / f"manifest_{v}").read_text())["files"]
+                for n in [n["fileName"]]
+            }
             assert {p.name for p in (root / HISTORY).glob("*.parquet")} == kept
     active = [i.time for i in t.timeline()]
     assert archivals == 11 and len(active) == 2 and archived_times(root) == times[:-2]
@@ -82,9 +89,13 @@ def test_each_archival_adds_to_hudis_archived_timeline_and_every_instant_stays(t
         assert layers == ["0.parquet", "0.parquet", "2.parquet"], manifest(root)
         assert not list((root / ARCHIVED).iterdir())
     for i, time in enumerate(times):
-        assert sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) == sorted(f"k{j}" for j in range(i + 1))
+        assert sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) == sorted(
+            f"k{j}" for j in range(i + 1)
+        )
     first = next(i for i in Timeline.load(Storage(root)).archived if i.time == times[0])
-    assert sorted(t.read_incremental(first.completed_at).column("uuid").to_pylist()) == sorted(f"k{j}" for j in range(1, 24))
+    assert sorted(t.read_incremental(first.completed_at).column("uuid").to_pylist()) == sorted(
+        f"k{j}" for j in range(1, 24)
+    )
 
 
 def log_entries(root: Path) -> list[dict]:
@@ -111,7 +122,8 @@ def test_version_6_entries_are_hudis_archived_meta_entries(tmp_path: Path) -> No
     assert [schema for schema, _ in blocks] == [entry_schema_json()] * 2 and [len(d) for _, d in blocks] == [10, 5]
     entries = log_entries(root)
     assert [(e["commitTime"], e["actionType"], e["actionState"]) for e in entries] == [
-        (time, action, state) for time, action in sorted([*((x, "commit") for x in times[:4]), (clean, "clean")])
+        (time, action, state)
+        for time, action in sorted([*((x, "commit") for x in times[:4]), (clean, "clean")])
         for state in ("REQUESTED", "INFLIGHT", "COMPLETED")
     ]
 
@@ -125,24 +137,34 @@ def test_version_6_entries_are_hudis_archived_meta_entries(tmp_path: Path) -> No
                 assert meta["operationType"] == doc["operationType"] == "UPSERT"
                 assert {k: v for k, v in meta["extraMetadata"].items() if k != "ROLLING_STAT"} == doc["extraMetadata"]
                 assert [s["path"] for p in meta["partitionToWriteStats"].values() for s in p] == [
-                    s["path"] for p in doc["partitionToWriteStats"].values() for s in p]
+                    s["path"] for p in doc["partitionToWriteStats"].values() for s in p
+                ]
             if e["actionState"] == "REQUESTED":
-                assert meta == {"partitionToWriteStats": {}, "extraMetadata": {"ROLLING_STAT": ""}, "version": None,
-                                "operationType": "UNKNOWN"}
+                assert meta == {
+                    "partitionToWriteStats": {},
+                    "extraMetadata": {"ROLLING_STAT": ""},
+                    "version": None,
+                    "operationType": "UNKNOWN",
+                }
         else:
             field = {"COMPLETED": "hoodieCleanMetadata"}.get(e["actionState"], "hoodieCleanerPlan")
             want = cleaned if e["actionState"] == "COMPLETED" else plan
-            assert e[field]["earliestInstantToRetain" if field == "hoodieCleanerPlan" else "earliestCommitToRetain"] == (
-                want["earliestInstantToRetain" if field == "hoodieCleanerPlan" else "earliestCommitToRetain"])
+            assert (
+                e[field]["earliestInstantToRetain" if field == "hoodieCleanerPlan" else "earliestCommitToRetain"]
+                == (want["earliestInstantToRetain" if field == "hoodieCleanerPlan" else "earliestCommitToRetain"])
+            )
     # what the timeline reads back: the commit documents, the clean's metadata
     timeline = Timeline.load(Storage(root))
     for inst in timeline.archived:
         if inst.action is Action.COMMIT:
             assert timeline.commit_metadata(inst).written_files == timeline.commit_metadata(inst).written_files
             assert [s.path for s in timeline.commit_metadata(inst).write_stats()] == [
-                s["path"] for p in json.loads(before[inst.time])["partitionToWriteStats"].values() for s in p]
+                s["path"] for p in json.loads(before[inst.time])["partitionToWriteStats"].values() for s in p
+            ]
         else:
-            assert documents.decode(timeline.document(inst))["earliestCommitToRetain"] == cleaned["earliestCommitToRetain"]
+            assert (
+                documents.decode(timeline.document(inst))["earliestCommitToRetain"] == cleaned["earliestCommitToRetain"]
+            )
 
 
 def test_version_8_rows_carry_the_completed_files_and_their_plans(tmp_path: Path) -> None:
@@ -150,7 +172,9 @@ def test_version_8_rows_carry_the_completed_files_and_their_plans(tmp_path: Path
     file's bytes, and the plan Hudi keeps (a clean's cleaner plan, a compaction's plan); the file
     is written as parquet-avro writes it (the Avro schema in the footer)."""
     root = tmp_path / "t"
-    t = create_table(root, "t", "uuid", "ts", table_type="MERGE_ON_READ", options={**ARCHIVE_SOON, "hoodie.write.table.version": 8})
+    t = create_table(
+        root, "t", "uuid", "ts", table_type="MERGE_ON_READ", options={**ARCHIVE_SOON, "hoodie.write.table.version": 8}
+    )
     upsert(t, 0)
     upsert(t, 0)
     compaction = t.compact().instant_time
@@ -161,8 +185,10 @@ def test_version_8_rows_carry_the_completed_files_and_their_plans(tmp_path: Path
     t.clean("KEEP_LATEST_COMMITS", 1)  # the first clean's retained window no longer holds archival back
     folder = root / ".hoodie" / "timeline"
     completed = {p.name.split("_")[0]: p.read_bytes() for p in folder.iterdir() if "_" in p.name}
-    plans = {compaction: (folder / f"{compaction}.compaction.requested").read_bytes(),
-             clean.time: (folder / f"{clean.time}.clean.requested").read_bytes()}
+    plans = {
+        compaction: (folder / f"{compaction}.compaction.requested").read_bytes(),
+        clean.time: (folder / f"{clean.time}.clean.requested").read_bytes(),
+    }
     moved = t.archive()
     assert compaction in {i.time for i in moved} and clean.time in {i.time for i in moved}
     [name] = manifest(root)
@@ -173,7 +199,8 @@ def test_version_8_rows_carry_the_completed_files_and_their_plans(tmp_path: Path
     rows = parquet.read().to_pylist()
     assert name == f"{rows[0]['instantTime']}_{rows[-1]['instantTime']}_0.parquet"
     assert [(r["instantTime"], r["action"], r["completionTime"]) for r in rows] == [
-        (i.time, i.action.value, i.completion) for i in sorted(moved)]
+        (i.time, i.action.value, i.completion) for i in sorted(moved)
+    ]
     for r in rows:
         assert r["metadata"] == completed[r["instantTime"]] and r["version"] == 1
         assert r["plan"] == plans.get(r["instantTime"])
@@ -185,13 +212,31 @@ def legacy_archive(root: Path, times: list[str]) -> None:
     folder = Storage(root)
     timeline = Timeline.load(folder)
     doomed = [i for i in timeline.active() if i.time in times and i.is_completed]
-    schema = {"type": "record", "name": "UpsertlakeArchivedInstant", "namespace": "upsertlake.archive", "fields": [
-        {"name": "instantTime", "type": "string"}, {"name": "action", "type": "string"},
-        {"name": "metadata", "type": "bytes"}, {"name": "completionTime", "type": ["null", "string"], "default": None}]}
+    schema = {
+        "type": "record",
+        "name": "UpsertlakeArchivedInstant",
+        "namespace": "upsertlake.archive",
+        "fields": [
+            {"name": "instantTime", "type": "string"},
+            {"name": "action", "type": "string"},
+            {"name": "metadata", "type": "bytes"},
+            {"name": "completionTime", "type": ["null", "string"], "default": None},
+        ],
+    }
     out = io.BytesIO()
-    fastavro.writer(out, fastavro.parse_schema(schema), [
-        {"instantTime": i.time, "action": i.action.value, "metadata": timeline.document(i), "completionTime": i.completion}
-        for i in doomed])
+    fastavro.writer(
+        out,
+        fastavro.parse_schema(schema),
+        [
+            {
+                "instantTime": i.time,
+                "action": i.action.value,
+                "metadata": timeline.document(i),
+                "completionTime": i.completion,
+            }
+            for i in doomed
+        ],
+    )
     (root / ARCHIVED).mkdir(parents=True, exist_ok=True)
     (root / ARCHIVED / f"upsertlake-{times[0]}-{times[-1]}.avro").write_bytes(out.getvalue())
     for i in doomed:
@@ -214,9 +259,16 @@ def test_archives_of_earlier_releases_are_read_and_moved_into_hudis_format(tmp_p
     if table_version == 6:
         assert sorted(e["commitTime"] for e in log_entries(root) if e["actionState"] == "COMPLETED") == times[:-2]
     else:
-        assert sorted(r for name in manifest(root) for r in pq.read_table(root / HISTORY / name)["instantTime"].to_pylist()) == times[:-2]
+        assert (
+            sorted(
+                r for name in manifest(root) for r in pq.read_table(root / HISTORY / name)["instantTime"].to_pylist()
+            )
+            == times[:-2]
+        )
     for i, time in enumerate(times):
-        assert sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) == sorted(f"k{j}" for j in range(i + 1))
+        assert sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) == sorted(
+            f"k{j}" for j in range(i + 1)
+        )
 
 
 # -- damaged archives -----------------------------------------------------------------------------
@@ -238,7 +290,7 @@ def test_a_torn_archive_log_block_is_skipped_as_hudi_skips_it(tmp_path: Path) ->
     skips a corrupt block, and the next archival writes the next file."""
     root = tmp_path / "t"
     times = archived_table(root, 6, archivals=2)
-    first, second = sorted((root / ARCHIVED).glob(".commits_*"))
+    _first, second = sorted((root / ARCHIVED).glob(".commits_*"))
     assert archived_times(root) == times[:4]
     data = second.read_bytes()
     second.write_bytes(data[: len(data) - 40])
@@ -257,7 +309,7 @@ def test_an_archive_block_that_does_not_decode_is_a_clear_error(tmp_path: Path) 
     [archive] = (root / ARCHIVED).glob(".commits_*")
     data = bytearray(archive.read_bytes())
     at = data.index(times[0].encode()) - 2  # the first record's commit time, the block's framing intact
-    data[at:at + 30] = b"\xff" * 30
+    data[at : at + 30] = b"\xff" * 30
     archive.write_bytes(bytes(data))
     before = files_of(root)
     with pytest.raises(CorruptTableError, match=r"\.commits_\.archive\.1_1-0-1"):
@@ -330,7 +382,7 @@ def test_a_merged_file_that_does_not_parse_is_skipped_while_its_merge_plan_is_th
     small, merged = merge_died(root, finished=False)
     data = bytearray(b"".join(p.read_bytes() for p in small))
     at = data.index(times[0].encode()) - 2
-    data[at:at + 30] = b"\xff" * 30  # framed blocks whose records do not decode
+    data[at : at + 30] = b"\xff" * 30  # framed blocks whose records do not decode
     merged.write_bytes(bytes(data))
     assert archived_times(root) == times[:4]
     (root / ARCHIVED / "mergeArchivePlan").unlink()

@@ -135,7 +135,8 @@ def test_a_timestamp_column_without_zone_compares_wall_clock_times(tmp_path: Pat
     assert ids(t, [("wall", ">=", "2024-06-01")]) == ["b", "c"]
     # A time with a zone: the column's zone is unknown, so it is refused by name when planned.
     for when in ("2024-06-01T06:00:00Z", june.replace(tzinfo=timezone.utc), pd.Timestamp("2024-06-01 06:00", tz="UTC")):
-        with pytest.raises(FilterError, match=r"on a timestamp\[us\] column: the column's timestamps have no zone and .* is in UTC"):
+        no_zone = r"on a timestamp\[us\] column: the column's timestamps have no zone and .* is in UTC"
+        with pytest.raises(FilterError, match=no_zone):
             t.scan(filters=[("wall", ">=", when)])
     with pytest.raises(FilterError, match="'soon' is not a time"):
         t.scan(filters=[("wall", "<", "soon")])
@@ -145,8 +146,15 @@ def test_a_timestamp_column_with_a_zone_converts_every_time_to_it(tmp_path: Path
     t = events(tmp_path)
     utc = datetime(2024, 6, 1, 6, tzinfo=timezone.utc)
     naive_local = utc.astimezone(KOLKATA).replace(tzinfo=None)  # naive = local (Kolkata here)
-    forms = [utc, utc.astimezone(KOLKATA), naive_local, pd.Timestamp(utc), "2024-06-01T06:00:00Z",
-             "2024-06-01T11:30:00+05:30", naive_local.isoformat()]
+    forms = [
+        utc,
+        utc.astimezone(KOLKATA),
+        naive_local,
+        pd.Timestamp(utc),
+        "2024-06-01T06:00:00Z",
+        "2024-06-01T11:30:00+05:30",
+        naive_local.isoformat(),
+    ]
     for when in forms:
         assert ids(t, [("utc", ">=", when)]) == ["b", "c"], when
         assert ids(t, [("utc", "=", when)]) == ["b"], when
@@ -158,14 +166,19 @@ def test_a_date_column_takes_dates(tmp_path: Path) -> None:
     for when in ("2024-06-01", date(2024, 6, 1), datetime(2024, 6, 1), pd.Timestamp("2024-06-01")):
         assert ids(t, [("day", "=", when)]) == ["b"], when
         assert ids(t, [("day", ">", when)]) == ["c"], when
-    with pytest.raises(FilterError, match=r"on a date32\[day\] column: datetime.datetime\(2024, 6, 1, 6, 0\) is not a date"):
+    with pytest.raises(
+        FilterError, match=r"on a date32\[day\] column: datetime.datetime\(2024, 6, 1, 6, 0\) is not a date"
+    ):
         t.scan(filters=[("day", "=", datetime(2024, 6, 1, 6))])
 
 
 def test_the_command_line_where_reads_times_as_the_library_does(tmp_path: Path) -> None:
     t = events(tmp_path)
-    for where, expected in (("wall >= '2024-06-01'", ["b", "c"]), ("utc >= '2024-06-01T11:30:00+05:30'", ["b", "c"]),
-                            ("day in ('2024-06-01', '2024-07-01')", ["b", "c"])):
+    for where, expected in (
+        ("wall >= '2024-06-01'", ["b", "c"]),
+        ("utc >= '2024-06-01T11:30:00+05:30'", ["b", "c"]),
+        ("day in ('2024-06-01', '2024-07-01')", ["b", "c"]),
+    ):
         p = cli("read", t.storage.base, "--where", where, "--columns", "id", "--json")
         assert p.returncode == 0, p.stderr
         assert sorted(r["id"] for r in json.loads(p.stdout)) == expected == ids(t, [_tuple(where)]), where
@@ -176,8 +189,9 @@ def test_the_command_line_where_reads_times_as_the_library_does(tmp_path: Path) 
 def _tuple(where: str) -> tuple:
     from upsertlake.cli.read import parse_where
 
-    [predicate] = parse_where(where, pa.schema([("wall", pa.timestamp("us")), ("utc", pa.timestamp("us", "UTC")),
-                                                ("day", pa.date32())]))
+    [predicate] = parse_where(
+        where, pa.schema([("wall", pa.timestamp("us")), ("utc", pa.timestamp("us", "UTC")), ("day", pa.date32())])
+    )
     return predicate
 
 

@@ -94,7 +94,8 @@ def test_instant_time_forms() -> None:
     assert normalize_instant(naive, "UTC") == format_instant_time(naive.astimezone(timezone.utc))
     assert next_instant_time("20991231235959999") == "21000101000000000"
     assert normalize_instant("2024-01-02T03:04:05Z") == "20240102030405999"  # ISO to the second: the whole second
-    with pytest.raises(InstantTimeError, match="'2024-13-01' is not a time"):  # tests/timeline/test_time_forms.py: every form
+    # tests/timeline/test_time_forms.py: every form
+    with pytest.raises(InstantTimeError, match="'2024-13-01' is not a time"):
         normalize_instant("2024-13-01")
 
 
@@ -200,8 +201,13 @@ def test_a_completed_compaction_is_its_commit_alone(tmp_path: Path, table_versio
     assert [(i.time, i.action, i.state) for i in t.timeline()][-1] == (plan.time, Action.COMPACTION, State.REQUESTED)
 
 
-ARCHIVE_SOON = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1",
-                "hoodie.archive.automatic": "false", "hoodie.clean.automatic": "false"}
+ARCHIVE_SOON = {
+    "hoodie.keep.min.commits": "2",
+    "hoodie.keep.max.commits": "3",
+    "hoodie.cleaner.commits.retained": "1",
+    "hoodie.archive.automatic": "false",
+    "hoodie.clean.automatic": "false",
+}
 
 
 def test_a_process_sees_what_another_process_archived(tmp_path: Path) -> None:
@@ -219,8 +225,10 @@ def test_a_process_sees_what_another_process_archived(tmp_path: Path) -> None:
     times = [t.upsert(pa.table({"uuid": [f"k{i}"], "ts": [i]})).instant_time for i in range(6)]
     seen = {time: sorted(t.read(columns=["uuid"], as_of=time).column(0).to_pylist()) for time in times}
     assert Timeline.load(Storage(tmp_path / "t")).archived == {}
-    code = (f"from upsertlake import open_table; "
-            f"print(len(open_table({str(tmp_path / 't')!r}, options={ARCHIVE_SOON!r}).archive()))")
+    code = (
+        f"from upsertlake import open_table; "
+        f"print(len(open_table({str(tmp_path / 't')!r}, options={ARCHIVE_SOON!r}).archive()))"
+    )
     archived = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert int(archived) == 4
     assert sorted(i.time for i in Timeline.load(Storage(tmp_path / "t")).archived) == times[:4]

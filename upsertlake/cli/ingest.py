@@ -79,12 +79,21 @@ def ingest(args: argparse.Namespace) -> int:
     new = [f for f in files if not done.has(SourceFile.of(f))]
     seen = done.seen_paths()
     changed = sum(1 for f in new if f.uri in seen)
-    say(args, f"{len(files)} input files, {len(new) - changed} new" + (f", {changed} changed since ingested" if changed else ""))
+    say(
+        args,
+        f"{len(files)} input files, {len(new) - changed} new"
+        + (f", {changed} changed since ingested" if changed else ""),
+    )
     summary: dict[str, Any] = {
-        "input_files": len(files), "new_files": len(new) - changed, "changed_files": changed, "instant_time": None,
+        "input_files": len(files),
+        "new_files": len(new) - changed,
+        "changed_files": changed,
+        "instant_time": None,
     }
     if new:
-        summary.update(_spark_job(f"ingest of {len(new)} file(s) failed", lambda: _ingest(args, new, parse_options(args.option))))
+        summary.update(
+            _spark_job(f"ingest of {len(new)} file(s) failed", lambda: _ingest(args, new, parse_options(args.option)))
+        )
     summary["seconds"] = round(time.perf_counter() - started, 3)
     if args.json:
         print_json(summary)
@@ -110,8 +119,10 @@ def _ingest_stream(args: argparse.Namespace) -> int:
         print_json(summary)
     else:
         skipped = f", {summary['skipped']} already in the table" if summary["skipped"] else ""
-        print(f"ingested {summary['batches']} micro-batches in {human_duration(summary['seconds'])}: "
-              f"{summary['inserts']} inserted, {summary['updates']} updated{skipped}")
+        print(
+            f"ingested {summary['batches']} micro-batches in {human_duration(summary['seconds'])}: "
+            f"{summary['inserts']} inserted, {summary['updates']} updated{skipped}"
+        )
     return 0
 
 
@@ -154,7 +165,9 @@ def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[st
     df = read_sources(spark, sources, args.format, _input_types(args, exists))
     opts = dict(options, record_key=args.record_key, storage_options=store_options(args))
     opts.update(_table_options(args, exists))
-    result = write_dataframe(df, write_options(opts, args.table, Operation.UPSERT), recorded([SourceFile.of(f) for f in sources]))
+    result = write_dataframe(
+        df, write_options(opts, args.table, Operation.UPSERT), recorded([SourceFile.of(f) for f in sources])
+    )
     for stage, seconds in result.stage_seconds.items():
         say(args, f"  {stage:<8} {human_duration(seconds)}")
     return {

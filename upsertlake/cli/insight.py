@@ -46,7 +46,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
                 help="only the files of the latest snapshot (or --as-of's), one absolute path a line: "
                 "what DuckDB, pandas or Polars should read",
             )
-            p.add_argument("--as-of", metavar="TIME", help="with --current: the snapshot as of this time (an instant time or ISO-8601)")
+            p.add_argument(
+                "--as-of",
+                metavar="TIME",
+                help="with --current: the snapshot as of this time (an instant time or ISO-8601)",
+            )
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=func)
 
@@ -63,11 +67,14 @@ def property_warnings(table: Table, timeline: Timeline) -> list[str]:
     config, fix = table.config, f"run `upsertlake doctor {table.path} --fix`"
     if config.damage:
         return [config.damage]
-    warnings = [f"{table.storage.full_path(config.source)} disagrees with the table: {problem}; {fix}"
-                for problem in properties_disagreements(table.storage, config, timeline)]
+    warnings = [
+        f"{table.storage.full_path(config.source)} disagrees with the table: {problem}; {fix}"
+        for problem in properties_disagreements(table.storage, config, timeline)
+    ]
     if config.source == BACKUP_FILE:
-        warnings.insert(0, f"{table.storage.full_path(PROPERTIES_FILE)} is not valid: this config is read from "
-                           f"{BACKUP_FILE}; {fix}")
+        warnings.insert(
+            0, f"{table.storage.full_path(PROPERTIES_FILE)} is not valid: this config is read from {BACKUP_FILE}; {fix}"
+        )
     return warnings
 
 
@@ -157,7 +164,9 @@ def _show_unsupported(args: argparse.Namespace, exc: MergeOnReadError) -> int:
     would be a wrong answer)."""
     storage = table_storage(args.path, store_options(args))
     info: dict[str, Any] = {
-        "path": storage.base, "config": TableConfig.load(storage).to_properties(), "unsupported": str(exc),
+        "path": storage.base,
+        "config": TableConfig.load(storage).to_properties(),
+        "unsupported": str(exc),
     }
     if args.json:
         print_json(info)
@@ -175,8 +184,10 @@ def timeline(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        shown = [{**{k: v for k, v in r.items() if k not in ("seconds", "seconds_at_most")}, "duration": _duration(r)}
-                 for r in out]
+        shown = [
+            {**{k: v for k, v in r.items() if k not in ("seconds", "seconds_at_most")}, "duration": _duration(r)}
+            for r in out
+        ]
         print(format_records(shown, list(shown[0]) if shown else ["instant", "action", "state"]))
         if out:
             print(TIMELINE_LEGEND)
@@ -214,8 +225,18 @@ def _instant_row(tl: Timeline, inst: Instant, mtimes: dict[str, int]) -> dict[st
         "action": inst.action.value,
         "state": inst.state.value,
         **dict.fromkeys(
-            ["completion", "operation", "batch", "inserts", "updates", "deletes", "rows_written", "bytes", "seconds",
-             "seconds_at_most"]
+            [
+                "completion",
+                "operation",
+                "batch",
+                "inserts",
+                "updates",
+                "deletes",
+                "rows_written",
+                "bytes",
+                "seconds",
+                "seconds_at_most",
+            ]
         ),
     }
     if not inst.is_completed:
@@ -321,9 +342,7 @@ def files(args: argparse.Namespace) -> int:
         f"{len(gone)} replaced, {len(pending)} with no committed file; {_file_counts(rows)}"
     )
     for r in rows:
-        r["mark"] = (
-            "*" if r["latest"] else "replaced" if r["replaced"] else "" if r["committed"] else "uncommitted"
-        )
+        r["mark"] = "*" if r["latest"] else "replaced" if r["replaced"] else "" if r["committed"] else "uncommitted"
     if rows:
         kind = ["kind"] if table.config.is_merge_on_read else []
         print(format_records(rows, ["partition", "file_id", *kind, "instant", "mark", "bytes", "rows"]))

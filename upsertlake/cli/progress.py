@@ -38,7 +38,8 @@ class StageBars(Progress):
         self._tasks: dict[str, TaskID] = {}
         if draw:
             from rich.console import Console
-            from rich.progress import BarColumn, Progress as Bars, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as Bars
 
             self._bars = Bars(TextColumn("  {task.description:<9}"), BarColumn(bar_width=30),
                               TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),

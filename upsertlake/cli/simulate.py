@@ -31,10 +31,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     p.add_argument("--batch-size", type=int, default=100, help="records per write (default 100)")
     p.add_argument("--lock-provider", default=SimulationConfig.lock_provider, help="hoodie.write.lock.provider")
     p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--table-version", type=int, choices=(6, 8, 9), default=6, help="table version to create (default 6)")
-    p.add_argument("--table-type", choices=TABLE_TYPES, default=TABLE_TYPES[0], type=str.upper,
-                   help="table type to create (default COPY_ON_WRITE); MERGE_ON_READ compacts inline every "
-                        f"{MOR_COMPACT_EVERY} deltacommits")
+    p.add_argument(
+        "--table-version", type=int, choices=(6, 8, 9), default=6, help="table version to create (default 6)"
+    )
+    p.add_argument(
+        "--table-type",
+        choices=TABLE_TYPES,
+        default=TABLE_TYPES[0],
+        type=str.upper,
+        help="table type to create (default COPY_ON_WRITE); MERGE_ON_READ compacts inline every "
+        f"{MOR_COMPACT_EVERY} deltacommits",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=simulate)
 

@@ -96,8 +96,10 @@ class Option(Generic[T]):
         kind = {int: "an integer", float: "a number"}.get(self.type)
         if kind is None:
             return "a string"
-        bounds = [f"{'above' if self.exclusive else 'of at least'} {self.minimum:g}" if self.minimum is not None else "",
-                  f"at most {self.maximum:g}" if self.maximum is not None else ""]
+        bounds = [
+            f"{'above' if self.exclusive else 'of at least'} {self.minimum:g}" if self.minimum is not None else "",
+            f"at most {self.maximum:g}" if self.maximum is not None else "",
+        ]
         return " ".join([kind, " and ".join(b for b in bounds if b)]).strip()
 
     def _convert(self, raw: object) -> Any:

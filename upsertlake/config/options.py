@@ -57,15 +57,15 @@ __all__ = [
     "INDEX_TYPE",
     "KEYGEN_CLASS",
     "LOCK_EXPIRE_MINUTES",
-    "METADATA_COMPACT_MAX_DELTA_COMMITS",
-    "METADATA_RECORD_INDEX_ENABLE",
-    "METADATA_ENABLE",
     "LOCK_FILESYSTEM_PATH",
     "LOCK_PROVIDER",
     "LOCK_STORAGE_HEARTBEAT_POLL_SECS",
     "LOCK_STORAGE_VALIDITY_SECS",
     "LOCK_WAIT_TIME_MS",
     "LOGFILE_DATA_BLOCK_FORMAT",
+    "METADATA_COMPACT_MAX_DELTA_COMMITS",
+    "METADATA_ENABLE",
+    "METADATA_RECORD_INDEX_ENABLE",
     "OPERATION",
     "OPTIONS",
     "PARQUET_BLOCK_SIZE",
@@ -76,17 +76,17 @@ __all__ = [
     "PARTITIONPATH_URLENCODE",
     "PRECOMBINE_FIELD",
     "RECORDKEY_FIELD",
+    "RECORD_INDEX_UPDATE_PARTITION_PATH",
     "RECORD_MERGE_MODE",
     "RECORD_SIZE_ESTIMATE",
     "RECORD_SIZE_ESTIMATION_THRESHOLD",
-    "RECORD_INDEX_UPDATE_PARTITION_PATH",
     "SIMPLE_INDEX_UPDATE_PARTITION_PATH",
     "STREAMING_CHECKPOINT_IDENTIFIER",
     "TABLE_NAME",
     "TABLE_TYPE",
+    "WRITE_AUTO_UPGRADE",
     "WRITE_CONCURRENCY_MODE",
     "WRITE_PARALLELISM",
-    "WRITE_AUTO_UPGRADE",
     "WRITE_SET_NULL_FOR_MISSING_COLUMNS",
     "WRITE_TABLE_VERSION",
 ]
@@ -293,7 +293,8 @@ HEARTBEAT_TOLERABLE_MISSES: Option[int] = _option(
 NUM_RETRIES_ON_CONFLICT: Option[int] = _option(
     "hoodie.write.num.retries.on.conflict.failures", int, 0,
     "Times a write that conflicts on a record is tagged and merged again against the new table state "
-    "(with backoff) before WriteConflictError; safe under event-time ordering (docs/concepts/concurrency.md).", minimum=0)
+    "(with backoff) before WriteConflictError; safe under event-time ordering (docs/concepts/concurrency.md).",
+    minimum=0)
 
 # --- keys and table identity (KeyGeneratorOptions, HoodieWriteConfig, HoodieTableConfig) ---------
 
@@ -404,7 +405,8 @@ ARCHIVE_MERGE_SMALL_FILE_LIMIT: Option[int] = _option(
     "Table version 6: archive log files up to this size are merged.")
 TIMELINE_COMPACTION_BATCH: Option[int] = _option(
     "hoodie.timeline.compaction.batch.size", int, 10,
-    "Table versions 8, 9: once a layer of the LSM archived timeline holds this many files, its oldest are merged into one.")
+    "Table versions 8, 9: once a layer of the LSM archived timeline holds this many files, its oldest are "
+    "merged into one.")
 ARCHIVE_AUTOMATIC: Option[bool] = _option(
     "hoodie.archive.automatic", bool, True,
     "Archive after each commit (after the automatic clean) when the active timeline is over the max.")

@@ -152,7 +152,8 @@ def append_bucket(
     # The index learns nothing: a key deleted in a log stays in its base file, where the indexes
     # (none of which reads logs) find it, so a later write of it appends to the same group.
     none = pa.array([], pa.string())
-    deleted = removed.column(RECORD_KEY).combine_chunks().cast(pa.string()) if removed.num_rows and job.keep_keys else none
+    keys = removed.num_rows and job.keep_keys
+    deleted = removed.column(RECORD_KEY).combine_chunks().cast(pa.string()) if keys else none
     return WriteStatus(
         stat=stat,
         inserted_keys=none,

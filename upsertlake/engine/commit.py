@@ -35,8 +35,8 @@ from upsertlake.errors import UpsertlakeError, WriteConflictError
 from upsertlake.layout.file_system_view import FileGroup, FileSystemView
 from upsertlake.layout.markers import marker_folder, reconcile_markers
 from upsertlake.schema import arrow_to_avro, avro_schema_json
-from upsertlake.services.rollback import discard_pending
 from upsertlake.services import metadata_table
+from upsertlake.services.rollback import discard_pending
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat

@@ -33,11 +33,11 @@ from upsertlake.engine.write_plan import Progress, WritePlan, stage
 from upsertlake.engine.write_result import WriteResult, with_statuses
 from upsertlake.errors import StorageError
 from upsertlake.index import BucketIndex, InMemoryIndex
-from upsertlake.services.metadata_table import keeps_record_index
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import start_markers
 from upsertlake.schema.columns import PARTITION
+from upsertlake.services.metadata_table import keeps_record_index
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.instant import State

@@ -9,9 +9,8 @@ the index finds keys in logs (Hudi's canIndexLogFiles).
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

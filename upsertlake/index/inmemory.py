@@ -72,7 +72,8 @@ def _group_ids(partitions: pa.ChunkedArray, file_ids: pa.ChunkedArray) -> tuple[
 
 # One state per table path (and global or not) for the whole process, as Hudi's
 # HoodieInMemoryHashIndex keeps its map in a static field: every writer of the table in this process
-# shares it, whichever table object or storage it writes through (docs/how-to/choose-index-and-table-type.md: "built once per process").
+# shares it, whichever table object or storage it writes through
+# (docs/how-to/choose-index-and-table-type.md: "built once per process").
 _STATES: dict[tuple[str, bool], _State] = {}
 _LOCK = threading.Lock()
 

@@ -46,15 +46,23 @@ class RecordIndex(Index):
             stored_parts.append(partition)
             stored_ids.append(file_id)
             instants.append(base.instant_time if base is not None else None)
-        located = pa.table({"key": pa.array(stored_keys, pa.string()), "loc_partition": pa.array(stored_parts, pa.string()),
-                            "loc_file_id": pa.array(stored_ids, pa.string()), "loc_instant": pa.array(instants, pa.string())})
+        located = pa.table(
+            {
+                "key": pa.array(stored_keys, pa.string()),
+                "loc_partition": pa.array(stored_parts, pa.string()),
+                "loc_file_id": pa.array(stored_ids, pa.string()),
+                "loc_instant": pa.array(instants, pa.string()),
+            }
+        )
         located = live_only(located, live)
         at = pc.index_in(located.column("key"), value_set=keys)
         located = located.append_column("row", pc.cast(at, pa.int64()))
-        self._stats = {"keys_looked_up": len(distinct), "keys_matched": located.num_rows,
-                       "index_file_groups": len(table.slices(RECORD_INDEX))}
+        self._stats = {
+            "keys_looked_up": len(distinct),
+            "keys_matched": located.num_rows,
+            "index_file_groups": len(table.slices(RECORD_INDEX)),
+        }
         return join_locations(keys, partitions, located, True, unique)
 
     def stats(self) -> dict[str, int]:
         return dict(self._stats)
-

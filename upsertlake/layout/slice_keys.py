@@ -84,7 +84,9 @@ def named_deletes(storage: Storage, sl: FileSlice, merge: Merge) -> pa.Array:
     by a command block of the slice (`upsertlake.logfile.merge.live_blocks`)."""
     said = [d for d in (log_deletes(storage, log) for log in sl.logs) if d is not None]
     rolled_back = frozenset().union(*(d.rolled_back for d in said))
-    named = [keys for d in said for instant, keys in d.deleted if instant in merge.instants and instant not in rolled_back]
+    named = [
+        keys for d in said for instant, keys in d.deleted if instant in merge.instants and instant not in rolled_back
+    ]
     return pa.concat_arrays(named) if named else _NONE
 
 
@@ -236,4 +238,4 @@ def _rows_by_group(located: pa.Table, slices: Mapping[tuple[str, str], FileSlice
     codes = np.asarray(pc.fill_null(code, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
     inside = np.flatnonzero(codes >= 0)
     order, bounds = group_rows(codes[inside], len(groups))
-    return {g: inside[order[bounds[i]:bounds[i + 1]]] for i, g in enumerate(groups) if bounds[i + 1] > bounds[i]}
+    return {g: inside[order[bounds[i] : bounds[i + 1]]] for i, g in enumerate(groups) if bounds[i + 1] > bounds[i]}

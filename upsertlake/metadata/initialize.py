@@ -84,7 +84,9 @@ def initialize_partition(
         storage.delete(entry.path)
     if (earlier := timeline.get(time, Action.DELTA_COMMIT)) is not None:
         delete_instant_files(storage, earlier, layout)
-    storage.write_if_absent(f"{partition}/{PARTITION_METAFILE}", f"#partition metadata\ncommitTime={time}\npartitionDepth=1\n".encode())
+    storage.write_if_absent(
+        f"{partition}/{PARTITION_METAFILE}", f"#partition metadata\ncommitTime={time}\npartitionDepth=1\n".encode()
+    )
     requested = Instant(time, Action.DELTA_COMMIT, State.REQUESTED)
     storage.write_if_absent(layout.path(requested), b"")
     inflight = transition(storage, requested, State.INFLIGHT, b"", layout)
@@ -101,11 +103,26 @@ def initialize_partition(
         info = {hfile_info.SCHEMA: schema.encode()}
         if mine:
             info.update({hfile_info.MIN_RECORD_KEY: mine[0].encode(), hfile_info.MAX_RECORD_KEY: mine[-1].encode()})
-        data = write_hfile(list(zip([k.encode() for k in mine], values)), block_size=BASE_BLOCK_SIZE,
-                           compression=Compression.NONE, file_info=info)
+        data = write_hfile(
+            list(zip([k.encode() for k in mine], values)),
+            block_size=BASE_BLOCK_SIZE,
+            compression=Compression.NONE,
+            file_info=info,
+        )
         path = f"{partition}/{name}"
         storage.write_bytes(path, data)
-        stats.append(WriteStat(fileId=file_id, path=path, partitionPath=partition, numWrites=len(mine), numInserts=len(mine),
-                               totalWriteBytes=len(data), fileSizeInBytes=len(data)))
+        stats.append(
+            WriteStat(
+                fileId=file_id,
+                path=path,
+                partitionPath=partition,
+                numWrites=len(mine),
+                numInserts=len(mine),
+                totalWriteBytes=len(data),
+                fileSizeInBytes=len(data),
+            )
+        )
     metadata = CommitMetadata({partition: stats}, "BULK_INSERT", {"schema": schema})
-    return transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout))
+    return transition(
+        storage, inflight, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout)
+    )

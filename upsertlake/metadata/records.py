@@ -92,7 +92,10 @@ def combine(older: Record | None, newer: Record | None) -> Record | None:
     if kind in (RecordType.FILES, RecordType.ALL_PARTITIONS):
         return {**newer, "filesystemMetadata": combine_files(older["filesystemMetadata"], newer["filesystemMetadata"])}
     if kind in (RecordType.COLUMN_STATS, RecordType.PARTITION_STATS):
-        return {**newer, "ColumnStatsMetadata": combine_stats(older["ColumnStatsMetadata"], newer["ColumnStatsMetadata"])}
+        return {
+            **newer,
+            "ColumnStatsMetadata": combine_stats(older["ColumnStatsMetadata"], newer["ColumnStatsMetadata"]),
+        }
     return newer
 
 
@@ -146,7 +149,12 @@ def unwrap(stats: Record, field: str) -> Any:
         return None
     value = _value(wrapped)
     value_type = stats.get("valueType")
-    if value is not None and value_type and value_type.get("typeOrdinal") == _DECIMAL_ORDINAL and isinstance(value, bytes):
+    if (
+        value is not None
+        and value_type
+        and value_type.get("typeOrdinal") == _DECIMAL_ORDINAL
+        and isinstance(value, bytes)
+    ):
         scale = int((value_type.get("additionalInfo") or "0,0").split(",")[1])
         return Decimal(int.from_bytes(value, "big", signed=True)).scaleb(-scale)
     return value
@@ -192,12 +200,27 @@ def record_index_info(partition: str, file_id: str, instant_millis: int) -> dict
         else:
             parsed, file_index = uuid.UUID(stem), int(index)
     except ValueError:
-        return {"partitionName": partition, "fileIdHighBits": -1, "fileIdLowBits": -1, "fileIndex": -1,
-                "fileId": file_id, "instantTime": instant_millis, "fileIdEncoding": 1, "position": None}
+        return {
+            "partitionName": partition,
+            "fileIdHighBits": -1,
+            "fileIdLowBits": -1,
+            "fileIndex": -1,
+            "fileId": file_id,
+            "instantTime": instant_millis,
+            "fileIdEncoding": 1,
+            "position": None,
+        }
     high, low = parsed.int >> 64, parsed.int & (1 << 64) - 1
-    return {"partitionName": partition, "fileIdHighBits": _signed(high), "fileIdLowBits": _signed(low),
-            "fileIndex": file_index, "fileId": "", "instantTime": instant_millis, "fileIdEncoding": 0,
-            "position": None}
+    return {
+        "partitionName": partition,
+        "fileIdHighBits": _signed(high),
+        "fileIdLowBits": _signed(low),
+        "fileIndex": file_index,
+        "fileId": "",
+        "instantTime": instant_millis,
+        "fileIdEncoding": 0,
+        "position": None,
+    }
 
 
 def _signed(value: int) -> int:

@@ -50,7 +50,9 @@ def file_stats(columns: Mapping[str, Record], schema: pa.Schema) -> FileColumnSt
         rows = max(rows, stats["valueCount"])
         try:
             low, high = bound(stats, "minValue", t), bound(stats, "maxValue", t)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, TypeError, ArithmeticError):
+        except (
+            pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, TypeError, ArithmeticError
+        ):
             continue
         entries[name] = column_entry(t, low, high, stats["nullCount"], pa.types.is_floating(t))
     return FileColumnStats(rows, entries) if entries else None

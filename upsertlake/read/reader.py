@@ -23,7 +23,12 @@ from upsertlake.layout.base_files import BaseFileReader, LanceFile, open_base_fi
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.layout.slice_reader import (
-    Merge, dictionary_columns, listed, merge_inputs, read_slice, slice_inputs,
+    Merge,
+    dictionary_columns,
+    listed,
+    merge_inputs,
+    read_slice,
+    slice_inputs,
 )
 from upsertlake.logfile import DataBlock
 from upsertlake.read import skipping
@@ -43,9 +48,12 @@ DICTIONARY_STRING = pa.dictionary(pa.int32(), pa.string())
 def read_schema(schema: pa.Schema) -> pa.Schema:
     """What a scan returns of `schema`: the same, with the one-value-per-file meta columns as
     dictionaries (`DICTIONARY_META`)."""
-    return pa.schema([
-        f.with_type(DICTIONARY_STRING) if f.name in DICTIONARY_META and pa.types.is_string(f.type) else f for f in schema
-    ])
+    return pa.schema(
+        [
+            f.with_type(DICTIONARY_STRING) if f.name in DICTIONARY_META and pa.types.is_string(f.type) else f
+            for f in schema
+        ]
+    )
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,15 @@ from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.slice_reader import listed
 from upsertlake.read import skipping
 from upsertlake.read.filters import conjunction
-from upsertlake.read.reader import BATCH_ROWS, ReadSpec, count_base, read_base, read_base_table, read_merged, read_schema
+from upsertlake.read.reader import (
+    BATCH_ROWS,
+    ReadSpec,
+    count_base,
+    read_base,
+    read_base_table,
+    read_merged,
+    read_schema,
+)
 from upsertlake.read.snapshot import ScanPlan
 from upsertlake.read.statistics import FileStatistics
 from upsertlake.read.stream import prefetched, read_ahead

@@ -28,10 +28,10 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError, StorageError
 from upsertlake.layout.file_system_view import BaseFile, LogFile, list_partitions_and_files, slice_of
 from upsertlake.services import metadata_table
-from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, create_requested, transition
+from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
 from upsertlake.timeline.layouts import layout_of

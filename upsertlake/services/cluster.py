@@ -41,8 +41,8 @@ from upsertlake.layout.file_writer import (
 from upsertlake.layout.markers import marker_entry, marker_folder, start_markers, write_markers
 from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.schema import avro_to_arrow, conform, full_schema
-from upsertlake.services.compaction_plan import compaction_file_groups
 from upsertlake.services import metadata_table
+from upsertlake.services.compaction_plan import compaction_file_groups
 from upsertlake.services.rollback import discard_pending
 from upsertlake.services.stat_map import StatMap, T
 from upsertlake.storage import Storage
@@ -152,7 +152,8 @@ def cluster(
                     f"clustering {inflight.time} conflicts with {conflict.describe()}; the clustering was "
                     "rolled back, no record was lost"
                 )
-            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)  # before the data instant
+            # the metadata table's deltacommit before the data instant
+            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)
             transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes())
     except BaseException:
         with lock.hold():
@@ -250,8 +251,7 @@ def clustering_due(timeline: Timeline, cfg: Config) -> bool:
             since = inst.time
             break
     commits = [
-        w for w in timeline.completed_writes()
-        if w.time > since and w.action in (Action.COMMIT, Action.DELTA_COMMIT)
+        w for w in timeline.completed_writes() if w.time > since and w.action in (Action.COMMIT, Action.DELTA_COMMIT)
     ]
     return len(commits) >= cfg.get(opt.CLUSTERING_INLINE_MAX_COMMITS)
 
@@ -270,11 +270,14 @@ def _write_group(
     slice's base file as it is, or its records merged with its log files."""
     n, group = numbered
     schema = full_schema(data_schema)
-    rows = pa.concat_tables([
-        read_slice(storage, sl, merge, schema) if sl.logs or sl.base is None
-        else conform(storage.read_parquet(sl.base.path), schema)
-        for sl in group
-    ])
+    rows = pa.concat_tables(
+        [
+            read_slice(storage, sl, merge, schema)
+            if sl.logs or sl.base is None
+            else conform(storage.read_parquet(sl.base.path), schema)
+            for sl in group
+        ]
+    )
     missing = [c for c in sort_columns if c not in schema.names]
     if missing:
         raise SchemaError(f"clustering sort column(s) {missing} are not in the table {schema.names}")
@@ -288,8 +291,14 @@ def _write_group(
     write_markers(storage, instant_time, [marker_entry(partition, name, "CREATE")])
     size, stats = write_base_file(storage, path, rows, file_writer_config(cfg))
     return WriteStat(
-        fileId=file_id, path=path, partitionPath=partition, numWrites=rows.num_rows,
-        numInserts=rows.num_rows, totalWriteBytes=size, fileSizeInBytes=size, column_stats=stats,
+        fileId=file_id,
+        path=path,
+        partitionPath=partition,
+        numWrites=rows.num_rows,
+        numInserts=rows.num_rows,
+        totalWriteBytes=size,
+        fileSizeInBytes=size,
+        column_stats=stats,
     )
 
 
@@ -297,9 +306,14 @@ def _plan_doc(storage: Storage, groups: list[list[FileSlice]], sort_columns: lis
     input_groups = [
         {
             "slices": [
-                {"dataFilePath": storage.full_path(sl.base.path) if sl.base is not None else "",
-                 "deltaFilePaths": [storage.full_path(lf.path) for lf in sl.logs], "fileId": sl.file_id,
-                 "partitionPath": sl.partition_path, "bootstrapFilePath": "", "version": 1}
+                {
+                    "dataFilePath": storage.full_path(sl.base.path) if sl.base is not None else "",
+                    "deltaFilePaths": [storage.full_path(lf.path) for lf in sl.logs],
+                    "fileId": sl.file_id,
+                    "partitionPath": sl.partition_path,
+                    "bootstrapFilePath": "",
+                    "version": 1,
+                }
                 for sl in group
             ],
             "metrics": _metrics(group, cfg.get(opt.PARQUET_MAX_FILE_SIZE)),

@@ -216,7 +216,8 @@ def _run(
         metadata = CommitMetadata(dict(by_partition), OPERATION, extra, compacted=True)
         with lock.hold():
             lock.fence()
-            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)  # before the data instant
+            # the metadata table's deltacommit before the data instant
+            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)
             transition(
                 storage,
                 Instant(inflight.time, Action.COMMIT, State.INFLIGHT),
@@ -250,5 +251,3 @@ def _schema_before(timeline: Timeline, instant_time: str) -> str | None:
             if schema:
                 return schema
     return None
-
-

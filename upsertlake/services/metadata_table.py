@@ -7,9 +7,10 @@ Every writer and service calls in at three points, under the table lock:
   did not keep it wrote since), it is deleted and its properties cleared, as Hudi does for a writer
   with the metadata table disabled. One is built (`initialize`) when the writer asks for it:
   `hoodie.metadata.enable=true` given explicitly, or the record index asked for; by default an
-  existing one is kept and none is created (benchmarks/metadata_bench.py: what keeping it costs). Partitions we do not keep (secondary and expression indexes,
-  bloom filters) are removed with their property entry and index definition, as Hudi does when
-  such an index is dropped: never left listed and stale.
+  existing one is kept and none is created (benchmarks/metadata_bench.py: what keeping it costs).
+  Partitions we do not keep (secondary and expression indexes, bloom filters) are removed with
+  their property entry and index definition, as Hudi does when such an index is dropped: never
+  left listed and stale.
 - `sync` before its data instant completes: the metadata deltacommit at the same instant time
   (files, column_stats, partition_stats, record_index), so a reader never sees a committed data
   instant the metadata table lacks, and ignores the deltacommit until the data instant completes.
@@ -35,12 +36,16 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError
 from upsertlake.index.base import IndexUpdate
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
-from upsertlake.logfile.avro_records import with_meta_fields
+from upsertlake.layout.slice_keys import deleted_keys
+from upsertlake.layout.slice_reader import Merge
 from upsertlake.logfile import DataBlock, block_keys
+from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.logfile.names import is_log_path
 from upsertlake.logfile.reader import read_logs
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata import changes as mc
+from upsertlake.metadata.compaction import clean, compact, compaction_time, deltacommits_since_compaction, trim_timeline
+from upsertlake.metadata.initialize import create_table, initialize_partition
 from upsertlake.metadata.partitions import (
     COLUMN_STATS,
     FILES,
@@ -51,10 +56,6 @@ from upsertlake.metadata.partitions import (
     RECORD_INDEX,
     listed,
 )
-from upsertlake.layout.slice_keys import deleted_keys
-from upsertlake.layout.slice_reader import Merge
-from upsertlake.metadata.initialize import create_table, initialize_partition
-from upsertlake.metadata.compaction import clean, compact, compaction_time, deltacommits_since_compaction, trim_timeline
 from upsertlake.metadata.stats import bound
 from upsertlake.metadata.table import unsynced_instants
 from upsertlake.metadata.writer import Changes, deltacommit
@@ -82,16 +83,22 @@ def keeps_record_index(config: TableConfig) -> bool:
 
 
 # -- at the start of a write or service -------------------------------------------------------------
-def prepare(storage: Storage, config: TableConfig, options: Config | None = None, keeps_keys: bool = True) -> TableConfig:
+def prepare(
+    storage: Storage, config: TableConfig, options: Config | None = None, keeps_keys: bool = True
+) -> TableConfig:
     """Under the lock: keep, trim or delete the metadata table (see the module doc); returns the
     config now on disk. `keeps_keys=False`: the writer cannot report the keys it writes (Spark's
     distributed write), so the record index is removed rather than left stale."""
     cfg = options or Config.resolve(None)
     enabled = cfg.get(opt.METADATA_ENABLE)
-    builds = enabled and config.table_version >= 8 and (cfg.is_set(opt.METADATA_ENABLE) or _wants_record_index(cfg, keeps_keys))
+    builds = (
+        enabled
+        and config.table_version >= 8
+        and (cfg.is_set(opt.METADATA_ENABLE) or _wants_record_index(cfg, keeps_keys))
+    )
     partitions = listed(config.extra.get(PARTITIONS_KEY))
     inflight = listed(config.extra.get(INFLIGHT_KEY))
-    if not enabled or config.table_version < 8 or (partitions or inflight) and FILES not in partitions:
+    if not enabled or config.table_version < 8 or ((partitions or inflight) and FILES not in partitions):
         return drop_metadata_table(storage, config)
     if not partitions or inflight:
         return initialize(storage, config, options, keeps_keys) if builds else drop_metadata_table(storage, config)
@@ -105,7 +112,9 @@ def prepare(storage: Storage, config: TableConfig, options: Config | None = None
         log.warning("the metadata table of %s misses %s", storage.base, missing[0])
         config = drop_metadata_table(storage, config)
         return initialize(storage, config, options, keeps_keys) if builds else config
-    unkept = [p for p in [*partitions, *inflight] if p not in KEPT or p in inflight or (p == RECORD_INDEX and not keeps_keys)]
+    unkept = [
+        p for p in [*partitions, *inflight] if p not in KEPT or p in inflight or (p == RECORD_INDEX and not keeps_keys)
+    ]
     config = drop_partitions(storage, config, unkept) if unkept else config
     if _wants_record_index(cfg, keeps_keys) and RECORD_INDEX not in listed(config.extra.get(PARTITIONS_KEY)):
         config = initialize(storage, config, options)  # the record index alone, the others kept
@@ -128,7 +137,11 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None, ke
         config = drop_metadata_table(storage, config)  # a folder no property lists: leftovers
     cfg = options or Config.resolve(None)
     record_index = _wants_record_index(cfg, keeps_keys)
-    wanted = [FILES, COLUMN_STATS] + ([PARTITION_STATS] if config.partition_fields else []) + ([RECORD_INDEX] if record_index else [])
+    wanted = (
+        [FILES, COLUMN_STATS]
+        + ([PARTITION_STATS] if config.partition_fields else [])
+        + ([RECORD_INDEX] if record_index else [])
+    )
     wanted = [p for p in wanted if p not in listed(config.extra.get(PARTITIONS_KEY))]
     if not wanted:
         return config
@@ -161,8 +174,12 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None, ke
             records, groups = mc.files_changes(added).upserts, 1
         elif partition == COLUMN_STATS:
             files = [(b.partition_path, b.path) for b in bases] + [(log.partition_path, log.path) for log in logs]
-            records = [r for p, path in files if (known := stats[path])
-                       for r in mc.column_stats_records(p, path.rpartition("/")[2], known, config.table_version)]
+            records = [
+                r
+                for p, path in files
+                if (known := stats[path])
+                for r in mc.column_stats_records(p, path.rpartition("/")[2], known, config.table_version)
+            ]
             groups = COLUMN_STATS_FILE_GROUPS
         elif partition == PARTITION_STATS:
             records, groups = _initial_partition_stats(slices, stats, config.table_version), 1
@@ -209,8 +226,12 @@ def _initial_partition_stats(
                 by_partition[sl.partition_path] = None
             elif own:
                 known.append(own)
-    return [r for p, files in sorted(by_partition.items()) if files
-            for r in mc.partition_stats_records(p, mc.merged(files), table_version)]
+    return [
+        r
+        for p, files in sorted(by_partition.items())
+        if files
+        for r in mc.partition_stats_records(p, mc.merged(files), table_version)
+    ]
 
 
 def _live_keys(storage: Storage, config: TableConfig, timeline: Timeline, slices: list[FileSlice]) -> pa.Table:
@@ -234,11 +255,23 @@ def _write_index_definition(storage: Storage, config: TableConfig, columns: list
     defs = dict(doc.get("indexDefinitions") or {})
     v9 = config.table_version >= 9
     if COLUMN_STATS not in defs:
-        defs[COLUMN_STATS] = {"indexName": COLUMN_STATS, "indexType": COLUMN_STATS, "indexFunction": COLUMN_STATS,
-                              "sourceFields": columns, "indexOptions": {}, **({"version": "V2"} if v9 else {})}
+        defs[COLUMN_STATS] = {
+            "indexName": COLUMN_STATS,
+            "indexType": COLUMN_STATS,
+            "indexFunction": COLUMN_STATS,
+            "sourceFields": columns,
+            "indexOptions": {},
+            **({"version": "V2"} if v9 else {}),
+        }
     if record_index and v9 and RECORD_INDEX not in defs:
-        defs[RECORD_INDEX] = {"indexName": RECORD_INDEX, "indexType": RECORD_INDEX, "indexFunction": "", "sourceFields": [],
-                              "indexOptions": {"isPartitioned": "false"}, "version": "V1"}
+        defs[RECORD_INDEX] = {
+            "indexName": RECORD_INDEX,
+            "indexType": RECORD_INDEX,
+            "indexFunction": "",
+            "sourceFields": [],
+            "indexOptions": {"isPartitioned": "false"},
+            "version": "V1",
+        }
     if defs == (doc.get("indexDefinitions") or {}):
         return
     path = path or INDEX_DEFINITIONS_PATH
@@ -275,7 +308,9 @@ def drop_partitions(storage: Storage, config: TableConfig, partitions: Iterable[
     for p in sorted(doomed):
         storage.delete_dir(f"{FOLDER}/{p}")
     _drop_index_definitions(storage, config, doomed)
-    log.warning("removed metadata partition(s) %s of %s: upsertlake does not keep them", ", ".join(sorted(doomed)), storage.base)
+    log.warning(
+        "removed metadata partition(s) %s of %s: upsertlake does not keep them", ", ".join(sorted(doomed)), storage.base
+    )
     return TableConfig.load(storage)
 
 
@@ -297,8 +332,12 @@ def _drop_index_definitions(storage: Storage, config: TableConfig, names: set[st
 
 # -- before a data instant completes -----------------------------------------------------------------
 def sync(
-    storage: Storage, config: TableConfig, instant_time: str, metadata: CommitMetadata,
-    index_update: IndexUpdate | None = None, deleted: Mapping[str, Iterable[str]] | None = None,
+    storage: Storage,
+    config: TableConfig,
+    instant_time: str,
+    metadata: CommitMetadata,
+    index_update: IndexUpdate | None = None,
+    deleted: Mapping[str, Iterable[str]] | None = None,
     options: Config | None = None,
 ) -> None:
     """Under the lock, before the data instant `instant_time` completes: its metadata deltacommit.
@@ -356,11 +395,15 @@ def _key_changes(
         return None  # a clean or a compaction: no key moves
     if index_update is not None:
         inserted = index_update.inserted
-        deleted = [index_update.deleted] + ([index_update.deleted_in_logs] if index_update.deleted_in_logs is not None else [])
+        deleted = [index_update.deleted] + (
+            [index_update.deleted_in_logs] if index_update.deleted_in_logs is not None else []
+        )
     else:
         bases = [s for s in metadata.write_stats() if s.path and not is_log_path(s.path)]
-        inserted = pa.concat_tables([_located(storage.read_parquet(s.path, [RECORD_KEY]).column(0), s.partitionPath, s.fileId)
-                                     for s in bases] or [_located(pa.array([], pa.string()), "", "")])
+        inserted = pa.concat_tables(
+            [_located(storage.read_parquet(s.path, [RECORD_KEY]).column(0), s.partitionPath, s.fileId) for s in bases]
+            or [_located(pa.array([], pa.string()), "", "")]
+        )
         deleted = []
     if replaced:
         partitions = sorted({p for p, _ in replaced})
@@ -374,8 +417,13 @@ def _key_changes(
 def _located(keys: pa.Array | pa.ChunkedArray, partition: str, file_id: str) -> pa.Table:
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     n = len(keys)
-    return pa.table({"key": keys.cast(pa.string()), "partition": pa.array([partition] * n, pa.string()),
-                     "file_id": pa.array([file_id] * n, pa.string())})
+    return pa.table(
+        {
+            "key": keys.cast(pa.string()),
+            "partition": pa.array([partition] * n, pa.string()),
+            "file_id": pa.array([file_id] * n, pa.string()),
+        }
+    )
 
 
 def slice_keys(storage: Storage, sl: FileSlice) -> pa.Array:
@@ -392,8 +440,13 @@ def slice_keys(storage: Storage, sl: FileSlice) -> pa.Array:
 
 
 def _statistics(
-    storage: Storage, config: TableConfig, table: MetadataTable, timeline: Timeline, metadata: CommitMetadata,
-    deleted: Mapping[str, Iterable[str]], partitions: list[str],
+    storage: Storage,
+    config: TableConfig,
+    table: MetadataTable,
+    timeline: Timeline,
+    metadata: CommitMetadata,
+    deleted: Mapping[str, Iterable[str]],
+    partitions: list[str],
 ) -> dict[str, Changes]:
     """The column_stats of the base files written (from their footers) and the tight partition
     stats of the partitions written, over every file of their latest slices."""
@@ -414,14 +467,18 @@ def _statistics(
         column_changes = Changes()
         for s in [*bases, *logs]:
             if known := written[s.path]:
-                column_changes.upserts += mc.column_stats_records(s.partitionPath, s.path.rpartition("/")[2],
-                                                                  known, config.table_version)
+                column_changes.upserts += mc.column_stats_records(
+                    s.partitionPath, s.path.rpartition("/")[2], known, config.table_version
+                )
         for partition, names in deleted.items():
-            column_changes.deletes += [k for n in names if not is_log_path(n)
-                                       for k in _column_keys(columns, partition, n.rpartition("/")[2])]
+            column_changes.deletes += [
+                k for n in names if not is_log_path(n) for k in _column_keys(columns, partition, n.rpartition("/")[2])
+            ]
         out[COLUMN_STATS] = column_changes
     if PARTITION_STATS in partitions:
-        out[PARTITION_STATS] = _partition_stats(table, timeline, metadata, written, schema, columns, config.table_version)
+        out[PARTITION_STATS] = _partition_stats(
+            table, timeline, metadata, written, schema, columns, config.table_version
+        )
     return out
 
 
@@ -452,8 +509,13 @@ def _commit_schema(metadata: CommitMetadata) -> pa.Schema | None:
 
 
 def _partition_stats(
-    table: MetadataTable, timeline: Timeline, metadata: CommitMetadata, written: Mapping[str, list[mc.ColumnStats] | None],
-    schema: pa.Schema, columns: list[str], table_version: int,
+    table: MetadataTable,
+    timeline: Timeline,
+    metadata: CommitMetadata,
+    written: Mapping[str, list[mc.ColumnStats] | None],
+    schema: pa.Schema,
+    columns: list[str],
+    table_version: int,
 ) -> Changes:
     """Tight bounds per partition written, over every file of its latest slices as this instant
     leaves them (log files too: deletes only take rows out); a partition with a file of unknown
@@ -467,7 +529,7 @@ def _partition_stats(
         if not s.path:
             continue
         group = (s.partitionPath, s.fileId)
-        groups[group] = groups.get(group, []) + [s.path] if is_log_path(s.path) else [s.path]  # a base starts a slice
+        groups[group] = [*groups.get(group, []), s.path] if is_log_path(s.path) else [s.path]  # a base starts a slice
     for p, ids in (metadata.partition_to_replace_file_ids or {}).items():
         for f in ids:
             groups.pop((p, f), None)
@@ -479,7 +541,11 @@ def _partition_stats(
             kept = per_partition.get(partition)
             if kept is None:
                 break
-            stats = written[path] if path in written else _recorded(recorded.get((partition, path.rpartition("/")[2])), schema, columns)
+            stats = (
+                written[path]
+                if path in written
+                else _recorded(recorded.get((partition, path.rpartition("/")[2])), schema, columns)
+            )
             if stats is None:
                 per_partition[partition] = None
             elif stats:
@@ -494,7 +560,9 @@ def _partition_stats(
     return changes
 
 
-def _recorded(records: Mapping[str, dict[str, Any]] | None, schema: pa.Schema, columns: list[str]) -> list[mc.ColumnStats] | None:
+def _recorded(
+    records: Mapping[str, dict[str, Any]] | None, schema: pa.Schema, columns: list[str]
+) -> list[mc.ColumnStats] | None:
     """A file's statistics as the metadata table holds them, when it holds every column."""
     if records is None or any(c not in records for c in columns):
         return None
@@ -502,8 +570,18 @@ def _recorded(records: Mapping[str, dict[str, Any]] | None, schema: pa.Schema, c
     for c in columns:
         r, t = records[c], schema.field(c).type
         try:
-            out.append(mc.ColumnStats(c, t, bound(r, "minValue", t), bound(r, "maxValue", t), r["valueCount"],
-                                      r["nullCount"], r["totalSize"], r["totalUncompressedSize"]))
+            out.append(
+                mc.ColumnStats(
+                    c,
+                    t,
+                    bound(r, "minValue", t),
+                    bound(r, "maxValue", t),
+                    r["valueCount"],
+                    r["nullCount"],
+                    r["totalSize"],
+                    r["totalUncompressedSize"],
+                )
+            )
         except (ValueError, TypeError, ArithmeticError, pa.ArrowException):
             return None
     return out

@@ -17,10 +17,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate, conjunction
 from upsertlake.read.reader import merged_slice
-from upsertlake.config.table_config import TableConfig
 from upsertlake.read.snapshot import ScanPlan, table_schema
 from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, resolve_path

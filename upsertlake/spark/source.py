@@ -74,7 +74,10 @@ def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] =
             raise ConfigError(f"an incremental query needs {BEGIN}")
         end = options.get(END)
         return incremental_scan(
-            timeline, table.config, normalize_instant(options[BEGIN], zone), normalize_instant(end, zone) if end else None,
+            timeline,
+            table.config,
+            normalize_instant(options[BEGIN], zone),
+            normalize_instant(end, zone) if end else None,
             list(filters) or None,
         )
     if query not in QUERY_TYPES:
@@ -159,8 +162,14 @@ class ScanReader(DataSourceReader):
         target = arrow_schema_of(self.schema)
         part = partition.file
         scan = (
-            ScanPlan([], partition.schema, partition.filters, slices=[part], merge=partition.merge,
-                     record_keys=partition.record_keys)
+            ScanPlan(
+                [],
+                partition.schema,
+                partition.filters,
+                slices=[part],
+                merge=partition.merge,
+                record_keys=partition.record_keys,
+            )
             if isinstance(part, FileSlice)
             else ScanPlan([part], partition.schema, partition.filters)
         )
@@ -182,9 +191,15 @@ class StagingWriter(DataSourceArrowWriter):
         try:
             self.staging.remove_stale()
             files, rows = self.staging.rows(messages)
-            self.staging.merge(options, files, rows, None, "df.write.format('upsertlake').save()",
-                               "Use upsertlake.spark.upsert(df, path, ...) (or insert/delete/bulk_insert), "
-                               "which merges on the executors")
+            self.staging.merge(
+                options,
+                files,
+                rows,
+                None,
+                "df.write.format('upsertlake').save()",
+                "Use upsertlake.spark.upsert(df, path, ...) (or insert/delete/bulk_insert), "
+                "which merges on the executors",
+            )
         finally:
             self.staging.remove()
 

@@ -244,15 +244,20 @@ def read_staged(storage: Storage, path: str) -> pa.Table:
 
 
 def _simple_located(
-    spark: SparkSession, files: list[BaseFile], storage: Storage, order: tuple[str, ...], order_type: pa.DataType | None,
-    logged: dict[int, FileSlice], merge: Merge | None,
+    spark: SparkSession,
+    files: list[BaseFile],
+    storage: Storage,
+    order: tuple[str, ...],
+    order_type: pa.DataType | None,
+    logged: dict[int, FileSlice],
+    merge: Merge | None,
 ) -> DataFrame:
     """Stored (key, file number[, ordering value]) of every latest base file, through Spark's
     reader. A file is named by its number in `files` (a literal map of file names, which grows
     with the files): the rows shuffled to the join carry an int, not three location strings.
     The files of `logged` slices (merge-on-read, with log files) are read by a task each, which
     leaves out the keys their logs deleted and takes the merged ordering values."""
-    fields = [pa.field(KEY, pa.string())] + _order_fields(order, order_type)
+    fields = [pa.field(KEY, pa.string()), *_order_fields(order, order_type)]
     plain = [bf for n, bf in enumerate(files) if n not in logged]
     out = [pa.field(STORED_KEY, pa.string()), pa.field(FILE_NUMBER, pa.int32())]
     out += [pa.field(STORED_ORDER, order_type)] if order else []
@@ -271,8 +276,9 @@ def _simple_located(
         located = scan.select(*columns)
     if logged:
         slices = spark.createDataFrame([(n,) for n in sorted(logged)], "n int").repartition(len(logged))
-        merged = slices.mapInArrow(partial(_read_slices, logged, files, storage, merge, order, pa.schema(out)),
-                                   spark_schema_of(pa.schema(out)))
+        merged = slices.mapInArrow(
+            partial(_read_slices, logged, files, storage, merge, order, pa.schema(out)), spark_schema_of(pa.schema(out))
+        )
         located = merged if located is None else located.unionByName(merged)
     assert located is not None, "the callers read no file when there is none"
     return located
@@ -388,7 +394,11 @@ def _pair_with_files(
 
 
 def _check_files(
-    files: list[BaseFile], storage: Storage, order: tuple[str, ...], logged: dict[int, FileSlice], merge: Merge | None,
+    files: list[BaseFile],
+    storage: Storage,
+    order: tuple[str, ...],
+    logged: dict[int, FileSlice],
+    merge: Merge | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """For each file of this task: its candidate keys through its bloom filter, then the exact
@@ -427,8 +437,13 @@ def _check_files(
 
 @reraised_named
 def _read_slices(
-    logged: dict[int, FileSlice], files: list[BaseFile], storage: Storage, merge: Merge, order: tuple[str, ...],
-    schema: pa.Schema, batches: Iterator[pa.RecordBatch],
+    logged: dict[int, FileSlice],
+    files: list[BaseFile],
+    storage: Storage,
+    merge: Merge,
+    order: tuple[str, ...],
+    schema: pa.Schema,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """The stored (key, file number[, ordering value]) rows of this task's slices with log files
     (`_simple_located`): each base file's keys, as the merged slice holds them."""
@@ -437,9 +452,14 @@ def _read_slices(
         bf = files[number]
         parquet = storage.parquet_file(bf.path)
         columns = [KEY, *_present(order, parquet.schema_arrow.names)]
-        stored = live_in_slice(storage, logged[number], merge, parquet.read(columns=columns), KEY, _single(order, columns))
+        stored = live_in_slice(
+            storage, logged[number], merge, parquet.read(columns=columns), KEY, _single(order, columns)
+        )
         n = stored.num_rows
-        out = {STORED_KEY: pc.cast(stored.column(KEY), pa.string()), FILE_NUMBER: pa.array(np.full(n, number, np.int32))}
+        out = {
+            STORED_KEY: pc.cast(stored.column(KEY), pa.string()),
+            FILE_NUMBER: pa.array(np.full(n, number, np.int32)),
+        }
         if order:
             out[STORED_ORDER] = _stored_order(stored, order)
         yield from pa.table(out).cast(schema).to_batches()
@@ -471,14 +491,24 @@ def _dead_groups(
     if copies is None:
         return
     groups = sorted(dead_groups(copies, live_copies(storage, merge, copies, logged)))
-    yield pa.RecordBatch.from_pydict({LOC_PARTITION: [p for p, _ in groups], LOC_FILE_ID: [f for _, f in groups]},
-                                     schema=pa.schema([(LOC_PARTITION, pa.string()), (LOC_FILE_ID, pa.string())]))
+    yield pa.RecordBatch.from_pydict(
+        {LOC_PARTITION: [p for p, _ in groups], LOC_FILE_ID: [f for _, f in groups]},
+        schema=pa.schema([(LOC_PARTITION, pa.string()), (LOC_FILE_ID, pa.string())]),
+    )
 
 
 @reraised_named
 def _tag_task(
-    timeline: Timeline, index: Index, operation: Operation, cfg: Config, table_config: TableConfig, distinct: Distinct,
-    prepare: Callable[[pa.Table], pa.Table] | None, schema: pa.Schema, storage: Storage, folder: str,
+    timeline: Timeline,
+    index: Index,
+    operation: Operation,
+    cfg: Config,
+    table_config: TableConfig,
+    distinct: Distinct,
+    prepare: Callable[[pa.Table], pa.Table] | None,
+    schema: pa.Schema,
+    storage: Storage,
+    folder: str,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """The in-process tag of this task's records (a delete of a key not stored is dropped),
@@ -508,11 +538,23 @@ def _tag_task(
         staged.write_table(records.cast(schema))
     grouped = records.select([PARTITION, LOC_FILE_ID, LOC_INSTANT]).append_column("b", key_buckets)
     counts = grouped.group_by([PARTITION, LOC_FILE_ID, "b"], use_threads=False).aggregate(
-        [([], "count_all"), (LOC_INSTANT, "max")])
-    rewritten = [(p, f) in rewrites for p, f in zip(counts.column(PARTITION).to_pylist(), counts.column(LOC_FILE_ID).to_pylist())]
-    counts = pa.table([pa.array([path] * counts.num_rows, pa.string()), counts.column(PARTITION), counts.column(LOC_FILE_ID),
-                       counts.column("count_all"), counts.column(f"{LOC_INSTANT}_max"), counts.column("b"),
-                       pa.array(rewritten, pa.bool_())], names=STAGED_COUNTS_ARROW.names)
+        [([], "count_all"), (LOC_INSTANT, "max")]
+    )
+    rewritten = [
+        (p, f) in rewrites for p, f in zip(counts.column(PARTITION).to_pylist(), counts.column(LOC_FILE_ID).to_pylist())
+    ]
+    counts = pa.table(
+        [
+            pa.array([path] * counts.num_rows, pa.string()),
+            counts.column(PARTITION),
+            counts.column(LOC_FILE_ID),
+            counts.column("count_all"),
+            counts.column(f"{LOC_INSTANT}_max"),
+            counts.column("b"),
+            pa.array(rewritten, pa.bool_()),
+        ],
+        names=STAGED_COUNTS_ARROW.names,
+    )
     yield from counts.cast(STAGED_COUNTS_ARROW).to_batches()
 
 
@@ -523,7 +565,9 @@ def _stored_orders_win(data: pa.Table, ordering_fields: tuple[str, ...], moved: 
         return pa.array(np.zeros(data.num_rows, dtype=bool))
     stored = data.column(STORED_ORDER)
     if len(ordering_fields) > 1:  # a struct of the fields, compared in order
-        fields = pa.table([pc.struct_field(stored, [i]) for i in range(len(ordering_fields))], names=list(ordering_fields))
+        fields = pa.table(
+            [pc.struct_field(stored, [i]) for i in range(len(ordering_fields))], names=list(ordering_fields)
+        )
         stored = ordering_values(fields, ordering_fields)
     larger = stored_orders_after(stored, ordering_values(data, ordering_fields))
     return pa.array(np.asarray(moved.to_numpy(zero_copy_only=False), dtype=bool) & larger)

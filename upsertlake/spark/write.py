@@ -195,7 +195,9 @@ def _write_distributed(
             client.writes.hold(instant, "prepared", prepared.unpersist)
     try:
         view = FileSystemView(timeline)
-        counts, tagged, staged, rewrites = _tag(df, prepared, route, spec, empty, client, instant, view, key_fields, parts)
+        counts, tagged, staged, rewrites = _tag(
+            df, prepared, route, spec, empty, client, instant, view, key_fields, parts
+        )
         stages["tag"] = time.perf_counter() - began
         began = time.perf_counter()
         if not route.keep_prepared and prepared is not None:
@@ -215,8 +217,16 @@ def _write_distributed(
 
 
 def _tag(
-    df: DataFrame, prepared: DataFrame | None, route: _Route, spec: PrepareSpec, empty: PreparedBatch,
-    client: WriteClient, instant: str, view: FileSystemView, key_fields: tuple[str, ...], parts: int,
+    df: DataFrame,
+    prepared: DataFrame | None,
+    route: _Route,
+    spec: PrepareSpec,
+    empty: PreparedBatch,
+    client: WriteClient,
+    instant: str,
+    view: FileSystemView,
+    key_fields: tuple[str, ...],
+    parts: int,
 ) -> tuple[list[Any], DataFrame | None, str | None, frozenset[tuple[str, str]]]:
     """Step 3: the counts per (partition, file group) of the tagged records (inserts as a null
     file group; under the bucket index one count per key bucket), where the records wait for
@@ -232,8 +242,19 @@ def _tag(
         assert frame is not None, "the records are prepared or gathered"
         folder = staging_folder(instant)
         client.writes.hold(instant, "tagged", partial(client.storage.delete_dir, folder))
-        staged, counts = tag_in_task(frame, records, route.operation, route.cfg, view.timeline, route.index,
-                                     client.table_config, empty.distinct, client.storage, folder, prepare)
+        staged, counts = tag_in_task(
+            frame,
+            records,
+            route.operation,
+            route.cfg,
+            view.timeline,
+            route.index,
+            client.table_config,
+            empty.distinct,
+            client.storage,
+            folder,
+            prepare,
+        )
         return counts, None, staged, frozenset((r[0], r[1]) for r in counts if r[5])
     assert prepared is not None, "a distributed tag takes the prepared frame"
     merge = slice_merge(client.table_config, view)
@@ -241,8 +262,20 @@ def _tag(
         tagged, logged = tag_buckets(prepared, route.bucket, view, merge is not None)
         key_bucket = F.when(F.col(LOC_FILE_ID).isNull(), F.col(KEY_BUCKET))
     else:
-        tagged, logged = tag(prepared, route.operation, route.cfg, view, route.index_type, ordering,
-                             _order_type(spec, ordering), parts, merge), {}
+        tagged, logged = (
+            tag(
+                prepared,
+                route.operation,
+                route.cfg,
+                view,
+                route.index_type,
+                ordering,
+                _order_type(spec, ordering),
+                parts,
+                merge,
+            ),
+            {},
+        )
         key_bucket = F.lit(None).cast("int")
     tagged = tagged.persist()
     client.writes.hold(instant, "tagged", tagged.unpersist)
@@ -263,14 +296,24 @@ def _profile(counts: list[Any], operation: Operation) -> WorkloadProfile:
     """Step 4: the workload profile from the counts (what reaches the driver: one row per file group)."""
     counts = sorted(counts, key=lambda r: (r[0], r[1] is None, r[1] or ""))
     return WorkloadProfile.from_counts(
-        [r[0] for r in counts], [r[1] for r in counts], [r[2] for r in counts], [r[3] for r in counts],
+        [r[0] for r in counts],
+        [r[1] for r in counts],
+        [r[2] for r in counts],
+        [r[3] for r in counts],
         operation.type_name,
     )
 
 
 def _plan(
-    df: DataFrame, route: _Route, client: WriteClient, view: FileSystemView, profile: WorkloadProfile,
-    data_schema: pa.Schema, tagged: DataFrame | None, staged: str | None, counts: list[Any],
+    df: DataFrame,
+    route: _Route,
+    client: WriteClient,
+    view: FileSystemView,
+    profile: WorkloadProfile,
+    data_schema: pa.Schema,
+    tagged: DataFrame | None,
+    staged: str | None,
+    counts: list[Any],
     rewrites: frozenset[tuple[str, str]],
 ) -> tuple[WritePlan, Writer]:
     """Step 5: the plan (Hudi's partitioner from the profile, the bucket index's from the key
@@ -280,8 +323,9 @@ def _plan(
     cfg, operation = route.cfg, route.operation
     if route.bucket is not None:
         new = {(r[0], r[4]) for r in counts if r[1] is None}
-        plan = plan_profile(client.context, operation, cfg, view, profile, data_schema, new_buckets=new,
-                            rewrites=rewrites)
+        plan = plan_profile(
+            client.context, operation, cfg, view, profile, data_schema, new_buckets=new, rewrites=rewrites
+        )
         assert isinstance(plan.partitioner, BucketPartitioner), "the bucket index's plan has its partitioner"
         if route.in_task:
             threads = cfg.get(opt.WRITE_PARALLELISM)
@@ -297,8 +341,9 @@ def _plan(
         assert tagged is not None, "a bulk insert is tagged by Spark (it is never small enough for one task)"
         size = _record_size(tagged, inserts, data_schema, file_writer_config(cfg), sort_mode)
         buckets, first, per_file = bulk_insert_layout(inserts, size, sizing(view.timeline, cfg)[1])
-        plan = WritePlan(operation, cfg, view, profile, buckets, data_schema,
-                         merge_on_read=client.table_config.is_merge_on_read)
+        plan = WritePlan(
+            operation, cfg, view, profile, buckets, data_schema, merge_on_read=client.table_config.is_merge_on_read
+        )
         return plan, partial(_rewrite, _bulk_assign(tagged, first, per_file, sort_mode), client.storage)
     plan = plan_profile(client.context, operation, cfg, view, profile, data_schema)
     assert isinstance(plan.partitioner, UpsertPartitioner), "a plan from a profile has Hudi's partitioner"
@@ -371,7 +416,9 @@ def _record_size(
     order = [F.col(KEY), F.col(POSITION)] if sort else [F.col(POSITION)]
     sample = tagged.filter(F.col(PARTITION) == partition).drop(*LOCATION).orderBy(*order).limit(SAMPLE_ROWS)
     measure = partial(_record_size_task, data_schema, file_config, sort)
-    measured = sample.mapInArrow(measure, "fixed double, per_record double, rows_per_group long, records long").collect()
+    measured = sample.mapInArrow(
+        measure, "fixed double, per_record double, rows_per_group long, records long"
+    ).collect()
     if not measured:
         return RecordSize(0.0, 1.0)
     fixed, per_record, group, _ = max(measured, key=lambda r: r[3])  # one task measures them all
@@ -390,8 +437,14 @@ def _bulk_assign(tagged: DataFrame, first: dict[str, int], per_file: int, sort_m
 
 
 def _redo(
-    df: DataFrame, schema: pa.Schema, client: WriteClient, options: WriteOptions, parts: int, prepared: DataFrame,
-    instant: str, attempt: int,
+    df: DataFrame,
+    schema: pa.Schema,
+    client: WriteClient,
+    options: WriteOptions,
+    parts: int,
+    prepared: DataFrame,
+    instant: str,
+    attempt: int,
 ) -> WriteResult:
     """The Spark `Redo` (a retry after a conflict on a record): the kept prepared frame tagged,
     partitioned and written again against the table as it is now (each task's own write token)."""
@@ -399,7 +452,11 @@ def _redo(
 
 
 def _rewrite(
-    assigned: DataFrame, storage: Storage, job: BucketJob, numbers: Collection[int] | None, attempt: int,
+    assigned: DataFrame,
+    storage: Storage,
+    job: BucketJob,
+    numbers: Collection[int] | None,
+    attempt: int,
     by_key: bool = False,
 ) -> list[WriteStatus]:
     """The Spark `Rewrite` (a re-merge, or a move to a new instant): one job over the bucket-assigned
@@ -433,7 +490,11 @@ def _write_in_task(
 
 
 def _write_buckets(
-    assigned: DataFrame, buckets: list[Bucket], job: BucketJob, storage: Storage, numbers: list[int] | None = None,
+    assigned: DataFrame,
+    buckets: list[Bucket],
+    job: BucketJob,
+    storage: Storage,
+    numbers: list[int] | None = None,
     by_key: bool = False,
 ) -> list[WriteStatus]:
     """One task per bucket (`repartitionById`) merges and writes it (only the buckets `numbers`
@@ -446,7 +507,9 @@ def _write_buckets(
         assigned = assigned.where(F.col(BUCKET).isin(numbers))
         position = F.array_position(F.array(*[F.lit(n) for n in numbers]), F.col(BUCKET))
         task, tasks = (position - 1).cast("int"), len(numbers)
-    frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, storage, by_key), f"{STATUS} binary")
+    frame = assigned.repartitionById(tasks, task).mapInArrow(
+        partial(_write_task, job, storage, by_key), f"{STATUS} binary"
+    )
     return _collect_statuses(frame)
 
 
@@ -479,8 +542,12 @@ def _record_size_task(
         data = data.sort_by([(KEY, "ascending"), (POSITION, "ascending")] if sort else [(POSITION, "ascending")])
         size = written_record_size(data, data_schema, file_config)
         yield pa.RecordBatch.from_pydict(
-            {"fixed": [size.fixed], "per_record": [size.per_record], "rows_per_group": [size.rows_per_group],
-             "records": [data.num_rows]}
+            {
+                "fixed": [size.fixed],
+                "per_record": [size.per_record],
+                "rows_per_group": [size.rows_per_group],
+                "records": [data.num_rows],
+            }
         )
 
 
@@ -509,8 +576,13 @@ def _write_task(
 
 @reraised_named
 def _write_all_task(
-    staged: str, job: BucketJob, partitioner: UpsertPartitioner | BucketPartitioner, storage: Storage, threads: int,
-    numbers: list[int] | None, batches: Iterator[pa.RecordBatch],
+    staged: str,
+    job: BucketJob,
+    partitioner: UpsertPartitioner | BucketPartitioner,
+    storage: Storage,
+    threads: int,
+    numbers: list[int] | None,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """`_write_in_task`'s task: every staged record, in input order, assigned to its bucket and
     written as in process (`numbers`: only those buckets)."""
@@ -522,8 +594,14 @@ def _write_all_task(
     rows = bucket_rows(assignment, len(job.buckets))
     if numbers is not None:
         rows = {n: rows[n] for n in numbers if n in rows}
-    statuses = write_rows(storage, job.for_batch(records, rows, threads or os.cpu_count() or 1), records, rows, threads,
-                          write_token=_write_token())
+    statuses = write_rows(
+        storage,
+        job.for_batch(records, rows, threads or os.cpu_count() or 1),
+        records,
+        rows,
+        threads,
+        write_token=_write_token(),
+    )
     yield from _statuses(statuses)
 
 

@@ -16,7 +16,7 @@ import builtins
 import os
 import uuid
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -145,10 +145,8 @@ class LocalStore(Store):
     def _drop_checksum(self, rel: str) -> None:
         """Remove the Hadoop checksum file Hudi may keep beside `rel` (module docstring)."""
         head, _, name = rel.rpartition("/")
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(self._path(f"{head}/.{name}.crc" if head else f".{name}.crc"))
-        except FileNotFoundError:
-            pass
 
     def delete_dir(self, rel: str) -> None:
         """A file another process adds (or removes) meanwhile fails one attempt ("Directory not

@@ -110,8 +110,10 @@ def create_table(
         extra=merge_on_read_payload(mode) if kind == MERGE_ON_READ else {},
     )
     if kind == MERGE_ON_READ and len(ordering) > 1:
-        raise ConfigError(f"merge-on-read tables ordered by several fields ({', '.join(ordering)}) are not supported yet; "
-                          "order by one field, or create a copy-on-write table")
+        raise ConfigError(
+            f"merge-on-read tables ordered by several fields ({', '.join(ordering)}) are not supported yet; "
+            "order by one field, or create a copy-on-write table"
+        )
     version = resolved.get(opt.WRITE_TABLE_VERSION)
     if version not in WRITABLE_VERSIONS:
         key = TABLE_VERSION_KEY if asked is not None else opt.WRITE_TABLE_VERSION.key
@@ -132,7 +134,9 @@ def create_table(
 
 
 def upgrade_table(
-    path: str | os.PathLike[str], version: int = 8, options: Mapping[str, object] | None = None,
+    path: str | os.PathLike[str],
+    version: int = 8,
+    options: Mapping[str, object] | None = None,
     storage_options: Mapping[str, object] | None = None,
 ) -> UpgradeResult:
     """Upgrade the table at `path` to table version `version`, 8 or 9 (6 -> 8, 6 -> 9 and 8 -> 9, as

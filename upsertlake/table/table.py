@@ -39,8 +39,8 @@ from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
-from upsertlake.util.times import TimeLike
 from upsertlake.timeline.operation import Operation
+from upsertlake.util.times import TimeLike
 
 if TYPE_CHECKING:
     import pyarrow.dataset

@@ -79,7 +79,13 @@ _DOCUMENT_SCHEMA = {
 @cache
 def entry_schema_json() -> str:
     """HoodieArchivedMetaEntry's schema as Hudi 0.15 writes it in every block header."""
-    return resources.files("upsertlake.timeline").joinpath("avro").joinpath(f"{ENTRY_SCHEMA}.avsc").read_text("utf-8").strip()
+    return (
+        resources.files("upsertlake.timeline")
+        .joinpath("avro")
+        .joinpath(f"{ENTRY_SCHEMA}.avsc")
+        .read_text("utf-8")
+        .strip()
+    )
 
 
 @cache
@@ -129,7 +135,9 @@ def merge_candidates(listing: Iterable[FileEntry], small_bytes: int) -> list[Fil
 
 def merge_plan(candidates: Sequence[str], merged: str) -> bytes:
     """The plan of a merge: the candidates' paths and the merged file's name."""
-    return documents.encode(MERGE_PLAN_SCHEMA, {"version": 1, "candidate": list(candidates), "mergedArchiveFileName": merged})
+    return documents.encode(
+        MERGE_PLAN_SCHEMA, {"version": 1, "candidate": list(candidates), "mergedArchiveFileName": merged}
+    )
 
 
 def read_merge_plan(data: bytes, source: str) -> tuple[list[str], str]:
@@ -156,9 +164,7 @@ def read_entries(data: bytes, name: str) -> list[dict[str, Any]]:
     for schema_json, datums in read_avro_datums(data, name):
         try:
             schema = _parsed(schema_json)
-            entries += [
-                cast("dict[str, Any]", fastavro.schemaless_reader(io.BytesIO(d), schema, None)) for d in datums
-            ]
+            entries += [cast("dict[str, Any]", fastavro.schemaless_reader(io.BytesIO(d), schema, None)) for d in datums]
         except (ValueError, KeyError, EOFError, TypeError, IndexError) as exc:
             raise CorruptTableError(f"cannot parse archived timeline file {name}: {exc}") from exc
     return entries

@@ -92,7 +92,9 @@ def of_row_groups(metadata: pq.FileMetaData, columns: Collection[str]) -> list[F
     possible), the footer's schema resolved once: what skipping row groups by a filter needs."""
     leaves = [(f, i) for f, i in _leaves(metadata) if f.name in columns]
     return [
-        FileColumnStats(metadata.row_group(g).num_rows, {f.name: _footer_entry(metadata, i, f, [g], True) for f, i in leaves})
+        FileColumnStats(
+            metadata.row_group(g).num_rows, {f.name: _footer_entry(metadata, i, f, [g], True) for f, i in leaves}
+        )
         for g in range(metadata.num_row_groups)
     ]
 
@@ -142,8 +144,11 @@ def of_table(data: pa.Table) -> FileColumnStats:
 
 def float_nans(data: pa.Table) -> dict[str, bool]:
     """Whether each floating column of `table` holds NaN (parquet's statistics cannot say)."""
-    return {f.name: bool(pc.any(pc.is_nan(data.column(f.name))).as_py())
-            for f in _indexed(data.schema) if pa.types.is_floating(f.type)}
+    return {
+        f.name: bool(pc.any(pc.is_nan(data.column(f.name))).as_py())
+        for f in _indexed(data.schema)
+        if pa.types.is_floating(f.type)
+    }
 
 
 class StatWithColumns(Protocol):
@@ -185,9 +190,16 @@ def _indexed(schema: pa.Schema) -> list[pa.Field]:
 
 
 def _supported(t: pa.DataType) -> bool:
-    return (pa.types.is_boolean(t) or pa.types.is_integer(t) or t in (pa.float32(), pa.float64())
-            or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date32(t)
-            or pa.types.is_timestamp(t) or pa.types.is_decimal128(t))
+    return (
+        pa.types.is_boolean(t)
+        or pa.types.is_integer(t)
+        or t in (pa.float32(), pa.float64())
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_decimal128(t)
+    )
 
 
 def column_entry(
