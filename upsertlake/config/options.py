@@ -377,7 +377,7 @@ METADATA_RECORD_INDEX_ENABLE: Option[bool] = _option(
 METADATA_COMPACT_MAX_DELTA_COMMITS: Option[int] = _option(
     "hoodie.metadata.compact.max.delta.commits", int, 10,
     "The metadata table is compacted (its log files folded into new HFile base files) once this many "
-    "deltacommits completed since its last compaction, as Hudi's default.")
+    "deltacommits completed since its last compaction, as Hudi's default.", minimum=1)
 CLEAN_AUTOMATIC: Option[bool] = _option(
     "hoodie.clean.automatic", bool, True,
     "Clean after each commit when due (see hoodie.clean.max.commits) and there is something to delete.")
@@ -399,14 +399,14 @@ ARCHIVE_MERGE_ENABLE: Option[bool] = _option(
     "as no storage upsertlake writes can append to one, so each archival adds a file).")
 ARCHIVE_MERGE_FILES_BATCH: Option[int] = _option(
     "hoodie.archive.merge.files.batch.size", int, 10,
-    "Table version 6: this many small archive log files are merged into one.")
+    "Table version 6: this many small archive log files are merged into one.", minimum=2)
 ARCHIVE_MERGE_SMALL_FILE_LIMIT: Option[int] = _option(
     "hoodie.archive.merge.small.file.limit.bytes", int, 20 * 1024 * 1024,
-    "Table version 6: archive log files up to this size are merged.")
+    "Table version 6: archive log files up to this size are merged.", minimum=1)
 TIMELINE_COMPACTION_BATCH: Option[int] = _option(
     "hoodie.timeline.compaction.batch.size", int, 10,
     "Table versions 8, 9: once a layer of the LSM archived timeline holds this many files, its oldest are "
-    "merged into one.")
+    "merged into one.", minimum=2)
 ARCHIVE_AUTOMATIC: Option[bool] = _option(
     "hoodie.archive.automatic", bool, True,
     "Archive after each commit (after the automatic clean) when the active timeline is over the max.")
