@@ -28,6 +28,7 @@ KEEP = {"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3}
 EVERY_TIME = {"start_ts": "0" * 17, "end_ts": "9" * 17}  # show_archived_commits' default is 10 days ago to yesterday
 HUDI_ARCHIVE = {"min_commits": 2, "max_commits": 3, "retain_commits": 1}
 FALLBACK = "hoodie.datasource.read.incr.fallback.fulltablescan.enable"
+NO_CLEAN = {"hoodie.clean.automatic": "false"}
 
 
 class Shared:
@@ -43,9 +44,12 @@ class Shared:
         self.step += 1
         rows: list[Row] = [make_row(self.rng, k, self.step, self.step) for k in keys]
         data = pa.Table.from_pylist(rows, schema=self.layout.schema)
-        write(actor, self.layout, self.path, "upsert", data, self.hudi, extra=extra)
+        # no automatic clean: the last clean's earliest commit to retain bounds both archivers, so
+        # the test cleans where it means to
+        write(actor, self.layout, self.path, "upsert", data, self.hudi, extra={**NO_CLEAN, **(extra or {})})
         self.model.upsert(rows)
-        [done] = [i for i in open_table(self.path).timeline() if i.action in WRITE_ACTIONS and i.is_completed][-1:]
+        own = Action.DELTA_COMMIT if self.layout.merge_on_read else Action.COMMIT  # not an inline compaction's commit
+        [done] = [i for i in open_table(self.path).timeline() if i.action is own and i.is_completed][-1:]
         self.model.committed(done.time, done.completed_at)
         return done.time
 
@@ -150,7 +154,8 @@ def test_each_reads_the_others_archived_timeline(
     for step in range(2):
         t.upsert("ours" if step % 2 else "hudi", range(40 + step, 42 + step))
     open_table(t.path).archive(KEEP)
-    assert replace in t.archived({Action.REPLACE_COMMIT}) and clean in t.archived({Action.CLEAN})
+    # cleans go as Hudi 1.x's archiver lets them: the last clean's earliest commit to retain keeps it active
+    assert replace in t.archived({Action.REPLACE_COMMIT}) and clean not in t.archived({Action.CLEAN})
     assert t.hudi_archived() == t.archived()
     t.check("after our archival of a replacecommit and a clean")
 

@@ -65,3 +65,39 @@ def test_null_and_missing_keys_are_errors() -> None:
         _keygen(["uuid"], ["p"]).record_keys(pa.table({"id": ["a"]}))
     with pytest.raises(SchemaError, match="all null or empty in 1 row"):
         _keygen(["a", "b"]).record_keys(pa.table({"a": [None, "x"], "b": ["", None]}))
+
+
+def _stored_keys(table) -> list[str]:
+    return sorted(table.read(columns=["_hoodie_record_key"]).column(0).to_pylist())
+
+
+@pytest.mark.parametrize("version, named", [(6, False), (8, False), (9, True)])
+def test_a_single_complex_key_field_is_spelled_as_the_hudi_of_the_tables_version_spells_it(
+    tmp_path, version: int, named: bool
+) -> None:
+    """Hudi 0.14.1 to 1.0.2 (versions 6 and 8) wrote a complex key generator's one key field as
+    the bare value, Hudi 1.1 (version 9) as `field:value`; an upsert finds the keys either way."""
+    from upsertlake import create_table
+
+    table = create_table(tmp_path / "t", "t", "id", "ts", ["p", "q"], options={"hoodie.write.table.version": version})
+    batch = pa.table({"id": ["a", "b"], "ts": [1, 1], "p": ["x", "x"], "q": ["1", "1"]})
+    table.upsert(batch)
+    table.upsert(batch.set_column(1, "ts", pa.array([2, 2])))
+    assert _stored_keys(table) == (["id:a", "id:b"] if named else ["a", "b"])
+    assert table.read(columns=["id", "ts"]).sort_by("id").to_pylist() == [{"id": "a", "ts": 2}, {"id": "b", "ts": 2}]
+
+
+def test_the_stored_spelling_of_a_single_complex_key_field_outlives_the_version(tmp_path) -> None:
+    """A table whose stored keys say `id:value` keeps that spelling at a version whose Hudi wrote
+    the bare value (here: written at 9, downgraded to 8), so its upserts find every key."""
+    from upsertlake import create_table, open_table, upgrade_table
+
+    path = tmp_path / "t"
+    table = create_table(path, "t", "id", "ts", ["p", "q"], options={"hoodie.write.table.version": 9})
+    table.upsert(pa.table({"id": ["a", "b"], "ts": [1, 1], "p": ["x", "x"], "q": ["1", "1"]}))
+    upgrade_table(path, 8)
+    table = open_table(path)
+    table.upsert(pa.table({"id": ["b", "c"], "ts": [2, 2], "p": ["x", "x"], "q": ["1", "1"]}))
+    assert _stored_keys(table) == ["id:a", "id:b", "id:c"]
+    assert table.read(columns=["id", "ts"]).sort_by("id").to_pylist() == [
+        {"id": "a", "ts": 1}, {"id": "b", "ts": 2}, {"id": "c", "ts": 2}]

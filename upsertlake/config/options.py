@@ -154,7 +154,7 @@ INDEX_TYPE: Option[IndexType] = _option(
     "picks SIMPLE for Spark writers, which upsertlake follows. GLOBAL_INMEMORY is an upsertlake "
     "extension (Hudi has no such type): the in-memory index matched across partitions. BUCKET: "
     "Hudi's simple bucket index (a key's file group is its hash's bucket; no file is read to tag; "
-    "in process only so far). RECORD_INDEX: Hudi's record index, a global index that looks each key "
+    "in process and on Spark). RECORD_INDEX: Hudi's record index, a global index that looks each key "
     "up in the metadata table's record_index partition (built when missing; table version 8 or 9).")
 BUCKET_INDEX_NUM_BUCKETS: Option[int] = _option(
     "hoodie.bucket.index.num.buckets", int, 256,

@@ -176,11 +176,22 @@ class TableConfig:
     source: str = field(default=PROPERTIES_FILE, compare=False, repr=False)
     damage: str | None = field(default=None, compare=False, repr=False)
     keygen_class_stored: bool = True  # False: hoodie.properties names the key generator by type only
+    # How a complex key generator spells a single key field: `field:value` (True) or the bare value
+    # (False: Hudi 0.14.1 to 1.0.2, HUDI-7001). Not a property: read from the stored keys by
+    # `layout.keygen.stored_key_spelling`; None (no stored key seen) goes by the table version.
+    single_key_named: bool | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.keygen_class:
             keygen = default_keygen(list(self.record_key_fields), list(self.partition_fields))
             object.__setattr__(self, "keygen_class", keygen)
+
+    @property
+    def names_single_key(self) -> bool:
+        """Whether a complex key generator with one key field writes `field:value`: as the stored
+        keys do; on a table without any, as the Hudi of its version (0.14/0.15 at 6 and 1.0 at 8
+        write the bare value, 1.1 at 9 `field:value`)."""
+        return self.single_key_named if self.single_key_named is not None else self.table_version >= 9
 
     @property
     def checksum(self) -> int:

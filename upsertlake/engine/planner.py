@@ -21,6 +21,7 @@ from upsertlake.engine.write_plan import Progress, Tagged, WritePlan, stage, vie
 from upsertlake.index import BucketIndex
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.layout.keygen import stored_key_spelling
 from upsertlake.partitioner import BucketPartitioner, UpsertPartitioner, WorkloadProfile
 from upsertlake.schema import avro_to_arrow
 from upsertlake.schema.columns import KEY, LOC_FILE_ID, LOC_INSTANT, PARTITION
@@ -34,7 +35,7 @@ def prepare_spec(ctx: WriteContext, operation: Operation, cfg: Config, timeline:
     check_against_table(cfg, ctx.table_config)
     schema_json = timeline.latest_schema() or ctx.table_config.create_schema
     return PrepareSpec(
-        table_config=ctx.table_config,
+        table_config=stored_key_spelling(ctx.storage, timeline, ctx.table_config),
         table_schema=avro_to_arrow(schema_json) if schema_json else None,
         operation=operation,
         combine=cfg.get(operation.combine_option),

@@ -2,7 +2,9 @@
 
 - SimpleKeyGenerator: the key field's value as text; a null or empty key is an error.
 - ComplexKeyGenerator: `f1:v1,f2:v2`, null as `__null__`, empty as `__empty__`; an error only
-  when every key field is null or empty.
+  when every key field is null or empty. With one key field, Hudi 0.14.1 to 1.0.2 wrote the bare
+  value (HUDI-7001, undone in 1.1): such a table keeps the spelling its stored keys have
+  (`stored_key_spelling`), or else its version's.
 - NonpartitionedKeyGenerator: partition path "".
 Partition paths join the partition values with '/', `field=value` when hive style, null or empty
 as `__HIVE_DEFAULT_PARTITION__`, URL-encoded (Java's URLEncoder) when asked.
@@ -11,17 +13,22 @@ as `__HIVE_DEFAULT_PARTITION__`, URL-encoded (Java's URLEncoder) when asked.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from urllib.parse import quote_plus, unquote_plus
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.config.table_config import (
+    COMPLEX_KEYGEN,
     NONPARTITIONED_KEYGEN,
     SIMPLE_KEYGEN,
     TableConfig,
 )
 from upsertlake.errors import SchemaError
+from upsertlake.layout.footer import MIN_KEY
+from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY = "__null__"
@@ -55,9 +62,10 @@ class KeyGenerator:
 
     def __init__(self, table_config: TableConfig) -> None:
         self.config = table_config
-        self.simple_key = table_config.keygen_class in (SIMPLE_KEYGEN, NONPARTITIONED_KEYGEN) and len(
-            table_config.record_key_fields
-        ) == 1
+        one = len(table_config.record_key_fields) == 1
+        simple = table_config.keygen_class in (SIMPLE_KEYGEN, NONPARTITIONED_KEYGEN)
+        complex_bare = table_config.keygen_class == COMPLEX_KEYGEN and not table_config.names_single_key
+        self.simple_key = one and (simple or complex_bare)
 
     # -- record keys -------------------------------------------------------------------------
     def record_keys(self, batch: pa.Table) -> pa.ChunkedArray:
@@ -137,3 +145,28 @@ def _map_distinct(text: pa.ChunkedArray, fn: Callable[[str], str]) -> pa.Chunked
     encoded = pc.dictionary_encode(text).combine_chunks()
     mapped = pa.array([fn(v) for v in encoded.dictionary.to_pylist()], pa.string())
     return pa.chunked_array([pc.take(mapped, encoded.indices)])
+
+
+STORED_KEY_LOOKBACK = 10  # the newest completed writes looked at for a base file's stored key
+
+
+def stored_key_spelling(storage: Storage, timeline: Timeline, table_config: TableConfig) -> TableConfig:
+    """`table_config` with `single_key_named` read from the stored keys, when its complex key generator
+    has one key field: a write must spell keys as the stored ones are spelled, or it finds none of
+    them and writes every key twice. The footer's smallest key of one base file of the newest
+    writes tells (one footer read); with none, the table's version decides."""
+    one_field = len(table_config.record_key_fields) == 1
+    if table_config.keygen_class != COMPLEX_KEYGEN or not one_field or table_config.single_key_named is not None:
+        return table_config
+    prefix = f"{table_config.record_key_fields[0]}:"
+    for inst in timeline.completed_writes()[::-1][:STORED_KEY_LOOKBACK]:
+        for stat in timeline.commit_metadata(inst).write_stats():
+            if not stat.path.endswith(".parquet"):
+                continue
+            try:
+                footer = storage.parquet_file(stat.path).metadata.metadata or {}
+            except FileNotFoundError:  # cleaned since
+                continue
+            if low := footer.get(MIN_KEY.encode()):
+                return replace(table_config, single_key_named=low.decode().startswith(prefix))
+    return table_config
