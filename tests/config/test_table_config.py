@@ -303,9 +303,9 @@ def test_hoodie_table_version_names_the_version_of_a_new_table(tmp_path: Path, c
 
 def test_a_merge_mode_upsertlake_does_not_merge_by_is_refused_by_name() -> None:
     """Hudi 1.x's CUSTOM merge mode (a merger class of the user's) is not read as another one."""
-    config = TableConfig("t", ("id",), precombine_field="ts", table_version=8, timeline_layout_version=2,
-                         extra={"hoodie.record.merge.mode": "CUSTOM"})
+    table_config = TableConfig("t", ("id",), ordering_fields=("ts",), table_version=8, timeline_layout_version=2,
+                               extra={"hoodie.record.merge.mode": "CUSTOM"})
     with pytest.raises(ConfigError, match="merge mode 'CUSTOM' is not one upsertlake merges by"):
-        _ = config.merge_mode
-    assert TableConfig("t", ("id",), precombine_field="ts", table_version=8, timeline_layout_version=2,
+        _ = table_config.merge_mode
+    assert TableConfig("t", ("id",), ordering_fields=("ts",), table_version=8, timeline_layout_version=2,
                        extra={"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}).merge_mode is MergeMode.COMMIT_TIME
