@@ -17,6 +17,7 @@ from upsertlake.index.base import Index, LiveCopies, join_locations, live_only
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata.partitions import RECORD_INDEX
+from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION
 
 
 class RecordIndex(Index):
@@ -49,9 +50,9 @@ class RecordIndex(Index):
         located = pa.table(
             {
                 "key": pa.array(stored_keys, pa.string()),
-                "loc_partition": pa.array(stored_parts, pa.string()),
-                "loc_file_id": pa.array(stored_ids, pa.string()),
-                "loc_instant": pa.array(instants, pa.string()),
+                LOC_PARTITION: pa.array(stored_parts, pa.string()),
+                LOC_FILE_ID: pa.array(stored_ids, pa.string()),
+                LOC_INSTANT: pa.array(instants, pa.string()),
             }
         )
         located = live_only(located, live)

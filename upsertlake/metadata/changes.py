@@ -28,15 +28,16 @@ from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.partitions import RecordType
 from upsertlake.metadata.records import Record, record_index_info
 from upsertlake.metadata.writer import Changes
+from upsertlake.schema.columns import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
 
-META_COLUMNS_INDEXED = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
+META_COLUMNS_INDEXED = (COMMIT_TIME, PARTITION_PATH, RECORD_KEY)
 MAX_COLUMNS = 32  # hoodie.metadata.index.column.stats.max.columns.to.index
 _NAMESPACE = "org.apache.hudi.avro.model."
 
 
 def _empty_record(key: str, kind: RecordType) -> Record:
-    return {"_hoodie_commit_time": None, "_hoodie_commit_seqno": None, "_hoodie_record_key": None,
-            "_hoodie_partition_path": None, "_hoodie_file_name": None, "key": key, "type": int(kind),
+    return {COMMIT_TIME: None, COMMIT_SEQNO: None, RECORD_KEY: None,
+            PARTITION_PATH: None, FILE_NAME: None, "key": key, "type": int(kind),
             "filesystemMetadata": None, "BloomFilterMetadata": None, "ColumnStatsMetadata": None,
             "recordIndexMetadata": None, "SecondaryIndexMetadata": None}
 

@@ -23,6 +23,7 @@ from upsertlake.metadata.partitions import SOLO_COMMIT_TIMESTAMP
 from upsertlake.metadata.records import encode, writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
 from upsertlake.metadata.writer import WRITE_TOKEN
+from upsertlake.schema.columns import FILE_NAME
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -110,7 +111,7 @@ def _write_base(table: MetadataTable, sl: MetadataSlice, time: str, schema: str)
     records = table.read_all(sl)
     keys = sorted(records)
     name = f"{sl.file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
-    values = encode([{**records[k], "_hoodie_file_name": name} for k in keys], schema)
+    values = encode([{**records[k], FILE_NAME: name} for k in keys], schema)
     info = {hfile_info.SCHEMA: schema.encode()}
     if keys:
         info.update({hfile_info.MIN_RECORD_KEY: keys[0].encode(), hfile_info.MAX_RECORD_KEY: keys[-1].encode()})

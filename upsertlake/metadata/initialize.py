@@ -30,6 +30,7 @@ from upsertlake.metadata.partitions import (
 from upsertlake.metadata.records import Record, encode, writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION
 from upsertlake.metadata.writer import WRITE_TOKEN
+from upsertlake.schema.columns import FILE_NAME
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -99,7 +100,7 @@ def initialize_partition(
         mine = [k for k, n in zip(keys, groups) if n == g]
         file_id = file_group_id(partition, g)
         name = f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
-        values = encode([{**by_key[k], "_hoodie_file_name": name} for k in mine], schema)
+        values = encode([{**by_key[k], FILE_NAME: name} for k in mine], schema)
         info = {hfile_info.SCHEMA: schema.encode()}
         if mine:
             info.update({hfile_info.MIN_RECORD_KEY: mine[0].encode(), hfile_info.MAX_RECORD_KEY: mine[-1].encode()})

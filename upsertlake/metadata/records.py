@@ -26,6 +26,7 @@ import fastavro
 
 from upsertlake.errors import CorruptTableError
 from upsertlake.metadata.partitions import RecordType
+from upsertlake.schema.columns import FILE_NAME
 
 Record = dict[str, Any]
 WRAPPER_NAMESPACE = "org.apache.hudi.avro.model."
@@ -71,7 +72,7 @@ def encode(records: Iterable[Record], schema_json: str) -> list[bytes]:
     out = []
     for record in records:
         info = record.get("recordIndexMetadata")
-        alike = None if info is None else (record.get("_hoodie_file_name"), *info.values())
+        alike = None if info is None else (record.get(FILE_NAME), *info.values())
         datum = seen.get(alike) if alike is not None else None
         if datum is None:
             buf = io.BytesIO()

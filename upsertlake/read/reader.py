@@ -34,14 +34,14 @@ from upsertlake.logfile import DataBlock
 from upsertlake.read import skipping
 from upsertlake.read.snapshot import ScanPlan
 from upsertlake.schema import conform
-from upsertlake.schema.columns import RECORD_KEY
+from upsertlake.schema.columns import COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline.column_stats import of_row_groups
 
 BATCH_ROWS = 128 * 1024  # rows per streamed batch (pyarrow's scanner default)
 # The meta columns of one or a few values per file (commit time, partition path, file name): a read
 # returns them dictionary-encoded, decoded from the files' dictionary pages as they are stored.
-DICTIONARY_META = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name")
+DICTIONARY_META = (COMMIT_TIME, PARTITION_PATH, FILE_NAME)
 DICTIONARY_STRING = pa.dictionary(pa.int32(), pa.string())
 
 
