@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import zipfile
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -103,14 +104,15 @@ def test_every_key_is_in_the_file_group_the_record_index_names(zip_path: Path, t
     rows = upsertlake.open_table(root).read(
         columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]
     )
-    stored = {
-        key: (partition, name.split("_")[0])
-        for key, partition, name in zip(*(rows.column(c).to_pylist() for c in rows.column_names))
-    }
-    assert len(stored) == rows.num_rows > 0
+    found = list(zip(*(rows.column(c).to_pylist() for c in rows.column_names)))
+    times = Counter(key for key, _, _ in found)
+    # a key Hudi inserted twice (v9_timebasedkeygen_*: an insert of a stored key) has two rows and
+    # one index entry: the keys stored once are checked by place, every key by presence
+    stored = {key: (partition, name.split("_")[0]) for key, partition, name in found if times[key] == 1}
+    assert stored
     assert table.record_locations(stored) == stored
     everything = table.scan("record_index")
-    assert sorted(everything) == sorted(stored)  # no entry for a deleted key
+    assert sorted(everything) == sorted(times)  # no entry for a deleted key
 
 
 @pytest.mark.parametrize("zip_path", TABLES, ids=lambda p: p.stem)
@@ -124,6 +126,9 @@ def test_every_files_column_statistics_are_its_footers(zip_path: Path, tmp_path:
         arrow = meta.schema.to_arrow_schema()
         columns = [arrow.field(i).name for i in range(len(arrow)) if not arrow.field(i).name.startswith("_hoodie")]
         recorded = table.column_stats([(bf.partition_path, bf.name)], columns).get((bf.partition_path, bf.name), {})
+        if meta.num_rows == 0:  # every row of the file deleted (v9_timebasedkeygen_*): Hudi records no statistics
+            assert not recorded, bf.path
+            continue
         assert recorded, bf.path
         for name, stats in recorded.items():
             column = meta.schema.names.index(name)
@@ -150,7 +155,11 @@ def test_partition_statistics_bound_each_partitions_rows(zip_path: Path, tmp_pat
     columns = [f.name for f in schema if not f.name.startswith("_hoodie") and not pa.types.is_nested(f.type)]
     by_partition = table.partition_stats(columns)
     partitions = set(data.column("_hoodie_partition_path").to_pylist())
-    assert set(by_partition) == partitions
+    # a partition whose every row was deleted keeps its statistics (v9_timebasedkeygen_*)
+    assert partitions <= set(by_partition)
+    emptied = {bf.partition_path for bf in FileSystemView(Timeline.load(Storage(root))).latest_base_files()
+               if bf.partition_path not in partitions}
+    assert set(by_partition) - partitions <= emptied
     checked = 0
     for partition, stats in by_partition.items():
         rows = data.filter(pc.equal(data.column("_hoodie_partition_path"), partition))

@@ -228,9 +228,18 @@ class TableConfig:
         return self.extra.get(TIMELINE_PATH_KEY) or "timeline"
 
     def check_readable(self) -> None:
-        """Refuse versions, layouts and table types this engine would misread (never read them as
-        empty, or a merge-on-read table as its base files alone)."""
+        """Refuse versions, layouts, table types and base file formats this engine would misread
+        (never read them as empty, or a merge-on-read table as its base files alone)."""
         check_table_type(self.table_type, f"table {self.name!r} is")
+        if self.base_file_format not in READABLE_BASE_FORMATS:
+            raise UnsupportedTableError(
+                f"{BASE_FORMAT_KEY}={self.base_file_format}: upsertlake reads parquet and Lance base files only"
+            )
+        self.check_timeline_readable()
+
+    def check_timeline_readable(self) -> None:
+        """Refuse versions and layouts whose timeline this engine would misread (the metadata
+        table's too, whose base files are HFiles its own reader reads)."""
         version, layout = self.table_version, self.timeline_layout_version
         if version not in READABLE_VERSIONS:
             raise UnsupportedTableError(
@@ -242,10 +251,6 @@ class TableConfig:
             raise UnsupportedTableError(
                 f"{TABLE_FORMAT_KEY}={table_format}: the table keeps its timeline in another table format; "
                 f"upsertlake reads Hudi's own ({TABLE_FORMAT_KEY}={NATIVE_FORMAT})"
-            )
-        if self.base_file_format not in READABLE_BASE_FORMATS:
-            raise UnsupportedTableError(
-                f"{BASE_FORMAT_KEY}={self.base_file_format}: upsertlake reads parquet and Lance base files only"
             )
         expected = 2 if version >= 8 else 1
         if layout != expected:

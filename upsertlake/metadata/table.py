@@ -41,8 +41,9 @@ from upsertlake.metadata.partitions import (
 )
 from upsertlake.metadata.records import Record, combine, decode, record_location
 from upsertlake.storage import Storage
+from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.instant import Action
+from upsertlake.timeline.instant import Action, Instant
 from upsertlake.timeline.layouts import METAFOLDER, TimelineLayout
 from upsertlake.timeline.retention import rolled_back_instants
 
@@ -377,8 +378,8 @@ def unsynced_instants(data: Timeline, metadata: Timeline) -> list[str]:
         if i.is_completed and i not in metadata.archived and not i.time.startswith(SOLO_COMMIT_TIMESTAMP)
     ]
     oldest = min(active, default=None)
-    return [
-        i.time
+    missing = [
+        i
         for i in data.instants
         if i.is_completed
         and i.action in SYNCED_ACTIONS
@@ -387,3 +388,17 @@ def unsynced_instants(data: Timeline, metadata: Timeline) -> list[str]:
         and i.completed_at > init.completed_at
         and (oldest is None or i.time > oldest)
     ]
+    return [i.time for i in missing if not _nothing_to_sync(i, data, synced)]
+
+
+def _nothing_to_sync(inst: Instant, data: Timeline, synced: set[str]) -> bool:
+    """A rollback of writes the metadata table never held (a write that failed before its
+    metadata deltacommit completed, or one undone with it): Hudi's writers record nothing in the
+    metadata table for it, so it is no sign of a writer that does not keep the table."""
+    if inst.action is not Action.ROLLBACK:
+        return False
+    try:
+        doc = documents.decode(data.document(inst), f"rollback {inst.time}")
+    except CorruptTableError:
+        return False
+    return not set(doc.get("commitsRollback") or []) & synced

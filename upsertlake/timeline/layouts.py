@@ -65,7 +65,7 @@ LAYOUT_1 = TimelineLayout(1, METAFOLDER)
 
 def layout_of(table_config: TableConfig) -> TimelineLayout:
     """The layout a table's properties declare (UnsupportedTableError for unknown ones)."""
-    table_config.check_readable()
+    table_config.check_timeline_readable()
     mor = table_config.is_merge_on_read
     if table_config.timeline_layout_version == 1:
         return replace(LAYOUT_1, zone=table_config.timeline_timezone, delta_commits=mor)
