@@ -67,7 +67,9 @@ def main() -> None:
     started = time.perf_counter()
     for i in range(args.upserts):
         t.upsert(batch(i * args.rows, args.rows, i + 1, rng))
-    print(f"built: {args.upserts} upserts of {args.rows} new keys (+10% updates) in {time.perf_counter() - started:.1f} s")
+    print(
+        f"built: {args.upserts} upserts of {args.rows} new keys (+10% updates) in {time.perf_counter() - started:.1f} s"
+    )
     next_batch = batch(args.upserts * args.rows, args.rows, args.upserts + 1, rng)
     before = measure(path, next_batch, args.repeat)
     started = time.perf_counter()

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workloads import PARTITIONS, make_rows  # noqa: E402
+from workloads import PARTITIONS, make_rows
 
 OPTS = {"hoodie.parquet.small.file.limit": 0, "hoodie.clean.automatic": False, "hoodie.archive.automatic": False}
 
@@ -127,7 +127,9 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=5, help="deltacommits before the read and the compaction")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1, help="repeats run first and not counted")
-    parser.add_argument("--py-spy", type=Path, help="after the timed runs, profile one run of each phase into this folder")
+    parser.add_argument(
+        "--py-spy", type=Path, help="after the timed runs, profile one run of each phase into this folder"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

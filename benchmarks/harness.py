@@ -30,9 +30,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from peers import PEERS, make_peer  # noqa: E402
-from report import write_report  # noqa: E402
-from workloads import PARTITIONS, SIZES, WORKLOADS  # noqa: E402
+from peers import PEERS, make_peer
+from report import write_report
+from workloads import PARTITIONS, SIZES, WORKLOADS
 
 RUNNER = Path(__file__).parent / "runner.py"
 SCALING_ROWS = (1_000_000, 2_000_000, 5_000_000, 10_000_000)
@@ -46,8 +46,12 @@ def tree_commit() -> str:
 
     where = Path(upsertlake.__file__).parent
     try:
-        head = subprocess.run(["git", "-C", str(where), "log", "-1", "--format=%h", "--", "."], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--", "."], capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(where), "log", "-1", "--format=%h", "--", "."], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(where), "status", "--porcelain", "--", "."], capture_output=True, text=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+changes" if dirty else "")
@@ -65,7 +69,11 @@ def run_once(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        return {**base, "status": "timeout", "errors": [f"capped: over the {timeout:.0f}s cap (build + write + verify)"]}
+        return {
+            **base,
+            "status": "timeout",
+            "errors": [f"capped: over the {timeout:.0f}s cap (build + write + verify)"],
+        }
     for line in out.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
@@ -73,7 +81,9 @@ def run_once(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     return {**base, "status": "error", "errors": tail}
 
 
-def run_matrix(peers: list[str], cases: list[dict[str, Any]], repeat: int, timeout: float, log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_matrix(
+    peers: list[str], cases: list[dict[str, Any]], repeat: int, timeout: float, log: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Every (case, peer) `repeat` times; a case is a workload, rows, batch and optionally days and
     write options. A peer that fails is not retried, and a peer that hits the cap is not run on
     larger tables of the same workload."""
@@ -85,8 +95,16 @@ def run_matrix(peers: list[str], cases: list[dict[str, Any]], repeat: int, timeo
             for peer in peers:
                 runs = []
                 if (peer, w) in capped and rows > capped[peer, w]:
-                    runs.append({"peer": peer, "workload": w, "rows": rows, "batch": batch, "status": "timeout",
-                                 "errors": [f"capped: not run, over the {timeout:.0f}s cap at {capped[peer, w]:,} rows"]})
+                    runs.append(
+                        {
+                            "peer": peer,
+                            "workload": w,
+                            "rows": rows,
+                            "batch": batch,
+                            "status": "timeout",
+                            "errors": [f"capped: not run, over the {timeout:.0f}s cap at {capped[peer, w]:,} rows"],
+                        }
+                    )
                 for i in range(repeat if not runs else 0):
                     r = run_once({**case, "peer": peer, "work": f"{tmp}/{i}"}, timeout)
                     runs.append(r)
@@ -127,7 +145,9 @@ def main() -> None:
     ap.add_argument("--late-rows", type=int, default=10_000_000, help="table rows of the late-arriving workload")
     ap.add_argument("--late-batch", type=int, default=100_000)
     ap.add_argument("--days", type=int, default=30, help="day partitions of the late-arriving workload")
-    ap.add_argument("--late-file-mb", type=float, default=8, help="upsertlake's hoodie.parquet.max.file.size (MB) for it")
+    ap.add_argument(
+        "--late-file-mb", type=float, default=8, help="upsertlake's hoodie.parquet.max.file.size (MB) for it"
+    )
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     ap.add_argument("--label", default="", help="suffix of the results file, to keep runs apart")
     args = ap.parse_args()
@@ -142,25 +162,38 @@ def main() -> None:
             print(f"skipping {p}: {why}")
         else:
             available.append(p)
-    doc: dict[str, Any] = {"tree": tree_commit(),"size": args.size, "repeat": args.repeat, "timeout": args.timeout, "skipped": skipped,
-                           "late": {k: v for k, v in late_case(args).items() if k != "workload"},
-                           "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "cpus": os.cpu_count(),
-                           "label": args.label, "command": " ".join(["python", "benchmarks/harness.py", *sys.argv[1:]])}
+    doc: dict[str, Any] = {
+        "tree": tree_commit(),
+        "size": args.size,
+        "repeat": args.repeat,
+        "timeout": args.timeout,
+        "skipped": skipped,
+        "late": {k: v for k, v in late_case(args).items() if k != "workload"},
+        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "label": args.label,
+        "command": " ".join(["python", "benchmarks/harness.py", *sys.argv[1:]]),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     if args.series == "peers" and args.workloads == ["late"]:  # the late-arriving workload has its own size
         doc["size"] = f"late {args.late_rows / 1e6:g}M + {args.late_batch / 1e3:g}K, {args.days} days"
-    out_json = args.out / f"results-{args.series}-{'late' if args.workloads == ['late'] else args.size}{'-' + args.label if args.label else ''}.json"
+    size = "late" if args.workloads == ["late"] else args.size
+    out_json = args.out / f"results-{args.series}-{size}{'-' + args.label if args.label else ''}.json"
     log: list[dict[str, Any]] = []
     if args.series in ("peers", "all"):
         print(f"peers: {rows:,} rows + {batch:,} batch; late-arriving {args.late_batch:,} into {args.late_rows:,}")
-        cases = [late_case(args) if w == "late" else {"workload": w, "rows": rows, "batch": batch} for w in args.workloads]
+        cases = [
+            late_case(args) if w == "late" else {"workload": w, "rows": rows, "batch": batch} for w in args.workloads
+        ]
         doc["peers"] = run_matrix(available, cases, args.repeat, args.timeout, log)
     if args.series in ("scaling", "all"):
         sizes = [r for r in SCALING_ROWS if r <= args.scaling_max]
         wl = [w for w in args.workloads if w in ("uniform", "skewed")] or ["uniform"]
         print(f"scaling: 100,000 batch into {', '.join(f'{r:,}' for r in sizes)}")
         cases = [{"workload": w, "rows": r, "batch": 100_000} for w in wl for r in sizes]
-        doc["scaling"] = run_matrix([p for p in args.scaling_peers if p in available], cases, args.repeat, args.timeout, log)
+        doc["scaling"] = run_matrix(
+            [p for p in args.scaling_peers if p in available], cases, args.repeat, args.timeout, log
+        )
     if args.series in ("index", "all"):
         print(f"index: {rows:,} rows + {batch:,} batch")
         cases = [{"workload": w, "rows": rows, "batch": batch} for w in ("uniform", "skewed")]

@@ -24,7 +24,7 @@ Prints the figures; writes nothing into the repository.
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import shutil
 import statistics
 import subprocess
@@ -32,7 +32,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-import json
 from pathlib import Path
 
 import numpy as np
@@ -57,10 +56,23 @@ def rows(ids: np.ndarray, partitions: int, ts: int = 1) -> pa.Table:
 
 
 def new_table(uri: str, metadata: bool, storage_options: dict | None = None, index: str = "SIMPLE") -> upsertlake.Table:
-    options = {**V8, "hoodie.metadata.enable": str(metadata).lower(), "hoodie.index.type": index,
-               "hoodie.cleaner.commits.retained": "1000", "hoodie.keep.min.commits": "1001", "hoodie.keep.max.commits": "1002"}
-    return upsertlake.create_table(uri, "bench", record_key="id", precombine_field="ts", partition_fields="part",
-                                   options=options, storage_options=storage_options)
+    options = {
+        **V8,
+        "hoodie.metadata.enable": str(metadata).lower(),
+        "hoodie.index.type": index,
+        "hoodie.cleaner.commits.retained": "1000",
+        "hoodie.keep.min.commits": "1001",
+        "hoodie.keep.max.commits": "1002",
+    }
+    return upsertlake.create_table(
+        uri,
+        "bench",
+        record_key="id",
+        precombine_field="ts",
+        partition_fields="part",
+        options=options,
+        storage_options=storage_options,
+    )
 
 
 def files_under(root: Path) -> set[str]:
@@ -73,12 +85,22 @@ class S3:
     def __init__(self) -> None:
         self.process = subprocess.Popen([sys.executable, str(SERVER)], stdout=subprocess.PIPE, text=True)
         self.endpoint = f"http://127.0.0.1:{int(self.process.stdout.readline())}"
-        self.options = {"aws_endpoint": self.endpoint, "aws_allow_http": "true", "aws_access_key_id": "bench",
-                        "aws_secret_access_key": "bench", "aws_region": "us-east-1"}
+        self.options = {
+            "aws_endpoint": self.endpoint,
+            "aws_allow_http": "true",
+            "aws_access_key_id": "bench",
+            "aws_secret_access_key": "bench",
+            "aws_region": "us-east-1",
+        }
         import boto3
 
-        self.client = boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="bench",
-                                   aws_secret_access_key="bench", region_name="us-east-1")
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="bench",
+            aws_secret_access_key="bench",
+            region_name="us-east-1",
+        )
 
     def bucket(self, name: str) -> str:
         self.client.create_bucket(Bucket=name)
@@ -99,7 +121,7 @@ def cost(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(7)
     s3 = S3() if args.s3 else None
     try:
-        for where in (["local"] + (["s3"] if s3 else [])):
+        for where in ["local"] + (["s3"] if s3 else []):
             tables = {}
             for metadata in (True, False):
                 if where == "local":
@@ -114,8 +136,10 @@ def cost(args: argparse.Namespace) -> None:
             for mark in marks:
                 while done < mark - args.samples:
                     for metadata, (t, _) in tables.items():
-                        t.upsert(rows(rng.integers(0, args.rows, 100) // 10 * 10, 10, ts=done + 1),
-                                 options={"hoodie.metadata.enable": str(metadata).lower()})
+                        t.upsert(
+                            rows(rng.integers(0, args.rows, 100) // 10 * 10, 10, ts=done + 1),
+                            options={"hoodie.metadata.enable": str(metadata).lower()},
+                        )
                     done += 1
                 figures = {}
                 for metadata, (t, uri) in tables.items():
@@ -125,8 +149,10 @@ def cost(args: argparse.Namespace) -> None:
                         if s3:
                             s3.counts()
                         began = time.perf_counter()
-                        t.upsert(rows(rng.integers(0, args.rows, 100) // 10 * 10, 10, ts=done + 1),
-                                 options={"hoodie.metadata.enable": str(metadata).lower()})
+                        t.upsert(
+                            rows(rng.integers(0, args.rows, 100) // 10 * 10, 10, ts=done + 1),
+                            options={"hoodie.metadata.enable": str(metadata).lower()},
+                        )
                         seconds.append(time.perf_counter() - began)
                         if where == "local":
                             created.append(len(files_under(Path(uri)) - before))
@@ -135,14 +161,20 @@ def cost(args: argparse.Namespace) -> None:
                         done += 1 if metadata else 0
                     figures[metadata] = (statistics.median(seconds), created, requests)
                 on, off = figures[True], figures[False]
-                line = f"{where:5} after {mark:4} commits: upsert {on[0]:.3f} s with the metadata table, {off[0]:.3f} s without ({on[0] / off[0]:.2f}x)"
+                line = (
+                    f"{where:5} after {mark:4} commits: upsert {on[0]:.3f} s with the metadata table, "
+                    f"{off[0]:.3f} s without ({on[0] / off[0]:.2f}x)"
+                )
                 if where == "local":
                     line += f"; files created {statistics.median(on[1]):.0f} vs {statistics.median(off[1]):.0f}"
                 else:
                     kinds = sorted({k for r in on[2] + off[2] for k in r})
+                    def median(runs: list[dict[str, int]], kind: str) -> float:
+                        return statistics.median([r.get(kind, 0) for r in runs])
+
                     line += "; requests " + ", ".join(
-                        f"{k} {statistics.median([r.get(k, 0) for r in on[2]]):.0f} vs {statistics.median([r.get(k, 0) for r in off[2]]):.0f}"
-                        for k in kinds)
+                        f"{k} {median(on[2], k):.0f} vs {median(off[2], k):.0f}" for k in kinds
+                    )
                 print(line, flush=True)
     finally:
         if s3:
@@ -159,8 +191,14 @@ def listing(args: argparse.Namespace) -> None:
         for metadata in (True, False):
             uri = s3.bucket(f"list-{str(metadata).lower()}")
             t = new_table(uri, metadata, s3.options)
-            t.bulk_insert(rows(np.arange(args.partitions * 10), args.partitions), options={"hoodie.metadata.enable": str(metadata).lower()})
-            t.upsert(rows(np.arange(0, args.partitions * 10, 7), args.partitions, ts=2), options={"hoodie.metadata.enable": str(metadata).lower()})
+            t.bulk_insert(
+                rows(np.arange(args.partitions * 10), args.partitions),
+                options={"hoodie.metadata.enable": str(metadata).lower()},
+            )
+            t.upsert(
+                rows(np.arange(0, args.partitions * 10, 7), args.partitions, ts=2),
+                options={"hoodie.metadata.enable": str(metadata).lower()},
+            )
             seconds, requests = [], []
             for _ in range(args.samples):
                 table = upsertlake.open_table(uri, storage_options=s3.options)
@@ -170,8 +208,12 @@ def listing(args: argparse.Namespace) -> None:
                 seconds.append(time.perf_counter() - began)
                 requests.append(s3.counts())
             assert len(files) >= args.partitions
-            print(f"{args.partitions} partitions, metadata table {'on ' if metadata else 'off'}: plan {statistics.median(seconds):.3f} s, "
-                  f"requests {requests[len(requests) // 2]} ({len(files)} files)", flush=True)
+            print(
+                f"{args.partitions} partitions, metadata table {'on ' if metadata else 'off'}: "
+                f"plan {statistics.median(seconds):.3f} s, "
+                f"requests {requests[len(requests) // 2]} ({len(files)} files)",
+                flush=True,
+            )
     finally:
         s3.close()
 
@@ -184,7 +226,9 @@ def index(args: argparse.Namespace) -> None:
     began = time.perf_counter()
     t = new_table(str(base), True)
     t.bulk_insert(rows(np.arange(args.rows), partitions), options={"hoodie.metadata.record.index.enable": "true"})
-    t.upsert(rows(np.arange(1), partitions, ts=1), options={"hoodie.metadata.record.index.enable": "true"})  # builds the record index
+    t.upsert(
+        rows(np.arange(1), partitions, ts=1), options={"hoodie.metadata.record.index.enable": "true"}
+    )  # builds the record index
     print(f"table of {args.rows} rows with its record index built in {time.perf_counter() - began:.1f} s", flush=True)
     rng = np.random.default_rng(3)
     updates = rng.choice(args.rows, args.batch // 2, replace=False)
@@ -207,8 +251,12 @@ def index(args: argparse.Namespace) -> None:
         deltalake.write_deltalake(str(path), rows(np.arange(args.rows), partitions), partition_by=["part"])
         dt = deltalake.DeltaTable(str(path))
         began = time.perf_counter()
-        (dt.merge(batch, "t.id = s.id", source_alias="s", target_alias="t")
-           .when_matched_update_all().when_not_matched_insert_all().execute())
+        (
+            dt.merge(batch, "t.id = s.id", source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
         print(f"{'delta-rs MERGE':14} upsert {time.perf_counter() - began:.2f} s", flush=True)
     shutil.rmtree(root)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import run_once  # noqa: E402
+from harness import run_once
 
 PEERS = ("upsertlake-mor", "upsertlake", "delta-rs")
 HOODIE = {"hoodie.parquet.small.file.limit": 0}
@@ -60,9 +60,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--py-spy", type=Path, help="profile one write of each upsertlake peer into this folder")
-    ap.add_argument("--buckets", type=int, default=0, help="upsertlake peers use the BUCKET index with this many buckets")
+    ap.add_argument(
+        "--buckets", type=int, default=0, help="upsertlake peers use the BUCKET index with this many buckets"
+    )
     args = ap.parse_args()
-    ours = dict(HOODIE, **({"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": args.buckets} if args.buckets else {}))
+    ours = dict(
+        HOODIE,
+        **({"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": args.buckets} if args.buckets else {}),
+    )
     seconds: dict[str, list[float]] = {p: [] for p in PEERS}
     with tempfile.TemporaryDirectory() as work:
         for r in range(args.repeat):
@@ -85,7 +90,9 @@ def main() -> None:
     for p in PEERS:
         print(f"{p:<15} median {median[p]:.3f} s  (min {min(seconds[p]):.3f}, max {max(seconds[p]):.3f})")
     mor = median["upsertlake-mor"]
-    print(f"MOR vs CoW upsert: {median['upsertlake'] / mor:.2f}x; MOR vs delta-rs MERGE: {median['delta-rs'] / mor:.2f}x")
+    print(
+        f"MOR vs CoW upsert: {median['upsertlake'] / mor:.2f}x; MOR vs delta-rs MERGE: {median['delta-rs'] / mor:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -10,15 +10,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-
 from workloads import dedup_latest
 
 COLUMNS = ["key", "ts", "fare"]
@@ -64,7 +64,9 @@ class UpsertlakePeer(Peer):
     name = "upsertlake"
     needs = ("upsertlake",)
 
-    def __init__(self, hoodie: dict[str, Any] | None = None, index: str = "SIMPLE", table_type: str = "COPY_ON_WRITE") -> None:
+    def __init__(
+        self, hoodie: dict[str, Any] | None = None, index: str = "SIMPLE", table_type: str = "COPY_ON_WRITE"
+    ) -> None:
         super().__init__(hoodie)
         self.index = index
         self.table_type = table_type
@@ -73,7 +75,9 @@ class UpsertlakePeer(Peer):
         import upsertlake
 
         kind = {"table_type": self.table_type} if self.table_type != "COPY_ON_WRITE" else {}
-        t = upsertlake.create_table(path, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"], **kind)
+        t = upsertlake.create_table(
+            path, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"], **kind
+        )
         t.bulk_insert(base, self.hoodie)
 
     def apply(self, path: Path, batch: pa.Table, workload: str) -> dict[str, Any]:
@@ -185,7 +189,9 @@ class DeltaPeer(Peer):
         if self.by_partition:
             days = ", ".join(f"'{d}'" for d in pc.unique(batch["part"]).to_pylist())
             predicate = f"t.part IN ({days}) AND t.part = s.part AND {predicate}"
-        merge = DeltaTable(str(path)).merge(dedup_latest(batch), predicate=predicate, source_alias="s", target_alias="t")
+        merge = DeltaTable(str(path)).merge(
+            dedup_latest(batch), predicate=predicate, source_alias="s", target_alias="t"
+        )
         if workload == "delete":
             merge = merge.when_matched_delete()
         else:
@@ -262,7 +268,9 @@ class DuckDBPeer(Peer):
             con.execute("DELETE FROM t WHERE key IN (SELECT key FROM src)")
         else:
             sets = ", ".join(f"{c} = excluded.{c}" for c in batch.column_names if c != "key")
-            con.execute(f"INSERT INTO t SELECT * FROM src ON CONFLICT (key) DO UPDATE SET {sets} WHERE excluded.ts >= t.ts")
+            con.execute(
+                f"INSERT INTO t SELECT * FROM src ON CONFLICT (key) DO UPDATE SET {sets} WHERE excluded.ts >= t.ts"
+            )
         con.execute("CHECKPOINT")
         con.close()
         return {}

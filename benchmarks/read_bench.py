@@ -45,9 +45,9 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from workloads import keys_of, make_rows  # noqa: E402
+from workloads import keys_of, make_rows
 
-SERVER = Path(__file__).resolve().parents[1] / "tests" / "s3_server.py"
+SERVER = Path(__file__).resolve().parents[1] / "tests" / "scripts" / "s3_server.py"
 PEERS = ("upsertlake", "upsertlake-batches", "delta-rs", "hudi-rs", "hudi-rs-stream", "pyarrow")
 QUERIES = ("snapshot", "columns", "key_range", "clustered", "mor", "mor_compacted")
 MOR_COMMITS, MOR_SHARE, UPSERT_SHARE = 5, 0.05, 0.10
@@ -161,8 +161,9 @@ def worker(spec: dict) -> dict:
     import pyarrow.dataset as ds
 
     if peer.startswith("upsertlake"):
-        import upsertlake
         from preload import import_upsertlake
+
+        import upsertlake
 
         import_upsertlake()
     elif peer == "delta-rs":

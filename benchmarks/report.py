@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 def _ok(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -32,8 +33,11 @@ def _size(workload: str, rows: int, batch: int, days: int | None = None) -> str:
 
 
 def peer_table(entries: list[dict[str, Any]]) -> list[str]:
-    lines = ["| workload | rows + batch | peer | median s | min–max s | × upsertlake (in-process, else Spark) | × fastest | peak RSS MB | MB written | status |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| workload | rows + batch | peer | median s | min–max s | × upsertlake (in-process, else Spark) | × fastest "
+        "| peak RSS MB | MB written | status |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     groups: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
     for e in entries:
         groups.setdefault((e["workload"], e["rows"], e["batch"]), []).append(e)
@@ -49,7 +53,11 @@ def peer_table(entries: list[dict[str, Any]]) -> list[str]:
                 cells = [f"{_median(secs):.3f}", f"{min(secs):.3f}–{max(secs):.3f}", f"{_median(secs) / ours:.2f}",
                          f"{_median(secs) / fastest:.2f}", f"{_median([r['peak_rss_mb'] for r in runs]):.0f}",
                          f"{_median([r['bytes_written'] for r in runs]) / 1e6:.1f}"]
-            lines.append(f"| {workload} | {_size(workload, rows, batch, e.get('days'))} | {e['peer']} | " + " | ".join(cells) + f" | {_status(e)} |")
+            lines.append(
+                f"| {workload} | {_size(workload, rows, batch, e.get('days'))} | {e['peer']} | "
+                + " | ".join(cells)
+                + f" | {_status(e)} |"
+            )
     return lines
 
 
@@ -61,7 +69,11 @@ def stage_table(entries: list[dict[str, Any]]) -> list[str]:
     lines = ["| workload | rows + batch | peer | " + " | ".join(stages) + " |", "|---|---|---|" + "---:|" * len(stages)]
     for e in rows:
         med = [_median([r["stages"].get(s, 0.0) for r in _ok(e)]) for s in stages]
-        lines.append(f"| {e['workload']} | {e['rows']:,} + {e['batch']:,} | {e['peer']} | " + " | ".join(f"{m:.3f}" for m in med) + " |")
+        lines.append(
+            f"| {e['workload']} | {e['rows']:,} + {e['batch']:,} | {e['peer']} | "
+            + " | ".join(f"{m:.3f}" for m in med)
+            + " |"
+        )
     return lines
 
 
@@ -77,19 +89,29 @@ def result_bytes_table(entries: list[dict[str, Any]]) -> list[str]:
 
 
 def driver_table(runs: list[dict[str, Any]]) -> list[str]:
-    lines = ["| table rows | batch rows | upsert s | bytes returned to the driver | Python peak RSS MB (write) | status |",
-             "|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| table rows | batch rows | upsert s | bytes returned to the driver | Python peak RSS MB (write) | status |",
+        "|---:|---:|---:|---:|---:|---|",
+    ]
     for r in runs:
         if r["status"] != "ok":
-            lines.append(f"| {r['rows']:,} | {r['batch']:,} | – | – | – | {r['status']}: {'; '.join(r['errors'])[:120]} |")
+            lines.append(
+                f"| {r['rows']:,} | {r['batch']:,} | – | – | – | {r['status']}: {'; '.join(r['errors'])[:120]} |"
+            )
         else:
-            lines.append(f"| {r['rows']:,} | {r['batch']:,} | {r['seconds']:.2f} | {r['result_bytes']:,} | {r['peak_rss_mb']:.0f} | verified |")
+            lines.append(
+                f"| {r['rows']:,} | {r['batch']:,} | {r['seconds']:.2f} | {r['result_bytes']:,} | "
+                f"{r['peak_rss_mb']:.0f} | verified |"
+            )
     return lines
 
 
 def index_table(entries: list[dict[str, Any]]) -> list[str]:
-    lines = ["| keys | index | tag s (median, min–max) | files opened / considered | keys read | false-positive rate | upsert s |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| keys | index | tag s (median, min–max) | files opened / considered | keys read | false-positive rate | "
+        "upsert s |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for e in entries:
         runs = _ok(e)
         if not runs:
@@ -102,7 +124,8 @@ def index_table(entries: list[dict[str, Any]]) -> list[str]:
         opened = f"{st.get('files_opened', '–')} / {st.get('files_considered', '–')}"
         keys_read = st.get("keys_read", st.get("keys_loaded", "–"))
         lines.append(
-            f"| {e['workload']} | {e['peer'].split(':')[1]} | {_median(tags):.3f} ({min(tags):.3f}–{max(tags):.3f}) | {opened} | "
+            f"| {e['workload']} | {e['peer'].split(':')[1]} | {_median(tags):.3f} ({min(tags):.3f}–{max(tags):.3f}) "
+            f"| {opened} | "
             f"{keys_read} | {_fp_cell(st, fp)} | {_median([r['seconds'] for r in runs]):.3f} |"
         )
     return lines
@@ -164,7 +187,11 @@ def _grouped_bars(
 def _scaling_chart(entries: list[dict[str, Any]], path: Path) -> None:
     fig, ax = _pyplot().subplots(figsize=(6, 4))
     for key in dict.fromkeys((e["peer"], e["workload"]) for e in entries):
-        pts = sorted((e["rows"], _median([r["seconds"] for r in _ok(e)])) for e in entries if (e["peer"], e["workload"]) == key and _ok(e))
+        pts = sorted(
+            (e["rows"], _median([r["seconds"] for r in _ok(e)]))
+            for e in entries
+            if (e["peer"], e["workload"]) == key and _ok(e)
+        )
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{key[0]} {key[1]}")
     ax.set_xlabel("table rows (batch 100,000)")
@@ -175,15 +202,21 @@ def write_report(out: Path) -> Path:
     """Rewrite out/README.md and the charts from every results-*.json in `out`: one file per thing
     measured (`results-<series>-<size>.json`, a newer run replacing the older one; history is in
     git), each section with the command that made it."""
-    lines = ["# Benchmark results", "", "Generated by `benchmarks/harness.py`; every run verified (row count and the winning "
-             "version of sampled updated, inserted, untouched and deleted keys). Times are the write alone "
-             "(table built untimed); medians of the repeated runs, min–max spread, ratios to upsertlake and to the fastest peer "
-             "of the same run. Peak RSS is the process's peak during the write (reset after the build; the Python driver "
-             "for Spark peers). `pyarrow-limit` is pyarrow alone decoding the files upsertlake's upsert replaces and "
-             "encoding the files it writes, with the same writer settings and as many threads as upsertlake's write pool "
-             "(runs before 2026-11-23 17:30 encoded one file at a time): the physical limit of a copy-on-write upsert. "
-             "`delta-rs` merges on the key alone, `delta-rs+part` adds the batch's partitions to the predicate. The machine "
-             "is shared with other jobs, so figures vary from run to run: compare peers within one run.", ""]
+    lines = [
+        "# Benchmark results",
+        "",
+        "Generated by `benchmarks/harness.py`; every run verified (row count and the winning "
+        "version of sampled updated, inserted, untouched and deleted keys). Times are the write alone "
+        "(table built untimed); medians of the repeated runs, min–max spread, ratios to upsertlake and to the "
+        "fastest peer "
+        "of the same run. Peak RSS is the process's peak during the write (reset after the build; the Python driver "
+        "for Spark peers). `pyarrow-limit` is pyarrow alone decoding the files upsertlake's upsert replaces and "
+        "encoding the files it writes, with the same writer settings and as many threads as upsertlake's write pool "
+        "(runs before 2026-11-23 17:30 encoded one file at a time): the physical limit of a copy-on-write upsert. "
+        "`delta-rs` merges on the key alone, `delta-rs+part` adds the batch's partitions to the predicate. The machine "
+        "is shared with other jobs, so figures vary from run to run: compare peers within one run.",
+        "",
+    ]
     others = [f for f in sorted(out.glob("*.md")) if f.name != "README.md"]
     if others:  # what the other benchmarks measured, each file with the command that made it
         lines += ["The other benchmarks' current results, one file each:", ""]
@@ -193,12 +226,18 @@ def write_report(out: Path) -> Path:
         doc = json.loads(f.read_text())
         tag = f.stem.removeprefix("results-")
         how = doc.get("session") or f"fresh process per run, cap {doc['timeout']:.0f}s"
-        lines += [f"## {tag} (size {doc['size']}, repeat {doc['repeat']}, {how}, {doc['cpus']} CPUs, {doc['started']})", ""]
+        lines += [
+            f"## {tag} (size {doc['size']}, repeat {doc['repeat']}, {how}, {doc['cpus']} CPUs, {doc['started']})",
+            "",
+        ]
         if doc.get("command"):
             lines += [f"Command: `{doc['command']}`", ""]
         else:  # runs before the command line was recorded: their settings are in the heading
-            lines += [f"Made by `{doc.get('tool', 'benchmarks/harness.py')}` (its command line was not recorded then; "
-                      "the settings are in the heading above).", ""]
+            lines += [
+                f"Made by `{doc.get('tool', 'benchmarks/harness.py')}` (its command line was not recorded then; "
+                "the settings are in the heading above).",
+                "",
+            ]
         if doc.get("tree"):
             lines += [f"upsertlake at commit {doc['tree']}.", ""]
         if doc.get("note"):
@@ -214,8 +253,19 @@ def write_report(out: Path) -> Path:
                                   lambda e: e["peer"], lambda r: r["seconds"], log=True)
                 else:
                     _scaling_chart(doc[section], out / chart)
-                lines += [f"### {title}", "", *peer_table(doc[section]), "", f"![{title}]({chart})", "",
-                          "upsertlake per-stage seconds (median):", "", *stage_table(doc[section]), "", *result_bytes_table(doc[section])]
+                lines += [
+                    f"### {title}",
+                    "",
+                    *peer_table(doc[section]),
+                    "",
+                    f"![{title}]({chart})",
+                    "",
+                    "upsertlake per-stage seconds (median):",
+                    "",
+                    *stage_table(doc[section]),
+                    "",
+                    *result_bytes_table(doc[section]),
+                ]
         if doc.get("driver"):
             lines += ["### Driver", "", *driver_table(doc["driver"]), ""]
         if doc.get("index"):

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from peers import make_peer  # noqa: E402
-from workloads import PARTITIONS, clear_base_cache, make_base, make_batch, verify  # noqa: E402
+from peers import make_peer
+from workloads import PARTITIONS, clear_base_cache, make_base, make_batch, verify
 
 
 def _files(root: Path) -> dict[str, tuple[int, int]]:

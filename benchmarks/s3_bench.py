@@ -1,5 +1,5 @@
 """Upserts on object storage: upsertlake against delta-rs's MERGE on the same S3 server on loopback
-(moto, tests/s3_server.py), a fresh process per run, with the requests each upsert makes, counted
+(moto, tests/scripts/s3_server.py), a fresh process per run, with the requests each upsert makes, counted
 by the server by kind (LIST, GET, HEAD, PUT, multipart POST, DELETE).
 
     python benchmarks/s3_bench.py                         # 1M rows + 100K uniform, 3 runs a peer
@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-SERVER = Path(__file__).resolve().parents[1] / "tests" / "s3_server.py"
+SERVER = Path(__file__).resolve().parents[1] / "tests" / "scripts" / "s3_server.py"
 PEERS = ("upsertlake", "delta-rs")
 
 WORKER = r"""
@@ -57,10 +57,12 @@ KEEP = {"hoodie.cleaner.commits.retained": "1000", "hoodie.keep.min.commits": "1
 if step == "build":
     base = make_rows(np.arange(rows), rows, 1, rng)
     day = rows // 20  # each small upsert in one of the 20 partitions, in turn
-    small = [make_rows((i % 20) * day + rng.choice(day, 100, replace=False), rows, 1 + i, rng) for i in range(1, instants)]
+    small = [make_rows((i % 20) * day + rng.choice(day, 100, replace=False), rows, 1 + i, rng)
+             for i in range(1, instants)]
     if peer == "upsertlake":
         import upsertlake
-        t = upsertlake.create_table(uri, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"],
+        t = upsertlake.create_table(uri, name="bench", record_key="key", precombine_field="ts",
+                                    partition_fields=["part"],
                                     options={**KEEP, **json.loads(os.environ.get("BENCH_OPTIONS", "{}"))})
         t.bulk_insert(base)
         for b in small:
@@ -69,7 +71,8 @@ if step == "build":
         from deltalake import DeltaTable, write_deltalake
         write_deltalake(uri, base, partition_by=["part"], storage_options=delta_opts)
         for b in small:
-            (DeltaTable(uri, storage_options=delta_opts).merge(b, predicate="t.key = s.key", source_alias="s", target_alias="t")
+            (DeltaTable(uri, storage_options=delta_opts)
+             .merge(b, predicate="t.key = s.key", source_alias="s", target_alias="t")
              .when_matched_update_all(predicate="s.ts >= t.ts").when_not_matched_insert_all().execute())
     print(json.dumps({}), flush=True)
 else:
@@ -89,14 +92,16 @@ else:
     else:
         from deltalake import DeltaTable
         began = time.perf_counter()
-        (DeltaTable(uri, storage_options=delta_opts).merge(batch, predicate="t.key = s.key", source_alias="s", target_alias="t")
+        (DeltaTable(uri, storage_options=delta_opts)
+         .merge(batch, predicate="t.key = s.key", source_alias="s", target_alias="t")
          .when_matched_update_all(predicate="s.ts >= t.ts").when_not_matched_insert_all().execute())
         seconds = time.perf_counter() - began
         served = server_counts()
         t2 = DeltaTable(uri, storage_options=delta_opts).to_pyarrow_table(columns=["fare", "ts"])
         extra = {}
-    print(json.dumps({"seconds": seconds, "requests": served, "rows": t2.num_rows, "updated": pc.sum(pc.equal(t2["ts"], 10_000)).as_py(),
-                      **extra}), flush=True)
+    updated = pc.sum(pc.equal(t2["ts"], 10_000)).as_py()
+    print(json.dumps({"seconds": seconds, "requests": served, "rows": t2.num_rows, "updated": updated, **extra}),
+          flush=True)
 """
 
 
@@ -156,7 +161,9 @@ def main() -> None:
                         help="upsertlake only: --rows vs --big rows (10 instants), 10 vs --long instants (--rows rows)")
     parser.add_argument("--big", type=int, default=10_000_000)
     parser.add_argument("--long", type=int, default=200)
-    parser.add_argument("--py-spy", type=Path, help="record each timed upsert's stacks (with idle ones) into this folder")
+    parser.add_argument(
+        "--py-spy", type=Path, help="record each timed upsert's stacks (with idle ones) into this folder"
+    )
     args = parser.parse_args()
 
     server = subprocess.Popen([sys.executable, str(SERVER)], stdout=subprocess.PIPE, text=True)

@@ -19,7 +19,8 @@ and the time of each stage (`--profile` prints them for every timed run).
 
     python benchmarks/spark_bench.py --rows 2000000 --days 40 --workloads late uniform --repeat 3
     python benchmarks/spark_bench.py --rows 10000000 --days 40 --workloads late uniform --repeat 1
-    python benchmarks/spark_bench.py --rows 10000000 --workloads uniform --index BLOOM --peers upsertlake-spark spark-rewrite
+    python benchmarks/spark_bench.py --rows 10000000 --workloads uniform --index BLOOM \
+        --peers upsertlake-spark spark-rewrite
     python benchmarks/spark_bench.py --rows 10000000 --workloads late --peers upsertlake-spark-mor spark-overwrite \
         spark-rewrite --hoodie hoodie.parquet.small.file.limit=0    # inserts to a new group: no slice rewritten
     python benchmarks/spark_bench.py --driver 1000000 5000000 --rows 5000000   # driver-side growth
@@ -47,12 +48,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-
-from peers import make_peer, spark_session, stop_spark  # noqa: E402
-from runner import _files, _peak_rss_mb, _reset_peak_rss  # noqa: E402
-from workloads import clear_base_cache, make_base, make_batch, verify  # noqa: E402
+import pyarrow as pa
+import pyarrow.parquet as pq
+from peers import make_peer, spark_session, stop_spark
+from runner import _files, _peak_rss_mb, _reset_peak_rss
+from workloads import clear_base_cache, make_base, make_batch, verify
 
 PEERS = ("upsertlake-spark", "upsertlake-spark-mor", "spark-rewrite", "spark-overwrite")
 OURS = ("upsertlake-spark", "upsertlake-spark-mor")
@@ -105,8 +105,14 @@ class EventLog:
 
 def session(events: Path) -> Any:
     events.mkdir(parents=True, exist_ok=True)
-    return spark_session({"spark.eventLog.enabled": "true", "spark.eventLog.rolling.enabled": "false", "spark.eventLog.compress": "false",
-                          "spark.eventLog.dir": events.as_uri()})
+    return spark_session(
+        {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.rolling.enabled": "false",
+            "spark.eventLog.compress": "false",
+            "spark.eventLog.dir": events.as_uri(),
+        }
+    )
 
 
 def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -141,7 +147,11 @@ def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 count, ts_sum, found = peer.snapshot(table, list(expected.probes))
                 errors = verify(expected, count, ts_sum, found)
                 shown = f"{seconds:.2f}s, {driver['result_bytes']:,} result bytes" if not errors else f"WRONG {errors}"
-                print(f"  {workload:<8} {args.rows:>11,}+{args.batch:<9,} {name:<17} {'warm-up' if warm else f'run {i - args.warmup + 1}'}: {shown}", flush=True)
+                print(
+                    f"  {workload:<8} {args.rows:>11,}+{args.batch:<9,} {name:<17} "
+                    f"{'warm-up' if warm else f'run {i - args.warmup + 1}'}: {shown}",
+                    flush=True,
+                )
                 if not warm and (errors or args.profile):
                     if extra.get("stages"):
                         print("      driver: " + ", ".join(f"{k} {v:.2f}s" for k, v in extra["stages"].items()))
@@ -159,7 +169,11 @@ def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         summary = {n: statistics.median(r["seconds"] for r in runs[n]) for n in peers if runs[n]}
         print("  medians: " + ", ".join(f"{n} {s:.2f}s" for n, s in summary.items()), flush=True)
         for ours in (n for n in OURS if n in summary):
-            print(f"  {ours}: " + ", ".join(f"{n} takes {s / summary[ours]:.2f}x its time" for n, s in summary.items() if n != ours), flush=True)
+            print(
+                f"  {ours}: "
+                + ", ".join(f"{n} takes {s / summary[ours]:.2f}x its time" for n, s in summary.items() if n != ours),
+                flush=True,
+            )
     stop_spark()
     return {"peers": entries}
 
@@ -208,9 +222,13 @@ def main() -> None:
     ap.add_argument("--workloads", nargs="+", choices=("late", "uniform"), default=["late", "uniform"])
     ap.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS))
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per peer, after the warm-up runs")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed runs per peer first (the JVM's JIT keeps compiling for several)")
+    ap.add_argument(
+        "--warmup", type=int, default=3, help="untimed runs per peer first (the JVM's JIT keeps compiling for several)"
+    )
     ap.add_argument("--profile", action="store_true", help="print the Spark stages of every timed run")
-    ap.add_argument("--driver", nargs="+", type=int, metavar="BATCH_ROWS", help="driver-side series (fresh process each)")
+    ap.add_argument(
+        "--driver", nargs="+", type=int, metavar="BATCH_ROWS", help="driver-side series (fresh process each)"
+    )
     ap.add_argument("--driver-run", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     ap.add_argument("--index", help="upsertlake's hoodie.index.type (default: the table's, SIMPLE)")
@@ -226,19 +244,39 @@ def main() -> None:
             return
         from harness import tree_commit
 
-        doc: dict[str, Any] = {"size": f"spark-{args.rows / 1e6:g}M", "repeat": args.repeat, "timeout": 0,
-                               "cpus": os.cpu_count(), "tree": tree_commit(), "skipped": {},
-                               "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                               "session": f"one warmed Spark local[2] session; {args.warmup} untimed warm-up run(s) per peer",
-                               "upsertlake_index": args.index or "SIMPLE", "upsertlake_options": args.hoodie,
-                               "command": " ".join(["python", "benchmarks/spark_bench.py", *sys.argv[1:]])}
+        doc: dict[str, Any] = {
+            "size": f"spark-{args.rows / 1e6:g}M",
+            "repeat": args.repeat,
+            "timeout": 0,
+            "cpus": os.cpu_count(),
+            "tree": tree_commit(),
+            "skipped": {},
+            "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "session": f"one warmed Spark local[2] session; {args.warmup} untimed warm-up run(s) per peer",
+            "upsertlake_index": args.index or "SIMPLE",
+            "upsertlake_options": args.hoodie,
+            "command": " ".join(["python", "benchmarks/spark_bench.py", *sys.argv[1:]]),
+        }
         if args.driver:
             doc["driver"] = []
             for n in args.driver:
-                cmd = [sys.executable, __file__, "--driver-run", str(n), "--rows", str(args.rows), "--days", str(args.days)]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--driver-run",
+                    str(n),
+                    "--rows",
+                    str(args.rows),
+                    "--days",
+                    str(args.days),
+                ]
                 out = subprocess.run(cmd, capture_output=True, text=True).stdout
                 line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
-                r = json.loads(line[7:]) if line else {"rows": args.rows, "batch": n, "status": "error", "errors": ["no result"]}
+                r = (
+                    json.loads(line[7:])
+                    if line
+                    else {"rows": args.rows, "batch": n, "status": "error", "errors": ["no result"]}
+                )
                 print(f"  driver: {n:,}-row batch into {args.rows:,}: {r}", flush=True)
                 doc["driver"].append(r)
         else:
@@ -246,7 +284,8 @@ def main() -> None:
         args.out.mkdir(parents=True, exist_ok=True)
         what = "driver" if args.driver else "peers"
         workloads = "" if args.driver else "-" + "-".join(args.workloads)
-        name = f"results-spark-{what}-{args.rows / 1e6:g}M{workloads}{'-' + args.label if args.label else ''}.json"
+        label = "-" + args.label if args.label else ""
+        name = f"results-spark-{what}-{args.rows / 1e6:g}M{workloads}{label}.json"
         (args.out / name).write_text(json.dumps(doc, indent=1))
         print(f"wrote {args.out / name}")
         from report import write_report

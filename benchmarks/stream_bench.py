@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from workloads import PARTITIONS, first_id_of_day, make_base, make_rows  # noqa: E402
+from workloads import PARTITIONS, first_id_of_day, make_base, make_rows
 
 SPARK_PEERS = ("sink", "sink-mor", "sink-mor-c5", "foreach", "foreach-mor")
 PEERS = (*SPARK_PEERS, "engine", "engine-mor", "delta-rs")
@@ -94,8 +94,14 @@ def build(base: pa.Table, work: Path, kind: str) -> Path:
 
     seed = work / f"seed-{kind}"
     if not seed.exists():
-        t = upsertlake.create_table(seed, name="bench", record_key="key", precombine_field="ts", partition_fields=["part"],
-                                    table_type="MERGE_ON_READ" if kind == "mor" else "COPY_ON_WRITE")
+        t = upsertlake.create_table(
+            seed,
+            name="bench",
+            record_key="key",
+            precombine_field="ts",
+            partition_fields=["part"],
+            table_type="MERGE_ON_READ" if kind == "mor" else "COPY_ON_WRITE",
+        )
         t.bulk_insert(base)
     return seed
 

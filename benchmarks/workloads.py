@@ -97,7 +97,13 @@ def make_batch(
     if workload == "delete":
         gone = rng.choice(rows, max(rows // 100, 1), replace=False)
         kept = np.setdiff1d(probe.choice(rows, 200, replace=False), gone)
-        table = pa.table({"key": keys_of(gone), "ts": pa.array(np.full(len(gone), 2, np.int64)), "part": partition_of(gone, rows, days)})
+        table = pa.table(
+            {
+                "key": keys_of(gone),
+                "ts": pa.array(np.full(len(gone), 2, np.int64)),
+                "part": partition_of(gone, rows, days),
+            }
+        )
         probes = {k: None for k in keys_of(gone[:200]).to_pylist()}
         probes.update(_untouched(kept, rows, days))
         return table, Expected(rows - len(gone), 0, probes)
@@ -108,7 +114,15 @@ def make_batch(
     inserts = make_rows(np.arange(rows, rows + n_inserts), rows, 2, rng, days)
     parts = [inserts]
     if updates is not None:
-        dups = make_rows(rng.choice(pc.cast(pc.utf8_slice_codeunits(updates["key"], 1), pa.int64()).to_numpy(), n_dups, replace=False), rows, 1, rng, days)
+        dups = make_rows(
+            rng.choice(
+                pc.cast(pc.utf8_slice_codeunits(updates["key"], 1), pa.int64()).to_numpy(), n_dups, replace=False
+            ),
+            rows,
+            1,
+            rng,
+            days,
+        )
         parts = [updates, inserts, dups]
     table = pa.concat_tables(parts)
     probes: dict[str, tuple[int, float] | None] = {}
@@ -132,7 +146,9 @@ def _late_batch(
     n_updates = batch - n_inserts
     hot_start = first_id_of_day(days - hot_days, rows, days)
     if n_updates > rows - hot_start:
-        raise ValueError(f"{n_updates:,} updates do not fit the {rows - hot_start:,} rows of the newest {hot_days} days")
+        raise ValueError(
+            f"{n_updates:,} updates do not fit the {rows - hot_start:,} rows of the newest {hot_days} days"
+        )
     updated = hot_start + rng.choice(rows - hot_start, n_updates, replace=False)
     inserted = np.arange(rows, rows + n_inserts)
     table = pa.concat_tables([make_rows(updated, rows, 2, rng, days), make_rows(inserted, rows, 2, rng, days)])

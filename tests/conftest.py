@@ -1,43 +1,15 @@
-"""Shared fixtures: real Hudi tables unzipped per test, and a snapshot helper for exact comparisons."""
+"""Shared fixtures: Hudi-written tables unzipped per test, a run per table version, one Spark
+session, and the loopback S3 and Azure servers of the test session."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
-HUDI_TABLES = Path(__file__).resolve().parent / "hudi_tables"
-
-
-def unzip_hudi_table(name: str, dest: Path) -> Path:
-    """Unzip `<name>.zip` from tests/hudi_tables into dest; returns the table's folder."""
-    with zipfile.ZipFile(HUDI_TABLES / f"{name}.zip") as zf:
-        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
-        zf.extractall(dest, members)
-    return dest / name
-
-
-def unzip_mor_table(name: str, dest: Path) -> Path:
-    """Unzip `mor/<name>.zip` (a merge-on-read table Hudi wrote) into dest; returns the table's folder."""
-    with zipfile.ZipFile(HUDI_TABLES / "mor" / f"{name}.zip") as zf:
-        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
-        zf.extractall(dest, members)
-    (table,) = {dest / m.split("/")[0] for m in members}
-    return table
-
-
-def unzip_v9_table(kind: str, name: str, dest: Path) -> Path:
-    """Unzip `v9/<kind>/<name>.zip` (a table Apache Hudi 1.1 wrote, `kind` cow or mor) into dest;
-    returns the table's folder."""
-    with zipfile.ZipFile(HUDI_TABLES / "v9" / kind / f"{name}.zip") as zf:
-        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
-        zf.extractall(dest, members)
-    (table,) = {dest / m.split("/")[0] for m in members}
-    return table
+from helpers import SCRIPTS, tree_digest, unzip_hudi_table, unzip_mor_table  # noqa: F401 (tree_digest: older imports)
 
 
 @pytest.fixture
@@ -56,15 +28,6 @@ def table_version(request, monkeypatch) -> int:
 
     monkeypatch.setattr(opt, "WRITE_TABLE_VERSION", replace(opt.WRITE_TABLE_VERSION, default=request.param))
     return request.param
-
-
-def tree_digest(root: Path) -> dict[str, str]:
-    """Every file below root with the SHA-256 of its bytes: 'the table is exactly as it was'."""
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != ".lock"
-    }
 
 
 @pytest.fixture(scope="session")
@@ -92,7 +55,7 @@ def spark():
 
 
 class S3Server:
-    """The loopback S3 server of this test session (tests/s3_server.py, its own process)."""
+    """The loopback S3 server of this test session (tests/scripts/s3_server.py, its own process)."""
 
     def __init__(self, port: int) -> None:
         self.endpoint = f"http://127.0.0.1:{port}"
@@ -129,7 +92,7 @@ def s3_server():
     """One S3-compatible server (moto, writes serialised) on loopback for the whole run."""
     import subprocess
 
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("s3_server.py"))],
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS / "s3_server.py")],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         port = int(proc.stdout.readline())

@@ -1,12 +1,62 @@
-"""Test helpers: compare snapshots exactly, read with Apache Hudi's reader."""
+"""Test helpers shared by the test folders: the repository's paths, Hudi-written fixture tables,
+exact snapshots and file digests, Apache Hudi's reader, instant files, the command line in process."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+SCRIPTS = TESTS / "scripts"  # programs tests start as processes of their own
+HUDI_TABLES = TESTS / "hudi_tables"
+MOR_TABLES = ["mor_v6_nonpartitioned", "mor_v6_simplekeygen_nonhivestyle", "mor_v6_trips_8i1u", "mor_v8_trips_8i3u1d"]
+
+
+def unzip_hudi_table(name: str, dest: Path) -> Path:
+    """Unzip `<name>.zip` from tests/hudi_tables into dest; returns the table's folder."""
+    with zipfile.ZipFile(HUDI_TABLES / f"{name}.zip") as zf:
+        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
+        zf.extractall(dest, members)
+    return dest / name
+
+
+def unzip_mor_table(name: str, dest: Path) -> Path:
+    """Unzip `mor/<name>.zip` (a merge-on-read table Hudi wrote) into dest; returns the table's folder."""
+    with zipfile.ZipFile(HUDI_TABLES / "mor" / f"{name}.zip") as zf:
+        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
+        zf.extractall(dest, members)
+    (table,) = {dest / m.split("/")[0] for m in members}
+    return table
+
+
+def unzip_v9_table(kind: str, name: str, dest: Path) -> Path:
+    """Unzip `v9/<kind>/<name>.zip` (a table Apache Hudi 1.1 wrote, `kind` cow or mor) into dest;
+    returns the table's folder."""
+    with zipfile.ZipFile(HUDI_TABLES / "v9" / kind / f"{name}.zip") as zf:
+        members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
+        zf.extractall(dest, members)
+    (table,) = {dest / m.split("/")[0] for m in members}
+    return table
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file below root with the SHA-256 of its bytes: 'the table is exactly as it was'."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 def decoded(table: pa.Table) -> pa.Table:
@@ -47,7 +97,9 @@ def data_bytes(path: str | Path) -> int:
 
     meta = pq.read_metadata(path)
     return sum(
-        meta.row_group(g).column(c).total_compressed_size for g in range(meta.num_row_groups) for c in range(meta.num_columns)
+        meta.row_group(g).column(c).total_compressed_size
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
     )
 
 
@@ -106,8 +158,11 @@ def assert_one_winner_per_name(storage: object, rounds: int, racers: int = 4) ->
 
     for round_ in range(rounds):
         wins: list[bool] = []
-        threads = [threading.Thread(target=lambda i=i: wins.append(storage.write_if_absent(f"x/{round_}", f"{i}".encode())))
-                   for i in range(racers)]
+
+        def race(i: int, name: str = f"x/{round_}", wins: list[bool] = wins) -> None:
+            wins.append(storage.write_if_absent(name, f"{i}".encode()))
+
+        threads = [threading.Thread(target=race, args=(i,)) for i in range(racers)]
         for th in threads:
             th.start()
         for th in threads:
@@ -161,3 +216,84 @@ def table_on(storage, options: dict | None = None):
     from upsertlake.table.table import Table
 
     return Table(storage, TableConfig.load(storage), options)
+
+
+FAST_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 1}
+KILL_MID_COMPACTION = """
+import json, os, signal, sys
+import upsertlake.services.compaction_slice as compaction
+from upsertlake import open_table
+real = compaction.write_base_file
+def write_then_die(*args, **kwargs):
+    real(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)  # one new base file written, the commit never comes
+compaction.write_base_file = write_then_die
+open_table(sys.argv[1], json.loads(sys.argv[2])).compact()
+"""
+
+
+def kill_mid_compaction(path: str | Path, options: dict) -> None:
+    """Compact the table in a process of its own, killed (SIGKILL) right after its first new base
+    file is written: the plan stays inflight, its compactor gone."""
+    proc = subprocess.run([sys.executable, "-c", KILL_MID_COMPACTION, str(path), json.dumps(options)],
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+
+
+# -- a table of files with known key ranges, for data skipping --------------------------------
+CLUSTERED_ROWS = 200  # rows of the clustered table: key-0000 .. key-0199, v = the key's number
+
+
+def clustered(tmp_path: Path, table_type: str = "COPY_ON_WRITE", **extra: object):
+    """10 files of 20 consecutive keys each (v sorted with them), one partition."""
+    from upsertlake import create_table, open_table
+
+    n = CLUSTERED_ROWS
+    data = pa.table({"id": [f"key-{i:04d}" for i in range(n)], "ts": [1] * n, "p": ["a"] * n, "v": list(range(n)),
+                     "note": [None if i % 20 == 0 else f"n{i:04d}" for i in range(n)]})
+    per_record = record_bytes(create_table(tmp_path / "probe", "t", "id", "ts", "p"), data)
+    table = create_table(tmp_path / "t", "t", "id", "ts", "p", table_type=table_type)
+    options = {"hoodie.parquet.max.file.size": int(20.5 * per_record), "hoodie.parquet.small.file.limit": 0,
+               "hoodie.index.bloom.num_entries": 100, **extra}
+    table = open_table(tmp_path / "t", options)
+    table.bulk_insert(data)
+    assert len(table.scan().plan.files) == 10
+    return table
+
+
+def file_of(table, v: int) -> str:
+    """The base file holding the row whose v is `v` (read directly with pyarrow)."""
+    import pyarrow.parquet as pq
+
+    for bf in table.scan().plan.files:
+        if v in pq.read_table(table.storage.full_path(bf.path), columns=["v"])["v"].to_pylist():
+            return bf.path
+    raise AssertionError(v)
+
+
+def destroy_all_but(table, keep: set[str]) -> None:
+    """Every other base file becomes zeros of the same size: opening one fails."""
+    for p in Path(table.path).rglob("*.parquet"):
+        rel = str(p.relative_to(table.path))
+        if ".hoodie" not in p.parts and rel not in keep:
+            p.write_bytes(b"\0" * p.stat().st_size)
+
+
+def write_hudi_sink_checkpoint(root: Path, instant: str, identifier: str, batch_id: int) -> None:
+    """Put the checkpoint into a Hudi-written commit as Hudi's streaming sink writes it
+    (`CommitUtils.getCheckpointValueAsString` into `HoodieCommitMetadata.extraMetadata`): the JSON
+    document of version 6, the Avro document of version 8."""
+    from upsertlake.timeline import documents
+    from upsertlake.timeline.stream_checkpoint import SINK_CHECKPOINT_KEY
+
+    value = json.dumps({identifier: str(batch_id)}, separators=(",", ":"))
+    path = instant_file(root, instant, "commit")
+    data = path.read_bytes()
+    if data.startswith(b"Obj\x01"):
+        doc = documents.decode(data)
+        doc["extraMetadata"] = {**(doc["extraMetadata"] or {}), SINK_CHECKPOINT_KEY: value}
+        path.write_bytes(documents.encode("HoodieCommitMetadata", doc))
+    else:
+        doc = json.loads(data)
+        doc["extraMetadata"][SINK_CHECKPOINT_KEY] = value
+        path.write_text(json.dumps(doc, indent=2))

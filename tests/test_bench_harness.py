@@ -12,14 +12,16 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+from helpers import REPO
 
-import harness  # noqa: E402
-import runner  # noqa: E402
-import spark_bench  # noqa: E402
-from peers import make_peer  # noqa: E402
-from report import write_report  # noqa: E402
-from workloads import WORKLOADS, first_id_of_day, make_base, make_batch, verify  # noqa: E402
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import harness
+import runner
+import spark_bench
+from peers import make_peer
+from report import write_report
+from workloads import WORKLOADS, first_id_of_day, make_base, make_batch, verify
 
 ROWS, BATCH, DAYS = 20_000, 2_000, 10  # late: the newest 2 of 10 days hold 4,000 rows for 1,900 updates
 PEERS = ["upsertlake", "upsertlake:BLOOM", "upsertlake:INMEMORY", "delta-rs", "duckdb", "pyiceberg"]
@@ -30,7 +32,15 @@ MATRIX = [(p, w) for p in PEERS for w in WORKLOADS] + [
 
 def _spec(peer: str, workload: str, tmp_path: Path, **extra: object) -> dict:
     days = {"days": DAYS} if workload == "late" else {}
-    return {"peer": peer, "workload": workload, "rows": ROWS, "batch": BATCH, "work": str(tmp_path / "w"), **days, **extra}
+    return {
+        "peer": peer,
+        "workload": workload,
+        "rows": ROWS,
+        "batch": BATCH,
+        "work": str(tmp_path / "w"),
+        **days,
+        **extra,
+    }
 
 
 @pytest.mark.parametrize(("peer", "workload"), MATRIX)
@@ -49,7 +59,11 @@ def test_late_arriving_batch_shape() -> None:
     assert (len(updates), len(inserts), len(np.unique(ids))) == (1_900, 100, 2_000)
     assert updates.min() >= first_id_of_day(DAYS - 2, ROWS, DAYS) == 16_000
     assert set(batch["part"].to_pylist()) == {"08", "09"}
-    assert set(batch.filter(pc.greater_equal(pc.cast(pc.utf8_slice_codeunits(batch["key"], 1), "int64"), ROWS))["part"].to_pylist()) == {"09"}
+    assert set(
+        batch.filter(pc.greater_equal(pc.cast(pc.utf8_slice_codeunits(batch["key"], 1), "int64"), ROWS))[
+            "part"
+        ].to_pylist()
+    ) == {"09"}
     base = make_base(ROWS, DAYS)
     assert base["part"].to_pylist()[15_999:16_001] == ["07", "08"]
     assert (expected.rows, expected.ts_sum) == (ROWS + 100, 2 * BATCH)
@@ -90,7 +104,15 @@ def test_harness_process_timeout_and_report(tmp_path: Path) -> None:
     ok = harness.run_once(spec, timeout=120)
     assert ok["status"] == "ok", ok["errors"]
     entry = {"peer": "upsertlake", "workload": "uniform", "rows": ROWS, "batch": BATCH, "runs": [ok]}
-    doc = {"size": "tiny", "repeat": 1, "timeout": 120, "cpus": 2, "started": "now", "skipped": {"x": "why"}, "peers": [entry]}
+    doc = {
+        "size": "tiny",
+        "repeat": 1,
+        "timeout": 120,
+        "cpus": 2,
+        "started": "now",
+        "skipped": {"x": "why"},
+        "peers": [entry],
+    }
     (tmp_path / "results-peers-tiny.json").write_text(json.dumps(doc))
     text = write_report(tmp_path).read_text()
     assert "| uniform | 20,000 + 2,000 | upsertlake |" in text and (tmp_path / "peers-tiny-peers.png").exists()
@@ -100,14 +122,24 @@ def test_event_log_counts_result_bytes_and_stages_since_the_last_call(tmp_path: 
     log_file = tmp_path / "events" / "local-1"
     log_file.parent.mkdir()
     task = {"Event": "SparkListenerTaskEnd", "Task Metrics": {"Result Size": 1000}}
-    stage = {"Event": "SparkListenerStageCompleted", "Stage Info": {
-        "Stage Name": "toArrow at /some/where/write.py:74", "Number of Tasks": 2, "Submission Time": 1000, "Completion Time": 3500}}
+    stage = {
+        "Event": "SparkListenerStageCompleted",
+        "Stage Info": {
+            "Stage Name": "toArrow at /some/where/write.py:74",
+            "Number of Tasks": 2,
+            "Submission Time": 1000,
+            "Completion Time": 3500,
+        },
+    }
     log_file.write_text(json.dumps(task) + "\n")
     log = spark_bench.EventLog(log_file.parent)
     log.skip()
     with log_file.open("a") as f:
         f.write("\n".join(json.dumps(e) for e in (task, task, stage)) + "\n" + '{"Event": "half a li')
-    assert log.since() == {"result_bytes": 2000, "spark_stages": [{"stage": "toArrow at write.py:74", "tasks": 2, "seconds": 2.5}]}
+    assert log.since() == {
+        "result_bytes": 2000,
+        "spark_stages": [{"stage": "toArrow at write.py:74", "tasks": 2, "seconds": 2.5}],
+    }
     assert log.since() == {"result_bytes": 0, "spark_stages": []}
 
 

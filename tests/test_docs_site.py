@@ -27,7 +27,7 @@ def test_the_site_builds_strictly_with_generated_references(tmp_path: Path) -> N
     options = (site / "reference" / "options" / "index.html").read_text()
     assert all(f"<code>{key}</code>" in options for key in {o.key for o in opt.OPTIONS.values()})
     cli = (site / "reference" / "cli" / "index.html").read_text()
-    commands = [a for a in build_parser()._actions if hasattr(a, "choices") and isinstance(a.choices, dict)][0].choices
+    commands = next(a for a in build_parser()._actions if hasattr(a, "choices") and isinstance(a.choices, dict)).choices
     assert all(f"usage: upsertlake {name}" in cli for name in commands)
     api = (site / "reference" / "api" / "index.html").read_text()
     for name in ("create_table", "open_table", "read_incremental", "to_batches", "Progress", "WriteResult"):

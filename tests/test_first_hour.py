@@ -10,8 +10,9 @@ import importlib.util
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 # Import names whose distribution is named otherwise.
@@ -39,7 +40,9 @@ def third_party_imports(paths: list[Path]) -> set[str]:
 
 def test_the_test_extra_brings_every_library_the_tests_import() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    brought = {re.split(r"[\[<>=; ]", r)[0].lower() for r in project["dependencies"] + project["optional-dependencies"]["test"]}
+    brought = {
+        re.split(r"[\[<>=; ]", r)[0].lower() for r in project["dependencies"] + project["optional-dependencies"]["test"]
+    }
     used = third_party_imports(sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py")))
     missing = sorted(n for n in used if DISTRIBUTIONS.get(n, n).replace("_", "-").lower() not in brought)
     assert missing == []
@@ -47,19 +50,28 @@ def test_the_test_extra_brings_every_library_the_tests_import() -> None:
 
 
 def test_no_test_skips_itself_for_a_missing_library() -> None:
-    skipping = [f"{path.name}:{node.lineno}" for path in sorted((ROOT / "tests").rglob("*.py"))
-                for node in ast.walk(ast.parse(path.read_text("utf-8")))
-                if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "importorskip"
-                and node.args[0].value != "tomllib"]  # stdlib from Python 3.11 on
+    skipping = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "attr", "") == "importorskip"
+        and node.args[0].value != "tomllib"
+    ]  # stdlib from Python 3.11 on
     assert skipping == []
 
 
 def test_a_write_to_a_missing_table_says_to_create_it(tmp_path: Path) -> None:
     (tmp_path / "in.ndjson").write_text('{"id": "a", "ts": 1}\n')
-    p = subprocess.run([sys.executable, "-m", "upsertlake.cli", "upsert", str(tmp_path / "t"), str(tmp_path / "in.ndjson")],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "upsertlake.cli", "upsert", str(tmp_path / "t"), str(tmp_path / "in.ndjson")],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 2
-    assert p.stderr == (f"error: TableNotFoundError: no Hudi table at {tmp_path / 't'} (missing .hoodie/hoodie.properties); "
-                        f"create it first: upsertlake create {tmp_path / 't'} --name NAME --record-key KEY "
-                        "[--precombine-field FIELD] [--partition-fields FIELDS] (or `upsertlake ingest`, which creates it)\n")
+    assert p.stderr == (
+        f"error: TableNotFoundError: no Hudi table at {tmp_path / 't'} (missing .hoodie/hoodie.properties); "
+        f"create it first: upsertlake create {tmp_path / 't'} --name NAME --record-key KEY "
+        "[--precombine-field FIELD] [--partition-fields FIELDS] (or `upsertlake ingest`, which creates it)\n"
+    )
     assert not (tmp_path / "t").exists()

@@ -11,19 +11,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import REPO
 
 
 def lint(package_parent: Path) -> subprocess.CompletedProcess:
     """Run import-linter on the upsertlake package found under package_parent (no cache)."""
     code = ("import sys; from importlinter.cli import lint_imports; "
-            f"sys.exit(lint_imports(config_filename={str(ROOT / 'pyproject.toml')!r}, no_cache=True, no_logo=True))")
+            f"sys.exit(lint_imports(config_filename={str(REPO / 'pyproject.toml')!r}, no_cache=True, no_logo=True))")
     env = {**os.environ, "PYTHONPATH": str(package_parent)}
     return subprocess.run([sys.executable, "-c", code], cwd=package_parent, capture_output=True, text=True, env=env)
 
 
 def test_layers_contract_is_kept():
-    result = lint(ROOT)
+    result = lint(REPO)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "4 kept, 0 broken" in result.stdout
 
@@ -31,7 +31,7 @@ def test_layers_contract_is_kept():
 def test_an_upward_import_breaks_the_contract(tmp_path):
     """The check can fail: a copy of the package whose storage imports the engine is refused (both
     contracts: reads import storage, so through it the engine too)."""
-    shutil.copytree(ROOT / "upsertlake", tmp_path / "upsertlake", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "upsertlake", tmp_path / "upsertlake", ignore=shutil.ignore_patterns("__pycache__"))
     storage = tmp_path / "upsertlake" / "storage" / "storage.py"
     storage.write_text(storage.read_text() + "\nfrom upsertlake.engine import write_client  # noqa\n")
     result = lint(tmp_path)
@@ -44,7 +44,7 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
 def test_an_import_circle_inside_a_package_breaks_the_contract(tmp_path):
     """A circle between two modules of one package is refused, also through a TYPE_CHECKING import
     (the engine's steps once imported the write client for its type)."""
-    shutil.copytree(ROOT / "upsertlake", tmp_path / "upsertlake", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "upsertlake", tmp_path / "upsertlake", ignore=shutil.ignore_patterns("__pycache__"))
     commit = tmp_path / "upsertlake" / "engine" / "commit.py"
     commit.write_text(commit.read_text() + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                       "    from upsertlake.engine.write_client import WriteClient  # noqa\n")
@@ -57,7 +57,7 @@ def test_an_import_circle_inside_a_package_breaks_the_contract(tmp_path):
 def test_the_hfile_codec_importing_storage_breaks_its_contract(tmp_path):
     """The HFile codec reads files it is handed; it may not open them itself through storage
     (which its floor would allow)."""
-    shutil.copytree(ROOT / "upsertlake", tmp_path / "upsertlake", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "upsertlake", tmp_path / "upsertlake", ignore=shutil.ignore_patterns("__pycache__"))
     reader = tmp_path / "upsertlake" / "hfile" / "reader.py"
     reader.write_text(reader.read_text() + "\nfrom upsertlake.storage import Storage  # noqa\n")
     result = lint(tmp_path)

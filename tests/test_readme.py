@@ -31,7 +31,9 @@ import pytest
 
 from upsertlake.errors import UpsertlakeWarning
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
+ROOT = REPO
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 DEMO = "python3 -m venv .venv && . .venv/bin/activate && pip install . && upsertlake demo"
@@ -67,15 +69,20 @@ def blocks(page: Path) -> list[Block]:
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
         skip = SKIP.match(lines[i - 1]) if i else None
         if m.group(1) in ("python", "bash"):
-            out.append(Block(page, i + 1, m.group(1), "\n".join(lines[i + 1:end]) + "\n", skip.group(1) if skip else None))
+            out.append(
+                Block(page, i + 1, m.group(1), "\n".join(lines[i + 1 : end]) + "\n", skip.group(1) if skip else None)
+            )
         i = end + 1
     return out
 
 
 def needs(page: Path) -> set[str]:
     code = "".join(b.code for b in blocks(page) if not b.not_run)
-    return {n for n, words in (("spark", ("pyspark", "upsertlake.spark", "upsertlake ingest")), ("s3", ("s3://",)))
-            if any(w in code for w in words)}
+    return {
+        n
+        for n, words in (("spark", ("pyspark", "upsertlake.spark", "upsertlake ingest")), ("s3", ("s3://",)))
+        if any(w in code for w in words)
+    }
 
 
 def check_prints(block: Block, output: str) -> None:
@@ -92,8 +99,11 @@ def check_prints(block: Block, output: str) -> None:
 def shims(folder: Path) -> Path:
     """`upsertlake` (and `python`) on a PATH, as installing the package puts them there."""
     folder.mkdir()
-    for name, target in (("upsertlake", f'"{sys.executable}" -m upsertlake.cli'), ("python", f'"{sys.executable}"'),
-                         ("python3", f'"{sys.executable}"')):
+    for name, target in (
+        ("upsertlake", f'"{sys.executable}" -m upsertlake.cli'),
+        ("python", f'"{sys.executable}"'),
+        ("python3", f'"{sys.executable}"'),
+    ):
         (folder / name).write_text(f'#!/bin/sh\nexec {target} "$@"\n')
         (folder / name).chmod(0o755)
     return folder
@@ -110,12 +120,17 @@ def page_params() -> list:
 
 
 @pytest.mark.parametrize("page", page_params())
-def test_every_block_runs_as_written_and_prints_what_it_says(page: Path, tmp_path: Path, request: pytest.FixtureRequest,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_block_runs_as_written_and_prints_what_it_says(
+    page: Path, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    env = {"PATH": f"{shims(tmp_path / 'bin')}:{os.environ['PATH']}", "TMPDIR": str(work),
-           "PYTHONPATH": str(ROOT), "COLUMNS": "100"}
+    env = {
+        "PATH": f"{shims(tmp_path / 'bin')}:{os.environ['PATH']}",
+        "TMPDIR": str(work),
+        "PYTHONPATH": str(ROOT),
+        "COLUMNS": "100",
+    }
     if "s3" in needs(page):
         s3 = request.getfixturevalue("s3_server")
         env.update(s3.env)
@@ -134,8 +149,9 @@ def test_every_block_runs_as_written_and_prints_what_it_says(page: Path, tmp_pat
         if block.not_run:
             continue
         if block.lang == "bash":
-            p = subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], cwd=work, capture_output=True, text=True,
-                               timeout=600)
+            p = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", block.code], cwd=work, capture_output=True, text=True, timeout=600
+            )
             assert p.returncode == 0, f"{block.where} failed:\n{block.code}\n{p.stdout}\n{p.stderr}"
             check_prints(block, p.stdout)
             continue
@@ -143,7 +159,7 @@ def test_every_block_runs_as_written_and_prints_what_it_says(page: Path, tmp_pat
         with warnings.catch_warnings(), contextlib.redirect_stdout(out):
             warnings.simplefilter("error", UpsertlakeWarning)  # the examples mean what they do
             warnings.filterwarnings("error", category=DeprecationWarning, module="upsertlake")  # today's names
-            exec(compile(block.code, block.where, "exec"), namespace)  # noqa: S102 - the page's own code
+            exec(compile(block.code, block.where, "exec"), namespace)  # the page's own code
         check_prints(block, out.getvalue())
 
 
@@ -173,8 +189,14 @@ def test_the_demo_command_runs_as_written(tmp_path: Path) -> None:
         if (ROOT / name).is_file():
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, clone / name)
-    p = subprocess.run(["bash", "-c", DEMO], cwd=clone, capture_output=True, text=True, timeout=900,
-                       env={"PATH": os.environ["PATH"], "HOME": str(Path.home()), "TMPDIR": str(tmp_path)})
+    p = subprocess.run(
+        ["bash", "-c", DEMO],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={"PATH": os.environ["PATH"], "HOME": str(Path.home()), "TMPDIR": str(tmp_path)},
+    )
     assert p.returncode == 0, p.stderr[-3000:]
-    demo = p.stdout[p.stdout.index("created table 'trips' at "):]  # after pip's lines
+    demo = p.stdout[p.stdout.index("created table 'trips' at ") :]  # after pip's lines
     assert demo.startswith(f"created table 'trips' at {tmp_path}/upsertlake-demo-") and "\nrows now: 9\n" in demo

@@ -35,8 +35,8 @@ from upsertlake.errors import (
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 
 if TYPE_CHECKING:
-    from upsertlake.engine.plan import Progress
     from upsertlake.engine.write_client import WriteClient
+    from upsertlake.engine.write_plan import Progress
     from upsertlake.engine.write_result import WriteResult
     from upsertlake.table.open import create_table, open_table, upgrade_table
     from upsertlake.table.table import Table
@@ -48,7 +48,7 @@ _LAZY = {
     "create_table": "upsertlake.table.open",
     "open_table": "upsertlake.table.open",
     "upgrade_table": "upsertlake.table.open",
-    "Progress": "upsertlake.engine.plan",
+    "Progress": "upsertlake.engine.write_plan",
     "WriteClient": "upsertlake.engine.write_client",
     "WriteResult": "upsertlake.engine.write_result",
     "Action": "upsertlake.timeline.instant",
@@ -81,8 +81,8 @@ __all__ = [
     "Progress",
     "SchemaError",
     "ServiceError",
-    "StorageError",
     "State",
+    "StorageError",
     "Table",
     "TableExistsError",
     "TableNotFoundError",

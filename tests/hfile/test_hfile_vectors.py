@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+
+from upsertlake.hfile import Compression, HFileReader, SeekResult, read_records
+from upsertlake.hfile import file_info as info
+
 from hfile_vectors import (
     CUSTOM_META_KEY,
     CUSTOM_META_VALUE,
@@ -21,9 +25,6 @@ from hfile_vectors import (
     value,
     vector,
 )
-
-from upsertlake.hfile import Compression, HFileReader, SeekResult, read_records
-from upsertlake.hfile import file_info as info
 
 B, F, FOUND, IN, EOF = (SeekResult.BEFORE_BLOCK_FIRST_KEY, SeekResult.BEFORE_FILE_FIRST_KEY, SeekResult.FOUND,
                         SeekResult.IN_RANGE, SeekResult.EOF)

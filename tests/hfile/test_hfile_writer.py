@@ -9,8 +9,6 @@ import random
 
 import pyarrow as pa
 import pytest
-from hfile_vectors import vector
-from hudi_io_reference import Case, HudiHFile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +18,9 @@ from upsertlake.hfile import file_info as info
 from upsertlake.hfile.blocks import BlockType, parse_header, read_block
 from upsertlake.hfile.index import parse_root_index
 from upsertlake.hfile.java_order import hash_map_order, java_string_hash
+
+from hfile_vectors import vector
+from hudi_io_reference import Case, HudiHFile
 
 SCHEMA = b'{"type":"record","name":"HoodieMetadataRecord","namespace":"org.apache.hudi.avro.model","fields":[]}'
 
@@ -238,7 +239,7 @@ def test_any_sorted_entries_read_back(pairs: list[tuple[bytes, bytes]], block_si
     data = write_hfile(entries, block_size=block_size, compression=codec)
     reader = HFileReader(data)
     assert list(reader.scan()) == entries
-    for k, v in entries:
+    for k, _v in entries:
         assert reader.get(k) == dict(reversed(entries))[k]
 
 

@@ -7,6 +7,7 @@ to it as parquet files, its reads come back as parquet, and a request that fails
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -116,11 +117,19 @@ class HudiReference:
 
     def write(self, path: str | Path, data: pa.Table, options: Mapping[str, str], mode: str = "append") -> None:
         """A write through Hudi's Spark datasource (`df.write.format("hudi")`)."""
-        self._request({"cmd": "write", "path": str(path), "data": self._data_file(data), "options": dict(options), "mode": mode})
+        self._request(
+            {"cmd": "write", "path": str(path), "data": self._data_file(data), "options": dict(options), "mode": mode}
+        )
 
     def start_write(self, path: str | Path, data: pa.Table, options: Mapping[str, str]) -> str:
         """The same write started on a thread of the server; `wait(handle)` joins it."""
-        request = {"cmd": "write", "path": str(path), "data": self._data_file(data), "options": dict(options), "async": True}
+        request = {
+            "cmd": "write",
+            "path": str(path),
+            "data": self._data_file(data),
+            "options": dict(options),
+            "async": True,
+        }
         return str(self._request(request)["handle"])  # type: ignore[index]
 
     def wait(self, handle: str) -> None:
@@ -181,13 +190,20 @@ class HudiReference:
         return [(bytes.fromhex(k), bytes.fromhex(v)) for k, v in entries]  # type: ignore[union-attr]
 
     def killed_write(
-        self, path: str | Path, data: pa.Table, options: Mapping[str, str], until: Callable[[], bool], timeout: float = 300
+        self,
+        path: str | Path,
+        data: pa.Table,
+        options: Mapping[str, str],
+        until: Callable[[], bool],
+        timeout: float = 300,
     ) -> bool:
         """Start the write in a process of its own and kill it (SIGKILL, JVM included) once
         `until()` holds: a writer whose driver died mid-write. Returns False when the write
         finished before `until()` held."""
         request = self.workdir / f"once-{next(self._names)}.json"
-        request.write_text(json.dumps({"cmd": "write", "path": str(path), "data": self._data_file(data), "options": dict(options)}))
+        request.write_text(
+            json.dumps({"cmd": "write", "path": str(path), "data": self._data_file(data), "options": dict(options)})
+        )
         with open(self.log, "ab") as log:
             process = subprocess.Popen([*self._argv(), "--once", str(request)], stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=log, env=self._env(), start_new_session=True)
@@ -198,7 +214,9 @@ class HudiReference:
                     _kill_group(process)
                     return True
                 if time.monotonic() > deadline:
-                    raise HudiError(f"the write to kill neither reached its point nor ended in {timeout} s:\n{self.log_tail()}")
+                    raise HudiError(
+                        f"the write to kill neither reached its point nor ended in {timeout} s:\n{self.log_tail()}"
+                    )
                 time.sleep(0.02)
             return False
         finally:
@@ -207,8 +225,6 @@ class HudiReference:
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
     """Kill a server and its JVM (PySpark starts the JVM as a child process)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait()

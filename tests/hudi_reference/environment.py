@@ -99,7 +99,11 @@ def reference_python() -> Path:
     done = venv / ".complete"
     with _setup_lock():
         if not done.is_file():
-            _run([sys.executable, "-m", "venv", "--clear", str(venv)], "creating the reference's virtual environment", 300)
+            _run(
+                [sys.executable, "-m", "venv", "--clear", str(venv)],
+                "creating the reference's virtual environment",
+                300,
+            )
             _run(
                 [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *REFERENCE_PACKAGES],
                 f"installing PySpark {PYSPARK} for Apache Hudi's Spark bundle",

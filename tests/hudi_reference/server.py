@@ -149,13 +149,20 @@ def _hfile_entries(spark, file: str) -> list[list[str]]:
     """Hudi 1.x's HFile reader (hudi-io): every key-value pair, in file order, hex-encoded."""
     jvm = spark._jvm
     data = jvm.java.nio.file.Files.readAllBytes(jvm.java.nio.file.Paths.get(file))
-    stream = jvm.org.apache.hudi.io.ByteArraySeekableDataInputStream(jvm.org.apache.hudi.io.ByteBufferBackedInputStream(data))
+    stream = jvm.org.apache.hudi.io.ByteArraySeekableDataInputStream(
+        jvm.org.apache.hudi.io.ByteBufferBackedInputStream(data)
+    )
     reader = jvm.org.apache.hudi.io.hfile.HFileReaderImpl(stream, len(data))
     entries = []
     if reader.seekTo():
         while True:
             kv = reader.getKeyValue().get()
-            entries.append([bytes(kv.getKey().getContentInString().encode()).hex(), bytes(kv.getBytes()[kv.getValueOffset():kv.getValueOffset() + kv.getValueLength()]).hex()])
+            entries.append(
+                [
+                    bytes(kv.getKey().getContentInString().encode()).hex(),
+                    bytes(kv.getBytes()[kv.getValueOffset() : kv.getValueOffset() + kv.getValueLength()]).hex(),
+                ]
+            )
             if not reader.next():
                 break
     reader.close()

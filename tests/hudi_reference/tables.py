@@ -13,24 +13,41 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from table_model import Row
 from upsertlake import create_table, open_table
 
+from table_model import Row
+
 UTC = dt.timezone.utc
-META = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]
+META = [
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+]
 EVENT_TIME, COMMIT_TIME = "EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"
 
-PLAIN = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("p", pa.string()), ("q", pa.int32()),
-                   ("v", pa.float64()), ("_hoodie_is_deleted", pa.bool_())])
-TYPES = pa.schema([
-    ("dec", pa.decimal128(12, 3)),
-    ("day", pa.date32()),
-    ("at", pa.timestamp("us", tz="UTC")),
-    ("bin", pa.binary()),
-    ("nested", pa.struct([("a", pa.int32()), ("b", pa.string())])),
-    ("items", pa.list_(pa.int64())),
-    ("attrs", pa.map_(pa.string(), pa.int32())),
-])
+PLAIN = pa.schema(
+    [
+        ("id", pa.string()),
+        ("ts", pa.int64()),
+        ("p", pa.string()),
+        ("q", pa.int32()),
+        ("v", pa.float64()),
+        ("_hoodie_is_deleted", pa.bool_()),
+    ]
+)
+TYPES = pa.schema(
+    [
+        ("dec", pa.decimal128(12, 3)),
+        ("day", pa.date32()),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("bin", pa.binary()),
+        ("nested", pa.struct([("a", pa.int32()), ("b", pa.string())])),
+        ("items", pa.list_(pa.int64())),
+        ("attrs", pa.map_(pa.string(), pa.int32())),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +62,11 @@ class Layout:
 
     def __str__(self) -> str:
         kind = "mor" if self.merge_on_read else "cow"
-        return (f"{kind}-v{self.version}-{self.index.lower()}-{self.partitioning}-"
-                f"{'event' if self.event_time else 'commit'}{'-hive' if self.hive else ''}{'-types' if self.all_types else ''}")
+        return (
+            f"{kind}-v{self.version}-{self.index.lower()}-{self.partitioning}-"
+            f"{'event' if self.event_time else 'commit'}{'-hive' if self.hive else ''}"
+            f"{'-types' if self.all_types else ''}"
+        )
 
     @property
     def merge_on_read(self) -> bool:
@@ -86,11 +106,16 @@ class Layout:
         """The write options every writer of the table passes, Hudi's keys."""
         options = {"hoodie.index.type": self.index}
         if self.index == "BUCKET":
-            options |= {"hoodie.bucket.index.num.buckets": "2", "hoodie.bucket.index.hash.field": "id",
-                        "hoodie.index.bucket.engine": "SIMPLE"}
+            options |= {
+                "hoodie.bucket.index.num.buckets": "2",
+                "hoodie.bucket.index.hash.field": "id",
+                "hoodie.index.bucket.engine": "SIMPLE",
+            }
         if self.is_global:
-            options |= {"hoodie.simple.index.update.partition.path": "true",
-                        "hoodie.bloom.index.update.partition.path": "true"}
+            options |= {
+                "hoodie.simple.index.update.partition.path": "true",
+                "hoodie.bloom.index.update.partition.path": "true",
+            }
         return options
 
     def hudi_options(self, operation: str) -> dict[str, str]:
@@ -118,8 +143,11 @@ class Layout:
             payload = "DefaultHoodieRecordPayload" if self.event_time else "OverwriteWithLatestAvroPayload"
             options["hoodie.datasource.write.payload.class"] = f"org.apache.hudi.common.model.{payload}"
         else:
-            options |= {"hoodie.write.table.version": str(self.version), "hoodie.record.merge.mode": self.ordering,
-                        "hoodie.write.auto.upgrade": "false"}
+            options |= {
+                "hoodie.write.table.version": str(self.version),
+                "hoodie.record.merge.mode": self.ordering,
+                "hoodie.write.auto.upgrade": "false",
+            }
         return options
 
     def procedure_conf(self) -> dict[str, str]:
@@ -131,8 +159,11 @@ class Layout:
         return conf
 
     def our_create_options(self) -> dict[str, object]:
-        return {"hoodie.write.table.version": self.version, "hoodie.record.merge.mode": self.ordering,
-                "hoodie.datasource.write.keygenerator.class": self.keygen}
+        return {
+            "hoodie.write.table.version": self.version,
+            "hoodie.record.merge.mode": self.ordering,
+            "hoodie.datasource.write.keygenerator.class": self.keygen,
+        }
 
 
 # -- batches --------------------------------------------------------------------------------------
@@ -144,21 +175,29 @@ def partition_of(key: int) -> tuple[str, int]:
 
 def make_row(rng: random.Random, key: int, ts: int, step: int, p: str | None = None, deleted: bool = False) -> Row:
     home, q = partition_of(key)
-    row: Row = {"id": f"k{key:04d}", "ts": ts, "p": p or home, "q": q, "v": float(step * 10000 + key),
-                "_hoodie_is_deleted": deleted}
+    row: Row = {
+        "id": f"k{key:04d}",
+        "ts": ts,
+        "p": p or home,
+        "q": q,
+        "v": float(step * 10000 + key),
+        "_hoodie_is_deleted": deleted,
+    }
 
     def maybe(value: object) -> object:
         return None if rng.random() < 0.15 else value
 
-    row.update({
-        "dec": maybe(Decimal(f"{rng.randint(-99999, 99999)}.{rng.randint(0, 999):03d}")),
-        "day": maybe(dt.date(2024, 1, 1) + dt.timedelta(days=rng.randint(0, 900))),
-        "at": maybe(dt.datetime(2024, 6, 1, tzinfo=UTC) + dt.timedelta(microseconds=rng.randint(0, 10**12))),
-        "bin": maybe(rng.randbytes(rng.randint(0, 6))),
-        "nested": maybe({"a": maybe(rng.randint(-5, 5)), "b": maybe(f"s{step}")}),
-        "items": maybe([rng.randint(0, 9) for _ in range(rng.randint(0, 3))]),
-        "attrs": maybe([(f"k{j}", rng.randint(0, 9)) for j in range(rng.randint(0, 2))]),
-    })
+    row.update(
+        {
+            "dec": maybe(Decimal(f"{rng.randint(-99999, 99999)}.{rng.randint(0, 999):03d}")),
+            "day": maybe(dt.date(2024, 1, 1) + dt.timedelta(days=rng.randint(0, 900))),
+            "at": maybe(dt.datetime(2024, 6, 1, tzinfo=UTC) + dt.timedelta(microseconds=rng.randint(0, 10**12))),
+            "bin": maybe(rng.randbytes(rng.randint(0, 6))),
+            "nested": maybe({"a": maybe(rng.randint(-5, 5)), "b": maybe(f"s{step}")}),
+            "items": maybe([rng.randint(0, 9) for _ in range(rng.randint(0, 3))]),
+            "attrs": maybe([(f"k{j}", rng.randint(0, 9)) for j in range(rng.randint(0, 2))]),
+        }
+    )
     return row
 
 
@@ -198,13 +237,17 @@ def assert_rows(ours: pa.Table, theirs: pa.Table, what: str) -> None:
     columns = ours.column_names
     mine, hudi = keyed(ours, columns, what + " (ours)"), keyed(theirs, columns, what + " (Hudi)")
     assert mine.keys() == hudi.keys(), (
-        f"{what}: keys only we read {sorted(mine.keys() - hudi.keys())[:5]}, only Hudi {sorted(hudi.keys() - mine.keys())[:5]}")
+        f"{what}: keys only we read {sorted(mine.keys() - hudi.keys())[:5]}, "
+        f"only Hudi {sorted(hudi.keys() - mine.keys())[:5]}"
+    )
     differ = [k for k in mine if mine[k] != hudi[k]]
     if differ:
         k = differ[0]
         cols = [c for c in columns if mine[k][c] != hudi[k][c]]
-        raise AssertionError(f"{what}: {len(differ)} rows differ; {k}: ours {[mine[k][c] for c in cols]} "
-                             f"Hudi {[hudi[k][c] for c in cols]} in {cols}")
+        raise AssertionError(
+            f"{what}: {len(differ)} rows differ; {k}: ours {[mine[k][c] for c in cols]} "
+            f"Hudi {[hudi[k][c] for c in cols]} in {cols}"
+        )
 
 
 def assert_model(ours: pa.Table, model: dict[str, Row], layout: Layout, what: str) -> None:
@@ -212,9 +255,13 @@ def assert_model(ours: pa.Table, model: dict[str, Row], layout: Layout, what: st
     got = keyed(ours, columns, what)
     want = {k: {c: _plain(r[c]) for c in columns} for k, r in model.items()}
     assert got.keys() == want.keys(), (
-        f"{what}: keys only read {sorted(got.keys() - want.keys())[:5]}, only in the model {sorted(want.keys() - got.keys())[:5]}")
+        f"{what}: keys only read {sorted(got.keys() - want.keys())[:5]}, "
+        f"only in the model {sorted(want.keys() - got.keys())[:5]}"
+    )
     differ = [k for k in got if got[k] != want[k]]
-    assert not differ, f"{what}: {len(differ)} rows differ from the model, e.g. {differ[0]}: {got[differ[0]]} != {want[differ[0]]}"
+    assert not differ, (
+        f"{what}: {len(differ)} rows differ from the model, e.g. {differ[0]}: {got[differ[0]]} != {want[differ[0]]}"
+    )
 
 
 # -- writing --------------------------------------------------------------------------------------
@@ -222,13 +269,28 @@ def assert_model(ours: pa.Table, model: dict[str, Row], layout: Layout, what: st
 
 def create_ours(layout: Layout, path: Path):
     """The table, created by upsertlake (Hudi creates it with its first write)."""
-    return create_table(path, "t", record_key=layout.record_key, precombine_field="ts",
-                        partition_fields=layout.partition_fields, hive_style_partitioning=layout.hive,
-                        table_type=layout.table_type, options=layout.our_create_options())
+    return create_table(
+        path,
+        "t",
+        record_key=layout.record_key,
+        precombine_field="ts",
+        partition_fields=layout.partition_fields,
+        hive_style_partitioning=layout.hive,
+        table_type=layout.table_type,
+        options=layout.our_create_options(),
+    )
 
 
-def write(actor: str, layout: Layout, path: Path, operation: str, data: pa.Table, hudi=None, spark=None,
-          extra: dict[str, str] | None = None) -> None:
+def write(
+    actor: str,
+    layout: Layout,
+    path: Path,
+    operation: str,
+    data: pa.Table,
+    hudi=None,
+    spark=None,
+    extra: dict[str, str] | None = None,
+) -> None:
     """One write of `data` by `actor`: "hudi" (Hudi's Spark datasource), "ours" (in process) or
     "spark" (`upsertlake.spark`), with the layout's options and `extra` ones."""
     if actor == "hudi":

@@ -6,7 +6,6 @@ again and tags its upserts with the record index we kept; we read what it wrote.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -65,7 +64,9 @@ def assert_metadata_table_holds(root: Path) -> None:
     listing, on_storage = sort_listing(listed[1], None, listed[0]), list_partitions_and_files(storage)
     assert {(f.path, f.size) for f in listing.base_files + listing.log_files} == committed_files(timeline, on_storage)
     table = MetadataTable.open(timeline)
-    data = upsertlake.open_table(root).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"])
+    data = upsertlake.open_table(root).read(
+        columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]
+    )
     stored = {k: (p, n.split("_")[0]) for k, p, n in zip(*(data.column(c).to_pylist() for c in data.column_names))}
     assert table.record_locations(stored) == stored
     assert sorted(table.scan("record_index")) == sorted(stored)
@@ -97,19 +98,27 @@ def test_hudi_reads_and_writes_on_the_metadata_table_we_keep(hudi_references, tm
     table.clean()
     assert_metadata_table_holds(root)
     mdt = Timeline.load(Storage(root / ".hoodie" / "metadata"))
-    assert any(i.action.value == "commit" and i.is_completed and i.time > before[-1] for i in mdt.instants), \
+    assert any(i.action.value == "commit" and i.is_completed and i.time > before[-1] for i in mdt.instants), (
         "the metadata table was compacted"
+    )
     expected = upsertlake.open_table(root).read()
 
     assert rows(hudi.read(root, READ_WITH_METADATA)) == rows(expected)
     skipping = hudi.read(root, READ_WITH_METADATA, where="val >= 5000")
     assert rows(skipping) == rows(expected.filter(pc.greater_equal(expected.column("val"), 5000))) != []
     in_d = hudi.read(root, READ_WITH_METADATA, where="name = 'n5' and part = 'd'")
-    assert rows(in_d) == rows(expected.filter(pc.and_(pc.equal(expected.column("name"), "n5"), pc.equal(expected.column("part"), "d"))))
+    assert rows(in_d) == rows(
+        expected.filter(pc.and_(pc.equal(expected.column("name"), "n5"), pc.equal(expected.column("part"), "d")))
+    )
 
     # Hudi's writer goes on: no new initialization, and its record index tagging finds our keys.
-    again = pa.concat_tables([batch(range(85, 90), ts=9, val=9000.0), batch(range(90, 95), part="d", ts=9, val=9000.0),
-                              batch(range(95, 100), ts=9, val=9000.0)])  # each key in its partition
+    again = pa.concat_tables(
+        [
+            batch(range(85, 90), ts=9, val=9000.0),
+            batch(range(90, 95), part="d", ts=9, val=9000.0),
+            batch(range(95, 100), ts=9, val=9000.0),
+        ]
+    )  # each key in its partition
     hudi.write(root, again, {**options, "hoodie.index.type": "RECORD_INDEX"})
     assert initializations(root) == before
     after = upsertlake.open_table(root).read()

@@ -55,7 +55,9 @@ def holds(root: Path) -> MetadataTable:
     assert {(f.path, f.size) for f in listing.base_files + listing.log_files} == committed_files(timeline, on_storage)
     table = MetadataTable.open(timeline)
     if "record_index" in table.partitions:
-        data = upsertlake.open_table(root).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"])
+        data = upsertlake.open_table(root).read(
+            columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]
+        )
         stored = {k: (p, n.split("_")[0]) for k, p, n in zip(*(data.column(c).to_pylist() for c in data.column_names))}
         assert table.record_locations(stored) == stored
         assert sorted(table.scan("record_index")) == sorted(stored)
@@ -82,7 +84,8 @@ def test_every_write_and_service_keeps_the_metadata_table(tmp_path: Path, table_
     compactions = [i for i in table.timeline.instants if i.action.value == "commit" and i.is_completed]
     assert compactions, "the metadata table was compacted"
     expected = sorted(
-        [f"id-{i:04d}" for i in range(5, 40) if "abc"[i % 3] != "b"] + [f"id-{i:04d}" for i in (100, 101, 102, 200, 201, 202, 203, 204)]
+        [f"id-{i:04d}" for i in range(5, 40) if "abc"[i % 3] != "b"]
+        + [f"id-{i:04d}" for i in (100, 101, 102, 200, 201, 202, 203, 204)]
     )
     assert sorted(t.read().column("id").to_pylist()) == expected
 
@@ -97,8 +100,10 @@ def test_record_index_tags_across_partitions(tmp_path: Path) -> None:
     assert sorted(data.column("id").to_pylist()) == [f"id-{i:04d}" for i in range(15)]  # no key twice
     where = {r["id"]: r["_hoodie_partition_path"] for r in data.to_pylist()}
     assert (where["id-0005"], where["id-0007"]) == ("part=c", "part=b")
-    moved = t.upsert(batch([7], part="a", ts=3), options={"hoodie.index.type": "RECORD_INDEX",
-                                                          "hoodie.record.index.update.partition.path": "true"})
+    moved = t.upsert(
+        batch([7], part="a", ts=3),
+        options={"hoodie.index.type": "RECORD_INDEX", "hoodie.record.index.update.partition.path": "true"},
+    )
     assert (moved.num_deletes, moved.num_inserts) == (1, 1)
     assert [r["_hoodie_partition_path"] for r in t.read().to_pylist() if r["id"] == "id-0007"] == ["part=a"]
     holds(tmp_path)
@@ -106,8 +111,14 @@ def test_record_index_tags_across_partitions(tmp_path: Path) -> None:
 
 def test_by_default_a_table_without_one_gets_none(tmp_path: Path) -> None:
     """hoodie.metadata.enable's default keeps a metadata table but builds none (see its doc)."""
-    t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
-                                options={"hoodie.write.table.version": "8"})
+    t = upsertlake.create_table(
+        tmp_path,
+        "t",
+        record_key="id",
+        precombine_field="ts",
+        partition_fields="part",
+        options={"hoodie.write.table.version": "8"},
+    )
     t.upsert(batch(range(3)))
     assert not (tmp_path / ".hoodie" / "metadata").exists()
     t.upsert(batch(range(3, 6)), options={"hoodie.metadata.enable": "true"})
@@ -149,7 +160,9 @@ def test_a_write_killed_before_its_commit_leaves_nothing_readers_apply(tmp_path:
     t = new_table(tmp_path, **{"hoodie.metadata.record.index.enable": "true"})
     t.upsert(batch(range(10)), options={"hoodie.metadata.record.index.enable": "true"})
     before = sorted(t.read().column("id").to_pylist())
-    script = KILLED_BEFORE_ITS_COMMIT.format(rows=batch(range(50, 60), ts=2).to_pydict(), path=str(tmp_path), options=FAST_HEARTBEAT)
+    script = KILLED_BEFORE_ITS_COMMIT.format(
+        rows=batch(range(50, 60), ts=2).to_pydict(), path=str(tmp_path), options=FAST_HEARTBEAT
+    )
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     assert subprocess.run([sys.executable, "-c", script], env=env, timeout=300).returncode == -signal.SIGKILL
     mdt = Storage(tmp_path / ".hoodie" / "metadata")
@@ -163,7 +176,7 @@ def test_a_write_killed_before_its_commit_leaves_nothing_readers_apply(tmp_path:
     assert Timeline.load(mdt).get(failed.time) is None  # rolled back with its data instant
     assert not [p for p in (tmp_path / ".hoodie" / "metadata").rglob(f"*{failed.time}*")]
     holds(tmp_path)
-    assert sorted(t.read().column("id").to_pylist()) == before + ["id-0060"]
+    assert sorted(t.read().column("id").to_pylist()) == [*before, "id-0060"]
 
 
 def test_a_stale_metadata_table_is_not_trusted_and_is_built_again(tmp_path: Path) -> None:
@@ -181,7 +194,9 @@ def test_a_stale_metadata_table_is_not_trusted_and_is_built_again(tmp_path: Path
     shutil.copytree(saved / "metadata", tmp_path / ".hoodie" / "metadata")  # as the old writer left it
     shutil.copy(saved / "hoodie.properties", tmp_path / ".hoodie" / "hoodie.properties")
     with pytest.warns(MetadataTableWarning, match="misses 1 completed instant"):
-        assert sorted(upsertlake.open_table(tmp_path).read().column("id").to_pylist()) == [f"id-{i:04d}" for i in range(20)]
+        assert sorted(upsertlake.open_table(tmp_path).read().column("id").to_pylist()) == [
+            f"id-{i:04d}" for i in range(20)
+        ]
     upsertlake.open_table(tmp_path).upsert(batch(range(20, 30)), options={"hoodie.metadata.enable": "true"})
     holds(tmp_path)
     assert sorted(t.read().column("id").to_pylist()) == [f"id-{i:04d}" for i in range(30)]

@@ -4,10 +4,9 @@ column statistics are the files' footers', its partition statistics bound each p
 
 from __future__ import annotations
 
-from collections import Counter
-
 import shutil
 import zipfile
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,7 +15,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import upsertlake
-from upsertlake.config.table_config import TableConfig
 from upsertlake.layout.file_system_view import FileSystemView, list_partitions_and_files, sort_listing
 from upsertlake.logfile.blocks import BlockType, DataBlock, DeleteBlock
 from upsertlake.logfile.reader import read_blocks
@@ -103,7 +101,9 @@ def test_listing_from_the_metadata_table_is_storages(zip_path: Path, tmp_path: P
 def test_every_key_is_in_the_file_group_the_record_index_names(zip_path: Path, tmp_path: Path) -> None:
     root = unzip(zip_path, tmp_path)
     _, _, table = open_metadata(root)
-    rows = upsertlake.open_table(root).read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"])
+    rows = upsertlake.open_table(root).read(
+        columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]
+    )
     found = list(zip(*(rows.column(c).to_pylist() for c in rows.column_names)))
     times = Counter(key for key, _, _ in found)
     # a key Hudi inserted twice (v9_timebasedkeygen_*: an insert of a stored key) has two rows and
@@ -118,7 +118,7 @@ def test_every_key_is_in_the_file_group_the_record_index_names(zip_path: Path, t
 @pytest.mark.parametrize("zip_path", TABLES, ids=lambda p: p.stem)
 def test_every_files_column_statistics_are_its_footers(zip_path: Path, tmp_path: Path) -> None:
     root = unzip(zip_path, tmp_path)
-    storage, timeline, table = open_metadata(root)
+    _storage, timeline, table = open_metadata(root)
     files = FileSystemView(timeline).latest_base_files()
     compared = 0
     for bf in files:
@@ -135,7 +135,9 @@ def test_every_files_column_statistics_are_its_footers(zip_path: Path, tmp_path:
             st = meta.row_group(0).column(column).statistics
             t = arrow.field(name).type
             assert stats["valueCount"] == meta.num_rows
-            assert stats["nullCount"] == sum(meta.row_group(g).column(column).statistics.null_count for g in range(meta.num_row_groups))
+            assert stats["nullCount"] == sum(
+                meta.row_group(g).column(column).statistics.null_count for g in range(meta.num_row_groups)
+            )
             if st.has_min_max:
                 assert (bound(stats, "minValue", t), bound(stats, "maxValue", t)) == (st.min, st.max), (bf.path, name)
             compared += 1
@@ -219,7 +221,7 @@ def test_blocks_of_a_data_instant_not_completed_are_ignored(tmp_path: Path) -> N
     failed), its blocks do not count. With the last data deltacommit made pending again, the
     record index maps its updated keys to where they were before and no longer lists its log file."""
     root = unzip(HUDI_TABLES / "mor" / "mor_v8_trips_8i3u1d.zip", tmp_path)
-    storage, timeline, table = open_metadata(root)
+    _storage, _timeline, table = open_metadata(root)
     before = table.files(["city=sao_paulo"])["city=sao_paulo"]
     assert ".8aa68f7e-afd6-4c94-b86c-8a886552e08d-0_20251220210130911.log.1_0-1139-3316" in before
     (root / ".hoodie" / "timeline" / "20251220210130911_20251220210131755.deltacommit").unlink()

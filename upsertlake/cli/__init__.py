@@ -15,7 +15,7 @@ import os
 import sys
 import traceback
 import warnings
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from upsertlake import __version__
 from upsertlake.cli import demo, doctor, ingest, insight, read, services, simulate, stats, write
@@ -71,23 +71,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _warning_line
-            return args.func(args)
+            return int(args.func(args))
     except BrokenPipeError:
         # The reader (e.g. `| head`) left: no error to show; keep Python's exit flush quiet too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (UpsertlakeError, CliError) as exc:
         return _fail(exc, debug, USAGE_ERROR)
-    except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
+    except Exception as exc:
         return _fail(exc, debug, 1)
 
 
-def _warning_line(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+def _warning_line(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
     """Ours as one `warning: ...` line on stderr (the command goes on); others as Python shows them."""
     if issubclass(category, UpsertlakeWarning):
         print(f"warning: {message}", file=sys.stderr)
     else:
-        _show_warning(message, category, *args, **kwargs)  # type: ignore[arg-type]
+        _show_warning(message, category, filename, lineno, file, line)
 
 
 _show_warning = warnings.showwarning

@@ -58,7 +58,7 @@ def demo(path: str | None) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "demo", parents=[common], help="create a table in a temporary folder, insert, upsert, delete, show it"
     )

@@ -11,7 +11,7 @@ from upsertlake.services.rebuild import split_table_values
 from upsertlake.storage import table_storage
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "doctor", parents=[common], help="check a table (properties, instants, files, pending writes)",
         description="Check hoodie.properties against the table, parse every instant, find orphaned and missing "

@@ -19,20 +19,29 @@ from typing import Any
 from upsertlake.cli.ingest_checkpoint import SourceFile, checkpoint, recorded
 from upsertlake.cli.ingest_stream import add_arguments as add_stream_arguments
 from upsertlake.cli.ingest_stream import ingest_stream
-from upsertlake.cli.input_files import EXTENSIONS, InputFile, add_input_store_option, find, input_store_options
+from upsertlake.cli.input_files import (
+    INGEST_FORMATS,
+    InputFile,
+    InputFormat,
+    add_input_store_option,
+    find,
+    input_store_options,
+)
 from upsertlake.cli.inputs import InputTypes
-from upsertlake.cli.output import CliError, add_key_fields, human_duration, parse_options, print_json, store_options
+from upsertlake.cli.output import CliError, add_key_fields, parse_options, print_json, store_options
 from upsertlake.cli.progress import say
 from upsertlake.errors import TableNotFoundError, UpsertlakeError, UpsertlakeWarning
 from upsertlake.storage import parse_location
 from upsertlake.table.open import open_table
+from upsertlake.timeline.operation import Operation
+from upsertlake.util.humanize import human_duration
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("ingest", parents=[common], help="upsert new input files with Spark, each file once")
     p.add_argument("--source", required=True, help="a folder or a glob of input files (a path or URI)")
     add_input_store_option(p)
-    p.add_argument("--format", required=True, choices=sorted(EXTENSIONS), help="input format")
+    p.add_argument("--format", required=True, type=InputFormat, choices=INGEST_FORMATS, help="input format")
     p.add_argument("--table", required=True, help="the table (created on the first run)")
     p.add_argument("--name", help="table name when creating it (default: the folder's name)")
     add_key_fields(p)
@@ -43,18 +52,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=ingest)
 
 
-def source_files(source: str, fmt: str, options: Mapping[str, str] | None = None, required: bool = True) -> list[InputFile]:
+def source_files(
+    source: str, fmt: InputFormat, options: Mapping[str, str] | None = None, required: bool = True
+) -> list[InputFile]:
     """Input files of the format under a folder (recursively) or matching a glob, sorted; the
     others are named in a warning (an ingest that reads none of them says why). `required`: no
     file at all is an error (a stream may start before its first file lands)."""
     found = find(source, options)
     if not found and required:
         raise CliError(f"no input files at {source}")
-    ours = [f for f in found if f.name.lower().endswith(EXTENSIONS[fmt])]
-    others = [f.rel for f in found if not f.name.lower().endswith(EXTENSIONS[fmt])]
+    ours = [f for f in found if f.has_format(fmt)]
+    others = [f.rel for f in found if not f.has_format(fmt)]
     if others:
         first = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-        warnings.warn(f"{len(others)} file(s) at {source} are not {fmt} ({'/'.join(EXTENSIONS[fmt])}) and are not "
+        warnings.warn(f"{len(others)} file(s) at {source} are not {fmt} ({'/'.join(fmt.extensions)}) and are not "
                       f"ingested: {first}", UpsertlakeWarning, stacklevel=2)
     return ours
 
@@ -68,12 +79,21 @@ def ingest(args: argparse.Namespace) -> int:
     new = [f for f in files if not done.has(SourceFile.of(f))]
     seen = done.seen_paths()
     changed = sum(1 for f in new if f.uri in seen)
-    say(args, f"{len(files)} input files, {len(new) - changed} new" + (f", {changed} changed since ingested" if changed else ""))
-    summary: dict[str, object] = {
-        "input_files": len(files), "new_files": len(new) - changed, "changed_files": changed, "instant_time": None,
+    say(
+        args,
+        f"{len(files)} input files, {len(new) - changed} new"
+        + (f", {changed} changed since ingested" if changed else ""),
+    )
+    summary: dict[str, Any] = {
+        "input_files": len(files),
+        "new_files": len(new) - changed,
+        "changed_files": changed,
+        "instant_time": None,
     }
     if new:
-        summary.update(_spark_job(f"ingest of {len(new)} file(s) failed", lambda: _ingest(args, new, parse_options(args.option))))
+        summary.update(
+            _spark_job(f"ingest of {len(new)} file(s) failed", lambda: _ingest(args, new, parse_options(args.option)))
+        )
     summary["seconds"] = round(time.perf_counter() - started, 3)
     if args.json:
         print_json(summary)
@@ -99,8 +119,10 @@ def _ingest_stream(args: argparse.Namespace) -> int:
         print_json(summary)
     else:
         skipped = f", {summary['skipped']} already in the table" if summary["skipped"] else ""
-        print(f"ingested {summary['batches']} micro-batches in {human_duration(summary['seconds'])}: "
-              f"{summary['inserts']} inserted, {summary['updates']} updated{skipped}")
+        print(
+            f"ingested {summary['batches']} micro-batches in {human_duration(summary['seconds'])}: "
+            f"{summary['inserts']} inserted, {summary['updates']} updated{skipped}"
+        )
     return 0
 
 
@@ -110,7 +132,7 @@ def _spark_job(failed: str, job: Callable[[], dict[str, Any]]) -> dict[str, Any]
         return job()
     except (UpsertlakeError, CliError):
         raise
-    except Exception as exc:  # noqa: BLE001 - any Spark failure
+    except Exception as exc:  # any Spark failure
         raise CliError(f"{failed}: {spark_reason(exc)}") from exc
 
 
@@ -129,7 +151,7 @@ def _table_options(args: argparse.Namespace, exists: bool) -> dict[str, str]:
     return opts
 
 
-def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[str, str]) -> dict[str, object]:
+def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[str, str]) -> dict[str, Any]:
     import upsertlake.spark as uls  # only this command needs pyspark
     from upsertlake.cli.ingest_read import read_sources
     from upsertlake.spark.options import write_options
@@ -143,7 +165,9 @@ def _ingest(args: argparse.Namespace, sources: list[InputFile], options: dict[st
     df = read_sources(spark, sources, args.format, _input_types(args, exists))
     opts = dict(options, record_key=args.record_key, storage_options=store_options(args))
     opts.update(_table_options(args, exists))
-    result = write_dataframe(df, write_options(opts, args.table, "upsert"), recorded([SourceFile.of(f) for f in sources]))
+    result = write_dataframe(
+        df, write_options(opts, args.table, Operation.UPSERT), recorded([SourceFile.of(f) for f in sources])
+    )
     for stage, seconds in result.stage_seconds.items():
         say(args, f"  {stage:<8} {human_duration(seconds)}")
     return {
@@ -158,8 +182,7 @@ def _input_types(args: argparse.Namespace, exists: bool) -> InputTypes:
     """The table's types, as the commands that write named files read them (`cli.inputs`)."""
     if exists:
         return InputTypes.of(open_table(args.table, storage_options=store_options(args)))
-    fields = f"{args.record_key},{args.partition_fields or ''}".split(",")
-    return InputTypes(text_fields=tuple(f.strip() for f in fields if f.strip()))
+    return InputTypes.of_fields(args.record_key, args.partition_fields)
 
 
 PYTHON_TRACEBACK = "Traceback (most recent call last):"

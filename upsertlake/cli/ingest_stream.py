@@ -26,15 +26,23 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from upsertlake.cli.ingest_checkpoint import SourceFile, checkpoint, recorded
-from upsertlake.cli.input_files import EXTENSIONS, InputFile
+from upsertlake.cli.input_files import InputFile, InputFormat
 from upsertlake.cli.inputs import InputTypes
-from upsertlake.cli.output import CliError, human_duration
+from upsertlake.cli.output import CliError
 from upsertlake.config import options as opt
 from upsertlake.storage import parse_location
 from upsertlake.table.table import Table
+from upsertlake.timeline.operation import Operation
+from upsertlake.util.humanize import human_duration
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.types import StructType
 
 IDENTIFIER = "upsertlake_ingest"  # its own stream: a sink with Hudi's default identifier is another
 CHECKPOINTS = ".hoodie/.aux/upsertlake/ingest"
@@ -82,7 +90,7 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], files: list
         raise CliError(f"--continuous and --once read {args.source} with Spark's file source, whose JVM reads "
                        "local folders here; ingest from an object store without them")
     options = {opt.STREAMING_CHECKPOINT_IDENTIFIER.key: IDENTIFIER, **options}
-    checked = write_options(options, args.table, "upsert")
+    checked = write_options(options, args.table, Operation.UPSERT)
     table = checked.existing()
     if not files and table is None:
         raise CliError(f"no {args.format} files at {args.source} and no table at {args.table} to take the schema from")
@@ -96,12 +104,12 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], files: list
 
     reader = (spark.readStream.schema(schema).option("maxFilesPerTrigger", args.max_files_per_trigger)
               .option("recursiveFileLookup", "true").option("pathGlobFilter", _glob(args.format)))
-    if args.format == "csv":
+    if args.format is InputFormat.CSV:
         reader = reader.option("header", "true")
-    frames = reader.option("mode", "FAILFAST").format(args.format).load(source.uri)
+    frames = reader.option("mode", "FAILFAST").format(args.format.value).load(source.uri)
     progress = Progress()
 
-    def write(df: object, batch_id: int) -> None:
+    def write(df: DataFrame, batch_id: int) -> None:
         with progress.writing:
             if progress.stopping.is_set():
                 raise Stopped(f"batch {batch_id} began after Ctrl-C")
@@ -139,7 +147,7 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], files: list
             "updates": progress.updates, "checkpoint": checkpoint}
 
 
-def _not_ingested(df: object, table: str, store: Mapping[str, str]) -> tuple[object, list[SourceFile]]:
+def _not_ingested(df: DataFrame, table: str, store: Mapping[str, str]) -> tuple[DataFrame, list[SourceFile]]:
     """A micro-batch without the rows of files the table's checkpoint holds as they are now (the
     one-shot ingest, or an earlier stream, read them), and the files left: what its commit records.
     Spark's file source tells a batch's files only through `input_file_name()` (local URIs)."""
@@ -161,13 +169,14 @@ def _source_file(uri: str) -> SourceFile:
     return SourceFile(path, stat.st_size, stat.st_mtime_ns)
 
 
-def _run(query: object, progress: Progress, say: Callable[[str], None]) -> None:
+def _run(query: StreamingQuery, progress: Progress, say: Callable[[str], None]) -> None:
     """Wait for the query; on Ctrl-C let the batch in flight finish, then stop it."""
     from pyspark.errors import StreamingQueryException
 
     try:
         while query.isActive and not progress.stopping.is_set():
-            query.awaitTermination(0.2)
+            # PySpark takes seconds as a float here (it multiplies by 1000); its stub says int.
+            query.awaitTermination(0.2)  # type: ignore[arg-type]
         if progress.stopping.is_set():
             say("stopping after the batch in flight")
             with progress.writing:  # the batch in flight ends; a later one raises Stopped
@@ -177,26 +186,22 @@ def _run(query: object, progress: Progress, say: Callable[[str], None]) -> None:
             raise
 
 
-def _schema(spark: object, args: argparse.Namespace, files: list[InputFile], table: Table | None) -> object:
+def _schema(spark: SparkSession, args: argparse.Namespace, files: list[InputFile], table: Table | None) -> StructType:
     """The query's schema: the files there now, read as the one-shot ingest reads them (the
     table's types for its columns), or the table's schema when there are none yet."""
     from upsertlake.cli.ingest_read import read_sources
     from upsertlake.spark.types import spark_schema_of
 
     if not files:
+        assert table is not None, "ingest refuses a run with neither files nor a table"
         return spark_schema_of(table.schema())
-    types = InputTypes.of(table) if table is not None else InputTypes(text_fields=_text_fields(args))
+    types = InputTypes.of(table) if table is not None else InputTypes.of_fields(args.record_key, args.partition_fields)
     return read_sources(spark, files, args.format, types).schema
 
 
-def _text_fields(args: argparse.Namespace) -> tuple[str, ...]:
-    fields = f"{args.record_key},{args.partition_fields or ''}".split(",")
-    return tuple(f.strip() for f in fields if f.strip())
-
-
-def _glob(fmt: str) -> str:
+def _glob(fmt: InputFormat) -> str:
     """The file names of a format, as Spark's `pathGlobFilter` takes them (`*.{json,ndjson,jsonl}`)."""
-    return "*.{" + ",".join(ext[1:] for ext in EXTENSIONS[fmt]) + "}"
+    return "*.{" + ",".join(ext[1:] for ext in fmt.extensions) + "}"
 
 
 def _default_checkpoint(table: str, identifier: str) -> str:

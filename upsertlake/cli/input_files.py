@@ -18,10 +18,42 @@ from dataclasses import dataclass
 from upsertlake.cli.output import CliError, parse_options, store_options
 from upsertlake.storage import Storage, parse_location
 from upsertlake.storage.requests import RequestCounts
+from upsertlake.util.spelled import Spelled
 
 _WILDCARD = re.compile(r"[*?[]")
 HIDDEN = (".", "_")  # Spark's and Hudi's markers and temporary files (`_SUCCESS`, `.crc`)
-EXTENSIONS = {"parquet": (".parquet", ".pq"), "json": (".json", ".ndjson", ".jsonl"), "csv": (".csv",)}  # ingest's
+
+
+class InputFormat(Spelled):
+    """An input file's format, by `--format` or by its extension. JSON is an array of objects or
+    one object a line; NDJSON (`.ndjson`, `.jsonl`) one object a line only, so files of either
+    read as JSON (as Spark's json source reads them)."""
+
+    PARQUET = "parquet"
+    CSV = "csv"
+    JSON = "json"
+    NDJSON = "ndjson"
+
+    @classmethod
+    def of_suffix(cls, suffix: str) -> InputFormat | None:
+        """The format a file extension (lower-case, with its dot) says, if any."""
+        return next((f for f, own in _OWN_EXTENSIONS.items() if suffix in own), None)
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """The extensions of the files read as this format."""
+        if self is InputFormat.JSON:
+            return _OWN_EXTENSIONS[InputFormat.JSON] + _OWN_EXTENSIONS[InputFormat.NDJSON]
+        return _OWN_EXTENSIONS[self]
+
+
+_OWN_EXTENSIONS = {
+    InputFormat.PARQUET: (".parquet", ".pq"),
+    InputFormat.CSV: (".csv",),
+    InputFormat.JSON: (".json",),
+    InputFormat.NDJSON: (".ndjson", ".jsonl"),
+}
+INGEST_FORMATS = (InputFormat.CSV, InputFormat.JSON, InputFormat.PARQUET)  # Spark's readers
 
 
 @dataclass(frozen=True)
@@ -47,11 +79,18 @@ class InputFile:
         dot = self.name.rfind(".")
         return self.name[dot:].lower() if dot > 0 else ""
 
+    def has_format(self, fmt: InputFormat) -> bool:
+        """Is this a file of format `fmt`, by its extension?"""
+        return self.suffix in fmt.extensions
+
 
 def add_input_store_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--input-storage-option", action="append", metavar="KEY=VALUE",
-        help="a setting of the object store the input files are on (repeatable); default: the --storage-option settings",
+        "--input-storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a setting of the object store the input files are on (repeatable); default: the --storage-option "
+             "settings",
     )
 
 
@@ -61,7 +100,9 @@ def input_store_options(args: argparse.Namespace) -> dict[str, str]:
     return parse_options(own, "--input-storage-option") if own else store_options(args)
 
 
-def find(source: str, options: Mapping[str, str] | None = None, requests: RequestCounts | None = None) -> list[InputFile]:
+def find(
+    source: str, options: Mapping[str, str] | None = None, requests: RequestCounts | None = None
+) -> list[InputFile]:
     """The files `source` names, sorted by URI: the file itself; every file below a folder
     (recursively); or every file a glob matches (`*`, `?` and `[...]` within a name, `**` across
     folders). In folders and globs, names starting with '.' or '_' are skipped. Empty when there

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 
-from upsertlake.cli.input_files import InputFile, find
+from upsertlake.cli.input_files import InputFile, InputFormat, find
 from upsertlake.cli.output import CliError
+from upsertlake.config import option_list
 from upsertlake.storage import Storage, parse_location
 from upsertlake.storage.requests import RequestCounts
 from upsertlake.table.table import Table
-
-FORMATS = ("parquet", "csv", "json", "ndjson")
-_BY_EXTENSION = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson"}
 
 
 @dataclass(frozen=True)
@@ -32,13 +30,18 @@ class InputTypes:
     every other column is inferred. Timestamps and nested types are left to inference (and the
     write's cast), since text readers cannot parse every form a table's timestamps take."""
 
-    schema: pa.Schema = pa.schema([])
+    schema: pa.Schema = field(default_factory=lambda: pa.schema([]))
     text_fields: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, table: Table) -> InputTypes:
         config = table.config
         return cls(table.schema(), (*config.record_key_fields, *config.partition_fields))
+
+    @classmethod
+    def of_fields(cls, record_key: str, partition_fields: str | None) -> InputTypes:
+        """For a table not created yet: text for the key and partition fields given."""
+        return cls(text_fields=(*option_list(record_key), *option_list(partition_fields or "")))
 
     def csv_types(self) -> dict[str, pa.DataType]:
         """Types by column name for a format that cannot tell text from numbers (CSV)."""
@@ -58,33 +61,43 @@ class InputTypes:
 
 def _inferred(t: pa.DataType) -> bool:
     """Types left to inference and the write's cast: text readers parse only some of their forms."""
-    return pa.types.is_nested(t) or pa.types.is_timestamp(t)
+    return bool(pa.types.is_nested(t) or pa.types.is_timestamp(t))
 
 
 def read_inputs(
-    paths: list[str], fmt: str | None, types: InputTypes | None = None, options: Mapping[str, str] | None = None,
+    paths: list[str],
+    fmt: InputFormat | None,
+    types: InputTypes | None = None,
+    options: Mapping[str, str] | None = None,
     requests: RequestCounts | None = None,
 ) -> pa.Table:
     """Every input file as one table (columns unified by name); CliError naming a bad file. Paths
     may be folders, and may be on an object store (read with the store settings `options`, their
     requests counted by `requests` when given)."""
     files = [f for p in paths for f in _expand(p, fmt, options, requests)]
-    tables = [read_file(f, fmt or _BY_EXTENSION[f.suffix], types or InputTypes()) for f in files]
+    tables = [read_file(f, fmt or _format_of(f), types or InputTypes()) for f in files]
     try:
         return pa.concat_tables(tables, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise CliError(f"input files do not share one schema: {exc}") from exc
 
 
+def _format_of(f: InputFile) -> InputFormat:
+    fmt = InputFormat.of_suffix(f.suffix)
+    assert fmt is not None, "_expand keeps files of a known format"
+    return fmt
+
+
 def _expand(
-    path: str, fmt: str | None, options: Mapping[str, str] | None, requests: RequestCounts | None
+    path: str, fmt: InputFormat | None, options: Mapping[str, str] | None, requests: RequestCounts | None
 ) -> list[InputFile]:
     found = find(path, options, requests)
     if len(found) == 1 and found[0].uri == parse_location(path).uri:  # the file named
-        if fmt is None and found[0].suffix not in _BY_EXTENSION:
-            raise CliError(f"cannot tell the format of {path} from its extension; pass --format {{{','.join(FORMATS)}}}")
+        if fmt is None and InputFormat.of_suffix(found[0].suffix) is None:
+            choices = ",".join(f.value for f in InputFormat)
+            raise CliError(f"cannot tell the format of {path} from its extension; pass --format {{{choices}}}")
         return found
-    files = [f for f in found if fmt is not None or f.suffix in _BY_EXTENSION]
+    files = [f for f in found if fmt is not None or InputFormat.of_suffix(f.suffix) is not None]
     if not files:
         # An object store has no empty folders: a prefix exists while an object is below it.
         folder = bool(found) or Storage(path, options, requests).folder_exists("")
@@ -92,15 +105,15 @@ def _expand(
     return files
 
 
-def read_file(f: InputFile, fmt: str, types: InputTypes) -> pa.Table:
+def read_file(f: InputFile, fmt: InputFormat, types: InputTypes) -> pa.Table:
     """One input file, read through its storage, with `types` imposed on the text formats."""
     try:
-        if fmt == "parquet":
+        if fmt is InputFormat.PARQUET:
             return f.storage.read_parquet(f.rel)
-        if fmt == "csv":
+        if fmt is InputFormat.CSV:
             return _read_csv(f, types)
         data = f.storage.read_bytes(f.rel)
-        if fmt == "json" and data.lstrip().startswith(b"["):
+        if fmt is InputFormat.JSON and data.lstrip().startswith(b"["):
             rows = json.loads(data)
             if not all(isinstance(r, dict) for r in rows):
                 raise ValueError("a JSON array must hold objects, one per record")

@@ -12,21 +12,23 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import upsertlake
-from upsertlake.cli.output import CliError, format_records, human_bytes, human_duration, print_json, store_options
+from upsertlake.cli.output import CliError, format_records, human_bytes, print_json, store_options
 from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import MergeOnReadError
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
-from upsertlake.services.compaction_plan import compaction_backlog
 from upsertlake.layout.properties_check import properties_disagreements
+from upsertlake.schema.columns import PARTITION_PATH
+from upsertlake.services.compaction_plan import compaction_backlog
 from upsertlake.storage import table_storage
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import WRITE_ACTIONS, Instant
 from upsertlake.timeline.instant_time import format_instant_time, parse_instant_time
+from upsertlake.util.humanize import human_duration
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     for name, func, help_text in (
         ("show", show, "table config, schema, partitions, row and file counts"),
         ("timeline", timeline, "instants: action, state, start, completion, operation, counts, duration"),
@@ -44,7 +46,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                 help="only the files of the latest snapshot (or --as-of's), one absolute path a line: "
                 "what DuckDB, pandas or Polars should read",
             )
-            p.add_argument("--as-of", metavar="TIME", help="with --current: the snapshot as of this time (an instant time or ISO-8601)")
+            p.add_argument(
+                "--as-of",
+                metavar="TIME",
+                help="with --current: the snapshot as of this time (an instant time or ISO-8601)",
+            )
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=func)
 
@@ -52,7 +58,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def footer_rows(table: Table, bf: BaseFile) -> int:
     """A base file's row count from its parquet footer (no data read)."""
     with table.storage.open_input(bf.path) as f:
-        return pq.read_metadata(f).num_rows
+        return int(pq.read_metadata(f).num_rows)
 
 
 def property_warnings(table: Table, timeline: Timeline) -> list[str]:
@@ -61,11 +67,14 @@ def property_warnings(table: Table, timeline: Timeline) -> list[str]:
     config, fix = table.config, f"run `upsertlake doctor {table.path} --fix`"
     if config.damage:
         return [config.damage]
-    warnings = [f"{table.storage.full_path(config.source)} disagrees with the table: {problem}; {fix}"
-                for problem in properties_disagreements(table.storage, config, timeline)]
+    warnings = [
+        f"{table.storage.full_path(config.source)} disagrees with the table: {problem}; {fix}"
+        for problem in properties_disagreements(table.storage, config, timeline)
+    ]
     if config.source == BACKUP_FILE:
-        warnings.insert(0, f"{table.storage.full_path(PROPERTIES_FILE)} is not valid: this config is read from "
-                           f"{BACKUP_FILE}; {fix}")
+        warnings.insert(
+            0, f"{table.storage.full_path(PROPERTIES_FILE)} is not valid: this config is read from {BACKUP_FILE}; {fix}"
+        )
     return warnings
 
 
@@ -84,7 +93,7 @@ def show(args: argparse.Namespace) -> int:
     groups = sum(len(ids) for ids in view.file_ids().values()) if mor else len(view.latest_base_files())
     backlog = compaction_backlog(timeline_now) if mor else None
     columns = ["partition", "rows", "file_groups_with_logs", "log_files", "log_bytes"] if mor else ["partition", "rows"]
-    info = {
+    info: dict[str, Any] = {
         "path": table.path,
         "config": table.config.to_properties(),
         "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in table.schema()],
@@ -124,7 +133,7 @@ def partition_rows(table: Table, view: FileSystemView) -> dict[str, int]:
     merge-on-read table by merging its slices (their logs change the count)."""
     rows: dict[str, int] = {}
     if table.config.is_merge_on_read:
-        keys = table.read(columns=["_hoodie_partition_path"]).column(0)
+        keys = table.read(columns=[PARTITION_PATH]).column(0)
         for p, n in zip(*(c.to_pylist() for c in pc.value_counts(keys).flatten())):
             rows[p] = n
         return rows
@@ -154,7 +163,11 @@ def _show_unsupported(args: argparse.Namespace, exc: MergeOnReadError) -> int:
     """A table upsertlake cannot read: its config and why, and no data read (its base files alone
     would be a wrong answer)."""
     storage = table_storage(args.path, store_options(args))
-    info = {"path": storage.base, "config": TableConfig.load(storage).to_properties(), "unsupported": str(exc)}
+    info: dict[str, Any] = {
+        "path": storage.base,
+        "config": TableConfig.load(storage).to_properties(),
+        "unsupported": str(exc),
+    }
     if args.json:
         print_json(info)
         return 0
@@ -171,8 +184,10 @@ def timeline(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        shown = [{**{k: v for k, v in r.items() if k not in ("seconds", "seconds_at_most")}, "duration": _duration(r)}
-                 for r in out]
+        shown = [
+            {**{k: v for k, v in r.items() if k not in ("seconds", "seconds_at_most")}, "duration": _duration(r)}
+            for r in out
+        ]
         print(format_records(shown, list(shown[0]) if shown else ["instant", "action", "state"]))
         if out:
             print(TIMELINE_LEGEND)
@@ -210,8 +225,18 @@ def _instant_row(tl: Timeline, inst: Instant, mtimes: dict[str, int]) -> dict[st
         "action": inst.action.value,
         "state": inst.state.value,
         **dict.fromkeys(
-            ["completion", "operation", "batch", "inserts", "updates", "deletes", "rows_written", "bytes", "seconds",
-             "seconds_at_most"]
+            [
+                "completion",
+                "operation",
+                "batch",
+                "inserts",
+                "updates",
+                "deletes",
+                "rows_written",
+                "bytes",
+                "seconds",
+                "seconds_at_most",
+            ]
         ),
     }
     if not inst.is_completed:
@@ -317,9 +342,7 @@ def files(args: argparse.Namespace) -> int:
         f"{len(gone)} replaced, {len(pending)} with no committed file; {_file_counts(rows)}"
     )
     for r in rows:
-        r["mark"] = (
-            "*" if r["latest"] else "replaced" if r["replaced"] else "" if r["committed"] else "uncommitted"
-        )
+        r["mark"] = "*" if r["latest"] else "replaced" if r["replaced"] else "" if r["committed"] else "uncommitted"
     if rows:
         kind = ["kind"] if table.config.is_merge_on_read else []
         print(format_records(rows, ["partition", "file_id", *kind, "instant", "mark", "bytes", "rows"]))
@@ -336,7 +359,12 @@ def _file_counts(rows: list[dict[str, Any]]) -> str:
 
 
 def _with_log_files(
-    table: Table, view: FileSystemView, rows: list[dict[str, Any]], committed: set[str], replaced: set, partition: str | None
+    table: Table,
+    view: FileSystemView,
+    rows: list[dict[str, Any]],
+    committed: set[str],
+    replaced: set[Any],
+    partition: str | None,
 ) -> list[dict[str, Any]]:
     """A merge-on-read table's base file rows and log file rows, by file group and instant; a log
     is `latest` when the latest snapshot merges it (layout 1 names a log by its slice's base

@@ -12,17 +12,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from upsertlake.util.humanize import human_duration  # noqa: F401 - every command prints durations with it
-
 
 class CliError(Exception):
     """A bad argument or input file: printed as one line, exit code 2."""
 
 
-def format_rows(table: pa.Table) -> str:
+def format_rows(data: pa.Table) -> str:
     """A plain aligned text table (no pandas needed)."""
-    cells = [table.column_names] + [[str(v) for v in row.values()] for row in table.to_pylist()]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(table.column_names))]
+    cells = [data.column_names] + [[str(v) for v in row.values()] for row in data.to_pylist()]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(data.column_names))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
@@ -38,7 +36,10 @@ class _Deprecated(argparse.Action):
         super().__init__(option_strings, dest, **kwargs)
         self.new = new
 
-    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+        option_string: str | None = None,
+    ) -> None:
         warnings.warn(f"{option_string} is deprecated; use {self.new}", DeprecationWarning, stacklevel=2)
         setattr(namespace, self.dest, values)
 

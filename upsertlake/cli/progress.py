@@ -9,8 +9,13 @@ import argparse
 import logging
 import sys
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-from upsertlake.engine.plan import Progress
+from upsertlake.engine.write_plan import Progress
+
+if TYPE_CHECKING:
+    from rich.progress import Progress as Bars
+    from rich.progress import TaskID
 
 log = logging.getLogger("upsertlake.progress")
 
@@ -29,11 +34,12 @@ class StageBars(Progress):
 
     def __init__(self, draw: bool, counts: dict[str, str] | None = None) -> None:
         self.counts = dict(counts or {})
-        self._bars = None
-        self._tasks: dict[str, int] = {}
+        self._bars: Bars | None = None
+        self._tasks: dict[str, TaskID] = {}
         if draw:
             from rich.console import Console
-            from rich.progress import BarColumn, Progress as Bars, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as Bars
 
             self._bars = Bars(TextColumn("  {task.description:<9}"), BarColumn(bar_width=30),
                               TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),

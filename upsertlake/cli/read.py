@@ -27,8 +27,10 @@ _EXTENSIONS = {"parquet": "parquet", "pq": "parquet", "csv": "csv", "json": "jso
                "jsonl": "ndjson", "txt": "table"}
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("read", parents=[common], help="read a snapshot, a past snapshot, or the changes since an instant")
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "read", parents=[common], help="read a snapshot, a past snapshot, or the changes since an instant"
+    )
     p.add_argument("path", help="the table")
     when = p.add_mutually_exclusive_group()
     times = "an instant time (yyyyMMddHHmmss[SSS]) or an ISO-8601 time, e.g. '2026-12-06 09:30' (local) or '...Z'"

@@ -4,18 +4,20 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import upsertlake
 from upsertlake.cli.output import parse_options, print_json, store_options
+from upsertlake.config.enums import CleanPolicy
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("clean", parents=[common], help="delete file versions outside the retained window")
     p.add_argument("path", help="the table")
-    p.add_argument("--policy", choices=("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"))
+    p.add_argument("--policy", type=CleanPolicy, choices=list(CleanPolicy))
     p.add_argument("--retained", type=int, help="commits, file versions or hours to keep (by policy)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=clean)
@@ -47,10 +49,17 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         p.set_defaults(func=_instant_service, service=name)
 
 
-    p = sub.add_parser("upgrade", parents=[common], help="upgrade the table to table version 8 (Hudi 1.0) or 9 (Hudi 1.1)")
+    p = sub.add_parser(
+        "upgrade", parents=[common], help="upgrade the table to table version 8 (Hudi 1.0) or 9 (Hudi 1.1)"
+    )
     p.add_argument("path", help="the table")
-    p.add_argument("--to", type=int, required=True, choices=(8, 9),
-                   help="the table version to upgrade to (8 on a version 9 table downgrades it, where that is safe)")
+    p.add_argument(
+        "--to",
+        type=int,
+        required=True,
+        choices=(8, 9),
+        help="the table version to upgrade to (8 on a version 9 table downgrades it, where that is safe)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=upgrade)
 
@@ -58,33 +67,53 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def upgrade(args: argparse.Namespace) -> int:
     result = upsertlake.upgrade_table(args.path, args.to, storage_options=store_options(args))
     if args.json:
-        print_json({"from_version": result.from_version, "to_version": result.to_version,
-                    "rolled_back": list(result.rolled_back), "instants_moved": result.instants_moved,
-                    "old_files_deleted": result.old_files_deleted})
+        print_json(
+            {
+                "from_version": result.from_version,
+                "to_version": result.to_version,
+                "rolled_back": list(result.rolled_back),
+                "instants_moved": result.instants_moved,
+                "old_files_deleted": result.old_files_deleted,
+            }
+        )
     elif result.from_version == result.to_version:
-        print(f"the table is at version {result.to_version} already"
-              + (f"; finished an interrupted upgrade ({result.old_files_deleted} old instant files deleted)"
-                 if result.old_files_deleted else ""))
+        print(
+            f"the table is at version {result.to_version} already"
+            + (
+                f"; finished an interrupted upgrade ({result.old_files_deleted} old instant files deleted)"
+                if result.old_files_deleted
+                else ""
+            )
+        )
     elif result.from_version > result.to_version:
         print(f"downgraded from table version {result.from_version} to {result.to_version}")
     else:
         rolled = f", {len(result.rolled_back)} failed writes rolled back first" if result.rolled_back else ""
-        print(f"upgraded from table version {result.from_version} to {result.to_version}: "
-              f"{result.instants_moved} instants moved to .hoodie/timeline{rolled}")
+        print(
+            f"upgraded from table version {result.from_version} to {result.to_version}: "
+            f"{result.instants_moved} instants moved to .hoodie/timeline{rolled}"
+        )
     return 0
 
 
 def clean(args: argparse.Namespace) -> int:
     result = upsertlake.open_table(args.path, storage_options=store_options(args)).clean(args.policy, args.retained)
     if args.json:
-        print_json({"instant_time": result.instant_time, "policy": result.policy,
-                    "earliest_commit_to_retain": result.earliest_commit_to_retain,
-                    "files_deleted": list(result.files_deleted)})
+        print_json(
+            {
+                "instant_time": result.instant_time,
+                "policy": result.policy.value,
+                "earliest_commit_to_retain": result.earliest_commit_to_retain,
+                "files_deleted": list(result.files_deleted),
+            }
+        )
     elif result.instant_time is None:
         print(f"nothing to clean ({result.policy})")
     else:
-        print(f"clean {result.instant_time}: {len(result.files_deleted)} files deleted ({result.policy}); "
-              f"snapshots from {result.earliest_commit_to_retain} on stay readable")
+        print(
+            f"clean {result.instant_time}: {len(result.files_deleted)} files deleted ({result.policy}); "
+            f"snapshots from {result.earliest_commit_to_retain} on stay readable"
+        )
     return 0
 
 
@@ -97,8 +126,11 @@ def compact(args: argparse.Namespace) -> int:
         print(f"nothing to compact: {result.reason}")
     else:
         again = " (a compaction left inflight by a compactor that died, run again)" if result.recovered else ""
-        print(f"compaction {result.instant_time}: {result.operations} file slices, {result.log_files_compacted} log files "
-              f"folded into {len(result.files_written)} base files, {result.records_written} records{again}")
+        print(
+            f"compaction {result.instant_time}: {result.operations} file slices, "
+            f"{result.log_files_compacted} log files folded into {len(result.files_written)} base files, "
+            f"{result.records_written} records{again}"
+        )
     return 0
 
 
@@ -129,7 +161,7 @@ def _instant_service(args: argparse.Namespace) -> int:
         done: Instant = table.savepoint(args.instant, args.comment)
     else:
         done = getattr(table, args.service)(args.instant)
-    info = {"instant_time": done.time, "action": done.action.value, "state": done.state.value}
+    info: dict[str, Any] = {"instant_time": done.time, "action": done.action.value, "state": done.state.value}
     if args.service != "savepoint":
         # What was undone, from the instant's own metadata (HoodieRollback/RestoreMetadata).
         meta = documents.decode(Timeline.load(table.storage).document(done), done.file_name())

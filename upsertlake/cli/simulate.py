@@ -16,7 +16,7 @@ from upsertlake.simulation.simulator import (
 )
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "simulate", parents=[common],
         help="run concurrent writer processes against a new table and check the concurrency invariants",
@@ -31,10 +31,17 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--batch-size", type=int, default=100, help="records per write (default 100)")
     p.add_argument("--lock-provider", default=SimulationConfig.lock_provider, help="hoodie.write.lock.provider")
     p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--table-version", type=int, choices=(6, 8, 9), default=6, help="table version to create (default 6)")
-    p.add_argument("--table-type", choices=TABLE_TYPES, default=TABLE_TYPES[0], type=str.upper,
-                   help="table type to create (default COPY_ON_WRITE); MERGE_ON_READ compacts inline every "
-                        f"{MOR_COMPACT_EVERY} deltacommits")
+    p.add_argument(
+        "--table-version", type=int, choices=(6, 8, 9), default=6, help="table version to create (default 6)"
+    )
+    p.add_argument(
+        "--table-type",
+        choices=TABLE_TYPES,
+        default=TABLE_TYPES[0],
+        type=str.upper,
+        help="table type to create (default COPY_ON_WRITE); MERGE_ON_READ compacts inline every "
+        f"{MOR_COMPACT_EVERY} deltacommits",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=simulate)
 
@@ -47,9 +54,17 @@ def simulate(args: argparse.Namespace) -> int:
             raise CliError(f"--{name.replace('_', '-')} must be between 0 and 1")
     report = run(
         SimulationConfig(
-            table=args.table, writers=args.writers, commits=args.commits, overlap=args.overlap, disjoint_keys=args.disjoint_keys,
-            kill_rate=args.kill_rate, batch_size=args.batch_size, lock_provider=args.lock_provider, seed=args.seed,
-            table_version=args.table_version, table_type=args.table_type,
+            table=args.table,
+            writers=args.writers,
+            commits=args.commits,
+            overlap=args.overlap,
+            disjoint_keys=args.disjoint_keys,
+            kill_rate=args.kill_rate,
+            batch_size=args.batch_size,
+            lock_provider=args.lock_provider,
+            seed=args.seed,
+            table_version=args.table_version,
+            table_type=args.table_type,
         )
     )
     print(report_json(report) if args.json else format_report(report))

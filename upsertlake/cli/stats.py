@@ -19,7 +19,7 @@ from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("stats", parents=[common], help="file sizes, small files, rows per partition, bytes per commit")
     p.add_argument("path", help="the table")
     p.add_argument("--plot", metavar="OUT.png", help="draw the statistics into a PNG (needs matplotlib)")
@@ -133,7 +133,9 @@ def plot(info: dict[str, Any], out: str) -> None:
     try:
         import matplotlib
     except ImportError as exc:
-        raise CliError("--plot needs matplotlib: pip install matplotlib (or '.[plot]' from upsertlake's folder)") from exc
+        raise CliError(
+            "--plot needs matplotlib: pip install matplotlib (or '.[plot]' from upsertlake's folder)"
+        ) from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -7,26 +7,26 @@ import argparse
 import time
 
 import upsertlake
-from upsertlake.cli.input_files import add_input_store_option, input_store_options
-from upsertlake.cli.inputs import FORMATS, InputTypes, read_inputs
+from upsertlake.cli.input_files import InputFormat, add_input_store_option, input_store_options
+from upsertlake.cli.inputs import InputTypes, read_inputs
 from upsertlake.cli.output import (
     add_key_fields,
     format_records,
     human_bytes,
-    human_duration,
     parse_options,
     print_json,
     request_counts,
     store_options,
 )
 from upsertlake.cli.progress import StageBars, drawing
-from upsertlake.engine.plan import stage
+from upsertlake.engine.write_plan import stage
 from upsertlake.errors import TableNotFoundError
+from upsertlake.util.humanize import human_duration
 
 OPERATIONS = {"upsert": "upsert", "insert": "insert", "bulk-insert": "bulk_insert", "delete": "delete"}
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("create", parents=[common], help="create an empty table")
     p.add_argument("path")
     p.add_argument("--name", required=True, help="table name (hoodie.table.name)")
@@ -49,8 +49,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def _add_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="the table")
-    p.add_argument("files", nargs="+", metavar="FILE_OR_FOLDER", help="parquet, CSV, JSON or NDJSON input (a path or URI)")
-    p.add_argument("--format", choices=FORMATS, help="input format (default: by extension)")
+    p.add_argument(
+        "files", nargs="+", metavar="FILE_OR_FOLDER", help="parquet, CSV, JSON or NDJSON input (a path or URI)"
+    )
+    p.add_argument("--format", type=InputFormat, choices=list(InputFormat), help="input format (default: by extension)")
     add_input_store_option(p)
     _add_options(p)
 
@@ -151,7 +153,10 @@ def explain(args: argparse.Namespace) -> int:
         ("new file groups", "new_file_groups", ["partition", "file_id", "inserts"]),
     ]
     if mor:  # updates and deletes go to log files; only small slices taking inserts are rewritten
-        sections[0] = ("base files rewritten with their updates (small log-free slices in partitions taking inserts)", *sections[0][1:])
+        sections[0] = (
+            "base files rewritten with their updates (small log-free slices in partitions taking inserts)",
+            *sections[0][1:],
+        )
         sections.insert(0, (
             "file groups getting a new log file (updates and deletes appended)", "appended_file_groups",
             ["partition", "file_id", "updates", "deletes", "pending_log_files", "pending_log_bytes"],

@@ -30,19 +30,17 @@ import pyarrow.compute as pc
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summaries
 from upsertlake.layout.bucket_id import bucket_of
-from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile
+from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile, FileGroup
 from upsertlake.logfile import block_keys, is_log_path, read_blocks
-from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
+from upsertlake.schema.columns import COMMIT_TIME, RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
-from upsertlake.timeline.layouts import table_layout
 from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.layouts import table_layout
 from upsertlake.util.arrays import sorted_unique
 
-FileGroup = tuple[str, str]
-COMMIT_TIME = "_hoodie_commit_time"
 SHOWN_KEYS = 5
 
 
@@ -159,23 +157,7 @@ class _Written:
     @classmethod
     def load(cls, storage: Storage, instant_time: str, stats: Sequence[WriteStat]) -> _Written:
         by_group = {(s.partitionPath, s.fileId): s for s in stats}
-        summaries: dict[FileGroup, np.ndarray] | None = {}
-        stored = None  # read when a group needs it: an append's keys are in its log
-        for g, stat in by_group.items():
-            if is_log_path(stat.path):  # an append keeps no summary: its log file holds just its keys
-                try:
-                    summaries[g] = sorted_unique(key_hashes(_log_keys(storage, stat.path, instant_time)))
-                    continue
-                except FileNotFoundError:
-                    summaries = None
-                    break
-            stored = read_summaries(storage, instant_time) if stored is None else stored
-            summary = stored.get(g)
-            if summary is None:
-                summaries = None
-                break
-            summaries[g] = summary.hashes()
-        return cls(storage, instant_time, by_group, summaries)
+        return cls(storage, instant_time, by_group, _summaries(storage, instant_time, by_group))
 
     @cached_property
     def hashes(self) -> dict[FileGroup, np.ndarray]:
@@ -270,6 +252,27 @@ def _previous_file(storage: Storage, stat: WriteStat) -> str | None:
             if bf.file_id == stat.fileId and bf.instant_time == stat.prevCommit:
                 return bf.path
     return None
+
+
+def _summaries(
+    storage: Storage, instant_time: str, by_group: dict[FileGroup, WriteStat]
+) -> dict[FileGroup, np.ndarray] | None:
+    """The key hashes the write stored per file group; None when one group's are not to be had."""
+    summaries: dict[FileGroup, np.ndarray] = {}
+    stored = None  # read when a group needs it: an append's keys are in its log
+    for g, stat in by_group.items():
+        if is_log_path(stat.path):  # an append keeps no summary: its log file holds just its keys
+            try:
+                summaries[g] = sorted_unique(key_hashes(_log_keys(storage, stat.path, instant_time)))
+                continue
+            except FileNotFoundError:
+                return None
+        stored = read_summaries(storage, instant_time) if stored is None else stored
+        summary = stored.get(g)
+        if summary is None:
+            return None
+        summaries[g] = summary.hashes()
+    return summaries
 
 
 def clustering_file_groups(storage: Storage, instant: Instant) -> set[FileGroup]:

@@ -26,8 +26,9 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import StorageError
 from upsertlake.storage import Storage
-from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
+from upsertlake.timeline.layouts import METAFOLDER
 
 log = logging.getLogger(__name__)
 

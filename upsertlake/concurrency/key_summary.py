@@ -27,6 +27,7 @@ import struct
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +35,7 @@ import pyarrow.compute as pc
 import pyroaring
 
 from upsertlake.errors import CorruptTableError
+from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.layout.markers import key_summary_folder
 from upsertlake.storage import Storage
 from upsertlake.util.arrays import sorted_unique
@@ -46,7 +48,6 @@ ROARING_MIN = 1 << 18  # below this a roaring bitmap of random hashes is never s
 _SECTION = struct.Struct("<BII")
 _COUNT = struct.Struct("<I")
 _NAME = struct.Struct("<H")
-FileGroup = tuple[str, str]  # (partition path, file id)
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 EMPTY = np.zeros(0, dtype=np.uint32)
@@ -59,7 +60,7 @@ def key_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     arr = pc.cast(arr, pa.large_binary())
     n = len(arr)
     if n == 0:
-        return EMPTY.copy()
+        return cast(np.ndarray, EMPTY.copy())
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8) if arr.buffers()[2] is not None else np.zeros(0, np.uint8)
     starts, lengths = offsets[:-1], np.diff(offsets)
@@ -73,7 +74,7 @@ def key_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         h ^= h >> np.uint64(33)
         h *= np.uint64(0xC4CEB9FE1A85EC53)
         h ^= h >> np.uint64(33)
-    return (h >> np.uint64(32)).astype(np.uint32)
+    return cast(np.ndarray, (h >> np.uint64(32)).astype(np.uint32))
 
 
 @dataclass(frozen=True)

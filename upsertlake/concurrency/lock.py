@@ -23,14 +23,14 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Protocol
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, Protocol, cast
 
+from upsertlake.concurrency.storage_lock import StorageLockProvider
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError, LockTimeoutError
-from upsertlake.concurrency.storage_lock import StorageLockProvider
 from upsertlake.storage import Storage
 
 HUDI_PACKAGE = "org.apache.hudi.client.transaction.lock."
@@ -82,25 +82,25 @@ class TableLock:
             fence()
 
 
-def make_lock(storage: Storage, config: Config) -> TableLock:
+def make_lock(storage: Storage, cfg: Config) -> TableLock:
     """The table lock named by `hoodie.write.lock.provider`."""
-    name = config.get(opt.LOCK_PROVIDER)
+    name = cfg.get(opt.LOCK_PROVIDER)
     builtin = {
         FLOCK_PROVIDER: FlockLockProvider,
         FILE_SYSTEM_PROVIDER: FileSystemLockProvider,
         IN_PROCESS_PROVIDER: InProcessLockProvider,
         STORAGE_PROVIDER: StorageLockProvider,
     }
-    if storage.os_path(FLOCK_FILE) is None and not config.is_set(opt.LOCK_PROVIDER):
+    if storage.os_path(FLOCK_FILE) is None and not cfg.is_set(opt.LOCK_PROVIDER):
         name = STORAGE_PROVIDER  # flock needs a file the OS opens: on an object store, Hudi's storage lock
     cls = builtin.get(name) or _import_class(name)
-    return TableLock(cls(storage, config), config.get(opt.LOCK_WAIT_TIME_MS))
+    return TableLock(cls(storage, cfg), cfg.get(opt.LOCK_WAIT_TIME_MS))
 
 
 def _import_class(name: str) -> type:
     module, _, attr = name.rpartition(".")
     try:
-        return getattr(importlib.import_module(module), attr)
+        return cast(type, getattr(importlib.import_module(module), attr))
     except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigError(
             f"hoodie.write.lock.provider: cannot load lock provider class {name!r} ({exc}); use "
@@ -109,7 +109,7 @@ def _import_class(name: str) -> type:
         ) from exc
 
 
-def _poll(attempt: object, timeout_ms: int) -> bool:
+def _poll(attempt: Callable[[], bool], timeout_ms: int) -> bool:
     """Call `attempt()` until it returns True or the time is up."""
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
@@ -123,7 +123,7 @@ def _poll(attempt: object, timeout_ms: int) -> bool:
 class FlockLockProvider:
     """An exclusive `flock` on `.hoodie/.lock`, released by the kernel if the holder dies."""
 
-    def __init__(self, storage: Storage, config: Config | None = None) -> None:
+    def __init__(self, storage: Storage, cfg: Config | None = None) -> None:
         self.path = storage.full_path(FLOCK_FILE)
         self._held = threading.local()  # one client may be shared by threads: each holds its own
 
@@ -161,11 +161,11 @@ class FileSystemLockProvider:
     writers that both see it stale cannot both end up holding the lock.
     """
 
-    def __init__(self, storage: Storage, config: Config) -> None:
-        folder = config.get(opt.LOCK_FILESYSTEM_PATH) or storage.full_path(".hoodie")
+    def __init__(self, storage: Storage, cfg: Config) -> None:
+        folder = cfg.get(opt.LOCK_FILESYSTEM_PATH) or storage.full_path(".hoodie")
         os.makedirs(folder, exist_ok=True)
         self.path = os.path.join(folder, "lock")
-        self.expire_ms = config.get(opt.LOCK_EXPIRE_MINUTES) * 60_000
+        self.expire_ms = cfg.get(opt.LOCK_EXPIRE_MINUTES) * 60_000
         self._held = threading.local()
 
     def try_lock(self, timeout_ms: int) -> bool:
@@ -199,20 +199,18 @@ class FileSystemLockProvider:
         moved = _read_json(aside)
         if moved is not None and moved.get("token") != owner.get("token"):
             # Someone took the stale lock over and locked it again meanwhile: give theirs back.
-            try:
+            with suppress(FileExistsError):
                 os.link(aside, self.path)
-            except FileExistsError:
-                pass
         os.unlink(aside)
         return False
 
-    def _is_stale(self, owner: dict) -> bool:
+    def _is_stale(self, owner: dict[str, Any]) -> bool:
         age_ms = time.time() * 1000 - owner.get("created_ms", 0)
         if self.expire_ms > 0 and age_ms > self.expire_ms:
             return True
         return owner.get("host") == socket.gethostname() and not _alive(owner.get("pid", -1))
 
-    def _owner(self) -> dict | None:
+    def _owner(self) -> dict[str, Any] | None:
         return _read_json(self.path)
 
     def unlock(self) -> None:
@@ -230,7 +228,7 @@ class FileSystemLockProvider:
         return f"pid {owner.get('pid')} on {owner.get('host')} for {age:.1f} s ({self.path})"
 
 
-def _read_json(path: str) -> dict | None:
+def _read_json(path: str) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -258,7 +256,7 @@ _IN_PROCESS_GUARD = threading.Lock()
 class InProcessLockProvider:
     """One lock per table path shared by the threads of this process (Hudi's in-process lock)."""
 
-    def __init__(self, storage: Storage, config: Config | None = None) -> None:
+    def __init__(self, storage: Storage, cfg: Config | None = None) -> None:
         with _IN_PROCESS_GUARD:
             self._lock = _IN_PROCESS.setdefault(storage.base, threading.Lock())
 

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 import uuid
+from typing import Any
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
@@ -40,15 +41,15 @@ def _now_ms() -> int:
 class StorageLockProvider:
     """Hudi's storage-based lock (`org.apache.hudi.client.transaction.lock.StorageBasedLockProvider`)."""
 
-    def __init__(self, storage: Storage, config: Config) -> None:
+    def __init__(self, storage: Storage, cfg: Config) -> None:
         if not storage.conditional_writes:
             raise ConfigError(
                 f"StorageBasedLockProvider needs a store with conditional writes (S3, GCS, Azure); "
                 f"{storage.base} is a local folder: use the default flock lock there"
             )
         self.storage = storage
-        self.validity_ms = config.get(opt.LOCK_STORAGE_VALIDITY_SECS) * 1000
-        self.poll_s = config.get(opt.LOCK_STORAGE_HEARTBEAT_POLL_SECS)
+        self.validity_ms = cfg.get(opt.LOCK_STORAGE_VALIDITY_SECS) * 1000
+        self.poll_s = cfg.get(opt.LOCK_STORAGE_HEARTBEAT_POLL_SECS)
         if self.validity_ms < 10_000 or self.poll_s < 1 or self.validity_ms < 10_000 * self.poll_s:
             raise ConfigError(
                 f"{opt.LOCK_STORAGE_VALIDITY_SECS.key}={self.validity_ms // 1000} and "
@@ -114,7 +115,7 @@ class StorageLockProvider:
                 )
 
     # -- the lease ---------------------------------------------------------------------------
-    def _read(self) -> tuple[dict, str] | None:
+    def _read(self) -> tuple[dict[str, Any], str] | None:
         got = self.storage.read_versioned(LOCK_FILE)
         if got is None:
             return None
@@ -128,7 +129,7 @@ class StorageLockProvider:
     def _try_once(self) -> bool:
         current = self._read()
         if current is not None:
-            lease, etag = current
+            lease, _ = current
             alive = not lease.get("expired", False) and _now_ms() <= int(lease.get("validUntil", 0)) + CLOCK_DRIFT_MS
             if alive and lease.get("owner") != self.owner:
                 return False

@@ -12,7 +12,7 @@ namespace stays small; the names needed to resolve and inspect options are re-ex
 
 from upsertlake.config import options
 from upsertlake.config.known_keys import DYNAMIC_PREFIXES, hudi_keys, is_hudi_key
-from upsertlake.config.option import Option
+from upsertlake.config.option import Option, option_list
 from upsertlake.config.options import OPTIONS
 from upsertlake.config.resolved import Config
 
@@ -23,5 +23,6 @@ __all__ = [
     "Option",
     "hudi_keys",
     "is_hudi_key",
+    "option_list",
     "options",
 ]

@@ -34,12 +34,14 @@ def _ends_with_odd_backslashes(line: str) -> bool:
 
 
 def _split_key_value(line: str) -> tuple[str, str]:
-    i = _KEY.match(line).end()  # the key runs to the first unescaped separator
+    found = _KEY.match(line)
+    assert found is not None, "the key pattern matches every line (the empty key too)"
+    i = found.end()  # the key runs to the first unescaped separator
     if i >= len(line):
         return line, ""
     c = line[i]
     key, rest = line[:i], line[i:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":") and c in " \t\f" or c in "=:":
+    if (rest[:1] in ("=", ":") and c in " \t\f") or c in "=:":
         rest = rest[1:].lstrip(" \t\f")
     return key, rest
 
@@ -79,7 +81,7 @@ def _escape(text: str, is_key: bool) -> str:
             out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[c])
         elif ord(c) > 0x7E or ord(c) < 0x20:  # as UTF-16 code units, one or two, as Java does
             units = c.encode("utf-16-be", "surrogatepass")
-            out.extend(f"\\u{int.from_bytes(units[j : j + 2]):04X}" for j in range(0, len(units), 2))
+            out.extend(f"\\u{int.from_bytes(units[j : j + 2], 'big'):04X}" for j in range(0, len(units), 2))
         else:
             out.append(c)
     return "".join(out)

@@ -8,7 +8,8 @@ resolution into a `Config` (`upsertlake.config.resolved`), which both build on i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from enum import Enum
+from typing import Any, Generic, TypeVar, cast
 
 from upsertlake.errors import ConfigError
 
@@ -16,6 +17,12 @@ T = TypeVar("T")
 
 _TRUE = "true"
 _FALSE = "false"
+
+
+def option_list(value: str) -> list[str]:
+    """The items of a comma-separated option value (field names, columns), stripped, empty items
+    left out: "a, b,,c" -> ["a", "b", "c"]."""
+    return [item.strip() for item in value.split(",") if item.strip()]
 
 
 def _describe(value: object) -> str:
@@ -26,12 +33,13 @@ def _describe(value: object) -> str:
 class Option(Generic[T]):
     """One write option: Hudi's key, the Python type of its value, its default and its doc.
 
-    `choices` lists the accepted values of an enum-like option in their canonical case (Hudi's
-    enums are upper-case, `hoodie.datasource.write.operation` and codecs are lower-case); input is
-    matched case-insensitively and returned in that case. `aliases` are other keys naming the same
-    option (Hudi's deprecated alternatives, or a newer Hudi name). `minimum`/`maximum` bound a
-    number, inclusive (the minimum excluded when `exclusive`): a size of 0 bytes or a negative
-    count means nothing, and is refused by the option's name rather than acted on.
+    An option whose type is an Enum takes its members' values (Hudi's spellings), matched
+    case-insensitively, and gives the member. `choices` lists the accepted values of a string
+    option in their canonical case (codecs are lower-case); input is matched case-insensitively
+    and returned in that case. `aliases` are other keys naming the same option (Hudi's deprecated
+    alternatives, or a newer Hudi name). `minimum`/`maximum` bound a number, inclusive (the minimum
+    excluded when `exclusive`): a size of 0 bytes or a negative count means nothing, and is refused
+    by the option's name rather than acted on.
     """
 
     key: str
@@ -54,7 +62,14 @@ class Option(Generic[T]):
             raise ConfigError(
                 f"invalid value {_describe(raw)} for {self.key}: expected {self._expected()}"
             )
-        return value  # type: ignore[return-value]
+        return cast(T, value)
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """The accepted values of an enumerated option (none: any value of its type)."""
+        if issubclass(self.type, Enum):
+            return tuple(str(member.value) for member in self.type)
+        return self.choices
 
     def _in_range(self, value: object) -> bool:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -65,6 +80,8 @@ class Option(Generic[T]):
 
     def to_string(self, value: object) -> str:
         """The string form Hudi would store in a properties file ("true", "125829120", ...)."""
+        if isinstance(value, Enum):
+            return str(value.value)
         if isinstance(value, bool):
             return _TRUE if value else _FALSE
         if isinstance(value, float):
@@ -72,15 +89,17 @@ class Option(Generic[T]):
         return str(value)
 
     def _expected(self) -> str:
-        if self.choices:
-            return "one of " + ", ".join(self.choices)
+        if self.values:
+            return "one of " + ", ".join(self.values)
         if self.type is bool:
             return "a boolean (true or false)"
         kind = {int: "an integer", float: "a number"}.get(self.type)
         if kind is None:
             return "a string"
-        bounds = [f"{'above' if self.exclusive else 'of at least'} {self.minimum:g}" if self.minimum is not None else "",
-                  f"at most {self.maximum:g}" if self.maximum is not None else ""]
+        bounds = [
+            f"{'above' if self.exclusive else 'of at least'} {self.minimum:g}" if self.minimum is not None else "",
+            f"at most {self.maximum:g}" if self.maximum is not None else "",
+        ]
         return " ".join([kind, " and ".join(b for b in bounds if b)]).strip()
 
     def _convert(self, raw: object) -> Any:
@@ -109,6 +128,13 @@ class Option(Generic[T]):
             if isinstance(raw, str):
                 return float(raw.strip())
             return None
+        if issubclass(self.type, Enum):
+            if isinstance(raw, self.type):
+                return raw
+            if not isinstance(raw, str):
+                return None
+            by_value = {str(member.value).lower(): member for member in self.type}
+            return by_value.get(raw.strip().lower())
         if not isinstance(raw, str):
             return None
         if self.choices:

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from upsertlake.config.option import T, Option
+from upsertlake.config.enums import CleanPolicy, ConcurrencyMode, IndexType, MergeMode
+from upsertlake.config.option import Option, T
 
 __all__ = [
     "BLOOM_FILTER_TYPE",
@@ -27,6 +28,9 @@ __all__ = [
     "BLOOM_MAX_ENTRIES",
     "BLOOM_NUM_ENTRIES",
     "BLOOM_PRUNE_BY_RANGES",
+    "BUCKET_INDEX_ENGINE",
+    "BUCKET_INDEX_HASH_FIELD",
+    "BUCKET_INDEX_NUM_BUCKETS",
     "BULK_INSERT_SORT_MODE",
     "CLEANER_COMMITS_RETAINED",
     "CLEANER_FILE_VERSIONS_RETAINED",
@@ -35,6 +39,8 @@ __all__ = [
     "CLEAN_AUTOMATIC",
     "CLEAN_MAX_COMMITS",
     "COMBINE_BEFORE_DELETE",
+    "COMBINE_BEFORE_INSERT",
+    "COMBINE_BEFORE_UPSERT",
     "COMPACTION_LOGFILE_SIZE_THRESHOLD",
     "COMPACTION_STRATEGY",
     "COMPACTION_TARGET_IO",
@@ -42,8 +48,6 @@ __all__ = [
     "COMPACT_INLINE_MAX_DELTA_COMMITS",
     "COMPACT_INLINE_MAX_DELTA_SECONDS",
     "COMPACT_INLINE_TRIGGER_STRATEGY",
-    "COMBINE_BEFORE_INSERT",
-    "COMBINE_BEFORE_UPSERT",
     "COPY_ON_WRITE_AUTO_SPLIT",
     "COPY_ON_WRITE_INSERT_SPLIT_SIZE",
     "DATABASE_NAME",
@@ -51,19 +55,17 @@ __all__ = [
     "HEARTBEAT_TOLERABLE_MISSES",
     "HIVE_STYLE_PARTITIONING",
     "INDEX_TYPE",
-    "BUCKET_INDEX_ENGINE",
-    "BUCKET_INDEX_HASH_FIELD",
-    "BUCKET_INDEX_NUM_BUCKETS",
     "KEYGEN_CLASS",
     "LOCK_EXPIRE_MINUTES",
-    "METADATA_COMPACT_MAX_DELTA_COMMITS",
-    "METADATA_RECORD_INDEX_ENABLE",
-    "METADATA_ENABLE",
     "LOCK_FILESYSTEM_PATH",
     "LOCK_PROVIDER",
     "LOCK_STORAGE_HEARTBEAT_POLL_SECS",
     "LOCK_STORAGE_VALIDITY_SECS",
     "LOCK_WAIT_TIME_MS",
+    "LOGFILE_DATA_BLOCK_FORMAT",
+    "METADATA_COMPACT_MAX_DELTA_COMMITS",
+    "METADATA_ENABLE",
+    "METADATA_RECORD_INDEX_ENABLE",
     "OPERATION",
     "OPTIONS",
     "PARQUET_BLOCK_SIZE",
@@ -74,18 +76,17 @@ __all__ = [
     "PARTITIONPATH_URLENCODE",
     "PRECOMBINE_FIELD",
     "RECORDKEY_FIELD",
+    "RECORD_INDEX_UPDATE_PARTITION_PATH",
     "RECORD_MERGE_MODE",
     "RECORD_SIZE_ESTIMATE",
     "RECORD_SIZE_ESTIMATION_THRESHOLD",
-    "RECORD_INDEX_UPDATE_PARTITION_PATH",
     "SIMPLE_INDEX_UPDATE_PARTITION_PATH",
     "STREAMING_CHECKPOINT_IDENTIFIER",
     "TABLE_NAME",
     "TABLE_TYPE",
-    "LOGFILE_DATA_BLOCK_FORMAT",
+    "WRITE_AUTO_UPGRADE",
     "WRITE_CONCURRENCY_MODE",
     "WRITE_PARALLELISM",
-    "WRITE_AUTO_UPGRADE",
     "WRITE_SET_NULL_FOR_MISSING_COLUMNS",
     "WRITE_TABLE_VERSION",
 ]
@@ -147,15 +148,14 @@ RECORD_SIZE_ESTIMATION_THRESHOLD: Option[float] = _option(
 
 # --- index (HoodieIndexConfig, HoodieStorageConfig) ---------------------------------------------
 
-INDEX_TYPE: Option[str] = _option(
-    "hoodie.index.type", str, "SIMPLE",
+INDEX_TYPE: Option[IndexType] = _option(
+    "hoodie.index.type", IndexType, IndexType.SIMPLE,
     "How incoming keys are located in existing file groups. Hudi 0.15 has no static default and "
     "picks SIMPLE for Spark writers, which upsertlake follows. GLOBAL_INMEMORY is an upsertlake "
     "extension (Hudi has no such type): the in-memory index matched across partitions. BUCKET: "
     "Hudi's simple bucket index (a key's file group is its hash's bucket; no file is read to tag; "
     "in process and on Spark). RECORD_INDEX: Hudi's record index, a global index that looks each key "
-    "up in the metadata table's record_index partition (built when missing; table version 8 or 9).",
-    choices=("SIMPLE", "GLOBAL_SIMPLE", "BLOOM", "GLOBAL_BLOOM", "INMEMORY", "GLOBAL_INMEMORY", "BUCKET", "RECORD_INDEX"))
+    "up in the metadata table's record_index partition (built when missing; table version 8 or 9).")
 BUCKET_INDEX_NUM_BUCKETS: Option[int] = _option(
     "hoodie.bucket.index.num.buckets", int, 256,
     "BUCKET index: file groups (buckets) per partition. Fixed for a table's life: a key's bucket "
@@ -200,13 +200,12 @@ RECORD_INDEX_UPDATE_PARTITION_PATH: Option[bool] = _option(
 
 # --- merging and write operation (HoodieWriteConfig, DataSourceWriteOptions) ---------------------
 
-RECORD_MERGE_MODE: Option[str] = _option(
-    "hoodie.record.merge.mode", str, "EVENT_TIME_ORDERING",
+RECORD_MERGE_MODE: Option[MergeMode] = _option(
+    "hoodie.record.merge.mode", MergeMode, MergeMode.EVENT_TIME,
     "How an update merges with the stored record: EVENT_TIME_ORDERING keeps the record with the "
     "larger precombine value, COMMIT_TIME_ORDERING the latest written. Hudi 1.0 key (table config; "
     "its write-side twin hoodie.write.record.merge.mode is accepted as an alias); Hudi 0.15 "
     "expresses this through the payload class instead. CUSTOM is not supported.",
-    choices=("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"),
     aliases=("hoodie.write.record.merge.mode",))
 BULK_INSERT_SORT_MODE: Option[str] = _option(
     "hoodie.bulkinsert.sort.mode", str, "NONE",
@@ -255,17 +254,18 @@ STREAMING_CHECKPOINT_IDENTIFIER: Option[str] = _option(
 
 # --- concurrency (HoodieWriteConfig, HoodieLockConfig) ------------------------------------------
 
-WRITE_CONCURRENCY_MODE: Option[str] = _option(
-    "hoodie.write.concurrency.mode", str, "SINGLE_WRITER",
+WRITE_CONCURRENCY_MODE: Option[ConcurrencyMode] = _option(
+    "hoodie.write.concurrency.mode", ConcurrencyMode, ConcurrencyMode.SINGLE_WRITER,
     "SINGLE_WRITER assumes one writer; OPTIMISTIC_CONCURRENCY_CONTROL checks for conflicting "
-    "commits under the table lock before committing.",
-    choices=("SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL"))
+    "commits under the table lock before committing.")
 LOCK_PROVIDER: Option[str] = _option(
     "hoodie.write.lock.provider", str, "upsertlake.concurrency.lock.FlockLockProvider",
     "Lock provider class: Hudi's org.apache.hudi.client.transaction.lock.StorageBasedLockProvider "
-    "(the default on object stores), FileSystemBasedLockProvider or InProcessLockProvider, upsertlake.concurrency.lock.FlockLockProvider, or the dotted path of "
+    "(the default on object stores), FileSystemBasedLockProvider or InProcessLockProvider, "
+    "upsertlake.concurrency.lock.FlockLockProvider, or the dotted path of "
     "your own class. Deviation: Hudi 0.15 defaults to ZookeeperBasedLockProvider; ours is an flock "
-    "the kernel releases when its holder dies, so a crash never leaves a stale lock.")
+    "the kernel releases when its holder dies, so a crash never leaves a stale lock.",
+)
 LOCK_FILESYSTEM_PATH: Option[str] = _option(
     "hoodie.write.lock.filesystem.path", str, "",
     "Folder of FileSystemBasedLockProvider's lock file (default: the table's .hoodie folder).")
@@ -293,7 +293,8 @@ HEARTBEAT_TOLERABLE_MISSES: Option[int] = _option(
 NUM_RETRIES_ON_CONFLICT: Option[int] = _option(
     "hoodie.write.num.retries.on.conflict.failures", int, 0,
     "Times a write that conflicts on a record is tagged and merged again against the new table state "
-    "(with backoff) before WriteConflictError; safe under event-time ordering (docs/concepts/concurrency.md).", minimum=0)
+    "(with backoff) before WriteConflictError; safe under event-time ordering (docs/concepts/concurrency.md).",
+    minimum=0)
 
 # --- keys and table identity (KeyGeneratorOptions, HoodieWriteConfig, HoodieTableConfig) ---------
 
@@ -341,12 +342,11 @@ DATABASE_NAME: Option[str] = _option(
 
 # --- table services (HoodieCleanConfig) ------------------------------------------------------------
 
-CLEANER_POLICY: Option[str] = _option(
-    "hoodie.cleaner.policy", str, "KEEP_LATEST_COMMITS",
+CLEANER_POLICY: Option[CleanPolicy] = _option(
+    "hoodie.cleaner.policy", CleanPolicy, CleanPolicy.KEEP_LATEST_COMMITS,
     "What the cleaner keeps: the file versions the last N commits read (KEEP_LATEST_COMMITS), the "
     "latest N versions of each file group (KEEP_LATEST_FILE_VERSIONS), or the versions the "
     "commits of the last N hours read (KEEP_LATEST_BY_HOURS). Savepointed files are always kept.",
-    choices=("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"),
     aliases=("hoodie.clean.policy",))
 CLEANER_COMMITS_RETAINED: Option[int] = _option(
     "hoodie.cleaner.commits.retained", int, 10,
@@ -405,7 +405,8 @@ ARCHIVE_MERGE_SMALL_FILE_LIMIT: Option[int] = _option(
     "Table version 6: archive log files up to this size are merged.", minimum=0)
 TIMELINE_COMPACTION_BATCH: Option[int] = _option(
     "hoodie.timeline.compaction.batch.size", int, 10,
-    "Table versions 8, 9: once a layer of the LSM archived timeline holds this many files, its oldest are merged into one.", minimum=2)
+    "Table versions 8, 9: once a layer of the LSM archived timeline holds this many files, its oldest are "
+    "merged into one.", minimum=2)
 ARCHIVE_AUTOMATIC: Option[bool] = _option(
     "hoodie.archive.automatic", bool, True,
     "Archive after each commit (after the automatic clean) when the active timeline is over the max.")

@@ -60,14 +60,22 @@ def validate_properties(props: Mapping[str, str]) -> list[str]:
     elif props.get("hoodie.table.name"):
         expected = properties_checksum(props)
         if checksum.strip() != str(expected):
-            problems.append(f"{CHECKSUM_KEY}={checksum} does not match its database and table name (expected {expected})")
+            problems.append(
+                f"{CHECKSUM_KEY}={checksum} does not match its database and table name (expected {expected})"
+            )
     version = props.get("hoodie.table.version", "")
     if version and not version.strip().isdigit():
         problems.append(f"hoodie.table.version={version} is not a number")
     elif version:
         number = int(version)
-        problems += [f"lacks {key} (required by table version {number})" for key in _REQUIRED_BY_VERSION.get(number, ()) if not props.get(key)]
-        if number >= 8 and not (props.get("hoodie.table.keygenerator.type") or props.get("hoodie.table.keygenerator.class")):
+        problems += [
+            f"lacks {key} (required by table version {number})"
+            for key in _REQUIRED_BY_VERSION.get(number, ())
+            if not props.get(key)
+        ]
+        if number >= 8 and not (
+            props.get("hoodie.table.keygenerator.type") or props.get("hoodie.table.keygenerator.class")
+        ):
             problems.append(f"lacks hoodie.table.keygenerator.type (required by table version {number})")
         layout = props.get("hoodie.timeline.layout.version")
         if number in _LAYOUT_OF_VERSION and layout and layout.strip() != _LAYOUT_OF_VERSION[number]:
@@ -203,12 +211,16 @@ def write_properties(storage: Storage, changes: Mapping[str, str | None]) -> dic
     props[CHECKSUM_KEY] = str(properties_checksum(props))
     problems = validate_properties(props)
     if problems:
-        raise CorruptTableError(f"refusing to write {current.path}: the new properties would be invalid ({'; '.join(problems)})")
+        raise CorruptTableError(
+            f"refusing to write {current.path}: the new properties would be invalid ({'; '.join(problems)})"
+        )
     new = _properties_bytes(props)
     storage.write_bytes(BACKUP_FILE, current.raw)
     if storage.read_bytes(BACKUP_FILE) != current.raw:
         storage.delete(BACKUP_FILE)
-        raise CorruptTableError(f"{storage.full_path(BACKUP_FILE)} did not read back as written; {current.path} is unchanged")
+        raise CorruptTableError(
+            f"{storage.full_path(BACKUP_FILE)} did not read back as written; {current.path} is unchanged"
+        )
     storage.write_bytes(PROPERTIES_FILE, new)
     if storage.read_bytes(PROPERTIES_FILE) != new:
         storage.delete(PROPERTIES_FILE)  # readers use the backup; the next rewrite recovers it

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
+from upsertlake.config.enums import IndexType
 from upsertlake.config.known_keys import is_hudi_key, unknown_key_error, warn_unimplemented
-from upsertlake.config.option import T, Option
+from upsertlake.config.option import Option, T
 from upsertlake.config.options import INDEX_TYPE, OPTIONS
 from upsertlake.errors import ConfigError
 
@@ -99,7 +100,7 @@ class Config:
     def get(self, option: Option[T]) -> T:
         """The typed value of `option`: the highest layer that sets it, else its default."""
         if option.key in self._typed:
-            return self._typed[option.key]  # type: ignore[return-value]
+            return cast(T, self._typed[option.key])
         if option.key in self._raw:
             return option.parse(self._raw[option.key])
         return option.default
@@ -108,13 +109,13 @@ class Config:
     def bucket_index(self) -> bool:
         """Whether writes go by Hudi's bucket index (hoodie.index.type=BUCKET), which the
         partitioners, clustering and the Spark path each treat apart."""
-        return self.get(INDEX_TYPE).upper() == "BUCKET"
+        return self.get(INDEX_TYPE) is IndexType.BUCKET
 
     @property
     def global_index(self) -> bool:
         """Whether the index tags by key across partitions (a GLOBAL_ index type): records are
         deduplicated by key alone, and a key keeps one copy in the whole table."""
-        return self.get(INDEX_TYPE).upper().startswith("GLOBAL_")
+        return self.get(INDEX_TYPE).is_global
 
     def is_set(self, option: Option[Any]) -> bool:
         """Whether any layer set `option` explicitly (as opposed to its default applying)."""

@@ -17,7 +17,10 @@ built-in payload class as `hoodie.table.legacy.payload.class` only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import cast
 
+from upsertlake.config.enums import MergeMode
+from upsertlake.config.option import option_list
 from upsertlake.config.properties_file import (
     PROPERTIES_FILE,
     PropertiesFile,
@@ -45,15 +48,6 @@ KEYGEN_TYPES = {
     "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
     "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
     "GLOBAL_DELETE": "org.apache.hudi.keygen.GlobalDeleteKeyGenerator",
-}
-
-# Merge mode -> (hoodie.record.merge.strategy.id, hoodie.compaction.payload.class), as Hudi 1.0
-# writes them (HoodieTableConfig.inferCorrectMergingBehavior) and the upgrade 6 -> 8 infers them.
-EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
-COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
-MERGE_MODES = {
-    EVENT_TIME_ORDERING: ("eeb8d96f-b1e4-49fd-bbf8-28ac514178e5", "org.apache.hudi.common.model.DefaultHoodieRecordPayload"),
-    COMMIT_TIME_ORDERING: ("ce9acb64-bde0-424c-9b91-f6ebba25356d", "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"),
 }
 
 # The payload classes Hudi 1.1 moves to hoodie.table.legacy.payload.class on the way to version 9
@@ -139,13 +133,13 @@ def check_table_type(table_type: str, what: str) -> None:
         )
 
 
-def merge_on_read_payload(merge_mode: str) -> dict[str, str]:
+def merge_on_read_payload(merge_mode: MergeMode) -> dict[str, str]:
     """The payload class a version 6 merge-on-read table declares for its merge mode, so that
     Hudi's readers merge its log records as we do: Hudi 0.x merges by the payload class, and
     Hudi 1.x and hudi-rs infer a version 6 table's merge mode from it
     (HoodieTableConfig.inferCorrectMergingBehavior): DefaultHoodieRecordPayload for event time,
     OverwriteWithLatestAvroPayload for commit time."""
-    return {"hoodie.compaction.payload.class": MERGE_MODES[merge_mode][1]}
+    return {"hoodie.compaction.payload.class": merge_mode.payload_class}
 
 
 def default_keygen(record_key_fields: list[str], partition_fields: list[str]) -> str:
@@ -225,10 +219,6 @@ class TableConfig:
         for several); None on copy-on-write, which has no log files."""
         return self.precombine_field if self.is_merge_on_read else None
 
-    @property
-    def is_partitioned(self) -> bool:
-        return bool(self.partition_fields)
-
     def with_schema(self, avro_json: str) -> TableConfig:
         return replace(self, create_schema=avro_json)
 
@@ -300,29 +290,30 @@ class TableConfig:
         if self.is_merge_on_read and len(self.ordering_fields) > 1:
             raise self._several_ordering_fields()
         if not self.populate_meta_fields:
-            raise UnsupportedTableError("tables without meta fields (hoodie.populate.meta.fields=false) are read-only here")
+            raise UnsupportedTableError(
+                "tables without meta fields (hoodie.populate.meta.fields=false) are read-only here"
+            )
         if self.keygen_class not in WRITABLE_KEYGENS:
             raise UnsupportedTableError(
                 f"key generator {self.keygen_class} is not supported for writes; "
                 f"supported: {', '.join(k.rsplit('.', 1)[1] for k in WRITABLE_KEYGENS)}"
             )
 
-    def as_version_8(self, merge_mode: str, initial_version: int) -> TableConfig:
+    def as_version_8(self, merge_mode: MergeMode, initial_version: int) -> TableConfig:
         """This table's settings at table version 8: layout 2 and the properties Hudi 1.0 adds.
 
         A table created at 8 carries the key generator type only, as Hudi 1.x writes; an upgraded
         one (`initial_version` 6) keeps its class beside the type, as Hudi's upgrade leaves it.
         """
-        strategy, payload = MERGE_MODES[merge_mode]
         keygen_type = next((t for t, cls in KEYGEN_TYPES.items() if cls == self.keygen_class), None)
         extra = {
             **self.extra,
             "hoodie.table.initial.version": str(initial_version),
             TIMELINE_PATH_KEY: self.timeline_path,
             "hoodie.timeline.history.path": self.extra.get("hoodie.timeline.history.path") or "history",
-            "hoodie.record.merge.mode": merge_mode,
-            "hoodie.record.merge.strategy.id": strategy,
-            "hoodie.compaction.payload.class": payload,
+            "hoodie.record.merge.mode": merge_mode.value,
+            "hoodie.record.merge.strategy.id": merge_mode.strategy_id,
+            "hoodie.compaction.payload.class": merge_mode.payload_class,
         }
         if keygen_type is not None:
             extra[KEYGEN_TYPE_KEY] = keygen_type
@@ -330,7 +321,7 @@ class TableConfig:
             self, table_version=8, timeline_layout_version=2, extra=extra, keygen_class_stored=initial_version < 8
         )
 
-    def as_version_9(self, merge_mode: str, initial_version: int) -> TableConfig:
+    def as_version_9(self, merge_mode: MergeMode, initial_version: int) -> TableConfig:
         """This table's settings at table version 9, as Hudi 1.1 writes them: a new table's (with
         `hoodie.table.format`), or a version 6 or 8 table's as Hudi's upgrade leaves them
         (EightToNineUpgradeHandler): the ordering fields under `hoodie.table.ordering.fields`, no
@@ -354,10 +345,10 @@ class TableConfig:
         them: the ordering field as the precombine field, the merge strategy id of its merge mode,
         the payload class back from the legacy key (`services.upgrade.downgrade_blockers` says
         when version 8 cannot say the same)."""
-        strategy, payload = MERGE_MODES[self.merge_mode]
+        mode = self.merge_mode
         extra = {k: v for k, v in self.extra.items() if k not in (LEGACY_PAYLOAD_KEY, PARTIAL_UPDATE_KEY)}
-        extra["hoodie.record.merge.strategy.id"] = strategy
-        extra["hoodie.compaction.payload.class"] = self.extra.get(LEGACY_PAYLOAD_KEY, payload)
+        extra["hoodie.record.merge.strategy.id"] = mode.strategy_id
+        extra["hoodie.compaction.payload.class"] = self.extra.get(LEGACY_PAYLOAD_KEY, mode.payload_class)
         return replace(self, table_version=8, extra=extra)
 
     @property
@@ -370,20 +361,27 @@ class TableConfig:
         return self.table_type == MERGE_ON_READ
 
     @property
-    def merge_mode(self) -> str:
+    def merge_mode(self) -> MergeMode:
         """How records of one key merge: version 8 states it (`hoodie.record.merge.mode`); version
         6 implies it by its payload class, as Hudi's readers take it."""
-        return self.extra.get("hoodie.record.merge.mode") or self.merge_mode_for_upgrade()
+        stated = self.extra.get("hoodie.record.merge.mode")
+        if not stated:
+            return self.merge_mode_for_upgrade()
+        try:
+            return MergeMode(stated)
+        except ValueError:
+            modes = ", ".join(m.value for m in MergeMode)
+            raise ConfigError(f"merge mode {stated!r} is not one upsertlake merges by ({modes})") from None
 
-    def merge_mode_for_upgrade(self) -> str:
+    def merge_mode_for_upgrade(self) -> MergeMode:
         """The merge mode version 8 states for this version 6 table, as Hudi's upgrade infers it:
         from the payload class; with none set, event time when there is a precombine field."""
         payload = self.extra.get("hoodie.compaction.payload.class") or self.extra.get(LEGACY_PAYLOAD_KEY)
         if payload is None:
-            return EVENT_TIME_ORDERING if self.ordering_fields else COMMIT_TIME_ORDERING
-        for mode, (_, cls) in MERGE_MODES.items():
-            if payload == cls:
-                return mode
+            return MergeMode.EVENT_TIME if self.ordering_fields else MergeMode.COMMIT_TIME
+        mode = MergeMode.of_payload(payload)
+        if mode is not None:
+            return mode
         raise UnsupportedTableError(f"payload class {payload} has no merge mode this engine supports (custom merging)")
 
     # -- hoodie.properties -------------------------------------------------------------------
@@ -430,9 +428,9 @@ class TableConfig:
         try:
             return cls(
                 name=need("hoodie.table.name"),
-                record_key_fields=_split(props.get("hoodie.table.recordkey.fields", "")),
-                partition_fields=_split(props.get("hoodie.table.partition.fields", "")),
-                ordering_fields=_split(props.get(ORDERING_KEY) or props.get(PRECOMBINE_KEY) or ""),
+                record_key_fields=tuple(option_list(props.get("hoodie.table.recordkey.fields", ""))),
+                partition_fields=tuple(option_list(props.get("hoodie.table.partition.fields", ""))),
+                ordering_fields=tuple(option_list(props.get(ORDERING_KEY) or props.get(PRECOMBINE_KEY) or "")),
                 database=props.get("hoodie.database.name") or "default",
                 keygen_class=props.get("hoodie.table.keygenerator.class")
                 or KEYGEN_TYPES.get(props.get(KEYGEN_TYPE_KEY, ""), ""),
@@ -483,7 +481,7 @@ class TableConfig:
         by_version = storage.cache("table config", VERSIONS_KEPT)
         cached = by_version.get(listed.version)
         if cached is not None:
-            return cached
+            return cast(TableConfig, cached)
         got = storage.read_versioned(PROPERTIES_FILE)
         if got is None:
             return cls.load(storage)  # gone since the listing: the backup protocol decides
@@ -511,6 +509,3 @@ def _bool(value: bool) -> str:
 def _parse_bool(value: str | None, default: bool = False) -> bool:
     return default if value is None else value.strip().lower() == "true"
 
-
-def _split(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())

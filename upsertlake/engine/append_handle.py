@@ -20,16 +20,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.engine.bucket_writer import (
-    DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, BucketJob, WriteStatus, default_token, with_meta, with_meta_runs,
+    BucketJob,
+    WriteStatus,
+    default_token,
+    with_meta,
+    with_meta_runs,
 )
 from upsertlake.errors import StorageError
-from upsertlake.layout.file_system_view import FileSlice
+from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.markers import APPEND, marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.logfile import LogFileName, append_blocks, avro_data_blocks, data_block, delete_block
 from upsertlake.logfile.blocks import Block
 from upsertlake.partitioner import Bucket
-from upsertlake.schema import RECORD_KEY_COLUMN
+from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.commit_metadata import DeltaWriteStat
@@ -90,14 +94,16 @@ class AppendJob(BucketJob):
         storage: Storage,
         number: int,
         records: pa.Table,
-        base_file: object = None,
+        base_file: BaseFile | None = None,
         attempt: int = 1,
         write_token: str | None = None,
     ) -> WriteStatus:
         target = (self.appends or {}).get(number)
         if target is None:
             return super().write(storage, number, records, base_file, attempt, write_token)
-        return append_bucket(storage, self, self.buckets[number], target, records, write_token or default_token(number, attempt))
+        return append_bucket(
+            storage, self, self.buckets[number], target, records, write_token or default_token(number, attempt)
+        )
 
 
 MAX_ROLLOVERS = 100  # versions an append tries past the planned one before it gives up
@@ -146,7 +152,8 @@ def append_bucket(
     # The index learns nothing: a key deleted in a log stays in its base file, where the indexes
     # (none of which reads logs) find it, so a later write of it appends to the same group.
     none = pa.array([], pa.string())
-    deleted = removed.column(RECORD_KEY_COLUMN).combine_chunks().cast(pa.string()) if removed.num_rows and job.keep_keys else none
+    keys = removed.num_rows and job.keep_keys
+    deleted = removed.column(RECORD_KEY).combine_chunks().cast(pa.string()) if keys else none
     return WriteStatus(
         stat=stat,
         inserted_keys=none,
@@ -206,9 +213,10 @@ class SharedBlocks:
     def block(self, number: int) -> bytes:
         share = self._share[number]
         with self._locks[share]:
-            if self._blocks[share] is None:
-                self._blocks[share] = self._encode(self._rows[share])
-        return self._blocks[share][number]
+            blocks = self._blocks[share]
+            if blocks is None:
+                blocks = self._blocks[share] = self._encode(self._rows[share])
+        return blocks[number]
 
     def _encode(self, rows: Mapping[int, np.ndarray]) -> dict[int, bytes]:
         """One take of the share's rows, their deletes left out, meta columns added per run."""

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.concurrency.key_summary import KeySummary, write_summaries
+from upsertlake.config.enums import MergeMode
+from upsertlake.layout.file_system_view import BaseFile, FileSlice, base_file_name
 from upsertlake.layout.file_writer import (
     DICTIONARY_SAMPLE,
-    META_COLUMNS,
     FileWriterConfig,
     dictionary_pages,
     write_base_file,
@@ -28,25 +29,22 @@ from upsertlake.layout.footer import resumed_bloom, resumed_key_range
 from upsertlake.layout.markers import marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.partitioner import Bucket
-from upsertlake.schema import RECORD_KEY_COLUMN, conform, full_schema
+from upsertlake.schema import conform, full_schema
+from upsertlake.schema.columns import (
+    COMMIT_SEQNO,
+    COMMIT_TIME,
+    DELETE_FLAG,
+    FILE_NAME,
+    FORCE_FLAG,
+    KEY,
+    PARTITION,
+    PARTITION_PATH,
+    RECORD_KEY,
+)
 from upsertlake.schema.ordering import ordering_values
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import BaseFile, FileSlice, base_file_name
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.util.arrow import constant
-
-KEY = RECORD_KEY_COLUMN
-PARTITION = "_hoodie_partition_path"
-DELETE_FLAG = "_upsertlake_delete"  # internal: the record is a delete
-FORCE_FLAG = "_upsertlake_force"  # internal: the record wins whatever the ordering values
-
-
-class MergeMode(str, Enum):
-    """How a bucket's records combine with the rows already stored."""
-
-    EVENT_TIME = "EVENT_TIME_ORDERING"  # a stored row with a larger ordering value survives
-    COMMIT_TIME = "COMMIT_TIME_ORDERING"  # the incoming record always wins
-    APPEND = "APPEND"  # inserts: keep every stored row, add every record (duplicates allowed)
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,8 @@ class BucketTask:
     instant_time: str
     data_schema: pa.Schema
     ordering_fields: tuple[str, ...]
-    merge_mode: MergeMode
+    merge_mode: MergeMode  # how a record merges with the stored row of its key
+    append_records: bool  # inserts: every stored row stays, every record is added (duplicates allowed)
     write_token: str
     merged_slice: tuple[FileSlice, Merge] | None = None  # a merge-on-read slice: its merged records are the old file
 
@@ -75,6 +74,7 @@ class BucketJob:
     data_schema: pa.Schema
     ordering_fields: tuple[str, ...]
     merge_mode: MergeMode
+    append_records: bool  # as BucketTask's
     file_config: FileWriterConfig
     keep_keys: bool = True  # return the inserted and deleted keys (an in-memory index learns them)
 
@@ -122,6 +122,7 @@ class BucketJob:
             data_schema=self.data_schema,
             ordering_fields=self.ordering_fields,
             merge_mode=self.merge_mode,
+            append_records=self.append_records,
             write_token=write_token or default_token(number, attempt),
             merged_slice=self.merged_slice(number),
         )
@@ -168,13 +169,14 @@ def store_summaries(storage: Storage, instant_time: str, statuses: Sequence[Writ
     return [replace(s, summary=None) for s in statuses]
 
 
-def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -> WriteStatus:
+def write_bucket(storage: Storage, task: BucketTask, file_config: FileWriterConfig) -> WriteStatus:
     bucket = task.bucket
     name = base_file_name(bucket.file_id, task.write_token, task.instant_time)
     path = f"{bucket.partition_path}/{name}" if bucket.partition_path else name
     schema = full_schema(task.data_schema)
     if task.merged_slice is not None:
-        old, old_footer, old_dictionary = read_slice(storage, *task.merged_slice, schema), {}, None
+        old_footer: dict[bytes, bytes] = {}
+        old, old_dictionary = read_slice(storage, *task.merged_slice, schema), None
     else:
         old, old_footer, old_dictionary = _read_old(storage, task.base_file, schema)
     records = task.records
@@ -188,7 +190,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     old_rows = matched = np.zeros(0, dtype=np.int64)
     copy_wins = np.zeros(0, dtype=bool)  # per matched stored row: the incoming record replaces it
     all_copies = np.zeros(n_in, dtype=bool)  # the record replaced every stored copy of its key
-    if task.merge_mode is not MergeMode.APPEND and n_old:
+    if not task.append_records and n_old:
         # Probe the old keys against a hash of the bucket's (fewer) records.
         hit = np.asarray(pc.fill_null(pc.index_in(old.column(KEY), value_set=in_keys), -1).to_numpy(), dtype=np.int64)
         old_rows = np.flatnonzero(hit >= 0)
@@ -209,7 +211,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
     out, kept_all_old = _merged_order(old, new_rows, name, old_rows, matched, copy_wins, write_new, exists)
     inserted = ~exists & write_new
     inserted_keys = in_keys.filter(pa.array(inserted))
-    bloom = resumed_bloom(old_footer, n_old, inserted_keys, config) if kept_all_old else None
+    bloom = resumed_bloom(old_footer, n_old, inserted_keys, file_config) if kept_all_old else None
     key_range = resumed_key_range(old_footer, inserted_keys) if kept_all_old else None
 
     summary = KeySummary.of(
@@ -217,7 +219,7 @@ def write_bucket(storage: Storage, task: BucketTask, config: FileWriterConfig) -
         pc.filter(in_keys, pa.array(replaced & deletes)),
         inserted_keys,
     )
-    size, stats = write_base_file(storage, path, out, config, bloom, key_range, old_dictionary)
+    size, stats = write_base_file(storage, path, out, file_config, bloom, key_range, old_dictionary)
 
     deleted = all_copies & deletes  # keys gone from the file group, for the index
     num_updates = int((replaced & ~deletes).sum())
@@ -263,7 +265,7 @@ def _merged_order(
     n_old = old.num_rows
     if n_old == 0:
         return new_rows, False
-    file_name = old.schema.field(4).with_name(META_COLUMNS[4])
+    file_name = old.schema.field(4).with_name(FILE_NAME)
     names = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n_old, np.int32)), pa.array([name]))
     old = old.set_column(4, file_name, names.cast(file_name.type))  # no copy of the name per row
     new_rows = new_rows.cast(old.schema)  # dictionary columns stay dictionaries
@@ -328,10 +330,12 @@ def _incoming_wins(task: BucketTask, old: pa.Table, stored_row: pa.Array, exists
     stored_larger = pc.or_(stored_larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
     forced = np.asarray(task.records.column(FORCE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
     loses = exists & np.asarray(stored_larger.to_numpy(zero_copy_only=False), dtype=bool) & ~forced
-    return ~loses
+    return cast(np.ndarray, ~loses)
 
 
-def with_meta(records: pa.Table, instant_time: str, bucket_number: int, file_name: str, data_schema: pa.Schema) -> pa.Table:
+def with_meta(
+    records: pa.Table, instant_time: str, bucket_number: int, file_name: str, data_schema: pa.Schema
+) -> pa.Table:
     """The rows of a new file: the meta columns of `instant_time`'s bucket, then the data columns."""
     return with_meta_runs(records, instant_time, [bucket_number], [file_name], [records.num_rows], data_schema)
 
@@ -358,11 +362,11 @@ def with_meta_runs(
         prefix = pa.array([f"{instant_time}_{b}_" for b in bucket_numbers], pa.string()).take(at)
         names = pa.array(list(file_names), pa.string()).take(at)
     meta = {
-        "_hoodie_commit_time": constant(instant_time, n),
-        "_hoodie_commit_seqno": pc.binary_join_element_wise(prefix, pc.cast(pa.array(within), pa.string()), ""),
-        "_hoodie_record_key": records.column(KEY),
-        "_hoodie_partition_path": records.column(PARTITION),
-        "_hoodie_file_name": names,
+        COMMIT_TIME: constant(instant_time, n),
+        COMMIT_SEQNO: pc.binary_join_element_wise(prefix, pc.cast(pa.array(within), pa.string()), ""),
+        RECORD_KEY: records.column(KEY),
+        PARTITION_PATH: records.column(PARTITION),
+        FILE_NAME: names,
     }
     data = {f.name: records.column(f.name) for f in data_schema}
     return pa.table({**meta, **data}).cast(full_schema(data_schema))

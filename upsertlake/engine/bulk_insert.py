@@ -20,10 +20,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.engine.bucket_writer import KEY, PARTITION, with_meta
+from upsertlake.engine.bucket_writer import with_meta
 from upsertlake.layout.file_system_view import base_file_name
 from upsertlake.layout.file_writer import FileWriterConfig, data_bytes
 from upsertlake.partitioner import Bucket, BucketType, PartitionerConfig, new_file_id
+from upsertlake.schema.columns import KEY, PARTITION
 
 # Rows encoded to measure the record size: enough that a column's dictionary page weighs little
 # per record (a few milliseconds of encoding).
@@ -69,7 +70,7 @@ class RecordSize:
                         for j in (full - 1, full) if j >= 1))
 
 
-def written_record_size(sample: pa.Table, data_schema: pa.Schema, config: FileWriterConfig) -> RecordSize:
+def written_record_size(sample: pa.Table, data_schema: pa.Schema, file_config: FileWriterConfig) -> RecordSize:
     """What records like `sample`'s (data columns, key and partition) take in a base file, meta
     columns included. `sample` is the start of a file, in its order: sorted keys share prefixes
     and repeating values compress, so a scattered sample would overstate the bytes.
@@ -84,14 +85,14 @@ def written_record_size(sample: pa.Table, data_schema: pa.Schema, config: FileWr
     instant = "0" * 17  # an instant time's length; the meta columns cost what they will cost
     rows = with_meta(sample, instant, 0, base_file_name(new_file_id(), "0-0-0", instant), data_schema)
     if n < SAMPLE_ROWS:
-        return RecordSize(0.0, data_bytes(rows, config) / n)
-    one_group = replace(config, row_group_bytes=2**62)
+        return RecordSize(0.0, data_bytes(rows, file_config) / n)
+    one_group = replace(file_config, row_group_bytes=2**62)
     whole = data_bytes(rows, one_group)
     half = n // 2
     per_record = (whole - data_bytes(rows.slice(0, half), one_group)) / (n - half)
     if per_record <= 0:  # cannot happen with real encoders; the average is then the safe answer
         return RecordSize(0.0, whole / n)
-    group = config.row_group_bytes // max(1, rows.nbytes // n)  # as the writer cuts row groups (`rows_per_group`)
+    group = file_config.row_group_bytes // max(1, rows.nbytes // n)  # as the writer cuts row groups (`rows_per_group`)
     return RecordSize(max(0.0, whole - per_record * n), per_record, max(1, group))
 
 
@@ -112,12 +113,16 @@ def bulk_insert_layout(
 
 
 def bulk_insert_buckets(
-    records: pa.Table, data_schema: pa.Schema, config: FileWriterConfig, pconf: PartitionerConfig
+    records: pa.Table, data_schema: pa.Schema, file_config: FileWriterConfig, pconf: PartitionerConfig
 ) -> tuple[list[Bucket], np.ndarray]:
     """Bulk insert: no small-file packing; each partition's records (in `bulk_insert_sort`
     order) fill new files of about max_file_size bytes in order."""
     parts = records.column(PARTITION)
-    encoded = pc.dictionary_encode(parts).combine_chunks() if isinstance(parts, pa.ChunkedArray) else pc.dictionary_encode(parts)
+    encoded = (
+        pc.dictionary_encode(parts).combine_chunks()
+        if isinstance(parts, pa.ChunkedArray)
+        else pc.dictionary_encode(parts)
+    )
     codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False))
     names = encoded.dictionary.to_pylist()
     rows_of = {p: np.flatnonzero(codes == code) for code, p in enumerate(names)}
@@ -125,7 +130,7 @@ def bulk_insert_buckets(
     counts = {p: len(r) for p, r in rows_of.items()}
     if (largest := sample_partition(counts)) is not None:
         sample = records.take(pa.array(rows_of[largest][:SAMPLE_ROWS]))
-        record_size = written_record_size(sample, data_schema, config)
+        record_size = written_record_size(sample, data_schema, file_config)
     buckets, first, per_file = bulk_insert_layout(counts, record_size, pconf)
     assignment = np.empty(len(codes), dtype=np.int64)
     for partition, rows in rows_of.items():

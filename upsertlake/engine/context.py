@@ -9,25 +9,15 @@ object's state. See docs/DESIGN.md, "The write path".
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import Enum
+from typing import Any
 
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy
 from upsertlake.concurrency.lock import TableLock, make_lock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
+from upsertlake.config.enums import ConcurrencyMode
 from upsertlake.config.table_config import TableConfig
 from upsertlake.storage import Storage
-
-
-class ConcurrencyMode(str, Enum):
-    """hoodie.write.concurrency.mode."""
-
-    SINGLE_WRITER = "SINGLE_WRITER"
-    OPTIMISTIC = "OPTIMISTIC_CONCURRENCY_CONTROL"
-
-    @classmethod
-    def of(cls, cfg: Config) -> ConcurrencyMode:
-        return cls.OPTIMISTIC if cfg.get(opt.WRITE_CONCURRENCY_MODE) == cls.OPTIMISTIC.value else cls.SINGLE_WRITER
 
 
 @dataclass(frozen=True)
@@ -36,27 +26,27 @@ class WriteContext:
     and the concurrency mode."""
 
     storage: Storage
-    table: TableConfig
+    table_config: TableConfig
     options: Config
     lock: TableLock
     heartbeats: HeartbeatPolicy
     mode: ConcurrencyMode
 
     @classmethod
-    def open(cls, storage: Storage, table: TableConfig, options: Config) -> WriteContext:
-        return cls(storage, table, options, make_lock(storage, options), HeartbeatPolicy.of(options),
-                   ConcurrencyMode.of(options))
+    def open(cls, storage: Storage, table_config: TableConfig, options: Config) -> WriteContext:
+        return cls(storage, table_config, options, make_lock(storage, options), HeartbeatPolicy.of(options),
+                   options.get(opt.WRITE_CONCURRENCY_MODE))
 
     @property
     def optimistic(self) -> bool:
         return self.mode is ConcurrencyMode.OPTIMISTIC
 
-    def with_table(self, table: TableConfig) -> WriteContext:
-        return self if table is self.table else replace(self, table=table)
+    def with_table(self, table_config: TableConfig) -> WriteContext:
+        return self if table_config is self.table_config else replace(self, table_config=table_config)
 
-    def resolve(self, options: dict | None) -> Config:
+    def resolve(self, options: dict[str, Any] | None) -> Config:
         """These options with a call's on top; a call cannot change the table version."""
         cfg = self.options.with_overrides(options)
         if options and cfg.is_set(opt.WRITE_TABLE_VERSION):
-            self.table.check_write_version(cfg.get(opt.WRITE_TABLE_VERSION))
+            self.table_config.check_write_version(cfg.get(opt.WRITE_TABLE_VERSION))
         return cfg

@@ -7,6 +7,7 @@ says so, else it is updated in place in its old partition.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import numpy as np
@@ -15,9 +16,10 @@ import pyarrow.compute as pc
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION
+from upsertlake.config.enums import IndexType, MergeMode
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.slice_keys import SliceKeys
+from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, KEY, LOC_FILE_ID, LOC_PARTITION, PARTITION
 from upsertlake.schema.ordering import ordering_values
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
@@ -57,39 +59,39 @@ def route_moves(
 ) -> tuple[pa.Table, pa.Table]:
     """`route_global` given how to learn, per moved record, whether the stored copy orders after
     it: the in-process engine reads the stored files, Spark joins the stored ordering values."""
-    moved = pc.fill_null(pc.not_equal(locations.column("loc_partition"), records.column(PARTITION)), False)
+    moved = pc.fill_null(pc.not_equal(locations.column(LOC_PARTITION), records.column(PARTITION)), False)
     if operation is Operation.DELETE:
         # Deletes go wherever the key lives.
-        return _set(records, PARTITION, locations.column("loc_partition")), locations
+        return _set(records, PARTITION, locations.column(LOC_PARTITION)), locations
     if not pc.any(moved).as_py():
         return records, locations
     if not _update_partition_path(cfg):
         stay = moved
-    elif ordering_fields and cfg.get(opt.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING":
+    elif ordering_fields and cfg.get(opt.RECORD_MERGE_MODE) is MergeMode.EVENT_TIME:
         stay = stored_wins(moved)
     else:
         stay = None
     if stay is not None and pc.any(stay).as_py():
-        in_place = pc.if_else(stay, locations.column("loc_partition"), records.column(PARTITION))
+        in_place = pc.if_else(stay, locations.column(LOC_PARTITION), records.column(PARTITION))
         records = _set(records, PARTITION, in_place)
         moved = pc.and_(moved, pc.invert(stay))
         if not pc.any(moved).as_py():
             return records, locations
     old_home = records.filter(moved)
-    old_home = _set(old_home, PARTITION, locations.column("loc_partition").filter(moved))
+    old_home = _set(old_home, PARTITION, locations.column(LOC_PARTITION).filter(moved))
     old_home = _set(old_home, DELETE_FLAG, constant(True, old_home.num_rows, pa.bool_()))
     old_home = _set(old_home, FORCE_FLAG, constant(True, old_home.num_rows, pa.bool_()))
     no_location = pa.scalar(None, pa.string())
-    new_locations = pa.table({name: pc.if_else(moved, no_location, locations.column(name)) for name in locations.column_names})
+    new_locations = pa.table(
+        {name: pc.if_else(moved, no_location, locations.column(name)) for name in locations.column_names}
+    )
     return pa.concat_tables([records, old_home]), pa.concat_tables([new_locations, locations.filter(moved)])
 
 
 def stored_orders_after(stored: pa.Array | pa.ChunkedArray, incoming: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Per record: the stored ordering value is larger (a null incoming value loses to any)."""
-    try:
+    with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
         stored = stored.cast(incoming.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
     larger = pc.fill_null(pc.greater(stored, incoming), False)
     larger = pc.or_(larger, pc.and_(pc.is_valid(stored), pc.is_null(incoming)))
     return np.asarray(larger.to_numpy(zero_copy_only=False), dtype=bool)
@@ -99,11 +101,11 @@ def _update_partition_path(cfg: Config) -> bool:
     """Does a key arriving with a new partition path move there? Each global index reads its own
     option, as in Hudi (GLOBAL_SIMPLE the simple one, GLOBAL_BLOOM the bloom one); our
     GLOBAL_INMEMORY has no Hudi option, so it moves only when neither option says no."""
-    kind = cfg.get(opt.INDEX_TYPE).upper().removeprefix("GLOBAL_")
+    kind = cfg.get(opt.INDEX_TYPE).local
     simple, bloom = cfg.get(opt.SIMPLE_INDEX_UPDATE_PARTITION_PATH), cfg.get(opt.BLOOM_INDEX_UPDATE_PARTITION_PATH)
-    if kind == "RECORD_INDEX":
+    if kind is IndexType.RECORD_INDEX:
         return cfg.get(opt.RECORD_INDEX_UPDATE_PARTITION_PATH)
-    return {"SIMPLE": simple, "BLOOM": bloom}.get(kind, simple and bloom)
+    return {IndexType.SIMPLE: simple, IndexType.BLOOM: bloom}.get(kind, simple and bloom)
 
 
 def _stored_wins(
@@ -120,8 +122,8 @@ def _stored_wins(
     at = pa.array(rows)
     groups = pa.table(
         {
-            "p": locations.column("loc_partition").take(at),
-            "f": locations.column("loc_file_id").take(at),
+            "p": locations.column(LOC_PARTITION).take(at),
+            "f": locations.column(LOC_FILE_ID).take(at),
             "row": at,
         }
     )
@@ -149,5 +151,5 @@ def _stored_wins(
     return pa.array(wins)
 
 
-def _set(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
-    return table.set_column(table.schema.get_field_index(name), name, column)
+def _set(data: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
+    return data.set_column(data.schema.get_field_index(name), name, column)

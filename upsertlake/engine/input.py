@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -35,8 +35,8 @@ def _unconvertible_column(data: Any) -> str | None:
             try:
                 pa.array(values)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                return name
-    except Exception:  # noqa: BLE001 - only a better message is at stake
+                return cast("str | None", name)
+    except Exception:
         return None
     return None
 

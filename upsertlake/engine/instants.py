@@ -19,9 +19,14 @@ from upsertlake.engine.context import WriteContext
 from upsertlake.engine.overwrite import requested_plan
 from upsertlake.engine.pending import PendingWrite, PendingWrites
 from upsertlake.errors import WriteConflictError, WriteInProgressError
-from upsertlake.layout.markers import rollback_pending, staging_folder
+from upsertlake.layout.markers import staging_folder
 from upsertlake.services import metadata_table
-from upsertlake.services.rollback import drop_dead_rollbacks, roll_back
+from upsertlake.services.rollback import (
+    discard_pending,
+    drop_dead_rollbacks,
+    rollback_under_lock,
+    undo_failed_write,
+)
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.layouts import layout_of
@@ -41,7 +46,7 @@ def start_commit(
     one), then request a new instant with its heartbeat. Returns the context with the table's
     config as read under the lock, and the instant time. `reports_keys=False`: the write cannot
     tell the keys it inserts and deletes (Spark's), so the metadata table's record index goes."""
-    ctx.table.check_writable()
+    ctx.table_config.check_writable()
     began: float | None = None
     told: set[str] = set()
     while True:
@@ -50,12 +55,12 @@ def start_commit(
             table = TableConfig.load(ctx.storage)
             table.check_writable()
             ctx = ctx.with_table(metadata_table.prepare(ctx.storage, table, ctx.options, keeps_keys=reports_keys))
-            timeline = Timeline.load(ctx.storage, layout_of(ctx.table))
+            timeline = Timeline.load(ctx.storage, layout_of(ctx.table_config))
             live = [] if ctx.optimistic else _live_writes(ctx, writes, timeline)
             if not live:
                 rolled_back = any(_rollback_failed_writes(ctx, writes, timeline))
                 action, doc = operation.action, requested_plan(operation)
-                if action is Action.COMMIT and ctx.table.is_merge_on_read:
+                if action is Action.COMMIT and ctx.table_config.is_merge_on_read:
                     action = Action.DELTA_COMMIT  # every write but an overwrite, as Hudi's
                 instant, heartbeat = request(ctx, action, doc, timeline)
                 done = frozenset(i.time for i in timeline.completed_writes())  # none completed: we hold the lock
@@ -66,7 +71,9 @@ def start_commit(
     # that follows at once plans on it, with its instant, unless failed writes or rollbacks were
     # undone meanwhile.
     started = timeline.with_instant(instant) if plan_on_start and not rolled_back else None
-    writes.add(PendingWrite(instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline), timeline=started))
+    writes.add(
+        PendingWrite(instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline), timeline=started)
+    )
     log.info("started commit %s", instant.time)
     return ctx, instant.time
 
@@ -128,7 +135,7 @@ def _rollback_failed_writes(
     """Under the lock: the times of the failed writes rolled back, and of the dead rollbacks removed."""
     failed = _failed_writes(ctx, writes, timeline)
     for inst in failed:
-        roll_back(ctx.storage, inst)  # recorded as a `.rollback` instant, as Hudi's writers do
+        rollback_under_lock(ctx.storage, inst)  # recorded as a `.rollback` instant, as Hudi's writers do
         ctx.storage.delete_dir(staging_folder(inst.time))  # left by a Spark driver that died
         ctx.storage.delete(heartbeat_path(inst.time))
         writes.end(inst.time)
@@ -163,7 +170,7 @@ def new_instant(ctx: WriteContext, writes: PendingWrites, pending: PendingWrite,
     move to; inflight with the write's profile unless a retry writes it anew."""
     instant, heartbeat = request(ctx, pending.instant.action, pending.requested_doc)
     if inflight:
-        instant = transition(ctx.storage, instant, State.INFLIGHT, pending.inflight_doc, layout_of(ctx.table))
+        instant = transition(ctx.storage, instant, State.INFLIGHT, pending.inflight_doc, layout_of(ctx.table_config))
     # Registered so that a crash is undone.
     writes.add(PendingWrite(instant, pending.checked, heartbeat, rollbacks=pending.rollbacks))
     return instant
@@ -184,14 +191,14 @@ def restart(ctx: WriteContext, writes: PendingWrites, current: Instant, pending:
     time, would hide a file named by the old one. The new instant is created before the
     rollback, so it is later than the old one."""
     new = new_instant(ctx, writes, pending, inflight=False)
-    rollback_pending(ctx.storage, current)
+    discard_pending(ctx.storage, current)
     adopt(writes, pending, new)
     log.info("write %s goes on under instant %s for its retry", current.time, new.time)
     return new.time
 
 
 # -- ending a write ------------------------------------------------------------------------
-def rollback(ctx: WriteContext, writes: PendingWrites, instant_time: str) -> None:
+def undo_own_write(ctx: WriteContext, writes: PendingWrites, instant_time: str) -> None:
     """`WriteClient.rollback`: undo a started, uncommitted write of this client."""
     instant_time = writes.resolve(instant_time)  # a re-merge or a retry moved it (maybe more than once)
     with ctx.lock.hold():
@@ -201,18 +208,8 @@ def rollback(ctx: WriteContext, writes: PendingWrites, instant_time: str) -> Non
         if inst is None and pending is not None and timeline.get(instant_time) is None:
             inst = pending.instant  # on no timeline: only what this write left since
         if inst is not None and not inst.is_completed:
-            undo(ctx, inst)
+            undo_failed_write(ctx.storage, inst, ctx.table_config.is_merge_on_read)
     writes.end(instant_time)
-
-
-def undo(ctx: WriteContext, inst: Instant) -> None:
-    """Under the lock: roll back a failed write. On a merge-on-read table as Hudi does, recorded
-    as a `.rollback` instant (table version 6 voids the appended log blocks by rollback command
-    blocks; services.rollback.roll_back); a copy-on-write write's files just go."""
-    if ctx.table.is_merge_on_read and inst.action is Action.DELTA_COMMIT:
-        roll_back(ctx.storage, inst)
-    else:
-        rollback_pending(ctx.storage, inst)
 
 
 def rolled_back_meanwhile(

@@ -56,7 +56,9 @@ def append_job(
                           compacting.get((b.partition_path, b.file_id)), versions)
         for b in job.buckets if b.number in slices
     }
-    schema_json = avro_schema_json(with_meta_fields(arrow_to_avro(job.data_schema, table_config.name))) if appends else ""
+    schema_json = (
+        avro_schema_json(with_meta_fields(arrow_to_avro(job.data_schema, table_config.name))) if appends else ""
+    )
     return AppendJob(
         **{f.name: getattr(job, f.name) for f in fields(job)},
         appends=appends,
@@ -82,7 +84,9 @@ def _target(
     return AppendTarget(log_instant, version, sl.base.name if sl.base is not None else "", base_instant)
 
 
-def settle_stale(timeline: Timeline, check: CommitCheck, own_stats: Sequence[WriteStat], table_version: int) -> CommitCheck:
+def settle_stale(
+    timeline: Timeline, check: CommitCheck, own_stats: Sequence[WriteStat], table_version: int
+) -> CommitCheck:
     """A merge-on-read write's file groups that a concurrent commit also wrote, without a record
     in common. Two appends stand side by side (each is its own log file of the slice), and so
     does, on table version 8, an append beside a new base file (a log joins the slice its

@@ -37,8 +37,9 @@ from upsertlake.concurrency.conflict import SHOWN_KEYS, describe_groups
 from upsertlake.config import options as opt
 from upsertlake.engine.context import WriteContext
 from upsertlake.errors import WriteConflictError
+from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.logfile import LogFileName, block_keys, is_log_path, read_blocks
-from upsertlake.schema import RECORD_KEY_COLUMN
+from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.services import compaction
 from upsertlake.services.compaction_plan import read_plan
 from upsertlake.timeline.active import Timeline
@@ -47,7 +48,6 @@ from upsertlake.timeline.instant import Action, Instant
 
 log = logging.getLogger(__name__)
 
-FileGroup = tuple[str, str]
 MAX_REDOS = 4  # times one write is done again because compactions overtook it, before it fails
 WAIT_POLL_SECONDS = 0.5  # a write waiting for a live compactor polls at most this long apart
 
@@ -142,11 +142,13 @@ def _dropped_by_compaction(
         stats = [s for s in timeline.commit_metadata(done).write_stats() if (s.partitionPath, s.fileId) == group]
         if not stats:  # the plan left this group alone
             return None
-        kept = timeline.storage.read_parquet(stats[0].path, columns=[RECORD_KEY_COLUMN]).column(0)
+        kept = timeline.storage.read_parquet(stats[0].path, columns=[RECORD_KEY]).column(0)
         missing = keys.filter(pc.invert(pc.is_in(keys, value_set=pc.cast(kept, pa.string()))))
         return (done, missing.to_pylist()) if len(missing) else None
     plan = next((i for i in timeline.pending_compactions() if i.time == compaction_time), None)
-    ops = [op for op in read_plan(timeline, plan) if op.file_group == group] if plan is not None else []
+    if plan is None:
+        return None
+    ops = [op for op in read_plan(timeline, plan) if op.file_group == group]
     storage = timeline.storage
     deleted = [pa.array([], pa.string())] + [
         block_keys(read_blocks(storage.read_bytes(path), storage.full_path(path)))[1]
@@ -164,7 +166,7 @@ def settle(ctx: WriteContext, over: Overtaken) -> None:
     began = time.monotonic()
     told = False
     target = over.compaction.time
-    while not compaction.finish(ctx.storage, ctx.lock, ctx.table, ctx.options, target):
+    while not compaction.finish(ctx.storage, ctx.lock, ctx.table_config, ctx.options, target):
         expiry = ctx.heartbeats.expiry_ms(ctx.storage, target)
         if (time.monotonic() - began) * 1000 > expiry + interval + ctx.options.get(opt.LOCK_WAIT_TIME_MS):
             raise WriteConflictError(

@@ -8,6 +8,8 @@ apart from an upsert lives here, so the other actions' paths stay free of it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,7 +31,9 @@ def requested_plan(operation: Operation) -> bytes:
     for a commit."""
     if not operation.overwrites:
         return b""
-    plan = {"operationType": operation.type_name, "clusteringPlan": None, "extraMetadata": {}, "version": 1}
+    plan: dict[str, Any] = {
+        "operationType": operation.type_name, "clusteringPlan": None, "extraMetadata": {}, "version": 1,
+    }
     return encode(REPLACE_PLAN, plan)
 
 
@@ -42,14 +46,16 @@ def delete_partitions(ctx: WriteContext, partitions: list[str], instant_time: st
         raise PartitionNotFoundError(f"no such partition(s) {unknown}; the table has {view.partitions()}")
     replaced = view.file_ids(partitions)  # their files are not read: a missing one is no obstacle
     # The schema rides along: readers (hudi-rs) take it from the newest commit.
-    schema_json = timeline.latest_schema() or ctx.table.create_schema
+    schema_json = timeline.latest_schema() or ctx.table_config.create_schema
     schema = avro_to_arrow(schema_json) if schema_json else None
     return WriteResult(
         instant_time, Operation.DELETE_PARTITION, 0, 0, 0, (), {}, data_schema=schema, replaced=replaced
     )
 
 
-def replaced(operation: Operation, view: FileSystemView, partitions: pa.Array | pa.ChunkedArray) -> dict[str, list[str]]:
+def replaced(
+    operation: Operation, view: FileSystemView, partitions: pa.Array | pa.ChunkedArray
+) -> dict[str, list[str]]:
     """The file groups an overwrite retires: those of the batch's `partitions`, or all."""
     if operation.replaces_table:
         return view.file_ids()
@@ -60,6 +66,6 @@ def replaces(result: WriteResult) -> Replaces | None:
     """The partitions a replace overwrites (those it retires groups of or writes to), or deletes."""
     if result.replaced is None:
         return None
-    if Operation.of(result.operation).replaces_table:
+    if result.operation.replaces_table:
         return Replaces(whole_table=True)
     return Replaces(frozenset(result.replaced) | {s.partitionPath for s in result.write_stats})

@@ -2,7 +2,8 @@
 
 `PendingWrites` is their one owner: the instant lifecycle, the commit and the re-merge reach a
 write through it (the instant it stands at now, its heartbeat, the commits it need not be checked
-against, the callbacks that write its buckets or its whole batch again), never through the client.
+against, the callbacks that write its buckets or its whole batch again), never through the client,
+and every change to a write is one of its methods: the steps read a `PendingWrite`, never assign it.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 
-from upsertlake.concurrency.conflict import FileGroup
 from upsertlake.concurrency.heartbeat import Heartbeat
 from upsertlake.engine.bucket_writer import BucketJob, WriteStatus
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.errors import UpsertlakeError
+from upsertlake.layout.file_system_view import FileGroup
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant, State
 
@@ -28,14 +29,15 @@ log = logging.getLogger(__name__)
 # DataFrame (one task per bucket). A re-merge and a move both go through it.
 Rewrite = Callable[[BucketJob, Collection[int] | None, int], list[WriteStatus]]
 # Tags, partitions and writes the kept batch again against the table as it is now, for a retry
-# after a conflict on a record: (instant, attempt) -> the new result, through begin_buckets and
-# result_of as the first attempt.
+# after a conflict on a record or a redo after a compaction: (instant, attempt) -> the new result,
+# through `WriteClient.begin_write` and `write_result` as the first attempt.
 Redo = Callable[[str, int], WriteResult]
 
 
 @dataclass
 class PendingWrite:
-    """A started write, and what its commit needs to merge it again if it must."""
+    """A started write, and what its commit needs to merge it again if it must. Changed only by
+    `PendingWrites`, its owner."""
 
     instant: Instant
     checked: frozenset[str]  # completed writes it need not be checked against (done at its start)
@@ -44,8 +46,8 @@ class PendingWrite:
     statuses: dict[FileGroup, WriteStatus] = field(default_factory=dict)
     rewrite: Rewrite | None = None  # writes buckets again: a re-merge needs it
     redo: Redo | None = None  # writes the batch again: a retry after a conflict needs it
-    held: dict[str, Callable[[], None]] = field(default_factory=dict)  # name -> frees what rewrite/redo read
-    redoing: bool = False  # a retry is writing the batch again under its new instant
+    held: dict[str, Callable[[], object]] = field(default_factory=dict)  # name -> frees what rewrite/redo read
+    planned_on: frozenset[str] = frozenset()  # the completed instants the latest plan of its batch saw
     inflight_doc: bytes = b""  # the inflight file's workload profile, for an instant it moves to
     thread: int = field(default_factory=threading.get_ident)  # the thread that started it
     requested_doc: bytes = b""  # the requested file's content (a replace's plan), for a new instant
@@ -59,7 +61,7 @@ class PendingWrite:
         if self.heartbeat is not None:
             self.heartbeat.stop()
 
-    def hold(self, name: str, release: Callable[[], None]) -> None:
+    def hold(self, name: str, release: Callable[[], object]) -> None:
         """Call `release` when the write ends; an earlier hold of `name` is released now."""
         earlier = self.held.pop(name, None)
         if earlier is not None:
@@ -74,7 +76,7 @@ class PendingWrite:
         for name, release in held.items():
             try:
                 release()
-            except Exception:  # noqa: BLE001 - freeing a cache must not undo a commit's outcome
+            except Exception:
                 log.warning("write %s: could not release %s", self.instant.time, name, exc_info=True)
 
 
@@ -103,6 +105,40 @@ class PendingWrites:
             raise UpsertlakeError(f"instant {instant_time} was not started by this client (or was already written)")
         return pending
 
+    def take_start_timeline(self, instant_time: str) -> Timeline | None:
+        """The timeline as the write's start left it, once: a retry plans on the timeline as it is then."""
+        pending = self.startable(instant_time)
+        timeline, pending.timeline = pending.timeline, None
+        return timeline
+
+    def went_inflight(self, instant_time: str, inflight: Instant, inflight_doc: bytes) -> None:
+        """The write's instant is inflight, with its workload profile (`inflight_doc`)."""
+        pending = self._writes[instant_time]
+        pending.instant, pending.inflight_doc = inflight, inflight_doc
+
+    def planned(self, instant_time: str, job: BucketJob, planned_on: frozenset[str]) -> None:
+        """`job` writes the write's buckets, planned on a view of the completed instants `planned_on`."""
+        pending = self._writes[instant_time]
+        pending.job, pending.planned_on = job, planned_on
+
+    def wrote(self, instant_time: str, statuses: Collection[WriteStatus]) -> None:
+        """The statuses of every bucket the write wrote (a re-merge rewrites some of them)."""
+        pending = self._writes.get(instant_time)
+        if pending is not None:
+            pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
+
+    def rewrote(self, instant_time: str, job: BucketJob, statuses: Collection[WriteStatus], every: bool) -> None:
+        """Buckets written again by `job`: every bucket (a move to a new instant), or some (a
+        re-merge), whose statuses replace those of their file groups."""
+        pending = self._writes[instant_time]
+        new = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
+        pending.job = job
+        pending.statuses = new if every else {**pending.statuses, **new}
+
+    def check_from(self, instant_time: str, checked: frozenset[str]) -> None:
+        """The write need not be checked against the completed writes `checked` any more."""
+        self._writes[instant_time].checked = checked
+
     def keep(self, instant_time: str, *, rewrite: Rewrite | None = None, redo: Redo | None = None) -> None:
         """What a write gives its commit: `rewrite` writes buckets again for a re-merge, `redo`
         the whole batch again for a retry after a conflict on a record."""
@@ -110,7 +146,7 @@ class PendingWrites:
         pending.rewrite = rewrite or pending.rewrite
         pending.redo = redo or pending.redo
 
-    def hold(self, instant_time: str, name: str, release: Callable[[], None]) -> None:
+    def hold(self, instant_time: str, name: str, release: Callable[[], object]) -> None:
         """Call `release` once the write ends, or when `name` is held anew."""
         self._writes[instant_time].hold(name, release)
 

@@ -6,26 +6,37 @@ Everything here raises before a single file is written, so bad input leaves the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.config.table_config import TableConfig
-from upsertlake.engine.bucket_writer import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION
 from upsertlake.engine.dedup import dedup_indices
-from upsertlake.layout.file_writer import META_COLUMNS
 from upsertlake.engine.input import to_arrow_table
 from upsertlake.errors import SchemaError
-from upsertlake.schema import IS_DELETED_COLUMN, conform, merge_schemas, normalize_batch
-from upsertlake.schema.types import same_type
-from upsertlake.schema.ordering import ordering_values
 from upsertlake.layout.keygen import KeyGenerator
+from upsertlake.schema import conform, merge_schemas, normalize_batch
+from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, IS_DELETED, KEY, META_COLUMNS, PARTITION, POSITION
+from upsertlake.schema.ordering import ordering_values
+from upsertlake.schema.types import same_type
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
 # Internal: a record's place in the whole input (Spark numbers rows before any shuffle). When the
 # batch carries it, it rides along with each record, so a task's winners keep their input order.
-POSITION = "_upsertlake_position"
+
+
+class Distinct(Enum):
+    """What deduplication made distinct in a batch; tagging skips a hash pass when it knows."""
+
+    NOTHING = "nothing"  # keys may repeat
+    KEY_IN_PARTITION = "key in partition"  # no key twice in one partition
+    KEY = "key"  # no key twice
+
+    def unique_for(self, global_index: bool) -> bool:
+        """Does no key of the batch repeat where the index looks (the table, or a partition)?"""
+        return self is Distinct.KEY or (self is Distinct.KEY_IN_PARTITION and not global_index)
 
 
 @dataclass(frozen=True)
@@ -35,9 +46,7 @@ class PreparedBatch:
     records: pa.Table
     data_schema: pa.Schema
     num_input: int
-    # What deduplication made distinct: "key" (no key twice), "partition" (no key twice in a
-    # partition), "" (nothing: keys may repeat). Tagging skips a hash pass when it knows.
-    distinct: str = ""
+    distinct: Distinct = Distinct.NOTHING
 
     @property
     def keys(self) -> pa.ChunkedArray:
@@ -54,14 +63,14 @@ def _require(batch: pa.Table, fields: tuple[str, ...] | list[str], role: str) ->
             raise SchemaError(f"{role} field {name!r} is missing from the batch (columns: {batch.column_names})")
 
 
-def _keep_key_types(batch: pa.Table, table_schema: pa.Schema, config: TableConfig) -> pa.Table:
+def _keep_key_types(batch: pa.Table, table_schema: pa.Schema, table_config: TableConfig) -> pa.Table:
     """Record key, partition and precombine columns never change type (other columns widen):
     they decide where a record lives and which version wins, so a batch whose ts became float64
     (a pandas column with a NaN) must not turn the table's long into a double. A batch type is
     cast to the table's when every value survives the round trip, else refused."""
-    roles = {name: "precombine" for name in config.ordering_fields}
-    roles.update({name: "partition" for name in config.partition_fields})
-    roles.update({name: "record key" for name in config.record_key_fields})
+    roles = {name: "precombine" for name in table_config.ordering_fields}
+    roles.update({name: "partition" for name in table_config.partition_fields})
+    roles.update({name: "record key" for name in table_config.record_key_fields})
     for name, role in roles.items():
         if name not in table_schema.names or name not in batch.column_names:
             continue
@@ -106,7 +115,7 @@ class PrepareSpec:
     """How one write prepares its batch. Picklable: Spark runs it on each hash partition of the
     input (by record key, so every duplicate of a key meets in one partition)."""
 
-    config: TableConfig
+    table_config: TableConfig
     table_schema: pa.Schema | None
     operation: Operation
     combine: bool
@@ -116,7 +125,7 @@ class PrepareSpec:
     def run(self, data: object) -> PreparedBatch:
         return prepare_batch(
             data,
-            self.config,
+            self.table_config,
             self.table_schema,
             operation=self.operation,
             combine=self.combine,
@@ -127,7 +136,7 @@ class PrepareSpec:
 
 def prepare_batch(
     data: object,
-    config: TableConfig,
+    table_config: TableConfig,
     table_schema: pa.Schema | None,
     *,
     operation: Operation,
@@ -142,30 +151,30 @@ def prepare_batch(
     if position is not None:
         batch = batch.drop_columns([POSITION])
     num_input = batch.num_rows
-    _require(batch, config.record_key_fields, "record key")
+    _require(batch, table_config.record_key_fields, "record key")
     if operation is Operation.DELETE:
         if not dedup_by_key_only:
-            _require(batch, config.partition_fields, "partition")
-        return _prepare_delete(batch, config, table_schema, num_input, position)
-    _require(batch, config.partition_fields, "partition")
-    _require(batch, config.ordering_fields, "precombine")
+            _require(batch, table_config.partition_fields, "partition")
+        return _prepare_delete(batch, table_config, table_schema, num_input, position)
+    _require(batch, table_config.partition_fields, "partition")
+    _require(batch, table_config.ordering_fields, "precombine")
     batch = normalize_batch(batch)
     if table_schema is not None:
-        batch = _keep_key_types(batch, table_schema, config)
-    for name in config.ordering_fields:
+        batch = _keep_key_types(batch, table_schema, table_config)
+    for name in table_config.ordering_fields:
         _require_ordering(batch, name)
     data_schema = merge_schemas(table_schema, batch.schema, allow_missing=allow_missing_columns)
     batch = conform(batch, data_schema)
-    keygen = KeyGenerator(config)
+    keygen = KeyGenerator(table_config)
     keys = keygen.record_keys(batch)
     partitions = keygen.partition_paths(batch)
-    if IS_DELETED_COLUMN in batch.column_names:
-        if not pa.types.is_boolean(batch.schema.field(IS_DELETED_COLUMN).type):
+    if IS_DELETED in batch.column_names:
+        if not pa.types.is_boolean(batch.schema.field(IS_DELETED).type):
             raise SchemaError(
-                f"column {IS_DELETED_COLUMN!r} must be boolean (it marks deletes), not "
-                f"{batch.schema.field(IS_DELETED_COLUMN).type}"
+                f"column {IS_DELETED!r} must be boolean (it marks deletes), not "
+                f"{batch.schema.field(IS_DELETED).type}"
             )
-        flag = pc.fill_null(batch.column(IS_DELETED_COLUMN), False)
+        flag = pc.fill_null(batch.column(IS_DELETED), False)
     else:
         flag = constant(False, batch.num_rows, pa.bool_())
     records = (
@@ -178,26 +187,27 @@ def prepare_batch(
         records = records.append_column(POSITION, position)
     if combine:
         by = [keys] if dedup_by_key_only else [keys, partitions]
-        ordering = ordering_values(batch, config.ordering_fields) if config.ordering_fields else None
+        ordering = ordering_values(batch, table_config.ordering_fields) if table_config.ordering_fields else None
         winners = dedup_indices(by, ordering)
         if len(winners) != records.num_rows:
             records = records.take(winners)
-        return PreparedBatch(records, data_schema, num_input, "key" if dedup_by_key_only else "partition")
+        distinct = Distinct.KEY if dedup_by_key_only else Distinct.KEY_IN_PARTITION
+        return PreparedBatch(records, data_schema, num_input, distinct)
     return PreparedBatch(records, data_schema, num_input)
 
 
 def _prepare_delete(
     batch: pa.Table,
-    config: TableConfig,
+    table_config: TableConfig,
     table_schema: pa.Schema | None,
     num_input: int,
     position: pa.ChunkedArray | None = None,
 ) -> PreparedBatch:
     """Deletes need only the key (and partition) columns; data columns are carried as nulls."""
-    keygen = KeyGenerator(config)
+    keygen = KeyGenerator(table_config)
     keys = keygen.record_keys(batch)
     # A non-partitioned table's partition path is "" (not unknown), so its keys are found.
-    if all(f in batch.column_names for f in config.partition_fields):
+    if all(f in batch.column_names for f in table_config.partition_fields):
         partitions = keygen.partition_paths(batch)
     else:
         partitions = constant(None, batch.num_rows)
@@ -213,8 +223,8 @@ def _prepare_delete(
             **({POSITION: position} if position is not None else {}),
         }
     )
-    by_key = config.partition_fields == ()
+    by_key = table_config.partition_fields == ()
     winners = dedup_indices([keys] if by_key else [keys, partitions], None)
     if len(winners) != records.num_rows:
         records = records.take(winners)
-    return PreparedBatch(records, schema, num_input, "key" if by_key else "partition")
+    return PreparedBatch(records, schema, num_input, Distinct.KEY if by_key else Distinct.KEY_IN_PARTITION)

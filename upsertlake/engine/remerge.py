@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 from dataclasses import replace as _replace
 
-from upsertlake.concurrency.conflict import FileGroup
 from upsertlake.engine import instants
 from upsertlake.engine.context import WriteContext
-from upsertlake.engine.copy_on_write import write_partition_metadata
 from upsertlake.engine.pending import PendingWrite, PendingWrites
+from upsertlake.engine.write_buckets import write_partition_metadata
 from upsertlake.engine.write_result import WriteResult, with_statuses
-from upsertlake.layout.file_system_view import FileSystemView
-from upsertlake.layout.markers import reconcile_markers, rollback_pending
+from upsertlake.layout.file_system_view import FileGroup, FileSystemView
+from upsertlake.layout.markers import reconcile_markers
+from upsertlake.services.rollback import discard_pending
 from upsertlake.timeline.instant import Instant
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def remerge_or_move(
     if moved_to is not None:
         result = _move(ctx, writes, pending, result, moved_to, view, attempt, locked)
     else:
-        result = _remerge(ctx, pending, result, set(stale), view, attempt)
+        result = _remerge(ctx, writes, pending, result, set(stale), view, attempt)
     # A failed or duplicate attempt of a distributed rewrite leaves a file only its marker names.
     reconcile_markers(ctx.storage, result.instant_time, result.files_written)
     return result
@@ -63,26 +63,25 @@ def _move(
         statuses = pending.rewrite(moved, None, attempt)
     except BaseException:
         if locked:
-            rollback_pending(ctx.storage, new)
+            discard_pending(ctx.storage, new)
             writes.end(new.time)
         else:
-            instants.rollback(ctx, writes, new.time)
+            instants.undo_own_write(ctx, writes, new.time)
         raise
     if locked:
-        rollback_pending(ctx.storage, old)
+        discard_pending(ctx.storage, old)
     else:
         with ctx.lock.hold():
-            rollback_pending(ctx.storage, old)
+            discard_pending(ctx.storage, old)
     instants.adopt(writes, pending, new)
-    pending.job = moved
-    pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
+    writes.rewrote(new.time, moved, statuses, every=True)
     log.info("write %s moved to instant %s to merge onto newer versions", old.time, new.time)
     return with_statuses(_replace(result, instant_time=new.time), statuses)
 
 
 def _remerge(
-    ctx: WriteContext, pending: PendingWrite, result: WriteResult, groups: set[FileGroup], view: FileSystemView,
-    attempt: int,
+    ctx: WriteContext, writes: PendingWrites, pending: PendingWrite, result: WriteResult, groups: set[FileGroup],
+    view: FileSystemView, attempt: int,
 ) -> WriteResult:
     """Merge this write's records of `groups` again onto their newest committed versions (new
     write token); the files they replace are deleted at once, long before the commit file."""
@@ -90,11 +89,10 @@ def _remerge(
     assert job is not None and pending.rewrite is not None
     latest = view.latest_by_group(sorted({p for p, _ in groups}))
     numbers = {(b.partition_path, b.file_id): b.number for b in job.buckets}
-    pending.job = _replace(job, base_files={**job.base_files, **{numbers[g]: latest[g] for g in groups}})
-    statuses = pending.rewrite(pending.job, [numbers[g] for g in sorted(groups)], attempt)
+    onto = _replace(job, base_files={**job.base_files, **{numbers[g]: latest[g] for g in groups}})
+    statuses = pending.rewrite(onto, [numbers[g] for g in sorted(groups)], attempt)
     for group in groups:
         ctx.storage.delete(pending.statuses[group].stat.path)
-    for status in statuses:
-        pending.statuses[(status.stat.partitionPath, status.stat.fileId)] = status
+    writes.rewrote(job.instant_time, onto, statuses, every=False)
     log.info("write %s re-merged %d file group(s) onto newer versions", job.instant_time, len(groups))
     return with_statuses(result, list(pending.statuses.values()))

@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
 from upsertlake.layout.slice_keys import SliceKeys
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.partitioner import Bucket, BucketType, SmallFile
+from upsertlake.schema.columns import DELETE_FLAG, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_KEY
 from upsertlake.services.compaction_plan import read_plan
 from upsertlake.timeline.active import Timeline
 
@@ -47,15 +47,20 @@ def rewritten_slices(
 def written_copies(records: pa.Table, locations: pa.Table) -> pa.Table:
     """(key, loc_partition, loc_file_id) of the tagged records that are not deletes: the stored
     copies `rewritten_slices` asks about (Spark selects the same columns in its tasks)."""
-    written = pc.and_(pc.is_valid(locations.column("loc_file_id")), pc.invert(records.column(DELETE_FLAG)))
+    written = pc.and_(pc.is_valid(locations.column(LOC_FILE_ID)), pc.invert(records.column(DELETE_FLAG)))
     at = pa.array(np.flatnonzero(np.asarray(written.to_numpy(zero_copy_only=False), dtype=bool)))
-    return pa.table({"key": records.column(KEY).take(at), "loc_partition": locations.column("loc_partition").take(at),
-                     "loc_file_id": locations.column("loc_file_id").take(at)})
+    return pa.table(
+        {
+            LOOKUP_KEY: records.column(KEY).take(at),
+            LOC_PARTITION: locations.column(LOC_PARTITION).take(at),
+            LOC_FILE_ID: locations.column(LOC_FILE_ID).take(at),
+        }
+    )
 
 
 def dead_groups(copies: pa.Table, alive: np.ndarray) -> frozenset[tuple[str, str]]:
     """The file groups of the `copies` (`written_copies`) whose key is not `alive` in its slice."""
-    groups = copies.select(["loc_partition", "loc_file_id"]).filter(pa.array(~alive))
+    groups = copies.select([LOC_PARTITION, LOC_FILE_ID]).filter(pa.array(~alive))
     return frozenset(zip(groups.column(0).to_pylist(), groups.column(1).to_pylist()))
 
 

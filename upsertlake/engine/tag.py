@@ -12,10 +12,9 @@ import logging
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.config import Config
+from upsertlake.config import Config, option_list
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
-from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION
 from upsertlake.engine.global_routing import route_global
 from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.errors import ConfigError
@@ -25,6 +24,7 @@ from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.layout.slice_keys import SliceKeys
 from upsertlake.layout.slice_reader import Merge
+from upsertlake.schema.columns import DELETE_FLAG, KEY, LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, PARTITION
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 def table_index(cfg: Config, table_config: TableConfig) -> Index:
     """The index `hoodie.index.type` names for this table: a BUCKET index hashes the record key
     fields unless `hoodie.bucket.index.hash.field` names some of them."""
-    named = [f.strip() for f in cfg.get(opt.BUCKET_INDEX_HASH_FIELD).split(",") if f.strip()]
+    named = option_list(cfg.get(opt.BUCKET_INDEX_HASH_FIELD))
     key_fields = list(table_config.record_key_fields)
     if cfg.bucket_index:
         check_bucket_index_fields(named, key_fields)
@@ -54,8 +54,13 @@ def slice_merge(table_config: TableConfig, view: FileSystemView) -> Merge | None
 
 
 def tag(
-    batch: PreparedBatch, index: Index, view: FileSystemView, operation: Operation, cfg: Config,
-    ordering_fields: tuple[str, ...], merge: Merge | None = None,
+    batch: PreparedBatch,
+    index: Index,
+    view: FileSystemView,
+    operation: Operation,
+    cfg: Config,
+    ordering_fields: tuple[str, ...],
+    merge: Merge | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """The batch's records that are written, and beside them their locations (`loc_partition`,
     `loc_file_id`, `loc_instant`: null for an insert). A delete of a key that is not stored is
@@ -64,15 +69,15 @@ def tag(
     records = batch.records
     if not index.requires_tagging(operation) or records.num_rows == 0:
         empty = constant(None, records.num_rows)
-        return records, pa.table({"loc_partition": empty, "loc_file_id": empty, "loc_instant": empty})
-    unique = batch.distinct == "key" or (batch.distinct == "partition" and not index.is_global)
+        return records, pa.table({LOC_PARTITION: empty, LOC_FILE_ID: empty, LOC_INSTANT: empty})
+    unique = batch.distinct.unique_for(index.is_global)
     slices = SliceKeys(view, merge) if merge is not None else None
     live = slices.live if slices is not None else None
     locations = index.tag(records.column(KEY), records.column(PARTITION), view, unique, live)
     if index.is_global:
         records, locations = route_global(records, locations, operation, cfg, view, ordering_fields, slices)
     # A delete of a key that is not stored is nothing.
-    keep = pc.invert(pc.and_(records.column(DELETE_FLAG), pc.is_null(locations.column("loc_file_id"))))
+    keep = pc.invert(pc.and_(records.column(DELETE_FLAG), pc.is_null(locations.column(LOC_FILE_ID))))
     if not pc.all(keep).as_py():
         records, locations = records.filter(keep), locations.filter(keep)
     return records, locations

@@ -7,7 +7,7 @@ written nothing is visible; a failure before it rolls the instant back.
 The client holds the write context, the index and the started writes, and runs the steps in
 order; each step lives in its own module and takes values, as Hudi's action executors do:
 `instants` (start, wait, roll back, move an instant), `planner` (prepare, tag, profile,
-partition), `copy_on_write` and `merge_on_read` (write buckets), `overwrite` (the replace
+bucketing: one `write_plan`), `write_buckets` and `merge_on_read` (write buckets), `overwrite` (the replace
 actions), `commit` (check and complete), `remerge` (merge again onto a concurrent commit's
 versions). Spark's writer drives the same steps through `plan_profile`, `begin_write` and
 `write_result`.
@@ -17,26 +17,27 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import Any
 
 from upsertlake.config import Config
-from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine import commit as commit_action
-from upsertlake.engine import copy_on_write, instants, merge_on_read, overwrite
-from upsertlake.engine.bucket_writer import PARTITION, BucketJob, WriteStatus
+from upsertlake.engine import instants, merge_on_read, overwrite, write_buckets
+from upsertlake.engine.bucket_writer import BucketJob, WriteStatus
 from upsertlake.engine.context import WriteContext
 from upsertlake.engine.pending import PendingWrites
-from upsertlake.engine.plan import Progress, WritePlan, stage
 from upsertlake.engine.planner import plan_batch, prepare_spec
 from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.engine.tag import table_index
+from upsertlake.engine.write_plan import Progress, WritePlan, stage
 from upsertlake.engine.write_result import WriteResult, with_statuses
 from upsertlake.errors import StorageError
 from upsertlake.index import BucketIndex, InMemoryIndex
-from upsertlake.services.metadata_table import keeps_record_index
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import start_markers
+from upsertlake.schema.columns import PARTITION
+from upsertlake.services.metadata_table import keeps_record_index
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.instant import State
@@ -50,9 +51,9 @@ class WriteClient:
     """Writes to one table with explicit instants, as Hudi's write client does. The only holder
     of its write context, which it replaces when a step returns a newer table config."""
 
-    def __init__(self, storage: Storage, table_config: TableConfig, config: Config) -> None:
-        self.context = WriteContext.open(storage, table_config, config)
-        self.index: Index = table_index(config, table_config)
+    def __init__(self, storage: Storage, table_config: TableConfig, cfg: Config) -> None:
+        self.context = WriteContext.open(storage, table_config, cfg)
+        self.index: Index = table_index(cfg, table_config)
         self.writes = PendingWrites()
 
     @property
@@ -62,7 +63,7 @@ class WriteClient:
     @property
     def table_config(self) -> TableConfig:
         """The table's config as this client last read it (under the lock, at a start or a commit)."""
-        return self.context.table
+        return self.context.table_config
 
     # -- 1. start ----------------------------------------------------------------------------
     def start_commit(
@@ -90,27 +91,27 @@ class WriteClient:
 
     # -- 2..8. the write ---------------------------------------------------------------------
     def upsert(
-        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+        self, data: object, instant_time: str, options: dict[str, Any] | None = None, progress: Progress | None = None
     ) -> WriteResult:
         return self.write(Operation.UPSERT, data, instant_time, options, progress)
 
     def insert(
-        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+        self, data: object, instant_time: str, options: dict[str, Any] | None = None, progress: Progress | None = None
     ) -> WriteResult:
         return self.write(Operation.INSERT, data, instant_time, options, progress)
 
     def bulk_insert(
-        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+        self, data: object, instant_time: str, options: dict[str, Any] | None = None, progress: Progress | None = None
     ) -> WriteResult:
         return self.write(Operation.BULK_INSERT, data, instant_time, options, progress)
 
     def delete(
-        self, data: object, instant_time: str, options: dict | None = None, progress: Progress | None = None
+        self, data: object, instant_time: str, options: dict[str, Any] | None = None, progress: Progress | None = None
     ) -> WriteResult:
         return self.write(Operation.DELETE, data, instant_time, options, progress)
 
     def overwrite(
-        self, operation: str | Operation, data: object, instant_time: str, options: dict | None = None,
+        self, operation: str | Operation, data: object, instant_time: str, options: dict[str, Any] | None = None,
         progress: Progress | None = None,
     ) -> WriteResult:
         """insert_overwrite (the batch's partitions) or insert_overwrite_table: the records go to new
@@ -119,18 +120,18 @@ class WriteClient:
         return self.write(op, data, instant_time, options, progress)
 
     def write(
-        self, operation: str | Operation, data: object, instant_time: str, options: dict | None = None,
+        self, operation: str | Operation, data: object, instant_time: str, options: dict[str, Any] | None = None,
         progress: Progress | None = None,
     ) -> WriteResult:
         """Steps 2-8 of `operation` (one of the record operations) under a started instant."""
         operation = Operation.of(operation, RECORD_OPERATIONS)
-        pending = self.writes.startable(instant_time)
-        plan = self.plan(operation, data, options, progress, pending.timeline)
-        pending.timeline = None  # a retry plans on the timeline as it is then
+        plan = self.plan(operation, data, options, progress, self.writes.take_start_timeline(instant_time))
         stages = dict(plan.stages)
         job = self.begin_write(instant_time, plan)
-        self.writes.keep(instant_time, redo=partial(self._redo, plan.tagged.batch, plan.operation, options))
-        with stage(stages, "write", progress, total=copy_on_write.buckets_used(plan.tagged.assignment)):
+        tagged = plan.tagged
+        assert tagged is not None, "an in-process plan holds its records"
+        self.writes.keep(instant_time, redo=partial(self._redo, tagged.batch, plan.operation, options))
+        with stage(stages, "write", progress, total=write_buckets.buckets_used(tagged.assignment)):
             try:
                 statuses = self._write_buckets(plan, job, progress)
             except (OSError, StorageError) as exc:
@@ -146,7 +147,11 @@ class WriteClient:
         return overwrite.delete_partitions(self.context, partitions, instant_time)
 
     def plan(
-        self, operation: str | Operation, data: object, options: dict | None = None, progress: Progress | None = None,
+        self,
+        operation: str | Operation,
+        data: object,
+        options: dict[str, Any] | None = None,
+        progress: Progress | None = None,
         timeline: Timeline | None = None,
     ) -> WritePlan:
         """Prepare, tag, profile and partition a write without writing anything: what `write`
@@ -163,29 +168,24 @@ class WriteClient:
     def begin_write(self, instant_time: str, plan: WritePlan, keep_keys: bool | None = None) -> BucketJob:
         """Step 6: the instant goes inflight with the workload profile; the partition metafiles
         are written; returns what every bucket's writer needs (picklable, for Spark executors).
-        `keep_keys=False`: the statuses carry counts and stats only, no key arrays (Spark). A
-        retry (`redoing`) writes again under its new instant, tagged against the plan's view."""
+        `keep_keys=False`: the statuses carry counts and stats only, no key arrays (Spark)."""
         pending = self.writes.startable(instant_time)
         ctx = self.context
-        if pending.redoing:
-            # The retry builds on what the view holds: no need to check those commits again, but
-            # only those named before its instant. A later one it built on must still be found
-            # (and the write moved past it): readers would hide a version named by an earlier time.
-            seen = {i.time for i in plan.view.visible_instants if i.time < instant_time}
-            pending.checked = pending.checked | seen
-        pending.inflight_doc = plan.profile.to_inflight_json()
-        pending.instant = transition(ctx.storage, pending.instant, State.INFLIGHT, pending.inflight_doc, layout_of(ctx.table))
+        inflight_doc = plan.profile.to_inflight_json()
+        inflight = transition(ctx.storage, pending.instant, State.INFLIGHT, inflight_doc, layout_of(ctx.table_config))
+        self.writes.went_inflight(instant_time, inflight, inflight_doc)
         start_markers(ctx.storage, instant_time)
         # an in-memory index and the metadata table's record index learn keys from a write (never on Spark)
-        learns = isinstance(self.index, InMemoryIndex) or keeps_record_index(ctx.table)
+        learns = isinstance(self.index, InMemoryIndex) or keeps_record_index(ctx.table_config)
         keep = learns if keep_keys is None else keep_keys
-        job = copy_on_write.bucket_job(
+        job = write_buckets.bucket_job(
             ctx.storage, instant_time, plan.operation, plan.cfg, plan.view, plan.buckets, plan.data_schema,
-            ctx.table.ordering_fields, keep,
+            ctx.table_config.ordering_fields, keep,
         )
-        if ctx.table.is_merge_on_read:
-            job = merge_on_read.append_job(job, ctx.table, plan.small_files, plan.view, plan.cfg, plan.rewrites)
-        pending.job = job
+        if ctx.table_config.is_merge_on_read:
+            job = merge_on_read.append_job(job, ctx.table_config, plan.small_files, plan.view, plan.cfg, plan.rewrites)
+        planned_on = frozenset(i.time for i in plan.view.visible_instants)
+        self.writes.planned(instant_time, job, planned_on)
         return job
 
     def write_result(
@@ -193,9 +193,7 @@ class WriteClient:
     ) -> WriteResult:
         """Step 8: the write statuses of every bucket as one result, ready to commit (Spark
         builds it from its tasks' statuses)."""
-        pending = self.writes.get(instant_time)
-        if pending is not None:
-            pending.statuses = {(s.stat.partitionPath, s.stat.fileId): s for s in statuses}
+        self.writes.wrote(instant_time, statuses)
         replaced = None
         if plan.operation.overwrites and plan.tagged is not None:
             replaced = overwrite.replaced(plan.operation, plan.view, plan.tagged.records.column(PARTITION))
@@ -213,17 +211,16 @@ class WriteClient:
         )
         return with_statuses(result, statuses)
 
-    def _index(self, options: dict | None, cfg: Config) -> Index:
+    def _index(self, options: dict[str, Any] | None, cfg: Config) -> Index:
         """This client's index, or the one a call's options name."""
-        return self.index if options is None else table_index(cfg, self.context.table)
+        return self.index if options is None else table_index(cfg, self.context.table_config)
 
     # -- 7. write ----------------------------------------------------------------------------
     def _write_buckets(
         self, plan: WritePlan, job: BucketJob, progress: Progress | None, attempt: int = 1
     ) -> list[WriteStatus]:
         """Step 7 in process; keeps the records for a re-merge (the write's `Rewrite`)."""
-        threads = self.context.options.get(opt.WRITE_PARALLELISM)
-        statuses, rewrite = copy_on_write.write_buckets(self.context.storage, plan, job, progress, attempt, threads)
+        statuses, rewrite = write_buckets.write_buckets(self.context.storage, plan, job, progress, attempt)
         self.writes.keep(job.instant_time, rewrite=rewrite)
         return statuses
 
@@ -242,13 +239,18 @@ class WriteClient:
             self.context, self.writes, instant_time, result, extra_metadata, buckets=isinstance(self.index, BucketIndex)
         )
         if result.replaced:
-            self.index = table_index(self.context.options, self.context.table)  # whole groups went: relearn
+            self.index = table_index(self.context.options, self.context.table_config)  # whole groups went: relearn
         elif result.index_update is not None and self.index.learns_writes:
             self.index.update(result.index_update, FileSystemView(Timeline.load(self.context.storage)))
         return result
 
     def _redo(
-        self, batch: PreparedBatch, operation: Operation, options: dict | None, instant_time: str, attempt: int
+        self,
+        batch: PreparedBatch,
+        operation: Operation,
+        options: dict[str, Any] | None,
+        instant_time: str,
+        attempt: int,
     ) -> WriteResult:
         """The in-process `Redo`: tag, partition and write the kept batch again."""
         cfg = self.context.resolve(options)
@@ -260,4 +262,4 @@ class WriteClient:
     def rollback(self, instant_time: str) -> None:
         """Undo a started, uncommitted write of this client. If another writer rolled it back
         already (its heartbeat expired while it ran), what it wrote since is deleted all the same."""
-        instants.rollback(self.context, self.writes, instant_time)
+        instants.undo_own_write(self.context, self.writes, instant_time)

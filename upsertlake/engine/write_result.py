@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace
+from typing import Any
 
 import pyarrow as pa
 
 from upsertlake.engine.bucket_writer import WriteStatus
 from upsertlake.index.base import IndexUpdate
+from upsertlake.schema.columns import LOOKUP_KEY, UPDATE_FILE_ID, UPDATE_PARTITION
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
+from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
 
 
@@ -23,7 +26,7 @@ class WriteResult:
     """What one write did. Uncommitted until `WriteClient.commit` returns it with `committed`."""
 
     instant_time: str
-    operation: str
+    operation: Operation
     num_inserts: int
     num_updates: int
     num_deletes: int
@@ -75,12 +78,14 @@ def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[W
         del_ids.append(constant(status.stat.fileId, n_del))
     empty = pa.array([], pa.string())
 
-    def cat(arrays: list) -> pa.Array:
+    def cat(arrays: list[Any]) -> pa.Array:
         return pa.concat_arrays([empty, *[a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]])
 
     return IndexUpdate(
         instant_time,
-        inserted=pa.table({"key": cat(ins_keys), "partition": cat(ins_parts), "file_id": cat(ins_ids)}),
-        deleted=pa.table({"key": cat(del_keys), "partition": cat(del_parts), "file_id": cat(del_ids)}),
-        deleted_in_logs=pa.table({"key": cat(log_keys), "partition": cat(log_parts), "file_id": cat(log_ids)}),
+        inserted=pa.table({LOOKUP_KEY: cat(ins_keys), UPDATE_PARTITION: cat(ins_parts), UPDATE_FILE_ID: cat(ins_ids)}),
+        deleted=pa.table({LOOKUP_KEY: cat(del_keys), UPDATE_PARTITION: cat(del_parts), UPDATE_FILE_ID: cat(del_ids)}),
+        deleted_in_logs=pa.table(
+            {LOOKUP_KEY: cat(log_keys), UPDATE_PARTITION: cat(log_parts), UPDATE_FILE_ID: cat(log_ids)}
+        ),
     )

@@ -86,8 +86,10 @@ def entries_table(parts: list[tuple[DataBlock, int, int]]) -> pa.Table:
     bases = np.cumsum([0] + [len(block.payload) for block, _, _ in parts])[:-1]
 
     def column(starts: str, lengths: str) -> pa.Array:
-        begin = np.concatenate([getattr(b, starts)[lo:hi] + base for (b, lo, hi), base in zip(parts, bases, strict=True)]
-                               or [np.empty(0, np.int64)])
+        begin = np.concatenate(
+            [getattr(b, starts)[lo:hi] + base for (b, lo, hi), base in zip(parts, bases, strict=True)]
+            or [np.empty(0, np.int64)]
+        )
         size = np.concatenate([getattr(b, lengths)[lo:hi] for b, lo, hi in parts] or [np.empty(0, np.int64)])
         offsets = np.zeros(len(size) + 1, dtype=np.int64)
         np.cumsum(size, out=offsets[1:])
@@ -163,8 +165,10 @@ def _decode_each(buf: bytes, mvcc: bool, tags: bool, where: str) -> DataBlock:
         if row_length + KEY_OVERHEAD > key_length:
             raise HFileError(f"{where}: the entry at {pos} has a {row_length}-byte row in a {key_length}-byte key")
         if pos + 8 + key_length + value_length > end:
-            raise HFileError(f"{where}: the entry at {pos} ({key_length}-byte key, {value_length}-byte value) "
-                             f"runs past the block's {end} bytes")
+            raise HFileError(
+                f"{where}: the entry at {pos} ({key_length}-byte key, {value_length}-byte value) "
+                f"runs past the block's {end} bytes"
+            )
         key_starts.append(pos + 10)
         key_lengths.append(row_length)
         pos += 8 + key_length
@@ -174,7 +178,7 @@ def _decode_each(buf: bytes, mvcc: bool, tags: bool, where: str) -> DataBlock:
         if tags:
             if pos + 2 > end:
                 raise HFileError(f"{where}: an entry's tags are cut short")
-            pos += 2 + int.from_bytes(buf[pos:pos + 2], "big")
+            pos += 2 + int.from_bytes(buf[pos : pos + 2], "big")
         if mvcc:
             if pos < end and (buf[pos] < 0x80 or buf[pos] >= 0x90):  # a one-byte VLong (HBase writes 0)
                 pos += 1
@@ -193,10 +197,10 @@ def _put_big_endian(out: np.ndarray, positions: np.ndarray, values: np.ndarray, 
 
 def binary_parts(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """A large binary array's bytes, one value after another, and each value's length."""
-    offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)[column.offset:column.offset + len(column) + 1]
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)[column.offset : column.offset + len(column) + 1]
     body = column.buffers()[2]
     data = np.frombuffer(body, dtype=np.uint8) if body is not None else np.empty(0, dtype=np.uint8)
-    return data[offsets[0]:offsets[-1]], np.diff(offsets)
+    return data[offsets[0] : offsets[-1]], np.diff(offsets)
 
 
 def encode_entries(keys: pa.Array, values: pa.Array) -> bytes:

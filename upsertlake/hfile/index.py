@@ -108,5 +108,6 @@ def encode_data_index(keys: list[bytes], offsets: list[int], sizes: list[int]) -
 def encode_meta_index(names: list[bytes], offsets: list[int], sizes: list[int]) -> bytes:
     """A root meta index: each meta block's name behind its VInt length."""
     return b"".join(
-        _ENTRY.pack(offset, size) + vint(len(name)) + name for name, offset, size in zip(names, offsets, sizes, strict=True)
+        _ENTRY.pack(offset, size) + vint(len(name)) + name
+        for name, offset, size in zip(names, offsets, sizes, strict=True)
     )

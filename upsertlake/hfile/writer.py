@@ -159,7 +159,8 @@ class HFileWriter:
 
     def _take_loose(self) -> None:
         if self._loose[0]:
-            self._chunks.append((pa.array(self._loose[0], pa.large_binary()), pa.array(self._loose[1], pa.large_binary())))
+            keys, values = self._loose
+            self._chunks.append((pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary())))
             self._loose = ([], [])
 
     def _flush_block(self) -> None:
@@ -199,13 +200,23 @@ class HFileWriter:
         self._write(encode_block(BlockType.ROOT_INDEX, encode_meta_index(names, offsets, sizes), self.compression))
         file_info_offset = self._offset
         self._write(encode_block(BlockType.FILE_INFO, encode_file_info(self._file_info()), self.compression))
-        self._write(encode_trailer(Trailer(
-            file_info_offset=file_info_offset, load_on_open_offset=load_on_open,
-            uncompressed_data_index_size=self._data_bytes, data_index_count=len(self._index[0]),
-            meta_index_count=len(names), entry_count=self._entries, data_index_levels=1,
-            first_data_block_offset=self._first_block_offset, last_data_block_offset=self._last_block_offset,
-            comparator=HUDI_COMPARATOR, compression=self.compression,
-        )))
+        self._write(
+            encode_trailer(
+                Trailer(
+                    file_info_offset=file_info_offset,
+                    load_on_open_offset=load_on_open,
+                    uncompressed_data_index_size=self._data_bytes,
+                    data_index_count=len(self._index[0]),
+                    meta_index_count=len(names),
+                    entry_count=self._entries,
+                    data_index_levels=1,
+                    first_data_block_offset=self._first_block_offset,
+                    last_data_block_offset=self._last_block_offset,
+                    comparator=HUDI_COMPARATOR,
+                    compression=self.compression,
+                )
+            )
+        )
         self._sink.flush()
         self._closed = True
 
@@ -248,7 +259,9 @@ def _column(values: Sequence[bytes | str] | pa.Array | pa.ChunkedArray, what: st
         try:
             values = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # a mix of str and bytes, or bytes-likes
-            values = pa.array([v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values], pa.large_binary())
+            values = pa.array(
+                [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values], pa.large_binary()
+            )
     if values.null_count:
         raise HFileError(f"a null {what}: an HFile entry has a {what}")
     if pa.types.is_null(values.type) or values.type in (pa.string(), pa.large_string(), pa.binary()):
@@ -259,9 +272,13 @@ def _column(values: Sequence[bytes | str] | pa.Array | pa.ChunkedArray, what: st
 
 
 def write_hfile(
-    entries: Sequence[tuple[bytes | str, bytes]], *, block_size: int = DEFAULT_BLOCK_SIZE,
-    compression: Compression | str = Compression.NONE, file_creation_time: int | None = None,
-    meta_blocks: dict[str, bytes] | None = None, file_info: dict[str, bytes] | None = None,
+    entries: Sequence[tuple[bytes | str, bytes]],
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    compression: Compression | str = Compression.NONE,
+    file_creation_time: int | None = None,
+    meta_blocks: dict[str, bytes] | None = None,
+    file_info: dict[str, bytes] | None = None,
 ) -> bytes:
     """An HFile holding the sorted `entries`, in memory."""
     writer = HFileWriter(block_size=block_size, compression=compression, file_creation_time=file_creation_time)

@@ -16,15 +16,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema import RECORD_KEY_COLUMN
-from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, LOOKUP_KEY, RECORD_KEY
+from upsertlake.storage import Storage
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrays import group_rows, sorted_unique
 from upsertlake.util.arrow import constant
 
 LOCATION_SCHEMA = pa.schema(
-    [("loc_partition", pa.string()), ("loc_file_id", pa.string()), ("loc_instant", pa.string())]
+    [(LOC_PARTITION, pa.string()), (LOC_FILE_ID, pa.string()), (LOC_INSTANT, pa.string())]
 )
 
 LiveCopies = Callable[[pa.Table], np.ndarray]
@@ -72,7 +72,7 @@ class Index(ABC):
         no key is in the batch twice (within a partition, for an index that is not global).
         `live`: which stored copies count (the others are not found)."""
 
-    def update(self, change: IndexUpdate, view: FileSystemView) -> None:
+    def update(self, change: IndexUpdate, view: FileSystemView) -> None:  # noqa: B027 - a no-op by default
         """Learn a committed write; stateless indexes read the table instead and need nothing."""
 
     def stats(self) -> dict[str, int]:
@@ -83,7 +83,9 @@ class Index(ABC):
 Wanted = Callable[[BaseFile], tuple[pa.Array, np.ndarray]]  # a file's keys to look up, and their batch rows
 
 
-def lookup_plan(keys: pa.Array, partitions: pa.Array, view: FileSystemView, is_global: bool) -> tuple[list[BaseFile], Wanted]:
+def lookup_plan(
+    keys: pa.Array, partitions: pa.Array, view: FileSystemView, is_global: bool
+) -> tuple[list[BaseFile], Wanted]:
     """The latest base files that may hold the batch's keys, and for each file the keys to look
     up in it with their batch rows: every key (global), else its partition's."""
     if is_global:
@@ -116,27 +118,29 @@ def read_file_keys(
     """
 
     def one(bf: BaseFile) -> pa.Table:
-        keys = storage.read_parquet(bf.path, columns=[RECORD_KEY_COLUMN]).column(0)
+        keys = storage.read_parquet(bf.path, columns=[RECORD_KEY]).column(0)
         keys = pc.cast(keys, pa.string())
         rows = {}
         if wanted is not None:
             want, want_rows = wanted(bf)
-            at = np.asarray(pc.fill_null(pc.index_in(keys, value_set=want), -1).to_numpy(zero_copy_only=False), np.int64)
+            at = np.asarray(
+                pc.fill_null(pc.index_in(keys, value_set=want), -1).to_numpy(zero_copy_only=False), np.int64
+            )
             hits = np.flatnonzero(at >= 0)
             keys = keys.take(pa.array(hits))
             rows = {"row": want_rows[at[hits]]}
         n = len(keys)
         return pa.table(
             {
-                "key": keys,
-                "loc_partition": constant(bf.partition_path, n),
-                "loc_file_id": constant(bf.file_id, n),
-                "loc_instant": constant(bf.instant_time, n),
+                LOOKUP_KEY: keys,
+                LOC_PARTITION: constant(bf.partition_path, n),
+                LOC_FILE_ID: constant(bf.file_id, n),
+                LOC_INSTANT: constant(bf.instant_time, n),
                 **rows,
             }
         )
 
-    empty = pa.table({"key": pa.array([], pa.string()), **{f.name: pa.array([], f.type) for f in LOCATION_SCHEMA}})
+    empty = pa.table({LOOKUP_KEY: pa.array([], pa.string()), **{f.name: pa.array([], f.type) for f in LOCATION_SCHEMA}})
     if wanted is not None:
         empty = empty.append_column("row", pa.array([], pa.int64()))
     if not files:
@@ -196,7 +200,7 @@ def join_locations(
         found = source >= 0
         if not is_global and found.any():
             at = np.flatnonzero(found)
-            same = pc.equal(located.column("loc_partition").take(pa.array(source[at])), partitions.take(pa.array(at)))
+            same = pc.equal(located.column(LOC_PARTITION).take(pa.array(source[at])), partitions.take(pa.array(at)))
             found[at] = np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False), dtype=bool)
     elif len(stored_rows):
         source, found = _pick_locations(batch_key, partitions, stored_rows, stored_key, located, is_global)
@@ -221,14 +225,14 @@ def _pick_locations(
         pa.table({"k": stored_key, "src": stored_rows}), keys="k", join_type="inner", use_threads=False
     )
     src = pairs.column("src").combine_chunks()
-    loc_partition = located.column("loc_partition").take(src)
+    loc_partition = located.column(LOC_PARTITION).take(src)
     elsewhere = pc.fill_null(pc.not_equal(loc_partition, partitions.take(pairs.column("row").combine_chunks())), True)
     ranked = pa.table(
         {
             "row": pairs.column("row"),
             "elsewhere": pc.cast(elsewhere, pa.int8()),
             "p": loc_partition,
-            "f": located.column("loc_file_id").take(src),
+            "f": located.column(LOC_FILE_ID).take(src),
             "src": src,
         }
     )

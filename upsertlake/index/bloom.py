@@ -18,8 +18,8 @@ from upsertlake.index.base import (
     lookup_plan,
     read_file_keys,
 )
-from upsertlake.layout.footer import read_footer
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
+from upsertlake.layout.footer import read_footer
 
 
 class BloomIndex(Index):
@@ -52,8 +52,8 @@ class BloomIndex(Index):
                 subset, rows = subset.filter(pa.array(keep)), rows[keep]
             if len(subset):
                 candidates.append((bf, subset, rows))
-        wanted = {bf.path: (subset, rows) for bf, subset, rows in candidates}
-        located = read_file_keys(view.storage, [bf for bf, _, _ in candidates], wanted=lambda bf: wanted[bf.path])
+        probes = {bf.path: (subset, rows) for bf, subset, rows in candidates}
+        located = read_file_keys(view.storage, [bf for bf, _, _ in candidates], wanted=lambda bf: probes[bf.path])
         located = live_only(located, live)
         self._stats = {
             "files_considered": len(files),

@@ -10,6 +10,7 @@ the index finds keys in logs (Hudi's canIndexLogFiles).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +20,7 @@ from upsertlake.errors import ConfigError, UnsupportedTableError
 from upsertlake.index.base import LOCATION_SCHEMA, Index, LiveCopies, rows_by_partition
 from upsertlake.layout.bucket_id import bucket_ids, bucket_of
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
+from upsertlake.schema.columns import LOC_FILE_ID
 from upsertlake.timeline.operation import Operation
 
 
@@ -48,8 +50,11 @@ class BucketIndex(Index):
         groups = bucket_groups(view.latest_file_slices([p for p in view.partitions() if p in wanted]), self.num_buckets)
         stored = stored_buckets(groups)
         located = locate(stored, partitions, self.buckets(keys), self.num_buckets)
-        self._stats = {"files_considered": sum(map(len, stored.values())), "files_opened": 0,
-                       "keys_matched": len(located) - located.column("loc_file_id").null_count}
+        self._stats = {
+            "files_considered": sum(map(len, stored.values())),
+            "files_opened": 0,
+            "keys_matched": len(located) - located.column(LOC_FILE_ID).null_count,
+        }
         return located
 
     def stats(self) -> dict[str, int]:
@@ -100,8 +105,10 @@ def locate(
         at_group[at] = table[buckets[at]]
     found = at_group >= 0
     take = pa.array(np.where(found, at_group, 0), mask=~found)
-    columns = list(zip(*located)) if located else [[], [], []]
-    return pa.table({f.name: pa.array(c, f.type).take(take) for f, c in zip(LOCATION_SCHEMA, columns)}, schema=LOCATION_SCHEMA)
+    columns: list[tuple[Any, ...]] = list(zip(*located)) if located else [(), (), ()]
+    return pa.table(
+        {f.name: pa.array(c, f.type).take(take) for f, c in zip(LOCATION_SCHEMA, columns)}, schema=LOCATION_SCHEMA
+    )
 
 
 def _slice_instant(sl: FileSlice) -> str:

@@ -28,6 +28,14 @@ from upsertlake.index.base import (
     read_file_keys,
 )
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.schema.columns import (
+    LOC_FILE_ID,
+    LOC_INSTANT,
+    LOC_PARTITION,
+    LOOKUP_KEY,
+    UPDATE_FILE_ID,
+    UPDATE_PARTITION,
+)
 
 
 def hash_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -64,7 +72,8 @@ def _group_ids(partitions: pa.ChunkedArray, file_ids: pa.ChunkedArray) -> tuple[
 
 # One state per table path (and global or not) for the whole process, as Hudi's
 # HoodieInMemoryHashIndex keeps its map in a static field: every writer of the table in this process
-# shares it, whichever table object or storage it writes through (docs/how-to/choose-index-and-table-type.md: "built once per process").
+# shares it, whichever table object or storage it writes through
+# (docs/how-to/choose-index-and-table-type.md: "built once per process").
 _STATES: dict[tuple[str, bool], _State] = {}
 _LOCK = threading.Lock()
 
@@ -100,8 +109,8 @@ class InMemoryIndex(Index):
 
     def _build(self, view: FileSystemView, applied: frozenset[str]) -> _State:
         stored = read_file_keys(view.storage, view.latest_base_files())
-        file_groups, groups = _group_ids(stored.column("loc_partition"), stored.column("loc_file_id"))
-        keys = self._lookup_keys(stored.column("key"), stored.column("loc_partition"))
+        file_groups, groups = _group_ids(stored.column(LOC_PARTITION), stored.column(LOC_FILE_ID))
+        keys = self._lookup_keys(stored.column(LOOKUP_KEY), stored.column(LOC_PARTITION))
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         hashes = hash_keys(keys)
         order = np.argsort(hashes, kind="stable")
@@ -134,8 +143,8 @@ class InMemoryIndex(Index):
             if live is not None and found.any():  # a single copy a log deleted is not found
                 at = np.flatnonzero(found)
                 of = pa.array(groups[at])
-                copies = pa.table({"key": keys.take(pa.array(at)), "loc_partition": group_partitions.take(of),
-                                   "loc_file_id": group_ids.take(of)})
+                copies = pa.table({LOOKUP_KEY: keys.take(pa.array(at)), LOC_PARTITION: group_partitions.take(of),
+                                   LOC_FILE_ID: group_ids.take(of)})
                 found[at] = live(copies)
             several = np.flatnonzero(hi - lo > 1)
             if len(several):  # a stored duplicate (or a 64-bit hash collision): rank the copies
@@ -145,9 +154,9 @@ class InMemoryIndex(Index):
             latest = {bf.file_group: bf.instant_time for bf in view.latest_base_files()}
             take = pa.array(groups, mask=~found)
             columns = {
-                "loc_partition": group_partitions.take(take),
-                "loc_file_id": group_ids.take(take),
-                "loc_instant": pa.array([latest.get(fg) for fg in fgs], pa.string()).take(take),
+                LOC_PARTITION: group_partitions.take(take),
+                LOC_FILE_ID: group_ids.take(take),
+                LOC_INSTANT: pa.array([latest.get(fg) for fg in fgs], pa.string()).take(take),
             }
         self._stats = {"files_opened": files_read, "keys_matched": int(found.sum())}
         return pa.table(columns, schema=LOCATION_SCHEMA)
@@ -168,16 +177,16 @@ class InMemoryIndex(Index):
         group_of_entry = state.groups[entry]
         candidates = pa.table(
             {
-                "key": keys.take(pa.array(rows[owner])),
-                "loc_partition": pa.array([fgs[g][0] for g in group_of_entry], pa.string()),
-                "loc_file_id": pa.array([fgs[g][1] for g in group_of_entry], pa.string()),
-                "loc_instant": pa.array(group_of_entry.astype(str), pa.string()),  # carries the group id
+                LOOKUP_KEY: keys.take(pa.array(rows[owner])),
+                LOC_PARTITION: pa.array([fgs[g][0] for g in group_of_entry], pa.string()),
+                LOC_FILE_ID: pa.array([fgs[g][1] for g in group_of_entry], pa.string()),
+                LOC_INSTANT: pa.array(group_of_entry.astype(str), pa.string()),  # carries the group id
                 "row": owner,
             }
         )
         candidates = live_only(candidates, live)
         chosen = join_locations(keys.take(pa.array(rows)), partitions.take(pa.array(rows)), candidates, self.is_global)
-        ids = chosen.column("loc_instant").to_pylist()
+        ids = chosen.column(LOC_INSTANT).to_pylist()
         return np.array([-1 if g is None else int(g) for g in ids], dtype=np.int64)
 
     def update(self, change: IndexUpdate, view: FileSystemView) -> None:
@@ -193,7 +202,7 @@ class InMemoryIndex(Index):
                 return
             keep = np.ones(len(state.hashes), dtype=bool)
             if change.deleted.num_rows:
-                gone = self._lookup_keys(change.deleted.column("key"), change.deleted.column("partition"))
+                gone = self._lookup_keys(change.deleted.column(LOOKUP_KEY), change.deleted.column(UPDATE_PARTITION))
                 gone = gone.combine_chunks() if isinstance(gone, pa.ChunkedArray) else gone
                 candidates = np.isin(state.hashes, hash_keys(gone))
                 if candidates.any():
@@ -201,7 +210,9 @@ class InMemoryIndex(Index):
                     # key in another file group (or partition, when global) is still stored.
                     where = {fg: i for i, fg in enumerate(state.file_groups)}
                     deleted = change.deleted
-                    pairs = zip(deleted.column("partition").to_pylist(), deleted.column("file_id").to_pylist())
+                    pairs = zip(
+                        deleted.column(UPDATE_PARTITION).to_pylist(), deleted.column(UPDATE_FILE_ID).to_pylist()
+                    )
                     deleted_groups = [where.get(fg, -1) for fg in pairs]
                     idx = np.flatnonzero(candidates)
                     stored = pc.binary_join_element_wise(
@@ -211,9 +222,9 @@ class InMemoryIndex(Index):
                     hit = pc.is_in(stored, value_set=wanted)
                     keep[idx[np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)]] = False
             ins = change.inserted
-            new_keys = self._lookup_keys(ins.column("key"), ins.column("partition"))
+            new_keys = self._lookup_keys(ins.column(LOOKUP_KEY), ins.column(UPDATE_PARTITION))
             new_keys = new_keys.combine_chunks() if isinstance(new_keys, pa.ChunkedArray) else new_keys
-            local_groups, local_ids = _group_ids(ins.column("partition"), ins.column("file_id"))
+            local_groups, local_ids = _group_ids(ins.column(UPDATE_PARTITION), ins.column(UPDATE_FILE_ID))
             to_state = np.array([state.group_id(fg) for fg in local_groups] or [0], dtype=np.int32)
             new_groups = to_state[local_ids]
             hashes = np.concatenate([state.hashes[keep], hash_keys(new_keys)])

@@ -17,6 +17,7 @@ from upsertlake.index.base import Index, LiveCopies, join_locations, live_only
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata.partitions import RECORD_INDEX
+from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION
 
 
 class RecordIndex(Index):
@@ -46,15 +47,23 @@ class RecordIndex(Index):
             stored_parts.append(partition)
             stored_ids.append(file_id)
             instants.append(base.instant_time if base is not None else None)
-        located = pa.table({"key": pa.array(stored_keys, pa.string()), "loc_partition": pa.array(stored_parts, pa.string()),
-                            "loc_file_id": pa.array(stored_ids, pa.string()), "loc_instant": pa.array(instants, pa.string())})
+        located = pa.table(
+            {
+                "key": pa.array(stored_keys, pa.string()),
+                LOC_PARTITION: pa.array(stored_parts, pa.string()),
+                LOC_FILE_ID: pa.array(stored_ids, pa.string()),
+                LOC_INSTANT: pa.array(instants, pa.string()),
+            }
+        )
         located = live_only(located, live)
         at = pc.index_in(located.column("key"), value_set=keys)
         located = located.append_column("row", pc.cast(at, pa.int64()))
-        self._stats = {"keys_looked_up": len(distinct), "keys_matched": located.num_rows,
-                       "index_file_groups": len(table.slices(RECORD_INDEX))}
+        self._stats = {
+            "keys_looked_up": len(distinct),
+            "keys_matched": located.num_rows,
+            "index_file_groups": len(table.slices(RECORD_INDEX)),
+        }
         return join_locations(keys, partitions, located, True, unique)
 
     def stats(self) -> dict[str, int]:
         return dict(self._stats)
-

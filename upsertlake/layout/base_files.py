@@ -10,12 +10,13 @@ paths). `LanceFile` offers what the readers use of `pyarrow.parquet.ParquetFile`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -83,7 +84,7 @@ class LanceFile:
         return iter(self.read(columns).to_batches(max_chunksize=batch_size))
 
 
-BaseFileReader = Union[pq.ParquetFile, LanceFile]
+BaseFileReader: TypeAlias = pq.ParquetFile | LanceFile
 
 
 # Encodings pyarrow cannot decode into a dictionary.
@@ -126,10 +127,8 @@ class _LanceCopy(LanceFile):
         super().__init__(copy)
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.path)
-        except OSError:
-            pass
 
 
 def _reader(path: str, columns: list[str] | None = None) -> Any:

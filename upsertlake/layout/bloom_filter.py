@@ -17,6 +17,7 @@ import math
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
@@ -158,7 +159,7 @@ class BloomFilter:
             if _filter_class(type_code) is not type(fresh) or len(text) != 4 * ((size + 2) // 3):
                 return None
             reader = _Reader(base64.b64decode(text[:36], validate=True))  # 27 bytes: both headers
-            stored = (*reader.header(), fresh._vectors)
+            stored: tuple[int, ...] = (*reader.header(), fresh._vectors)
             if isinstance(fresh, DynamicBloomFilter):
                 nr, current_nb_record, vectors = reader.unpack(_DYNAMIC_HEADER)
                 stored = (stored[0], stored[1], vectors, nr, current_nb_record)
@@ -166,7 +167,7 @@ class BloomFilter:
             return None
         return StoredFilter(text, fresh.type_code) if stored == fresh._state() else None
 
-    def _state(self) -> tuple:
+    def _state(self) -> tuple[Any, ...]:
         return (self._vector_size, self._nb_hash, self._vectors)
 
     def serialize(self) -> str:
@@ -207,7 +208,7 @@ class BloomFilter:
             else:
                 for plane, candidate in zip(tables, candidates):
                     candidate &= plane.take(positions)
-            alive = candidates.any(axis=0)
+            alive = cast(np.ndarray, candidates.any(axis=0))
             if np.count_nonzero(alive) < _COMPACT_BELOW * len(alive):
                 keys_left, seeds = keys_left.subset(alive), seeds[alive]
                 candidates = candidates[:, alive]
@@ -219,7 +220,9 @@ class BloomFilter:
         vector `v`, so that one gather tests a key against 8 vectors (a filter of several)."""
         planes = [np.zeros(self._vector_size, np.uint8) for _ in range(0, self._vectors, 8)]
         for vector, bits in enumerate(self._bits):
-            planes[vector >> 3] |= np.unpackbits(bits, count=self._vector_size, bitorder="little") << np.uint8(vector & 7)
+            planes[vector >> 3] |= np.unpackbits(bits, count=self._vector_size, bitorder="little") << np.uint8(
+                vector & 7
+            )
         return planes
 
     def _positions(self, keys: PreparedKeys) -> Iterator[np.ndarray]:
@@ -232,7 +235,7 @@ class BloomFilter:
     def _position(self, hashes: np.ndarray) -> np.ndarray:
         """Java's `Math.abs(h % vectorSize)`; abs of int32 MIN_VALUE read unsigned is 2**31."""
         unsigned = np.abs(hashes.view(np.int32)).view(np.uint32)
-        return (unsigned % np.uint32(self._vector_size)).astype(np.intp)
+        return cast(np.ndarray, (unsigned % np.uint32(self._vector_size)).astype(np.intp))
 
     def _add_vector(self, packed: np.ndarray | None = None) -> None:
         """A new vector: empty, or the `packed` bytes of one read from a footer."""
@@ -332,7 +335,7 @@ class DynamicBloomFilter(BloomFilter):
                 self._current_nb_record += 1
         return vectors
 
-    def _state(self) -> tuple:
+    def _state(self) -> tuple[Any, ...]:
         return (*super()._state(), self._nr, self._current_nb_record)
 
     def _round_robin(self, count: int) -> np.ndarray:
@@ -364,7 +367,7 @@ class _Reader:
         self._data = data
         self._pos = 0
 
-    def unpack(self, layout: struct.Struct) -> tuple:
+    def unpack(self, layout: struct.Struct) -> tuple[Any, ...]:
         return layout.unpack(self._take(layout.size))
 
     def header(self) -> tuple[int, int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -63,12 +64,12 @@ def java_hash_codes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return out
 
 
-def _utf16_hash(text: str) -> np.uint32:
+def _utf16_hash(text: str) -> int:
     h = 0
     units = text.encode("utf-16-be")
     for i in range(0, len(units), 2):
         h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return np.uint32(h)
+    return h
 
 
 def hash_keys(record_keys: pa.Array | pa.ChunkedArray, hash_fields: list[str]) -> list[pa.Array]:
@@ -105,7 +106,7 @@ def bucket_ids(record_keys: pa.Array | pa.ChunkedArray, hash_fields: list[str], 
     h = np.ones(len(record_keys), np.uint32)  # List.hashCode: 1, then 31 * h + element hash
     for column in hash_keys(record_keys, hash_fields):
         h = h * np.uint32(31) + java_hash_codes(column)
-    return ((h & _MAX_INT) % np.uint32(num_buckets)).astype(np.int64)
+    return cast(np.ndarray, ((h & _MAX_INT) % np.uint32(num_buckets)).astype(np.int64))
 
 
 def bucket_of(file_id: str) -> int | None:

@@ -14,8 +14,8 @@ dropping the group, for reads and for the writes that would build on them.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from bisect import bisect_right
+from collections import defaultdict
 from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -27,9 +27,12 @@ from upsertlake.layout.base_files import PARQUET_EXTENSION, base_extension
 from upsertlake.logfile.names import LogFileName, is_log_path
 from upsertlake.metadata.listing import listed_files
 from upsertlake.storage import FileEntry, Storage
-from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action, Instant
+from upsertlake.timeline.layouts import METAFOLDER
 from upsertlake.timeline.retention import cleaned_files
+
+FileGroup = tuple[str, str]  # a file group: (partition path, file id)
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 BASE_FILE_EXTENSION = PARQUET_EXTENSION  # what we write; Lance files are read too (`layout.base_files`)
@@ -52,7 +55,7 @@ class BaseFile:
         return self.path.rsplit("/", 1)[-1]
 
     @property
-    def file_group(self) -> tuple[str, str]:
+    def file_group(self) -> FileGroup:
         return (self.partition_path, self.file_id)
 
     @classmethod
@@ -99,7 +102,7 @@ class LogFile:
     committed: bool = True
 
     @property
-    def file_group(self) -> tuple[str, str]:
+    def file_group(self) -> FileGroup:
         return (self.partition_path, self.name.file_id)
 
 
@@ -114,7 +117,7 @@ class FileSlice:
     logs: tuple[LogFile, ...] = ()
 
     @property
-    def file_group(self) -> tuple[str, str]:
+    def file_group(self) -> FileGroup:
         return (self.partition_path, self.file_id)
 
 
@@ -220,7 +223,7 @@ class FileSystemView:
                 raise ValueError(f"this file system view lists partitions {sorted(self.scope)} only, not {outside}")
 
     @cached_property
-    def replaced_file_groups(self) -> set[tuple[str, str]]:
+    def replaced_file_groups(self) -> set[FileGroup]:
         replaced: set[tuple[str, str]] = set()
         for inst in self.visible_instants:
             if inst.action is Action.REPLACE_COMMIT:

@@ -28,14 +28,14 @@ from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter
 from upsertlake.layout.footer import footer_metadata
-from upsertlake.schema import META_COLUMNS
+from upsertlake.schema.columns import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats
 
 # Unique per row and prefix-sharing (`k0000000123`, `20261123124731085_3_17`): delta-encoded.
-DELTA_COLUMNS = (META_COLUMNS[1], META_COLUMNS[2])
+DELTA_COLUMNS = (COMMIT_SEQNO, RECORD_KEY)
 # One or a few values per file (commit time, partition path, file name): always a dictionary.
-DICTIONARY_COLUMNS = (META_COLUMNS[0], META_COLUMNS[3], META_COLUMNS[4])
+DICTIONARY_COLUMNS = (COMMIT_TIME, PARTITION_PATH, FILE_NAME)
 DICTIONARY_SAMPLE = 4096  # rows `dictionary_columns` looks at
 
 class WrittenFile(NamedTuple):
@@ -58,8 +58,8 @@ class FileWriterConfig:
 def write_base_file(
     storage: Storage,
     path: str,
-    table: pa.Table,
-    config: FileWriterConfig,
+    data: pa.Table,
+    file_config: FileWriterConfig,
     bloom: BloomFilter | StoredFilter | None = None,
     key_range: tuple[str, str] | None = None,
     dictionary: Collection[str] | None = None,
@@ -72,49 +72,51 @@ def write_base_file(
     `dictionary` the columns the file group's previous version dictionary-encodes, when it
     should keep that choice (`column_encodings`).
     """
-    group_rows = rows_per_group(table, config.row_group_bytes)
+    group_rows = rows_per_group(data, file_config.row_group_bytes)
     with storage.open_output(path) as sink:
-        writer = _parquet_writer(sink, table, config, dictionary)
-        writer.write_table(table, row_group_size=group_rows)
+        writer = _parquet_writer(sink, data, file_config, dictionary)
+        writer.write_table(data, row_group_size=group_rows)
         writer.add_key_value_metadata(
             footer_metadata(
-                table.column("_hoodie_record_key"),
-                config.bloom_num_entries,
-                config.bloom_fpp,
-                config.bloom_filter_type,
-                config.bloom_max_entries,
+                data.column(RECORD_KEY),
+                file_config.bloom_num_entries,
+                file_config.bloom_fpp,
+                file_config.bloom_filter_type,
+                file_config.bloom_max_entries,
                 bloom,
                 key_range,
             )
         )
         writer.close()
-        stats = column_stats.of_parquet(writer.writer.metadata, column_stats.float_nans(table))
+        stats = column_stats.of_parquet(writer.writer.metadata, column_stats.float_nans(data))
         return WrittenFile(sink.tell(), stats)
 
 
-def data_bytes(table: pa.Table, config: FileWriterConfig) -> int:
+def data_bytes(data: pa.Table, file_config: FileWriterConfig) -> int:
     """The bytes of `table`'s column chunks as `write_base_file` encodes and compresses them,
     measured by writing it to memory. The footer (bloom filter, statistics) is left out, as
     Hudi's rollover check (HoodieBaseParquetWriter.canWrite) leaves it out: a file's data fills
     hoodie.parquet.max.file.size and its footer comes on top."""
     sink = pa.BufferOutputStream()
-    writer = _parquet_writer(sink, table, config)
-    writer.write_table(table, row_group_size=rows_per_group(table, config.row_group_bytes))
+    writer = _parquet_writer(sink, data, file_config)
+    writer.write_table(data, row_group_size=rows_per_group(data, file_config.row_group_bytes))
     writer.close()
     meta = pq.read_metadata(pa.BufferReader(sink.getvalue()))
     return sum(
-        meta.row_group(g).column(c).total_compressed_size for g in range(meta.num_row_groups) for c in range(meta.num_columns)
+        meta.row_group(g).column(c).total_compressed_size
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
     )
 
 
 def _parquet_writer(
-    sink: object, table: pa.Table, config: FileWriterConfig, dictionary: Collection[str] | None = None
+    sink: object, data: pa.Table, file_config: FileWriterConfig, dictionary: Collection[str] | None = None
 ) -> pq.ParquetWriter:
-    chosen, encodings = column_encodings(table, dictionary)
+    chosen, encodings = column_encodings(data, dictionary)
     return pq.ParquetWriter(
         sink,
-        table.schema,
-        compression=config.compression,
+        data.schema,
+        compression=file_config.compression,
         use_dictionary=chosen,
         column_encoding=encodings or None,
         store_schema=False,
@@ -123,7 +125,7 @@ def _parquet_writer(
     )
 
 
-def column_encodings(table: pa.Table, kept: Collection[str] | None = None) -> tuple[list[str], dict[str, str]]:
+def column_encodings(data: pa.Table, kept: Collection[str] | None = None) -> tuple[list[str], dict[str, str]]:
     """(columns to dictionary-encode, explicit encodings of the others) for writing `table`.
     `kept`: the data columns the file group's previous version dictionary-encodes; a rewrite keeps
     that choice (the meta columns and dictionary-typed ones follow their rules), which spares
@@ -131,13 +133,13 @@ def column_encodings(table: pa.Table, kept: Collection[str] | None = None) -> tu
     delta = {
         name: "DELTA_BYTE_ARRAY"
         for name in DELTA_COLUMNS
-        if name in table.column_names and pa.types.is_string(table.schema.field(name).type)
+        if name in data.column_names and pa.types.is_string(data.schema.field(name).type)
     }
     if kept is None:
-        dictionary = dictionary_columns(table)
+        dictionary = dictionary_columns(data)
     else:
-        always = set(_always_dictionary(table))
-        dictionary = [c for c in table.column_names if c in kept or c in always]
+        always = set(_always_dictionary(data))
+        dictionary = [c for c in data.column_names if c in kept or c in always]
     return [c for c in dictionary if c not in delta], delta
 
 
@@ -153,16 +155,16 @@ def dictionary_pages(metadata: pq.FileMetaData) -> set[str]:
     }
 
 
-def _always_dictionary(table: pa.Table) -> list[str]:
+def _always_dictionary(data: pa.Table) -> list[str]:
     """The meta columns of one value per file, and the columns already dictionary-typed or nested."""
     return [
         f.name
-        for f in table.schema
+        for f in data.schema
         if f.name in DICTIONARY_COLUMNS or pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type)
     ]
 
 
-def dictionary_columns(table: pa.Table, sample: int = DICTIONARY_SAMPLE) -> list[str]:
+def dictionary_columns(data: pa.Table, sample: int = DICTIONARY_SAMPLE) -> list[str]:
     """Columns worth dictionary encoding: the meta columns of one value per file, those already
     dictionary-typed, and those repeating values in a sample of rows spread over the table (the
     unique record key and seqno are not sampled). The sample rows are drawn at random (a fixed
@@ -175,24 +177,26 @@ def dictionary_columns(table: pa.Table, sample: int = DICTIONARY_SAMPLE) -> list
     is spread out because files are often sorted: the first rows of `rider-0 … rider-4999`
     repeating over 100K rows are all distinct.
     """
-    n = table.num_rows
+    n = data.num_rows
     if n < 64:
-        return table.column_names
-    decided = _always_dictionary(table)
-    rest = table.drop_columns([*decided, *(c for c in DELTA_COLUMNS if c in table.column_names)])
+        return list(data.column_names)
+    decided = _always_dictionary(data)
+    rest = data.drop_columns([*decided, *(c for c in DELTA_COLUMNS if c in data.column_names)])
     rows = rest.take(pa.array(np.sort(np.random.default_rng(0).choice(n, min(sample, n), replace=False))))
     repeating = {
-        name for name, col in zip(rows.column_names, rows.columns) if pc.count_distinct(col).as_py() <= rows.num_rows * 9 // 10
+        name
+        for name, col in zip(rows.column_names, rows.columns)
+        if pc.count_distinct(col).as_py() <= rows.num_rows * 9 // 10
     }
-    return [name for name in table.column_names if name in repeating or name in decided]
+    return [name for name in data.column_names if name in repeating or name in decided]
 
 
-def rows_per_group(table: pa.Table, row_group_bytes: int) -> int:
-    """The rows of `table` a row group of `row_group_bytes` (of rows in memory) holds."""
-    if table.num_rows == 0:
+def rows_per_group(data: pa.Table, row_group_bytes: int) -> int:
+    """The rows of `data` a row group of `row_group_bytes` (of rows in memory) holds."""
+    if data.num_rows == 0:
         return 1
-    per_row = max(1, table.nbytes // table.num_rows)
-    return max(1, min(table.num_rows, row_group_bytes // per_row))
+    per_row = max(1, data.nbytes // data.num_rows)
+    return int(max(1, min(data.num_rows, row_group_bytes // per_row)))
 
 
 def file_writer_config(cfg: Config) -> FileWriterConfig:

@@ -7,24 +7,28 @@ Footers are immutable, so each file's (min, max, filter) is read once per proces
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.errors import CorruptTableError
 from upsertlake.layout.bloom_filter import BloomFilter, StoredFilter, bloom_filter_for_keys
-from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import BaseFile
+from upsertlake.storage import Storage
 
 
 class BloomSettings(Protocol):
     """How a file's bloom filter is sized (the file writer's config has these)."""
 
-    bloom_num_entries: int
-    bloom_fpp: float
-    bloom_filter_type: str
-    bloom_max_entries: int
+    @property
+    def bloom_num_entries(self) -> int: ...
+    @property
+    def bloom_fpp(self) -> float: ...
+    @property
+    def bloom_filter_type(self) -> str: ...
+    @property
+    def bloom_max_entries(self) -> int: ...
 
 BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
@@ -108,7 +112,7 @@ def read_footer(storage: Storage, bf: BaseFile) -> Footer:
     cache = storage.cache("footers", FOOTERS_KEPT)
     cached = cache.get(bf.path)
     if cached is not None:
-        return cached
+        return cast(Footer, cached)
     path = storage.full_path(bf.path)
     meta = storage.parquet_file(bf.path).metadata.metadata or {}
     try:

@@ -12,6 +12,7 @@ as `__HIVE_DEFAULT_PARTITION__`, URL-encoded (Java's URLEncoder) when asked.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from urllib.parse import quote_plus, unquote_plus
 
@@ -59,11 +60,12 @@ def _column(batch: pa.Table, name: str, role: str) -> pa.ChunkedArray:
 class KeyGenerator:
     """Computes `_hoodie_record_key` and `_hoodie_partition_path` for a batch."""
 
-    def __init__(self, config: TableConfig) -> None:
-        self.config = config
-        one = len(config.record_key_fields) == 1
-        self.simple_key = one and (config.keygen_class in (SIMPLE_KEYGEN, NONPARTITIONED_KEYGEN)
-                                   or (config.keygen_class == COMPLEX_KEYGEN and not config.names_single_key))
+    def __init__(self, table_config: TableConfig) -> None:
+        self.config = table_config
+        one = len(table_config.record_key_fields) == 1
+        simple = table_config.keygen_class in (SIMPLE_KEYGEN, NONPARTITIONED_KEYGEN)
+        complex_bare = table_config.keygen_class == COMPLEX_KEYGEN and not table_config.names_single_key
+        self.simple_key = one and (simple or complex_bare)
 
     # -- record keys -------------------------------------------------------------------------
     def record_keys(self, batch: pa.Table) -> pa.ChunkedArray:
@@ -138,7 +140,7 @@ def java_url_encode(value: str) -> str:
     return quote_plus(value, safe="*").replace("~", "%7E")
 
 
-def _map_distinct(text: pa.ChunkedArray, fn) -> pa.ChunkedArray:
+def _map_distinct(text: pa.ChunkedArray, fn: Callable[[str], str]) -> pa.ChunkedArray:
     """Apply a Python function once per distinct value: partition values have few of them."""
     encoded = pc.dictionary_encode(text).combine_chunks()
     mapped = pa.array([fn(v) for v in encoded.dictionary.to_pylist()], pa.string())
@@ -148,14 +150,15 @@ def _map_distinct(text: pa.ChunkedArray, fn) -> pa.ChunkedArray:
 STORED_KEY_LOOKBACK = 10  # the newest completed writes looked at for a base file's stored key
 
 
-def stored_key_spelling(storage: Storage, timeline: Timeline, config: TableConfig) -> TableConfig:
-    """`config` with `single_key_named` read from the stored keys, when its complex key generator
+def stored_key_spelling(storage: Storage, timeline: Timeline, table_config: TableConfig) -> TableConfig:
+    """`table_config` with `single_key_named` read from the stored keys, when its complex key generator
     has one key field: a write must spell keys as the stored ones are spelled, or it finds none of
     them and writes every key twice. The footer's smallest key of one base file of the newest
     writes tells (one footer read); with none, the table's version decides."""
-    if config.keygen_class != COMPLEX_KEYGEN or len(config.record_key_fields) != 1 or config.single_key_named is not None:
-        return config
-    prefix = f"{config.record_key_fields[0]}:"
+    one_field = len(table_config.record_key_fields) == 1
+    if table_config.keygen_class != COMPLEX_KEYGEN or not one_field or table_config.single_key_named is not None:
+        return table_config
+    prefix = f"{table_config.record_key_fields[0]}:"
     for inst in timeline.completed_writes()[::-1][:STORED_KEY_LOOKBACK]:
         for stat in timeline.commit_metadata(inst).write_stats():
             if not stat.path.endswith(".parquet"):
@@ -165,5 +168,5 @@ def stored_key_spelling(storage: Storage, timeline: Timeline, config: TableConfi
             except FileNotFoundError:  # cleaned since
                 continue
             if low := footer.get(MIN_KEY.encode()):
-                return replace(config, single_key_named=low.decode().startswith(prefix))
-    return config
+                return replace(table_config, single_key_named=low.decode().startswith(prefix))
+    return table_config

@@ -1,4 +1,5 @@
-"""Markers, and rolling back a pending write: delete what it wrote, then its instant files.
+"""Markers: what a pending write is creating, so that its rollback (services/rollback.py) and
+the reconciliation before its commit know what it left behind.
 
 A write marks each data file before it creates it, so that a rollback knows what a failed write
 left behind. Markers are written in batches, in the layout of Hudi's timeline-server-based markers
@@ -7,11 +8,6 @@ write marks all the files of its buckets with one object, where Hudi's direct ma
 file each, also read here) cost a request a file, the most a write made on an object store.
 A batch may name a file that is never written (a bucket whose planned log name another writer
 took); a rollback deletes only files the write owns (`_owned`).
-
-Data files go first, found both through the instant's markers and by their instant time in the
-file names (a writer may die between marker and file, or a Hudi writer may keep its markers
-elsewhere); the instant files go last, so a crash midway leaves an instant that is still pending
-and is rolled back again by the next writer.
 """
 
 from __future__ import annotations
@@ -20,14 +16,9 @@ import logging
 import secrets
 from collections.abc import Collection, Iterable
 
-from upsertlake.layout.file_system_view import LogFile, list_partitions_and_files
-from upsertlake.logfile import LogFileName, append_blocks, read_blocks, rollback_block
-from upsertlake.metadata.partitions import FOLDER as METADATA_FOLDER
-from upsertlake.metadata.writer import undo as undo_metadata
+from upsertlake.logfile import read_blocks
 from upsertlake.storage import Storage
-from upsertlake.timeline.active import METAFOLDER, delete_instant_files
-from upsertlake.timeline.instant import Action, Instant
-from upsertlake.timeline.layouts import table_layout
+from upsertlake.timeline.layouts import METAFOLDER, table_layout
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +73,9 @@ def read_markers(storage: Storage, instant_time: str) -> list[tuple[str, str]]:
                 continue
         else:
             lines.append(rel)
-    found = {(path.lstrip("/"), io_type) for path, sep, io_type in (line.rpartition(".marker.") for line in lines) if sep}
+    found = {
+        (path.lstrip("/"), io_type) for path, sep, io_type in (line.rpartition(".marker.") for line in lines) if sep
+    }
     return sorted(found)
 
 
@@ -98,70 +91,7 @@ def key_summary_folder(instant_time: str) -> str:
     return f"{METAFOLDER}/.keys/{instant_time}"
 
 
-def rollback_pending(storage: Storage, instant: Instant) -> list[str]:
-    """Undo a pending (never completed) instant; returns the data files deleted. The log files a
-    deltacommit appended go too: each is wholly its own (we never append to an existing one)."""
-    return undo_pending(storage, instant)[0]
-
-
-def undo_pending(
-    storage: Storage, instant: Instant, rollback_time: str | None = None, committed_logs: Collection[str] = ()
-) -> tuple[list[str], dict[str, int]]:
-    """`rollback_pending`, and with a `rollback_time` on a table version 6 (timeline layout 1)
-    the way Hudi 0.14 rolls back a deltacommit: the log files it appended stay, and each slice
-    it appended to gets a new log file holding a rollback command block (written by
-    `rollback_time`, targeting the instant) that voids its blocks. Returns the deleted files and
-    the written log files with their sizes. `committed_logs`: the log files a completed instant
-    being rolled back appended (its commit names them; its markers went at commit)."""
-    if instant.is_completed:
-        raise ValueError(f"instant {instant.time} is completed; rollback_pending only undoes pending ones")
-    named = instant.action is Action.DELTA_COMMIT  # version 8 names a log by its deltacommit
-    doomed, written = delete_written(storage, instant.time, named, rollback_time, committed_logs)
-    delete_instant_files(storage, instant)
-    log.info("removed instant %s and the %d file(s) it wrote", instant.time, len(doomed))
-    return doomed, written
-
-
-def delete_written(
-    storage: Storage,
-    instant_time: str,
-    named_logs: bool = True,
-    rollback_time: str | None = None,
-    committed_logs: Collection[str] = (),
-) -> tuple[list[str], dict[str, int]]:
-    """Delete the files a pending instant wrote (named by its time, or by its markers), then its
-    markers and key summaries; its instant files stay (`undo_pending` says why they go last).
-
-    Log files named by the instant go unless `named_logs` is false: a compaction's instant names
-    the logs writers append to the slice it starts, and those are theirs. A log the instant
-    appended to (an APPEND marker) on table version 6 may hold other instants' blocks (Hudi's
-    writers append to existing files): with a `rollback_time` it stays and gets a rollback block
-    (`undo_pending`); without one it goes only if every block in it is the instant's own."""
-    if storage.folder_exists(METADATA_FOLDER):  # its metadata deltacommit first, as Hudi rolls it back
-        undo_metadata(storage.child(METADATA_FOLDER), instant_time)
-    listing = list_partitions_and_files(storage)
-    doomed = {bf.path for bf in listing.base_files if bf.instant_time == instant_time}
-    if named_logs:
-        doomed |= {lf.path for lf in listing.log_files if lf.name.instant == instant_time}
-    appended: set[str] = set(committed_logs)
-    for path, io_type in read_markers(storage, instant_time):
-        (appended if io_type == APPEND else doomed).add(path)
-    written: dict[str, int] = {}
-    if table_layout(storage).version == 1 and appended:
-        if rollback_time is not None:
-            written = _write_rollback_blocks(storage, listing.log_files, appended, instant_time, rollback_time)
-        else:
-            doomed |= {path for path in appended if _only_blocks_of(storage, path, instant_time)}
-    else:
-        doomed |= appended
-    for path in sorted(doomed):
-        storage.delete(path)
-    storage.delete_dir(marker_folder(instant_time))
-    storage.delete_dir(key_summary_folder(instant_time))
-    return sorted(doomed), written
-
-
-def _only_blocks_of(storage: Storage, path: str, instant_time: str) -> bool:
+def holds_only_blocks_of(storage: Storage, path: str, instant_time: str) -> bool:
     """Does the log file at `path` hold blocks of `instant_time` alone (or is it gone)?"""
     try:
         blocks = read_blocks(storage.read_bytes(path), storage.full_path(path))
@@ -177,7 +107,7 @@ def _owned(storage: Storage, path: str, io_type: str, instant_time: str) -> bool
     writer (it then takes the next): that file is the write's only if every block in it is."""
     if io_type != APPEND or table_layout(storage).version != 1:
         return True
-    return _only_blocks_of(storage, path, instant_time)
+    return holds_only_blocks_of(storage, path, instant_time)
 
 
 def appended_logs(storage: Storage, instant_time: str) -> dict[str, int]:
@@ -188,34 +118,6 @@ def appended_logs(storage: Storage, instant_time: str) -> dict[str, int]:
             entry = storage.stat(path)
             out[path] = entry.size if entry is not None else 0
     return out
-
-
-def _write_rollback_blocks(
-    storage: Storage, logs: list[LogFile], appended: set[str], target: str, rollback_time: str
-) -> dict[str, int]:
-    """A rollback command block in a new log file (the next version) of each slice in `appended`:
-    one a slice, also where the write marked two logs of it (a planned name another writer took,
-    then the next)."""
-    latest: dict[tuple[str, str, str], int] = {}
-    for lf in logs:
-        key = (lf.partition_path, lf.name.file_id, lf.name.instant)
-        latest[key] = max(latest.get(key, 0), lf.name.version)
-    slices: dict[tuple[str, str, str], int] = {}
-    for path in appended:
-        folder, _, name = path.rpartition("/")
-        parsed = LogFileName.parse(name)
-        if parsed is not None:
-            key = (folder, parsed.file_id, parsed.instant)
-            slices[key] = max(slices.get(key, 0), parsed.version)
-    written = {}
-    for (folder, file_id, instant), version in sorted(slices.items()):
-        version = max(latest.get((folder, file_id, instant), 0), version) + 1
-        new = LogFileName(file_id, instant, version, ROLLBACK_WRITE_TOKEN).format()
-        new_path = f"{folder}/{new}" if folder else new
-        data = append_blocks([rollback_block(rollback_time, target)])
-        if storage.write_if_absent(new_path, data):
-            written[new_path] = len(data)
-    return written
 
 
 def reconcile_markers(storage: Storage, instant_time: str, written: Collection[str]) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias, cast
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +25,7 @@ _SLACK = 4 * _WORDS_PER_GATHER  # zero bytes after the key bytes, so gathers nev
 _TAIL_MASKS = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF], np.uint32)  # the 0..3 bytes after the words
 _TAIL_SHIFTS = np.array([0, 24, 16, 8], np.uint32)  # moves the byte-swapped tail bytes down
 
-KeysLike = pa.Array | pa.ChunkedArray | Sequence[str | bytes]
+KeysLike: TypeAlias = pa.Array | pa.ChunkedArray | Sequence[str | bytes]
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class PreparedKeys:
         h ^= h >> np.uint32(13)
         h *= _M
         h ^= h >> np.uint32(15)
-        return h
+        return cast(np.ndarray, h)
 
     def subset(self, keep: np.ndarray) -> PreparedKeys:
         """The keys where the mask `keep` is set, still sorted."""
@@ -117,7 +118,7 @@ def _gather(padded: np.ndarray, at: np.ndarray, count: int) -> np.ndarray:
     """`count` little-endian uint32 words read from each (unaligned) byte offset in `at`."""
     width = 4 * count
     rows = np.ndarray((len(padded) - width + 1,), np.dtype(f"V{width}"), padded, 0, (1,))
-    return rows[at].view("<u4").reshape(len(at), count)
+    return cast(np.ndarray, rows[at].view("<u4").reshape(len(at), count))
 
 
 def _gather_words(padded: np.ndarray, starts: np.ndarray, having: np.ndarray) -> Iterator[np.ndarray]:

@@ -12,18 +12,19 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError
 from upsertlake.layout.file_system_view import PARTITION_METAFILE
 from upsertlake.storage import FileEntry, Storage
-from upsertlake.timeline.active import METAFOLDER, Timeline
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.layouts import METAFOLDER
 
 
 def properties_disagreements(
-    storage: Storage, config: TableConfig, timeline: Timeline, folders: Iterable[str] | None = None
+    storage: Storage, table_config: TableConfig, timeline: Timeline, folders: Iterable[str] | None = None
 ) -> list[str]:
     """What the data says that the properties deny: the partition depth and field names of the
     partitions commits wrote and of the data folders (those holding partition metadata; given,
     or listed when no active commit names a partition: the listing walks the whole table, one
     request per 1,000 objects on a store), the key generator, the fields' presence in the
     table's schema."""
-    problems = _keygen_problems(config)
+    problems = _keygen_problems(table_config)
     written: dict[str, str] = {}
     for inst in timeline.completed_writes():
         if inst in timeline.archived:
@@ -40,34 +41,33 @@ def properties_disagreements(
     for partition, where in written.items():
         seen.setdefault(partition, where)
     for partition, where in sorted(seen.items()):
-        problem = _partition_problem(config, partition, where)
+        problem = _partition_problem(table_config, partition, where)
         if problem:
             problems.append(problem)
             break  # one example says it; a table has thousands of partitions
-    schema = _schema_fields(timeline, config)
+    schema = _schema_fields(timeline, table_config)
     if schema is not None:
-        named = [*config.record_key_fields, *partition_field_names(config), *config.ordering_fields]
+        named = [*table_config.record_key_fields, *partition_field_names(table_config), *table_config.ordering_fields]
         absent = [f for f in named if f not in schema]
         if absent:
             problems.append(f"it names field(s) {absent} that the table's schema does not have")
     return problems
 
 
-def _keygen_problems(config: TableConfig) -> list[str]:
-    keygen = config.keygen_class.rsplit(".", 1)[-1]
-    kind = config.extra.get("hoodie.table.keygenerator.type", "")
-    keys, parts = config.record_key_fields, config.partition_fields
+def _keygen_problems(table_config: TableConfig) -> list[str]:
+    keygen = table_config.keygen_class.rsplit(".", 1)[-1]
+    kind = table_config.extra.get("hoodie.table.keygenerator.type", "")
+    keys, parts = table_config.record_key_fields, table_config.partition_fields
     if (keygen == "NonpartitionedKeyGenerator" or kind == "NON_PARTITION") and parts:
         return [f"key generator {keygen or kind} does not go with partition fields {list(parts)}"]
-    if keygen == "SimpleKeyGenerator" or kind == "SIMPLE":
-        if len(keys) != 1 or len(parts) > 1:
-            return [f"key generator {keygen or kind} takes one record key field and at most one partition field, "
-                    f"not {list(keys)} and {list(parts)}"]
+    if (keygen == "SimpleKeyGenerator" or kind == "SIMPLE") and (len(keys) != 1 or len(parts) > 1):
+        return [f"key generator {keygen or kind} takes one record key field and at most one partition field, "
+                f"not {list(keys)} and {list(parts)}"]
     return []
 
 
-def _partition_problem(config: TableConfig, partition: str, where: str) -> str | None:
-    fields = partition_field_names(config)
+def _partition_problem(table_config: TableConfig, partition: str, where: str) -> str | None:
+    fields = partition_field_names(table_config)
     segments = partition.split("/") if partition else []
     if not fields:
         if segments:
@@ -76,7 +76,7 @@ def _partition_problem(config: TableConfig, partition: str, where: str) -> str |
     if not segments:
         return f"it names partition fields {fields}, but {where} holds files in the table's root (no partition)"
     names = [s.split("=", 1)[0] for s in segments if "=" in s]
-    if config.hive_style_partitioning:
+    if table_config.hive_style_partitioning:
         if names != fields:
             return f"it names partition fields {fields}, but {where} holds partition {partition!r} (fields {names})"
     elif names == fields:
@@ -88,14 +88,14 @@ def _partition_problem(config: TableConfig, partition: str, where: str) -> str |
     return None
 
 
-def partition_field_names(config: TableConfig) -> list[str]:
+def partition_field_names(table_config: TableConfig) -> list[str]:
     """The partition fields without the `:TYPE` suffix CustomKeyGenerator tables give them."""
-    return [f.split(":", 1)[0] for f in config.partition_fields]
+    return [f.split(":", 1)[0] for f in table_config.partition_fields]
 
 
-def _schema_fields(timeline: Timeline, config: TableConfig) -> set[str] | None:
+def _schema_fields(timeline: Timeline, table_config: TableConfig) -> set[str] | None:
     try:
-        schema = timeline.latest_schema() or config.create_schema
+        schema = timeline.latest_schema() or table_config.create_schema
     except CorruptTableError:
         return None
     if not schema:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -35,11 +36,10 @@ from upsertlake.layout.slice_reader import Merge, listed, log_file, log_files
 from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock, block_keys
 from upsertlake.logfile.merge import merge_slice
 from upsertlake.logfile.reader import read_logs
-from upsertlake.schema import IS_DELETED_COLUMN, RECORD_KEY_COLUMN
+from upsertlake.schema.columns import IS_DELETED, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_KEY
 from upsertlake.storage import Storage
 from upsertlake.util.arrays import group_rows
 
-KEY = RECORD_KEY_COLUMN
 _NONE = pa.array([], pa.string())
 LOG_DELETES_KEPT = 64 * 2**20  # bytes of deleted keys kept per storage (`LogDeletes`)
 
@@ -60,7 +60,7 @@ class LogDeletes:
 
     @property
     def nbytes(self) -> int:
-        return 64 + sum(keys.nbytes for _, keys in self.deleted)
+        return 64 + sum(int(keys.nbytes) for _, keys in self.deleted)
 
 
 def log_deletes(storage: Storage, log: LogFile) -> LogDeletes | None:
@@ -74,7 +74,7 @@ def log_deletes(storage: Storage, log: LogFile) -> LogDeletes | None:
         read = log_file(storage, log)
         if read is None:
             return None
-        said = LogDeletes.of(read_logs([read], data_schemas=lambda schema: IS_DELETED_COLUMN in schema))
+        said = LogDeletes.of(read_logs([read], data_schemas=lambda schema: IS_DELETED in schema))
         cache.put(key, said)
     return said
 
@@ -84,7 +84,9 @@ def named_deletes(storage: Storage, sl: FileSlice, merge: Merge) -> pa.Array:
     by a command block of the slice (`upsertlake.logfile.merge.live_blocks`)."""
     said = [d for d in (log_deletes(storage, log) for log in sl.logs) if d is not None]
     rolled_back = frozenset().union(*(d.rolled_back for d in said))
-    named = [keys for d in said for instant, keys in d.deleted if instant in merge.instants and instant not in rolled_back]
+    named = [
+        keys for d in said for instant, keys in d.deleted if instant in merge.instants and instant not in rolled_back
+    ]
     return pa.concat_arrays(named) if named else _NONE
 
 
@@ -135,7 +137,7 @@ def live_in_slice(
 def _merged(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array, blocks: list[Block]) -> pa.Table:
     """The slice's live records of `keys`, as (key, ordering value): the base file's and the
     logs' records of those keys only, their key, ordering and delete columns only, merged."""
-    wanted = [KEY, *([merge.ordering_field] if merge.ordering_field else []), IS_DELETED_COLUMN]
+    wanted = [KEY, *([merge.ordering_field] if merge.ordering_field else []), IS_DELETED]
     base = None
     if sl.base is not None:
         with listed(storage, sl.base.path, sl.base.instant_time):
@@ -145,7 +147,7 @@ def _merged(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array, block
     merged = merge_slice(base, blocks, KEY, merge.ordering_field, merge.mode, merge.instants, ordered=False)
     if KEY not in merged.column_names:  # nothing but deletes
         return pa.table({KEY: _NONE})
-    return merged.select([c for c in wanted if c != IS_DELETED_COLUMN and c in merged.column_names])
+    return merged.select([c for c in wanted if c != IS_DELETED and c in merged.column_names])
 
 
 def _block_of(block: Block, keys: pa.Array, columns: list[str]) -> Block:
@@ -187,7 +189,7 @@ class SliceKeys:
         its file group's slice? A copy in a slice without log files does."""
         if not located.num_rows:
             return np.ones(0, dtype=bool)
-        slices = self.with_logs(pc.unique(located.column("loc_partition")).to_pylist())
+        slices = self.with_logs(pc.unique(located.column(LOC_PARTITION)).to_pylist())
         return live_copies(self.view.storage, self.merge, located, slices)
 
     def orderings(self, group: tuple[str, str], keys: pa.Array) -> pa.Table | None:
@@ -212,9 +214,10 @@ def live_copies(
 
     def dead(group: tuple[str, str]) -> np.ndarray:
         at = rows[group]
-        keys = pc.cast(located.column("key").take(pa.array(at)), pa.string())
+        keys = pc.cast(located.column(LOOKUP_KEY).take(pa.array(at)), pa.string())
         gone = deleted_keys(storage, slices[group], merge, pc.unique(keys))
-        return at[np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)]
+        found = np.asarray(pc.is_in(keys, value_set=gone).to_numpy(zero_copy_only=False), dtype=bool)
+        return cast(np.ndarray, at[found])
 
     groups = list(rows)
     if len(groups) == 1:
@@ -230,9 +233,9 @@ def live_copies(
 def _rows_by_group(located: pa.Table, slices: Mapping[tuple[str, str], FileSlice]) -> dict[tuple[str, str], np.ndarray]:
     """The rows of `located` in each of the file groups `slices` holds."""
     groups = list(slices)
-    names = pc.binary_join_element_wise(located.column("loc_partition"), located.column("loc_file_id"), "\x00")
+    names = pc.binary_join_element_wise(located.column(LOC_PARTITION), located.column(LOC_FILE_ID), "\x00")
     code = pc.index_in(names, value_set=pa.array([f"{p}\x00{f}" for p, f in groups], pa.string()))
     codes = np.asarray(pc.fill_null(code, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
     inside = np.flatnonzero(codes >= 0)
     order, bounds = group_rows(codes[inside], len(groups))
-    return {g: inside[order[bounds[i]:bounds[i + 1]]] for i, g in enumerate(groups) if bounds[i + 1] > bounds[i]}
+    return {g: inside[order[bounds[i] : bounds[i + 1]]] for i, g in enumerate(groups) if bounds[i + 1] > bounds[i]}

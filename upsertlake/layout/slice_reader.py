@@ -11,13 +11,15 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
+from upsertlake.config.enums import MergeMode
 from upsertlake.errors import MissingFileError
 from upsertlake.layout.base_files import open_base_file
 from upsertlake.layout.file_system_view import FileSlice, LogFile
 from upsertlake.logfile.blocks import Block
 from upsertlake.logfile.merge import Merged, merge_counted
 from upsertlake.logfile.reader import read_logs
-from upsertlake.schema import RECORD_KEY_COLUMN, conform
+from upsertlake.schema import conform
+from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.storage import Storage
 
 
@@ -27,7 +29,7 @@ class Merge:
     field, with only the blocks of `instants` (the completed writes the read sees) applied."""
 
     ordering_field: str | None
-    mode: str
+    mode: MergeMode
     instants: frozenset[str]
 
 
@@ -69,16 +71,17 @@ def merge_inputs(
     """The records of a slice's inputs (`slice_inputs`) merged, in `schema`, with the merge's
     counts; `ordered`: as `merge_slice`'s."""
     merged = merge_counted(
-        base, blocks, RECORD_KEY_COLUMN, merge.ordering_field, merge.mode, merge.instants, schema, ordered
+        base, blocks, RECORD_KEY, merge.ordering_field, merge.mode, merge.instants, schema, ordered
     )
-    return replace(merged, table=conform(merged.table, schema))
+    return replace(merged, records=conform(merged.records, schema))
 
 
 def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema, ordered: bool = True) -> pa.Table:
     """A merge-on-read slice's records: its base file's, merged with its log blocks by key
     (`ordered`: as `merge_slice`'s; a read need not keep the base file's order). The columns
     `schema` types as dictionaries are read from the base file as such."""
-    return merge_inputs(*slice_inputs(storage, sl, dictionary=dictionary_columns(schema)), merge, schema, ordered).table
+    inputs = slice_inputs(storage, sl, dictionary=dictionary_columns(schema))
+    return merge_inputs(*inputs, merge, schema, ordered).records
 
 
 def dictionary_columns(schema: pa.Schema) -> list[str]:

@@ -5,6 +5,7 @@ Layers (pyproject.toml, docs/DESIGN.md §3): its own floor, below `timeline` (Hu
 timeline of table version 6 is a log file); may import schema and every floor below.
 """
 
+from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.logfile.blocks import (
     Block,
     BlockType,
@@ -16,7 +17,6 @@ from upsertlake.logfile.blocks import (
     HeaderKey,
     block_keys,
 )
-from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.logfile.names import LogFileName, is_log_path, sort_log_files
 from upsertlake.logfile.reader import read_avro_datums, read_blocks
 from upsertlake.logfile.writer import (
@@ -30,7 +30,6 @@ from upsertlake.logfile.writer import (
 )
 
 __all__ = [
-    "is_log_path",
     "Block",
     "BlockType",
     "Command",
@@ -41,12 +40,13 @@ __all__ = [
     "HeaderKey",
     "LogFileName",
     "append_blocks",
-    "block_keys",
     "avro_data_blocks",
     "avro_datum_block",
+    "block_keys",
     "data_block",
     "delete_block",
     "encode_block",
+    "is_log_path",
     "read_avro_datums",
     "read_blocks",
     "rollback_block",

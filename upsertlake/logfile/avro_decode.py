@@ -8,7 +8,7 @@ where its length says is corrupt.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +20,12 @@ PAD = bytes(16)  # zero bytes after the data: a cursor past the end (corrupt rec
 
 
 def decode_flat(
-    payload: bytes, starts: np.ndarray, ends: np.ndarray, fields: list[dict], schema: pa.Schema, padded: bool = False
+    payload: bytes | memoryview,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    fields: list[dict[str, Any]],
+    schema: pa.Schema,
+    padded: bool = False,
 ) -> pa.Table:
     """Records payload[starts[i]:ends[i]] under the flat Avro `fields`, as `schema` (same names).
     `padded`: the payload ends with PAD zero bytes already (spares a copy)."""
@@ -91,7 +96,7 @@ def _fixed_width(data: np.ndarray, at: np.ndarray, dtype: np.dtype) -> np.ndarra
     `take`n: numpy's take copies a strided view whole first (40 MB for a 5 MB payload's doubles,
     50x slower); cursors of corrupt records are clipped into the padding by hand instead."""
     starts = np.ndarray((len(data) - dtype.itemsize + 1,), dtype, data, 0, (1,))
-    return starts[np.minimum(at, len(starts) - 1)]
+    return cast(np.ndarray, starts[np.minimum(at, len(starts) - 1)])
 
 
 def _varints(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +127,8 @@ def _arrow(values: Any, valid: np.ndarray | None, n: int, target: pa.DataType, a
     mask = None if valid is None else ~valid
     kind = avro_type if isinstance(avro_type, str) else avro_type["type"]
     if kind in ("string", "bytes"):
-        array = _strings(*values, valid, n, pa.string() if kind == "string" else pa.binary())
+        data, starts, lengths = values
+        array = _strings(data, starts, lengths, valid, n, pa.string() if kind == "string" else pa.binary())
         if kind == "string":
             try:
                 array.validate(full=True)
@@ -148,7 +154,9 @@ def _arrow(values: Any, valid: np.ndarray | None, n: int, target: pa.DataType, a
     return pa.array(full_values, mask=mask).cast(target)
 
 
-def _strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, valid: np.ndarray | None, n: int, kind: pa.DataType) -> pa.Array:
+def _strings(
+    data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, valid: np.ndarray | None, n: int, kind: pa.DataType
+) -> pa.Array:
     """The byte strings data[starts[i]:starts[i]+lengths[i]] (null where not `valid`), copied by
     Arrow's take: the payload read as an array whose even elements are the strings and whose odd
     elements are the bytes between them (offsets that only grow), its even elements taken."""

@@ -14,8 +14,9 @@ from __future__ import annotations
 import io
 import json
 import struct
-from functools import lru_cache
 from collections.abc import Sequence
+from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 import fastavro
@@ -27,11 +28,14 @@ from upsertlake.errors import CorruptTableError, SchemaError
 from upsertlake.logfile.avro_decode import PAD, branches, decode_flat, gather
 from upsertlake.schema import META_COLUMNS, avro_to_arrow
 
+# A block's bytes: a view of the log file's bytes (not copied) or bytes of their own.
+Payload = bytes | memoryview
+
 _INT32 = struct.Struct(">i")
 _META_FIELD = {"type": ["null", "string"], "doc": "", "default": None}
 
 
-def with_meta_fields(table_schema: dict) -> dict:
+def with_meta_fields(table_schema: dict[str, Any]) -> dict[str, Any]:
     """The writer schema of a log block: Hudi's meta fields first (HoodieAvroUtils.addMetadataFields)."""
     fields = [f for f in table_schema["fields"] if f["name"] not in META_COLUMNS]
     meta = [{"name": name, **_META_FIELD} for name in META_COLUMNS]
@@ -49,7 +53,7 @@ def arrow_schema_of(schema_json: str) -> pa.Schema:
     return avro_to_arrow(schema_json, keep_meta=True)
 
 
-def decode_records(payload: bytes, count: int, schema_json: str) -> pa.Table:
+def decode_records(payload: Payload, count: int, schema_json: str) -> pa.Table:
     """`count` records as an Avro data block lists them (int32 length, then the datum) as an
     Arrow table in the schema's canonical Arrow types (meta columns kept)."""
     starts, ends = _bounds(payload, count)
@@ -59,7 +63,7 @@ def decode_records(payload: bytes, count: int, schema_json: str) -> pa.Table:
     return _decode_rows(payload, starts, ends, schema_json)
 
 
-def decode_record_runs(payloads: Sequence[bytes], counts: Sequence[int], schema_json: str) -> list[pa.Table]:
+def decode_record_runs(payloads: Sequence[Payload], counts: Sequence[int], schema_json: str) -> list[pa.Table]:
     """`decode_records` of each (payload, count) under one schema, in one pass over the fields
     (a pass costs a few milliseconds per block on top of its records: a slice's log files are
     read together). If the records of one payload do not end exactly where the next begins, each
@@ -79,6 +83,7 @@ def decode_record_runs(payloads: Sequence[bytes], counts: Sequence[int], schema_
     ) and (not len(ends) or ends[-1] == size)
     if not aligned:
         return [decode_records(p, c, schema_json) for p, c in zip(payloads, counts)]
+    assert starts is not None  # aligned
     fields = json.loads(schema_json)["fields"]
     if all(_flat(f["type"]) for f in fields):
         table = decode_flat(padded, starts, ends, fields, arrow_schema_of(schema_json), padded=True)
@@ -87,12 +92,12 @@ def decode_record_runs(payloads: Sequence[bytes], counts: Sequence[int], schema_
     return [table.slice(f, c) for f, c in zip(firsts[:-1].tolist(), counts)]
 
 
-def decode_rows(payload: bytes, count: int, schema_json: str) -> pa.Table:
+def decode_rows(payload: Payload, count: int, schema_json: str) -> pa.Table:
     """`decode_records` through fastavro, one record at a time (any schema)."""
     return _decode_rows(payload, *_bounds(payload, count), schema_json)
 
 
-def _decode_rows(payload: bytes, starts: np.ndarray, ends: np.ndarray, schema_json: str) -> pa.Table:
+def _decode_rows(payload: Payload, starts: np.ndarray, ends: np.ndarray, schema_json: str) -> pa.Table:
     parsed = _parsed(schema_json)
     try:
         rows = [fastavro.schemaless_reader(io.BytesIO(payload[s:e]), parsed, None) for s, e in zip(starts, ends)]
@@ -101,7 +106,7 @@ def _decode_rows(payload: bytes, starts: np.ndarray, ends: np.ndarray, schema_js
         raise CorruptTableError(f"Avro records do not fit their block's schema: {e}") from e
 
 
-def split_datums(payload: bytes, count: int) -> list[bytes]:
+def split_datums(payload: Payload, count: int) -> list[Payload]:
     """The `count` records of a block's payload as their Avro binary datums, undecoded (for
     readers that decode them as Avro values, not as table rows: the archived timeline)."""
     starts, ends = _bounds(payload, count)
@@ -113,7 +118,7 @@ def join_datums(datums: Sequence[bytes]) -> bytes:
     return b"".join(part for d in datums for part in (_INT32.pack(len(d)), d))
 
 
-def _bounds(payload: bytes, count: int, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(payload: Payload, count: int, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Where each record's datum starts and ends in the payload (its first `size` bytes)."""
     length_at = _INT32.unpack_from
     prefixes: list[int] = []
@@ -135,14 +140,14 @@ def _bounds(payload: bytes, count: int, size: int | None = None) -> tuple[np.nda
     return starts, ends
 
 
-def encode_records(table: pa.Table, schema_json: str) -> bytes:
+def encode_records(data: pa.Table, schema_json: str) -> bytes:
     """Each row of `table` as an Avro data block lists it: int32 (big-endian) length, then the
     row's Avro binary datum under `schema_json`. Columns are matched by name; a nullable field
     the table lacks is written null."""
-    return bytes(encode_record_runs(table, schema_json, [table.num_rows])[0])
+    return bytes(encode_record_runs(data, schema_json, [data.num_rows])[0])
 
 
-def encode_record_runs(table: pa.Table, schema_json: str, run_ends: Sequence[int]) -> list[bytes | memoryview]:
+def encode_record_runs(data: pa.Table, schema_json: str, run_ends: Sequence[int]) -> list[bytes | memoryview]:
     """`encode_records` of each run of rows, table[run_ends[i-1]:run_ends[i]], in one pass over
     the columns: a write encodes the rows of all its file groups at once, then frames a block
     for each (encoding a run at a time costs about a millisecond a run on top). The runs are
@@ -150,17 +155,17 @@ def encode_record_runs(table: pa.Table, schema_json: str, run_ends: Sequence[int
     schema = json.loads(schema_json)
     cuts = np.concatenate([[0], np.asarray(run_ends, np.int64)])
     if not all(_flat(f["type"]) for f in schema["fields"]):
-        return [encode_rows(table.slice(a, b - a), schema_json) for a, b in zip(cuts[:-1], cuts[1:])]
-    payload, offsets = _encode_flat(table, schema)
+        return [encode_rows(data.slice(a, b - a), schema_json) for a, b in pairwise(cuts)]
+    payload, offsets = _encode_flat(data, schema)
     at = offsets[cuts]
-    return [payload[a:b] for a, b in zip(at[:-1], at[1:])]
+    return [payload[a:b] for a, b in pairwise(at)]
 
 
-def encode_rows(table: pa.Table, schema_json: str) -> bytes:
+def encode_rows(data: pa.Table, schema_json: str) -> bytes:
     """`encode_records` through fastavro, one row at a time (any schema)."""
     parsed = _parsed(schema_json)
     names = {f["name"] for f in json.loads(schema_json)["fields"]}
-    rows = table.select([n for n in table.column_names if n in names]).to_pylist(maps_as_pydicts="strict")
+    rows = data.select([n for n in data.column_names if n in names]).to_pylist(maps_as_pydicts="strict")
     out = io.BytesIO()
     datum = io.BytesIO()
     for row in rows:
@@ -294,16 +299,16 @@ def _fixed(values: np.ndarray, width: int, valid: np.ndarray | None) -> tuple[np
     return raw[valid].reshape(-1), np.where(valid, width, 0).astype(np.int64)
 
 
-def _encode_flat(table: pa.Table, schema: dict) -> tuple[memoryview, np.ndarray]:
-    n = table.num_rows
+def _encode_flat(data: pa.Table, schema: dict[str, Any]) -> tuple[memoryview, np.ndarray]:
+    n = data.num_rows
     if not n:
         return memoryview(b""), np.zeros(1, np.int64)
     rows = _Rows(n)
     for field in schema["fields"]:
         name = field["name"]
         avro_type, null_index = branches(field["type"])
-        if name in table.column_names:
-            column = table.column(name).combine_chunks()
+        if name in data.column_names:
+            column = data.column(name).combine_chunks()
         elif null_index is None:
             raise SchemaError(f"column {name!r} is missing and its Avro type is not nullable")
         else:
@@ -333,6 +338,7 @@ def _encode_values(rows: _Rows, column: pa.Array, avro_type: Any, valid: np.ndar
         offsets = np.frombuffer(column.buffers()[1], np.int32, len(column) + 1, column.offset * 4).astype(np.int64)
         lengths = np.diff(offsets)
         if has_nulls:
+            assert valid is not None
             lengths = np.where(valid, lengths, 0)
         data = column.buffers()[2]
         body = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)

@@ -14,8 +14,7 @@ from enum import IntEnum
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema import IS_DELETED_COLUMN as IS_DELETED
-from upsertlake.schema import RECORD_KEY_COLUMN as RECORD_KEY
+from upsertlake.schema.columns import IS_DELETED, RECORD_KEY
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1  # HoodieLogFormatVersion: 1 has type, header, content length, footer, total length

@@ -14,7 +14,7 @@ import datetime as dt
 import decimal
 import io
 import struct
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 import pyarrow as pa
@@ -75,7 +75,7 @@ _SCHEMA = fastavro.parse_schema(
 _BRANCH_OF = {f"{_NS}.{name}": i + 1 for i, (name, _, _) in enumerate(_WRAPPERS)}
 
 
-def decode_delete_content(content: bytes) -> pa.Table:
+def decode_delete_content(content: bytes | memoryview) -> pa.Table:
     """The keys of a delete block's content (columns: see DeleteBlock)."""
     if len(content) < 8:
         raise CorruptTableError(f"a delete block's content is {len(content)} bytes, too short for its header")
@@ -86,10 +86,16 @@ def decode_delete_content(content: bytes) -> pa.Table:
             "is read; older versions are Java-serialized"
         )
     try:
-        records = fastavro.schemaless_reader(io.BytesIO(content[8 : 8 + length]), _SCHEMA, None, return_record_name=True)
+        records = cast("dict[str, Any]", fastavro.schemaless_reader(
+            io.BytesIO(content[8 : 8 + length]), _SCHEMA, None, return_record_name=True
+        ))
     except (EOFError, ValueError, IndexError) as e:
         raise CorruptTableError(f"a delete block's record list cannot be decoded: {e}") from e
-    keys, partitions, values, natural, branches = [], [], [], [], set()
+    keys: list[str] = []
+    partitions: list[str] = []
+    values: list[Any] = []
+    natural: list[bool] = []
+    branches: set[int] = set()
     for rec in records["deleteRecordList"]:
         keys.append(rec["recordKey"])
         partitions.append(rec["partitionPath"])
@@ -109,7 +115,9 @@ def decode_delete_content(content: bytes) -> pa.Table:
         values.append(_unwrap(branch, value))
         natural.append(False)
     if len(branches) > 1:
-        raise CorruptTableError(f"a delete block mixes ordering value types: {sorted(_WRAPPERS[b - 1][0] for b in branches)}")
+        raise CorruptTableError(
+            f"a delete block mixes ordering value types: {sorted(_WRAPPERS[b - 1][0] for b in branches)}"
+        )
     value_type = _WRAPPERS[branches.pop() - 1][2] if branches else pa.null()
     return pa.table(
         {

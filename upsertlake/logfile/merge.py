@@ -33,18 +33,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.errors import ConfigError, SchemaError
+from upsertlake.config.enums import MergeMode
+from upsertlake.errors import SchemaError
 from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock
-from upsertlake.schema import IS_DELETED_COLUMN, conform
-
-MergeMode = Literal["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"]
-MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")
+from upsertlake.schema import conform
+from upsertlake.schema.columns import IS_DELETED
 
 # event kinds: a record, a delete block's delete with an ordering value, one without (natural),
 # a record with `_hoodie_is_deleted` true (a delete that merges as a record)
@@ -71,7 +69,7 @@ class Merged:
     distinct keys the log names, how many of the base file's keys it wrote (updates), and the
     keys only the log holds that were written (the new file's keys beyond the base's)."""
 
-    table: pa.Table
+    records: pa.Table
     log_keys: int
     updates: int
     added: pa.Array
@@ -91,7 +89,7 @@ def merge_slice(
     file group). `valid_instants`: the instants whose blocks count (a set, or a predicate).
     `ordered`: records the log replaced keep their base row's place (as compaction writes them);
     else they follow the base rows that stay, which costs a copy less (a read)."""
-    return merge_counted(base, blocks, key_field, ordering_field, mode, valid_instants, schema, ordered).table
+    return merge_counted(base, blocks, key_field, ordering_field, mode, valid_instants, schema, ordered).records
 
 
 def merge_counted(
@@ -105,8 +103,6 @@ def merge_counted(
     ordered: bool = True,
 ) -> Merged:
     """`merge_slice`, with its counts."""
-    if mode not in MERGE_MODES:
-        raise ConfigError(f"merge mode {mode!r} is not one upsertlake merges by ({', '.join(MERGE_MODES)})")
     live = live_blocks(blocks, valid_instants)
     out_schema = _output_schema(schema, base, live)
     if out_schema is None:
@@ -140,14 +136,18 @@ def merge_counted(
         from_log = by_position >= n_base
         stays[by_position[~from_log]] = True
         logs = pa.concat_tables(log_tables) if log_tables else out_schema.empty_table()
-        merged = pa.concat_tables([base_table.filter(pa.array(stays)), logs.take(pa.array(by_position[from_log] - n_base))])
+        merged = pa.concat_tables(
+            [base_table.filter(pa.array(stays)), logs.take(pa.array(by_position[from_log] - n_base))]
+        )
     # the keys only the log holds come last
     added = int((positions >= n_base).sum())
     keys = _strings(merged.column(key_field)) if added else pa.array([], pa.string())
     return Merged(merged, log_keys, len(positions) - added, keys.slice(len(keys) - added))
 
 
-def _output_schema(schema: pa.Schema | None, base: pa.Table | None, live: list[Block]) -> pa.Schema | None:
+def _output_schema(
+    schema: pa.Schema | None, base: pa.Table | None, live: list[DataBlock | DeleteBlock]
+) -> pa.Schema | None:
     if schema is not None:
         return schema
     if base is not None:
@@ -156,7 +156,9 @@ def _output_schema(schema: pa.Schema | None, base: pa.Table | None, live: list[B
     return data[-1].records.schema if data else None
 
 
-def _ordering_type(schema: pa.Schema, field: str | None, base: pa.Table | None, live: list[Block]) -> pa.DataType:
+def _ordering_type(
+    schema: pa.Schema, field: str | None, base: pa.Table | None, live: list[DataBlock | DeleteBlock]
+) -> pa.DataType:
     if field is None:
         return pa.null()
     if field in schema.names:
@@ -167,12 +169,12 @@ def _ordering_type(schema: pa.Schema, field: str | None, base: pa.Table | None, 
     return pa.null()
 
 
-def _deleted_mask(table: pa.Table | None) -> np.ndarray:
-    if table is None:
+def _deleted_mask(data: pa.Table | None) -> np.ndarray:
+    if data is None:
         return np.zeros(0, bool)
-    if IS_DELETED_COLUMN not in table.column_names:
-        return np.zeros(table.num_rows, bool)
-    return np.asarray(pc.fill_null(table.column(IS_DELETED_COLUMN), False), dtype=bool)
+    if IS_DELETED not in data.column_names:
+        return np.zeros(data.num_rows, bool)
+    return np.asarray(pc.fill_null(data.column(IS_DELETED), False), dtype=bool)
 
 
 def _drop_deleted(base_table: pa.Table, base: pa.Table | None) -> pa.Table:
@@ -229,14 +231,15 @@ class _Events:
         column = records.column(self.ordering_field).combine_chunks()
         return column if column.type == self.ordering_type else column.cast(self.ordering_type)
 
-    def resolve(self, base: pa.Table | None, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    def resolve(self, base: pa.Table | None, mode: MergeMode) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """(the merged-table rows of the winning records, their output positions, which base rows
-        the log touched, how many distinct keys the log names): a key the base file holds stays at its base row's position, a key only
-        the log holds goes after the base rows, where the log first names it."""
+        the log touched, how many distinct keys the log names): a key the base file holds stays at
+        its base row's position, a key only the log holds goes after the base rows, where the log
+        first names it."""
         log_keys = pa.concat_arrays(self.keys)
         n_log = len(log_keys)
         n_base = base.num_rows if base is not None else 0
-        base_keys = _strings(base.column(self.key_field)) if n_base else pa.array([], pa.string())
+        base_keys = _strings(base.column(self.key_field)) if base is not None and n_base else pa.array([], pa.string())
         log_codes, base_codes, distinct = _key_codes(log_keys, base_keys)
         touched = base_codes >= 0
         idx = np.flatnonzero(touched)
@@ -265,7 +268,7 @@ def _key_codes(log_keys: pa.Array, base_keys: pa.Array) -> tuple[np.ndarray, np.
 
 
 def _winners(
-    key_group: np.ndarray, ordering: pa.Array, kind: np.ndarray, mode: str, n_base: int = 0
+    key_group: np.ndarray, ordering: pa.Array, kind: np.ndarray, mode: MergeMode, n_base: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """(each key's winning event, each key's first event), keys in the same order; events are
     numbered in the order they happened (their index), `key_group` numbers their keys, and the
@@ -279,7 +282,7 @@ def _winners(
     ends = np.ones(n, bool)
     ends[:-1] = starts[1:]
     firsts = order[starts]
-    if mode == "COMMIT_TIME_ORDERING":
+    if mode is MergeMode.COMMIT_TIME:
         return order[ends], firsts
     in_play, natural = _in_play(kind[order], order < n_base, starts, ends, group)
     competing = order[in_play]
@@ -338,8 +341,8 @@ def _by_key(key_group: np.ndarray) -> np.ndarray:
 def _is_integral(t: pa.DataType) -> bool:
     """An ordering type whose values compare as int64 (not uint64, which may not fit)."""
     if pa.types.is_integer(t):
-        return t != pa.uint64()
-    return pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t)
+        return bool(t != pa.uint64())
+    return bool(pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t))
 
 
 def _last_largest(groups: np.ndarray, ordering: pa.Array) -> np.ndarray:

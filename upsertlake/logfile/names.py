@@ -10,12 +10,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from upsertlake.errors import CorruptTableError
+
 LOG_EXTENSION = "log"
 CDC_SUFFIX = ".cdc"
 
 # Hudi: ^\.(.+)_(.*)\.(log|archive)\.(\d+)(_((\d+)-(\d+)-(\d+))(.cdc)?)? ; archive logs are timeline
 # files, not slices, so only `log` is a log file here, and the whole name must match.
-_PATTERN = re.compile(r"\.(?P<file_id>.+)_(?P<instant>[^_]*)\.log\.(?P<version>\d+)_(?P<token>\d+-\d+-\d+)(?P<suffix>\.cdc)?")
+_PATTERN = re.compile(
+    r"\.(?P<file_id>.+)_(?P<instant>[^_]*)\.log\.(?P<version>\d+)_(?P<token>\d+-\d+-\d+)(?P<suffix>\.cdc)?"
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,14 @@ class LogFileName:
     def next_version(self, write_token: str) -> LogFileName:
         """The name a writer rolls over to (HoodieLogFile.rollOver): same slice, version + 1."""
         return LogFileName(self.file_id, self.instant, self.version + 1, write_token, self.suffix)
+
+
+def log_instant(path: str) -> str:
+    """The instant that names the log file at `path` (refused by name when it is not one)."""
+    name = LogFileName.parse(path.rpartition("/")[2])
+    if name is None:
+        raise CorruptTableError(f"{path} is not a log file's name")
+    return name.instant
 
 
 def is_log_path(path: str) -> bool:

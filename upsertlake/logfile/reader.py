@@ -13,13 +13,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.errors import CorruptTableError, UnsupportedLogBlockError
 from upsertlake.hfile import read_records
-from upsertlake.logfile.avro_records import decode_record_runs, decode_records, split_datums
+from upsertlake.logfile.avro_records import Payload, decode_record_runs, decode_records, split_datums
 from upsertlake.logfile.blocks import (
     LOG_FORMAT_VERSION,
     MAGIC,
@@ -80,7 +81,7 @@ def read_logs(
     ]
 
 
-def read_avro_datums(data: bytes, name: str = "log file") -> list[tuple[str, list[bytes]]]:
+def read_avro_datums(data: bytes, name: str = "log file") -> list[tuple[str, list[Payload]]]:
     """The Avro data blocks of a log file as (writer schema JSON, each record's Avro binary
     datum), undecoded: for readers that decode records as Avro values, not as table rows (Hudi's
     archived timeline is a log file of HoodieArchivedMetaEntry records). Corrupt stretches (a
@@ -150,10 +151,10 @@ def _block_size(data: bytes, start: int) -> int | None:
     rest = len(data) - block_end
     if rest >= len(MAGIC) and data[block_end : block_end + len(MAGIC)] != MAGIC:
         return None
-    return size
+    return cast("int | None", size)
 
 
-def _skip_corrupt(data: bytes, start: int, blocks: list[Block]) -> int:
+def _skip_corrupt(data: bytes, start: int, blocks: list[Block | _Avro]) -> int:
     nxt = data.find(MAGIC, start)
     stop = len(data) if nxt < 0 else nxt
     blocks.append(CorruptBlock(start, stop - start))
@@ -172,10 +173,10 @@ class _Cursor:
         return out
 
     def int32(self) -> int:
-        return _INT.unpack(self.take(4))[0]
+        return int(_INT.unpack(self.take(4))[0])
 
     def int64(self) -> int:
-        return _LONG.unpack(self.take(8))[0]
+        return int(_LONG.unpack(self.take(8))[0])
 
     def metadata(self) -> Header:
         header: Header = {}

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.errors import UnsupportedLogBlockError
+from upsertlake.hfile import Compression, write_hfile
 from upsertlake.logfile.avro_records import encode_record_runs, encode_records, join_datums
 from upsertlake.logfile.blocks import (
     CONTENT_VERSION,
@@ -32,7 +33,6 @@ from upsertlake.logfile.blocks import (
     HeaderKey,
 )
 from upsertlake.logfile.deletes import encode_delete_content
-from upsertlake.hfile import Compression, write_hfile
 
 HFILE_BLOCK_SIZE = 64 * 1024  # an HFile data block's HFile blocks (HBase's default block size)
 

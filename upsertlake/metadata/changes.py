@@ -28,15 +28,16 @@ from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.partitions import RecordType
 from upsertlake.metadata.records import Record, record_index_info
 from upsertlake.metadata.writer import Changes
+from upsertlake.schema.columns import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
 
-META_COLUMNS_INDEXED = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
+META_COLUMNS_INDEXED = (COMMIT_TIME, PARTITION_PATH, RECORD_KEY)
 MAX_COLUMNS = 32  # hoodie.metadata.index.column.stats.max.columns.to.index
 _NAMESPACE = "org.apache.hudi.avro.model."
 
 
 def _empty_record(key: str, kind: RecordType) -> Record:
-    return {"_hoodie_commit_time": None, "_hoodie_commit_seqno": None, "_hoodie_record_key": None,
-            "_hoodie_partition_path": None, "_hoodie_file_name": None, "key": key, "type": int(kind),
+    return {COMMIT_TIME: None, COMMIT_SEQNO: None, RECORD_KEY: None,
+            PARTITION_PATH: None, FILE_NAME: None, "key": key, "type": int(kind),
             "filesystemMetadata": None, "BloomFilterMetadata": None, "ColumnStatsMetadata": None,
             "recordIndexMetadata": None, "SecondaryIndexMetadata": None}
 
@@ -48,7 +49,9 @@ def files_changes(added: Mapping[str, Mapping[str, int]], deleted: Mapping[str, 
     partitions = sorted(added)
     if partitions:
         listing = {mkeys.partition_identifier(p): {"size": 0, "isDeleted": False} for p in partitions}
-        changes.upserts.append({**_empty_record(mkeys.ALL_PARTITIONS_KEY, RecordType.ALL_PARTITIONS), "filesystemMetadata": listing})
+        changes.upserts.append(
+            {**_empty_record(mkeys.ALL_PARTITIONS_KEY, RecordType.ALL_PARTITIONS), "filesystemMetadata": listing}
+        )
     for partition in sorted(set(added) | set(deleted)):
         files = {name: {"size": size, "isDeleted": False} for name, size in added.get(partition, {}).items()}
         files.update({name: {"size": 0, "isDeleted": True} for name in deleted.get(partition, ())})
@@ -84,9 +87,17 @@ def indexed_columns(schema: pa.Schema, source_fields: Sequence[str] | None) -> l
 
 
 def _supported(t: pa.DataType) -> bool:
-    return (pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_date32(t)
-            or pa.types.is_timestamp(t) or pa.types.is_decimal(t))
+    return bool(
+        pa.types.is_boolean(t)
+        or pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_decimal(t)
+    )
 
 
 def footer_stats(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[ColumnStats] | None:
@@ -132,7 +143,9 @@ def records_stats(records: pa.Table, columns: Sequence[str]) -> list[ColumnStats
         if pa.types.is_floating(t) and pc.any(pc.is_nan(column)).as_py():
             return None
         bounds = pc.min_max(column)
-        out.append(ColumnStats(name, t, bounds["min"].as_py(), bounds["max"].as_py(), records.num_rows, column.null_count))
+        out.append(
+            ColumnStats(name, t, bounds["min"].as_py(), bounds["max"].as_py(), records.num_rows, column.null_count)
+        )
     return out
 
 
@@ -143,23 +156,44 @@ def merged(stats: Sequence[Sequence[ColumnStats]]) -> list[ColumnStats]:
         lows = [s.low for s in column if s.low is not None]
         highs = [s.high for s in column if s.high is not None]
         first = column[0]
-        out.append(ColumnStats(first.column, first.type, min(lows) if lows else None, max(highs) if highs else None,
-                               sum(s.values for s in column), sum(s.nulls for s in column),
-                               sum(s.size for s in column), sum(s.uncompressed for s in column)))
+        out.append(
+            ColumnStats(
+                first.column,
+                first.type,
+                min(lows) if lows else None,
+                max(highs) if highs else None,
+                sum(s.values for s in column),
+                sum(s.nulls for s in column),
+                sum(s.size for s in column),
+                sum(s.uncompressed for s in column),
+            )
+        )
     return out
 
 
-def column_stats_records(partition: str, file_name: str, stats: Sequence[ColumnStats], table_version: int) -> list[Record]:
+def column_stats_records(
+    partition: str, file_name: str, stats: Sequence[ColumnStats], table_version: int
+) -> list[Record]:
     """The `column_stats` records of one file (createColumnStatsRecords)."""
-    return [{**_empty_record(mkeys.column_stats_key(s.column, partition, file_name), RecordType.COLUMN_STATS),
-             "ColumnStatsMetadata": _stats_payload(file_name, s, table_version, tight=False)} for s in stats]
+    return [
+        {
+            **_empty_record(mkeys.column_stats_key(s.column, partition, file_name), RecordType.COLUMN_STATS),
+            "ColumnStatsMetadata": _stats_payload(file_name, s, table_version, tight=False),
+        }
+        for s in stats
+    ]
 
 
 def partition_stats_records(partition: str, stats: Sequence[ColumnStats], table_version: int) -> list[Record]:
     """The tight `partition_stats` records of one partition (createPartitionStatsRecords)."""
     name = mkeys.partition_identifier(partition)
-    return [{**_empty_record(mkeys.partition_stats_key(s.column, partition), RecordType.PARTITION_STATS),
-             "ColumnStatsMetadata": _stats_payload(name, s, table_version, tight=True)} for s in stats]
+    return [
+        {
+            **_empty_record(mkeys.partition_stats_key(s.column, partition), RecordType.PARTITION_STATS),
+            "ColumnStatsMetadata": _stats_payload(name, s, table_version, tight=True),
+        }
+        for s in stats
+    ]
 
 
 def partition_stats_keys(partition: str, columns: Iterable[str]) -> list[str]:
@@ -169,9 +203,18 @@ def partition_stats_keys(partition: str, columns: Iterable[str]) -> list[str]:
 def _stats_payload(file_name: str, s: ColumnStats, table_version: int, tight: bool) -> dict[str, Any]:
     low, value_type = _wrap(s.low, s.type, table_version)
     high, _ = _wrap(s.high, s.type, table_version)
-    payload = {"fileName": file_name, "columnName": s.column, "minValue": low, "maxValue": high,
-               "valueCount": s.values, "nullCount": s.nulls, "totalSize": s.size, "totalUncompressedSize": s.uncompressed,
-               "isDeleted": False, "isTightBound": tight}
+    payload = {
+        "fileName": file_name,
+        "columnName": s.column,
+        "minValue": low,
+        "maxValue": high,
+        "valueCount": s.values,
+        "nullCount": s.nulls,
+        "totalSize": s.size,
+        "totalUncompressedSize": s.uncompressed,
+        "isDeleted": False,
+        "isTightBound": tight,
+    }
     if table_version >= 9:
         payload["valueType"] = value_type
     return payload
@@ -192,7 +235,9 @@ def _wrap(value: Any, t: pa.DataType, table_version: int) -> tuple[Any, dict[str
         wide = t.bit_width == 64
         ordinal, wrapper, v = (_LONG, "LongWrapper", value) if wide else (_INT, "IntWrapper", value)
     elif pa.types.is_floating(t):
-        ordinal, wrapper, v = (_DOUBLE, "DoubleWrapper", value) if t.bit_width == 64 else (_FLOAT, "FloatWrapper", value)
+        ordinal, wrapper, v = (
+            (_DOUBLE, "DoubleWrapper", value) if t.bit_width == 64 else (_FLOAT, "FloatWrapper", value)
+        )
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
         ordinal, wrapper, v = _STRING, "StringWrapper", value
     elif pa.types.is_binary(t):
@@ -206,15 +251,19 @@ def _wrap(value: Any, t: pa.DataType, table_version: int) -> tuple[Any, dict[str
         if table_version >= 9:
             ordinal, wrapper, v = units[t.unit], "LongWrapper", count
         else:  # version 8 wrote micros in a TimestampMicrosWrapper
-            micros = None if value is None else pa.scalar(value, t).cast(pa.timestamp("us", t.tz)).cast(pa.int64()).as_py()
+            micros = (
+                None if value is None else pa.scalar(value, t).cast(pa.timestamp("us", t.tz)).cast(pa.int64()).as_py()
+            )
             ordinal, wrapper, v = units["us"], "TimestampMicrosWrapper", micros
     elif pa.types.is_decimal(t):
         if table_version >= 9:
             unscaled = None if value is None else int(Decimal(value).scaleb(t.scale))
-            width = None if unscaled is None else max(1, (unscaled.bit_length() + 8) // 8)
+            width = 0 if unscaled is None else max(1, (unscaled.bit_length() + 8) // 8)
             v = None if unscaled is None else unscaled.to_bytes(width, "big", signed=True)
-            return (None if v is None else (_NAMESPACE + "BytesWrapper", {"value": v}),
-                    {"typeOrdinal": _DECIMAL, "additionalInfo": f"{t.precision},{t.scale}"})
+            return (
+                None if v is None else (_NAMESPACE + "BytesWrapper", {"value": v}),
+                {"typeOrdinal": _DECIMAL, "additionalInfo": f"{t.precision},{t.scale}"},
+            )
         ordinal, wrapper = _DECIMAL, "DecimalWrapper"
         v = None if value is None else Decimal(value).quantize(Decimal(1).scaleb(-15))
     else:
@@ -231,10 +280,11 @@ def record_index_changes(inserted: pa.Table, deleted: pa.Table, instant_millis: 
     partitions = inserted.column("partition").to_pylist()
     file_ids = inserted.column("file_id").to_pylist()
     template = _empty_record("", RecordType.RECORD_INDEX)
-    upserts = [{**template, "key": k, "recordIndexMetadata": record_index_info(p, f, instant_millis)}
-               for k, p, f in zip(keys, partitions, file_ids)]
+    upserts = [
+        {**template, "key": k, "recordIndexMetadata": record_index_info(p, f, instant_millis)}
+        for k, p, f in zip(keys, partitions, file_ids)
+    ]
     gone = deleted.column("key")
     if len(keys):
         gone = gone.filter(pc.invert(pc.is_in(gone, inserted.column("key"))))
     return Changes(upserts, gone.to_pylist())
-

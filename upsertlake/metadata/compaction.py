@@ -13,20 +13,22 @@ before a compaction still finds its files) and deletes the older ones.
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 from upsertlake.hfile import Compression, write_hfile
 from upsertlake.hfile import file_info as hfile_info
-from upsertlake.logfile.names import LogFileName
-from upsertlake.metadata.records import encode, writer_schema
+from upsertlake.logfile.names import LogFileName, log_instant
 from upsertlake.metadata.partitions import SOLO_COMMIT_TIMESTAMP
+from upsertlake.metadata.records import encode, writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
 from upsertlake.metadata.writer import WRITE_TOKEN
+from upsertlake.schema.columns import FILE_NAME
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time, next_instant_time, parse_instant_time
-
-from datetime import timedelta
 
 BASE_BLOCK_SIZE = 64 * 1024
 PLAN_SCHEMA = "HoodieCompactionPlan"
@@ -52,7 +54,9 @@ def compaction_time(table: MetadataTable, data: Timeline) -> str | None:
         time = format_instant_time(parse_instant_time(pending[0], zone) - timedelta(milliseconds=1), zone)
     else:
         time = next_instant_time(max(filter(None, [table.timeline.last_time(), data.last_time()])), zone)
-    newest_base = max((i.time for i in table.timeline.instants if i.is_completed and i.action is Action.COMMIT), default="")
+    newest_base = max(
+        (i.time for i in table.timeline.instants if i.is_completed and i.action is Action.COMMIT), default=""
+    )
     if time <= newest_base or table.timeline.get(time) is not None:
         return None
     return time
@@ -67,10 +71,16 @@ def compact(table: MetadataTable, time: str, table_version: int) -> Instant:
     work: list[tuple[MetadataSlice, MetadataSlice]] = []
     for partition in table.partitions:
         for sl in table.slices(partition):
-            logs = tuple(p for p in sl.logs if completion[LogFileName.parse(p.rpartition("/")[2]).instant] < time)
+            logs = tuple(p for p in sl.logs if completion[log_instant(p)] < time)
             work.append((sl, MetadataSlice(sl.partition, sl.file_id, sl.base, logs)))
-    plan = {"operations": [_operation(folded) for _, folded in work], "extraMetadata": None, "version": 2,
-            "strategy": None, "preserveHoodieMetadata": False, "missingSchedulePartitions": None}
+    plan = {
+        "operations": [_operation(folded) for _, folded in work],
+        "extraMetadata": None,
+        "version": 2,
+        "strategy": None,
+        "preserveHoodieMetadata": False,
+        "missingSchedulePartitions": None,
+    }
     requested = Instant(time, Action.COMPACTION, State.REQUESTED)
     storage.write_if_absent(layout.path(requested), documents.encode(PLAN_SCHEMA, plan))
     inflight = transition(storage, requested, State.INFLIGHT, b"", layout)
@@ -84,28 +94,46 @@ def compact(table: MetadataTable, time: str, table_version: int) -> Instant:
     return transition(storage, done, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout))
 
 
-def _operation(sl: MetadataSlice) -> dict:
+def _operation(sl: MetadataSlice) -> dict[str, Any]:
     base = sl.base.rpartition("/")[2] if sl.base else None
-    return {"baseInstantTime": base[: -len(BASE_EXTENSION)].rpartition("_")[2] if base else "",
-            "deltaFilePaths": [p.rpartition("/")[2] for p in sl.logs], "dataFilePath": base, "fileId": sl.file_id,
-            "partitionPath": sl.partition, "metrics": {}, "bootstrapFilePath": None}
+    return {
+        "baseInstantTime": base[: -len(BASE_EXTENSION)].rpartition("_")[2] if base else "",
+        "deltaFilePaths": [p.rpartition("/")[2] for p in sl.logs],
+        "dataFilePath": base,
+        "fileId": sl.file_id,
+        "partitionPath": sl.partition,
+        "metrics": {},
+        "bootstrapFilePath": None,
+    }
 
 
 def _write_base(table: MetadataTable, sl: MetadataSlice, time: str, schema: str) -> WriteStat:
     records = table.read_all(sl)
     keys = sorted(records)
     name = f"{sl.file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
-    values = encode([{**records[k], "_hoodie_file_name": name} for k in keys], schema)
+    values = encode([{**records[k], FILE_NAME: name} for k in keys], schema)
     info = {hfile_info.SCHEMA: schema.encode()}
     if keys:
         info.update({hfile_info.MIN_RECORD_KEY: keys[0].encode(), hfile_info.MAX_RECORD_KEY: keys[-1].encode()})
-    data = write_hfile(list(zip([k.encode() for k in keys], values)), block_size=BASE_BLOCK_SIZE,
-                       compression=Compression.NONE, file_info=info)
+    data = write_hfile(
+        list(zip([k.encode() for k in keys], values)),
+        block_size=BASE_BLOCK_SIZE,
+        compression=Compression.NONE,
+        file_info=info,
+    )
     path = f"{sl.partition}/{name}"
     table.storage.write_bytes(path, data)
-    return WriteStat(fileId=sl.file_id, path=path, partitionPath=sl.partition, prevCommit=time, numWrites=len(keys),
-                     numInserts=len(keys), totalWriteBytes=len(data), fileSizeInBytes=len(data),
-                     totalLogFilesCompacted=len(sl.logs))
+    return WriteStat(
+        fileId=sl.file_id,
+        path=path,
+        partitionPath=sl.partition,
+        prevCommit=time,
+        numWrites=len(keys),
+        numInserts=len(keys),
+        totalWriteBytes=len(data),
+        fileSizeInBytes=len(data),
+        totalLogFilesCompacted=len(sl.logs),
+    )
 
 
 def trim_timeline(table: MetadataTable) -> list[str]:
@@ -124,9 +152,15 @@ def trim_timeline(table: MetadataTable) -> list[str]:
     if not named:
         return []
     oldest = min(named)
-    doomed = [i for i in table.timeline.instants
-              if i.is_completed and i.time < oldest and i.time not in named and not i.time.startswith(SOLO_COMMIT_TIMESTAMP)
-              and i.action in (Action.DELTA_COMMIT, Action.COMMIT)]
+    doomed = [
+        i
+        for i in table.timeline.instants
+        if i.is_completed
+        and i.time < oldest
+        and i.time not in named
+        and not i.time.startswith(SOLO_COMMIT_TIMESTAMP)
+        and i.action in (Action.DELTA_COMMIT, Action.COMMIT)
+    ]
     listed = storage.list(layout.folder)
     for inst in doomed:
         delete_instant_files(storage, inst, layout, listed)

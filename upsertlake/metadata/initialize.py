@@ -30,6 +30,7 @@ from upsertlake.metadata.partitions import (
 from upsertlake.metadata.records import Record, encode, writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION
 from upsertlake.metadata.writer import WRITE_TOKEN
+from upsertlake.schema.columns import FILE_NAME
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -84,7 +85,9 @@ def initialize_partition(
         storage.delete(entry.path)
     if (earlier := timeline.get(time, Action.DELTA_COMMIT)) is not None:
         delete_instant_files(storage, earlier, layout)
-    storage.write_if_absent(f"{partition}/{PARTITION_METAFILE}", f"#partition metadata\ncommitTime={time}\npartitionDepth=1\n".encode())
+    storage.write_if_absent(
+        f"{partition}/{PARTITION_METAFILE}", f"#partition metadata\ncommitTime={time}\npartitionDepth=1\n".encode()
+    )
     requested = Instant(time, Action.DELTA_COMMIT, State.REQUESTED)
     storage.write_if_absent(layout.path(requested), b"")
     inflight = transition(storage, requested, State.INFLIGHT, b"", layout)
@@ -97,15 +100,30 @@ def initialize_partition(
         mine = [k for k, n in zip(keys, groups) if n == g]
         file_id = file_group_id(partition, g)
         name = f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
-        values = encode([{**by_key[k], "_hoodie_file_name": name} for k in mine], schema)
+        values = encode([{**by_key[k], FILE_NAME: name} for k in mine], schema)
         info = {hfile_info.SCHEMA: schema.encode()}
         if mine:
             info.update({hfile_info.MIN_RECORD_KEY: mine[0].encode(), hfile_info.MAX_RECORD_KEY: mine[-1].encode()})
-        data = write_hfile(list(zip([k.encode() for k in mine], values)), block_size=BASE_BLOCK_SIZE,
-                           compression=Compression.NONE, file_info=info)
+        data = write_hfile(
+            list(zip([k.encode() for k in mine], values)),
+            block_size=BASE_BLOCK_SIZE,
+            compression=Compression.NONE,
+            file_info=info,
+        )
         path = f"{partition}/{name}"
         storage.write_bytes(path, data)
-        stats.append(WriteStat(fileId=file_id, path=path, partitionPath=partition, numWrites=len(mine), numInserts=len(mine),
-                               totalWriteBytes=len(data), fileSizeInBytes=len(data)))
+        stats.append(
+            WriteStat(
+                fileId=file_id,
+                path=path,
+                partitionPath=partition,
+                numWrites=len(mine),
+                numInserts=len(mine),
+                totalWriteBytes=len(data),
+                fileSizeInBytes=len(data),
+            )
+        )
     metadata = CommitMetadata({partition: stats}, "BULK_INSERT", {"schema": schema})
-    return transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout))
+    return transition(
+        storage, inflight, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout)
+    )

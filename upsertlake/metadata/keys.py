@@ -20,6 +20,7 @@ import hashlib
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -83,7 +84,7 @@ def file_group_index(keys: pa.Array | pa.ChunkedArray | Sequence[str], groups: i
         hashes = _ascii_hash_codes(array)
     else:
         hashes = np.array([_hash_code(k) for k in array.to_pylist()], dtype=np.int64)
-    return np.abs(hashes) % groups
+    return cast(np.ndarray, np.abs(hashes) % groups)
 
 
 def _hash_code(key: str) -> int:
@@ -99,7 +100,9 @@ def _ascii_hash_codes(array: pa.StringArray) -> np.ndarray:
     """hashCode of every key of an ASCII string array at once: sum of byte * 31^(distance from the
     key's end), in uint32 arithmetic (Java's int overflow), then read as signed."""
     offsets = np.frombuffer(array.buffers()[1], dtype=np.int32)[array.offset : array.offset + len(array) + 1]
-    data = np.frombuffer(array.buffers()[2], dtype=np.uint8) if array.buffers()[2] is not None else np.zeros(0, np.uint8)
+    data = (
+        np.frombuffer(array.buffers()[2], dtype=np.uint8) if array.buffers()[2] is not None else np.zeros(0, np.uint8)
+    )
     start, end = int(offsets[0]), int(offsets[-1])
     lengths = np.diff(offsets)
     if end == start:

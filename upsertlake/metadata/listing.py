@@ -17,6 +17,7 @@ from upsertlake.metadata.table import MetadataTable, unsynced_instants
 from upsertlake.storage import FileEntry
 from upsertlake.timeline.active import Timeline
 
+
 class MetadataTableWarning(UpsertlakeWarning):
     """The metadata table is listed in hoodie.properties but cannot be trusted: files are listed
     from storage instead (slower on an object store, never wrong)."""

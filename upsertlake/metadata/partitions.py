@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from upsertlake.timeline.layouts import METADATA_PARTITIONS_KEY as PARTITIONS_KEY
+from upsertlake.timeline.layouts import METADATA_PARTITIONS_KEY
 
+PARTITIONS_KEY = METADATA_PARTITIONS_KEY  # the partitions readers may trust
 FOLDER = ".hoodie/metadata"
 INFLIGHT_KEY = "hoodie.table.metadata.partitions.inflight"
 

@@ -20,12 +20,13 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 
 from upsertlake.errors import CorruptTableError
 from upsertlake.metadata.partitions import RecordType
+from upsertlake.schema.columns import FILE_NAME
 
 Record = dict[str, Any]
 WRAPPER_NAMESPACE = "org.apache.hudi.avro.model."
@@ -36,7 +37,7 @@ MISSING_FILE_INDEX = -1  # RECORD_INDEX_MISSING_FILEINDEX_FALLBACK: a file id wi
 def writer_schema(table_version: int) -> str:
     """The HoodieMetadataRecord schema JSON Hudi writes for a table version (8 or 9)."""
     name = "HoodieMetadataRecord.v9.avsc" if table_version >= 9 else "HoodieMetadataRecord.v8.avsc"
-    return resources.files("upsertlake.metadata").joinpath("avro", name).read_text("utf-8")
+    return resources.files("upsertlake.metadata").joinpath("avro").joinpath(name).read_text("utf-8")
 
 
 @lru_cache(maxsize=16)
@@ -54,9 +55,9 @@ def decode(values: Iterable[bytes], keys: Iterable[str], schema_json: str, where
         record = seen.get(value)
         if record is None:
             try:
-                record = seen[value] = fastavro.schemaless_reader(
+                record = seen[value] = cast(Record, fastavro.schemaless_reader(
                     io.BytesIO(value), schema, None, return_record_name=True, return_record_name_override=True
-                )
+                ))
             except (EOFError, ValueError, IndexError, TypeError, UnicodeDecodeError) as e:
                 raise CorruptTableError(f"{where}: the metadata record of key {key!r} does not decode: {e}") from e
         out.append({**record, "key": key})
@@ -67,11 +68,11 @@ def encode(records: Iterable[Record], schema_json: str) -> list[bytes]:
     """Avro datums of records, their key field emptied as Hudi writes them (the HFile key holds it).
     A record index entry depends on its location alone: each location is encoded once."""
     schema = _parsed(schema_json)
-    seen: dict[tuple, bytes] = {}
+    seen: dict[tuple[Any, ...], bytes] = {}
     out = []
     for record in records:
         info = record.get("recordIndexMetadata")
-        alike = None if info is None else (record.get("_hoodie_file_name"), *info.values())
+        alike = None if info is None else (record.get(FILE_NAME), *info.values())
         datum = seen.get(alike) if alike is not None else None
         if datum is None:
             buf = io.BytesIO()
@@ -92,11 +93,16 @@ def combine(older: Record | None, newer: Record | None) -> Record | None:
     if kind in (RecordType.FILES, RecordType.ALL_PARTITIONS):
         return {**newer, "filesystemMetadata": combine_files(older["filesystemMetadata"], newer["filesystemMetadata"])}
     if kind in (RecordType.COLUMN_STATS, RecordType.PARTITION_STATS):
-        return {**newer, "ColumnStatsMetadata": combine_stats(older["ColumnStatsMetadata"], newer["ColumnStatsMetadata"])}
+        return {
+            **newer,
+            "ColumnStatsMetadata": combine_stats(older["ColumnStatsMetadata"], newer["ColumnStatsMetadata"]),
+        }
     return newer
 
 
-def combine_files(older: Mapping[str, dict] | None, newer: Mapping[str, dict] | None) -> dict[str, dict]:
+def combine_files(
+    older: Mapping[str, dict[str, Any]] | None, newer: Mapping[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
     """A partition's files (combineFileSystemMetadata): a deletion removes a listed file and is
     kept only for a file not listed before (the older side may be merged later); sizes only grow."""
     out = dict(older or {})
@@ -144,7 +150,12 @@ def unwrap(stats: Record, field: str) -> Any:
         return None
     value = _value(wrapped)
     value_type = stats.get("valueType")
-    if value is not None and value_type and value_type.get("typeOrdinal") == _DECIMAL_ORDINAL and isinstance(value, bytes):
+    if (
+        value is not None
+        and value_type
+        and value_type.get("typeOrdinal") == _DECIMAL_ORDINAL
+        and isinstance(value, bytes)
+    ):
         scale = int((value_type.get("additionalInfo") or "0,0").split(",")[1])
         return Decimal(int.from_bytes(value, "big", signed=True)).scaleb(-scale)
     return value
@@ -159,7 +170,7 @@ def _value(wrapped: Any) -> Any:
 def wrapper_name(wrapped: Any) -> str | None:
     """The wrapper record's short name (`LongWrapper`, `DecimalWrapper`, ...) of a bound."""
     if isinstance(wrapped, tuple):
-        return wrapped[0].removeprefix(WRAPPER_NAMESPACE)
+        return str(wrapped[0]).removeprefix(WRAPPER_NAMESPACE)
     return None
 
 
@@ -190,12 +201,27 @@ def record_index_info(partition: str, file_id: str, instant_millis: int) -> dict
         else:
             parsed, file_index = uuid.UUID(stem), int(index)
     except ValueError:
-        return {"partitionName": partition, "fileIdHighBits": -1, "fileIdLowBits": -1, "fileIndex": -1,
-                "fileId": file_id, "instantTime": instant_millis, "fileIdEncoding": 1, "position": None}
+        return {
+            "partitionName": partition,
+            "fileIdHighBits": -1,
+            "fileIdLowBits": -1,
+            "fileIndex": -1,
+            "fileId": file_id,
+            "instantTime": instant_millis,
+            "fileIdEncoding": 1,
+            "position": None,
+        }
     high, low = parsed.int >> 64, parsed.int & (1 << 64) - 1
-    return {"partitionName": partition, "fileIdHighBits": _signed(high), "fileIdLowBits": _signed(low),
-            "fileIndex": file_index, "fileId": "", "instantTime": instant_millis, "fileIdEncoding": 0,
-            "position": None}
+    return {
+        "partitionName": partition,
+        "fileIdHighBits": _signed(high),
+        "fileIdLowBits": _signed(low),
+        "fileIndex": file_index,
+        "fileId": "",
+        "instantTime": instant_millis,
+        "fileIdEncoding": 0,
+        "position": None,
+    }
 
 
 def _signed(value: int) -> int:

@@ -28,9 +28,9 @@ def bound(stats: Record, field: str, t: pa.DataType) -> Any:
     value = unwrap(stats, field)
     if value is None:
         return None
-    ordinal = (stats.get("valueType") or {}).get("typeOrdinal")
+    ordinal: int | None = (stats.get("valueType") or {}).get("typeOrdinal")
     if pa.types.is_timestamp(t):
-        unit = _TIMESTAMP_UNITS.get(ordinal, "us")
+        unit = _TIMESTAMP_UNITS.get(ordinal, "us") if ordinal is not None else "us"
         return pa.scalar(int(value), pa.int64()).cast(pa.timestamp(unit, t.tz)).cast(t).as_py()
     if pa.types.is_date32(t):
         return pa.scalar(int(value), pa.int32()).cast(t).as_py()
@@ -50,7 +50,9 @@ def file_stats(columns: Mapping[str, Record], schema: pa.Schema) -> FileColumnSt
         rows = max(rows, stats["valueCount"])
         try:
             low, high = bound(stats, "minValue", t), bound(stats, "maxValue", t)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, TypeError, ArithmeticError):
+        except (
+            pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, TypeError, ArithmeticError
+        ):
             continue
         entries[name] = column_entry(t, low, high, stats["nullCount"], pa.types.is_floating(t))
     return FileColumnStats(rows, entries) if entries else None

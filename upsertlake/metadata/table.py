@@ -18,16 +18,16 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.config.properties_file import PROPERTIES_FILE
 from upsertlake.errors import CorruptTableError
-from upsertlake.hfile import HFileReader
-from upsertlake.hfile import file_info
+from upsertlake.hfile import HFileReader, file_info
 from upsertlake.logfile.blocks import BlockType, CommandBlock, DataBlock, DeleteBlock
-from upsertlake.logfile.names import LogFileName
+from upsertlake.logfile.names import LogFileName, log_instant
 from upsertlake.logfile.reader import read_logs
 from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.partitions import (
@@ -41,16 +41,16 @@ from upsertlake.metadata.partitions import (
 )
 from upsertlake.metadata.records import Record, combine, decode, record_location
 from upsertlake.storage import Storage
-from upsertlake.timeline.active import Timeline
 from upsertlake.timeline import documents
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action, Instant
 from upsertlake.timeline.layouts import METAFOLDER, TimelineLayout
 from upsertlake.timeline.retention import rolled_back_instants
 
 BASE_EXTENSION = ".hfile"
 TABLES_KEPT = 4  # metadata tables a storage keeps open, by data timeline snapshot
-READ_WHOLE = (FILES,)
-SLICES_KEPT = 16  # whole slices' records a storage keeps  # partitions small enough to read whole (one file group, a record per data partition)
+READ_WHOLE = (FILES,)  # partitions small enough to read whole (one file group, a record per data partition)
+SLICES_KEPT = 16  # whole slices' records a storage keeps
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class MetadataTable:
         key = (data_timeline.instants, partitions)
         cached = opened.get(key)
         if cached is not None:
-            return cached
+            return cast(MetadataTable, cached)
         table = cls._open(data_timeline, partitions)
         opened.put(key, table)
         return table
@@ -105,14 +105,21 @@ class MetadataTable:
         try:
             timeline = Timeline.load(storage, metadata_layout(data_timeline.layout))
         except (CorruptTableError, FileNotFoundError) as e:
-            raise CorruptTableError(f"the metadata table {storage.base} is listed in {PARTITIONS_KEY} but cannot be read: {e}") from e
+            raise CorruptTableError(
+                f"the metadata table {storage.base} is listed in {PARTITIONS_KEY} but cannot be read: {e}"
+            ) from e
         if not timeline.instants:
-            raise CorruptTableError(f"the metadata table {storage.base} is listed in {PARTITIONS_KEY} but has no instants (no {PROPERTIES_FILE}?)")
+            raise CorruptTableError(
+                f"the metadata table {storage.base} is listed in {PARTITIONS_KEY} but has no instants "
+                f"(no {PROPERTIES_FILE}?)"
+            )
         return cls(storage, timeline, valid_instants(data_timeline, timeline), partitions)
 
     def reloaded(self) -> MetadataTable:
         """This metadata table with its timeline listed again (after a write to it)."""
-        return MetadataTable(self.storage, Timeline.load(self.storage, self.timeline.layout), self.valid, self.partitions)
+        return MetadataTable(
+            self.storage, Timeline.load(self.storage, self.timeline.layout), self.valid, self.partitions
+        )
 
     # -- file slices ---------------------------------------------------------------------------
     def slices(self, partition: str) -> list[MetadataSlice]:
@@ -142,10 +149,15 @@ class MetadataTable:
         for file_id in sorted(bases.keys() | logs.keys()):
             newest = max(bases.get(file_id, []), default=None)
             start = newest[0] if newest else None
-            kept = [(log, path) for log, path in logs.get(file_id, [])
-                    if start is None or self._completed[log.instant] >= start]
+            kept = [
+                (log, path)
+                for log, path in logs.get(file_id, [])
+                if start is None or self._completed[log.instant] >= start
+            ]
             kept.sort(key=lambda lp: lp[0].sort_key())
-            out.append(MetadataSlice(partition, file_id, newest[1] if newest else None, tuple(path for _, path in kept)))
+            out.append(
+                MetadataSlice(partition, file_id, newest[1] if newest else None, tuple(path for _, path in kept))
+            )
         return out
 
     # -- records -------------------------------------------------------------------------------
@@ -193,7 +205,7 @@ class MetadataTable:
 
     def _counted(self, sl: MetadataSlice) -> tuple[str, ...]:
         """The log files of a slice whose deltacommit counts (named by the data instant's time)."""
-        return tuple(p for p in sl.logs if LogFileName.parse(p.rpartition("/")[2]).instant in self.valid)
+        return tuple(p for p in sl.logs if log_instant(p) in self.valid)
 
     def read_all(self, sl: MetadataSlice) -> dict[str, Record]:
         """Every live record of one file slice (what a compaction writes into its new base file)."""
@@ -212,10 +224,14 @@ class MetadataTable:
         for block in blocks:
             if isinstance(block, DataBlock) and block.instant not in undone:
                 if block.block_type != BlockType.HFILE_DATA:
-                    raise CorruptTableError(f"{sl.partition}/{sl.file_id}: a {block.block_type.name} block in the metadata table")
+                    raise CorruptTableError(
+                        f"{sl.partition}/{sl.file_id}: a {block.block_type.name} block in the metadata table"
+                    )
                 table = _select(block.records, wanted, prefixes)
                 names = [k.decode("utf-8") for k in table.column("key").to_pylist()]
-                records = decode(table.column("value").to_pylist(), names, block.schema_json, f"{sl.partition}/{sl.file_id}")
+                records = decode(
+                    table.column("value").to_pylist(), names, block.schema_json, f"{sl.partition}/{sl.file_id}"
+                )
                 for key, record in zip(names, records):
                     merged[key] = combine(merged.get(key), record)
             elif isinstance(block, DeleteBlock) and block.instant not in undone:
@@ -233,11 +249,17 @@ class MetadataTable:
             if prefixes:
                 tables = [reader.read(prefix) for prefix in wanted]
                 table = pa.concat_tables(tables) if tables else None
-                found = [] if table is None else list(zip(table.column("key").to_pylist(), table.column("value").to_pylist()))
+                found = (
+                    []
+                    if table is None
+                    else list(zip(table.column("key").to_pylist(), table.column("value").to_pylist()))
+                )
             else:
                 found = list(reader.get_many(wanted).items())
         names = [k.decode("utf-8") for k, _ in found]
-        return list(zip(names, decode([v for _, v in found], names, schema.decode("utf-8"), self.storage.full_path(path))))
+        return list(
+            zip(names, decode([v for _, v in found], names, schema.decode("utf-8"), self.storage.full_path(path)))
+        )
 
     # -- what the partitions say ---------------------------------------------------------------
     def partition_paths(self) -> list[str]:
@@ -253,11 +275,17 @@ class MetadataTable:
         wanted = {mkeys.partition_identifier(p): p for p in partitions}
         found = self.lookup(FILES, wanted)
         return {
-            wanted[key]: {name: info["size"] for name, info in (record["filesystemMetadata"] or {}).items() if not info["isDeleted"]}
+            wanted[key]: {
+                name: info["size"]
+                for name, info in (record["filesystemMetadata"] or {}).items()
+                if not info["isDeleted"]
+            }
             for key, record in found.items()
         }
 
-    def column_stats(self, files: Iterable[tuple[str, str]], columns: Iterable[str]) -> dict[tuple[str, str], dict[str, Record]]:
+    def column_stats(
+        self, files: Iterable[tuple[str, str]], columns: Iterable[str]
+    ) -> dict[tuple[str, str], dict[str, Record]]:
         """Per (partition, file name), the `column_stats` records of `columns` (HoodieMetadataColumnStats)."""
         columns = list(columns)
         keyed = {mkeys.column_stats_key(c, p, name): ((p, name), c) for p, name in files for c in columns}
@@ -316,15 +344,22 @@ def valid_instants(data: Timeline, metadata: Timeline) -> frozenset[str]:
     completed, so a writer that started after our timeline was listed stays invisible."""
     valid = {i.time for i in data.instants if i.is_completed}
     valid |= rolled_back_instants(data)
-    valid |= {i.time for i in metadata.instants
-              if i.is_completed and (i.action in (Action.ROLLBACK, Action.RESTORE)
-                                     or (i.action is Action.DELTA_COMMIT and i.time.startswith(SOLO_COMMIT_TIMESTAMP)))}
+    valid |= {
+        i.time
+        for i in metadata.instants
+        if i.is_completed
+        and (
+            i.action in (Action.ROLLBACK, Action.RESTORE)
+            or (i.action is Action.DELTA_COMMIT and i.time.startswith(SOLO_COMMIT_TIMESTAMP))
+        )
+    }
     return frozenset(valid)
 
 
 # Data actions Hudi writes into the metadata table at their own instant time.
-SYNCED_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLEAN,
-                            Action.ROLLBACK, Action.RESTORE})
+SYNCED_ACTIONS = frozenset(
+    {Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLEAN, Action.ROLLBACK, Action.RESTORE}
+)
 INIT_INSTANT = SOLO_COMMIT_TIMESTAMP + "000"  # the deltacommit that initializes `files`
 
 
@@ -337,13 +372,21 @@ def unsynced_instants(data: Timeline, metadata: Timeline) -> list[str]:
     if init is None or not init.is_completed:
         return ["the initialization of files"]
     synced = {i.time for i in metadata.instants if i.is_completed}
-    active = [i.time for i in metadata.instants
-              if i.is_completed and i not in metadata.archived and not i.time.startswith(SOLO_COMMIT_TIMESTAMP)]
+    active = [
+        i.time
+        for i in metadata.instants
+        if i.is_completed and i not in metadata.archived and not i.time.startswith(SOLO_COMMIT_TIMESTAMP)
+    ]
     oldest = min(active, default=None)
     missing = [
-        i for i in data.instants
-        if i.is_completed and i.action in SYNCED_ACTIONS and i not in data.archived and i.time not in synced
-        and i.completed_at > init.completed_at and (oldest is None or i.time > oldest)
+        i
+        for i in data.instants
+        if i.is_completed
+        and i.action in SYNCED_ACTIONS
+        and i not in data.archived
+        and i.time not in synced
+        and i.completed_at > init.completed_at
+        and (oldest is None or i.time > oldest)
     ]
     return [i.time for i in missing if not _nothing_to_sync(i, data, synced)]
 

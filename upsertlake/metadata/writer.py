@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from upsertlake.errors import CorruptTableError
-from upsertlake.logfile.blocks import Block, BlockType, DataBlock, HeaderKey
+from upsertlake.logfile.blocks import Block, BlockType, DataBlock, Header, HeaderKey
 from upsertlake.logfile.names import LogFileName
 from upsertlake.logfile.writer import append_blocks, delete_block
 from upsertlake.metadata import keys as mkeys
@@ -62,12 +62,18 @@ def deltacommit(table: MetadataTable, instant_time: str, changes: Mapping[str, C
         if changes[partition]:
             stats += _write_partition(table, partition, instant_time, changes[partition], schema)
     metadata = CommitMetadata(
-        partition_to_write_stats=_by_partition(stats), operation_type="UPSERT_PREPPED", extra_metadata={"schema": schema},
+        partition_to_write_stats=_by_partition(stats),
+        operation_type="UPSERT_PREPPED",
+        extra_metadata={"schema": schema},
     )
-    return transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout))
+    return transition(
+        storage, inflight, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout)
+    )
 
 
-def _write_partition(table: MetadataTable, partition: str, instant_time: str, changes: Changes, schema: str) -> list[WriteStat]:
+def _write_partition(
+    table: MetadataTable, partition: str, instant_time: str, changes: Changes, schema: str
+) -> list[WriteStat]:
     slices = table.slices(partition)
     if not slices:
         raise CorruptTableError(f"the metadata table has no file groups in its {partition} partition")
@@ -76,7 +82,7 @@ def _write_partition(table: MetadataTable, partition: str, instant_time: str, ch
     ups = sorted(upserts)
     up_groups = mkeys.file_group_index(ups, len(slices)).tolist() if ups else []
     del_groups = mkeys.file_group_index(deletes, len(slices)).tolist() if deletes else []
-    stats = []
+    stats: list[WriteStat] = []
     for group, sl in enumerate(slices):
         keys = [k for k, g in zip(ups, up_groups) if g == group]
         gone = [k for k, g in zip(deletes, del_groups) if g == group]
@@ -84,22 +90,38 @@ def _write_partition(table: MetadataTable, partition: str, instant_time: str, ch
             continue
         blocks: list[Block] = []
         if keys:
-            entries = pa.table({"key": pa.array([k.encode("utf-8") for k in keys], pa.binary()),
-                                "value": pa.array(encode([upserts[k] for k in keys], schema), pa.binary())})
-            header = {HeaderKey.SCHEMA: schema, HeaderKey.INSTANT_TIME: instant_time}
+            entries = pa.table(
+                {
+                    "key": pa.array([k.encode("utf-8") for k in keys], pa.binary()),
+                    "value": pa.array(encode([upserts[k] for k in keys], schema), pa.binary()),
+                }
+            )
+            header: Header = {HeaderKey.SCHEMA: schema, HeaderKey.INSTANT_TIME: instant_time}
             blocks.append(DataBlock(instant_time, schema, entries, header, BlockType.HFILE_DATA))
         if gone:
-            keyed = pa.table({"record_key": pa.array(gone, pa.string()), "partition_path": pa.array([partition] * len(gone))})
+            keyed = pa.table(
+                {"record_key": pa.array(gone, pa.string()), "partition_path": pa.array([partition] * len(gone))}
+            )
             blocks.append(delete_block(instant_time, keyed))
         name = LogFileName(sl.file_id, instant_time, 1, WRITE_TOKEN).format()
         path = f"{partition}/{name}"
         data = append_blocks(blocks)
         table.storage.write_bytes(path, data)
-        stats.append(DeltaWriteStat(
-            fileId=sl.file_id, path=path, partitionPath=partition, prevCommit=instant_time,
-            numWrites=len(keys), numUpdateWrites=len(keys), numDeletes=len(gone), totalWriteBytes=len(data),
-            fileSizeInBytes=len(data), baseFile=sl.base.rpartition("/")[2] if sl.base else "", logFiles=(name,),
-        ))
+        stats.append(
+            DeltaWriteStat(
+                fileId=sl.file_id,
+                path=path,
+                partitionPath=partition,
+                prevCommit=instant_time,
+                numWrites=len(keys),
+                numUpdateWrites=len(keys),
+                numDeletes=len(gone),
+                totalWriteBytes=len(data),
+                fileSizeInBytes=len(data),
+                baseFile=sl.base.rpartition("/")[2] if sl.base else "",
+                logFiles=(name,),
+            )
+        )
     return stats
 
 
@@ -116,9 +138,9 @@ def undo(storage: Storage, instant_time: str) -> bool:
     for partition in sorted(e.name for e in storage.list("") if e.is_dir and not e.name.startswith(".")):
         for entry in storage.list(partition):
             log = LogFileName.parse(entry.name)
-            if log is not None and log.instant == instant_time:
-                storage.delete(entry.path)
-            elif entry.name.endswith(BASE_EXTENSION) and entry.name[: -len(BASE_EXTENSION)].endswith("_" + instant_time):
+            if (log is not None and log.instant == instant_time) or (
+                entry.name.endswith(BASE_EXTENSION) and entry.name[: -len(BASE_EXTENSION)].endswith("_" + instant_time)
+            ):
                 storage.delete(entry.path)
     delete_instant_files(storage, inst, timeline.layout)
     return True

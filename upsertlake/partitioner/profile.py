@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.acero  # noqa: F401  Table.group_by runs on Acero: loaded with us, not by the first write
+import pyarrow.acero
 
 from upsertlake.timeline.commit_metadata import write_stat_json
 

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
@@ -245,7 +246,7 @@ def md5_key_hash(record_keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     data = data_buffer.slice(start, stop - start).to_pybytes() if data_buffer is not None else b""
     bounds = (offsets - start).tolist()
     md5 = hashlib.md5
-    digests = b"".join([md5(data[a:b]).digest() for a, b in zip(bounds[:-1], bounds[1:])])
+    digests = b"".join([md5(data[a:b]).digest() for a, b in pairwise(bounds)])
     # Each digest is 16 bytes; its first 8, read little-endian, are Hudi's hash.
     return np.frombuffer(digests, dtype="<i8")[::2].astype(np.int64)
 

@@ -8,9 +8,9 @@ and row groups are skipped by their column statistics (`upsertlake.read.skipping
 from __future__ import annotations
 
 import math
-from datetime import time, timedelta, timezone, tzinfo
 from collections.abc import Sequence
-from typing import Any, Union
+from datetime import time, timedelta, timezone, tzinfo
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,7 +19,7 @@ from upsertlake.errors import FilterError, SchemaError
 from upsertlake.util.times import as_aware, parse_time, zone_name
 
 Predicate = tuple[str, str, Any]
-Filters = Union[Sequence[Predicate], pc.Expression, None]
+Filters: TypeAlias = Sequence[Predicate] | pc.Expression | None
 
 _OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
 _LISTS = (list, tuple, set, frozenset)
@@ -97,8 +97,8 @@ def _holds(op: str, left: Any, right: Any) -> bool:
         return found if op == "in" else not found
     if right is None:
         return False
-    return {"=": left == right, "!=": left != right, "<": left < right, "<=": left <= right,
-            ">": left > right, ">=": left >= right}[op]  # fmt: skip
+    return bool({"=": left == right, "!=": left != right, "<": left < right, "<=": left <= right,
+                 ">": left > right, ">=": left >= right}[op])  # fmt: skip
 
 
 def partition_may_match(values: dict[str, str | None], predicates: list[Predicate], schema: pa.Schema) -> bool:
@@ -113,7 +113,9 @@ def partition_may_match(values: dict[str, str | None], predicates: list[Predicat
                 # The default partition holds nulls, and empty strings too (both write as
                 # __HIVE_DEFAULT_PARTITION__); a null satisfies no predicate.
                 field_type = schema.field(column).type
-                if not (pa.types.is_string(field_type) or pa.types.is_large_string(field_type)) or not _holds(op, "", value):
+                if not (pa.types.is_string(field_type) or pa.types.is_large_string(field_type)) or not _holds(
+                    op, "", value
+                ):
                     return False
                 continue
             if not _holds(op, typed, value):
@@ -175,13 +177,17 @@ def _time_value(value: Any, t: pa.DataType, what: str) -> Any:
         raise FilterError(f"{what}: {exc}") from None
     if pa.types.is_date(t):
         if when.tzinfo is not None or when.time() != time():
-            raise FilterError(f"{what}: {value!r} is not a date (a date column compares with dates, "
-                              "such as '2026-12-06' or datetime.date(2026, 12, 6))")
+            raise FilterError(
+                f"{what}: {value!r} is not a date (a date column compares with dates, "
+                "such as '2026-12-06' or datetime.date(2026, 12, 6))"
+            )
         return when.date()
     if t.tz is None:
         if when.tzinfo is not None:
-            raise FilterError(f"{what}: the column's timestamps have no zone and {value!r} is in {zone_name(when)}: "
-                              "give a time without a zone, in the zone the column was written in")
+            raise FilterError(
+                f"{what}: the column's timestamps have no zone and {value!r} is in {zone_name(when)}: "
+                "give a time without a zone, in the zone the column was written in"
+            )
         return when
     return as_aware(when).astimezone(_zone(t.tz))
 
@@ -205,6 +211,7 @@ def _evaluate(empty: pa.Table, filters: pc.Expression | Predicate, what: str) ->
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as exc:
         message = " ".join(str(exc).split())
         if "No match for FieldRef" in message:
-            raise SchemaError(f"{what} names a column the table lacks ({message}); the table has "
-                              f"{empty.schema.names}") from exc
+            raise SchemaError(
+                f"{what} names a column the table lacks ({message}); the table has {empty.schema.names}"
+            ) from exc
         raise FilterError(f"{what}: its value cannot be compared with the column ({message})") from exc

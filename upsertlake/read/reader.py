@@ -23,28 +23,37 @@ from upsertlake.layout.base_files import BaseFileReader, LanceFile, open_base_fi
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.layout.slice_reader import (
-    Merge, dictionary_columns, listed, merge_inputs, read_slice, slice_inputs,
+    Merge,
+    dictionary_columns,
+    listed,
+    merge_inputs,
+    read_slice,
+    slice_inputs,
 )
 from upsertlake.logfile import DataBlock
 from upsertlake.read import skipping
 from upsertlake.read.snapshot import ScanPlan
-from upsertlake.schema import RECORD_KEY_COLUMN, conform
+from upsertlake.schema import conform
+from upsertlake.schema.columns import COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline.column_stats import of_row_groups
 
 BATCH_ROWS = 128 * 1024  # rows per streamed batch (pyarrow's scanner default)
 # The meta columns of one or a few values per file (commit time, partition path, file name): a read
 # returns them dictionary-encoded, decoded from the files' dictionary pages as they are stored.
-DICTIONARY_META = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name")
+DICTIONARY_META = (COMMIT_TIME, PARTITION_PATH, FILE_NAME)
 DICTIONARY_STRING = pa.dictionary(pa.int32(), pa.string())
 
 
 def read_schema(schema: pa.Schema) -> pa.Schema:
     """What a scan returns of `schema`: the same, with the one-value-per-file meta columns as
     dictionaries (`DICTIONARY_META`)."""
-    return pa.schema([
-        f.with_type(DICTIONARY_STRING) if f.name in DICTIONARY_META and pa.types.is_string(f.type) else f for f in schema
-    ])
+    return pa.schema(
+        [
+            f.with_type(DICTIONARY_STRING) if f.name in DICTIONARY_META and pa.types.is_string(f.type) else f
+            for f in schema
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -64,10 +73,10 @@ class ReadSpec:
         """The columns a file is read with: the output's and those the filters read (all of
         them for an Expression filter, whose columns cannot be told)."""
         if self.row_filter is None:
-            return self.output.names
+            return list(self.output.names)
         wanted = self.plan.filter_columns
         if wanted is None:
-            return self.plan.schema.names
+            return list(self.plan.schema.names)
         return [f.name for f in self.plan.schema if f.name in wanted or f.name in self.output.names]
 
     @property
@@ -104,7 +113,7 @@ def read_base_table(storage: Storage, bf: BaseFile, spec: ReadSpec) -> pa.Table:
 
 def count_base(storage: Storage, bf: BaseFile, spec: ReadSpec) -> int:
     """How many of a base file's rows the filters keep (only the filters' columns are read)."""
-    return read_base_table(storage, bf, replace(spec, output=pa.schema([]))).num_rows
+    return int(read_base_table(storage, bf, replace(spec, output=pa.schema([]))).num_rows)
 
 
 def _parquet(storage: Storage, bf: BaseFile, spec: ReadSpec, source: pa.NativeFile | None = None) -> BaseFileReader:
@@ -125,16 +134,17 @@ def _row_groups(parquet: BaseFileReader, spec: ReadSpec) -> list[int]:
     return [g for g, kept in zip(every, skipping.keeps(stats, spec.plan.schema, filters)) if kept]
 
 
-def _filtered(table: pa.Table, spec: ReadSpec) -> pa.Table:
+def _filtered(data: pa.Table, spec: ReadSpec) -> pa.Table:
     """Rows read, in `spec.output`: conformed to the table's types, then filtered."""
     if spec.row_filter is None:
-        return conform(table, spec.output)
-    return conform(table, spec.read_schema).filter(spec.row_filter).select(spec.output.names)
+        return conform(data, spec.output)
+    return conform(data, spec.read_schema).filter(spec.row_filter).select(spec.output.names)
 
 
 def read_merged(storage: Storage, sl: FileSlice, spec: ReadSpec) -> pa.Table:
     """A merge-on-read slice merged, filtered, in `spec.output`."""
     plan = spec.plan
+    assert plan.merge is not None, "a plan with merged slices says how they merge"
     table = merged_slice(storage, sl, plan.merge, read_schema(plan.schema), plan.record_keys)
     if spec.row_filter is not None:
         table = table.filter(spec.row_filter)
@@ -153,13 +163,13 @@ def merged_slice(
     base, blocks = slice_inputs(storage, sl, dictionary=dictionary_columns(schema))
     base = _keyed(base, record_keys) if base is not None else None
     blocks = [replace(b, records=_keyed(b.records, record_keys)) if isinstance(b, DataBlock) else b for b in blocks]
-    keyed = pa.schema([pa.field(RECORD_KEY_COLUMN, pa.string()), *(f for f in schema if f.name != RECORD_KEY_COLUMN)])
-    merged = merge_inputs(base, blocks, merge, keyed, ordered=False).table
+    keyed = pa.schema([pa.field(RECORD_KEY, pa.string()), *(f for f in schema if f.name != RECORD_KEY)])
+    merged = merge_inputs(base, blocks, merge, keyed, ordered=False).records
     return conform(merged, schema)
 
 
 def _keyed(records: pa.Table, record_keys: KeyGenerator) -> pa.Table:
     keys = record_keys.record_keys(records)
-    if RECORD_KEY_COLUMN in records.column_names:
-        return records.set_column(records.schema.get_field_index(RECORD_KEY_COLUMN), RECORD_KEY_COLUMN, keys)
-    return records.append_column(RECORD_KEY_COLUMN, keys)
+    if RECORD_KEY in records.column_names:
+        return records.set_column(records.schema.get_field_index(RECORD_KEY), RECORD_KEY, keys)
+    return records.append_column(RECORD_KEY, keys)

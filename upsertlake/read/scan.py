@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -21,7 +21,15 @@ from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.slice_reader import listed
 from upsertlake.read import skipping
 from upsertlake.read.filters import conjunction
-from upsertlake.read.reader import BATCH_ROWS, ReadSpec, count_base, read_base, read_base_table, read_merged, read_schema
+from upsertlake.read.reader import (
+    BATCH_ROWS,
+    ReadSpec,
+    count_base,
+    read_base,
+    read_base_table,
+    read_merged,
+    read_schema,
+)
 from upsertlake.read.snapshot import ScanPlan
 from upsertlake.read.statistics import FileStatistics
 from upsertlake.read.stream import prefetched, read_ahead
@@ -171,7 +179,7 @@ class Scan:
             scan = self if with_columns is None else self._narrowed(with_columns)
             left = n_rows
             for batch in scan._batches():
-                frame = pl.from_arrow(batch)
+                frame = cast(pl.DataFrame, pl.from_arrow(batch))
                 if predicate is not None:
                     frame = frame.filter(predicate)
                 if left is not None:
@@ -181,7 +189,7 @@ class Scan:
                 if left is not None and left <= 0:
                     return
 
-        schema = pl.from_arrow(self.schema.empty_table()).schema
+        schema = cast(pl.DataFrame, pl.from_arrow(self.schema.empty_table())).schema
         return register_io_source(source, schema=schema, explain_name="upsertlake")
 
     def _narrowed(self, columns: Sequence[str]) -> Scan:
@@ -212,7 +220,7 @@ class Scan:
         def one(unit: Unit) -> int:
             if isinstance(unit, BaseFile):
                 return count_base(self.storage, unit, self._spec)
-            return read_merged(self.storage, unit, self._spec).num_rows
+            return int(read_merged(self.storage, unit, self._spec).num_rows)
 
         with ThreadPoolExecutor(max_workers=min(self.read_ahead, len(units))) as pool:
             return sum(pool.map(one, units))

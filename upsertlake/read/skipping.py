@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from upsertlake.read.filters import Filters, Predicate, conjunction
 from upsertlake.timeline.column_stats import ColumnRange, FileColumnStats
 
@@ -81,7 +82,7 @@ def all_match(stats: FileColumnStats | None, predicates: Sequence[Predicate], sc
 def _range_holds(r: ColumnRange, op: str, v: Any) -> bool:
     if op in ("=", "in"):
         return r.min == r.max and (r.min in v if op == "in" else r.min == v)
-    return {"<": r.max < v, "<=": r.max <= v, ">": r.min > v, ">=": r.min >= v}[op]
+    return bool({"<": r.max < v, "<=": r.max <= v, ">": r.min > v, ">=": r.min >= v}[op])
 
 
 def _typed(value: Any, t: pa.DataType, op: str) -> Any:

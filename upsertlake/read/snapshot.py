@@ -8,6 +8,7 @@ here, before any file is opened."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,6 +23,7 @@ from upsertlake.read import skipping
 from upsertlake.read.filters import Filters, checked_filters, conjunction, partition_may_match, to_expression
 from upsertlake.read.statistics import FileStatistics
 from upsertlake.schema import avro_to_arrow, full_schema
+from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.retention import check_readable, cleaned_files
 
@@ -29,7 +31,7 @@ SNAPSHOT, READ_OPTIMIZED, INCREMENTAL = "snapshot", "read_optimized", "increment
 QUERY_TYPES = (SNAPSHOT, READ_OPTIMIZED)
 
 
-def table_schema(timeline: Timeline, config: TableConfig, as_of: str | None = None) -> pa.Schema:
+def table_schema(timeline: Timeline, table_config: TableConfig, as_of: str | None = None) -> pa.Schema:
     """The data schema as of an instant: that of the newest completed write ≤ as_of."""
     for inst in reversed(timeline.completed_writes()):
         if as_of is not None and inst.time > as_of:
@@ -37,14 +39,14 @@ def table_schema(timeline: Timeline, config: TableConfig, as_of: str | None = No
         schema = timeline.commit_metadata(inst).schema
         if schema:
             return avro_to_arrow(schema)
-    return avro_to_arrow(config.create_schema) if config.create_schema else pa.schema([])
+    return avro_to_arrow(table_config.create_schema) if table_config.create_schema else pa.schema([])
 
 
-def output_schema(data_schema: pa.Schema, config: TableConfig) -> pa.Schema:
+def output_schema(data_schema: pa.Schema, table_config: TableConfig) -> pa.Schema:
     """What a read returns: the five meta columns, then the data columns; only the data columns
     when the table does not populate meta fields (they hold nothing but nulls there, and Apache
     Hudi's readers, Spark's and hudi-rs, leave them out)."""
-    return full_schema(data_schema) if config.populate_meta_fields else data_schema
+    return full_schema(data_schema) if table_config.populate_meta_fields else data_schema
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,11 @@ class ScanPlan:
         if isinstance(self.filters, pc.Expression):
             return None
         columns = {column for column, _, _ in conjunction(self.filters)}
-        return frozenset(columns | ({"_hoodie_commit_time"} if self.commit_filter is not None else set()))
+        return frozenset(columns | ({COMMIT_TIME} if self.commit_filter is not None else set()))
 
     @property
     def commit_filter(self) -> pc.Expression | None:
-        commit_time = pc.field("_hoodie_commit_time")
+        commit_time = pc.field(COMMIT_TIME)
         if self.commit_times is not None:
             return commit_time.isin(pa.array(self.commit_times, pa.string()))
         if self.window is not None:
@@ -91,7 +93,7 @@ class ScanPlan:
 
 def snapshot_scan(
     timeline: Timeline,
-    config: TableConfig,
+    table_config: TableConfig,
     as_of: str | None = None,
     filters: Filters = None,
     query_type: str = SNAPSHOT,
@@ -104,42 +106,44 @@ def snapshot_scan(
         raise ConfigError(f"query type {query_type!r}: one of {', '.join(QUERY_TYPES)} (incremental: read_incremental)")
     check_readable(timeline, as_of, "time travel to")
     view = FileSystemView(timeline, as_of)
-    schema = output_schema(table_schema(timeline, config, as_of), config)
+    schema = output_schema(table_schema(timeline, table_config, as_of), table_config)
     filters = checked_filters(filters, schema)
     statistics = statistics or FileStatistics(timeline)
-    if query_type == READ_OPTIMIZED or not config.is_merge_on_read:
-        files = prune_files(view, config, schema, view.latest_base_files(), filters)
+    if query_type == READ_OPTIMIZED or not table_config.is_merge_on_read:
+        files = prune_files(view, table_config, schema, view.latest_base_files(), filters)
         return ScanPlan(skip_files(files, schema, filters, statistics), schema, filters)
-    return _slice_scan(view, config, schema, view.latest_file_slices(), filters, statistics)
+    return _slice_scan(view, table_config, schema, view.latest_file_slices(), filters, statistics)
 
 
 def _slice_scan(
     view: FileSystemView,
-    config: TableConfig,
+    table_config: TableConfig,
     schema: pa.Schema,
     slices: list[FileSlice],
     filters: Filters,
     statistics: FileStatistics,
-    **kw: object,
+    **kw: Any,
 ) -> ScanPlan:
     """A merge-on-read scan: slices without logs read as base files (pruned as copy-on-write
     files are), the others merged; partition pruning and data skipping apply to both. A table
     without meta fields merges by the key its key generator makes, as Hudi's readers do."""
-    plain = prune_files(view, config, schema, [s.base for s in slices if not s.logs and s.base], filters)
+    plain = prune_files(view, table_config, schema, [s.base for s in slices if not s.logs and s.base], filters)
     merged = [s for s in slices if s.logs]
-    keep = matching_partitions(view, config, schema, {s.partition_path for s in merged}, filters)
+    keep = matching_partitions(view, table_config, schema, {s.partition_path for s in merged}, filters)
     if keep is not None:
         merged = [s for s in merged if s.partition_path in keep]
-    merge = Merge(config.precombine_field, config.merge_mode, frozenset(i.time for i in view.visible_instants))
+    merge = Merge(
+        table_config.precombine_field, table_config.merge_mode, frozenset(i.time for i in view.visible_instants)
+    )
     plain = skip_files(plain, schema, filters, statistics)
     merged = skip_slices(merged, schema, filters, statistics)
-    keys = None if config.populate_meta_fields else KeyGenerator(config)
+    keys = None if table_config.populate_meta_fields else KeyGenerator(table_config)
     return ScanPlan(plain, schema, filters, slices=merged, merge=merge, record_keys=keys, **kw)
 
 
 def incremental_scan(
     timeline: Timeline,
-    config: TableConfig,
+    table_config: TableConfig,
     begin: str,
     end: str | None,
     filters: Filters = None,
@@ -163,7 +167,7 @@ def incremental_scan(
     `hoodie.datasource.read.schema.use.end.instanttime=false`, and hudi-rs). Without meta fields
     there are no commit times to select rows by, and Hudi refuses the query; so do we.
     """
-    if not config.populate_meta_fields:
+    if not table_config.populate_meta_fields:
         raise UnsupportedTableError(
             "incremental reads need the _hoodie_commit_time meta field; this table does not "
             "populate meta fields (hoodie.populate.meta.fields=false)"
@@ -171,7 +175,7 @@ def incremental_scan(
     in_range = timeline.completed_between(begin, end)
     end = end if end is not None else (in_range[-1].completed_at if in_range else begin)
     by_completion = timeline.layout.has_completion_times
-    kw: dict[str, object]
+    kw: dict[str, Any]
     if by_completion:
         kw = {"commit_times": tuple(sorted(i.time for i in in_range))}
     else:
@@ -179,44 +183,47 @@ def incremental_scan(
     touched: set[tuple[str, str]] = set()
     for inst in in_range:
         touched |= {(s.partitionPath, s.fileId) for s in timeline.commit_metadata(inst).write_stats()}
-    needed = sorted({partition for partition, _ in touched})  # a missing file elsewhere is not read
+    partitions = sorted({partition for partition, _ in touched})  # a missing file elsewhere is not read
+    needed: list[str] | None = partitions
     view = FileSystemView(timeline, only=in_range)
     if by_completion:
-        gone = view.missing_in(needed)
+        gone = view.missing_in(partitions)
         damaged = [g for g in gone if g[0] not in cleaned_files(timeline)]
         if damaged:  # not cleaned, lost: a full table scan would silently miss its rows
             raise view.missing_error(damaged)
         if gone or any(i in timeline.archived for i in in_range):
             view, needed = FileSystemView(timeline), None  # Hudi 1.x's full table scan
     statistics = statistics or FileStatistics(timeline)
-    schema = full_schema(table_schema(timeline, config))
+    schema = full_schema(table_schema(timeline, table_config))
     filters = checked_filters(filters, schema)
-    if config.is_merge_on_read:
+    if table_config.is_merge_on_read:
         slices = [s for s in view.latest_file_slices(needed) if needed is None or s.file_group in touched]
-        return _slice_scan(view, config, schema, slices, filters, statistics, **kw)
+        return _slice_scan(view, table_config, schema, slices, filters, statistics, **kw)
     files = [bf for bf in view.latest_base_files(needed) if needed is None or bf.file_group in touched]
-    files = skip_files(prune_files(view, config, schema, files, filters), schema, filters, statistics)
+    files = skip_files(prune_files(view, table_config, schema, files, filters), schema, filters, statistics)
     return ScanPlan(files, schema, filters, **kw)
 
 
 def prune_files(
-    view: FileSystemView, config: TableConfig, schema: pa.Schema, files: list[BaseFile], filters: Filters
+    view: FileSystemView, table_config: TableConfig, schema: pa.Schema, files: list[BaseFile], filters: Filters
 ) -> list[BaseFile]:
     """The files whose partition may hold rows the filters select."""
-    keep = matching_partitions(view, config, schema, {bf.partition_path for bf in files}, filters)
+    keep = matching_partitions(view, table_config, schema, {bf.partition_path for bf in files}, filters)
     return files if keep is None else [bf for bf in files if bf.partition_path in keep]
 
 
 def matching_partitions(
-    view: FileSystemView, config: TableConfig, schema: pa.Schema, partitions: set[str], filters: Filters
+    view: FileSystemView, table_config: TableConfig, schema: pa.Schema, partitions: set[str], filters: Filters
 ) -> set[str] | None:
     """The partitions whose values may match the filters; None when nothing prunes."""
     predicates = conjunction(filters)
     if not predicates:
         return None
-    if config.damage or properties_disagreements(view.storage, config, view.timeline, view.all_partitions()):
+    if table_config.damage or properties_disagreements(
+        view.storage, table_config, view.timeline, view.all_partitions()
+    ):
         return None  # the properties may name wrong fields: no pruning by them; rows are still filtered
-    keygen = KeyGenerator(config)
+    keygen = KeyGenerator(table_config)
     return {p for p in partitions if partition_may_match(keygen.partition_values(p), predicates, schema)}
 
 
@@ -256,11 +263,12 @@ def skip_slices(
     partitions = sorted({sl.partition_path for sl in slices})
     by_partition = statistics.of_partitions(partitions, schema)
     if by_partition:
-        kept = {p for p, k in zip(partitions, skipping.keeps([by_partition.get(p) for p in partitions], schema, filters)) if k}
-        slices = [sl for sl in slices if sl.partition_path in kept]
-    logs = {log.path: statistics.of_log(log, schema) for sl in slices for log in sl.logs}
-    judged = [i for i, sl in enumerate(slices) if all(logs[log.path] is not None for log in sl.logs)]
-    bases = statistics.of_bases([slices[i].base for i in judged if slices[i].base is not None], schema)
+        ruled = skipping.keeps([by_partition.get(p) for p in partitions], schema, filters)
+        left = {p for p, k in zip(partitions, ruled) if k}
+        slices = [sl for sl in slices if sl.partition_path in left]
+    logs = {log.path: s for sl in slices for log in sl.logs if (s := statistics.of_log(log, schema)) is not None}
+    judged = [i for i, sl in enumerate(slices) if all(log.path in logs for log in sl.logs)]
+    bases = statistics.of_bases([base for i in judged if (base := slices[i].base) is not None], schema)
     own = {i: ([bases[sl.base.path]] if sl.base is not None else []) + [logs[log.path] for log in sl.logs]
            for i in judged for sl in [slices[i]]}
     kept = iter(skipping.keeps([s for i in judged for s in own[i]], schema, filters))

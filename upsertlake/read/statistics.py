@@ -71,8 +71,8 @@ class FileStatistics:
 
     def recorded(self, bf: BaseFile) -> FileColumnStats | None:
         """The column statistics `bf`'s commit recorded for it, or None."""
-        stat = self.write_stat(bf)
-        return None if stat is None else self._commit(bf.instant_time).column_stats.get(bf.path)
+        meta = None if self.write_stat(bf) is None else self._commit(bf.instant_time)
+        return None if meta is None else meta.column_stats.get(bf.path)
 
     def of_log(self, log: LogFile, schema: pa.Schema | None = None) -> FileColumnStats | None:
         """The column statistics recorded for a log file, or None (not recorded, or it grew since);

@@ -15,7 +15,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 
@@ -35,14 +35,14 @@ def read_ahead(
     """The batches `produce` makes of each unit, unit after unit, reading up to `ahead` units at
     once. An error of a unit is raised when the stream reaches that unit."""
     stop = threading.Event()
-    pending: deque[queue.Queue] = deque()
+    pending: deque[queue.Queue[object]] = deque()
     following = iter(units)
 
     def start_next() -> bool:
         unit = next(following, _DONE)
         if unit is _DONE:
             return False
-        out: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        out: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
         threading.Thread(target=_work, args=(produce, unit, out, stop), daemon=True).start()
         pending.append(out)
         return True
@@ -68,7 +68,7 @@ def prefetched(units: Iterable[T], fetch: Callable[[T], object], ahead: int) -> 
     """Each unit with what `fetch` got of it, in order, with up to `ahead` fetches running at once
     ahead of the consumer. A fetch's error is raised when the consumer reaches its unit."""
     following = iter(units)
-    pending: deque[tuple[T, Future]] = deque()
+    pending: deque[tuple[T, Future[Any]]] = deque()
     pool = ThreadPoolExecutor(max_workers=max(1, ahead), thread_name_prefix="upsertlake-prefetch")
     try:
         for unit in following:
@@ -80,7 +80,8 @@ def prefetched(units: Iterable[T], fetch: Callable[[T], object], ahead: int) -> 
             fetched = future.result()
             nxt = next(following, _DONE)
             if nxt is not _DONE:
-                pending.append((nxt, pool.submit(fetch, nxt)))
+                unit_next = cast(T, nxt)
+                pending.append((unit_next, pool.submit(fetch, unit_next)))
             yield unit, fetched
     finally:
         for _, future in pending:
@@ -88,7 +89,9 @@ def prefetched(units: Iterable[T], fetch: Callable[[T], object], ahead: int) -> 
         pool.shutdown(wait=False)
 
 
-def _work(produce: Callable[[T], Iterable[pa.RecordBatch]], unit: T, out: queue.Queue, stop: threading.Event) -> None:
+def _work(
+    produce: Callable[[T], Iterable[pa.RecordBatch]], unit: T, out: queue.Queue[object], stop: threading.Event
+) -> None:
     try:
         for batch in produce(unit):
             if not _put(out, batch, stop):
@@ -98,7 +101,7 @@ def _work(produce: Callable[[T], Iterable[pa.RecordBatch]], unit: T, out: queue.
         _put(out, _Failure(exc), stop)
 
 
-def _put(out: queue.Queue, item: object, stop: threading.Event) -> bool:
+def _put(out: queue.Queue[object], item: object, stop: threading.Event) -> bool:
     while not stop.is_set():
         try:
             out.put(item, timeout=_POLL_SECONDS)
@@ -108,7 +111,7 @@ def _put(out: queue.Queue, item: object, stop: threading.Event) -> bool:
     return False
 
 
-def _drain(out: queue.Queue) -> None:
+def _drain(out: queue.Queue[object]) -> None:
     try:
         while True:
             out.get_nowait()

@@ -3,29 +3,25 @@
 Layers (pyproject.toml, docs/DESIGN.md §3): may import config, storage,
 util, errors; not timeline.
 
-`avro` speaks Hudi's schema format, `types` decides which Arrow data a table can hold (and
-converts it), `evolution` decides how a table's schema changes with a batch and shapes data
-read from any base file into the table's schema.
+`columns` names every column a table or a write uses, `avro` speaks Hudi's schema format, `types`
+decides which Arrow data a table can hold (and converts it), `evolution` decides how a table's
+schema changes with a batch and shapes data read from any base file into the table's schema.
 """
 
 from upsertlake.schema.avro import (
-    IS_DELETED_COLUMN,
-    META_COLUMNS,
     META_SCHEMA,
-    RECORD_KEY_COLUMN,
     arrow_to_avro,
     avro_schema_json,
     avro_to_arrow,
     full_schema,
 )
+from upsertlake.schema.columns import META_COLUMNS
 from upsertlake.schema.evolution import conform, merge_schemas
 from upsertlake.schema.types import normalize_batch
 
 __all__ = [
-    "IS_DELETED_COLUMN",
     "META_COLUMNS",
     "META_SCHEMA",
-    "RECORD_KEY_COLUMN",
     "arrow_to_avro",
     "avro_schema_json",
     "avro_to_arrow",

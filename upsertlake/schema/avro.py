@@ -24,18 +24,9 @@ from typing import Any
 import pyarrow as pa
 
 from upsertlake.errors import SchemaError
+from upsertlake.schema.columns import META_COLUMNS
 
-META_COLUMNS = (
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-)
-
-RECORD_KEY_COLUMN = META_COLUMNS[2]  # "_hoodie_record_key"
 META_SCHEMA = pa.schema([(name, pa.string()) for name in META_COLUMNS])
-IS_DELETED_COLUMN = "_hoodie_is_deleted"  # a data column: true marks the record a delete (Hudi's convention)
 
 
 
@@ -89,7 +80,7 @@ def min_bytes_for_precision(precision: int) -> int:
     return size
 
 
-def arrow_to_avro(schema: pa.Schema, table_name: str) -> dict:
+def arrow_to_avro(schema: pa.Schema, table_name: str) -> dict[str, Any]:
     """The Avro schema Hudi records for a table with these data columns (meta columns left out)."""
     name = sanitize_name(table_name)
     namespace = f"hoodie.{name}"
@@ -98,7 +89,7 @@ def arrow_to_avro(schema: pa.Schema, table_name: str) -> dict:
     return {"type": "record", "name": record, "namespace": namespace, "fields": fields}
 
 
-def _avro_field(field: pa.Field, parent: str, path: str) -> dict:
+def _avro_field(field: pa.Field, parent: str, path: str) -> dict[str, Any]:
     check_avro_name(field.name, path)
     avro_type = _avro_type(field.type, f"{parent}.{field.name}", path)
     if field.nullable:
@@ -139,12 +130,12 @@ def _avro_type(t: pa.DataType, fullname: str, path: str) -> Any:
     raise SchemaError(f"column {path!r}: {t} has no Avro type Hudi writes; pass the data through normalize_batch")
 
 
-def avro_schema_json(schema: dict) -> str:
+def avro_schema_json(schema: dict[str, Any]) -> str:
     """Compact JSON, as Java's Avro prints a schema into commit metadata and hoodie.properties."""
     return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
 
 
-def avro_to_arrow(avro: dict | str, *, keep_meta: bool = False) -> pa.Schema:
+def avro_to_arrow(avro: dict[str, Any] | str, *, keep_meta: bool = False) -> pa.Schema:
     """The canonical Arrow schema of a Hudi table's Avro schema (meta columns left out unless
     `keep_meta`: a log block's records carry them).
 
@@ -204,7 +195,7 @@ class _ArrowBuilder:
             self._define(_fullname(avro, namespace)[0], arrow_type)
         return arrow_type
 
-    def field(self, field: dict, namespace: str, path: str) -> pa.Field:
+    def field(self, field: dict[str, Any], namespace: str, path: str) -> pa.Field:
         path = f"{path}.{field['name']}" if path else field["name"]
         arrow_type, nullable = self._nullable(field["type"], namespace, path)
         return pa.field(field["name"], arrow_type, nullable=nullable)
@@ -222,7 +213,7 @@ class _ArrowBuilder:
         return arrow_type
 
 
-def _fullname(named: dict, enclosing: str) -> tuple[str, str]:
+def _fullname(named: dict[str, Any], enclosing: str) -> tuple[str, str]:
     """(full name, namespace) of a named Avro type, by the spec's rules."""
     name = named["name"]
     if "." in name:

@@ -101,7 +101,7 @@ def _merge_type(table: pa.DataType, batch: pa.DataType, path: str, allow_missing
 
 def _converts_exactly(batch: pa.DataType, table: pa.DataType) -> bool:
     if pa.types.is_decimal(batch) and pa.types.is_decimal(table):
-        return batch.scale <= table.scale and batch.precision - batch.scale <= table.precision - table.scale
+        return bool(batch.scale <= table.scale and batch.precision - batch.scale <= table.precision - table.scale)
     if pa.types.is_timestamp(batch) and pa.types.is_timestamp(table):
         return (batch.tz is None) == (table.tz is None) and (batch.unit, table.unit) == ("ms", "us")
     return False
@@ -122,7 +122,7 @@ def _check_typed(fields: list[pa.Field], path: str) -> None:
             _check_typed([t.item_field.with_name("value")], field_path)
 
 
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table`'s data as exactly `schema`: columns reordered, missing ones null, types converted.
 
     Reads Hudi's parquet-avro files (2-level lists with non-null `array` items, `key_value` map
@@ -130,19 +130,19 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     comes back as is (only its schema metadata replaced, e.g. the stale bloom filter footer keys
     a parquet file's schema carries, which must not leak into a rewritten file).
     """
-    if same_type(pa.struct(list(table.schema)), pa.struct(list(schema))):
-        if table.schema.equals(schema, check_metadata=True):
-            return table
-        return pa.Table.from_arrays(table.columns, schema=schema)
-    present = set(table.column_names)
+    if same_type(pa.struct(list(data.schema)), pa.struct(list(schema))):
+        if data.schema.equals(schema, check_metadata=True):
+            return data
+        return pa.Table.from_arrays(data.columns, schema=schema)
+    present = set(data.column_names)
     columns = []
     for field in schema:
         if field.name in present:
-            column = convert(table.column(field.name), field.type, field.name)
+            column = convert(data.column(field.name), field.type, field.name)
             if not field.nullable:
                 check_no_nulls(column, None, field.name)
-        elif field.nullable or not table.num_rows:
-            column = pa.chunked_array([pa.nulls(table.num_rows, field.type)])
+        elif field.nullable or not data.num_rows:
+            column = pa.chunked_array([pa.nulls(data.num_rows, field.type)])
         else:
             raise SchemaError(f"column {field.name!r} is missing and is not nullable")
         columns.append(column)

@@ -37,7 +37,12 @@ def _encoded(column: pa.Array, name: str) -> pa.Array:
     kind = column.type
     if pa.types.is_dictionary(kind):
         column, kind = column.dictionary_decode(), kind.value_type
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+    if (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    ):
         raw = column.cast(pa.large_binary())
         # NUL becomes NUL 0xFF and every value ends in NUL NUL: a prefix sorts before its extensions
         escaped = pc.replace_substring(raw, b"\x00", b"\x00\xff")

@@ -83,17 +83,17 @@ def canonical_map(value: pa.DataType) -> pa.DataType:
     return pa.map_(pa.string(), pa.field("value", value))
 
 
-def normalize_batch(table: pa.Table) -> pa.Table:
+def normalize_batch(data: pa.Table) -> pa.Table:
     """The batch with every column widened to its canonical type; SchemaError if one cannot be."""
-    check_unique_names(table.schema.names, "")
+    check_unique_names(data.schema.names, "")
     fields = []
-    for field in table.schema:
+    for field in data.schema:
         check_avro_name(field.name, field.name)
         fields.append(field.with_type(normalize_type(field.type, field.name)))
-    if all(same_type(f.type, c.type) for f, c in zip(fields, table.columns)):
-        return table
-    columns = [convert(col, f.type, f.name) for col, f in zip(table.columns, fields)]
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=table.schema.metadata))
+    if all(same_type(f.type, c.type) for f, c in zip(fields, data.columns)):
+        return data
+    columns = [convert(col, f.type, f.name) for col, f in zip(data.columns, fields)]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=data.schema.metadata))
 
 
 def check_unique_names(names: list[str], path: str) -> None:
@@ -164,7 +164,7 @@ def _why_not(t: pa.DataType) -> str:
 
 
 def _is_list_like(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_list(t)
         or pa.types.is_large_list(t)
         or pa.types.is_fixed_size_list(t)

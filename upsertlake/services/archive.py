@@ -10,9 +10,10 @@ savepoints and restores (Hudi's archivers never move them), anything at or after
 pending instant (a pending compaction included), the earliest savepoint, the last clean's
 earliest commit to retain, or the first replacecommit the last clean has not cleaned after (Hudi's
 getEarliestInstantToRetainForClustering: without the replacecommit on the active timeline, Hudi's
-readers would see the file groups it replaced as live until a clean deletes them). A completed compaction's `.compaction.requested`/`.inflight` go with its
-commit. Archived instants stay on upsertlake's timeline (`Timeline.archived`), so time travel and
-incremental reads still reach them while their files exist. Archive files of earlier upsertlake
+readers would see the file groups it replaced as live until a clean deletes them). A completed
+compaction's `.compaction.requested`/`.inflight` go with its commit. Archived instants stay on
+upsertlake's timeline (`Timeline.archived`), so time travel and incremental reads still reach them
+while their files exist. Archive files of earlier upsertlake
 releases (their own format) are moved into Hudi's with the next archival.
 
 Order, so that a crash at any point loses nothing: the archive is written first (a reader takes
@@ -48,14 +49,18 @@ ARCHIVED_ACTIONS = frozenset({*WRITE_ACTIONS, Action.CLEAN, Action.ROLLBACK})
 def archive_due(timeline: Timeline, cfg: Config) -> bool:
     """Whether more completed writes are active than hoodie.keep.max.commits (else `archive`
     does nothing, and an automatic one need not take the lock)."""
-    return sum(1 for i in timeline.active() if i.action in WRITE_ACTIONS and i.is_completed) > cfg.get(opt.KEEP_MAX_COMMITS)
+    return sum(1 for i in timeline.active() if i.action in WRITE_ACTIONS and i.is_completed) > cfg.get(
+        opt.KEEP_MAX_COMMITS
+    )
 
 
 def archive(storage: Storage, lock: TableLock, cfg: Config) -> list[Instant]:
     """Archive what the limits allow; returns the instants archived (oldest first)."""
     keep_min, keep_max = cfg.get(opt.KEEP_MIN_COMMITS), cfg.get(opt.KEEP_MAX_COMMITS)
     if not 0 < keep_min < keep_max:
-        raise ConfigError(f"need 0 < {opt.KEEP_MIN_COMMITS.key} < {opt.KEEP_MAX_COMMITS.key}, got {keep_min}, {keep_max}")
+        raise ConfigError(
+            f"need 0 < {opt.KEEP_MIN_COMMITS.key} < {opt.KEEP_MAX_COMMITS.key}, got {keep_min}, {keep_max}"
+        )
     with lock.hold():
         timeline = Timeline.load(storage)
         doomed = _to_archive(timeline, keep_min, keep_max)
@@ -130,8 +135,12 @@ def _modified(entry: FileEntry, layout: TimelineLayout) -> str:
 
 
 def _write_log(
-    storage: Storage, layout: TimelineLayout, timeline: Timeline, files: dict[Instant, list[FileEntry]],
-    moved: dict[Instant, bytes], block: int,
+    storage: Storage,
+    layout: TimelineLayout,
+    timeline: Timeline,
+    files: dict[Instant, list[FileEntry]],
+    moved: dict[Instant, bytes],
+    block: int,
 ) -> None:
     """Version 6: one new archive log file, the moved legacy instants first (their completed
     files alone), then one entry per file of each archived instant."""
@@ -167,7 +176,9 @@ def merge_small_files(storage: Storage, folder: str, cfg: Config) -> None:
     merged = archived_log.next_archive_file_name(listing)
     plan = f"{folder}/{archived_log.MERGE_PLAN}"
     storage.write_bytes(plan, archived_log.merge_plan([storage.full_path(e.path) for e in candidates], merged))
-    entries = [e for c in candidates for e in archived_log.read_entries(storage.read_bytes(c.path), storage.full_path(c.path))]
+    entries = [
+        e for c in candidates for e in archived_log.read_entries(storage.read_bytes(c.path), storage.full_path(c.path))
+    ]
     data = archived_log.encode_archive(entries, cfg.get(opt.COMMITS_ARCHIVAL_BATCH))
     if not storage.write_if_absent(f"{folder}/{merged}", data):
         storage.delete(plan)
@@ -202,8 +213,12 @@ def finish_last_merge(storage: Storage, folder: str) -> None:
 
 
 def _write_lsm(
-    storage: Storage, layout: TimelineLayout, timeline: Timeline, files: dict[Instant, list[FileEntry]],
-    moved: dict[Instant, bytes], batch: int,
+    storage: Storage,
+    layout: TimelineLayout,
+    timeline: Timeline,
+    files: dict[Instant, list[FileEntry]],
+    moved: dict[Instant, bytes],
+    batch: int,
 ) -> None:
     """Versions 8, 9: one layer-0 file of the LSM timeline (a row per instant, sorted by time),
     then Hudi's compaction and clean of its layers."""
@@ -250,4 +265,3 @@ def _plan(storage: Storage, inst: Instant, pending: list[tuple[Instant, FileEntr
     if inst.action is Action.REPLACE_COMMIT:
         return read(Action.REPLACE_COMMIT, State.INFLIGHT, State.REQUESTED)
     return None
-

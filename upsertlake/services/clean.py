@@ -18,18 +18,20 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.errors import ConfigError, StorageError
+from upsertlake.config.enums import CleanPolicy
 from upsertlake.config.table_config import TableConfig
-from upsertlake.services import metadata_table
-from upsertlake.timeline.commit_metadata import CommitMetadata
-from upsertlake.timeline import documents
-from upsertlake.storage import Storage
+from upsertlake.errors import ConfigError, StorageError
 from upsertlake.layout.file_system_view import BaseFile, LogFile, list_partitions_and_files, slice_of
+from upsertlake.services import metadata_table
+from upsertlake.storage import Storage
+from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, create_requested, transition
+from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
 from upsertlake.timeline.layouts import layout_of
@@ -39,11 +41,10 @@ log = logging.getLogger(__name__)
 
 PLAN_SCHEMA = "HoodieCleanerPlan"
 METADATA_SCHEMA = "HoodieCleanMetadata"
-POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
 _RETAINED = {
-    "KEEP_LATEST_COMMITS": opt.CLEANER_COMMITS_RETAINED,
-    "KEEP_LATEST_FILE_VERSIONS": opt.CLEANER_FILE_VERSIONS_RETAINED,
-    "KEEP_LATEST_BY_HOURS": opt.CLEANER_HOURS_RETAINED,
+    CleanPolicy.KEEP_LATEST_COMMITS: opt.CLEANER_COMMITS_RETAINED,
+    CleanPolicy.KEEP_LATEST_FILE_VERSIONS: opt.CLEANER_FILE_VERSIONS_RETAINED,
+    CleanPolicy.KEEP_LATEST_BY_HOURS: opt.CLEANER_HOURS_RETAINED,
 }
 
 
@@ -52,26 +53,26 @@ class CleanResult:
     """What a clean did; `instant_time` is None when there was nothing to delete (no instant)."""
 
     instant_time: str | None
-    policy: str
+    policy: CleanPolicy
     earliest_commit_to_retain: str | None
     files_deleted: tuple[str, ...] = field(default=())
 
 
-def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = None, retained: int | None = None) -> CleanResult:
-    """Plan and run one clean under the table lock: `.clean.requested` (cleaner plan),
+def clean(storage: Storage, lock: TableLock, cfg: Config, retained: int | None = None) -> CleanResult:
+    """Plan and run one clean under the table lock by `cfg`'s hoodie.cleaner.policy, keeping
+    `retained` (default: the policy's own option): `.clean.requested` (cleaner plan),
     `.clean.inflight`, delete, `.clean` (clean metadata). A clean left pending by a killed cleaner
     is finished first, as Hudi does: some of its files are gone already."""
-    policy = (policy or cfg.get(opt.CLEANER_POLICY)).upper()
-    if policy not in POLICIES:
-        raise ConfigError(f"unknown clean policy {policy!r}; use one of {', '.join(POLICIES)}")
+    policy = cfg.get(opt.CLEANER_POLICY)
     retained = cfg.get(_RETAINED[policy]) if retained is None else retained
-    if retained < 1 and policy != "KEEP_LATEST_BY_HOURS":
+    if retained < 1 and policy is not CleanPolicy.KEEP_LATEST_BY_HOURS:
         raise ConfigError(f"{_RETAINED[policy].key} must be at least 1, got {retained}")
     started = time.monotonic()
     with lock.hold():
-        config = metadata_table.prepare(storage, TableConfig.load(storage), cfg)
-        timeline = Timeline.load(storage, layout_of(config))
-        finished = [_finish_pending(storage, config, timeline, inst) for inst in timeline.filter([Action.CLEAN], PENDING)]
+        table_config = metadata_table.prepare(storage, TableConfig.load(storage), cfg)
+        timeline = Timeline.load(storage, layout_of(table_config))
+        pending = timeline.filter([Action.CLEAN], PENDING)
+        finished = [_finish_pending(storage, table_config, timeline, inst) for inst in pending]
         if finished:
             timeline = Timeline.load(storage)
         doomed, earliest = plan(timeline, policy, retained)
@@ -84,11 +85,13 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
         for bf in doomed:
             by_partition[bf.partition_path].append(bf.path)
         boundary = max(filter(None, [earliest, cleaned_before(timeline)]), default="")
-        plan_doc = {
+        plan_doc: dict[str, Any] = {
             "earliestInstantToRetain": (
-                {"timestamp": boundary, "action": _action_at(timeline, boundary), "state": "COMPLETED"} if boundary else None
+                {"timestamp": boundary, "action": _action_at(timeline, boundary), "state": "COMPLETED"}
+                if boundary
+                else None
             ),
-            "policy": policy,
+            "policy": policy.value,
             "filesToBeDeletedPerPartition": None,
             "version": 2,
             "filePathsToBeDeletedPerPartition": {
@@ -101,14 +104,19 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, policy: str | None = N
         # One look at the timeline for the whole clean: nothing else changes it while we hold the lock.
         requested = create_requested(storage, Action.CLEAN, body, timeline=timeline)
         inflight = transition(storage, requested, State.INFLIGHT, body, timeline=timeline.with_instant(requested))
-        deleted = _execute(storage, config, timeline.with_instant(inflight), inflight, policy, boundary, by_partition, started)
+        deleted = _execute(
+            storage, table_config, timeline.with_instant(inflight), inflight, policy.value, boundary, by_partition,
+            started,
+        )
     return CleanResult(requested.time, policy, boundary or None, tuple(sorted(deleted)))
 
 
 PENDING = (State.REQUESTED, State.INFLIGHT)
 
 
-def _finish_pending(storage: Storage, config: TableConfig, timeline: Timeline, pending: Instant) -> tuple[str, list[str]]:
+def _finish_pending(
+    storage: Storage, table_config: TableConfig, timeline: Timeline, pending: Instant
+) -> tuple[str, list[str]]:
     """Run the rest of a pending clean's plan and complete it; returns its instant time and the
     paths it deleted now."""
     plan_doc = pending_clean_plan(timeline, pending) or {}
@@ -121,12 +129,13 @@ def _finish_pending(storage: Storage, config: TableConfig, timeline: Timeline, p
     boundary = (plan_doc.get("earliestInstantToRetain") or {}).get("timestamp") or ""
     # Listed again: an earlier pending clean may have completed since `timeline` (a later completion time).
     now = Timeline.load(storage, timeline.layout)
-    _execute(storage, config, now, inflight, plan_doc.get("policy") or "", boundary, by_partition, time.monotonic())
+    policy = plan_doc.get("policy") or ""
+    _execute(storage, table_config, now, inflight, policy, boundary, by_partition, time.monotonic())
     log.info("finished clean %s, left pending by a cleaner that stopped midway", pending.time)
     return pending.time, present
 
 
-def _planned_paths(storage: Storage, plan_doc: dict) -> dict[str, list[str]]:
+def _planned_paths(storage: Storage, plan_doc: dict[str, Any]) -> dict[str, list[str]]:
     """A cleaner plan's files per partition, table-relative (plan version 2 names full paths,
     version 1 file names)."""
     if plan_doc.get("filePathsToBeDeletedPerPartition") is not None:
@@ -143,7 +152,7 @@ def _planned_paths(storage: Storage, plan_doc: dict) -> dict[str, list[str]]:
 
 def _execute(
     storage: Storage,
-    config: TableConfig,
+    table_config: TableConfig,
     timeline: Timeline,
     inflight: Instant,
     policy: str,
@@ -175,7 +184,8 @@ def _execute(
             "isPartitionDeleted": False,
         }
     removed = {p: [path.rpartition("/")[2] for path in paths] for p, paths in by_partition.items()}
-    metadata_table.sync(storage, config, inflight.time, CommitMetadata({}, "CLEAN"), deleted=removed)  # `config`: read under the lock
+    # `table_config`: read under the lock
+    metadata_table.sync(storage, table_config, inflight.time, CommitMetadata({}, "CLEAN"), deleted=removed)
     last = timeline.latest_completed_write()  # `timeline`: listed under the lock the caller holds
     metadata = {
         "policy": policy,
@@ -227,7 +237,7 @@ def _versions(timeline: Timeline, committed: set[str]) -> dict[tuple[str, str], 
     return {g: [v[t] for t in sorted(v)] for g, v in slices.items() if v}
 
 
-def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile | LogFile], str | None]:
+def plan(timeline: Timeline, policy: CleanPolicy, retained: int) -> tuple[list[BaseFile | LogFile], str | None]:
     """The files to delete (whole versions: a merge-on-read slice goes with its log files), and
     the earliest instant whose snapshot stays whole."""
     writes = timeline.completed_writes()
@@ -241,7 +251,7 @@ def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile 
                 for fid in ids:
                     replaced_at.setdefault((p, fid), inst.time)
     doomed: list[tuple[_Version, str]] = []  # (version, when it stopped being visible)
-    if policy == "KEEP_LATEST_FILE_VERSIONS":
+    if policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
         earliest = None
         groups = _versions(timeline, committed)  # a listing of the whole table
         for g, versions in groups.items():
@@ -260,8 +270,12 @@ def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile 
         points = [w.time for w in writes if w.time >= earliest]
         for g, versions in groups.items():
             for i, v in enumerate(versions):
-                ends = [e for e in (replaced_at.get(g), versions[i + 1].instant_time if i + 1 < len(versions) else None) if e]
-                end = min(ends) if ends else None
+                bounds: list[str] = [
+                    e
+                    for e in (replaced_at.get(g), versions[i + 1].instant_time if i + 1 < len(versions) else None)
+                    if e is not None and e
+                ]
+                end = min(bounds) if bounds else None
                 k = bisect.bisect_left(points, v.instant_time)
                 if not (k < len(points) and (end is None or points[k] < end)):
                     doomed.append((v, end or ""))
@@ -269,9 +283,9 @@ def plan(timeline: Timeline, policy: str, retained: int) -> tuple[list[BaseFile 
     return [f for v, _ in doomed for f in v.files if f.path not in pinned], earliest
 
 
-def _earliest_to_retain(timeline: Timeline, writes: list[Instant], policy: str, retained: int) -> str | None:
+def _earliest_to_retain(timeline: Timeline, writes: list[Instant], policy: CleanPolicy, retained: int) -> str | None:
     """Hudi's earliest commit to retain, held back by the earliest pending write."""
-    if policy == "KEEP_LATEST_COMMITS":
+    if policy is CleanPolicy.KEEP_LATEST_COMMITS:
         if len(writes) <= retained:
             return None
         earliest = writes[-retained].time
@@ -290,7 +304,9 @@ def clean_due(timeline: Timeline, cfg: Config) -> bool:
     if timeline.filter([Action.CLEAN], PENDING):
         return True  # a killed cleaner's clean, to finish
     writes = timeline.completed_writes()
-    if cfg.get(opt.CLEANER_POLICY).upper() == "KEEP_LATEST_COMMITS" and len(writes) <= cfg.get(opt.CLEANER_COMMITS_RETAINED):
+    if cfg.get(opt.CLEANER_POLICY) is CleanPolicy.KEEP_LATEST_COMMITS and len(writes) <= cfg.get(
+        opt.CLEANER_COMMITS_RETAINED
+    ):
         return False  # nothing can be cleaned yet (as Hudi's planner): no lock, no listing
     cleans = timeline.filter([Action.CLEAN], [State.COMPLETED])
     since = cleans[-1].time if cleans else ""

@@ -22,31 +22,34 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 
 from upsertlake.concurrency.conflict import check_commit, pending_clustering
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy
 from upsertlake.concurrency.lock import TableLock
-from upsertlake.config import Config
+from upsertlake.config import Config, option_list
 from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
+from upsertlake.errors import SchemaError, UnsupportedTableError, WriteConflictError
+from upsertlake.layout.file_system_view import FileSlice, FileSystemView, base_file_name
 from upsertlake.layout.file_writer import (
     file_writer_config,
     write_base_file,
 )
-from upsertlake.errors import SchemaError, UnsupportedTableError, WriteConflictError
-from upsertlake.schema import avro_to_arrow, conform, full_schema
+from upsertlake.layout.markers import marker_entry, marker_folder, start_markers, write_markers
 from upsertlake.layout.slice_reader import Merge, read_slice
-from upsertlake.services.compaction_plan import compaction_file_groups
+from upsertlake.schema import avro_to_arrow, conform, full_schema
 from upsertlake.services import metadata_table
-from upsertlake.timeline import column_stats, documents
+from upsertlake.services.compaction_plan import compaction_file_groups
+from upsertlake.services.rollback import discard_pending
+from upsertlake.services.stat_map import StatMap, T
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import FileSlice, FileSystemView, base_file_name
+from upsertlake.timeline import column_stats, documents
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, State
-from upsertlake.layout.markers import marker_entry, marker_folder, rollback_pending, start_markers, write_markers
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +82,13 @@ class ClusterResult:
         }
 
 
-# Runs a function over the groups of a plan: in process by default, as Spark tasks on Spark.
-GroupMap = Callable[[Callable[[tuple[int, list[FileSlice]]], WriteStat], list[tuple[int, list[FileSlice]]]], list[WriteStat]]
-
-
-def in_process(fn: Callable[[tuple[int, list[FileSlice]]], WriteStat], groups: list) -> list[WriteStat]:
+def in_process(fn: Callable[[T], WriteStat], groups: list[T], /) -> list[WriteStat]:
+    """The groups one after another, in this process (each writer uses Arrow's threads)."""
     return [fn(g) for g in groups]
 
 
 def cluster(
-    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_groups: GroupMap = in_process
+    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_groups: StatMap = in_process
 ) -> ClusterResult:
     """Plan, write and commit one clustering; a result without instant, saying why, when no
     partition has two small groups to merge. `map_groups` writes the new file groups (one task
@@ -110,9 +110,12 @@ def cluster(
         if not groups:
             return ClusterResult(None, {}, (), nothing_to_cluster(timeline, cfg))
         schema_json = timeline.latest_schema() or table_config.create_schema
-        sort_columns = [c.strip() for c in cfg.get(opt.CLUSTERING_SORT_COLUMNS).split(",") if c.strip()]
+        sort_columns = option_list(cfg.get(opt.CLUSTERING_SORT_COLUMNS))
         requested = create_requested(
-            storage, Action.REPLACE_COMMIT, documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns, cfg)), clustering=True
+            storage,
+            Action.REPLACE_COMMIT,
+            documents.encode(PLAN_SCHEMA, _plan_doc(storage, groups, sort_columns, cfg)),
+            clustering=True,
         )
         # Writers leave a pending clustering alone while its heartbeat beats (engine.instants).
         heartbeat = HeartbeatPolicy.of(cfg).start(storage, requested.time)
@@ -149,13 +152,14 @@ def cluster(
                     f"clustering {inflight.time} conflicts with {conflict.describe()}; the clustering was "
                     "rolled back, no record was lost"
                 )
-            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)  # before the data instant
+            # the metadata table's deltacommit before the data instant
+            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)
             transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes())
     except BaseException:
         with lock.hold():
             current = Timeline.load(storage).get(requested.time, Action.REPLACE_COMMIT)
             if current is not None and not current.is_completed:
-                rollback_pending(storage, current)
+                discard_pending(storage, current)
         raise
     finally:
         heartbeat.stop()
@@ -247,8 +251,7 @@ def clustering_due(timeline: Timeline, cfg: Config) -> bool:
             since = inst.time
             break
     commits = [
-        w for w in timeline.completed_writes()
-        if w.time > since and w.action in (Action.COMMIT, Action.DELTA_COMMIT)
+        w for w in timeline.completed_writes() if w.time > since and w.action in (Action.COMMIT, Action.DELTA_COMMIT)
     ]
     return len(commits) >= cfg.get(opt.CLUSTERING_INLINE_MAX_COMMITS)
 
@@ -267,11 +270,14 @@ def _write_group(
     slice's base file as it is, or its records merged with its log files."""
     n, group = numbered
     schema = full_schema(data_schema)
-    rows = pa.concat_tables([
-        read_slice(storage, sl, merge, schema) if sl.logs or sl.base is None
-        else conform(storage.read_parquet(sl.base.path), schema)
-        for sl in group
-    ])
+    rows = pa.concat_tables(
+        [
+            read_slice(storage, sl, merge, schema)
+            if sl.logs or sl.base is None
+            else conform(storage.read_parquet(sl.base.path), schema)
+            for sl in group
+        ]
+    )
     missing = [c for c in sort_columns if c not in schema.names]
     if missing:
         raise SchemaError(f"clustering sort column(s) {missing} are not in the table {schema.names}")
@@ -285,18 +291,29 @@ def _write_group(
     write_markers(storage, instant_time, [marker_entry(partition, name, "CREATE")])
     size, stats = write_base_file(storage, path, rows, file_writer_config(cfg))
     return WriteStat(
-        fileId=file_id, path=path, partitionPath=partition, numWrites=rows.num_rows,
-        numInserts=rows.num_rows, totalWriteBytes=size, fileSizeInBytes=size, column_stats=stats,
+        fileId=file_id,
+        path=path,
+        partitionPath=partition,
+        numWrites=rows.num_rows,
+        numInserts=rows.num_rows,
+        totalWriteBytes=size,
+        fileSizeInBytes=size,
+        column_stats=stats,
     )
 
 
-def _plan_doc(storage: Storage, groups: list[list[FileSlice]], sort_columns: list[str], cfg: Config) -> dict:
+def _plan_doc(storage: Storage, groups: list[list[FileSlice]], sort_columns: list[str], cfg: Config) -> dict[str, Any]:
     input_groups = [
         {
             "slices": [
-                {"dataFilePath": storage.full_path(sl.base.path) if sl.base is not None else "",
-                 "deltaFilePaths": [storage.full_path(lf.path) for lf in sl.logs], "fileId": sl.file_id,
-                 "partitionPath": sl.partition_path, "bootstrapFilePath": "", "version": 1}
+                {
+                    "dataFilePath": storage.full_path(sl.base.path) if sl.base is not None else "",
+                    "deltaFilePaths": [storage.full_path(lf.path) for lf in sl.logs],
+                    "fileId": sl.file_id,
+                    "partitionPath": sl.partition_path,
+                    "bootstrapFilePath": "",
+                    "version": 1,
+                }
                 for sl in group
             ],
             "metrics": _metrics(group, cfg.get(opt.PARQUET_MAX_FILE_SIZE)),

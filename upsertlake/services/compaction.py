@@ -7,7 +7,8 @@ RunCompactionActionExecutor, HoodieCompactor and CompactHelpers do.
 stay, as on Hudi's timeline. A plan is claimed under the table lock with a heartbeat, so one
 compactor runs it. A compaction that fails, or whose compactor died (its heartbeat expired), is
 rolled back to its plan (a `.rollback` instant, its files deleted, the inflight file removed), as
-Hudi's rollbackInflightCompaction does, and the next `compact` runs it again.
+Hudi's rollbackInflightCompaction does (`services.rollback.rollback_compaction`), and the next
+`compact` runs it again.
 """
 
 from __future__ import annotations
@@ -21,32 +22,29 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-from upsertlake.concurrency.heartbeat import Heartbeat, HeartbeatPolicy, heartbeat_path
+from upsertlake.concurrency.heartbeat import Heartbeat, HeartbeatPolicy
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
-from upsertlake.config import options as opt
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import SchemaError, ServiceError
-from upsertlake.layout.markers import delete_written, marker_folder, start_markers
+from upsertlake.layout.markers import marker_folder, start_markers
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.schema import avro_to_arrow, full_schema
 from upsertlake.services import metadata_table
 from upsertlake.services.compaction_plan import (
-    CompactionOperation,
-    schedule_locked,
     check_compactable,
     read_plan,
+    schedule_locked,
     strategy,
 )
 from upsertlake.services.compaction_slice import compact_operation
-from upsertlake.services.rollback import METADATA_SCHEMA as ROLLBACK_METADATA_SCHEMA
-from upsertlake.services.rollback import PLAN_SCHEMA as ROLLBACK_PLAN_SCHEMA
+from upsertlake.services.rollback import compaction_committed, rollback_compaction_under_lock
+from upsertlake.services.stat_map import StatMap, T
 from upsertlake.storage import Storage
-from upsertlake.timeline import column_stats, documents
-from upsertlake.timeline.active import Timeline, create_requested, transition
+from upsertlake.timeline import column_stats
+from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
-from upsertlake.timeline.layouts import table_layout
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +81,7 @@ class CompactionResult:
         }
 
 
-# Runs a function over the operations of a plan: in process by default, as Spark tasks on Spark.
-OperationMap = Callable[[Callable[[tuple[int, CompactionOperation]], WriteStat], list[tuple[int, CompactionOperation]]], list[WriteStat]]
-
-
-def in_process(fn: Callable[[tuple[int, CompactionOperation]], WriteStat], ops: list) -> list[WriteStat]:
+def in_process(fn: Callable[[T], WriteStat], ops: list[T], /) -> list[WriteStat]:
     """Each operation on a thread of this process, one per CPU (parquet and Arrow release the GIL)."""
     with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(ops) or 1))) as pool:
         return list(pool.map(fn, ops))
@@ -95,13 +89,13 @@ def in_process(fn: Callable[[tuple[int, CompactionOperation]], WriteStat], ops: 
 
 # -- execute -----------------------------------------------------------------------------------
 def compact(
-    storage: Storage, lock: TableLock, config: TableConfig, cfg: Config, map_ops: OperationMap = in_process
+    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_ops: StatMap = in_process
 ) -> CompactionResult:
     """Run the oldest pending compaction (one a dead compactor left inflight is rolled back to its
     plan first), else schedule one and run it; a result without instant says why not. The plan is
     chosen and claimed (inflight, with its heartbeat) under one hold of the table lock, so two
     compactors never run one plan."""
-    check_compactable(config)
+    check_compactable(table_config)
     strategy(cfg)
     recovered = False
     with lock.hold():
@@ -121,14 +115,14 @@ def compact(
 
 
 def finish(
-    storage: Storage, lock: TableLock, config: TableConfig, cfg: Config, instant_time: str,
-    map_ops: OperationMap = in_process,
+    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, instant_time: str,
+    map_ops: StatMap = in_process,
 ) -> bool:
     """Bring the pending compaction `instant_time` to its end for a writer that needs its output
     (the writer's retry tags against the compacted slices), as `compact` would run it: a requested
     plan is claimed and run, one a dead compactor left inflight is rolled back to its plan first.
     True once it is no longer pending; False while another compactor, alive, runs it."""
-    check_compactable(config)
+    check_compactable(table_config)
     with lock.hold():
         inst = next((i for i in Timeline.load(storage).pending_compactions() if i.time == instant_time), None)
         if inst is None:
@@ -145,21 +139,23 @@ def _claimable(storage: Storage, inst: Instant, cfg: Config) -> Instant | None:
     """The lock held: the requested plan of a pending compaction, to claim; one a dead compactor
     left inflight goes back to its plan first. None while its compactor is alive."""
     if inst.state is State.INFLIGHT:
-        if not _is_dead(storage, inst, cfg):
+        if not HeartbeatPolicy.of(cfg).is_expired(storage, inst.time):
             return None  # another compactor runs it
-        _rollback_inflight(storage, inst)
+        rollback_compaction_under_lock(storage, inst)
     return inst.with_state(State.REQUESTED)
 
 
 def execute(
-    storage: Storage, lock: TableLock, cfg: Config, requested: Instant, map_ops: OperationMap = in_process
+    storage: Storage, lock: TableLock, cfg: Config, requested: Instant, map_ops: StatMap = in_process
 ) -> CompactionResult:
     """Execute a requested plan: inflight, one new base file per operation, the commit."""
     with lock.hold():
         current = Timeline.load(storage).get(requested.time, Action.COMPACTION)
         if current is None or current.state is not State.REQUESTED:
             state = "gone" if current is None else current.state.value
-            raise ServiceError(f"compaction {requested.time} is not a requested plan ({state}): another compactor took it")
+            raise ServiceError(
+                f"compaction {requested.time} is not a requested plan ({state}): another compactor took it"
+            )
         inflight, heartbeat = _claim(storage, requested, cfg)
     return _run(storage, lock, cfg, inflight, heartbeat, map_ops)
 
@@ -177,10 +173,6 @@ def _claim(storage: Storage, requested: Instant, cfg: Config) -> tuple[Instant, 
         raise
 
 
-def _is_dead(storage: Storage, inst: Instant, cfg: Config) -> bool:
-    return HeartbeatPolicy.of(cfg).is_expired(storage, inst.time)
-
-
 def nothing_to_compact(timeline: Timeline) -> str:
     pending = timeline.pending_compactions()
     running = f"; compaction {pending[0].time} is running in another process" if pending else ""
@@ -193,7 +185,7 @@ def _run(
     cfg: Config,
     inflight: Instant,
     heartbeat: Heartbeat,
-    map_ops: OperationMap,
+    map_ops: StatMap,
     recovered: bool = False,
 ) -> CompactionResult:
     """Write the new base files of a claimed plan and commit them. An error rolls the plan back
@@ -224,12 +216,18 @@ def _run(
         metadata = CommitMetadata(dict(by_partition), OPERATION, extra, compacted=True)
         with lock.hold():
             lock.fence()
-            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)  # before the data instant
-            transition(storage, Instant(inflight.time, Action.COMMIT, State.INFLIGHT), State.COMPLETED, metadata.to_json_bytes())
+            # the metadata table's deltacommit before the data instant
+            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)
+            transition(
+                storage,
+                Instant(inflight.time, Action.COMMIT, State.INFLIGHT),
+                State.COMPLETED,
+                metadata.to_json_bytes(),
+            )
     except Exception:
         with lock.hold():
-            if not _completed(storage, inflight.time):
-                _rollback_inflight(storage, inflight)
+            if not compaction_committed(storage, inflight.time):
+                rollback_compaction_under_lock(storage, inflight)
         raise
     finally:
         heartbeat.stop()
@@ -253,56 +251,3 @@ def _schema_before(timeline: Timeline, instant_time: str) -> str | None:
             if schema:
                 return schema
     return None
-
-
-# -- failure -----------------------------------------------------------------------------------
-def rollback_inflight(storage: Storage, lock: TableLock, inflight: Instant, cfg: Config | None = None) -> Instant:
-    """Hudi's rollbackInflightCompaction: a `.rollback` instant records the files deleted, then
-    the compaction goes back to requested (its plan kept) to be executed again. Returns the
-    rollback instant. Refused while its compactor's heartbeat beats (`cfg`'s heartbeat settings)."""
-    with lock.hold():
-        current = Timeline.load(storage).get(inflight.time, Action.COMPACTION)
-        if current is None or current.state is not State.INFLIGHT or _completed(storage, inflight.time):
-            raise ServiceError(f"compaction {inflight.time} is not inflight: nothing to roll back")
-        if not _is_dead(storage, current, cfg or Config.resolve(None)):
-            raise ServiceError(
-                f"compaction {inflight.time} is running (its heartbeat is alive): stop its compactor, or wait for "
-                "it to end or for its heartbeat to expire"
-            )
-        return _rollback_inflight(storage, current)
-
-
-def _rollback_inflight(storage: Storage, inflight: Instant) -> Instant:
-    """`rollback_inflight`, the lock held."""
-    started = time.monotonic()
-    target = {"commitTime": inflight.time, "action": Action.COMPACTION.value}
-    plan = {"instantToRollback": target, "RollbackRequests": [], "version": 1}
-    requested = create_requested(storage, Action.ROLLBACK, documents.encode(ROLLBACK_PLAN_SCHEMA, plan))
-    rolling = transition(storage, requested, State.INFLIGHT)
-    deleted, _ = delete_written(storage, inflight.time, named_logs=False)
-    storage.delete(table_layout(storage).path(inflight.with_state(State.INFLIGHT)))  # back to requested
-    storage.delete(heartbeat_path(inflight.time))
-    by_partition: dict[str, list[str]] = defaultdict(list)
-    for path in deleted:
-        by_partition[path.rpartition("/")[0]].append(storage.full_path(path))
-    meta = {
-        "startRollbackTime": requested.time,
-        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
-        "totalFilesDeleted": len(deleted),
-        "commitsRollback": [inflight.time],
-        "partitionMetadata": {
-            p: {"partitionPath": p, "successDeleteFiles": files, "failedDeleteFiles": [],
-                "rollbackLogFiles": None, "writtenLogFiles": None}
-            for p, files in by_partition.items()
-        },
-        "version": 1,
-        "instantsRollback": [target],
-    }
-    done = transition(storage, rolling, State.COMPLETED, documents.encode(ROLLBACK_METADATA_SCHEMA, meta))
-    log.info("rolled back inflight compaction %s (%d file(s)); its plan stays requested", inflight.time, len(deleted))
-    return done
-
-
-def _completed(storage: Storage, instant_time: str) -> bool:
-    done = Timeline.load(storage).get(instant_time, Action.COMMIT)
-    return done is not None and done.is_completed

@@ -231,7 +231,8 @@ def plan_operations(slices: list[FileSlice], cfg: Config, busy: set[tuple[str, s
     threshold = cfg.get(opt.COMPACTION_LOGFILE_SIZE_THRESHOLD)
     ops = [op for op in ops if op.metrics["TOTAL_LOG_FILES_SIZE"] >= threshold]
     ops.sort(key=lambda op: -op.metrics["TOTAL_LOG_FILES_SIZE"])
-    budget, chosen = cfg.get(opt.COMPACTION_TARGET_IO), []
+    budget: float = cfg.get(opt.COMPACTION_TARGET_IO)
+    chosen: list[CompactionOperation] = []
     for op in ops:  # BoundedIOCompactionStrategy: stop once the target IO is used up
         chosen.append(op)
         budget -= op.metrics["TOTAL_IO_MB"]
@@ -240,10 +241,10 @@ def plan_operations(slices: list[FileSlice], cfg: Config, busy: set[tuple[str, s
     return chosen
 
 
-def schedule(storage: Storage, lock: TableLock, config: TableConfig, cfg: Config) -> Instant | None:
+def schedule(storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config) -> Instant | None:
     """Plan a compaction under the table lock (`.compaction.requested`); None when no slice has
     log files to compact (but those of file groups pending writes hold: see `_written_by_pending`)."""
-    check_compactable(config)
+    check_compactable(table_config)
     strategy(cfg)
     with lock.hold():
         return schedule_locked(storage, cfg)
@@ -271,10 +272,12 @@ def schedule_locked(storage: Storage, cfg: Config) -> Instant | None:
     return requested
 
 
-def check_compactable(config: TableConfig) -> None:
-    if not config.is_merge_on_read:
-        raise ServiceError(f"table {config.name!r} is {config.table_type}: only merge-on-read tables are compacted")
-    if not config.populate_meta_fields:
+def check_compactable(table_config: TableConfig) -> None:
+    if not table_config.is_merge_on_read:
+        raise ServiceError(
+            f"table {table_config.name!r} is {table_config.table_type}: only merge-on-read tables are compacted"
+        )
+    if not table_config.populate_meta_fields:
         raise UnsupportedTableError(
             "compacting merge-on-read tables without meta fields (hoodie.populate.meta.fields=false) is not "
             "supported: their log records are merged by _hoodie_record_key"

@@ -25,13 +25,11 @@ from upsertlake.layout.markers import marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge, merge_inputs, slice_inputs
 from upsertlake.logfile.blocks import Block, CommandBlock, CorruptBlock, DataBlock
 from upsertlake.logfile.merge import live_blocks
-from upsertlake.schema import META_COLUMNS
+from upsertlake.schema.columns import FILE_NAME
 from upsertlake.services.compaction_plan import CompactionOperation
 from upsertlake.storage import Storage
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.util.arrow import constant
-
-FILE_NAME = META_COLUMNS[4]  # "_hoodie_file_name"
 
 
 def compact_operation(
@@ -54,7 +52,7 @@ def compact_operation(
     result = merge_inputs(base, blocks, merge, schema.remove(at))
     name = base_file_name(op.file_id, f"{n}-0-0", instant_time)
     path = f"{op.partition_path}/{name}" if op.partition_path else name
-    merged = result.table.add_column(at, schema.field(at), constant(name, result.table.num_rows))
+    merged = result.records.add_column(at, schema.field(at), constant(name, result.records.num_rows))
     counts = _block_counts(blocks, merge)
     added = result.added
     deletes = base.num_rows - (merged.num_rows - len(added)) if base is not None else 0
@@ -66,7 +64,9 @@ def compact_operation(
         # key range plus those keys, as copy-on-write rewrites resume them.
         bloom = resumed_bloom(footer, base.num_rows, added, config)
         key_range = resumed_key_range(footer, added) if bloom is not None else None
-    write_markers(storage, instant_time, [marker_entry(op.partition_path, name, "MERGE" if base is not None else "CREATE")])
+    write_markers(
+        storage, instant_time, [marker_entry(op.partition_path, name, "MERGE" if base is not None else "CREATE")]
+    )
     size, stats = write_base_file(storage, path, merged, config, bloom, key_range, kept)
     wrote = time.monotonic()
     log_bytes = sum(info.size for lf in sl.logs if (info := storage.stat(lf.path)) is not None)
@@ -99,7 +99,9 @@ def compact_operation(
     )
 
 
-def _previous_version(storage: Storage, base: BaseFile, schema: pa.Schema) -> tuple[dict[bytes, bytes], frozenset[str] | None]:
+def _previous_version(
+    storage: Storage, base: BaseFile, schema: pa.Schema
+) -> tuple[dict[bytes, bytes], frozenset[str] | None]:
     """The base file's footer when we wrote it (Hudi's writers' filters are not reused: some miss
     their keys), and the columns it dictionary-encodes when that choice can be kept (we wrote it
     with every column, from enough rows), so the new version is not sampled again."""

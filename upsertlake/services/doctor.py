@@ -19,6 +19,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from upsertlake.concurrency.heartbeat import HEARTBEAT_FOLDER, HeartbeatPolicy, heartbeat_path, last_heartbeat_ms
 from upsertlake.concurrency.lock import make_lock
@@ -34,18 +35,18 @@ from upsertlake.config.properties_file import (
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError, UpsertlakeError
 from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, PARTITION_METAFILE, BaseFile, sort_listing
-from upsertlake.layout.markers import read_markers, rollback_pending
+from upsertlake.layout.markers import read_markers
 from upsertlake.layout.properties_check import partition_folders, properties_disagreements
 from upsertlake.logfile.names import LogFileName
 from upsertlake.services.rebuild import Rebuild, holds_a_timeline, layout_on_disk, rebuild_properties, remnants
+from upsertlake.services.rollback import discard_pending
 from upsertlake.services.write_guard import what_it_breaks
 from upsertlake.storage import FileEntry, Storage
 from upsertlake.timeline import documents
-from upsertlake.timeline.active import METAFOLDER, Timeline
-from upsertlake.timeline.layouts import table_layout
+from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
-from upsertlake.timeline.layouts import TimelineLayout
+from upsertlake.timeline.layouts import METAFOLDER, TimelineLayout, table_layout
 from upsertlake.timeline.retention import cleaned_files
 
 DELETE_ORPHAN = "delete the file"
@@ -100,12 +101,12 @@ def doctor_config(storage: Storage, options: dict[str, str] | None = None) -> Co
     return Config.resolve(options, table_properties=props or {})
 
 
-def diagnose(storage: Storage, config: Config | None = None, properties: Mapping[str, str] | None = None) -> Report:
+def diagnose(storage: Storage, options: Config | None = None, properties: Mapping[str, str] | None = None) -> Report:
     """Run every check; nothing is changed. `properties`: values for a rebuilt hoodie.properties
     that the table cannot tell (see `upsertlake.services.rebuild`)."""
     if not storage.exists(PROPERTIES_FILE) and not storage.exists(BACKUP_FILE) and not holds_a_timeline(storage):
         raise TableNotFoundError(f"no Hudi table at {storage.base} (missing {PROPERTIES_FILE})")
-    cfg = config or doctor_config(storage)
+    cfg = options or doctor_config(storage)
     report = Report(storage.base)
     entries = storage.list_outside(METAFOLDER)
     layout = _layout(storage)
@@ -129,12 +130,12 @@ def diagnose(storage: Storage, config: Config | None = None, properties: Mapping
     return report
 
 
-def treat(storage: Storage, config: Config | None = None, properties: Mapping[str, str] | None = None) -> Report:
+def treat(storage: Storage, options: Config | None = None, properties: Mapping[str, str] | None = None) -> Report:
     """Apply the safe fixes, then diagnose again; the report lists what was done. Restores the
     properties only from a valid backup that agrees with the table, else rebuilds them only when
     every value is told and the result agrees with the table; rolls back only writes with no
     sign of life; deletes only files of instants on no timeline and newer than its start."""
-    cfg = config or doctor_config(storage)
+    cfg = options or doctor_config(storage)
     before = diagnose(storage, cfg, properties)
     done: list[str] = []
     orphans = [f.path for f in before.findings if f.check == "orphan" and f.fix == DELETE_ORPHAN]
@@ -148,9 +149,11 @@ def treat(storage: Storage, config: Config | None = None, properties: Mapping[st
                     done.append(what)
             timeline = Timeline.load(storage)  # as it is now, under the lock
             for inst in _failed_writes(storage, timeline, cfg):
-                deleted = rollback_pending(storage, inst)
+                deleted = discard_pending(storage, inst)
                 storage.delete(heartbeat_path(inst.time))
-                done.append(f"rolled back failed write {METAFOLDER}/{inst.file_name()} ({len(deleted)} data file(s) deleted)")
+                done.append(
+                    f"rolled back failed write {METAFOLDER}/{inst.file_name()} ({len(deleted)} data file(s) deleted)"
+                )
             known = {i.time for i in timeline.instants}
             for path in orphans:
                 if _file_instant(path) not in known:
@@ -170,11 +173,14 @@ def check_properties(
     main = PropertiesFile.read(storage, PROPERTIES_FILE)
     backup = PropertiesFile.read(storage, BACKUP_FILE)
     try:
-        config: TableConfig | None = TableConfig.load(storage)  # main if valid, else a valid backup
+        table_config: TableConfig | None = TableConfig.load(storage)  # main if valid, else a valid backup
     except (CorruptTableError, TableNotFoundError):
-        config = None
-    usable = config is not None and config.damage is None
-    disagreements = properties_disagreements(storage, config, timeline, partition_folders(entries)) if usable and config else []
+        table_config = None
+    usable = table_config is not None and table_config.damage is None
+    disagreements = (
+        properties_disagreements(storage, table_config, timeline, partition_folders(entries))
+        if usable and table_config else []
+    )
     findings: list[Finding] = []
     if main.valid and not backup.missing:
         findings.append(Finding(
@@ -196,14 +202,23 @@ def check_properties(
             else "valid but disagrees with the table" if disagreements
             else "valid and agrees with the table"
         )
-        restore = "restore hoodie.properties from hoodie.properties.backup" if backup.valid and not disagreements else None
+        restore = (
+            "restore hoodie.properties from hoodie.properties.backup" if backup.valid and not disagreements else None
+        )
         findings.append(Finding(
             "properties", PROPERTIES_FILE, f"{main.reason}; the backup is {state}{rebuild_note}",
             fix=restore or rebuild_fix,
         ))
-    source = config.source if config is not None else PROPERTIES_FILE
-    findings += [Finding("properties", source, f"disagrees with the table: {problem}{rebuild_note if main.valid else ''}",
-                         fix=rebuild_fix if main.valid else None) for problem in disagreements]
+    source = table_config.source if table_config is not None else PROPERTIES_FILE
+    findings += [
+        Finding(
+            "properties",
+            source,
+            f"disagrees with the table: {problem}{rebuild_note if main.valid else ''}",
+            fix=rebuild_fix if main.valid else None,
+        )
+        for problem in disagreements
+    ]
     return findings
 
 
@@ -295,8 +310,14 @@ def check_pending_writes(storage: Storage, timeline: Timeline, cfg: Config, fail
     pending = {i.time for i in timeline.pending_writes()} | {i.time for i in timeline.pending_compactions()}
     for entry in storage.list(HEARTBEAT_FOLDER):
         if not entry.is_dir and entry.name not in pending:
-            findings.append(Finding("heartbeat", entry.path, f"heartbeat of an instant that is not pending ({_ago(entry.mtime_ns // 1_000_000)})",
-                                    problem=False))
+            findings.append(
+                Finding(
+                    "heartbeat",
+                    entry.path,
+                    f"heartbeat of an instant that is not pending ({_ago(entry.mtime_ns // 1_000_000)})",
+                    problem=False,
+                )
+            )
     return findings
 
 
@@ -381,8 +402,13 @@ def check_files(storage: Storage, timeline: Timeline, entries: list[FileEntry], 
     for inst, stats in _active_write_stats(timeline):
         for stat in stats:
             if stat.path and stat.path not in existing and stat.path not in cleaned:
-                findings.append(Finding("missing", stat.path,
-                                        f"committed by {METAFOLDER}/{inst.file_name()} but gone, and no completed clean removed it"))
+                findings.append(
+                    Finding(
+                        "missing",
+                        stat.path,
+                        f"committed by {METAFOLDER}/{inst.file_name()} but gone, and no completed clean removed it",
+                    )
+                )
     return findings
 
 
@@ -410,7 +436,7 @@ def _file_instant(path: str) -> str:
     return log.instant if log is not None else BaseFile.parse(FileEntry(path, 0, False, 0)).instant_time
 
 
-def _active_write_stats(timeline: Timeline) -> Iterator[tuple[Instant, list]]:
+def _active_write_stats(timeline: Timeline) -> Iterator[tuple[Instant, list[Any]]]:
     """Each completed write of the active timeline with its write stats (an unreadable commit is
     skipped here: check_instants reports it)."""
     for inst in timeline.completed_writes():
@@ -448,7 +474,13 @@ def check_partition_metadata(storage: Storage, entries: Iterable[FileEntry]) -> 
         meta = f"{folder}/{PARTITION_METAFILE}" if folder else PARTITION_METAFILE
         if PARTITION_METAFILE not in names:
             if data:
-                findings.append(Finding("partition", meta, f"missing: readers skip the {len(data)} data file(s) of {folder or 'the root'}"))
+                findings.append(
+                    Finding(
+                        "partition",
+                        meta,
+                        f"missing: readers skip the {len(data)} data file(s) of {folder or 'the root'}",
+                    )
+                )
             continue
         depth = _partition_depth(storage, meta)
         expected = len(folder.split("/")) if folder else 0

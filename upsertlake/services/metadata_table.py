@@ -7,9 +7,10 @@ Every writer and service calls in at three points, under the table lock:
   did not keep it wrote since), it is deleted and its properties cleared, as Hudi does for a writer
   with the metadata table disabled. One is built (`initialize`) when the writer asks for it:
   `hoodie.metadata.enable=true` given explicitly, or the record index asked for; by default an
-  existing one is kept and none is created (benchmarks/metadata_bench.py: what keeping it costs). Partitions we do not keep (secondary and expression indexes,
-  bloom filters) are removed with their property entry and index definition, as Hudi does when
-  such an index is dropped: never left listed and stale.
+  existing one is kept and none is created (benchmarks/metadata_bench.py: what keeping it costs).
+  Partitions we do not keep (secondary and expression indexes, bloom filters) are removed with
+  their property entry and index definition, as Hudi does when such an index is dropped: never
+  left listed and stale.
 - `sync` before its data instant completes: the metadata deltacommit at the same instant time
   (files, column_stats, partition_stats, record_index), so a reader never sees a committed data
   instant the metadata table lacks, and ignores the deltacommit until the data instant completes.
@@ -22,23 +23,29 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.config import options as opt
+from upsertlake.config.enums import IndexType
 from upsertlake.config.properties_file import write_properties
 from upsertlake.config.resolved import Config
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError
 from upsertlake.index.base import IndexUpdate
 from upsertlake.layout.file_system_view import FileSlice, FileSystemView
-from upsertlake.logfile.avro_records import with_meta_fields
+from upsertlake.layout.slice_keys import deleted_keys
+from upsertlake.layout.slice_reader import Merge
 from upsertlake.logfile import DataBlock, block_keys
+from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.logfile.names import is_log_path
 from upsertlake.logfile.reader import read_logs
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata import changes as mc
+from upsertlake.metadata.compaction import clean, compact, compaction_time, deltacommits_since_compaction, trim_timeline
+from upsertlake.metadata.initialize import create_table, initialize_partition
 from upsertlake.metadata.partitions import (
     COLUMN_STATS,
     FILES,
@@ -49,15 +56,12 @@ from upsertlake.metadata.partitions import (
     RECORD_INDEX,
     listed,
 )
-from upsertlake.layout.slice_keys import deleted_keys
-from upsertlake.layout.slice_reader import Merge
-from upsertlake.metadata.initialize import create_table, initialize_partition
-from upsertlake.metadata.compaction import clean, compact, compaction_time, deltacommits_since_compaction, trim_timeline
 from upsertlake.metadata.stats import bound
 from upsertlake.metadata.table import unsynced_instants
 from upsertlake.metadata.writer import Changes, deltacommit
 from upsertlake.metadata.writer import undo as undo_deltacommit
-from upsertlake.schema import RECORD_KEY_COLUMN, avro_to_arrow
+from upsertlake.schema import avro_to_arrow
+from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import CommitMetadata
@@ -79,16 +83,22 @@ def keeps_record_index(config: TableConfig) -> bool:
 
 
 # -- at the start of a write or service -------------------------------------------------------------
-def prepare(storage: Storage, config: TableConfig, options: Config | None = None, keeps_keys: bool = True) -> TableConfig:
+def prepare(
+    storage: Storage, config: TableConfig, options: Config | None = None, keeps_keys: bool = True
+) -> TableConfig:
     """Under the lock: keep, trim or delete the metadata table (see the module doc); returns the
     config now on disk. `keeps_keys=False`: the writer cannot report the keys it writes (Spark's
     distributed write), so the record index is removed rather than left stale."""
     cfg = options or Config.resolve(None)
     enabled = cfg.get(opt.METADATA_ENABLE)
-    builds = enabled and config.table_version >= 8 and (cfg.is_set(opt.METADATA_ENABLE) or _wants_record_index(cfg, keeps_keys))
+    builds = (
+        enabled
+        and config.table_version >= 8
+        and (cfg.is_set(opt.METADATA_ENABLE) or _wants_record_index(cfg, keeps_keys))
+    )
     partitions = listed(config.extra.get(PARTITIONS_KEY))
     inflight = listed(config.extra.get(INFLIGHT_KEY))
-    if not enabled or config.table_version < 8 or (partitions or inflight) and FILES not in partitions:
+    if not enabled or config.table_version < 8 or ((partitions or inflight) and FILES not in partitions):
         return drop_metadata_table(storage, config)
     if not partitions or inflight:
         return initialize(storage, config, options, keeps_keys) if builds else drop_metadata_table(storage, config)
@@ -102,7 +112,9 @@ def prepare(storage: Storage, config: TableConfig, options: Config | None = None
         log.warning("the metadata table of %s misses %s", storage.base, missing[0])
         config = drop_metadata_table(storage, config)
         return initialize(storage, config, options, keeps_keys) if builds else config
-    unkept = [p for p in [*partitions, *inflight] if p not in KEPT or p in inflight or (p == RECORD_INDEX and not keeps_keys)]
+    unkept = [
+        p for p in [*partitions, *inflight] if p not in KEPT or p in inflight or (p == RECORD_INDEX and not keeps_keys)
+    ]
     config = drop_partitions(storage, config, unkept) if unkept else config
     if _wants_record_index(cfg, keeps_keys) and RECORD_INDEX not in listed(config.extra.get(PARTITIONS_KEY)):
         config = initialize(storage, config, options)  # the record index alone, the others kept
@@ -111,7 +123,8 @@ def prepare(storage: Storage, config: TableConfig, options: Config | None = None
 
 def _wants_record_index(cfg: Config, keeps_keys: bool) -> bool:
     """Whether this writer asks for the record index (and can keep it)."""
-    return keeps_keys and (cfg.get(opt.METADATA_RECORD_INDEX_ENABLE) or cfg.get(opt.INDEX_TYPE) == "RECORD_INDEX")
+    asked = cfg.get(opt.METADATA_RECORD_INDEX_ENABLE) or cfg.get(opt.INDEX_TYPE) is IndexType.RECORD_INDEX
+    return keeps_keys and asked
 
 
 def initialize(storage: Storage, config: TableConfig, options: Config | None, keeps_keys: bool = True) -> TableConfig:
@@ -124,7 +137,11 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None, ke
         config = drop_metadata_table(storage, config)  # a folder no property lists: leftovers
     cfg = options or Config.resolve(None)
     record_index = _wants_record_index(cfg, keeps_keys)
-    wanted = [FILES, COLUMN_STATS] + ([PARTITION_STATS] if config.partition_fields else []) + ([RECORD_INDEX] if record_index else [])
+    wanted = (
+        [FILES, COLUMN_STATS]
+        + ([PARTITION_STATS] if config.partition_fields else [])
+        + ([RECORD_INDEX] if record_index else [])
+    )
     wanted = [p for p in wanted if p not in listed(config.extra.get(PARTITIONS_KEY))]
     if not wanted:
         return config
@@ -135,9 +152,9 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None, ke
     for f in view.all_base_files():
         if f.instant_time in done:
             added.setdefault(f.partition_path, {})[f.name] = f.size
-    for f in view.all_log_files():
-        if f.name.instant in done:
-            added.setdefault(f.partition_path, {})[f.path.rpartition("/")[2]] = f.size
+    for lf in view.all_log_files():
+        if lf.name.instant in done:
+            added.setdefault(lf.partition_path, {})[lf.path.rpartition("/")[2]] = lf.size
     slices = view.latest_file_slices()
     bases = [sl.base for sl in slices if sl.base is not None]
     with ThreadPoolExecutor(max_workers=max(1, min(FOOTER_THREADS, len(bases)))) as pool:
@@ -157,8 +174,12 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None, ke
             records, groups = mc.files_changes(added).upserts, 1
         elif partition == COLUMN_STATS:
             files = [(b.partition_path, b.path) for b in bases] + [(log.partition_path, log.path) for log in logs]
-            records = [r for p, path in files if stats[path]
-                       for r in mc.column_stats_records(p, path.rpartition("/")[2], stats[path], config.table_version)]
+            records = [
+                r
+                for p, path in files
+                if (known := stats[path])
+                for r in mc.column_stats_records(p, path.rpartition("/")[2], known, config.table_version)
+            ]
             groups = COLUMN_STATS_FILE_GROUPS
         elif partition == PARTITION_STATS:
             records, groups = _initial_partition_stats(slices, stats, config.table_version), 1
@@ -189,21 +210,28 @@ def record_index_file_groups(keys: int) -> int:
     return max(RECORD_INDEX_MIN_GROUPS, min(RECORD_INDEX_MAX_GROUPS, needed))
 
 
-def _initial_partition_stats(slices: list[FileSlice], stats: Mapping[str, list | None], table_version: int) -> list[dict]:
+def _initial_partition_stats(
+    slices: list[FileSlice], stats: Mapping[str, list[mc.ColumnStats] | None], table_version: int
+) -> list[dict[str, Any]]:
     """Tight partition stats over every file of the latest slices; none for a partition with a
     file of unknown statistics."""
-    by_partition: dict[str, list | None] = {}
+    by_partition: dict[str, list[list[mc.ColumnStats]] | None] = {}
     for sl in slices:
         for path in ([sl.base.path] if sl.base else []) + [log.path for log in sl.logs]:
             known = by_partition.setdefault(sl.partition_path, [])
             if known is None:
                 break
-            if stats.get(path) is None:
+            own = stats.get(path)
+            if own is None:
                 by_partition[sl.partition_path] = None
-            elif stats[path]:
-                known.append(stats[path])
-    return [r for p, files in sorted(by_partition.items()) if files
-            for r in mc.partition_stats_records(p, mc.merged(files), table_version)]
+            elif own:
+                known.append(own)
+    return [
+        r
+        for p, files in sorted(by_partition.items())
+        if files
+        for r in mc.partition_stats_records(p, mc.merged(files), table_version)
+    ]
 
 
 def _live_keys(storage: Storage, config: TableConfig, timeline: Timeline, slices: list[FileSlice]) -> pa.Table:
@@ -227,11 +255,23 @@ def _write_index_definition(storage: Storage, config: TableConfig, columns: list
     defs = dict(doc.get("indexDefinitions") or {})
     v9 = config.table_version >= 9
     if COLUMN_STATS not in defs:
-        defs[COLUMN_STATS] = {"indexName": COLUMN_STATS, "indexType": COLUMN_STATS, "indexFunction": COLUMN_STATS,
-                              "sourceFields": columns, "indexOptions": {}, **({"version": "V2"} if v9 else {})}
+        defs[COLUMN_STATS] = {
+            "indexName": COLUMN_STATS,
+            "indexType": COLUMN_STATS,
+            "indexFunction": COLUMN_STATS,
+            "sourceFields": columns,
+            "indexOptions": {},
+            **({"version": "V2"} if v9 else {}),
+        }
     if record_index and v9 and RECORD_INDEX not in defs:
-        defs[RECORD_INDEX] = {"indexName": RECORD_INDEX, "indexType": RECORD_INDEX, "indexFunction": "", "sourceFields": [],
-                              "indexOptions": {"isPartitioned": "false"}, "version": "V1"}
+        defs[RECORD_INDEX] = {
+            "indexName": RECORD_INDEX,
+            "indexType": RECORD_INDEX,
+            "indexFunction": "",
+            "sourceFields": [],
+            "indexOptions": {"isPartitioned": "false"},
+            "version": "V1",
+        }
     if defs == (doc.get("indexDefinitions") or {}):
         return
     path = path or INDEX_DEFINITIONS_PATH
@@ -240,19 +280,21 @@ def _write_index_definition(storage: Storage, config: TableConfig, columns: list
         write_properties(storage, {INDEX_DEFINITIONS_KEY: path})
 
 
-def drop_metadata_table(storage: Storage, config: TableConfig) -> TableConfig:
+def drop_metadata_table(storage: Storage, table_config: TableConfig) -> TableConfig:
     """Clear the metadata table's properties, then delete its folder; returns the config now on
     disk. The property goes first: a crash in between leaves a folder no reader consults."""
     MetadataTable.forget(storage)
     keys = (PARTITIONS_KEY, INFLIGHT_KEY)
-    if not any(config.extra.get(k) for k in keys) and not storage.folder_exists(FOLDER):
-        return config
-    if any(k in config.extra for k in keys):
+    if not any(table_config.extra.get(k) for k in keys) and not storage.folder_exists(FOLDER):
+        return table_config
+    if any(k in table_config.extra for k in keys):
         write_properties(storage, dict.fromkeys(keys))
-        config = TableConfig.load(storage)
+        table_config = TableConfig.load(storage)
     storage.delete_dir(FOLDER)
-    log.warning("deleted the metadata table of %s (%s), as Hudi does for a writer that does not keep it", storage.base, FOLDER)
-    return config
+    log.warning(
+        "deleted the metadata table of %s (%s), as Hudi does for a writer that does not keep it", storage.base, FOLDER
+    )
+    return table_config
 
 
 def drop_partitions(storage: Storage, config: TableConfig, partitions: Iterable[str]) -> TableConfig:
@@ -266,11 +308,13 @@ def drop_partitions(storage: Storage, config: TableConfig, partitions: Iterable[
     for p in sorted(doomed):
         storage.delete_dir(f"{FOLDER}/{p}")
     _drop_index_definitions(storage, config, doomed)
-    log.warning("removed metadata partition(s) %s of %s: upsertlake does not keep them", ", ".join(sorted(doomed)), storage.base)
+    log.warning(
+        "removed metadata partition(s) %s of %s: upsertlake does not keep them", ", ".join(sorted(doomed)), storage.base
+    )
     return TableConfig.load(storage)
 
 
-def _index_definitions(storage: Storage, config: TableConfig) -> tuple[str | None, dict]:
+def _index_definitions(storage: Storage, config: TableConfig) -> tuple[str | None, dict[str, Any]]:
     path = config.extra.get(INDEX_DEFINITIONS_KEY)
     if not path or not storage.exists(path):
         return None, {}
@@ -288,8 +332,12 @@ def _drop_index_definitions(storage: Storage, config: TableConfig, names: set[st
 
 # -- before a data instant completes -----------------------------------------------------------------
 def sync(
-    storage: Storage, config: TableConfig, instant_time: str, metadata: CommitMetadata,
-    index_update: IndexUpdate | None = None, deleted: Mapping[str, Iterable[str]] | None = None,
+    storage: Storage,
+    config: TableConfig,
+    instant_time: str,
+    metadata: CommitMetadata,
+    index_update: IndexUpdate | None = None,
+    deleted: Mapping[str, Iterable[str]] | None = None,
     options: Config | None = None,
 ) -> None:
     """Under the lock, before the data instant `instant_time` completes: its metadata deltacommit.
@@ -347,11 +395,15 @@ def _key_changes(
         return None  # a clean or a compaction: no key moves
     if index_update is not None:
         inserted = index_update.inserted
-        deleted = [index_update.deleted] + ([index_update.deleted_in_logs] if index_update.deleted_in_logs is not None else [])
+        deleted = [index_update.deleted] + (
+            [index_update.deleted_in_logs] if index_update.deleted_in_logs is not None else []
+        )
     else:
         bases = [s for s in metadata.write_stats() if s.path and not is_log_path(s.path)]
-        inserted = pa.concat_tables([_located(storage.read_parquet(s.path, [RECORD_KEY_COLUMN]).column(0), s.partitionPath, s.fileId)
-                                     for s in bases] or [_located(pa.array([], pa.string()), "", "")])
+        inserted = pa.concat_tables(
+            [_located(storage.read_parquet(s.path, [RECORD_KEY]).column(0), s.partitionPath, s.fileId) for s in bases]
+            or [_located(pa.array([], pa.string()), "", "")]
+        )
         deleted = []
     if replaced:
         partitions = sorted({p for p, _ in replaced})
@@ -365,8 +417,13 @@ def _key_changes(
 def _located(keys: pa.Array | pa.ChunkedArray, partition: str, file_id: str) -> pa.Table:
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     n = len(keys)
-    return pa.table({"key": keys.cast(pa.string()), "partition": pa.array([partition] * n, pa.string()),
-                     "file_id": pa.array([file_id] * n, pa.string())})
+    return pa.table(
+        {
+            "key": keys.cast(pa.string()),
+            "partition": pa.array([partition] * n, pa.string()),
+            "file_id": pa.array([file_id] * n, pa.string()),
+        }
+    )
 
 
 def slice_keys(storage: Storage, sl: FileSlice) -> pa.Array:
@@ -374,7 +431,7 @@ def slice_keys(storage: Storage, sl: FileSlice) -> pa.Array:
     live keys, enough to delete them all from the record index."""
     parts = [pa.array([], pa.string())]
     if sl.base is not None:
-        parts.append(storage.read_parquet(sl.base.path, [RECORD_KEY_COLUMN]).column(0).combine_chunks().cast(pa.string()))
+        parts.append(storage.read_parquet(sl.base.path, [RECORD_KEY]).column(0).combine_chunks().cast(pa.string()))
     if sl.logs:
         blocks = read_logs([(storage.read_bytes(log.path), log.path) for log in sl.logs])
         upserted, removed = block_keys(blocks)
@@ -383,8 +440,13 @@ def slice_keys(storage: Storage, sl: FileSlice) -> pa.Array:
 
 
 def _statistics(
-    storage: Storage, config: TableConfig, table: MetadataTable, timeline: Timeline, metadata: CommitMetadata,
-    deleted: Mapping[str, Iterable[str]], partitions: list[str],
+    storage: Storage,
+    config: TableConfig,
+    table: MetadataTable,
+    timeline: Timeline,
+    metadata: CommitMetadata,
+    deleted: Mapping[str, Iterable[str]],
+    partitions: list[str],
 ) -> dict[str, Changes]:
     """The column_stats of the base files written (from their footers) and the tight partition
     stats of the partitions written, over every file of their latest slices."""
@@ -404,15 +466,19 @@ def _statistics(
     if COLUMN_STATS in partitions:
         column_changes = Changes()
         for s in [*bases, *logs]:
-            if written[s.path]:
-                column_changes.upserts += mc.column_stats_records(s.partitionPath, s.path.rpartition("/")[2],
-                                                                  written[s.path], config.table_version)
+            if known := written[s.path]:
+                column_changes.upserts += mc.column_stats_records(
+                    s.partitionPath, s.path.rpartition("/")[2], known, config.table_version
+                )
         for partition, names in deleted.items():
-            column_changes.deletes += [k for n in names if not is_log_path(n)
-                                       for k in _column_keys(columns, partition, n.rpartition("/")[2])]
+            column_changes.deletes += [
+                k for n in names if not is_log_path(n) for k in _column_keys(columns, partition, n.rpartition("/")[2])
+            ]
         out[COLUMN_STATS] = column_changes
     if PARTITION_STATS in partitions:
-        out[PARTITION_STATS] = _partition_stats(table, timeline, metadata, written, schema, columns, config.table_version)
+        out[PARTITION_STATS] = _partition_stats(
+            table, timeline, metadata, written, schema, columns, config.table_version
+        )
     return out
 
 
@@ -443,8 +509,13 @@ def _commit_schema(metadata: CommitMetadata) -> pa.Schema | None:
 
 
 def _partition_stats(
-    table: MetadataTable, timeline: Timeline, metadata: CommitMetadata, written: Mapping[str, list | None],
-    schema: pa.Schema, columns: list[str], table_version: int,
+    table: MetadataTable,
+    timeline: Timeline,
+    metadata: CommitMetadata,
+    written: Mapping[str, list[mc.ColumnStats] | None],
+    schema: pa.Schema,
+    columns: list[str],
+    table_version: int,
 ) -> Changes:
     """Tight bounds per partition written, over every file of its latest slices as this instant
     leaves them (log files too: deletes only take rows out); a partition with a file of unknown
@@ -458,33 +529,40 @@ def _partition_stats(
         if not s.path:
             continue
         group = (s.partitionPath, s.fileId)
-        groups[group] = groups.get(group, []) + [s.path] if is_log_path(s.path) else [s.path]  # a base starts a slice
+        groups[group] = [*groups.get(group, []), s.path] if is_log_path(s.path) else [s.path]  # a base starts a slice
     for p, ids in (metadata.partition_to_replace_file_ids or {}).items():
         for f in ids:
             groups.pop((p, f), None)
     older = [(p, path.rpartition("/")[2]) for (p, _), paths in groups.items() for path in paths if path not in written]
     recorded = table.column_stats(older, columns) if older else {}
-    per_partition: dict[str, list | None] = {p: [] for p in touched}
+    per_partition: dict[str, list[list[mc.ColumnStats]] | None] = {p: [] for p in touched}
     for (partition, _), paths in groups.items():
         for path in paths:
-            if per_partition.get(partition) is None:
+            kept = per_partition.get(partition)
+            if kept is None:
                 break
-            stats = written[path] if path in written else _recorded(recorded.get((partition, path.rpartition("/")[2])), schema, columns)
+            stats = (
+                written[path]
+                if path in written
+                else _recorded(recorded.get((partition, path.rpartition("/")[2])), schema, columns)
+            )
             if stats is None:
                 per_partition[partition] = None
             elif stats:
-                per_partition[partition].append(stats)
+                kept.append(stats)
     changes = Changes()
     for partition in touched:
-        stats = per_partition.get(partition)
-        if stats:
-            changes.upserts += mc.partition_stats_records(partition, mc.merged(stats), table_version)
+        files = per_partition.get(partition)
+        if files:
+            changes.upserts += mc.partition_stats_records(partition, mc.merged(files), table_version)
         else:
             changes.deletes += mc.partition_stats_keys(partition, columns)
     return changes
 
 
-def _recorded(records: Mapping[str, dict] | None, schema: pa.Schema, columns: list[str]) -> list[mc.ColumnStats] | None:
+def _recorded(
+    records: Mapping[str, dict[str, Any]] | None, schema: pa.Schema, columns: list[str]
+) -> list[mc.ColumnStats] | None:
     """A file's statistics as the metadata table holds them, when it holds every column."""
     if records is None or any(c not in records for c in columns):
         return None
@@ -492,8 +570,18 @@ def _recorded(records: Mapping[str, dict] | None, schema: pa.Schema, columns: li
     for c in columns:
         r, t = records[c], schema.field(c).type
         try:
-            out.append(mc.ColumnStats(c, t, bound(r, "minValue", t), bound(r, "maxValue", t), r["valueCount"],
-                                      r["nullCount"], r["totalSize"], r["totalUncompressedSize"]))
+            out.append(
+                mc.ColumnStats(
+                    c,
+                    t,
+                    bound(r, "minValue", t),
+                    bound(r, "maxValue", t),
+                    r["valueCount"],
+                    r["nullCount"],
+                    r["totalSize"],
+                    r["totalUncompressedSize"],
+                )
+            )
         except (ValueError, TypeError, ArithmeticError, pa.ArrowException):
             return None
     return out

@@ -11,8 +11,9 @@ Each setting comes from the first source that tells it:
 5. defaults no read depends on (the archive folder; a database named by the surviving checksum).
 For the table name, database, partition fields and key generator a surviving line that fits comes
 before what the table shows: it keeps what the table cannot (the name before Avro sanitized it,
-CustomKeyGenerator's `field:TYPE`, a time-based key generator). A setting none of them tells (the precombine field of a table written by Apache Hudi, say) is
-named, with the option that supplies it, and nothing is written.
+CustomKeyGenerator's `field:TYPE`, a time-based key generator). A setting none of them tells (the
+precombine field of a table written by Apache Hudi, say) is named, with the option that supplies
+it, and nothing is written.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from upsertlake.config import option_list
+from upsertlake.config.enums import MergeMode
 from upsertlake.config.properties_file import (
     BACKUP_FILE,
     CHECKSUM_KEY,
@@ -35,13 +38,10 @@ from upsertlake.config.properties_file import (
     properties_checksum,
 )
 from upsertlake.config.table_config import (
-    COMMIT_TIME_ORDERING,
     COMPLEX_KEYGEN,
-    EVENT_TIME_ORDERING,
     KEYGEN_TYPE_KEY,
     KEYGEN_TYPES,
     LEGACY_PAYLOAD_KEY,
-    MERGE_MODES,
     NATIVE_FORMAT,
     ORDERING_KEY,
     RECORDED_KEYS,
@@ -54,6 +54,7 @@ from upsertlake.errors import CorruptTableError
 from upsertlake.layout.file_system_view import BaseFile, Listing, list_partitions_and_files
 from upsertlake.layout.keygen import DEFAULT_PARTITION
 from upsertlake.schema.avro import sanitize_name
+from upsertlake.schema.columns import RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.layouts import METAFOLDER, TimelineLayout
@@ -163,7 +164,7 @@ def rebuild_properties(
     rb.set("hoodie.timeline.layout.version", "2" if version >= 8 else "1", "the timeline layout")
     _identity(rb, schema_json, sample)
     _fields(rb, columns, partitions, sample)
-    if PRECOMBINE not in rb.values and (whole or recorded or old.get(MERGE_MODE) == COMMIT_TIME_ORDERING):
+    if PRECOMBINE not in rb.values and (whole or recorded or _merge_mode(old.get(MERGE_MODE)) is MergeMode.COMMIT_TIME):
         rb.set(PRECOMBINE, "", NOT_SET)
     _settings(rb, schema_json)
     _keygen(rb, sample)
@@ -197,14 +198,14 @@ def _identity(rb: _Builder, schema_json: str | None, sample: list[pa.Table]) -> 
     rb.pick("hoodie.table.type", None, fits=lambda v: v in ("COPY_ON_WRITE", "MERGE_ON_READ"))
     rb.set_default("hoodie.table.type", "COPY_ON_WRITE", "the only type with base files alone")
     if sample:  # Hudi writes the meta columns of a table without meta fields too, all null
-        keys = sample[0].column("_hoodie_record_key") if "_hoodie_record_key" in sample[0].schema.names else None
+        keys = sample[0].column(RECORD_KEY) if RECORD_KEY in sample[0].schema.names else None
         rb.pick("hoodie.populate.meta.fields", _bool(keys is not None and keys.null_count < len(keys)),
                 "the data files' columns")
 
 
 def _fields(rb: _Builder, columns: list[str], partitions: list[str], sample: list[pa.Table]) -> None:
     """Record key, partition and precombine fields, and the folders' style."""
-    in_schema = (lambda v: all(f in columns for f in _split(v))) if columns else bool
+    in_schema = (lambda v: all(f in columns for f in option_list(v))) if columns else bool
     rb.pick(KEY_FIELDS, _key_fields(sample, columns), "the record keys of the data files", fits=in_schema)
     hive, names = _partition_layout(partitions)
     if partitions == [""]:
@@ -213,13 +214,13 @@ def _fields(rb: _Builder, columns: list[str], partitions: list[str], sample: lis
         names = _plain_partition_fields(sample, columns, rb.old.get(PARTITION_FIELDS))
 
     def fits(value: str) -> bool:  # a surviving line keeps CustomKeyGenerator's `field:TYPE`
-        plain = [f.split(":", 1)[0] for f in _split(value)]
-        return plain == _split(names) if names is not None else all(f in columns for f in plain) or not columns
+        plain = [f.split(":", 1)[0] for f in option_list(value)]
+        return plain == option_list(names) if names is not None else all(f in columns for f in plain) or not columns
 
     rb.pick(PARTITION_FIELDS, names, "the partition folders", prefer_old=True, fits=fits)
     rb.pick(HIVE_STYLE, hive, "the partition folders")
     rb.set_default(HIVE_STYLE, "false", HUDI_DEFAULT)
-    rb.pick(PRECOMBINE, None, fits=lambda v: not columns or all(f in columns for f in _split(v)))
+    rb.pick(PRECOMBINE, None, fits=lambda v: not columns or all(f in columns for f in option_list(v)))
 
 
 def _settings(rb: _Builder, schema_json: str | None) -> None:
@@ -231,7 +232,11 @@ def _settings(rb: _Builder, schema_json: str | None) -> None:
     rb.set("hoodie.archivelog.folder", rb.old.get("hoodie.archivelog.folder") or "archived", HUDI_DEFAULT)
     if schema_json:
         create = rb.old.get("hoodie.table.create.schema")
-        rb.set("hoodie.table.create.schema", create if _schema_ok(create) else schema_json, "the schema")
+        rb.set(
+            "hoodie.table.create.schema",
+            create if create is not None and _schema_ok(create) else schema_json,
+            "the schema",
+        )
 
 
 def _keygen(rb: _Builder, sample: list[pa.Table]) -> None:
@@ -239,7 +244,9 @@ def _keygen(rb: _Builder, sample: list[pa.Table]) -> None:
     fields cannot imply), or as the key format and the fields imply it."""
     keys, parts = rb.values.get(KEY_FIELDS, ""), rb.values.get(PARTITION_FIELDS, "")
     typed = KEYGEN_TYPES.get(rb.recorded.get(KEYGEN_TYPE_KEY) or rb.old.get(KEYGEN_TYPE_KEY, ""))
-    guess = typed or (COMPLEX_KEYGEN if _complex_keys(sample, keys) else default_keygen(_split(keys), _split(parts)))
+    guess = typed or (
+        COMPLEX_KEYGEN if _complex_keys(sample, keys) else default_keygen(option_list(keys), option_list(parts))
+    )
     rb.pick("hoodie.table.keygenerator.class", guess if keys else None, "the key and partition fields",
             prefer_old=True, fits=lambda v: "." in v and (v == guess or v not in WRITABLE_KEYGENS))
 
@@ -297,17 +304,19 @@ def _version(timeline: Timeline, old: Mapping[str, str], recorded: Mapping[str, 
 
 def _version_8(rb: _Builder, version: int) -> None:
     """The properties Hudi 1.0 adds (TableConfig.as_version_8), from the values chosen so far."""
-    mode = EVENT_TIME_ORDERING if rb.values.get(PRECOMBINE) else COMMIT_TIME_ORDERING
-    rb.pick(MERGE_MODE, None, fits=lambda v: v in MERGE_MODES)
-    rb.set_default(MERGE_MODE, mode, "the precombine field")
-    strategy, payload = MERGE_MODES[rb.values[MERGE_MODE]]
-    rb.set("hoodie.record.merge.strategy.id", strategy, "the merge mode")
-    rb.set("hoodie.compaction.payload.class", payload, "the merge mode")
+    mode = MergeMode.EVENT_TIME if rb.values.get(PRECOMBINE) else MergeMode.COMMIT_TIME
+    rb.pick(MERGE_MODE, None, fits=lambda v: _merge_mode(v) is not None)
+    rb.set_default(MERGE_MODE, mode.value, "the precombine field")
+    chosen = MergeMode(rb.values[MERGE_MODE])
+    rb.set("hoodie.record.merge.strategy.id", chosen.strategy_id, "the merge mode")
+    rb.set("hoodie.compaction.payload.class", chosen.payload_class, "the merge mode")
     rb.pick("hoodie.table.initial.version", None, fits=str.isdigit)
     rb.set_default("hoodie.table.initial.version", str(version), "the timeline layout")
     rb.set(TIMELINE_PATH_KEY, rb.old.get(TIMELINE_PATH_KEY) or "timeline", "the timeline folder")
     rb.set("hoodie.timeline.history.path", rb.old.get("hoodie.timeline.history.path") or "history", HUDI_DEFAULT)
-    keygen_type = next((t for t, cls in KEYGEN_TYPES.items() if cls == rb.values.get("hoodie.table.keygenerator.class")), None)
+    keygen_type = next(
+        (t for t, cls in KEYGEN_TYPES.items() if cls == rb.values.get("hoodie.table.keygenerator.class")), None
+    )
     if keygen_type:
         rb.set(KEYGEN_TYPE_KEY, keygen_type, "the key generator")
         if int(rb.values["hoodie.table.initial.version"]) >= 8 and "hoodie.table.keygenerator.class" not in rb.recorded:
@@ -413,36 +422,36 @@ def _equal(a: pa.ChunkedArray | None, b: pa.ChunkedArray) -> bool:
 def _key_fields(sample: list[pa.Table], columns: list[str]) -> str | None:
     """The record key fields the meta column `_hoodie_record_key` shows: `f1:v1,f2:v2` names them
     (ComplexKeyGenerator); a plain value is the one column always equal to it."""
-    if not sample or "_hoodie_record_key" not in sample[0].schema.names:
+    if not sample or RECORD_KEY not in sample[0].schema.names:
         return None
-    first = sample[0].column("_hoodie_record_key")[0].as_py()
+    first = sample[0].column(RECORD_KEY)[0].as_py()
     if first is None:
         return None  # a table without meta fields
     names = [part.split(":", 1)[0] for part in first.split(",")] if ":" in first else []
     if names and all(n in columns for n in names) and all(_complex_keys([t], ",".join(names)) for t in sample):
         return ",".join(names)
     found = [c for c in columns if all(
-        c in t.schema.names and _equal(_as_text(t.column(c)), t.column("_hoodie_record_key")) for t in sample)]
+        c in t.schema.names and _equal(_as_text(t.column(c)), t.column(RECORD_KEY)) for t in sample)]
     if len(found) > 1:  # few rows: a float column may hold the same numbers; keys are text or integers
         found = [c for c in found if _key_like(sample[0].schema.field(c).type)]
     return found[0] if len(found) == 1 else None
 
 
 def _key_like(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t))
 
 
 def _complex_keys(sample: list[pa.Table], keys: str) -> bool:
     """Whether the stored record keys read `f1:v1,f2:v2` over these key fields."""
-    names = _split(keys)
+    names = option_list(keys)
     if not sample or not names:
         return False
     for t in sample:
         texts = [_as_text(t.column(n)) if n in t.schema.names else None for n in names]
-        if "_hoodie_record_key" not in t.schema.names or any(v is None for v in texts):
+        if RECORD_KEY not in t.schema.names or any(v is None for v in texts):
             return False
         parts = [pc.binary_join_element_wise(pa.scalar(f"{n}:"), v, "") for n, v in zip(names, texts)]
-        if not _equal(pc.binary_join_element_wise(*parts, ","), t.column("_hoodie_record_key")):
+        if not _equal(pc.binary_join_element_wise(*parts, ","), t.column(RECORD_KEY)):
             return False
     return True
 
@@ -455,7 +464,7 @@ def _partition_layout(partitions: list[str]) -> tuple[str | None, str | None]:
         return None, None
     named = [[s.split("=", 1)[0] if "=" in s else None for s in p.split("/")] for p in folders]
     if all(None not in n for n in named) and len({tuple(n) for n in named}) == 1:
-        return "true", ",".join(named[0])
+        return "true", ",".join(n for n in named[0] if n is not None)
     return "false", None
 
 
@@ -466,7 +475,7 @@ def _plain_partition_fields(sample: list[pa.Table], columns: list[str], old: str
     if len(depth) != 1:
         return None  # values holding '/' (or uneven folders): the folders cannot tell
     chosen = []
-    olds = _split(old or "")
+    olds = option_list(old or "")
     for i in range(depth.pop()):
         fits = [c for c in columns if all(_segment_fits(t, c, i) for t in sample)]
         if len(fits) > 1 and len(olds) > i and olds[i] in fits:
@@ -491,9 +500,13 @@ def _int(value: str | None, default: int, allowed: range) -> int:
     return int(value) if value and value.strip().isdigit() and int(value) in allowed else default
 
 
+def _merge_mode(value: str | None) -> MergeMode | None:
+    """The merge mode a property names; None for none or another."""
+    try:
+        return MergeMode(value)
+    except ValueError:
+        return None
+
+
 def _bool(value: bool) -> str:
     return "true" if value else "false"
-
-
-def _split(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]

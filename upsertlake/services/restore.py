@@ -6,19 +6,17 @@ compactions, completed or pending, plans included."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from upsertlake.concurrency.lock import TableLock
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy
+from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
-from upsertlake.config import options as opt
-from upsertlake.errors import ServiceError
 from upsertlake.config.table_config import TableConfig
+from upsertlake.errors import ServiceError
 from upsertlake.services.metadata_table import drop_metadata_table
-from upsertlake.timeline import documents
-from upsertlake.layout.markers import delete_written
-from upsertlake.services.rollback import undo
-from upsertlake.timeline.retention import savepoint_times
+from upsertlake.services.rollback import discard_files, undo_files
 from upsertlake.storage import Storage
+from upsertlake.timeline import documents
 from upsertlake.timeline.active import (
     Timeline,
     create_requested,
@@ -26,19 +24,20 @@ from upsertlake.timeline.active import (
     transition,
 )
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
+from upsertlake.timeline.retention import savepoint_times
 
 PLAN_SCHEMA = "HoodieRestorePlan"
 METADATA_SCHEMA = "HoodieRestoreMetadata"
 
 
-def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Config | None = None) -> Instant:
+def restore(storage: Storage, lock: TableLock, savepoint_time: str, options: Config | None = None) -> Instant:
     """Roll back every commit (and savepoint) later than the savepoint; returns the `.restore` instant.
-    Refused while a write is in flight (its heartbeat alive, by `config`'s settings): it would be
+    Refused while a write is in flight (its heartbeat alive, by `options`' settings): it would be
     pulled from under its writer, or commit onto versions the restore undid."""
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
-        cfg = config or Config.resolve(None)
+        cfg = options or Config.resolve(None)
         heartbeats = HeartbeatPolicy.of(cfg)
         live = heartbeats.live(storage, timeline)
         if live:
@@ -63,9 +62,12 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Conf
         # A compaction completed as a commit is undone with it; a pending one is dropped, plan and files.
         compacted = {i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED])}
         later = [
-            i for i in reversed(timeline.instants)
-            if i.time > savepoint_time and (
-                i.action in (*WRITE_ACTIONS, Action.SAVEPOINT) or (i.action is Action.COMPACTION and i.time not in compacted)
+            i
+            for i in reversed(timeline.instants)
+            if i.time > savepoint_time
+            and (
+                i.action in (*WRITE_ACTIONS, Action.SAVEPOINT)
+                or (i.action is Action.COMPACTION and i.time not in compacted)
             )
         ]
         infos = [{"commitTime": i.time, "action": i.action.value} for i in later]
@@ -73,20 +75,20 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, config: Conf
         plan = {"instantsToRollback": infos, "version": 2, "savepointToRestoreTimestamp": savepoint_time}
         requested = create_requested(storage, Action.RESTORE, documents.encode(PLAN_SCHEMA, plan))
         inflight = transition(storage, requested, State.INFLIGHT)
-        rolled: dict[str, list] = {}
+        rolled: dict[str, list[Any]] = {}
         for inst in later:
             if inst.action is Action.SAVEPOINT:
                 delete_instant_files(storage, inst)
             elif inst.action is Action.COMPACTION:  # a pending plan: what it wrote, then the plan
                 # Logs named by it (layout 1: the slice it starts) hold only blocks of later writes,
                 # all rolled back before it: they go too.
-                delete_written(storage, inst.time)
+                discard_files(storage, inst.time)
                 delete_instant_files(storage, inst)
             else:
-                rolled[inst.time] = [undo(storage, inst, requested.time, started)]
-                plan = timeline.get(inst.time, Action.COMPACTION)
-                if plan is not None:  # a completed compaction: its plan goes after its commit
-                    delete_instant_files(storage, plan)
+                rolled[inst.time] = [undo_files(storage, inst, requested.time, started)]
+                compaction = timeline.get(inst.time, Action.COMPACTION)
+                if compaction is not None:  # a completed compaction: its plan goes after its commit
+                    delete_instant_files(storage, compaction)
         meta = {
             "startRestoreTime": requested.time,
             "timeTakenInMillis": int((time.monotonic() - started) * 1000),

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import getpass
 import time
+from typing import Any
 
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.errors import CleanedInstantError, ServiceError
-from upsertlake.timeline import documents
-from upsertlake.storage import Storage
 from upsertlake.layout.file_system_view import FileSystemView
+from upsertlake.storage import Storage
+from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.retention import cleaned_before
@@ -29,10 +30,12 @@ def savepoint(storage: Storage, lock: TableLock, instant_time: str | None = None
         boundary = cleaned_before(timeline)
         if boundary is not None and target.time < boundary:
             raise CleanedInstantError(f"cannot savepoint {target.time}: the cleaner kept only commits from {boundary}")
-        partitions: dict[str, dict] = {}
+        partitions: dict[str, dict[str, Any]] = {}
         # A merge-on-read slice is its base file and its log files: the savepoint pins them all.
         for sl in FileSystemView(timeline, target.time).latest_file_slices():
-            meta = partitions.setdefault(sl.partition_path, {"partitionPath": sl.partition_path, "savepointDataFile": []})
+            meta = partitions.setdefault(
+                sl.partition_path, {"partitionPath": sl.partition_path, "savepointDataFile": []}
+            )
             names = ([sl.base.name] if sl.base else []) + [lf.path.rpartition("/")[2] for lf in sl.logs]
             meta["savepointDataFile"].extend(names)
         record = {

@@ -42,18 +42,16 @@ from datetime import datetime, timezone
 from upsertlake.concurrency.heartbeat import HeartbeatPolicy, heartbeat_path
 from upsertlake.concurrency.lock import TableLock
 from upsertlake.config import Config
-from upsertlake.config import options as opt
+from upsertlake.config.enums import MergeMode
 from upsertlake.config.properties_file import recover_properties, write_properties
 from upsertlake.config.table_config import (
-    EVENT_TIME_ORDERING,
-    MERGE_MODES,
     PARTIAL_UPDATE_KEY,
     WRITABLE_VERSIONS,
     TableConfig,
 )
 from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError, UnsupportedTableError
-from upsertlake.layout.markers import rollback_pending
 from upsertlake.services.metadata_table import drop_metadata_table
+from upsertlake.services.rollback import discard_pending
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
@@ -79,17 +77,17 @@ class UpgradeResult:
     old_files_deleted: int = 0
 
 
-def upgrade(storage: Storage, lock: TableLock, config: Config, to: int = 8) -> UpgradeResult:
-    """Upgrade the table to version `to` (8 or 9), or downgrade a version 9 table to 8 where that
+def upgrade(storage: Storage, lock: TableLock, cfg: Config, to: int = 8) -> UpgradeResult:
+    """Upgrade the table to version `to` (8 or 9), or downgrade a version 9 table_config to 8 where that
     is safe; a table already there is left as it is, except for the old instant files an
     interrupted upgrade left behind, which go."""
     if to not in SUPPORTED_TARGETS and to not in WRITABLE_VERSIONS:
         raise ConfigError(f"cannot upgrade to table version {to}: upsertlake upgrades to version 8 or 9")
     with lock.hold():
-        table = TableConfig.load(storage)
-        start = table.table_version
+        table_config = TableConfig.load(storage)
+        start = table_config.table_version
         if start > to:
-            return _downgrade(storage, table, to)
+            return _downgrade(storage, table_config, to)
         if to not in SUPPORTED_TARGETS:
             raise ConfigError(f"cannot upgrade to table version {to}: upsertlake upgrades to version 8 or 9")
         if start == to:
@@ -97,22 +95,26 @@ def upgrade(storage: Storage, lock: TableLock, config: Config, to: int = 8) -> U
             return UpgradeResult(start, to, old_files_deleted=_delete_layout_1_instants(storage))
         if start not in (6, 8):
             raise UnsupportedTableError(f"upgrading table version {start} is not supported (6 and 8 only)")
-        table.check_writable()
-        if start == 6 and table.is_merge_on_read:  # its log files are named by base instant, 8's by deltacommit
+        table_config.check_writable()
+        # its log files are named by base instant, 8's by deltacommit
+        if start == 6 and table_config.is_merge_on_read:
             raise MergeOnReadError(
-                f"upgrading merge-on-read table {table.name!r} to version {to} is not supported: its log files "
+                f"upgrading merge-on-read table {table_config.name!r} to version {to} is not supported: its log files "
                 "keep version 6 names; compact it, or keep it at version 6"
             )
         # refuse custom payloads before changing anything
-        merge_mode = table.merge_mode_for_upgrade() if start == 6 else table.merge_mode
-        rolled_back = _roll_back_failed_writes(storage, config)
-        table = drop_metadata_table(storage, table)
-        initial = int(table.extra.get("hoodie.table.initial.version", start))
-        target = table.as_version_9(merge_mode, initial) if to == 9 else table.as_version_8(merge_mode, initial)
+        merge_mode = table_config.merge_mode_for_upgrade() if start == 6 else table_config.merge_mode
+        rolled_back = _discard_failed_writes(storage, cfg)
+        table_config = drop_metadata_table(storage, table_config)
+        initial = int(table_config.extra.get("hoodie.table.initial.version", start))
+        if to == 9:
+            target = table_config.as_version_9(merge_mode, initial)
+        else:
+            target = table_config.as_version_8(merge_mode, initial)
         moved = _copy_converted_instants(storage, layout_of(target)) if start == 6 else 0
         if to == 9:
-            _version_index_definitions(storage, table)
-        write_properties(storage, _changes(table, target))
+            _version_index_definitions(storage, table_config)
+        write_properties(storage, _changes(table_config, target))
         deleted = _delete_layout_1_instants(storage)
     log.info("upgraded %s from table version %d to %d (%d instants)", storage.base, start, to, moved)
     return UpgradeResult(start, to, tuple(rolled_back), moved, deleted)
@@ -125,41 +127,45 @@ def _changes(old: TableConfig, new: TableConfig) -> dict[str, str | None]:
     return props
 
 
-def _downgrade(storage: Storage, table: TableConfig, to: int) -> UpgradeResult:
+def _downgrade(storage: Storage, table_config: TableConfig, to: int) -> UpgradeResult:
     """9 -> 8 where version 8 says the same (`downgrade_blockers`), else refused untouched."""
-    blockers = downgrade_blockers(table, to)
+    blockers = downgrade_blockers(table_config, to)
     if blockers:
         raise ConfigError(
-            f"the table is at version {table.table_version}; downgrading it to {to} is not safe: "
+            f"the table is at version {table_config.table_version}; downgrading it to {to} is not safe: "
             + "; ".join(blockers) + " (the table was left as it is)"
         )
-    table.check_writable()
-    table = drop_metadata_table(storage, table)
-    write_properties(storage, _changes(table, table.down_to_version_8()))
-    log.info("downgraded %s from table version %d to %d", storage.base, table.table_version, to)
-    return UpgradeResult(table.table_version, to)
+    table_config.check_writable()
+    table_config = drop_metadata_table(storage, table_config)
+    write_properties(storage, _changes(table_config, table_config.down_to_version_8()))
+    log.info("downgraded %s from table version %d to %d", storage.base, table_config.table_version, to)
+    return UpgradeResult(table_config.table_version, to)
 
 
-def downgrade_blockers(table: TableConfig, to: int) -> list[str]:
-    """Why `table` cannot go down to version `to` (empty: it can)."""
-    if table.table_version != 9 or to != 8:
-        return [f"only 9 -> 8 is a downgrade upsertlake makes (version {to} has another timeline layout)"
-                if to < 8 else f"no downgrade from {table.table_version} to {to}"]
+def downgrade_blockers(table_config: TableConfig, to: int) -> list[str]:
+    """Why `table_config` cannot go down to version `to` (empty: it can)."""
+    if table_config.table_version != 9 or to != 8:
+        return [
+            f"only 9 -> 8 is a downgrade upsertlake makes (version {to} has another timeline layout)"
+            if to < 8
+            else f"no downgrade from {table_config.table_version} to {to}"
+        ]
     out = []
-    if len(table.ordering_fields) > 1:
-        out.append(f"it orders records by {len(table.ordering_fields)} fields ({', '.join(table.ordering_fields)}), "
-                   "Hudi 1.0 compares one")
-    if table.extra.get("hoodie.record.merge.mode", EVENT_TIME_ORDERING) not in MERGE_MODES:
-        out.append(f"its merge mode {table.extra['hoodie.record.merge.mode']} is not a built-in one")
-    if table.extra.get(PARTIAL_UPDATE_KEY, "NONE") != "NONE":
-        out.append(f"{PARTIAL_UPDATE_KEY}={table.extra[PARTIAL_UPDATE_KEY]} has no version 8 form")
+    fields = table_config.ordering_fields
+    if len(fields) > 1:
+        out.append(f"it orders records by {len(fields)} fields ({', '.join(fields)}), Hudi 1.0 compares one")
+    stated = table_config.extra.get("hoodie.record.merge.mode", MergeMode.EVENT_TIME.value)
+    if stated not in {m.value for m in MergeMode}:
+        out.append(f"its merge mode {stated} is not a built-in one")
+    if table_config.extra.get(PARTIAL_UPDATE_KEY, "NONE") != "NONE":
+        out.append(f"{PARTIAL_UPDATE_KEY}={table_config.extra[PARTIAL_UPDATE_KEY]} has no version 8 form")
     return out
 
 
-def _version_index_definitions(storage: Storage, table: TableConfig) -> None:
+def _version_index_definitions(storage: Storage, table_config: TableConfig) -> None:
     """Give each index definition without one the version "V1", as Hudi's EightToNineUpgradeHandler
     does (populateIndexVersionIfMissing); a table without index definitions has nothing to do."""
-    rel = table.extra.get(INDEX_DEFINITIONS_KEY)
+    rel = table_config.extra.get(INDEX_DEFINITIONS_KEY)
     if not rel or not storage.exists(rel):
         return
     doc = json.loads(storage.read_bytes(rel))
@@ -171,11 +177,11 @@ def _version_index_definitions(storage: Storage, table: TableConfig) -> None:
     storage.write_bytes(rel, json.dumps(doc, indent=2).encode())
 
 
-def _roll_back_failed_writes(storage: Storage, config: Config) -> list[str]:
-    """Roll back pending writes whose heartbeat expired (a single writer beats none); refuse
+def _discard_failed_writes(storage: Storage, cfg: Config) -> list[str]:
+    """Discard the pending writes whose heartbeat expired (a single writer beats none); refuse
     while one is alive: its files would land in the old layout after the switch."""
     timeline = Timeline.load(storage)
-    live = HeartbeatPolicy.of(config).live(storage, timeline)
+    live = HeartbeatPolicy.of(cfg).live(storage, timeline)
     if live:
         raise ServiceError(
             f"write {live[0].time} is in progress (its heartbeat is live); the table was not "
@@ -183,7 +189,7 @@ def _roll_back_failed_writes(storage: Storage, config: Config) -> list[str]:
         )
     rolled: list[str] = []
     for inst in timeline.pending_writes():
-        rollback_pending(storage, inst)
+        discard_pending(storage, inst)
         storage.delete(heartbeat_path(inst.time))
         rolled.append(inst.time)
     return rolled
@@ -228,7 +234,13 @@ def _is_pending_clustering(storage: Storage, inst: Instant, name: str) -> bool:
 def _delete_layout_1_instants(storage: Storage) -> int:
     """Remove the instant files left in `.hoodie/` (step 5), most advanced state first."""
     doomed = sorted(
-        ((inst, e.path) for e in storage.list(LAYOUT_1.folder) if not e.is_dir for inst in [LAYOUT_1.parse(e.name)] if inst),
+        (
+            (inst, e.path)
+            for e in storage.list(LAYOUT_1.folder)
+            if not e.is_dir
+            for inst in [LAYOUT_1.parse(e.name)]
+            if inst
+        ),
         key=lambda pair: -pair[0].state.rank,
     )
     for _, path in doomed:

@@ -9,7 +9,6 @@ which reports the same disagreements), so that a write imports the guard alone.
 
 from __future__ import annotations
 
-
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError
 from upsertlake.layout.properties_check import properties_disagreements
@@ -18,12 +17,12 @@ from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant
 
 
-def refuse_damaged_table(storage: Storage, config: TableConfig) -> None:
+def refuse_damaged_table(storage: Storage, table_config: TableConfig) -> None:
     """Raise CorruptTableError, naming the file, when a write would read a damaged file or use
     properties that are damaged or disagree with the table: it would otherwise spread the damage
     (files in the wrong folders, lost keys written away for good) or fail halfway."""
-    if config.damage:
-        raise CorruptTableError(config.damage)
+    if table_config.damage:
+        raise CorruptTableError(table_config.damage)
     timeline = Timeline.load(storage)
     timeline.prefetch_documents(timeline.completed_writes())
     for inst in timeline.completed_writes():
@@ -31,11 +30,13 @@ def refuse_damaged_table(storage: Storage, config: TableConfig) -> None:
             try:
                 timeline.commit_metadata(inst)
             except CorruptTableError as exc:
-                raise CorruptTableError(f"{exc}. {what_it_breaks(inst)}; run `upsertlake doctor {storage.base}`") from exc
-    problems = properties_disagreements(storage, config, timeline)
+                raise CorruptTableError(
+                    f"{exc}. {what_it_breaks(inst)}; run `upsertlake doctor {storage.base}`"
+                ) from exc
+    problems = properties_disagreements(storage, table_config, timeline)
     if problems:
         raise CorruptTableError(
-            f"{storage.full_path(config.source)} disagrees with the table: {'; '.join(problems)}. "
+            f"{storage.full_path(table_config.source)} disagrees with the table: {'; '.join(problems)}. "
             "Every write is refused so that the damage cannot spread (reads proceed); "
             f"run `upsertlake doctor {storage.base}`"
         )
@@ -53,5 +54,7 @@ def what_it_breaks(inst: Instant) -> str:
     if inst.action in WRITE_ACTIONS:
         return "a pending write whose plan cannot be read; rolling it back deletes its files and instant files"
     if inst.action is Action.COMPACTION:
-        return "`compact` can neither run this compaction plan nor plan another while it is pending: put back a good copy"
+        return (
+            "`compact` can neither run this compaction plan nor plan another while it is pending: put back a good copy"
+        )
     return f"the {inst.action.value} it records cannot be read"

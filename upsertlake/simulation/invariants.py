@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,7 @@ import pyarrow.parquet as pq
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summaries
 from upsertlake.logfile import LogFileName, block_keys, is_log_path, read_blocks
+from upsertlake.schema.columns import COMMIT_TIME, IS_DELETED
 from upsertlake.storage import Storage
 from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
@@ -37,7 +39,7 @@ def _lines(journal: Path, pattern: str) -> list[str]:
     return [line for f in sorted(journal.glob(pattern)) for line in f.read_text().splitlines() if line]
 
 
-def check_table(table_path: str, journal: Path, compactions_pending: bool = False) -> dict[str, object]:
+def check_table(table_path: str, journal: Path, compactions_pending: bool = False) -> dict[str, Any]:
     """The counts of the report and the list of violations; `compactions_pending`: compaction
     plans may still be pending (their files are then no strays)."""
     violations: list[str] = []
@@ -46,7 +48,11 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
     committed = {i.time for i in timeline if i.state is State.COMPLETED}
     # (a completed compaction keeps its requested and inflight files beside its commit)
     pending = {i.time for i in timeline if i.state is not State.COMPLETED} - committed
-    plans = {i.time for i in timeline if i.time in pending and i.action is Action.COMPACTION} if compactions_pending else set()
+    plans = (
+        {i.time for i in timeline if i.time in pending and i.action is Action.COMPACTION}
+        if compactions_pending
+        else set()
+    )
     if pending - plans:
         violations.append(f"instants left pending after cleanup: {sorted(pending - plans)}")
     batches = {p.stem.removeprefix("batch-"): p for p in journal.glob("batch-*.parquet")}
@@ -68,7 +74,7 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
     violations += [f"write failed unexpectedly: {line}" for line in failed]
     violations += _stray_files(Path(table_path), committed, plans)
 
-    snapshot = table.read(columns=["_hoodie_commit_time", *COLUMNS])
+    snapshot = table.read(columns=[COMMIT_TIME, *COLUMNS])
     expected = _serial_application([_effective(tl, t, known[t]) for t in sorted(known)])
     violations += _compare("snapshot", _rows(snapshot), _rows(expected))
     keys = snapshot.column("id")
@@ -97,7 +103,9 @@ def _stray_files(root: Path, committed: set[str], plans: set[str]) -> list[str]:
     deltacommit on version 8: either way a completed one), and markers but a plan's."""
     known = committed | plans
     data = [p for p in root.rglob("*") if ".hoodie" not in p.relative_to(root).parts and p.is_file()]
-    stray = [str(p.relative_to(root)) for p in data if p.suffix == ".parquet" and p.stem.rsplit("_", 1)[-1] not in known]
+    stray = [
+        str(p.relative_to(root)) for p in data if p.suffix == ".parquet" and p.stem.rsplit("_", 1)[-1] not in known
+    ]
     stray += [str(p.relative_to(root)) for p in data if (log := LogFileName.parse(p.name)) and log.instant not in known]
     out = [f"data file of an uncommitted write left behind: {p}" for p in sorted(stray)[:5]]
     temp = root / ".hoodie" / ".temp"
@@ -111,7 +119,9 @@ def _effective(timeline: Timeline, instant: str, batch_file: Path) -> pa.Table:
     in Hudi, also when a concurrent commit inserted the key): those its key summaries lack, or
     for an append (which keeps no summary) its log blocks."""
     batch = pq.read_table(batch_file)
-    meta = timeline.commit_metadata(timeline.get(instant))
+    inst = timeline.get(instant)
+    assert inst is not None, f"{instant} is on the timeline"
+    meta = timeline.commit_metadata(inst)
     deleted: dict[str, list[np.ndarray]] = {}
     summaries = read_summaries(timeline.storage, instant)
     for stat in meta.write_stats():
@@ -127,7 +137,7 @@ def _effective(timeline: Timeline, instant: str, batch_file: Path) -> pa.Table:
     parts = np.asarray(batch.column("p").to_pylist(), dtype=object)
     for partition, arrays in deleted.items():
         found |= (parts == partition) & np.isin(hashes, np.concatenate(arrays))
-    is_delete = np.asarray(batch.column("_hoodie_is_deleted").to_pylist(), dtype=bool)
+    is_delete = np.asarray(batch.column(IS_DELETED).to_pylist(), dtype=bool)
     return batch.filter(pa.array(~is_delete | found))
 
 
@@ -148,11 +158,11 @@ def _serial_application(batches: list[pa.Table]) -> pa.Table:
     allrows = allrows.append_column("_row", pa.array(range(allrows.num_rows), pa.int64()))
     last = allrows.group_by("id").aggregate([("_row", "max")]).column("_row_max")
     latest = allrows.take(last)
-    return latest.filter(pc.invert(latest.column("_hoodie_is_deleted"))).select(COLUMNS)
+    return latest.filter(pc.invert(latest.column(IS_DELETED))).select(COLUMNS)
 
 
-def _rows(table: pa.Table) -> pa.Table:
-    return table.select(COLUMNS).sort_by([(c, "ascending") for c in COLUMNS])
+def _rows(data: pa.Table) -> pa.Table:
+    return data.select(COLUMNS).sort_by([(c, "ascending") for c in COLUMNS])
 
 
 def _compare(what: str, got: pa.Table, expected: pa.Table) -> list[str]:

@@ -26,13 +26,15 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from upsertlake.simulation.invariants import BATCH_KEY, check_table
 from upsertlake.errors import TableExistsError, WriteConflictError
+from upsertlake.schema.columns import IS_DELETED
+from upsertlake.simulation.invariants import BATCH_KEY, check_table
 from upsertlake.table.open import create_table, open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.util.humanize import human_duration
@@ -147,12 +149,15 @@ def run(config: SimulationConfig) -> Report:
     return Report(**checked, **_commit_timings(config.journal), killed=kills, seconds=round(seconds, 3))
 
 
-def _commit_timings(journal: Path) -> dict[str, float | int]:
+def _commit_timings(journal: Path) -> dict[str, Any]:
     """From the `timings-*` journals: re-merged commits and the mean commit latency with and without."""
     lines = [line.split() for f in sorted(journal.glob("timings-*.txt")) for line in f.read_text().splitlines()]
     plain = [float(s) for n, s in lines if n == "0"]
     merged = [float(s) for n, s in lines if n != "0"]
-    mean = lambda xs: round(sum(xs) / len(xs), 4) if xs else 0.0  # noqa: E731
+
+    def mean(xs: list[float]) -> float:
+        return round(sum(xs) / len(xs), 4) if xs else 0.0
+
     reasons = [line for f in sorted(journal.glob("conflict-reasons-*.txt")) for line in f.read_text().splitlines()]
     on_records = sum("both wrote the record key" in r for r in reasons)
     return {
@@ -176,7 +181,7 @@ def _seed(config: SimulationConfig) -> None:
         "ts": pa.array([0] * (n * len(parts)), pa.int64()),
         "v": [SEED_TIME] * (n * len(parts)),
         "p": [p for p in parts for _ in range(n)],
-        "_hoodie_is_deleted": [False] * (n * len(parts)),
+        IS_DELETED: [False] * (n * len(parts)),
     })
     pq.write_table(batch, config.journal / f"batch-{SEED_TIME}.parquet")
     client = t.write_client()
@@ -185,7 +190,7 @@ def _seed(config: SimulationConfig) -> None:
     _append(config.journal / "acked-seed.txt", result.instant_time)
 
 
-def _spawn(ctx: mp.context.SpawnContext, config: SimulationConfig, writer: int) -> mp.Process:
+def _spawn(ctx: mp.context.SpawnContext, config: SimulationConfig, writer: int) -> mp.process.BaseProcess:
     proc = ctx.Process(target=_writer_main, args=(config, writer), name=f"writer-{writer}")
     proc.start()
     return proc
@@ -225,16 +230,16 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
         batch = _batch(config, writer, rng)
         pq.write_table(batch, config.journal / f"batch-{batch_id}.parquet")
         try:
-            done = client.commit(instant, client.upsert(batch, instant), {BATCH_KEY: batch_id})
-            _append(config.journal / f"acked-w{writer}.txt", done.instant_time)
-            spent = done.stage_seconds.get("commit", 0.0) + done.stage_seconds.get("remerge", 0.0)
-            _append(config.journal / f"timings-w{writer}.txt", f"{done.remerges} {spent:.6f}")
+            result = client.commit(instant, client.upsert(batch, instant), {BATCH_KEY: batch_id})
+            _append(config.journal / f"acked-w{writer}.txt", result.instant_time)
+            spent = result.stage_seconds.get("commit", 0.0) + result.stage_seconds.get("remerge", 0.0)
+            _append(config.journal / f"timings-w{writer}.txt", f"{result.remerges} {spent:.6f}")
             if config.table_type == "MERGE_ON_READ":
                 table.services_after_commit()  # inline compaction, as a Table's write runs it
         except WriteConflictError as exc:
             _append(config.journal / f"conflicted-w{writer}.txt", batch_id)
             _append(config.journal / f"conflict-reasons-w{writer}.txt", f"{batch_id} {exc}")
-        except Exception as exc:  # noqa: BLE001 - journaled: the checker reports it as a failure
+        except Exception as exc:
             _append(config.journal / f"failed-w{writer}.txt", f"{instant} {type(exc).__name__}: {exc}")
             client.rollback(instant)
         average = 0.7 * average + 0.3 * (time.perf_counter() - began)
@@ -270,20 +275,27 @@ def _batch(config: SimulationConfig, writer: int, rng: random.Random) -> pa.Tabl
         "ts": pa.array([ts] * len(keep), pa.int64()),
         "v": [f"w{writer}-{ts}"] * len(keep),
         "p": [parts[j] for j in keep],
-        "_hoodie_is_deleted": deleted,
+        IS_DELETED: deleted,
     })
 
 
 def format_report(report: Report) -> str:
     data = report.to_json()
     lines = [
-        (f"commits attempted {report.attempted}: committed {report.committed} "
-        f"(+{report.committed_unacknowledged} killed after committing), conflicted {report.conflicted}, "
-        f"killed {report.killed}, failed {report.failed}"),
-        (f"conflicts: {report.conflicts_on_records} on a record key, {report.conflicts_on_file_groups} on file groups; "
-        f"re-merged {report.remerged} commits; mean commit step {human_duration(report.commit_seconds_plain)} plain, "
-        f"{human_duration(report.commit_seconds_remerged)} with a re-merge"),
-        f"ran {human_duration(report.seconds)}: {data['commits_per_second']} commits/s, {data['records_per_second']} records/s",
+        (
+            f"commits attempted {report.attempted}: committed {report.committed} "
+            f"(+{report.committed_unacknowledged} killed after committing), conflicted {report.conflicted}, "
+            f"killed {report.killed}, failed {report.failed}"
+        ),
+        (
+            f"conflicts: {report.conflicts_on_records} on a record key, {report.conflicts_on_file_groups} on file "
+            "groups; "
+            f"re-merged {report.remerged} commits; mean commit step {human_duration(report.commit_seconds_plain)} "
+            "plain, "
+            f"{human_duration(report.commit_seconds_remerged)} with a re-merge"
+        ),
+        f"ran {human_duration(report.seconds)}: {data['commits_per_second']} commits/s, {data['records_per_second']} "
+        "records/s",
         f"final snapshot: {report.final_rows} rows; Apache Hudi's reader: {report.hudi_reader}",
     ]
     lines += [f"VIOLATION: {v}" for v in report.violations] or ["invariants hold"]

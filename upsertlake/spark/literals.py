@@ -9,7 +9,7 @@ whole expression in one call (`F.expr`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from numbers import Integral, Real
+from numbers import Integral
 
 SqlValue = str | int | float | bool | None  # NumPy integers and floats too
 
@@ -22,20 +22,20 @@ def sql_literal(value: SqlValue) -> str:
         return "NULL"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
-    if isinstance(value, Integral):
+    if isinstance(value, str):
+        if "'" in value or "\\" in value:  # no escapes: their meaning depends on parser settings
+            return f"decode(unhex('{value.encode().hex()}'), 'UTF-8')"
+        return f"'{value}'"
+    if isinstance(value, Integral):  # NumPy's integers too
         return str(int(value)) if -(2**31) <= value < 2**31 else f"{int(value)}L"
-    if isinstance(value, Real):
-        return f"CAST('{float(value)!r}' AS DOUBLE)"
-    if "'" in value or "\\" in value:  # no escapes: their meaning depends on parser settings
-        return f"decode(unhex('{value.encode().hex()}'), 'UTF-8')"
-    return f"'{value}'"
+    return f"CAST('{float(value)!r}' AS DOUBLE)"
 
 
 def sql_array(values: Sequence[SqlValue]) -> str:
     return f"array({', '.join(map(sql_literal, values))})"
 
 
-def sql_map(entries: Mapping[SqlValue, str]) -> str:
+def sql_map(entries: Mapping[str, str] | Mapping[int, str]) -> str:
     """`map(k1, v1, ...)` of literal keys and values given as SQL text."""
     return f"map({', '.join(f'{sql_literal(k)}, {v}' for k, v in entries.items())})"
 

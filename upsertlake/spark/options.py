@@ -6,10 +6,11 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import pyarrow as pa
 
-from upsertlake.config import Config
+from upsertlake.config import Config, option_list
 from upsertlake.config import options as opt
 from upsertlake.errors import ConfigError, TableNotFoundError
 from upsertlake.storage import parse_location
@@ -56,7 +57,9 @@ def split_store_options(options: Mapping[str, object]) -> tuple[dict[str, object
     """The options without the store's settings, and those settings: a `storage_options` mapping
     (the Python functions) and keys like `aws_endpoint` or `AWS_REGION` (the data source's)."""
     rest: dict[str, object] = {}
-    store: dict[str, str] = {str(k): str(v) for k, v in dict(options.get("storage_options") or {}).items()}
+    store: dict[str, str] = {
+        str(k): str(v) for k, v in cast("Mapping[str, object]", options.get("storage_options") or {}).items()
+    }
     for key, value in options.items():
         if key == "storage_options" or key.lower() in QUERY_KEYS:
             continue
@@ -101,11 +104,11 @@ class WriteOptions:
             raise ConfigError(
                 f"no table at {self.path} yet: creating one needs {opt.TABLE_NAME.key} and {opt.RECORDKEY_FIELD.key}"
             )
-        partitions = [f.strip() for f in cfg.get(opt.PARTITIONPATH_FIELD).split(",") if f.strip()]
+        partitions = option_list(cfg.get(opt.PARTITIONPATH_FIELD))
         return create_table(
             self.path,
             name=name,
-            record_key=[f.strip() for f in key.split(",")],
+            record_key=option_list(key),
             precombine_field=cfg.get(opt.PRECOMBINE_FIELD) or None,
             partition_fields=partitions,
             hive_style_partitioning=cfg.get(opt.HIVE_STYLE_PARTITIONING),
@@ -130,7 +133,9 @@ def resolve_aliases(options: Mapping[str, object]) -> dict[str, str]:
     return out
 
 
-def write_options(options: Mapping[str, object], path: str | None = None, operation: str | None = None) -> WriteOptions:
+def write_options(
+    options: Mapping[str, object], path: str | None = None, operation: str | Operation | None = None
+) -> WriteOptions:
     """Split and check a write's options; ConfigError names a missing path or a bad operation."""
     options, store = split_store_options(options)
     given = resolve_aliases(options)
@@ -139,13 +144,12 @@ def write_options(options: Mapping[str, object], path: str | None = None, operat
     if not path:
         raise ConfigError("no table path: pass it to save(path) or as the 'path' option")
     path = resolve_path(path)
-    hoodie = {k: v for k, v in given.items() if k not in (*READ_KEYS, SAVE_MAX_RECORDS, SMALL_BATCH_BYTES, SMALL_BATCH_FORCE)}
-    Config.resolve(hoodie)  # unknown keys and bad values fail here, before any Spark job runs
-    op = (operation or hoodie.get(opt.OPERATION.key) or "upsert").lower()
-    if op not in {o.value for o in BATCH_OPERATIONS}:
-        raise ConfigError(f"{opt.OPERATION.key}={op!r}: use one of {', '.join(o.value for o in BATCH_OPERATIONS)}")
+    hoodie = {
+        k: v for k, v in given.items() if k not in (*READ_KEYS, SAVE_MAX_RECORDS, SMALL_BATCH_BYTES, SMALL_BATCH_FORCE)
+    }
+    cfg = Config.resolve(hoodie)  # unknown keys and bad values fail here, before any Spark job runs
     return WriteOptions(
-        path, Operation(op), hoodie, storage=store,
+        path, Operation.of(operation or cfg.get(opt.OPERATION), BATCH_OPERATIONS), hoodie, storage=store,
         save_max_records=_limit(given, SAVE_MAX_RECORDS, SAVE_MAX_RECORDS_DEFAULT, "rows"),
         small_batch_bytes=_limit(given, SMALL_BATCH_BYTES, SMALL_BATCH_BYTES_DEFAULT, "bytes"),
         small_batch_force=_flag(given, SMALL_BATCH_FORCE),

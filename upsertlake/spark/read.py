@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
+from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate, conjunction
 from upsertlake.read.reader import merged_slice
-from upsertlake.config.table_config import TableConfig
 from upsertlake.read.snapshot import ScanPlan, table_schema
+from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, resolve_path
 from upsertlake.spark.session import arrow_only, scan_files
 from upsertlake.spark.source import plan_scan
@@ -27,15 +31,18 @@ from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
 
-def _merged_slices(spark: object, schema: object, storage: Storage, scan: ScanPlan) -> object:
+def _merged_slices(spark: SparkSession, schema: StructType, storage: Storage, scan: ScanPlan) -> DataFrame:
     """A DataFrame of the scan's merge-on-read slices, one task per slice merging it in Python
     (the driver ships the slices, which grow with the files, never with the records)."""
     index = spark.createDataFrame([(i,) for i in range(len(scan.slices))], "i int").repartition(len(scan.slices))
     return index.mapInArrow(functools.partial(_read_slices, storage, scan, arrow_schema_of(schema)), schema)
 
 
-def _read_slices(storage: Storage, scan: ScanPlan, target: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator:
+def _read_slices(
+    storage: Storage, scan: ScanPlan, target: pa.Schema, batches: Iterator[pa.RecordBatch]
+) -> Iterator[Any]:
     """Task: merge the slices whose indexes `batches` hold into `target`."""
+    assert scan.merge is not None, "a plan with merged slices says how they merge"
     for batch in batches:
         for i in batch.column(0).to_pylist():
             table = merged_slice(storage, scan.slices[i], scan.merge, scan.schema, scan.record_keys)
@@ -48,36 +55,42 @@ def _by_reader(storage: Storage, scan: ScanPlan) -> tuple[list[str], list[str]]:
     the schema of the newest write at or before each file's instant tells."""
     if not scan.files or storage.os_path() is None:  # an object store's files are read in tasks anyway
         return [bf.path for bf in scan.files], []
-    timeline, config = Timeline.load(storage), TableConfig.load(storage)
+    timeline, table_config = Timeline.load(storage), TableConfig.load(storage)
     target = {f.name: f.type for f in scan.schema}
     odd = {
-        instant for instant in {bf.instant_time for bf in scan.files}
-        if any(f.name in target and not _spark_reads_as(f.type, target[f.name])
-               for f in table_schema(timeline, config, instant))
+        instant
+        for instant in {bf.instant_time for bf in scan.files}
+        if any(
+            f.name in target and not _spark_reads_as(f.type, target[f.name])
+            for f in table_schema(timeline, table_config, instant)
+        )
     }
-    return [bf.path for bf in scan.files if bf.instant_time not in odd], [bf.path for bf in scan.files if bf.instant_time in odd]
+    by_spark = [bf.path for bf in scan.files if bf.instant_time not in odd]
+    return by_spark, [bf.path for bf in scan.files if bf.instant_time in odd]
 
 
 def _spark_reads_as(written: pa.DataType, wanted: pa.DataType) -> bool:
     """Spark's parquet reader gives `wanted` from a column written as `written`: the same type, or
     an integer widened."""
-    return written == wanted or (pa.types.is_integer(written) and pa.types.is_integer(wanted)
-                                 and written.bit_width <= wanted.bit_width)
+    return bool(
+        written == wanted
+        or (pa.types.is_integer(written) and pa.types.is_integer(wanted) and written.bit_width <= wanted.bit_width)
+    )
 
 
-def _condition(column: object, op: str, value: object) -> object:
+def _condition(column: Column, op: str, value: Any) -> Column:
     """A tuple filter as a Spark condition with Arrow's meaning (a null passes `not in` only)."""
     if op == "in":
         return column.isin(list(value))
     if op == "not in":
         return ~column.isin(list(value)) | column.isNull()
-    return {"=": column == value, "!=": column != value, "<": column < value, "<=": column <= value,
-            ">": column > value, ">=": column >= value}[op]
+    return cast(Column, {"=": column == value, "!=": column != value, "<": column < value, "<=": column <= value,
+            ">": column > value, ">=": column >= value}[op])
 
 
 @arrow_only
 def read(
-    spark: object,
+    spark: SparkSession,
     path: str,
     as_of: str | None = None,
     begin: str | None = None,
@@ -86,7 +99,7 @@ def read(
     storage_options: Mapping[str, object] | None = None,
     query_type: str = "snapshot",
     filters: Sequence[Predicate] | None = None,
-) -> object:
+) -> DataFrame:
     """A DataFrame of the snapshot (as of an instant), or of the records written in (begin, end].
     `query_type="read_optimized"` reads a merge-on-read table's base files alone. `filters`:
     (column, op, value) tuples as `Table.scan` takes them: only the files they may match are read,
@@ -109,10 +122,10 @@ def read(
     df = functools.reduce(lambda a, b: a.unionByName(b), frames) if frames else spark.createDataFrame([], schema)
     if scan.window is not None:
         begin, end = scan.window
-        commit_time = F.col("_hoodie_commit_time")
+        commit_time = F.col(COMMIT_TIME)
         df = df.where((commit_time > F.lit(begin)) & (commit_time <= F.lit(end)))
     if scan.commit_times is not None:
-        df = df.where(F.col("_hoodie_commit_time").isin(list(scan.commit_times)))
+        df = df.where(F.col(COMMIT_TIME).isin(list(scan.commit_times)))
     for column, op, value in conjunction(filters):
         df = df.where(_condition(F.col(column), op, value))
     return df.select(*columns) if columns else df

@@ -17,11 +17,17 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from upsertlake.errors import ConfigError
 from upsertlake.layout.base_files import is_lance, open_base_file
 from upsertlake.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark import RDD, SparkContext, StatusTracker
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
 
 _CHECKED: set[str] = set()
 F = TypeVar("F", bound=Callable[..., object])
@@ -44,11 +50,11 @@ def arrow_only(func: F) -> F:
             warnings.filterwarnings("ignore", message=re.escape(PANDAS3_WARNING), category=FutureWarning)
             return func(*args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)
 
 
 @arrow_only
-def build_session(master: str = "local[2]", app: str = "upsertlake", **conf: str) -> object:
+def build_session(master: str = "local[2]", app: str = "upsertlake", **conf: str) -> SparkSession:
     """A session whose workers (and driver) run this interpreter; `conf`: more Spark settings."""
     from pyspark.sql import SparkSession
 
@@ -71,7 +77,7 @@ def build_session(master: str = "local[2]", app: str = "upsertlake", **conf: str
 
 
 @arrow_only
-def check_workers(spark: object) -> None:
+def check_workers(spark: SparkSession) -> None:
     """Raise ConfigError naming the workers' interpreter when it cannot import pyarrow or
     upsertlake (checked once per application: one tiny job). When the workers run this very
     interpreter (local mode, `build_session`), the check is a SQL Arrow job, which starts the same
@@ -130,7 +136,7 @@ def check_workers(spark: object) -> None:
     _CHECKED.add(sc.applicationId)
 
 
-def _runs_this_interpreter(sc: object) -> bool:
+def _runs_this_interpreter(sc: SparkContext) -> bool:
     """Whether the Python workers are local processes of the interpreter running this code (by
     path, not resolved: a venv's python is a symlink to a system interpreter without its packages)."""
     if not str(sc.master).startswith("local"):
@@ -161,19 +167,19 @@ WRITE_SETTINGS = {
 
 
 @contextmanager
-def session_settings(spark: object, settings: Mapping[str, str]) -> Iterator[None]:
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
     """Set SQL settings of the session for the duration of a write, then restore them."""
-    before = {key: spark.conf.get(key, None) for key in settings}
+    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in before.items():
-            if value is None:
+        for key, old in before.items():
+            if old is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, old)
 
 
 # Up to this many files named to Spark's parquet reader are looked up (one status call each) by
@@ -187,8 +193,13 @@ FILE_NAME = "__upsertlake_file_name"
 
 
 def scan_files(
-    spark: object, schema: object, storage: Storage, paths: Sequence[str], file_names: bool = False, in_tasks: bool = False
-) -> object:
+    spark: SparkSession,
+    schema: StructType,
+    storage: Storage,
+    paths: Sequence[str],
+    file_names: bool = False,
+    in_tasks: bool = False,
+) -> DataFrame:
     """A DataFrame over these parquet files (table-relative paths our file-system view listed) with
     `schema`, and with `file_names` a column FILE_NAME naming each row's file. A file that is gone
     when a task opens it fails the task, whatever `spark.sql.files.ignoreMissingFiles` says:
@@ -219,7 +230,7 @@ def scan_files(
     return frame
 
 
-def _read_files(storage: Storage, target: object, file_names: bool, batches: Iterator) -> Iterator:
+def _read_files(storage: Storage, target: Any, file_names: bool, batches: Iterator[Any]) -> Iterator[Any]:
     """Task: read the files named in `batches` (one path a row) into the `target` Arrow schema; a
     column a file lacks (written before it was added) is null, as Spark's reader gives it."""
     import pyarrow as pa
@@ -238,7 +249,7 @@ def _read_files(storage: Storage, target: object, file_names: bool, batches: Ite
 SETTLE_SECONDS = 60.0
 
 
-def collect_settled(spark: object, frame: object) -> list:
+def collect_settled(spark: SparkSession, frame: DataFrame | RDD[Any]) -> list[Any]:
     """`frame.collect()` for a job whose tasks write files. When the job fails, Spark raises at
     once while its other tasks may still be running and about to write theirs; a rollback then
     would miss those files and leave them behind. So on failure, wait (up to SETTLE_SECONDS) until
@@ -258,11 +269,12 @@ def collect_settled(spark: object, frame: object) -> list:
             time.sleep(0.05)
         raise
     finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
+        # None clears a local property (SparkContext.setLocalProperty); PySpark's stub types only str.
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
 
-def _active_tasks(tracker: object, group: str) -> int:
+def _active_tasks(tracker: StatusTracker, group: str) -> int:
     """Tasks of the group's jobs that are still running."""
     active = 0
     for job_id in tracker.getJobIdsForGroup(group):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -29,13 +30,17 @@ from pyspark.sql.datasource import (
     InputPartition,
     LessThan,
     LessThanOrEqual,
+    WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
 from upsertlake.errors import ConfigError
+from upsertlake.layout.file_system_view import BaseFile, FileSlice
+from upsertlake.layout.keygen import KeyGenerator
+from upsertlake.layout.slice_reader import Merge
 from upsertlake.read.filters import Predicate
 from upsertlake.read.scan import read_scan
-from upsertlake.read.snapshot import QUERY_TYPES, Merge, ScanPlan, incremental_scan, snapshot_scan
+from upsertlake.read.snapshot import QUERY_TYPES, ScanPlan, incremental_scan, snapshot_scan
 from upsertlake.spark.options import (
     AS_OF,
     BEGIN,
@@ -49,8 +54,6 @@ from upsertlake.spark.staging import StagedFile, Staging
 from upsertlake.spark.stream import StreamWriter
 from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 from upsertlake.storage import Storage
-from upsertlake.layout.file_system_view import BaseFile, FileSlice
-from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant_time import normalize_instant
@@ -71,7 +74,10 @@ def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] =
             raise ConfigError(f"an incremental query needs {BEGIN}")
         end = options.get(END)
         return incremental_scan(
-            timeline, table.config, normalize_instant(options[BEGIN], zone), normalize_instant(end, zone) if end else None,
+            timeline,
+            table.config,
+            normalize_instant(options[BEGIN], zone),
+            normalize_instant(end, zone) if end else None,
             list(filters) or None,
         )
     if query not in QUERY_TYPES:
@@ -138,9 +144,9 @@ class ScanReader(DataSourceReader):
         """Simple comparisons on top-level columns prune partitions and files; Spark still
         evaluates every filter on the rows, so each is also handed back."""
         for f in filters:
-            column = getattr(f, "attribute", ())
+            column: tuple[str, ...] = getattr(f, "attribute", ())
             if len(column) == 1 and type(f) in _OPERATORS:
-                self.predicates.append((column[0], _OPERATORS[type(f)], f.value))
+                self.predicates.append((column[0], _OPERATORS[type(f)], cast(Any, f).value))
             elif len(column) == 1 and isinstance(f, In):
                 self.predicates.append((column[0], "in", list(f.value)))
             yield f
@@ -151,12 +157,19 @@ class ScanReader(DataSourceReader):
             FilePartition(sl, scan.schema, scan.row_filter, scan.merge, scan.record_keys) for sl in scan.slices
         ]
 
-    def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FilePartition), "partitions() gives FilePartitions"
         target = arrow_schema_of(self.schema)
         part = partition.file
         scan = (
-            ScanPlan([], partition.schema, partition.filters, slices=[part], merge=partition.merge,
-                     record_keys=partition.record_keys)
+            ScanPlan(
+                [],
+                partition.schema,
+                partition.filters,
+                slices=[part],
+                merge=partition.merge,
+                record_keys=partition.record_keys,
+            )
             if isinstance(part, FileSlice)
             else ScanPlan([part], partition.schema, partition.filters)
         )
@@ -173,16 +186,22 @@ class StagingWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
         return self.staging.stage(iterator)
 
-    def commit(self, messages: list[StagedFile | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         options = write_options(self.options)
         try:
             self.staging.remove_stale()
             files, rows = self.staging.rows(messages)
-            self.staging.merge(options, files, rows, None, "df.write.format('upsertlake').save()",
-                               "Use upsertlake.spark.upsert(df, path, ...) (or insert/delete/bulk_insert), "
-                               "which merges on the executors")
+            self.staging.merge(
+                options,
+                files,
+                rows,
+                None,
+                "df.write.format('upsertlake').save()",
+                "Use upsertlake.spark.upsert(df, path, ...) (or insert/delete/bulk_insert), "
+                "which merges on the executors",
+            )
         finally:
             self.staging.remove()
 
-    def abort(self, messages: list[StagedFile | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         self.staging.remove()

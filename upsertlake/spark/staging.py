@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,7 +31,7 @@ from upsertlake.errors import BatchTooLargeError
 from upsertlake.spark.options import SAVE_MAX_RECORDS, WriteOptions
 from upsertlake.storage import Storage
 from upsertlake.table.table import Table
-from upsertlake.timeline.active import METAFOLDER
+from upsertlake.timeline.layouts import METAFOLDER
 
 TEMP = f"{METAFOLDER}/.temp"
 STAGING_PREFIX = "spark-staging-"  # a job's folder in TEMP: spark-staging-<job>
@@ -72,9 +73,10 @@ class Staging:
                 rows += batch.num_rows
         return StagedFile(target if out is not None else None, rows)
 
-    def rows(self, messages: Sequence[StagedFile | None]) -> tuple[list[str], int]:
-        """The staged files of the tasks' messages and their rows, counted from the footers."""
-        files = [m.path for m in messages if m is not None and m.path is not None]
+    def rows(self, messages: Sequence[WriterCommitMessage | None]) -> tuple[list[str], int]:
+        """The staged files of the tasks' messages (`StagedFile`s) and their rows, counted from
+        the footers."""
+        files = [m.path for m in messages if isinstance(m, StagedFile) and m.path is not None]
         return files, sum(self.storage.parquet_file(f).metadata.num_rows for f in files)
 
     def merge(
@@ -93,7 +95,7 @@ class Staging:
         data = pa.concat_tables(parts) if parts else self.schema.empty_table()
         table = table or options.open_or_create(self.schema)
         write = getattr(table, options.operation.value)
-        return write(data, options.hoodie, extra_metadata=extra_metadata)
+        return cast(WriteResult, write(data, options.hoodie, extra_metadata=extra_metadata))
 
     def remove_stale(self) -> None:
         """Delete other jobs' staging folders with nothing written for STALE_STAGING_HOURS."""

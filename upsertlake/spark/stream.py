@@ -22,7 +22,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceStreamArrowWriter
+from pyspark.sql import DataFrame
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from upsertlake.config import Config
 from upsertlake.engine.write_result import WriteResult
@@ -51,7 +52,7 @@ def stream_batch(options: WriteOptions, batch_id: int, table: Table | None) -> S
 
 
 def write_batch(
-    df: object, options: WriteOptions, batch_id: int | None, extra_metadata: dict[str, str] | None = None
+    df: DataFrame, options: WriteOptions, batch_id: int | None, extra_metadata: dict[str, str] | None = None
 ) -> WriteResult | None:
     """The distributed write of a DataFrame; given a stream's `batch_id`, exactly once: None (and
     nothing written) when its stream already committed that batch, else one commit recording it
@@ -89,7 +90,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
             raise UpsertlakeError(f"a streaming sink task without Spark's {BATCH_ID} property")
         return self._staging(batch).stage(iterator)
 
-    def commit(self, messages: list[StagedFile | None], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         staging = self._staging(batchId)
         try:
             options = write_options(self.options)
@@ -108,5 +109,5 @@ class StreamWriter(DataSourceStreamArrowWriter):
         finally:
             staging.remove()
 
-    def abort(self, messages: list[StagedFile | None], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         self._staging(batchId).remove()

@@ -26,20 +26,20 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from upsertlake.config import Config
+from upsertlake.config.enums import IndexType
 from upsertlake.config.table_config import TableConfig
-from upsertlake.config import options as opt
-from upsertlake.engine.bucket_writer import DELETE_FLAG, KEY, PARTITION
 from upsertlake.engine.global_routing import route_moves, stored_orders_after
-from upsertlake.engine.prepare import PreparedBatch
+from upsertlake.engine.prepare import Distinct, PreparedBatch
 from upsertlake.engine.slice_routing import dead_groups, rewritten_slices
 from upsertlake.engine.tag import slice_merge
 from upsertlake.engine.tag import tag as tag_records
@@ -50,6 +50,21 @@ from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemVi
 from upsertlake.layout.footer import read_footer
 from upsertlake.layout.slice_keys import live_copies, live_in_slice
 from upsertlake.layout.slice_reader import Merge
+from upsertlake.schema.columns import (
+    DELETE_FLAG,
+    FILE_NUMBER,
+    KEY,
+    KEY_BUCKET,
+    LOC_FILE_ID,
+    LOC_INSTANT,
+    LOC_PARTITION,
+    LOCATION,
+    LOOKUP_KEY,
+    PARTITION,
+    PARTITION_NUMBER,
+    STORED_KEY,
+    STORED_ORDER,
+)
 from upsertlake.schema.ordering import ordering_values
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
 from upsertlake.spark.session import FILE_NAME, scan_files
@@ -61,16 +76,11 @@ from upsertlake.timeline.operation import Operation
 
 log = logging.getLogger(__name__)
 
-LOCATION = ("loc_partition", "loc_file_id", "loc_instant")
-STORED_ORDER = "_upsertlake_stored_order"  # the stored record's ordering value (global routing)
-_KEY, _FILE = "_upsertlake_stored_key", "_upsertlake_file"  # a stored key and its file's number
-_PART = "_upsertlake_partition"  # the number of a partition that has files
 _FILES_PER_TASK = 8  # bloom checks: files (filters and key columns) one task opens
-KEY_BUCKET = "_upsertlake_key_bucket"  # the bucket a record's key hashes to (the bucket index)
 # A small batch's staged file and, per (partition, file group, and for a bucket index's inserts
 # their key's bucket), the records, the latest instant and whether the slice is rewritten merged
 # (`slice_routing.rewritten_slices`): what `tag_in_task` returns.
-STAGED_COUNTS_ARROW = pa.schema([("staged", pa.string()), (PARTITION, pa.string()), ("loc_file_id", pa.string()),
+STAGED_COUNTS_ARROW = pa.schema([("staged", pa.string()), (PARTITION, pa.string()), (LOC_FILE_ID, pa.string()),
                                  ("n", pa.int64()), ("i", pa.string()), ("b", pa.int32()), ("rewrite", pa.bool_())])
 STAGED_COUNTS = spark_schema_of(STAGED_COUNTS_ARROW)
 
@@ -80,7 +90,7 @@ def tag(
     operation: Operation,
     cfg: Config,
     view: FileSystemView,
-    index_type: str,
+    index_type: IndexType,
     ordering_fields: tuple[str, ...],
     global_order: pa.DataType | None,
     parts: int,
@@ -109,7 +119,7 @@ def tag(
               if sl.logs and sl.file_group in number} if merge is not None else {}
     if not files:
         stored = None
-    elif index_type.removeprefix("GLOBAL_") == "BLOOM":
+    elif index_type.local is IndexType.BLOOM:
         stored = _bloom_located(prepared, files, view.storage, is_global, order, global_order, logged, merge)
     else:
         stored = _simple_located(spark, files, view.storage, order, global_order, logged, merge)
@@ -117,14 +127,17 @@ def tag(
     if is_global:
         routed = prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION]).schema
         tagged = tagged.mapInArrow(partial(_route, operation, cfg, ordering_fields), routed)
-    return tagged.where(~(F.col(DELETE_FLAG) & F.col("loc_file_id").isNull()))
+    return tagged.where(~(F.col(DELETE_FLAG) & F.col(LOC_FILE_ID).isNull()))
 
 
 def _order_fields(order: tuple[str, ...], order_type: pa.DataType | None) -> list[pa.Field]:
     """The stored ordering fields a scan of base files reads (their types from `order_type`)."""
     if not order:
         return []
-    return [pa.field(order[0], order_type)] if len(order) == 1 else list(order_type)
+    if len(order) == 1:
+        return [pa.field(order[0], order_type)]
+    assert order_type is not None, "several ordering fields are read as one struct"
+    return list(order_type)
 
 
 def _present(order: tuple[str, ...], names: list[str]) -> list[str]:
@@ -148,13 +161,13 @@ def _stored_order(stored: pa.Table, order: tuple[str, ...]) -> pa.Array | pa.Chu
     return pa.StructArray.from_arrays([stored.column(f).combine_chunks() for f in order], names=list(order))
 
 
-def spark_index_type(index_type: str, cfg: Config) -> str:
+def spark_index_type(index_type: IndexType) -> IndexType:
     """The index a Spark write tags with: the in-memory index lives in one process; on Spark it
     would have to sit on the driver, so SIMPLE stands in for it."""
-    if not index_type.endswith("INMEMORY"):
+    if index_type.local is not IndexType.INMEMORY:
         return index_type
-    simple = index_type.replace("INMEMORY", "SIMPLE")
-    log.warning("hoodie.index.type %s is single-process: this Spark write tags with %s", cfg.get(opt.INDEX_TYPE), simple)
+    simple = index_type.with_lookup(IndexType.SIMPLE)
+    log.warning("hoodie.index.type %s is single-process: this Spark write tags with %s", index_type, simple)
     return simple
 
 
@@ -186,9 +199,9 @@ def rewritten_on_spark(
         return frozenset()
     file_ids = sql_array(sorted(f for _, f in logged))
     copies = tagged.where(~F.col(DELETE_FLAG) & F.expr(f"array_contains({file_ids}, loc_file_id)"))
-    copies = copies.select(F.col(KEY).alias("key"), "loc_partition", "loc_file_id")
-    dead = copies.repartition(min(len(logged), parts), "loc_file_id").mapInArrow(
-        partial(_dead_groups, logged, merge, storage), "loc_partition string, loc_file_id string")
+    copies = copies.select(F.col(KEY).alias(LOOKUP_KEY), LOC_PARTITION, LOC_FILE_ID)
+    dead = copies.repartition(min(len(logged), parts), LOC_FILE_ID).mapInArrow(
+        partial(_dead_groups, logged, merge, storage), f"{LOC_PARTITION} string, {LOC_FILE_ID} string")
     return frozenset((r[0], r[1]) for r in dead.distinct().collect())
 
 
@@ -200,11 +213,11 @@ def tag_in_task(
     timeline: Timeline,
     index: Index,
     table_config: TableConfig,
-    distinct: str,
+    distinct: Distinct,
     storage: Storage,
     folder: str,
     prepare: Callable[[pa.Table], pa.Table] | None = None,
-) -> tuple[str | None, list[tuple]]:
+) -> tuple[str | None, list[tuple[Any, ...]]]:
     """`tag` for a small batch (a lookup under a non-global index, or an insert, which looks
     nothing up), in the one task that holds its records
     (see `write._gathered`): it lists the partitions of its records as of `timeline` and looks
@@ -231,33 +244,43 @@ def read_staged(storage: Storage, path: str) -> pa.Table:
 
 
 def _simple_located(
-    spark: object, files: list[BaseFile], storage: Storage, order: tuple[str, ...], order_type: pa.DataType | None,
-    logged: dict[int, FileSlice], merge: Merge | None,
+    spark: SparkSession,
+    files: list[BaseFile],
+    storage: Storage,
+    order: tuple[str, ...],
+    order_type: pa.DataType | None,
+    logged: dict[int, FileSlice],
+    merge: Merge | None,
 ) -> DataFrame:
     """Stored (key, file number[, ordering value]) of every latest base file, through Spark's
     reader. A file is named by its number in `files` (a literal map of file names, which grows
     with the files): the rows shuffled to the join carry an int, not three location strings.
     The files of `logged` slices (merge-on-read, with log files) are read by a task each, which
     leaves out the keys their logs deleted and takes the merged ordering values."""
-    fields = [pa.field(KEY, pa.string())] + _order_fields(order, order_type)
+    fields = [pa.field(KEY, pa.string()), *_order_fields(order, order_type)]
     plain = [bf for n, bf in enumerate(files) if n not in logged]
-    out = [pa.field(_KEY, pa.string()), pa.field(_FILE, pa.int32())]
+    out = [pa.field(STORED_KEY, pa.string()), pa.field(FILE_NUMBER, pa.int32())]
     out += [pa.field(STORED_ORDER, order_type)] if order else []
     located = None
     if plain:
         paths = [bf.path for bf in plain]
         scan = scan_files(spark, spark_schema_of(pa.schema(fields)), storage, paths, file_names=True)
         numbers = sql_map({bf.name: sql_literal(n) for n, bf in enumerate(files)})
-        columns = [F.col(KEY).alias(_KEY), F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(_FILE)]
+        columns = [
+            F.col(KEY).alias(STORED_KEY),
+            F.expr(f"element_at({numbers}, {FILE_NAME})").cast("int").alias(FILE_NUMBER),
+        ]
         if order:
             stored = F.col(order[0]) if len(order) == 1 else F.struct(*[F.col(f) for f in order])
             columns.append(stored.alias(STORED_ORDER))
         located = scan.select(*columns)
     if logged:
         slices = spark.createDataFrame([(n,) for n in sorted(logged)], "n int").repartition(len(logged))
-        merged = slices.mapInArrow(partial(_read_slices, logged, files, storage, merge, order, pa.schema(out)),
-                                   spark_schema_of(pa.schema(out)))
+        merged = slices.mapInArrow(
+            partial(_read_slices, logged, files, storage, merge, order, pa.schema(out)), spark_schema_of(pa.schema(out))
+        )
         located = merged if located is None else located.unionByName(merged)
+    assert located is not None, "the callers read no file when there is none"
     return located
 
 
@@ -276,13 +299,13 @@ def _bloom_located(
     of a `logged` slice as its merged records hold them)."""
     ranges = [(bf, read_footer(storage, bf)) for bf in files]
     table = [(n, bf.partition_path, f.min_key, f.max_key) for n, (bf, f) in enumerate(ranges)]
-    pairs_schema = StructType([StructField(_KEY, StringType()), StructField(_FILE, IntegerType())])
+    pairs_schema = StructType([StructField(STORED_KEY, StringType()), StructField(FILE_NUMBER, IntegerType())])
     pairs = prepared.select(KEY, PARTITION).mapInArrow(partial(_pair_with_files, table, is_global), pairs_schema)
-    out = [pa.field(_KEY, pa.string()), pa.field(_FILE, pa.int32())]
+    out = [pa.field(STORED_KEY, pa.string()), pa.field(FILE_NUMBER, pa.int32())]
     if order:
         out.append(pa.field(STORED_ORDER, order_type))
     tasks = max(1, -(-len(files) // _FILES_PER_TASK))
-    return pairs.repartition(tasks, _FILE).mapInArrow(
+    return pairs.repartition(tasks, FILE_NUMBER).mapInArrow(
         partial(_check_files, [bf for bf, _ in ranges], storage, order, logged, merge), spark_schema_of(pa.schema(out))
     )
 
@@ -311,28 +334,39 @@ def _join(
         return prepared.select("*", *nulls)
     numbered = {p: n for n, p in enumerate(sorted({bf.partition_path for bf in files}))}
     part_of_file = sql_array([numbered[bf.partition_path] for bf in files])
-    stored = stored.withColumn(_PART, F.expr(f"element_at({part_of_file}, {_FILE} + 1)"))
+    stored = stored.withColumn(PARTITION_NUMBER, F.expr(f"element_at({part_of_file}, {FILE_NUMBER} + 1)"))
     partition_numbers = sql_map({p: sql_literal(n) for p, n in numbered.items()})
     own_part = F.expr(f"element_at({partition_numbers}, {identifier(PARTITION)})")
-    batch = prepared.withColumn(_PART, own_part)  # null: a partition without files, so no match
+    batch = prepared.withColumn(PARTITION_NUMBER, own_part)  # null: a partition without files, so no match
     if is_global:
-        fields = [_PART, _FILE, *([STORED_ORDER] if order else [])]  # ordered by (partition, file)
-        grouped = stored.repartition(parts, _KEY).groupBy(_KEY).agg(F.collect_list(F.struct(*fields)).alias("_locs"))
+        fields = [PARTITION_NUMBER, FILE_NUMBER, *([STORED_ORDER] if order else [])]  # ordered by (partition, file)
+        grouped = (
+            stored.repartition(parts, STORED_KEY)
+            .groupBy(STORED_KEY)
+            .agg(F.collect_list(F.struct(*fields)).alias("_locs"))
+        )
         batch = batch.repartition(parts, KEY)
-        joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[_KEY], "left")
-        own = F.array_min(F.filter("_locs", lambda loc: loc[_PART] == batch[_PART]))
+        joined = batch.join(grouped.hint("merge"), batch[KEY] == grouped[STORED_KEY], "left")
+        own = F.array_min(F.filter("_locs", lambda loc: loc[PARTITION_NUMBER] == batch[PARTITION_NUMBER]))
         loc = F.coalesce(own, F.array_min("_locs"))
-        number, stored_order = loc[_FILE], [loc[STORED_ORDER].alias(STORED_ORDER)] if order else []
+        number, stored_order = loc[FILE_NUMBER], [loc[STORED_ORDER].alias(STORED_ORDER)] if order else []
     else:
-        located = stored.repartition(parts, _KEY, _PART).groupBy(_KEY, _PART).agg(F.min(_FILE).alias(_FILE))
-        batch = batch.repartition(parts, KEY, _PART)
-        on = (batch[KEY] == located[_KEY]) & (batch[_PART] == located[_PART])
+        located = (
+            stored.repartition(parts, STORED_KEY, PARTITION_NUMBER)
+            .groupBy(STORED_KEY, PARTITION_NUMBER)
+            .agg(F.min(FILE_NUMBER).alias(FILE_NUMBER))
+        )
+        batch = batch.repartition(parts, KEY, PARTITION_NUMBER)
+        on = (batch[KEY] == located[STORED_KEY]) & (batch[PARTITION_NUMBER] == located[PARTITION_NUMBER])
         joined = batch.join(located.hint("merge"), on, "left")
-        number, stored_order = located[_FILE], []
+        number, stored_order = located[FILE_NUMBER], []
     values = ([bf.partition_path for bf in files], [bf.file_id for bf in files], [bf.instant_time for bf in files])
     # Guarded: Spark 4.1 gave element_at(literal array, <null from the outer join> + 1) a value.
-    located = [F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c) for v, c in zip(values, LOCATION)]
-    return joined.select(*[batch[c] for c in prepared.columns], *located, *stored_order)
+    location = [
+        F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c)
+        for v, c in zip(values, LOCATION)
+    ]
+    return joined.select(*[batch[c] for c in prepared.columns], *location, *stored_order)
 
 
 # -- executor functions (module level, so Spark pickles references to them) --------------------
@@ -355,12 +389,16 @@ def _pair_with_files(
                 out_files.append(pa.array(np.full(len(hit), number, dtype=np.int32)))
         if out_keys:
             yield pa.RecordBatch.from_arrays(
-                [pa.concat_arrays(out_keys), pa.concat_arrays(out_files)], names=[_KEY, _FILE]
+                [pa.concat_arrays(out_keys), pa.concat_arrays(out_files)], names=[STORED_KEY, FILE_NUMBER]
             )
 
 
 def _check_files(
-    files: list[BaseFile], storage: Storage, order: tuple[str, ...], logged: dict[int, FileSlice], merge: Merge | None,
+    files: list[BaseFile],
+    storage: Storage,
+    order: tuple[str, ...],
+    logged: dict[int, FileSlice],
+    merge: Merge | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """For each file of this task: its candidate keys through its bloom filter, then the exact
@@ -369,10 +407,10 @@ def _check_files(
     pairs = task_table(batches)
     if pairs is None:
         return
-    numbers = pairs.column(_FILE).to_numpy()
+    numbers = pairs.column(FILE_NUMBER).to_numpy()
     for number in np.unique(numbers):
         bf = files[int(number)]
-        candidates = pc.unique(pairs.column(_KEY).filter(pa.array(numbers == number)).combine_chunks())
+        candidates = pc.unique(pairs.column(STORED_KEY).filter(pa.array(numbers == number)).combine_chunks())
         footer = read_footer(storage, bf)
         if footer.bloom is not None:
             candidates = candidates.filter(pa.array(np.asarray(footer.bloom.might_contain(candidates), dtype=bool)))
@@ -383,13 +421,14 @@ def _check_files(
         stored = parquet.read(columns=columns)
         found = stored.filter(pc.is_in(stored.column(KEY), value_set=candidates))
         if int(number) in logged and found.num_rows:
+            assert merge is not None, "slices with log files come with how they merge"
             found = live_in_slice(storage, logged[int(number)], merge, found, KEY, _single(order, columns))
         n = found.num_rows
         if not n:
             continue
         out = {
-            _KEY: pc.cast(found.column(KEY), pa.string()),
-            _FILE: pa.array(np.full(n, number, dtype=np.int32)),
+            STORED_KEY: pc.cast(found.column(KEY), pa.string()),
+            FILE_NUMBER: pa.array(np.full(n, number, dtype=np.int32)),
         }
         if order:
             out[STORED_ORDER] = _stored_order(found, order)
@@ -398,8 +437,13 @@ def _check_files(
 
 @reraised_named
 def _read_slices(
-    logged: dict[int, FileSlice], files: list[BaseFile], storage: Storage, merge: Merge, order: tuple[str, ...],
-    schema: pa.Schema, batches: Iterator[pa.RecordBatch],
+    logged: dict[int, FileSlice],
+    files: list[BaseFile],
+    storage: Storage,
+    merge: Merge,
+    order: tuple[str, ...],
+    schema: pa.Schema,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """The stored (key, file number[, ordering value]) rows of this task's slices with log files
     (`_simple_located`): each base file's keys, as the merged slice holds them."""
@@ -408,9 +452,14 @@ def _read_slices(
         bf = files[number]
         parquet = storage.parquet_file(bf.path)
         columns = [KEY, *_present(order, parquet.schema_arrow.names)]
-        stored = live_in_slice(storage, logged[number], merge, parquet.read(columns=columns), KEY, _single(order, columns))
+        stored = live_in_slice(
+            storage, logged[number], merge, parquet.read(columns=columns), KEY, _single(order, columns)
+        )
         n = stored.num_rows
-        out = {_KEY: pc.cast(stored.column(KEY), pa.string()), _FILE: pa.array(np.full(n, number, np.int32))}
+        out = {
+            STORED_KEY: pc.cast(stored.column(KEY), pa.string()),
+            FILE_NUMBER: pa.array(np.full(n, number, np.int32)),
+        }
         if order:
             out[STORED_ORDER] = _stored_order(stored, order)
         yield from pa.table(out).cast(schema).to_batches()
@@ -428,7 +477,7 @@ def _bucket_task(
         for name in LOCATION:
             out = out.append_column(name, located.column(name))
         out = out.append_column(KEY_BUCKET, pa.array(ids, pa.int32()))
-        keep = pc.invert(pc.and_(out.column(DELETE_FLAG), pc.is_null(out.column("loc_file_id"))))
+        keep = pc.invert(pc.and_(out.column(DELETE_FLAG), pc.is_null(out.column(LOC_FILE_ID))))
         yield from out.filter(keep).to_batches()
 
 
@@ -442,14 +491,24 @@ def _dead_groups(
     if copies is None:
         return
     groups = sorted(dead_groups(copies, live_copies(storage, merge, copies, logged)))
-    yield pa.RecordBatch.from_pydict({"loc_partition": [p for p, _ in groups], "loc_file_id": [f for _, f in groups]},
-                                     schema=pa.schema([("loc_partition", pa.string()), ("loc_file_id", pa.string())]))
+    yield pa.RecordBatch.from_pydict(
+        {LOC_PARTITION: [p for p, _ in groups], LOC_FILE_ID: [f for _, f in groups]},
+        schema=pa.schema([(LOC_PARTITION, pa.string()), (LOC_FILE_ID, pa.string())]),
+    )
 
 
 @reraised_named
 def _tag_task(
-    timeline: Timeline, index: Index, operation: Operation, cfg: Config, table_config: TableConfig, distinct: str,
-    prepare: Callable[[pa.Table], pa.Table] | None, schema: pa.Schema, storage: Storage, folder: str,
+    timeline: Timeline,
+    index: Index,
+    operation: Operation,
+    cfg: Config,
+    table_config: TableConfig,
+    distinct: Distinct,
+    prepare: Callable[[pa.Table], pa.Table] | None,
+    schema: pa.Schema,
+    storage: Storage,
+    folder: str,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """The in-process tag of this task's records (a delete of a key not stored is dropped),
@@ -465,26 +524,53 @@ def _tag_task(
     records, locations = tag_records(batch, index, view, operation, cfg, table_config.ordering_fields, merge)
     if not records.num_rows:
         return
-    rewrites = frozenset()
+    rewrites: frozenset[tuple[str, str]] = frozenset()
     key_buckets = pa.nulls(records.num_rows, pa.int32())
     if isinstance(index, BucketIndex):
         if merge is not None:
             rewrites = rewritten_slices(records, locations, view, merge)
         ids = pa.array(index.buckets(records.column(KEY)), pa.int32())
-        key_buckets = pc.if_else(pc.is_null(locations.column("loc_file_id")), ids, key_buckets)
+        key_buckets = pc.if_else(pc.is_null(locations.column(LOC_FILE_ID)), ids, key_buckets)
     for name in LOCATION:
         records = records.append_column(name, locations.column(name))
     path = f"{folder}/{uuid.uuid4().hex}.arrow"  # one per attempt: a retry or a speculative copy writes its own
     with storage.open_output(path) as sink, pa.ipc.new_file(sink, schema) as staged:
         staged.write_table(records.cast(schema))
-    grouped = records.select([PARTITION, "loc_file_id", "loc_instant"]).append_column("b", key_buckets)
-    counts = grouped.group_by([PARTITION, "loc_file_id", "b"], use_threads=False).aggregate(
-        [([], "count_all"), ("loc_instant", "max")])
-    rewritten = [(p, f) in rewrites for p, f in zip(counts.column(PARTITION).to_pylist(), counts.column("loc_file_id").to_pylist())]
-    counts = pa.table([pa.array([path] * counts.num_rows, pa.string()), counts.column(PARTITION), counts.column("loc_file_id"),
-                       counts.column("count_all"), counts.column("loc_instant_max"), counts.column("b"),
-                       pa.array(rewritten, pa.bool_())], names=STAGED_COUNTS_ARROW.names)
+    grouped = records.select([PARTITION, LOC_FILE_ID, LOC_INSTANT]).append_column("b", key_buckets)
+    counts = grouped.group_by([PARTITION, LOC_FILE_ID, "b"], use_threads=False).aggregate(
+        [([], "count_all"), (LOC_INSTANT, "max")]
+    )
+    rewritten = [
+        (p, f) in rewrites for p, f in zip(counts.column(PARTITION).to_pylist(), counts.column(LOC_FILE_ID).to_pylist())
+    ]
+    counts = pa.table(
+        [
+            pa.array([path] * counts.num_rows, pa.string()),
+            counts.column(PARTITION),
+            counts.column(LOC_FILE_ID),
+            counts.column("count_all"),
+            counts.column(f"{LOC_INSTANT}_max"),
+            counts.column("b"),
+            pa.array(rewritten, pa.bool_()),
+        ],
+        names=STAGED_COUNTS_ARROW.names,
+    )
     yield from counts.cast(STAGED_COUNTS_ARROW).to_batches()
+
+
+def _stored_orders_win(data: pa.Table, ordering_fields: tuple[str, ...], moved: pa.ChunkedArray) -> pa.Array:
+    """Per record of `data`: is it a moved key whose stored ordering value (joined as
+    STORED_ORDER) is larger, so that the stored record stays?"""
+    if STORED_ORDER not in data.column_names or not ordering_fields:
+        return pa.array(np.zeros(data.num_rows, dtype=bool))
+    stored = data.column(STORED_ORDER)
+    if len(ordering_fields) > 1:  # a struct of the fields, compared in order
+        fields = pa.table(
+            [pc.struct_field(stored, [i]) for i in range(len(ordering_fields))], names=list(ordering_fields)
+        )
+        stored = ordering_values(fields, ordering_fields)
+    larger = stored_orders_after(stored, ordering_values(data, ordering_fields))
+    return pa.array(np.asarray(moved.to_numpy(zero_copy_only=False), dtype=bool) & larger)
 
 
 @reraised_named
@@ -496,17 +582,7 @@ def _route(
         data = pa.Table.from_batches([batch])
         records = data.drop_columns([*LOCATION, *([STORED_ORDER] if STORED_ORDER in data.column_names else [])])
         locations = data.select(list(LOCATION))
-
-        def stored_wins(moved: pa.ChunkedArray) -> pa.Array:
-            if STORED_ORDER not in data.column_names or not ordering_fields:
-                return pa.array(np.zeros(data.num_rows, dtype=bool))
-            stored = data.column(STORED_ORDER)
-            if len(ordering_fields) > 1:  # a struct of the fields, compared in order
-                stored = ordering_values(pa.table([pc.struct_field(stored, [i]) for i in range(len(ordering_fields))],
-                                                  names=list(ordering_fields)), ordering_fields)
-            larger = stored_orders_after(stored, ordering_values(data, ordering_fields))
-            return pa.array(np.asarray(moved.to_numpy(zero_copy_only=False), dtype=bool) & larger)
-
+        stored_wins = partial(_stored_orders_win, data, ordering_fields)
         records, locations = route_moves(records, locations, operation, cfg, ordering_fields, stored_wins)
         out = records
         for name in LOCATION:

@@ -12,7 +12,7 @@ import base64
 import functools
 import pickle
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from upsertlake.errors import UpsertlakeError
 
@@ -48,6 +48,6 @@ def raised_by_task(exc: BaseException) -> BaseException:
     if start < 0 or end < 0:
         return exc
     try:
-        return pickle.loads(base64.b64decode(text[start + len(_MARK):end]))
+        return cast(BaseException, pickle.loads(base64.b64decode(text[start + len(_MARK):end])))
     except (ValueError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
         return exc

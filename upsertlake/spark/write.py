@@ -26,16 +26,19 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
-from upsertlake.engine.bucket_writer import KEY, PARTITION, BucketJob, WriteStatus, default_token, mark_buckets, store_summaries
+from upsertlake.config.enums import IndexType
+from upsertlake.engine.bucket_writer import BucketJob, WriteStatus, default_token, mark_buckets, store_summaries
+from upsertlake.engine.bucketing import sizing
 from upsertlake.engine.bulk_insert import (
     SAMPLE_ROWS,
     SORTED_MODES,
@@ -44,26 +47,25 @@ from upsertlake.engine.bulk_insert import (
     sample_partition,
     written_record_size,
 )
-from upsertlake.engine.copy_on_write import bucket_rows, write_rows
-from upsertlake.engine.partitioning import sizing
-from upsertlake.engine.plan import WritePlan
 from upsertlake.engine.planner import plan_profile, prepare_spec
-from upsertlake.engine.prepare import POSITION, PreparedBatch, PrepareSpec
+from upsertlake.engine.prepare import PreparedBatch, PrepareSpec
 from upsertlake.engine.tag import slice_merge, table_index
+from upsertlake.engine.write_buckets import bucket_rows, write_rows
 from upsertlake.engine.write_client import WriteClient
+from upsertlake.engine.write_plan import WritePlan
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.index import BucketIndex, make_index
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.file_writer import FileWriterConfig, file_writer_config
 from upsertlake.layout.markers import reconcile_markers, staging_folder
-from upsertlake.partitioner import Bucket, UpsertPartitioner, WorkloadProfile
+from upsertlake.partitioner import Bucket, BucketPartitioner, UpsertPartitioner, WorkloadProfile
+from upsertlake.schema.columns import BUCKET, KEY, KEY_BUCKET, LOC_FILE_ID, LOC_INSTANT, LOCATION, PARTITION, POSITION
+from upsertlake.services.stat_map import StatMap, T
 from upsertlake.spark.assign import bucket_column, bucket_index_column
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
 from upsertlake.spark.tagging import (
-    KEY_BUCKET,
-    LOCATION,
     read_staged,
     rewritten_on_spark,
     spark_index_type,
@@ -77,11 +79,11 @@ from upsertlake.storage import Storage
 from upsertlake.table.open import open_table
 from upsertlake.table.table import Table
 from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.timeline.operation import Operation
 
 log = logging.getLogger(__name__)
 
-BUCKET = "_upsertlake_bucket"
 STATUS = "status"
 # Writes buckets of a planned write (the engine's `Rewrite`): (job, bucket numbers or None, attempt).
 Writer = Callable[[BucketJob, Collection[int] | None, int], list[WriteStatus]]
@@ -89,7 +91,7 @@ Writer = Callable[[BucketJob, Collection[int] | None, int], list[WriteStatus]]
 
 @arrow_only
 def write_dataframe(
-    df: object, options: WriteOptions, extra_metadata: dict[str, str] | None = None, table: Table | None = None
+    df: DataFrame, options: WriteOptions, extra_metadata: dict[str, str] | None = None, table: Table | None = None
 ) -> WriteResult:
     """Write a Spark DataFrame to the table with the options' operation, distributed;
     `extra_metadata` goes into the commit's extraMetadata. `table`: the table at the options'
@@ -119,10 +121,10 @@ def write_dataframe(
     return result
 
 
-def groups_on(spark: object) -> Callable[[Callable, list], list]:
-    """A clustering `map_groups` that writes each new file group as a Spark task."""
+def groups_on(spark: SparkSession) -> StatMap:
+    """A service's `StatMap` that writes each group of its plan as a Spark task."""
 
-    def on_spark(write: Callable, groups: list) -> list:
+    def on_spark(write: Callable[[T], WriteStat], groups: list[T], /) -> list[WriteStat]:
         return collect_settled(spark, spark.sparkContext.parallelize(groups, max(1, len(groups))).map(write))
 
     return on_spark
@@ -137,7 +139,7 @@ class _Route:
 
     operation: Operation
     cfg: Config
-    index_type: str
+    index_type: IndexType
     index: Index
     in_task: bool
     fused: bool
@@ -147,12 +149,13 @@ class _Route:
     def of(cls, df: DataFrame, client: WriteClient, options: WriteOptions, prepared: DataFrame | None) -> _Route:
         operation = options.operation
         cfg = client.context.resolve(options.hoodie)
-        index_type = spark_index_type(cfg.get(opt.INDEX_TYPE).upper(), cfg)
+        index_type = spark_index_type(cfg.get(opt.INDEX_TYPE))
         index = table_index(cfg, client.table_config) if cfg.bucket_index else make_index(index_type)
         small = options.small_batch_force or _estimated_bytes(df) <= options.small_batch_bytes
         in_task = small and not operation.sized_by_batch and not (operation.looks_up and cfg.global_index)
         keep_prepared = client.context.options.get(opt.NUM_RETRIES_ON_CONFLICT) > 0
-        return cls(operation, cfg, index_type, index, in_task, in_task and prepared is None and not keep_prepared, keep_prepared)
+        fused = in_task and prepared is None and not keep_prepared
+        return cls(operation, cfg, index_type, index, in_task, fused, keep_prepared)
 
     @property
     def bucket(self) -> BucketIndex | None:
@@ -192,7 +195,9 @@ def _write_distributed(
             client.writes.hold(instant, "prepared", prepared.unpersist)
     try:
         view = FileSystemView(timeline)
-        counts, tagged, staged, rewrites = _tag(df, prepared, route, spec, empty, client, instant, view, key_fields, parts)
+        counts, tagged, staged, rewrites = _tag(
+            df, prepared, route, spec, empty, client, instant, view, key_fields, parts
+        )
         stages["tag"] = time.perf_counter() - began
         began = time.perf_counter()
         if not route.keep_prepared and prepared is not None:
@@ -212,9 +217,17 @@ def _write_distributed(
 
 
 def _tag(
-    df: DataFrame, prepared: DataFrame | None, route: _Route, spec: PrepareSpec, empty: PreparedBatch,
-    client: WriteClient, instant: str, view: FileSystemView, key_fields: tuple[str, ...], parts: int,
-) -> tuple[list, DataFrame | None, str | None, frozenset[tuple[str, str]]]:
+    df: DataFrame,
+    prepared: DataFrame | None,
+    route: _Route,
+    spec: PrepareSpec,
+    empty: PreparedBatch,
+    client: WriteClient,
+    instant: str,
+    view: FileSystemView,
+    key_fields: tuple[str, ...],
+    parts: int,
+) -> tuple[list[Any], DataFrame | None, str | None, frozenset[tuple[str, str]]]:
     """Step 3: the counts per (partition, file group) of the tagged records (inserts as a null
     file group; under the bucket index one count per key bucket), where the records wait for
     their write: the cached tagged frame, or the file the one tag task of a small batch staged on
@@ -226,43 +239,81 @@ def _tag(
         frame, prepare = prepared, None
         if route.fused:
             frame, prepare = _gathered(df, key_fields, 1), partial(_prepared_records, spec, records)
+        assert frame is not None, "the records are prepared or gathered"
         folder = staging_folder(instant)
         client.writes.hold(instant, "tagged", partial(client.storage.delete_dir, folder))
-        staged, counts = tag_in_task(frame, records, route.operation, route.cfg, view.timeline, route.index,
-                                     client.table_config, empty.distinct, client.storage, folder, prepare)
+        staged, counts = tag_in_task(
+            frame,
+            records,
+            route.operation,
+            route.cfg,
+            view.timeline,
+            route.index,
+            client.table_config,
+            empty.distinct,
+            client.storage,
+            folder,
+            prepare,
+        )
         return counts, None, staged, frozenset((r[0], r[1]) for r in counts if r[5])
+    assert prepared is not None, "a distributed tag takes the prepared frame"
     merge = slice_merge(client.table_config, view)
     if route.bucket is not None:
         tagged, logged = tag_buckets(prepared, route.bucket, view, merge is not None)
-        key_bucket = F.when(F.col("loc_file_id").isNull(), F.col(KEY_BUCKET))
+        key_bucket = F.when(F.col(LOC_FILE_ID).isNull(), F.col(KEY_BUCKET))
     else:
-        tagged, logged = tag(prepared, route.operation, route.cfg, view, route.index_type, ordering,
-                             _order_type(spec, ordering), parts, merge), {}
+        tagged, logged = (
+            tag(
+                prepared,
+                route.operation,
+                route.cfg,
+                view,
+                route.index_type,
+                ordering,
+                _order_type(spec, ordering),
+                parts,
+                merge,
+            ),
+            {},
+        )
         key_bucket = F.lit(None).cast("int")
     tagged = tagged.persist()
     client.writes.hold(instant, "tagged", tagged.unpersist)
-    counts = (
-        tagged.groupBy(PARTITION, "loc_file_id", key_bucket.alias("b"))
-        .agg(F.count(F.lit(1)).alias("n"), F.max("loc_instant").alias("i"))
-        .select(PARTITION, "loc_file_id", "n", "i", "b")
+    groups = (
+        tagged.groupBy(PARTITION, LOC_FILE_ID, key_bucket.alias("b"))
+        .agg(F.count(F.lit(1)).alias("n"), F.max(LOC_INSTANT).alias("i"))
+        .select(PARTITION, LOC_FILE_ID, "n", "i", "b")
         .collect()
     )
-    rewrites = rewritten_on_spark(tagged, logged, merge, client.storage, parts) if logged else frozenset()
-    return counts, tagged, None, rewrites
+    rewrites: frozenset[tuple[str, str]] = frozenset()
+    if logged:
+        assert merge is not None, "slices with log files come with how they merge"
+        rewrites = rewritten_on_spark(tagged, logged, merge, client.storage, parts)
+    return groups, tagged, None, rewrites
 
 
-def _profile(counts: list, operation: Operation) -> WorkloadProfile:
+def _profile(counts: list[Any], operation: Operation) -> WorkloadProfile:
     """Step 4: the workload profile from the counts (what reaches the driver: one row per file group)."""
     counts = sorted(counts, key=lambda r: (r[0], r[1] is None, r[1] or ""))
     return WorkloadProfile.from_counts(
-        [r[0] for r in counts], [r[1] for r in counts], [r[2] for r in counts], [r[3] for r in counts],
+        [r[0] for r in counts],
+        [r[1] for r in counts],
+        [r[2] for r in counts],
+        [r[3] for r in counts],
         operation.type_name,
     )
 
 
 def _plan(
-    df: DataFrame, route: _Route, client: WriteClient, view: FileSystemView, profile: WorkloadProfile,
-    data_schema: pa.Schema, tagged: DataFrame | None, staged: str | None, counts: list,
+    df: DataFrame,
+    route: _Route,
+    client: WriteClient,
+    view: FileSystemView,
+    profile: WorkloadProfile,
+    data_schema: pa.Schema,
+    tagged: DataFrame | None,
+    staged: str | None,
+    counts: list[Any],
     rewrites: frozenset[tuple[str, str]],
 ) -> tuple[WritePlan, Writer]:
     """Step 5: the plan (Hudi's partitioner from the profile, the bucket index's from the key
@@ -272,26 +323,34 @@ def _plan(
     cfg, operation = route.cfg, route.operation
     if route.bucket is not None:
         new = {(r[0], r[4]) for r in counts if r[1] is None}
-        plan = plan_profile(client.context, operation, cfg, view, profile, data_schema, new_buckets=new,
-                            rewrites=rewrites)
+        plan = plan_profile(
+            client.context, operation, cfg, view, profile, data_schema, new_buckets=new, rewrites=rewrites
+        )
+        assert isinstance(plan.partitioner, BucketPartitioner), "the bucket index's plan has its partitioner"
         if route.in_task:
             threads = cfg.get(opt.WRITE_PARALLELISM)
             return plan, partial(_write_in_task, df.sparkSession, staged, plan.partitioner, client.storage, threads)
         by_key = operation.sized_by_batch and cfg.get(opt.BULK_INSERT_SORT_MODE) in SORTED_MODES
-        assigned = tagged.withColumn(BUCKET, bucket_index_column(plan.partitioner, PARTITION, KEY_BUCKET, "loc_file_id"))
+        assert tagged is not None, "the records are tagged by Spark"
+        bucket = bucket_index_column(plan.partitioner, PARTITION, KEY_BUCKET, LOC_FILE_ID)
+        assigned = tagged.withColumn(BUCKET, bucket)
         return plan, partial(_rewrite, assigned.drop(*LOCATION, KEY_BUCKET), client.storage, by_key=by_key)
     if operation.sized_by_batch:
         inserts = {p: w.num_inserts for p, w in profile.partitions.items()}
         sort_mode = cfg.get(opt.BULK_INSERT_SORT_MODE)
+        assert tagged is not None, "a bulk insert is tagged by Spark (it is never small enough for one task)"
         size = _record_size(tagged, inserts, data_schema, file_writer_config(cfg), sort_mode)
         buckets, first, per_file = bulk_insert_layout(inserts, size, sizing(view.timeline, cfg)[1])
-        plan = WritePlan(operation, cfg, view, profile, buckets, data_schema,
-                         merge_on_read=client.table_config.is_merge_on_read)
+        plan = WritePlan(
+            operation, cfg, view, profile, buckets, data_schema, merge_on_read=client.table_config.is_merge_on_read
+        )
         return plan, partial(_rewrite, _bulk_assign(tagged, first, per_file, sort_mode), client.storage)
     plan = plan_profile(client.context, operation, cfg, view, profile, data_schema)
+    assert isinstance(plan.partitioner, UpsertPartitioner), "a plan from a profile has Hudi's partitioner"
     if route.in_task:  # one task writes them all, from the staged file
         threads = cfg.get(opt.WRITE_PARALLELISM)
         return plan, partial(_write_in_task, df.sparkSession, staged, plan.partitioner, client.storage, threads)
+    assert tagged is not None, "the records are tagged by Spark"
     return plan, partial(_rewrite, _assign(tagged, plan.partitioner), client.storage)
 
 
@@ -340,12 +399,12 @@ def _order_type(spec: PrepareSpec, ordering: tuple[str, ...]) -> pa.DataType | N
 def _assign(tagged: DataFrame, partitioner: UpsertPartitioner) -> DataFrame:
     """Each record's bucket (Hudi's getPartition) as a SQL expression over the partitioner's small
     state: update buckets by file group, inserts by MD5 of the key against cumulative weights."""
-    bucket = bucket_column(partitioner, PARTITION, KEY, "loc_file_id")
+    bucket = bucket_column(partitioner, PARTITION, KEY, LOC_FILE_ID)
     return tagged.withColumn(BUCKET, bucket).drop(*LOCATION)
 
 
 def _record_size(
-    tagged: DataFrame, counts: dict[str, int], data_schema: pa.Schema, config: FileWriterConfig, sort_mode: str
+    tagged: DataFrame, counts: dict[str, int], data_schema: pa.Schema, file_config: FileWriterConfig, sort_mode: str
 ) -> RecordSize:
     """Bulk insert's bytes per record, measured as in process (`written_record_size`) on the
     first SAMPLE_ROWS records of the largest partition in the order its files hold them (a top-K
@@ -356,8 +415,10 @@ def _record_size(
     sort = sort_mode in SORTED_MODES
     order = [F.col(KEY), F.col(POSITION)] if sort else [F.col(POSITION)]
     sample = tagged.filter(F.col(PARTITION) == partition).drop(*LOCATION).orderBy(*order).limit(SAMPLE_ROWS)
-    measure = partial(_record_size_task, data_schema, config, sort)
-    measured = sample.mapInArrow(measure, "fixed double, per_record double, rows_per_group long, records long").collect()
+    measure = partial(_record_size_task, data_schema, file_config, sort)
+    measured = sample.mapInArrow(
+        measure, "fixed double, per_record double, rows_per_group long, records long"
+    ).collect()
     if not measured:
         return RecordSize(0.0, 1.0)
     fixed, per_record, group, _ = max(measured, key=lambda r: r[3])  # one task measures them all
@@ -376,8 +437,14 @@ def _bulk_assign(tagged: DataFrame, first: dict[str, int], per_file: int, sort_m
 
 
 def _redo(
-    df: DataFrame, schema: pa.Schema, client: WriteClient, options: WriteOptions, parts: int, prepared: DataFrame,
-    instant: str, attempt: int,
+    df: DataFrame,
+    schema: pa.Schema,
+    client: WriteClient,
+    options: WriteOptions,
+    parts: int,
+    prepared: DataFrame,
+    instant: str,
+    attempt: int,
 ) -> WriteResult:
     """The Spark `Redo` (a retry after a conflict on a record): the kept prepared frame tagged,
     partitioned and written again against the table as it is now (each task's own write token)."""
@@ -385,7 +452,11 @@ def _redo(
 
 
 def _rewrite(
-    assigned: DataFrame, storage: Storage, job: BucketJob, numbers: Collection[int] | None, attempt: int,
+    assigned: DataFrame,
+    storage: Storage,
+    job: BucketJob,
+    numbers: Collection[int] | None,
+    attempt: int,
     by_key: bool = False,
 ) -> list[WriteStatus]:
     """The Spark `Rewrite` (a re-merge, or a move to a new instant): one job over the bucket-assigned
@@ -397,8 +468,14 @@ def _rewrite(
 
 
 def _write_in_task(
-    spark: object, staged: str | None, partitioner: UpsertPartitioner, storage: Storage, threads: int, job: BucketJob,
-    numbers: Collection[int] | None, attempt: int,
+    spark: SparkSession,
+    staged: str | None,
+    partitioner: UpsertPartitioner | BucketPartitioner,
+    storage: Storage,
+    threads: int,
+    job: BucketJob,
+    numbers: Collection[int] | None,
+    attempt: int,
 ) -> list[WriteStatus]:
     """A small batch's buckets (only those in `numbers` when given) written by one task from the
     file its tag task `staged`: it assigns each record's bucket with the in-process partitioner
@@ -413,7 +490,11 @@ def _write_in_task(
 
 
 def _write_buckets(
-    assigned: DataFrame, buckets: list[Bucket], job: BucketJob, storage: Storage, numbers: list[int] | None = None,
+    assigned: DataFrame,
+    buckets: list[Bucket],
+    job: BucketJob,
+    storage: Storage,
+    numbers: list[int] | None = None,
     by_key: bool = False,
 ) -> list[WriteStatus]:
     """One task per bucket (`repartitionById`) merges and writes it (only the buckets `numbers`
@@ -426,7 +507,9 @@ def _write_buckets(
         assigned = assigned.where(F.col(BUCKET).isin(numbers))
         position = F.array_position(F.array(*[F.lit(n) for n in numbers]), F.col(BUCKET))
         task, tasks = (position - 1).cast("int"), len(numbers)
-    frame = assigned.repartitionById(tasks, task).mapInArrow(partial(_write_task, job, storage, by_key), f"{STATUS} binary")
+    frame = assigned.repartitionById(tasks, task).mapInArrow(
+        partial(_write_task, job, storage, by_key), f"{STATUS} binary"
+    )
     return _collect_statuses(frame)
 
 
@@ -452,15 +535,19 @@ def _prepared_records(spec: PrepareSpec, schema: pa.Schema, data: pa.Table) -> p
 
 @reraised_named
 def _record_size_task(
-    data_schema: pa.Schema, config: FileWriterConfig, sort: bool, batches: Iterator[pa.RecordBatch]
+    data_schema: pa.Schema, file_config: FileWriterConfig, sort: bool, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     data = task_table(batches)
     if data is not None:  # in file order, as `_bulk_assign` ranks them
         data = data.sort_by([(KEY, "ascending"), (POSITION, "ascending")] if sort else [(POSITION, "ascending")])
-        size = written_record_size(data, data_schema, config)
+        size = written_record_size(data, data_schema, file_config)
         yield pa.RecordBatch.from_pydict(
-            {"fixed": [size.fixed], "per_record": [size.per_record], "rows_per_group": [size.rows_per_group],
-             "records": [data.num_rows]}
+            {
+                "fixed": [size.fixed],
+                "per_record": [size.per_record],
+                "rows_per_group": [size.rows_per_group],
+                "records": [data.num_rows],
+            }
         )
 
 
@@ -489,21 +576,32 @@ def _write_task(
 
 @reraised_named
 def _write_all_task(
-    staged: str, job: BucketJob, partitioner: UpsertPartitioner, storage: Storage, threads: int,
-    numbers: list[int] | None, batches: Iterator[pa.RecordBatch],
+    staged: str,
+    job: BucketJob,
+    partitioner: UpsertPartitioner | BucketPartitioner,
+    storage: Storage,
+    threads: int,
+    numbers: list[int] | None,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """`_write_in_task`'s task: every staged record, in input order, assigned to its bucket and
     written as in process (`numbers`: only those buckets)."""
     for _ in batches:  # the one row that gives the task to run
         pass
     data = read_staged(storage, staged).sort_by(POSITION)
-    assignment = partitioner.assign(data.column(PARTITION), data.column(KEY), data.column("loc_file_id"))
+    assignment = partitioner.assign(data.column(PARTITION), data.column(KEY), data.column(LOC_FILE_ID))
     records = data.drop_columns([*LOCATION, POSITION])
     rows = bucket_rows(assignment, len(job.buckets))
     if numbers is not None:
         rows = {n: rows[n] for n in numbers if n in rows}
-    statuses = write_rows(storage, job.for_batch(records, rows, threads or os.cpu_count() or 1), records, rows, threads,
-                          write_token=_write_token())
+    statuses = write_rows(
+        storage,
+        job.for_batch(records, rows, threads or os.cpu_count() or 1),
+        records,
+        rows,
+        threads,
+        write_token=_write_token(),
+    )
     yield from _statuses(statuses)
 
 

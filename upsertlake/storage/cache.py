@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
 
@@ -60,10 +60,10 @@ class Caches:
     """The named caches of one store."""
 
     def __init__(self) -> None:
-        self._named: dict[str, Lru] = {}
+        self._named: dict[str, Lru[Any]] = {}
         self._lock = threading.Lock()
 
-    def get(self, name: str, limit: int, size: Callable[[object], int] | None = None) -> Lru:
+    def get(self, name: str, limit: int, size: Callable[[Any], int] | None = None) -> Lru[Any]:
         """The cache `name`, made with `limit` (and `size`) when first asked for."""
         with self._lock:
             if name not in self._named:

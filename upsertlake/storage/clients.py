@@ -37,7 +37,7 @@ def normalized(options: Mapping[str, object] | None) -> dict[str, str]:
             f"storage_options take strings, as delta-rs and obstore do; not {named}: write the value as a "
             "string (\"true\", \"30s\", \"us-east-1\")"
         )
-    return {k.lower(): v for k, v in (options or {}).items()}
+    return {k.lower(): str(v) for k, v in (options or {}).items()}
 
 
 def _endpoint(options: dict[str, str]) -> str | None:
@@ -71,6 +71,8 @@ def object_store(location: Location, options: dict[str, str]) -> Any:
     else:
         url = location.uri
     try:
-        return from_url(url, config=config or None, client_options=client or None)
+        # obstore types `config` per store (a TypedDict of its keys); these are the user's keys for the
+        # store the URL names, which obstore checks itself when it builds the client.
+        return from_url(url, config=config or None, client_options=client or None)  # type: ignore[arg-type]
     except Exception as exc:  # obstore raises its own errors (and panics) for unknown keys
         raise ConfigError(f"cannot open {location.uri}: {exc}") from exc

@@ -12,10 +12,11 @@ its checksum file first, so Hudi reads it unchecked, as it reads every file we w
 
 from __future__ import annotations
 
+import builtins
 import os
 import uuid
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -54,14 +55,14 @@ class LocalStore(Store):
         return FileEntry(rel, info.size or 0, False, info.mtime_ns or 0)
 
     def exists(self, rel: str) -> bool:
-        return _FS.get_file_info(self._path(rel)).type != pafs.FileType.NotFound
+        return bool(_FS.get_file_info(self._path(rel)).type != pafs.FileType.NotFound)
 
     def folder_exists(self, rel: str) -> bool:
         return self.exists(rel)
 
     def read_bytes(self, rel: str) -> bytes:
         with _FS.open_input_stream(self._path(rel)) as f:
-            return f.read()
+            return bytes(f.read())
 
     def read_versioned(self, rel: str) -> tuple[bytes, str] | None:
         raise NotImplementedError("a local file system has no versions (conditional_writes is False)")
@@ -85,11 +86,11 @@ class LocalStore(Store):
             for info in _FS.get_file_info(selector)
         ]
 
-    def list_outside(self, folder: str) -> list[FileEntry]:
+    def list_outside(self, folder: str) -> builtins.list[FileEntry]:
         cut = f"{folder}/"
         return [e for e in self.list("", True) if not e.is_dir and e.path != folder and not e.path.startswith(cut)]
 
-    def missing(self, paths: Iterable[str]) -> list[str]:
+    def missing(self, paths: Iterable[str]) -> builtins.list[str]:
         return [p for p in paths if self.stat(p) is None]
 
     def makedirs(self, rel: str) -> None:
@@ -144,10 +145,8 @@ class LocalStore(Store):
     def _drop_checksum(self, rel: str) -> None:
         """Remove the Hadoop checksum file Hudi may keep beside `rel` (module docstring)."""
         head, _, name = rel.rpartition("/")
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(self._path(f"{head}/.{name}.crc" if head else f".{name}.crc"))
-        except FileNotFoundError:
-            pass
 
     def delete_dir(self, rel: str) -> None:
         """A file another process adds (or removes) meanwhile fails one attempt ("Directory not

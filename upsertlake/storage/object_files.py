@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -95,7 +94,7 @@ class ObjectReader(io.RawIOBase):
             self._requests.count("GET")
             data = bytes(obstore.get_range(self._store, self._path, start=start, end=end))
         self._pos = end
-        return data
+        return bytes(data)
 
     def readall(self) -> bytes:
         return self.read(-1)
@@ -139,7 +138,7 @@ class Uploads:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self._pool.shutdown(wait=True)
-        failures = [f.exception() for f in self._futures if f.exception() is not None]
+        failures = [e for f in self._futures if (e := f.exception()) is not None]
         if failures and exc_type is None:
             raise failures[0]
 

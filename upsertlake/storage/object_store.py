@@ -12,6 +12,7 @@ through, since callers act on them. Objects read whole lately are kept (its
 
 from __future__ import annotations
 
+import builtins
 import copy
 import functools
 import uuid
@@ -26,10 +27,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.errors import StorageError
+from upsertlake.storage.cache import Caches
 from upsertlake.storage.clients import object_store
 from upsertlake.storage.failures import describe
 from upsertlake.storage.location import Location
-from upsertlake.storage.cache import Caches
 from upsertlake.storage.object_files import WHOLE_FILE_BYTES, ObjectUpload, Uploads, open_object
 from upsertlake.storage.requests import RequestCounts
 from upsertlake.storage.store import FileEntry, Store
@@ -51,7 +52,9 @@ def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
         except Exception as exc:
             if not _is_store_failure(exc):
                 raise
-            raise StorageError(f"{method.__name__} {self.location.child(rel)} failed: {describe(exc, self.location)}") from exc
+            raise StorageError(
+                f"{method.__name__} {self.location.child(rel)} failed: {describe(exc, self.location)}"
+            ) from exc
 
     return wrapper
 
@@ -113,7 +116,7 @@ class ObjectStore(Store):
             got = obstore.get(self._client, rel)
         except FileNotFoundError:
             return None
-        return bytes(got.bytes()), got.meta["e_tag"]
+        return bytes(got.bytes()), got.meta["e_tag"] or ""
 
     def open_input(self, rel: str) -> pa.NativeFile:
         """One GET of the tail, then ranged GETs (`object_files.open_object`)."""
@@ -135,13 +138,13 @@ class ObjectStore(Store):
         return dirs + [_entry(m["path"], m) for m in found["objects"]]
 
     @_named_errors
-    def list_outside(self, folder: str) -> list[FileEntry]:
+    def list_outside(self, folder: str) -> builtins.list[FileEntry]:
         """A listing returns 1,000 objects a request, in key order, and `.hoodie/` holds thousands
         on a long timeline: a listing whose page ends inside `folder` stops there and a second one
         starts after its last possible key."""
         cut = f"{folder}/"
         self.requests.count("LIST")
-        out: list[FileEntry] = []
+        out: builtins.list[FileEntry] = []
         after = cut + "\U0010ffff"  # the greatest code point: every key under `folder/` sorts before it
         for chunk in obstore.list(self._client, None, chunk_size=LIST_PAGE):
             out += [_entry(m["path"], m) for m in chunk if not cut <= m["path"] < after]
@@ -152,7 +155,7 @@ class ObjectStore(Store):
                 break
         return out
 
-    def missing(self, paths: Iterable[str]) -> list[str]:
+    def missing(self, paths: Iterable[str]) -> builtins.list[str]:
         """One listing of each folder holding several of `paths` answers for all (a HEAD for a
         lone one), the folders asked at once: a commit checks every file it wrote with as many
         requests as folders, not files."""
@@ -160,7 +163,7 @@ class ObjectStore(Store):
         for path in paths:
             by_folder.setdefault(path.rpartition("/")[0], []).append(path)
 
-        def gone_from(folder: str) -> list[str]:
+        def gone_from(folder: str) -> builtins.list[str]:
             wanted = by_folder[folder]
             if len(wanted) == 1:
                 return [p for p in wanted if self.stat(p) is None]
@@ -220,10 +223,11 @@ class ObjectStore(Store):
 
     @_named_errors
     def put_if(self, rel: str, data: bytes, version: str | None) -> str | None:
-        mode = "create" if version is None else {"e_tag": version}
         try:
             self.requests.count("PUT")
-            return obstore.put(self._client, rel, data, mode=mode)["e_tag"]
+            if version is None:
+                return obstore.put(self._client, rel, data, mode="create")["e_tag"]
+            return obstore.put(self._client, rel, data, mode={"e_tag": version})["e_tag"]
         except (obstore.exceptions.AlreadyExistsError, obstore.exceptions.PreconditionError):
             return None
 

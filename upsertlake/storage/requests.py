@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from typing import Any
 
 KINDS = ("LIST", "GET", "HEAD", "PUT", "DELETE")
 
@@ -17,7 +18,7 @@ class RequestCounts:
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), ())  # a copy in another process (a Spark task) counts its own, from 0
 
     def count(self, kind: str, n: int = 1) -> None:

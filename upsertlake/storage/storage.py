@@ -9,6 +9,7 @@ writes, whether requests are worth batching). See docs/DESIGN.md §4.
 
 from __future__ import annotations
 
+import builtins
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -52,7 +53,7 @@ class Storage:
         self.requests: RequestCounts = requests
         self._pid_store: tuple[int, Store] | None = None
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_pid_store": None}
 
     def __eq__(self, other: object) -> bool:
@@ -102,7 +103,7 @@ class Storage:
         """Whether `read_versioned`/`put_if` work here (object stores: ETags and conditional PUTs)."""
         return self._store.conditional_writes
 
-    def cache(self, name: str, limit: int, size: Callable[[Any], int] | None = None) -> Lru:
+    def cache(self, name: str, limit: int, size: Callable[[Any], int] | None = None) -> Lru[Any]:
         """The store's cache `name` (made with `limit`, and `size` per entry, when first asked for):
         what this table's files said lately, kept as long as this storage's store."""
         return self._store.caches.get(name, limit, size)
@@ -174,7 +175,7 @@ class Storage:
         recursive listing names files only (prefixes are not objects)."""
         return self._store.list(rel, recursive)
 
-    def list_outside(self, folder: str) -> list[FileEntry]:
+    def list_outside(self, folder: str) -> builtins.list[FileEntry]:
         """Every file below the base except those under `folder` (the table's files without its
         `.hoodie/`), however many `folder` holds."""
         return self._store.list_outside(folder)

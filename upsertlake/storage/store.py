@@ -7,6 +7,7 @@ The commit point needs only `write_if_absent`; nothing relies on rename.
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
@@ -82,11 +83,11 @@ class Store(ABC):
         """Entries below `rel` (empty when nothing is there)."""
 
     @abstractmethod
-    def list_outside(self, folder: str) -> list[FileEntry]:
+    def list_outside(self, folder: str) -> builtins.list[FileEntry]:
         """Every file below the base except those under `folder`."""
 
     @abstractmethod
-    def missing(self, paths: Iterable[str]) -> list[str]:
+    def missing(self, paths: Iterable[str]) -> builtins.list[str]:
         """Those of `paths` that are not files now."""
 
     @abstractmethod

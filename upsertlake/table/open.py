@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from upsertlake.config import Config
+from upsertlake.config import Config, option_list
 from upsertlake.config import options as opt
+from upsertlake.config.enums import MergeMode
 from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.config.table_config import (
-    COMMIT_TIME_ORDERING,
-    EVENT_TIME_ORDERING,
     MERGE_ON_READ,
     WRITABLE_VERSIONS,
     TableConfig,
@@ -45,7 +44,7 @@ def _fields(value: str | Sequence[str] | None) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
-        return tuple(v.strip() for v in value.split(",") if v.strip())
+        return tuple(option_list(value))
     return tuple(value)
 
 
@@ -96,7 +95,7 @@ def create_table(
         create_schema = avro_schema_json(arrow_to_avro(schema, name))
     # as Hudi 1.x infers it: the option, else event time when there is a precombine field
     mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
-    mode = mode or (EVENT_TIME_ORDERING if ordering else COMMIT_TIME_ORDERING)
+    mode = mode or (MergeMode.EVENT_TIME if ordering else MergeMode.COMMIT_TIME)
     config = TableConfig(
         name=name,
         record_key_fields=keys,
@@ -111,8 +110,10 @@ def create_table(
         extra=merge_on_read_payload(mode) if kind == MERGE_ON_READ else {},
     )
     if kind == MERGE_ON_READ and len(ordering) > 1:
-        raise ConfigError(f"merge-on-read tables ordered by several fields ({', '.join(ordering)}) are not supported yet; "
-                          "order by one field, or create a copy-on-write table")
+        raise ConfigError(
+            f"merge-on-read tables ordered by several fields ({', '.join(ordering)}) are not supported yet; "
+            "order by one field, or create a copy-on-write table"
+        )
     version = resolved.get(opt.WRITE_TABLE_VERSION)
     if version not in WRITABLE_VERSIONS:
         key = TABLE_VERSION_KEY if asked is not None else opt.WRITE_TABLE_VERSION.key
@@ -133,7 +134,9 @@ def create_table(
 
 
 def upgrade_table(
-    path: str | os.PathLike[str], version: int = 8, options: Mapping[str, object] | None = None,
+    path: str | os.PathLike[str],
+    version: int = 8,
+    options: Mapping[str, object] | None = None,
     storage_options: Mapping[str, object] | None = None,
 ) -> UpgradeResult:
     """Upgrade the table at `path` to table version `version`, 8 or 9 (6 -> 8, 6 -> 9 and 8 -> 9, as

@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
+from upsertlake.config.enums import CleanPolicy
 from upsertlake.config.table_config import (
     TableConfig,
 )
@@ -38,19 +39,20 @@ from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant
 from upsertlake.timeline.instant_time import normalize_instant
-from upsertlake.util.times import TimeLike
 from upsertlake.timeline.operation import Operation
+from upsertlake.util.times import TimeLike
 
 if TYPE_CHECKING:
     import pyarrow.dataset
 
     from upsertlake.concurrency.lock import TableLock
-    from upsertlake.engine.plan import Progress, WritePlan
     from upsertlake.engine.write_client import WriteClient
+    from upsertlake.engine.write_plan import Progress, WritePlan
     from upsertlake.engine.write_result import WriteResult
     from upsertlake.services.clean import CleanResult
-    from upsertlake.services.cluster import ClusterResult, GroupMap
-    from upsertlake.services.compaction import CompactionResult, OperationMap
+    from upsertlake.services.cluster import ClusterResult
+    from upsertlake.services.compaction import CompactionResult
+    from upsertlake.services.stat_map import StatMap
 
 log = logging.getLogger(__name__)
 
@@ -59,16 +61,18 @@ class Table:
     """An Apache Hudi table (copy-on-write or merge-on-read) at a path, with write options for
     this object's writes."""
 
-    def __init__(self, storage: Storage, config: TableConfig, options: Mapping[str, object] | None = None) -> None:
-        config.check_readable()  # e.g. a table version this engine would misread: refused at open
+    def __init__(
+        self, storage: Storage, table_config: TableConfig, options: Mapping[str, object] | None = None
+    ) -> None:
+        table_config.check_readable()  # e.g. a table version this engine would misread: refused at open
         options, version = take_table_version(options)
         if version is not None:
-            config.check_write_version(version, TABLE_VERSION_KEY)
+            table_config.check_write_version(version, TABLE_VERSION_KEY)
         self.storage = storage
-        self._config = config
-        self.options = Config.resolve(options, table_properties=table_layer(config))
-        self._upgrade_to = upgrade_before_writing(config, self.options)
-        check_against_table(self.options, config)
+        self._config = table_config
+        self.options = Config.resolve(options, table_properties=table_layer(table_config))
+        self._upgrade_to = upgrade_before_writing(table_config, self.options)
+        check_against_table(self.options, table_config)
         self._client: WriteClient | None = None
 
     @property
@@ -161,7 +165,7 @@ class Table:
         self, operation: Operation, data: object, options: Mapping[str, object] | None,
         progress: Progress | None = None, extra_metadata: Mapping[str, str] | None = None,
     ) -> WriteResult:
-        from upsertlake.engine.plan import stage
+        from upsertlake.engine.write_plan import stage
 
         before = self.storage.requests.snapshot()
         client = self.write_client()
@@ -178,7 +182,7 @@ class Table:
             if operation.writes_records:
                 result = client.write(operation, data, instant, dict(options) if options else None, progress)
             else:
-                result = client.delete_partitions(data, instant)
+                result = client.delete_partitions(cast("list[str]", data), instant)  # names of partitions
             with stage({}, "commit", progress):
                 result = client.commit(instant, result, dict(extra_metadata) if extra_metadata else None)
         except BaseException:
@@ -192,13 +196,13 @@ class Table:
         return replace(result, store_requests=self.storage.requests.since(before))
 
     def services_after_commit(
-        self, options: Mapping[str, object] | None = None, map_groups: GroupMap | None = None
+        self, options: Mapping[str, object] | None = None, map_groups: StatMap | None = None
     ) -> None:
         """What runs after every commit (a distributed writer calls it with its own `map_groups`)."""
         self._services_after_commit(self.options.with_overrides(options), map_groups)
 
     def _services_after_commit(
-        self, cfg: Config, map_groups: GroupMap | None = None, timeline: Timeline | None = None
+        self, cfg: Config, map_groups: StatMap | None = None, timeline: Timeline | None = None
     ) -> None:
         """Hudi's order after a commit: inline compaction (merge-on-read), inline clustering,
         automatic clean, archival; then, on an object store, the commit digest. The commit stands
@@ -230,7 +234,7 @@ class Table:
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)
 
     def compact(
-        self, options: Mapping[str, object] | None = None, map_ops: OperationMap | None = None
+        self, options: Mapping[str, object] | None = None, map_ops: StatMap | None = None
     ) -> CompactionResult:
         """Merge-on-read: fold the log files of every file slice that has some into new base files
         (schedule, execute, commit). A plan a dead compactor left inflight is rolled back and run
@@ -238,7 +242,7 @@ class Table:
         `upsertlake.spark.compact` passes a `map_ops` that merges each slice as a Spark task."""
         return self._compact(self.options.with_overrides(options), map_ops)
 
-    def _compact(self, cfg: Config, map_ops: OperationMap | None) -> CompactionResult:
+    def _compact(self, cfg: Config, map_ops: StatMap | None) -> CompactionResult:
         from upsertlake.services.compaction import compact, in_process
 
         return compact(self.storage, self._lock, self.config, cfg, map_ops or in_process)
@@ -251,7 +255,7 @@ class Table:
         return archive(self.storage, self._lock, self.options.with_overrides(options))
 
     def cluster(
-        self, options: Mapping[str, object] | None = None, map_groups: GroupMap | None = None
+        self, options: Mapping[str, object] | None = None, map_groups: StatMap | None = None
     ) -> ClusterResult:
         """Merge small file groups per partition into files near the target size (a replacecommit);
         on a merge-on-read table each slice is read merged with its log files. When no partition
@@ -259,7 +263,7 @@ class Table:
         `upsertlake.spark.cluster` passes a `map_groups` that writes each new group as a Spark task."""
         return self._cluster(self.options.with_overrides(options), map_groups)
 
-    def _cluster(self, cfg: Config, map_groups: GroupMap | None) -> ClusterResult:
+    def _cluster(self, cfg: Config, map_groups: StatMap | None) -> ClusterResult:
         from upsertlake.services.cluster import cluster, in_process
 
         result = cluster(self.storage, self._lock, self.config, cfg, map_groups or in_process)
@@ -268,11 +272,13 @@ class Table:
         return result
 
     # -- table services (upsertlake.services) --------------------------------------------------
-    def clean(self, policy: str | None = None, retained: int | None = None) -> CleanResult:
-        """Delete file versions no retained read needs (hoodie.cleaner.policy and its count)."""
+    def clean(self, policy: str | CleanPolicy | None = None, retained: int | None = None) -> CleanResult:
+        """Delete file versions no retained read needs (`policy`, default hoodie.cleaner.policy,
+        and its count)."""
         from upsertlake.services.clean import clean
 
-        return clean(self.storage, self._lock, self.options, policy, retained)
+        cfg = self.options.with_overrides({opt.CLEANER_POLICY.key: policy})
+        return clean(self.storage, self._lock, cfg, retained)
 
     def savepoint(self, instant: TimeLike | None = None, comment: str = "") -> Instant:
         """Pin a completed commit's snapshot (default: the latest) against cleaning, for restore."""
@@ -293,13 +299,12 @@ class Table:
         else the latest commit), or any pending instant whose writer is gone, as a `.rollback`.
         An inflight compaction goes back to its plan (requested), its files deleted, as Hudi's
         rollbackInflightCompaction does; the next `compact` runs it again."""
-        from upsertlake.services.compaction import rollback_inflight
-        from upsertlake.services.rollback import rollback
+        from upsertlake.services.rollback import rollback, rollback_compaction
 
         when = self._instant(instant)
         compaction = next((i for i in Timeline.load(self.storage).pending_compactions() if i.time == when), None)
         if compaction is not None:
-            return rollback_inflight(self.storage, self._lock, compaction, self.options)
+            return rollback_compaction(self.storage, self._lock, compaction, self.options)
         done = rollback(self.storage, self._lock, when, self.options)
         self._drop_client()
         return done
@@ -345,7 +350,9 @@ class Table:
             if begin is None or as_of is not None or query_type not in (SNAPSHOT, INCREMENTAL):
                 raise ConfigError("an incremental scan takes begin= (and end=), not as_of= or another query type")
             timeline = Timeline.load(self.storage)
-            plan = incremental_scan(timeline, self.config, self._instant(begin), self._instant(end), filters)
+            since = self._instant(begin)
+            assert since is not None
+            plan = incremental_scan(timeline, self.config, since, self._instant(end), filters)
         elif end is not None:
             raise ConfigError("end= bounds an incremental scan: give begin= too")
         else:

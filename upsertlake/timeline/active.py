@@ -10,9 +10,11 @@ on the timeline, and its commit document is stored in Avro.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from upsertlake.errors import CorruptTableError, MergeOnReadError, UpsertlakeError
 from upsertlake.storage import FileEntry, Storage
@@ -157,10 +159,8 @@ class Timeline:
             todo = unread(todo)
 
         def read(inst: Instant) -> None:
-            try:
+            with contextlib.suppress(UpsertlakeError, OSError):
                 self.document(inst)
-            except (UpsertlakeError, OSError):
-                pass
 
         if todo:
             with ThreadPoolExecutor(max_workers=min(PREFETCH_THREADS, len(todo))) as pool:
@@ -248,7 +248,7 @@ def _refuse_delta_commits(storage: Storage, instants: Iterable[Instant]) -> None
         )
 
 
-def _documents(storage: Storage) -> Lru:
+def _documents(storage: Storage) -> Lru[Any]:
     """The bytes of the completed instants' documents read from an object store, by (path,
     version), kept by the storage: the commit documents are what the commit digest is written from."""
     return storage.cache("timeline documents", DOCUMENTS_KEPT)
@@ -301,10 +301,6 @@ def _archive_shown(layout: TimelineLayout, metafolder: list[FileEntry] | None, e
         return None
     shown = {e.path for e in (*metafolder, *entries) if e.is_dir}
     return LEGACY_FOLDER in shown or layout.archive in shown
-
-
-def _list_instants(storage: Storage, layout: TimelineLayout) -> Iterable[Instant]:
-    return (inst for _, inst in _instants_in(storage.list(layout.folder), layout))
 
 
 def _instants_in(entries: Iterable[FileEntry], layout: TimelineLayout) -> Iterable[tuple[FileEntry, Instant]]:

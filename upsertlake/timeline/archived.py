@@ -14,8 +14,8 @@ next archival moves their instants into Hudi's format and deletes them.
 from __future__ import annotations
 
 import io
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import Any, cast
 
 import fastavro
 
@@ -87,7 +87,9 @@ def read_legacy_file(storage: Storage, entry: FileEntry) -> dict[Instant, bytes]
     return _cached(storage, entry, _read_legacy)
 
 
-def _cached(storage: Storage, entry: FileEntry, read: Any) -> dict[Instant, bytes]:
+def _cached(
+    storage: Storage, entry: FileEntry, read: Callable[[Storage, str], dict[Instant, bytes]]
+) -> dict[Instant, bytes]:
     """An archive file's instants, parsed once and kept by the storage under its size and mtime
     (archive files are written once; a re-created table is read again)."""
     parsed = storage.cache("archive files", FILES_KEPT)
@@ -96,7 +98,7 @@ def _cached(storage: Storage, entry: FileEntry, read: Any) -> dict[Instant, byte
     if got is None:
         got = read(storage, entry.path)
         parsed.put(key, got)
-    return got
+    return cast("dict[Instant, bytes]", got)
 
 
 def _read_log_file(storage: Storage, rel: str) -> dict[Instant, bytes]:
@@ -106,9 +108,11 @@ def _read_log_file(storage: Storage, rel: str) -> dict[Instant, bytes]:
 
 def _read_legacy(storage: Storage, rel: str) -> dict[Instant, bytes]:
     try:
-        records = list(fastavro.reader(io.BytesIO(storage.read_bytes(rel))))
+        records = cast("list[dict[str, Any]]", list(fastavro.reader(io.BytesIO(storage.read_bytes(rel)))))
         return {
-            Instant(r["instantTime"], Action(r["action"]), State.COMPLETED, r.get("completionTime")): bytes(r["metadata"])
+            Instant(r["instantTime"], Action(r["action"]), State.COMPLETED, r.get("completionTime")): bytes(
+                r["metadata"]
+            )
             for r in records
         }
     except (ValueError, KeyError, EOFError) as exc:
@@ -136,7 +140,7 @@ def listed_archive(
     now = frozenset(active)
     last = held.get("last")
     if last is not None and last[0] and last[0] <= now and last[2] == layout:
-        return last[1]
+        return cast("dict[Instant, bytes]", last[1])
     archived = load_archived(storage, layout)
     held.put("last", (now, archived, layout))
     return archived

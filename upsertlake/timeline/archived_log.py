@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 
@@ -79,7 +79,13 @@ _DOCUMENT_SCHEMA = {
 @cache
 def entry_schema_json() -> str:
     """HoodieArchivedMetaEntry's schema as Hudi 0.15 writes it in every block header."""
-    return resources.files("upsertlake.timeline").joinpath("avro", f"{ENTRY_SCHEMA}.avsc").read_text("utf-8").strip()
+    return (
+        resources.files("upsertlake.timeline")
+        .joinpath("avro")
+        .joinpath(f"{ENTRY_SCHEMA}.avsc")
+        .read_text("utf-8")
+        .strip()
+    )
 
 
 @cache
@@ -91,7 +97,7 @@ def _parsed(schema_json: str) -> Any:
 def _field_schemas() -> dict[str, Any]:
     """The record schema of each document field of the entry (its union's non-null branch),
     named types expanded so each stands alone."""
-    expanded = fastavro.parse_schema(json.loads(entry_schema_json()), expand=True)
+    expanded = cast("dict[str, Any]", fastavro.parse_schema(json.loads(entry_schema_json()), expand=True))
     out = {}
     for f in expanded["fields"]:
         branches = f["type"] if isinstance(f["type"], list) else [f["type"]]
@@ -129,7 +135,9 @@ def merge_candidates(listing: Iterable[FileEntry], small_bytes: int) -> list[Fil
 
 def merge_plan(candidates: Sequence[str], merged: str) -> bytes:
     """The plan of a merge: the candidates' paths and the merged file's name."""
-    return documents.encode(MERGE_PLAN_SCHEMA, {"version": 1, "candidate": list(candidates), "mergedArchiveFileName": merged})
+    return documents.encode(
+        MERGE_PLAN_SCHEMA, {"version": 1, "candidate": list(candidates), "mergedArchiveFileName": merged}
+    )
 
 
 def read_merge_plan(data: bytes, source: str) -> tuple[list[str], str]:
@@ -141,7 +149,7 @@ def read_merge_plan(data: bytes, source: str) -> tuple[list[str], str]:
 def next_archive_file_name(listing: Iterable[FileEntry]) -> str:
     """The file an archival creates: version 1, or the newest version + 1 (Hudi rolls over, as
     storage without append cannot add to the newest)."""
-    versions = [archive_file_version(e.name) for e in archive_log_files(listing)]
+    versions = [v for e in archive_log_files(listing) if (v := archive_file_version(e.name)) is not None]
     version = max(versions, default=0) + 1
     return f".commits_.archive.{version}_{WRITE_TOKEN}"
 
@@ -156,7 +164,7 @@ def read_entries(data: bytes, name: str) -> list[dict[str, Any]]:
     for schema_json, datums in read_avro_datums(data, name):
         try:
             schema = _parsed(schema_json)
-            entries += [fastavro.schemaless_reader(io.BytesIO(d), schema, None) for d in datums]
+            entries += [cast("dict[str, Any]", fastavro.schemaless_reader(io.BytesIO(d), schema, None)) for d in datums]
         except (ValueError, KeyError, EOFError, TypeError, IndexError) as exc:
             raise CorruptTableError(f"cannot parse archived timeline file {name}: {exc}") from exc
     return entries
@@ -187,7 +195,7 @@ def _action(name: object) -> Action | None:
 def _document(entry: dict[str, Any], action: Action, source: str) -> bytes:
     field = _COMPLETED_FIELD.get(action)
     value = entry.get(field) if field else None
-    if value is None:
+    if field is None or value is None:
         return b""  # an empty completed file (Hudi archives those as entries without a document)
     if field in (_COMMIT, _REPLACE):
         if isinstance(value, (str, bytes)):  # very old entries: the JSON document itself
@@ -274,7 +282,7 @@ def _commit_record(data: bytes, field: str, source: str) -> dict[str, Any]:
             doc = json.loads(data.decode("utf-8")) if data.strip() else {}
     except ValueError as exc:
         raise CorruptTableError(f"cannot parse {source}: {exc}") from exc
-    record = conform(doc, _field_schemas()[field])
+    record = cast("dict[str, Any]", conform(doc, _field_schemas()[field]))
     record["partitionToWriteStats"] = record.get("partitionToWriteStats") or {}
     record["extraMetadata"] = {**(record.get("extraMetadata") or {}), ROLLING_STAT: ""}
     record["operationType"] = "COMPACT" if doc.get("compacted") else (record.get("operationType") or "UNKNOWN")

@@ -57,7 +57,13 @@ SCHEMA = pa.schema([
 @cache
 def _footer() -> dict[str, str]:
     """The footer keys parquet-avro writes: the Avro schema of the rows, and the writer model."""
-    text = resources.files("upsertlake.timeline").joinpath("avro", f"{RECORD_SCHEMA}.avsc").read_text("utf-8").strip()
+    text = (
+        resources.files("upsertlake.timeline")
+        .joinpath("avro")
+        .joinpath(f"{RECORD_SCHEMA}.avsc")
+        .read_text("utf-8")
+        .strip()
+    )
     return {"parquet.avro.schema": text, "writer.model.name": "avro"}
 
 
@@ -104,9 +110,13 @@ def read_manifest(storage: Storage, folder: str, version: int) -> list[tuple[str
         doc = json.loads(storage.read_bytes(rel).decode("utf-8") or "{}")
         return [(str(f["fileName"]), int(f["fileLen"])) for f in doc.get("files") or []]
     except FileNotFoundError:
-        raise CorruptTableError(f"the archived timeline's version file names {storage.full_path(rel)}, which does not exist") from None
+        raise CorruptTableError(
+            f"the archived timeline's version file names {storage.full_path(rel)}, which does not exist"
+        ) from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CorruptTableError(f"cannot parse the archived timeline's manifest {storage.full_path(rel)}: {exc}") from exc
+        raise CorruptTableError(
+            f"cannot parse the archived timeline's manifest {storage.full_path(rel)}: {exc}"
+        ) from exc
 
 
 def manifest_bytes(files: Sequence[tuple[str, int]]) -> bytes:
@@ -114,7 +124,7 @@ def manifest_bytes(files: Sequence[tuple[str, int]]) -> bytes:
     if not files:
         return b'{\n  "files" : [ ]\n}'
     entries = ", ".join(
-        "{\n" f'    "fileName" : {json.dumps(name)},\n' f'    "fileLen" : {length}\n' "  }" for name, length in files
+        f'{{\n    "fileName" : {json.dumps(name)},\n    "fileLen" : {length}\n  }}' for name, length in files
     )
     return ('{\n  "files" : [ ' + entries + " ]\n}").encode()
 
@@ -148,7 +158,7 @@ def read_snapshot(storage: Storage, folder: str, version: int) -> list[LsmInstan
     storage: it is never rewritten (a compaction writes a file of another name), so a writer
     reloading the archive after an archival reads only the files that are new."""
     parsed = storage.cache("lsm timeline files", FILES_KEPT)
-    rows = []
+    rows: list[LsmInstant] = []
     for name, size in read_manifest(storage, folder, version):
         key = (f"{folder}/{name}", size)
         got = parsed.get(key)
@@ -205,7 +215,7 @@ def encode_file(rows: Sequence[LsmInstant]) -> bytes:
     with pq.ParquetWriter(sink, SCHEMA, compression="gzip", store_schema=False) as writer:
         writer.write_table(table)
         writer.add_key_value_metadata(_footer())
-    return sink.getvalue().to_pybytes()
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def write(storage: Storage, folder: str, rows: Sequence[LsmInstant]) -> str:

@@ -23,7 +23,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -68,11 +68,11 @@ class FileColumnStats:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, TypeError):
             return None
 
-    def to_json(self) -> list:
+    def to_json(self) -> list[Any]:
         return [self.rows, {name: list(entry) for name, entry in self.columns.items()}]
 
     @classmethod
-    def from_json(cls, doc: list) -> FileColumnStats:
+    def from_json(cls, doc: list[Any]) -> FileColumnStats:
         rows, columns = doc
         return cls(int(rows), {name: tuple(entry) for name, entry in columns.items()})
 
@@ -92,7 +92,9 @@ def of_row_groups(metadata: pq.FileMetaData, columns: Collection[str]) -> list[F
     possible), the footer's schema resolved once: what skipping row groups by a filter needs."""
     leaves = [(f, i) for f, i in _leaves(metadata) if f.name in columns]
     return [
-        FileColumnStats(metadata.row_group(g).num_rows, {f.name: _footer_entry(metadata, i, f, [g], True) for f, i in leaves})
+        FileColumnStats(
+            metadata.row_group(g).num_rows, {f.name: _footer_entry(metadata, i, f, [g], True) for f, i in leaves}
+        )
         for g in range(metadata.num_row_groups)
     ]
 
@@ -127,29 +129,41 @@ def _footer_entry(
     return column_entry(f.type, low, high, nulls, nans)
 
 
-def of_table(table: pa.Table) -> FileColumnStats:
+def of_table(data: pa.Table) -> FileColumnStats:
     """The statistics of records about to be written (a log file's data block)."""
-    if not table.num_rows:
+    if not data.num_rows:
         return FileColumnStats(0)
     out = {}
-    for f in _indexed(table.schema):
-        column = table.column(f.name)
+    for f in _indexed(data.schema):
+        column = data.column(f.name)
         bounds = pc.min_max(column)
         nans = pa.types.is_floating(f.type) and bool(pc.any(pc.is_nan(column)).as_py())
         out[f.name] = column_entry(f.type, bounds["min"].as_py(), bounds["max"].as_py(), column.null_count, nans)
-    return FileColumnStats(table.num_rows, out)
+    return FileColumnStats(data.num_rows, out)
 
 
-def float_nans(table: pa.Table) -> dict[str, bool]:
+def float_nans(data: pa.Table) -> dict[str, bool]:
     """Whether each floating column of `table` holds NaN (parquet's statistics cannot say)."""
-    return {f.name: bool(pc.any(pc.is_nan(table.column(f.name))).as_py())
-            for f in _indexed(table.schema) if pa.types.is_floating(f.type)}
+    return {
+        f.name: bool(pc.any(pc.is_nan(data.column(f.name))).as_py())
+        for f in _indexed(data.schema)
+        if pa.types.is_floating(f.type)
+    }
 
 
-def commit_entries(stats: Iterable[object]) -> dict[str, str]:
+class StatWithColumns(Protocol):
+    """A write stat (commit_metadata.WriteStat): its file and the statistics the write kept."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def column_stats(self) -> FileColumnStats | None: ...
+
+
+def commit_entries(stats: Iterable[StatWithColumns]) -> dict[str, str]:
     """The extraMetadata entry recording the column statistics the write stats carry ({} when
     none does): a commit's part."""
-    files = {s.path: s.column_stats.to_json() for s in stats if getattr(s, "column_stats", None) is not None}
+    files = {s.path: c.to_json() for s in stats if (c := s.column_stats) is not None}
     if not files:
         return {}
     return {STATS_KEY: json.dumps({"format": FORMAT, "files": files}, separators=(",", ":"), allow_nan=True)}
@@ -176,9 +190,16 @@ def _indexed(schema: pa.Schema) -> list[pa.Field]:
 
 
 def _supported(t: pa.DataType) -> bool:
-    return (pa.types.is_boolean(t) or pa.types.is_integer(t) or t in (pa.float32(), pa.float64())
-            or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date32(t)
-            or pa.types.is_timestamp(t) or pa.types.is_decimal128(t))
+    return (
+        pa.types.is_boolean(t)
+        or pa.types.is_integer(t)
+        or t in (pa.float32(), pa.float64())
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_decimal128(t)
+    )
 
 
 def column_entry(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import threading
 from collections.abc import Mapping
 
 from upsertlake.errors import StorageError
@@ -27,8 +26,11 @@ DIGEST = ".hoodie/.aux/upsertlake/commit_digest.json.gz"
 FORMAT = "upsertlake-commit-digest/1"
 REFRESH = 8  # documents outside the digest before a writer replaces it
 
-_lock = threading.Lock()
-_covered: dict[Storage, frozenset[tuple[str, str]]] = {}  # (path, version) pairs the last digest seen holds
+_COVERED = "commit digest"  # the storage's cache of the (path, version) pairs the last digest seen holds
+
+
+def _remember(storage: Storage, covered: frozenset[tuple[str, str]]) -> None:
+    storage.cache(_COVERED, 1).put(DIGEST, covered)
 
 
 def read(storage: Storage, wanted: Mapping[str, str]) -> dict[str, bytes]:
@@ -41,8 +43,7 @@ def read(storage: Storage, wanted: Mapping[str, str]) -> dict[str, bytes]:
         held = {(e["path"], e["version"]): e["data"] for e in entries}
     except (FileNotFoundError, StorageError, OSError, EOFError, ValueError, KeyError, TypeError):
         return {}
-    with _lock:
-        _covered[storage] = frozenset(held)
+    _remember(storage, frozenset(held))
     out = {}
     for path, version in wanted.items():
         data = held.get((path, version))
@@ -52,9 +53,8 @@ def read(storage: Storage, wanted: Mapping[str, str]) -> dict[str, bytes]:
 
 
 def outside(storage: Storage, listed: Mapping[str, str]) -> int:
-    """How many of `listed` (path → version) the last digest this process read or wrote lacks."""
-    with _lock:
-        covered = _covered.get(storage, frozenset())
+    """How many of `listed` (path → version) the last digest this storage read or wrote lacks."""
+    covered = storage.cache(_COVERED, 1).get(DIGEST) or frozenset()
     return sum((path, version) not in covered for path, version in listed.items())
 
 
@@ -68,5 +68,4 @@ def write(storage: Storage, documents: Mapping[str, tuple[str, bytes]]) -> None:
         storage.write_bytes(DIGEST, payload)
     except StorageError:
         return  # a cache: the next writer tries again
-    with _lock:
-        _covered[storage] = frozenset((p, v) for p, (v, _) in documents.items())
+    _remember(storage, frozenset((p, v) for p, (v, _) in documents.items()))

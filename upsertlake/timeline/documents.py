@@ -10,7 +10,7 @@ import io
 import json
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 
@@ -20,7 +20,7 @@ from upsertlake.errors import CorruptTableError
 @cache
 def schema(name: str) -> Any:
     """The parsed Avro schema `upsertlake/timeline/avro/<name>.avsc`."""
-    text = resources.files("upsertlake.timeline").joinpath("avro", f"{name}.avsc").read_text("utf-8")
+    text = resources.files("upsertlake.timeline").joinpath("avro").joinpath(f"{name}.avsc").read_text("utf-8")
     return fastavro.parse_schema(json.loads(text))
 
 
@@ -39,4 +39,4 @@ def decode(data: bytes, source: str = "timeline document") -> dict[str, Any]:
         raise CorruptTableError(f"cannot parse {source}: {exc}") from exc
     if len(records) != 1:
         raise CorruptTableError(f"{source} holds {len(records)} records, expected one")
-    return records[0]
+    return cast("dict[str, Any]", records[0])

@@ -65,7 +65,9 @@ def normalize_instant(value: object, zone: str = UTC, *, end_of_second: bool = T
     try:
         parsed = parse_time(value)
     except ValueError:
-        raise InstantTimeError(f"{value!r} is not a time: give an instant time (yyyyMMddHHmmss[SSS]), {FORMS}") from None
+        raise InstantTimeError(
+            f"{value!r} is not a time: give an instant time (yyyyMMddHHmmss[SSS]), {FORMS}"
+        ) from None
     instant = format_instant_time(parsed.when, zone)
     if parsed.whole_second:
         return instant[:14] + ("999" if end_of_second else "000")

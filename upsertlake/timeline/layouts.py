@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from upsertlake.config.option import option_list
 from upsertlake.config.properties_file import PROPERTIES_FILE
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import TableNotFoundError
@@ -62,15 +63,16 @@ class TimelineLayout:
 LAYOUT_1 = TimelineLayout(1, METAFOLDER)
 
 
-def layout_of(config: TableConfig) -> TimelineLayout:
+def layout_of(table_config: TableConfig) -> TimelineLayout:
     """The layout a table's properties declare (UnsupportedTableError for unknown ones)."""
-    config.check_timeline_readable()
-    mor = config.is_merge_on_read
-    if config.timeline_layout_version == 1:
-        return replace(LAYOUT_1, zone=config.timeline_timezone, delta_commits=mor)
-    metadata = tuple(p for p in (config.extra.get(METADATA_PARTITIONS_KEY) or "").split(",") if p)
-    history = config.extra.get(HISTORY_PATH_KEY) or "history"
-    return TimelineLayout(2, f"{METAFOLDER}/{config.timeline_path}", config.timeline_timezone, mor, metadata, history)
+    table_config.check_timeline_readable()
+    mor = table_config.is_merge_on_read
+    if table_config.timeline_layout_version == 1:
+        return replace(LAYOUT_1, zone=table_config.timeline_timezone, delta_commits=mor)
+    metadata = tuple(option_list(table_config.extra.get(METADATA_PARTITIONS_KEY) or ""))
+    history = table_config.extra.get(HISTORY_PATH_KEY) or "history"
+    path = f"{METAFOLDER}/{table_config.timeline_path}"
+    return TimelineLayout(2, path, table_config.timeline_timezone, mor, metadata, history)
 
 
 def table_layout(storage: Storage) -> TimelineLayout:

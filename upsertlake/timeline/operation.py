@@ -7,14 +7,14 @@ comparing strings.
 
 from __future__ import annotations
 
-from enum import Enum
-
 from upsertlake.config import options as opt
+from upsertlake.config.option import Option
 from upsertlake.errors import ConfigError
 from upsertlake.timeline.instant import Action
+from upsertlake.util.spelled import Spelled
 
 
-class Operation(str, Enum):
+class Operation(str, Spelled):
     UPSERT = "upsert"
     INSERT = "insert"
     BULK_INSERT = "bulk_insert"
@@ -22,12 +22,6 @@ class Operation(str, Enum):
     INSERT_OVERWRITE = "insert_overwrite"
     INSERT_OVERWRITE_TABLE = "insert_overwrite_table"
     DELETE_PARTITION = "delete_partition"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
     @classmethod
     def of(cls, value: str | Operation, allowed: tuple[Operation, ...] | None = None) -> Operation:
@@ -86,7 +80,7 @@ class Operation(str, Enum):
         return self is Operation.BULK_INSERT
 
     @property
-    def combine_option(self) -> opt.Option[bool]:
+    def combine_option(self) -> Option[bool]:
         """The option that says whether the batch is deduplicated by key first."""
         if self is Operation.UPSERT:
             return opt.COMBINE_BEFORE_UPSERT

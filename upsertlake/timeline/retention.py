@@ -7,6 +7,8 @@ whose files are gone.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from upsertlake.errors import CleanedInstantError, CorruptTableError, InstantTimeError
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
@@ -79,12 +81,12 @@ def _clean_boundary(timeline: Timeline, inst: Instant) -> str | None:
     plan = pending_clean_plan(timeline, inst) or {}
     retain = (plan.get("earliestInstantToRetain") or {}).get("timestamp")
     if retain:
-        return retain
+        return cast("str | None", retain)
     before = [w.time for w in timeline.completed_writes() if w.time < inst.time]
     return before[-1] if before else None
 
 
-def pending_clean_plan(timeline: Timeline, inst: Instant) -> dict | None:
+def pending_clean_plan(timeline: Timeline, inst: Instant) -> dict[str, Any] | None:
     """The cleaner plan of a pending clean: in its `.clean.requested` file (also in `.inflight`,
     which Hudi may leave empty); None when neither holds one."""
     for state in (State.REQUESTED, State.INFLIGHT):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from upsertlake.config import Config
 from upsertlake.config import options as opt
+from upsertlake.config.enums import ConcurrencyMode
 from upsertlake.errors import ConfigError, CorruptTableError
 from upsertlake.timeline.active import Timeline
 
@@ -45,7 +46,7 @@ class StreamBatch:
         if batch_id < 0:
             raise ConfigError(f"batch_id={batch_id}: a stream's batch ids start at 0")
         key = opt.STREAMING_CHECKPOINT_IDENTIFIER
-        if cfg.get(opt.WRITE_CONCURRENCY_MODE) != "SINGLE_WRITER" and not cfg.is_set(key):
+        if cfg.get(opt.WRITE_CONCURRENCY_MODE) is not ConcurrencyMode.SINGLE_WRITER and not cfg.is_set(key):
             raise ConfigError(
                 f"a streaming write under {opt.WRITE_CONCURRENCY_MODE.key}={cfg.get(opt.WRITE_CONCURRENCY_MODE)} "
                 f"needs {key.key}: each stream writing the table names its own"

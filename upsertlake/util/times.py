@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timezone
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 FORMS = "a datetime or date (naive = local time), a pandas Timestamp, an ISO-8601 string such as " \
         "'2026-12-06 02:57:44' or '2026-12-06T02:57:44Z'"
 
 # What the API's time parameters take (a pandas Timestamp is a datetime; numpy.datetime64 too).
-TimeLike = Union[str, datetime, date]
+TimeLike: TypeAlias = str | datetime | date
 
 
 @dataclass(frozen=True)
