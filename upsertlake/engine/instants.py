@@ -52,9 +52,10 @@ def start_commit(
     while True:
         with ctx.lock.hold():
             # The version as of now, under the lock: an upgrade may have run since we opened.
-            table = TableConfig.load(ctx.storage)
-            table.check_writable()
-            ctx = ctx.with_table(metadata_table.prepare(ctx.storage, table, ctx.options, keeps_keys=reports_keys))
+            table_config = TableConfig.load(ctx.storage)
+            table_config.check_writable()
+            table_config = metadata_table.prepare(ctx.storage, table_config, ctx.options, keeps_keys=reports_keys)
+            ctx = ctx.with_table(table_config)
             timeline = Timeline.load(ctx.storage, layout_of(ctx.table_config))
             live = [] if ctx.optimistic else _live_writes(ctx, writes, timeline)
             if not live:

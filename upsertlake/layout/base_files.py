@@ -69,8 +69,8 @@ class LanceFile:
 
     def read(self, columns: Sequence[str] | None = None, **_: Any) -> pa.Table:
         columns = list(columns) if columns is not None else None
-        table = _reader(self.path, columns).read_all(batch_size=64 * 1024).to_table()
-        return table.replace_schema_metadata(None)
+        data = _reader(self.path, columns).read_all(batch_size=64 * 1024).to_table()
+        return data.replace_schema_metadata(None)
 
     def read_row_groups(self, row_groups: Sequence[int], columns: Sequence[str] | None = None, **_: Any) -> pa.Table:
         return self.read(columns) if list(row_groups) else self.schema_arrow.empty_table()

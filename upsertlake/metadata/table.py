@@ -227,10 +227,10 @@ class MetadataTable:
                     raise CorruptTableError(
                         f"{sl.partition}/{sl.file_id}: a {block.block_type.name} block in the metadata table"
                     )
-                table = _select(block.records, wanted, prefixes)
-                names = [k.decode("utf-8") for k in table.column("key").to_pylist()]
+                data = _select(block.records, wanted, prefixes)
+                names = [k.decode("utf-8") for k in data.column("key").to_pylist()]
                 records = decode(
-                    table.column("value").to_pylist(), names, block.schema_json, f"{sl.partition}/{sl.file_id}"
+                    data.column("value").to_pylist(), names, block.schema_json, f"{sl.partition}/{sl.file_id}"
                 )
                 for key, record in zip(names, records):
                     merged[key] = combine(merged.get(key), record)
@@ -247,12 +247,12 @@ class MetadataTable:
             if schema is None:
                 raise CorruptTableError(f"{self.storage.full_path(path)}: a metadata HFile without its Avro schema")
             if prefixes:
-                tables = [reader.read(prefix) for prefix in wanted]
-                table = pa.concat_tables(tables) if tables else None
+                parts = [reader.read(prefix) for prefix in wanted]
+                data = pa.concat_tables(parts) if parts else None
                 found = (
                     []
-                    if table is None
-                    else list(zip(table.column("key").to_pylist(), table.column("value").to_pylist()))
+                    if data is None
+                    else list(zip(data.column("key").to_pylist(), data.column("value").to_pylist()))
                 )
             else:
                 found = list(reader.get_many(wanted).items())
@@ -321,18 +321,18 @@ def _matches(key: str, wanted: list[str], prefixes: bool) -> bool:
     return any(key.startswith(p) for p in wanted) if prefixes else key in wanted
 
 
-def _select(table: pa.Table, wanted: list[str], prefixes: bool) -> pa.Table:
+def _select(data: pa.Table, wanted: list[str], prefixes: bool) -> pa.Table:
     """The entries of an HFile block whose keys are (or start with) the wanted ones."""
-    column = table.column("key")
+    column = data.column("key")
     if prefixes:
         if "" in wanted:
-            return table
+            return data
         mask = None
         for p in wanted:
             hit = pc.starts_with(column.cast(pa.string()), p)
             mask = hit if mask is None else pc.or_(mask, hit)
-        return table.filter(mask) if mask is not None else table.slice(0, 0)
-    return table.filter(pc.is_in(column, pa.array([k.encode("utf-8") for k in wanted], pa.binary())))
+        return data.filter(mask) if mask is not None else data.slice(0, 0)
+    return data.filter(pc.is_in(column, pa.array([k.encode("utf-8") for k in wanted], pa.binary())))
 
 
 def valid_instants(data: Timeline, metadata: Timeline) -> frozenset[str]:

@@ -24,11 +24,11 @@ _NULL, _VALUE, _NOTHING = (pa.scalar(b, pa.large_binary()) for b in (b"\x00", b"
 _SIGN = np.uint64(1 << 63)
 
 
-def ordering_values(table: pa.Table, fields: Sequence[str]) -> pa.ChunkedArray | pa.Array:
+def ordering_values(data: pa.Table, fields: Sequence[str]) -> pa.ChunkedArray | pa.Array:
     """The ordering value of each row of `table` by `fields` (all of them must be columns)."""
     if len(fields) == 1:
-        return table.column(fields[0])
-    parts = [_encoded(table.column(name).combine_chunks(), name) for name in fields]
+        return data.column(fields[0])
+    parts = [_encoded(data.column(name).combine_chunks(), name) for name in fields]
     return pc.binary_join_element_wise(*parts, _NOTHING)
 
 

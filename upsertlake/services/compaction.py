@@ -197,10 +197,10 @@ def _run(
         schema_json = _schema_before(timeline, inflight.time) or TableConfig.load(storage).create_schema
         if not schema_json:
             raise SchemaError("the table has no schema to compact with")
-        config = TableConfig.load(storage)
+        table_config = TableConfig.load(storage)
         merge = Merge(
-            config.precombine_field,
-            config.merge_mode,
+            table_config.precombine_field,
+            table_config.merge_mode,
             frozenset(i.time for i in timeline.completed_writes() if i.time < inflight.time),
         )
         with storage.uploading() as uploading:  # in process, a file uploads while the next is merged

@@ -234,11 +234,11 @@ def rebuilt_properties(
     if problems:
         return rebuilt, problems
     try:
-        config = TableConfig.from_properties(rebuilt.props)
-        config.check_readable()
+        table_config = TableConfig.from_properties(rebuilt.props)
+        table_config.check_readable()
     except UpsertlakeError as exc:
         return rebuilt, [str(exc)]
-    return rebuilt, properties_disagreements(storage, config, timeline, partition_folders(entries))
+    return rebuilt, properties_disagreements(storage, table_config, timeline, partition_folders(entries))
 
 
 def _rebuild(storage: Storage, given: Mapping[str, str]) -> str:

@@ -77,14 +77,14 @@ INDEX_DEFINITIONS_PATH = ".hoodie/.index_defs/index.json"
 FOOTER_THREADS = 8
 
 
-def keeps_record_index(config: TableConfig) -> bool:
+def keeps_record_index(table_config: TableConfig) -> bool:
     """Whether writes must report the keys they insert and delete (the record index is kept)."""
-    return RECORD_INDEX in listed(config.extra.get(PARTITIONS_KEY))
+    return RECORD_INDEX in listed(table_config.extra.get(PARTITIONS_KEY))
 
 
 # -- at the start of a write or service -------------------------------------------------------------
 def prepare(
-    storage: Storage, config: TableConfig, options: Config | None = None, keeps_keys: bool = True
+    storage: Storage, table_config: TableConfig, options: Config | None = None, keeps_keys: bool = True
 ) -> TableConfig:
     """Under the lock: keep, trim or delete the metadata table (see the module doc); returns the
     config now on disk. `keeps_keys=False`: the writer cannot report the keys it writes (Spark's
@@ -93,16 +93,18 @@ def prepare(
     enabled = cfg.get(opt.METADATA_ENABLE)
     builds = (
         enabled
-        and config.table_version >= 8
+        and table_config.table_version >= 8
         and (cfg.is_set(opt.METADATA_ENABLE) or _wants_record_index(cfg, keeps_keys))
     )
-    partitions = listed(config.extra.get(PARTITIONS_KEY))
-    inflight = listed(config.extra.get(INFLIGHT_KEY))
-    if not enabled or config.table_version < 8 or ((partitions or inflight) and FILES not in partitions):
-        return drop_metadata_table(storage, config)
+    partitions = listed(table_config.extra.get(PARTITIONS_KEY))
+    inflight = listed(table_config.extra.get(INFLIGHT_KEY))
+    if not enabled or table_config.table_version < 8 or ((partitions or inflight) and FILES not in partitions):
+        return drop_metadata_table(storage, table_config)
     if not partitions or inflight:
-        return initialize(storage, config, options, keeps_keys) if builds else drop_metadata_table(storage, config)
-    timeline = Timeline.load(storage, layout_of(config))
+        if builds:
+            return initialize(storage, table_config, options, keeps_keys)
+        return drop_metadata_table(storage, table_config)
+    timeline = Timeline.load(storage, layout_of(table_config))
     try:
         table = MetadataTable.open(timeline)
         missing = unsynced_instants(timeline, table.timeline) if table is not None else ["files"]
@@ -110,15 +112,15 @@ def prepare(
         missing = [str(e)]
     if missing:
         log.warning("the metadata table of %s misses %s", storage.base, missing[0])
-        config = drop_metadata_table(storage, config)
-        return initialize(storage, config, options, keeps_keys) if builds else config
+        table_config = drop_metadata_table(storage, table_config)
+        return initialize(storage, table_config, options, keeps_keys) if builds else table_config
     unkept = [
         p for p in [*partitions, *inflight] if p not in KEPT or p in inflight or (p == RECORD_INDEX and not keeps_keys)
     ]
-    config = drop_partitions(storage, config, unkept) if unkept else config
-    if _wants_record_index(cfg, keeps_keys) and RECORD_INDEX not in listed(config.extra.get(PARTITIONS_KEY)):
-        config = initialize(storage, config, options)  # the record index alone, the others kept
-    return config
+    table_config = drop_partitions(storage, table_config, unkept) if unkept else table_config
+    if _wants_record_index(cfg, keeps_keys) and RECORD_INDEX not in listed(table_config.extra.get(PARTITIONS_KEY)):
+        table_config = initialize(storage, table_config, options)  # the record index alone, the others kept
+    return table_config
 
 
 def _wants_record_index(cfg: Config, keeps_keys: bool) -> bool:
@@ -127,25 +129,27 @@ def _wants_record_index(cfg: Config, keeps_keys: bool) -> bool:
     return keeps_keys and asked
 
 
-def initialize(storage: Storage, config: TableConfig, options: Config | None, keeps_keys: bool = True) -> TableConfig:
+def initialize(
+    storage: Storage, table_config: TableConfig, options: Config | None, keeps_keys: bool = True
+) -> TableConfig:
     """Under the lock: build the metadata table from the table as it is (its committed files, the
     footers of its latest base files, the keys of its latest slices), partition by partition, as
     Hudi's writer initializes one; returns the config now on disk."""
     MetadataTable.forget(storage)
-    listed_any = listed(config.extra.get(PARTITIONS_KEY)) or listed(config.extra.get(INFLIGHT_KEY))
+    listed_any = listed(table_config.extra.get(PARTITIONS_KEY)) or listed(table_config.extra.get(INFLIGHT_KEY))
     if not listed_any and storage.folder_exists(FOLDER):
-        config = drop_metadata_table(storage, config)  # a folder no property lists: leftovers
+        table_config = drop_metadata_table(storage, table_config)  # a folder no property lists: leftovers
     cfg = options or Config.resolve(None)
     record_index = _wants_record_index(cfg, keeps_keys)
     wanted = (
         [FILES, COLUMN_STATS]
-        + ([PARTITION_STATS] if config.partition_fields else [])
+        + ([PARTITION_STATS] if table_config.partition_fields else [])
         + ([RECORD_INDEX] if record_index else [])
     )
-    wanted = [p for p in wanted if p not in listed(config.extra.get(PARTITIONS_KEY))]
+    wanted = [p for p in wanted if p not in listed(table_config.extra.get(PARTITIONS_KEY))]
     if not wanted:
-        return config
-    timeline = Timeline.load(storage, layout_of(config))
+        return table_config
+    timeline = Timeline.load(storage, layout_of(table_config))
     view = FileSystemView(timeline)
     done = {i.time for i in timeline.completed_writes()}
     added: dict[str, dict[str, int]] = {p: {} for p in view.all_partitions()}
@@ -165,10 +169,10 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None, ke
     logs = [log for sl in slices for log in sl.logs]
     with ThreadPoolExecutor(max_workers=max(1, min(FOOTER_THREADS, len(logs)))) as pool:
         stats.update(zip([log.path for log in logs], pool.map(lambda log: log_stats(storage, log.path, columns), logs)))
-    _write_index_definition(storage, config, columns, record_index)
-    config = TableConfig.load(storage)
+    _write_index_definition(storage, table_config, columns, record_index)
+    table_config = TableConfig.load(storage)
     write_properties(storage, {INFLIGHT_KEY: ",".join(sorted(wanted))})
-    mdt = create_table(storage, config.name, config.table_version)
+    mdt = create_table(storage, table_config.name, table_config.table_version)
     for partition in wanted:
         if partition == FILES:
             records, groups = mc.files_changes(added).upserts, 1
@@ -178,18 +182,18 @@ def initialize(storage: Storage, config: TableConfig, options: Config | None, ke
                 r
                 for p, path in files
                 if (known := stats[path])
-                for r in mc.column_stats_records(p, path.rpartition("/")[2], known, config.table_version)
+                for r in mc.column_stats_records(p, path.rpartition("/")[2], known, table_config.table_version)
             ]
             groups = COLUMN_STATS_FILE_GROUPS
         elif partition == PARTITION_STATS:
-            records, groups = _initial_partition_stats(slices, stats, config.table_version), 1
+            records, groups = _initial_partition_stats(slices, stats, table_config.table_version), 1
         else:
-            located = _live_keys(storage, config, timeline, slices)
+            located = _live_keys(storage, table_config, timeline, slices)
             latest = timeline.latest_completed_write()
             millis = int(parse_instant_time(latest.time, timeline.layout.zone).timestamp() * 1000) if latest else 0
             records = mc.record_index_changes(located, located.slice(0, 0), millis).upserts
             groups = record_index_file_groups(len(records))
-        initialize_partition(mdt, partition, records, groups, config.table_version)
+        initialize_partition(mdt, partition, records, groups, table_config.table_version)
         current = TableConfig.load(storage)
         complete = sorted({*listed(current.extra.get(PARTITIONS_KEY)), partition})
         pending = [p for p in listed(current.extra.get(INFLIGHT_KEY)) if p != partition]
@@ -234,9 +238,13 @@ def _initial_partition_stats(
     ]
 
 
-def _live_keys(storage: Storage, config: TableConfig, timeline: Timeline, slices: list[FileSlice]) -> pa.Table:
+def _live_keys(storage: Storage, table_config: TableConfig, timeline: Timeline, slices: list[FileSlice]) -> pa.Table:
     """Every live key of the latest slices with its (partition, file id)."""
-    merge = Merge(config.precombine_field, config.merge_mode, frozenset(i.time for i in timeline.completed_writes()))
+    merge = Merge(
+        table_config.precombine_field,
+        table_config.merge_mode,
+        frozenset(i.time for i in timeline.completed_writes()),
+    )
 
     def keys_of(sl: FileSlice) -> pa.Table:
         held = slice_keys(storage, sl)
@@ -248,12 +256,14 @@ def _live_keys(storage: Storage, config: TableConfig, timeline: Timeline, slices
     return pa.concat_tables([_located(pa.array([], pa.string()), "", ""), *parts])
 
 
-def _write_index_definition(storage: Storage, config: TableConfig, columns: list[str], record_index: bool) -> None:
+def _write_index_definition(
+    storage: Storage, table_config: TableConfig, columns: list[str], record_index: bool
+) -> None:
     """Hudi 1.x's index definitions (`.hoodie/.index_defs/index.json`): the column_stats index
     (and the record index), where the table has none yet."""
-    path, doc = _index_definitions(storage, config)
+    path, doc = _index_definitions(storage, table_config)
     defs = dict(doc.get("indexDefinitions") or {})
-    v9 = config.table_version >= 9
+    v9 = table_config.table_version >= 9
     if COLUMN_STATS not in defs:
         defs[COLUMN_STATS] = {
             "indexName": COLUMN_STATS,
@@ -276,7 +286,7 @@ def _write_index_definition(storage: Storage, config: TableConfig, columns: list
         return
     path = path or INDEX_DEFINITIONS_PATH
     storage.write_bytes(path, json.dumps({"indexDefinitions": defs}, indent=2).encode())
-    if config.extra.get(INDEX_DEFINITIONS_KEY) != path:
+    if table_config.extra.get(INDEX_DEFINITIONS_KEY) != path:
         write_properties(storage, {INDEX_DEFINITIONS_KEY: path})
 
 
@@ -297,32 +307,32 @@ def drop_metadata_table(storage: Storage, table_config: TableConfig) -> TableCon
     return table_config
 
 
-def drop_partitions(storage: Storage, config: TableConfig, partitions: Iterable[str]) -> TableConfig:
+def drop_partitions(storage: Storage, table_config: TableConfig, partitions: Iterable[str]) -> TableConfig:
     """Remove metadata partitions: their property entries first (readers stop trusting them),
     then their folders and their index definitions (Hudi's dropIndex)."""
     MetadataTable.forget(storage)
     doomed = set(partitions)
-    kept = [p for p in listed(config.extra.get(PARTITIONS_KEY)) if p not in doomed]
-    pending = [p for p in listed(config.extra.get(INFLIGHT_KEY)) if p not in doomed]
+    kept = [p for p in listed(table_config.extra.get(PARTITIONS_KEY)) if p not in doomed]
+    pending = [p for p in listed(table_config.extra.get(INFLIGHT_KEY)) if p not in doomed]
     write_properties(storage, {PARTITIONS_KEY: ",".join(kept) or None, INFLIGHT_KEY: ",".join(pending) or None})
     for p in sorted(doomed):
         storage.delete_dir(f"{FOLDER}/{p}")
-    _drop_index_definitions(storage, config, doomed)
+    _drop_index_definitions(storage, table_config, doomed)
     log.warning(
         "removed metadata partition(s) %s of %s: upsertlake does not keep them", ", ".join(sorted(doomed)), storage.base
     )
     return TableConfig.load(storage)
 
 
-def _index_definitions(storage: Storage, config: TableConfig) -> tuple[str | None, dict[str, Any]]:
-    path = config.extra.get(INDEX_DEFINITIONS_KEY)
+def _index_definitions(storage: Storage, table_config: TableConfig) -> tuple[str | None, dict[str, Any]]:
+    path = table_config.extra.get(INDEX_DEFINITIONS_KEY)
     if not path or not storage.exists(path):
         return None, {}
     return path, json.loads(storage.read_bytes(path))
 
 
-def _drop_index_definitions(storage: Storage, config: TableConfig, names: set[str]) -> None:
-    path, doc = _index_definitions(storage, config)
+def _drop_index_definitions(storage: Storage, table_config: TableConfig, names: set[str]) -> None:
+    path, doc = _index_definitions(storage, table_config)
     defs = doc.get("indexDefinitions") or {}
     if path is None or not names & set(defs):
         return
@@ -333,7 +343,7 @@ def _drop_index_definitions(storage: Storage, config: TableConfig, names: set[st
 # -- before a data instant completes -----------------------------------------------------------------
 def sync(
     storage: Storage,
-    config: TableConfig,
+    table_config: TableConfig,
     instant_time: str,
     metadata: CommitMetadata,
     index_update: IndexUpdate | None = None,
@@ -343,10 +353,10 @@ def sync(
     """Under the lock, before the data instant `instant_time` completes: its metadata deltacommit.
     `metadata`: the instant's commit metadata (files written); `index_update`: the keys it inserted
     and deleted (for the record index); `deleted`: files it deleted (a clean), by partition."""
-    partitions = [p for p in listed(config.extra.get(PARTITIONS_KEY)) if p in KEPT]
+    partitions = [p for p in listed(table_config.extra.get(PARTITIONS_KEY)) if p in KEPT]
     if not partitions:
         return
-    timeline = Timeline.load(storage, layout_of(config))
+    timeline = Timeline.load(storage, layout_of(table_config))
     table = MetadataTable.open(timeline)
     if table is None:
         return
@@ -359,25 +369,25 @@ def sync(
             sizes[name] = max(sizes.get(name, 0), s.fileSizeInBytes)
     work: dict[str, Changes] = {FILES: mc.files_changes(added, deleted or {})}
     if COLUMN_STATS in partitions or PARTITION_STATS in partitions:
-        work.update(_statistics(storage, config, table, timeline, metadata, deleted or {}, partitions))
+        work.update(_statistics(storage, table_config, table, timeline, metadata, deleted or {}, partitions))
     if RECORD_INDEX in partitions:
         keys = _key_changes(storage, timeline, metadata, index_update)
         if keys is not None:
             millis = int(parse_instant_time(instant_time, timeline.layout.zone).timestamp() * 1000)
             work[RECORD_INDEX] = mc.record_index_changes(*keys, millis)
-    deltacommit(table, instant_time, work, config.table_version)
+    deltacommit(table, instant_time, work, table_config.table_version)
     due = (options or Config.resolve(None)).get(opt.METADATA_COMPACT_MAX_DELTA_COMMITS)
     if deltacommits_since_compaction(table) + 1 >= due:  # this one included
-        _compact_and_clean(table.reloaded(), timeline, config)
+        _compact_and_clean(table.reloaded(), timeline, table_config)
 
 
-def _compact_and_clean(table: MetadataTable, timeline: Timeline, config: TableConfig) -> None:
+def _compact_and_clean(table: MetadataTable, timeline: Timeline, table_config: TableConfig) -> None:
     """The metadata table's own services, after its deltacommit: a compaction, then a clean and
     the trim of its timeline."""
     time = compaction_time(table, timeline)
     if time is None:
         return
-    compact(table, time, config.table_version)
+    compact(table, time, table_config.table_version)
     table = table.reloaded()
     gone = clean(table)
     trimmed = trim_timeline(table.reloaded())
@@ -441,7 +451,7 @@ def slice_keys(storage: Storage, sl: FileSlice) -> pa.Array:
 
 def _statistics(
     storage: Storage,
-    config: TableConfig,
+    table_config: TableConfig,
     table: MetadataTable,
     timeline: Timeline,
     metadata: CommitMetadata,
@@ -457,7 +467,7 @@ def _statistics(
     schema = footers[0].schema.to_arrow_schema() if footers else _commit_schema(metadata)
     if schema is None:
         return {}
-    _, doc = _index_definitions(storage, config)
+    _, doc = _index_definitions(storage, table_config)
     source = ((doc.get("indexDefinitions") or {}).get(COLUMN_STATS) or {}).get("sourceFields")
     columns = mc.indexed_columns(schema, source)
     written = {s.path: mc.footer_stats(f, columns) for s, f in zip(bases, footers)}
@@ -468,7 +478,7 @@ def _statistics(
         for s in [*bases, *logs]:
             if known := written[s.path]:
                 column_changes.upserts += mc.column_stats_records(
-                    s.partitionPath, s.path.rpartition("/")[2], known, config.table_version
+                    s.partitionPath, s.path.rpartition("/")[2], known, table_config.table_version
                 )
         for partition, names in deleted.items():
             column_changes.deletes += [
@@ -477,7 +487,7 @@ def _statistics(
         out[COLUMN_STATS] = column_changes
     if PARTITION_STATS in partitions:
         out[PARTITION_STATS] = _partition_stats(
-            table, timeline, metadata, written, schema, columns, config.table_version
+            table, timeline, metadata, written, schema, columns, table_config.table_version
         )
     return out
 
@@ -588,10 +598,10 @@ def _recorded(
 
 
 # -- when a data instant is rolled back -------------------------------------------------------------
-def undo(storage: Storage, config: TableConfig, instant_time: str) -> None:
+def undo(storage: Storage, table_config: TableConfig, instant_time: str) -> None:
     """Under the lock, when the data instant `instant_time` is rolled back: roll back its metadata
     deltacommit (any state), as Hudi's metadata writer does; nothing when there is none."""
-    if not (listed(config.extra.get(PARTITIONS_KEY)) or listed(config.extra.get(INFLIGHT_KEY))):
+    if not (listed(table_config.extra.get(PARTITIONS_KEY)) or listed(table_config.extra.get(INFLIGHT_KEY))):
         return
     mdt = storage.child(FOLDER)
     timeline = Timeline.load(mdt)
@@ -600,6 +610,6 @@ def undo(storage: Storage, config: TableConfig, instant_time: str) -> None:
     if target is not None and target.is_completed and compacted:
         # A compaction folded its records into base files: they cannot be taken out (Hudi refuses
         # such a rollback and asks for a restore); the metadata table goes, readers list storage.
-        drop_metadata_table(storage, config)
+        drop_metadata_table(storage, table_config)
     elif undo_deltacommit(mdt, instant_time):
         log.info("rolled back metadata deltacommit %s with its data instant", instant_time)

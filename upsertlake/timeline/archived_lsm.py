@@ -171,14 +171,14 @@ def read_snapshot(storage: Storage, folder: str, version: int) -> list[LsmInstan
 
 def read_file(storage: Storage, rel: str) -> list[LsmInstant]:
     try:
-        table = storage.read_parquet(rel, ["instantTime", "completionTime", "action", "metadata", "plan"])
+        data = storage.read_parquet(rel, ["instantTime", "completionTime", "action", "metadata", "plan"])
     except FileNotFoundError as exc:
         exc.filename = storage.full_path(rel)
         raise
     except (OSError, ValueError, pa.ArrowInvalid) as exc:
         raise CorruptTableError(f"cannot read archived timeline file {storage.full_path(rel)}: {exc}") from exc
     out = []
-    for row in table.to_pylist():
+    for row in data.to_pylist():
         action = _action(row["action"])
         if row["instantTime"] is None or action is None:
             continue  # an action upsertlake has no use for
@@ -200,7 +200,7 @@ def _action(name: str | None) -> Action | None:
 def encode_file(rows: Sequence[LsmInstant]) -> bytes:
     """A parquet file of HoodieLSMTimelineInstant rows, as parquet-avro writes them (gzip, the
     Avro schema in the footer)."""
-    table = pa.table(
+    data = pa.table(
         {
             "instantTime": [r.instant.time for r in rows],
             "completionTime": [r.instant.completion for r in rows],
@@ -213,7 +213,7 @@ def encode_file(rows: Sequence[LsmInstant]) -> bytes:
     )
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(sink, SCHEMA, compression="gzip", store_schema=False) as writer:
-        writer.write_table(table)
+        writer.write_table(data)
         writer.add_key_value_metadata(_footer())
     return bytes(sink.getvalue().to_pybytes())
 
