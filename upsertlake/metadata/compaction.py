@@ -29,6 +29,7 @@ from upsertlake.timeline.active import Timeline, delete_instant_files, transitio
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time, next_instant_time, parse_instant_time
+from upsertlake.timeline.operation import COMPACT_TYPE
 
 BASE_BLOCK_SIZE = 64 * 1024
 PLAN_SCHEMA = "HoodieCompactionPlan"
@@ -89,7 +90,7 @@ def compact(table: MetadataTable, time: str, table_version: int) -> Instant:
     by_partition: dict[str, list[WriteStat]] = {}
     for s in stats:
         by_partition.setdefault(s.partitionPath, []).append(s)
-    metadata = CommitMetadata(by_partition, "COMPACT", {"schema": schema}, compacted=True)
+    metadata = CommitMetadata(by_partition, COMPACT_TYPE, {"schema": schema}, compacted=True)
     done = Instant(inflight.time, Action.COMMIT, State.INFLIGHT)
     return transition(storage, done, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout))
 

@@ -35,6 +35,7 @@ from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.operation import Operation
 
 INIT_TIMES = {FILES: "000", COLUMN_STATS: "001", RECORD_INDEX: "002", PARTITION_STATS: "003"}
 PARTITION_METAFILE = ".hoodie_partition_metadata"
@@ -123,7 +124,7 @@ def initialize_partition(
                 fileSizeInBytes=len(data),
             )
         )
-    metadata = CommitMetadata({partition: stats}, "BULK_INSERT", {"schema": schema})
+    metadata = CommitMetadata({partition: stats}, Operation.BULK_INSERT.type_name, {"schema": schema})
     return transition(
         storage, inflight, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout)
     )

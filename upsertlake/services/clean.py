@@ -35,6 +35,7 @@ from upsertlake.timeline.commit_metadata import CommitMetadata
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
 from upsertlake.timeline.layouts import layout_of
+from upsertlake.timeline.operation import CLEAN_TYPE
 from upsertlake.timeline.retention import cleaned_before, pending_clean_plan, savepointed_files
 
 log = logging.getLogger(__name__)
@@ -185,7 +186,7 @@ def _execute(
         }
     removed = {p: [path.rpartition("/")[2] for path in paths] for p, paths in by_partition.items()}
     # `table_config`: read under the lock
-    metadata_table.sync(storage, table_config, inflight.time, CommitMetadata({}, "CLEAN"), deleted=removed)
+    metadata_table.sync(storage, table_config, inflight.time, CommitMetadata({}, CLEAN_TYPE), deleted=removed)
     last = timeline.latest_completed_write()  # `timeline`: listed under the lock the caller holds
     metadata = {
         "policy": policy,

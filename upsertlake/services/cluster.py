@@ -50,12 +50,12 @@ from upsertlake.timeline import column_stats, documents
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, State
+from upsertlake.timeline.operation import CLUSTER_TYPE
 
 log = logging.getLogger(__name__)
 
 PLAN_SCHEMA = "HoodieRequestedReplaceMetadata"
 STRATEGY_CLASS = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
-OPERATION = "CLUSTER"
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def cluster(
         for s in stats:
             by_partition[s.partitionPath].append(s)
         extra = {"schema": schema_json, **column_stats.commit_entries(stats)}
-        metadata = CommitMetadata(dict(by_partition), OPERATION, extra, dict(replaced))
+        metadata = CommitMetadata(dict(by_partition), CLUSTER_TYPE, extra, dict(replaced))
         with lock.hold():
             # Every record it moves is in the groups it retires: a write on any of them conflicts.
             conflict = check_commit(
@@ -247,7 +247,7 @@ def clustering_due(timeline: Timeline, cfg: Config) -> bool:
     merge-on-read table, as Hudi's commits timeline counts them) followed the last one."""
     since = ""
     for inst in reversed(timeline.filter([Action.REPLACE_COMMIT], [State.COMPLETED])):
-        if timeline.commit_metadata(inst).operation_type == OPERATION:
+        if timeline.commit_metadata(inst).operation_type == CLUSTER_TYPE:
             since = inst.time
             break
     commits = [
@@ -325,7 +325,7 @@ def _plan_doc(storage: Storage, groups: list[list[FileSlice]], sort_columns: lis
     params = {"hoodie.clustering.plan.strategy.sort.columns": ",".join(sort_columns)} if sort_columns else {}
     strategy = {"strategyClassName": STRATEGY_CLASS, "strategyParams": params, "version": 1}
     plan = {"inputGroups": input_groups, "strategy": strategy, "extraMetadata": {}, "version": 1}
-    return {"operationType": OPERATION, "clusteringPlan": plan, "extraMetadata": {}, "version": 1}
+    return {"operationType": CLUSTER_TYPE, "clusteringPlan": plan, "extraMetadata": {}, "version": 1}
 
 
 def _metrics(group: list[FileSlice], default_base_size: int) -> dict[str, float]:

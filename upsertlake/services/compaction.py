@@ -45,10 +45,9 @@ from upsertlake.timeline import column_stats
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.operation import COMPACT_TYPE
 
 log = logging.getLogger(__name__)
-
-OPERATION = "COMPACT"
 
 
 @dataclass(frozen=True)
@@ -213,7 +212,7 @@ def _run(
         for s in stats:
             by_partition[s.partitionPath].append(s)
         extra = {"schema": schema_json, **column_stats.commit_entries(stats)}
-        metadata = CommitMetadata(dict(by_partition), OPERATION, extra, compacted=True)
+        metadata = CommitMetadata(dict(by_partition), COMPACT_TYPE, extra, compacted=True)
         with lock.hold():
             lock.fence()
             # the metadata table's deltacommit before the data instant

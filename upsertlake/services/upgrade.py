@@ -59,6 +59,7 @@ from upsertlake.timeline.commit_metadata import AVRO_MAGIC, json_to_avro
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
 from upsertlake.timeline.layouts import LAYOUT_1, TimelineLayout, layout_of
+from upsertlake.timeline.operation import CLUSTER_TYPE
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ def _is_pending_clustering(storage: Storage, inst: Instant, name: str) -> bool:
     if inst.action is not Action.REPLACE_COMMIT or inst.state is not State.REQUESTED:
         return False
     data = storage.read_bytes(f"{LAYOUT_1.folder}/{name}")
-    return bool(data) and documents.decode(data, name).get("operationType") == "CLUSTER"
+    return bool(data) and documents.decode(data, name).get("operationType") == CLUSTER_TYPE
 
 
 def _delete_layout_1_instants(storage: Storage) -> int:

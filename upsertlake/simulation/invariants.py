@@ -30,6 +30,7 @@ from upsertlake.storage import Storage
 from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action, State
+from upsertlake.timeline.operation import COMPACT_TYPE
 
 COLUMNS = ["id", "ts", "v", "p"]
 BATCH_KEY = "upsertlake.simulate.batch"  # extraMetadata: the journaled batch a commit wrote
@@ -60,7 +61,7 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
     # every completed write but compactions (which fold logs into base files, writing no batch)
     wrote = {
         i.time: meta.extra_metadata.get(BATCH_KEY)
-        for i in tl.completed_writes() if (meta := tl.commit_metadata(i)).operation_type != "COMPACT"
+        for i in tl.completed_writes() if (meta := tl.commit_metadata(i)).operation_type != COMPACT_TYPE
     }
     known = {t: batches[b] for t, b in wrote.items() if b in batches}
     acked = set(_lines(journal, "acked-*.txt"))

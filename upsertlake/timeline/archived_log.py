@@ -42,6 +42,7 @@ from upsertlake.storage import FileEntry
 from upsertlake.timeline import documents
 from upsertlake.timeline.commit_metadata import AVRO_MAGIC, conform
 from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.operation import COMPACT_TYPE
 
 ENTRY_SCHEMA = "HoodieArchivedMetaEntry"
 WRITE_TOKEN = "1-0-1"  # Hudi's rollover write token (HoodieLogFormat.UNKNOWN_WRITE_TOKEN)
@@ -285,5 +286,5 @@ def _commit_record(data: bytes, field: str, source: str) -> dict[str, Any]:
     record = cast("dict[str, Any]", conform(doc, _field_schemas()[field]))
     record["partitionToWriteStats"] = record.get("partitionToWriteStats") or {}
     record["extraMetadata"] = {**(record.get("extraMetadata") or {}), ROLLING_STAT: ""}
-    record["operationType"] = "COMPACT" if doc.get("compacted") else (record.get("operationType") or "UNKNOWN")
+    record["operationType"] = COMPACT_TYPE if doc.get("compacted") else (record.get("operationType") or "UNKNOWN")
     return record

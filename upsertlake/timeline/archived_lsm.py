@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from upsertlake.errors import CorruptTableError
 from upsertlake.storage import FileEntry, Storage
-from upsertlake.timeline.instant import Action, Instant, State
+from upsertlake.timeline.instant import CLUSTERING, Action, Instant, State
 
 VERSION_FILE = "_version_"
 MANIFEST_PREFIX = "manifest_"
@@ -191,7 +191,7 @@ def _action(name: str | None) -> Action | None:
     try:
         return Action(name)
     except ValueError:
-        return Action.REPLACE_COMMIT if name == "clustering" else None
+        return Action.REPLACE_COMMIT if name == CLUSTERING else None
 
 
 # -- writing --------------------------------------------------------------------------------------

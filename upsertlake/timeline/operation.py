@@ -90,6 +90,11 @@ class Operation(str, Spelled):
 
 
 _OVERWRITES = frozenset({Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE, Operation.DELETE_PARTITION})
+# The commit metadata's operationType of the table services (WriteOperationType's names): they take
+# no batch of records, so they are no Operation.
+COMPACT_TYPE = "COMPACT"
+CLUSTER_TYPE = "CLUSTER"
+CLEAN_TYPE = "CLEAN"
 # What a Spark data source write and the command line take (the replace actions have their own calls).
 BATCH_OPERATIONS = (Operation.UPSERT, Operation.INSERT, Operation.BULK_INSERT, Operation.DELETE)
 # What a write client's batch writes take.
