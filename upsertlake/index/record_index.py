@@ -17,7 +17,7 @@ from upsertlake.index.base import Index, LiveCopies, join_locations, live_only
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata.partitions import RECORD_INDEX
-from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION
+from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, LOOKUP_KEY
 
 
 class RecordIndex(Index):
@@ -49,14 +49,14 @@ class RecordIndex(Index):
             instants.append(base.instant_time if base is not None else None)
         located = pa.table(
             {
-                "key": pa.array(stored_keys, pa.string()),
+                LOOKUP_KEY: pa.array(stored_keys, pa.string()),
                 LOC_PARTITION: pa.array(stored_parts, pa.string()),
                 LOC_FILE_ID: pa.array(stored_ids, pa.string()),
                 LOC_INSTANT: pa.array(instants, pa.string()),
             }
         )
         located = live_only(located, live)
-        at = pc.index_in(located.column("key"), value_set=keys)
+        at = pc.index_in(located.column(LOOKUP_KEY), value_set=keys)
         located = located.append_column("row", pc.cast(at, pa.int64()))
         self._stats = {
             "keys_looked_up": len(distinct),

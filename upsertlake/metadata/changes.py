@@ -28,7 +28,16 @@ from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.partitions import RecordType
 from upsertlake.metadata.records import Record, record_index_info
 from upsertlake.metadata.writer import Changes
-from upsertlake.schema.columns import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
+from upsertlake.schema.columns import (
+    COMMIT_SEQNO,
+    COMMIT_TIME,
+    FILE_NAME,
+    LOOKUP_KEY,
+    PARTITION_PATH,
+    RECORD_KEY,
+    UPDATE_FILE_ID,
+    UPDATE_PARTITION,
+)
 
 META_COLUMNS_INDEXED = (COMMIT_TIME, PARTITION_PATH, RECORD_KEY)
 MAX_COLUMNS = 32  # hoodie.metadata.index.column.stats.max.columns.to.index
@@ -276,15 +285,15 @@ def _wrap(value: Any, t: pa.DataType, table_version: int) -> tuple[Any, dict[str
 def record_index_changes(inserted: pa.Table, deleted: pa.Table, instant_millis: int) -> Changes:
     """The record index's changes: inserted keys (columns key, partition, file_id) located, deleted
     keys removed (a key both deleted and inserted, moved between partitions, is located)."""
-    keys = inserted.column("key").to_pylist()
-    partitions = inserted.column("partition").to_pylist()
-    file_ids = inserted.column("file_id").to_pylist()
+    keys = inserted.column(LOOKUP_KEY).to_pylist()
+    partitions = inserted.column(UPDATE_PARTITION).to_pylist()
+    file_ids = inserted.column(UPDATE_FILE_ID).to_pylist()
     template = _empty_record("", RecordType.RECORD_INDEX)
     upserts = [
         {**template, "key": k, "recordIndexMetadata": record_index_info(p, f, instant_millis)}
         for k, p, f in zip(keys, partitions, file_ids)
     ]
-    gone = deleted.column("key")
+    gone = deleted.column(LOOKUP_KEY)
     if len(keys):
-        gone = gone.filter(pc.invert(pc.is_in(gone, inserted.column("key"))))
+        gone = gone.filter(pc.invert(pc.is_in(gone, inserted.column(LOOKUP_KEY))))
     return Changes(upserts, gone.to_pylist())

@@ -61,7 +61,7 @@ from upsertlake.metadata.table import unsynced_instants
 from upsertlake.metadata.writer import Changes, deltacommit
 from upsertlake.metadata.writer import undo as undo_deltacommit
 from upsertlake.schema import avro_to_arrow
-from upsertlake.schema.columns import RECORD_KEY
+from upsertlake.schema.columns import LOOKUP_KEY, RECORD_KEY, UPDATE_FILE_ID, UPDATE_PARTITION
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import CommitMetadata
@@ -421,7 +421,8 @@ def _key_changes(
             if sl.file_group in replaced:
                 deleted.append(_located(slice_keys(storage, sl), sl.partition_path, sl.file_id))
     empty = _located(pa.array([], pa.string()), "", "")
-    return inserted, pa.concat_tables([empty, *[t.select(["key", "partition", "file_id"]) for t in deleted]])
+    columns = [LOOKUP_KEY, UPDATE_PARTITION, UPDATE_FILE_ID]
+    return inserted, pa.concat_tables([empty, *[t.select(columns) for t in deleted]])
 
 
 def _located(keys: pa.Array | pa.ChunkedArray, partition: str, file_id: str) -> pa.Table:
@@ -429,9 +430,9 @@ def _located(keys: pa.Array | pa.ChunkedArray, partition: str, file_id: str) -> 
     n = len(keys)
     return pa.table(
         {
-            "key": keys.cast(pa.string()),
-            "partition": pa.array([partition] * n, pa.string()),
-            "file_id": pa.array([file_id] * n, pa.string()),
+            LOOKUP_KEY: keys.cast(pa.string()),
+            UPDATE_PARTITION: pa.array([partition] * n, pa.string()),
+            UPDATE_FILE_ID: pa.array([file_id] * n, pa.string()),
         }
     )
 
