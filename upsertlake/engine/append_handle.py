@@ -33,7 +33,17 @@ from upsertlake.layout.slice_reader import Merge
 from upsertlake.logfile import LogFileName, append_blocks, avro_data_blocks, data_block, delete_block
 from upsertlake.logfile.blocks import Block
 from upsertlake.partitioner import Bucket
-from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, KEY, PARTITION, RECORD_KEY
+from upsertlake.schema.columns import (
+    DELETE_FLAG,
+    DELETED_KEY,
+    DELETED_NATURAL,
+    DELETED_ORDERING,
+    DELETED_PARTITION,
+    FORCE_FLAG,
+    KEY,
+    PARTITION,
+    RECORD_KEY,
+)
 from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.commit_metadata import DeltaWriteStat
@@ -124,7 +134,7 @@ def append_bucket(
         keys = _delete_keys(removed, job.ordering_fields)
         # a block either way: hudi-rs refuses a delete block that mixes the plain deletes'
         # IntWrapper(0) with ordering values of another wrapper (a key is in one of them only)
-        natural = keys.column("natural_order")
+        natural = keys.column(DELETED_NATURAL)
         for part in (keys.filter(natural), keys.filter(pc.invert(natural))):
             if part.num_rows:
                 blocks.append(delete_block(job.instant_time, part, job.schema_json))
@@ -246,13 +256,13 @@ def _delete_keys(removed: pa.Table, ordering_fields: tuple[str, ...]) -> pa.Tabl
     (precombine_field,) = ordering_fields or (None,)
     forced = np.asarray(removed.column(FORCE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
     keys = {
-        "record_key": removed.column(KEY),
-        "partition_path": removed.column(PARTITION),
+        DELETED_KEY: removed.column(KEY),
+        DELETED_PARTITION: removed.column(PARTITION),
     }
     if precombine_field and precombine_field in removed.column_names and not forced.all():
         values = removed.column(precombine_field)
-        keys["ordering_value"] = values
-        keys["natural_order"] = pa.array(forced | np.asarray(values.is_null().to_numpy(zero_copy_only=False)))
+        keys[DELETED_ORDERING] = values
+        keys[DELETED_NATURAL] = pa.array(forced | np.asarray(values.is_null().to_numpy(zero_copy_only=False)))
     else:
-        keys["natural_order"] = pa.array(np.ones(removed.num_rows, dtype=bool))
+        keys[DELETED_NATURAL] = pa.array(np.ones(removed.num_rows, dtype=bool))
     return pa.table(keys)

@@ -36,7 +36,7 @@ from upsertlake.layout.slice_reader import Merge, listed, log_file, log_files
 from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock, block_keys
 from upsertlake.logfile.merge import merge_slice
 from upsertlake.logfile.reader import read_logs
-from upsertlake.schema.columns import IS_DELETED, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_KEY
+from upsertlake.schema.columns import DELETED_KEY, IS_DELETED, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_KEY
 from upsertlake.storage import Storage
 from upsertlake.util.arrays import group_rows
 
@@ -156,7 +156,7 @@ def _block_of(block: Block, keys: pa.Array, columns: list[str]) -> Block:
         records = block.records.select([c for c in columns if c in block.records.column_names])
         return replace(block, records=_only(records, keys))
     if isinstance(block, DeleteBlock):
-        return replace(block, keys=block.keys.filter(pc.is_in(block.keys.column("record_key"), value_set=keys)))
+        return replace(block, keys=block.keys.filter(pc.is_in(block.keys.column(DELETED_KEY), value_set=keys)))
     return block
 
 

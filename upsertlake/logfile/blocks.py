@@ -14,7 +14,7 @@ from enum import IntEnum
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.schema.columns import IS_DELETED, RECORD_KEY
+from upsertlake.schema.columns import DELETED_KEY, IS_DELETED, RECORD_KEY
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1  # HoodieLogFormatVersion: 1 has type, header, content length, footer, total length
@@ -110,7 +110,7 @@ def block_keys(blocks: Sequence[Block], instant: str | None = None) -> tuple[pa.
         if instant is not None and getattr(block, "instant", None) != instant:
             continue
         if isinstance(block, DeleteBlock):
-            deleted.append(block.keys.column("record_key").combine_chunks().cast(pa.string()))
+            deleted.append(block.keys.column(DELETED_KEY).combine_chunks().cast(pa.string()))
         elif isinstance(block, DataBlock):
             keys = block.records.column(RECORD_KEY).combine_chunks().cast(pa.string())
             if IS_DELETED not in block.records.column_names:

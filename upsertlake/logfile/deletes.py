@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from upsertlake.errors import CorruptTableError, UnsupportedLogBlockError
 from upsertlake.logfile.blocks import CONTENT_VERSION
+from upsertlake.schema.columns import DELETED_KEY, DELETED_NATURAL, DELETED_ORDERING, DELETED_PARTITION
 
 _NS = "org.apache.hudi.avro.model"
 _DECIMAL = {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 15}
@@ -121,10 +122,10 @@ def decode_delete_content(content: bytes | memoryview) -> pa.Table:
     value_type = _WRAPPERS[branches.pop() - 1][2] if branches else pa.null()
     return pa.table(
         {
-            "record_key": pa.array(keys, pa.string()),
-            "partition_path": pa.array(partitions, pa.string()),
-            "ordering_value": pa.array(values, value_type),
-            "natural_order": pa.array(natural, pa.bool_()),
+            DELETED_KEY: pa.array(keys, pa.string()),
+            DELETED_PARTITION: pa.array(partitions, pa.string()),
+            DELETED_ORDERING: pa.array(values, value_type),
+            DELETED_NATURAL: pa.array(natural, pa.bool_()),
         }
     )
 
@@ -144,12 +145,12 @@ def encode_delete_content(keys: pa.Table) -> bytes:
     """Version-3 delete block content for `keys` (record_key, partition_path, and optionally
     ordering_value and natural_order; without them every delete is a natural-order one)."""
     n = keys.num_rows
-    record_keys = keys.column("record_key").to_pylist()
-    partitions = keys.column("partition_path").to_pylist() if "partition_path" in keys.column_names else [None] * n
-    has_values = "ordering_value" in keys.column_names
-    values = keys.column("ordering_value").to_pylist() if has_values else [None] * n
-    natural = keys.column("natural_order").to_pylist() if "natural_order" in keys.column_names else [not has_values] * n
-    branch = _branch_for(keys.column("ordering_value").type) if has_values else None
+    record_keys = keys.column(DELETED_KEY).to_pylist()
+    partitions = keys.column(DELETED_PARTITION).to_pylist() if DELETED_PARTITION in keys.column_names else [None] * n
+    has_values = DELETED_ORDERING in keys.column_names
+    values = keys.column(DELETED_ORDERING).to_pylist() if has_values else [None] * n
+    natural = keys.column(DELETED_NATURAL).to_pylist() if DELETED_NATURAL in keys.column_names else [not has_values] * n
+    branch = _branch_for(keys.column(DELETED_ORDERING).type) if has_values else None
     records = []
     for key, partition, value, nat in zip(record_keys, partitions, values, natural):
         if nat or branch is None:

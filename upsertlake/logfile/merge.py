@@ -42,7 +42,7 @@ from upsertlake.config.enums import MergeMode
 from upsertlake.errors import SchemaError
 from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock
 from upsertlake.schema import conform
-from upsertlake.schema.columns import IS_DELETED
+from upsertlake.schema.columns import DELETED_KEY, DELETED_NATURAL, DELETED_ORDERING, IS_DELETED
 
 # event kinds: a record, a delete block's delete with an ordering value, one without (natural),
 # a record with `_hoodie_is_deleted` true (a delete that merges as a record)
@@ -208,9 +208,9 @@ class _Events:
 
     def add_deletes(self, keys: pa.Table) -> None:
         n = keys.num_rows
-        self.keys.append(_strings(keys.column("record_key")))
-        natural = np.asarray(keys.column("natural_order"), dtype=bool)
-        values = keys.column("ordering_value")
+        self.keys.append(_strings(keys.column(DELETED_KEY)))
+        natural = np.asarray(keys.column(DELETED_NATURAL), dtype=bool)
+        values = keys.column(DELETED_ORDERING)
         comparable = values.type == self.ordering_type or (
             pa.types.is_decimal(values.type) and pa.types.is_decimal(self.ordering_type)
         )

@@ -40,6 +40,7 @@ from upsertlake.metadata.partitions import (
     SOLO_COMMIT_TIMESTAMP,
 )
 from upsertlake.metadata.records import Record, combine, decode, record_location
+from upsertlake.schema.columns import DELETED_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
@@ -235,7 +236,7 @@ class MetadataTable:
                 for key, record in zip(names, records):
                     merged[key] = combine(merged.get(key), record)
             elif isinstance(block, DeleteBlock) and block.instant not in undone:
-                for key in block.keys.column("record_key").to_pylist():
+                for key in block.keys.column(DELETED_KEY).to_pylist():
                     if _matches(key, wanted, prefixes):
                         merged[key] = None
         return merged

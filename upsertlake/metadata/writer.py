@@ -24,6 +24,7 @@ from upsertlake.logfile.writer import append_blocks, delete_block
 from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.records import Record, encode, writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataTable
+from upsertlake.schema.columns import DELETED_KEY, DELETED_PARTITION
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, DeltaWriteStat, WriteStat
@@ -100,7 +101,7 @@ def _write_partition(
             blocks.append(DataBlock(instant_time, schema, entries, header, BlockType.HFILE_DATA))
         if gone:
             keyed = pa.table(
-                {"record_key": pa.array(gone, pa.string()), "partition_path": pa.array([partition] * len(gone))}
+                {DELETED_KEY: pa.array(gone, pa.string()), DELETED_PARTITION: pa.array([partition] * len(gone))}
             )
             blocks.append(delete_block(instant_time, keyed))
         name = LogFileName(sl.file_id, instant_time, 1, WRITE_TOKEN).format()

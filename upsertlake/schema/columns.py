@@ -34,3 +34,9 @@ LOCATION = (LOC_PARTITION, LOC_FILE_ID, LOC_INSTANT)
 LOOKUP_KEY = "key"  # the key column of a lookup's located table and of an index update
 UPDATE_PARTITION = "partition"  # an index update's partition path of a key
 UPDATE_FILE_ID = "file_id"  # an index update's file id of a key
+
+# -- a log file's delete block, as its keys table (Hudi's DeleteRecord fields) ---------------------
+DELETED_KEY = "record_key"
+DELETED_PARTITION = "partition_path"
+DELETED_ORDERING = "ordering_value"  # the deleted record's ordering value (null: none given)
+DELETED_NATURAL = "natural_order"  # the delete wins whatever the ordering values
