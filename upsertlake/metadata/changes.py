@@ -289,9 +289,10 @@ def record_index_changes(inserted: pa.Table, deleted: pa.Table, instant_millis: 
     partitions = inserted.column(UPDATE_PARTITION).to_pylist()
     file_ids = inserted.column(UPDATE_FILE_ID).to_pylist()
     template = _empty_record("", RecordType.RECORD_INDEX)
+    # one payload per file group, shared by its keys: made once per group, not once per key
+    payloads = {group: record_index_info(*group, instant_millis) for group in set(zip(partitions, file_ids))}
     upserts = [
-        {**template, "key": k, "recordIndexMetadata": record_index_info(p, f, instant_millis)}
-        for k, p, f in zip(keys, partitions, file_ids)
+        {**template, "key": k, "recordIndexMetadata": payloads[(p, f)]} for k, p, f in zip(keys, partitions, file_ids)
     ]
     gone = deleted.column(LOOKUP_KEY)
     if len(keys):

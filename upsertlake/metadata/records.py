@@ -190,7 +190,6 @@ def record_location(record: Record) -> tuple[str, str, int]:
     return info["partitionName"], file_id, info["instantTime"]
 
 
-@lru_cache(maxsize=65536)
 def record_index_info(partition: str, file_id: str, instant_millis: int) -> dict[str, Any]:
     """The record index payload of a key stored in `file_id` (createRecordIndexUpdate): a
     `<uuid>-<n>` or bare UUID file id is encoded in bits, any other kept as text."""
