@@ -50,16 +50,6 @@ _FILE_ID_PREFIX = {
     PARTITION_STATS: "partition-stats-",
 }
 
-# What the partitions we keep hold: their record type (ALL_PARTITIONS is FILES' second type).
-RECORD_TYPES = {
-    FILES: RecordType.FILES,
-    COLUMN_STATS: RecordType.COLUMN_STATS,
-    PARTITION_STATS: RecordType.PARTITION_STATS,
-    RECORD_INDEX: RecordType.RECORD_INDEX,
-    BLOOM_FILTERS: RecordType.BLOOM_FILTER,
-}
-
-
 def is_index_of_expressions(partition: str) -> bool:
     """A secondary or expression index: partitions upsertlake reads past but never keeps."""
     return partition.startswith((SECONDARY_INDEX_PREFIX, EXPRESSION_INDEX_PREFIX))
@@ -72,12 +62,6 @@ def file_group_id(partition: str, index: int) -> str:
     else:
         prefix = _FILE_ID_PREFIX[partition]
     return f"{prefix}{index:04d}-0"
-
-
-def file_group_number(file_id: str) -> int:
-    """The index in a file id `<prefix><index>-0` (getFileGroupIndexFromFileId; 0.10's ids lack `-0`)."""
-    stem = file_id[:-2] if file_id.endswith("-0") else file_id
-    return int(stem.rsplit("-", 1)[1])
 
 
 def listed(value: str | None) -> list[str]:

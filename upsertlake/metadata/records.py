@@ -29,7 +29,6 @@ from upsertlake.metadata.partitions import RecordType
 from upsertlake.schema.columns import FILE_NAME
 
 Record = dict[str, Any]
-WRAPPER_NAMESPACE = "org.apache.hudi.avro.model."
 MISSING_FILE_INDEX = -1  # RECORD_INDEX_MISSING_FILEINDEX_FALLBACK: a file id without `-<n>`
 
 
@@ -165,13 +164,6 @@ def _value(wrapped: Any) -> Any:
     if isinstance(wrapped, tuple):
         return wrapped[1]["value"] if wrapped[1] is not None else None
     return wrapped.get("value") if isinstance(wrapped, dict) else wrapped
-
-
-def wrapper_name(wrapped: Any) -> str | None:
-    """The wrapper record's short name (`LongWrapper`, `DecimalWrapper`, ...) of a bound."""
-    if isinstance(wrapped, tuple):
-        return str(wrapped[0]).removeprefix(WRAPPER_NAMESPACE)
-    return None
 
 
 # -- record index ---------------------------------------------------------------------------------
