@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from upsertlake.config.option import option_list
 from upsertlake.timeline.layouts import METADATA_PARTITIONS_KEY
 
 PARTITIONS_KEY = METADATA_PARTITIONS_KEY  # the partitions readers may trust
@@ -65,5 +66,5 @@ def file_group_id(partition: str, index: int) -> str:
 
 
 def listed(value: str | None) -> list[str]:
-    """A `hoodie.table.metadata.partitions[.inflight]` value as a list (comma separated)."""
-    return [p for p in (value or "").split(",") if p]
+    """A `hoodie.table.metadata.partitions[.inflight]` value (absent: none) as a list."""
+    return option_list(value or "")
