@@ -61,7 +61,7 @@ class KeyGenerator:
     """Computes `_hoodie_record_key` and `_hoodie_partition_path` for a batch."""
 
     def __init__(self, table_config: TableConfig) -> None:
-        self.config = table_config
+        self.table_config = table_config
         one = len(table_config.record_key_fields) == 1
         simple = table_config.keygen_class in (SIMPLE_KEYGEN, NONPARTITIONED_KEYGEN)
         complex_bare = table_config.keygen_class == COMPLEX_KEYGEN and not table_config.names_single_key
@@ -69,7 +69,7 @@ class KeyGenerator:
 
     # -- record keys -------------------------------------------------------------------------
     def record_keys(self, batch: pa.Table) -> pa.ChunkedArray:
-        fields = self.config.record_key_fields
+        fields = self.table_config.record_key_fields
         if not fields:
             raise SchemaError("the table declares no record key field")
         if self.simple_key:
@@ -101,7 +101,7 @@ class KeyGenerator:
 
     # -- partition paths ---------------------------------------------------------------------
     def partition_paths(self, batch: pa.Table) -> pa.ChunkedArray:
-        fields = self.config.partition_fields
+        fields = self.table_config.partition_fields
         if not fields:
             return pa.chunked_array([pa.array([""] * batch.num_rows, pa.string())])
         parts = [self._partition_part(_column(batch, name, "partition"), name) for name in fields]
@@ -110,15 +110,15 @@ class KeyGenerator:
     def _partition_part(self, column: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
         text = value_text(column)
         text = pc.if_else(pc.fill_null(pc.equal(pc.utf8_length(text), 0), True), DEFAULT_PARTITION, text)
-        if self.config.urlencode_partitions:
+        if self.table_config.urlencode_partitions:
             text = _map_distinct(text, lambda v: v if v == DEFAULT_PARTITION else java_url_encode(v))
-        if self.config.hive_style_partitioning:
+        if self.table_config.hive_style_partitioning:
             text = pc.binary_join_element_wise(f"{name}=", text, "")
         return text
 
     def partition_values(self, partition_path: str) -> dict[str, str | None]:
         """The partition fields' values (as text, None for the default partition) of a path."""
-        fields = self.config.partition_fields
+        fields = self.table_config.partition_fields
         if not fields:
             return {}
         parts = partition_path.split("/")
@@ -126,12 +126,12 @@ class KeyGenerator:
             return {}
         values: dict[str, str | None] = {}
         for name, part in zip(fields, parts):
-            if self.config.hive_style_partitioning:
+            if self.table_config.hive_style_partitioning:
                 part = part.split("=", 1)[1] if "=" in part else part
             if part == DEFAULT_PARTITION:
                 values[name] = None
                 continue
-            values[name] = unquote_plus(part) if self.config.urlencode_partitions else part
+            values[name] = unquote_plus(part) if self.table_config.urlencode_partitions else part
         return values
 
 
