@@ -61,10 +61,10 @@ class Config:
             elif key == option.key or option.key not in (table_properties or {}):
                 # Parsed lazily by `get`: a bad table value only fails if it is used.
                 raw[option.key] = _stringify(value)
-        config = cls(raw, typed)
+        cfg = cls(raw, typed)
         for layer in layers:
-            config = config.with_overrides(layer)
-        return config
+            cfg = cfg.with_overrides(layer)
+        return cfg
 
     def with_overrides(self, layer: Mapping[str, object] | None) -> Config:
         """A new Config with `layer` validated and applied on top of this one."""

@@ -461,14 +461,14 @@ class TableConfig:
         """
         found = read_properties(storage)
         try:
-            config = cls.from_properties(found.props, found.path)
+            table_config = cls.from_properties(found.props, found.path)
         except CorruptTableError as exc:
             if found.damage is None:
                 raise
             raise CorruptTableError(f"{exc}; {found.damage}") from exc
         if found.source == PROPERTIES_FILE and found.damage is None:
-            return config
-        return replace(config, source=found.source, damage=found.damage)
+            return table_config
+        return replace(table_config, source=found.source, damage=found.damage)
 
     @classmethod
     def load_listed(cls, storage: Storage, listed: FileEntry) -> TableConfig:
@@ -489,9 +489,9 @@ class TableConfig:
         main = PropertiesFile.parse(storage.full_path(PROPERTIES_FILE), raw)
         if not main.valid:
             return cls.load(storage)  # damaged: the backup and the refusals as ever
-        config = cls.from_properties(main.props or {}, main.path)
-        by_version.put(version, config)  # under the version read, maybe newer than listed
-        return config
+        table_config = cls.from_properties(main.props or {}, main.path)
+        by_version.put(version, table_config)  # under the version read, maybe newer than listed
+        return table_config
 
     def create(self, storage: Storage) -> bool:
         """Write the first `hoodie.properties`; False (nothing written) if a table is there."""

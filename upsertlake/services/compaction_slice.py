@@ -56,18 +56,18 @@ def compact_operation(
     counts = _block_counts(blocks, merge)
     added = result.added
     deletes = base.num_rows - (merged.num_rows - len(added)) if base is not None else 0
-    config = file_writer_config(cfg)
+    file_config = file_writer_config(cfg)
     footer, kept = _previous_version(storage, sl.base, schema) if sl.base is not None else ({}, None)
     bloom = key_range = None
     if base is not None and deletes == 0:
         # Every base key is still there, and the logs added `added`: the base file's filter and
         # key range plus those keys, as copy-on-write rewrites resume them.
-        bloom = resumed_bloom(footer, base.num_rows, added, config)
+        bloom = resumed_bloom(footer, base.num_rows, added, file_config)
         key_range = resumed_key_range(footer, added) if bloom is not None else None
     write_markers(
         storage, instant_time, [marker_entry(op.partition_path, name, "MERGE" if base is not None else "CREATE")]
     )
-    size, stats = write_base_file(storage, path, merged, config, bloom, key_range, kept)
+    size, stats = write_base_file(storage, path, merged, file_config, bloom, key_range, kept)
     wrote = time.monotonic()
     log_bytes = sum(info.size for lf in sl.logs if (info := storage.stat(lf.path)) is not None)
     return WriteStat(

@@ -96,7 +96,7 @@ def create_table(
     # as Hudi 1.x infers it: the option, else event time when there is a precombine field
     mode = resolved.get(opt.RECORD_MERGE_MODE) if resolved.is_set(opt.RECORD_MERGE_MODE) else None
     mode = mode or (MergeMode.EVENT_TIME if ordering else MergeMode.COMMIT_TIME)
-    config = TableConfig(
+    table_config = TableConfig(
         name=name,
         record_key_fields=keys,
         partition_fields=_fields(partition_fields),
@@ -119,18 +119,18 @@ def create_table(
         key = TABLE_VERSION_KEY if asked is not None else opt.WRITE_TABLE_VERSION.key
         raise ConfigError(f"{key}={version}: upsertlake creates tables at version 6, 8 or 9")
     if version == 8:
-        config = config.as_version_8(mode, 8)
+        table_config = table_config.as_version_8(mode, 8)
     elif version == 9:
-        config = config.as_version_9(mode, 9)
-    check_against_table(resolved, config)
+        table_config = table_config.as_version_9(mode, 9)
+    check_against_table(resolved, table_config)
     if storage.exists(PROPERTIES_FILE) or storage.exists(BACKUP_FILE):
         raise TableExistsError(f"a table already exists at {storage.base}")
     storage.makedirs(".hoodie/archived")
     if version >= 8:
-        storage.makedirs(f".hoodie/{config.timeline_path}/{config.extra['hoodie.timeline.history.path']}")
-    if not config.create(storage):
+        storage.makedirs(f".hoodie/{table_config.timeline_path}/{table_config.extra['hoodie.timeline.history.path']}")
+    if not table_config.create(storage):
         raise TableExistsError(f"a table already exists at {storage.base}")
-    return Table(storage, config, options)
+    return Table(storage, table_config, options)
 
 
 def upgrade_table(
