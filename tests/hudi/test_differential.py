@@ -1,7 +1,7 @@
 """Apache Hudi and upsertlake on one table, step by step, with Hudi as the judge.
 
 Each seeded sequence builds one table layout (copy-on-write or merge-on-read; table version 6 with
-Hudi 0.15, 8 with Hudi 1.1; an index among SIMPLE, BLOOM, GLOBAL_SIMPLE and BUCKET; one partition
+Hudi 0.15, 8 and 9 with Hudi 1.1; an index among SIMPLE, BLOOM, GLOBAL_SIMPLE and BUCKET; one partition
 field, two, or none; event-time or commit-time ordering; nullable columns of every type Hudi maps)
 and takes random steps, each done by Apache Hudi's Spark datasource or by upsertlake (in process or
 through `upsertlake.spark`): upserts with updates, new keys, late rows (smaller ordering values),
@@ -229,13 +229,13 @@ def run(layout: Layout, path: Path, hudi, spark, seed: int) -> None:
 # One sequence per layout in the suite; together they cover every value of every dimension.
 LAYOUTS = [
     Layout("COPY_ON_WRITE", 8, "SIMPLE", "one"),
-    Layout("MERGE_ON_READ", 8, "BLOOM", "two", COMMIT_TIME),
+    Layout("MERGE_ON_READ", 9, "BLOOM", "two", COMMIT_TIME),
     Layout("COPY_ON_WRITE", 6, "GLOBAL_SIMPLE", "one", hive=True),
     Layout("MERGE_ON_READ", 6, "SIMPLE", "none", all_types=False),
     Layout("MERGE_ON_READ", 8, "BUCKET", "one", all_types=False),
     Layout("COPY_ON_WRITE", 6, "BUCKET", "two", COMMIT_TIME),
     Layout("MERGE_ON_READ", 8, "GLOBAL_SIMPLE", "one"),
-    Layout("COPY_ON_WRITE", 8, "BLOOM", "none", COMMIT_TIME, all_types=False),
+    Layout("COPY_ON_WRITE", 9, "BLOOM", "none", COMMIT_TIME, all_types=False),
 ]
 
 

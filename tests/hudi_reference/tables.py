@@ -152,7 +152,8 @@ class Layout:
 
     def procedure_conf(self) -> dict[str, str]:
         """What Hudi's procedures (run_compaction, run_clean, savepoints, ...) must be told of the
-        table, as its writes are: keep its version, no metadata table (upsertlake keeps none yet)."""
+        table, as its writes are: keep its version, no metadata table (the tests of the metadata
+        table make their own)."""
         conf = {"hoodie.metadata.enable": "false"}
         if self.version != 6:
             conf |= {"hoodie.write.table.version": str(self.version), "hoodie.write.auto.upgrade": "false"}
