@@ -102,7 +102,9 @@ class Shared:
 
 
 # each archived timeline format once (version 6's archive log files, 8's LSM timeline), each table type once
-@pytest.mark.parametrize(("version", "table_type"), [(6, "COPY_ON_WRITE"), (8, "MERGE_ON_READ")], ids=["6-cow", "8-mor"])
+@pytest.mark.parametrize(
+    ("version", "table_type"), [(6, "COPY_ON_WRITE"), (8, "MERGE_ON_READ")], ids=["6-cow", "8-mor"]
+)
 def test_each_reads_the_others_archived_timeline(
     tmp_path: Path, version: int, table_type: str, hudi_references
 ) -> None:
