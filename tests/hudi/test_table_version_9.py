@@ -14,6 +14,8 @@ from upsertlake import create_table, open_table, upgrade_table
 from helpers import unzip_hudi_table
 from ordering_batches import FIRST, SECOND, expected, ordered_batch, stored
 
+pytestmark = pytest.mark.hudi
+
 COLUMNS = ["_hoodie_commit_time", "_hoodie_record_key", "_hoodie_partition_path", "id", "ts", "city", "fare"]
 
 

@@ -21,7 +21,7 @@ from upsertlake.timeline.active import Timeline
 
 from metadata_checks import committed_files
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.hudi]
 COLUMNS = ["id", "part", "ts", "val", "name"]
 
 
