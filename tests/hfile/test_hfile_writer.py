@@ -17,7 +17,8 @@ from upsertlake.hfile import Compression, HFileReader, HFileWriter, write_hfile
 from upsertlake.hfile import file_info as info
 from upsertlake.hfile.blocks import BlockType, parse_header, read_block
 from upsertlake.hfile.index import parse_root_index
-from upsertlake.hfile.java_order import hash_map_order, java_string_hash
+from upsertlake.hfile.java_order import hash_map_order
+from upsertlake.util.java_hash import java_string_hash
 
 from hfile_vectors import vector
 from hudi_io_reference import Case, HudiHFile

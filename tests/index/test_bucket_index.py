@@ -12,8 +12,9 @@ import pytest
 
 from upsertlake import create_table, open_table
 from upsertlake.errors import ConfigError, SchemaError, UnsupportedTableError, WriteConflictError
-from upsertlake.layout.bucket_id import bucket_ids, bucket_of, java_hash_codes
+from upsertlake.layout.bucket_id import bucket_ids, bucket_of
 from upsertlake.timeline.instant import State
+from upsertlake.util.java_hash import java_hash_codes
 
 from helpers import hudi_read
 

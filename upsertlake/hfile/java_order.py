@@ -9,19 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from upsertlake.util.java_hash import java_string_hash
+
 _INITIAL_CAPACITY = 16
 _LOAD_FACTOR = 0.75
 _TREEIFY_THRESHOLD = 8
 _MIN_TREEIFY_CAPACITY = 64
-
-
-def java_string_hash(text: str) -> int:
-    """`String.hashCode()`: 31-based over UTF-16 code units, as a 32-bit int."""
-    h = 0
-    units = text.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return h
 
 
 def hash_map_order(keys: Iterable[str]) -> list[str]:

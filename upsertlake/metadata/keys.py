@@ -20,12 +20,12 @@ import hashlib
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import cast
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import xxhash
+
+from upsertlake.util.java_hash import java_hash_codes
 
 ALL_PARTITIONS_KEY = "__all_partitions__"
 NON_PARTITIONED = "."  # the identifier of a non-partitioned table's one partition ("")
@@ -80,41 +80,5 @@ def file_group_index(keys: pa.Array | pa.ChunkedArray | Sequence[str], groups: i
     n = len(array)
     if groups == 1 or n == 0:
         return np.zeros(n, dtype=np.int64)
-    if pc.all(pc.string_is_ascii(array)).as_py() is not False:
-        hashes = _ascii_hash_codes(array)
-    else:
-        hashes = np.array([_hash_code(k) for k in array.to_pylist()], dtype=np.int64)
-    return cast(np.ndarray, np.abs(hashes) % groups)
-
-
-def _hash_code(key: str) -> int:
-    """Java's String.hashCode as a signed int (over UTF-16 code units)."""
-    units = np.frombuffer(key.encode("utf-16-be"), dtype=">u2").astype(np.uint32)
-    h = 0
-    for unit in units.tolist():
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def _ascii_hash_codes(array: pa.StringArray) -> np.ndarray:
-    """hashCode of every key of an ASCII string array at once: sum of byte * 31^(distance from the
-    key's end), in uint32 arithmetic (Java's int overflow), then read as signed."""
-    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32)[array.offset : array.offset + len(array) + 1]
-    data = (
-        np.frombuffer(array.buffers()[2], dtype=np.uint8) if array.buffers()[2] is not None else np.zeros(0, np.uint8)
-    )
-    start, end = int(offsets[0]), int(offsets[-1])
-    lengths = np.diff(offsets)
-    if end == start:
-        return np.zeros(len(array), dtype=np.int64)
-    codes = data[start:end].astype(np.uint32)
-    ends = np.repeat(offsets[1:] - start, lengths)
-    distance = ends - 1 - np.arange(end - start)
-    powers = np.concatenate([[1], np.cumprod(np.full(int(lengths.max()) - 1, 31, dtype=np.uint32), dtype=np.uint32)])
-    powers = powers.astype(np.uint32)
-    terms = codes * powers[distance]
-    nonempty = lengths > 0
-    sums = np.zeros(len(array), dtype=np.uint32)
-    if nonempty.any():
-        sums[nonempty] = np.add.reduceat(terms, (offsets[:-1] - start)[nonempty], dtype=np.uint32)
-    return sums.view(np.int32).astype(np.int64)
+    hashes = java_hash_codes(array).view(np.int32).astype(np.int64)  # as Java's signed int
+    return np.abs(hashes) % groups
