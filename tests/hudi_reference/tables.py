@@ -145,6 +145,9 @@ class Layout:
         else:
             options |= {
                 "hoodie.write.table.version": str(self.version),
+                # Hudi's writer creates a table in the mode its write key says (without it: event
+                # time where an ordering field is set); the table key is checked against the table's.
+                "hoodie.write.record.merge.mode": self.ordering,
                 "hoodie.record.merge.mode": self.ordering,
                 "hoodie.write.auto.upgrade": "false",
             }
