@@ -35,8 +35,8 @@ class InputTypes:
 
     @classmethod
     def of(cls, table: Table) -> InputTypes:
-        config = table.config
-        return cls(table.schema(), (*config.record_key_fields, *config.partition_fields))
+        table_config = table.table_config
+        return cls(table.schema(), (*table_config.record_key_fields, *table_config.partition_fields))
 
     @classmethod
     def of_fields(cls, record_key: str, partition_fields: str | None) -> InputTypes:
