@@ -18,6 +18,7 @@ import pyarrow as pa
 
 import upsertlake
 from upsertlake.cli.output import CliError, print_json, store_options
+from upsertlake.config import option_list
 
 # A quoted string, an operator or parenthesis or comma, or a bare word.
 _TOKEN = re.compile(r"""\s*(?:'([^']*)'|"([^"]*)"|(!=|==|<=|>=|=|<|>|\(|\)|,)|([^\s=!<>(),'"]+))""")
@@ -58,7 +59,7 @@ def read(args: argparse.Namespace) -> int:
     elif fmt == "parquet":
         raise CliError("--format parquet writes a file: give --output FILE.parquet")
     table = upsertlake.open_table(args.path, storage_options=store_options(args))
-    columns = [c for item in args.columns or () for c in item.split(",") if c] or None
+    columns = [c for item in args.columns or () for c in option_list(item)] or None
     filters = parse_where(args.where, table.schema()) if args.where else None
     scan = table.scan(columns, filters, as_of=args.as_of, begin=args.since, end=args.until)
     batches = _limited(scan.to_batches(), args.limit)
