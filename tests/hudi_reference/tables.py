@@ -139,6 +139,10 @@ class Layout:
             # refuses the partition ("multiple files ... belongs to the same bucket id"); its RDD path
             # (RDDSimpleBucketBulkInsertPartitioner) writes into the existing groups.
             options["hoodie.datasource.write.row.writer.enable"] = "false"
+            if self.version == 6 and not self.merge_on_read:
+                # Hudi 0.15's RDD path appends log files to a copy-on-write table's buckets, which
+                # no copy-on-write reader reads (Hudi's neither): the rows are lost. An insert it is.
+                options["hoodie.datasource.write.operation"] = "insert"
         if self.version == 6 and operation == "bulk_insert":
             options |= HUDI_0_15_AVRO_WRITER
         if self.version == 6:
