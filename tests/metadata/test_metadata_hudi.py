@@ -16,10 +16,9 @@ import upsertlake
 from upsertlake.layout.file_system_view import list_partitions_and_files, sort_listing
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata.listing import listed_files
+from upsertlake.simulation.invariants import committed_files
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
-
-from metadata_checks import committed_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.hudi]
 COLUMNS = ["id", "part", "ts", "val", "name"]

@@ -17,13 +17,10 @@ import pytest
 
 import upsertlake
 from upsertlake.errors import ConfigError
-from upsertlake.layout.file_system_view import list_partitions_and_files, sort_listing
 from upsertlake.metadata import MetadataTable
-from upsertlake.metadata.listing import listed_files
+from upsertlake.simulation.invariants import metadata_violations
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
-
-from metadata_checks import committed_files
 
 V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
 
@@ -44,23 +41,13 @@ def new_table(root: Path, table_type: str = "COPY_ON_WRITE", **options: str) -> 
 
 
 def holds(root: Path) -> MetadataTable:
-    """The metadata table lists exactly what storage holds of committed writes, and (when kept)
-    its record index puts every key where its row is."""
+    """The metadata table is trusted and agrees with the table (the simulator's invariant: it
+    lists exactly what storage holds of committed writes, its column stats are the footers', its
+    record index puts every key where its row is)."""
     storage = Storage(root)
-    timeline = Timeline.load(storage)
-    listed = listed_files(timeline)
-    assert listed is not None, "the metadata table is trusted"
-    listing, on_storage = sort_listing(listed[1], None, listed[0]), list_partitions_and_files(storage)
-    assert listing.partitions == on_storage.partitions
-    assert {(f.path, f.size) for f in listing.base_files + listing.log_files} == committed_files(timeline, on_storage)
-    table = MetadataTable.open(timeline)
-    if "record_index" in table.partitions:
-        data = upsertlake.open_table(root).read(
-            columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]
-        )
-        stored = {k: (p, n.split("_")[0]) for k, p, n in zip(*(data.column(c).to_pylist() for c in data.column_names))}
-        assert table.record_locations(stored) == stored
-        assert sorted(table.scan("record_index")) == sorted(stored)
+    table = MetadataTable.open(Timeline.load(storage))
+    assert table is not None, "the table keeps a metadata table"
+    assert metadata_violations(storage) == []
     return table
 
 

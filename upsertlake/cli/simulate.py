@@ -7,6 +7,7 @@ import argparse
 
 from upsertlake.cli.output import CliError
 from upsertlake.simulation.simulator import (
+    METADATA_COMPACT_EVERY,
     MOR_COMPACT_EVERY,
     TABLE_TYPES,
     SimulationConfig,
@@ -42,6 +43,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
         help="table type to create (default COPY_ON_WRITE); MERGE_ON_READ compacts inline every "
         f"{MOR_COMPACT_EVERY} deltacommits",
     )
+    p.add_argument(
+        "--metadata", action="store_true",
+        help="keep the metadata table with its record index, compacted every "
+        f"{METADATA_COMPACT_EVERY} deltacommits (table version 8 or 9), and check it agrees with the table",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=simulate)
 
@@ -52,6 +58,8 @@ def simulate(args: argparse.Namespace) -> int:
     for name in ("overlap", "kill_rate"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             raise CliError(f"--{name.replace('_', '-')} must be between 0 and 1")
+    if args.metadata and args.table_version < 8:
+        raise CliError("--metadata needs --table-version 8 or 9 (table version 6 keeps no metadata table)")
     report = run(
         SimulationConfig(
             table=args.table,
@@ -65,6 +73,7 @@ def simulate(args: argparse.Namespace) -> int:
             seed=args.seed,
             table_version=args.table_version,
             table_type=args.table_type,
+            metadata=args.metadata,
         )
     )
     print(report_json(report) if args.json else format_report(report))

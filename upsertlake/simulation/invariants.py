@@ -10,7 +10,11 @@
    also means every acknowledged record is there unless a later commit overwrote or deleted it),
    and no key appears twice; a delete counts only if its write found the key (its key summary says
    so): a delete of a key the write did not see is nothing, also when a concurrent commit inserted it;
-4. Apache Hudi's reader (the `hudi` package, when installed) returns the same snapshot.
+4. Apache Hudi's reader (the `hudi` package, when installed) returns the same snapshot;
+5. where the table keeps a metadata table (`metadata_violations`): it is trusted, its `files`
+   partition lists exactly storage's files of completed writes (none of a failed write, none
+   missing), every `column_stats` record names such a file and agrees with its footer, and the
+   record index maps every key of the snapshot to the file group its row is in, and no other key.
 """
 
 from __future__ import annotations
@@ -24,8 +28,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summaries
+from upsertlake.layout.file_system_view import Listing, list_partitions_and_files, sort_listing
 from upsertlake.logfile import LogFileName, block_keys, is_log_path, read_blocks
-from upsertlake.schema.columns import COMMIT_TIME, IS_DELETED
+from upsertlake.metadata import MetadataTable
+from upsertlake.metadata.changes import footer_stats
+from upsertlake.metadata.listing import listed_files
+from upsertlake.metadata.partitions import COLUMN_STATS, RECORD_INDEX
+from upsertlake.metadata.stats import bound
+from upsertlake.schema.columns import COMMIT_TIME, FILE_NAME, IS_DELETED, PARTITION_PATH, RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
@@ -81,6 +91,9 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
     keys = snapshot.column("id")
     if pc.count_distinct(keys).as_py() != len(keys):
         violations.append(f"{len(keys) - pc.count_distinct(keys).as_py()} keys appear more than once")
+    kept = MetadataTable.open(Timeline.load(table.storage)) is not None
+    problems = metadata_violations(table.storage)
+    violations += [f"metadata table: {v}" for v in problems]
     if plans and table.table_config.table_version < 8:  # hudi-rs leaves out the slices a pending plan starts
         hudi = "not compared: a compaction plan is pending (hudi-rs reads its slices only once it completes)"
     else:
@@ -94,6 +107,7 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
         "records_committed": sum(pq.read_metadata(known[t]).num_rows for t in simulated),
         "final_rows": snapshot.num_rows,
         "hudi_reader": hudi,
+        "metadata_table": ("inconsistent" if problems else "consistent") if kept else "not kept",
         "violations": violations,
     }
 
@@ -188,3 +202,91 @@ def _hudi_agrees(table_path: str, snapshot: pa.Table, violations: list[str]) -> 
     problems = _compare("Apache Hudi's snapshot", _rows(theirs), _rows(snapshot))
     violations += problems
     return "disagrees" if problems else "agrees"
+
+
+def committed_files(timeline: Timeline, listing: Listing) -> set[tuple[str, int]]:
+    """(path, size) of the listed base and log files that completed writes wrote."""
+    done = {i.time for i in timeline.completed_writes()}
+    return ({(f.path, f.size) for f in listing.base_files if f.instant_time in done}
+            | {(f.path, f.size) for f in listing.log_files if f.name.instant in done})
+
+
+def metadata_violations(storage: Storage) -> list[str]:
+    """What the metadata table of the table at `storage` says that the table does not: [] when
+    the table keeps none (hoodie.properties lists no `files` partition) or it agrees."""
+    timeline = Timeline.load(storage)
+    if MetadataTable.open(timeline) is None:
+        return []
+    listed = listed_files(timeline)
+    if listed is None:
+        return ["the metadata table is listed in hoodie.properties but readers cannot trust it"]
+    listing, on_storage = sort_listing(listed[1], None, listed[0]), list_partitions_and_files(storage)
+    out = []
+    if listing.partitions != on_storage.partitions:
+        out.append(f"the metadata table lists partitions {listing.partitions}, storage {on_storage.partitions}")
+    files = {(f.path, f.size) for f in listing.base_files + listing.log_files}
+    committed = committed_files(timeline, on_storage)
+    out += [f"the metadata table lists {p} ({n} bytes), no file of a completed write"
+            for p, n in sorted(files - committed)]
+    out += [f"the metadata table misses {p} ({n} bytes) of a completed write" for p, n in sorted(committed - files)]
+    table = MetadataTable.open(timeline)
+    assert table is not None
+    finished = {i.time for i in timeline.instants if i.is_completed}
+    pending = {i.time for i in timeline.instants if not i.is_completed} - finished
+    done = {i.time for i in table.timeline.instants if i.is_completed}  # (a compaction completes as a commit)
+    out += [
+        f"its {i.action.value} {i.time} is left pending (no pending data instant of its time)"
+        for i in table.timeline.instants
+        if not i.is_completed and i.time not in done and i.time not in pending
+    ]
+    if COLUMN_STATS in table.partitions:
+        out += _column_stats_violations(storage, table, on_storage, {p for p, _ in committed})
+    if RECORD_INDEX in table.partitions:
+        out += _record_index_violations(storage, table)
+    return out
+
+
+def _column_stats_violations(
+    storage: Storage, table: MetadataTable, listing: Listing, committed: set[str]
+) -> list[str]:
+    """Every column_stats record names a committed file; a base file's agree with its footer."""
+    names = {p.rpartition("/")[2]: p for p in committed}
+    recorded: dict[str, dict[str, Any]] = {}
+    for record in table.scan(COLUMN_STATS).values():
+        stats = record["ColumnStatsMetadata"]
+        if stats is not None and not stats["isDeleted"]:
+            recorded.setdefault(stats["fileName"], {})[stats["columnName"]] = stats
+    out = [f"column_stats of {name}, no file of a completed write" for name in sorted(recorded.keys() - names.keys())]
+    for bf in listing.base_files:
+        if bf.path not in committed or bf.name not in recorded:
+            continue
+        footer = storage.parquet_file(bf.path).metadata
+        types = footer.schema.to_arrow_schema()
+        for column, stats in sorted(recorded[bf.name].items()):
+            want = footer_stats(footer, [column])
+            if want is None:
+                out.append(f"column_stats of {bf.path} record {column}, which its footer cannot describe")
+                continue
+            got = (stats["valueCount"], stats["nullCount"], bound(stats, "minValue", types.field(column).type),
+                   bound(stats, "maxValue", types.field(column).type))
+            if got != (want[0].values, want[0].nulls, want[0].low, want[0].high):
+                out.append(f"column_stats of {bf.path}, column {column}: {got}, its footer says "
+                           f"{(want[0].values, want[0].nulls, want[0].low, want[0].high)}")
+    return out
+
+
+def _record_index_violations(storage: Storage, table: MetadataTable) -> list[str]:
+    """The record index maps each key of the snapshot to its row's file group, and knows no other key."""
+    table_data = open_table(storage.base, storage_options=storage.options)
+    data = table_data.read(columns=[RECORD_KEY, PARTITION_PATH, FILE_NAME])
+    stored = {
+        k: (p, n.lstrip(".").split("_")[0])
+        for k, p, n in zip(*(data.column(c).to_pylist() for c in (RECORD_KEY, PARTITION_PATH, FILE_NAME)))
+    }
+    located = table.record_locations(stored)
+    wrong = sorted(k for k in stored if located.get(k) != stored[k])
+    out = [f"the record index puts {len(wrong)} key(s) elsewhere than their rows, e.g. {k}: {located.get(k)} "
+           f"for {stored[k]}" for k in wrong[:1]]
+    extra = sorted(table.scan(RECORD_INDEX).keys() - stored.keys())
+    out += [f"the record index holds {len(extra)} key(s) the snapshot lacks, e.g. {extra[0]}"] if extra else []
+    return out

@@ -22,7 +22,6 @@ import multiprocessing as mp
 import os
 import random
 import signal
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,8 +32,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.errors import TableExistsError, WriteConflictError
+from upsertlake.metadata.partitions import FOLDER as METADATA_FOLDER
 from upsertlake.schema.columns import IS_DELETED
 from upsertlake.simulation.invariants import BATCH_KEY, check_table
+from upsertlake.simulation.kills import KillSwitch
 from upsertlake.table.open import create_table, open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.util.humanize import human_duration
@@ -42,6 +43,8 @@ from upsertlake.util.humanize import human_duration
 SEED_TIME = "seed"
 TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
 MOR_COMPACT_EVERY = 3  # hoodie.compact.inline.max.delta.commits of a simulated merge-on-read table
+METADATA_COMPACT_EVERY = 2  # hoodie.metadata.compact.max.delta.commits: metadata compactions happen often
+KILL_WRITES_GUESS = 40  # storage writes of a first attempt, before any was counted
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class SimulationConfig:
     seed: int = 0
     table_version: int = 6
     table_type: str = "COPY_ON_WRITE"
+    metadata: bool = False  # keep the metadata table with its record index (table version 8 or 9)
 
     @property
     def journal(self) -> Path:
@@ -77,6 +81,9 @@ class SimulationConfig:
             **({"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": MOR_COMPACT_EVERY,
                 "hoodie.clean.automatic": "false", "hoodie.archive.automatic": "false"}
                if self.table_type == "MERGE_ON_READ" else {}),
+            **({"hoodie.metadata.enable": "true", "hoodie.metadata.record.index.enable": "true",
+                "hoodie.metadata.compact.max.delta.commits": METADATA_COMPACT_EVERY}
+               if self.metadata else {}),
         }
 
 
@@ -97,6 +104,9 @@ class Report:
     records_committed: int = 0
     final_rows: int = 0
     hudi_reader: str = "not checked"
+    metadata_table: str = "not kept"  # consistent, inconsistent, or not kept (hoodie.properties lists none)
+    killed_in_metadata: int = 0  # kills just before a write into .hoodie/metadata
+    metadata_compactions: int = 0  # metadata-table compactions the writers completed
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -146,7 +156,20 @@ def run(config: SimulationConfig) -> Report:
         checked["violations"] += [f"after a last compaction: {v}" for v in after["violations"]]
         if str(checked["hudi_reader"]).startswith("not compared"):  # a plan was pending: compared after it ran
             checked["hudi_reader"] = after["hudi_reader"]
-    return Report(**checked, **_commit_timings(config.journal), killed=kills, seconds=round(seconds, 3))
+    return Report(
+        **checked, **_commit_timings(config.journal), **_kill_journal(config.journal), killed=kills,
+        seconds=round(seconds, 3),
+    )
+
+
+def _kill_journal(journal: Path) -> dict[str, Any]:
+    """From the `kills-*` and `metadata-compactions-*` journals of the writers' kill switches."""
+    kills = [line for f in sorted(journal.glob("kills-*.txt")) for line in f.read_text().splitlines()]
+    done = [line for f in sorted(journal.glob("metadata-compactions-*.txt")) for line in f.read_text().splitlines()]
+    return {
+        "killed_in_metadata": sum(f" {METADATA_FOLDER}/" in line for line in kills),
+        "metadata_compactions": len(done),
+    }
 
 
 def _commit_timings(journal: Path) -> dict[str, Any]:
@@ -216,13 +239,15 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
     client = table.write_client()
     if done == 0:
         _start_together(config, writer)
-    average = 0.3  # seconds per attempt, learnt as we go: kills land within an attempt
+    switch = KillSwitch(table.storage.base, config.journal, f"w{writer}")
+    switch.install()
+    # storage writes per attempt (all of them, those into the metadata table), learnt as we go:
+    # kills land within an attempt; in metadata mode half of them count metadata-table writes alone
+    most = {"": KILL_WRITES_GUESS, f"{METADATA_FOLDER}/": KILL_WRITES_GUESS}
     for attempt in range(done, config.commits):
         _append(config.journal / f"attempts-w{writer}.txt", str(attempt))
-        if rng.random() < config.kill_rate:
-            delay = rng.uniform(0, 1.5 * average)
-            threading.Timer(delay, os.kill, (os.getpid(), signal.SIGKILL)).start()
-        began = time.perf_counter()
+        inside = f"{METADATA_FOLDER}/" if config.metadata and rng.random() < 0.5 else ""
+        switch.arm(rng.randint(1, most[inside]) if rng.random() < config.kill_rate else None, inside)
         batch_id = f"w{writer}-{attempt}"
         # First: a later write's batch gets larger ordering values (a write that moves to a new
         # instant keeps its batch, so the checker merges by ordering value, as the table does).
@@ -236,13 +261,14 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
             _append(config.journal / f"timings-w{writer}.txt", f"{result.remerges} {spent:.6f}")
             if config.table_type == "MERGE_ON_READ":
                 table.services_after_commit()  # inline compaction, as a Table's write runs it
+            switch.overdue()  # armed past the attempt's last write: killed once it is done
         except WriteConflictError as exc:
             _append(config.journal / f"conflicted-w{writer}.txt", batch_id)
             _append(config.journal / f"conflict-reasons-w{writer}.txt", f"{batch_id} {exc}")
         except Exception as exc:
             _append(config.journal / f"failed-w{writer}.txt", f"{instant} {type(exc).__name__}: {exc}")
             client.rollback(instant)
-        average = 0.7 * average + 0.3 * (time.perf_counter() - began)
+        most[inside] = max(most[inside], switch.writes())
 
 
 def _start_together(config: SimulationConfig, writer: int, timeout: float = 60.0) -> None:
@@ -297,6 +323,8 @@ def format_report(report: Report) -> str:
         f"ran {human_duration(report.seconds)}: {data['commits_per_second']} commits/s, {data['records_per_second']} "
         "records/s",
         f"final snapshot: {report.final_rows} rows; Apache Hudi's reader: {report.hudi_reader}",
+        f"metadata table: {report.metadata_table}; {report.killed_in_metadata} kills inside its writes, "
+        f"{report.metadata_compactions} compactions of it",
     ]
     lines += [f"VIOLATION: {v}" for v in report.violations] or ["invariants hold"]
     return "\n".join(lines)
