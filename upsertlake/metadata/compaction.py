@@ -22,7 +22,7 @@ from upsertlake.logfile.names import LogFileName, log_instant
 from upsertlake.metadata.partitions import SOLO_COMMIT_TIMESTAMP
 from upsertlake.metadata.records import encode, writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
-from upsertlake.metadata.writer import WRITE_TOKEN
+from upsertlake.metadata.writer import WRITE_TOKEN, discard_deltacommit
 from upsertlake.schema.columns import FILE_NAME
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
@@ -61,6 +61,19 @@ def compaction_time(table: MetadataTable, data: Timeline) -> str | None:
     if time <= newest_base or table.timeline.get(time) is not None:
         return None
     return time
+
+
+def discard_failed_compactions(table: MetadataTable) -> list[str]:
+    """Remove the compactions a killed writer left pending (planned, never completed) with the
+    base files they wrote, as Hudi's metadata writer rolls back a failed compaction: readers
+    ignore them, but left behind they would stay forever (no clean or trim takes a pending
+    instant). Call under the data table's lock: no other writer compacts meanwhile. Returns their
+    instant times."""
+    done = {i.time for i in table.timeline.instants if i.is_completed}
+    failed = sorted({i.time for i in table.timeline.instants if i.action is Action.COMPACTION and i.time not in done})
+    for time in failed:
+        discard_deltacommit(table.storage, time, Action.COMPACTION)
+    return failed
 
 
 def compact(table: MetadataTable, time: str, table_version: int) -> Instant:

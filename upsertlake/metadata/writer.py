@@ -126,14 +126,14 @@ def _write_partition(
     return stats
 
 
-def discard_deltacommit(storage: Storage, instant_time: str) -> bool:
-    """Remove the metadata deltacommit `instant_time` (any state) and the files it wrote, from the
-    metadata table at `storage`: what a rollback of its data instant does (Hudi's metadata writer
-    rolls the deltacommit back), and what a retry of the same instant does first. Its files go
-    before its instant, so a crash midway leaves at most a pending deltacommit without files.
-    Returns whether there was one."""
+def discard_deltacommit(storage: Storage, instant_time: str, action: Action = Action.DELTA_COMMIT) -> bool:
+    """Remove the metadata deltacommit `instant_time` (any state; or another `action`: a failed
+    compaction) and the files it wrote, from the metadata table at `storage`: what a rollback of
+    its data instant does (Hudi's metadata writer rolls the deltacommit back), and what a retry of
+    the same instant does first. Its files go before its instant, so a crash midway leaves at most
+    a pending instant without files. Returns whether there was one."""
     timeline = Timeline.load(storage)
-    inst = timeline.get(instant_time, Action.DELTA_COMMIT)
+    inst = timeline.get(instant_time, action)
     if inst is None:
         return False
     for partition in sorted(e.name for e in storage.list("") if e.is_dir and not e.name.startswith(".")):

@@ -44,7 +44,14 @@ from upsertlake.logfile.names import is_log_path
 from upsertlake.logfile.reader import read_logs
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata import changes as mc
-from upsertlake.metadata.compaction import clean, compact, compaction_time, deltacommits_since_compaction, trim_timeline
+from upsertlake.metadata.compaction import (
+    clean,
+    compact,
+    compaction_time,
+    deltacommits_since_compaction,
+    discard_failed_compactions,
+    trim_timeline,
+)
 from upsertlake.metadata.initialize import create_table, initialize_partition
 from upsertlake.metadata.partitions import (
     COLUMN_STATS,
@@ -382,7 +389,9 @@ def sync(
 
 def _compact_and_clean(table: MetadataTable, timeline: Timeline, table_config: TableConfig) -> None:
     """The metadata table's own services, after its deltacommit: a compaction, then a clean and
-    the trim of its timeline."""
+    the trim of its timeline; first the compactions a killed writer left pending go."""
+    if discard_failed_compactions(table):
+        table = table.reloaded()
     time = compaction_time(table, timeline)
     if time is None:
         return

@@ -1,0 +1,95 @@
+"""kill -9 inside the metadata table's own services (its compaction):
+what the killed writer leaves, readers ignore, and the next writers take away, so the metadata
+table agrees with the data table (the simulator's invariant, `metadata_violations`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+import upsertlake
+from upsertlake.simulation.invariants import metadata_violations
+from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline
+
+from helpers import REPO
+
+OPTIONS = {
+    "hoodie.write.table.version": "8", "hoodie.metadata.enable": "true", "hoodie.metadata.record.index.enable": "true",
+    "hoodie.metadata.compact.max.delta.commits": "2",
+    "hoodie.client.heartbeat.interval_in_ms": "100", "hoodie.client.heartbeat.tolerable.misses": "1",
+}
+
+# Upserts `rows`, SIGKILLed just before the `nth` call of Storage.<verb> whose path contains `part`.
+KILLED_AT = """
+import os, signal, sys
+import pyarrow as pa
+from upsertlake import open_table
+from upsertlake.storage import Storage
+verb, part, nth = {verb!r}, {part!r}, {nth!r}
+real, calls = getattr(Storage, verb), []
+def wrapped(self, rel, *args, **kwargs):
+    if part in self.full_path(rel):
+        calls.append(rel)
+        if len(calls) == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return real(self, rel, *args, **kwargs)
+setattr(Storage, verb, wrapped)
+open_table({path!r}, {options!r}).upsert(pa.table({rows!r}))
+"""
+
+
+def batch(ids: range, ts: int = 1) -> pa.Table:
+    return pa.table({
+        "id": [f"id-{i:04d}" for i in ids],
+        "part": ["ab"[i % 2] for i in ids],
+        "ts": pa.array([ts] * len(ids), pa.int64()),
+    })
+
+
+def killed_upsert(root: Path, rows: pa.Table, verb: str, part: str, nth: int) -> None:
+    script = KILLED_AT.format(verb=verb, part=part, nth=nth, path=str(root), options=OPTIONS, rows=rows.to_pydict())
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    assert subprocess.run([sys.executable, "-c", script], env=env, timeout=300).returncode == -signal.SIGKILL
+
+
+def metadata_timeline(root: Path) -> Timeline:
+    return Timeline.load(Storage(root / ".hoodie" / "metadata"))
+
+
+def pending_compactions(root: Path) -> list[str]:
+    """Metadata compactions planned and never completed (a completed one is a commit of its time)."""
+    instants = metadata_timeline(root).instants
+    done = {i.time for i in instants if i.is_completed}
+    return sorted({i.time for i in instants if i.action.value == "compaction" and i.time not in done})
+
+
+def test_a_metadata_compaction_killed_midway_is_taken_away_by_the_next(tmp_path: Path) -> None:
+    """Killed after writing one base file of a metadata compaction (inside the data write's commit,
+    so that write fails too): readers ignore the pending compaction; the next compaction of the
+    metadata table discards it with its base files instead of leaving them forever."""
+    t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
+                                options=OPTIONS)
+    t.upsert(batch(range(10)), options=OPTIONS)
+    killed_upsert(tmp_path, batch(range(10, 20), ts=2), "write_bytes", ".hfile", 2)
+    failed = pending_compactions(tmp_path)
+    assert len(failed) == 1
+    assert len(list((tmp_path / ".hoodie" / "metadata").rglob(f"*_{failed[0]}.hfile"))) == 1
+    assert sorted(upsertlake.open_table(tmp_path).read().column("id").to_pylist()) == [
+        f"id-{i:04d}" for i in range(10)
+    ]
+    time.sleep(0.3)  # the killed writer's heartbeat expires
+    for n in range(2):  # the first rolls the failed write back; a metadata compaction is due by the second
+        upsertlake.open_table(tmp_path, OPTIONS).upsert(batch(range(20 + n, 21 + n), ts=3))
+    assert metadata_timeline(tmp_path).get(failed[0]) is None
+    assert not list((tmp_path / ".hoodie" / "metadata").rglob(f"*{failed[0]}*"))
+    assert metadata_violations(Storage(tmp_path)) == []
+    assert sorted(upsertlake.open_table(tmp_path).read().column("id").to_pylist()) == [
+        f"id-{i:04d}" for i in [*range(10), 20, 21]
+    ]
