@@ -1,4 +1,4 @@
-"""kill -9 inside the metadata table's own services (its compaction):
+"""kill -9 inside the metadata table's own services (its compaction, the trim of its timeline):
 what the killed writer leaves, readers ignore, and the next writers take away, so the metadata
 table agrees with the data table (the simulator's invariant, `metadata_violations`)."""
 
@@ -93,3 +93,24 @@ def test_a_metadata_compaction_killed_midway_is_taken_away_by_the_next(tmp_path:
     assert sorted(upsertlake.open_table(tmp_path).read().column("id").to_pylist()) == [
         f"id-{i:04d}" for i in [*range(10), 20, 21]
     ]
+
+
+def test_a_trim_of_the_metadata_timeline_killed_midway_leaves_no_pending_instant(tmp_path: Path) -> None:
+    """The trim deletes an old instant's files pending ones first, the completed one last: killed
+    between two deletes, the instant is still completed (trimmed by the next one), never a pending
+    deltacommit no rollback or trim would ever take."""
+    t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
+                                options=OPTIONS)
+    for n in range(4):  # two metadata compactions: the next one trims the timeline
+        t.upsert(batch(range(n * 10, n * 10 + 10), ts=n), options=OPTIONS)
+    before = {i.time for i in metadata_timeline(tmp_path).instants if i.is_completed}
+    killed_upsert(tmp_path, batch(range(40, 50), ts=5), "delete", "/.hoodie/metadata/.hoodie/timeline/", 2)
+    after = metadata_timeline(tmp_path)
+    trimmed = before - {i.time for i in after.instants if i.is_completed}
+    assert not trimmed  # killed before the completed file of the first instant went
+    assert metadata_violations(Storage(tmp_path)) == []
+    time.sleep(0.3)
+    for n in range(2):
+        upsertlake.open_table(tmp_path, OPTIONS).upsert(batch(range(50 + n, 51 + n), ts=6))
+    assert metadata_violations(Storage(tmp_path)) == []
+    assert len(upsertlake.open_table(tmp_path).read()) == 42

@@ -25,7 +25,7 @@ from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTab
 from upsertlake.metadata.writer import WRITE_TOKEN, discard_deltacommit
 from upsertlake.schema.columns import FILE_NAME
 from upsertlake.timeline import documents
-from upsertlake.timeline.active import Timeline, delete_instant_files, transition
+from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time, next_instant_time, parse_instant_time
@@ -175,11 +175,18 @@ def trim_timeline(table: MetadataTable) -> list[str]:
         and not i.time.startswith(SOLO_COMMIT_TIMESTAMP)
         and i.action in (Action.DELTA_COMMIT, Action.COMMIT)
     ]
-    listed = storage.list(layout.folder)
+    files: dict[str, list[tuple[bool, str]]] = {}
+    for entry in storage.list(layout.folder):
+        if (inst := layout.parse(entry.name)) is not None:
+            files.setdefault(inst.time, []).append((inst.is_completed, entry.path))
+        elif entry.name.startswith(".") and entry.name.endswith(".tmp"):  # write_if_absent's, its writer died
+            files.setdefault(entry.name[1:].partition(".")[0].partition("_")[0], []).append((False, entry.path))
     for inst in doomed:
-        delete_instant_files(storage, inst, layout, listed)
-        if inst.action is Action.COMMIT:  # a compaction: its plan's files too
-            delete_instant_files(storage, Instant(inst.time, Action.COMPACTION, State.INFLIGHT), layout, listed)
+        # Pending files first (a compaction's plan too), the completed one last, as the data
+        # table's archival deletes: a crash midway leaves the instant completed, trimmed next time,
+        # never a pending one no rollback or trim would take.
+        for _, path in sorted(files.get(inst.time, [])):
+            storage.delete(path)
     return [i.time for i in doomed]
 
 
