@@ -366,6 +366,8 @@ def sync(
     table = MetadataTable.open(timeline)
     if table is None:
         return
+    if discard_failed_compactions(table):  # a killed writer's: Hudi rolls back failed metadata writes first
+        table = table.reloaded()
     stats = metadata.write_stats()
     added: dict[str, dict[str, int]] = {}
     for s in stats:
@@ -389,9 +391,7 @@ def sync(
 
 def _compact_and_clean(table: MetadataTable, timeline: Timeline, table_config: TableConfig) -> None:
     """The metadata table's own services, after its deltacommit: a compaction, then a clean and
-    the trim of its timeline; first the compactions a killed writer left pending go."""
-    if discard_failed_compactions(table):
-        table = table.reloaded()
+    the trim of its timeline."""
     time = compaction_time(table, timeline)
     if time is None:
         return
