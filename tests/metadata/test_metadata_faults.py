@@ -70,10 +70,10 @@ def pending_compactions(root: Path) -> list[str]:
     return sorted({i.time for i in instants if i.action.value == "compaction" and i.time not in done})
 
 
-def test_a_metadata_compaction_killed_midway_is_taken_away_by_the_next(tmp_path: Path) -> None:
+def test_a_metadata_compaction_killed_midway_goes_with_the_rollback_of_its_write(tmp_path: Path) -> None:
     """Killed after writing one base file of a metadata compaction (inside the data write's commit,
-    so that write fails too): readers ignore the pending compaction; the next write to the
-    metadata table discards it with its base files instead of leaving them forever."""
+    so that write fails too): readers ignore the pending compaction; the rollback of the failed
+    write discards it with its base files instead of leaving them forever."""
     t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
                                 options=OPTIONS)
     t.upsert(batch(range(10)), options=OPTIONS)
@@ -85,7 +85,7 @@ def test_a_metadata_compaction_killed_midway_is_taken_away_by_the_next(tmp_path:
         f"id-{i:04d}" for i in range(10)
     ]
     time.sleep(0.3)  # the killed writer's heartbeat expires
-    # the next write rolls the failed one back: its rollback's metadata deltacommit discards the compaction
+    # the next write rolls the failed one back, and its pending metadata compaction with it
     upsertlake.open_table(tmp_path, OPTIONS).upsert(batch(range(20, 21), ts=3))
     assert metadata_timeline(tmp_path).get(failed[0]) is None
     assert not list((tmp_path / ".hoodie" / "metadata").rglob(f"*{failed[0]}*"))

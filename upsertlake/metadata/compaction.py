@@ -24,6 +24,7 @@ from upsertlake.metadata.records import encode, writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
 from upsertlake.metadata.writer import WRITE_TOKEN, discard_deltacommit
 from upsertlake.schema.columns import FILE_NAME
+from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -63,16 +64,16 @@ def compaction_time(table: MetadataTable, data: Timeline) -> str | None:
     return time
 
 
-def discard_failed_compactions(table: MetadataTable) -> list[str]:
-    """Remove the compactions a killed writer left pending (planned, never completed) with the
-    base files they wrote, as Hudi's metadata writer rolls back a failed compaction: readers
-    ignore them, but left behind they would stay forever (no clean or trim takes a pending
-    instant). Call under the data table's lock: no other writer compacts meanwhile. Returns their
-    instant times."""
-    done = {i.time for i in table.timeline.instants if i.is_completed}
-    failed = sorted({i.time for i in table.timeline.instants if i.action is Action.COMPACTION and i.time not in done})
+def discard_failed_compactions(storage: Storage, timeline: Timeline) -> list[str]:
+    """Remove from the metadata table at `storage` (its `timeline`) the compactions a killed
+    writer left pending (planned, never completed) with the base files they wrote, as Hudi's
+    metadata writer rolls back a failed compaction: readers ignore them, but left behind they
+    would stay forever (no clean or trim takes a pending instant). Call under the data table's
+    lock: no other writer compacts meanwhile. Returns their instant times."""
+    done = {i.time for i in timeline.instants if i.is_completed}
+    failed = sorted({i.time for i in timeline.instants if i.action is Action.COMPACTION and i.time not in done})
     for time in failed:
-        discard_deltacommit(table.storage, time, Action.COMPACTION)
+        discard_deltacommit(storage, time, Action.COMPACTION)
     return failed
 
 

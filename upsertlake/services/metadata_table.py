@@ -366,8 +366,6 @@ def sync(
     table = MetadataTable.open(timeline)
     if table is None:
         return
-    if discard_failed_compactions(table):  # a killed writer's: Hudi rolls back failed metadata writes first
-        table = table.reloaded()
     stats = metadata.write_stats()
     added: dict[str, dict[str, int]] = {}
     for s in stats:
@@ -610,11 +608,14 @@ def _recorded(
 def discard_rolled_back(storage: Storage, table_config: TableConfig, instant_time: str) -> None:
     """Under the lock, when the data instant `instant_time` is rolled back: discard its metadata
     deltacommit (any state; the metadata table records nothing), as Hudi's metadata writer rolls
-    it back; nothing when there is none."""
+    it back; nothing when there is none. A metadata compaction left pending goes too: it ran
+    inside a data instant's commit, so its writer died with a write that is rolled back."""
     if not (listed(table_config.extra.get(PARTITIONS_KEY)) or listed(table_config.extra.get(INFLIGHT_KEY))):
         return
     mdt = storage.child(FOLDER)
     timeline = Timeline.load(mdt)
+    if discard_failed_compactions(mdt, timeline):
+        timeline = Timeline.load(mdt)
     compacted = [i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED]) if i.time > instant_time]
     target = timeline.get(instant_time, Action.DELTA_COMMIT)
     if target is not None and target.is_completed and compacted:
