@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from upsertlake.cli.output import CliError
+from upsertlake.cli.output import CliError, store_options
 from upsertlake.simulation.simulator import (
     METADATA_COMPACT_EVERY,
     MOR_COMPACT_EVERY,
@@ -22,7 +22,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
         "simulate", parents=[common],
         help="run concurrent writer processes against a new table and check the concurrency invariants",
     )
-    p.add_argument("--table", required=True, help="where to create the simulated table (must not exist)")
+    p.add_argument(
+        "--table", required=True,
+        help="where to create the simulated table (must not exist): a local path or an object store's URI "
+        "(with --storage-option settings and --journal)",
+    )
+    p.add_argument("--journal", default="", help="a local folder for the journal (default: <table>.simulate)")
     p.add_argument("--writers", type=int, default=4, help="writer processes (default 4)")
     p.add_argument("--commits", type=int, default=10, help="commits each writer attempts (default 10)")
     p.add_argument("--overlap", type=float, default=0.2, help="share of each batch on keys all writers share, 0..1")
@@ -30,7 +35,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
                    help="writers share file groups (the shared partition) but never a record key: none may conflict")
     p.add_argument("--kill-rate", type=float, default=0.0, help="chance an attempt is SIGKILLed at a random moment")
     p.add_argument("--batch-size", type=int, default=100, help="records per write (default 100)")
-    p.add_argument("--lock-provider", default=SimulationConfig.lock_provider, help="hoodie.write.lock.provider")
+    p.add_argument(
+        "--lock-provider", default=SimulationConfig.lock_provider,
+        help="hoodie.write.lock.provider (default: flock on a local disk, StorageBasedLockProvider on an object store)",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument(
         "--table-version", type=int, choices=(6, 8, 9), default=6, help="table version to create (default 6)"
@@ -74,6 +82,8 @@ def simulate(args: argparse.Namespace) -> int:
             table_version=args.table_version,
             table_type=args.table_type,
             metadata=args.metadata,
+            storage_options=store_options(args),
+            journal_dir=args.journal,
         )
     )
     print(report_json(report) if args.json else format_report(report))

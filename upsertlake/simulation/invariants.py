@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summaries
 from upsertlake.layout.file_system_view import Listing, list_partitions_and_files, sort_listing
+from upsertlake.layout.markers import marker_folder
 from upsertlake.logfile import LogFileName, block_keys, is_log_path, read_blocks
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata.changes import footer_stats
@@ -40,6 +41,7 @@ from upsertlake.storage import Storage
 from upsertlake.table.open import open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Action, State
+from upsertlake.timeline.layouts import METAFOLDER
 from upsertlake.timeline.operation import COMPACT_TYPE
 
 COLUMNS = ["id", "ts", "v", "p"]
@@ -50,11 +52,13 @@ def _lines(journal: Path, pattern: str) -> list[str]:
     return [line for f in sorted(journal.glob(pattern)) for line in f.read_text().splitlines() if line]
 
 
-def check_table(table_path: str, journal: Path, compactions_pending: bool = False) -> dict[str, Any]:
-    """The counts of the report and the list of violations; `compactions_pending`: compaction
-    plans may still be pending (their files are then no strays)."""
+def check_table(table_at: str | Storage, journal: Path, compactions_pending: bool = False) -> dict[str, Any]:
+    """The counts of the report and the list of violations of the table at a local path (or a
+    storage: an object store's); `compactions_pending`: compaction plans may still be pending
+    (their files are then no strays)."""
     violations: list[str] = []
-    table = open_table(table_path)
+    storage = table_at if isinstance(table_at, Storage) else Storage(table_at)
+    table = open_table(storage.base, storage_options=storage.options)
     timeline = Timeline.load(table.storage).instants  # archived instants too
     committed = {i.time for i in timeline if i.state is State.COMPLETED}
     # (a completed compaction keeps its requested and inflight files beside its commit)
@@ -83,7 +87,7 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
     unknown = set(wrote) - set(known)
     violations += [f"commit {t} was not written by any simulated writer" for t in sorted(unknown)]
     violations += [f"write failed unexpectedly: {line}" for line in failed]
-    violations += _stray_files(Path(table_path), committed, plans)
+    violations += _stray_files(storage, committed, plans)
 
     snapshot = table.read(columns=[COMMIT_TIME, *COLUMNS])
     expected = _serial_application([_effective(tl, t, known[t]) for t in sorted(known)])
@@ -97,7 +101,7 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
     if plans and table.table_config.table_version < 8:  # hudi-rs leaves out the slices a pending plan starts
         hudi = "not compared: a compaction plan is pending (hudi-rs reads its slices only once it completes)"
     else:
-        hudi = _hudi_agrees(table_path, snapshot, violations)
+        hudi = _hudi_agrees(storage, snapshot, violations)
     return {
         "attempted": len(_lines(journal, "attempts-*.txt")),
         "committed": len(acked & simulated),
@@ -112,19 +116,17 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
     }
 
 
-def _stray_files(root: Path, committed: set[str], plans: set[str]) -> list[str]:
+def _stray_files(storage: Storage, committed: set[str], plans: set[str]) -> list[str]:
     """Base files and log files named by an instant that is neither completed nor a pending
     compaction plan (a log is named by its slice's base instant on version 6, by its
     deltacommit on version 8: either way a completed one), and markers but a plan's."""
     known = committed | plans
-    data = [p for p in root.rglob("*") if ".hoodie" not in p.relative_to(root).parts and p.is_file()]
-    stray = [
-        str(p.relative_to(root)) for p in data if p.suffix == ".parquet" and p.stem.rsplit("_", 1)[-1] not in known
-    ]
-    stray += [str(p.relative_to(root)) for p in data if (log := LogFileName.parse(p.name)) and log.instant not in known]
+    data = [e for e in storage.list_outside(METAFOLDER) if not e.is_dir]
+    stray = [e.path for e in data if e.name.endswith(".parquet") and e.name[:-8].rsplit("_", 1)[-1] not in known]
+    stray += [e.path for e in data if (log := LogFileName.parse(e.name)) and log.instant not in known]
     out = [f"data file of an uncommitted write left behind: {p}" for p in sorted(stray)[:5]]
-    temp = root / ".hoodie" / ".temp"
-    if temp.exists() and (left := sorted(p.name for p in temp.iterdir() if p.name not in plans)):
+    temp = {e.path.split("/")[2] for e in storage.list(marker_folder("").rstrip("/"), recursive=True)}
+    if left := sorted(temp - plans):
         out.append(f"markers left behind: {left}")
     return out
 
@@ -192,12 +194,14 @@ def _compare(what: str, got: pa.Table, expected: pa.Table) -> list[str]:
     ]
 
 
-def _hudi_agrees(table_path: str, snapshot: pa.Table, violations: list[str]) -> str:
+def _hudi_agrees(storage: Storage, snapshot: pa.Table, violations: list[str]) -> str:
     try:
         from hudi import HudiReadOptions, HudiTableBuilder
     except ImportError:
         return "not installed (pip install hudi)"
-    batches = HudiTableBuilder.from_base_uri(Path(table_path).resolve().as_uri()).build().read(HudiReadOptions())
+    if not storage.location.is_local:
+        return "not compared on an object store"
+    batches = HudiTableBuilder.from_base_uri(Path(storage.base).resolve().as_uri()).build().read(HudiReadOptions())
     theirs = pa.Table.from_batches(batches).select(COLUMNS) if batches else snapshot.select(COLUMNS).slice(0, 0)
     problems = _compare("Apache Hudi's snapshot", _rows(theirs), _rows(snapshot))
     violations += problems

@@ -23,6 +23,7 @@ import os
 import random
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from upsertlake.errors import TableExistsError, WriteConflictError
+from upsertlake.concurrency.lock import FLOCK_PROVIDER, STORAGE_PROVIDER
+from upsertlake.errors import ConfigError, TableExistsError, WriteConflictError
 from upsertlake.metadata.partitions import FOLDER as METADATA_FOLDER
 from upsertlake.schema.columns import IS_DELETED
 from upsertlake.simulation.invariants import BATCH_KEY, check_table
 from upsertlake.simulation.kills import KillSwitch
+from upsertlake.storage import Storage
 from upsertlake.table.open import create_table, open_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.util.humanize import human_duration
@@ -58,21 +61,31 @@ class SimulationConfig:
     batch_size: int = 100
     keys_per_partition: int = 1000
     delete_share: float = 0.05
-    lock_provider: str = "upsertlake.concurrency.lock.FlockLockProvider"
+    lock_provider: str = ""  # "": the store's own (flock on a local disk, Hudi's storage-based lock on an object store)
     heartbeat_ms: int = 1000
     seed: int = 0
     table_version: int = 6
     table_type: str = "COPY_ON_WRITE"
     metadata: bool = False  # keep the metadata table with its record index (table version 8 or 9)
+    storage_options: Mapping[str, str] = field(default_factory=dict)  # an object store's settings
+    journal_dir: str = ""  # where the journal goes (a local folder); "": beside a local table
+
+    @property
+    def local(self) -> bool:
+        return Storage(self.table).location.is_local
 
     @property
     def journal(self) -> Path:
-        return Path(f"{self.table.rstrip('/')}.simulate")
+        return Path(self.journal_dir or f"{self.table.rstrip('/')}.simulate")
 
     def write_options(self) -> dict[str, object]:
+        lock = self.lock_provider or (FLOCK_PROVIDER if self.local else STORAGE_PROVIDER)
         return {
             "hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL",
-            "hoodie.write.lock.provider": self.lock_provider,
+            "hoodie.write.lock.provider": lock,
+            # a killed writer's lease on the storage lock lapses after the shortest validity Hudi allows
+            **({"hoodie.write.lock.storage.validity.timeout.secs": 10,
+                "hoodie.write.lock.storage.heartbeat.poll.secs": 1} if lock == STORAGE_PROVIDER else {}),
             "hoodie.client.heartbeat.interval_in_ms": self.heartbeat_ms,
             "hoodie.parquet.small.file.limit": 0,
             "hoodie.write.table.version": self.table_version,
@@ -123,7 +136,9 @@ class Report:
 
 def run(config: SimulationConfig) -> Report:
     """Create the table, run the writers to completion (respawning killed ones), then check."""
-    if Path(config.table).exists() or config.journal.exists():
+    if not config.local and not config.journal_dir:
+        raise ConfigError(f"the simulator keeps its journal on a local disk: name a folder for it ({config.table})")
+    if Storage(config.table, config.storage_options).folder_exists("") or config.journal.exists():
         raise TableExistsError(f"the simulator creates its own table: {config.table} (or its journal) exists")
     config.journal.mkdir(parents=True)
     _seed(config)
@@ -146,13 +161,13 @@ def run(config: SimulationConfig) -> Report:
     seconds = time.perf_counter() - started
     # Killed writers' instants are failed once their heartbeats expire: let them, then clean up.
     time.sleep(config.heartbeat_ms * 2.5 / 1000)
-    table = open_table(config.table, config.write_options())
+    table = open_table(config.table, config.write_options(), config.storage_options)
     table.write_client().rollback_failed_writes()
-    checked = check_table(config.table, config.journal, compactions_pending=True)
+    checked = check_table(table.storage, config.journal, compactions_pending=True)
     if config.table_type == "MERGE_ON_READ":  # each run takes the oldest plan killed compactors left, then a new one
         while table.compact().instant_time is not None and Timeline.load(table.storage).pending_compactions():
             pass
-        after = check_table(config.table, config.journal)
+        after = check_table(table.storage, config.journal)
         checked["violations"] += [f"after a last compaction: {v}" for v in after["violations"]]
         if str(checked["hudi_reader"]).startswith("not compared"):  # a plan was pending: compared after it ran
             checked["hudi_reader"] = after["hudi_reader"]
@@ -195,7 +210,7 @@ def _commit_timings(journal: Path) -> dict[str, Any]:
 def _seed(config: SimulationConfig) -> None:
     t = create_table(
         config.table, name="simulated", record_key="id", precombine_field="ts", partition_fields=["p"],
-        options=config.write_options(),
+        options=config.write_options(), storage_options=config.storage_options,
     )
     parts = [f"w{w}" for w in range(config.writers)] + ["shared"]
     n = config.keys_per_partition // 2  # half the key space exists; the rest arrives as inserts
@@ -235,7 +250,7 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
     """One writer process: its remaining attempts, each journaled before and after the commit."""
     done = _attempts(config, writer)
     rng = random.Random(config.seed * 1_000_003 + writer * 10_007 + done)
-    table = open_table(config.table, config.write_options())
+    table = open_table(config.table, config.write_options(), config.storage_options)
     client = table.write_client()
     if done == 0:
         _start_together(config, writer)
