@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.concurrency.key_summary import key_hashes, read_summaries
+from upsertlake.errors import CorruptTableError, MissingFileError
 from upsertlake.layout.file_system_view import Listing, list_partitions_and_files, sort_listing
 from upsertlake.layout.markers import marker_folder
 from upsertlake.logfile import LogFileName, block_keys, is_log_path, read_blocks
@@ -45,6 +46,7 @@ from upsertlake.timeline.layouts import METAFOLDER
 from upsertlake.timeline.operation import COMPACT_TYPE
 
 COLUMNS = ["id", "ts", "v", "p"]
+UNREADABLE = (CorruptTableError, MissingFileError)  # a table the checker reports, not a crash
 BATCH_KEY = "upsertlake.simulate.batch"  # extraMetadata: the journaled batch a commit wrote
 
 
@@ -89,7 +91,12 @@ def check_table(table_at: str | Storage, journal: Path, compactions_pending: boo
     violations += [f"write failed unexpectedly: {line}" for line in failed]
     violations += _stray_files(storage, committed, plans)
 
-    snapshot = table.read(columns=[COMMIT_TIME, *COLUMNS])
+    try:
+        snapshot = table.read(columns=[COMMIT_TIME, *COLUMNS])
+        unreadable = None
+    except UNREADABLE as e:
+        violations.append(f"the snapshot cannot be read: {e}")
+        snapshot, unreadable = pa.table({c: pa.array([], pa.string()) for c in COLUMNS}), str(e)
     expected = _serial_application([_effective(tl, t, known[t]) for t in sorted(known)])
     violations += _compare("snapshot", _rows(snapshot), _rows(expected))
     keys = snapshot.column("id")
@@ -98,7 +105,9 @@ def check_table(table_at: str | Storage, journal: Path, compactions_pending: boo
     kept = MetadataTable.open(Timeline.load(table.storage)) is not None
     problems = metadata_violations(table.storage)
     violations += [f"metadata table: {v}" for v in problems]
-    if plans and table.table_config.table_version < 8:  # hudi-rs leaves out the slices a pending plan starts
+    if unreadable:
+        hudi = "not compared: the snapshot cannot be read"
+    elif plans and table.table_config.table_version < 8:  # hudi-rs leaves out the slices a pending plan starts
         hudi = "not compared: a compaction plan is pending (hudi-rs reads its slices only once it completes)"
     else:
         hudi = _hudi_agrees(storage, snapshot, violations)
@@ -281,8 +290,12 @@ def _column_stats_violations(
 
 def _record_index_violations(storage: Storage, table: MetadataTable) -> list[str]:
     """The record index maps each key of the snapshot to its row's file group, and knows no other key."""
-    table_data = open_table(storage.base, storage_options=storage.options)
-    data = table_data.read(columns=[RECORD_KEY, PARTITION_PATH, FILE_NAME])
+    try:
+        data = open_table(storage.base, storage_options=storage.options).read(
+            columns=[RECORD_KEY, PARTITION_PATH, FILE_NAME]
+        )
+    except UNREADABLE as e:
+        return [f"the record index is not checked: the snapshot cannot be read ({e})"]
     stored = {
         k: (p, n.lstrip(".").split("_")[0])
         for k, p, n in zip(*(data.column(c).to_pylist() for c in (RECORD_KEY, PARTITION_PATH, FILE_NAME)))
