@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 import upsertlake
+from upsertlake.metadata.table import unsynced_instants
 from upsertlake.simulation.invariants import metadata_violations
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
@@ -26,16 +27,16 @@ OPTIONS = {
     "hoodie.client.heartbeat.interval_in_ms": "100", "hoodie.client.heartbeat.tolerable.misses": "1",
 }
 
-# Upserts `rows`, SIGKILLed just before the `nth` call of Storage.<verb> whose path contains `part`.
+# Upserts `rows`, SIGKILLed just before the `nth` call of Storage.<verb> whose full path matches `part`.
 KILLED_AT = """
-import os, signal, sys
+import os, re, signal, sys
 import pyarrow as pa
 from upsertlake import open_table
 from upsertlake.storage import Storage
 verb, part, nth = {verb!r}, {part!r}, {nth!r}
 real, calls = getattr(Storage, verb), []
 def wrapped(self, rel, *args, **kwargs):
-    if part in self.full_path(rel):
+    if re.search(part, self.full_path(rel)):
         calls.append(rel)
         if len(calls) == nth:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -53,8 +54,10 @@ def batch(ids: range, ts: int = 1) -> pa.Table:
     })
 
 
-def killed_upsert(root: Path, rows: pa.Table, verb: str, part: str, nth: int) -> None:
-    script = KILLED_AT.format(verb=verb, part=part, nth=nth, path=str(root), options=OPTIONS, rows=rows.to_pydict())
+def killed_upsert(
+    root: Path, rows: pa.Table, verb: str, part: str, nth: int, options: dict[str, str] = OPTIONS
+) -> None:
+    script = KILLED_AT.format(verb=verb, part=part, nth=nth, path=str(root), options=options, rows=rows.to_pydict())
     env = dict(os.environ, PYTHONPATH=str(REPO))
     assert subprocess.run([sys.executable, "-c", script], env=env, timeout=300).returncode == -signal.SIGKILL
 
@@ -77,7 +80,7 @@ def test_a_metadata_compaction_killed_midway_goes_with_the_rollback_of_its_write
     t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
                                 options=OPTIONS)
     t.upsert(batch(range(10)), options=OPTIONS)
-    killed_upsert(tmp_path, batch(range(10, 20), ts=2), "write_bytes", ".hfile", 2)
+    killed_upsert(tmp_path, batch(range(10, 20), ts=2), "write_bytes", r"\.hfile$", 2)
     failed = pending_compactions(tmp_path)
     assert len(failed) == 1
     assert len(list((tmp_path / ".hoodie" / "metadata").rglob(f"*_{failed[0]}.hfile"))) == 1
@@ -114,3 +117,30 @@ def test_a_trim_of_the_metadata_timeline_killed_midway_leaves_no_pending_instant
         upsertlake.open_table(tmp_path, OPTIONS).upsert(batch(range(50 + n, 51 + n), ts=6))
     assert metadata_violations(Storage(tmp_path)) == []
     assert len(upsertlake.open_table(tmp_path).read()) == 42
+
+
+def test_a_compaction_killed_after_its_metadata_commit_and_run_again_keeps_the_metadata_table(tmp_path: Path) -> None:
+    """An inline compaction of a merge-on-read table killed after its metadata deltacommit
+    completed, before its commit did: the next compactor rolls the plan back and runs it again at
+    the same instant. That rollback undid an instant the metadata table holds again (the re-run's
+    deltacommit, completed after it): it is no sign of a writer that does not keep the metadata
+    table, which is kept, not deleted and built again from a full listing."""
+    mor = {**OPTIONS, "hoodie.table.type": "MERGE_ON_READ", "hoodie.compact.inline": "true",
+           "hoodie.compact.inline.max.delta.commits": "2"}
+    t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
+                                table_type="MERGE_ON_READ", options=mor)
+    t.upsert(batch(range(10)), options=mor)
+    built = metadata_timeline(tmp_path).get("00000000000000000").completed_at
+    data_commit = rf"^{tmp_path}/\.hoodie/timeline/\d+_\d+\.commit$"  # the compaction's, not the metadata table's
+    killed_upsert(tmp_path, batch(range(5), ts=2), "write_if_absent", data_commit, 1, mor)
+    plan = Timeline.load(Storage(tmp_path)).pending_compactions()
+    assert len(plan) == 1 and metadata_timeline(tmp_path).get(plan[0].time).is_completed
+    time.sleep(0.3)
+    assert upsertlake.open_table(tmp_path, mor).compact(mor).instant_time == plan[0].time  # rolled back, run again
+    rollbacks = [i for i in Timeline.load(Storage(tmp_path)).instants if i.action.value == "rollback"]
+    assert len(rollbacks) == 1 and rollbacks[0].is_completed
+    assert unsynced_instants(Timeline.load(Storage(tmp_path)), metadata_timeline(tmp_path)) == []
+    upsertlake.open_table(tmp_path, mor).upsert(batch(range(20, 25), ts=3))
+    assert metadata_timeline(tmp_path).get("00000000000000000").completed_at == built  # not built again
+    assert metadata_violations(Storage(tmp_path)) == []
+    assert sorted(t.read().column("id").to_pylist()) == [f"id-{i:04d}" for i in [*range(10), *range(20, 25)]]

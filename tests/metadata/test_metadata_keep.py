@@ -153,6 +153,7 @@ def test_a_write_killed_before_its_commit_leaves_nothing_readers_apply(tmp_path:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     assert subprocess.run([sys.executable, "-c", script], env=env, timeout=300).returncode == -signal.SIGKILL
     mdt = Storage(tmp_path / ".hoodie" / "metadata")
+    built = Timeline.load(mdt).get("00000000000000000").completed_at
     failed = Timeline.load(mdt).instants[-1]
     assert failed.is_completed and failed.action.value == "deltacommit"
     assert not any(i.time == failed.time and i.is_completed for i in Timeline.load(Storage(tmp_path)).instants)
@@ -161,6 +162,7 @@ def test_a_write_killed_before_its_commit_leaves_nothing_readers_apply(tmp_path:
     time.sleep(0.3)  # its heartbeat expires
     upsertlake.open_table(tmp_path, FAST_HEARTBEAT).upsert(batch(range(60, 61), ts=3))
     assert Timeline.load(mdt).get(failed.time) is None  # rolled back with its data instant
+    assert Timeline.load(mdt).get("00000000000000000").completed_at == built  # not by building the metadata table again
     assert not [p for p in (tmp_path / ".hoodie" / "metadata").rglob(f"*{failed.time}*")]
     holds(tmp_path)
     assert sorted(t.read().column("id").to_pylist()) == [*before, "id-0060"]

@@ -14,7 +14,7 @@ A key's record is the base file's, combined with each log record in log order
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -372,7 +372,7 @@ def unsynced_instants(data: Timeline, metadata: Timeline) -> list[str]:
     init = metadata.get(INIT_INSTANT, Action.DELTA_COMMIT)
     if init is None or not init.is_completed:
         return ["the initialization of files"]
-    synced = {i.time for i in metadata.instants if i.is_completed}
+    synced = {i.time: i.completed_at for i in metadata.instants if i.is_completed}
     active = [
         i.time
         for i in metadata.instants
@@ -392,14 +392,18 @@ def unsynced_instants(data: Timeline, metadata: Timeline) -> list[str]:
     return [i.time for i in missing if not _nothing_to_sync(i, data, synced)]
 
 
-def _nothing_to_sync(inst: Instant, data: Timeline, synced: set[str]) -> bool:
+def _nothing_to_sync(inst: Instant, data: Timeline, synced: Mapping[str, str]) -> bool:
     """A rollback of writes the metadata table never held (a write that failed before its
     metadata deltacommit completed, or one undone with it): Hudi's writers record nothing in the
-    metadata table for it, so it is no sign of a writer that does not keep the table."""
+    metadata table for it, so it is no sign of a writer that does not keep the table. An undone
+    instant the metadata table holds through a deltacommit completed after the rollback was run
+    again at its time (an inflight compaction goes back to its plan, which runs later): the
+    rollback undid nothing the metadata table holds."""
     if inst.action is not Action.ROLLBACK:
         return False
     try:
         doc = documents.decode(data.document(inst), f"rollback {inst.time}")
     except CorruptTableError:
         return False
-    return not set(doc.get("commitsRollback") or []) & synced
+    held = [t for t in doc.get("commitsRollback") or [] if t in synced]
+    return all(inst.completed_at is not None and synced[t] > inst.completed_at for t in held)
