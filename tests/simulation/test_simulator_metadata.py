@@ -1,7 +1,8 @@
 """The simulator keeping the metadata table (`upsertlake simulate --metadata`): writers killed just
-before random storage writes, many of them inside the metadata table's deltacommits, compactions,
-cleans and trims, on a local disk and on the S3 test server; after the survivors' rollbacks the
-metadata table agrees with the table. And the checker shown to catch a metadata table that lies."""
+before or after random storage writes, many of them inside the metadata table's deltacommits,
+compactions, cleans and trims or just after its commit (before the data instant's), on a local disk
+and on the S3 test server; after the survivors' rollbacks the metadata table agrees with the table
+and was never built again. And the checker shown to catch a metadata table that lies."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def assert_consistent_under_kills(code: int, report: dict, attempts: int) -> Non
     assert report["violations"] == [] and report["attempted"] == attempts and report["failed"] == 0
     assert report["metadata_table"] == "consistent"
     assert report["killed"] >= 2 and report["killed_in_metadata"] >= 1  # some kills inside its writes
+    assert report["killed_after_metadata_commit"] <= report["killed_in_metadata"] <= report["killed"]
     assert report["metadata_compactions"] >= 1 and report["committed"] >= 1
 
 
@@ -52,6 +54,7 @@ def test_writers_killed_inside_metadata_writes_leave_it_consistent(tmp_path: Pat
         "--table-type", table_type,
     )
     assert_consistent_under_kills(code, report, 12)
+    assert report["killed_after_metadata_commit"] >= 1  # between a metadata deltacommit and its data instant
     assert report["hudi_reader"] == "agrees"  # hudi-rs lists files through the metadata table we kept
     table = MetadataTable.open(Timeline.load(open_table(tmp_path / "t").storage))
     assert table is not None and set(table.partitions) == {"files", "column_stats", "partition_stats", "record_index"}

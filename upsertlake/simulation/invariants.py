@@ -37,6 +37,7 @@ from upsertlake.metadata.changes import footer_stats
 from upsertlake.metadata.listing import listed_files
 from upsertlake.metadata.partitions import COLUMN_STATS, RECORD_INDEX
 from upsertlake.metadata.stats import bound
+from upsertlake.metadata.table import INIT_INSTANT
 from upsertlake.schema.columns import COMMIT_TIME, FILE_NAME, IS_DELETED, PARTITION_PATH, RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.table.open import open_table
@@ -102,8 +103,10 @@ def check_table(table_at: str | Storage, journal: Path, compactions_pending: boo
     keys = snapshot.column("id")
     if pc.count_distinct(keys).as_py() != len(keys):
         violations.append(f"{len(keys) - pc.count_distinct(keys).as_py()} keys appear more than once")
-    kept = MetadataTable.open(Timeline.load(table.storage)) is not None
+    mdt = MetadataTable.open(Timeline.load(table.storage))
     problems = metadata_violations(table.storage)
+    if mdt is not None:
+        problems += _rebuilt(mdt, tl, _lines(journal, "acked-seed.txt"))
     violations += [f"metadata table: {v}" for v in problems]
     if unreadable:
         hudi = "not compared: the snapshot cannot be read"
@@ -120,7 +123,7 @@ def check_table(table_at: str | Storage, journal: Path, compactions_pending: boo
         "records_committed": sum(pq.read_metadata(known[t]).num_rows for t in simulated),
         "final_rows": snapshot.num_rows,
         "hudi_reader": hudi,
-        "metadata_table": ("inconsistent" if problems else "consistent") if kept else "not kept",
+        "metadata_table": ("inconsistent" if problems else "consistent") if mdt is not None else "not kept",
         "violations": violations,
     }
 
@@ -257,6 +260,19 @@ def metadata_violations(storage: Storage) -> list[str]:
     if RECORD_INDEX in table.partitions:
         out += _record_index_violations(storage, table)
     return out
+
+
+def _rebuilt(mdt: MetadataTable, data: Timeline, seed: list[str]) -> list[str]:
+    """The seed's write built the metadata table: one initialized after the seed committed was
+    dropped and built again (a writer found it stale), which kills must never cost."""
+    init = mdt.timeline.get(INIT_INSTANT, Action.DELTA_COMMIT)
+    first = data.get(seed[0]) if seed else None
+    if init is None or first is None or not init.is_completed or not first.is_completed:
+        return []
+    if init.completed_at > first.completed_at:
+        return [f"it was built again at {init.completed_at}, after the seed's commit {first.time} (a writer found it "
+                "stale)"]
+    return []
 
 
 def _column_stats_violations(

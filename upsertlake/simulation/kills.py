@@ -6,8 +6,7 @@ in is reachable, also the short steps a random delay seldom hits (a metadata com
 Storage is the only thing a kill leaves behind: killing before the n-th write is every kill that
 lands after the (n-1)-th. Heartbeats are not counted (their thread beats on its own clock). The
 writer process installs the switch once; each attempt arms it at a write number (of all its
-writes, or of those into one folder such as the metadata table, which makes few of them) or
-leaves it off.
+writes, or of the metadata table's alone, which are few) or leaves it off.
 """
 
 from __future__ import annotations
@@ -29,17 +28,19 @@ METADATA_TIMELINE = f"{METADATA_FOLDER}/.hoodie/timeline/"
 
 
 class KillSwitch:
-    """Counts this process's storage writes and SIGKILLs it just before the armed one, first
-    journaling the path it was about to write (`kills-<name>.txt`); journals each completed
-    metadata-table compaction it wrote (`metadata-compactions-<name>.txt`)."""
+    """Counts this process's storage writes and SIGKILLs it at the armed one, first journaling
+    where (`kills-<name>.txt`); journals each completed metadata-table compaction it wrote
+    (`metadata-compactions-<name>.txt`)."""
 
     def __init__(self, root: str, journal: Path, name: str) -> None:
         self.root = root.rstrip("/") + "/"  # the data table's full path or URI
         self.kills = journal / f"kills-{name}.txt"
         self.compactions = journal / f"metadata-compactions-{name}.txt"
-        self.inside = ""  # count only the writes below this table-relative folder
-        self.count = 0
         self.at: int | None = None
+        self.metadata_only = False  # count only the writes into the metadata table
+        self.after = False  # kill just after the armed write instead of just before it
+        self.count = 0
+        self.synced = False  # a metadata instant completed since the switch was armed
         self._lock = threading.Lock()
 
     def install(self) -> None:
@@ -47,45 +48,66 @@ class KillSwitch:
         for verb in WRITES:
             setattr(Storage, verb, self._wrapped(getattr(Storage, verb)))
 
-    def arm(self, at: int | None, inside: str = "") -> None:
-        """Kill before the `at`-th write from now below the folder `inside` (the table-relative
-        path of the metadata table, say; "": any write); None: do not kill."""
+    def arm(self, at: int | None, metadata_only: bool = False, after: bool = False) -> None:
+        """Kill just before the `at`-th write from now (or just `after` it), of all writes or of
+        those into the metadata table alone; None: do not kill. Counting the metadata table's
+        writes, a kill armed past the writes of its first completed instant lands just after
+        them: its deltacommit (and compaction) completed, the data instant not yet."""
         with self._lock:
-            self.count, self.at, self.inside = 0, at, inside
+            self.at, self.metadata_only, self.after, self.count, self.synced = at, metadata_only, after, 0, False
 
     def overdue(self) -> None:
         """Kill now if armed at a write this attempt did not reach (the attempt has written all
         it writes: the kill lands after it)."""
         if self.at is not None and self.count < self.at:
-            _journal(self.kills, "after the last write")
-            os.kill(os.getpid(), signal.SIGKILL)
+            self._kill("after the last write")
 
     def writes(self) -> int:
-        """The writes counted since the last `arm` (those below its folder)."""
+        """The writes counted since the last `arm`."""
         return self.count
 
     def _wrapped(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        verb = method.__name__
+
         @functools.wraps(method)
         def write(storage: Storage, rel: str, *args: Any, **kwargs: Any) -> Any:
             where = storage.full_path(rel).removeprefix(self.root)
-            if not where.startswith(HEARTBEAT_FOLDER):
-                self._count(where, method.__name__)
+            due = None if where.startswith(HEARTBEAT_FOLDER) else self._count(where, verb)
+            if due == "synced":
+                self._kill(f"after {METADATA_FOLDER}/ completed an instant, before {verb} {where}")
+            elif due == "at" and not self.after:
+                self._kill(f"{verb} {where}")
             out = method(storage, rel, *args, **kwargs)
-            if where.startswith(METADATA_TIMELINE) and where.endswith(".commit") and method.__name__ != "delete":
+            if where.startswith(METADATA_TIMELINE) and where.endswith(".commit") and verb != "delete":
                 _journal(self.compactions, where)  # a metadata compaction completed (its commit)
+            if due == "at":
+                self._kill(f"after {verb} {where}")
             return out
 
         return write
 
-    def _count(self, where: str, verb: str) -> None:
+    def _count(self, where: str, verb: str) -> str | None:
+        """Count a write; "at": it is the armed one; "synced": counting the metadata table's
+        writes, this is the first other write after one of its instants completed, the armed one
+        not reached; else None."""
+        inside = where.startswith(f"{METADATA_FOLDER}/")
         with self._lock:
-            if not where.startswith(self.inside):
-                return
+            if self.metadata_only and not inside:
+                return "synced" if self.at is not None and self.synced and self.count < self.at else None
             self.count += 1
-            due = self.at is not None and self.count >= self.at
-        if due:
-            _journal(self.kills, f"{verb} {where}")
-            os.kill(os.getpid(), signal.SIGKILL)
+            self.synced |= inside and _completes(where, verb)
+            return "at" if self.count == self.at else None
+
+    def _kill(self, what: str) -> None:
+        _journal(self.kills, what)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _completes(where: str, verb: str) -> bool:
+    """Whether writing `where` completes an instant of the metadata table (timeline layout 2
+    names a completed instant `<time>_<completion>.<action>`)."""
+    name = where.removeprefix(METADATA_TIMELINE)
+    return where.startswith(METADATA_TIMELINE) and verb != "delete" and "_" in name.partition(".")[0]
 
 
 def _journal(path: Path, line: str) -> None:

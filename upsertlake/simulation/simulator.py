@@ -118,7 +118,8 @@ class Report:
     final_rows: int = 0
     hudi_reader: str = "not checked"
     metadata_table: str = "not kept"  # consistent, inconsistent, or not kept (hoodie.properties lists none)
-    killed_in_metadata: int = 0  # kills just before a write into .hoodie/metadata
+    killed_in_metadata: int = 0  # kills just before or after a write into .hoodie/metadata (or the next one)
+    killed_after_metadata_commit: int = 0  # of those: its deltacommit completed, the data instant not yet
     metadata_compactions: int = 0  # metadata-table compactions the writers completed
     violations: list[str] = field(default_factory=list)
 
@@ -183,6 +184,7 @@ def _kill_journal(journal: Path) -> dict[str, Any]:
     done = [line for f in sorted(journal.glob("metadata-compactions-*.txt")) for line in f.read_text().splitlines()]
     return {
         "killed_in_metadata": sum(f" {METADATA_FOLDER}/" in line for line in kills),
+        "killed_after_metadata_commit": sum(line.startswith(f"after {METADATA_FOLDER}/ completed") for line in kills),
         "metadata_compactions": len(done),
     }
 
@@ -257,12 +259,14 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
     switch = KillSwitch(table.storage.base, config.journal, f"w{writer}")
     switch.install()
     # storage writes per attempt (all of them, those into the metadata table), learnt as we go:
-    # kills land within an attempt; in metadata mode half of them count metadata-table writes alone
-    most = {"": KILL_WRITES_GUESS, f"{METADATA_FOLDER}/": KILL_WRITES_GUESS}
+    # kills land within an attempt; in metadata mode half of them count metadata-table writes alone,
+    # up to twice as many as an attempt makes: half of those land just after its metadata commit
+    most = {False: KILL_WRITES_GUESS, True: KILL_WRITES_GUESS}
     for attempt in range(done, config.commits):
         _append(config.journal / f"attempts-w{writer}.txt", str(attempt))
-        inside = f"{METADATA_FOLDER}/" if config.metadata and rng.random() < 0.5 else ""
-        switch.arm(rng.randint(1, most[inside]) if rng.random() < config.kill_rate else None, inside)
+        inside = config.metadata and rng.random() < 0.5
+        at = rng.randint(1, most[inside] * (2 if inside else 1)) if rng.random() < config.kill_rate else None
+        switch.arm(at, inside, after=at is not None and rng.random() < 0.5)
         batch_id = f"w{writer}-{attempt}"
         # First: a later write's batch gets larger ordering values (a write that moves to a new
         # instant keeps its batch, so the checker merges by ordering value, as the table does).
@@ -338,7 +342,8 @@ def format_report(report: Report) -> str:
         f"ran {human_duration(report.seconds)}: {data['commits_per_second']} commits/s, {data['records_per_second']} "
         "records/s",
         f"final snapshot: {report.final_rows} rows; Apache Hudi's reader: {report.hudi_reader}",
-        f"metadata table: {report.metadata_table}; {report.killed_in_metadata} kills inside its writes, "
+        f"metadata table: {report.metadata_table}; {report.killed_in_metadata} kills inside its writes "
+        f"({report.killed_after_metadata_commit} after its commit, before the data instant's), "
         f"{report.metadata_compactions} compactions of it",
     ]
     lines += [f"VIOLATION: {v}" for v in report.violations] or ["invariants hold"]
