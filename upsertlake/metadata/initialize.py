@@ -79,6 +79,21 @@ def initialize_partition(
     """Bulk-insert `records` into a new metadata partition of `file_groups` file groups, one HFile
     base file each (empty ones too), under the partition's initialization deltacommit; one left
     by a crashed attempt is removed first."""
+    inflight = begin_partition(storage, partition)
+    schema = writer_schema(table_version)
+    by_key = {r["key"]: r for r in records}
+    keys = sorted(by_key)
+    groups = mkeys.file_group_index(keys, file_groups).tolist() if keys else []
+    mine: list[list[Record]] = [[] for _ in range(file_groups)]
+    for k, g in zip(keys, groups):
+        mine[g].append(by_key[k])
+    stats = [write_base(storage, partition, g, mine[g], schema) for g in range(file_groups)]
+    return complete_partition(storage, partition, inflight, stats, schema)
+
+
+def begin_partition(storage: Storage, partition: str) -> Instant:
+    """The partition's initialization deltacommit, inflight, its folder emptied of what a crashed
+    attempt left (files and instant)."""
     timeline = Timeline.load(storage)
     layout = timeline.layout
     time = init_time(partition)
@@ -91,40 +106,44 @@ def initialize_partition(
     )
     requested = Instant(time, Action.DELTA_COMMIT, State.REQUESTED)
     storage.write_if_absent(layout.path(requested), b"")
-    inflight = transition(storage, requested, State.INFLIGHT, b"", layout)
-    schema = writer_schema(table_version)
+    return transition(storage, requested, State.INFLIGHT, b"", layout)
+
+
+def write_base(storage: Storage, partition: str, group: int, records: Sequence[Record], schema: str) -> WriteStat:
+    """The HFile base file of file group `group` of a partition being initialized, holding
+    `records` (one per key, sorted here): a Spark task writes one as the in-process loop does."""
     by_key = {r["key"]: r for r in records}
-    keys = sorted(by_key)
-    groups = mkeys.file_group_index(keys, file_groups).tolist() if keys else []
-    stats = []
-    for g in range(file_groups):
-        mine = [k for k, n in zip(keys, groups) if n == g]
-        file_id = file_group_id(partition, g)
-        name = f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
-        values = encode([{**by_key[k], FILE_NAME: name} for k in mine], schema)
-        info = {hfile_info.SCHEMA: schema.encode()}
-        if mine:
-            info.update({hfile_info.MIN_RECORD_KEY: mine[0].encode(), hfile_info.MAX_RECORD_KEY: mine[-1].encode()})
-        data = write_hfile(
-            list(zip([k.encode() for k in mine], values)),
-            block_size=BASE_BLOCK_SIZE,
-            compression=Compression.NONE,
-            file_info=info,
-        )
-        path = f"{partition}/{name}"
-        storage.write_bytes(path, data)
-        stats.append(
-            WriteStat(
-                fileId=file_id,
-                path=path,
-                partitionPath=partition,
-                numWrites=len(mine),
-                numInserts=len(mine),
-                totalWriteBytes=len(data),
-                fileSizeInBytes=len(data),
-            )
-        )
-    metadata = CommitMetadata({partition: stats}, Operation.BULK_INSERT.type_name, {"schema": schema})
-    return transition(
-        storage, inflight, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout)
+    mine = sorted(by_key)
+    time = init_time(partition)
+    file_id = file_group_id(partition, group)
+    name = f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
+    values = encode([{**by_key[k], FILE_NAME: name} for k in mine], schema)
+    info = {hfile_info.SCHEMA: schema.encode()}
+    if mine:
+        info.update({hfile_info.MIN_RECORD_KEY: mine[0].encode(), hfile_info.MAX_RECORD_KEY: mine[-1].encode()})
+    data = write_hfile(
+        list(zip([k.encode() for k in mine], values)),
+        block_size=BASE_BLOCK_SIZE,
+        compression=Compression.NONE,
+        file_info=info,
     )
+    path = f"{partition}/{name}"
+    storage.write_bytes(path, data)
+    return WriteStat(
+        fileId=file_id,
+        path=path,
+        partitionPath=partition,
+        numWrites=len(mine),
+        numInserts=len(mine),
+        totalWriteBytes=len(data),
+        fileSizeInBytes=len(data),
+    )
+
+
+def complete_partition(
+    storage: Storage, partition: str, inflight: Instant, stats: Sequence[WriteStat], schema: str
+) -> Instant:
+    """Complete a partition's initialization deltacommit with the stats of its base files."""
+    metadata = CommitMetadata({partition: list(stats)}, Operation.BULK_INSERT.type_name, {"schema": schema})
+    timeline = Timeline.load(storage)
+    return transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes(), timeline.layout, timeline)
