@@ -210,6 +210,31 @@ def storage_failing_write_tasks(path: str | Path, failures: Path, armed: Path | 
     return FailingWriteTasks(path)
 
 
+def storage_failing_record_index_logs(path: str | Path, message: str = "injected failure after a record index log"):
+    """A table's storage whose metadata table (its child storage) raises `message` in a Spark task
+    right after writing a log file of the record index, as an executor lost then would.
+    Shipped to the tasks by value (the workers cannot import this module)."""
+    import sys
+
+    from pyspark import cloudpickle
+
+    from upsertlake.storage import Storage
+
+    class FailingRecordIndexLogs(Storage):
+        def child(self, rel: str) -> Storage:
+            return FailingRecordIndexLogs(self.full_path(rel), self.options, requests=self.requests)
+
+        def write_bytes(self, rel: str, data: bytes | memoryview) -> None:
+            from pyspark import TaskContext
+
+            super().write_bytes(rel, data)
+            if TaskContext.get() is not None and rel.startswith("record_index/") and ".log." in rel:
+                raise RuntimeError(message)
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return FailingRecordIndexLogs(path)
+
+
 def table_on(storage, options: dict | None = None):
     """The table at `storage` (an upsertlake Storage, e.g. one that injects faults), opened with `options`."""
     from upsertlake.config.table_config import TableConfig

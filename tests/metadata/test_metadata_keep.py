@@ -17,13 +17,10 @@ import pytest
 
 import upsertlake
 from upsertlake.errors import ConfigError
-from upsertlake.layout.file_system_view import list_partitions_and_files, sort_listing
-from upsertlake.metadata import MetadataTable
-from upsertlake.metadata.listing import listed_files
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
-from metadata_checks import committed_files
+from metadata_checks import holds
 
 V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
 
@@ -41,27 +38,6 @@ def batch(ids, part=None, ts=1, val=0.0) -> pa.Table:
 def new_table(root: Path, table_type: str = "COPY_ON_WRITE", **options: str) -> upsertlake.Table:
     return upsertlake.create_table(root, "t", record_key="id", precombine_field="ts", partition_fields="part",
                                    hive_style_partitioning=True, table_type=table_type, options={**V8, **options})
-
-
-def holds(root: Path) -> MetadataTable:
-    """The metadata table lists exactly what storage holds of committed writes, and (when kept)
-    its record index puts every key where its row is."""
-    storage = Storage(root)
-    timeline = Timeline.load(storage)
-    listed = listed_files(timeline)
-    assert listed is not None, "the metadata table is trusted"
-    listing, on_storage = sort_listing(listed[1], None, listed[0]), list_partitions_and_files(storage)
-    assert listing.partitions == on_storage.partitions
-    assert {(f.path, f.size) for f in listing.base_files + listing.log_files} == committed_files(timeline, on_storage)
-    table = MetadataTable.open(timeline)
-    if "record_index" in table.partitions:
-        data = upsertlake.open_table(root).read(
-            columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]
-        )
-        stored = {k: (p, n.split("_")[0]) for k, p, n in zip(*(data.column(c).to_pylist() for c in data.column_names))}
-        assert table.record_locations(stored) == stored
-        assert sorted(table.scan("record_index")) == sorted(stored)
-    return table
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
