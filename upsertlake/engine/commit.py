@@ -118,7 +118,7 @@ def commit(
         with ctx.lock.hold():
             ctx, decision = _decide(ctx, writes, result, tally, buckets)
             if decision.outcome is Outcome.COMPLETE:
-                by_key = _pending(writes, instant_time).by_key
+                by_key = _pending(writes, result.instant_time).by_key
                 ctx, done = _complete(ctx, decision.current, result, extra_metadata, decision.timeline, by_key)
                 after = decision.timeline.with_instant(done)
                 break
