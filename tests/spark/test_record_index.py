@@ -21,7 +21,7 @@ from metadata_checks import holds, initializations
 
 V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
 RI = {"hoodie.metadata.record.index.enable": "true"}
-DISTRIBUTED = {"upsertlake.small.batch.bytes": 0}  # tagged by the distributed join, not in one task
+DISTRIBUTED = {"upsertlake.small.batch.bytes": 0, "hoodie.parquet.small.file.limit": 0}  # tagged by the join
 
 
 def rows(ids, ts: int, tag: str, part: str | None = None) -> pa.Table:
@@ -74,6 +74,7 @@ def test_spark_writes_build_and_keep_the_record_index(
     uls.upsert(df(rows([20, 21], 4, "moved", part="p9")), str(path), **moved, **DISTRIBUTED)
     uls.upsert(df(rows(range(85, 95), 5, "small")), str(path))  # a small batch: tagged and written in one task
     holds(path)
+    assert uls.cluster(spark, str(path)).clustered  # its keys moved to the new file groups by Spark tasks
     assert initializations(path) == built  # kept, never built again
     assert sorted(where(path)) == [f"k{i:05d}" for i in range(10, 95)]
     assert where(path)["k00020"][0] == "p9"  # moved by the global index, the record index with it

@@ -131,7 +131,9 @@ def write_dataframe(
         for time_ in {instant, committed.instant_time if committed is not None else instant}:
             client.storage.delete_dir(staged_keys_folder(time_))
     # The same services as in process (clean, archive, inline clustering as Spark tasks).
-    open_table(options.path, options.hoodie, options.storage).services_after_commit(options.hoodie, groups_on(spark))
+    open_table(options.path, options.hoodie, options.storage).services_after_commit(
+        options.hoodie, groups_on(spark), by_key_group_on(spark)
+    )
     return result
 
 
