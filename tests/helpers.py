@@ -235,6 +235,27 @@ def storage_failing_record_index_logs(path: str | Path, message: str = "injected
     return FailingRecordIndexLogs(path)
 
 
+def spark_write_started(spark, path: Path, batch, options: dict, storage=None):
+    """A Spark write of `batch` with `options` started and written as write_dataframe does, not
+    committed yet (on `storage`, e.g. one that injects faults, when given): (client, instant, result)."""
+    from upsertlake.layout.markers import reconcile_markers
+    from upsertlake.spark.options import write_options
+    from upsertlake.spark.record_index import by_key_group_on
+    from upsertlake.spark.types import arrow_schema_of
+    from upsertlake.spark.write import _write_distributed
+    from upsertlake.table.open import open_table
+
+    chosen = write_options(options, str(path), "upsert")
+    df = spark.createDataFrame(batch)
+    table = table_on(storage, chosen.hoodie) if storage is not None else open_table(path, chosen.hoodie)
+    client = table.write_client()
+    instant = client.start_commit(by_key=by_key_group_on(spark))
+    parts = spark.sparkContext.defaultParallelism
+    result = _write_distributed(df, arrow_schema_of(df.schema), client, instant, chosen, parts)
+    reconcile_markers(client.storage, instant, result.files_written)
+    return client, instant, result
+
+
 def table_on(storage, options: dict | None = None):
     """The table at `storage` (an upsertlake Storage, e.g. one that injects faults), opened with `options`."""
     from upsertlake.config.table_config import TableConfig

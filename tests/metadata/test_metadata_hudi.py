@@ -53,7 +53,12 @@ def rows(table: pa.Table) -> list[dict]:
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_hudi_reads_and_writes_on_the_metadata_table_we_keep(hudi_references, tmp_path: Path, table_type: str) -> None:
+def test_hudi_reads_and_writes_on_the_metadata_table_we_keep(
+    hudi_references, spark, tmp_path: Path, table_type: str
+) -> None:
+    """Our first write is a distributed Spark write (the record index kept by Spark tasks)."""
+    import upsertlake.spark as uls
+
     hudi = hudi_references.for_table_version(8)
     root = tmp_path / "t"
     options = hudi_options(table_type)
@@ -64,7 +69,9 @@ def test_hudi_reads_and_writes_on_the_metadata_table_we_keep(hudi_references, tm
     before = initializations(root)
 
     ours = {"hoodie.metadata.compact.max.delta.commits": "3"}
-    table.upsert(batch(range(40, 90), ts=2, val=1000.0), options=ours)  # updates and inserts
+    distributed = {"upsertlake.small.batch.bytes": 0}  # tagged by a join, written by a task per bucket
+    updates_and_inserts = spark.createDataFrame(batch(range(40, 90), ts=2, val=1000.0))
+    uls.upsert(updates_and_inserts, str(root), **ours, **distributed)
     table.delete(batch(range(0, 10)).select(["id", "part"]), options=ours)
     table.upsert(batch(range(90, 95), part="d", ts=2), options=ours)  # a new partition
     table.upsert(batch(range(50, 55), ts=3, val=5000.0), options=ours)

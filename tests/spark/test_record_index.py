@@ -16,7 +16,7 @@ from upsertlake import create_table, open_table
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
-from helpers import storage_failing_record_index_logs, table_on
+from helpers import spark_write_started, storage_failing_record_index_logs, table_on
 from metadata_checks import holds, initializations
 
 V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
@@ -126,3 +126,25 @@ def test_a_spark_write_failing_after_its_record_index_logs_leaves_the_index_as_i
     holds(path)
     assert Timeline.load(Storage(path / ".hoodie" / "metadata")).instants == mdt
     assert sorted(p.name for p in ri.iterdir()) == files  # its log files went with it
+
+
+def test_a_spark_write_re_merged_onto_a_concurrent_commit_keeps_the_record_index(
+    spark, tmp_path: Path, driver_reads_no_key: None
+) -> None:
+    """Two writes of different keys of the same file groups, both written before either commits:
+    the Spark one, committing second, merges its buckets again (its tasks stage their keys anew),
+    and the record index it keeps is the table's."""
+    occ = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control", **RI}
+    path = tmp_path / "t"
+    new_table(path)
+    uls.upsert(spark.createDataFrame(rows(range(30), 1, "one")), str(path), **occ, **DISTRIBUTED)
+    batch = pa.concat_tables([rows(range(15, 30), 2, "spark"), rows(range(40, 45), 2, "new")])
+    client, instant, result = spark_write_started(spark, path, batch, {**occ, **DISTRIBUTED})
+    open_table(path, occ).upsert(rows(range(0, 15), 3, "local"))
+    done = client.commit(instant, result)
+    assert done.remerges == 1
+    holds(path)
+    t = open_table(path).read(columns=["id", "v"])
+    assert sorted(t.column("v").to_pylist()) == sorted(
+        [f"local-{i}" for i in range(15)] + [f"spark-{i}" for i in range(15, 30)] + [f"new-{i}" for i in range(40, 45)]
+    )
