@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from upsertlake.config.properties_file import create_properties, properties_checksum
-from upsertlake.hfile import Compression, write_hfile
-from upsertlake.hfile import file_info as hfile_info
 from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.partitions import (
     COLUMN_STATS,
@@ -27,10 +25,8 @@ from upsertlake.metadata.partitions import (
     SOLO_COMMIT_TIMESTAMP,
     file_group_id,
 )
-from upsertlake.metadata.records import Record, encode, writer_schema
-from upsertlake.metadata.table import BASE_EXTENSION
-from upsertlake.metadata.writer import WRITE_TOKEN
-from upsertlake.schema.columns import FILE_NAME
+from upsertlake.metadata.records import Record, writer_schema
+from upsertlake.metadata.writer import write_base_file
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -39,7 +35,6 @@ from upsertlake.timeline.operation import Operation
 
 INIT_TIMES = {FILES: "000", COLUMN_STATS: "001", RECORD_INDEX: "002", PARTITION_STATS: "003"}
 PARTITION_METAFILE = ".hoodie_partition_metadata"
-BASE_BLOCK_SIZE = 64 * 1024
 
 
 def create_table(data_storage: Storage, table_name: str, table_version: int) -> Storage:
@@ -111,32 +106,18 @@ def begin_partition(storage: Storage, partition: str) -> Instant:
 
 def write_base(storage: Storage, partition: str, group: int, records: Sequence[Record], schema: str) -> WriteStat:
     """The HFile base file of file group `group` of a partition being initialized, holding
-    `records` (one per key, sorted here): a Spark task writes one as the in-process loop does."""
+    `records` (one per key: the last given): a Spark task writes one as the in-process loop does."""
     by_key = {r["key"]: r for r in records}
-    mine = sorted(by_key)
-    time = init_time(partition)
     file_id = file_group_id(partition, group)
-    name = f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
-    values = encode([{**by_key[k], FILE_NAME: name} for k in mine], schema)
-    info = {hfile_info.SCHEMA: schema.encode()}
-    if mine:
-        info.update({hfile_info.MIN_RECORD_KEY: mine[0].encode(), hfile_info.MAX_RECORD_KEY: mine[-1].encode()})
-    data = write_hfile(
-        list(zip([k.encode() for k in mine], values)),
-        block_size=BASE_BLOCK_SIZE,
-        compression=Compression.NONE,
-        file_info=info,
-    )
-    path = f"{partition}/{name}"
-    storage.write_bytes(path, data)
+    path, size = write_base_file(storage, partition, file_id, init_time(partition), by_key, schema)
     return WriteStat(
         fileId=file_id,
         path=path,
         partitionPath=partition,
-        numWrites=len(mine),
-        numInserts=len(mine),
-        totalWriteBytes=len(data),
-        fileSizeInBytes=len(data),
+        numWrites=len(by_key),
+        numInserts=len(by_key),
+        totalWriteBytes=size,
+        fileSizeInBytes=size,
     )
 
 

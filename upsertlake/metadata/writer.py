@@ -18,19 +18,22 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from upsertlake.errors import CorruptTableError
+from upsertlake.hfile import Compression, write_hfile
+from upsertlake.hfile import file_info as hfile_info
 from upsertlake.logfile.blocks import Block, BlockType, DataBlock, Header, HeaderKey
 from upsertlake.logfile.names import LogFileName
 from upsertlake.logfile.writer import append_blocks, delete_block
 from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.records import Record, encode, writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
-from upsertlake.schema.columns import DELETED_KEY, DELETED_PARTITION
+from upsertlake.schema.columns import DELETED_KEY, DELETED_PARTITION, FILE_NAME
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, DeltaWriteStat, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
 
 WRITE_TOKEN = "0-0-0"  # the metadata table is written by one task per file group, first attempt
+BASE_BLOCK_SIZE = 64 * 1024
 
 
 @dataclass
@@ -139,6 +142,29 @@ def write_log(storage: Storage, sl: MetadataSlice, instant_time: str, changes: C
         baseFile=sl.base.rpartition("/")[2] if sl.base else "",
         logFiles=(name,),
     )
+
+
+def write_base_file(
+    storage: Storage, partition: str, file_id: str, time: str, records: Mapping[str, Record], schema: str
+) -> tuple[str, int]:
+    """A file group's HFile base file `<fileId>_0-0-0_<time>.hfile` holding `records` (by key,
+    sorted here; each names the file, as Hudi's do), as an initialization and a compaction write
+    one. Returns its path and size."""
+    keys = sorted(records)
+    name = f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
+    values = encode([{**records[k], FILE_NAME: name} for k in keys], schema)
+    info = {hfile_info.SCHEMA: schema.encode()}
+    if keys:
+        info.update({hfile_info.MIN_RECORD_KEY: keys[0].encode(), hfile_info.MAX_RECORD_KEY: keys[-1].encode()})
+    data = write_hfile(
+        list(zip([k.encode() for k in keys], values)),
+        block_size=BASE_BLOCK_SIZE,
+        compression=Compression.NONE,
+        file_info=info,
+    )
+    path = f"{partition}/{name}"
+    storage.write_bytes(path, data)
+    return path, len(data)
 
 
 def undo(storage: Storage, instant_time: str) -> bool:
