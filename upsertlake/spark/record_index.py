@@ -37,6 +37,7 @@ from upsertlake.timeline.commit_metadata import WriteStat
 
 S = TypeVar("S")
 GROUP = "_group"
+TASKS_PER_CORE = 2  # tasks a source-reading or group-writing job has per core (at most)
 GROUPED = KEY_CHANGES.append(pa.field(GROUP, pa.int32()))
 WRITTEN = pa.schema([(GROUP, pa.int32()), ("stats", pa.binary())])
 KEYS = pa.schema([(LOOKUP_KEY, pa.string()), (GROUP, pa.int32())])
@@ -44,14 +45,18 @@ LOCATED = pa.schema([(STORED_KEY, pa.string()), (FILE_NUMBER, pa.int32())])
 
 
 def by_key_group_on(spark: SparkSession) -> ByKeyGroup:
-    """A `ByKeyGroup` that runs as Spark jobs: a task per source reads it, the rows are shuffled by
-    file group, a task per file group writes it. A file group without rows that must be written
-    (`every`: an initialization's empty base files) is written by the driver: it holds no key."""
+    """A `ByKeyGroup` that runs as Spark jobs: tasks read the sources (a few each), the rows are
+    shuffled by file group, and tasks write the file groups: one per group for an initialization
+    (`every`: each group's base file holds a share of all the keys), else a few groups per task
+    (a write's changes are small; most groups of a large index get none). A file group without
+    rows that must be written (an initialization's empty base file) is written by the driver: it
+    holds no key."""
 
     def on_spark(
         sources: list[S], read: Callable[[S], pa.Table], groups: Groups, write: GroupWrite, every: bool, /
     ) -> list[WriteStat]:
-        rows = spark.range(len(sources), numPartitions=max(1, len(sources))).mapInArrow(
+        slots = max(1, spark.sparkContext.defaultParallelism * TASKS_PER_CORE)
+        rows = spark.range(len(sources), numPartitions=max(1, min(len(sources), slots))).mapInArrow(
             partial(_read_task, sources, read), spark_schema_of(KEY_CHANGES)
         )
         counted = callable(groups)
@@ -60,7 +65,8 @@ def by_key_group_on(spark: SparkSession) -> ByKeyGroup:
         try:
             count = groups(rows.count()) if callable(groups) else groups
             keyed = rows.mapInArrow(partial(_group_task, count, GROUPED), spark_schema_of(GROUPED))
-            out = keyed.repartitionById(count, F.col(GROUP)).mapInArrow(
+            tasks = count if every else min(count, slots)
+            out = keyed.repartitionById(tasks, F.col(GROUP) % tasks).mapInArrow(
                 partial(_write_task, write), spark_schema_of(WRITTEN)
             )
             written = {r[0]: pickle.loads(r[1]) for r in collect_settled(spark, out)}
@@ -128,11 +134,13 @@ def _lookup_task(
 
 @reraised_named
 def _write_task(write: GroupWrite, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Write this task's file group (every row of it is here, in the order read) with `write`;
-    its stats, pickled, come back."""
+    """Write each file group of this task (every row of a group is here) with `write`; their
+    stats, pickled, come back a row per group."""
     rows = task_table(batches)
     if rows is None:
         return
-    group = rows.column(GROUP)[0].as_py()
-    stats = write(group, rows.select(KEY_CHANGES.names))
-    yield pa.RecordBatch.from_pydict({GROUP: [group], "stats": [pickle.dumps(stats)]}, schema=WRITTEN)
+    of_row = rows.column(GROUP).to_numpy()
+    for group in np.unique(of_row):
+        mine = rows.filter(pa.array(of_row == group)).select(KEY_CHANGES.names)
+        stats = write(int(group), mine)
+        yield pa.RecordBatch.from_pydict({GROUP: [int(group)], "stats": [pickle.dumps(stats)]}, schema=WRITTEN)
