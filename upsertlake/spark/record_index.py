@@ -4,10 +4,11 @@ its sources (files, slices) and write stats, never a key.
 - `by_key_group_on`: the `ByKeyGroup` of a Spark write. Tasks read the sources (the key changes
   the write tasks staged, the slices an initialization reads), a shuffle gathers the rows by the
   record-index file group each key hashes to (Hudi's hash, `metadata.keys.file_group_index`), and
-  a task per file group writes its log file (or, at an initialization, its base file) with the
-  in-process metadata writer's code; only write stats come back.
+  each group is written by one task (a few groups a task) as its log file (or, at an
+  initialization, its base file) with the in-process metadata writer's code; only write stats
+  come back.
 - `record_index_located`: RECORD_INDEX's lookup for the distributed tag (`tagging.tag`): the
-  batch's keys shuffled the same way, each task looking its keys up in its file group's files.
+  batch's keys shuffled the same way, each task looking its keys up in its file groups' files.
 """
 
 from __future__ import annotations
@@ -84,15 +85,16 @@ def by_key_group_on(spark: SparkSession) -> ByKeyGroup:
 def record_index_located(prepared: DataFrame, timeline: Timeline, files: list[BaseFile]) -> DataFrame:
     """RECORD_INDEX's stored (key, file number) rows of the batch's keys (`tagging.tag`; a file's
     number is its place in `files`): tasks hash the keys to the record index's file groups, a
-    shuffle gathers each group's keys, and a task per group looks them up in that group's files
-    alone (point lookups in its HFile base file and log blocks). The driver lists the index's file
+    shuffle gathers each group's keys in one task (a few groups a task), which looks them up in
+    that group's files alone (point lookups in its HFile base file and log blocks). The driver lists the index's file
     groups and numbers the data files; a key found in a file group without a base file is left
     out, as the other indexes on Spark leave such groups out."""
     groups = len(record_index_table(timeline).slices(RECORD_INDEX))
     numbers = {(bf.partition_path, bf.file_id): n for n, bf in enumerate(files)}
     keys = prepared.select(F.col(KEY).alias(LOOKUP_KEY))
     keyed = keys.mapInArrow(partial(_group_task, groups, KEYS), spark_schema_of(KEYS))
-    return keyed.repartitionById(groups, F.col(GROUP)).mapInArrow(
+    tasks = min(groups, max(1, prepared.sparkSession.sparkContext.defaultParallelism * TASKS_PER_CORE))
+    return keyed.repartitionById(tasks, F.col(GROUP) % tasks).mapInArrow(
         partial(_lookup_task, timeline, numbers), spark_schema_of(LOCATED)
     )
 
@@ -120,7 +122,7 @@ def _group_task(groups: int, schema: pa.Schema, batches: Iterator[pa.RecordBatch
 def _lookup_task(
     timeline: Timeline, numbers: dict[tuple[str, str], int], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """The stored file numbers of this task's keys (all of one record-index file group)."""
+    """The stored file numbers of this task's keys (every key of its record-index file groups)."""
     keys = task_table(batches)
     if keys is None:
         return
