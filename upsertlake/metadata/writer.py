@@ -56,14 +56,14 @@ def deltacommit(
     more: Callable[[MetadataTable], list[WriteStat]] | None = None,
 ) -> Instant:
     """Write `changes` (metadata partition -> Changes) as the metadata deltacommit `instant_time`;
-    a deltacommit of that time left by an earlier attempt is undone first. `more`: writes further
-    log files of this deltacommit once it is inflight (the record index's, by file group, maybe
-    as Spark tasks) and gives their stats: a failure leaves them under a pending deltacommit,
-    which the rollback of the data instant undoes with its other files (`undo`). Returns the
-    completed instant. Call under the data table's lock."""
+    a deltacommit of that time left by an earlier attempt is discarded first. `more`: writes
+    further log files of this deltacommit once it is inflight (the record index's, by file group,
+    maybe as Spark tasks) and gives their stats: a failure leaves them under a pending
+    deltacommit, which the rollback of the data instant discards with its other files
+    (`discard_deltacommit`). Returns the completed instant. Call under the data table's lock."""
     storage, layout = table.storage, table.timeline.layout
     if table.timeline.get(instant_time, Action.DELTA_COMMIT) is not None:
-        undo(storage, instant_time)
+        discard_deltacommit(storage, instant_time)
         table = table.reloaded()
     requested = Instant(instant_time, Action.DELTA_COMMIT, State.REQUESTED)
     if not storage.write_if_absent(layout.path(requested), b""):
@@ -167,7 +167,7 @@ def write_base_file(
     return path, len(data)
 
 
-def undo(storage: Storage, instant_time: str) -> bool:
+def discard_deltacommit(storage: Storage, instant_time: str) -> bool:
     """Remove the metadata deltacommit `instant_time` (any state) and the files it wrote, from the
     metadata table at `storage`: what a rollback of its data instant does (Hudi's metadata writer
     rolls the deltacommit back), and what a retry of the same instant does first. Its files go
