@@ -7,7 +7,7 @@ by key, each value an Avro datum under the writer schema with its key field empt
 Hudi's HoodieHFileDataBlock) and a delete block (the deleted keys). Its instant goes requested,
 inflight, completed, like any Hudi deltacommit; the data instant completes after it, so a crash in
 between leaves blocks readers ignore (`table.valid_instants`) until the data instant's rollback
-undoes the deltacommit (`undo`).
+discards the deltacommit (`discard_deltacommit`).
 """
 
 from __future__ import annotations

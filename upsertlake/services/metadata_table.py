@@ -14,7 +14,7 @@ Every writer and service calls in at three points, under the table lock:
 - `sync` before its data instant completes: the metadata deltacommit at the same instant time
   (files, column_stats, partition_stats, record_index), so a reader never sees a committed data
   instant the metadata table lacks, and ignores the deltacommit until the data instant completes.
-- `undo` when a data instant is rolled back: its metadata deltacommit is rolled back too.
+- `discard_rolled_back` when a data instant is rolled back: its metadata deltacommit is rolled back too.
 """
 
 from __future__ import annotations
