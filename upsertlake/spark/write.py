@@ -12,6 +12,9 @@ merges and writes it (the in-process BucketJob) → driver: one commit of the wr
 batch skips that shuffle too: its tag task stages the tagged records on the table's storage and
 returns only the counts; one more task reads them back, assigns and writes every bucket on a
 thread pool, as in process.
+With the metadata table's record index kept, each write task stages the keys it inserted and
+deleted on the table's storage, and the commit's metadata deltacommit writes the index's log files
+by Spark tasks from them (`spark.record_index`); a start that builds the index does so by tasks too.
 Nothing that grows with the records reaches the driver: only partitions, file listings, footers,
 counts and write stats. A failure anywhere rolls the instant back.
 """
