@@ -131,8 +131,9 @@ def write_dataframe(
             raise
         raise raised from exc
     finally:  # the key changes the write tasks staged for the record index (the metadata deltacommit read them)
-        for time_ in {instant, committed.instant_time if committed is not None else instant}:
-            client.storage.delete_dir(staged_keys_folder(time_))
+        if keeps_record_index(client.table_config):
+            for time_ in {instant, committed.instant_time if committed is not None else instant}:
+                client.storage.delete_dir(staged_keys_folder(time_))
     # The same services as in process (clean, archive, inline clustering as Spark tasks).
     open_table(options.path, options.hoodie, options.storage).services_after_commit(
         options.hoodie, groups_on(spark), by_key_group_on(spark)
