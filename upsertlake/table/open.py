@@ -109,11 +109,6 @@ def create_table(
         table_type=kind,
         extra=merge_on_read_payload(mode) if kind == MERGE_ON_READ else {},
     )
-    if kind == MERGE_ON_READ and len(ordering) > 1:
-        raise ConfigError(
-            f"merge-on-read tables ordered by several fields ({', '.join(ordering)}) are not supported yet; "
-            "order by one field, or create a copy-on-write table"
-        )
     version = resolved.get(opt.WRITE_TABLE_VERSION)
     if version not in WRITABLE_VERSIONS:
         key = TABLE_VERSION_KEY if asked is not None else opt.WRITE_TABLE_VERSION.key
