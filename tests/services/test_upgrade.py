@@ -20,6 +20,9 @@ from upsertlake.config.properties_file import BACKUP_FILE
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CleanedInstantError, ServiceError
 from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.archived_log import read_entries
+from upsertlake.timeline.commit_metadata import AVRO_MAGIC
 from upsertlake.timeline.instant import State
 
 from helpers import hudi_read, timeline_dir, tree_digest
@@ -275,7 +278,8 @@ def test_cli_upgrade(tmp_path: Path) -> None:
     p = subprocess.run([*run, "--json"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout) == {
-        "from_version": 6, "to_version": 8, "rolled_back": [], "instants_moved": 1, "old_files_deleted": 3
+        "from_version": 6, "to_version": 8, "rolled_back": [], "instants_moved": 1, "old_files_deleted": 3,
+        "archived_moved": 0,
     }
     p = subprocess.run(run, capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip() == "the table is at version 8 already"
@@ -325,3 +329,58 @@ def test_a_write_deletes_a_metadata_table_it_would_leave_stale(tmp_path: Path, c
     assert "hoodie.table.metadata.partitions" not in properties(tmp_path)
     assert any("deleted the metadata table" in r.message for r in caplog.records)
     assert sorted(hudi_read(tmp_path)["id"].to_pylist()) == [f"k{i:03d}" for i in range(6)]
+
+
+@pytest.mark.parametrize("to", [8, 9])
+def test_the_archived_timeline_moves_into_the_lsm_timeline(tmp_path: Path, to: int) -> None:
+    """A version 6 table we archived (Hudi 0.x's archive log files): after the upgrade its
+    archived instants are in the LSM timeline (`.hoodie/timeline/history/`), each completed at its
+    archive entry's stateTransitionTime, with its document; time travel and incremental reads
+    still reach them, and the archive log files stay (Hudi's upgradeToLSMTimeline)."""
+    path = tmp_path / "t"
+    options = {"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3, "hoodie.cleaner.commits.retained": 1,
+               "hoodie.commits.archival.batch": 2, "hoodie.timeline.compaction.batch.size": 2, **NO_AUTO_CLEAN}
+    table = create_table(path, "t", record_key="id", precombine_field="ts", options=options)
+    times = [table.upsert(rows(range(n, n + 2), n, f"w{n}")).instant_time for n in range(6)]
+    table.clean()
+    times += [table.upsert(rows(range(n, n + 2), n, f"w{n}")).instant_time for n in range(6, 9)]
+    table.archive()
+    before = Timeline.load(Storage(path))
+    archived = sorted((i.time, i.action.value) for i in before.archived)
+    assert archived == [(t, "commit") for t in times[:5]]
+    entries = {(e["commitTime"], e["actionType"]): e["stateTransitionTime"]
+               for p in sorted((path / ".hoodie/archived").glob(".commits_*"))
+               for e in read_entries(p.read_bytes(), p.name) if e["actionState"] == "COMPLETED"}
+    logs = sorted(p.name for p in (path / ".hoodie/archived").iterdir())
+    expected_reads = reads(path)
+
+    result = upgrade_table(path, to, options)  # hoodie.commits.archival.batch: rows per layer-0 file
+    assert (result.from_version, result.to_version, result.archived_moved) == (6, to, 5)
+    after = Timeline.load(Storage(path))
+    assert after.layout.version == 2
+    assert sorted((i.time, i.action.value) for i in after.archived) == archived
+    assert {(i.time, i.action.value): i.completion for i in after.archived} == entries
+    for i in after.archived:  # the commit documents as Avro, saying what they said
+        assert after.document(i).startswith(AVRO_MAGIC)
+        was, now = before.commit_metadata(i), after.commit_metadata(i)
+        assert (now.partition_to_write_stats, now.operation_type, now.schema) == (
+            was.partition_to_write_stats, was.operation_type, was.schema)
+    history = path / ".hoodie/timeline/history"
+    version = (history / "_version_").read_text()
+    listed = [f["fileName"] for f in json.loads((history / f"manifest_{version}").read_text())["files"]]
+    # 5 instants in batches of 2: three layer-0 files, the oldest two compacted into one of layer 1
+    assert sorted(name.rsplit("_", 1)[1] for name in listed) == ["0.parquet", "1.parquet"], listed
+    assert sorted(p.name for p in (path / ".hoodie/archived").iterdir()) == logs
+    assert reads(path) == expected_reads
+    first = min(after.archived)
+    assert sorted(open_table(path).read_incremental(first.completed_at).column("id").to_pylist()) == sorted(
+        {f"k{i:03d}" for n in range(1, 9) for i in range(n, n + 2)})
+    # a rerun of the upgrade leaves it so; archiving on goes on in the LSM timeline
+    upgrade_table(path, to)
+    assert sorted((i.time, i.action.value) for i in Timeline.load(Storage(path)).archived) == archived
+    table = open_table(path, options)
+    times += [table.upsert(rows(range(n, n + 2), n, f"w{n}")).instant_time for n in range(9, 12)]
+    table.clean()
+    table.archive()
+    now = sorted((i.time, i.action.value) for i in Timeline.load(Storage(path)).archived if i.action.value == "commit")
+    assert now == [(t, "commit") for t in times[:-2]]

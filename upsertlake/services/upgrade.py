@@ -10,7 +10,11 @@ opens, at version 6 or the target, with nothing lost:
 3. copy every active instant into `.hoodie/timeline/`, converted: a completed one named
    `<requested>_<completion>` (the completion time is the modification time of its file, as
    Hudi takes it), commit documents rewritten from JSON to Avro, a pending clustering named
-   `clustering`. Version 6 readers do not look there, so a crash here changes nothing for them;
+   `clustering`; then write every instant of version 6's archive log files into the LSM timeline
+   (`.hoodie/timeline/history/`), as Hudi's upgradeToLSMTimeline does
+   (`upsertlake.services.archive.archive_to_lsm`: completed at their entries'
+   stateTransitionTime). Version 6 readers look at neither, so a crash here changes nothing for
+   them; the archive log files stay, as Hudi leaves them;
 4. switch `hoodie.properties` to the target through `hoodie.properties.backup`
    (`write_properties`), adding the properties Hudi 1.0 adds (merge mode from the payload
    class, initial version 6, the key generator type beside its class, the timeline paths) and,
@@ -18,8 +22,7 @@ opens, at version 6 or the target, with nothing lost:
 5. delete the old instant files from `.hoodie/` (version 8 and 9 readers do not look there).
 
 A rerun finishes a half-done upgrade: at version 6 it redoes step 3 from scratch, at the target it
-does step 5. Archived instants stay in `.hoodie/archived/` (version 6's archive log files, which Hudi
-1.x readers skip; see docs/concepts/table-versions.md).
+does step 5.
 
 8 -> 9 keeps the timeline as it is (versions 8 and 9 write the same instants, commit documents and
 log files): failed writes rolled back, the metadata table dropped, the index definitions given
@@ -50,6 +53,7 @@ from upsertlake.config.table_config import (
     TableConfig,
 )
 from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError, UnsupportedTableError
+from upsertlake.services.archive import archive_to_lsm
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.services.rollback import discard_pending
 from upsertlake.storage import Storage
@@ -76,6 +80,7 @@ class UpgradeResult:
     rolled_back: tuple[str, ...] = ()
     instants_moved: int = 0
     old_files_deleted: int = 0
+    archived_moved: int = 0  # archived instants written into the LSM timeline (from version 6)
 
 
 def upgrade(storage: Storage, lock: TableLock, cfg: Config, to: int = 8) -> UpgradeResult:
@@ -113,12 +118,13 @@ def upgrade(storage: Storage, lock: TableLock, cfg: Config, to: int = 8) -> Upgr
         else:
             target = table_config.as_version_8(merge_mode, initial)
         moved = _copy_converted_instants(storage, layout_of(target)) if start == 6 else 0
+        archived = archive_to_lsm(storage, layout_of(table_config), layout_of(target), cfg) if start == 6 else 0
         if to == 9:
             _version_index_definitions(storage, table_config)
         write_properties(storage, _changes(table_config, target))
         deleted = _delete_layout_1_instants(storage)
     log.info("upgraded %s from table version %d to %d (%d instants)", storage.base, start, to, moved)
-    return UpgradeResult(start, to, tuple(rolled_back), moved, deleted)
+    return UpgradeResult(start, to, tuple(rolled_back), moved, deleted, archived)
 
 
 def _changes(old: TableConfig, new: TableConfig) -> dict[str, str | None]:
