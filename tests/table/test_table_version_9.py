@@ -386,8 +386,8 @@ def test_a_write_asking_for_version_9_upgrades_the_table_first_as_hudis_writer_d
 def test_version_9_goes_back_to_8_only_where_8_says_the_same(tmp_path: Path) -> None:
     """9 -> 8 (Hudi's NineToEightDowngradeHandler) restores what 8 -> 9 changed: a round trip gives
     the version 8 properties back, byte for byte in meaning. A table ordering by several fields
-    (Hudi 1.0 compares one) or asked down to 6 (another timeline layout) is refused by name, the
-    table untouched."""
+    (Hudi 1.0 compares one, 0.x too) is refused by name, the table untouched, as is a downgrade to
+    a version upsertlake does not write."""
     path = unzip_hudi_table("v8_simplekeygen_nonhivestyle", tmp_path)
     at_8 = properties(path)
     upgrade_table(path, 9)
@@ -406,8 +406,10 @@ def test_version_9_goes_back_to_8_only_where_8_says_the_same(tmp_path: Path) -> 
         ConfigError, match=r"not safe: it orders records by 2 fields \(ts, seq\), Hudi 1.0 compares one"
     ):
         upgrade_table(several, 8)
-    with pytest.raises(ConfigError, match="only 9 -> 8 is a downgrade upsertlake makes"):
+    with pytest.raises(ConfigError, match=r"it orders records by 2 fields \(ts, seq\), Hudi 0.x compares one"):
         upgrade_table(several, 6)
+    with pytest.raises(ConfigError, match=r"cannot upgrade to table version 5"):
+        upgrade_table(several, 5)
     assert tree_digest(several) == before
 
 

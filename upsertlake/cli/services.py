@@ -57,8 +57,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
         "--to",
         type=int,
         required=True,
-        choices=(8, 9),
-        help="the table version to upgrade to (8 on a version 9 table downgrades it, where that is safe)",
+        choices=(6, 8, 9),
+        help="the table version to upgrade to (a lower one downgrades the table, where that is safe)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=upgrade)

@@ -333,6 +333,19 @@ class TableConfig:
         extra["hoodie.compaction.payload.class"] = self.extra.get(LEGACY_PAYLOAD_KEY, mode.payload_class)
         return replace(self, table_version=8, extra=extra)
 
+    def down_to_version_6(self) -> TableConfig:
+        """A version 8 table's settings at version 6, as Hudi's EightToSevenDowngradeHandler leaves
+        them: timeline layout 1, the properties Hudi 1.x added unset (initial version, timeline
+        paths, merge mode and strategy id, key generator type: its class stays) and the payload
+        class of the merge mode, from which version 6 readers merge."""
+        dropped = {
+            "hoodie.table.initial.version", TIMELINE_PATH_KEY, "hoodie.timeline.history.path",
+            "hoodie.record.merge.mode", "hoodie.record.merge.strategy.id", KEYGEN_TYPE_KEY, TABLE_FORMAT_KEY,
+        }
+        extra = {k: v for k, v in self.extra.items() if k not in dropped}
+        extra["hoodie.compaction.payload.class"] = self.merge_mode.payload_class
+        return replace(self, table_version=6, timeline_layout_version=1, extra=extra, keygen_class_stored=True)
+
     @property
     def base_file_format(self) -> str:
         """`hoodie.table.base.file.format`, upper case (PARQUET when absent, as Hudi defaults)."""

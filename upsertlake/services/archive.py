@@ -259,6 +259,31 @@ def archive_to_lsm(storage: Storage, source: TimelineLayout, target: TimelineLay
     return len(rows)
 
 
+def lsm_to_archive(storage: Storage, source: TimelineLayout, target: TimelineLayout, cfg: Config) -> int:
+    """Downgrading to version 6: the instants of `source`'s LSM timeline written into version 6's
+    archive log files in `target.archive`, as Hudi's EightToSevenDowngradeHandler does
+    (downgradeFromLSMTimeline: each row an archive entry of its completed instant, its completion
+    time as the stateTransitionTime, in blocks of hoodie.commits.archival.batch). Instants the
+    archive log files hold already (archived before an upgrade, or by a downgrade that died) are
+    not written again. Returns how many were written."""
+    finish_last_merge(storage, target.archive)
+    held = {
+        (i.time, i.action)
+        for f in archived_log.archive_log_files(storage.list(target.archive))
+        for i in archived_log.completed_instants(
+            archived_log.read_entries(storage.read_bytes(f.path), storage.full_path(f.path)), storage.full_path(f.path)
+        )
+    }
+    lsm = archived_lsm.load(storage, source.archive)
+    rows = sorted((i, data) for i, data in lsm.items() if (i.time, i.action) not in held)
+    if rows:
+        entries = [archived_log.entry(ArchivedFile(i, data, i.completion)) for i, data in rows]
+        storage.makedirs(target.archive)
+        data = archived_log.encode_archive(entries, cfg.get(opt.COMMITS_ARCHIVAL_BATCH))
+        _create_log_file(storage, target.archive, data)
+    return len(rows)
+
+
 def _completed(inst: Instant) -> Instant:
     """A legacy instant archived at version 6 has no completion time: its requested time, as
     layout 1 completes instants in the order of their times (Hudi's LSM rows need one)."""

@@ -136,8 +136,9 @@ def upgrade_table(
 ) -> UpgradeResult:
     """Upgrade the table at `path` to table version `version`, 8 or 9 (6 -> 8, 6 -> 9 and 8 -> 9, as
     Apache Hudi's upgrade handlers do), crash-safe and resumable (`upsertlake.services.upgrade`);
-    refuses while a write is running. `version` 8 on a version 9 table downgrades it, where that
-    is safe (else a ConfigError says why, the table untouched)."""
+    refuses while a write is running. A `version` below the table's (8 on a version 9 table, 6 on
+    a version 8 or 9 one) downgrades it, where that is safe (else a ConfigError says why, the
+    table untouched), as Hudi's downgrade handlers do."""
     from upsertlake.concurrency.lock import make_lock
     from upsertlake.services.upgrade import upgrade
 
