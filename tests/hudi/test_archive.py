@@ -177,7 +177,7 @@ def test_each_reads_the_others_archived_timeline(
 def test_hudi_1_1_reads_the_archived_timeline_of_a_table_we_upgraded(tmp_path: Path, to: int, hudi_references) -> None:
     """A version 6 table we archived (Hudi 0.15's archive log files), upgraded: Hudi 1.1 lists
     the archived commits our LSM timeline holds, reads as of and incrementally from them as we do,
-    and archives on top of them."""
+    and archives on top of them; downgraded to 6 again, Hudi 0.15 lists and reads them all."""
     layout = Layout("COPY_ON_WRITE", 6, "SIMPLE", "one", all_types=False)
     t = Shared(tmp_path / "t", layout, None)
     create_ours(layout, t.path)
@@ -196,3 +196,10 @@ def test_hudi_1_1_reads_the_archived_timeline_of_a_table_we_upgraded(tmp_path: P
     t.hudi.call(t.path, "archive_commits", conf=t.layout.procedure_conf(), **HUDI_ARCHIVE)
     assert set(archived) < set(t.archived()) and t.hudi_archived() == t.archived()
     t.check("after Hudi's archival on top")
+    # and back to 6: Hudi 0.15 lists the archive log file the LSM timeline went into, and reads
+    everything = t.archived()
+    assert upgrade_table(t.path, 6).archived_moved == len(everything) - len(archived)
+    t.layout, t.hudi = layout, hudi_references.for_table_version(6)
+    assert t.hudi_archived() == t.archived() == everything
+    t.check("after the downgrade")
+    t.across_archived("the downgraded archive")

@@ -94,20 +94,24 @@ def test_hudi_1_1_reads_the_tables_our_upgrades_leave(tmp_path: Path, hudi_refer
     assert_hudi_reads_ours(hudi, theirs, columns)
 
 
+# Hudi's options for the tables ordered by (ts, seq) (tests/ordering_batches.py)
+ORDERED_BY_TS_SEQ = {
+    "hoodie.table.name": "t",
+    "hoodie.datasource.write.recordkey.field": "id",
+    "hoodie.datasource.write.precombine.field": "ts,seq",
+    "hoodie.datasource.write.partitionpath.field": "p",
+    "hoodie.datasource.write.operation": "upsert",
+    "hoodie.metadata.enable": "false",
+}
+
+
 def test_several_ordering_fields_decide_as_in_hudi_1_1(tmp_path: Path, hudi_references) -> None:
     """The same two batches (in-batch duplicates and stored records decided by ts, then seq) given
     to Hudi 1.1 and to us end in the same rows; Hudi reads our table so, and our second batch on
     the table Hudi wrote the first into ends so too, and Hudi reads that table after our write
     rewrote its hoodie.properties."""
     hudi = hudi_references.for_table_version(9)
-    options = {
-        "hoodie.table.name": "t",
-        "hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.precombine.field": "ts,seq",
-        "hoodie.datasource.write.partitionpath.field": "p",
-        "hoodie.datasource.write.operation": "upsert",
-        "hoodie.metadata.enable": "false",
-    }
+    options = ORDERED_BY_TS_SEQ
     theirs, ours, mixed = tmp_path / "theirs", tmp_path / "ours", tmp_path / "mixed"
     for rows_ in (FIRST, SECOND):
         hudi.write(theirs, ordered_batch(rows_), options)
@@ -136,13 +140,8 @@ def test_merge_on_read_tables_ordered_by_several_fields_cross_over(tmp_path: Pat
     reads that as we do, and after our compaction too; the reverse on a table we write."""
     hudi = hudi_references.for_table_version(9)
     options = {
-        "hoodie.table.name": "t",
+        **ORDERED_BY_TS_SEQ,
         "hoodie.datasource.write.table.type": "MERGE_ON_READ",
-        "hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.precombine.field": "ts,seq",
-        "hoodie.datasource.write.partitionpath.field": "p",
-        "hoodie.datasource.write.operation": "upsert",
-        "hoodie.metadata.enable": "false",
         "hoodie.index.type": "SIMPLE",
         "hoodie.parquet.small.file.limit": "0",
         "hoodie.compact.inline": "false",

@@ -183,6 +183,19 @@ def crash_on(monkeypatch, method: str, nth: int, when=lambda rel: True) -> None:
     monkeypatch.setattr(storage_module.Storage, method, dying)
 
 
+def crashed(monkeypatch, path: Path, to: int, crash: tuple, before: dict[str, list]) -> int:
+    """Run `upgrade_table(path, to)` dying at `crash` (`crash_on`'s arguments); the table's version
+    after, which is 6 or 8, the table reading as `before`."""
+    with monkeypatch.context() as m:
+        crash_on(m, *crash)
+        with pytest.raises(Crash):
+            upgrade_table(path, to)
+    version = open_table(path).config.table_version
+    assert version in (6, 8)
+    assert reads(path) == before
+    return version
+
+
 # Crash points in the order the upgrade passes them.
 CRASHES = [
     ("write_bytes", 1, lambda rel: "/timeline/" in rel),  # copying the first instant
@@ -208,14 +221,8 @@ def test_a_crash_at_any_step_leaves_a_table_that_opens_and_a_rerun_finishes(
             t.upsert(rows(range(i, 10 + i), i, f"c{i}"))
     before = reads(path)
     upgrade_table(reference, 8)
-    with monkeypatch.context() as m:
-        crash_on(m, method, nth, when)
-        with pytest.raises(Crash):
-            upgrade_table(path, 8)
     # the crashed table opens, at version 6 or 8, and reads exactly as before (ours and Hudi's)
-    version = open_table(path).config.table_version
-    assert version in (6, 8)
-    assert reads(path) == before
+    version = crashed(monkeypatch, path, 8, (method, nth, when), before)
     check_reads(open_table(path), path, windows=False)
     # a rerun finishes the upgrade: the same timeline and reads as an upgrade never interrupted
     result = upgrade_table(path, 8)
@@ -261,14 +268,8 @@ def test_a_crash_in_a_downgrade_to_6_leaves_a_table_that_opens_and_a_rerun_finis
     archived = sorted(i.time for i in Timeline.load(Storage(path)).archived)
     assert archived
     upgrade_table(reference, 6)
-    with monkeypatch.context() as m:
-        crash_on(m, method, nth, when)
-        with pytest.raises(Crash):
-            upgrade_table(path, 6)
     # the crashed table opens, at version 8 or 6, and reads exactly as before, archive included
-    version = open_table(path).config.table_version
-    assert version in (6, 8)
-    assert reads(path) == before
+    version = crashed(monkeypatch, path, 6, (method, nth, when), before)
     assert sorted(i.time for i in Timeline.load(Storage(path)).archived) == archived
     # a rerun finishes the downgrade: the same timeline, archive and reads as one never interrupted
     result = upgrade_table(path, 6)

@@ -23,6 +23,11 @@ its events in that order:
   a key without natural deletes has all its events and the base record compete, and the winner
   is the largest (ordering value, position) among them.
 
+An ordering value is the ordering field's, or with several fields (Hudi 1.1's
+`hoodie.table.ordering.fields`) their tuple, compared field by field through the one encoded
+column copy-on-write compares by (`upsertlake.schema.ordering`); a delete block's tuple is Hudi's
+ArrayWrapper (`upsertlake.logfile.deletes`).
+
 A winning delete (a delete block entry, or a record with `_hoodie_is_deleted` true) removes the
 key. The output holds `schema`'s columns (by default the base file's): base rows keep their
 order, records only the log holds follow in log order; log records with fewer or more columns
