@@ -1,5 +1,5 @@
 """Merge-on-read after several deltacommits: its snapshot read against the read of the same table
-compacted (issue 27: at most 2x), and its compaction against the copy-on-write upsert that rewrites
+compacted (at most 2x), and its compaction against the copy-on-write upsert that rewrites
 the same files (at most 1.25x).
 
 The tables are written through the real write path: 1M rows bulk-inserted (20 partitions, one

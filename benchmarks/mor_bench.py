@@ -1,4 +1,4 @@
-"""Merge-on-read upsert against copy-on-write and delta-rs MERGE (issue 27's speed goal), on the
+"""Merge-on-read upsert against copy-on-write (goal: 4x faster) and delta-rs MERGE (3x), on the
 harness workload (uniform: 1M rows, 100K batch by default), files at size for both table types
 (hoodie.parquet.small.file.limit=0), each run a fresh process, the peers interleaved per repeat
 so that they share the machine's state.

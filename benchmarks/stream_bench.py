@@ -1,4 +1,4 @@
-"""Streaming ingestion (issue 45): micro-batches upserted into a table as a Spark Structured
+"""Streaming ingestion: micro-batches upserted into a table as a Spark Structured
 Streaming query would write them, per-batch latency and throughput.
 
     python benchmarks/stream_bench.py                                  # 20 x 50K over 2M rows, local[2]

@@ -55,7 +55,7 @@ def check_reads(table, path: Path, windows: bool = True) -> None:
     instants = completed_instants(table)
     for t in instants:
         ours = table.read(as_of=t)
-        meta = META if table.config.populate_meta_fields else []
+        meta = META if table.table_config.populate_meta_fields else []
         assert ours.column_names == meta + table.schema(as_of=t).names
         assert_same_as_of(ours, hudi_read(path, as_of=t), f"as of {t}")
     if not windows:

@@ -118,6 +118,16 @@ def test_harness_process_timeout_and_report(tmp_path: Path) -> None:
     assert "| uniform | 20,000 + 2,000 | upsertlake |" in text and (tmp_path / "peers-tiny-peers.png").exists()
 
 
+def test_the_results_readme_is_what_the_report_makes_of_the_results_folder(tmp_path: Path) -> None:
+    """benchmarks/results/README.md lists every current result file, each by its heading (a result
+    file renamed or removed without the README regenerated left it linking a missing file)."""
+    results = REPO / "benchmarks" / "results"
+    for f in [*results.glob("*.json"), *results.glob("*.md")]:
+        if f.name != "README.md":
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    assert write_report(tmp_path).read_text() == (results / "README.md").read_text()
+
+
 def test_event_log_counts_result_bytes_and_stages_since_the_last_call(tmp_path: Path) -> None:
     log_file = tmp_path / "events" / "local-1"
     log_file.parent.mkdir()

@@ -15,7 +15,6 @@ from pathlib import Path
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-# Import names whose distribution is named otherwise.
 # Import names whose distribution is named otherwise, or that come with another one (moto[server]
 # brings boto3 and werkzeug, mkdocs PyYAML).
 DISTRIBUTIONS = {"yaml": "mkdocs", "boto3": "moto", "botocore": "moto", "werkzeug": "moto",
@@ -56,8 +55,7 @@ def test_no_test_skips_itself_for_a_missing_library() -> None:
         for node in ast.walk(ast.parse(path.read_text("utf-8")))
         if isinstance(node, ast.Call)
         and getattr(node.func, "attr", "") == "importorskip"
-        and node.args[0].value != "tomllib"
-    ]  # stdlib from Python 3.11 on
+    ]
     assert skipping == []
 
 

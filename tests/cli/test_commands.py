@@ -168,6 +168,8 @@ def test_read(table: tuple[Path, list[str]]) -> None:
     ]
     table_out = ok("read", path, "--where", "uuid = k50", "--columns", "uuid", "ts")
     assert table_out == "uuid  ts\nk50   1\n"
+    # a list's items are stripped, as every option list's are: "uuid, ts" names the columns uuid and ts
+    assert ok("read", path, "--where", "uuid = k50", "--columns", "uuid, ts,") == table_out
 
 
 def test_explain_writes_nothing(table: tuple[Path, list[str]], inputs: Path) -> None:

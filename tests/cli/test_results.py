@@ -47,7 +47,7 @@ def test_create_with_partition_fields_before_the_path(capsys, tmp_path: Path) ->
     out, err = cli(capsys, "create", "--partition-fields", "city,day", "--record-key", "uuid",
                    "--precombine-field", "ts", path, "--name", "t")
     assert out == f"created table 't' at {path}\n" and err == ""
-    config = upsertlake.open_table(path).config
+    config = upsertlake.open_table(path).table_config
     assert (config.partition_fields, config.precombine_field) == (("city", "day"), "ts")
 
 
@@ -60,7 +60,7 @@ def test_old_option_spellings_still_work_with_a_warning(capsys, tmp_path: Path) 
         "warning: --partition is deprecated; use --partition-fields",
         "warning: --precombine is deprecated; use --precombine-field",
     ]
-    config = upsertlake.open_table(path).config
+    config = upsertlake.open_table(path).table_config
     assert (config.partition_fields, config.precombine_field) == (("city",), "ts")
 
 

@@ -281,8 +281,8 @@ def test_hoodie_table_version_names_the_version_of_a_new_table(tmp_path: Path, c
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         table = create_table(tmp_path / "t", "t", "id", options={"hoodie.table.version": "8"})
-        assert (table.config.table_version, table.config.timeline_layout_version) == (8, 2)
-        assert open_table(tmp_path / "t", options={"hoodie.table.version": 8}).config.table_version == 8
+        assert (table.table_config.table_version, table.table_config.timeline_layout_version) == (8, 2)
+        assert open_table(tmp_path / "t", options={"hoodie.table.version": 8}).table_config.table_version == 8
     assert (tmp_path / "t" / ".hoodie" / "timeline").is_dir()
     with pytest.raises(ConfigError, match=r"hoodie.table.version=6 but the table is at version 8; downgrades"):
         open_table(tmp_path / "t", options={"hoodie.table.version": "6"})
@@ -298,7 +298,7 @@ def test_hoodie_table_version_names_the_version_of_a_new_table(tmp_path: Path, c
     code, _, err = cli_in_process(capsys, "create", tmp_path / "c", "--name", "c", "--record-key", "id",
                                   "--option", "hoodie.table.version=8")
     assert (code, err) == (0, "")
-    assert open_table(tmp_path / "c").config.table_version == 8
+    assert open_table(tmp_path / "c").table_config.table_version == 8
 
 
 def test_a_merge_mode_upsertlake_does_not_merge_by_is_refused_by_name() -> None:

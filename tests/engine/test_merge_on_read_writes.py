@@ -76,7 +76,7 @@ def test_the_cli_creates_a_merge_on_read_table(tmp_path: Path) -> None:
                         "--record-key", "id", "--precombine-field", "ts", "--table-type", "merge_on_read"],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
-    assert open_table(tmp_path / "t").config.table_type == "MERGE_ON_READ"
+    assert open_table(tmp_path / "t").table_config.table_type == "MERGE_ON_READ"
 
 
 # -- writing: the model --------------------------------------------------------------------
@@ -594,7 +594,7 @@ def test_a_key_deleted_in_a_slice_a_pending_compaction_folds_is_inserted_elsewhe
         assert plan.state.value == "inflight"
         time.sleep(0.3)  # its heartbeat expires
     else:
-        plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
+        plan = schedule(table.storage, table.write_client().context.lock, table.table_config, table.options)
     assert snapshot(open_table(path)) == before == hudi_snapshot(path)
 
     result = open_table(path, FAST_HEARTBEAT).upsert(batch([3, 4], [5, 5], 3))
@@ -646,7 +646,7 @@ def test_v8_a_deleted_key_written_beside_a_plan_is_inserted_elsewhere(tmp_path: 
     tb = b.start_commit()
     written = b.upsert(batch([3, 4], [5, 5], 3), tb)  # planned against the slice with the delete
     assert (written.num_inserts, written.num_updates) == (1, 1)
-    plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
+    plan = schedule(table.storage, table.write_client().context.lock, table.table_config, table.options)
     assert plan is None  # the write in flight declared its one group
     b.commit(tb, written)
     expected = {**snapshot(table), **{r["id"]: r for r in batch([3, 4], [5, 5], 3).to_pylist()}}
@@ -691,7 +691,7 @@ def write_while_a_compaction_is_planned(table, data: pa.Table, monkeypatch: pyte
         assert tagging.wait(60)
         [first] = [i.time for i in open_table(table.storage.base).timeline() if not i.is_completed]
         other = open_table(table.storage.base)
-        plan = schedule(other.storage, other.write_client().context.lock, other.config, other.options)
+        plan = schedule(other.storage, other.write_client().context.lock, other.table_config, other.options)
     finally:
         go.set()
         thread.join(120)
@@ -778,7 +778,7 @@ def test_a_bucket_slice_rewritten_while_a_compaction_is_scheduled_is_kept(tmp_pa
     instant = client.start_commit()
     written = client.upsert(batch([1], [8], 3), instant)
     assert [f.endswith(".parquet") for f in written.files_written] == [True]  # the slice, rewritten
-    plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
+    plan = schedule(table.storage, table.write_client().context.lock, table.table_config, table.options)
     expected = {r["id"]: r for r in batch([2], [1], 1).to_pylist() + batch([1], [8], 3).to_pylist()}
     assert plan is None
     client.commit(instant, written)
@@ -795,10 +795,10 @@ def test_upserts_into_hudi_written_mor_tables_read_the_same_in_both_readers(tmp_
     path = unzip_mor_table(name, tmp_path)
     table = open_table(path)
     data = table.read()
-    key = table.config.record_key_fields[0]
+    key = table.table_config.record_key_fields[0]
     change = data.slice(0, 2).drop_columns([c for c in data.column_names if c.startswith("_hoodie")])
-    if table.config.precombine_field:
-        pc_field = table.config.precombine_field
+    if table.table_config.precombine_field:
+        pc_field = table.table_config.precombine_field
         change = change.set_column(
             change.schema.get_field_index(pc_field),
             pc_field,

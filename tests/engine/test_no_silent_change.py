@@ -192,7 +192,7 @@ def test_create_table_takes_the_key_generator_option(tmp_path: Path) -> None:
     complex_keygen = "org.apache.hudi.keygen.ComplexKeyGenerator"
     t = create_table(tmp_path / "g", "g", record_key="id", partition_fields="p",
                      options={"hoodie.datasource.write.keygenerator.class": complex_keygen})
-    assert open_table(t.path).config.keygen_class == complex_keygen
+    assert open_table(t.path).table_config.keygen_class == complex_keygen
 
 
 # -- named errors --------------------------------------------------------------------------------

@@ -174,7 +174,9 @@ def test_each_reads_the_others_archived_timeline(
 
 
 @pytest.mark.parametrize("to", [9])
-def test_hudi_reads_the_archived_timeline_after_our_upgrade_and_downgrade(tmp_path: Path, to: int, hudi_references) -> None:
+def test_hudi_reads_the_archived_timeline_after_our_upgrade_and_downgrade(
+    tmp_path: Path, to: int, hudi_references
+) -> None:
     """A version 6 table we archived (Hudi 0.15's archive log files), upgraded: Hudi 1.1 lists
     the archived commits our LSM timeline holds, reads as of and incrementally from them as we do,
     and archives on top of them; downgraded to 6 again, Hudi 0.15 lists and reads them all."""

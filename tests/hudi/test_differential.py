@@ -222,7 +222,11 @@ def run(layout: Layout, path: Path, hudi, spark, seed: int) -> None:
     seq.check()
     ops, weights = zip(*operations(layout))
     for _ in range(STEPS):
-        seq.step(rng.choice(actors), rng.choices(ops, weights)[0])
+        try:
+            seq.step(rng.choice(actors), rng.choices(ops, weights)[0])
+        except Exception as e:
+            e.add_note(f"{layout} at step {' '.join(seq.log)}")  # which sequence a failed write ends
+            raise
         seq.check()
 
 

@@ -60,7 +60,7 @@ def test_hudi_1_1_reads_the_version_9_tables_we_write_and_writes_on(tmp_path: Pa
         "hoodie.table.name": "t", "hoodie.datasource.write.recordkey.field": "id",
         "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "city",
         "hoodie.datasource.write.table.type": kind, "hoodie.datasource.write.operation": "upsert"})
-    assert open_table(path).config.table_version == 9
+    assert open_table(path).table_config.table_version == 9
     assert rows(open_table(path).read(), ["id", "ts", "fare"]) == [
         ("a", 2, 10.0),
         ("c", 7, 70.0),
@@ -126,7 +126,7 @@ def test_several_ordering_fields_decide_as_in_hudi_1_1(tmp_path: Path, hudi_refe
     )
     for rows_ in (FIRST, SECOND):
         table.upsert(ordered_batch(rows_))
-    assert open_table(mixed).config.ordering_fields == ("ts", "seq")
+    assert open_table(mixed).table_config.ordering_fields == ("ts", "seq")
     open_table(mixed).upsert(ordered_batch(SECOND))
     columns = ["id", "p", "ts", "seq"]
     assert rows(hudi.snapshot(theirs), columns) == stored(ours) == stored(mixed) == expected(False)
@@ -156,7 +156,7 @@ def test_merge_on_read_tables_ordered_by_several_fields_cross_over(tmp_path: Pat
     for rows_ in (FIRST, SECOND):
         hudi.write(theirs, ordered_batch(rows_), options)
     assert any(theirs.glob("x/.*.log.*")), "Hudi's second batch went to log files"
-    assert open_table(theirs).config.ordering_fields == ("ts", "seq")
+    assert open_table(theirs).table_config.ordering_fields == ("ts", "seq")
     assert stored(theirs) == rows(hudi.snapshot(theirs), columns) == expected(False)
     open_table(theirs).upsert(ordered_batch(THIRD))
     open_table(theirs).upsert(deletes)

@@ -333,7 +333,7 @@ V8_TABLES = [
 def test_hudi_written_tables_read_as_hudi_reads_them(hudi_table, name: str) -> None:
     path = hudi_table(name)
     table = open_table(path)
-    with_meta = table.config.populate_meta_fields
+    with_meta = table.table_config.populate_meta_fields
     check_reads(table, path, windows=with_meta)
     if not with_meta:
         # No commit times to select rows by: Apache Hudi refuses incremental queries there.

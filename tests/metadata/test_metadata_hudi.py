@@ -85,7 +85,7 @@ def test_hudi_reads_and_writes_on_the_metadata_table_we_keep(hudi_references, tm
     hudi.write(root, batch(range(60)), options)
     kept = ["column_stats", "files", "partition_stats", "record_index"]
     table = upsertlake.open_table(root)
-    assert sorted(table.config.extra["hoodie.table.metadata.partitions"].split(",")) == kept
+    assert sorted(table.table_config.extra["hoodie.table.metadata.partitions"].split(",")) == kept
     before = initializations(root)
 
     ours = {"hoodie.metadata.compact.max.delta.commits": "3"}

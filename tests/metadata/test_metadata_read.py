@@ -15,6 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import upsertlake
+from upsertlake.config import option_list
+from upsertlake.config.java_properties import parse_java_properties
 from upsertlake.layout.file_system_view import FileSystemView, list_partitions_and_files, sort_listing
 from upsertlake.logfile.blocks import BlockType, DataBlock, DeleteBlock
 from upsertlake.logfile.reader import read_blocks
@@ -36,8 +38,19 @@ def _with_metadata_table(zip_path: Path) -> bool:
     return not lance and any("/.hoodie/metadata/files/" in n for n in names)
 
 
+def _metadata_partitions(zip_path: Path) -> list[str]:
+    """The metadata partitions the table's hoodie.properties lists as complete (what
+    MetadataTable.partitions reads), from the zip without unpacking it."""
+    with zipfile.ZipFile(zip_path) as zf:
+        (name,) = [n for n in zf.namelist() if n.count("/") == 2 and n.endswith("/.hoodie/hoodie.properties")]
+        properties = parse_java_properties(zf.read(name).decode("utf-8"))
+    return option_list(properties.get("hoodie.table.metadata.partitions", ""))
+
+
 # Every Hudi-written table in tests/hudi_tables with a metadata table (Lance base files aside).
 TABLES = sorted(p for p in HUDI_TABLES.rglob("*.zip") if _with_metadata_table(p))
+# Those whose metadata table keeps partition statistics (Hudi keeps none for an unpartitioned table).
+WITH_PARTITION_STATS = [p for p in TABLES if "partition_stats" in _metadata_partitions(p)]
 
 
 def unzip(zip_path: Path, dest: Path) -> Path:
@@ -58,6 +71,10 @@ def open_metadata(root: Path) -> tuple[Storage, Timeline, MetadataTable]:
 
 def test_the_tables_with_a_metadata_table_are_found() -> None:
     assert "mor_v8_trips_8i3u1d.zip" in {p.name for p in TABLES}
+    without = sorted(str(p.relative_to(HUDI_TABLES)) for p in set(TABLES) - set(WITH_PARTITION_STATS))
+    assert without == [
+        "v9/cow/v9_txns_nonpart_meta.zip", "v9/mor/v9_nonpartitioned_rollback.zip", "v9/mor/v9_txns_nonpart_meta.zip"
+    ]
 
 
 def test_the_metadata_tables_log_files_decode(tmp_path: Path) -> None:
@@ -144,12 +161,11 @@ def test_every_files_column_statistics_are_its_footers(zip_path: Path, tmp_path:
     assert compared > len(files)
 
 
-@pytest.mark.parametrize("zip_path", TABLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("zip_path", WITH_PARTITION_STATS, ids=lambda p: p.stem)
 def test_partition_statistics_bound_each_partitions_rows(zip_path: Path, tmp_path: Path) -> None:
     root = unzip(zip_path, tmp_path)
     _, _, table = open_metadata(root)
-    if "partition_stats" not in table.partitions:
-        pytest.skip("no partition_stats")
+    assert "partition_stats" in table.partitions
     data = upsertlake.open_table(root).read()
     schema = data.schema
     columns = [f.name for f in schema if not f.name.startswith("_hoodie") and not pa.types.is_nested(f.type)]

@@ -62,7 +62,7 @@ EXPECTED = sorted(model(WRITES, DELETES).values(), key=lambda r: r["id"])
 def test_to_batches_streams_every_row_one_unit_at_a_time(table) -> None:
     scan = table.scan()
     assert len(scan.plan.files) + len(scan.plan.slices) > 3
-    if table.config.is_merge_on_read:
+    if table.table_config.is_merge_on_read:
         assert scan.plan.slices  # the updates and deletes are in log files
     reader = scan.to_batches()
     assert isinstance(reader, pa.RecordBatchReader) and reader.schema == scan.schema
@@ -171,7 +171,7 @@ def test_plan_files_lists_the_pruned_slices_with_bytes_and_rows(table) -> None:
     p2 = table.scan(filters=[("p", "=", "p2")]).plan_files()
     assert p2 and {f.partition_path for f in p2} == {"p2"}
     assert sorted(p2, key=str) == sorted((f for f in everything if f.partition_path == "p2"), key=str)
-    if table.config.is_merge_on_read:
+    if table.table_config.is_merge_on_read:
         assert any(f.log_files and f.rows is None for f in everything)
 
 

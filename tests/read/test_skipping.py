@@ -212,7 +212,7 @@ def test_files_hudi_wrote_are_skipped_by_their_footers(tmp_path: Path, name: str
     ]
     from upsertlake.read.filters import to_expression
 
-    key = "_hoodie_record_key" if table.config.populate_meta_fields else "id"
+    key = "_hoodie_record_key" if table.table_config.populate_meta_fields else "id"
     for filters, partitions in cases:
         scan = table.scan(filters=filters)
         assert {bf.partition_path.split("/")[0].split("=")[-1] for bf in scan.plan.files} == partitions, filters

@@ -78,7 +78,7 @@ def test_a_mor_table_without_meta_fields_merges_by_the_key_generators_keys(
     assert table.scan().plan.slices  # log files to merge
     strip_meta_fields(root)
     stripped = open_table(root)
-    assert not stripped.config.populate_meta_fields
+    assert not stripped.table_config.populate_meta_fields
     assert not any(c in pq.read_schema(f).names for c in META_COLUMNS for f in root.rglob("*.parquet"))
     got = stripped.read()
     assert got.column_names == expected.column_names == ["id", "sub", "ts", "p", "v"]

@@ -96,7 +96,7 @@ def test_groups_in_a_pending_compaction_are_not_clustered(tmp_path: Path, versio
     updated = [i for i in range(60) if i % 3 != 2]  # partitions p0 and p1
     table.upsert(batch(updated, [2] * len(updated), version))
     before = snapshot(table)
-    plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
+    plan = schedule(table.storage, table.write_client().context.lock, table.table_config, table.options)
     assert plan is not None
     compacting = {op.file_group for op in read_plan(Timeline.load(table.storage), plan)}
     assert {p for p, _ in compacting} == {"p0", "p1"} and len(compacting) == 4
@@ -114,7 +114,7 @@ def test_groups_in_a_pending_compaction_are_not_clustered(tmp_path: Path, versio
 def test_nothing_to_cluster_names_the_pending_compaction(tmp_path: Path) -> None:
     path = tmp_path / "t"
     table = two_groups_per_partition_with_logs(path, 8)
-    assert schedule(table.storage, table.write_client().context.lock, table.config, table.options) is not None
+    assert schedule(table.storage, table.write_client().context.lock, table.table_config, table.options) is not None
     result = table.cluster()
     assert not result.clustered
     assert result.reason == (
@@ -137,7 +137,7 @@ def test_a_pending_clustering_is_left_out_of_a_compaction_scheduled_meanwhile(tm
     planned: list = []
 
     def schedule_meanwhile(fn, work):
-        planned.append(schedule(table.storage, table.write_client().context.lock, table.config, table.options))
+        planned.append(schedule(table.storage, table.write_client().context.lock, table.table_config, table.options))
         return in_process(fn, work)
 
     result = table.cluster(map_groups=schedule_meanwhile)

@@ -234,7 +234,7 @@ def test_the_trigger_strategies_count_deltacommits_seconds_or_both(tmp_path: Pat
     assert [due("NUM_OR_TIME", n, 10, after) for n, after in ((2, 9), (1, 9), (2, 10))] == [False, True, True]
     assert [due("NUM_AND_TIME", n, 10, after) for n, after in ((1, 9), (2, 10), (1, 10))] == [False, False, True]
     assert due("NUM_COMMITS_AFTER_LAST_REQUEST", 1, 10, 0)
-    plan = schedule(table.storage, table.write_client().context.lock, table.config, Config.resolve(None))
+    plan = schedule(table.storage, table.write_client().context.lock, table.table_config, Config.resolve(None))
     assert plan is not None and plan.time > compacted  # a pending plan: no deltacommit since it
     assert not due("NUM_COMMITS_AFTER_LAST_REQUEST", 1, 10, 0) and due("NUM_COMMITS", 1, 10, 0)
     with pytest.raises(ConfigError, match=r"hoodie.compact.inline.trigger.strategy"):
@@ -493,7 +493,7 @@ def test_restore_rolls_back_deltacommits_and_compactions_after_the_savepoint(tmp
     logs_before = {f for f in data_files(path) if ".log." in f}
     table.compact()
     extra = open_table(path)
-    assert schedule(extra.storage, extra.write_client().context.lock, extra.config, extra.options) is None
+    assert schedule(extra.storage, extra.write_client().context.lock, extra.table_config, extra.options) is None
     (timeline_dir(path) / "20991231000000000.compaction.requested").write_bytes(  # a pending plan after it
         next(timeline_dir(path).glob("*.compaction.requested")).read_bytes())
     done = open_table(path).restore(point)
@@ -591,7 +591,7 @@ def test_v8_a_deltacommit_completing_after_the_plan_goes_to_the_next_slice(tmp_p
     path = unzip_mor_table(V8, tmp_path)
     writer = start_deltacommit(path, None)  # it has said nothing yet of the groups it writes (as Hudi's writers)
     table = open_table(path)
-    plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
+    plan = schedule(table.storage, table.write_client().context.lock, table.table_config, table.options)
     assert plan is not None and plan.time > writer
     [op] = read_plan(Timeline.load(table.storage), plan)
     assert op.file_group == SAO_PAULO and op.delta_files == (f".{SAO_PAULO[1]}_{AFTER_IT}.log.1_0-1139-3316",)
@@ -635,7 +635,7 @@ def test_v6_a_plan_leaves_out_the_groups_pending_writes_declared_or_marked(tmp_p
     marking = start_deltacommit(path, None)
     marked = append_update(path, marking, "rider-G", 66.0, base, 2)  # marked, then written: sao_paulo's
     table = open_table(path)
-    plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
+    plan = schedule(table.storage, table.write_client().context.lock, table.table_config, table.options)
     [op] = read_plan(Timeline.load(table.storage), plan)
     assert op.file_group == chennai
     complete_deltacommit(path, declared, append_update(path, declared, "rider-A", 55.0, base, 2), sf[1])
@@ -728,7 +728,7 @@ def test_the_timeline_shows_a_completed_compaction_as_its_commit_and_a_pending_p
         return [(r["action"], r["state"], r["operation"]) for r in json.loads(out)]
 
     table = open_table(path)
-    plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
+    plan = schedule(table.storage, table.write_client().context.lock, table.table_config, table.options)
     assert rows()[-1] == ("compaction", "requested", None)
     open_table(path).compact()
     assert rows()[-1] == ("commit", "completed", "COMPACT") and ("compaction", "inflight", None) not in rows()
@@ -740,7 +740,7 @@ def test_the_doctor_reports_an_unreadable_compaction_plan(tmp_path: Path) -> Non
 
     path = unzip_mor_table("mor_v6_trips_8i1u", tmp_path)
     table = open_table(path)
-    plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
+    plan = schedule(table.storage, table.write_client().context.lock, table.table_config, table.options)
     requested = path / ".hoodie" / f"{plan.time}.compaction.requested"
     requested.write_bytes(requested.read_bytes()[:40])
     [(check, where, message, problem, fix)] = [f for f in findings(path) if f[3]]
@@ -756,7 +756,8 @@ def test_a_compaction_that_fails_goes_back_to_its_plan_and_leaves_the_reads_alon
 
     path = hudi_before_compaction(tmp_path)
     table = open_table(path)
-    drop_metadata_table(table.storage, table.config)  # files listed from storage: a missing one is seen at planning
+    # files listed from storage: a missing one is seen at planning
+    drop_metadata_table(table.storage, table.table_config)
     before = open_table(path).read()
     [log] = [f for f in path.rglob(".*.log.*") if "sao_paulo" in str(f) and ".hoodie" not in str(f)]
     moved = log.rename(tmp_path / log.name)
@@ -765,7 +766,7 @@ def test_a_compaction_that_fails_goes_back_to_its_plan_and_leaves_the_reads_alon
     assert Timeline.load(open_table(path).storage).pending_compactions() == []
     moved.rename(log)
     table = open_table(path)
-    planned = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
+    planned = schedule(table.storage, table.write_client().context.lock, table.table_config, table.options)
     moved = log.rename(tmp_path / log.name)  # gone after the plan: the execution fails midway
     with pytest.raises(MissingFileError, match=log.name):
         open_table(path).compact()
@@ -788,7 +789,7 @@ def test_a_plan_another_compactor_took_is_not_executed_twice(tmp_path: Path) -> 
 
     path = unzip_mor_table("mor_v6_trips_8i1u", tmp_path)
     table = open_table(path)
-    plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
+    plan = schedule(table.storage, table.write_client().context.lock, table.table_config, table.options)
     execute(table.storage, table.write_client().context.lock, table.options, plan)
     with pytest.raises(ServiceError, match=f"compaction {plan.time} is not a requested plan"):
         execute(table.storage, table.write_client().context.lock, table.options, plan)
@@ -896,7 +897,7 @@ def test_restore_drops_a_pending_plan_and_the_logs_writers_named_by_it(tmp_path:
     point = [i.time for i in table.timeline() if i.is_completed][-1]
     table.savepoint(point)
     before = table.read()
-    plan = schedule(table.storage, table.write_client().context.lock, table.config, table.options)
+    plan = schedule(table.storage, table.write_client().context.lock, table.table_config, table.options)
     sf = ("city=san_francisco", "d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0")
     writer = start_deltacommit(path, {sf[0]: [sf[1]]})
     complete_deltacommit(path, writer, append_update(path, writer, "rider-A", 3.0, plan.time, 1), sf[1])

@@ -46,7 +46,7 @@ def reads(path: Path) -> dict[str, list]:
     """Snapshot and time travel to every completed write, ours: what an upgrade must not change."""
     table = open_table(path)
     times = [i.time for i in table.timeline() if i.is_completed and i.action.value in ("commit", "replacecommit")]
-    key = "_hoodie_record_key" if table.config.populate_meta_fields else "id"
+    key = "_hoodie_record_key" if table.table_config.populate_meta_fields else "id"
     out = {"snapshot": table.read().sort_by(key).to_pylist()}
     for t in times:
         try:
@@ -144,7 +144,7 @@ def test_upgrade_keeps_every_service_instant_and_services_work_after(tmp_path: P
     kinds_before = sorted((i.time, i.action.value, i.state.value) for i in open_table(tmp_path).timeline())
     upgrade_table(tmp_path, 8)
     table = open_table(tmp_path)
-    assert table.config.table_version == 8
+    assert table.table_config.table_version == 8
     assert sorted((i.time, i.action.value, i.state.value) for i in table.timeline()) == kinds_before
     assert all(i.completion for i in table.timeline() if i.is_completed)
     names = {p.name for p in timeline_dir(tmp_path).iterdir()}
@@ -190,7 +190,7 @@ def crashed(monkeypatch, path: Path, to: int, crash: tuple, before: dict[str, li
         crash_on(m, *crash)
         with pytest.raises(Crash):
             upgrade_table(path, to)
-    version = open_table(path).config.table_version
+    version = open_table(path).table_config.table_version
     assert version in (6, 8)
     assert reads(path) == before
     return version
@@ -311,7 +311,7 @@ def test_a_writer_opened_before_the_upgrade_writes_version_8(tmp_path: Path) -> 
     old.upsert(rows(range(10), 1, "one"))
     upgrade_table(tmp_path, 8)
     r = old.upsert(rows(range(5, 15), 2, "two"))  # re-reads the version under the lock
-    assert old.config.table_version == 8
+    assert old.table_config.table_version == 8
     assert layout_1_instants(tmp_path) == []
     assert [i.state for i in open_table(tmp_path).timeline()] == [State.COMPLETED, State.COMPLETED]
     assert r.instant_time in {i.time for i in open_table(tmp_path).timeline()}
@@ -323,7 +323,7 @@ def test_upgrade_refuses_other_versions(tmp_path: Path, hudi_table) -> None:
     with pytest.raises(ConfigError, match="version 8 or 9"):
         upgrade_table(tmp_path / "t", 10)
     assert upgrade_table(hudi_table("v8_nonpartitioned"), 8).from_version == 8  # nothing to do
-    assert t.config.table_version == 6
+    assert t.table_config.table_version == 6
 
 
 def test_cli_upgrade(tmp_path: Path) -> None:
@@ -350,7 +350,7 @@ def test_write_table_version_creates_8_and_a_table_keeps_its_version(tmp_path: P
     assert "hoodie.table.keygenerator.class" not in props  # Hudi 1.x writes the type only
     assert props["hoodie.record.merge.mode"] == "COMMIT_TIME_ORDERING"  # no precombine field
     assert TableConfig.load(Storage(tmp_path / "v8")).keygen_class.endswith("NonpartitionedKeyGenerator")
-    assert create_table(tmp_path / "v6", "t", record_key="id").config.table_version == 6  # the default
+    assert create_table(tmp_path / "v6", "t", record_key="id").table_config.table_version == 6  # the default
     with pytest.raises(ConfigError, match="table is at version 8"):
         open_table(tmp_path / "v8", {"hoodie.write.table.version": 6})
     with pytest.raises(ConfigError, match="table is at version 6"):

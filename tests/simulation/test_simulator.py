@@ -80,7 +80,7 @@ def test_writers_on_a_merge_on_read_table_with_kills_keep_every_invariant(tmp_pa
     assert report["committed"] + report["conflicted"] + report["killed"] >= 18 and report["committed"] >= 1
     assert report["hudi_reader"] == "agrees" and report["ok"] is True
     table = open_table(tmp_path / "t")
-    assert table.config.is_merge_on_read
+    assert table.table_config.is_merge_on_read
     assert {i.action.value for i in table.timeline()} >= {"deltacommit", "commit"}  # the compactions'
 
 

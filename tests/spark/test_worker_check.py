@@ -110,17 +110,17 @@ def test_ingest_reads_object_store_files_without_the_pandas_3_warning(spark, s3_
 
     from upsertlake.cli.ingest import source_files
     from upsertlake.cli.ingest_read import read_sources
-    from upsertlake.cli.input_files import InputFormat
+    from upsertlake.cli.input_files import FileFormat
     from upsertlake.cli.inputs import InputTypes
     from upsertlake.spark.session import PANDAS3_WARNING
 
     monkeypatch.setattr(pandas, "__version__", "3.0.0")
     bucket = s3_server.new_bucket()
     s3_server.client.put_object(Bucket=bucket, Key="src/a.csv", Body=b"uuid,ts,city\na,1,sf\nb,2,nyc\n")
-    files = source_files(f"s3://{bucket}/src/", InputFormat.CSV, s3_server.options)
+    files = source_files(f"s3://{bucket}/src/", FileFormat.CSV, s3_server.options)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rows = read_sources(spark, files, InputFormat.CSV, InputTypes(text_fields=("uuid", "city"))).collect()
+        rows = read_sources(spark, files, FileFormat.CSV, InputTypes(text_fields=("uuid", "city"))).collect()
         ours = [str(w.message) for w in caught]
         spark.range(1).mapInArrow(lambda batches: batches, "id long").collect()  # the check does warn
     assert sorted((r.uuid, r.ts, r.city) for r in rows) == [("a", 1, "sf"), ("b", 2, "nyc")]

@@ -606,7 +606,7 @@ def test_version_8_table_on_spark(spark, tmp_path: Path) -> None:
     open_table(path).upsert(rows(range(20, 40), 2, "b"))
     uls.upsert(spark.createDataFrame(rows(range(35, 45), 3, "c")), str(path))
     table = open_table(path)
-    assert table.config.table_version == 8
+    assert table.table_config.table_version == 8
     (r1, c1), (r2, c2), _ = [(i.time, i.completion) for i in table.timeline()]
     snapshot = sorted((r.id, r.v) for r in spark.read.format("upsertlake").load(str(path)).collect())
     hudi = hudi_read(path)

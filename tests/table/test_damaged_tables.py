@@ -106,7 +106,7 @@ def test_lost_partition_fields_with_a_valid_checksum_are_caught_by_the_data(root
     """Hudi's checksum covers only database and table name: a lost line passes it."""
     edit(root, lambda line: not line.startswith("hoodie.table.partition.fields"))
     table = open_table(root)
-    assert table.config.damage is None and table.config.partition_fields == ()
+    assert table.table_config.damage is None and table.table_config.partition_fields == ()
     assert_refused(
         root, f"{properties(root)} disagrees with the table: it names no partition fields, "
         f"but commit {first_commit(root)} holds partition 'x' (depth 1)",
@@ -149,7 +149,7 @@ def test_a_backup_that_agrees_with_the_table_is_used(root: Path) -> None:
     backup.write_bytes(properties(root).read_bytes())
     edit(root, lambda line: not line.startswith(("hoodie.table.checksum", "hoodie.table.partition.fields")))
     table = open_table(root)
-    assert table.config.partition_fields == ("p",)
+    assert table.table_config.partition_fields == ("p",)
     table.upsert(batch(ids=("e",), p=("y",)))
     assert [r["id"] for r in snapshot(root) if r["p"] == "y"] == ["b", "d", "e"]
 
@@ -186,7 +186,7 @@ def test_reads_of_damaged_properties_do_not_prune_by_what_they_name(root: Path) 
     properties(root).write_text("".join(line for line in text.splitlines(keepends=True)
                                         if not line.startswith("hoodie.table.checksum")), "latin-1")
     table = open_table(root)
-    assert table.config.damage is not None and table.config.partition_fields == ("v",)
+    assert table.table_config.damage is not None and table.table_config.partition_fields == ("v",)
     assert table.read(columns=["id"], filters=[("v", "=", "vb")]).column("id").to_pylist() == ["b"]
 
 
@@ -218,5 +218,5 @@ def test_reads_of_disagreeing_properties_do_not_prune_by_them(tmp_path: Path) ->
     root = hive_table(tmp_path)
     rename_partition_field(root)
     table = open_table(root)
-    assert table.config.damage is None and table.config.partition_fields == ("v",)
+    assert table.table_config.damage is None and table.table_config.partition_fields == ("v",)
     assert table.read(columns=["id"], filters=[("v", "=", "vb")]).column("id").to_pylist() == ["b"]

@@ -173,7 +173,7 @@ def test_a_file_removed_after_the_listing_is_not_skipped(root: Path) -> None:
     from upsertlake.timeline.active import Timeline
 
     table = open_table(root)
-    scan = snapshot_scan(Timeline.load(table.storage), table.config)
+    scan = snapshot_scan(Timeline.load(table.storage), table.table_config)
     gone = root / scan.files[0].path
     gone.unlink()
     with pytest.raises(MissingFileError, match=re.escape(f"{gone}, written by instant")):

@@ -79,8 +79,8 @@ def our_scan(table, spec: dict[str, str]):
 def test_hudi_1_1_tables_read_as_hudi_reads_them(tmp_path: Path, kind: str, name: str) -> None:
     path = unzip_v9_table(kind, name, tmp_path)
     table = open_table(path)
-    assert table.config.table_version == 9
-    lance = table.config.base_file_format == "LANCE"
+    assert table.table_config.table_version == 9
+    lance = table.table_config.base_file_format == "LANCE"
     for what, spec in reads(table):
         theirs = hudi_read(path, **spec)
         as_of = "as_of" in spec
@@ -195,7 +195,7 @@ def test_a_new_table_at_version_9_carries_hudi_1_1s_properties(tmp_path: Path, k
     assert [k for k in DROPPED_AT_9 if k in props] == []
     assert (tmp_path / ".hoodie" / "timeline" / "history").is_dir()
     table = open_table(tmp_path)
-    config = table.config
+    config = table.table_config
     assert (config.table_version, config.ordering_fields, config.precombine_field) == (9, ("ts",), "ts")
 
 
@@ -217,7 +217,7 @@ def test_several_ordering_fields_are_kept_in_order(tmp_path: Path) -> None:
     )
     assert properties(tmp_path / "a")["hoodie.table.ordering.fields"] == "ts,seq"
     assert properties(tmp_path / "b")["hoodie.table.precombine.field"] == "ts,seq"
-    assert open_table(tmp_path / "a").config.ordering_fields == ("ts", "seq")
+    assert open_table(tmp_path / "a").table_config.ordering_fields == ("ts", "seq")
     # Hudi's key among the write options names the same fields; another order is a conflict
     open_table(tmp_path / "a", {"hoodie.table.ordering.fields": "ts,seq"})
     with pytest.raises(ConfigError, match=r"hoodie.table.ordering.fields='ts,seq'"):
@@ -295,7 +295,7 @@ def test_hudi_written_v8_tables_upgrade_to_9_as_hudi_1_1_upgrades_them(tmp_path:
         assert defs and all(d["version"] for d in defs.values())
     table = open_table(path)
     assert rows(table.read()) == rows(before)
-    check_reads(table, path, windows=table.config.populate_meta_fields)
+    check_reads(table, path, windows=table.table_config.populate_meta_fields)
     if before.num_rows:
         data = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie")]).slice(0, 1)
         table.upsert(data)
@@ -368,7 +368,7 @@ def test_a_write_asking_for_version_9_upgrades_the_table_first_as_hudis_writer_d
         assert table.read().num_rows == 2
         assert properties(path)["hoodie.table.version"] == str(version)
         table.upsert(pa.table({"id": ["a"], "ts": [2], "city": ["sf"]}))
-        assert properties(path)["hoodie.table.version"] == "9" and table.config.table_version == 9
+        assert properties(path)["hoodie.table.version"] == "9" and table.table_config.table_version == 9
         assert sorted(zip(table.read()["id"].to_pylist(), table.read()["ts"].to_pylist())) == [("a", 2), ("b", 1)]
         check_reads(open_table(path), path)
     path = tmp_path / "off"

@@ -196,7 +196,7 @@ def test_a_completed_compaction_is_its_commit_alone(tmp_path: Path, table_versio
     assert [(r["instant"], r["action"], r["state"]) for r in json.loads(out)] == [
         (i.time, i.action.value, i.state.value) for i in t.timeline()
     ]
-    plan = schedule(storage, t.write_client().context.lock, t.config, t.options)  # a plan not yet run is pending
+    plan = schedule(storage, t.write_client().context.lock, t.table_config, t.options)  # a plan not yet run is pending
     assert plan is not None
     assert [(i.time, i.action, i.state) for i in t.timeline()][-1] == (plan.time, Action.COMPACTION, State.REQUESTED)
 

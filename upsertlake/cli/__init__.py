@@ -59,6 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a reader that left early (`| head -1`) ends it quietly, as Python's note on
+    SIGPIPE recommends: stdout flushed here so that the broken pipe is seen here and not at the
+    interpreter's exit (`Exception ignored ... BrokenPipeError`, status 120), what remains sent to
+    devnull, no message, status 1."""
+    try:
+        try:
+            return _run(argv)
+        finally:  # also when argparse exits (--help, --version)
+            sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _run(argv: list[str] | None) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecationWarning)
         args = build_parser().parse_args(argv)
@@ -73,9 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _warning_line
             return int(args.func(args))
     except BrokenPipeError:
-        # The reader (e.g. `| head`) left: no error to show; keep Python's exit flush quiet too.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        raise  # the reader left: main ends quietly
     except (UpsertlakeError, CliError) as exc:
         return _fail(exc, debug, USAGE_ERROR)
     except Exception as exc:

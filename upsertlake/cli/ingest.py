@@ -21,8 +21,8 @@ from upsertlake.cli.ingest_stream import add_arguments as add_stream_arguments
 from upsertlake.cli.ingest_stream import ingest_stream
 from upsertlake.cli.input_files import (
     INGEST_FORMATS,
+    FileFormat,
     InputFile,
-    InputFormat,
     add_input_store_option,
     find,
     input_store_options,
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     p = sub.add_parser("ingest", parents=[common], help="upsert new input files with Spark, each file once")
     p.add_argument("--source", required=True, help="a folder or a glob of input files (a path or URI)")
     add_input_store_option(p)
-    p.add_argument("--format", required=True, type=InputFormat, choices=INGEST_FORMATS, help="input format")
+    p.add_argument("--format", required=True, type=FileFormat, choices=INGEST_FORMATS, help="input format")
     p.add_argument("--table", required=True, help="the table (created on the first run)")
     p.add_argument("--name", help="table name when creating it (default: the folder's name)")
     add_key_fields(p)
@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
 
 
 def source_files(
-    source: str, fmt: InputFormat, options: Mapping[str, str] | None = None, required: bool = True
+    source: str, fmt: FileFormat, options: Mapping[str, str] | None = None, required: bool = True
 ) -> list[InputFile]:
     """Input files of the format under a folder (recursively) or matching a glob, sorted; the
     others are named in a warning (an ingest that reads none of them says why). `required`: no

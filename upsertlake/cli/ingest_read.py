@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from upsertlake.cli.input_files import InputFile, InputFormat
+from upsertlake.cli.input_files import FileFormat, InputFile
 from upsertlake.cli.inputs import InputTypes, read_file
 from upsertlake.cli.output import CliError
 from upsertlake.spark.session import arrow_only
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 @arrow_only
-def read_sources(spark: SparkSession, files: Sequence[InputFile], fmt: InputFormat, types: InputTypes) -> DataFrame:
+def read_sources(spark: SparkSession, files: Sequence[InputFile], fmt: FileFormat, types: InputTypes) -> DataFrame:
     """The files (all from one source) as a DataFrame, with `types` imposed on the text formats.
     Its tasks yield Arrow batches: PySpark's pandas-3 warning, which mapInArrow raises, is not ours."""
     if all(f.storage.os_path(f.rel) for f in files):  # Spark's JVM reads them itself
@@ -34,7 +34,7 @@ def read_sources(spark: SparkSession, files: Sequence[InputFile], fmt: InputForm
     return _task_read(spark, list(files), fmt, types)
 
 
-def _spark_read(spark: SparkSession, fmt: InputFormat, files: list[str], types: InputTypes) -> DataFrame:
+def _spark_read(spark: SparkSession, fmt: FileFormat, files: list[str], types: InputTypes) -> DataFrame:
     """Spark's reader: inferred, then read again with the types `types` imposes on the columns
     found. A malformed record (a CSV row with too few or too many fields, a broken JSON line) or a
     value that does not parse fails the run, naming the file, as the write commands do: Spark's
@@ -43,19 +43,19 @@ def _spark_read(spark: SparkSession, fmt: InputFormat, files: list[str], types: 
 
     def reader() -> DataFrameReader:  # a DataFrameReader's options stick: one per read
         read = spark.read.option("mode", "FAILFAST")
-        return read.option("header", "true") if fmt is InputFormat.CSV else read
+        return read.option("header", "true") if fmt is FileFormat.CSV else read
 
-    df = (reader().option("inferSchema", "true") if fmt is InputFormat.CSV else reader()).format(fmt.value).load(files)
-    if fmt is InputFormat.PARQUET:
+    df = (reader().option("inferSchema", "true") if fmt is FileFormat.CSV else reader()).format(fmt.value).load(files)
+    if fmt is FileFormat.PARQUET:
         return df
-    imposed = types.csv_types() if fmt is InputFormat.CSV else types.json_types(arrow_schema_of(df.schema))
+    imposed = types.csv_types() if fmt is FileFormat.CSV else types.json_types(arrow_schema_of(df.schema))
     imposed = {k: v for k, v in imposed.items() if k in df.columns}
     if not imposed:
         return df
     return reader().schema(with_types(df.schema, imposed)).format(fmt.value).load(files)
 
 
-def _task_read(spark: SparkSession, files: list[InputFile], fmt: InputFormat, types: InputTypes) -> DataFrame:
+def _task_read(spark: SparkSession, files: list[InputFile], fmt: FileFormat, types: InputTypes) -> DataFrame:
     """One Python task a file, reading it through the storage layer (two passes: schema, rows)."""
     from upsertlake.spark.types import arrow_schema_of, spark_schema_of
 
@@ -73,7 +73,7 @@ def _task_read(spark: SparkSession, files: list[InputFile], fmt: InputFormat, ty
 
 
 def _schema_task(
-    files: list[InputFile], fmt: InputFormat, types: InputTypes, batches: Iterator[pa.RecordBatch]
+    files: list[InputFile], fmt: FileFormat, types: InputTypes, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[Any]:
     """Task: the schema of each file named, serialized."""
     for batch in batches:
@@ -81,14 +81,14 @@ def _schema_task(
             f = files[i]
             schema = (
                 f.storage.parquet_file(f.rel).schema_arrow
-                if fmt is InputFormat.PARQUET
+                if fmt is FileFormat.PARQUET
                 else read_file(f, fmt, types).schema
             )
             yield pa.record_batch([pa.array([schema.serialize().to_pybytes()], pa.binary())], names=["schema"])
 
 
 def _read_task(
-    files: list[InputFile], fmt: InputFormat, types: InputTypes, target: pa.Schema, batches: Iterator[pa.RecordBatch]
+    files: list[InputFile], fmt: FileFormat, types: InputTypes, target: pa.Schema, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """Task: the rows of each file named, in the `target` schema (a column a file lacks is null)."""
     for batch in batches:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from upsertlake.cli.ingest_checkpoint import SourceFile, checkpoint, recorded
-from upsertlake.cli.input_files import InputFile, InputFormat
+from upsertlake.cli.input_files import FileFormat, InputFile
 from upsertlake.cli.inputs import InputTypes
 from upsertlake.cli.output import CliError
 from upsertlake.config import options as opt
@@ -104,7 +104,7 @@ def ingest_stream(args: argparse.Namespace, options: dict[str, str], files: list
 
     reader = (spark.readStream.schema(schema).option("maxFilesPerTrigger", args.max_files_per_trigger)
               .option("recursiveFileLookup", "true").option("pathGlobFilter", _glob(args.format)))
-    if args.format is InputFormat.CSV:
+    if args.format is FileFormat.CSV:
         reader = reader.option("header", "true")
     frames = reader.option("mode", "FAILFAST").format(args.format.value).load(source.uri)
     progress = Progress()
@@ -199,7 +199,7 @@ def _schema(spark: SparkSession, args: argparse.Namespace, files: list[InputFile
     return read_sources(spark, files, args.format, types).schema
 
 
-def _glob(fmt: InputFormat) -> str:
+def _glob(fmt: FileFormat) -> str:
     """The file names of a format, as Spark's `pathGlobFilter` takes them (`*.{json,ndjson,jsonl}`)."""
     return "*.{" + ",".join(ext[1:] for ext in fmt.extensions) + "}"
 

@@ -24,10 +24,11 @@ _WILDCARD = re.compile(r"[*?[]")
 HIDDEN = (".", "_")  # Spark's and Hudi's markers and temporary files (`_SUCCESS`, `.crc`)
 
 
-class InputFormat(Spelled):
-    """An input file's format, by `--format` or by its extension. JSON is an array of objects or
-    one object a line; NDJSON (`.ndjson`, `.jsonl`) one object a line only, so files of either
-    read as JSON (as Spark's json source reads them)."""
+class FileFormat(Spelled):
+    """A data file's format, read (the inputs of upsert and ingest) or written (`read --output`), by
+    `--format` or by its extension. JSON is an array of objects or one object a line; NDJSON
+    (`.ndjson`, `.jsonl`) one object a line only, so files of either read as JSON (as Spark's json
+    source reads them)."""
 
     PARQUET = "parquet"
     CSV = "csv"
@@ -35,25 +36,25 @@ class InputFormat(Spelled):
     NDJSON = "ndjson"
 
     @classmethod
-    def of_suffix(cls, suffix: str) -> InputFormat | None:
+    def of_suffix(cls, suffix: str) -> FileFormat | None:
         """The format a file extension (lower-case, with its dot) says, if any."""
         return next((f for f, own in _OWN_EXTENSIONS.items() if suffix in own), None)
 
     @property
     def extensions(self) -> tuple[str, ...]:
         """The extensions of the files read as this format."""
-        if self is InputFormat.JSON:
-            return _OWN_EXTENSIONS[InputFormat.JSON] + _OWN_EXTENSIONS[InputFormat.NDJSON]
+        if self is FileFormat.JSON:
+            return _OWN_EXTENSIONS[FileFormat.JSON] + _OWN_EXTENSIONS[FileFormat.NDJSON]
         return _OWN_EXTENSIONS[self]
 
 
 _OWN_EXTENSIONS = {
-    InputFormat.PARQUET: (".parquet", ".pq"),
-    InputFormat.CSV: (".csv",),
-    InputFormat.JSON: (".json",),
-    InputFormat.NDJSON: (".ndjson", ".jsonl"),
+    FileFormat.PARQUET: (".parquet", ".pq"),
+    FileFormat.CSV: (".csv",),
+    FileFormat.JSON: (".json",),
+    FileFormat.NDJSON: (".ndjson", ".jsonl"),
 }
-INGEST_FORMATS = (InputFormat.CSV, InputFormat.JSON, InputFormat.PARQUET)  # Spark's readers
+INGEST_FORMATS = (FileFormat.CSV, FileFormat.JSON, FileFormat.PARQUET)  # Spark's readers
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class InputFile:
         dot = self.name.rfind(".")
         return self.name[dot:].lower() if dot > 0 else ""
 
-    def has_format(self, fmt: InputFormat) -> bool:
+    def has_format(self, fmt: FileFormat) -> bool:
         """Is this a file of format `fmt`, by its extension?"""
         return self.suffix in fmt.extensions
 

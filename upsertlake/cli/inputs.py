@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 
-from upsertlake.cli.input_files import InputFile, InputFormat, find
+from upsertlake.cli.input_files import FileFormat, InputFile, find
 from upsertlake.cli.output import CliError
 from upsertlake.config import option_list
 from upsertlake.storage import Storage, parse_location
@@ -35,8 +35,8 @@ class InputTypes:
 
     @classmethod
     def of(cls, table: Table) -> InputTypes:
-        config = table.config
-        return cls(table.schema(), (*config.record_key_fields, *config.partition_fields))
+        table_config = table.table_config
+        return cls(table.schema(), (*table_config.record_key_fields, *table_config.partition_fields))
 
     @classmethod
     def of_fields(cls, record_key: str, partition_fields: str | None) -> InputTypes:
@@ -66,7 +66,7 @@ def _inferred(t: pa.DataType) -> bool:
 
 def read_inputs(
     paths: list[str],
-    fmt: InputFormat | None,
+    fmt: FileFormat | None,
     types: InputTypes | None = None,
     options: Mapping[str, str] | None = None,
     requests: RequestCounts | None = None,
@@ -82,22 +82,22 @@ def read_inputs(
         raise CliError(f"input files do not share one schema: {exc}") from exc
 
 
-def _format_of(f: InputFile) -> InputFormat:
-    fmt = InputFormat.of_suffix(f.suffix)
+def _format_of(f: InputFile) -> FileFormat:
+    fmt = FileFormat.of_suffix(f.suffix)
     assert fmt is not None, "_expand keeps files of a known format"
     return fmt
 
 
 def _expand(
-    path: str, fmt: InputFormat | None, options: Mapping[str, str] | None, requests: RequestCounts | None
+    path: str, fmt: FileFormat | None, options: Mapping[str, str] | None, requests: RequestCounts | None
 ) -> list[InputFile]:
     found = find(path, options, requests)
     if len(found) == 1 and found[0].uri == parse_location(path).uri:  # the file named
-        if fmt is None and InputFormat.of_suffix(found[0].suffix) is None:
-            choices = ",".join(f.value for f in InputFormat)
+        if fmt is None and FileFormat.of_suffix(found[0].suffix) is None:
+            choices = ",".join(f.value for f in FileFormat)
             raise CliError(f"cannot tell the format of {path} from its extension; pass --format {{{choices}}}")
         return found
-    files = [f for f in found if fmt is not None or InputFormat.of_suffix(f.suffix) is not None]
+    files = [f for f in found if fmt is not None or FileFormat.of_suffix(f.suffix) is not None]
     if not files:
         # An object store has no empty folders: a prefix exists while an object is below it.
         folder = bool(found) or Storage(path, options, requests).folder_exists("")
@@ -105,15 +105,15 @@ def _expand(
     return files
 
 
-def read_file(f: InputFile, fmt: InputFormat, types: InputTypes) -> pa.Table:
+def read_file(f: InputFile, fmt: FileFormat, types: InputTypes) -> pa.Table:
     """One input file, read through its storage, with `types` imposed on the text formats."""
     try:
-        if fmt is InputFormat.PARQUET:
+        if fmt is FileFormat.PARQUET:
             return f.storage.read_parquet(f.rel)
-        if fmt is InputFormat.CSV:
+        if fmt is FileFormat.CSV:
             return _read_csv(f, types)
         data = f.storage.read_bytes(f.rel)
-        if fmt is InputFormat.JSON and data.lstrip().startswith(b"["):
+        if fmt is FileFormat.JSON and data.lstrip().startswith(b"["):
             rows = json.loads(data)
             if not all(isinstance(r, dict) for r in rows):
                 raise ValueError("a JSON array must hold objects, one per record")

@@ -64,14 +64,14 @@ def footer_rows(table: Table, bf: BaseFile) -> int:
 def property_warnings(table: Table, timeline: Timeline) -> list[str]:
     """Why the config `show` prints may be wrong: hoodie.properties damaged, replaced by its
     backup, or disagreeing with the table (each says to run the doctor)."""
-    config, fix = table.config, f"run `upsertlake doctor {table.path} --fix`"
-    if config.damage:
-        return [config.damage]
+    table_config, fix = table.table_config, f"run `upsertlake doctor {table.path} --fix`"
+    if table_config.damage:
+        return [table_config.damage]
     warnings = [
-        f"{table.storage.full_path(config.source)} disagrees with the table: {problem}; {fix}"
-        for problem in properties_disagreements(table.storage, config, timeline)
+        f"{table.storage.full_path(table_config.source)} disagrees with the table: {problem}; {fix}"
+        for problem in properties_disagreements(table.storage, table_config, timeline)
     ]
-    if config.source == BACKUP_FILE:
+    if table_config.source == BACKUP_FILE:
         warnings.insert(
             0, f"{table.storage.full_path(PROPERTIES_FILE)} is not valid: this config is read from {BACKUP_FILE}; {fix}"
         )
@@ -88,14 +88,14 @@ def show(args: argparse.Namespace) -> int:
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     view = FileSystemView(timeline_now)
-    mor = table.config.is_merge_on_read
+    mor = table.table_config.is_merge_on_read
     rows = partition_rows(table, view)
     groups = sum(len(ids) for ids in view.file_ids().values()) if mor else len(view.latest_base_files())
     backlog = compaction_backlog(timeline_now) if mor else None
     columns = ["partition", "rows", "file_groups_with_logs", "log_files", "log_bytes"] if mor else ["partition", "rows"]
     info: dict[str, Any] = {
         "path": table.path,
-        "config": table.config.to_properties(),
+        "config": table.table_config.to_properties(),
         "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in table.schema()],
         "partitions": [
             {"partition": p, "rows": rows.get(p, 0), **(backlog.partitions.get(p, {}) if backlog else {})}
@@ -132,7 +132,7 @@ def partition_rows(table: Table, view: FileSystemView) -> dict[str, int]:
     """Rows per partition of the latest snapshot: from the base files' footers, or on a
     merge-on-read table by merging its slices (their logs change the count)."""
     rows: dict[str, int] = {}
-    if table.config.is_merge_on_read:
+    if table.table_config.is_merge_on_read:
         keys = table.read(columns=[PARTITION_PATH]).column(0)
         for p, n in zip(*(c.to_pylist() for c in pc.value_counts(keys).flatten())):
             rows[p] = n
@@ -329,7 +329,7 @@ def files(args: argparse.Namespace) -> int:
         for bf in sorted(view.all_base_files(), key=lambda b: (b.partition_path, b.file_id, b.instant_time))
         if args.partition is None or bf.partition_path == args.partition
     ]
-    if table.config.is_merge_on_read:
+    if table.table_config.is_merge_on_read:
         rows = _with_log_files(table, view, rows, committed, replaced, args.partition)
     if args.json:
         print_json(rows)
@@ -344,7 +344,7 @@ def files(args: argparse.Namespace) -> int:
     for r in rows:
         r["mark"] = "*" if r["latest"] else "replaced" if r["replaced"] else "" if r["committed"] else "uncommitted"
     if rows:
-        kind = ["kind"] if table.config.is_merge_on_read else []
+        kind = ["kind"] if table.table_config.is_merge_on_read else []
         print(format_records(rows, ["partition", "file_id", *kind, "instant", "mark", "bytes", "rows"]))
         print(
             "(* = the latest visible version of its file group; replaced = a group retired by clustering, "

@@ -17,14 +17,15 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 import upsertlake
+from upsertlake.cli.input_files import FileFormat
 from upsertlake.cli.output import CliError, print_json, store_options
+from upsertlake.config import option_list
 
 # A quoted string, an operator or parenthesis or comma, or a bare word.
 _TOKEN = re.compile(r"""\s*(?:'([^']*)'|"([^"]*)"|(!=|==|<=|>=|=|<|>|\(|\)|,)|([^\s=!<>(),'"]+))""")
 _COMPARISONS = {"=", "==", "!=", "<", "<=", ">", ">="}
-FORMATS = ("table", "csv", "json", "ndjson", "parquet")
-_EXTENSIONS = {"parquet": "parquet", "pq": "parquet", "csv": "csv", "json": "json", "ndjson": "ndjson",
-               "jsonl": "ndjson", "txt": "table"}
+TABLE = "table"  # aligned columns, for a screen (or a .txt file)
+FORMATS = (TABLE, *(f.value for f in FileFormat))
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -58,7 +59,7 @@ def read(args: argparse.Namespace) -> int:
     elif fmt == "parquet":
         raise CliError("--format parquet writes a file: give --output FILE.parquet")
     table = upsertlake.open_table(args.path, storage_options=store_options(args))
-    columns = [c for item in args.columns or () for c in item.split(",") if c] or None
+    columns = [c for item in args.columns or () for c in option_list(item)] or None
     filters = parse_where(args.where, table.schema()) if args.where else None
     scan = table.scan(columns, filters, as_of=args.as_of, begin=args.since, end=args.until)
     batches = _limited(scan.to_batches(), args.limit)
@@ -75,18 +76,23 @@ def read(args: argparse.Namespace) -> int:
             print(f"{rows} row(s) written to {args.output} ({fmt})")
         return 0
     sys.stdout.flush()
-    write_rows(fmt or "table", scan.schema, batches, sys.stdout.buffer)
+    write_rows(fmt or TABLE, scan.schema, batches, sys.stdout.buffer)
     sys.stdout.buffer.flush()
     return 0
 
 
 def output_format(path: str) -> str:
-    """The format a file's extension names."""
-    suffix = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
-    if suffix in _EXTENSIONS:
-        return _EXTENSIONS[suffix]
-    raise CliError(f"--output {path}: cannot tell the format from its extension ({', '.join(sorted(_EXTENSIONS))}); "
-                   "give --format")
+    """The format a file's extension names: the data file formats' own extensions (as the inputs
+    of upsert and ingest are told apart), `.txt` for the aligned table."""
+    name = path.rsplit("/", 1)[-1]
+    suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if suffix == ".txt":
+        return TABLE
+    fmt = FileFormat.of_suffix(suffix)
+    if fmt is None:
+        known = ", ".join(sorted({e for f in FileFormat for e in f.extensions} | {".txt"}))
+        raise CliError(f"--output {path}: cannot tell the format from its extension ({known}); give --format")
+    return fmt.value
 
 
 def write_rows(fmt: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch], out: BinaryIO) -> int:
@@ -100,7 +106,7 @@ def write_rows(fmt: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch], o
             yield batch
 
     {"parquet": _write_parquet, "csv": _write_csv, "json": _write_json, "ndjson": _write_ndjson,
-     "table": _write_table}[fmt](schema, counted(), out)  # fmt: skip
+     TABLE: _write_table}[fmt](schema, counted(), out)  # fmt: skip
     return rows
 
 

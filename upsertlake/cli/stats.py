@@ -41,7 +41,7 @@ def table_stats(table: Table) -> dict[str, Any]:
     counts, edges = _histogram(sizes)
     partitions = []
     rows = partition_rows(table, view)
-    backlog = compaction_backlog(timeline) if table.config.is_merge_on_read else None
+    backlog = compaction_backlog(timeline) if table.table_config.is_merge_on_read else None
     for p in view.partitions():
         latest = view.latest_base_files([p])
         partitions.append(

@@ -7,7 +7,7 @@ import argparse
 import time
 
 import upsertlake
-from upsertlake.cli.input_files import InputFormat, add_input_store_option, input_store_options
+from upsertlake.cli.input_files import FileFormat, add_input_store_option, input_store_options
 from upsertlake.cli.inputs import InputTypes, read_inputs
 from upsertlake.cli.output import (
     add_key_fields,
@@ -52,7 +52,7 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "files", nargs="+", metavar="FILE_OR_FOLDER", help="parquet, CSV, JSON or NDJSON input (a path or URI)"
     )
-    p.add_argument("--format", type=InputFormat, choices=list(InputFormat), help="input format (default: by extension)")
+    p.add_argument("--format", type=FileFormat, choices=list(FileFormat), help="input format (default: by extension)")
     add_input_store_option(p)
     _add_options(p)
 

@@ -1,7 +1,7 @@
 """Conflict detection at commit, run under the table lock on a freshly loaded timeline.
 
 Hudi's rule (SimpleConcurrentFileWritesConflictResolutionStrategy) fails a write that shares a
-file group with a commit that completed after it started. We compare records instead (issue 16):
+file group with a commit that completed after it started. We compare records instead (docs/DESIGN.md §2):
 a write conflicts with such a commit only when both wrote (updated, deleted or inserted) one same
 record key — per partition, or across the table when a global index keeps keys unique there — or
 when the commit retired one of its file groups (a replacecommit: overwrite, clustering,

@@ -1,6 +1,6 @@
 """Key summaries: the record keys one write wrote in each file group, as 32-bit hashes.
 
-The commit-time conflict check compares the keys of concurrent writes per record (issue 16). The
+The commit-time conflict check compares the keys of concurrent writes per record (docs/DESIGN.md §2). The
 keys never travel to the writer: each writing unit (the in-process pool, a Spark task) stores,
 beside its data files, one sidecar `.hoodie/.keys/<instant>/batch-<id>.keys` holding, per file
 group it wrote, the sorted, distinct hashes of the keys it updated, deleted and inserted: one
@@ -10,7 +10,7 @@ summaries with it. A re-merge or a retried task writes another sidecar: a group'
 union of all of them, a superset of the keys its committed file holds, which is safe (below).
 
 A hash match only says "maybe the same key": the conflict check confirms it against the actual
-keys (`written_keys`) before failing a write.
+keys, read from the written files, before failing a write.
 
 Format (little-endian): magic `ULKS`, version 2, a uint32 count of groups, then per group its
 partition path and file id (each a uint16 length and UTF-8) and its summary: a uint32 length and

@@ -19,7 +19,7 @@ from upsertlake.config import options as opt
 from upsertlake.config.enums import IndexType, MergeMode
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.slice_keys import SliceKeys
-from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, KEY, LOC_FILE_ID, LOC_PARTITION, PARTITION
+from upsertlake.schema.columns import DELETE_FLAG, FORCE_FLAG, KEY, LOC_FILE_ID, LOC_PARTITION, LOOKUP_ROW, PARTITION
 from upsertlake.schema.ordering import ordering_values
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrow import constant
@@ -120,20 +120,16 @@ def _stored_wins(
     if not all(f in records.column_names for f in fields) or not len(rows):
         return pa.array(wins)
     at = pa.array(rows)
-    groups = pa.table(
-        {
-            "p": locations.column(LOC_PARTITION).take(at),
-            "f": locations.column(LOC_FILE_ID).take(at),
-            "row": at,
-        }
-    )
+    groups = locations.select([LOC_PARTITION, LOC_FILE_ID]).take(at).append_column(LOOKUP_ROW, at)
     latest = view.latest_by_group()
     incoming_all = ordering_values(records, fields)
-    for group in groups.group_by(["p", "f"]).aggregate([("row", "list")]).to_pylist():
-        sub = pa.array(group["row_list"], pa.int64())
+    for group in groups.group_by([LOC_PARTITION, LOC_FILE_ID]).aggregate([(LOOKUP_ROW, "list")]).to_pylist():
+        group_rows = group[f"{LOOKUP_ROW}_list"]  # Arrow names an aggregate column by its function
+        sub = pa.array(group_rows, pa.int64())
         keys = records.column(KEY).take(sub)
-        merged = slices.orderings((group["p"], group["f"]), keys) if slices is not None else None
-        bf = latest.get((group["p"], group["f"]))
+        file_group = (group[LOC_PARTITION], group[LOC_FILE_ID])
+        merged = slices.orderings(file_group, keys) if slices is not None else None
+        bf = latest.get(file_group)
         if merged is not None:
             stored_file = merged
         elif bf is not None:
@@ -147,7 +143,7 @@ def _stored_wins(
         pos = pc.index_in(keys, value_set=pc.cast(stored_file.column(KEY), pa.string()))
         incoming = incoming_all.take(sub)
         stored = ordering_values(stored_file, fields).take(pos)
-        wins[group["row_list"]] = stored_orders_after(stored, incoming)
+        wins[group_rows] = stored_orders_after(stored, incoming)
     return pa.array(wins)
 
 

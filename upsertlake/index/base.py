@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.layout.file_system_view import BaseFile, FileSystemView
-from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, LOOKUP_KEY, RECORD_KEY
+from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, LOOKUP_KEY, LOOKUP_ROW, RECORD_KEY
 from upsertlake.storage import Storage
 from upsertlake.timeline.operation import Operation
 from upsertlake.util.arrays import group_rows, sorted_unique
@@ -128,7 +128,7 @@ def read_file_keys(
             )
             hits = np.flatnonzero(at >= 0)
             keys = keys.take(pa.array(hits))
-            rows = {"row": want_rows[at[hits]]}
+            rows = {LOOKUP_ROW: want_rows[at[hits]]}
         n = len(keys)
         return pa.table(
             {
@@ -142,7 +142,7 @@ def read_file_keys(
 
     empty = pa.table({LOOKUP_KEY: pa.array([], pa.string()), **{f.name: pa.array([], f.type) for f in LOCATION_SCHEMA}})
     if wanted is not None:
-        empty = empty.append_column("row", pa.array([], pa.int64()))
+        empty = empty.append_column(LOOKUP_ROW, pa.array([], pa.int64()))
     if not files:
         return empty
     with ThreadPoolExecutor(max_workers=min(storage.read_threads, len(files))) as pool:
@@ -185,7 +185,7 @@ def join_locations(
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
     n = len(keys)
-    rows = np.asarray(located.column("row").to_numpy(), dtype=np.int64)
+    rows = np.asarray(located.column(LOOKUP_ROW).to_numpy(), dtype=np.int64)
     if unique:
         batch_key, stored_key, num_keys = np.arange(n, dtype=np.int64), rows, n
     else:
@@ -221,15 +221,16 @@ def _pick_locations(
     """(stored row, found) per batch row when some key is stored several times: every (row,
     stored copy) pair of the same key, ranked by own partition first, then (partition, fileId)."""
     n = len(batch_key)
-    pairs = pa.table({"k": batch_key, "row": np.arange(n, dtype=np.int64)}).join(
+    pairs = pa.table({"k": batch_key, LOOKUP_ROW: np.arange(n, dtype=np.int64)}).join(
         pa.table({"k": stored_key, "src": stored_rows}), keys="k", join_type="inner", use_threads=False
     )
     src = pairs.column("src").combine_chunks()
     loc_partition = located.column(LOC_PARTITION).take(src)
-    elsewhere = pc.fill_null(pc.not_equal(loc_partition, partitions.take(pairs.column("row").combine_chunks())), True)
+    own_partition = partitions.take(pairs.column(LOOKUP_ROW).combine_chunks())
+    elsewhere = pc.fill_null(pc.not_equal(loc_partition, own_partition), True)
     ranked = pa.table(
         {
-            "row": pairs.column("row"),
+            LOOKUP_ROW: pairs.column(LOOKUP_ROW),
             "elsewhere": pc.cast(elsewhere, pa.int8()),
             "p": loc_partition,
             "f": located.column(LOC_FILE_ID).take(src),
@@ -238,13 +239,13 @@ def _pick_locations(
     )
     if not is_global:
         ranked = ranked.filter(pc.equal(ranked.column("elsewhere"), 0))
-    rows = ranked.column("row").to_numpy()
+    rows = ranked.column(LOOKUP_ROW).to_numpy()
     if len(sorted_unique(rows)) == len(rows):  # e.g. non-global, the key's other copies elsewhere
         first = np.arange(len(rows))
     else:
-        order = [("row", "ascending"), ("elsewhere", "ascending"), ("p", "ascending"), ("f", "ascending")]
+        order = [(LOOKUP_ROW, "ascending"), ("elsewhere", "ascending"), ("p", "ascending"), ("f", "ascending")]
         ranked = ranked.sort_by(order)
-        rows = ranked.column("row").to_numpy()
+        rows = ranked.column(LOOKUP_ROW).to_numpy()
         first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
     source, found = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
     source[rows[first]] = ranked.column("src").to_numpy()[first]

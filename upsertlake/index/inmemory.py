@@ -33,6 +33,7 @@ from upsertlake.schema.columns import (
     LOC_INSTANT,
     LOC_PARTITION,
     LOOKUP_KEY,
+    LOOKUP_ROW,
     UPDATE_FILE_ID,
     UPDATE_PARTITION,
 )
@@ -181,7 +182,7 @@ class InMemoryIndex(Index):
                 LOC_PARTITION: pa.array([fgs[g][0] for g in group_of_entry], pa.string()),
                 LOC_FILE_ID: pa.array([fgs[g][1] for g in group_of_entry], pa.string()),
                 LOC_INSTANT: pa.array(group_of_entry.astype(str), pa.string()),  # carries the group id
-                "row": owner,
+                LOOKUP_ROW: owner,
             }
         )
         candidates = live_only(candidates, live)

@@ -17,7 +17,7 @@ from upsertlake.index.base import Index, LiveCopies, join_locations, live_only
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata.partitions import RECORD_INDEX
-from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, LOOKUP_KEY
+from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, LOOKUP_KEY, LOOKUP_ROW
 
 
 class RecordIndex(Index):
@@ -57,7 +57,7 @@ class RecordIndex(Index):
         )
         located = live_only(located, live)
         at = pc.index_in(located.column(LOOKUP_KEY), value_set=keys)
-        located = located.append_column("row", pc.cast(at, pa.int64()))
+        located = located.append_column(LOOKUP_ROW, pc.cast(at, pa.int64()))
         self._stats = {
             "keys_looked_up": len(distinct),
             "keys_matched": located.num_rows,

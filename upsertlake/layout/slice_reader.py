@@ -5,7 +5,7 @@ compaction (`upsertlake.services.compaction`), which writes the merged records a
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from upsertlake.config.enums import MergeMode
 from upsertlake.errors import MissingFileError
-from upsertlake.layout.base_files import open_base_file
+from upsertlake.layout.base_files import BaseFileReader, open_base_file
 from upsertlake.layout.file_system_view import FileSlice, LogFile
 from upsertlake.logfile.blocks import Block
 from upsertlake.logfile.merge import Merged, merge_counted
@@ -34,17 +34,27 @@ class Merge:
     instants: frozenset[str]
 
 
+# How a read takes a slice's base file records: from the opened file, the columns to read (None:
+# all). Apache Hudi's incremental queries read a narrower part of the base file than its snapshots.
+BaseRead = Callable[[BaseFileReader, list[str] | None], pa.Table]
+
+
 def slice_inputs(
-    storage: Storage, sl: FileSlice, skip: tuple[str, ...] = (), dictionary: Collection[str] = ()
+    storage: Storage,
+    sl: FileSlice,
+    skip: tuple[str, ...] = (),
+    dictionary: Collection[str] = (),
+    base_read: BaseRead | None = None,
 ) -> tuple[pa.Table | None, list[Block]]:
     """A slice's base file records (None in a log-only group), without the columns `skip` (and
     the columns `dictionary` decoded as dictionaries where its pages allow), and its log blocks,
-    in log order."""
+    in log order. `base_read`: how the base file is read (whole when None)."""
     base = None
     if sl.base is not None:
         with listed(storage, sl.base.path, sl.base.instant_time):
             parquet = open_base_file(storage, sl.base.path, dictionary=dictionary)
-            base = parquet.read(columns=[c for c in parquet.schema_arrow.names if c not in skip] if skip else None)
+            columns = [c for c in parquet.schema_arrow.names if c not in skip] if skip else None
+            base = parquet.read(columns=columns) if base_read is None else base_read(parquet, columns)
     return base, read_logs(log_files(storage, sl))
 
 
@@ -77,11 +87,19 @@ def merge_inputs(
     return replace(merged, records=conform(merged.records, schema))
 
 
-def read_slice(storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema, ordered: bool = True) -> pa.Table:
-    """A merge-on-read slice's records: its base file's, merged with its log blocks by key
-    (`ordered`: as `merge_slice`'s; a read need not keep the base file's order). The columns
-    `schema` types as dictionaries are read from the base file as such."""
-    inputs = slice_inputs(storage, sl, dictionary=dictionary_columns(schema))
+def read_slice(
+    storage: Storage,
+    sl: FileSlice,
+    merge: Merge,
+    schema: pa.Schema,
+    ordered: bool = True,
+    base_read: BaseRead | None = None,
+) -> pa.Table:
+    """A merge-on-read slice's records: its base file's (`base_read`: as `slice_inputs`'),
+    merged with its log blocks by key (`ordered`: as `merge_slice`'s; a read need not keep the
+    base file's order). The columns `schema` types as dictionaries are read from the base file as
+    such."""
+    inputs = slice_inputs(storage, sl, dictionary=dictionary_columns(schema), base_read=base_read)
     return merge_inputs(*inputs, merge, schema, ordered).records
 
 

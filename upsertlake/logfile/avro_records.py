@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from upsertlake.errors import CorruptTableError, SchemaError
 from upsertlake.logfile.avro_decode import PAD, branches, decode_flat, gather
-from upsertlake.schema import META_COLUMNS, avro_to_arrow
+from upsertlake.schema import META_COLUMNS, avro_to_arrow, parsed_avro_schema
 
 # A block's bytes: a view of the log file's bytes (not copied) or bytes of their own.
 Payload = bytes | memoryview
@@ -40,11 +40,6 @@ def with_meta_fields(table_schema: dict[str, Any]) -> dict[str, Any]:
     fields = [f for f in table_schema["fields"] if f["name"] not in META_COLUMNS]
     meta = [{"name": name, **_META_FIELD} for name in META_COLUMNS]
     return {**table_schema, "fields": meta + fields}
-
-
-@lru_cache(maxsize=64)
-def _parsed(schema_json: str) -> Any:
-    return fastavro.parse_schema(json.loads(schema_json))
 
 
 @lru_cache(maxsize=64)
@@ -98,7 +93,7 @@ def decode_rows(payload: Payload, count: int, schema_json: str) -> pa.Table:
 
 
 def _decode_rows(payload: Payload, starts: np.ndarray, ends: np.ndarray, schema_json: str) -> pa.Table:
-    parsed = _parsed(schema_json)
+    parsed = parsed_avro_schema(schema_json)
     try:
         rows = [fastavro.schemaless_reader(io.BytesIO(payload[s:e]), parsed, None) for s, e in zip(starts, ends)]
         return pa.Table.from_pylist(rows, schema=arrow_schema_of(schema_json))
@@ -163,7 +158,7 @@ def encode_record_runs(data: pa.Table, schema_json: str, run_ends: Sequence[int]
 
 def encode_rows(data: pa.Table, schema_json: str) -> bytes:
     """`encode_records` through fastavro, one row at a time (any schema)."""
-    parsed = _parsed(schema_json)
+    parsed = parsed_avro_schema(schema_json)
     names = {f["name"] for f in json.loads(schema_json)["fields"]}
     rows = data.select([n for n in data.column_names if n in names]).to_pylist(maps_as_pydicts="strict")
     out = io.BytesIO()

@@ -14,7 +14,6 @@ the schema the file names, so it reads both.
 from __future__ import annotations
 
 import io
-import json
 import uuid
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
@@ -26,6 +25,7 @@ import fastavro
 
 from upsertlake.errors import CorruptTableError
 from upsertlake.metadata.partitions import RecordType
+from upsertlake.schema import parsed_avro_schema
 from upsertlake.schema.columns import FILE_NAME
 
 Record = dict[str, Any]
@@ -39,15 +39,10 @@ def writer_schema(table_version: int) -> str:
     return resources.files("upsertlake.metadata").joinpath("avro").joinpath(name).read_text("utf-8")
 
 
-@lru_cache(maxsize=16)
-def _parsed(schema_json: str) -> Any:
-    return fastavro.parse_schema(json.loads(schema_json))
-
-
 def decode(values: Iterable[bytes], keys: Iterable[str], schema_json: str, where: str) -> list[Record]:
     """Records from Avro datums (the writer emptied their key field; `keys` put it back). Equal
     datums decode once: the record index's entries of one file group are all alike."""
-    schema = _parsed(schema_json)
+    schema = parsed_avro_schema(schema_json)
     seen: dict[bytes, Record] = {}
     out = []
     for key, value in zip(keys, values):
@@ -66,7 +61,7 @@ def decode(values: Iterable[bytes], keys: Iterable[str], schema_json: str, where
 def encode(records: Iterable[Record], schema_json: str) -> list[bytes]:
     """Avro datums of records, their key field emptied as Hudi writes them (the HFile key holds it).
     A record index entry depends on its location alone: each location is encoded once."""
-    schema = _parsed(schema_json)
+    schema = parsed_avro_schema(schema_json)
     seen: dict[tuple[Any, ...], bytes] = {}
     out = []
     for record in records:

@@ -47,11 +47,11 @@ class Changes:
 
 def deltacommit(table: MetadataTable, instant_time: str, changes: Mapping[str, Changes], table_version: int) -> Instant:
     """Write `changes` (metadata partition -> Changes) as the metadata deltacommit `instant_time`;
-    a deltacommit of that time left by an earlier attempt is undone first. Returns the completed
+    a deltacommit of that time left by an earlier attempt is discarded first. Returns the completed
     instant. Call under the data table's lock."""
     storage, layout = table.storage, table.timeline.layout
     if table.timeline.get(instant_time, Action.DELTA_COMMIT) is not None:
-        undo(storage, instant_time)
+        discard_deltacommit(storage, instant_time)
         table = table.reloaded()
     requested = Instant(instant_time, Action.DELTA_COMMIT, State.REQUESTED)
     if not storage.write_if_absent(layout.path(requested), b""):
@@ -126,7 +126,7 @@ def _write_partition(
     return stats
 
 
-def undo(storage: Storage, instant_time: str) -> bool:
+def discard_deltacommit(storage: Storage, instant_time: str) -> bool:
     """Remove the metadata deltacommit `instant_time` (any state) and the files it wrote, from the
     metadata table at `storage`: what a rollback of its data instant does (Hudi's metadata writer
     rolls the deltacommit back), and what a retry of the same instant does first. Its files go

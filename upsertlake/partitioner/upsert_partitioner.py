@@ -77,13 +77,13 @@ class UpsertPartitioner:
         profile: WorkloadProfile,
         small_files: Mapping[str, Sequence[SmallFile]],
         avg_record_size: int,
-        config: PartitionerConfig,
+        partitioner_config: PartitionerConfig,
         new_file_id: Callable[[], str] = new_file_id,
         *,
         pending_clustering: Mapping[str, Collection[str]] | None = None,
     ) -> None:
         self.profile = profile
-        self.config = config
+        self.partitioner_config = partitioner_config
         # Hudi divides by the estimate; an estimate of 0 would make it throw.
         self.avg_record_size = max(1, avg_record_size)
         self.buckets: list[Bucket] = []
@@ -171,7 +171,7 @@ class UpsertPartitioner:
         return number
 
     def _small_file_candidates(self, files: Sequence[SmallFile], clustering: Collection[str]) -> list[SmallFile]:
-        limit = self.config.small_file_limit
+        limit = self.partitioner_config.small_file_limit
         if limit <= 0:
             return []
         excluded = set(clustering)
@@ -180,12 +180,12 @@ class UpsertPartitioner:
     def _assign_inserts(
         self, partition: str, num_inserts: int, small_files: list[SmallFile], new_file_id: Callable[[], str]
     ) -> None:
-        cfg, avg = self.config, self.avg_record_size
+        pconf, avg = self.partitioner_config, self.avg_record_size
         numbers: list[int] = []
         counts: list[int] = []
         remaining = num_inserts
         for small in small_files:
-            to_append = min((cfg.max_file_size - small.size_bytes) // avg, remaining)
+            to_append = min((pconf.max_file_size - small.size_bytes) // avg, remaining)
             if to_append > 0:
                 bucket = self._update_buckets.get(small.file_id)
                 if bucket is None:
@@ -196,7 +196,7 @@ class UpsertPartitioner:
                 if remaining <= 0:
                     break
         if remaining > 0:
-            per_bucket = cfg.max_file_size // avg if cfg.auto_split else cfg.insert_split_size
+            per_bucket = pconf.max_file_size // avg if pconf.auto_split else pconf.insert_split_size
             # Guard: a record estimate above the max file size gives Hudi 0 records per bucket.
             per_bucket = max(1, per_bucket)
             n_buckets = -(-remaining // per_bucket)  # Hudi: (int) Math.ceil(1.0 * remaining / perBucket)

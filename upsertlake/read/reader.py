@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.layout.base_files import BaseFileReader, LanceFile, open_base_file
+from upsertlake.layout.base_files import BaseFileReader, LanceFile, LanceMetadata, open_base_file
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.layout.slice_reader import (
+    BaseRead,
     Merge,
     dictionary_columns,
     listed,
@@ -145,22 +146,65 @@ def read_merged(storage: Storage, sl: FileSlice, spec: ReadSpec) -> pa.Table:
     """A merge-on-read slice merged, filtered, in `spec.output`."""
     plan = spec.plan
     assert plan.merge is not None, "a plan with merged slices says how they merge"
-    table = merged_slice(storage, sl, plan.merge, read_schema(plan.schema), plan.record_keys)
+    table = merged_slice(
+        storage, sl, plan.merge, read_schema(plan.schema), plan.record_keys, incremental_base_read(plan)
+    )
     if spec.row_filter is not None:
         table = table.filter(spec.row_filter)
     return table.select(spec.output.names)
 
 
+def incremental_base_read(plan: ScanPlan) -> BaseRead | None:
+    """How an incremental read takes a merge-on-read slice's base file: Apache Hudi pushes the
+    range into its base file reader, so the log records of the range merge with part of the base
+    file only, and a late record whose stored row is not read is returned as written. Table
+    version 6 (Hudi 0.15) skips the row groups whose commit-time statistics miss the window;
+    version 8 and later (Hudi 1.x) keep the rows of the range's commits alone."""
+    if plan.commit_times is not None:
+        commits = pa.array(plan.commit_times, pa.string())
+
+        def rows_of_range(parquet: BaseFileReader, columns: list[str] | None) -> pa.Table:
+            base = parquet.read(columns=columns)
+            return base.filter(pc.is_in(base.column(COMMIT_TIME), commits))
+
+        return rows_of_range
+    if plan.window is not None:
+        begin, end = plan.window
+
+        def row_groups_of_window(parquet: BaseFileReader, columns: list[str] | None) -> pa.Table:
+            metadata = parquet.metadata
+            if isinstance(metadata, LanceMetadata):  # one "row group", and not at version 6
+                return parquet.read(columns=columns)
+            paths = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+            if COMMIT_TIME not in paths:
+                return parquet.read(columns=columns)
+            column = paths.index(COMMIT_TIME)
+            stats = (metadata.row_group(g).column(column).statistics for g in range(metadata.num_row_groups))
+            kept = [
+                g for g, st in enumerate(stats)
+                if st is None or not st.has_min_max or (str(st.max) > begin and str(st.min) <= end)
+            ]
+            return parquet.read_row_groups(kept, columns=columns)
+
+        return row_groups_of_window
+    return None
+
+
 def merged_slice(
-    storage: Storage, sl: FileSlice, merge: Merge, schema: pa.Schema, record_keys: KeyGenerator | None = None
+    storage: Storage,
+    sl: FileSlice,
+    merge: Merge,
+    schema: pa.Schema,
+    record_keys: KeyGenerator | None = None,
+    base_read: BaseRead | None = None,
 ) -> pa.Table:
     """A slice's records merged by record key (`upsertlake.layout.slice_reader`), in `schema`. A
     table that does not populate meta fields has no `_hoodie_record_key` in its files or log
     records: as Hudi's readers do, the key is made of the key fields by the table's key generator
     (`record_keys`), on the base file's rows and on each data block's, before the merge."""
     if record_keys is None:
-        return read_slice(storage, sl, merge, schema, ordered=False)
-    base, blocks = slice_inputs(storage, sl, dictionary=dictionary_columns(schema))
+        return read_slice(storage, sl, merge, schema, ordered=False, base_read=base_read)
+    base, blocks = slice_inputs(storage, sl, dictionary=dictionary_columns(schema), base_read=base_read)
     base = _keyed(base, record_keys) if base is not None else None
     blocks = [replace(b, records=_keyed(b.records, record_keys)) if isinstance(b, DataBlock) else b for b in blocks]
     keyed = pa.schema([pa.field(RECORD_KEY, pa.string()), *(f for f in schema if f.name != RECORD_KEY)])

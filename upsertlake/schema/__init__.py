@@ -14,6 +14,7 @@ from upsertlake.schema.avro import (
     avro_schema_json,
     avro_to_arrow,
     full_schema,
+    parsed_avro_schema,
 )
 from upsertlake.schema.columns import META_COLUMNS
 from upsertlake.schema.evolution import conform, merge_schemas
@@ -29,4 +30,5 @@ __all__ = [
     "full_schema",
     "merge_schemas",
     "normalize_batch",
+    "parsed_avro_schema",
 ]

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
+import fastavro
 import pyarrow as pa
 
 from upsertlake.errors import SchemaError
@@ -133,6 +135,13 @@ def _avro_type(t: pa.DataType, fullname: str, path: str) -> Any:
 def avro_schema_json(schema: dict[str, Any]) -> str:
     """Compact JSON, as Java's Avro prints a schema into commit metadata and hoodie.properties."""
     return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+
+
+@lru_cache(maxsize=64)
+def parsed_avro_schema(schema_json: str) -> Any:
+    """fastavro's parsed form of a schema's JSON, which its readers and writers take: log blocks,
+    archived timeline files and metadata records repeat a few schemas, each parsed once."""
+    return fastavro.parse_schema(json.loads(schema_json))
 
 
 def avro_to_arrow(avro: dict[str, Any] | str, *, keep_meta: bool = False) -> pa.Schema:

@@ -32,6 +32,7 @@ LOC_FILE_ID = "loc_file_id"
 LOC_INSTANT = "loc_instant"  # the instant of the file the key was found in
 LOCATION = (LOC_PARTITION, LOC_FILE_ID, LOC_INSTANT)
 LOOKUP_KEY = "key"  # the key column of a lookup's located table and of an index update
+LOOKUP_ROW = "row"  # a located table's batch row: the row of the batch that holds the stored key
 UPDATE_PARTITION = "partition"  # an index update's partition path of a key
 UPDATE_FILE_ID = "file_id"  # an index update's file id of a key
 

@@ -500,8 +500,8 @@ def _partition_depth(storage: Storage, rel: str) -> int | None:
 def check_hidden_versions(timeline: Timeline) -> list[Finding]:
     """Files committed onto a version named by a later instant: readers order a group's versions by
     instant time, so the commit's rows in that group are hidden from every read (what a retry
-    under optimistic concurrency before issue 25 left: it kept its instant and merged onto a
-    later commit's version). Nothing can fix it safely: the rows are in the file, not in the table."""
+    under optimistic concurrency left in earlier versions of upsertlake: it kept its instant and
+    merged onto a later commit's version). Nothing can fix it safely: the rows are in the file, not in the table."""
     findings: list[Finding] = []
     for inst, stats in _active_write_stats(timeline):
         for stat in stats:

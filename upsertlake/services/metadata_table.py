@@ -58,8 +58,7 @@ from upsertlake.metadata.partitions import (
 )
 from upsertlake.metadata.stats import bound
 from upsertlake.metadata.table import unsynced_instants
-from upsertlake.metadata.writer import Changes, deltacommit
-from upsertlake.metadata.writer import undo as undo_deltacommit
+from upsertlake.metadata.writer import Changes, deltacommit, discard_deltacommit
 from upsertlake.schema import avro_to_arrow
 from upsertlake.schema.columns import LOOKUP_KEY, RECORD_KEY, UPDATE_FILE_ID, UPDATE_PARTITION
 from upsertlake.storage import Storage
@@ -599,9 +598,10 @@ def _recorded(
 
 
 # -- when a data instant is rolled back -------------------------------------------------------------
-def undo(storage: Storage, table_config: TableConfig, instant_time: str) -> None:
-    """Under the lock, when the data instant `instant_time` is rolled back: roll back its metadata
-    deltacommit (any state), as Hudi's metadata writer does; nothing when there is none."""
+def discard_rolled_back(storage: Storage, table_config: TableConfig, instant_time: str) -> None:
+    """Under the lock, when the data instant `instant_time` is rolled back: discard its metadata
+    deltacommit (any state; the metadata table records nothing), as Hudi's metadata writer rolls
+    it back; nothing when there is none."""
     if not (listed(table_config.extra.get(PARTITIONS_KEY)) or listed(table_config.extra.get(INFLIGHT_KEY))):
         return
     mdt = storage.child(FOLDER)
@@ -612,5 +612,5 @@ def undo(storage: Storage, table_config: TableConfig, instant_time: str) -> None
         # A compaction folded its records into base files: they cannot be taken out (Hudi refuses
         # such a rollback and asks for a restore); the metadata table goes, readers list storage.
         drop_metadata_table(storage, table_config)
-    elif undo_deltacommit(mdt, instant_time):
+    elif discard_deltacommit(mdt, instant_time):
         log.info("rolled back metadata deltacommit %s with its data instant", instant_time)

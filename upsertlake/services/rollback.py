@@ -44,7 +44,7 @@ from upsertlake.layout.markers import (
 )
 from upsertlake.logfile import LogFileName, append_blocks, rollback_block
 from upsertlake.metadata.partitions import FOLDER as METADATA_FOLDER
-from upsertlake.metadata.writer import undo as undo_metadata
+from upsertlake.metadata.writer import discard_deltacommit
 from upsertlake.services import metadata_table
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
@@ -199,7 +199,7 @@ def undo_files(storage: Storage, target: Instant, rollback_time: str, started: f
     """Delete what `target` wrote and its instant files, its metadata deltacommit first (a rollback
     block voids a version 6 deltacommit's appended blocks instead); returns the
     HoodieRollbackMetadata of rollback `rollback_time`, which the caller records."""
-    metadata_table.undo(storage, TableConfig.load(storage), target.time)
+    metadata_table.discard_rolled_back(storage, TableConfig.load(storage), target.time)
     committed = _committed_logs(storage, target)
     if target.is_completed:
         storage.delete(table_layout(storage).path(target))
@@ -289,7 +289,7 @@ def discard_files(
     writers append to existing files): with a `rollback_time` it stays and gets a rollback block
     (`_discard`); without one it goes only if every block in it is the instant's own."""
     if storage.folder_exists(METADATA_FOLDER):  # its metadata deltacommit first, as Hudi rolls it back
-        undo_metadata(storage.child(METADATA_FOLDER), instant_time)
+        discard_deltacommit(storage.child(METADATA_FOLDER), instant_time)
     listing = list_partitions_and_files(storage)
     doomed = {bf.path for bf in listing.base_files if bf.instant_time == instant_time}
     if named_logs:

@@ -81,7 +81,7 @@ def check_table(table_path: str, journal: Path, compactions_pending: bool = Fals
     keys = snapshot.column("id")
     if pc.count_distinct(keys).as_py() != len(keys):
         violations.append(f"{len(keys) - pc.count_distinct(keys).as_py()} keys appear more than once")
-    if plans and table.config.table_version < 8:  # hudi-rs leaves out the slices a pending plan starts
+    if plans and table.table_config.table_version < 8:  # hudi-rs leaves out the slices a pending plan starts
         hudi = "not compared: a compaction plan is pending (hudi-rs reads its slices only once it completes)"
     else:
         hudi = _hudi_agrees(table_path, snapshot, violations)

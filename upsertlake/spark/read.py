@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError
 from upsertlake.read.filters import Predicate, conjunction
-from upsertlake.read.reader import merged_slice
+from upsertlake.read.reader import incremental_base_read, merged_slice
 from upsertlake.read.snapshot import ScanPlan, table_schema
 from upsertlake.schema.columns import COMMIT_TIME
 from upsertlake.spark.options import AS_OF, BEGIN, END, QUERY_TYPE, resolve_path
@@ -43,9 +43,10 @@ def _read_slices(
 ) -> Iterator[Any]:
     """Task: merge the slices whose indexes `batches` hold into `target`."""
     assert scan.merge is not None, "a plan with merged slices says how they merge"
+    base_read = incremental_base_read(scan)
     for batch in batches:
         for i in batch.column(0).to_pylist():
-            table = merged_slice(storage, scan.slices[i], scan.merge, scan.schema, scan.record_keys)
+            table = merged_slice(storage, scan.slices[i], scan.merge, scan.schema, scan.record_keys, base_read)
             yield from table.select(target.names).cast(target).to_batches()
 
 

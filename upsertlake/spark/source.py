@@ -68,14 +68,14 @@ def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] =
     table = open_table(path, storage_options=store)
     timeline = Timeline.load(table.storage)
     query = options.get(QUERY_TYPE, "snapshot").lower()
-    zone = table.config.timeline_timezone
+    zone = table.table_config.timeline_timezone
     if query == "incremental":
         if BEGIN not in options:
             raise ConfigError(f"an incremental query needs {BEGIN}")
         end = options.get(END)
         return incremental_scan(
             timeline,
-            table.config,
+            table.table_config,
             normalize_instant(options[BEGIN], zone),
             normalize_instant(end, zone) if end else None,
             list(filters) or None,
@@ -83,7 +83,7 @@ def plan_scan(path: str, options: dict[str, str], filters: Sequence[Predicate] =
     if query not in QUERY_TYPES:
         raise ConfigError(f"{QUERY_TYPE}={query!r}: use snapshot, read_optimized or incremental")
     as_of = normalize_instant(options[AS_OF], zone) if options.get(AS_OF) else None
-    return snapshot_scan(timeline, table.config, as_of, list(filters) or None, query)
+    return snapshot_scan(timeline, table.table_config, as_of, list(filters) or None, query)
 
 
 class UpsertlakeDataSource(DataSource):

@@ -69,16 +69,16 @@ class Table:
         if version is not None:
             table_config.check_write_version(version, TABLE_VERSION_KEY)
         self.storage = storage
-        self._config = table_config
+        self._table_config = table_config
         self.options = Config.resolve(options, table_properties=table_layer(table_config))
         self._upgrade_to = upgrade_before_writing(table_config, self.options)
         check_against_table(self.options, table_config)
         self._client: WriteClient | None = None
 
     @property
-    def config(self) -> TableConfig:
-        """The table's config: as opened, then as its write client last read it."""
-        return self._client.table_config if self._client is not None else self._config
+    def table_config(self) -> TableConfig:
+        """The table's settings (hoodie.properties): as opened, then as its write client last read it."""
+        return self._client.table_config if self._client is not None else self._table_config
 
     @property
     def path(self) -> str:
@@ -86,7 +86,7 @@ class Table:
 
     @property
     def name(self) -> str:
-        return self.config.name
+        return self.table_config.name
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, path={self.path!r})"
@@ -98,14 +98,14 @@ class Table:
             from upsertlake.engine.write_client import WriteClient
             from upsertlake.services.write_guard import refuse_damaged_table
 
-            refuse_damaged_table(self.storage, self.config)
+            refuse_damaged_table(self.storage, self.table_config)
             if self._upgrade_to is not None:  # as Hudi's writer: the table upgraded before the first write
                 from upsertlake.concurrency.lock import make_lock
                 from upsertlake.services.upgrade import upgrade
 
                 upgrade(self.storage, make_lock(self.storage, self.options), self.options, self._upgrade_to)
-                self._config, self._upgrade_to = TableConfig.load(self.storage), None
-            self._client = WriteClient(self.storage, self.config, self.options)
+                self._table_config, self._upgrade_to = TableConfig.load(self.storage), None
+            self._client = WriteClient(self.storage, self.table_config, self.options)
         return self._client
 
     @property
@@ -114,7 +114,7 @@ class Table:
 
     def _drop_client(self) -> None:
         """A service changed what the client's index knows: the next write builds a new one."""
-        self._config, self._client = self.config, None
+        self._table_config, self._client = self.table_config, None
 
     def upsert(
         self, data: object, options: Mapping[str, object] | None = None, progress: Progress | None = None,
@@ -216,7 +216,7 @@ class Table:
 
         try:
             timeline = timeline or Timeline.load(self.storage)
-            if self.config.is_merge_on_read and cfg.get(opt.COMPACT_INLINE) and compaction_due(timeline, cfg):
+            if self.table_config.is_merge_on_read and cfg.get(opt.COMPACT_INLINE) and compaction_due(timeline, cfg):
                 # A distributed writer's `map_groups` runs the slices as its tasks; in process, threads.
                 self._compact(cfg, map_groups)
                 timeline = Timeline.load(self.storage)
@@ -245,7 +245,7 @@ class Table:
     def _compact(self, cfg: Config, map_ops: StatMap | None) -> CompactionResult:
         from upsertlake.services.compaction import compact, in_process
 
-        return compact(self.storage, self._lock, self.config, cfg, map_ops or in_process)
+        return compact(self.storage, self._lock, self.table_config, cfg, map_ops or in_process)
 
     def archive(self, options: Mapping[str, object] | None = None) -> list[Instant]:
         """Move old completed instants to `.hoodie/archived/` (hoodie.keep.min/max.commits); time
@@ -266,7 +266,7 @@ class Table:
     def _cluster(self, cfg: Config, map_groups: StatMap | None) -> ClusterResult:
         from upsertlake.services.cluster import cluster, in_process
 
-        result = cluster(self.storage, self._lock, self.config, cfg, map_groups or in_process)
+        result = cluster(self.storage, self._lock, self.table_config, cfg, map_groups or in_process)
         if result.clustered:
             self._drop_client()  # file groups moved: the index learns the new files
         return result
@@ -315,7 +315,7 @@ class Table:
         (hoodie.table.timeline.timezone); a naive datetime is local time, as datetime.now() gives."""
         if value is None:
             return None
-        return normalize_instant(value, self.config.timeline_timezone)
+        return normalize_instant(value, self.table_config.timeline_timezone)
 
     def timeline(self) -> list[Instant]:
         """Every instant of the active timeline, oldest first (archived ones are not listed), as
@@ -325,7 +325,7 @@ class Table:
 
     def schema(self, as_of: TimeLike | None = None) -> pa.Schema:
         """The data schema (without meta columns) as of an instant."""
-        return table_schema(Timeline.load(self.storage), self.config, self._instant(as_of))
+        return table_schema(Timeline.load(self.storage), self.table_config, self._instant(as_of))
 
     def scan(
         self,
@@ -352,12 +352,12 @@ class Table:
             timeline = Timeline.load(self.storage)
             since = self._instant(begin)
             assert since is not None
-            plan = incremental_scan(timeline, self.config, since, self._instant(end), filters)
+            plan = incremental_scan(timeline, self.table_config, since, self._instant(end), filters)
         elif end is not None:
             raise ConfigError("end= bounds an incremental scan: give begin= too")
         else:
             timeline = Timeline.load(self.storage)
-            plan = snapshot_scan(timeline, self.config, self._instant(as_of), filters, query_type)
+            plan = snapshot_scan(timeline, self.table_config, self._instant(as_of), filters, query_type)
         return Scan(self.storage, plan, FileStatistics(timeline), columns)
 
     def read(
@@ -389,7 +389,7 @@ class Table:
 
         timeline = Timeline.load(self.storage)
         statistics = FileStatistics(timeline)
-        plan = snapshot_scan(timeline, self.config, self._instant(as_of), None, query_type, statistics)
+        plan = snapshot_scan(timeline, self.table_config, self._instant(as_of), None, query_type, statistics)
         return pyarrow_dataset(self.storage, plan, statistics)
 
     def files(self, as_of: TimeLike | None = None, filters: Filters = None) -> list[str]:
@@ -397,7 +397,7 @@ class Table:
         engines that read parquet themselves (DuckDB, pandas, Polars): the table's folder also
         holds every older version of each file group, replaced groups and uncommitted files.
         `filters` prune partitions (and key ranges) as `read` does; filter the rows too."""
-        scan = snapshot_scan(Timeline.load(self.storage), self.config, self._instant(as_of), filters)
+        scan = snapshot_scan(Timeline.load(self.storage), self.table_config, self._instant(as_of), filters)
         if scan.slices:
             raise MergeOnReadError(
                 f"{len(scan.slices)} file group(s) of this merge-on-read snapshot have log files, whose "

@@ -38,6 +38,7 @@ import fastavro
 
 from upsertlake.errors import CorruptTableError
 from upsertlake.logfile import avro_datum_block, read_avro_datums
+from upsertlake.schema import parsed_avro_schema
 from upsertlake.storage import FileEntry
 from upsertlake.timeline import documents
 from upsertlake.timeline.commit_metadata import AVRO_MAGIC, conform
@@ -87,11 +88,6 @@ def entry_schema_json() -> str:
         .read_text("utf-8")
         .strip()
     )
-
-
-@cache
-def _parsed(schema_json: str) -> Any:
-    return fastavro.parse_schema(json.loads(schema_json))
 
 
 @cache
@@ -164,7 +160,7 @@ def read_entries(data: bytes, name: str) -> list[dict[str, Any]]:
     entries = []
     for schema_json, datums in read_avro_datums(data, name):
         try:
-            schema = _parsed(schema_json)
+            schema = parsed_avro_schema(schema_json)
             entries += [cast("dict[str, Any]", fastavro.schemaless_reader(io.BytesIO(d), schema, None)) for d in datums]
         except (ValueError, KeyError, EOFError, TypeError, IndexError) as exc:
             raise CorruptTableError(f"cannot parse archived timeline file {name}: {exc}") from exc
@@ -249,7 +245,7 @@ def encode_archive(entries: Iterable[dict[str, Any]], block: int = BATCH) -> byt
     """An archive log file of the entries (see `entry`), in blocks of `block` entries, under
     HoodieArchivedMetaEntry's schema (entries read from files of an older schema take its defaults)."""
     schema_json = entry_schema_json()
-    schema = _parsed(schema_json)
+    schema = parsed_avro_schema(schema_json)
     datums = []
     for e in entries:
         out = io.BytesIO()
