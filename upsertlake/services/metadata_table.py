@@ -240,7 +240,7 @@ def _initial_partition_stats(
 def _live_keys(storage: Storage, table_config: TableConfig, timeline: Timeline, slices: list[FileSlice]) -> pa.Table:
     """Every live key of the latest slices with its (partition, file id)."""
     merge = Merge(
-        table_config.precombine_field,
+        table_config.ordering_fields,
         table_config.merge_mode,
         frozenset(i.time for i in timeline.completed_writes()),
     )
