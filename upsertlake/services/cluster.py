@@ -134,7 +134,7 @@ def cluster(
         data_schema = avro_to_arrow(schema_json)
         # The blocks of the writes completed when the plan was made: a write completing later on
         # a planned group conflicts below, so none of its records can be missed.
-        merge = Merge(table_config.log_ordering_field, table_config.merge_mode, frozenset(completed_at_start))
+        merge = Merge(table_config.ordering_fields, table_config.merge_mode, frozenset(completed_at_start))
         write = partial(_write_group, storage, instant_time=inflight.time, data_schema=data_schema,
                         sort_columns=sort_columns, merge=merge, cfg=cfg)
         stats = map_groups(write, list(enumerate(groups)))

@@ -242,7 +242,7 @@ def _initialize_record_index(
     by file group (as many as their number asks for) and each group's base file written, by
     `by_key` (on Spark: tasks, a shuffle, a task per file group)."""
     merge = Merge(
-        table_config.precombine_field,
+        table_config.ordering_fields,
         table_config.merge_mode,
         frozenset(i.time for i in timeline.completed_writes()),
     )

@@ -158,12 +158,6 @@ def _present(order: tuple[str, ...], names: list[str]) -> list[str]:
     return list(order) if order and all(f in names for f in order) else []
 
 
-def _single(order: tuple[str, ...], columns: list[str]) -> str | None:
-    """The one ordering field a merge-on-read slice merges by, when read (tables ordered by
-    several fields are not merge-on-read here)."""
-    return order[0] if len(order) == 1 and order[0] in columns else None
-
-
 def _stored_order(stored: pa.Table, order: tuple[str, ...]) -> pa.Array | pa.ChunkedArray:
     """The STORED_ORDER column of stored rows: the field, or a struct of the fields; nulls when a
     file has not got them."""
@@ -435,7 +429,7 @@ def _check_files(
         found = stored.filter(pc.is_in(stored.column(KEY), value_set=candidates))
         if int(number) in logged and found.num_rows:
             assert merge is not None, "slices with log files come with how they merge"
-            found = live_in_slice(storage, logged[int(number)], merge, found, KEY, _single(order, columns))
+            found = live_in_slice(storage, logged[int(number)], merge, found, KEY, _present(order, columns))
         n = found.num_rows
         if not n:
             continue
@@ -466,7 +460,7 @@ def _read_slices(
         parquet = storage.parquet_file(bf.path)
         columns = [KEY, *_present(order, parquet.schema_arrow.names)]
         stored = live_in_slice(
-            storage, logged[number], merge, parquet.read(columns=columns), KEY, _single(order, columns)
+            storage, logged[number], merge, parquet.read(columns=columns), KEY, _present(order, columns)
         )
         n = stored.num_rows
         out = {
