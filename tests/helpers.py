@@ -210,6 +210,52 @@ def storage_failing_write_tasks(path: str | Path, failures: Path, armed: Path | 
     return FailingWriteTasks(path)
 
 
+def storage_failing_record_index_logs(path: str | Path, message: str = "injected failure after a record index log"):
+    """A table's storage whose metadata table (its child storage) raises `message` in a Spark task
+    right after writing a log file of the record index, as an executor lost then would.
+    Shipped to the tasks by value (the workers cannot import this module)."""
+    import sys
+
+    from pyspark import cloudpickle
+
+    from upsertlake.storage import Storage
+
+    class FailingRecordIndexLogs(Storage):
+        def child(self, rel: str) -> Storage:
+            return FailingRecordIndexLogs(self.full_path(rel), self.options, requests=self.requests)
+
+        def write_bytes(self, rel: str, data: bytes | memoryview) -> None:
+            from pyspark import TaskContext
+
+            super().write_bytes(rel, data)
+            if TaskContext.get() is not None and rel.startswith("record_index/") and ".log." in rel:
+                raise RuntimeError(message)
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return FailingRecordIndexLogs(path)
+
+
+def spark_write_started(spark, path: Path, batch, options: dict, storage=None):
+    """A Spark write of `batch` with `options` started and written as write_dataframe does, not
+    committed yet (on `storage`, e.g. one that injects faults, when given): (client, instant, result)."""
+    from upsertlake.layout.markers import reconcile_markers
+    from upsertlake.spark.options import write_options
+    from upsertlake.spark.record_index import by_key_group_on
+    from upsertlake.spark.types import arrow_schema_of
+    from upsertlake.spark.write import _write_distributed
+    from upsertlake.table.open import open_table
+
+    chosen = write_options(options, str(path), "upsert")
+    df = spark.createDataFrame(batch)
+    table = table_on(storage, chosen.hoodie) if storage is not None else open_table(path, chosen.hoodie)
+    client = table.write_client()
+    instant = client.start_commit(by_key=by_key_group_on(spark))
+    parts = spark.sparkContext.defaultParallelism
+    result = _write_distributed(df, arrow_schema_of(df.schema), client, instant, chosen, parts)
+    reconcile_markers(client.storage, instant, result.files_written)
+    return client, instant, result
+
+
 def table_on(storage, options: dict | None = None):
     """The table at `storage` (an upsertlake Storage, e.g. one that injects faults), opened with `options`."""
     from upsertlake.config.table_config import TableConfig

@@ -32,5 +32,19 @@ def expected(global_index: bool) -> list[tuple]:
     return sorted(kept + ([] if global_index else [("d", "y", 1, 1)]))
 
 
+# a third batch into partition y, after the second went to log files on a merge-on-read table
+THIRD = [("a", 1, 5, "y"),  # under a global index: loses to the (1, 6) the log holds, stays in x
+         ("d", 2, 1, "y")]  # beats (2, 0): moves back to y under a global index
+
+
+def after_third(global_index: bool) -> list[tuple]:
+    """(id, partition, ts, seq) of every row after FIRST, SECOND and THIRD."""
+    if global_index:
+        return sorted([("a", "x", 1, 6), ("b", "x", 1, 5), ("c", "x", 2, 0), ("d", "y", 2, 1), ("e", "x", 1, 3),
+                       ("f", "y", 0, 1)])
+    replaced = [r for r in expected(False) if r != ("d", "y", 1, 1)]
+    return sorted([*replaced, ("a", "y", 1, 5), ("d", "y", 2, 1)])
+
+
 def stored(path: Path) -> list[tuple]:
     return sorted((r["id"], r["p"], r["ts"], r["seq"]) for r in open_table(path).read().to_pylist())

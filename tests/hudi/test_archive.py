@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from upsertlake import open_table
+from upsertlake import open_table, upgrade_table
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action
@@ -87,7 +87,7 @@ class Shared:
         then = self.model.as_of(begin)
         changed = {k for k, row in self.model.rows.items() if then.get(k) != row}
         assert {r["id"] for r in ours.select(["id"]).to_pylist()} == changed, f"{what}: incremental from {begin}"
-        if self.layout.version == 8:
+        if self.layout.version >= 8:
             assert_rows(ours, self.hudi.incremental(self.path, begin), f"{what}: incremental from archived {begin}")
         elif not self.layout.merge_on_read:
             # Hudi 0.15 leaves archived commits out unless it falls back to a full table scan (README)
@@ -171,3 +171,39 @@ def test_each_reads_the_others_archived_timeline(
     t.upsert("ours", range(3))
     t.upsert("hudi", range(1, 4))
     t.check("writes after every archival")
+
+
+@pytest.mark.parametrize("to", [9])
+def test_hudi_reads_the_archived_timeline_after_our_upgrade_and_downgrade(
+    tmp_path: Path, to: int, hudi_references
+) -> None:
+    """A version 6 table we archived (Hudi 0.15's archive log files), upgraded: Hudi 1.1 lists
+    the archived commits our LSM timeline holds, reads as of and incrementally from them as we do,
+    and archives on top of them; downgraded to 6 again, Hudi 0.15 lists and reads them all."""
+    layout = Layout("COPY_ON_WRITE", 6, "SIMPLE", "one", all_types=False)
+    t = Shared(tmp_path / "t", layout, None)
+    create_ours(layout, t.path)
+    for step in range(6):
+        t.upsert("ours", range(step, step + 3))
+    archived = [i.time for i in open_table(t.path).archive(KEEP) if i.action in WRITE_ACTIONS]
+    assert len(archived) == 4 and t.archived() == sorted(archived)
+    assert upgrade_table(t.path, to).archived_moved == 4
+    t.layout = Layout("COPY_ON_WRITE", to, "SIMPLE", "one", all_types=False)
+    t.hudi = hudi_references.for_table_version(to)
+    assert t.hudi_archived() == t.archived() == sorted(archived)
+    t.check("after the upgrade")
+    t.across_archived("the upgraded archive")
+    for step in range(3):
+        t.upsert("hudi", range(10 + step, 12 + step))
+    t.hudi.call(t.path, "archive_commits", conf=t.layout.procedure_conf(), **HUDI_ARCHIVE)
+    assert set(archived) < set(t.archived()) and t.hudi_archived() == t.archived()
+    t.check("after Hudi's archival on top")
+    # and back to 6: Hudi 0.15 lists the archive log file the LSM timeline went into, and reads
+    everything = t.archived()
+    assert upgrade_table(t.path, 6).archived_moved == len(everything) - len(archived)
+    t.layout, t.hudi = layout, hudi_references.for_table_version(6)
+    # version 6 has no completion times: a write is seen as of its requested time
+    t.model.history = [(instant, instant, rows) for instant, _, rows in t.model.history]
+    assert t.hudi_archived() == t.archived() == everything
+    t.check("after the downgrade")
+    t.across_archived("the downgraded archive")

@@ -17,10 +17,6 @@ from __future__ import annotations
 
 import json
 import random
-import signal
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -32,7 +28,7 @@ from upsertlake import WriteConflictError, open_table
 from upsertlake.timeline import documents
 from upsertlake.timeline.instant import Action, State
 
-from helpers import REPO, hudi_read
+from helpers import hudi_read
 from hudi_reference import HudiError
 from hudi_reference.tables import (
     COMPACT_NOW,
@@ -40,13 +36,16 @@ from hudi_reference.tables import (
     Row,
     assert_model,
     assert_rows,
+    base_files_of,
     create_ours,
+    killed_write,
     make_row,
+    new_data_files,
+    pending,
     write,
 )
 from table_model import TableModel
 
-ROOT = REPO
 pytestmark = pytest.mark.hudi
 
 
@@ -140,43 +139,8 @@ def test_hudi_compacts_our_logs_and_we_compact_hudis(tmp_path: Path, version: in
 # -- rollback of failed writes --------------------------------------------------------------------
 
 
-def pending(path: Path) -> list[str]:
-    return [i.time for i in open_table(path).timeline() if not i.is_completed and i.action is not Action.COMPACTION]
-
-
-def base_files_of(path: Path, instant: str) -> list[Path]:
-    """Base files a write `instant` left in the partitions (a rolled back merge-on-read write's
-    log files may stay, voided by a rollback block, as Hudi leaves them)."""
-    return list(path.rglob(f"*_{instant}.parquet"))
-
-
-OUR_KILLED_WRITE = textwrap.dedent(
-    """
-    import os, sys
-    sys.path.insert(0, {root!r})
-    import pyarrow as pa
-    from upsertlake import open_table
-    from upsertlake.engine import write_client
-
-    def die(*args, **kwargs):
-        os.kill(os.getpid(), 9)  # every file written, the commit never comes
-
-    write_client.WriteClient.commit = die
-    open_table({path!r}).upsert(pa.ipc.open_file({data!r}).read_all(), {options!r})
-    """
-)
-
-
 def our_killed_write(table: Table, rows: list[Row]) -> None:
-    data = table.path.parent / "killed.arrow"
-    batch = table.batch(rows)
-    with pa.OSFile(str(data), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
-        writer.write_table(batch)
-    script = OUR_KILLED_WRITE.format(
-        root=str(ROOT), path=str(table.path), data=str(data), options=table.layout.index_options()
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    killed_write("ours", table.layout, table.path, table.batch(rows))
 
 
 @pytest.mark.parametrize("version", [6, 8])
@@ -223,18 +187,6 @@ def test_a_write_killed_midway_is_rolled_back_by_the_other_writer(
         assert_model(open_table(table.path).read(), table.model.rows, table.layout, "ours after Hudi's rollback")
         table.upsert("ours", [30], ts=9)
     table.check("Hudi's write after our failed one")
-
-
-def new_data_files(path: Path, before: set[Path]) -> list[Path]:
-    return [
-        p
-        for p in path.rglob("*")
-        if p.is_file()
-        and p not in before
-        and ".hoodie" not in p.parts
-        and not p.name.endswith(".crc")
-        and (p.suffix == ".parquet" or ".log." in p.name)
-    ]
 
 
 def rolled_back(path: Path) -> set[str]:

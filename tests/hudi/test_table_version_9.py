@@ -12,7 +12,7 @@ import pytest
 from upsertlake import create_table, open_table, upgrade_table
 
 from helpers import unzip_hudi_table
-from ordering_batches import FIRST, SECOND, expected, ordered_batch, stored
+from ordering_batches import FIRST, SECOND, THIRD, after_third, expected, ordered_batch, stored
 
 pytestmark = pytest.mark.hudi
 
@@ -94,20 +94,24 @@ def test_hudi_1_1_reads_the_tables_our_upgrades_leave(tmp_path: Path, hudi_refer
     assert_hudi_reads_ours(hudi, theirs, columns)
 
 
+# Hudi's options for the tables ordered by (ts, seq) (tests/ordering_batches.py)
+ORDERED_BY_TS_SEQ = {
+    "hoodie.table.name": "t",
+    "hoodie.datasource.write.recordkey.field": "id",
+    "hoodie.datasource.write.precombine.field": "ts,seq",
+    "hoodie.datasource.write.partitionpath.field": "p",
+    "hoodie.datasource.write.operation": "upsert",
+    "hoodie.metadata.enable": "false",
+}
+
+
 def test_several_ordering_fields_decide_as_in_hudi_1_1(tmp_path: Path, hudi_references) -> None:
     """The same two batches (in-batch duplicates and stored records decided by ts, then seq) given
     to Hudi 1.1 and to us end in the same rows; Hudi reads our table so, and our second batch on
     the table Hudi wrote the first into ends so too, and Hudi reads that table after our write
     rewrote its hoodie.properties."""
     hudi = hudi_references.for_table_version(9)
-    options = {
-        "hoodie.table.name": "t",
-        "hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.precombine.field": "ts,seq",
-        "hoodie.datasource.write.partitionpath.field": "p",
-        "hoodie.datasource.write.operation": "upsert",
-        "hoodie.metadata.enable": "false",
-    }
+    options = ORDERED_BY_TS_SEQ
     theirs, ours, mixed = tmp_path / "theirs", tmp_path / "ours", tmp_path / "mixed"
     for rows_ in (FIRST, SECOND):
         hudi.write(theirs, ordered_batch(rows_), options)
@@ -127,3 +131,50 @@ def test_several_ordering_fields_decide_as_in_hudi_1_1(tmp_path: Path, hudi_refe
     columns = ["id", "p", "ts", "seq"]
     assert rows(hudi.snapshot(theirs), columns) == stored(ours) == stored(mixed) == expected(False)
     assert rows(hudi.snapshot(ours), columns) == rows(hudi.snapshot(mixed), columns) == expected(False)
+
+
+def test_merge_on_read_tables_ordered_by_several_fields_cross_over(tmp_path: Path, hudi_references) -> None:
+    """A merge-on-read table ordered by (ts, seq): Hudi 1.1 writes the first two batches (the
+    second into log files), we read it as Hudi does and write the third and `_hoodie_is_deleted`
+    deletes into its logs (delete blocks carrying the tuples as Hudi's ArrayWrapper), and Hudi
+    reads that as we do, and after our compaction too; the reverse on a table we write."""
+    hudi = hudi_references.for_table_version(9)
+    options = {
+        **ORDERED_BY_TS_SEQ,
+        "hoodie.datasource.write.table.type": "MERGE_ON_READ",
+        "hoodie.index.type": "SIMPLE",
+        "hoodie.parquet.small.file.limit": "0",
+        "hoodie.compact.inline": "false",
+    }
+    columns = ["id", "p", "ts", "seq"]
+    deletes = ordered_batch([("a", 1, 5, "x"), ("b", 1, 5, "x"), ("e", 1, 4, "x")])
+    deletes = deletes.append_column("_hoodie_is_deleted", pa.array([True, True, True]))
+    gone = {("b", "x"), ("e", "x")}  # a's (1, 5) is older than its (1, 6): a late delete
+    final = [r for r in after_third(False) if r[:2] not in gone]
+
+    theirs = tmp_path / "theirs"
+    for rows_ in (FIRST, SECOND):
+        hudi.write(theirs, ordered_batch(rows_), options)
+    assert any(theirs.glob("x/.*.log.*")), "Hudi's second batch went to log files"
+    assert open_table(theirs).table_config.ordering_fields == ("ts", "seq")
+    assert stored(theirs) == rows(hudi.snapshot(theirs), columns) == expected(False)
+    open_table(theirs).upsert(ordered_batch(THIRD))
+    open_table(theirs).upsert(deletes)
+    assert stored(theirs) == final
+    assert_hudi_reads_ours(hudi, theirs, columns)
+    # (Hudi 1.1.1's run_compaction procedure fails on several ordering fields: "Can't find
+    # ordering fields `ts,seq`"); we compact, Hudi reads the compacted table as we do
+    open_table(theirs).compact()
+    assert rows(hudi.snapshot(theirs), columns) == stored(theirs) == final
+    assert_hudi_reads_ours(hudi, theirs, columns)
+
+    ours = tmp_path / "ours"
+    table = create_table(ours, "t", record_key="id", precombine_field="ts,seq", partition_fields="p",
+                         table_type="MERGE_ON_READ",
+                         options={"hoodie.write.table.version": 9, "hoodie.parquet.small.file.limit": 0})
+    for batch_ in (ordered_batch(FIRST), ordered_batch(SECOND)):
+        table.upsert(batch_)
+    assert_hudi_reads_ours(hudi, ours, columns)
+    hudi.write(ours, ordered_batch(THIRD), options)
+    hudi.write(ours, deletes, options)
+    assert rows(hudi.snapshot(ours), columns) == stored(ours) == final

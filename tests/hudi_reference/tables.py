@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import signal
+import subprocess
+import sys
+import textwrap
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -14,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from upsertlake import create_table, open_table
+from upsertlake.timeline.instant import Action
 
 from table_model import Row
 
@@ -337,3 +342,66 @@ def write(
 # Hudi schedules a compaction once hoodie.compact.inline.max.delta.commits (5) deltacommits have
 # passed; the tests compact on demand, as `upsertlake compact` does.
 COMPACT_NOW = "hoodie.compact.inline.max.delta.commits=1"
+
+
+# -- failed writes --------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+OUR_KILLED_WRITE = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, {root!r})
+    import pyarrow as pa
+    from upsertlake import open_table
+    from upsertlake.engine import write_client
+
+    def die(*args, **kwargs):
+        os.kill(os.getpid(), 9)  # every file written, the commit never comes
+
+    write_client.WriteClient.commit = die
+    open_table({path!r}).upsert(pa.ipc.open_file({data!r}).read_all(), {options!r})
+    """
+)
+
+
+def pending(path: Path) -> list[str]:
+    """The writes started and not completed (a compaction's plan aside)."""
+    return [i.time for i in open_table(path).timeline() if not i.is_completed and i.action is not Action.COMPACTION]
+
+
+def base_files_of(path: Path, instant: str) -> list[Path]:
+    """Base files a write `instant` left in the partitions (a rolled back merge-on-read write's
+    log files may stay, voided by a rollback block, as Hudi leaves them)."""
+    return list(path.rglob(f"*_{instant}.parquet"))
+
+
+def new_data_files(path: Path, before: set[Path]) -> list[Path]:
+    """The base and log files in the partitions that are not in `before`."""
+    return [
+        p
+        for p in path.rglob("*")
+        if p.is_file()
+        and p not in before
+        and ".hoodie" not in p.parts
+        and not p.name.endswith(".crc")
+        and (p.suffix == ".parquet" or ".log." in p.name)
+    ]
+
+
+def killed_write(actor: str, layout: Layout, path: Path, data: pa.Table, hudi=None) -> bool:
+    """An upsert of `data` whose writer dies (SIGKILL) after writing files, before its commit:
+    Hudi's driver (JVM included) once its instant is pending and a data file of it exists, ours
+    at its commit. Returns False when Hudi's write completed before it could be killed."""
+    if actor == "hudi":
+        before = {p for p in path.rglob("*") if p.is_file()}
+        return bool(hudi.killed_write(
+            path, data, layout.hudi_options("upsert"),
+            until=lambda: bool(pending(path)) and bool(new_data_files(path, before)),
+        ))
+    file = path.parent / "killed.arrow"
+    with pa.OSFile(str(file), "wb") as sink, pa.ipc.new_file(sink, data.schema) as writer:
+        writer.write_table(data)
+    script = OUR_KILLED_WRITE.format(root=str(REPO), path=str(path), data=str(file), options=layout.index_options())
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    return True

@@ -339,6 +339,26 @@ def test_delete_and_rollback_blocks_round_trip() -> None:
     ]
 
 
+def test_deletes_of_a_table_ordered_by_several_fields_carry_hudi_1_1s_array_wrapper() -> None:
+    """A delete's ordering value by several fields (a struct of them, in order) is written as
+    Hudi 1.1.1's HoodieDeleteRecord writes an ArrayComparable: union branch 12 (ArrayWrapper), its
+    wrappedValues array of wrapped values, a null as the null branch; and reads back so."""
+    values = pa.StructArray.from_arrays(
+        [pa.array([5, 7, None], pa.int64()), pa.array([None, "x", None], pa.string())], names=["ts", "seq"]
+    )
+    keys = pa.table({"record_key": ["k", "m", "n"], "partition_path": ["p", "p", "p"], "ordering_value": values,
+                     "natural_order": [False, False, True]})
+    block = encode_block(delete_block("006", keys))
+    # k: ArrayWrapper (branch 12), wrappedValues present (branch 1), 2 items: LongWrapper 5, null
+    assert b"\x02\x02k\x02\x02p\x18\x02\x04\x06\x0a\x00\x00" in block
+    # m: LongWrapper 7, StringWrapper "x" (branch 7); n: natural, IntWrapper(0)
+    assert b"\x02\x02m\x02\x02p\x18\x02\x04\x06\x0e\x0e\x02x\x00\x02\x02n\x02\x02p\x04\x00" in block
+    (back,) = read_blocks(block)
+    assert back.keys.column("ordering_value").to_pylist() == [{"0": 5, "1": None}, {"0": 7, "1": "x"}, None]
+    assert back.keys.column("natural_order").to_pylist() == [False, False, True]
+    assert back.keys.column("ordering_value").type == pa.struct([("0", pa.int64()), ("1", pa.string())])
+
+
 def test_old_delete_blocks_and_unknown_blocks_are_refused_by_name() -> None:
     block = bytearray(encode_block(delete_block("001", pa.table({"record_key": ["k"], "partition_path": ["p"]}))))
     content_at = block.index(b"\x00\x00\x00\x03\x00\x00\x00")

@@ -417,3 +417,81 @@ def test_random_event_sequences_in_a_slice_merge_as_the_hudi_reader_merges_them(
     ours = open_table(path).read()
     assert {k: t for k, t in zip(theirs["id"].to_pylist(), theirs["ts"].to_pylist()) if k != "zz"} == expected, steps
     assert {k: t for k, t in zip(ours["id"].to_pylist(), ours["ts"].to_pylist()) if k != "zz"} == expected, steps
+
+
+# ---- several ordering fields (Hudi 1.1's hoodie.table.ordering.fields) -----------------------------
+
+TUPLE = pa.schema([(KEY, pa.string()), ("ts", pa.int64()), ("seq", pa.int32()), ("v", pa.string())])
+TUPLE_BASE = pa.Table.from_pylist(
+    [{KEY: "a", "ts": 5, "seq": 5, "v": "a0"}, {KEY: "b", "ts": 5, "seq": 5, "v": "b0"},
+     {KEY: "c", "ts": 5, "seq": 5, "v": "c0"}], schema=TUPLE,
+)
+
+
+def tuple_deletes(instant: str, keys: list[str], values: list[tuple | None]) -> DeleteBlock:
+    """Deletes with several fields' ordering values (a struct, as the delete block reads Hudi
+    1.1's ArrayWrapper); None: a natural delete."""
+    ordering = pa.StructArray.from_arrays(
+        [pa.array([v and v[0] for v in values], pa.int64()), pa.array([v and v[1] for v in values], pa.int32())],
+        names=["0", "1"], mask=pa.array([v is None for v in values]),
+    )
+    table = pa.table({"record_key": keys, "partition_path": [""] * len(keys), "ordering_value": ordering,
+                      "natural_order": [v is None for v in values]})
+    return DeleteBlock(instant, table, {})
+
+
+def by_tuple(blocks: list[Block], base: pa.Table | None = TUPLE_BASE, mode: MergeMode = EVENT) -> list[tuple]:
+    return [tuple(r.values()) for r in merge_slice(base, blocks, KEY, ("ts", "seq"), mode, ALL).to_pylist()]
+
+
+def test_several_ordering_fields_a_tie_on_the_first_is_decided_by_the_second() -> None:
+    blocks = [records("1", [("a", 5, 6, "a1"), ("b", 5, 4, "b1"), ("c", 4, 9, "c1"), ("d", 1, 1, "d1")], TUPLE)]
+    # a: same ts, larger seq wins; b: smaller seq is a late record, dropped; c: smaller ts loses
+    # whatever its seq; d: new
+    assert by_tuple(blocks) == [("a", 5, 6, "a1"), ("b", 5, 5, "b0"), ("c", 5, 5, "c0"), ("d", 1, 1, "d1")]
+    # log against log: an equal tuple goes to the later write, a smaller one loses
+    blocks += [records("2", [("a", 5, 6, "a2"), ("d", 1, 0, "d2"), ("d", 0, 7, "d3")], TUPLE)]
+    assert by_tuple(blocks) == [("a", 5, 6, "a2"), ("b", 5, 5, "b0"), ("c", 5, 5, "c0"), ("d", 1, 1, "d1")]
+    # commit time ignores the fields: the latest write wins
+    assert by_tuple(blocks, mode=COMMIT) == [("a", 5, 6, "a2"), ("b", 5, 4, "b1"), ("c", 4, 9, "c1"),
+                                             ("d", 0, 7, "d3")]
+    # the same decisions as a single field that orders as the tuple does (ts * 100 + seq)
+    single = [records(b.instant, [(r[KEY], r["ts"] * 100 + r["seq"], r["v"]) for r in b.records.to_pylist()])
+              for b in blocks if isinstance(b, DataBlock)]
+    flat = pa.Table.from_pylist([{KEY: k, "ts": 505, "v": f"{k}0"} for k in "abc"], schema=SCHEMA)
+    assert [(k, v) for k, _, v in
+            (tuple(r.values()) for r in merge_slice(flat, single, KEY, "ts", EVENT, ALL).to_pylist())] == \
+        [(r[0], r[3]) for r in by_tuple(blocks)]
+
+
+def test_several_ordering_fields_deletes_compete_by_their_tuple() -> None:
+    blocks = [tuple_deletes("1", ["a", "b", "c"], [(5, 6), (5, 4), None])]
+    # a: a larger tuple deletes; b: a smaller one (a tie on ts, smaller seq) is late, the base
+    # row stays; c: a natural delete (delete()) wins whatever
+    assert by_tuple(blocks) == [("b", 5, 5, "b0")]
+    # a record after a delete competes with it by the tuple: equal wins (the later write); after
+    # a natural delete it competes with the base row (as with one field: the module's doc)
+    blocks += [records("2", [("a", 5, 6, "a2"), ("b", 5, 5, "b2"), ("c", 0, 0, "c2")], TUPLE)]
+    assert by_tuple(blocks) == [("a", 5, 6, "a2"), ("b", 5, 5, "b2"), ("c", 5, 5, "c0")]
+    # a `_hoodie_is_deleted` record is a delete that merges as a record, by its tuple
+    flagged = TUPLE.append(pa.field("_hoodie_is_deleted", pa.bool_()))
+    blocks += [records("3", [("a", 5, 5, "x", True), ("b", 5, 6, "x", True)], flagged)]
+    assert by_tuple(blocks) == [("a", 5, 6, "a2"), ("c", 5, 5, "c0")]
+
+
+def test_several_ordering_fields_a_null_sorts_before_any_value_of_its_field() -> None:
+    """Hudi 1.1.1 compares ArrayComparable's values as they are (a null one fails the merge); here a
+    null orders before any value of its field, as a null single ordering value loses to any."""
+    blocks = [records("1", [("a", 5, None, "a1"), ("b", None, 9, "b1"), ("d", None, None, "d1")], TUPLE),
+              records("2", [("d", None, 0, "d2")], TUPLE)]
+    assert by_tuple(blocks) == [("a", 5, 5, "a0"), ("b", 5, 5, "b0"), ("c", 5, 5, "c0"), ("d", None, 0, "d2")]
+    blocks += [records("3", [("d", None, None, "d3")], TUPLE)]
+    assert by_tuple(blocks)[-1] == ("d", None, 0, "d2")
+
+
+def test_several_ordering_fields_deletes_of_other_types_win_as_in_hudi() -> None:
+    """A delete whose values are not of the fields' types (Hudi: not isSameClass) wins."""
+    strings = pa.StructArray.from_arrays([pa.array(["1"]), pa.array(["1"])], names=["0", "1"])
+    table = pa.table({"record_key": ["a"], "partition_path": [""], "ordering_value": strings,
+                      "natural_order": [False]})
+    assert [r[0] for r in by_tuple([DeleteBlock("1", table, {})])] == ["b", "c"]

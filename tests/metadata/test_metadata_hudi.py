@@ -13,12 +13,10 @@ import pyarrow.compute as pc
 import pytest
 
 import upsertlake
-from upsertlake.layout.file_system_view import list_partitions_and_files, sort_listing
-from upsertlake.metadata import MetadataTable
-from upsertlake.metadata.listing import listed_files
-from upsertlake.simulation.invariants import committed_files
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
+
+from metadata_checks import holds, initializations
 
 pytestmark = [pytest.mark.slow, pytest.mark.hudi]
 COLUMNS = ["id", "part", "ts", "val", "name"]
@@ -54,30 +52,13 @@ def rows(table: pa.Table) -> list[dict]:
     return table.select(COLUMNS).sort_by("id").to_pylist()
 
 
-def assert_metadata_table_holds(root: Path) -> None:
-    """Its listing is storage's; every key's file group is where the key's row is."""
-    storage = Storage(root)
-    timeline = Timeline.load(storage)
-    listed = listed_files(timeline)
-    assert listed is not None
-    listing, on_storage = sort_listing(listed[1], None, listed[0]), list_partitions_and_files(storage)
-    assert {(f.path, f.size) for f in listing.base_files + listing.log_files} == committed_files(timeline, on_storage)
-    table = MetadataTable.open(timeline)
-    data = upsertlake.open_table(root).read(
-        columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]
-    )
-    stored = {k: (p, n.split("_")[0]) for k, p, n in zip(*(data.column(c).to_pylist() for c in data.column_names))}
-    assert table.record_locations(stored) == stored
-    assert sorted(table.scan("record_index")) == sorted(stored)
-
-
-def initializations(root: Path) -> list[str]:
-    timeline = Timeline.load(Storage(root / ".hoodie" / "metadata"))
-    return sorted(i.time for i in timeline.instants if i.time.startswith("00000000000000"))
-
-
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_hudi_reads_and_writes_on_the_metadata_table_we_keep(hudi_references, tmp_path: Path, table_type: str) -> None:
+def test_hudi_reads_and_writes_on_the_metadata_table_we_keep(
+    hudi_references, spark, tmp_path: Path, table_type: str
+) -> None:
+    """Our first write is a distributed Spark write (the record index kept by Spark tasks)."""
+    import upsertlake.spark as uls
+
     hudi = hudi_references.for_table_version(8)
     root = tmp_path / "t"
     options = hudi_options(table_type)
@@ -88,14 +69,16 @@ def test_hudi_reads_and_writes_on_the_metadata_table_we_keep(hudi_references, tm
     before = initializations(root)
 
     ours = {"hoodie.metadata.compact.max.delta.commits": "3"}
-    table.upsert(batch(range(40, 90), ts=2, val=1000.0), options=ours)  # updates and inserts
+    distributed = {"upsertlake.small.batch.bytes": 0}  # tagged by a join, written by a task per bucket
+    updates_and_inserts = spark.createDataFrame(batch(range(40, 90), ts=2, val=1000.0))
+    uls.upsert(updates_and_inserts, str(root), **ours, **distributed)
     table.delete(batch(range(0, 10)).select(["id", "part"]), options=ours)
     table.upsert(batch(range(90, 95), part="d", ts=2), options=ours)  # a new partition
     table.upsert(batch(range(50, 55), ts=3, val=5000.0), options=ours)
     if table_type == "MERGE_ON_READ":
         table.compact()
     table.clean()
-    assert_metadata_table_holds(root)
+    holds(root)
     mdt = Timeline.load(Storage(root / ".hoodie" / "metadata"))
     assert any(i.action.value == "commit" and i.is_completed and i.time > before[-1] for i in mdt.instants), (
         "the metadata table was compacted"
@@ -124,4 +107,4 @@ def test_hudi_reads_and_writes_on_the_metadata_table_we_keep(hudi_references, tm
     assert after.num_rows == len(set(after.column("id").to_pylist()))  # no key twice: Hudi found ours
     assert rows(after) == rows(hudi.read(root, READ_WITH_METADATA))
     assert sorted(after.column("id").to_pylist()) == [f"id-{i:04d}" for i in range(10, 100)]
-    assert_metadata_table_holds(root)
+    holds(root)

@@ -17,10 +17,10 @@ import pytest
 
 import upsertlake
 from upsertlake.errors import ConfigError
-from upsertlake.metadata import MetadataTable
-from upsertlake.simulation.invariants import metadata_violations
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
+
+from metadata_checks import holds
 
 V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
 
@@ -38,17 +38,6 @@ def batch(ids, part=None, ts=1, val=0.0) -> pa.Table:
 def new_table(root: Path, table_type: str = "COPY_ON_WRITE", **options: str) -> upsertlake.Table:
     return upsertlake.create_table(root, "t", record_key="id", precombine_field="ts", partition_fields="part",
                                    hive_style_partitioning=True, table_type=table_type, options={**V8, **options})
-
-
-def holds(root: Path) -> MetadataTable:
-    """The metadata table is trusted and agrees with the table (the simulator's invariant: it
-    lists exactly what storage holds of committed writes, its column stats are the footers', its
-    record index puts every key where its row is)."""
-    storage = Storage(root)
-    table = MetadataTable.open(Timeline.load(storage))
-    assert table is not None, "the table keeps a metadata table"
-    assert metadata_violations(storage) == []
-    return table
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])

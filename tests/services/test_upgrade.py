@@ -20,6 +20,9 @@ from upsertlake.config.properties_file import BACKUP_FILE
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CleanedInstantError, ServiceError
 from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline
+from upsertlake.timeline.archived_log import read_entries
+from upsertlake.timeline.commit_metadata import AVRO_MAGIC
 from upsertlake.timeline.instant import State
 
 from helpers import hudi_read, timeline_dir, tree_digest
@@ -180,6 +183,19 @@ def crash_on(monkeypatch, method: str, nth: int, when=lambda rel: True) -> None:
     monkeypatch.setattr(storage_module.Storage, method, dying)
 
 
+def crashed(monkeypatch, path: Path, to: int, crash: tuple, before: dict[str, list]) -> int:
+    """Run `upgrade_table(path, to)` dying at `crash` (`crash_on`'s arguments); the table's version
+    after, which is 6 or 8, the table reading as `before`."""
+    with monkeypatch.context() as m:
+        crash_on(m, *crash)
+        with pytest.raises(Crash):
+            upgrade_table(path, to)
+    version = open_table(path).table_config.table_version
+    assert version in (6, 8)
+    assert reads(path) == before
+    return version
+
+
 # Crash points in the order the upgrade passes them.
 CRASHES = [
     ("write_bytes", 1, lambda rel: "/timeline/" in rel),  # copying the first instant
@@ -205,14 +221,8 @@ def test_a_crash_at_any_step_leaves_a_table_that_opens_and_a_rerun_finishes(
             t.upsert(rows(range(i, 10 + i), i, f"c{i}"))
     before = reads(path)
     upgrade_table(reference, 8)
-    with monkeypatch.context() as m:
-        crash_on(m, method, nth, when)
-        with pytest.raises(Crash):
-            upgrade_table(path, 8)
     # the crashed table opens, at version 6 or 8, and reads exactly as before (ours and Hudi's)
-    version = open_table(path).table_config.table_version
-    assert version in (6, 8)
-    assert reads(path) == before
+    version = crashed(monkeypatch, path, 8, (method, nth, when), before)
     check_reads(open_table(path), path, windows=False)
     # a rerun finishes the upgrade: the same timeline and reads as an upgrade never interrupted
     result = upgrade_table(path, 8)
@@ -226,6 +236,53 @@ def test_a_crash_at_any_step_leaves_a_table_that_opens_and_a_rerun_finishes(
     assert reads(path) == before
     check_reads(open_table(path), path)
     assert upgrade_table(path, 8).old_files_deleted == 0  # nothing left to do
+
+
+# Crash points in the order a downgrade to 6 passes them.
+DOWN_CRASHES = [
+    ("write_bytes", 1, lambda rel: rel.startswith(".hoodie/") and rel[8:9].isdigit()),  # copying the first instant
+    ("write_bytes", 3, lambda rel: rel.startswith(".hoodie/") and rel[8:9].isdigit()),  # in the middle of the copies
+    ("write_if_absent", 1, lambda rel: "/archived/" in rel),  # writing the archive log file
+    ("write_bytes", 1, lambda rel: rel == BACKUP_FILE),  # before the backup is written
+    ("write_bytes", 1, lambda rel: rel.endswith("/hoodie.properties")),  # backup written, new file not
+    ("delete", 1, lambda rel: rel.startswith(".hoodie/timeline/")),  # before the layout 2 instants go
+    ("delete", 3, lambda rel: rel.startswith(".hoodie/timeline/")),  # some of them gone
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "nth", "when"), DOWN_CRASHES, ids=[f"{m}-{n}-{i}" for i, (m, n, _) in enumerate(DOWN_CRASHES)]
+)
+def test_a_crash_in_a_downgrade_to_6_leaves_a_table_that_opens_and_a_rerun_finishes(
+    tmp_path: Path, monkeypatch, method: str, nth: int, when
+) -> None:
+    options = {"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3, **NO_AUTO_CLEAN}
+    reference, path = tmp_path / "reference", tmp_path / "crashed"
+    for p in (reference, path):
+        t = create_table(p, "t", record_key="id", precombine_field="ts", partition_fields="p",
+                         options={**options, "hoodie.write.table.version": 8})
+        for i in range(1, 6):
+            t.upsert(rows(range(i, 10 + i), i, f"c{i}"))
+        t.archive()
+    before = reads(path)
+    archived = sorted(i.time for i in Timeline.load(Storage(path)).archived)
+    assert archived
+    upgrade_table(reference, 6)
+    # the crashed table opens, at version 8 or 6, and reads exactly as before, archive included
+    version = crashed(monkeypatch, path, 6, (method, nth, when), before)
+    assert sorted(i.time for i in Timeline.load(Storage(path)).archived) == archived
+    # a rerun finishes the downgrade: the same timeline, archive and reads as one never interrupted
+    result = upgrade_table(path, 6)
+    assert result.from_version == version
+    assert properties(path)["hoodie.table.version"] == "6" and not (path / BACKUP_FILE).exists()
+    assert [(i.action, i.state) for i in open_table(path).timeline()] == [
+        (i.action, i.state) for i in open_table(reference).timeline()
+    ]
+    entries = [e for p in sorted((path / ".hoodie/archived").glob(".commits_*"))
+               for e in read_entries(p.read_bytes(), p.name)]
+    assert sorted(e["commitTime"] for e in entries) == archived, "each archived instant once"
+    assert reads(path) == before
+    hudi_agrees(path)
 
 
 def test_a_running_write_makes_the_upgrade_refuse_and_a_failed_one_is_rolled_back(tmp_path: Path) -> None:
@@ -275,7 +332,8 @@ def test_cli_upgrade(tmp_path: Path) -> None:
     p = subprocess.run([*run, "--json"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout) == {
-        "from_version": 6, "to_version": 8, "rolled_back": [], "instants_moved": 1, "old_files_deleted": 3
+        "from_version": 6, "to_version": 8, "rolled_back": [], "instants_moved": 1, "old_files_deleted": 3,
+        "archived_moved": 0,
     }
     p = subprocess.run(run, capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip() == "the table is at version 8 already"
@@ -325,3 +383,123 @@ def test_a_write_deletes_a_metadata_table_it_would_leave_stale(tmp_path: Path, c
     assert "hoodie.table.metadata.partitions" not in properties(tmp_path)
     assert any("deleted the metadata table" in r.message for r in caplog.records)
     assert sorted(hudi_read(tmp_path)["id"].to_pylist()) == [f"k{i:03d}" for i in range(6)]
+
+
+@pytest.mark.parametrize("to", [8, 9])
+def test_the_archived_timeline_moves_into_the_lsm_timeline(tmp_path: Path, to: int) -> None:
+    """A version 6 table we archived (Hudi 0.x's archive log files): after the upgrade its
+    archived instants are in the LSM timeline (`.hoodie/timeline/history/`), each completed at its
+    archive entry's stateTransitionTime, with its document; time travel and incremental reads
+    still reach them, and the archive log files stay (Hudi's upgradeToLSMTimeline)."""
+    path = tmp_path / "t"
+    options = {"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3, "hoodie.cleaner.commits.retained": 1,
+               "hoodie.commits.archival.batch": 2, "hoodie.timeline.compaction.batch.size": 2, **NO_AUTO_CLEAN}
+    table = create_table(path, "t", record_key="id", precombine_field="ts", options=options)
+    times = [table.upsert(rows(range(n, n + 2), n, f"w{n}")).instant_time for n in range(6)]
+    table.clean()
+    times += [table.upsert(rows(range(n, n + 2), n, f"w{n}")).instant_time for n in range(6, 9)]
+    table.archive()
+    before = Timeline.load(Storage(path))
+    archived = sorted((i.time, i.action.value) for i in before.archived)
+    assert archived == [(t, "commit") for t in times[:5]]
+    entries = {(e["commitTime"], e["actionType"]): e["stateTransitionTime"]
+               for p in sorted((path / ".hoodie/archived").glob(".commits_*"))
+               for e in read_entries(p.read_bytes(), p.name) if e["actionState"] == "COMPLETED"}
+    logs = sorted(p.name for p in (path / ".hoodie/archived").iterdir())
+    expected_reads = reads(path)
+
+    result = upgrade_table(path, to, options)  # hoodie.commits.archival.batch: rows per layer-0 file
+    assert (result.from_version, result.to_version, result.archived_moved) == (6, to, 5)
+    after = Timeline.load(Storage(path))
+    assert after.layout.version == 2
+    assert sorted((i.time, i.action.value) for i in after.archived) == archived
+    assert {(i.time, i.action.value): i.completion for i in after.archived} == entries
+    for i in after.archived:  # the commit documents as Avro, saying what they said
+        assert after.document(i).startswith(AVRO_MAGIC)
+        was, now = before.commit_metadata(i), after.commit_metadata(i)
+        assert (now.partition_to_write_stats, now.operation_type, now.schema) == (
+            was.partition_to_write_stats, was.operation_type, was.schema)
+    history = path / ".hoodie/timeline/history"
+    version = (history / "_version_").read_text()
+    listed = [f["fileName"] for f in json.loads((history / f"manifest_{version}").read_text())["files"]]
+    # 5 instants in batches of 2: three layer-0 files, the oldest two compacted into one of layer 1
+    assert sorted(name.rsplit("_", 1)[1] for name in listed) == ["0.parquet", "1.parquet"], listed
+    assert sorted(p.name for p in (path / ".hoodie/archived").iterdir()) == logs
+    assert reads(path) == expected_reads
+    first = min(after.archived)
+    assert sorted(open_table(path).read_incremental(first.completed_at).column("id").to_pylist()) == sorted(
+        {f"k{i:03d}" for n in range(1, 9) for i in range(n, n + 2)})
+    # a rerun of the upgrade leaves it so; archiving on goes on in the LSM timeline
+    upgrade_table(path, to)
+    assert sorted((i.time, i.action.value) for i in Timeline.load(Storage(path)).archived) == archived
+    table = open_table(path, options)
+    times += [table.upsert(rows(range(n, n + 2), n, f"w{n}")).instant_time for n in range(9, 12)]
+    table.clean()
+    table.archive()
+    now = sorted((i.time, i.action.value) for i in Timeline.load(Storage(path)).archived if i.action.value == "commit")
+    assert now == [(t, "commit") for t in times[:-2]]
+
+
+@pytest.mark.parametrize("start", [8, 9])
+def test_a_downgrade_to_6_converts_the_timeline_and_its_archive_back(tmp_path: Path, start: int) -> None:
+    """8 (or 9) -> 6, as Hudi's EightToSevenDowngradeHandler does: every instant back in
+    `.hoodie/` under its version 6 name, commit documents as JSON, the LSM timeline's instants in
+    an archive log file (completed at their completion times), the properties of a version 6
+    table; reads are the same, hudi-rs reads it so, writes and archival go on at 6, and an upgrade
+    brings it back with every instant."""
+    path = tmp_path / "t"
+    options = {"hoodie.keep.min.commits": 2, "hoodie.keep.max.commits": 3, "hoodie.cleaner.commits.retained": 1,
+               **NO_AUTO_CLEAN}
+    table = create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p", options=options)
+    times = [table.upsert(rows(range(4), 0, "w0")).instant_time]
+    at_6 = properties(path)
+    upgrade_table(path, start)
+    table = open_table(path, options)
+    times += [table.upsert(rows(range(n, n + 2), n, f"w{n}")).instant_time for n in range(1, 6)]
+    table.clean()
+    times += [table.upsert(rows(range(n, n + 2), n, f"w{n}")).instant_time for n in range(6, 9)]
+    table.archive()
+    before = Timeline.load(Storage(path))
+    archived = {(i.time, i.action.value): i.completion for i in before.archived}
+    active = [(i.time, i.action.value, i.state) for i in before.active()]
+    assert len(archived) == 5 and ("clean", State.COMPLETED) in [(a, s) for _, a, s in active]
+    expected_reads = reads(path)
+
+    result = upgrade_table(path, 6, options)
+    assert (result.from_version, result.to_version, result.archived_moved) == (start, 6, 5)
+    assert properties(path) == {**at_6, "hoodie.compaction.payload.class":
+                                "org.apache.hudi.common.model.DefaultHoodieRecordPayload"}
+    assert not [p.name for p in (path / ".hoodie/timeline").iterdir() if p.is_file()], "no layout 2 instant left"
+    after = Timeline.load(Storage(path))
+    assert after.layout.version == 1
+    assert [(i.time, i.action.value, i.state) for i in after.active()] == active
+    assert {(i.time, i.action.value) for i in after.archived} == set(archived)
+    commit = next(i for i in after.active() if i.action.value == "commit" and i.is_completed)
+    assert json.loads((path / ".hoodie" / commit.file_name()).read_bytes())["operationType"] == "UPSERT"
+    entries = {(e["commitTime"], e["actionType"]): e["stateTransitionTime"]
+               for p in sorted((path / ".hoodie/archived").glob(".commits_*"))
+               for e in read_entries(p.read_bytes(), p.name) if e["actionState"] == "COMPLETED"}
+    assert entries == archived
+    assert reads(path) == expected_reads
+    hudi_agrees(path)
+    assert upgrade_table(path, 6).old_files_deleted == 0  # a rerun: nothing left to do
+    table = open_table(path, options)
+    times += [table.upsert(rows(range(n, n + 2), n, f"w{n}")).instant_time for n in range(9, 12)]
+    table.clean()
+    table.archive()
+    hudi_agrees(path)
+    upgrade_table(path, start)
+    back = Timeline.load(Storage(path))
+    assert set(archived) < {(i.time, i.action.value) for i in back.archived}
+    assert [i.time for i in back.instants if i.action.value == "commit"] == times
+    hudi_agrees(path)
+
+
+def test_merge_on_read_tables_are_not_downgraded_to_6(tmp_path: Path) -> None:
+    table = create_table(tmp_path, "t", record_key="id", precombine_field="ts", table_type="MERGE_ON_READ",
+                         options={"hoodie.write.table.version": 8})
+    table.upsert(rows(range(2), 1, "a"))
+    before = tree_digest(tmp_path)
+    with pytest.raises(ConfigError, match="not safe: it is merge-on-read, and its log files are named by their"):
+        upgrade_table(tmp_path, 6)
+    assert tree_digest(tmp_path) == before

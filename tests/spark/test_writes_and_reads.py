@@ -23,7 +23,15 @@ from upsertlake.spark.options import write_options
 from upsertlake.spark.source import plan_scan
 from upsertlake.timeline.instant import State
 
-from helpers import REPO, SCRIPTS, TESTS, cli_in_process, hudi_read, storage_failing_write_tasks, table_on
+from helpers import (
+    REPO,
+    SCRIPTS,
+    TESTS,
+    cli_in_process,
+    hudi_read,
+    spark_write_started,
+    storage_failing_write_tasks,
+)
 
 OPTS = {"table": "t", "record_key": "id", "precombine_field": "ts", "partition_fields": "p"}
 SMALL_FILES = {"hoodie.parquet.max.file.size": 64 * 1024, "hoodie.parquet.small.file.limit": 32 * 1024}
@@ -633,21 +641,8 @@ def occ_table(path: Path) -> None:
 
 
 def spark_started(spark, path: Path, batch: pa.Table, storage=None, **opts: object):
-    """A Spark write of `batch` started and written as write_dataframe does, not committed yet
-    (on `storage`, e.g. one that injects faults, when given)."""
-    from upsertlake.layout.markers import reconcile_markers
-    from upsertlake.spark.types import arrow_schema_of
-    from upsertlake.spark.write import _write_distributed
-
-    options = write_options({**OCC, **opts}, str(path), "upsert")
-    df = spark.createDataFrame(batch)
-    table = table_on(storage, options.hoodie) if storage is not None else open_table(path, options.hoodie)
-    client = table.write_client()
-    instant = client.start_commit()
-    parts = spark.sparkContext.defaultParallelism
-    result = _write_distributed(df, arrow_schema_of(df.schema), client, instant, options, parts)
-    reconcile_markers(client.storage, instant, result.files_written)
-    return client, instant, result
+    """A Spark write of `batch` under OCC, started and written, not committed yet (`spark_write_started`)."""
+    return spark_write_started(spark, path, batch, {**OCC, **opts}, storage)
 
 
 def local_started(path: Path, batch: pa.Table, **opts: object):

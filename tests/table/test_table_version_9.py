@@ -16,7 +16,7 @@ from upsertlake import ConfigError, MergeOnReadError, UnsupportedTableError, cre
 
 from helpers import decoded, hudi_read, tree_digest, unzip_hudi_table, unzip_mor_table, unzip_v9_table
 from hudi_compare import check_reads
-from ordering_batches import FIRST, SECOND, expected, ordered_batch, stored
+from ordering_batches import FIRST, SECOND, THIRD, after_third, expected, ordered_batch, stored
 
 BEFORE_ALL = "19700101000000000"
 COW = [
@@ -386,8 +386,8 @@ def test_a_write_asking_for_version_9_upgrades_the_table_first_as_hudis_writer_d
 def test_version_9_goes_back_to_8_only_where_8_says_the_same(tmp_path: Path) -> None:
     """9 -> 8 (Hudi's NineToEightDowngradeHandler) restores what 8 -> 9 changed: a round trip gives
     the version 8 properties back, byte for byte in meaning. A table ordering by several fields
-    (Hudi 1.0 compares one) or asked down to 6 (another timeline layout) is refused by name, the
-    table untouched."""
+    (Hudi 1.0 compares one, 0.x too) is refused by name, the table untouched, as is a downgrade to
+    a version upsertlake does not write."""
     path = unzip_hudi_table("v8_simplekeygen_nonhivestyle", tmp_path)
     at_8 = properties(path)
     upgrade_table(path, 9)
@@ -406,8 +406,10 @@ def test_version_9_goes_back_to_8_only_where_8_says_the_same(tmp_path: Path) -> 
         ConfigError, match=r"not safe: it orders records by 2 fields \(ts, seq\), Hudi 1.0 compares one"
     ):
         upgrade_table(several, 8)
-    with pytest.raises(ConfigError, match="only 9 -> 8 is a downgrade upsertlake makes"):
+    with pytest.raises(ConfigError, match=r"it orders records by 2 fields \(ts, seq\), Hudi 0.x compares one"):
         upgrade_table(several, 6)
+    with pytest.raises(ConfigError, match=r"cannot upgrade to table version 5"):
+        upgrade_table(several, 5)
     assert tree_digest(several) == before
 
 
@@ -426,6 +428,7 @@ def test_cli_upgrades_to_9_and_downgrades_to_8(tmp_path: Path) -> None:
         "rolled_back": [],
         "instants_moved": 1,
         "old_files_deleted": 3,
+        "archived_moved": 0,
     }
     p = subprocess.run([*run, "--to", "8"], capture_output=True, text=True)
     assert (p.returncode, p.stdout.strip()) == (0, "downgraded from table version 9 to 8")
@@ -540,9 +543,13 @@ def test_several_ordering_fields_are_compared_in_order(tmp_path: Path, index: st
 def test_spark_compares_several_ordering_fields_in_order(tmp_path: Path, spark) -> None:
     import upsertlake.spark as uls
 
-    for index in ("SIMPLE", "GLOBAL_SIMPLE", "GLOBAL_BLOOM"):
-        path = tmp_path / index
+    # merge-on-read: the second batch goes to log files, which the global index's tagging merges
+    for kind, index in [("COPY_ON_WRITE", "SIMPLE"), ("COPY_ON_WRITE", "GLOBAL_SIMPLE"),
+                        ("COPY_ON_WRITE", "GLOBAL_BLOOM"), ("MERGE_ON_READ", "GLOBAL_SIMPLE")]:
+        path = tmp_path / kind / index
         options = {
+            "hoodie.datasource.write.table.type": kind,
+            "hoodie.parquet.small.file.limit": "0",
             "hoodie.table.name": "t",
             "hoodie.datasource.write.recordkey.field": "id",
             "hoodie.table.ordering.fields": "ts,seq",
@@ -553,22 +560,47 @@ def test_spark_compares_several_ordering_fields_in_order(tmp_path: Path, spark) 
         for rows_ in (FIRST, SECOND):
             uls.upsert(spark.createDataFrame(ordered_batch(rows_).to_pandas()), str(path), **options)
         assert stored(path) == expected(index.startswith("GLOBAL")), index
+        if kind == "MERGE_ON_READ":
+            uls.upsert(spark.createDataFrame(ordered_batch(THIRD).to_pandas()), str(path), **options)
+            assert stored(path) == after_third(index.startswith("GLOBAL")), index
         assert properties(path)["hoodie.table.ordering.fields"] == "ts,seq"
 
 
-def test_merge_on_read_tables_with_several_ordering_fields_are_refused_by_name(tmp_path: Path) -> None:
-    with pytest.raises(
-        ConfigError, match=r"merge-on-read tables ordered by several fields \(ts, seq\) are not supported"
-    ):
-        create_table(
-            tmp_path,
-            "t",
-            record_key="id",
-            precombine_field="ts,seq",
-            table_type="MERGE_ON_READ",
-            options={"hoodie.write.table.version": 9},
-        )
-    assert not (tmp_path / ".hoodie").exists()
+@pytest.mark.parametrize("index", ["SIMPLE", "BLOOM", "GLOBAL_SIMPLE", "BUCKET"])
+def test_merge_on_read_tables_compare_several_ordering_fields_in_order(tmp_path: Path, index: str) -> None:
+    """hoodie.table.ordering.fields=ts,seq on a merge-on-read table: the logs' records merge by
+    (ts, seq) as copy-on-write compares them, at every read (snapshot, time travel, incremental),
+    a late record (smaller tuple) is dropped, a `_hoodie_is_deleted` record deletes only with a
+    tuple at least the stored one, delete() always; compaction writes what the snapshot reads."""
+    table = create_table(
+        tmp_path, "t", record_key="id", precombine_field=["ts", "seq"], partition_fields="p",
+        table_type="MERGE_ON_READ", options={"hoodie.write.table.version": 9, "hoodie.index.type": index,
+                                             "hoodie.parquet.small.file.limit": 0},  # updates go to logs
+    )
+    table.upsert(ordered_batch(FIRST))
+    table.upsert(ordered_batch(SECOND))
+    assert stored(tmp_path) == expected(index.startswith("GLOBAL"))
+    assert any(tmp_path.glob("x/.*.log.*")), "the second batch went to log files"
+    first, _ = (i for i in table.timeline() if i.is_completed)
+    assert sorted((r["id"], r["ts"], r["seq"]) for r in table.read(as_of=first.time).to_pylist()) == [
+        ("a", 1, 5), ("b", 1, 5), ("c", 2, 0), ("d", 1, 1), ("e", 1, 3)]
+    # the second write's records, merged among themselves (its late b and c too, as with one field)
+    assert sorted((r["id"], r["ts"], r["seq"]) for r in table.read_incremental(first.completion).to_pylist()) == [
+        ("a", 1, 6), ("b", 1, 4), ("c", 1, 9), ("d", 2, 0), ("f", 0, 1)]
+    # tagging reads the logs' tuples: under a global index, a's (1, 5) loses to the logged (1, 6)
+    # and stays in x (dropped as late there); d's (2, 1) beats (2, 0) and moves to y
+    table.upsert(ordered_batch(THIRD))
+    assert stored(tmp_path) == after_third(index.startswith("GLOBAL"))
+    deletes = ordered_batch([("a", 1, 5, "x"), ("b", 1, 5, "x"), ("e", 1, 4, "x")])
+    table.upsert(deletes.append_column("_hoodie_is_deleted", pa.array([True, True, True])))
+    table.delete(ordered_batch([("c", 0, 0, "x")]))
+    # a: (1, 5) < stored (1, 6), a late delete; b: equal, deletes; e: (1, 4) > (1, 3); c: delete()
+    gone = {("b", "x"), ("c", "x"), ("e", "x")}
+    assert stored(tmp_path) == [r for r in after_third(index.startswith("GLOBAL")) if r[:2] not in gone]
+    before = stored(tmp_path)
+    table.compact()
+    assert stored(tmp_path) == before
+    assert open_table(tmp_path).timeline()[-1].action == "commit"
 
 
 def test_lance_tables_on_an_object_store_read_as_on_disk(tmp_path: Path, s3_server, s3_table: str) -> None:

@@ -57,8 +57,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
         "--to",
         type=int,
         required=True,
-        choices=(8, 9),
-        help="the table version to upgrade to (8 on a version 9 table downgrades it, where that is safe)",
+        choices=(6, 8, 9),
+        help="the table version to upgrade to (a lower one downgrades the table, where that is safe)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=upgrade)
@@ -74,6 +74,7 @@ def upgrade(args: argparse.Namespace) -> int:
                 "rolled_back": list(result.rolled_back),
                 "instants_moved": result.instants_moved,
                 "old_files_deleted": result.old_files_deleted,
+                "archived_moved": result.archived_moved,
             }
         )
     elif result.from_version == result.to_version:
@@ -91,7 +92,9 @@ def upgrade(args: argparse.Namespace) -> int:
         rolled = f", {len(result.rolled_back)} failed writes rolled back first" if result.rolled_back else ""
         print(
             f"upgraded from table version {result.from_version} to {result.to_version}: "
-            f"{result.instants_moved} instants moved to .hoodie/timeline{rolled}"
+            f"{result.instants_moved} instants moved to .hoodie/timeline"
+            + (f", {result.archived_moved} archived ones to its history" if result.archived_moved else "")
+            + rolled
         )
     return 0
 

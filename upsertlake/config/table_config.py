@@ -200,24 +200,8 @@ class TableConfig:
 
     @property
     def precombine_field(self) -> str | None:
-        """The one ordering field (None: none). Copy-on-write tables are read and written by
-        several (`ordering_fields`, compared field by field); merge-on-read slices merge by one:
-        a merge-on-read table ordered by several is refused by name."""
-        if len(self.ordering_fields) > 1:
-            raise self._several_ordering_fields()
-        return self.ordering_fields[0] if self.ordering_fields else None
-
-    def _several_ordering_fields(self) -> UnsupportedTableError:
-        return UnsupportedTableError(
-            f"table {self.name!r} orders records by several fields ({', '.join(self.ordering_fields)}); "
-            "merge-on-read tables ordered by several fields are not supported yet (copy-on-write ones are)"
-        )
-
-    @property
-    def log_ordering_field(self) -> str | None:
-        """The ordering field log records merge by: a merge-on-read table's one field (refused
-        for several); None on copy-on-write, which has no log files."""
-        return self.precombine_field if self.is_merge_on_read else None
+        """The ordering fields as Hudi spells them in one value (comma-separated; None: none)."""
+        return ",".join(self.ordering_fields) or None
 
     def with_schema(self, avro_json: str) -> TableConfig:
         return replace(self, create_schema=avro_json)
@@ -287,8 +271,6 @@ class TableConfig:
                 f"{BASE_FORMAT_KEY}={self.base_file_format}: this table is read-only here (upsertlake writes "
                 "parquet base files only)"
             )
-        if self.is_merge_on_read and len(self.ordering_fields) > 1:
-            raise self._several_ordering_fields()
         if not self.populate_meta_fields:
             raise UnsupportedTableError(
                 "tables without meta fields (hoodie.populate.meta.fields=false) are read-only here"
@@ -350,6 +332,19 @@ class TableConfig:
         extra["hoodie.record.merge.strategy.id"] = mode.strategy_id
         extra["hoodie.compaction.payload.class"] = self.extra.get(LEGACY_PAYLOAD_KEY, mode.payload_class)
         return replace(self, table_version=8, extra=extra)
+
+    def down_to_version_6(self) -> TableConfig:
+        """A version 8 table's settings at version 6, as Hudi's EightToSevenDowngradeHandler leaves
+        them: timeline layout 1, the properties Hudi 1.x added unset (initial version, timeline
+        paths, merge mode and strategy id, key generator type: its class stays) and the payload
+        class of the merge mode, from which version 6 readers merge."""
+        dropped = {
+            "hoodie.table.initial.version", TIMELINE_PATH_KEY, "hoodie.timeline.history.path",
+            "hoodie.record.merge.mode", "hoodie.record.merge.strategy.id", KEYGEN_TYPE_KEY, TABLE_FORMAT_KEY,
+        }
+        extra = {k: v for k, v in self.extra.items() if k not in dropped}
+        extra["hoodie.compaction.payload.class"] = self.merge_mode.payload_class
+        return replace(self, table_version=6, timeline_layout_version=1, extra=extra, keygen_class_stored=True)
 
     @property
     def base_file_format(self) -> str:

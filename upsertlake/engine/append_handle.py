@@ -251,18 +251,25 @@ class SharedBlocks:
 def _delete_keys(removed: pa.Table, ordering_fields: tuple[str, ...]) -> pa.Table:
     """A delete block's keys: `delete()`'s records (forced) carry no ordering value (Hudi's
     IntWrapper(0): the delete wins); an upsert's `_hoodie_is_deleted` record carries its
-    precombine value, and competes by it as Hudi's append handle writes it. (Merge-on-read tables
-    ordered by several fields are refused before any write: `TableConfig.precombine_field`.)"""
-    (precombine_field,) = ordering_fields or (None,)
+    ordering value, and competes by it as Hudi's append handle writes it: one field's value (a
+    null one is none), or several fields' as a struct of them in order (Hudi 1.1's
+    ArrayComparable, written whatever nulls it holds)."""
     forced = np.asarray(removed.column(FORCE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
     keys = {
         DELETED_KEY: removed.column(KEY),
         DELETED_PARTITION: removed.column(PARTITION),
     }
-    if precombine_field and precombine_field in removed.column_names and not forced.all():
-        values = removed.column(precombine_field)
+    if ordering_fields and all(f in removed.column_names for f in ordering_fields) and not forced.all():
+        if len(ordering_fields) == 1:
+            values = removed.column(ordering_fields[0])
+            natural = forced | np.asarray(values.is_null().to_numpy(zero_copy_only=False))
+        else:
+            values = pa.StructArray.from_arrays(
+                [removed.column(f).combine_chunks() for f in ordering_fields], names=list(ordering_fields)
+            )
+            natural = forced
         keys[DELETED_ORDERING] = values
-        keys[DELETED_NATURAL] = pa.array(forced | np.asarray(values.is_null().to_numpy(zero_copy_only=False)))
+        keys[DELETED_NATURAL] = pa.array(natural)
     else:
         keys[DELETED_NATURAL] = pa.array(np.ones(removed.num_rows, dtype=bool))
     return pa.table(keys)

@@ -8,6 +8,7 @@ column-wise: the rows to replace are one `is_in` mask over the old keys.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import cast
@@ -42,6 +43,7 @@ from upsertlake.schema.columns import (
     RECORD_KEY,
 )
 from upsertlake.schema.ordering import ordering_values
+from upsertlake.services.key_groups import STAGED_KEYS
 from upsertlake.storage import Storage
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.util.arrow import constant
@@ -153,6 +155,7 @@ class WriteStatus:
     # Keys a log file's delete block deleted: the record index forgets them (Hudi's does), while
     # the indexes that read base files still find them there (`deleted_keys` leaves them out).
     log_deleted_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
+    staged_keys: str | None = None  # on Spark: the file its task staged its key arrays in (`stage_keys`)
 
 
 def mark_buckets(storage: Storage, job: BucketJob, tokens: Mapping[int, str]) -> None:
@@ -167,6 +170,31 @@ def store_summaries(storage: Storage, instant_time: str, statuses: Sequence[Writ
     groups = {(s.stat.partitionPath, s.stat.fileId): s.summary for s in statuses if s.summary is not None}
     write_summaries(storage, instant_time, groups)
     return [replace(s, summary=None) for s in statuses]
+
+
+def stage_keys(storage: Storage, folder: str, statuses: Sequence[WriteStatus]) -> list[WriteStatus]:
+    """Stage the key changes of the buckets a Spark task wrote (for the record index) as one Arrow
+    file in `folder` (one per task attempt), rows of KEY_CHANGES and the data file written; the
+    statuses come back without key arrays, naming the file: nothing per record goes to the driver."""
+    if not any(len(s.inserted_keys) or len(s.deleted_keys) or len(s.log_deleted_keys) for s in statuses):
+        return [_keyless(s, None) for s in statuses]
+    parts = []
+    for s in statuses:
+        for keys, inserted in ((s.inserted_keys, True), (s.deleted_keys, False), (s.log_deleted_keys, False)):
+            n = len(keys)
+            if n:
+                where = [constant(s.stat.partitionPath, n), constant(s.stat.fileId, n)]
+                flag, file = constant(inserted, n, pa.bool_()), constant(s.stat.path, n)
+                parts.append(pa.table([keys.cast(pa.string()), *where, flag, file], schema=STAGED_KEYS))
+    path = f"{folder}/{uuid.uuid4().hex}.arrow"
+    with storage.open_output(path) as sink, pa.ipc.new_file(sink, STAGED_KEYS) as staged:
+        staged.write_table(pa.concat_tables(parts))
+    return [_keyless(s, path) for s in statuses]
+
+
+def _keyless(status: WriteStatus, staged: str | None) -> WriteStatus:
+    none = pa.array([], pa.string())
+    return replace(status, inserted_keys=none, deleted_keys=none, log_deleted_keys=none, staged_keys=staged)
 
 
 def write_bucket(storage: Storage, task: BucketTask, file_config: FileWriterConfig) -> WriteStatus:

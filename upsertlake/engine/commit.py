@@ -36,6 +36,7 @@ from upsertlake.layout.file_system_view import FileGroup, FileSystemView
 from upsertlake.layout.markers import marker_folder, reconcile_markers
 from upsertlake.schema import arrow_to_avro, avro_schema_json
 from upsertlake.services import metadata_table
+from upsertlake.services.key_groups import ByKeyGroup
 from upsertlake.services.rollback import discard_pending
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.active import Timeline, transition
@@ -117,13 +118,15 @@ def commit(
         with ctx.lock.hold():
             ctx, decision = _decide(ctx, writes, result, tally, buckets)
             if decision.outcome is Outcome.COMPLETE:
-                ctx, done = _complete(ctx, decision.current, result, extra_metadata, decision.timeline)
+                by_key = _pending(writes, result.instant_time).by_key
+                ctx, done = _complete(ctx, decision.current, result, extra_metadata, decision.timeline, by_key)
                 after = decision.timeline.with_instant(done)
                 break
             if decision.under_lock:
                 result = _carry_out(ctx, writes, decision, result, tally)
                 if _clean(ctx, writes, result, buckets):  # nothing committed meanwhile: we held the lock
-                    ctx = _complete(ctx, _pending(writes, result.instant_time).instant, result, extra_metadata)[0]
+                    now = _pending(writes, result.instant_time)
+                    ctx = _complete(ctx, now.instant, result, extra_metadata, by_key=now.by_key)[0]
                     break
                 continue  # a pending plan drops a key it wrote: the next attempt waits for that compaction
         result = _carry_out(ctx, writes, decision, result, tally)
@@ -342,10 +345,12 @@ def _fail(ctx: WriteContext, writes: PendingWrites, current: Instant, conflict: 
 def _complete(
     ctx: WriteContext, current: Instant, result: WriteResult, extra_metadata: dict[str, str] | None,
     timeline: Timeline | None = None,
+    by_key: ByKeyGroup | None = None,
 ) -> tuple[WriteContext, Instant]:
     """Write the commit file (under the lock, after a clean check); returns the context with the
     table's config as it is now (a first commit records the table's schema) and the completed
-    instant. `timeline`: listed under the lock the caller still holds (it names the completion time)."""
+    instant. `timeline`: listed under the lock the caller still holds (it names the completion time);
+    `by_key`: how the metadata deltacommit writes the record index by file group (`PendingWrite.by_key`)."""
     schema = result.data_schema
     # A delete on a table with no commits yet has no schema (an empty one) to record.
     has_schema = schema is not None and len(schema) > 0
@@ -366,7 +371,7 @@ def _complete(
     ctx.storage.delete_dir(marker_folder(current.time))
     ctx.lock.fence()
     metadata_table.sync(  # before the data instant
-        ctx.storage, ctx.table_config, current.time, metadata, result.index_update, options=ctx.options
+        ctx.storage, ctx.table_config, current.time, metadata, result.index_update, options=ctx.options, by_key=by_key
     )
     done = transition(
         ctx.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(ctx.table_config), timeline

@@ -21,6 +21,7 @@ from upsertlake.engine.pending import PendingWrite, PendingWrites
 from upsertlake.errors import WriteConflictError, WriteInProgressError
 from upsertlake.layout.markers import staging_folder
 from upsertlake.services import metadata_table
+from upsertlake.services.key_groups import ByKeyGroup
 from upsertlake.services.rollback import (
     discard_pending,
     drop_dead_rollbacks,
@@ -40,12 +41,12 @@ WAIT_POLL_SECONDS = 0.5  # a single writer waiting for a live write polls at mos
 # -- start ---------------------------------------------------------------------------------
 def start_commit(
     ctx: WriteContext, writes: PendingWrites, operation: Operation, plan_on_start: bool = False,
-    reports_keys: bool = True,
+    by_key: ByKeyGroup | None = None,
 ) -> tuple[WriteContext, str]:
     """`WriteClient.start_commit`: roll back failed writes (or, a single writer, wait for a live
     one), then request a new instant with its heartbeat. Returns the context with the table's
-    config as read under the lock, and the instant time. `reports_keys=False`: the write cannot
-    tell the keys it inserts and deletes (Spark's), so the metadata table's record index goes."""
+    config as read under the lock, and the instant time. `by_key`: how the metadata table's record
+    index is built and kept by file group for this write (a Spark write's: by Spark tasks)."""
     ctx.table_config.check_writable()
     began: float | None = None
     told: set[str] = set()
@@ -54,7 +55,7 @@ def start_commit(
             # The version as of now, under the lock: an upgrade may have run since we opened.
             table_config = TableConfig.load(ctx.storage)
             table_config.check_writable()
-            table_config = metadata_table.prepare(ctx.storage, table_config, ctx.options, keeps_keys=reports_keys)
+            table_config = metadata_table.prepare(ctx.storage, table_config, ctx.options, by_key)
             ctx = ctx.with_table(table_config)
             timeline = Timeline.load(ctx.storage, layout_of(ctx.table_config))
             live = [] if ctx.optimistic else _live_writes(ctx, writes, timeline)
@@ -73,7 +74,9 @@ def start_commit(
     # undone meanwhile.
     started = timeline.with_instant(instant) if plan_on_start and not rolled_back else None
     writes.add(
-        PendingWrite(instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline), timeline=started)
+        PendingWrite(
+            instant, done, heartbeat, requested_doc=doc, rollbacks=rollbacks(timeline), timeline=started, by_key=by_key
+        )
     )
     log.info("started commit %s", instant.time)
     return ctx, instant.time

@@ -18,6 +18,7 @@ from upsertlake.engine.bucket_writer import BucketJob, WriteStatus
 from upsertlake.engine.write_result import WriteResult
 from upsertlake.errors import UpsertlakeError
 from upsertlake.layout.file_system_view import FileGroup
+from upsertlake.services.key_groups import ByKeyGroup
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.instant import Instant, State
 
@@ -56,6 +57,7 @@ class PendingWrite:
     # write plans on it rather than list it again, when it follows its start at once (`plan_on_start`).
     # None once used, or when the start changed more than its own instant.
     timeline: Timeline | None = field(default=None, repr=False)
+    by_key: ByKeyGroup | None = None  # how its record index changes are written (a Spark write's: by tasks)
 
     def finish(self) -> None:
         if self.heartbeat is not None:

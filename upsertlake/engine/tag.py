@@ -50,7 +50,7 @@ def slice_merge(table_config: TableConfig, view: FileSystemView) -> Merge | None
     if not table_config.is_merge_on_read:
         return None
     visible = frozenset(i.time for i in view.visible_instants)
-    return Merge(table_config.precombine_field, table_config.merge_mode, visible)
+    return Merge(table_config.ordering_fields, table_config.merge_mode, visible)
 
 
 def tag(

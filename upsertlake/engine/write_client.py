@@ -37,6 +37,7 @@ from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.markers import start_markers
 from upsertlake.schema.columns import PARTITION
+from upsertlake.services.key_groups import ByKeyGroup
 from upsertlake.services.metadata_table import keeps_record_index
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, transition
@@ -67,7 +68,10 @@ class WriteClient:
 
     # -- 1. start ----------------------------------------------------------------------------
     def start_commit(
-        self, operation: str | Operation = Operation.UPSERT, plan_on_start: bool = False, reports_keys: bool = True
+        self,
+        operation: str | Operation = Operation.UPSERT,
+        plan_on_start: bool = False,
+        by_key: ByKeyGroup | None = None,
     ) -> str:
         """Roll back failed writes, then request a new instant (a replacecommit for overwrites),
         which beats a heartbeat until it commits or rolls back.
@@ -78,10 +82,11 @@ class WriteClient:
         `plan_on_start`: the write that follows at once plans on the timeline this start listed
         (as `Table` writes do) instead of listing it again; else it lists the timeline as it is
         then, as Hudi's write client does (a commit may have landed since the start).
-        `reports_keys=False`: the write will not report its keys (Spark's), see instants.start_commit.
+        `by_key`: how the record index's keys are read and written by file group for this write
+        (default: in process; a Spark write's: as Spark tasks), see instants.start_commit.
         """
         self.context, instant_time = instants.start_commit(
-            self.context, self.writes, Operation.of(operation), plan_on_start, reports_keys
+            self.context, self.writes, Operation.of(operation), plan_on_start, by_key
         )
         return instant_time
 

@@ -64,7 +64,10 @@ def with_statuses(result: WriteResult, statuses: list[WriteStatus]) -> WriteResu
 def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[WriteStat, ...]) -> IndexUpdate:
     ins_keys, ins_parts, ins_ids, del_keys, del_parts, del_ids = [], [], [], [], [], []
     log_keys, log_parts, log_ids = [], [], []
+    staged: dict[str, set[str]] = {}
     for status in statuses:
+        if status.staged_keys is not None:
+            staged.setdefault(status.staged_keys, set()).add(status.stat.path)
         n_log = len(status.log_deleted_keys)
         log_keys.append(status.log_deleted_keys)
         log_parts.append(constant(status.stat.partitionPath, n_log))
@@ -88,4 +91,5 @@ def _index_update(instant_time: str, statuses: list[WriteStatus], stats: tuple[W
         deleted_in_logs=pa.table(
             {LOOKUP_KEY: cat(log_keys), UPDATE_PARTITION: cat(log_parts), UPDATE_FILE_ID: cat(log_ids)}
         ),
+        staged={path: frozenset(files) for path, files in staged.items()},
     )

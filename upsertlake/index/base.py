@@ -8,9 +8,9 @@ tests can require that all of them tag identically.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +41,10 @@ class IndexUpdate:
     inserted: pa.Table  # columns: key, partition, file_id
     deleted: pa.Table  # columns: key, partition, file_id
     deleted_in_logs: pa.Table | None = None  # the same columns: keys a log file's delete block deleted
+    # A Spark write's further changes, kept off the driver: files its write tasks staged on the
+    # table's storage (`engine.bucket_writer.stage_keys`) -> the data files whose rows count (a
+    # re-merge wrote some buckets again, from files staged anew).
+    staged: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 class Index(ABC):

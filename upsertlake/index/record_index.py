@@ -18,6 +18,7 @@ from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata.partitions import RECORD_INDEX
 from upsertlake.schema.columns import LOC_FILE_ID, LOC_INSTANT, LOC_PARTITION, LOOKUP_KEY, LOOKUP_ROW
+from upsertlake.timeline.active import Timeline
 
 
 class RecordIndex(Index):
@@ -31,12 +32,7 @@ class RecordIndex(Index):
     ) -> pa.Table:
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
-        table = MetadataTable.open(view.timeline)
-        if table is None or RECORD_INDEX not in table.partitions:
-            raise ConfigError(
-                "hoodie.index.type=RECORD_INDEX needs the metadata table's record index, which this table does not "
-                "have: write with hoodie.metadata.enable=true (table version 8 or 9) to build it"
-            )
+        table = record_index_table(view.timeline)
         distinct = pc.unique(keys)
         found = table.record_locations(distinct.to_pylist())
         latest = view.latest_by_group(sorted({p for p, _ in found.values()}))
@@ -67,3 +63,15 @@ class RecordIndex(Index):
 
     def stats(self) -> dict[str, int]:
         return dict(self._stats)
+
+
+def record_index_table(timeline: Timeline) -> MetadataTable:
+    """The metadata table whose record index tags a write on the table of `timeline`; a clear
+    error when the table has none."""
+    table = MetadataTable.open(timeline)
+    if table is None or RECORD_INDEX not in table.partitions:
+        raise ConfigError(
+            "hoodie.index.type=RECORD_INDEX needs the metadata table's record index, which this table does not "
+            "have: write with hoodie.metadata.enable=true (table version 8 or 9) to build it"
+        )
+    return table

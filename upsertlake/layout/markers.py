@@ -86,6 +86,12 @@ def staging_folder(instant_time: str) -> str:
     return f"{marker_folder(instant_time)}.staging"
 
 
+def staged_keys_folder(instant_time: str) -> str:
+    """Where a Spark write's tasks stage the key changes of the buckets they write (for the record
+    index): inside the staging folder, so it goes with it."""
+    return f"{staging_folder(instant_time)}/keys"
+
+
 def key_summary_folder(instant_time: str) -> str:
     """Where an instant's key summaries live (upsertlake.concurrency.key_summary): undone with it."""
     return f"{METAFOLDER}/.keys/{instant_time}"

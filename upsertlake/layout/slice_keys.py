@@ -22,7 +22,7 @@ merge them (`merge_slice`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import cast
@@ -113,38 +113,40 @@ def live_orderings(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array
 
 
 def live_in_slice(
-    storage: Storage, sl: FileSlice, merge: Merge, stored: pa.Table, key: str = KEY, ordering: str | None = None
+    storage: Storage, sl: FileSlice, merge: Merge, stored: pa.Table, key: str = KEY, ordering: Sequence[str] = ()
 ) -> pa.Table:
-    """The rows of `stored` (column `key`: keys the slice's base file holds; `ordering`: their
-    stored ordering values) that the merged slice still holds, with its ordering values (Spark's
-    tagging reads a slice's base file keys in a task and passes them through here)."""
+    """The rows of `stored` (column `key`: keys the slice's base file holds; `ordering`: the
+    ordering fields among its columns, their stored values) that the merged slice still holds,
+    with its ordering values (Spark's tagging reads a slice's base file keys in a task and passes
+    them through here)."""
     keys = pc.cast(stored.column(key), pa.string())
     unique = pc.unique(keys)
     gone = deleted_keys(storage, sl, merge, unique)
     if len(gone):
         keep = pc.invert(pc.is_in(keys, value_set=gone))
         stored, keys = stored.filter(keep), keys.filter(keep)
-    if ordering is None or not sl.logs or merge.ordering_field is None:
+    if not ordering or not sl.logs or not merge.ordering_fields:
         return stored
     merged = live_orderings(storage, sl, merge, unique)
-    if merge.ordering_field not in merged.column_names:
-        return stored
     at = pc.index_in(keys, value_set=pc.cast(merged.column(KEY), pa.string()))
-    values = merged.column(merge.ordering_field).take(at).cast(stored.schema.field(ordering).type)
-    return stored.set_column(stored.schema.get_field_index(ordering), ordering, values)
+    for name in ordering:
+        if name in merged.column_names:
+            values = merged.column(name).take(at).cast(stored.schema.field(name).type)
+            stored = stored.set_column(stored.schema.get_field_index(name), name, values)
+    return stored
 
 
 def _merged(storage: Storage, sl: FileSlice, merge: Merge, keys: pa.Array, blocks: list[Block]) -> pa.Table:
     """The slice's live records of `keys`, as (key, ordering value): the base file's and the
     logs' records of those keys only, their key, ordering and delete columns only, merged."""
-    wanted = [KEY, *([merge.ordering_field] if merge.ordering_field else []), IS_DELETED]
+    wanted = [KEY, *merge.ordering_fields, IS_DELETED]
     base = None
     if sl.base is not None:
         with listed(storage, sl.base.path, sl.base.instant_time):
             parquet = storage.parquet_file(sl.base.path)
             base = _only(parquet.read(columns=[c for c in wanted if c in parquet.schema_arrow.names]), keys)
     blocks = [_block_of(b, keys, wanted) for b in blocks]
-    merged = merge_slice(base, blocks, KEY, merge.ordering_field, merge.mode, merge.instants, ordered=False)
+    merged = merge_slice(base, blocks, KEY, merge.ordering_fields, merge.mode, merge.instants, ordered=False)
     if KEY not in merged.column_names:  # nothing but deletes
         return pa.table({KEY: _NONE})
     return merged.select([c for c in wanted if c != IS_DELETED and c in merged.column_names])

@@ -26,9 +26,10 @@ from upsertlake.storage import Storage
 @dataclass(frozen=True)
 class Merge:
     """How a slice's records merge: by record key, under the table's merge mode and ordering
-    field, with only the blocks of `instants` (the completed writes the read sees) applied."""
+    fields (compared in order), with only the blocks of `instants` (the completed writes the
+    read sees) applied."""
 
-    ordering_field: str | None
+    ordering_fields: tuple[str, ...]
     mode: MergeMode
     instants: frozenset[str]
 
@@ -81,7 +82,7 @@ def merge_inputs(
     """The records of a slice's inputs (`slice_inputs`) merged, in `schema`, with the merge's
     counts; `ordered`: as `merge_slice`'s."""
     merged = merge_counted(
-        base, blocks, RECORD_KEY, merge.ordering_field, merge.mode, merge.instants, schema, ordered
+        base, blocks, RECORD_KEY, merge.ordering_fields, merge.mode, merge.instants, schema, ordered
     )
     return replace(merged, records=conform(merged.records, schema))
 

@@ -23,6 +23,11 @@ its events in that order:
   a key without natural deletes has all its events and the base record compete, and the winner
   is the largest (ordering value, position) among them.
 
+An ordering value is the ordering field's, or with several fields (Hudi 1.1's
+`hoodie.table.ordering.fields`) their tuple, compared field by field through the one encoded
+column copy-on-write compares by (`upsertlake.schema.ordering`); a delete block's tuple is Hudi's
+ArrayWrapper (`upsertlake.logfile.deletes`).
+
 A winning delete (a delete block entry, or a record with `_hoodie_is_deleted` true) removes the
 key. The output holds `schema`'s columns (by default the base file's): base rows keep their
 order, records only the log holds follow in log order; log records with fewer or more columns
@@ -31,7 +36,7 @@ are conformed (missing ones null).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +48,7 @@ from upsertlake.errors import SchemaError
 from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock
 from upsertlake.schema import conform
 from upsertlake.schema.columns import DELETED_KEY, DELETED_NATURAL, DELETED_ORDERING, IS_DELETED
+from upsertlake.schema.ordering import ordering_values
 
 # event kinds: a record, a delete block's delete with an ordering value, one without (natural),
 # a record with `_hoodie_is_deleted` true (a delete that merges as a record)
@@ -79,24 +85,26 @@ def merge_slice(
     base: pa.Table | None,
     blocks: list[Block],
     key_field: str,
-    ordering_field: str | None,
+    ordering: str | Sequence[str] | None,
     mode: MergeMode,
     valid_instants: Collection[str] | Callable[[str], bool],
     schema: pa.Schema | None = None,
     ordered: bool = True,
 ) -> pa.Table:
     """The slice's records after merging `blocks` (in log order) into `base` (None: a log-only
-    file group). `valid_instants`: the instants whose blocks count (a set, or a predicate).
+    file group). `ordering`: the ordering field, or several (compared in order, as copy-on-write
+    compares them: `upsertlake.schema.ordering`); `valid_instants`: the instants whose blocks
+    count (a set, or a predicate).
     `ordered`: records the log replaced keep their base row's place (as compaction writes them);
     else they follow the base rows that stay, which costs a copy less (a read)."""
-    return merge_counted(base, blocks, key_field, ordering_field, mode, valid_instants, schema, ordered).records
+    return merge_counted(base, blocks, key_field, ordering, mode, valid_instants, schema, ordered).records
 
 
 def merge_counted(
     base: pa.Table | None,
     blocks: list[Block],
     key_field: str,
-    ordering_field: str | None,
+    ordering: str | Sequence[str] | None,
     mode: MergeMode,
     valid_instants: Collection[str] | Callable[[str], bool],
     schema: pa.Schema | None = None,
@@ -107,8 +115,9 @@ def merge_counted(
     out_schema = _output_schema(schema, base, live)
     if out_schema is None:
         return Merged(pa.table({}), 0, 0, pa.array([], pa.string()))
-    ordering_type = _ordering_type(out_schema, ordering_field, base, live)
-    events = _Events(key_field, ordering_field, ordering_type)
+    fields = (ordering,) if isinstance(ordering, str) else tuple(ordering or ())
+    tables = [base] + [b.records for b in live if isinstance(b, DataBlock)]
+    events = _Events(key_field, _Ordering(fields, [_field_type(out_schema, f, tables) for f in fields]))
     base_table = conform(base, out_schema) if base is not None else out_schema.empty_table()
     log_tables = []
     row_offset = base_table.num_rows
@@ -156,17 +165,73 @@ def _output_schema(
     return data[-1].records.schema if data else None
 
 
-def _ordering_type(
-    schema: pa.Schema, field: str | None, base: pa.Table | None, live: list[DataBlock | DeleteBlock]
-) -> pa.DataType:
-    if field is None:
-        return pa.null()
+def _field_type(schema: pa.Schema, field: str, tables: list[pa.Table | None]) -> pa.DataType:
+    """An ordering field's type: the output schema's, else the first input's that has it."""
     if field in schema.names:
         return schema.field(field).type
-    for table in [base] + [b.records for b in live if isinstance(b, DataBlock)]:
+    for table in tables:
         if table is not None and field in table.column_names:
             return table.schema.field(field).type
     return pa.null()
+
+
+class _Ordering:
+    """The ordering values events compete by: one field's as they are (in its type); several
+    fields' as the one column `ordering_values` encodes, whose byte order is the tuples' order
+    (a null sorts before any value of its field), as copy-on-write compares them."""
+
+    def __init__(self, fields: tuple[str, ...], types: list[pa.DataType]) -> None:
+        self.fields = fields
+        # a field no input holds is all nulls: typed int64 so that it encodes
+        self.types = [pa.int64() if len(fields) > 1 and pa.types.is_null(t) else t for t in types]
+        self.type = self.types[0] if len(fields) == 1 else pa.null() if not fields else pa.large_binary()
+
+    def of(self, records: pa.Table, n: int | None = None) -> pa.Array:
+        """Each record's ordering value (a field it has not got is null); `n`: how many records
+        (a table without columns has lost its count)."""
+        n = records.num_rows if n is None else n
+        if len(self.fields) == 1:
+            if self.fields[0] not in records.column_names:
+                return pa.nulls(n, self.type)
+            column = records.column(self.fields[0]).combine_chunks()
+            return column if column.type == self.type else column.cast(self.type)
+        if not self.fields:
+            return pa.nulls(n)
+        columns = [
+            records.column(f).combine_chunks().cast(t) if f in records.column_names else pa.nulls(n, t)
+            for f, t in zip(self.fields, self.types)
+        ]
+        return _array(ordering_values(pa.table(columns, names=list(self.fields)), self.fields))
+
+    def of_rows(self, records: pa.Table, rows: np.ndarray) -> pa.Array:
+        """`of` the given rows of `records`, only their ordering fields taken."""
+        present = records.select([f for f in self.fields if f in records.column_names])
+        return self.of(present.take(pa.array(rows)), len(rows))
+
+    def of_deletes(self, values: pa.Array) -> pa.Array | None:
+        """A delete block's ordering values in the records' terms, or None when they are not of
+        the records' types (Hudi then lets the deletes win): one field's value, or a struct of
+        the fields' values in order (Hudi's ArrayComparable, `upsertlake.logfile.deletes`)."""
+        if len(self.fields) <= 1:
+            return values.cast(self.type) if _same_kind(values.type, self.type) else None
+        kind = values.type
+        if not pa.types.is_struct(kind) or kind.num_fields != len(self.fields):
+            return None
+        if not all(_same_kind(kind.field(i).type, t) for i, t in enumerate(self.types)):
+            return None
+        columns = [values.field(i).cast(t) for i, t in enumerate(self.types)]
+        return self.of(pa.table(columns, names=list(self.fields)))
+
+
+def _same_kind(value_type: pa.DataType, field_type: pa.DataType) -> bool:
+    """Whether a delete's ordering values compare with the field's (all nulls do)."""
+    if pa.types.is_null(value_type):
+        return True
+    return bool(value_type == field_type or (pa.types.is_decimal(value_type) and pa.types.is_decimal(field_type)))
+
+
+def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 def _deleted_mask(data: pa.Table | None) -> np.ndarray:
@@ -185,8 +250,8 @@ def _drop_deleted(base_table: pa.Table, base: pa.Table | None) -> pa.Table:
 class _Events:
     """The log's events on keys, in log order: key, ordering value, kind, row in the merged table."""
 
-    def __init__(self, key_field: str, ordering_field: str | None, ordering_type: pa.DataType) -> None:
-        self.key_field, self.ordering_field, self.ordering_type = key_field, ordering_field, ordering_type
+    def __init__(self, key_field: str, ordering: _Ordering) -> None:
+        self.key_field, self.ordering = key_field, ordering
         self.keys: list[pa.Array] = []
         self.orderings: list[pa.Array] = []
         self.kinds: list[np.ndarray] = []
@@ -201,7 +266,7 @@ class _Events:
         if self.key_field not in records.column_names:
             raise SchemaError(f"a log data block has no key column {self.key_field!r}")
         self.keys.append(_strings(records.column(self.key_field)))
-        self.orderings.append(self._ordering(records))
+        self.orderings.append(self.ordering.of(records))
         deleted = _deleted_mask(records)
         self.kinds.append(np.where(deleted, _DELETED_RECORD, _DATA).astype(np.int8))
         self.rows.append(np.where(deleted, -1, np.arange(row_offset, row_offset + n)))
@@ -210,26 +275,17 @@ class _Events:
         n = keys.num_rows
         self.keys.append(_strings(keys.column(DELETED_KEY)))
         natural = np.asarray(keys.column(DELETED_NATURAL), dtype=bool)
-        values = keys.column(DELETED_ORDERING)
-        comparable = values.type == self.ordering_type or (
-            pa.types.is_decimal(values.type) and pa.types.is_decimal(self.ordering_type)
-        )
-        if pa.types.is_null(values.type) or not comparable:
+        given = _array(keys.column(DELETED_ORDERING))
+        values = None if pa.types.is_null(given.type) else self.ordering.of_deletes(given)
+        if values is None:
             # Hudi lets a delete win when its ordering value is not of the record's class
             natural = np.ones(n, bool)
-            values = pa.nulls(n, self.ordering_type)
+            values = pa.nulls(n, self.ordering.type)
         else:
-            values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-            values = pc.if_else(pa.array(natural), pa.nulls(n, values.type), values).cast(self.ordering_type)
+            values = pc.if_else(pa.array(natural), pa.nulls(n, values.type), values)
         self.orderings.append(values)
         self.kinds.append(np.where(natural, _NATURAL_DELETE, _DELETE).astype(np.int8))
         self.rows.append(np.full(n, -1, np.int64))
-
-    def _ordering(self, records: pa.Table) -> pa.Array:
-        if self.ordering_field is None or self.ordering_field not in records.column_names:
-            return pa.nulls(records.num_rows, self.ordering_type)
-        column = records.column(self.ordering_field).combine_chunks()
-        return column if column.type == self.ordering_type else column.cast(self.ordering_type)
 
     def resolve(self, base: pa.Table | None, mode: MergeMode) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """(the merged-table rows of the winning records, their output positions, which base rows
@@ -245,9 +301,8 @@ class _Events:
         idx = np.flatnonzero(touched)
         base_deleted = _deleted_mask(base)[idx] if n_base else np.zeros(0, bool)
         group = np.concatenate([base_codes[idx], log_codes])
-        ordering = pa.concat_arrays(
-            [self._ordering(base).take(pa.array(idx)) if n_base else pa.array([], self.ordering_type), *self.orderings]
-        )
+        base_ordering = self.ordering.of_rows(base, idx) if base is not None else pa.array([], self.ordering.type)
+        ordering = pa.concat_arrays([base_ordering, *self.orderings])
         kind = np.concatenate([np.where(base_deleted, _DELETED_RECORD, _DATA).astype(np.int8), *self.kinds])
         row = np.concatenate([np.where(base_deleted, -1, idx), *self.rows])
         position = np.concatenate([idx, n_base + np.arange(n_log)])

@@ -16,14 +16,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from upsertlake.hfile import Compression, write_hfile
-from upsertlake.hfile import file_info as hfile_info
 from upsertlake.logfile.names import LogFileName, log_instant
 from upsertlake.metadata.partitions import SOLO_COMMIT_TIMESTAMP
-from upsertlake.metadata.records import encode, writer_schema
+from upsertlake.metadata.records import writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
-from upsertlake.metadata.writer import WRITE_TOKEN, discard_deltacommit
-from upsertlake.schema.columns import FILE_NAME
+from upsertlake.metadata.writer import discard_deltacommit, write_base_file
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, transition
@@ -32,7 +29,6 @@ from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time, next_instant_time, parse_instant_time
 from upsertlake.timeline.operation import COMPACT_TYPE
 
-BASE_BLOCK_SIZE = 64 * 1024
 PLAN_SCHEMA = "HoodieCompactionPlan"
 SLICES_KEPT = 2
 
@@ -124,29 +120,16 @@ def _operation(sl: MetadataSlice) -> dict[str, Any]:
 
 def _write_base(table: MetadataTable, sl: MetadataSlice, time: str, schema: str) -> WriteStat:
     records = table.read_all(sl)
-    keys = sorted(records)
-    name = f"{sl.file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
-    values = encode([{**records[k], FILE_NAME: name} for k in keys], schema)
-    info = {hfile_info.SCHEMA: schema.encode()}
-    if keys:
-        info.update({hfile_info.MIN_RECORD_KEY: keys[0].encode(), hfile_info.MAX_RECORD_KEY: keys[-1].encode()})
-    data = write_hfile(
-        list(zip([k.encode() for k in keys], values)),
-        block_size=BASE_BLOCK_SIZE,
-        compression=Compression.NONE,
-        file_info=info,
-    )
-    path = f"{sl.partition}/{name}"
-    table.storage.write_bytes(path, data)
+    path, size = write_base_file(table.storage, sl.partition, sl.file_id, time, records, schema)
     return WriteStat(
         fileId=sl.file_id,
         path=path,
         partitionPath=sl.partition,
         prevCommit=time,
-        numWrites=len(keys),
-        numInserts=len(keys),
-        totalWriteBytes=len(data),
-        fileSizeInBytes=len(data),
+        numWrites=len(records),
+        numInserts=len(records),
+        totalWriteBytes=size,
+        fileSizeInBytes=size,
         totalLogFilesCompacted=len(sl.logs),
     )
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from upsertlake.config.properties_file import create_properties, properties_checksum
-from upsertlake.hfile import Compression, write_hfile
-from upsertlake.hfile import file_info as hfile_info
 from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.partitions import (
     COLUMN_STATS,
@@ -27,10 +25,8 @@ from upsertlake.metadata.partitions import (
     SOLO_COMMIT_TIMESTAMP,
     file_group_id,
 )
-from upsertlake.metadata.records import Record, encode, writer_schema
-from upsertlake.metadata.table import BASE_EXTENSION
-from upsertlake.metadata.writer import WRITE_TOKEN
-from upsertlake.schema.columns import FILE_NAME
+from upsertlake.metadata.records import Record, writer_schema
+from upsertlake.metadata.writer import write_base_file
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -39,7 +35,6 @@ from upsertlake.timeline.operation import Operation
 
 INIT_TIMES = {FILES: "000", COLUMN_STATS: "001", RECORD_INDEX: "002", PARTITION_STATS: "003"}
 PARTITION_METAFILE = ".hoodie_partition_metadata"
-BASE_BLOCK_SIZE = 64 * 1024
 
 
 def create_table(data_storage: Storage, table_name: str, table_version: int) -> Storage:
@@ -79,6 +74,21 @@ def initialize_partition(
     """Bulk-insert `records` into a new metadata partition of `file_groups` file groups, one HFile
     base file each (empty ones too), under the partition's initialization deltacommit; one left
     by a crashed attempt is removed first."""
+    inflight = begin_partition(storage, partition)
+    schema = writer_schema(table_version)
+    by_key = {r["key"]: r for r in records}
+    keys = sorted(by_key)
+    groups = mkeys.file_group_index(keys, file_groups).tolist() if keys else []
+    mine: list[list[Record]] = [[] for _ in range(file_groups)]
+    for k, g in zip(keys, groups):
+        mine[g].append(by_key[k])
+    stats = [write_base(storage, partition, g, mine[g], schema) for g in range(file_groups)]
+    return complete_partition(storage, partition, inflight, stats, schema)
+
+
+def begin_partition(storage: Storage, partition: str) -> Instant:
+    """The partition's initialization deltacommit, inflight, its folder emptied of what a crashed
+    attempt left (files and instant)."""
     timeline = Timeline.load(storage)
     layout = timeline.layout
     time = init_time(partition)
@@ -91,40 +101,30 @@ def initialize_partition(
     )
     requested = Instant(time, Action.DELTA_COMMIT, State.REQUESTED)
     storage.write_if_absent(layout.path(requested), b"")
-    inflight = transition(storage, requested, State.INFLIGHT, b"", layout)
-    schema = writer_schema(table_version)
+    return transition(storage, requested, State.INFLIGHT, b"", layout)
+
+
+def write_base(storage: Storage, partition: str, group: int, records: Sequence[Record], schema: str) -> WriteStat:
+    """The HFile base file of file group `group` of a partition being initialized, holding
+    `records` (one per key: the last given): a Spark task writes one as the in-process loop does."""
     by_key = {r["key"]: r for r in records}
-    keys = sorted(by_key)
-    groups = mkeys.file_group_index(keys, file_groups).tolist() if keys else []
-    stats = []
-    for g in range(file_groups):
-        mine = [k for k, n in zip(keys, groups) if n == g]
-        file_id = file_group_id(partition, g)
-        name = f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
-        values = encode([{**by_key[k], FILE_NAME: name} for k in mine], schema)
-        info = {hfile_info.SCHEMA: schema.encode()}
-        if mine:
-            info.update({hfile_info.MIN_RECORD_KEY: mine[0].encode(), hfile_info.MAX_RECORD_KEY: mine[-1].encode()})
-        data = write_hfile(
-            list(zip([k.encode() for k in mine], values)),
-            block_size=BASE_BLOCK_SIZE,
-            compression=Compression.NONE,
-            file_info=info,
-        )
-        path = f"{partition}/{name}"
-        storage.write_bytes(path, data)
-        stats.append(
-            WriteStat(
-                fileId=file_id,
-                path=path,
-                partitionPath=partition,
-                numWrites=len(mine),
-                numInserts=len(mine),
-                totalWriteBytes=len(data),
-                fileSizeInBytes=len(data),
-            )
-        )
-    metadata = CommitMetadata({partition: stats}, Operation.BULK_INSERT.type_name, {"schema": schema})
-    return transition(
-        storage, inflight, State.COMPLETED, metadata.to_json_bytes(), layout, Timeline.load(storage, layout)
+    file_id = file_group_id(partition, group)
+    path, size = write_base_file(storage, partition, file_id, init_time(partition), by_key, schema)
+    return WriteStat(
+        fileId=file_id,
+        path=path,
+        partitionPath=partition,
+        numWrites=len(by_key),
+        numInserts=len(by_key),
+        totalWriteBytes=size,
+        fileSizeInBytes=size,
     )
+
+
+def complete_partition(
+    storage: Storage, partition: str, inflight: Instant, stats: Sequence[WriteStat], schema: str
+) -> Instant:
+    """Complete a partition's initialization deltacommit with the stats of its base files."""
+    metadata = CommitMetadata({partition: list(stats)}, Operation.BULK_INSERT.type_name, {"schema": schema})
+    timeline = Timeline.load(storage)
+    return transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes(), timeline.layout, timeline)

@@ -7,30 +7,33 @@ by key, each value an Avro datum under the writer schema with its key field empt
 Hudi's HoodieHFileDataBlock) and a delete block (the deleted keys). Its instant goes requested,
 inflight, completed, like any Hudi deltacommit; the data instant completes after it, so a crash in
 between leaves blocks readers ignore (`table.valid_instants`) until the data instant's rollback
-undoes the deltacommit (`undo`).
+discards the deltacommit (`discard_deltacommit`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from upsertlake.errors import CorruptTableError
+from upsertlake.hfile import Compression, write_hfile
+from upsertlake.hfile import file_info as hfile_info
 from upsertlake.logfile.blocks import Block, BlockType, DataBlock, Header, HeaderKey
 from upsertlake.logfile.names import LogFileName
 from upsertlake.logfile.writer import append_blocks, delete_block
 from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.records import Record, encode, writer_schema
-from upsertlake.metadata.table import BASE_EXTENSION, MetadataTable
-from upsertlake.schema.columns import DELETED_KEY, DELETED_PARTITION
+from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
+from upsertlake.schema.columns import DELETED_KEY, DELETED_PARTITION, FILE_NAME
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, DeltaWriteStat, WriteStat
 from upsertlake.timeline.instant import Action, Instant, State
 
 WRITE_TOKEN = "0-0-0"  # the metadata table is written by one task per file group, first attempt
+BASE_BLOCK_SIZE = 64 * 1024
 
 
 @dataclass
@@ -45,10 +48,19 @@ class Changes:
         return bool(self.upserts or self.deletes)
 
 
-def deltacommit(table: MetadataTable, instant_time: str, changes: Mapping[str, Changes], table_version: int) -> Instant:
+def deltacommit(
+    table: MetadataTable,
+    instant_time: str,
+    changes: Mapping[str, Changes],
+    table_version: int,
+    more: Callable[[MetadataTable], list[WriteStat]] | None = None,
+) -> Instant:
     """Write `changes` (metadata partition -> Changes) as the metadata deltacommit `instant_time`;
-    a deltacommit of that time left by an earlier attempt is discarded first. Returns the completed
-    instant. Call under the data table's lock."""
+    a deltacommit of that time left by an earlier attempt is discarded first. `more`: writes
+    further log files of this deltacommit once it is inflight (the record index's, by file group,
+    maybe as Spark tasks) and gives their stats: a failure leaves them under a pending
+    deltacommit, which the rollback of the data instant discards with its other files
+    (`discard_deltacommit`). Returns the completed instant. Call under the data table's lock."""
     storage, layout = table.storage, table.timeline.layout
     if table.timeline.get(instant_time, Action.DELTA_COMMIT) is not None:
         discard_deltacommit(storage, instant_time)
@@ -62,6 +74,8 @@ def deltacommit(table: MetadataTable, instant_time: str, changes: Mapping[str, C
     for partition in sorted(changes):
         if changes[partition]:
             stats += _write_partition(table, partition, instant_time, changes[partition], schema)
+    if more is not None:
+        stats += more(table)
     metadata = CommitMetadata(
         partition_to_write_stats=_by_partition(stats),
         operation_type="UPSERT_PREPPED",
@@ -78,52 +92,79 @@ def _write_partition(
     slices = table.slices(partition)
     if not slices:
         raise CorruptTableError(f"the metadata table has no file groups in its {partition} partition")
-    upserts = {r["key"]: r for r in changes.upserts}  # one record per key: the last given
-    deletes = sorted(set(changes.deletes) - upserts.keys())
-    ups = sorted(upserts)
-    up_groups = mkeys.file_group_index(ups, len(slices)).tolist() if ups else []
-    del_groups = mkeys.file_group_index(deletes, len(slices)).tolist() if deletes else []
-    stats: list[WriteStat] = []
-    for group, sl in enumerate(slices):
-        keys = [k for k, g in zip(ups, up_groups) if g == group]
-        gone = [k for k, g in zip(deletes, del_groups) if g == group]
-        if not keys and not gone:
-            continue
-        blocks: list[Block] = []
-        if keys:
-            entries = pa.table(
-                {
-                    "key": pa.array([k.encode("utf-8") for k in keys], pa.binary()),
-                    "value": pa.array(encode([upserts[k] for k in keys], schema), pa.binary()),
-                }
-            )
-            header: Header = {HeaderKey.SCHEMA: schema, HeaderKey.INSTANT_TIME: instant_time}
-            blocks.append(DataBlock(instant_time, schema, entries, header, BlockType.HFILE_DATA))
-        if gone:
-            keyed = pa.table(
-                {DELETED_KEY: pa.array(gone, pa.string()), DELETED_PARTITION: pa.array([partition] * len(gone))}
-            )
-            blocks.append(delete_block(instant_time, keyed))
-        name = LogFileName(sl.file_id, instant_time, 1, WRITE_TOKEN).format()
-        path = f"{partition}/{name}"
-        data = append_blocks(blocks)
-        table.storage.write_bytes(path, data)
-        stats.append(
-            DeltaWriteStat(
-                fileId=sl.file_id,
-                path=path,
-                partitionPath=partition,
-                prevCommit=instant_time,
-                numWrites=len(keys),
-                numUpdateWrites=len(keys),
-                numDeletes=len(gone),
-                totalWriteBytes=len(data),
-                fileSizeInBytes=len(data),
-                baseFile=sl.base.rpartition("/")[2] if sl.base else "",
-                logFiles=(name,),
-            )
+    by_group: dict[int, Changes] = {}
+    upserts, deletes = changes.upserts, changes.deletes
+    up_groups = mkeys.file_group_index([r["key"] for r in upserts], len(slices)).tolist()
+    for record, group in zip(upserts, up_groups):
+        by_group.setdefault(group, Changes()).upserts.append(record)
+    for key, group in zip(deletes, mkeys.file_group_index(deletes, len(slices)).tolist()):
+        by_group.setdefault(group, Changes()).deletes.append(key)
+    return [write_log(table.storage, slices[g], instant_time, by_group[g], schema) for g in sorted(by_group)]
+
+
+def write_log(storage: Storage, sl: MetadataSlice, instant_time: str, changes: Changes, schema: str) -> WriteStat:
+    """The log file of one metadata file group for the deltacommit `instant_time`: an HFile data
+    block of the upserted records (one per key, the last given, sorted by key) and a delete block
+    of the other deleted keys. Named by the fixed WRITE_TOKEN: a retried Spark task writes the
+    same file again, never a second one."""
+    upserts = {r["key"]: r for r in changes.upserts}
+    keys = sorted(upserts)
+    gone = sorted(set(changes.deletes) - upserts.keys())
+    blocks: list[Block] = []
+    if keys:
+        entries = pa.table(
+            {
+                "key": pa.array([k.encode("utf-8") for k in keys], pa.binary()),
+                "value": pa.array(encode([upserts[k] for k in keys], schema), pa.binary()),
+            }
         )
-    return stats
+        header: Header = {HeaderKey.SCHEMA: schema, HeaderKey.INSTANT_TIME: instant_time}
+        blocks.append(DataBlock(instant_time, schema, entries, header, BlockType.HFILE_DATA))
+    if gone:
+        keyed = pa.table(
+            {DELETED_KEY: pa.array(gone, pa.string()), DELETED_PARTITION: pa.array([sl.partition] * len(gone))}
+        )
+        blocks.append(delete_block(instant_time, keyed))
+    name = LogFileName(sl.file_id, instant_time, 1, WRITE_TOKEN).format()
+    path = f"{sl.partition}/{name}"
+    data = append_blocks(blocks)
+    storage.write_bytes(path, data)
+    return DeltaWriteStat(
+        fileId=sl.file_id,
+        path=path,
+        partitionPath=sl.partition,
+        prevCommit=instant_time,
+        numWrites=len(keys),
+        numUpdateWrites=len(keys),
+        numDeletes=len(gone),
+        totalWriteBytes=len(data),
+        fileSizeInBytes=len(data),
+        baseFile=sl.base.rpartition("/")[2] if sl.base else "",
+        logFiles=(name,),
+    )
+
+
+def write_base_file(
+    storage: Storage, partition: str, file_id: str, time: str, records: Mapping[str, Record], schema: str
+) -> tuple[str, int]:
+    """A file group's HFile base file `<fileId>_0-0-0_<time>.hfile` holding `records` (by key,
+    sorted here; each names the file, as Hudi's do), as an initialization and a compaction write
+    one. Returns its path and size."""
+    keys = sorted(records)
+    name = f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
+    values = encode([{**records[k], FILE_NAME: name} for k in keys], schema)
+    info = {hfile_info.SCHEMA: schema.encode()}
+    if keys:
+        info.update({hfile_info.MIN_RECORD_KEY: keys[0].encode(), hfile_info.MAX_RECORD_KEY: keys[-1].encode()})
+    data = write_hfile(
+        list(zip([k.encode() for k in keys], values)),
+        block_size=BASE_BLOCK_SIZE,
+        compression=Compression.NONE,
+        file_info=info,
+    )
+    path = f"{partition}/{name}"
+    storage.write_bytes(path, data)
+    return path, len(data)
 
 
 def discard_deltacommit(storage: Storage, instant_time: str, action: Action = Action.DELTA_COMMIT) -> bool:

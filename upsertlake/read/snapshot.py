@@ -133,7 +133,7 @@ def _slice_scan(
     if keep is not None:
         merged = [s for s in merged if s.partition_path in keep]
     merge = Merge(
-        table_config.precombine_field, table_config.merge_mode, frozenset(i.time for i in view.visible_instants)
+        table_config.ordering_fields, table_config.merge_mode, frozenset(i.time for i in view.visible_instants)
     )
     plain = skip_files(plain, schema, filters, statistics)
     merged = skip_slices(merged, schema, filters, statistics)

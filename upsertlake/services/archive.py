@@ -232,6 +232,58 @@ def _write_lsm(
     archived_lsm.compact_and_clean(storage, layout.archive, batch)
 
 
+def archive_to_lsm(storage: Storage, source: TimelineLayout, target: TimelineLayout, cfg: Config) -> int:
+    """Upgrading from version 6: every instant of the version 6 archive (Hudi's archive log files
+    in `source.archive`) written into `target`'s LSM timeline, as Hudi's SevenToEightUpgradeHandler
+    does (upgradeToLSMTimeline: LegacyArchivedMetaEntryReader's instants, written by the LSM writer
+    in batches of hoodie.commits.archival.batch, then compacted and cleaned). The LSM timeline is
+    started afresh (only an upgrade that died wrote there before the switch); the archive log files
+    stay, as Hudi leaves them (a version 6 reader of a downgraded table finds them). Returns how
+    many instants were written."""
+    finish_last_merge(storage, source.archive)
+    entries = [
+        e
+        for f in archived_log.archive_log_files(storage.list(source.archive))
+        for e in archived_log.read_entries(storage.read_bytes(f.path), storage.full_path(f.path))
+    ]
+    rows = [
+        LsmInstant(inst, _as_avro(inst, data) or None, plan)
+        for inst, data, plan in archived_log.lsm_actions(entries, storage.full_path(source.archive))
+    ]
+    storage.delete_dir(target.archive)
+    storage.makedirs(target.archive)
+    batch = cfg.get(opt.COMMITS_ARCHIVAL_BATCH)
+    for i in range(0, len(rows), batch):
+        archived_lsm.write(storage, target.archive, rows[i : i + batch])
+    archived_lsm.compact_and_clean(storage, target.archive, cfg.get(opt.TIMELINE_COMPACTION_BATCH))
+    return len(rows)
+
+
+def lsm_to_archive(storage: Storage, source: TimelineLayout, target: TimelineLayout, cfg: Config) -> int:
+    """Downgrading to version 6: the instants of `source`'s LSM timeline written into version 6's
+    archive log files in `target.archive`, as Hudi's EightToSevenDowngradeHandler does
+    (downgradeFromLSMTimeline: each row an archive entry of its completed instant, its completion
+    time as the stateTransitionTime, in blocks of hoodie.commits.archival.batch). Instants the
+    archive log files hold already (archived before an upgrade, or by a downgrade that died) are
+    not written again. Returns how many were written."""
+    finish_last_merge(storage, target.archive)
+    held = {
+        (i.time, i.action)
+        for f in archived_log.archive_log_files(storage.list(target.archive))
+        for i in archived_log.completed_instants(
+            archived_log.read_entries(storage.read_bytes(f.path), storage.full_path(f.path)), storage.full_path(f.path)
+        )
+    }
+    lsm = archived_lsm.load(storage, source.archive)
+    rows = sorted((i, data) for i, data in lsm.items() if (i.time, i.action) not in held)
+    if rows:
+        entries = [archived_log.entry(ArchivedFile(i, data, i.completion)) for i, data in rows]
+        storage.makedirs(target.archive)
+        data = archived_log.encode_archive(entries, cfg.get(opt.COMMITS_ARCHIVAL_BATCH))
+        _create_log_file(storage, target.archive, data)
+    return len(rows)
+
+
 def _completed(inst: Instant) -> Instant:
     """A legacy instant archived at version 6 has no completion time: its requested time, as
     layout 1 completes instants in the order of their times (Hudi's LSM rows need one)."""

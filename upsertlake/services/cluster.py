@@ -43,6 +43,7 @@ from upsertlake.layout.slice_reader import Merge, read_slice
 from upsertlake.schema import avro_to_arrow, conform, full_schema
 from upsertlake.services import metadata_table
 from upsertlake.services.compaction_plan import compaction_file_groups
+from upsertlake.services.key_groups import ByKeyGroup
 from upsertlake.services.rollback import discard_pending
 from upsertlake.services.stat_map import StatMap, T
 from upsertlake.storage import Storage
@@ -88,11 +89,16 @@ def in_process(fn: Callable[[T], WriteStat], groups: list[T], /) -> list[WriteSt
 
 
 def cluster(
-    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_groups: StatMap = in_process
+    storage: Storage,
+    lock: TableLock,
+    table_config: TableConfig,
+    cfg: Config,
+    map_groups: StatMap = in_process,
+    by_key: ByKeyGroup | None = None,
 ) -> ClusterResult:
     """Plan, write and commit one clustering; a result without instant, saying why, when no
     partition has two small groups to merge. `map_groups` writes the new file groups (one task
-    per group on Spark)."""
+    per group on Spark); `by_key` moves their keys in the record index (Spark tasks on Spark)."""
     if cfg.bucket_index:
         raise UnsupportedTableError(
             "clustering a table written with hoodie.index.type=BUCKET is not supported: it would merge buckets' "
@@ -104,7 +110,7 @@ def cluster(
             "supported: their log records are merged by _hoodie_record_key"
         )
     with lock.hold():
-        metadata_table.prepare(storage, TableConfig.load(storage), cfg)
+        metadata_table.prepare(storage, TableConfig.load(storage), cfg, by_key)
         timeline = Timeline.load(storage)
         groups = plan_groups(timeline, cfg)
         if not groups:
@@ -128,7 +134,7 @@ def cluster(
         data_schema = avro_to_arrow(schema_json)
         # The blocks of the writes completed when the plan was made: a write completing later on
         # a planned group conflicts below, so none of its records can be missed.
-        merge = Merge(table_config.log_ordering_field, table_config.merge_mode, frozenset(completed_at_start))
+        merge = Merge(table_config.ordering_fields, table_config.merge_mode, frozenset(completed_at_start))
         write = partial(_write_group, storage, instant_time=inflight.time, data_schema=data_schema,
                         sort_columns=sort_columns, merge=merge, cfg=cfg)
         stats = map_groups(write, list(enumerate(groups)))
@@ -153,7 +159,9 @@ def cluster(
                     "rolled back, no record was lost"
                 )
             # the metadata table's deltacommit before the data instant
-            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)
+            metadata_table.sync(
+                storage, TableConfig.load(storage), inflight.time, metadata, options=cfg, by_key=by_key
+            )
             transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes())
     except BaseException:
         with lock.hold():

@@ -198,7 +198,7 @@ def _run(
             raise SchemaError("the table has no schema to compact with")
         table_config = TableConfig.load(storage)
         merge = Merge(
-            table_config.precombine_field,
+            table_config.ordering_fields,
             table_config.merge_mode,
             frozenset(i.time for i in timeline.completed_writes() if i.time < inflight.time),
         )

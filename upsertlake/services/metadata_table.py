@@ -14,7 +14,7 @@ Every writer and service calls in at three points, under the table lock:
 - `sync` before its data instant completes: the metadata deltacommit at the same instant time
   (files, column_stats, partition_stats, record_index), so a reader never sees a committed data
   instant the metadata table lacks, and ignores the deltacommit until the data instant completes.
-- `undo` when a data instant is rolled back: its metadata deltacommit is rolled back too.
+- `discard_rolled_back` when a data instant is rolled back: its metadata deltacommit is rolled back too.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -35,10 +36,9 @@ from upsertlake.config.resolved import Config
 from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import CorruptTableError
 from upsertlake.index.base import IndexUpdate
-from upsertlake.layout.file_system_view import FileSlice, FileSystemView
-from upsertlake.layout.slice_keys import deleted_keys
+from upsertlake.layout.file_system_view import BaseFile, FileSlice, FileSystemView, LogFile
 from upsertlake.layout.slice_reader import Merge
-from upsertlake.logfile import DataBlock, block_keys
+from upsertlake.logfile import DataBlock
 from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.logfile.names import is_log_path
 from upsertlake.logfile.reader import read_logs
@@ -52,7 +52,13 @@ from upsertlake.metadata.compaction import (
     discard_failed_compactions,
     trim_timeline,
 )
-from upsertlake.metadata.initialize import create_table, initialize_partition
+from upsertlake.metadata.initialize import (
+    begin_partition,
+    complete_partition,
+    create_table,
+    initialize_partition,
+    write_base,
+)
 from upsertlake.metadata.partitions import (
     COLUMN_STATS,
     FILES,
@@ -63,17 +69,31 @@ from upsertlake.metadata.partitions import (
     RECORD_INDEX,
     listed,
 )
+from upsertlake.metadata.records import writer_schema
 from upsertlake.metadata.stats import bound
-from upsertlake.metadata.table import unsynced_instants
-from upsertlake.metadata.writer import Changes, deltacommit, discard_deltacommit
+from upsertlake.metadata.table import MetadataSlice, unsynced_instants
+from upsertlake.metadata.writer import Changes, deltacommit, discard_deltacommit, write_log
 from upsertlake.schema import avro_to_arrow
-from upsertlake.schema.columns import LOOKUP_KEY, RECORD_KEY, UPDATE_FILE_ID, UPDATE_PARTITION
+from upsertlake.schema.columns import LOOKUP_KEY, UPDATE_FILE_ID, UPDATE_PARTITION
+from upsertlake.services.key_groups import (
+    INSERTED,
+    KEY_CHANGES,
+    ByKeyGroup,
+    KeySource,
+    LiveKeys,
+    RetiredKeys,
+    StagedKeys,
+    WrittenKeys,
+    in_process,
+    read_keys,
+)
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.commit_metadata import CommitMetadata
+from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
 from upsertlake.timeline.instant import Action, State
 from upsertlake.timeline.instant_time import parse_instant_time
 from upsertlake.timeline.layouts import layout_of
+from upsertlake.util.arrow import constant
 
 log = logging.getLogger(__name__)
 
@@ -90,17 +110,17 @@ def keeps_record_index(table_config: TableConfig) -> bool:
 
 # -- at the start of a write or service -------------------------------------------------------------
 def prepare(
-    storage: Storage, table_config: TableConfig, options: Config | None = None, keeps_keys: bool = True
+    storage: Storage, table_config: TableConfig, options: Config | None = None, by_key: ByKeyGroup | None = None
 ) -> TableConfig:
     """Under the lock: keep, trim or delete the metadata table (see the module doc); returns the
-    config now on disk. `keeps_keys=False`: the writer cannot report the keys it writes (Spark's
-    distributed write), so the record index is removed rather than left stale."""
+    config now on disk. `by_key`: how an initialization of the record index reads and writes its
+    keys by file group (default: in process; a Spark write's: as Spark tasks)."""
     cfg = options or Config.resolve(None)
     enabled = cfg.get(opt.METADATA_ENABLE)
     builds = (
         enabled
         and table_config.table_version >= 8
-        and (cfg.is_set(opt.METADATA_ENABLE) or _wants_record_index(cfg, keeps_keys))
+        and (cfg.is_set(opt.METADATA_ENABLE) or _wants_record_index(cfg))
     )
     partitions = listed(table_config.extra.get(PARTITIONS_KEY))
     inflight = listed(table_config.extra.get(INFLIGHT_KEY))
@@ -108,7 +128,7 @@ def prepare(
         return drop_metadata_table(storage, table_config)
     if not partitions or inflight:
         if builds:
-            return initialize(storage, table_config, options, keeps_keys)
+            return initialize(storage, table_config, options, by_key)
         return drop_metadata_table(storage, table_config)
     timeline = Timeline.load(storage, layout_of(table_config))
     try:
@@ -119,34 +139,32 @@ def prepare(
     if missing:
         log.warning("the metadata table of %s misses %s", storage.base, missing[0])
         table_config = drop_metadata_table(storage, table_config)
-        return initialize(storage, table_config, options, keeps_keys) if builds else table_config
-    unkept = [
-        p for p in [*partitions, *inflight] if p not in KEPT or p in inflight or (p == RECORD_INDEX and not keeps_keys)
-    ]
+        return initialize(storage, table_config, options, by_key) if builds else table_config
+    unkept = [p for p in [*partitions, *inflight] if p not in KEPT or p in inflight]
     table_config = drop_partitions(storage, table_config, unkept) if unkept else table_config
-    if _wants_record_index(cfg, keeps_keys) and RECORD_INDEX not in listed(table_config.extra.get(PARTITIONS_KEY)):
-        table_config = initialize(storage, table_config, options)  # the record index alone, the others kept
+    if _wants_record_index(cfg) and RECORD_INDEX not in listed(table_config.extra.get(PARTITIONS_KEY)):
+        table_config = initialize(storage, table_config, options, by_key)  # the record index alone, the others kept
     return table_config
 
 
-def _wants_record_index(cfg: Config, keeps_keys: bool) -> bool:
-    """Whether this writer asks for the record index (and can keep it)."""
-    asked = cfg.get(opt.METADATA_RECORD_INDEX_ENABLE) or cfg.get(opt.INDEX_TYPE) is IndexType.RECORD_INDEX
-    return keeps_keys and asked
+def _wants_record_index(cfg: Config) -> bool:
+    """Whether this writer asks for the record index."""
+    return bool(cfg.get(opt.METADATA_RECORD_INDEX_ENABLE) or cfg.get(opt.INDEX_TYPE) is IndexType.RECORD_INDEX)
 
 
 def initialize(
-    storage: Storage, table_config: TableConfig, options: Config | None, keeps_keys: bool = True
+    storage: Storage, table_config: TableConfig, options: Config | None, by_key: ByKeyGroup | None = None
 ) -> TableConfig:
     """Under the lock: build the metadata table from the table as it is (its committed files, the
     footers of its latest base files, the keys of its latest slices), partition by partition, as
-    Hudi's writer initializes one; returns the config now on disk."""
+    Hudi's writer initializes one; returns the config now on disk. The record index's keys never
+    meet in one place: read by slice and written by file group through `by_key`."""
     MetadataTable.forget(storage)
     listed_any = listed(table_config.extra.get(PARTITIONS_KEY)) or listed(table_config.extra.get(INFLIGHT_KEY))
     if not listed_any and storage.folder_exists(FOLDER):
         table_config = drop_metadata_table(storage, table_config)  # a folder no property lists: leftovers
     cfg = options or Config.resolve(None)
-    record_index = _wants_record_index(cfg, keeps_keys)
+    record_index = _wants_record_index(cfg)
     wanted = (
         [FILES, COLUMN_STATS]
         + ([PARTITION_STATS] if table_config.partition_fields else [])
@@ -180,32 +198,75 @@ def initialize(
     write_properties(storage, {INFLIGHT_KEY: ",".join(sorted(wanted))})
     mdt = create_table(storage, table_config.name, table_config.table_version)
     for partition in wanted:
-        if partition == FILES:
-            records, groups = mc.files_changes(added).upserts, 1
-        elif partition == COLUMN_STATS:
-            files = [(b.partition_path, b.path) for b in bases] + [(log.partition_path, log.path) for log in logs]
-            records = [
-                r
-                for p, path in files
-                if (known := stats[path])
-                for r in mc.column_stats_records(p, path.rpartition("/")[2], known, table_config.table_version)
-            ]
-            groups = COLUMN_STATS_FILE_GROUPS
-        elif partition == PARTITION_STATS:
-            records, groups = _initial_partition_stats(slices, stats, table_config.table_version), 1
+        if partition == RECORD_INDEX:
+            _initialize_record_index(storage, mdt, table_config, timeline, slices, by_key or in_process)
         else:
-            located = _live_keys(storage, table_config, timeline, slices)
-            latest = timeline.latest_completed_write()
-            millis = int(parse_instant_time(latest.time, timeline.layout.zone).timestamp() * 1000) if latest else 0
-            records = mc.record_index_changes(located, located.slice(0, 0), millis).upserts
-            groups = record_index_file_groups(len(records))
-        initialize_partition(mdt, partition, records, groups, table_config.table_version)
+            _initialize(mdt, partition, added, bases, logs, slices, stats, table_config.table_version)
         current = TableConfig.load(storage)
         complete = sorted({*listed(current.extra.get(PARTITIONS_KEY)), partition})
         pending = [p for p in listed(current.extra.get(INFLIGHT_KEY)) if p != partition]
         write_properties(storage, {PARTITIONS_KEY: ",".join(complete), INFLIGHT_KEY: ",".join(pending) or None})
     log.info("initialized the metadata table of %s (%s)", storage.base, ", ".join(wanted))
     return TableConfig.load(storage)
+
+
+def _initialize(
+    mdt: Storage,
+    partition: str,
+    added: Mapping[str, Mapping[str, int]],
+    bases: list[BaseFile],
+    logs: list[LogFile],
+    slices: list[FileSlice],
+    stats: Mapping[str, list[mc.ColumnStats] | None],
+    table_version: int,
+) -> None:
+    """One partition but the record index, from the listing and the files' statistics."""
+    if partition == FILES:
+        records, groups = mc.files_changes(added).upserts, 1
+    elif partition == COLUMN_STATS:
+        files = [(b.partition_path, b.path) for b in bases] + [(log.partition_path, log.path) for log in logs]
+        records = [
+            r
+            for p, path in files
+            if (known := stats[path])
+            for r in mc.column_stats_records(p, path.rpartition("/")[2], known, table_version)
+        ]
+        groups = COLUMN_STATS_FILE_GROUPS
+    else:
+        records, groups = _initial_partition_stats(slices, stats, table_version), 1
+    initialize_partition(mdt, partition, records, groups, table_version)
+
+
+def _initialize_record_index(
+    storage: Storage,
+    mdt: Storage,
+    table_config: TableConfig,
+    timeline: Timeline,
+    slices: list[FileSlice],
+    by_key: ByKeyGroup,
+) -> None:
+    """The record index from the live keys of the latest slices: each slice's keys read, gathered
+    by file group (as many as their number asks for) and each group's base file written, by
+    `by_key` (on Spark: tasks, a shuffle, a task per file group)."""
+    merge = Merge(
+        table_config.ordering_fields,
+        table_config.merge_mode,
+        frozenset(i.time for i in timeline.completed_writes()),
+    )
+    latest = timeline.latest_completed_write()
+    millis = int(parse_instant_time(latest.time, timeline.layout.zone).timestamp() * 1000) if latest else 0
+    schema = writer_schema(table_config.table_version)
+    inflight = begin_partition(mdt, RECORD_INDEX)
+    sources: list[KeySource] = [LiveKeys(sl, merge) for sl in slices]
+    write = partial(_initial_group, mdt, millis, schema)
+    stats = by_key(sources, partial(read_keys, storage), record_index_file_groups, write, True)
+    complete_partition(mdt, RECORD_INDEX, inflight, sorted(stats, key=lambda s: s.fileId), schema)
+
+
+def _initial_group(mdt: Storage, millis: int, schema: str, group: int, rows: pa.Table) -> list[WriteStat]:
+    """The base file of one record-index file group at its initialization (a `GroupWrite`)."""
+    records = mc.record_index_changes(rows, rows.slice(0, 0), millis).upserts
+    return [write_base(mdt, RECORD_INDEX, group, records, schema)]
 
 
 COLUMN_STATS_FILE_GROUPS = 2  # hoodie.metadata.index.column.stats.file.group.count
@@ -242,24 +303,6 @@ def _initial_partition_stats(
         if files
         for r in mc.partition_stats_records(p, mc.merged(files), table_version)
     ]
-
-
-def _live_keys(storage: Storage, table_config: TableConfig, timeline: Timeline, slices: list[FileSlice]) -> pa.Table:
-    """Every live key of the latest slices with its (partition, file id)."""
-    merge = Merge(
-        table_config.precombine_field,
-        table_config.merge_mode,
-        frozenset(i.time for i in timeline.completed_writes()),
-    )
-
-    def keys_of(sl: FileSlice) -> pa.Table:
-        held = slice_keys(storage, sl)
-        gone = deleted_keys(storage, sl, merge, held) if sl.logs else pa.array([], pa.string())
-        return _located(held.filter(pc.invert(pc.is_in(held, value_set=gone))), sl.partition_path, sl.file_id)
-
-    with ThreadPoolExecutor(max_workers=FOOTER_THREADS) as pool:
-        parts = list(pool.map(keys_of, slices))
-    return pa.concat_tables([_located(pa.array([], pa.string()), "", ""), *parts])
 
 
 def _write_index_definition(
@@ -355,10 +398,13 @@ def sync(
     index_update: IndexUpdate | None = None,
     deleted: Mapping[str, Iterable[str]] | None = None,
     options: Config | None = None,
+    by_key: ByKeyGroup | None = None,
 ) -> None:
     """Under the lock, before the data instant `instant_time` completes: its metadata deltacommit.
     `metadata`: the instant's commit metadata (files written); `index_update`: the keys it inserted
-    and deleted (for the record index); `deleted`: files it deleted (a clean), by partition."""
+    and deleted (for the record index); `deleted`: files it deleted (a clean), by partition;
+    `by_key`: how the record index's changes are read and written by file group (default: in
+    process; a Spark write's: as Spark tasks, from the files its write tasks staged)."""
     partitions = [p for p in listed(table_config.extra.get(PARTITIONS_KEY)) if p in KEPT]
     if not partitions:
         return
@@ -376,12 +422,12 @@ def sync(
     work: dict[str, Changes] = {FILES: mc.files_changes(added, deleted or {})}
     if COLUMN_STATS in partitions or PARTITION_STATS in partitions:
         work.update(_statistics(storage, table_config, table, timeline, metadata, deleted or {}, partitions))
-    if RECORD_INDEX in partitions:
-        keys = _key_changes(storage, timeline, metadata, index_update)
-        if keys is not None:
-            millis = int(parse_instant_time(instant_time, timeline.layout.zone).timestamp() * 1000)
-            work[RECORD_INDEX] = mc.record_index_changes(*keys, millis)
-    deltacommit(table, instant_time, work, table_config.table_version)
+    more = None
+    if RECORD_INDEX in partitions and (sources := _key_sources(timeline, metadata, index_update)):
+        millis = int(parse_instant_time(instant_time, timeline.layout.zone).timestamp() * 1000)
+        run = by_key or in_process
+        more = partial(_write_record_index, storage, sources, instant_time, millis, table_config.table_version, run)
+    deltacommit(table, instant_time, work, table_config.table_version, more)
     due = (options or Config.resolve(None)).get(opt.METADATA_COMPACT_MAX_DELTA_COMMITS)
     if deltacommits_since_compaction(table) + 1 >= due:  # this one included
         _compact_and_clean(table.reloaded(), timeline, table_config)
@@ -400,60 +446,66 @@ def _compact_and_clean(table: MetadataTable, timeline: Timeline, table_config: T
     log.info("compacted the metadata table at %s; cleaned %d file(s), %d instant(s)", time, len(gone), len(trimmed))
 
 
-def _key_changes(
-    storage: Storage, timeline: Timeline, metadata: CommitMetadata, index_update: IndexUpdate | None
-) -> tuple[pa.Table, pa.Table] | None:
-    """(inserted, deleted) keys for the record index, columns key, partition, file_id: a write's
-    from its report (a log file's deletes too), a clustering's read from the files it wrote; the
-    keys of file groups a replacecommit retires are deleted unless written again."""
+def _key_sources(timeline: Timeline, metadata: CommitMetadata, index_update: IndexUpdate | None) -> list[KeySource]:
+    """Where the record index's changes of an instant come from: a write's report (the keys it
+    inserted and deleted, a log file's deletes too; on Spark the files its tasks staged them in),
+    a clustering's base files written; the slices of file groups a replacecommit retires (their
+    keys deleted unless written again). None for a clean or a compaction: no key moves."""
     replaced = {(p, f) for p, ids in (metadata.partition_to_replace_file_ids or {}).items() for f in ids}
     if index_update is None and not replaced:
-        return None  # a clean or a compaction: no key moves
+        return []
+    sources: list[KeySource] = []
     if index_update is not None:
-        inserted = index_update.inserted
-        deleted = [index_update.deleted] + (
-            [index_update.deleted_in_logs] if index_update.deleted_in_logs is not None else []
-        )
+        reported = [(index_update.inserted, True), (index_update.deleted, False), (index_update.deleted_in_logs, False)]
+        columns = (LOOKUP_KEY, UPDATE_PARTITION, UPDATE_FILE_ID)
+        sources += [
+            pa.table([*(t.column(c) for c in columns), constant(flag, t.num_rows, pa.bool_())], schema=KEY_CHANGES)
+            for t, flag in reported
+            if t is not None and t.num_rows
+        ]
+        sources += [StagedKeys(path, files) for path, files in sorted(index_update.staged.items())]
     else:
         bases = [s for s in metadata.write_stats() if s.path and not is_log_path(s.path)]
-        inserted = pa.concat_tables(
-            [_located(storage.read_parquet(s.path, [RECORD_KEY]).column(0), s.partitionPath, s.fileId) for s in bases]
-            or [_located(pa.array([], pa.string()), "", "")]
-        )
-        deleted = []
+        sources += [WrittenKeys(s.path, s.partitionPath, s.fileId) for s in bases]
     if replaced:
         partitions = sorted({p for p, _ in replaced})
-        for sl in FileSystemView(timeline, partitions=partitions).latest_file_slices(partitions):
-            if sl.file_group in replaced:
-                deleted.append(_located(slice_keys(storage, sl), sl.partition_path, sl.file_id))
-    empty = _located(pa.array([], pa.string()), "", "")
-    columns = [LOOKUP_KEY, UPDATE_PARTITION, UPDATE_FILE_ID]
-    return inserted, pa.concat_tables([empty, *[t.select(columns) for t in deleted]])
+        latest = FileSystemView(timeline, partitions=partitions).latest_file_slices(partitions)
+        sources += [RetiredKeys(sl) for sl in latest if sl.file_group in replaced]
+    return sources
 
 
-def _located(keys: pa.Array | pa.ChunkedArray, partition: str, file_id: str) -> pa.Table:
-    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-    n = len(keys)
-    return pa.table(
-        {
-            LOOKUP_KEY: keys.cast(pa.string()),
-            UPDATE_PARTITION: pa.array([partition] * n, pa.string()),
-            UPDATE_FILE_ID: pa.array([file_id] * n, pa.string()),
-        }
-    )
+def _write_record_index(
+    data: Storage,
+    sources: list[KeySource],
+    instant_time: str,
+    millis: int,
+    table_version: int,
+    by_key: ByKeyGroup,
+    table: MetadataTable,
+) -> list[WriteStat]:
+    """The record index's log files of the deltacommit `instant_time` (its `more`), one per file
+    group with changes, written by `by_key`."""
+    slices = tuple(table.slices(RECORD_INDEX))
+    if not slices:
+        raise CorruptTableError(f"the metadata table has no file groups in its {RECORD_INDEX} partition")
+    write = partial(_record_index_group, table.storage, slices, instant_time, millis, writer_schema(table_version))
+    return by_key(sources, partial(read_keys, data), len(slices), write, False)
 
 
-def slice_keys(storage: Storage, sl: FileSlice) -> pa.Array:
-    """Every key a slice's files hold (its base file's and its log records'): a superset of its
-    live keys, enough to delete them all from the record index."""
-    parts = [pa.array([], pa.string())]
-    if sl.base is not None:
-        parts.append(storage.read_parquet(sl.base.path, [RECORD_KEY]).column(0).combine_chunks().cast(pa.string()))
-    if sl.logs:
-        blocks = read_logs([(storage.read_bytes(log.path), log.path) for log in sl.logs])
-        upserted, removed = block_keys(blocks)
-        parts += [upserted, removed]
-    return pc.unique(pa.concat_arrays(parts))
+def _record_index_group(
+    mdt: Storage,
+    slices: tuple[MetadataSlice, ...],
+    instant_time: str,
+    millis: int,
+    schema: str,
+    group: int,
+    rows: pa.Table,
+) -> list[WriteStat]:
+    """One record-index file group's log file (a `GroupWrite`): its inserted keys located, its
+    deleted keys removed (a key both deleted and inserted, moved, is located)."""
+    inserted = rows.column(INSERTED)
+    changes = mc.record_index_changes(rows.filter(inserted), rows.filter(pc.invert(inserted)), millis)
+    return [write_log(mdt, slices[group], instant_time, changes, schema)] if changes else []
 
 
 def _statistics(

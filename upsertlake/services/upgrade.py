@@ -10,7 +10,11 @@ opens, at version 6 or the target, with nothing lost:
 3. copy every active instant into `.hoodie/timeline/`, converted: a completed one named
    `<requested>_<completion>` (the completion time is the modification time of its file, as
    Hudi takes it), commit documents rewritten from JSON to Avro, a pending clustering named
-   `clustering`. Version 6 readers do not look there, so a crash here changes nothing for them;
+   `clustering`; then write every instant of version 6's archive log files into the LSM timeline
+   (`.hoodie/timeline/history/`), as Hudi's upgradeToLSMTimeline does
+   (`upsertlake.services.archive.archive_to_lsm`: completed at their entries'
+   stateTransitionTime). Version 6 readers look at neither, so a crash here changes nothing for
+   them; the archive log files stay, as Hudi leaves them;
 4. switch `hoodie.properties` to the target through `hoodie.properties.backup`
    (`write_properties`), adding the properties Hudi 1.0 adds (merge mode from the payload
    class, initial version 6, the key generator type beside its class, the timeline paths) and,
@@ -18,8 +22,7 @@ opens, at version 6 or the target, with nothing lost:
 5. delete the old instant files from `.hoodie/` (version 8 and 9 readers do not look there).
 
 A rerun finishes a half-done upgrade: at version 6 it redoes step 3 from scratch, at the target it
-does step 5. Archived instants stay in `.hoodie/archived/` (version 6's archive log files, which Hudi
-1.x readers skip; see docs/concepts/table-versions.md).
+does step 5.
 
 8 -> 9 keeps the timeline as it is (versions 8 and 9 write the same instants, commit documents and
 log files): failed writes rolled back, the metadata table dropped, the index definitions given
@@ -28,8 +31,11 @@ switched. Hudi also compacts a merge-on-read table first; nothing in 9 needs it,
 
 9 -> 8 (Hudi's `NineToEightDowngradeHandler`) is the properties switched back, which is safe when
 version 8 can say what 9 says: one ordering field (Hudi 1.0 compares one), a built-in merge mode,
-no partial-update mode. Anything else, and every downgrade below 8 (timeline layout 1), is refused
-by name, the table untouched.
+no partial-update mode. 8 (or 9) -> 6 follows Hudi's `EightToSevenDowngradeHandler`, the upgrade's
+steps backwards (`_down_to_6`), the archived timeline too (the LSM timeline's instants written into
+version 6's archive log files); a merge-on-read table is refused (its log files are named by
+deltacommit, which version 6 reads as other slices), as are the tables 9 -> 8 refuses. Anything
+else is refused by name, the table untouched.
 """
 
 from __future__ import annotations
@@ -50,12 +56,13 @@ from upsertlake.config.table_config import (
     TableConfig,
 )
 from upsertlake.errors import ConfigError, MergeOnReadError, ServiceError, UnsupportedTableError
+from upsertlake.services.archive import archive_to_lsm, lsm_to_archive
 from upsertlake.services.metadata_table import drop_metadata_table
 from upsertlake.services.rollback import discard_pending
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline
-from upsertlake.timeline.commit_metadata import AVRO_MAGIC, json_to_avro
+from upsertlake.timeline.commit_metadata import AVRO_MAGIC, CommitMetadata, json_to_avro
 from upsertlake.timeline.instant import WRITE_ACTIONS, Action, Instant, State
 from upsertlake.timeline.instant_time import format_instant_time
 from upsertlake.timeline.layouts import LAYOUT_1, TimelineLayout, layout_of
@@ -76,24 +83,27 @@ class UpgradeResult:
     rolled_back: tuple[str, ...] = ()
     instants_moved: int = 0
     old_files_deleted: int = 0
+    archived_moved: int = 0  # archived instants written into the LSM timeline (from version 6)
 
 
 def upgrade(storage: Storage, lock: TableLock, cfg: Config, to: int = 8) -> UpgradeResult:
-    """Upgrade the table to version `to` (8 or 9), or downgrade a version 9 table_config to 8 where that
+    """Upgrade the table to version `to` (8 or 9), or downgrade it (9 -> 8, 8 or 9 -> 6) where that
     is safe; a table already there is left as it is, except for the old instant files an
-    interrupted upgrade left behind, which go."""
+    interrupted upgrade or downgrade left behind, which go."""
     if to not in SUPPORTED_TARGETS and to not in WRITABLE_VERSIONS:
         raise ConfigError(f"cannot upgrade to table version {to}: upsertlake upgrades to version 8 or 9")
     with lock.hold():
         table_config = TableConfig.load(storage)
         start = table_config.table_version
         if start > to:
-            return _downgrade(storage, table_config, to)
-        if to not in SUPPORTED_TARGETS:
-            raise ConfigError(f"cannot upgrade to table version {to}: upsertlake upgrades to version 8 or 9")
+            return _downgrade(storage, table_config, to, cfg)
         if start == to:
             recover_properties(storage)
+            if to == 6:  # what a downgrade to 6 that died after the switch left in .hoodie/timeline/
+                return UpgradeResult(start, to, old_files_deleted=_delete_layout_2_instants(storage))
             return UpgradeResult(start, to, old_files_deleted=_delete_layout_1_instants(storage))
+        if to not in SUPPORTED_TARGETS:
+            raise ConfigError(f"cannot upgrade to table version {to}: upsertlake upgrades to version 8 or 9")
         if start not in (6, 8):
             raise UnsupportedTableError(f"upgrading table version {start} is not supported (6 and 8 only)")
         table_config.check_writable()
@@ -113,12 +123,13 @@ def upgrade(storage: Storage, lock: TableLock, cfg: Config, to: int = 8) -> Upgr
         else:
             target = table_config.as_version_8(merge_mode, initial)
         moved = _copy_converted_instants(storage, layout_of(target)) if start == 6 else 0
+        archived = archive_to_lsm(storage, layout_of(table_config), layout_of(target), cfg) if start == 6 else 0
         if to == 9:
             _version_index_definitions(storage, table_config)
         write_properties(storage, _changes(table_config, target))
         deleted = _delete_layout_1_instants(storage)
     log.info("upgraded %s from table version %d to %d (%d instants)", storage.base, start, to, moved)
-    return UpgradeResult(start, to, tuple(rolled_back), moved, deleted)
+    return UpgradeResult(start, to, tuple(rolled_back), moved, deleted, archived)
 
 
 def _changes(old: TableConfig, new: TableConfig) -> dict[str, str | None]:
@@ -128,8 +139,9 @@ def _changes(old: TableConfig, new: TableConfig) -> dict[str, str | None]:
     return props
 
 
-def _downgrade(storage: Storage, table_config: TableConfig, to: int) -> UpgradeResult:
-    """9 -> 8 where version 8 says the same (`downgrade_blockers`), else refused untouched."""
+def _downgrade(storage: Storage, table_config: TableConfig, to: int, cfg: Config) -> UpgradeResult:
+    """9 -> 8 where version 8 says the same (`downgrade_blockers`); 8 or 9 -> 6 as Hudi's
+    EightToSevenDowngradeHandler does (`_down_to_6`); else refused untouched."""
     blockers = downgrade_blockers(table_config, to)
     if blockers:
         raise ConfigError(
@@ -137,29 +149,55 @@ def _downgrade(storage: Storage, table_config: TableConfig, to: int) -> UpgradeR
             + "; ".join(blockers) + " (the table was left as it is)"
         )
     table_config.check_writable()
+    if to == 6:
+        return _down_to_6(storage, table_config, cfg)
     table_config = drop_metadata_table(storage, table_config)
     write_properties(storage, _changes(table_config, table_config.down_to_version_8()))
     log.info("downgraded %s from table version %d to %d", storage.base, table_config.table_version, to)
     return UpgradeResult(table_config.table_version, to)
 
 
+def _down_to_6(storage: Storage, table_config: TableConfig, cfg: Config) -> UpgradeResult:
+    """8 (or 9, through 8) -> 6, the upgrade's steps backwards, so that a crash at any point leaves
+    a table that opens at its version or at 6: failed writes rolled back and the metadata table
+    dropped; every instant copied into `.hoodie/` (`_copy_to_layout_1`) and the LSM timeline's
+    instants written into version 6's archive log files (`archive.lsm_to_archive`), neither of
+    which a version 8 reader looks at; the properties switched (`TableConfig.down_to_version_6`);
+    the layout 2 instant files deleted (a rerun at 6 finishes that). The LSM timeline's files
+    stay, as Hudi leaves them."""
+    start = table_config.table_version
+    rolled_back = _discard_failed_writes(storage, cfg)
+    table_config = drop_metadata_table(storage, table_config)
+    layout = layout_of(table_config)
+    _delete_layout_1_instants(storage)  # a downgrade that died copied them: version 8 writers may have gone on
+    moved = _copy_to_layout_1(storage, layout)
+    archived = lsm_to_archive(storage, layout, LAYOUT_1, cfg)
+    at_8 = table_config.down_to_version_8() if start == 9 else table_config
+    write_properties(storage, _changes(table_config, at_8.down_to_version_6()))
+    deleted = _delete_layout_2_instants(storage, layout)
+    log.info("downgraded %s from table version %d to 6 (%d instants)", storage.base, start, moved)
+    return UpgradeResult(start, 6, tuple(rolled_back), moved, deleted, archived)
+
+
 def downgrade_blockers(table_config: TableConfig, to: int) -> list[str]:
     """Why `table_config` cannot go down to version `to` (empty: it can)."""
-    if table_config.table_version != 9 or to != 8:
-        return [
-            f"only 9 -> 8 is a downgrade upsertlake makes (version {to} has another timeline layout)"
-            if to < 8
-            else f"no downgrade from {table_config.table_version} to {to}"
-        ]
+    start = table_config.table_version
+    if start not in (8, 9) or to not in (6, 8) or to >= start:
+        return [f"no downgrade from {start} to {to} (upsertlake downgrades 9 -> 8, and 8 or 9 -> 6)"]
     out = []
     fields = table_config.ordering_fields
     if len(fields) > 1:
-        out.append(f"it orders records by {len(fields)} fields ({', '.join(fields)}), Hudi 1.0 compares one")
+        hudi = "1.0" if to == 8 else "0.x"
+        out.append(f"it orders records by {len(fields)} fields ({', '.join(fields)}), Hudi {hudi} compares one")
     stated = table_config.extra.get("hoodie.record.merge.mode", MergeMode.EVENT_TIME.value)
     if stated not in {m.value for m in MergeMode}:
         out.append(f"its merge mode {stated} is not a built-in one")
     if table_config.extra.get(PARTIAL_UPDATE_KEY, "NONE") != "NONE":
         out.append(f"{PARTIAL_UPDATE_KEY}={table_config.extra[PARTIAL_UPDATE_KEY]} has no version 8 form")
+    if to == 6 and table_config.is_merge_on_read:
+        # as the upgrade refuses one at 6: version 6 names log files by their base instant
+        out.append("it is merge-on-read, and its log files are named by their deltacommits, which version 6 reads "
+                   "as other slices (keep it at 8 or 9)")
     return out
 
 
@@ -222,6 +260,33 @@ def _copy_converted_instants(storage: Storage, layout: TimelineLayout) -> int:
             data = json_to_avro(data, inst.action is Action.REPLACE_COMMIT, f"{LAYOUT_1.folder}/{name}")
         storage.write_bytes(layout.path(converted), data)
     return len({(i.time, i.action) for i, _ in instants})
+
+
+def _copy_to_layout_1(storage: Storage, layout: TimelineLayout) -> int:
+    """Copy every instant file of the layout 2 folder into `.hoodie/`, as version 6 names them
+    (Hudi's EightToSevenDowngradeHandler): a completed one by its requested time alone, its commit
+    document as JSON; a pending clustering as the replacecommit it is at 6. Completed instants
+    are written in the order they completed, so their files' modification times, which version 6
+    readers take for completion times, keep that order."""
+    instants = [inst for e in storage.list(layout.folder) if not e.is_dir and (inst := layout.parse(e.name))]
+    instants.sort(key=lambda i: (i.is_completed, i.completion or "", i))
+    for inst in instants:
+        data = storage.read_bytes(layout.path(inst))
+        if inst.is_completed and inst.action in WRITE_ACTIONS and data.strip():
+            data = CommitMetadata.from_bytes(data, layout.path(inst)).to_json_bytes()
+        plain = Instant(inst.time, inst.action, inst.state)
+        storage.write_bytes(LAYOUT_1.path(plain), data)
+    return len({(i.time, i.action) for i in instants})
+
+
+def _delete_layout_2_instants(storage: Storage, layout: TimelineLayout | None = None) -> int:
+    """Remove the instant files of `.hoodie/timeline/` after a downgrade to 6 (version 6 readers
+    do not look there); its history folder stays."""
+    folder = layout.folder if layout is not None else f"{LAYOUT_1.folder}/timeline"
+    doomed = [e.path for e in storage.list(folder) if not e.is_dir and Instant.from_file_name(e.name, 2)]
+    for path in doomed:
+        storage.delete(path)
+    return len(doomed)
 
 
 def _is_pending_clustering(storage: Storage, inst: Instant, name: str) -> bool:

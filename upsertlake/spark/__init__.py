@@ -19,6 +19,7 @@ from upsertlake.services.cluster import ClusterResult
 from upsertlake.services.compaction import CompactionResult
 from upsertlake.spark.options import resolve_aliases, resolve_path, split_store_options, write_options
 from upsertlake.spark.read import read
+from upsertlake.spark.record_index import by_key_group_on
 from upsertlake.spark.session import build_session
 from upsertlake.spark.source import UpsertlakeDataSource
 from upsertlake.spark.stream import write_batch
@@ -34,8 +35,9 @@ if TYPE_CHECKING:
 def cluster(spark: SparkSession, path: str, **options: object) -> ClusterResult:
     """Clustering with one Spark task per new file group; the plan and the commit stay on the driver."""
     options, store = split_store_options(options)
-    return open_table(resolve_path(path), storage_options=store).cluster(resolve_aliases(options),
-                                                                         map_groups=groups_on(spark))
+    return open_table(resolve_path(path), storage_options=store).cluster(
+        resolve_aliases(options), map_groups=groups_on(spark), by_key=by_key_group_on(spark)
+    )
 
 
 def compact(spark: SparkSession, path: str, **options: object) -> CompactionResult:

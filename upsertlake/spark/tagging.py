@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from upsertlake.config import Config
+from upsertlake.config import options as opt
 from upsertlake.config.enums import IndexType
 from upsertlake.config.table_config import TableConfig
 from upsertlake.engine.global_routing import route_moves, stored_orders_after
@@ -67,6 +68,7 @@ from upsertlake.schema.columns import (
 )
 from upsertlake.schema.ordering import ordering_values
 from upsertlake.spark.literals import identifier, sql_array, sql_literal, sql_map
+from upsertlake.spark.record_index import record_index_located
 from upsertlake.spark.session import FILE_NAME, scan_files
 from upsertlake.spark.task_errors import reraised_named
 from upsertlake.spark.types import spark_schema_of, task_table
@@ -105,7 +107,8 @@ def tag(
     spark = prepared.sparkSession
     if not operation.looks_up:  # insert-only operations skip the lookup, as in Hudi
         return prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION])
-    is_global = cfg.global_index
+    by_record_index = index_type is IndexType.RECORD_INDEX
+    is_global = cfg.global_index or by_record_index  # the record index finds a key in any partition
     if is_global:
         partitions = view.partitions()
     else:
@@ -114,11 +117,21 @@ def tag(
     # Numbered in (partition, fileId) order: the smallest number is the smallest location.
     files = sorted(view.latest_base_files(partitions), key=lambda bf: (bf.partition_path, bf.file_id))
     order = ordering_fields if is_global and global_order is not None else ()
+    if by_record_index and not cfg.get(opt.RECORD_INDEX_UPDATE_PARTITION_PATH):
+        order = ()  # no record moves, so no stored ordering value is compared: no data file is read
     number = {bf.file_group: n for n, bf in enumerate(files)}
     logged = {number[sl.file_group]: sl for sl in view.latest_file_slices(partitions)
               if sl.logs and sl.file_group in number} if merge is not None else {}
     if not files:
         stored = None
+    elif by_record_index:
+        stored = record_index_located(prepared, view.timeline, files)
+        if order:  # the stored ordering values of the keys found, read from their files as the bloom check does
+            tasks = max(1, -(-len(files) // _FILES_PER_TASK))
+            out = pa.schema([(STORED_KEY, pa.string()), (FILE_NUMBER, pa.int32()), (STORED_ORDER, global_order)])
+            stored = stored.repartition(tasks, FILE_NUMBER).mapInArrow(
+                partial(_check_files, files, view.storage, order, logged, merge), spark_schema_of(out)
+            )
     elif index_type.local is IndexType.BLOOM:
         stored = _bloom_located(prepared, files, view.storage, is_global, order, global_order, logged, merge)
     else:
@@ -143,12 +156,6 @@ def _order_fields(order: tuple[str, ...], order_type: pa.DataType | None) -> lis
 def _present(order: tuple[str, ...], names: list[str]) -> list[str]:
     """The ordering fields a file has: all of them, or none (written before they were)."""
     return list(order) if order and all(f in names for f in order) else []
-
-
-def _single(order: tuple[str, ...], columns: list[str]) -> str | None:
-    """The one ordering field a merge-on-read slice merges by, when read (tables ordered by
-    several fields are not merge-on-read here)."""
-    return order[0] if len(order) == 1 and order[0] in columns else None
 
 
 def _stored_order(stored: pa.Table, order: tuple[str, ...]) -> pa.Array | pa.ChunkedArray:
@@ -422,7 +429,7 @@ def _check_files(
         found = stored.filter(pc.is_in(stored.column(KEY), value_set=candidates))
         if int(number) in logged and found.num_rows:
             assert merge is not None, "slices with log files come with how they merge"
-            found = live_in_slice(storage, logged[int(number)], merge, found, KEY, _single(order, columns))
+            found = live_in_slice(storage, logged[int(number)], merge, found, KEY, _present(order, columns))
         n = found.num_rows
         if not n:
             continue
@@ -453,7 +460,7 @@ def _read_slices(
         parquet = storage.parquet_file(bf.path)
         columns = [KEY, *_present(order, parquet.schema_arrow.names)]
         stored = live_in_slice(
-            storage, logged[number], merge, parquet.read(columns=columns), KEY, _single(order, columns)
+            storage, logged[number], merge, parquet.read(columns=columns), KEY, _present(order, columns)
         )
         n = stored.num_rows
         out = {

@@ -12,6 +12,9 @@ merges and writes it (the in-process BucketJob) → driver: one commit of the wr
 batch skips that shuffle too: its tag task stages the tagged records on the table's storage and
 returns only the counts; one more task reads them back, assigns and writes every bucket on a
 thread pool, as in process.
+With the metadata table's record index kept, each write task stages the keys it inserted and
+deleted on the table's storage, and the commit's metadata deltacommit writes the index's log files
+by Spark tasks from them (`spark.record_index`); a start that builds the index does so by tasks too.
 Nothing that grows with the records reaches the driver: only partitions, file listings, footers,
 counts and write stats. A failure anywhere rolls the instant back.
 """
@@ -37,7 +40,14 @@ from pyspark.sql import functions as F
 from upsertlake.config import Config
 from upsertlake.config import options as opt
 from upsertlake.config.enums import IndexType
-from upsertlake.engine.bucket_writer import BucketJob, WriteStatus, default_token, mark_buckets, store_summaries
+from upsertlake.engine.bucket_writer import (
+    BucketJob,
+    WriteStatus,
+    default_token,
+    mark_buckets,
+    stage_keys,
+    store_summaries,
+)
 from upsertlake.engine.bucketing import sizing
 from upsertlake.engine.bulk_insert import (
     SAMPLE_ROWS,
@@ -58,12 +68,14 @@ from upsertlake.index import BucketIndex, make_index
 from upsertlake.index.base import Index
 from upsertlake.layout.file_system_view import FileSystemView
 from upsertlake.layout.file_writer import FileWriterConfig, file_writer_config
-from upsertlake.layout.markers import reconcile_markers, staging_folder
+from upsertlake.layout.markers import reconcile_markers, staged_keys_folder, staging_folder
 from upsertlake.partitioner import Bucket, BucketPartitioner, UpsertPartitioner, WorkloadProfile
 from upsertlake.schema.columns import BUCKET, KEY, KEY_BUCKET, LOC_FILE_ID, LOC_INSTANT, LOCATION, PARTITION, POSITION
+from upsertlake.services.metadata_table import keeps_record_index
 from upsertlake.services.stat_map import StatMap, T
 from upsertlake.spark.assign import bucket_column, bucket_index_column
 from upsertlake.spark.options import WriteOptions
+from upsertlake.spark.record_index import by_key_group_on
 from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
 from upsertlake.spark.tagging import (
     read_staged,
@@ -101,7 +113,9 @@ def write_dataframe(
     schema = arrow_schema_of(df.schema)
     table = table or options.open_or_create(schema)
     client = table.write_client()
-    instant = client.start_commit(options.operation, reports_keys=False)  # keys stay on the executors
+    # The record index's keys stay on the executors: its initialization and its changes are Spark jobs.
+    instant = client.start_commit(options.operation, by_key=by_key_group_on(spark))
+    committed = None
     try:
         # As many tasks as the input has partitions (at least one per core); asked of the JVM's
         # RDD: PySpark's `df.rdd` sets up a conversion to Python rows (a second in a fresh process).
@@ -109,15 +123,21 @@ def write_dataframe(
         with session_settings(spark, {**WRITE_SETTINGS, "spark.sql.shuffle.partitions": str(parts)}):
             result = _write_distributed(df, schema, client, instant, options, parts)
             reconcile_markers(client.storage, instant, result.files_written)
-            result = client.commit(instant, result, extra_metadata)  # may re-merge or redo (Spark jobs)
+            result = committed = client.commit(instant, result, extra_metadata)  # may re-merge or redo (Spark jobs)
     except BaseException as exc:
         client.rollback(instant)
         raised = raised_by_task(exc)
         if raised is exc:
             raise
         raise raised from exc
+    finally:  # the key changes the write tasks staged for the record index (the metadata deltacommit read them)
+        if keeps_record_index(client.table_config):
+            for time_ in {instant, committed.instant_time if committed is not None else instant}:
+                client.storage.delete_dir(staged_keys_folder(time_))
     # The same services as in process (clean, archive, inline clustering as Spark tasks).
-    open_table(options.path, options.hoodie, options.storage).services_after_commit(options.hoodie, groups_on(spark))
+    open_table(options.path, options.hoodie, options.storage).services_after_commit(
+        options.hoodie, groups_on(spark), by_key_group_on(spark)
+    )
     return result
 
 
@@ -205,7 +225,7 @@ def _write_distributed(
         profile = _profile(counts, route.operation)
         plan, write = _plan(df, route, client, view, profile, empty.data_schema, tagged, staged, counts, rewrites)
         stages["profile"] = time.perf_counter() - began
-        job = client.begin_write(instant, plan, keep_keys=False)
+        job = client.begin_write(instant, plan, keep_keys=keeps_record_index(client.table_config))
         client.writes.keep(instant, rewrite=write)
         began = time.perf_counter()
         statuses = write(job, None, 1)
@@ -571,7 +591,7 @@ def _write_task(
         records = data.slice(lo, hi - lo).drop_columns([BUCKET, POSITION])
         number = int(buckets[lo])
         statuses.append(job.write(storage, number, records, write_token=tokens[number]))
-    yield from _statuses(store_summaries(storage, job.instant_time, statuses))
+    yield from _statuses(_keys_staged(storage, job, store_summaries(storage, job.instant_time, statuses)))
 
 
 @reraised_named
@@ -602,7 +622,13 @@ def _write_all_task(
         threads,
         write_token=_write_token(),
     )
-    yield from _statuses(statuses)
+    yield from _statuses(_keys_staged(storage, job, statuses))
+
+
+def _keys_staged(storage: Storage, job: BucketJob, statuses: list[WriteStatus]) -> list[WriteStatus]:
+    """A write task's statuses without their key changes: those the record index needs (`keep_keys`)
+    are staged on the table's storage for the metadata deltacommit's tasks, not sent to the driver."""
+    return stage_keys(storage, staged_keys_folder(job.instant_time), statuses) if job.keep_keys else statuses
 
 
 def _write_token() -> str | None:

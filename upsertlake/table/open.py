@@ -109,11 +109,6 @@ def create_table(
         table_type=kind,
         extra=merge_on_read_payload(mode) if kind == MERGE_ON_READ else {},
     )
-    if kind == MERGE_ON_READ and len(ordering) > 1:
-        raise ConfigError(
-            f"merge-on-read tables ordered by several fields ({', '.join(ordering)}) are not supported yet; "
-            "order by one field, or create a copy-on-write table"
-        )
     version = resolved.get(opt.WRITE_TABLE_VERSION)
     if version not in WRITABLE_VERSIONS:
         key = TABLE_VERSION_KEY if asked is not None else opt.WRITE_TABLE_VERSION.key
@@ -141,8 +136,9 @@ def upgrade_table(
 ) -> UpgradeResult:
     """Upgrade the table at `path` to table version `version`, 8 or 9 (6 -> 8, 6 -> 9 and 8 -> 9, as
     Apache Hudi's upgrade handlers do), crash-safe and resumable (`upsertlake.services.upgrade`);
-    refuses while a write is running. `version` 8 on a version 9 table downgrades it, where that
-    is safe (else a ConfigError says why, the table untouched)."""
+    refuses while a write is running. A `version` below the table's (8 on a version 9 table, 6 on
+    a version 8 or 9 one) downgrades it, where that is safe (else a ConfigError says why, the
+    table untouched), as Hudi's downgrade handlers do."""
     from upsertlake.concurrency.lock import make_lock
     from upsertlake.services.upgrade import upgrade
 

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from upsertlake.services.clean import CleanResult
     from upsertlake.services.cluster import ClusterResult
     from upsertlake.services.compaction import CompactionResult
+    from upsertlake.services.key_groups import ByKeyGroup
     from upsertlake.services.stat_map import StatMap
 
 log = logging.getLogger(__name__)
@@ -196,13 +197,21 @@ class Table:
         return replace(result, store_requests=self.storage.requests.since(before))
 
     def services_after_commit(
-        self, options: Mapping[str, object] | None = None, map_groups: StatMap | None = None
+        self,
+        options: Mapping[str, object] | None = None,
+        map_groups: StatMap | None = None,
+        by_key: ByKeyGroup | None = None,
     ) -> None:
-        """What runs after every commit (a distributed writer calls it with its own `map_groups`)."""
-        self._services_after_commit(self.options.with_overrides(options), map_groups)
+        """What runs after every commit (a distributed writer calls it with its own `map_groups`
+        and `by_key`, how a clustering moves keys in the record index)."""
+        self._services_after_commit(self.options.with_overrides(options), map_groups, by_key=by_key)
 
     def _services_after_commit(
-        self, cfg: Config, map_groups: StatMap | None = None, timeline: Timeline | None = None
+        self,
+        cfg: Config,
+        map_groups: StatMap | None = None,
+        timeline: Timeline | None = None,
+        by_key: ByKeyGroup | None = None,
     ) -> None:
         """Hudi's order after a commit: inline compaction (merge-on-read), inline clustering,
         automatic clean, archival; then, on an object store, the commit digest. The commit stands
@@ -221,7 +230,7 @@ class Table:
                 self._compact(cfg, map_groups)
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(timeline, cfg):
-                self._cluster(cfg, map_groups)
+                self._cluster(cfg, map_groups, by_key)
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLEAN_AUTOMATIC) and clean_due(timeline, cfg):
                 clean(self.storage, self._lock, cfg)
@@ -255,18 +264,22 @@ class Table:
         return archive(self.storage, self._lock, self.options.with_overrides(options))
 
     def cluster(
-        self, options: Mapping[str, object] | None = None, map_groups: StatMap | None = None
+        self,
+        options: Mapping[str, object] | None = None,
+        map_groups: StatMap | None = None,
+        by_key: ByKeyGroup | None = None,
     ) -> ClusterResult:
         """Merge small file groups per partition into files near the target size (a replacecommit);
         on a merge-on-read table each slice is read merged with its log files. When no partition
         has two small groups to merge, a result without instant says why.
-        `upsertlake.spark.cluster` passes a `map_groups` that writes each new group as a Spark task."""
-        return self._cluster(self.options.with_overrides(options), map_groups)
+        `upsertlake.spark.cluster` passes a `map_groups` that writes each new group as a Spark task
+        and a `by_key` that moves their keys in the record index as Spark tasks."""
+        return self._cluster(self.options.with_overrides(options), map_groups, by_key)
 
-    def _cluster(self, cfg: Config, map_groups: StatMap | None) -> ClusterResult:
+    def _cluster(self, cfg: Config, map_groups: StatMap | None, by_key: ByKeyGroup | None = None) -> ClusterResult:
         from upsertlake.services.cluster import cluster, in_process
 
-        result = cluster(self.storage, self._lock, self.table_config, cfg, map_groups or in_process)
+        result = cluster(self.storage, self._lock, self.table_config, cfg, map_groups or in_process, by_key)
         if result.clustered:
             self._drop_client()  # file groups moved: the index learns the new files
         return result

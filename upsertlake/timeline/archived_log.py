@@ -182,6 +182,30 @@ def completed_instants(entries: Iterable[dict[str, Any]], source: str) -> dict[I
     return out
 
 
+def lsm_actions(entries: Iterable[dict[str, Any]], source: str) -> list[tuple[Instant, bytes, bytes | None]]:
+    """Each completed instant the entries archived as Hudi's LegacyArchivedMetaEntryReader hands it
+    to the LSM timeline when a table leaves version 6: completed at its entry's
+    `stateTransitionTime` (its requested time where an old entry has none: layout 1 completes
+    instants in the order of their times), its document as `completed_instants` reads it, and
+    its plan, which that reader finds for a compaction alone (its requested entry's)."""
+    entries = list(entries)
+    completed = completed_instants(entries, source)
+    finished: dict[tuple[str, str], str] = {}
+    plans: dict[str, bytes] = {}
+    for entry in entries:
+        time, action, state = str(entry.get("commitTime")), entry.get("actionType"), entry.get("actionState")
+        if state in (None, "COMPLETED") and entry.get("stateTransitionTime"):
+            finished[(time, str(action))] = str(entry["stateTransitionTime"])
+        elif action == Action.COMPACTION.value and entry.get("hoodieCompactionPlan") is not None:
+            plans[time] = documents.encode(_DOCUMENT_SCHEMA["hoodieCompactionPlan"], entry["hoodieCompactionPlan"])
+    out = []
+    for inst, data in sorted(completed.items()):
+        completion = finished.get((inst.time, inst.action.value), inst.time)
+        plan = plans.get(inst.time) if inst.action is Action.COMMIT else None
+        out.append((inst.with_state(State.COMPLETED, completion=completion), data, plan))
+    return out
+
+
 def _action(name: object) -> Action | None:
     try:
         return Action(str(name))

@@ -1,0 +1,151 @@
+"""The metadata table's record index on Spark: a Spark write keeps it (its changes staged by the
+write tasks, shuffled by record-index file group and written by a task per group), builds it when
+asked with a Spark job, tags by it on the executors, and a write that fails after its tasks wrote
+the record index's log files leaves it as readers saw it. The driver never reads a key: the
+in-process runner, which would, fails if called."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import upsertlake.spark as uls
+from upsertlake import create_table, open_table
+from upsertlake.storage import Storage
+from upsertlake.timeline.active import Timeline
+
+from helpers import spark_write_started, storage_failing_record_index_logs, table_on
+from metadata_checks import holds, initializations
+
+V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
+RI = {"hoodie.metadata.record.index.enable": "true"}
+DISTRIBUTED = {"upsertlake.small.batch.bytes": 0, "hoodie.parquet.small.file.limit": 0}  # tagged by the join
+
+
+def rows(ids, ts: int, tag: str, part: str | None = None) -> pa.Table:
+    ids = list(ids)
+    return pa.table({
+        "id": [f"k{i:05d}" for i in ids],
+        "ts": pa.array([ts] * len(ids), pa.int64()),
+        "v": [f"{tag}-{i}" for i in ids],
+        "p": [part or f"p{i % 3}" for i in ids],
+    })
+
+
+def new_table(path: Path, table_type: str = "COPY_ON_WRITE") -> None:
+    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p", table_type=table_type,
+                 options=V8)
+
+
+@pytest.fixture
+def driver_reads_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record index's in-process runner (which reads every key in one process) fails."""
+    import upsertlake.services.metadata_table as metadata_table
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the driver read the record index's keys")
+
+    monkeypatch.setattr(metadata_table, "in_process", refused)
+
+
+def where(path: Path) -> dict[str, tuple[str, str]]:
+    """Each key's (partition, file id), as the table's rows hold it."""
+    t = open_table(path).read(columns=["id", "_hoodie_partition_path", "_hoodie_file_name"])
+    return {k: (p, n.split("_")[0]) for k, p, n in zip(*(t.column(c).to_pylist() for c in t.column_names))}
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_spark_writes_build_and_keep_the_record_index(
+    spark, tmp_path: Path, table_type: str, driver_reads_no_key: None
+) -> None:
+    path = tmp_path / "t"
+    new_table(path, table_type)
+    open_table(path, V8).upsert(rows(range(60), 1, "one"))  # a metadata table without the record index
+    open_table(path, V8).delete(rows(range(30, 35), 0, "gone").select(["id", "p"]))  # merge-on-read: a log's deletes
+    assert "record_index" not in holds(path).partitions
+    df = spark.createDataFrame
+    uls.upsert(df(rows(range(40, 80), 2, "two")), str(path), **RI, **DISTRIBUTED)  # built by a Spark job, then kept
+    assert "record_index" in holds(path).partitions
+    built = initializations(path)
+    uls.delete(df(rows(range(0, 10), 0, "gone").select(["id", "p"])), str(path), **DISTRIBUTED)
+    uls.insert(df(rows(range(80, 90), 3, "ins")), str(path))
+    moved = {"hoodie.index.type": "GLOBAL_SIMPLE", "hoodie.simple.index.update.partition.path": "true"}
+    uls.upsert(df(rows([20, 21], 4, "moved", part="p9")), str(path), **moved, **DISTRIBUTED)
+    uls.upsert(df(rows(range(85, 95), 5, "small")), str(path))  # a small batch: tagged and written in one task
+    holds(path)
+    assert uls.cluster(spark, str(path)).clustered  # its keys moved to the new file groups by Spark tasks
+    assert initializations(path) == built  # kept, never built again
+    assert sorted(where(path)) == [f"k{i:05d}" for i in range(10, 95) if not 30 <= i < 35]
+    assert where(path)["k00020"][0] == "p9"  # moved by the global index, the record index with it
+
+
+def test_a_spark_upsert_by_record_index_updates_in_place(
+    spark, tmp_path: Path, driver_reads_no_key: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RECORD_INDEX tags on the executors: updates land in the file groups that hold their keys,
+    a key arriving under another partition stays where it is (global; Hudi's default). No data
+    file's keys are read: the record index alone finds them."""
+    import upsertlake.spark.tagging as tagging
+
+    for scan in ("_simple_located", "_bloom_located"):
+        monkeypatch.setattr(tagging, scan, lambda *args: pytest.fail("data files were scanned for keys"))
+    path = tmp_path / "t"
+    new_table(path)
+    uls.upsert(spark.createDataFrame(rows(range(60), 1, "one")), str(path), **RI)
+    before = where(path)
+    by_index = {"hoodie.index.type": "RECORD_INDEX", **DISTRIBUTED}
+    batch = pa.concat_tables([rows(range(30, 60), 2, "two"), rows([5, 6], 2, "elsewhere", part="p1")])
+    result = uls.upsert(spark.createDataFrame(batch), str(path), **by_index)
+    assert (result.num_updates, result.num_inserts) == (32, 0)
+    after = where(path)
+    assert after == before  # every key in the file group (and partition) it was in
+    t = open_table(path).read(columns=["id", "v"])
+    values = dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist()))
+    assert (values["k00005"], values["k00031"], values["k00001"]) == ("elsewhere-5", "two-31", "one-1")
+    holds(path)
+
+
+def test_a_spark_write_failing_after_its_record_index_logs_leaves_the_index_as_it_was(spark, tmp_path: Path) -> None:
+    """A task writing the record index's log file fails right after writing it: the write rolls
+    back with its metadata deltacommit and those log files, and readers see the index as before."""
+    from upsertlake.spark.options import write_options
+    from upsertlake.spark.write import write_dataframe
+
+    path = tmp_path / "t"
+    new_table(path)
+    uls.upsert(spark.createDataFrame(rows(range(60), 1, "one")), str(path), **RI)
+    before, mdt = where(path), Timeline.load(Storage(path / ".hoodie" / "metadata")).instants
+    ri = path / ".hoodie" / "metadata" / "record_index"
+    files = sorted(p.name for p in ri.iterdir())
+    options = write_options(DISTRIBUTED, str(path), "upsert")
+    table = table_on(storage_failing_record_index_logs(path), options.hoodie)
+    with pytest.raises(Exception, match="injected failure after a record index log"):
+        write_dataframe(spark.createDataFrame(rows(range(50, 70), 2, "two")), options, table=table)
+    assert where(path) == before
+    holds(path)
+    assert Timeline.load(Storage(path / ".hoodie" / "metadata")).instants == mdt
+    assert sorted(p.name for p in ri.iterdir()) == files  # its log files went with it
+
+
+def test_a_spark_write_re_merged_onto_a_concurrent_commit_keeps_the_record_index(
+    spark, tmp_path: Path, driver_reads_no_key: None
+) -> None:
+    """Two writes of different keys of the same file groups, both written before either commits:
+    the Spark one, committing second, merges its buckets again (its tasks stage their keys anew),
+    and the record index it keeps is the table's."""
+    occ = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control", **RI}
+    path = tmp_path / "t"
+    new_table(path)
+    uls.upsert(spark.createDataFrame(rows(range(30), 1, "one")), str(path), **occ, **DISTRIBUTED)
+    batch = pa.concat_tables([rows(range(15, 30), 2, "spark"), rows(range(40, 45), 2, "new")])
+    client, instant, result = spark_write_started(spark, path, batch, {**occ, **DISTRIBUTED})
+    open_table(path, occ).upsert(rows(range(0, 15), 3, "local"))
+    done = client.commit(instant, result)
+    assert done.remerges == 1
+    holds(path)
+    t = open_table(path).read(columns=["id", "v"])
+    assert sorted(t.column("v").to_pylist()) == sorted(
+        [f"local-{i}" for i in range(15)] + [f"spark-{i}" for i in range(15, 30)] + [f"new-{i}" for i in range(40, 45)]
+    )
