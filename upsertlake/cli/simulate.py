@@ -66,6 +66,8 @@ def simulate(args: argparse.Namespace) -> int:
     for name in ("overlap", "kill_rate"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             raise CliError(f"--{name.replace('_', '-')} must be between 0 and 1")
+    if not SimulationConfig(args.table).local and not args.journal:
+        raise CliError("--journal: name a local folder for the journal of a table on an object store")
     if args.metadata and args.table_version < 8:
         raise CliError("--metadata needs --table-version 8 or 9 (table version 6 keeps no metadata table)")
     report = run(
