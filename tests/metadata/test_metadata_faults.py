@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 import upsertlake
+import upsertlake.engine.commit as commit
 from upsertlake.metadata.table import unsynced_instants
 from upsertlake.simulation.invariants import metadata_violations
 from upsertlake.storage import Storage
@@ -144,3 +146,43 @@ def test_a_compaction_killed_after_its_metadata_commit_and_run_again_keeps_the_m
     assert metadata_timeline(tmp_path).get("00000000000000000").completed_at == built  # not built again
     assert metadata_violations(Storage(tmp_path)) == []
     assert sorted(t.read().column("id").to_pylist()) == [f"id-{i:04d}" for i in [*range(10), *range(20, 25)]]
+
+
+def test_a_failed_write_synced_after_a_metadata_compaction_is_rolled_back_without_dropping_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that started before another writer's commit compacted the metadata table (at a
+    later instant time) syncs after it, then fails before its data instant completes: its blocks
+    came after the compaction, none was folded, so its rollback discards its deltacommit; the
+    metadata table is not deleted as if a compaction had folded them, and the empty folder of the
+    partition the failed write created is no partition the metadata table must list."""
+    t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
+                                options=OPTIONS)
+    t.upsert(batch(range(10)), options=OPTIONS)
+    built = metadata_timeline(tmp_path).get("00000000000000000").completed_at
+    slow = upsertlake.open_table(tmp_path, OPTIONS).write_client()
+    instant = slow.start_commit()
+    for n in range(2):  # another writer commits twice: the metadata table is compacted after `instant`
+        upsertlake.open_table(tmp_path, OPTIONS).upsert(batch(range(20 + n, 21 + n), ts=2))
+    assert [c for c in pending_compactions(tmp_path)] == []
+    assert any(i.action.value == "commit" and i.time > instant for i in metadata_timeline(tmp_path).instants)
+    real, failed = commit.transition, []
+
+    def fail_at_completion(storage, inst, to, *args, **kwargs):  # the data instant, its metadata committed
+        if to.value == "completed":
+            failed.append(inst.time)  # (a write moved to a new instant by a re-merge: that one)
+            raise OSError("killed")
+        return real(storage, inst, to, *args, **kwargs)
+
+    monkeypatch.setattr(commit, "transition", fail_at_completion)
+    rows = batch(range(30, 35), ts=3).set_column(1, "part", pa.array(["z"] * 5))
+    with pytest.raises(OSError, match="killed"):
+        slow.commit(instant, slow.upsert(rows, instant))
+    monkeypatch.undo()
+    assert failed == [instant]  # (a partition of its own: not moved to a new instant by a re-merge)
+    assert metadata_timeline(tmp_path).get(instant).is_completed
+    slow.rollback(instant)
+    assert metadata_timeline(tmp_path).get("00000000000000000").completed_at == built  # kept
+    assert metadata_timeline(tmp_path).get(instant) is None
+    assert metadata_violations(Storage(tmp_path)) == []
+    assert sorted(t.read().column("id").to_pylist()) == [f"id-{i:04d}" for i in [*range(10), 20, 21]]

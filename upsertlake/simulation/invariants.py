@@ -237,11 +237,14 @@ def metadata_violations(storage: Storage) -> list[str]:
     if listed is None:
         return ["the metadata table is listed in hoodie.properties but readers cannot trust it"]
     listing, on_storage = sort_listing(listed[1], None, listed[0]), list_partitions_and_files(storage)
-    out = []
-    if listing.partitions != on_storage.partitions:
-        out.append(f"the metadata table lists partitions {listing.partitions}, storage {on_storage.partitions}")
     files = {(f.path, f.size) for f in listing.base_files + listing.log_files}
     committed = committed_files(timeline, on_storage)
+    # (a rolled-back write leaves the folder of a partition it created, empty: as Hudi's rollback does)
+    holding = {p.rpartition("/")[0] for p, _ in committed}
+    out = [f"the metadata table lists partition {p!r}, which storage lacks"
+           for p in sorted(set(listing.partitions) - set(on_storage.partitions))]
+    out += [f"the metadata table misses partition {p!r} of completed writes"
+            for p in sorted(holding - set(listing.partitions))]
     out += [f"the metadata table lists {p} ({n} bytes), no file of a completed write"
             for p, n in sorted(files - committed)]
     out += [f"the metadata table misses {p} ({n} bytes) of a completed write" for p, n in sorted(committed - files)]

@@ -48,6 +48,7 @@ TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
 MOR_COMPACT_EVERY = 3  # hoodie.compact.inline.max.delta.commits of a simulated merge-on-read table
 METADATA_COMPACT_EVERY = 2  # hoodie.metadata.compact.max.delta.commits: metadata compactions happen often
 KILL_WRITES_GUESS = 40  # storage writes of a first attempt, before any was counted
+AFTER_METADATA_COMMIT = 1 << 30  # a kill armed past every write: lands after the metadata commit
 
 
 @dataclass(frozen=True)
@@ -260,12 +261,14 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
     switch.install()
     # storage writes per attempt (all of them, those into the metadata table), learnt as we go:
     # kills land within an attempt; in metadata mode half of them count metadata-table writes alone,
-    # up to twice as many as an attempt makes: half of those land just after its metadata commit
+    # and a third of those wait for the metadata commit: they land just after it, before the data's
     most = {False: KILL_WRITES_GUESS, True: KILL_WRITES_GUESS}
     for attempt in range(done, config.commits):
         _append(config.journal / f"attempts-w{writer}.txt", str(attempt))
         inside = config.metadata and rng.random() < 0.5
-        at = rng.randint(1, most[inside] * (2 if inside else 1)) if rng.random() < config.kill_rate else None
+        at = None
+        if rng.random() < config.kill_rate:
+            at = AFTER_METADATA_COMMIT if inside and rng.random() < 1 / 3 else rng.randint(1, most[inside])
         switch.arm(at, inside, after=at is not None and rng.random() < 0.5)
         batch_id = f"w{writer}-{attempt}"
         # First: a later write's batch gets larger ordering values (a write that moves to a new
