@@ -10,7 +10,7 @@ files, measured in one run each on the same machine.
 - cost: a version 8 copy-on-write table of --rows rows in 10 partitions; small upserts of 100 rows
   (one partition each) with hoodie.metadata.enable true and false side by side (same data, same
   process, alternating), after --commits commits; per upsert the median seconds, the files it
-  created (data and metadata), and on the S3 test server (tests/s3_server.py, moto on loopback)
+  created (data and metadata), and on the S3 test server (tests/scripts/s3_server.py, moto on loopback)
   the requests by kind, the server's count.
 - listing: a table of --partitions partitions on the S3 test server; a full read's planning (the
   file system view and its listing) with and without the metadata table: seconds and LIST/GET.
@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import upsertlake  # noqa: E402
 
-SERVER = HERE.parent / "tests" / "s3_server.py"
+SERVER = HERE.parent / "tests" / "scripts" / "s3_server.py"
 V8 = {"hoodie.write.table.version": "8"}
 
 
