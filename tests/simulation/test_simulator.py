@@ -41,13 +41,15 @@ def test_disjoint_writers_all_commit(tmp_path: Path) -> None:
 def test_writers_on_disjoint_keys_of_shared_file_groups_never_conflict(tmp_path: Path, version: str) -> None:
     """Every write touches the one file group of the shared partition, on records of its own: each
     later commit merges again onto the other's version (or moves to a new instant), none fails."""
+    # Six commits each: with four, how often two writers overlap depends on timing, and some runs
+    # re-merged nothing (kills land at storage writes, so a killed writer leaves the race early).
     code, report = simulate(
-        tmp_path / "t", "--writers", "3", "--commits", "4", "--overlap", "0.5", "--disjoint-keys",
+        tmp_path / "t", "--writers", "3", "--commits", "6", "--overlap", "0.5", "--disjoint-keys",
         "--kill-rate", "0.2", "--seed", "3", "--table-version", version,
     )
     assert code == 0, report["violations"]
-    assert (report["attempted"], report["conflicted"], report["failed"]) == (12, 0, 0)
-    assert report["committed"] + report["committed_unacknowledged"] + report["killed"] >= 12
+    assert (report["attempted"], report["conflicted"], report["failed"]) == (18, 0, 0)
+    assert report["committed"] + report["committed_unacknowledged"] + report["killed"] >= 18
     assert report["remerged"] >= 1 and report["commit_seconds_remerged"] > 0
     assert report["hudi_reader"] == "agrees" and report["ok"] is True
 
