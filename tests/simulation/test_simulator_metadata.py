@@ -42,7 +42,9 @@ def assert_consistent_under_kills(code: int, report: dict, attempts: int) -> Non
     assert code == 0, report["violations"]
     assert report["violations"] == [] and report["attempted"] == attempts and report["failed"] == 0
     assert report["metadata_table"] == "consistent"
-    assert report["killed"] >= 2 and report["killed_in_metadata"] >= 1  # some kills inside its writes
+    # Some kills inside its writes. How many land depends on timing (a kill planned at a writer's
+    # n-th storage write never comes when its attempt conflicts first): 1 in 15 runs had one kill.
+    assert report["killed_in_metadata"] >= 1
     assert report["killed_after_metadata_commit"] <= report["killed_in_metadata"] <= report["killed"]
     assert report["metadata_compactions"] >= 1 and report["committed"] >= 1
 
