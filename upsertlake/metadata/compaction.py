@@ -60,6 +60,15 @@ def compaction_time(table: MetadataTable, data: Timeline) -> str | None:
     return time
 
 
+def folded(timeline: Timeline, deltacommit: Instant) -> bool:
+    """Whether a completed compaction folded the completed `deltacommit`'s log files into base
+    files: `compact` folds those completed before its instant time, so a compaction planned at a
+    later time than the deltacommit's, but before it completed, did not."""
+    return any(
+        i.time > deltacommit.completed_at for i in timeline.filter([Action.COMMIT], [State.COMPLETED])
+    )
+
+
 def discard_failed_compactions(storage: Storage, timeline: Timeline) -> list[str]:
     """Remove from the metadata table at `storage` (its `timeline`) the compactions a killed
     writer left pending (planned, never completed) with the base files they wrote, as Hudi's

@@ -50,6 +50,7 @@ from upsertlake.metadata.compaction import (
     compaction_time,
     deltacommits_since_compaction,
     discard_failed_compactions,
+    folded,
     trim_timeline,
 )
 from upsertlake.metadata.initialize import (
@@ -90,7 +91,7 @@ from upsertlake.services.key_groups import (
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
-from upsertlake.timeline.instant import Action, State
+from upsertlake.timeline.instant import Action
 from upsertlake.timeline.instant_time import parse_instant_time
 from upsertlake.timeline.layouts import layout_of
 from upsertlake.util.arrow import constant
@@ -668,9 +669,8 @@ def discard_rolled_back(storage: Storage, table_config: TableConfig, instant_tim
     timeline = Timeline.load(mdt)
     if discard_failed_compactions(mdt, timeline):
         timeline = Timeline.load(mdt)
-    compacted = [i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED]) if i.time > instant_time]
     target = timeline.get(instant_time, Action.DELTA_COMMIT)
-    if target is not None and target.is_completed and compacted:
+    if target is not None and target.is_completed and folded(timeline, target):
         # A compaction folded its records into base files: they cannot be taken out (Hudi refuses
         # such a rollback and asks for a restore); the metadata table goes, readers list storage.
         drop_metadata_table(storage, table_config)
