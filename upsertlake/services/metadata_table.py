@@ -266,8 +266,7 @@ def _initialize_record_index(
 
 def _initial_group(mdt: Storage, millis: int, schema: str, group: int, rows: pa.Table) -> list[WriteStat]:
     """The base file of one record-index file group at its initialization (a `GroupWrite`)."""
-    records = mc.record_index_changes(rows, rows.slice(0, 0), millis).upserts
-    return [write_base(mdt, RECORD_INDEX, group, records, schema)]
+    return [write_base(mdt, RECORD_INDEX, group, mc.record_index_changes(rows, rows.slice(0, 0), millis), schema)]
 
 
 COLUMN_STATS_FILE_GROUPS = 2  # hoodie.metadata.index.column.stats.file.group.count
