@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # brings boto3 and werkzeug, mkdocs PyYAML).
 DISTRIBUTIONS = {"yaml": "mkdocs", "boto3": "moto", "botocore": "moto", "werkzeug": "moto",
                  "importlinter": "import-linter", "packaging": "pytest"}
+NEWER_STDLIB = {"tomllib"}  # imported from Python 3.11 on (tomli before): not a library to install
 
 
 def third_party_imports(paths: list[Path]) -> set[str]:
@@ -36,7 +37,7 @@ def third_party_imports(paths: list[Path]) -> set[str]:
     local = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
     local |= {p.name for p in (ROOT / "tests").rglob("*") if p.is_dir()}
     return {n for n in names - local - {"upsertlake", "tests", "benchmarks", "__future__"}
-            if n not in sys.stdlib_module_names}
+            if n not in sys.stdlib_module_names | NEWER_STDLIB}
 
 
 def test_the_test_extra_brings_every_library_the_tests_import() -> None:
