@@ -12,13 +12,11 @@ import pyarrow as pa
 
 from upsertlake.config import Config, option_list
 from upsertlake.config import options as opt
-from upsertlake.config.enums import MergeMode
+from upsertlake.config.enums import MergeMode, TableType
 from upsertlake.config.properties_file import BACKUP_FILE, PROPERTIES_FILE
 from upsertlake.config.table_config import (
-    MERGE_ON_READ,
     WRITABLE_VERSIONS,
     TableConfig,
-    check_table_type,
     merge_on_read_payload,
 )
 from upsertlake.config.table_options import TABLE_VERSION_KEY, check_against_table, take_table_version
@@ -58,12 +56,12 @@ def create_table(
     schema: pa.Schema | None = None,
     options: Mapping[str, object] | None = None,
     storage_options: Mapping[str, object] | None = None,
-    table_type: str | None = None,
+    table_type: str | TableType | None = None,
 ) -> Table:
     """Create an empty table (its `.hoodie/hoodie.properties`); TableExistsError if one is there.
-    `table_type` is COPY_ON_WRITE (default) or MERGE_ON_READ (also by the option
-    hoodie.table.type / hoodie.datasource.write.table.type): updates and deletes are appended to
-    log files, which readers merge, instead of rewriting base files.
+    `table_type` is COPY_ON_WRITE (default) or MERGE_ON_READ (a `TableType` or its name in any
+    case; also by the option hoodie.table.type / hoodie.datasource.write.table.type): updates and
+    deletes are appended to log files, which readers merge, instead of rewriting base files.
     `precombine_field` names the ordering field, or several (a sequence or comma-separated, compared
     in order: Hudi 1.1's `hoodie.table.ordering.fields`).
     `path` is a local folder or an `s3://`, `gs://`, `abfs://` URI; `storage_options` hold the
@@ -78,10 +76,9 @@ def create_table(
                               "disagree: name the version of the new table once")
         options[opt.WRITE_TABLE_VERSION.key] = asked
     if table_type is not None:
-        options = {**options, opt.TABLE_TYPE.key: table_type.upper()}
+        options = {**options, opt.TABLE_TYPE.key: table_type}
     resolved = Config.resolve(options)
     kind = resolved.get(opt.TABLE_TYPE)
-    check_table_type(kind, f"{opt.TABLE_TYPE.key} is")
     keys = _fields(record_key)
     if not keys:
         raise ConfigError("record_key must name at least one field")
@@ -107,7 +104,7 @@ def create_table(
         urlencode_partitions=resolved.get(opt.PARTITIONPATH_URLENCODE),
         create_schema=create_schema,
         table_type=kind,
-        extra=merge_on_read_payload(mode) if kind == MERGE_ON_READ else {},
+        extra=merge_on_read_payload(mode) if kind is TableType.MERGE_ON_READ else {},
     )
     version = resolved.get(opt.WRITE_TABLE_VERSION)
     if version not in WRITABLE_VERSIONS:
