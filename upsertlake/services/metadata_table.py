@@ -668,11 +668,13 @@ def discard_rolled_back(storage: Storage, table_config: TableConfig, instant_tim
     timeline = Timeline.load(mdt)
     if discard_failed_compactions(mdt, timeline):
         timeline = Timeline.load(mdt)
-    compacted = [i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED]) if i.time > instant_time]
     target = timeline.get(instant_time, Action.DELTA_COMMIT)
-    if target is not None and target.is_completed and compacted:
-        # A compaction folded its records into base files: they cannot be taken out (Hudi refuses
-        # such a rollback and asks for a restore); the metadata table goes, readers list storage.
+    if target is not None and target.is_completed and any(
+        c.time > target.completed_at for c in timeline.filter([Action.COMMIT], [State.COMPLETED])
+    ):
+        # A compaction folded its records into base files (a compaction folds the log files
+        # completed before its instant time): they cannot be taken out (Hudi refuses such a
+        # rollback and asks for a restore); the metadata table goes, readers list storage.
         drop_metadata_table(storage, table_config)
     elif discard_deltacommit(mdt, instant_time):
         log.info("rolled back metadata deltacommit %s with its data instant", instant_time)
