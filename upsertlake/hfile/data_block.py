@@ -116,7 +116,8 @@ _HEADER = np.dtype([("key", ">u4"), ("value", ">u4"), ("row", ">u2")])
 def _headers(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """The (key length, value length, row length) header of the entry at each of `starts`: one
     gather of ten bytes per entry, read as big-endian fields (starts end ten bytes before the end)."""
-    return np.lib.stride_tricks.sliding_window_view(data, _HEADER.itemsize)[starts].view(_HEADER).ravel()
+    headers: np.ndarray = np.lib.stride_tricks.sliding_window_view(data, _HEADER.itemsize)[starts].view(_HEADER)
+    return headers.ravel()
 
 
 def _decode_usual(buf: bytes, extra: int) -> DataBlock | None:
