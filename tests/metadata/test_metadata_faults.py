@@ -148,19 +148,20 @@ def test_a_compaction_killed_after_its_metadata_commit_and_run_again_keeps_the_m
     assert sorted(t.read().column("id").to_pylist()) == [f"id-{i:04d}" for i in [*range(10), *range(20, 25)]]
 
 
-@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("rolled_back_by", ["its writer", "the next writer"])
 def test_a_failed_write_synced_after_a_metadata_compaction_is_rolled_back_without_dropping_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table_type: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rolled_back_by: str
 ) -> None:
     """A write that started before another writer's commit compacted the metadata table (at a
     later instant time) syncs after it, then fails before its data instant completes: its blocks
     came after the compaction, none was folded, so its rollback discards its deltacommit; the
     metadata table is not deleted as if a compaction had folded them, and the empty folder of the
-    partition the failed write created is no partition the metadata table must list. The same
-    whether the failed write is discarded (copy-on-write) or rolled back as a `.rollback`
-    instant (a merge-on-read deltacommit)."""
+    partition the failed write created is no partition the metadata table must list. Whether its
+    own writer rolls it back, or the next writer once its heartbeat expired (a recorded rollback:
+    that one took the compaction's later instant time for a fold and built the metadata table
+    again, found by `upsertlake simulate --metadata`)."""
     t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
-                                table_type=table_type, options=OPTIONS)
+                                options=OPTIONS)
     t.upsert(batch(range(10)), options=OPTIONS)
     built = metadata_timeline(tmp_path).get("00000000000000000").completed_at
     slow = upsertlake.open_table(tmp_path, OPTIONS).write_client()
@@ -184,7 +185,12 @@ def test_a_failed_write_synced_after_a_metadata_compaction_is_rolled_back_withou
     monkeypatch.undo()
     assert failed == [instant]  # (a partition of its own: not moved to a new instant by a re-merge)
     assert metadata_timeline(tmp_path).get(instant).is_completed
-    slow.rollback(instant)
+    if rolled_back_by == "its writer":
+        slow.rollback(instant)
+    else:
+        slow.writes.end(instant)  # its process died: the heartbeat stops
+        time.sleep(0.3)
+        assert upsertlake.open_table(tmp_path, OPTIONS).write_client().rollback_failed_writes() == [instant]
     assert metadata_timeline(tmp_path).get("00000000000000000").completed_at == built  # kept
     assert metadata_timeline(tmp_path).get(instant) is None
     assert metadata_violations(Storage(tmp_path)) == []
