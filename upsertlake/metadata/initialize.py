@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from upsertlake.config.enums import TableType
 from upsertlake.config.properties_file import create_properties, properties_checksum
 from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.partitions import (
@@ -45,7 +46,7 @@ def create_table(data_storage: Storage, table_name: str, table_version: int) -> 
         "hoodie.compaction.payload.class": "org.apache.hudi.metadata.HoodieMetadataPayload",
         "hoodie.table.initial.version": str(table_version),
         "hoodie.table.keygenerator.type": "HOODIE_TABLE_METADATA",
-        "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.table.type": TableType.MERGE_ON_READ.value,
         "hoodie.archivelog.folder": "history",
         "hoodie.timeline.layout.version": "2",
         "hoodie.timeline.history.path": "history",
