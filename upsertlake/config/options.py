@@ -328,7 +328,7 @@ TABLE_TYPE: Option[TableType] = _option(
     "hoodie.table.type", TableType, TableType.COPY_ON_WRITE,
     "Table type, set when the table is created: COPY_ON_WRITE rewrites a file group's base file on "
     "every update; MERGE_ON_READ appends updates and deletes to log files that readers merge (every "
-    "write is a deltacommit). Table services but rollback refuse MERGE_ON_READ tables for now.",
+    "write is a deltacommit; compaction folds them into new base files).",
     aliases=("hoodie.datasource.write.table.type",))
 LOGFILE_DATA_BLOCK_FORMAT: Option[str] = _option(
     "hoodie.logfile.data.block.format", str, "avro",
