@@ -20,7 +20,7 @@ from upsertlake.errors import ConfigError
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
-from metadata_checks import holds
+from metadata_checks import TYPED_COLUMNS, holds, log_reads, logs_described, typed
 
 V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
 
@@ -64,6 +64,26 @@ def test_every_write_and_service_keeps_the_metadata_table(tmp_path: Path, table_
         + [f"id-{i:04d}" for i in (100, 101, 102, 200, 201, 202, 203, 204)]
     )
     assert sorted(t.read().column("id").to_pylist()) == expected
+
+
+def test_a_merge_on_read_write_records_its_log_files_statistics_without_reading_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The append that writes a log file computes its column statistics (`RecordsStats`): the
+    commit reads no log file back, and the records equal what the file's records say. A log with
+    NaN (no range holds) and a log of deletes only get none."""
+    t = new_table(tmp_path, "MERGE_ON_READ")
+    t.upsert(typed(range(30), 1))
+    read = log_reads(monkeypatch)
+    t.upsert(typed(range(12), 2, nan_part="c"))  # its tagging reads no log either: there was none
+    assert read == []
+    monkeypatch.undo()
+    t.delete(typed([20, 23], 3).select(["id", "part"]))  # part=c, part=c
+    described = logs_described(tmp_path, TYPED_COLUMNS)
+    assert sorted((p, has) for (p, _), has in described.items()) == [
+        ("part=a", True), ("part=b", True), ("part=c", False), ("part=c", False)
+    ]
+    holds(tmp_path)
 
 
 def test_record_index_tags_across_partitions(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from upsertlake.layout.markers import APPEND, marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge
 from upsertlake.logfile import LogFileName, append_blocks, avro_data_blocks, data_block, delete_block
 from upsertlake.logfile.blocks import Block
+from upsertlake.metadata.changes import NO_RECORDS, RecordsStats
 from upsertlake.partitioner import Bucket
 from upsertlake.schema.columns import (
     DELETE_FLAG,
@@ -70,6 +71,7 @@ class AppendJob(BucketJob):
     merge: Merge | None = None  # how those slices merge
     schema_json: str = ""  # the log blocks' writer schema (meta fields first)
     parquet_blocks: bool = False  # hoodie.logfile.data.block.format=parquet
+    column_stats: bool = False  # report each log file's statistics (`WriteStatus.log_stats`): the table keeps them
     shared: SharedBlocks | None = field(default=None, compare=False)  # see for_batch
 
     def for_batch(self, records: pa.Table, rows: Mapping[int, np.ndarray], threads: int = 1) -> AppendJob:
@@ -125,10 +127,12 @@ def append_bucket(
     """Write the bucket's records as one new log file of its slice; its status and delta stat."""
     upserts, removed = _split(records)
     blocks: list[Block | bytes] = []
+    rows = None  # the data block's rows, as written (a shared block's too, when their statistics are asked)
+    if upserts.num_rows and (job.shared is None or job.column_stats):
+        rows = with_meta(upserts, job.instant_time, bucket.number, bucket.file_id, job.data_schema)
     if upserts.num_rows and job.shared is not None:
         blocks.append(job.shared.block(bucket.number))
-    elif upserts.num_rows:
-        rows = with_meta(upserts, job.instant_time, bucket.number, bucket.file_id, job.data_schema)
+    elif rows is not None:
         blocks.append(data_block(job.instant_time, rows, job.schema_json, parquet=job.parquet_blocks))
     if removed.num_rows:
         keys = _delete_keys(removed, job.ordering_fields)
@@ -172,6 +176,7 @@ def append_bucket(
         num_inserts=0,
         num_deletes=removed.num_rows,
         log_deleted_keys=deleted,
+        log_stats=(RecordsStats.of(rows) if rows is not None else NO_RECORDS) if job.column_stats else None,
     )
 
 

@@ -29,6 +29,7 @@ from upsertlake.layout.file_writer import (
 from upsertlake.layout.footer import resumed_bloom, resumed_key_range
 from upsertlake.layout.markers import marker_entry, write_markers
 from upsertlake.layout.slice_reader import Merge, read_slice
+from upsertlake.metadata.changes import RecordsStats
 from upsertlake.partitioner import Bucket
 from upsertlake.schema import conform, full_schema
 from upsertlake.schema.columns import (
@@ -156,6 +157,9 @@ class WriteStatus:
     # the indexes that read base files still find them there (`deleted_keys` leaves them out).
     log_deleted_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
     staged_keys: str | None = None  # on Spark: the file its task staged its key arrays in (`stage_keys`)
+    # An append's log file statistics for the metadata table (`AppendJob.column_stats`): computed
+    # by the task that wrote it, so the commit (on Spark, the driver) never reads the file back.
+    log_stats: RecordsStats | None = None
 
 
 def mark_buckets(storage: Storage, job: BucketJob, tokens: Mapping[int, str]) -> None:

@@ -371,7 +371,8 @@ def _complete(
     ctx.storage.delete_dir(marker_folder(current.time))
     ctx.lock.fence()
     metadata_table.sync(  # before the data instant
-        ctx.storage, ctx.table_config, current.time, metadata, result.index_update, options=ctx.options, by_key=by_key
+        ctx.storage, ctx.table_config, current.time, metadata, result.index_update, options=ctx.options, by_key=by_key,
+        log_stats=result.log_stats,
     )
     done = transition(
         ctx.storage, current, State.COMPLETED, metadata.to_json_bytes(), layout_of(ctx.table_config), timeline

@@ -26,6 +26,7 @@ from upsertlake.logfile import is_log_path
 from upsertlake.logfile.avro_records import with_meta_fields
 from upsertlake.partitioner import Bucket, SmallFile
 from upsertlake.schema import arrow_to_avro, avro_schema_json
+from upsertlake.services.metadata_table import keeps_column_stats
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
 from upsertlake.timeline.instant import Instant
@@ -66,6 +67,7 @@ def append_job(
         merge=slice_merge(table_config, view) if merged else None,
         schema_json=schema_json,
         parquet_blocks=cfg.get(opt.LOGFILE_DATA_BLOCK_FORMAT) == PARQUET_BLOCKS,
+        column_stats=keeps_column_stats(table_config),
     )
 
 

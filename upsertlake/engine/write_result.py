@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from upsertlake.engine.bucket_writer import WriteStatus
 from upsertlake.index.base import IndexUpdate
+from upsertlake.metadata.changes import RecordsStats
 from upsertlake.schema.columns import LOOKUP_KEY, UPDATE_FILE_ID, UPDATE_PARTITION
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
@@ -36,6 +37,7 @@ class WriteResult:
     data_schema: pa.Schema | None = field(default=None, repr=False)
     committed: bool = False
     index_update: IndexUpdate | None = field(default=None, repr=False)
+    log_stats: dict[str, RecordsStats] = field(default_factory=dict, repr=False)  # by log file written
     global_keys: bool = False  # keys are unique across partitions (a global index tagged them)
     replaced: dict[str, list[str]] | None = None  # partition -> file ids an overwrite retires
     remerges: int = 0  # times the commit merged file groups again onto a concurrent commit's versions
@@ -58,6 +60,7 @@ def with_statuses(result: WriteResult, statuses: list[WriteStatus]) -> WriteResu
         files_written=tuple(s.path for s in stats),
         write_stats=stats,
         index_update=_index_update(result.instant_time, statuses, stats),
+        log_stats={s.stat.path: s.log_stats for s in statuses if s.log_stats is not None},
     )
 
 

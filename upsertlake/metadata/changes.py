@@ -141,22 +141,46 @@ def footer_stats(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[Colu
     return out
 
 
-def records_stats(records: pa.Table, columns: Sequence[str]) -> list[ColumnStats] | None:
-    """Exact statistics of `columns` over records (a log file's data blocks), or None when one
-    cannot be given (a missing or unsupported column, NaN). Sizes are unknown (0)."""
-    out = []
-    for name in columns:
-        if name not in records.column_names or not _supported(records.schema.field(name).type):
+@dataclass(frozen=True)
+class RecordsStats:
+    """Exact statistics of every column the metadata table can index of the records a log file
+    holds (its data blocks), meta columns included: what Hudi's append handle keeps in its
+    HoodieDeltaWriteStat's recordsStats. The task that writes the log file computes them from the
+    rows it encodes, so the commit never reads the file back (on Spark: the driver opens no log
+    file); the commit picks the columns the index covers (`select`). `nans`: floating columns
+    holding NaN, which no range holds."""
+
+    rows: int
+    columns: Mapping[str, ColumnStats]
+    nans: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, records: pa.Table) -> RecordsStats:
+        """The statistics of `records` (the rows of a log file's data blocks, as written)."""
+        columns, nans = {}, set()
+        for name, column in zip(records.column_names, records.columns):
+            t = column.type
+            if not _supported(t):
+                continue
+            if pa.types.is_floating(t) and pc.any(pc.is_nan(column)).as_py():
+                nans.add(name)
+                continue
+            bounds = pc.min_max(column)
+            low, high = bounds["min"].as_py(), bounds["max"].as_py()
+            columns[name] = ColumnStats(name, t, low, high, records.num_rows, column.null_count)
+        return cls(records.num_rows, columns, frozenset(nans))
+
+    def select(self, names: Sequence[str]) -> list[ColumnStats] | None:
+        """Those of `names` ([] for a log of deletes only: it adds no value), or None when one
+        cannot be given exactly (a missing or unsupported column, NaN). Sizes are unknown (0)."""
+        if not self.rows:
+            return []
+        if any(n not in self.columns for n in names):
             return None
-        column = records.column(name)
-        t = column.type
-        if pa.types.is_floating(t) and pc.any(pc.is_nan(column)).as_py():
-            return None
-        bounds = pc.min_max(column)
-        out.append(
-            ColumnStats(name, t, bounds["min"].as_py(), bounds["max"].as_py(), records.num_rows, column.null_count)
-        )
-    return out
+        return [self.columns[n] for n in names]
+
+
+NO_RECORDS = RecordsStats(0, {})  # a log file of deletes only
 
 
 def merged(stats: Sequence[Sequence[ColumnStats]]) -> list[ColumnStats]:

@@ -109,6 +109,12 @@ def keeps_record_index(table_config: TableConfig) -> bool:
     return RECORD_INDEX in listed(table_config.extra.get(PARTITIONS_KEY))
 
 
+def keeps_column_stats(table_config: TableConfig) -> bool:
+    """Whether an append must report its log file's column statistics (`mc.RecordsStats`): the
+    column_stats or partition_stats partition is kept."""
+    return bool({COLUMN_STATS, PARTITION_STATS} & set(listed(table_config.extra.get(PARTITIONS_KEY))))
+
+
 # -- at the start of a write or service -------------------------------------------------------------
 def prepare(
     storage: Storage, table_config: TableConfig, options: Config | None = None, by_key: ByKeyGroup | None = None
@@ -399,10 +405,12 @@ def sync(
     deleted: Mapping[str, Iterable[str]] | None = None,
     options: Config | None = None,
     by_key: ByKeyGroup | None = None,
+    log_stats: Mapping[str, mc.RecordsStats] | None = None,
 ) -> None:
     """Under the lock, before the data instant `instant_time` completes: its metadata deltacommit.
     `metadata`: the instant's commit metadata (files written); `index_update`: the keys it inserted
     and deleted (for the record index); `deleted`: files it deleted (a clean), by partition;
+    `log_stats`: the statistics of the log files it wrote, by path, as their writers computed them;
     `by_key`: how the record index's changes are read and written by file group (default: in
     process; a Spark write's: as Spark tasks, from the files its write tasks staged)."""
     partitions = [p for p in listed(table_config.extra.get(PARTITIONS_KEY)) if p in KEPT]
@@ -421,7 +429,9 @@ def sync(
             sizes[name] = max(sizes.get(name, 0), s.fileSizeInBytes)
     work: dict[str, Changes] = {FILES: mc.files_changes(added, deleted or {})}
     if COLUMN_STATS in partitions or PARTITION_STATS in partitions:
-        work.update(_statistics(storage, table_config, table, timeline, metadata, deleted or {}, partitions))
+        work.update(
+            _statistics(storage, table_config, table, timeline, metadata, deleted or {}, partitions, log_stats or {})
+        )
     more = None
     if RECORD_INDEX in partitions and (sources := _key_sources(timeline, metadata, index_update)):
         millis = int(parse_instant_time(instant_time, timeline.layout.zone).timestamp() * 1000)
@@ -516,9 +526,13 @@ def _statistics(
     metadata: CommitMetadata,
     deleted: Mapping[str, Iterable[str]],
     partitions: list[str],
+    log_stats: Mapping[str, mc.RecordsStats],
 ) -> dict[str, Changes]:
-    """The column_stats of the base files written (from their footers) and the tight partition
-    stats of the partitions written, over every file of their latest slices."""
+    """The column_stats of the base files written (from their footers) and of the log files
+    written (from the statistics their writers carried: no log file is read back), and the tight
+    partition stats of the partitions written, over every file of their latest slices. A log
+    file whose write carried none (it started before the table kept statistics) is unknown: it
+    gets no records and its partition loses its own, so readers keep its files."""
     bases = [s for s in metadata.write_stats() if s.path and not is_log_path(s.path)]
     logs = [s for s in metadata.write_stats() if s.path and is_log_path(s.path)]
     with ThreadPoolExecutor(max_workers=max(1, min(FOOTER_THREADS, len(bases)))) as pool:
@@ -530,7 +544,7 @@ def _statistics(
     source = ((doc.get("indexDefinitions") or {}).get(COLUMN_STATS) or {}).get("sourceFields")
     columns = mc.indexed_columns(schema, source)
     written = {s.path: mc.footer_stats(f, columns) for s, f in zip(bases, footers)}
-    written.update({s.path: log_stats(storage, s.path, columns) for s in logs})
+    written.update({s.path: log_stats[s.path].select(columns) if s.path in log_stats else None for s in logs})
     out: dict[str, Changes] = {}
     if COLUMN_STATS in partitions:
         column_changes = Changes()
@@ -552,14 +566,15 @@ def _statistics(
 
 
 def log_stats(storage: Storage, path: str, columns: list[str]) -> list[mc.ColumnStats] | None:
-    """A log file's statistics over the records of its data blocks ([] for a file of deletes
-    only: it adds no value), or None when they cannot be given exactly."""
+    """A log file's statistics read back from its data blocks ([] for a file of deletes only: it
+    adds no value), or None when they cannot be given exactly: for an initialization, which
+    describes files written before the table kept statistics (a write carries its own)."""
     blocks = read_logs([(storage.read_bytes(path), path)])
     records = [b.records for b in blocks if isinstance(b, DataBlock)]
     if not records:
         return []
     try:
-        return mc.records_stats(pa.concat_tables(records, promote_options="permissive"), columns)
+        return mc.RecordsStats.of(pa.concat_tables(records, promote_options="permissive")).select(columns)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
 
