@@ -2,7 +2,9 @@
 
 One least-recently-used map per kind (objects read whole, parsed footers, the table config by
 version, ...), bounded by a count or by bytes. A cache lives as long as its storage's store: a
-table opened anew, or a Spark task, starts with empty ones; nothing is cached by a module.
+table opened anew, or a Spark task, starts with empty ones; nothing a table's files say is cached
+by a module (only pure functions memoize their results there, e.g. a parsed Avro schema, a hash:
+those cannot go stale).
 """
 
 from __future__ import annotations
