@@ -1,8 +1,9 @@
 """The metadata table's record index on Spark: a Spark write keeps it (its changes staged by the
 write tasks, shuffled by record-index file group and written by a task per group), builds it when
 asked with a Spark job, tags by it on the executors, and a write that fails after its tasks wrote
-the record index's log files leaves it as readers saw it. The driver never reads a key: the
-in-process runner, which would, fails if called."""
+the record index's log files leaves it as readers saw it. Keys that live only in log files (the
+bucket index appends new keys) are kept too. The driver never reads a key: the in-process
+runner, which would, fails if called."""
 
 from __future__ import annotations
 
@@ -149,3 +150,22 @@ def test_a_spark_write_re_merged_onto_a_concurrent_commit_keeps_the_record_index
     assert sorted(t.column("v").to_pylist()) == sorted(
         [f"local-{i}" for i in range(15)] + [f"spark-{i}" for i in range(15, 30)] + [f"new-{i}" for i in range(40, 45)]
     )
+
+
+def test_a_spark_bucket_index_write_into_logs_keeps_the_record_index(
+    spark, tmp_path: Path, driver_reads_no_key: None
+) -> None:
+    """On a merge-on-read table the bucket index appends new keys to their buckets' file groups
+    (keys that live only in log files there): the write tasks stage them for the record index,
+    on both tag paths, as in process."""
+    path = tmp_path / "t"
+    new_table(path, "MERGE_ON_READ")
+    buckets = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 2, **RI}
+    df = spark.createDataFrame
+    uls.upsert(df(rows(range(30), 1, "one")), str(path), **buckets)
+    bases = sorted(p.name for p in path.glob("p*/*.parquet"))
+    uls.upsert(df(rows(range(20, 50), 2, "two")), str(path), **buckets, **DISTRIBUTED)
+    uls.upsert(df(rows(range(45, 60), 3, "three")), str(path), **buckets)  # a small batch: one task
+    assert sorted(p.name for p in path.glob("p*/*.parquet")) == bases  # the new keys went to logs
+    assert len(holds(path).scan("record_index")) == 60  # and the record index has each where its row is
+
