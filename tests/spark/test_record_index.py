@@ -1,8 +1,9 @@
 """The metadata table's record index on Spark: a Spark write keeps it (its changes staged by the
 write tasks, shuffled by record-index file group and written by a task per group), builds it when
 asked with a Spark job, tags by it on the executors, and a write that fails after its tasks wrote
-the record index's log files leaves it as readers saw it. Keys that live only in log files (the
-bucket index appends new keys) are kept too. The driver never reads a key: the in-process
+the record index's log files leaves it as readers saw it (also one moved to a new instant, whose
+staged keys go with it). Keys that live only in log files (the bucket index appends new keys)
+are kept too. The driver never reads a key: the in-process
 runner, which would, fails if called."""
 
 from __future__ import annotations
@@ -168,4 +169,39 @@ def test_a_spark_bucket_index_write_into_logs_keeps_the_record_index(
     uls.upsert(df(rows(range(45, 60), 3, "three")), str(path), **buckets)  # a small batch: one task
     assert sorted(p.name for p in path.glob("p*/*.parquet")) == bases  # the new keys went to logs
     assert len(holds(path).scan("record_index")) == 60  # and the record index has each where its row is
+
+def test_a_spark_write_moved_to_a_new_instant_then_failing_leaves_no_staged_keys(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A concurrent commit, later than the Spark write, rewrote its file groups: the write moves
+    to a new instant (its tasks stage their keys there anew), then fails writing the record
+    index. The rollback takes the keys staged under both instants with it, as it takes markers:
+    nothing is left under .hoodie/.temp, and the table and its metadata table are as before."""
+    import upsertlake.spark.write as spark_write
+    from upsertlake.spark.options import write_options
+
+    occ = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control", **RI}
+    path = tmp_path / "t"
+    new_table(path)
+    uls.upsert(spark.createDataFrame(rows(range(30), 1, "one")), str(path), **occ, **DISTRIBUTED)
+    real = spark_write.reconcile_markers
+
+    def concurrent_commit_first(*args):  # after the Spark write's tasks, before its commit
+        open_table(path, occ).upsert(rows(range(0, 15), 3, "local"))
+        return real(*args)
+
+    monkeypatch.setattr(spark_write, "reconcile_markers", concurrent_commit_first)
+    options = write_options({**occ, **DISTRIBUTED}, str(path), "upsert")
+    table = table_on(storage_failing_record_index_logs(path), options.hoodie)
+    batch = pa.concat_tables([rows(range(15, 30), 2, "spark"), rows(range(40, 45), 2, "new")])
+    with pytest.raises(Exception, match="injected failure after a record index log"):
+        spark_write.write_dataframe(spark.createDataFrame(batch), options, table=table)
+    monkeypatch.undo()
+    timeline = Timeline.load(Storage(path))
+    assert [i.time for i in timeline.instants if not i.is_completed] == []
+    assert list((path / ".hoodie" / ".temp").rglob("*")) == []
+    t = open_table(path).read(columns=["id", "v"])
+    want = [f"local-{i}" for i in range(15)] + [f"one-{i}" for i in range(15, 30)]
+    assert sorted(t.column("v").to_pylist()) == sorted(want)
+    holds(path)
 
