@@ -2,12 +2,18 @@
 write tasks, shuffled by record-index file group and written by a task per group), builds it when
 asked with a Spark job, tags by it on the executors, and a write that fails after its tasks wrote
 the record index's log files leaves it as readers saw it (also one moved to a new instant, whose
-staged keys go with it). Keys that live only in log files (the bucket index appends new keys)
-are kept too. The driver never reads a key: the in-process
-runner, which would, fails if called."""
+staged keys go with it, and a driver killed with -9, which the next writer rolls back). Keys that
+live only in log files (the bucket index appends new keys) are kept too. The driver never reads a
+key: the in-process runner, which would, fails if called."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +21,7 @@ import pytest
 
 import upsertlake.spark as uls
 from upsertlake import create_table, open_table
+from upsertlake.simulation.invariants import metadata_violations
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
@@ -170,6 +177,7 @@ def test_a_spark_bucket_index_write_into_logs_keeps_the_record_index(
     assert sorted(p.name for p in path.glob("p*/*.parquet")) == bases  # the new keys went to logs
     assert len(holds(path).scan("record_index")) == 60  # and the record index has each where its row is
 
+
 def test_a_spark_write_moved_to_a_new_instant_then_failing_leaves_no_staged_keys(
     spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -205,3 +213,65 @@ def test_a_spark_write_moved_to_a_new_instant_then_failing_leaves_no_staged_keys
     assert sorted(t.column("v").to_pylist()) == sorted(want)
     holds(path)
 
+
+KILLED_IN_ITS_RECORD_INDEX_WRITE = """
+import os, signal, sys
+import pyarrow as pa
+from pyspark.sql import SparkSession
+import upsertlake.services.metadata_table as metadata_table
+import upsertlake.spark as uls
+real = metadata_table._write_record_index
+def write_then_die(*args, **kwargs):
+    real(*args, **kwargs)  # the record index's log files, written by Spark tasks; its deltacommit inflight
+    os.killpg(0, signal.SIGKILL)  # the driver, its JVM and its Python workers
+metadata_table._write_record_index = write_then_die
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").config("spark.pyspark.python", sys.executable).getOrCreate())
+uls.upsert(spark.createDataFrame(pa.table({rows!r})), {path!r}, **{options!r})
+"""
+FAST_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 1}
+
+
+def test_a_spark_driver_killed_in_its_record_index_write_is_rolled_back_by_the_next_writer(tmp_path: Path) -> None:
+    """kill -9 of a Spark driver (with its JVM and workers) after its tasks wrote the record
+    index's log files, before its metadata deltacommit and data instant completed: readers see
+    the table as before, and the next writer rolls the write back with its metadata deltacommit
+    and staged keys; the metadata table agrees with the data (`metadata_violations`)."""
+    path = tmp_path / "t"
+    new_table(path)
+    open_table(path, {**V8, **RI}).upsert(rows(range(60), 1, "one"))
+    before = where(path)
+    options = {**RI, **DISTRIBUTED, **FAST_HEARTBEAT}
+    script = KILLED_IN_ITS_RECORD_INDEX_WRITE.format(
+        rows=rows(range(40, 80), 2, "two").to_pydict(), path=str(path), options=options
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), PYSPARK_PYTHON=sys.executable)
+    driver = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
+    try:
+        assert driver.wait(timeout=600) == -signal.SIGKILL
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)  # whatever of its group outlived it
+    mdt = Timeline.load(Storage(path / ".hoodie" / "metadata"))
+    failed = [i for i in Timeline.load(Storage(path)).instants if not i.is_completed]
+    assert [i.action.value for i in failed] == ["commit"]
+    assert mdt.get(failed[0].time) is not None and not mdt.get(failed[0].time).is_completed  # killed inside it
+    assert list(path.glob(f".hoodie/metadata/record_index/*{failed[0].time}*"))  # its record index logs
+    assert where(path) == before
+    assert metadata_violations(Storage(path)) == []
+    time.sleep(0.5)  # its heartbeat expires
+    open_table(path, {**RI, **FAST_HEARTBEAT}).upsert(rows(range(80, 85), 3, "three"))
+    timeline = Timeline.load(Storage(path))
+    assert [i.time for i in timeline.instants if not i.is_completed] == []
+    assert timeline.get(failed[0].time) is None  # rolled back
+    assert Timeline.load(Storage(path / ".hoodie" / "metadata")).get(failed[0].time) is None  # and its deltacommit
+    assert not list(path.glob(f".hoodie/metadata/record_index/*{failed[0].time}*"))
+    assert list((path / ".hoodie" / ".temp").rglob("*")) == []  # markers and staged keys went with it
+    after = where(path)
+    assert {k: after[k] for k in before} == before
+    assert sorted(after) == sorted([*before, *(f"k{i:05d}" for i in range(80, 85))])
+    t = open_table(path).read(columns=["id", "v"])
+    want = {f"k{i:05d}": f"one-{i}" for i in range(60)} | {f"k{i:05d}": f"three-{i}" for i in range(80, 85)}
+    assert dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist())) == want
+    assert metadata_violations(Storage(path)) == []
+    holds(path)
