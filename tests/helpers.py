@@ -23,6 +23,16 @@ HUDI_TABLES = TESTS / "hudi_tables"
 MOR_TABLES = ["mor_v6_nonpartitioned", "mor_v6_simplekeygen_nonhivestyle", "mor_v6_trips_8i1u", "mor_v8_trips_8i3u1d"]
 
 
+def pyproject() -> dict:
+    """The repository's pyproject.toml, parsed (tomllib from Python 3.11, tomli before: the package
+    supports 3.10)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
 def unzip_hudi_table(name: str, dest: Path) -> Path:
     """Unzip `<name>.zip` from tests/hudi_tables into dest; returns the table's folder."""
     with zipfile.ZipFile(HUDI_TABLES / f"{name}.zip") as zf:

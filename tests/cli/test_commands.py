@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import REPO, tree_digest
+from helpers import pyproject, tree_digest
 
 COMMANDS = ["demo", "create", "upsert", "insert", "bulk-insert", "delete", "explain",
             "show", "timeline", "commit", "files", "read", "stats", "simulate", "ingest",
@@ -92,13 +92,11 @@ def test_help_everywhere(capsys) -> None:
     )
     # Both table types, in the help and the package's description (it said copy-on-write only).
     assert "Hudi-compatible upserts (copy-on-write and merge-on-read tables)" in top
-    import tomllib
-
     import upsertlake
     from upsertlake.table.table import Table
 
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    for said in (pyproject["project"]["description"], upsertlake.__doc__, Table.__doc__):
+    project = pyproject()
+    for said in (project["project"]["description"], upsertlake.__doc__, Table.__doc__):
         assert "copy-on-write" in said and "merge-on-read" in said, said
     for command in COMMANDS:
         capsys.readouterr()

@@ -14,13 +14,12 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-import tomllib
 
 import upsertlake
 from upsertlake.timeline.instant_time import parse_instant_time
 from upsertlake.util.humanize import human_duration
 
-from helpers import REPO
+from helpers import pyproject
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -139,7 +138,7 @@ def test_files_lists_the_snapshot_an_outside_engine_should_read(tmp_path: Path) 
 def test_no_extra_downgrades_pandas() -> None:
     """`pip install '.[spark]'` (or any extra a user installs) must not replace an installed pandas 3
     by 2.x. The `test` extra is the exception: it pins what the suite runs with in CI's fresh venv."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    project = pyproject()["project"]
     pins = [req for extra, reqs in project["optional-dependencies"].items() if extra != "test"
             for req in reqs if req.startswith("pandas")]
     assert pins and all("<" not in req for req in pins), pins

@@ -9,7 +9,7 @@ import pytest
 
 from upsertlake.config import OPTIONS, Config, Option, hudi_keys, is_hudi_key, known_keys
 from upsertlake.config import options as opt
-from upsertlake.config.enums import CleanPolicy, ConcurrencyMode, IndexType, MergeMode
+from upsertlake.config.enums import CleanPolicy, ConcurrencyMode, IndexType, MergeMode, TableType
 from upsertlake.errors import ConfigError
 
 
@@ -142,7 +142,7 @@ def test_defaults() -> None:
         opt.PRECOMBINE_FIELD: "",
         opt.PARTITIONPATH_FIELD: "",
         opt.TABLE_NAME: "",
-        opt.TABLE_TYPE: "COPY_ON_WRITE",
+        opt.TABLE_TYPE: TableType.COPY_ON_WRITE,
         opt.DATABASE_NAME: "default",
         opt.OPERATION: "upsert",
         opt.WRITE_TABLE_VERSION: 6,

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 
 from upsertlake import WriteConflictError, create_table, open_table
+from upsertlake.config.enums import TableType
 from upsertlake.errors import ConfigError
 from upsertlake.layout.markers import reconcile_markers
 from upsertlake.logfile import CommandBlock, DataBlock, DeleteBlock, LogFileName, read_blocks
@@ -76,7 +77,7 @@ def test_the_cli_creates_a_merge_on_read_table(tmp_path: Path) -> None:
                         "--record-key", "id", "--precombine-field", "ts", "--table-type", "merge_on_read"],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
-    assert open_table(tmp_path / "t").table_config.table_type == "MERGE_ON_READ"
+    assert open_table(tmp_path / "t").table_config.table_type is TableType.MERGE_ON_READ
 
 
 # -- writing: the model --------------------------------------------------------------------

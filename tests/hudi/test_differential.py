@@ -267,9 +267,8 @@ def run(layout: Layout, path: Path, hudi, spark, seed: int) -> None:
             op = "upsert"
         try:
             seq.step(actor, op)
-        except Exception as e:
-            e.add_note(f"{layout} at step {' '.join(seq.log)}")  # which sequence a failed write ends
-            raise
+        except Exception as e:  # which sequence a failed write ends
+            raise AssertionError(f"{layout} at step {' '.join(seq.log)}: {e}") from e
         seq.check()
     print(f"{layout}-{seed}: {' '.join(seq.log)}")  # what ran (pytest -s or -rP shows it)
 

@@ -148,14 +148,18 @@ def test_a_compaction_killed_after_its_metadata_commit_and_run_again_keeps_the_m
     assert sorted(t.read().column("id").to_pylist()) == [f"id-{i:04d}" for i in [*range(10), *range(20, 25)]]
 
 
+@pytest.mark.parametrize("rolled_back_by", ["its writer", "the next writer"])
 def test_a_failed_write_synced_after_a_metadata_compaction_is_rolled_back_without_dropping_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rolled_back_by: str
 ) -> None:
     """A write that started before another writer's commit compacted the metadata table (at a
     later instant time) syncs after it, then fails before its data instant completes: its blocks
     came after the compaction, none was folded, so its rollback discards its deltacommit; the
     metadata table is not deleted as if a compaction had folded them, and the empty folder of the
-    partition the failed write created is no partition the metadata table must list."""
+    partition the failed write created is no partition the metadata table must list. Whether its
+    own writer rolls it back, or the next writer once its heartbeat expired (a recorded rollback:
+    that one took the compaction's later instant time for a fold and built the metadata table
+    again, found by `upsertlake simulate --metadata`)."""
     t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
                                 options=OPTIONS)
     t.upsert(batch(range(10)), options=OPTIONS)
@@ -181,8 +185,43 @@ def test_a_failed_write_synced_after_a_metadata_compaction_is_rolled_back_withou
     monkeypatch.undo()
     assert failed == [instant]  # (a partition of its own: not moved to a new instant by a re-merge)
     assert metadata_timeline(tmp_path).get(instant).is_completed
-    slow.rollback(instant)
+    if rolled_back_by == "its writer":
+        slow.rollback(instant)
+    else:
+        slow.writes.end(instant)  # its process died: the heartbeat stops
+        time.sleep(0.3)
+        assert upsertlake.open_table(tmp_path, OPTIONS).write_client().rollback_failed_writes() == [instant]
     assert metadata_timeline(tmp_path).get("00000000000000000").completed_at == built  # kept
     assert metadata_timeline(tmp_path).get(instant) is None
     assert metadata_violations(Storage(tmp_path)) == []
     assert sorted(t.read().column("id").to_pylist()) == [f"id-{i:04d}" for i in [*range(10), 20, 21]]
+
+
+def test_a_commit_rolled_back_after_a_metadata_compaction_folded_it_drops_the_metadata_table(tmp_path: Path) -> None:
+    """Three commits, the metadata table compacted inside the second's and the third's commit:
+    the third's compaction folded the second's deltacommit into base files (it completed before
+    the compaction's instant time), not the third's own. Rolling the third back discards its
+    deltacommit, the metadata table kept; rolling the second back cannot take its records out of
+    the base files (Hudi refuses it): the metadata table goes, readers list storage, and the next
+    write builds it again."""
+    t = upsertlake.create_table(tmp_path, "t", record_key="id", precombine_field="ts", partition_fields="part",
+                                options=OPTIONS)
+    for n in range(3):
+        t.upsert(batch(range(n * 10, n * 10 + 10), ts=n), options=OPTIONS)
+    _, second, third = Timeline.load(Storage(tmp_path)).completed_writes()
+    mdt = metadata_timeline(tmp_path)
+    compactions = [i.time for i in mdt.instants if i.action.value == "commit"]
+    assert any(c > mdt.get(second.time).completed_at for c in compactions)  # folded
+    assert all(c < mdt.get(third.time).completed_at for c in compactions)  # not folded
+    built = mdt.get("00000000000000000").completed_at
+    assert t.rollback().time > third.time
+    assert metadata_timeline(tmp_path).get(third.time) is None
+    assert metadata_timeline(tmp_path).get("00000000000000000").completed_at == built  # kept
+    assert metadata_violations(Storage(tmp_path)) == []
+    t.rollback()
+    assert not (tmp_path / ".hoodie" / "metadata").exists()
+    assert sorted(t.read().column("id").to_pylist()) == [f"id-{i:04d}" for i in range(10)]
+    upsertlake.open_table(tmp_path, OPTIONS).upsert(batch(range(40, 41), ts=4))
+    assert metadata_timeline(tmp_path).get("00000000000000000").completed_at > built  # built again
+    assert metadata_violations(Storage(tmp_path)) == []
+    assert sorted(t.read().column("id").to_pylist()) == [f"id-{i:04d}" for i in [*range(10), 40]]

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from upsertlake import ConfigError, MergeOnReadError, UnsupportedTableError, create_table, open_table, upgrade_table
+from upsertlake.config.enums import TableType
 
 from helpers import HUDI_TABLES, REPO, tree_digest
 
@@ -137,10 +138,10 @@ def test_the_cli_reads_a_merge_on_read_table(tmp_path: Path, command: str) -> No
 @pytest.mark.parametrize("value", ["MERGE_ON_READ", "merge_on_read"])
 def test_creating_a_merge_on_read_table_by_option(tmp_path: Path, key: str, value: str) -> None:
     table = create_table(tmp_path / "t", "t", record_key="id", options={key: value})
-    assert table.table_config.table_type == "MERGE_ON_READ"
+    assert table.table_config.table_type is TableType.MERGE_ON_READ
     p = cli("create", tmp_path / "c", "--name", "c", "--record-key", "id", "--option", f"{key}={value}")
     assert p.returncode == 0, p.stderr
-    assert open_table(tmp_path / "c").table_config.table_type == "MERGE_ON_READ"
+    assert open_table(tmp_path / "c").table_config.table_type is TableType.MERGE_ON_READ
     with pytest.raises(ConfigError, match=r"invalid value 'MERGE_ON_WRITE' for hoodie.table.type"):
         create_table(tmp_path / "x", "x", record_key="id", table_type="MERGE_ON_WRITE")
     assert not (tmp_path / "x").exists()
@@ -179,4 +180,4 @@ def test_spark_reads_and_writes_a_merge_on_read_table(spark, tmp_path: Path) -> 
     uls.upsert(df, str(path), **{"hoodie.write.set.null.for.missing.columns": "true"})
     assert sorted(open_table(path).read(columns=["id"]).column("id").to_pylist()) == [1, 2, 3, 4, 5]
     uls.upsert(df, str(tmp_path / "new"), table="new", record_key="id", table_type="MERGE_ON_READ")
-    assert open_table(tmp_path / "new").table_config.table_type == "MERGE_ON_READ"
+    assert open_table(tmp_path / "new").table_config.table_type is TableType.MERGE_ON_READ

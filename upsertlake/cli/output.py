@@ -12,6 +12,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from upsertlake.config.enums import TableType
+
+TABLE_TYPES = tuple(t.value for t in TableType)  # the choices of --table-type, Hudi's spellings
+
 
 class CliError(Exception):
     """A bad argument or input file: printed as one line, exit code 2."""
@@ -50,7 +54,7 @@ def add_key_fields(p: argparse.ArgumentParser, what: str = "") -> None:
     p.add_argument("--record-key", required=True, help="record key field(s), comma separated")
     p.add_argument("--precombine-field", help=f"ordering field: the larger value wins{what}")
     p.add_argument("--partition-fields", default="", metavar="FIELDS", help="partition field(s), comma separated")
-    p.add_argument("--table-type", type=str.upper, choices=("COPY_ON_WRITE", "MERGE_ON_READ"),
+    p.add_argument("--table-type", type=str.upper, choices=TABLE_TYPES,
                    help="table type of a table this creates (default COPY_ON_WRITE)")
     for old, new, dest in (
         ("--precombine", "--precombine-field", "precombine_field"),

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from upsertlake.cli.output import CliError, store_options
+from upsertlake.cli.output import TABLE_TYPES, CliError, store_options
+from upsertlake.config.enums import TableType
 from upsertlake.simulation.simulator import (
     METADATA_COMPACT_EVERY,
     MOR_COMPACT_EVERY,
-    TABLE_TYPES,
     SimulationConfig,
     format_report,
     report_json,
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     p.add_argument(
         "--table-type",
         choices=TABLE_TYPES,
-        default=TABLE_TYPES[0],
+        default=TableType.COPY_ON_WRITE.value,
         type=str.upper,
         help="table type to create (default COPY_ON_WRITE); MERGE_ON_READ compacts inline every "
         f"{MOR_COMPACT_EVERY} deltacommits",
@@ -82,7 +82,7 @@ def simulate(args: argparse.Namespace) -> int:
             lock_provider=args.lock_provider,
             seed=args.seed,
             table_version=args.table_version,
-            table_type=args.table_type,
+            table_type=TableType(args.table_type),
             metadata=args.metadata,
             storage_options=store_options(args),
             journal_dir=args.journal,

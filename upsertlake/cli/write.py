@@ -146,7 +146,7 @@ def explain(args: argparse.Namespace) -> int:
         f"unknown keys dropped"
     )
     print(f"  updates {summary['updates']}, deletes {summary['deletes']}, inserts {summary['inserts']}")
-    mor = summary["table_type"] == "MERGE_ON_READ"
+    mor = table.table_config.is_merge_on_read
     sections = [
         ("file groups updated", "updated_file_groups", ["partition", "file_id", "updates", "bytes"]),
         ("small files receiving inserts", "small_file_inserts", ["partition", "file_id", "inserts", "bytes"]),

@@ -7,6 +7,14 @@ from __future__ import annotations
 from upsertlake.util.spelled import Spelled
 
 
+class TableType(Spelled):
+    """How a table keeps updates (`hoodie.table.type`): COPY_ON_WRITE rewrites a file group's base
+    file; MERGE_ON_READ appends updates and deletes to log files that readers merge."""
+
+    COPY_ON_WRITE = "COPY_ON_WRITE"
+    MERGE_ON_READ = "MERGE_ON_READ"
+
+
 class MergeMode(Spelled):
     """How the records of one key merge (`hoodie.record.merge.mode`)."""
 

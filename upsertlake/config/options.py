@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from upsertlake.config.enums import CleanPolicy, ConcurrencyMode, IndexType, MergeMode
+from upsertlake.config.enums import CleanPolicy, ConcurrencyMode, IndexType, MergeMode, TableType
 from upsertlake.config.option import Option, T
 
 __all__ = [
@@ -324,12 +324,12 @@ PARTITIONPATH_FIELD: Option[str] = _option(
 TABLE_NAME: Option[str] = _option(
     "hoodie.table.name", str, "",
     "Table name, written to hoodie.properties. Hudi has no default.")
-TABLE_TYPE: Option[str] = _option(
-    "hoodie.table.type", str, "COPY_ON_WRITE",
+TABLE_TYPE: Option[TableType] = _option(
+    "hoodie.table.type", TableType, TableType.COPY_ON_WRITE,
     "Table type, set when the table is created: COPY_ON_WRITE rewrites a file group's base file on "
     "every update; MERGE_ON_READ appends updates and deletes to log files that readers merge (every "
-    "write is a deltacommit). Table services but rollback refuse MERGE_ON_READ tables for now.",
-    choices=("COPY_ON_WRITE", "MERGE_ON_READ"), aliases=("hoodie.datasource.write.table.type",))
+    "write is a deltacommit; compaction folds them into new base files).",
+    aliases=("hoodie.datasource.write.table.type",))
 LOGFILE_DATA_BLOCK_FORMAT: Option[str] = _option(
     "hoodie.logfile.data.block.format", str, "avro",
     "Format of the data blocks a merge-on-read write appends to log files: avro (Hudi's default) or "

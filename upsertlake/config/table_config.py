@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import cast
 
-from upsertlake.config.enums import MergeMode
+from upsertlake.config.enums import MergeMode, TableType
 from upsertlake.config.option import option_list
 from upsertlake.config.properties_file import (
     PROPERTIES_FILE,
@@ -74,9 +74,6 @@ NATIVE_FORMAT = "native"
 BASE_FORMAT_KEY = "hoodie.table.base.file.format"
 READABLE_BASE_FORMATS = ("PARQUET", "LANCE")
 
-COPY_ON_WRITE = "COPY_ON_WRITE"
-MERGE_ON_READ = "MERGE_ON_READ"
-
 # Keys this model owns; every other property is kept verbatim in `extra`.
 _OWN_KEYS = {
     "hoodie.table.name",
@@ -125,12 +122,13 @@ RECORDED_KEYS = (
 )
 
 
-def check_table_type(table_type: str, what: str) -> None:
-    """UnsupportedTableError for a value that is not one of Hudi's table types."""
-    if table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
-        raise UnsupportedTableError(
-            f"{what} of table type {table_type!r}, not a Hudi table type ({COPY_ON_WRITE} or {MERGE_ON_READ})"
-        )
+def table_type_of(value: str, what: str) -> TableType:
+    """The table type `value` names; UnsupportedTableError for a value that is not one of Hudi's."""
+    try:
+        return TableType(value)
+    except ValueError:
+        types = " or ".join(t.value for t in TableType)
+        raise UnsupportedTableError(f"{what} of table type {value!r}, not a Hudi table type ({types})") from None
 
 
 def merge_on_read_payload(merge_mode: MergeMode) -> dict[str, str]:
@@ -169,7 +167,7 @@ class TableConfig:
     timeline_layout_version: int = 1
     timeline_timezone: str = "UTC"
     populate_meta_fields: bool = True
-    table_type: str = COPY_ON_WRITE
+    table_type: TableType = TableType.COPY_ON_WRITE
     extra: dict[str, str] = field(default_factory=dict)
     # Where it was read from (PROPERTIES_FILE, or BACKUP_FILE as Hudi's fallback) and, when that
     # file was damaged with no valid backup, why every write is refused.
@@ -212,9 +210,8 @@ class TableConfig:
         return self.extra.get(TIMELINE_PATH_KEY) or "timeline"
 
     def check_readable(self) -> None:
-        """Refuse versions, layouts, table types and base file formats this engine would misread
-        (never read them as empty, or a merge-on-read table as its base files alone)."""
-        check_table_type(self.table_type, f"table {self.name!r} is")
+        """Refuse versions, layouts and base file formats this engine would misread (never read
+        them as empty); a table type it would misread is refused where the properties are read."""
         if self.base_file_format not in READABLE_BASE_FORMATS:
             raise UnsupportedTableError(
                 f"{BASE_FORMAT_KEY}={self.base_file_format}: upsertlake reads parquet and Lance base files only"
@@ -353,7 +350,7 @@ class TableConfig:
 
     @property
     def is_merge_on_read(self) -> bool:
-        return self.table_type == MERGE_ON_READ
+        return self.table_type is TableType.MERGE_ON_READ
 
     @property
     def merge_mode(self) -> MergeMode:
@@ -384,7 +381,7 @@ class TableConfig:
         props = {
             "hoodie.table.name": self.name,
             "hoodie.database.name": self.database,
-            "hoodie.table.type": self.table_type,
+            "hoodie.table.type": self.table_type.value,
             "hoodie.table.version": str(self.table_version),
             "hoodie.timeline.layout.version": str(self.timeline_layout_version),
             "hoodie.table.recordkey.fields": ",".join(self.record_key_fields),
@@ -420,9 +417,11 @@ class TableConfig:
                 raise CorruptTableError(f"{source} lacks {key}")
             return props[key]
 
+        name = need("hoodie.table.name")
+        table_type = table_type_of(props.get("hoodie.table.type", TableType.COPY_ON_WRITE.value), f"table {name!r} is")
         try:
             return cls(
-                name=need("hoodie.table.name"),
+                name=name,
                 record_key_fields=tuple(option_list(props.get("hoodie.table.recordkey.fields", ""))),
                 partition_fields=tuple(option_list(props.get("hoodie.table.partition.fields", ""))),
                 ordering_fields=tuple(option_list(props.get(ORDERING_KEY) or props.get(PRECOMBINE_KEY) or "")),
@@ -437,7 +436,7 @@ class TableConfig:
                 timeline_layout_version=int(props.get("hoodie.timeline.layout.version", "1")),
                 timeline_timezone=props.get("hoodie.table.timeline.timezone", "LOCAL"),
                 populate_meta_fields=_parse_bool(props.get("hoodie.populate.meta.fields"), default=True),
-                table_type=props.get("hoodie.table.type", COPY_ON_WRITE),
+                table_type=table_type,
                 extra={k: v for k, v in props.items() if k not in _OWN_KEYS},
                 keygen_class_stored="hoodie.table.keygenerator.class" in props or KEYGEN_TYPE_KEY not in props,
             )

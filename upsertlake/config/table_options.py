@@ -23,7 +23,6 @@ from upsertlake.config.table_config import (
     PRECOMBINE_KEY,
     WRITABLE_VERSIONS,
     TableConfig,
-    check_table_type,
 )
 from upsertlake.errors import ConfigError, UnsupportedTableError
 
@@ -33,11 +32,9 @@ log = logging.getLogger(__name__)
 def check_against_table(cfg: Config, table_config: TableConfig) -> None:
     """ConfigError listing every option set in `cfg` that contradicts the table's config (a
     table type other than the table's among them)."""
-    table_type = cfg.get(opt.TABLE_TYPE)
-    check_table_type(table_type, f"{opt.TABLE_TYPE.key} (or {opt.TABLE_TYPE.aliases[0]}) is")
     stored: list[tuple[Option[Any], object, object, str]] = [
         (opt.TABLE_NAME, cfg.get(opt.TABLE_NAME), table_config.name, "hoodie.table.name"),
-        (opt.TABLE_TYPE, table_type, table_config.table_type, "hoodie.table.type"),
+        (opt.TABLE_TYPE, cfg.get(opt.TABLE_TYPE), table_config.table_type, "hoodie.table.type"),
         (opt.RECORDKEY_FIELD, tuple(option_list(cfg.get(opt.RECORDKEY_FIELD))), table_config.record_key_fields,
          "hoodie.table.recordkey.fields"),
         (opt.PARTITIONPATH_FIELD, tuple(option_list(cfg.get(opt.PARTITIONPATH_FIELD))), table_config.partition_fields,

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from upsertlake.config import Config
+from upsertlake.config.enums import TableType
 from upsertlake.engine.prepare import PreparedBatch
 from upsertlake.engine.slice_routing import append_slices
 from upsertlake.index.base import Index
@@ -159,7 +160,7 @@ class WritePlan:
         }
         return {
             "operation": self.operation.value,
-            "table_type": "MERGE_ON_READ" if self.merge_on_read else "COPY_ON_WRITE",
+            "table_type": (TableType.MERGE_ON_READ if self.merge_on_read else TableType.COPY_ON_WRITE).value,
             "input_records": tagged.batch.num_input,
             "after_dedup": tagged.batch.records.num_rows,
             "duplicates_combined": tagged.batch.num_input - tagged.batch.records.num_rows,

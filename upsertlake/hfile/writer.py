@@ -272,7 +272,7 @@ def _column(values: Sequence[bytes | str] | pa.Array | pa.ChunkedArray, what: st
 
 
 def write_hfile(
-    entries: Sequence[tuple[bytes | str, bytes]],
+    entries: Sequence[tuple[bytes | str, bytes]] | pa.Table,
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
     compression: Compression | str = Compression.NONE,
@@ -280,13 +280,16 @@ def write_hfile(
     meta_blocks: dict[str, bytes] | None = None,
     file_info: dict[str, bytes] | None = None,
 ) -> bytes:
-    """An HFile holding the sorted `entries`, in memory."""
+    """An HFile holding the sorted `entries` (pairs, or a table of `key` and `value`), in memory."""
     writer = HFileWriter(block_size=block_size, compression=compression, file_creation_time=file_creation_time)
     for name, value in (file_info or {}).items():
         writer.append_file_info(name, value)
     for name, value in (meta_blocks or {}).items():
         writer.append_meta_block(name, value)
-    keys, values = zip(*entries) if entries else ((), ())
-    writer.append_batch(keys, values)
+    if isinstance(entries, pa.Table):
+        writer.append_batch(entries.column("key").combine_chunks(), entries.column("value").combine_chunks())
+    else:
+        keys, values = zip(*entries) if entries else ((), ())
+        writer.append_batch(keys, values)
     writer.close()
     return writer.getvalue()

@@ -126,7 +126,7 @@ def _data_content(block: DataBlock) -> bytes:
         count = struct.pack(">ii", CONTENT_VERSION, block.records.num_rows)
         return count + encode_records(block.records, block.schema_json)
     if block.block_type == BlockType.HFILE_DATA:  # the metadata table's: entries sorted by key, as Hudi writes them
-        entries = list(zip(block.records.column("key").to_pylist(), block.records.column("value").to_pylist()))
+        entries = block.records.select(["key", "value"])
         return write_hfile(entries, block_size=HFILE_BLOCK_SIZE, compression=Compression.GZ, file_creation_time=0)
     if block.block_type == BlockType.PARQUET_DATA:
         sink = io.BytesIO()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -27,7 +28,7 @@ import pyarrow.parquet as pq
 from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.partitions import RecordType
 from upsertlake.metadata.records import Record, record_index_info
-from upsertlake.metadata.writer import Changes
+from upsertlake.metadata.writer import Changes, Located
 from upsertlake.schema.columns import (
     COMMIT_SEQNO,
     COMMIT_TIME,
@@ -309,16 +310,20 @@ def _wrap(value: Any, t: pa.DataType, table_version: int) -> tuple[Any, dict[str
 def record_index_changes(inserted: pa.Table, deleted: pa.Table, instant_millis: int) -> Changes:
     """The record index's changes: inserted keys (columns key, partition, file_id) located, deleted
     keys removed (a key both deleted and inserted, moved between partitions, is located)."""
-    keys = inserted.column(LOOKUP_KEY).to_pylist()
-    partitions = inserted.column(UPDATE_PARTITION).to_pylist()
-    file_ids = inserted.column(UPDATE_FILE_ID).to_pylist()
+    keys = inserted.column(LOOKUP_KEY)
+    # one payload per file group, shared by its keys: made once per group, never once per key
+    groups = pa.table([inserted.column(UPDATE_PARTITION), inserted.column(UPDATE_FILE_ID)], names=["p", "f"])
+    distinct = groups.group_by(["p", "f"], use_threads=False).aggregate([])
     template = _empty_record("", RecordType.RECORD_INDEX)
-    # one payload per file group, shared by its keys: made once per group, not once per key
-    payloads = {group: record_index_info(*group, instant_millis) for group in set(zip(partitions, file_ids))}
-    upserts = [
-        {**template, "key": k, "recordIndexMetadata": payloads[(p, f)]} for k, p, f in zip(keys, partitions, file_ids)
-    ]
+    payloads = tuple(
+        {**template, "recordIndexMetadata": record_index_info(p, f, instant_millis)}
+        for p, f in zip(distinct.column("p").to_pylist(), distinct.column("f").to_pylist())
+    )
+    group_ids = pc.binary_join_element_wise(groups.column("p"), groups.column("f"), "/")
+    found = pc.index_in(group_ids, pc.binary_join_element_wise(distinct.column("p"), distinct.column("f"), "/"))
     gone = deleted.column(LOOKUP_KEY)
     if len(keys):
-        gone = gone.filter(pc.invert(pc.is_in(gone, inserted.column(LOOKUP_KEY))))
-    return Changes(upserts, gone.to_pylist())
+        gone = gone.filter(pc.invert(pc.is_in(gone, keys)))
+    at = np.asarray(found.to_numpy(zero_copy_only=False), np.int64)
+    located = Located(pc.cast(keys, pa.string()).combine_chunks(), at, payloads) if len(keys) else None
+    return Changes(deletes=gone.to_pylist(), located=located)

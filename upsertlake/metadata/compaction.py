@@ -20,7 +20,7 @@ from upsertlake.logfile.names import LogFileName, log_instant
 from upsertlake.metadata.partitions import SOLO_COMMIT_TIMESTAMP
 from upsertlake.metadata.records import writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
-from upsertlake.metadata.writer import discard_deltacommit, write_base_file
+from upsertlake.metadata.writer import Changes, discard_deltacommit, write_base_file
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, transition
@@ -58,6 +58,15 @@ def compaction_time(table: MetadataTable, data: Timeline) -> str | None:
     if time <= newest_base or table.timeline.get(time) is not None:
         return None
     return time
+
+
+def folded(timeline: Timeline, deltacommit: Instant) -> bool:
+    """Whether a completed compaction folded the completed `deltacommit`'s log files into base
+    files: `compact` folds those completed before its instant time, so a compaction planned at a
+    later time than the deltacommit's, but before it completed, did not."""
+    return any(
+        i.time > deltacommit.completed_at for i in timeline.filter([Action.COMMIT], [State.COMPLETED])
+    )
 
 
 def discard_failed_compactions(storage: Storage, timeline: Timeline) -> list[str]:
@@ -120,14 +129,16 @@ def _operation(sl: MetadataSlice) -> dict[str, Any]:
 
 def _write_base(table: MetadataTable, sl: MetadataSlice, time: str, schema: str) -> WriteStat:
     records = table.read_all(sl)
-    path, size = write_base_file(table.storage, sl.partition, sl.file_id, time, records, schema)
+    path, size, n = write_base_file(
+        table.storage, sl.partition, sl.file_id, time, Changes(upserts=list(records.values())), schema
+    )
     return WriteStat(
         fileId=sl.file_id,
         path=path,
         partitionPath=sl.partition,
         prevCommit=time,
-        numWrites=len(records),
-        numInserts=len(records),
+        numWrites=n,
+        numInserts=n,
         totalWriteBytes=size,
         fileSizeInBytes=size,
         totalLogFilesCompacted=len(sl.logs),

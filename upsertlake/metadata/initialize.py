@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from upsertlake.config.enums import TableType
 from upsertlake.config.properties_file import create_properties, properties_checksum
 from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.partitions import (
@@ -26,7 +27,7 @@ from upsertlake.metadata.partitions import (
     file_group_id,
 )
 from upsertlake.metadata.records import Record, writer_schema
-from upsertlake.metadata.writer import write_base_file
+from upsertlake.metadata.writer import Changes, write_base_file
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline, delete_instant_files, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -45,7 +46,7 @@ def create_table(data_storage: Storage, table_name: str, table_version: int) -> 
         "hoodie.compaction.payload.class": "org.apache.hudi.metadata.HoodieMetadataPayload",
         "hoodie.table.initial.version": str(table_version),
         "hoodie.table.keygenerator.type": "HOODIE_TABLE_METADATA",
-        "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.table.type": TableType.MERGE_ON_READ.value,
         "hoodie.archivelog.folder": "history",
         "hoodie.timeline.layout.version": "2",
         "hoodie.timeline.history.path": "history",
@@ -82,7 +83,7 @@ def initialize_partition(
     mine: list[list[Record]] = [[] for _ in range(file_groups)]
     for k, g in zip(keys, groups):
         mine[g].append(by_key[k])
-    stats = [write_base(storage, partition, g, mine[g], schema) for g in range(file_groups)]
+    stats = [write_base(storage, partition, g, Changes(upserts=mine[g]), schema) for g in range(file_groups)]
     return complete_partition(storage, partition, inflight, stats, schema)
 
 
@@ -104,18 +105,18 @@ def begin_partition(storage: Storage, partition: str) -> Instant:
     return transition(storage, requested, State.INFLIGHT, b"", layout)
 
 
-def write_base(storage: Storage, partition: str, group: int, records: Sequence[Record], schema: str) -> WriteStat:
-    """The HFile base file of file group `group` of a partition being initialized, holding
-    `records` (one per key: the last given): a Spark task writes one as the in-process loop does."""
-    by_key = {r["key"]: r for r in records}
+def write_base(storage: Storage, partition: str, group: int, changes: Changes, schema: str) -> WriteStat:
+    """The HFile base file of file group `group` of a partition being initialized, holding the
+    upserts of `changes` (one per key: the last given): a Spark task writes one as the in-process
+    loop does."""
     file_id = file_group_id(partition, group)
-    path, size = write_base_file(storage, partition, file_id, init_time(partition), by_key, schema)
+    path, size, n = write_base_file(storage, partition, file_id, init_time(partition), changes, schema)
     return WriteStat(
         fileId=file_id,
         path=path,
         partitionPath=partition,
-        numWrites=len(by_key),
-        numInserts=len(by_key),
+        numWrites=n,
+        numInserts=n,
         totalWriteBytes=size,
         fileSizeInBytes=size,
     )

@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from upsertlake.errors import CorruptTableError
 from upsertlake.hfile import Compression, write_hfile
@@ -36,16 +38,60 @@ WRITE_TOKEN = "0-0-0"  # the metadata table is written by one task per file grou
 BASE_BLOCK_SIZE = 64 * 1024
 
 
+@dataclass(frozen=True)
+class Located:
+    """Record-index upserts as columns: a key's record is its file group's location and nothing
+    else, one of a few `payloads`, so a write of millions of keys holds a key and an index for
+    each, never a record of its own (a dict per key cost about 1 KB)."""
+
+    keys: pa.Array  # string
+    at: np.ndarray  # int64, each key's payload
+    payloads: tuple[Record, ...]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def entries(self, schema: str, file_name: str | None = None) -> pa.Table:
+        """The HFile entries (key, value: binary), each payload encoded once; unsorted."""
+        named = [p if file_name is None else {**p, FILE_NAME: file_name} for p in self.payloads]
+        datums = pa.array(encode(named, schema), pa.binary())
+        return pa.table({"key": pc.cast(self.keys, pa.binary()), "value": datums.take(pa.array(self.at))})
+
+
 @dataclass
 class Changes:
     """What one instant changes in one metadata partition: records written over (combined with)
-    the stored ones, and keys deleted."""
+    the stored ones, and keys deleted; the record index's upserts as columns (`located`)."""
 
     upserts: list[Record] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
+    located: Located | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.upserts or self.deletes)
+        return bool(self.upserts or self.deletes or self.located)
+
+    def entries(self, schema: str, file_name: str | None = None) -> pa.Table:
+        """The HFile entries of the upserts (key, value: binary), sorted by key, one per key: the
+        last given (the located ones after the records). `file_name`: the base file each names."""
+        by_key = {r["key"]: r for r in self.upserts}
+        named = [by_key[k] if file_name is None else {**by_key[k], FILE_NAME: file_name} for k in by_key]
+        parts = [pa.table({
+            "key": pa.array([k.encode("utf-8") for k in by_key], pa.binary()),
+            "value": pa.array(encode(named, schema), pa.binary()),
+        })]
+        if self.located is not None:
+            parts.append(self.located.entries(schema, file_name))
+        return _one_per_key(pa.concat_tables(parts))
+
+
+def _one_per_key(entries: pa.Table) -> pa.Table:
+    """`entries` sorted by key (bytewise, as HFile orders them), the last of each key kept."""
+    entries = entries.take(pc.sort_indices(entries, [("key", "ascending")]))  # stable: equal keys keep their order
+    keys = entries.column("key")
+    if len(keys) < 2:
+        return entries
+    last = pc.not_equal(keys.slice(0, len(keys) - 1), keys.slice(1))
+    return entries.filter(pa.chunked_array([last, pa.array([True])]))
 
 
 def deltacommit(
@@ -99,6 +145,13 @@ def _write_partition(
         by_group.setdefault(group, Changes()).upserts.append(record)
     for key, group in zip(deletes, mkeys.file_group_index(deletes, len(slices)).tolist()):
         by_group.setdefault(group, Changes()).deletes.append(key)
+    if changes.located is not None:
+        located = changes.located
+        of_key = mkeys.file_group_index(located.keys, len(slices))
+        for group in np.unique(of_key).tolist():
+            mine = of_key == group
+            part = Located(located.keys.filter(pa.array(mine)), located.at[mine], located.payloads)
+            by_group.setdefault(group, Changes()).located = part
     return [write_log(table.storage, slices[g], instant_time, by_group[g], schema) for g in sorted(by_group)]
 
 
@@ -107,17 +160,12 @@ def write_log(storage: Storage, sl: MetadataSlice, instant_time: str, changes: C
     block of the upserted records (one per key, the last given, sorted by key) and a delete block
     of the other deleted keys. Named by the fixed WRITE_TOKEN: a retried Spark task writes the
     same file again, never a second one."""
-    upserts = {r["key"]: r for r in changes.upserts}
-    keys = sorted(upserts)
-    gone = sorted(set(changes.deletes) - upserts.keys())
+    entries = changes.entries(schema)
+    upserted = pc.cast(entries.column("key"), pa.string())
+    deleted = pa.array(changes.deletes, pa.string())
+    gone = sorted(set(deleted.filter(pc.invert(pc.is_in(deleted, upserted))).to_pylist()))
     blocks: list[Block] = []
-    if keys:
-        entries = pa.table(
-            {
-                "key": pa.array([k.encode("utf-8") for k in keys], pa.binary()),
-                "value": pa.array(encode([upserts[k] for k in keys], schema), pa.binary()),
-            }
-        )
+    if entries.num_rows:
         header: Header = {HeaderKey.SCHEMA: schema, HeaderKey.INSTANT_TIME: instant_time}
         blocks.append(DataBlock(instant_time, schema, entries, header, BlockType.HFILE_DATA))
     if gone:
@@ -134,8 +182,8 @@ def write_log(storage: Storage, sl: MetadataSlice, instant_time: str, changes: C
         path=path,
         partitionPath=sl.partition,
         prevCommit=instant_time,
-        numWrites=len(keys),
-        numUpdateWrites=len(keys),
+        numWrites=entries.num_rows,
+        numUpdateWrites=entries.num_rows,
         numDeletes=len(gone),
         totalWriteBytes=len(data),
         fileSizeInBytes=len(data),
@@ -145,26 +193,26 @@ def write_log(storage: Storage, sl: MetadataSlice, instant_time: str, changes: C
 
 
 def write_base_file(
-    storage: Storage, partition: str, file_id: str, time: str, records: Mapping[str, Record], schema: str
-) -> tuple[str, int]:
-    """A file group's HFile base file `<fileId>_0-0-0_<time>.hfile` holding `records` (by key,
-    sorted here; each names the file, as Hudi's do), as an initialization and a compaction write
-    one. Returns its path and size."""
-    keys = sorted(records)
+    storage: Storage, partition: str, file_id: str, time: str, changes: Changes, schema: str
+) -> tuple[str, int, int]:
+    """A file group's HFile base file `<fileId>_0-0-0_<time>.hfile` holding the upserts of
+    `changes` (one per key, sorted here; each names the file, as Hudi's do), as an initialization
+    and a compaction write one. Returns its path, size and number of entries."""
     name = f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
-    values = encode([{**records[k], FILE_NAME: name} for k in keys], schema)
+    entries = changes.entries(schema, name)
+    keys = entries.column("key")
     info = {hfile_info.SCHEMA: schema.encode()}
-    if keys:
-        info.update({hfile_info.MIN_RECORD_KEY: keys[0].encode(), hfile_info.MAX_RECORD_KEY: keys[-1].encode()})
+    if len(keys):
+        info.update({hfile_info.MIN_RECORD_KEY: keys[0].as_py(), hfile_info.MAX_RECORD_KEY: keys[-1].as_py()})
     data = write_hfile(
-        list(zip([k.encode() for k in keys], values)),
+        entries,
         block_size=BASE_BLOCK_SIZE,
         compression=Compression.NONE,
         file_info=info,
     )
     path = f"{partition}/{name}"
     storage.write_bytes(path, data)
-    return path, len(data)
+    return path, len(data), len(keys)
 
 
 def discard_deltacommit(storage: Storage, instant_time: str, action: Action = Action.DELTA_COMMIT) -> bool:

@@ -13,13 +13,13 @@ changed must see the update.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from upsertlake.layout.base_files import BaseFileReader, LanceFile, LanceMetadata, open_base_file
+from upsertlake.layout.base_files import BaseFileReader, LanceFile, open_base_file
 from upsertlake.layout.file_system_view import BaseFile, FileSlice
 from upsertlake.layout.keygen import KeyGenerator
 from upsertlake.layout.slice_reader import (
@@ -33,6 +33,7 @@ from upsertlake.layout.slice_reader import (
 )
 from upsertlake.logfile import DataBlock
 from upsertlake.read import skipping
+from upsertlake.read.filters import Filters, Predicate
 from upsertlake.read.snapshot import ScanPlan
 from upsertlake.schema import conform
 from upsertlake.schema.columns import COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY
@@ -124,15 +125,21 @@ def _parquet(storage: Storage, bf: BaseFile, spec: ReadSpec, source: pa.NativeFi
 
 
 def _row_groups(parquet: BaseFileReader, spec: ReadSpec) -> list[int]:
-    """The row groups whose statistics do not rule the filters out (a Lance file is one, kept)."""
+    """The row groups whose statistics do not rule the plan's filters out."""
+    return row_groups_kept(parquet, spec.plan.schema, spec.plan.filters, spec.plan.filter_columns)
+
+
+def row_groups_kept(
+    parquet: BaseFileReader, schema: pa.Schema, filters: Filters, columns: Collection[str] | None
+) -> list[int]:
+    """The row groups whose statistics do not rule `filters` out (a Lance file is one, kept);
+    `columns`: those the filters read (None: an Expression's, which cannot be told)."""
     metadata = parquet.metadata
     every = list(range(metadata.num_row_groups))
-    filters = spec.plan.filters
     if isinstance(parquet, LanceFile) or not skipping.needs_statistics(filters):
         return every
-    columns = spec.plan.filter_columns  # None: an Expression's, which cannot be told
-    stats = of_row_groups(metadata, spec.plan.schema.names if columns is None else columns)
-    return [g for g, kept in zip(every, skipping.keeps(stats, spec.plan.schema, filters)) if kept]
+    stats = of_row_groups(metadata, schema.names if columns is None else columns)
+    return [g for g, kept in zip(every, skipping.keeps(stats, schema, filters)) if kept]
 
 
 def _filtered(data: pa.Table, spec: ReadSpec) -> pa.Table:
@@ -170,20 +177,10 @@ def incremental_base_read(plan: ScanPlan) -> BaseRead | None:
         return rows_of_range
     if plan.window is not None:
         begin, end = plan.window
+        window: list[Predicate] = [(COMMIT_TIME, ">", begin), (COMMIT_TIME, "<=", end)]
 
         def row_groups_of_window(parquet: BaseFileReader, columns: list[str] | None) -> pa.Table:
-            metadata = parquet.metadata
-            if isinstance(metadata, LanceMetadata):  # one "row group", and not at version 6
-                return parquet.read(columns=columns)
-            paths = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
-            if COMMIT_TIME not in paths:
-                return parquet.read(columns=columns)
-            column = paths.index(COMMIT_TIME)
-            stats = (metadata.row_group(g).column(column).statistics for g in range(metadata.num_row_groups))
-            kept = [
-                g for g, st in enumerate(stats)
-                if st is None or not st.has_min_max or (str(st.max) > begin and str(st.min) <= end)
-            ]
+            kept = row_groups_kept(parquet, plan.schema, window, [COMMIT_TIME])
             return parquet.read_row_groups(kept, columns=columns)
 
         return row_groups_of_window

@@ -50,7 +50,7 @@ from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats, documents
 from upsertlake.timeline.active import Timeline, create_requested, transition
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
-from upsertlake.timeline.instant import Action, State
+from upsertlake.timeline.instant import Action, Instant, State
 from upsertlake.timeline.operation import CLUSTER_TYPE
 
 log = logging.getLogger(__name__)
@@ -99,16 +99,7 @@ def cluster(
     """Plan, write and commit one clustering; a result without instant, saying why, when no
     partition has two small groups to merge. `map_groups` writes the new file groups (one task
     per group on Spark); `by_key` moves their keys in the record index (Spark tasks on Spark)."""
-    if cfg.bucket_index:
-        raise UnsupportedTableError(
-            "clustering a table written with hoodie.index.type=BUCKET is not supported: it would merge buckets' "
-            "file groups into groups no bucket names (Hudi's simple bucket index does not cluster either)"
-        )
-    if table_config.is_merge_on_read and not table_config.populate_meta_fields:
-        raise UnsupportedTableError(
-            "clustering merge-on-read tables without meta fields (hoodie.populate.meta.fields=false) is not "
-            "supported: their log records are merged by _hoodie_record_key"
-        )
+    _check_clusterable(table_config, cfg)
     with lock.hold():
         metadata_table.prepare(storage, TableConfig.load(storage), cfg, by_key)
         timeline = Timeline.load(storage)
@@ -138,31 +129,9 @@ def cluster(
         write = partial(_write_group, storage, instant_time=inflight.time, data_schema=data_schema,
                         sort_columns=sort_columns, merge=merge, cfg=cfg)
         stats = map_groups(write, list(enumerate(groups)))
-        replaced: dict[str, list[str]] = defaultdict(list)
-        for group in groups:
-            for sl in group:
-                replaced[sl.partition_path].append(sl.file_id)
-        by_partition: dict[str, list[WriteStat]] = defaultdict(list)
-        for s in stats:
-            by_partition[s.partitionPath].append(s)
-        extra = {"schema": schema_json, **column_stats.commit_entries(stats)}
-        metadata = CommitMetadata(dict(by_partition), CLUSTER_TYPE, extra, dict(replaced))
+        metadata = _commit_metadata(groups, stats, schema_json)
         with lock.hold():
-            # Every record it moves is in the groups it retires: a write on any of them conflicts.
-            conflict = check_commit(
-                Timeline.load(storage), frozenset(completed_at_start), inflight.time, (),
-                metadata.file_groups(), global_keys=False,
-            ).conflict
-            if conflict is not None:
-                raise WriteConflictError(
-                    f"clustering {inflight.time} conflicts with {conflict.describe()}; the clustering was "
-                    "rolled back, no record was lost"
-                )
-            # the metadata table's deltacommit before the data instant
-            metadata_table.sync(
-                storage, TableConfig.load(storage), inflight.time, metadata, options=cfg, by_key=by_key
-            )
-            transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes())
+            _commit(storage, inflight, metadata, frozenset(completed_at_start), cfg, by_key)
     except BaseException:
         with lock.hold():
             current = Timeline.load(storage).get(requested.time, Action.REPLACE_COMMIT)
@@ -173,7 +142,55 @@ def cluster(
         heartbeat.stop()
     storage.delete_dir(marker_folder(inflight.time))
     log.info("clustered %d file groups into %d (%s)", sum(map(len, groups)), len(groups), inflight.time)
-    return ClusterResult(inflight.time, dict(replaced), tuple(s.path for s in stats))
+    return ClusterResult(inflight.time, metadata.partition_to_replace_file_ids or {}, tuple(s.path for s in stats))
+
+
+def _check_clusterable(table_config: TableConfig, cfg: Config) -> None:
+    """Refuse, naming why, the tables a clustering would damage."""
+    if cfg.bucket_index:
+        raise UnsupportedTableError(
+            "clustering a table written with hoodie.index.type=BUCKET is not supported: it would merge buckets' "
+            "file groups into groups no bucket names (Hudi's simple bucket index does not cluster either)"
+        )
+    if table_config.is_merge_on_read and not table_config.populate_meta_fields:
+        raise UnsupportedTableError(
+            "clustering merge-on-read tables without meta fields (hoodie.populate.meta.fields=false) is not "
+            "supported: their log records are merged by _hoodie_record_key"
+        )
+
+
+def _commit_metadata(groups: list[list[FileSlice]], stats: list[WriteStat], schema_json: str) -> CommitMetadata:
+    """The replacecommit of a clustering: the new file groups' write stats and the groups they
+    replace, by partition."""
+    replaced: dict[str, list[str]] = defaultdict(list)
+    for group in groups:
+        for sl in group:
+            replaced[sl.partition_path].append(sl.file_id)
+    by_partition: dict[str, list[WriteStat]] = defaultdict(list)
+    for s in stats:
+        by_partition[s.partitionPath].append(s)
+    extra = {"schema": schema_json, **column_stats.commit_entries(stats)}
+    return CommitMetadata(dict(by_partition), CLUSTER_TYPE, extra, dict(replaced))
+
+
+def _commit(
+    storage: Storage, inflight: Instant, metadata: CommitMetadata, completed_at_start: frozenset[str], cfg: Config,
+    by_key: ByKeyGroup | None,
+) -> None:
+    """Under the lock: complete the clustering unless a write completed since it was planned
+    touched a group it retires (WriteConflictError), its metadata deltacommit first."""
+    # Every record it moves is in the groups it retires: a write on any of them conflicts.
+    conflict = check_commit(
+        Timeline.load(storage), completed_at_start, inflight.time, (), metadata.file_groups(), global_keys=False,
+    ).conflict
+    if conflict is not None:
+        raise WriteConflictError(
+            f"clustering {inflight.time} conflicts with {conflict.describe()}; the clustering was "
+            "rolled back, no record was lost"
+        )
+    # the metadata table's deltacommit before the data instant
+    metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg, by_key=by_key)
+    transition(storage, inflight, State.COMPLETED, metadata.to_json_bytes())
 
 
 def small_file_limit(cfg: Config) -> int:

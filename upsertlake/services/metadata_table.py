@@ -50,6 +50,7 @@ from upsertlake.metadata.compaction import (
     compaction_time,
     deltacommits_since_compaction,
     discard_failed_compactions,
+    folded,
     trim_timeline,
 )
 from upsertlake.metadata.initialize import (
@@ -90,7 +91,7 @@ from upsertlake.services.key_groups import (
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import CommitMetadata, WriteStat
-from upsertlake.timeline.instant import Action, State
+from upsertlake.timeline.instant import Action
 from upsertlake.timeline.instant_time import parse_instant_time
 from upsertlake.timeline.layouts import layout_of
 from upsertlake.util.arrow import constant
@@ -271,8 +272,7 @@ def _initialize_record_index(
 
 def _initial_group(mdt: Storage, millis: int, schema: str, group: int, rows: pa.Table) -> list[WriteStat]:
     """The base file of one record-index file group at its initialization (a `GroupWrite`)."""
-    records = mc.record_index_changes(rows, rows.slice(0, 0), millis).upserts
-    return [write_base(mdt, RECORD_INDEX, group, records, schema)]
+    return [write_base(mdt, RECORD_INDEX, group, mc.record_index_changes(rows, rows.slice(0, 0), millis), schema)]
 
 
 COLUMN_STATS_FILE_GROUPS = 2  # hoodie.metadata.index.column.stats.file.group.count
@@ -683,9 +683,8 @@ def discard_rolled_back(storage: Storage, table_config: TableConfig, instant_tim
     timeline = Timeline.load(mdt)
     if discard_failed_compactions(mdt, timeline):
         timeline = Timeline.load(mdt)
-    compacted = [i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED]) if i.time > instant_time]
     target = timeline.get(instant_time, Action.DELTA_COMMIT)
-    if target is not None and target.is_completed and compacted:
+    if target is not None and target.is_completed and folded(timeline, target):
         # A compaction folded its records into base files: they cannot be taken out (Hudi refuses
         # such a rollback and asks for a restore); the metadata table goes, readers list storage.
         drop_metadata_table(storage, table_config)

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from upsertlake.config import option_list
-from upsertlake.config.enums import MergeMode
+from upsertlake.config.enums import MergeMode, TableType
 from upsertlake.config.properties_file import (
     BACKUP_FILE,
     CHECKSUM_KEY,
@@ -195,8 +195,8 @@ def _identity(rb: _Builder, schema_json: str | None, sample: list[pa.Table]) -> 
             fits=lambda v: from_schema in (None, sanitize_name(v)))
     rb.pick("hoodie.database.name", _database(rb.old), "the surviving checksum", prefer_old=True)
     rb.set_default("hoodie.database.name", "default", UPSERTLAKE_DEFAULT)
-    rb.pick("hoodie.table.type", None, fits=lambda v: v in ("COPY_ON_WRITE", "MERGE_ON_READ"))
-    rb.set_default("hoodie.table.type", "COPY_ON_WRITE", "the only type with base files alone")
+    rb.pick("hoodie.table.type", None, fits=lambda v: v in {t.value for t in TableType})
+    rb.set_default("hoodie.table.type", TableType.COPY_ON_WRITE.value, "the only type with base files alone")
     if sample:  # Hudi writes the meta columns of a table without meta fields too, all null
         keys = sample[0].column(RECORD_KEY) if RECORD_KEY in sample[0].schema.names else None
         rb.pick("hoodie.populate.meta.fields", _bool(keys is not None and keys.null_count < len(keys)),

@@ -37,39 +37,8 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, options: Con
     with lock.hold():
         drop_metadata_table(storage, TableConfig.load(storage))  # readers must not list a stale one
         timeline = Timeline.load(storage)
-        cfg = options or Config.resolve(None)
-        heartbeats = HeartbeatPolicy.of(cfg)
-        live = heartbeats.live(storage, timeline)
-        if live:
-            raise ServiceError(
-                f"write {live[-1].time} is in flight (its heartbeat is alive): restore once it has ended"
-            )
-        running = [
-            i for i in timeline.pending_compactions()
-            if i.state is State.INFLIGHT and not heartbeats.is_expired(storage, i.time)
-        ]
-        if running:
-            raise ServiceError(
-                f"compaction {running[-1].time} is running (its heartbeat is alive): restore once it has ended"
-            )
-        savepoints = savepoint_times(timeline)
-        if savepoint_time not in savepoints:
-            have = f"the savepoints are {sorted(savepoints)}" if savepoints else "the table has none"
-            raise ServiceError(
-                f"no completed savepoint at {savepoint_time} ({have}); restore returns to a savepoint: "
-                "create one with `upsertlake savepoint PATH [INSTANT]` (or Table.savepoint) before you need it"
-            )
-        # A compaction completed as a commit is undone with it; a pending one is dropped, plan and files.
-        compacted = {i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED])}
-        later = [
-            i
-            for i in reversed(timeline.instants)
-            if i.time > savepoint_time
-            and (
-                i.action in (*WRITE_ACTIONS, Action.SAVEPOINT)
-                or (i.action is Action.COMPACTION and i.time not in compacted)
-            )
-        ]
+        _check_restorable(storage, timeline, HeartbeatPolicy.of(options or Config.resolve(None)), savepoint_time)
+        later = _undone(timeline, savepoint_time)
         infos = [{"commitTime": i.time, "action": i.action.value} for i in later]
         started = time.monotonic()
         plan = {"instantsToRollback": infos, "version": 2, "savepointToRestoreTimestamp": savepoint_time}
@@ -99,3 +68,44 @@ def restore(storage: Storage, lock: TableLock, savepoint_time: str, options: Con
             "extraMetadata": None,
         }
         return transition(storage, inflight, State.COMPLETED, documents.encode(METADATA_SCHEMA, meta))
+
+
+def _check_restorable(storage: Storage, timeline: Timeline, heartbeats: HeartbeatPolicy, savepoint_time: str) -> None:
+    """Refuse, naming why, while a write or a compaction runs (its heartbeat alive) or when
+    `savepoint_time` is no completed savepoint."""
+    live = heartbeats.live(storage, timeline)
+    if live:
+        raise ServiceError(
+            f"write {live[-1].time} is in flight (its heartbeat is alive): restore once it has ended"
+        )
+    running = [
+        i for i in timeline.pending_compactions()
+        if i.state is State.INFLIGHT and not heartbeats.is_expired(storage, i.time)
+    ]
+    if running:
+        raise ServiceError(
+            f"compaction {running[-1].time} is running (its heartbeat is alive): restore once it has ended"
+        )
+    savepoints = savepoint_times(timeline)
+    if savepoint_time not in savepoints:
+        have = f"the savepoints are {sorted(savepoints)}" if savepoints else "the table has none"
+        raise ServiceError(
+            f"no completed savepoint at {savepoint_time} ({have}); restore returns to a savepoint: "
+            "create one with `upsertlake savepoint PATH [INSTANT]` (or Table.savepoint) before you need it"
+        )
+
+
+def _undone(timeline: Timeline, savepoint_time: str) -> list[Instant]:
+    """The instants a restore to `savepoint_time` undoes, newest first: the writes and savepoints
+    after it, and the compactions still pending (one completed as a commit is undone with it; a
+    pending one is dropped, plan and files)."""
+    compacted = {i.time for i in timeline.filter([Action.COMMIT], [State.COMPLETED])}
+    return [
+        i
+        for i in reversed(timeline.instants)
+        if i.time > savepoint_time
+        and (
+            i.action in (*WRITE_ACTIONS, Action.SAVEPOINT)
+            or (i.action is Action.COMPACTION and i.time not in compacted)
+        )
+    ]

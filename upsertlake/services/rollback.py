@@ -44,8 +44,6 @@ from upsertlake.layout.markers import (
     staged_keys_folder,
 )
 from upsertlake.logfile import LogFileName, append_blocks, rollback_block
-from upsertlake.metadata.partitions import FOLDER as METADATA_FOLDER
-from upsertlake.metadata.writer import discard_deltacommit
 from upsertlake.services import metadata_table
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
@@ -197,10 +195,10 @@ def rollback_plan(storage: Storage, target: Instant) -> dict[str, Any]:
 
 
 def undo_files(storage: Storage, target: Instant, rollback_time: str, started: float) -> dict[str, Any]:
-    """Delete what `target` wrote and its instant files, its metadata deltacommit first (a rollback
-    block voids a version 6 deltacommit's appended blocks instead); returns the
+    """Delete what `target` wrote and its instant files: a completed one's completed file first,
+    so readers stop seeing it, then its metadata deltacommit and its files (`discard_files`; a
+    rollback block voids a version 6 deltacommit's appended blocks instead); returns the
     HoodieRollbackMetadata of rollback `rollback_time`, which the caller records."""
-    metadata_table.discard_rolled_back(storage, TableConfig.load(storage), target.time)
     committed = _committed_logs(storage, target)
     if target.is_completed:
         storage.delete(table_layout(storage).path(target))
@@ -289,9 +287,11 @@ def discard_files(
     the logs writers append to the slice it starts, and those are theirs. A log the instant
     appended to (an APPEND marker) on table version 6 may hold other instants' blocks (Hudi's
     writers append to existing files): with a `rollback_time` it stays and gets a rollback block
-    (`_discard`); without one it goes only if every block in it is the instant's own."""
-    if storage.folder_exists(METADATA_FOLDER):  # its metadata deltacommit first, as Hudi rolls it back
-        discard_deltacommit(storage.child(METADATA_FOLDER), instant_time)
+    (`_discard`); without one it goes only if every block in it is the instant's own.
+
+    Its metadata deltacommit goes first, as Hudi's metadata writer rolls it back
+    (`metadata_table.discard_rolled_back`)."""
+    metadata_table.discard_rolled_back(storage, TableConfig.load(storage), instant_time)
     listing = list_partitions_and_files(storage)
     doomed = {bf.path for bf in listing.base_files if bf.instant_time == instant_time}
     if named_logs:

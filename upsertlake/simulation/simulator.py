@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.concurrency.lock import FLOCK_PROVIDER, STORAGE_PROVIDER
+from upsertlake.config.enums import TableType
 from upsertlake.errors import ConfigError, TableExistsError, WriteConflictError
 from upsertlake.metadata.partitions import FOLDER as METADATA_FOLDER
 from upsertlake.schema.columns import IS_DELETED
@@ -44,7 +45,6 @@ from upsertlake.timeline.active import Timeline
 from upsertlake.util.humanize import human_duration
 
 SEED_TIME = "seed"
-TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
 MOR_COMPACT_EVERY = 3  # hoodie.compact.inline.max.delta.commits of a simulated merge-on-read table
 METADATA_COMPACT_EVERY = 2  # hoodie.metadata.compact.max.delta.commits: metadata compactions happen often
 KILL_WRITES_GUESS = 40  # storage writes of a first attempt, before any was counted
@@ -66,7 +66,7 @@ class SimulationConfig:
     heartbeat_ms: int = 1000
     seed: int = 0
     table_version: int = 6
-    table_type: str = "COPY_ON_WRITE"
+    table_type: TableType = TableType.COPY_ON_WRITE
     metadata: bool = False  # keep the metadata table with its record index (table version 8 or 9)
     storage_options: Mapping[str, str] = field(default_factory=dict)  # an object store's settings
     journal_dir: str = ""  # where the journal goes (a local folder); "": beside a local table
@@ -90,11 +90,11 @@ class SimulationConfig:
             "hoodie.client.heartbeat.interval_in_ms": self.heartbeat_ms,
             "hoodie.parquet.small.file.limit": 0,
             "hoodie.write.table.version": self.table_version,
-            "hoodie.table.type": self.table_type,
+            "hoodie.table.type": self.table_type.value,
             # the checker reads every commit's files: nothing is cleaned or archived
             **({"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": MOR_COMPACT_EVERY,
                 "hoodie.clean.automatic": "false", "hoodie.archive.automatic": "false"}
-               if self.table_type == "MERGE_ON_READ" else {}),
+               if self.table_type is TableType.MERGE_ON_READ else {}),
             **({"hoodie.metadata.enable": "true", "hoodie.metadata.record.index.enable": "true",
                 "hoodie.metadata.compact.max.delta.commits": METADATA_COMPACT_EVERY}
                if self.metadata else {}),
@@ -166,7 +166,8 @@ def run(config: SimulationConfig) -> Report:
     table = open_table(config.table, config.write_options(), config.storage_options)
     table.write_client().rollback_failed_writes()
     checked = check_table(table.storage, config.journal, compactions_pending=True)
-    if config.table_type == "MERGE_ON_READ":  # each run takes the oldest plan killed compactors left, then a new one
+    # each run takes the oldest plan killed compactors left, then a new one
+    if config.table_type is TableType.MERGE_ON_READ:
         while table.compact().instant_time is not None and Timeline.load(table.storage).pending_compactions():
             pass
         after = check_table(table.storage, config.journal)
@@ -281,7 +282,7 @@ def _writer_main(config: SimulationConfig, writer: int) -> None:
             _append(config.journal / f"acked-w{writer}.txt", result.instant_time)
             spent = result.stage_seconds.get("commit", 0.0) + result.stage_seconds.get("remerge", 0.0)
             _append(config.journal / f"timings-w{writer}.txt", f"{result.remerges} {spent:.6f}")
-            if config.table_type == "MERGE_ON_READ":
+            if config.table_type is TableType.MERGE_ON_READ:
                 table.services_after_commit()  # inline compaction, as a Table's write runs it
             switch.overdue()  # armed past the attempt's last write: killed once it is done
         except WriteConflictError as exc:

@@ -88,9 +88,10 @@ def of_parquet(metadata: pq.FileMetaData, nans: Mapping[str, bool] | None = None
 
 
 def of_row_groups(metadata: pq.FileMetaData, columns: Collection[str]) -> list[FileColumnStats]:
-    """Each row group's statistics of those of `columns` that are recorded (NaN assumed
-    possible), the footer's schema resolved once: what skipping row groups by a filter needs."""
-    leaves = [(f, i) for f, i in _leaves(metadata) if f.name in columns]
+    """Each row group's statistics of those of `columns` that are recorded, or are meta columns
+    named there (NaN assumed possible), the footer's schema resolved once: what skipping row
+    groups by a filter needs (an incremental read's by `_hoodie_commit_time`, as Hudi 0.x does)."""
+    leaves = [(f, i) for f, i in _leaves(metadata, meta=columns) if f.name in columns]
     return [
         FileColumnStats(
             metadata.row_group(g).num_rows, {f.name: _footer_entry(metadata, i, f, [g], True) for f, i in leaves}
@@ -99,10 +100,13 @@ def of_row_groups(metadata: pq.FileMetaData, columns: Collection[str]) -> list[F
     ]
 
 
-def _leaves(metadata: pq.FileMetaData) -> list[tuple[pa.Field, int]]:
-    """The recorded columns of a parquet file, with their leaf column index."""
+def _leaves(metadata: pq.FileMetaData, meta: Collection[str] = ()) -> list[tuple[pa.Field, int]]:
+    """The recorded columns of a parquet file, and the meta columns named in `meta`, with their
+    leaf column index."""
     leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
-    return [(f, leaves[f.name]) for f in _indexed(metadata.schema.to_arrow_schema()) if f.name in leaves]
+    schema = metadata.schema.to_arrow_schema()
+    named = [f for f in schema if f.name.startswith(META_PREFIX) and f.name in meta and _supported(f.type)]
+    return [(f, leaves[f.name]) for f in named + _indexed(schema) if f.name in leaves]
 
 
 def _footer_entry(
