@@ -25,7 +25,7 @@ from upsertlake.simulation.invariants import metadata_violations
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
-from helpers import spark_write_started, storage_failing_record_index_logs, table_on
+from helpers import FAST_HEARTBEAT, spark_write_started, storage_failing_record_index_logs, table_on
 from metadata_checks import holds, initializations
 
 V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
@@ -229,7 +229,6 @@ spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "fal
          .config("spark.sql.shuffle.partitions", "2").config("spark.pyspark.python", sys.executable).getOrCreate())
 uls.upsert(spark.createDataFrame(pa.table({rows!r})), {path!r}, **{options!r})
 """
-FAST_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": 100, "hoodie.client.heartbeat.tolerable.misses": 1}
 
 
 def test_a_spark_driver_killed_in_its_record_index_write_is_rolled_back_by_the_next_writer(tmp_path: Path) -> None:
