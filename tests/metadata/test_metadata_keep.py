@@ -17,6 +17,7 @@ import pytest
 
 import upsertlake
 from upsertlake.errors import ConfigError
+from upsertlake.simulation.invariants import metadata_violations
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
@@ -84,6 +85,22 @@ def test_a_merge_on_read_write_records_its_log_files_statistics_without_reading_
         ("part=a", True), ("part=b", True), ("part=c", False), ("part=c", False)
     ]
     holds(tmp_path)
+
+
+def test_the_record_index_learns_the_keys_the_bucket_index_inserts_into_logs(tmp_path: Path) -> None:
+    """On a merge-on-read table the bucket index appends a new key to its bucket's file group (as
+    Hudi's does: its index finds keys in log files): the key lives only in a log file there, and
+    the record index kept beside it locates it."""
+    t = new_table(tmp_path, "MERGE_ON_READ")
+    options = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2",
+               "hoodie.metadata.record.index.enable": "true"}
+    t.upsert(batch(range(12)), options=options)
+    bases = sorted(p.name for p in tmp_path.glob("part=*/*.parquet"))
+    t.upsert(batch(range(6, 24), ts=2), options=options)
+    assert sorted(p.name for p in tmp_path.glob("part=*/*.parquet")) == bases  # every record went to a log
+    table = holds(tmp_path)  # the record index locates every key where its row is
+    assert len(table.scan("record_index")) == 24
+    assert metadata_violations(Storage(tmp_path)) == []
 
 
 def test_record_index_tags_across_partitions(tmp_path: Path) -> None:

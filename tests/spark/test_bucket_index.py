@@ -2,12 +2,13 @@
 tables the in-process writer gives, row for row and file for file (the same buckets' file groups,
 the same base and log files, the same write stats), on both of its tag paths; Apache Hudi and
 upsertlake's Spark writer take turns on one bucket-indexed table, each writing into the other's
-buckets, and Hudi's reader, ours and hudi-rs read the same rows. One shared local session
-(conftest `spark`)."""
+buckets, and Hudi's reader, ours and hudi-rs read the same rows; the record index finds the keys
+of Hudi's log-only bucket groups. One shared local session (conftest `spark`)."""
 
 from __future__ import annotations
 
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +19,8 @@ import upsertlake.spark as uls
 from upsertlake import create_table, open_table
 from upsertlake.errors import ConfigError, UnsupportedTableError
 from upsertlake.layout.bucket_id import bucket_ids, bucket_of
+from upsertlake.simulation.invariants import metadata_violations
+from upsertlake.storage import Storage
 from upsertlake.timeline.instant import State
 
 from helpers import cli_in_process, hudi_read
@@ -397,3 +400,42 @@ def test_hudi_and_spark_write_into_each_others_buckets(
         if f.name.endswith(".parquet") or ".log." in f.name
     }
     assert {b for p, b in groups if p == "p0"} == {0, 1, 2, 3}
+
+
+@pytest.mark.hudi
+@pytest.mark.parametrize("moves", [False, True])
+def test_an_upsert_by_record_index_finds_the_keys_of_hudis_log_only_file_groups(
+    spark, hudi_references, tmp_path: Path, moves: bool
+) -> None:
+    """Hudi's bucket index under non-blocking concurrency control writes a merge-on-read table's
+    new buckets as log files only (log-only file groups, as its Flink writer does); the next
+    write builds the record index (from those logs too) and tags by it: on Spark as in process,
+    the keys of log-only groups are found there and updated in place, none written twice, and
+    the metadata table agrees with the data. `moves`: keys may change partition, so the stored
+    ordering values are looked up (a log-only group has no base file to read them from)."""
+    hudi = hudi_references.for_table_version(8)
+    local, dist = tmp_path / "local", tmp_path / "spark"
+    create(local, "MERGE_ON_READ", 8)
+    first = keys_in({0, 1}, 4, 0)
+    later = keys_in({2, 3}, 4, first[-1] + 3)
+    stored = [row(k, 1) for k in first + later]
+    hudi.write(local, batch(stored[:4]), hudi_options("MERGE_ON_READ", 8, "upsert"))  # base files
+    # Under non-blocking concurrency control Hudi writes a new bucket's records into log files only.
+    nbcc = {"hoodie.write.concurrency.mode": "NON_BLOCKING_CONCURRENCY_CONTROL",
+            "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.InProcessLockProvider"}
+    hudi.write(local, batch(stored[4:]), hudi_options("MERGE_ON_READ", 8, "upsert") | nbcc)
+    assert {bucket_of(f.name) for f in local.glob("p0/*.parquet")} == {0, 1}
+    assert {bucket_of(f.name[1:]) for f in local.glob("p0/.[0-9]*.log.*")} == {2, 3}  # (not Hadoop's .crc files)
+    shutil.copytree(local, dist)
+    by_record_index = {"hoodie.index.type": "RECORD_INDEX", "hoodie.metadata.enable": "true",
+                       "hoodie.metadata.record.index.enable": "true",
+                       "hoodie.record.index.update.partition.path": str(moves).lower()}
+    rows = [row(k, 2) for k in later[:3] + first[:1] + [1000, 1001]]
+    ours = open_table(local, by_record_index).upsert(batch(rows))
+    theirs = uls.upsert(spark.createDataFrame(batch(rows)), str(dist), **by_record_index, **DISTRIBUTED)
+    assert (theirs.num_updates, theirs.num_inserts) == (ours.num_updates, ours.num_inserts) == (4, 2)
+    want = sorted({r["id"]: (r["id"], r["ts"], r["v"]) for r in stored + rows}.values())
+    for path in (local, dist):
+        got = open_table(path).read(columns=["id", "ts", "v"])
+        assert sorted(tuple(r.values()) for r in got.to_pylist()) == want, path.name
+        assert metadata_violations(Storage(path)) == [], path.name

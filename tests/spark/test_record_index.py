@@ -1,11 +1,19 @@
 """The metadata table's record index on Spark: a Spark write keeps it (its changes staged by the
 write tasks, shuffled by record-index file group and written by a task per group), builds it when
 asked with a Spark job, tags by it on the executors, and a write that fails after its tasks wrote
-the record index's log files leaves it as readers saw it. The driver never reads a key: the
-in-process runner, which would, fails if called."""
+the record index's log files leaves it as readers saw it (also one moved to a new instant, whose
+staged keys go with it, and a driver killed with -9, which the next writer rolls back). Keys that
+live only in log files (the bucket index appends new keys) are kept too. The driver never reads a
+key: the in-process runner, which would, fails if called."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,10 +21,11 @@ import pytest
 
 import upsertlake.spark as uls
 from upsertlake import create_table, open_table
+from upsertlake.simulation.invariants import metadata_violations
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
-from helpers import spark_write_started, storage_failing_record_index_logs, table_on
+from helpers import FAST_HEARTBEAT, spark_write_started, storage_failing_record_index_logs, table_on
 from metadata_checks import holds, initializations
 
 V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
@@ -149,3 +158,119 @@ def test_a_spark_write_re_merged_onto_a_concurrent_commit_keeps_the_record_index
     assert sorted(t.column("v").to_pylist()) == sorted(
         [f"local-{i}" for i in range(15)] + [f"spark-{i}" for i in range(15, 30)] + [f"new-{i}" for i in range(40, 45)]
     )
+
+
+def test_a_spark_bucket_index_write_into_logs_keeps_the_record_index(
+    spark, tmp_path: Path, driver_reads_no_key: None
+) -> None:
+    """On a merge-on-read table the bucket index appends new keys to their buckets' file groups
+    (keys that live only in log files there): the write tasks stage them for the record index,
+    on both tag paths, as in process."""
+    path = tmp_path / "t"
+    new_table(path, "MERGE_ON_READ")
+    buckets = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 2, **RI}
+    df = spark.createDataFrame
+    uls.upsert(df(rows(range(30), 1, "one")), str(path), **buckets)
+    bases = sorted(p.name for p in path.glob("p*/*.parquet"))
+    uls.upsert(df(rows(range(20, 50), 2, "two")), str(path), **buckets, **DISTRIBUTED)
+    uls.upsert(df(rows(range(45, 60), 3, "three")), str(path), **buckets)  # a small batch: one task
+    assert sorted(p.name for p in path.glob("p*/*.parquet")) == bases  # the new keys went to logs
+    assert len(holds(path).scan("record_index")) == 60  # and the record index has each where its row is
+
+
+def test_a_spark_write_moved_to_a_new_instant_then_failing_leaves_no_staged_keys(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A concurrent commit, later than the Spark write, rewrote its file groups: the write moves
+    to a new instant (its tasks stage their keys there anew), then fails writing the record
+    index. The rollback takes the keys staged under both instants with it, as it takes markers:
+    nothing is left under .hoodie/.temp, and the table and its metadata table are as before."""
+    import upsertlake.spark.write as spark_write
+    from upsertlake.spark.options import write_options
+
+    occ = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control", **RI}
+    path = tmp_path / "t"
+    new_table(path)
+    uls.upsert(spark.createDataFrame(rows(range(30), 1, "one")), str(path), **occ, **DISTRIBUTED)
+    real = spark_write.reconcile_markers
+
+    def concurrent_commit_first(*args):  # after the Spark write's tasks, before its commit
+        open_table(path, occ).upsert(rows(range(0, 15), 3, "local"))
+        return real(*args)
+
+    monkeypatch.setattr(spark_write, "reconcile_markers", concurrent_commit_first)
+    options = write_options({**occ, **DISTRIBUTED}, str(path), "upsert")
+    table = table_on(storage_failing_record_index_logs(path), options.hoodie)
+    batch = pa.concat_tables([rows(range(15, 30), 2, "spark"), rows(range(40, 45), 2, "new")])
+    with pytest.raises(Exception, match="injected failure after a record index log"):
+        spark_write.write_dataframe(spark.createDataFrame(batch), options, table=table)
+    monkeypatch.undo()
+    timeline = Timeline.load(Storage(path))
+    assert [i.time for i in timeline.instants if not i.is_completed] == []
+    assert list((path / ".hoodie" / ".temp").rglob("*")) == []
+    t = open_table(path).read(columns=["id", "v"])
+    want = [f"local-{i}" for i in range(15)] + [f"one-{i}" for i in range(15, 30)]
+    assert sorted(t.column("v").to_pylist()) == sorted(want)
+    holds(path)
+
+
+KILLED_IN_ITS_RECORD_INDEX_WRITE = """
+import os, signal, sys
+import pyarrow as pa
+from pyspark.sql import SparkSession
+import upsertlake.services.metadata_table as metadata_table
+import upsertlake.spark as uls
+real = metadata_table._write_record_index
+def write_then_die(*args, **kwargs):
+    real(*args, **kwargs)  # the record index's log files, written by Spark tasks; its deltacommit inflight
+    os.killpg(0, signal.SIGKILL)  # the driver, its JVM and its Python workers
+metadata_table._write_record_index = write_then_die
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").config("spark.pyspark.python", sys.executable).getOrCreate())
+uls.upsert(spark.createDataFrame(pa.table({rows!r})), {path!r}, **{options!r})
+"""
+
+
+def test_a_spark_driver_killed_in_its_record_index_write_is_rolled_back_by_the_next_writer(tmp_path: Path) -> None:
+    """kill -9 of a Spark driver (with its JVM and workers) after its tasks wrote the record
+    index's log files, before its metadata deltacommit and data instant completed: readers see
+    the table as before, and the next writer rolls the write back with its metadata deltacommit
+    and staged keys; the metadata table agrees with the data (`metadata_violations`)."""
+    path = tmp_path / "t"
+    new_table(path)
+    open_table(path, {**V8, **RI}).upsert(rows(range(60), 1, "one"))
+    before = where(path)
+    options = {**RI, **DISTRIBUTED, **FAST_HEARTBEAT}
+    script = KILLED_IN_ITS_RECORD_INDEX_WRITE.format(
+        rows=rows(range(40, 80), 2, "two").to_pydict(), path=str(path), options=options
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), PYSPARK_PYTHON=sys.executable)
+    driver = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
+    try:
+        assert driver.wait(timeout=600) == -signal.SIGKILL
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)  # whatever of its group outlived it
+    mdt = Timeline.load(Storage(path / ".hoodie" / "metadata"))
+    failed = [i for i in Timeline.load(Storage(path)).instants if not i.is_completed]
+    assert [i.action.value for i in failed] == ["commit"]
+    assert mdt.get(failed[0].time) is not None and not mdt.get(failed[0].time).is_completed  # killed inside it
+    assert list(path.glob(f".hoodie/metadata/record_index/*{failed[0].time}*"))  # its record index logs
+    assert where(path) == before
+    assert metadata_violations(Storage(path)) == []
+    time.sleep(0.5)  # its heartbeat expires
+    open_table(path, {**RI, **FAST_HEARTBEAT}).upsert(rows(range(80, 85), 3, "three"))
+    timeline = Timeline.load(Storage(path))
+    assert [i.time for i in timeline.instants if not i.is_completed] == []
+    assert timeline.get(failed[0].time) is None  # rolled back
+    assert Timeline.load(Storage(path / ".hoodie" / "metadata")).get(failed[0].time) is None  # and its deltacommit
+    assert not list(path.glob(f".hoodie/metadata/record_index/*{failed[0].time}*"))
+    assert list((path / ".hoodie" / ".temp").rglob("*")) == []  # markers and staged keys went with it
+    after = where(path)
+    assert {k: after[k] for k in before} == before
+    assert sorted(after) == sorted([*before, *(f"k{i:05d}" for i in range(80, 85))])
+    t = open_table(path).read(columns=["id", "v"])
+    want = {f"k{i:05d}": f"one-{i}" for i in range(60)} | {f"k{i:05d}": f"three-{i}" for i in range(80, 85)}
+    assert dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist())) == want
+    assert metadata_violations(Storage(path)) == []
+    holds(path)

@@ -72,6 +72,9 @@ class AppendJob(BucketJob):
     schema_json: str = ""  # the log blocks' writer schema (meta fields first)
     parquet_blocks: bool = False  # hoodie.logfile.data.block.format=parquet
     column_stats: bool = False  # report each log file's statistics (`WriteStatus.log_stats`): the table keeps them
+    # The bucket index appends a new key to its bucket's group (Hudi: an index that finds keys in
+    # log files takes inserts into logs): an append's keys are located there (`keep_keys`).
+    inserts_in_logs: bool = False
     shared: SharedBlocks | None = field(default=None, compare=False)  # see for_batch
 
     def for_batch(self, records: pa.Table, rows: Mapping[int, np.ndarray], threads: int = 1) -> AppendJob:
@@ -163,14 +166,16 @@ def append_bucket(
         logFiles=(name,),
         column_stats=column_stats.of_table(upserts.select(data_columns)),
     )
-    # The index learns nothing: a key deleted in a log stays in its base file, where the indexes
-    # (none of which reads logs) find it, so a later write of it appends to the same group.
+    # A key deleted in a log stays in its base file, where the indexes that read base files find
+    # it (the record index forgets it: `log_deleted_keys`); a key appended is located in this group
+    # when the append may be its first record here (`inserts_in_logs`), else it is there already.
     none = pa.array([], pa.string())
     keys = removed.num_rows and job.keep_keys
     deleted = removed.column(RECORD_KEY).combine_chunks().cast(pa.string()) if keys else none
+    located = upserts.column(KEY).combine_chunks().cast(pa.string()) if job.keep_keys and job.inserts_in_logs else none
     return WriteStatus(
         stat=stat,
-        inserted_keys=none,
+        inserted_keys=located,
         deleted_keys=none,
         num_updates=upserts.num_rows,
         num_inserts=0,

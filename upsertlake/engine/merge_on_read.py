@@ -68,6 +68,7 @@ def append_job(
         schema_json=schema_json,
         parquet_blocks=cfg.get(opt.LOGFILE_DATA_BLOCK_FORMAT) == PARQUET_BLOCKS,
         column_stats=keeps_column_stats(table_config),
+        inserts_in_logs=cfg.bucket_index,
     )
 
 

@@ -87,9 +87,12 @@ def staging_folder(instant_time: str) -> str:
 
 
 def staged_keys_folder(instant_time: str) -> str:
-    """Where a Spark write's tasks stage the key changes of the buckets they write (for the record
-    index): inside the staging folder, so it goes with it."""
-    return f"{staging_folder(instant_time)}/keys"
+    """Where a Spark write's tasks stage the key changes of the buckets they write under the
+    instant (for the record index), on the table's storage: deleted when the write ends, and
+    with the instant when it is rolled back (`services.rollback.discard_files`, as its markers),
+    also when the write moved on to a new instant. Beside the staging folder, not in it: a moved
+    write still reads its small batch's staged records from the old instant's."""
+    return f"{marker_folder(instant_time)}.keys"
 
 
 def key_summary_folder(instant_time: str) -> str:

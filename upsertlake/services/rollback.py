@@ -41,6 +41,7 @@ from upsertlake.layout.markers import (
     key_summary_folder,
     marker_folder,
     read_markers,
+    staged_keys_folder,
 )
 from upsertlake.logfile import LogFileName, append_blocks, rollback_block
 from upsertlake.services import metadata_table
@@ -279,7 +280,8 @@ def discard_files(
     committed_logs: Collection[str] = (),
 ) -> tuple[list[str], dict[str, int]]:
     """Delete the files a pending instant wrote (named by its time, or by its markers), then its
-    markers and key summaries; its instant files stay (they go last: see the module's docstring).
+    markers, the keys a Spark write staged for the record index and its key summaries; its
+    instant files stay (they go last: see the module's docstring).
 
     Log files named by the instant go unless `named_logs` is false: a compaction's instant names
     the logs writers append to the slice it starts, and those are theirs. A log the instant
@@ -308,6 +310,7 @@ def discard_files(
     for path in sorted(doomed):
         storage.delete(path)
     storage.delete_dir(marker_folder(instant_time))
+    storage.delete_dir(staged_keys_folder(instant_time))  # a Spark write's, for the record index
     storage.delete_dir(key_summary_folder(instant_time))
     return sorted(doomed), written
 

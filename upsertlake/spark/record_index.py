@@ -25,7 +25,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from upsertlake.index.record_index import record_index_table
-from upsertlake.layout.file_system_view import BaseFile
 from upsertlake.metadata.keys import file_group_index
 from upsertlake.metadata.partitions import RECORD_INDEX
 from upsertlake.schema.columns import FILE_NUMBER, KEY, LOOKUP_KEY, STORED_KEY
@@ -82,15 +81,15 @@ def by_key_group_on(spark: SparkSession) -> ByKeyGroup:
     return on_spark
 
 
-def record_index_located(prepared: DataFrame, timeline: Timeline, files: list[BaseFile]) -> DataFrame:
-    """RECORD_INDEX's stored (key, file number) rows of the batch's keys (`tagging.tag`; a file's
-    number is its place in `files`): tasks hash the keys to the record index's file groups, a
-    shuffle gathers each group's keys in one task (a few groups a task), which looks them up in
-    that group's files alone (point lookups in its HFile base file and log blocks). The driver lists the index's file
-    groups and numbers the data files; a key found in a file group without a base file is left
-    out, as the other indexes on Spark leave such groups out."""
+def record_index_located(prepared: DataFrame, timeline: Timeline, file_groups: list[tuple[str, str]]) -> DataFrame:
+    """RECORD_INDEX's stored (key, file number) rows of the batch's keys (`tagging.tag`; a data
+    file group's number is its place in `file_groups`, log-only groups included): tasks hash the
+    keys to the record index's file groups, a shuffle gathers each group's keys in one task (a
+    few groups a task), which looks them up in that group's files alone (point lookups in its
+    HFile base file and log blocks). The driver lists the index's file groups and numbers the
+    data file groups."""
     groups = len(record_index_table(timeline).slices(RECORD_INDEX))
-    numbers = {(bf.partition_path, bf.file_id): n for n, bf in enumerate(files)}
+    numbers = {group: n for n, group in enumerate(file_groups)}
     keys = prepared.select(F.col(KEY).alias(LOOKUP_KEY))
     keyed = keys.mapInArrow(partial(_group_task, groups, KEYS), spark_schema_of(KEYS))
     tasks = min(groups, max(1, prepared.sparkSession.sparkContext.defaultParallelism * TASKS_PER_CORE))

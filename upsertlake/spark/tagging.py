@@ -79,6 +79,7 @@ from upsertlake.timeline.operation import Operation
 log = logging.getLogger(__name__)
 
 _FILES_PER_TASK = 8  # bloom checks: files (filters and key columns) one task opens
+Group = tuple[str, str, str | None]  # a file group a stored key is in: (partition, fileId, base instant)
 # A small batch's staged file and, per (partition, file group, and for a bucket index's inserts
 # their key's bucket), the records, the latest instant and whether the slice is rewritten merged
 # (`slice_routing.rewritten_slices`): what `tag_in_task` returns.
@@ -114,29 +115,40 @@ def tag(
     else:
         touched = {r[0] for r in prepared.select(PARTITION).distinct().collect()}  # one row a partition
         partitions = [p for p in view.partitions() if p in touched]
-    # Numbered in (partition, fileId) order: the smallest number is the smallest location.
     files = sorted(view.latest_base_files(partitions), key=lambda bf: (bf.partition_path, bf.file_id))
+    slices = view.latest_file_slices(partitions) if merge is not None or by_record_index else []
+    # The file groups a stored key can be in, numbered in (partition, fileId) order (the smallest
+    # number is the smallest location): those with a base file, and for the record index, which
+    # finds keys in log-only groups too (Hudi's bucket index and Flink write inserts into log
+    # files), those without one, as in process.
+    located_in = sorted(
+        [(bf.file_group, bf.instant_time, bf) for bf in files]
+        + ([(sl.file_group, None, None) for sl in slices if sl.base is None] if by_record_index else []),
+        key=lambda g: g[0],
+    )
+    groups: list[Group] = [(p, f, i) for (p, f), i, _ in located_in]
+    numbered = [bf for _, _, bf in located_in]  # the base file of each (None: a log-only group)
     order = ordering_fields if is_global and global_order is not None else ()
     if by_record_index and not cfg.get(opt.RECORD_INDEX_UPDATE_PARTITION_PATH):
         order = ()  # no record moves, so no stored ordering value is compared: no data file is read
-    number = {bf.file_group: n for n, bf in enumerate(files)}
-    logged = {number[sl.file_group]: sl for sl in view.latest_file_slices(partitions)
-              if sl.logs and sl.file_group in number} if merge is not None else {}
-    if not files:
+    number = {(p, f): n for n, (p, f, _) in enumerate(groups)}
+    with_logs = [sl for sl in slices if sl.logs and sl.base is not None] if merge is not None else []
+    logged = {number[sl.file_group]: sl for sl in with_logs}
+    if not groups:
         stored = None
     elif by_record_index:
-        stored = record_index_located(prepared, view.timeline, files)
+        stored = record_index_located(prepared, view.timeline, [(p, f) for p, f, _ in groups])
         if order:  # the stored ordering values of the keys found, read from their files as the bloom check does
-            tasks = max(1, -(-len(files) // _FILES_PER_TASK))
+            tasks = max(1, -(-len(groups) // _FILES_PER_TASK))
             out = pa.schema([(STORED_KEY, pa.string()), (FILE_NUMBER, pa.int32()), (STORED_ORDER, global_order)])
             stored = stored.repartition(tasks, FILE_NUMBER).mapInArrow(
-                partial(_check_files, files, view.storage, order, logged, merge), spark_schema_of(out)
+                partial(_check_files, numbered, view.storage, order, logged, merge, out), spark_schema_of(out)
             )
     elif index_type.local is IndexType.BLOOM:
         stored = _bloom_located(prepared, files, view.storage, is_global, order, global_order, logged, merge)
     else:
         stored = _simple_located(spark, files, view.storage, order, global_order, logged, merge)
-    tagged = _join(prepared, stored, files, is_global, order, global_order, parts)
+    tagged = _join(prepared, stored, groups, is_global, order, global_order, parts)
     if is_global:
         routed = prepared.select("*", *[F.lit(None).cast("string").alias(c) for c in LOCATION]).schema
         tagged = tagged.mapInArrow(partial(_route, operation, cfg, ordering_fields), routed)
@@ -312,15 +324,14 @@ def _bloom_located(
     if order:
         out.append(pa.field(STORED_ORDER, order_type))
     tasks = max(1, -(-len(files) // _FILES_PER_TASK))
-    return pairs.repartition(tasks, FILE_NUMBER).mapInArrow(
-        partial(_check_files, [bf for bf, _ in ranges], storage, order, logged, merge), spark_schema_of(pa.schema(out))
-    )
+    check = partial(_check_files, [bf for bf, _ in ranges], storage, order, logged, merge, pa.schema(out))
+    return pairs.repartition(tasks, FILE_NUMBER).mapInArrow(check, spark_schema_of(pa.schema(out)))
 
 
 def _join(
     prepared: DataFrame,
     stored: DataFrame | None,
-    files: list[BaseFile],
+    groups: list[Group],
     is_global: bool,
     order: tuple[str, ...],
     order_type: pa.DataType | None,
@@ -332,15 +343,16 @@ def _join(
     process. A sort-merge join: both sides grow with the records, so neither may be broadcast
     (that passes through the driver) nor held as one task's hash table (10M stored keys in two
     tasks ran out of memory); sorting spills instead. Partitions and files are numbered by the
-    driver (literals that grow with the files); the locations are looked up after the join."""
+    driver (literals that grow with the files); the locations (`groups`, by file number) are
+    looked up after the join."""
     if stored is None:
         nulls = [F.lit(None).cast("string").alias(c) for c in LOCATION]
         if order:
             order_spark = spark_schema_of(pa.schema([pa.field(STORED_ORDER, order_type)]))[0].dataType
             nulls.append(F.lit(None).cast(order_spark).alias(STORED_ORDER))
         return prepared.select("*", *nulls)
-    numbered = {p: n for n, p in enumerate(sorted({bf.partition_path for bf in files}))}
-    part_of_file = sql_array([numbered[bf.partition_path] for bf in files])
+    numbered = {p: n for n, p in enumerate(sorted({p for p, _, _ in groups}))}
+    part_of_file = sql_array([numbered[p] for p, _, _ in groups])
     stored = stored.withColumn(PARTITION_NUMBER, F.expr(f"element_at({part_of_file}, {FILE_NUMBER} + 1)"))
     partition_numbers = sql_map({p: sql_literal(n) for p, n in numbered.items()})
     own_part = F.expr(f"element_at({partition_numbers}, {identifier(PARTITION)})")
@@ -367,10 +379,10 @@ def _join(
         on = (batch[KEY] == located[STORED_KEY]) & (batch[PARTITION_NUMBER] == located[PARTITION_NUMBER])
         joined = batch.join(located.hint("merge"), on, "left")
         number, stored_order = located[FILE_NUMBER], []
-    values = ([bf.partition_path for bf in files], [bf.file_id for bf in files], [bf.instant_time for bf in files])
+    values = tuple(zip(*groups))
     # Guarded: Spark 4.1 gave element_at(literal array, <null from the outer join> + 1) a value.
     location = [
-        F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).alias(c)
+        F.when(number.isNotNull(), F.element_at(F.expr(sql_array(v)), number + 1)).cast("string").alias(c)
         for v, c in zip(values, LOCATION)
     ]
     return joined.select(*[batch[c] for c in prepared.columns], *location, *stored_order)
@@ -401,16 +413,19 @@ def _pair_with_files(
 
 
 def _check_files(
-    files: list[BaseFile],
+    files: list[BaseFile | None],
     storage: Storage,
     order: tuple[str, ...],
     logged: dict[int, FileSlice],
     merge: Merge | None,
+    schema: pa.Schema,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """For each file of this task: its candidate keys through its bloom filter, then the exact
     keys it holds (with the stored ordering value when global routing needs it), those of a
-    slice with log files as its merged records hold them."""
+    slice with log files as its merged records hold them. A log-only group (None, the record
+    index's) has no file to check: its keys are taken as found, without an ordering value (the
+    incoming record wins, as in process). Rows of `schema`."""
     pairs = task_table(batches)
     if pairs is None:
         return
@@ -418,18 +433,10 @@ def _check_files(
     for number in np.unique(numbers):
         bf = files[int(number)]
         candidates = pc.unique(pairs.column(STORED_KEY).filter(pa.array(numbers == number)).combine_chunks())
-        footer = read_footer(storage, bf)
-        if footer.bloom is not None:
-            candidates = candidates.filter(pa.array(np.asarray(footer.bloom.might_contain(candidates), dtype=bool)))
-        if not len(candidates):
-            continue
-        parquet = storage.parquet_file(bf.path)
-        columns = [KEY, *_present(order, parquet.schema_arrow.names)]
-        stored = parquet.read(columns=columns)
-        found = stored.filter(pc.is_in(stored.column(KEY), value_set=candidates))
-        if int(number) in logged and found.num_rows:
+        found = pa.table({KEY: candidates}) if bf is None else _found_in(storage, bf, candidates, order)
+        if bf is not None and int(number) in logged and found.num_rows:
             assert merge is not None, "slices with log files come with how they merge"
-            found = live_in_slice(storage, logged[int(number)], merge, found, KEY, _present(order, columns))
+            found = live_in_slice(storage, logged[int(number)], merge, found, KEY, _present(order, found.column_names))
         n = found.num_rows
         if not n:
             continue
@@ -439,7 +446,20 @@ def _check_files(
         }
         if order:
             out[STORED_ORDER] = _stored_order(found, order)
-        yield from pa.table(out).to_batches()
+        yield from pa.table(out).cast(schema).to_batches()  # (a file without the ordering fields: nulls)
+
+
+def _found_in(storage: Storage, bf: BaseFile, candidates: pa.Array, order: tuple[str, ...]) -> pa.Table:
+    """The rows (key[, ordering fields]) of `candidates` base file `bf` holds: its bloom filter
+    first, then its key column."""
+    footer = read_footer(storage, bf)
+    if footer.bloom is not None:
+        candidates = candidates.filter(pa.array(np.asarray(footer.bloom.might_contain(candidates), dtype=bool)))
+    if not len(candidates):
+        return pa.table({KEY: pa.array([], pa.string())})
+    parquet = storage.parquet_file(bf.path)
+    stored = parquet.read(columns=[KEY, *_present(order, parquet.schema_arrow.names)])
+    return stored.filter(pc.is_in(stored.column(KEY), value_set=candidates))
 
 
 @reraised_named
