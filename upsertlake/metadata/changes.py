@@ -312,18 +312,15 @@ def record_index_changes(inserted: pa.Table, deleted: pa.Table, instant_millis: 
     keys removed (a key both deleted and inserted, moved between partitions, is located)."""
     keys = inserted.column(LOOKUP_KEY)
     # one payload per file group, shared by its keys: made once per group, never once per key
-    groups = pa.table([inserted.column(UPDATE_PARTITION), inserted.column(UPDATE_FILE_ID)], names=["p", "f"])
-    distinct = groups.group_by(["p", "f"], use_threads=False).aggregate([])
+    partitions, file_ids = inserted.column(UPDATE_PARTITION), inserted.column(UPDATE_FILE_ID)
+    groups = pc.dictionary_encode(pc.binary_join_element_wise(partitions, file_ids, "/")).combine_chunks()
+    at = np.asarray(groups.indices.to_numpy(zero_copy_only=False), np.int64)
+    first = np.unique(at, return_index=True)[1]  # a row of each group, in the order of their codes
     template = _empty_record("", RecordType.RECORD_INDEX)
-    payloads = tuple(
-        {**template, "recordIndexMetadata": record_index_info(p, f, instant_millis)}
-        for p, f in zip(distinct.column("p").to_pylist(), distinct.column("f").to_pylist())
-    )
-    group_ids = pc.binary_join_element_wise(groups.column("p"), groups.column("f"), "/")
-    found = pc.index_in(group_ids, pc.binary_join_element_wise(distinct.column("p"), distinct.column("f"), "/"))
+    located_at = [(partitions[i].as_py(), file_ids[i].as_py()) for i in first.tolist()]
+    payloads = tuple({**template, "recordIndexMetadata": record_index_info(*pf, instant_millis)} for pf in located_at)
     gone = deleted.column(LOOKUP_KEY)
     if len(keys):
         gone = gone.filter(pc.invert(pc.is_in(gone, keys)))
-    at = np.asarray(found.to_numpy(zero_copy_only=False), np.int64)
     located = Located(pc.cast(keys, pa.string()).combine_chunks(), at, payloads) if len(keys) else None
     return Changes(deletes=gone.to_pylist(), located=located)
