@@ -5,7 +5,7 @@ files, measured in one run each on the same machine.
     python benchmarks/metadata_bench.py cost                  # 100-row upserts, local and on S3, after 5 and 50 commits
     python benchmarks/metadata_bench.py cost --commits 5,500  # the issue's 500 (slow)
     python benchmarks/metadata_bench.py listing --partitions 1000
-    python benchmarks/metadata_bench.py index --rows 1000000 --batch 100000
+    python benchmarks/metadata_bench.py index --rows 10000000 --batch 1000,100000 --chunk 5000000
 
 - cost: a version 8 copy-on-write table of --rows rows in 10 partitions; small upserts of 100 rows
   (one partition each) with hoodie.metadata.enable true and false side by side (same data, same
@@ -14,17 +14,26 @@ files, measured in one run each on the same machine.
   the requests by kind, the server's count.
 - listing: a table of --partitions partitions on the S3 test server; a full read's planning (the
   file system view and its listing) with and without the metadata table: seconds and LIST/GET.
-- index: an upsert of --batch keys (half updates spread over the table, half inserts) into a
-  table of --rows rows, tagged by RECORD_INDEX, GLOBAL_SIMPLE and GLOBAL_BLOOM (each on its own
-  copy of the same table), and delta-rs's MERGE on the same rows as the peer; the tag step's and
-  the whole upsert's seconds.
+- index: upserts of each --batch size (half updates spread over the table, half inserts) into a
+  table of --rows rows in 100 partitions, written --chunk rows per bulk-insert commit with the
+  record index kept from the first commit. Tagged by RECORD_INDEX with the record index as the
+  build left it (in log files: one per file group and commit) and, on a copy whose metadata table
+  was compacted, in base HFiles (RECORD_INDEX:base); by GLOBAL_SIMPLE and GLOBAL_BLOOM; and
+  delta-rs's MERGE of the same rows into its own table appended in the same chunks. Each upsert on
+  its own copy of its table (hard links), no metadata compaction inside a measured upsert; every
+  kind warmed up once on a small table first. Prints the tag step's and the whole upsert's
+  seconds, progress with the peak RSS of each step, and the machine's load.
 Prints the figures; writes nothing into the repository.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -46,10 +55,27 @@ SERVER = HERE.parent / "tests" / "scripts" / "s3_server.py"
 V8 = {"hoodie.write.table.version": "8"}
 
 
+def keys(ids: np.ndarray) -> pa.Array:
+    """`key-{id:012d}` for each id, built a digit column at a time (no per-row Python): a 50M-row
+    table is built in chunks of millions of rows."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= 10**12):
+        raise ValueError("ids must be in [0, 10**12) to print as 12 digits")
+    chars = np.empty((len(ids), 16), dtype=np.uint8)
+    chars[:, :4] = np.frombuffer(b"key-", dtype=np.uint8)
+    for k in range(12):
+        chars[:, 4 + k] = ids // 10 ** (11 - k) % 10 + ord("0")
+    offsets = np.arange(0, 16 * (len(ids) + 1), 16, dtype=np.int32)
+    return pa.StringArray.from_buffers(len(ids), pa.py_buffer(offsets), pa.py_buffer(chars))
+
+
 def rows(ids: np.ndarray, partitions: int, ts: int = 1) -> pa.Table:
+    """The bench's rows: key `key-{id:012d}`, partition `p{id % partitions:04d}`, `ts`, `val` = id."""
+    ids = np.asarray(ids, dtype=np.int64)
+    names = pa.array([f"p{i:04d}" for i in range(partitions)])
     return pa.table({
-        "id": pa.array([f"key-{i:012d}" for i in ids.tolist()]),
-        "part": pa.array([f"p{i % partitions:04d}" for i in ids.tolist()]),
+        "id": keys(ids),
+        "part": names.take(pa.array(ids % partitions)),
         "ts": pa.array(np.full(len(ids), ts, dtype=np.int64)),
         "val": pa.array(ids.astype(np.float64)),
     })
@@ -219,37 +245,105 @@ def listing(args: argparse.Namespace) -> None:
 
 
 # -- index ---------------------------------------------------------------------------------------
-def index(args: argparse.Namespace) -> None:
-    root = Path(tempfile.mkdtemp(prefix="mdt-index-"))
-    base = root / "base"
-    partitions = 100
-    began = time.perf_counter()
-    t = new_table(str(base), True)
-    t.bulk_insert(rows(np.arange(args.rows), partitions), options={"hoodie.metadata.record.index.enable": "true"})
-    t.upsert(
-        rows(np.arange(1), partitions, ts=1), options={"hoodie.metadata.record.index.enable": "true"}
-    )  # builds the record index
-    print(f"table of {args.rows} rows with its record index built in {time.perf_counter() - began:.1f} s", flush=True)
-    rng = np.random.default_rng(3)
-    updates = rng.choice(args.rows, args.batch // 2, replace=False)
-    inserts = np.arange(args.rows, args.rows + args.batch - len(updates))
-    batch = rows(np.concatenate([updates, inserts]), partitions, ts=2)
-    for kind in args.indexes.split(","):
-        copy = root / kind
-        shutil.copytree(base, copy)
-        table = upsertlake.open_table(copy)
-        began = time.perf_counter()
-        result = table.upsert(batch, options={"hoodie.index.type": kind})
-        total = time.perf_counter() - began
-        assert (result.num_updates, result.num_inserts) == (len(updates), len(inserts)), result
-        print(f"{kind:14} upsert {total:.2f} s (tag {result.stage_seconds.get('tag', 0):.2f} s)", flush=True)
-        shutil.rmtree(copy)
-    if "delta-rs" in args.peers:
+PARTITIONS = 100
+NO_COMPACTION = {"hoodie.metadata.compact.max.delta.commits": "1000000"}  # none inside a measured upsert
+RI_LOGS, RI_BASE = "RECORD_INDEX", "RECORD_INDEX:base"
+
+
+class Progress:
+    """Seconds since the start and the process's peak RSS since the last mark (VmHWM, reset
+    through /proc/self/clear_refs), printed per step: the build must stay bounded in memory."""
+
+    def __init__(self) -> None:
+        self.began = time.perf_counter()
+
+    @staticmethod
+    def peak_gb() -> float:
+        status = Path("/proc/self/status").read_text()
+        return int(status.split("VmHWM:")[1].split()[0]) / 2**20
+
+    @staticmethod
+    def reset() -> None:
+        with contextlib.suppress(OSError):  # not Linux, or not allowed: the peak is then the process's so far
+            Path("/proc/self/clear_refs").write_text("5")
+
+    def mark(self, what: str) -> None:
+        seconds, load = time.perf_counter() - self.began, os.getloadavg()[0]
+        print(f"[{seconds:7.1f} s, peak RSS {self.peak_gb():.2f} GB, load {load:4.1f}] {what}", flush=True)
+        self.reset()
+
+
+def link_copy(source: Path, target: Path) -> Path:
+    """A copy of a table whose data files are hard links (a writer never changes a file in place:
+    it writes new files, and rewrites small ones by rename), so a 50M-row table is copied per
+    measurement in no time and no disk; small files (the timelines, properties) are copied."""
+
+    def link(src: str, dst: str) -> None:
+        if os.path.getsize(src) >= 1 << 20:
+            os.link(src, dst)
+        else:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link)
+    return target
+
+
+def record_index_state(table: Path) -> str:
+    """The record index's latest slices: their base HFiles and the log files written after them
+    (a log file's name carries its deltacommit's time, a base file's its compaction's)."""
+    folder = table / ".hoodie" / "metadata" / "record_index"
+    newest: dict[str, tuple[str, int]] = {}
+    for f in folder.glob("*.hfile"):
+        group, time_ = f.name.split("_")[0], f.stem.rpartition("_")[2]
+        newest[group] = max(newest.get(group, ("", 0)), (time_, f.stat().st_size))
+    logs = [
+        f.stat().st_size
+        for f in folder.glob(".*.log.*")
+        if f.name[1:].split("_")[1].split(".")[0] > newest.get(f.name[1:].split("_")[0], ("", 0))[0]
+    ]
+    bases, logged = sum(size for _, size in newest.values()) / 2**20, sum(logs) / 2**20
+    return f"record index: {len(newest)} base HFiles of {bases:.0f} MiB, {len(logs)} log files of {logged:.0f} MiB"
+
+
+def gib(folder: Path) -> float:
+    """The size of the files under `folder` (a hard link counted in each copy)."""
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**30
+
+
+def build(root: Path, n: int, chunk: int, peers: list[str], progress: Progress) -> dict[str, Path]:
+    """The tables of `n` rows, written `chunk` rows per commit: the Hudi table with its record
+    index kept from the first commit (so every chunk's keys go to the record index's log files,
+    uncompacted), a copy of it whose metadata table is compacted (the record index in base
+    HFiles), and delta-rs's table appended chunk by chunk."""
+    tables = {"hudi": root / "hudi"}
+    t = new_table(str(tables["hudi"]), True)
+    for start in range(0, n, chunk):
+        part = rows(np.arange(start, min(n, start + chunk)), PARTITIONS)
+        t.bulk_insert(part, options={"hoodie.metadata.record.index.enable": "true", **NO_COMPACTION})
+        size = gib(tables["hudi"])
+        progress.mark(f"hudi: rows {start:,} to {min(n, start + chunk):,} bulk-inserted ({size:.2f} GiB)")
+    tables["hudi:base"] = link_copy(tables["hudi"], root / "hudi-base")
+    upsertlake.open_table(tables["hudi:base"]).upsert(
+        rows(np.arange(1), PARTITIONS), options={"hoodie.metadata.compact.max.delta.commits": "1"}
+    )
+    progress.mark(f"hudi: a copy with its metadata table compacted ({record_index_state(tables['hudi:base'])})")
+    if "delta-rs" in peers:
         import deltalake
 
-        path = root / "delta"
-        deltalake.write_deltalake(str(path), rows(np.arange(args.rows), partitions), partition_by=["part"])
-        dt = deltalake.DeltaTable(str(path))
+        tables["delta"] = root / "delta"
+        for start in range(0, n, chunk):
+            part = rows(np.arange(start, min(n, start + chunk)), PARTITIONS)
+            deltalake.write_deltalake(str(tables["delta"]), part, partition_by=["part"], mode="append")
+        progress.mark(f"delta-rs: {n:,} rows appended in chunks of {chunk:,} ({gib(tables['delta']):.2f} GiB)")
+    return tables
+
+
+def upsert_once(kind: str, tables: dict[str, Path], run: Path, batch: pa.Table, expected: tuple[int, int]) -> str:
+    """One measured upsert of `batch` by `kind` on a fresh copy of its table; the line to print."""
+    if kind == "delta-rs":
+        import deltalake
+
+        dt = deltalake.DeltaTable(str(link_copy(tables["delta"], run)))
         began = time.perf_counter()
         (
             dt.merge(batch, "t.id = s.id", source_alias="s", target_alias="t")
@@ -257,8 +351,48 @@ def index(args: argparse.Namespace) -> None:
             .when_not_matched_insert_all()
             .execute()
         )
-        print(f"{'delta-rs MERGE':14} upsert {time.perf_counter() - began:.2f} s", flush=True)
-    shutil.rmtree(root)
+        return f"upsert {time.perf_counter() - began:.2f} s"
+    copy = link_copy(tables["hudi:base" if kind == RI_BASE else "hudi"], run)
+    state = record_index_state(copy)
+    table = upsertlake.open_table(copy)
+    began = time.perf_counter()
+    result = table.upsert(batch, options={"hoodie.index.type": kind.split(":")[0], **NO_COMPACTION})
+    total = time.perf_counter() - began
+    assert (result.num_updates, result.num_inserts) == expected, result
+    return f"upsert {total:.2f} s (tag {result.stage_seconds.get('tag', 0):.2f} s; {state} before)"
+
+
+def measure(root: Path, n: int, chunk: int, sizes: list[int], kinds: list[str], progress: Progress) -> None:
+    """Build the tables of `n` rows, then each batch size by each kind, each on its own copy."""
+    tables = build(root, n, chunk, kinds, progress)
+    rng = np.random.default_rng(3)
+    for size in sizes:
+        updates = rng.choice(n, size // 2, replace=False)
+        inserts = np.arange(n, n + size - len(updates))
+        batch = rows(np.concatenate([updates, inserts]), PARTITIONS, ts=2)
+        for kind in kinds:
+            run = root / f"run-{kind.replace(':', '-')}-{size}"
+            line = upsert_once(kind, tables, run, batch, (len(updates), len(inserts)))
+            progress.mark(f"{n:,} rows, batch {size:,}: {kind:17} {line}")
+            shutil.rmtree(run)
+    for path in tables.values():
+        shutil.rmtree(path)
+
+
+def index(args: argparse.Namespace) -> None:
+    kinds = [RI_LOGS, RI_BASE, *args.indexes.split(","), *args.peers.split(",")]
+    kinds = list(dict.fromkeys(k for k in kinds if k))
+    sizes = [int(b) for b in args.batch.split(",")]
+    progress = Progress()
+    root = Path(tempfile.mkdtemp(prefix="mdt-index-", dir=args.work))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # every peer warmed up the same way, on a small table
+            measure(root / "warm", 20_000, 10_000, [1_000], kinds, progress)
+        progress.mark("warm-up: every kind once on a table of 20,000 rows")
+        measure(root / "bench", args.rows, args.chunk, sizes, kinds, progress)
+        print(f"process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB", flush=True)
+    finally:
+        shutil.rmtree(root)
 
 
 def main() -> None:
@@ -269,8 +403,10 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--s3", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--partitions", type=int, default=1000)
-    parser.add_argument("--batch", type=int, default=100_000)
-    parser.add_argument("--indexes", default="RECORD_INDEX,GLOBAL_SIMPLE,GLOBAL_BLOOM")
+    parser.add_argument("--batch", default="100000", help="index: batch sizes, comma-separated")
+    parser.add_argument("--chunk", type=int, default=5_000_000, help="index: rows per commit of the table's build")
+    parser.add_argument("--indexes", default="GLOBAL_SIMPLE,GLOBAL_BLOOM", help="index: besides RECORD_INDEX")
+    parser.add_argument("--work", default=None, help="index: the folder for the tables (default: the system's temp)")
     parser.add_argument("--peers", default="delta-rs")
     args = parser.parse_args()
     {"cost": cost, "listing": listing, "index": index}[args.what](args)
