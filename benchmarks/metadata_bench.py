@@ -33,7 +33,6 @@ import contextlib
 import io
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -255,7 +254,7 @@ class Progress:
     through /proc/self/clear_refs), printed per step: the build must stay bounded in memory."""
 
     def __init__(self) -> None:
-        self.began = time.perf_counter()
+        self.began, self.peak = time.perf_counter(), 0.0
 
     @staticmethod
     def peak_gb() -> float:
@@ -268,8 +267,9 @@ class Progress:
             Path("/proc/self/clear_refs").write_text("5")
 
     def mark(self, what: str) -> None:
-        seconds, load = time.perf_counter() - self.began, os.getloadavg()[0]
-        print(f"[{seconds:7.1f} s, peak RSS {self.peak_gb():.2f} GB, load {load:4.1f}] {what}", flush=True)
+        seconds, load, peak = time.perf_counter() - self.began, os.getloadavg()[0], self.peak_gb()
+        self.peak = max(self.peak, peak)
+        print(f"[{seconds:7.1f} s, peak RSS {peak:.2f} GB, load {load:4.1f}] {what}", flush=True)
         self.reset()
 
 
@@ -390,7 +390,7 @@ def index(args: argparse.Namespace) -> None:
             measure(root / "warm", 20_000, 10_000, [1_000], kinds, progress)
         progress.mark("warm-up: every kind once on a table of 20,000 rows")
         measure(root / "bench", args.rows, args.chunk, sizes, kinds, progress)
-        print(f"process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB", flush=True)
+        print(f"process peak RSS {max(progress.peak, progress.peak_gb()):.2f} GB", flush=True)
     finally:
         shutil.rmtree(root)
 
