@@ -392,7 +392,7 @@ def measure(root: Path, n: int, chunk: int, sizes: list[int], kinds: list[str], 
 
 
 def index(args: argparse.Namespace) -> None:
-    kinds = [RI_LOGS, RI_BASE, *args.indexes.split(","), *args.peers.split(",")]
+    kinds = [*args.indexes.split(","), *args.peers.split(",")]
     kinds = list(dict.fromkeys(k for k in kinds if k))
     sizes = [int(b) for b in args.batch.split(",")]
     progress = Progress()
@@ -417,7 +417,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--batch", default="100000", help="index: batch sizes, comma-separated")
     parser.add_argument("--chunk", type=int, default=5_000_000, help="index: rows per commit of the table's build")
-    parser.add_argument("--indexes", default="GLOBAL_SIMPLE,GLOBAL_BLOOM", help="index: besides RECORD_INDEX")
+    parser.add_argument("--indexes", default=f"{RI_LOGS},{RI_BASE},GLOBAL_SIMPLE,GLOBAL_BLOOM")
     parser.add_argument("--work", default=None, help="index: the folder for the tables (default: the system's temp)")
     parser.add_argument("--peers", default="delta-rs")
     args = parser.parse_args()
