@@ -319,12 +319,6 @@ def _prefix_end(block: DataBlock, prefix: bytes, lo: int) -> int:
     return i
 
 
-def read_records(content: bytes | bytearray | memoryview, name: str = "HFile") -> pa.Table:
-    """Every entry of an HFile held in memory, as an Arrow table (`key`, `value`: binary): what a
-    metadata table's HFile log block holds (its content is a whole HFile)."""
-    return HFileReader(content, name).read()
-
-
 class Cursor:
     """A position in the file that moves forward only, as Hudi's `HFileReaderImpl` does: `seek_to_first`,
     `seek_to(key)`, `next`, and `key_value` at the position."""
