@@ -136,5 +136,8 @@ def test_a_point_lookup_decodes_only_the_hfile_blocks_its_keys_fall_in(monkeypat
     whole = dict(zip(keys, values))
     assert found == {k: whole[k] for k in sorted(wanted) if k in whole}
     decoded.clear()
+    few = [second[3], fifth[-1], fifth[-1] + b"\x00"]  # a binary search each, not a hash of the blocks
+    assert read.reader().get_many(few) == {k: whole[k] for k in few[:2]} and sorted(decoded) == [second[0], fifth[0]]
+    decoded.clear()
     assert read.reader().read().column("key").to_pylist() == keys
     assert len(decoded) == len(refs)

@@ -36,6 +36,7 @@ TAIL_BYTES = 64 * 1024  # read with the trailer: the load-on-open section of mos
 READ_AHEAD = 4 * 2**20  # a scan's reads from a file that is not in memory
 _CACHED_BLOCKS = 8
 MATCHED_BLOCKS = 64  # data blocks whose entries get_many matches at once (a few MiB of keys)
+SEARCH_OR_HASH = 32  # entries per key above which get_many searches (~4 us a key), not hashes (~0.15 us an entry)
 
 
 class RandomAccess(Protocol):
@@ -266,35 +267,43 @@ class HFileReader:
 
     def get_many(self, keys: Iterable[bytes] | Iterable[str]) -> dict[bytes, bytes]:
         """The values of those of `keys` (all bytes or all str) the file holds (the first of
-        each), in key order. The sorted keys walk the blocks once (one index descent per block a
-        key falls in, none for the other keys of that block), and the keys of up to
-        MATCHED_BLOCKS blocks are matched against those blocks' entries by one hash lookup
-        (`find`), not searched one by one."""
+        each), in key order. The sorted keys walk the blocks once: one index descent per block a
+        key falls in, none for the other keys of that block. The keys of up to MATCHED_BLOCKS
+        blocks are then matched together: by one hash lookup over those blocks' entries (`find`)
+        when they are many, by a binary search each when they are few (fewer than one per
+        SEARCH_OR_HASH entries: hashing every entry would cost more than the searches)."""
         column = pc.unique(pa.array(list(keys)).cast(pa.large_binary()))
         column = column.take(pc.sort_indices(column))
         wanted: list[bytes] = column.to_pylist()
         found: dict[bytes, bytes] = {}
 
-        def match(blocks: list[DataBlock], start: int, end: int) -> None:
+        def match(runs: list[tuple[DataBlock, int, int]]) -> None:
+            blocks, start, end = [b for b, _, _ in runs], runs[0][1], runs[-1][2]
+            if (end - start) * SEARCH_OR_HASH < sum(len(b) for b in blocks):
+                for block, first, stop in runs:
+                    i = 0
+                    for key in wanted[first:stop]:
+                        i = block.search(key, i)
+                        if i < len(block) and block.key(i) == key:
+                            found[key] = block.value(i)
+                return
             where, entry = find(blocks, column.slice(start, end - start))
             for j in np.flatnonzero(where >= 0).tolist():
                 found[wanted[start + j]] = blocks[where[j]].value(int(entry[j]))
 
-        blocks: list[DataBlock] = []
-        first = start = 0
+        runs: list[tuple[DataBlock, int, int]] = []
+        start = 0
         while start < len(wanted):
             ref, bound = self._locate(wanted[start])
             end = len(wanted) if bound is None else max(bisect.bisect_left(wanted, bound, start), start + 1)
-            if ref is None:  # before the file's first key
-                first = end
-            else:
-                blocks.append(self.data_block(ref.offset, ref.size))
-                if len(blocks) == MATCHED_BLOCKS:
-                    match(blocks, first, end)
-                    blocks, first = [], end
+            if ref is not None:  # else the keys sort before the file's first key
+                runs.append((self.data_block(ref.offset, ref.size), start, end))
+                if len(runs) == MATCHED_BLOCKS:
+                    match(runs)
+                    runs = []
             start = end
-        if blocks:
-            match(blocks, first, start)
+        if runs:
+            match(runs)
         return found
 
     def _ranges(self, prefix: bytes, start: bytes | None) -> Iterator[tuple[DataBlock, int, int]]:
