@@ -17,6 +17,11 @@ import pytest
 
 import upsertlake
 from upsertlake.errors import ConfigError
+from upsertlake.hfile import HFileReader
+from upsertlake.hfile import file_info as hfile_info
+from upsertlake.metadata import MetadataTable
+from upsertlake.metadata.compaction import compact, compaction_time
+from upsertlake.metadata.records import decode
 from upsertlake.simulation.invariants import metadata_violations
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
@@ -65,6 +70,52 @@ def test_every_write_and_service_keeps_the_metadata_table(tmp_path: Path, table_
         + [f"id-{i:04d}" for i in (100, 101, 102, 200, 201, 202, 203, 204)]
     )
     assert sorted(t.read().column("id").to_pylist()) == expected
+
+
+def test_the_record_index_is_compacted_from_its_stored_entries_as_record_by_record(tmp_path: Path) -> None:
+    """A record-index file group is compacted from its stored entries, each distinct datum
+    renamed once: its new base file holds exactly the records the record-by-record read gives
+    (inserts, updates, keys moved to another partition, deletes; over the initialization's
+    empty base file, then over a compacted one), each naming the new file."""
+    t = new_table(tmp_path, "MERGE_ON_READ")
+    ri = {"hoodie.metadata.record.index.enable": "true", "hoodie.metadata.compact.max.delta.commits": "100"}
+    moved = {**ri, "hoodie.index.type": "GLOBAL_SIMPLE", "hoodie.simple.index.update.partition.path": "true"}
+    storage = Storage(tmp_path)
+
+    def compacted_as_read() -> int:
+        timeline = Timeline.load(storage)
+        table = MetadataTable.open(timeline)
+        assert table is not None
+        before = {sl.file_id: table.read_all(sl) for sl in table.slices("record_index")}
+        time_ = compaction_time(table, timeline)
+        assert time_ is not None
+        compact(table, time_, 8)
+        after = table.reloaded()
+        for sl in after.slices("record_index"):
+            assert sl.base is not None and sl.base.endswith(f"_{time_}.hfile") and not sl.logs
+            name = sl.base.rpartition("/")[2]
+            with after.storage.open_input(sl.base) as f:
+                reader = HFileReader(f, sl.base)
+                data = reader.read()
+                schema = reader.file_info[hfile_info.SCHEMA].decode()
+            keys = [k.decode() for k in data.column("key").to_pylist()]
+            got = dict(zip(keys, decode(data.column("value").to_pylist(), keys, schema, sl.base)))
+            assert got == {k: {**r, "_hoodie_file_name": name} for k, r in before[sl.file_id].items()}
+        return sum(len(records) for records in before.values())
+
+    t.upsert(batch(range(40)), options=ri)
+    t.upsert(batch(range(20, 60), ts=2), options=ri)
+    t.delete(batch(range(10)).select(["id", "part"]), options=ri)
+    t.upsert(batch(range(30, 35), part="z", ts=3), options=moved)
+    assert compacted_as_read() == 50  # the initialization's empty base file and logs
+    t.upsert(batch(range(55, 70), ts=4), options=ri)
+    t.delete(batch(range(10, 15)).select(["id", "part"]), options=ri)
+    t.upsert(batch(range(15, 18), part="y", ts=5), options=moved)
+    assert compacted_as_read() == 55  # a compacted base file and logs
+    holds(tmp_path)
+    located = MetadataTable.open(Timeline.load(storage)).record_locations([f"id-{i:04d}" for i in range(70)])
+    assert sorted(located) == [f"id-{i:04d}" for i in range(15, 70)]
+    assert {located[f"id-{i:04d}"][0] for i in (15, 16, 17)} == {"part=y"}
 
 
 def test_a_merge_on_read_write_records_its_log_files_statistics_without_reading_them(

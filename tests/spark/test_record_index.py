@@ -26,7 +26,7 @@ from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
 
 from helpers import FAST_HEARTBEAT, spark_write_started, storage_failing_record_index_logs, table_on
-from metadata_checks import holds, initializations
+from metadata_checks import holds, initializations, log_reads
 
 V8 = {"hoodie.write.table.version": "8", "hoodie.metadata.enable": "true"}
 RI = {"hoodie.metadata.record.index.enable": "true"}
@@ -48,15 +48,22 @@ def new_table(path: Path, table_type: str = "COPY_ON_WRITE") -> None:
                  options=V8)
 
 
-@pytest.fixture
-def driver_reads_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The record index's in-process runner (which reads every key in one process) fails."""
+def refuse_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on, the record index's in-process runner (which reads every key in one process) fails."""
     import upsertlake.services.metadata_table as metadata_table
 
-    def refused(*args, **kwargs):
-        raise AssertionError("the driver read the record index's keys")
+    class Refused:
+        def __call__(self, *args, **kwargs):
+            raise AssertionError("the driver read the record index's keys")
 
-    monkeypatch.setattr(metadata_table, "in_process", refused)
+        each = __call__
+
+    monkeypatch.setattr(metadata_table, "in_process", Refused())
+
+
+@pytest.fixture
+def driver_reads_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    refuse_in_process(monkeypatch)
 
 
 def where(path: Path) -> dict[str, tuple[str, str]]:
@@ -67,12 +74,13 @@ def where(path: Path) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_spark_writes_build_and_keep_the_record_index(
-    spark, tmp_path: Path, table_type: str, driver_reads_no_key: None
+    spark, tmp_path: Path, table_type: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "t"
     new_table(path, table_type)
     open_table(path, V8).upsert(rows(range(60), 1, "one"))  # a metadata table without the record index
     open_table(path, V8).delete(rows(range(30, 35), 0, "gone").select(["id", "p"]))  # merge-on-read: a log's deletes
+    refuse_in_process(monkeypatch)  # the Spark writes that follow
     assert "record_index" not in holds(path).partitions
     df = spark.createDataFrame
     uls.upsert(df(rows(range(40, 80), 2, "two")), str(path), **RI, **DISTRIBUTED)  # built by a Spark job, then kept
@@ -114,6 +122,46 @@ def test_a_spark_upsert_by_record_index_updates_in_place(
     values = dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist()))
     assert (values["k00005"], values["k00031"], values["k00001"]) == ("elsewhere-5", "two-31", "one-1")
     holds(path)
+
+
+def test_spark_builds_the_metadata_table_of_a_table_with_logs_and_compacts_its_record_index_in_tasks(
+    spark, tmp_path: Path, driver_reads_no_key: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge-on-read table written without a metadata table: a Spark write builds one, its log
+    files' statistics read by tasks; the metadata compactions that its writes and its compaction
+    make due compact the record index's file groups in tasks. The driver reads no log file and
+    no record-index entry."""
+    path = tmp_path / "t"
+    create_table(path, "t", record_key="id", precombine_field="ts", partition_fields="p", table_type="MERGE_ON_READ",
+                 options={"hoodie.write.table.version": "8"})
+    plain = {"hoodie.metadata.enable": "false"}
+    open_table(path, plain).upsert(rows(range(60), 1, "one"))
+    open_table(path, plain).upsert(rows(range(0, 60, 2), 2, "two"))  # log files
+    open_table(path, plain).delete(rows(range(50, 55), 0, "gone").select(["id", "p"]))
+    assert list(path.glob("p*/.*.log.*"))
+    read = log_reads(monkeypatch)
+    for method in ("read_bytes", "open_input"):
+        real = getattr(Storage, method)
+
+        def reading(self: Storage, rel: str, *args, _real=real, **kwargs):
+            assert "/metadata/record_index/" not in self.full_path(rel), "the driver read a record-index file"
+            return _real(self, rel, *args, **kwargs)
+
+        monkeypatch.setattr(Storage, method, reading)
+    due = {**V8, **RI, "hoodie.metadata.compact.max.delta.commits": 2}
+    df = spark.createDataFrame
+    uls.upsert(df(rows(range(55, 70), 3, "three")), str(path), **due, **DISTRIBUTED)  # builds it
+    uls.upsert(df(rows(range(65, 80), 4, "four")), str(path), **due, **DISTRIBUTED)
+    assert uls.compact(spark, str(path), **due).compacted
+    assert read == []
+    metadata = Timeline.load(Storage(path / ".hoodie" / "metadata"))
+    compactions = [i.time for i in metadata.instants if i.action.value == "commit" and i.is_completed]
+    assert len(compactions) >= 2
+    ri = path / ".hoodie" / "metadata" / "record_index"
+    assert {p.name.rpartition("_")[2] for p in ri.glob("*.hfile")} >= {f"{compactions[-1]}.hfile"}
+    monkeypatch.undo()
+    holds(path)
+    assert sorted(where(path)) == [f"k{i:05d}" for i in range(80) if not 50 <= i < 55]
 
 
 def test_a_spark_write_failing_after_its_record_index_logs_leaves_the_index_as_it_was(spark, tmp_path: Path) -> None:

@@ -13,14 +13,27 @@ before a compaction still finds its files) and deletes the older ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from upsertlake.logfile.names import LogFileName, log_instant
-from upsertlake.metadata.partitions import SOLO_COMMIT_TIMESTAMP
-from upsertlake.metadata.records import writer_schema
+from upsertlake.metadata.partitions import RECORD_INDEX, SOLO_COMMIT_TIMESTAMP
+from upsertlake.metadata.records import decode, encode, writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
-from upsertlake.metadata.writer import Changes, discard_deltacommit, write_base_file
+from upsertlake.metadata.writer import (
+    Changes,
+    base_file_name,
+    discard_deltacommit,
+    write_base_entries,
+    write_base_file,
+)
+from upsertlake.schema.columns import FILE_NAME
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, transition
@@ -31,6 +44,13 @@ from upsertlake.timeline.operation import COMPACT_TYPE
 
 PLAN_SCHEMA = "HoodieCompactionPlan"
 SLICES_KEPT = 2
+# Runs a file group's compaction on each slice where the record index's work runs (on Spark: a
+# task each, so that the driver never holds the index's keys); in this process by default.
+Each = Callable[[Callable[[MetadataSlice], WriteStat], list[MetadataSlice]], list[WriteStat]]
+
+
+def _one_after_another(fn: Callable[[MetadataSlice], WriteStat], slices: list[MetadataSlice]) -> list[WriteStat]:
+    return [fn(sl) for sl in slices]
 
 
 def deltacommits_since_compaction(table: MetadataTable) -> int:
@@ -82,10 +102,12 @@ def discard_failed_compactions(storage: Storage, timeline: Timeline) -> list[str
     return failed
 
 
-def compact(table: MetadataTable, time: str, table_version: int) -> Instant:
+def compact(table: MetadataTable, time: str, table_version: int, each: Each = _one_after_another) -> Instant:
     """Fold every file group's base file and the log files completed before `time` into a new
     base file `<fileId>_<token>_<time>.hfile`; the compaction instant goes requested, inflight,
-    then completes as a commit."""
+    then completes as a commit. The record index's file groups are compacted by `each`, as
+    stored entries (`MetadataTable.stored_entries`); the other partitions' (their size grows with
+    the data table's files, not its records) here, record by record."""
     storage, layout = table.storage, table.timeline.layout
     completion = {i.time: i.completed_at for i in table.timeline.instants if i.is_completed}
     work: list[tuple[MetadataSlice, MetadataSlice]] = []
@@ -105,7 +127,10 @@ def compact(table: MetadataTable, time: str, table_version: int) -> Instant:
     storage.write_if_absent(layout.path(requested), documents.encode(PLAN_SCHEMA, plan))
     inflight = transition(storage, requested, State.INFLIGHT, b"", layout)
     schema = writer_schema(table_version)
-    stats = [_write_base(table, folded, time, schema) for _, folded in work]
+    records = [folded for _, folded in work if folded.partition != RECORD_INDEX]
+    keys = [folded for _, folded in work if folded.partition == RECORD_INDEX]
+    stats = [_write_base(table, sl, time, schema) for sl in records]
+    stats += each(partial(_write_record_index_base, table, time, schema), keys) if keys else []
     by_partition: dict[str, list[WriteStat]] = {}
     for s in stats:
         by_partition.setdefault(s.partitionPath, []).append(s)
@@ -132,6 +157,47 @@ def _write_base(table: MetadataTable, sl: MetadataSlice, time: str, schema: str)
     path, size, n = write_base_file(
         table.storage, sl.partition, sl.file_id, time, Changes(upserts=list(records.values())), schema
     )
+    return _compacted(sl, time, path, size, n)
+
+
+def _write_record_index_base(table: MetadataTable, time: str, schema: str, sl: MetadataSlice) -> WriteStat:
+    """A record-index file group's new base file from its stored entries: each distinct datum
+    (a file group's location: a few per file group of the data table) decoded once, named by
+    the new file and encoded under `schema`."""
+    entries, schemas = table.stored_entries(sl)
+    name = base_file_name(sl.file_id, time)
+    values = _renamed(entries.column("value"), entries.column("schema"), schemas, schema, name)
+    kept = pa.table({"key": entries.column("key"), "value": values})
+    path, size, n = write_base_entries(table.storage, sl.partition, name, kept, schema)
+    return _compacted(sl, time, path, size, n)
+
+
+def _renamed(values: pa.ChunkedArray, at: pa.ChunkedArray, schemas: list[str], schema: str, name: str) -> pa.Array:
+    """The datums `values` (each under `schemas[at]`) as records of the base file `name`: under
+    `schema`, their file name field `name`; equal datums are decoded and encoded once."""
+    out = pa.chunked_array([pa.array([], pa.large_binary())])
+    order = np.empty(len(values), np.int64)
+    done = 0
+    parts = []
+    of_value = at.to_numpy()
+    for n, source in enumerate(schemas):
+        mine = np.flatnonzero(of_value == n)
+        if not len(mine):
+            continue
+        theirs = values.take(pa.array(mine))
+        distinct = pc.unique(theirs)
+        records = decode(distinct.to_pylist(), [""] * len(distinct), source, name)
+        datums = pa.array(encode([{**r, FILE_NAME: name} for r in records], schema), pa.large_binary())
+        parts.append(datums.take(pc.index_in(theirs, value_set=distinct)))
+        order[done:done + len(mine)] = mine
+        done += len(mine)
+    if not parts:
+        return out.combine_chunks()
+    gathered = pa.chunked_array(parts).combine_chunks()
+    return gathered.take(pa.array(np.argsort(order, kind="stable")))
+
+
+def _compacted(sl: MetadataSlice, time: str, path: str, size: int, n: int) -> WriteStat:
     return WriteStat(
         fileId=sl.file_id,
         path=path,

@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from upsertlake.config.properties_file import PROPERTIES_FILE
 from upsertlake.errors import CorruptTableError
@@ -29,6 +30,7 @@ from upsertlake.logfile.blocks import CommandBlock, DataBlock, DeleteBlock, HFil
 from upsertlake.logfile.names import LogFileName, log_instant
 from upsertlake.logfile.reader import read_logs
 from upsertlake.metadata import keys as mkeys
+from upsertlake.metadata.entries import one_per_key
 from upsertlake.metadata.partitions import (
     COLUMN_STATS,
     FILES,
@@ -211,29 +213,67 @@ class MetadataTable:
         """Every live record of one file slice (what a compaction writes into its new base file)."""
         return {k: r for k, r in self._read_slice(sl, [""], prefixes=True).items() if r is not None}
 
+    def stored_entries(self, sl: MetadataSlice) -> tuple[pa.Table, list[str]]:
+        """Every live entry of one file slice as stored, the newest of each key, sorted by key:
+        `key`, `value` (its Avro datum) and `schema` (the index of the datum's writer schema in
+        the list returned). For a partition whose records replace each other whole (the record
+        index: `records.combine`), what a compaction writes, with no record decoded per key."""
+        schemas: list[str] = []
+
+        def stored(entries: pa.Table, schema: str | None) -> pa.Table:
+            if schema is not None and schema not in schemas:
+                schemas.append(schema)
+            at = -1 if schema is None else schemas.index(schema)  # -1: deleted
+            return pa.table({
+                "key": entries.column("key").cast(pa.large_binary()),
+                "value": entries.column("value").cast(pa.large_binary()),
+                "schema": pa.repeat(pa.scalar(at, pa.int32()), entries.num_rows),
+            })
+
+        empty = pa.array([], pa.binary())
+        parts = [stored(pa.table({"key": empty, "value": empty}), None)]
+        if sl.base is not None:
+            with self.storage.open_input(sl.base) as source:
+                reader = HFileReader(source, self.storage.full_path(sl.base))
+                parts.append(stored(reader.read(), _base_schema(reader)))
+        for block in self._live_blocks(sl):
+            if isinstance(block, HFileBlock):
+                parts.append(stored(block.reader().read(), block.schema_json))
+            else:
+                keys = block.keys.column(DELETED_KEY).cast(pa.large_binary())
+                parts.append(stored(pa.table({"key": keys, "value": pa.nulls(len(keys), pa.large_binary())}), None))
+        newest = one_per_key(pa.concat_tables(parts))
+        return newest.filter(pc.greater_equal(newest.column("schema"), 0)), schemas
+
+    def _live_blocks(self, sl: MetadataSlice) -> list[HFileBlock | DeleteBlock]:
+        """The data and delete blocks of a slice's log files that count, in log order: a log file
+        is named by its deltacommit, the data instant's time, and one whose instant does not count
+        is not read at all (it may be a failed write's, rolled back meanwhile); a block a rollback
+        command block undid is left out."""
+        files = [(self.storage.read_bytes(path), self.storage.full_path(path)) for path in self._counted(sl)]
+        blocks = read_logs(files, keep=self.valid.__contains__)
+        undone = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
+        live: list[HFileBlock | DeleteBlock] = []
+        for block in blocks:
+            if isinstance(block, DataBlock):
+                raise CorruptTableError(
+                    f"{sl.partition}/{sl.file_id}: a {block.block_type.name} block in the metadata table"
+                )
+            if isinstance(block, (HFileBlock, DeleteBlock)) and block.instant not in undone:
+                live.append(block)
+        return live
+
     def _read_slice(self, sl: MetadataSlice, wanted: list[str], prefixes: bool) -> dict[str, Record | None]:
         merged: dict[str, Record | None] = {}
         if sl.base is not None:
             with self.storage.open_input(sl.base) as source:
                 reader = HFileReader(source, self.storage.full_path(sl.base))
-                schema = reader.file_info.get(file_info.SCHEMA)
-                if schema is None:
-                    raise CorruptTableError(f"{reader.name}: a metadata HFile without its Avro schema")
-                merged.update(_hfile_records(reader, schema.decode("utf-8"), wanted, prefixes))
-        # A log file is named by its deltacommit, the data instant's time: one whose instant does not
-        # count is not read at all (it may be a failed write's, rolled back meanwhile).
-        files = [(self.storage.read_bytes(path), self.storage.full_path(path)) for path in self._counted(sl)]
-        blocks = read_logs(files, keep=self.valid.__contains__)
-        undone = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
-        for block in blocks:
-            if isinstance(block, HFileBlock) and block.instant not in undone:
+                merged.update(_hfile_records(reader, _base_schema(reader), wanted, prefixes))
+        for block in self._live_blocks(sl):
+            if isinstance(block, HFileBlock):
                 for key, record in _hfile_records(block.reader(), block.schema_json, wanted, prefixes):
                     merged[key] = combine(merged.get(key), record)
-            elif isinstance(block, DataBlock):
-                raise CorruptTableError(
-                    f"{sl.partition}/{sl.file_id}: a {block.block_type.name} block in the metadata table"
-                )
-            elif isinstance(block, DeleteBlock) and block.instant not in undone:
+            else:
                 for key in block.keys.column(DELETED_KEY).to_pylist():
                     if _matches(key, wanted, prefixes):
                         merged[key] = None
@@ -293,6 +333,14 @@ def metadata_layout(data: TimelineLayout) -> TimelineLayout:
     """The metadata table's timeline layout: version 2 in `.hoodie/timeline` (Hudi writes its
     metadata table so on table versions 8 and 9), instant times in the data table's zone."""
     return TimelineLayout(2, f"{METAFOLDER}/timeline", data.zone, delta_commits=True)
+
+
+def _base_schema(reader: HFileReader) -> str:
+    """The Avro schema of a metadata base file's values (in its file info)."""
+    schema = reader.file_info.get(file_info.SCHEMA)
+    if schema is None:
+        raise CorruptTableError(f"{reader.name}: a metadata HFile without its Avro schema")
+    return schema.decode("utf-8")
 
 
 def _matches(key: str, wanted: list[str], prefixes: bool) -> bool:

@@ -26,6 +26,7 @@ from upsertlake.logfile.blocks import Block
 from upsertlake.logfile.names import LogFileName
 from upsertlake.logfile.writer import append_blocks, delete_block, hfile_block
 from upsertlake.metadata import keys as mkeys
+from upsertlake.metadata.entries import one_per_key
 from upsertlake.metadata.records import Record, encode, writer_schema
 from upsertlake.metadata.table import BASE_EXTENSION, MetadataSlice, MetadataTable
 from upsertlake.schema.columns import DELETED_KEY, DELETED_PARTITION, FILE_NAME
@@ -81,17 +82,7 @@ class Changes:
         })]
         if self.located is not None:
             parts.append(self.located.entries(schema, file_name))
-        return _one_per_key(pa.concat_tables(parts))
-
-
-def _one_per_key(entries: pa.Table) -> pa.Table:
-    """`entries` sorted by key (bytewise, as HFile orders them), the last of each key kept."""
-    entries = entries.take(pc.sort_indices(entries, [("key", "ascending")]))  # stable: equal keys keep their order
-    keys = entries.column("key")
-    if len(keys) < 2:
-        return entries
-    last = pc.not_equal(keys.slice(0, len(keys) - 1), keys.slice(1))
-    return entries.filter(pa.chunked_array([last, pa.array([True])]))
+        return one_per_key(pa.concat_tables(parts))
 
 
 def deltacommit(
@@ -191,14 +182,27 @@ def write_log(storage: Storage, sl: MetadataSlice, instant_time: str, changes: C
     )
 
 
+def base_file_name(file_id: str, time: str) -> str:
+    """The name of a file group's HFile base file written at `time`."""
+    return f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
+
+
 def write_base_file(
     storage: Storage, partition: str, file_id: str, time: str, changes: Changes, schema: str
 ) -> tuple[str, int, int]:
     """A file group's HFile base file `<fileId>_0-0-0_<time>.hfile` holding the upserts of
     `changes` (one per key, sorted here; each names the file, as Hudi's do), as an initialization
     and a compaction write one. Returns its path, size and number of entries."""
-    name = f"{file_id}_{WRITE_TOKEN}_{time}{BASE_EXTENSION}"
-    entries = changes.entries(schema, name)
+    name = base_file_name(file_id, time)
+    return write_base_entries(storage, partition, name, changes.entries(schema, name), schema)
+
+
+def write_base_entries(
+    storage: Storage, partition: str, name: str, entries: pa.Table, schema: str
+) -> tuple[str, int, int]:
+    """The HFile base file `name` of `entries` (key, value: binary; sorted by key, one per key,
+    each value naming the file), its schema and key range in its file info. Returns its path,
+    size and number of entries."""
     keys = entries.column("key")
     info = {hfile_info.SCHEMA: schema.encode()}
     if len(keys):

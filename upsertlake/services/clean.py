@@ -28,6 +28,7 @@ from upsertlake.config.table_config import TableConfig
 from upsertlake.errors import ConfigError, StorageError
 from upsertlake.layout.file_system_view import BaseFile, LogFile, list_partitions_and_files, slice_of
 from upsertlake.services import metadata_table
+from upsertlake.services.key_groups import ByKeyGroup
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, create_requested, transition
@@ -59,11 +60,14 @@ class CleanResult:
     files_deleted: tuple[str, ...] = field(default=())
 
 
-def clean(storage: Storage, lock: TableLock, cfg: Config, retained: int | None = None) -> CleanResult:
+def clean(
+    storage: Storage, lock: TableLock, cfg: Config, retained: int | None = None, by_key: ByKeyGroup | None = None
+) -> CleanResult:
     """Plan and run one clean under the table lock by `cfg`'s hoodie.cleaner.policy, keeping
     `retained` (default: the policy's own option): `.clean.requested` (cleaner plan),
     `.clean.inflight`, delete, `.clean` (clean metadata). A clean left pending by a killed cleaner
-    is finished first, as Hudi does: some of its files are gone already."""
+    is finished first, as Hudi does: some of its files are gone already. `by_key`: where the
+    metadata table's record index is compacted, when the clean's deltacommit makes one due."""
     policy = cfg.get(opt.CLEANER_POLICY)
     retained = cfg.get(_RETAINED[policy]) if retained is None else retained
     if retained < 1 and policy is not CleanPolicy.KEEP_LATEST_BY_HOURS:
@@ -73,7 +77,7 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, retained: int | None =
         table_config = metadata_table.prepare(storage, TableConfig.load(storage), cfg)
         timeline = Timeline.load(storage, layout_of(table_config))
         pending = timeline.filter([Action.CLEAN], PENDING)
-        finished = [_finish_pending(storage, table_config, timeline, inst) for inst in pending]
+        finished = [_finish_pending(storage, table_config, timeline, inst, by_key) for inst in pending]
         if finished:
             timeline = Timeline.load(storage)
         doomed, earliest = plan(timeline, policy, retained)
@@ -107,7 +111,7 @@ def clean(storage: Storage, lock: TableLock, cfg: Config, retained: int | None =
         inflight = transition(storage, requested, State.INFLIGHT, body, timeline=timeline.with_instant(requested))
         deleted = _execute(
             storage, table_config, timeline.with_instant(inflight), inflight, policy.value, boundary, by_partition,
-            started,
+            started, by_key,
         )
     return CleanResult(requested.time, policy, boundary or None, tuple(sorted(deleted)))
 
@@ -116,7 +120,7 @@ PENDING = (State.REQUESTED, State.INFLIGHT)
 
 
 def _finish_pending(
-    storage: Storage, table_config: TableConfig, timeline: Timeline, pending: Instant
+    storage: Storage, table_config: TableConfig, timeline: Timeline, pending: Instant, by_key: ByKeyGroup | None
 ) -> tuple[str, list[str]]:
     """Run the rest of a pending clean's plan and complete it; returns its instant time and the
     paths it deleted now."""
@@ -131,7 +135,7 @@ def _finish_pending(
     # Listed again: an earlier pending clean may have completed since `timeline` (a later completion time).
     now = Timeline.load(storage, timeline.layout)
     policy = plan_doc.get("policy") or ""
-    _execute(storage, table_config, now, inflight, policy, boundary, by_partition, time.monotonic())
+    _execute(storage, table_config, now, inflight, policy, boundary, by_partition, time.monotonic(), by_key)
     log.info("finished clean %s, left pending by a cleaner that stopped midway", pending.time)
     return pending.time, present
 
@@ -160,6 +164,7 @@ def _execute(
     boundary: str,
     by_partition: dict[str, list[str]],
     started: float,
+    by_key: ByKeyGroup | None,
 ) -> list[str]:
     """Delete a plan's files and complete the clean with its metadata (key summaries stay with
     their instant until it is archived: one sidecar holds a write's file groups);
@@ -186,7 +191,8 @@ def _execute(
         }
     removed = {p: [path.rpartition("/")[2] for path in paths] for p, paths in by_partition.items()}
     # `table_config`: read under the lock
-    metadata_table.sync(storage, table_config, inflight.time, CommitMetadata({}, CLEAN_TYPE), deleted=removed)
+    clean_metadata = CommitMetadata({}, CLEAN_TYPE)
+    metadata_table.sync(storage, table_config, inflight.time, clean_metadata, deleted=removed, by_key=by_key)
     last = timeline.latest_completed_write()  # `timeline`: listed under the lock the caller holds
     metadata = {
         "policy": policy,

@@ -38,6 +38,7 @@ from upsertlake.services.compaction_plan import (
     strategy,
 )
 from upsertlake.services.compaction_slice import compact_operation
+from upsertlake.services.key_groups import ByKeyGroup
 from upsertlake.services.rollback import compaction_committed, rollback_compaction_under_lock
 from upsertlake.services.stat_map import StatMap, T
 from upsertlake.storage import Storage
@@ -88,12 +89,18 @@ def in_process(fn: Callable[[T], WriteStat], ops: list[T], /) -> list[WriteStat]
 
 # -- execute -----------------------------------------------------------------------------------
 def compact(
-    storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, map_ops: StatMap = in_process
+    storage: Storage,
+    lock: TableLock,
+    table_config: TableConfig,
+    cfg: Config,
+    map_ops: StatMap = in_process,
+    by_key: ByKeyGroup | None = None,
 ) -> CompactionResult:
     """Run the oldest pending compaction (one a dead compactor left inflight is rolled back to its
     plan first), else schedule one and run it; a result without instant says why not. The plan is
     chosen and claimed (inflight, with its heartbeat) under one hold of the table lock, so two
-    compactors never run one plan."""
+    compactors never run one plan. `by_key`: where the metadata table's record index is
+    compacted, when its deltacommit makes one due (default: in process)."""
     check_compactable(table_config)
     strategy(cfg)
     recovered = False
@@ -110,7 +117,7 @@ def compact(
         if target is None:
             return CompactionResult(None, reason=nothing_to_compact(Timeline.load(storage)))
         inflight, heartbeat = _claim(storage, target, cfg)
-    return _run(storage, lock, cfg, inflight, heartbeat, map_ops, recovered)
+    return _run(storage, lock, cfg, inflight, heartbeat, map_ops, recovered, by_key)
 
 
 def finish(
@@ -186,6 +193,7 @@ def _run(
     heartbeat: Heartbeat,
     map_ops: StatMap,
     recovered: bool = False,
+    by_key: ByKeyGroup | None = None,
 ) -> CompactionResult:
     """Write the new base files of a claimed plan and commit them. An error rolls the plan back
     to requested (its files deleted) and is raised: the table reads as before, the plan stays."""
@@ -216,7 +224,7 @@ def _run(
         with lock.hold():
             lock.fence()
             # the metadata table's deltacommit before the data instant
-            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg)
+            metadata_table.sync(storage, TableConfig.load(storage), inflight.time, metadata, options=cfg, by_key=by_key)
             transition(
                 storage,
                 Instant(inflight.time, Action.COMMIT, State.INFLIGHT),

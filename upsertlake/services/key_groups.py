@@ -29,6 +29,7 @@ from upsertlake.storage import Storage
 from upsertlake.timeline.commit_metadata import WriteStat
 
 S = TypeVar("S")
+R = TypeVar("R")
 INSERTED = "inserted"  # a key change's flag: located at (partition, file_id), else deleted from there
 KEY_CHANGES = pa.schema(
     [(LOOKUP_KEY, pa.string()), (UPDATE_PARTITION, pa.string()), (UPDATE_FILE_ID, pa.string()), (INSERTED, pa.bool_())]
@@ -50,20 +51,33 @@ class ByKeyGroup(Protocol):
         group, with or without); the write stats of all."""
         ...
 
+    def each(self, fn: Callable[[S], R], items: list[S], /) -> list[R]:
+        """`fn` of each item, where the file groups are written: work whose input grows with the
+        records (a record-index file group's compaction, a log file's statistics at an
+        initialization), whose results (write stats, statistics) do not."""
+        ...
 
-def in_process(
-    sources: list[S], read: Callable[[S], pa.Table], groups: Groups, write: GroupWrite, every: bool
-) -> list[WriteStat]:
+
+class InProcess:
     """`ByKeyGroup` in this process: sources read and groups written on a thread pool."""
-    with ThreadPoolExecutor(max_workers=max(1, min(THREADS, len(sources)))) as pool:
-        rows = pa.concat_tables([KEY_CHANGES.empty_table(), *pool.map(lambda s: read(s).cast(KEY_CHANGES), sources)])
-    count = groups(rows.num_rows) if callable(groups) else groups
-    of_row = file_group_index(rows.column(LOOKUP_KEY), count)
-    order = np.argsort(of_row, kind="stable")
-    bounds = np.searchsorted(of_row[order], np.arange(count + 1))
-    parts = {g: rows.take(order[lo:hi]) for g, (lo, hi) in enumerate(pairwise(bounds)) if every or hi > lo}
-    with ThreadPoolExecutor(max_workers=max(1, min(THREADS, len(parts)))) as pool:
-        return [s for stats in pool.map(lambda g: write(g, parts[g]), sorted(parts)) for s in stats]
+
+    def __call__(
+        self, sources: list[S], read: Callable[[S], pa.Table], groups: Groups, write: GroupWrite, every: bool, /
+    ) -> list[WriteStat]:
+        rows = pa.concat_tables([KEY_CHANGES.empty_table(), *self.each(lambda s: read(s).cast(KEY_CHANGES), sources)])
+        count = groups(rows.num_rows) if callable(groups) else groups
+        of_row = file_group_index(rows.column(LOOKUP_KEY), count)
+        order = np.argsort(of_row, kind="stable")
+        bounds = np.searchsorted(of_row[order], np.arange(count + 1))
+        parts = {g: rows.take(order[lo:hi]) for g, (lo, hi) in enumerate(pairwise(bounds)) if every or hi > lo}
+        return [s for stats in self.each(lambda g: write(g, parts[g]), sorted(parts)) for s in stats]
+
+    def each(self, fn: Callable[[S], R], items: list[S], /) -> list[R]:
+        with ThreadPoolExecutor(max_workers=max(1, min(THREADS, len(items)))) as pool:
+            return list(pool.map(fn, items))
+
+
+in_process = InProcess()
 
 
 # -- where key changes come from ------------------------------------------------------------------

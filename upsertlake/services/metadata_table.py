@@ -198,8 +198,9 @@ def initialize(
     columns = mc.indexed_columns(schema, None) if schema is not None else []
     stats = {path: mc.footer_stats(f, columns) for path, f in footers.items()}
     logs = [log for sl in slices for log in sl.logs]
-    with ThreadPoolExecutor(max_workers=max(1, min(FOOTER_THREADS, len(logs)))) as pool:
-        stats.update(zip([log.path for log in logs], pool.map(lambda log: log_stats(storage, log.path, columns), logs)))
+    # A log file's statistics come from its records: read where the record index's keys are.
+    read_stats = partial(log_stats, storage, columns=columns)
+    stats.update(zip([log.path for log in logs], (by_key or in_process).each(read_stats, [log.path for log in logs])))
     _write_index_definition(storage, table_config, columns, record_index)
     table_config = TableConfig.load(storage)
     write_properties(storage, {INFLIGHT_KEY: ",".join(sorted(wanted))})
@@ -435,21 +436,21 @@ def sync(
     more = None
     if RECORD_INDEX in partitions and (sources := _key_sources(timeline, metadata, index_update)):
         millis = int(parse_instant_time(instant_time, timeline.layout.zone).timestamp() * 1000)
-        run = by_key or in_process
-        more = partial(_write_record_index, storage, sources, instant_time, millis, table_config.table_version, run)
+        version = table_config.table_version
+        more = partial(_write_record_index, storage, sources, instant_time, millis, version, by_key or in_process)
     deltacommit(table, instant_time, work, table_config.table_version, more)
     due = (options or Config.resolve(None)).get(opt.METADATA_COMPACT_MAX_DELTA_COMMITS)
     if deltacommits_since_compaction(table) + 1 >= due:  # this one included
-        _compact_and_clean(table.reloaded(), timeline, table_config)
+        _compact_and_clean(table.reloaded(), timeline, table_config, by_key or in_process)
 
 
-def _compact_and_clean(table: MetadataTable, timeline: Timeline, table_config: TableConfig) -> None:
-    """The metadata table's own services, after its deltacommit: a compaction, then a clean and
-    the trim of its timeline."""
+def _compact_and_clean(table: MetadataTable, timeline: Timeline, table_config: TableConfig, by_key: ByKeyGroup) -> None:
+    """The metadata table's own services, after its deltacommit: a compaction (the record index's
+    file groups where `by_key` writes them), then a clean and the trim of its timeline."""
     time = compaction_time(table, timeline)
     if time is None:
         return
-    compact(table, time, table_config.table_version)
+    compact(table, time, table_config.table_version, by_key.each)
     table = table.reloaded()
     gone = clean(table)
     trimmed = trim_timeline(table.reloaded())

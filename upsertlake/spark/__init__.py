@@ -42,10 +42,12 @@ def cluster(spark: SparkSession, path: str, **options: object) -> ClusterResult:
 
 def compact(spark: SparkSession, path: str, **options: object) -> CompactionResult:
     """Compaction of a merge-on-read table with one Spark task per file slice (each merged into its
-    new base file on an executor); the plan and the commit stay on the driver."""
+    new base file on an executor); the plan and the commit stay on the driver (a compaction of the
+    metadata table's record index it makes due runs as tasks too)."""
     options, store = split_store_options(options)
-    return open_table(resolve_path(path), storage_options=store).compact(resolve_aliases(options),
-                                                                         map_ops=groups_on(spark))
+    return open_table(resolve_path(path), storage_options=store).compact(
+        resolve_aliases(options), map_ops=groups_on(spark), by_key=by_key_group_on(spark)
+    )
 
 
 def register(spark: SparkSession) -> None:

@@ -29,13 +29,14 @@ from upsertlake.metadata.keys import file_group_index
 from upsertlake.metadata.partitions import RECORD_INDEX
 from upsertlake.schema.columns import FILE_NUMBER, KEY, LOOKUP_KEY, STORED_KEY
 from upsertlake.services.key_groups import KEY_CHANGES, ByKeyGroup, Groups, GroupWrite
-from upsertlake.spark.session import collect_settled
+from upsertlake.spark.session import collect_settled, each_in_task
 from upsertlake.spark.task_errors import reraised_named
 from upsertlake.spark.types import spark_schema_of, task_table
 from upsertlake.timeline.active import Timeline
 from upsertlake.timeline.commit_metadata import WriteStat
 
 S = TypeVar("S")
+R = TypeVar("R")
 GROUP = "_group"
 TASKS_PER_CORE = 2  # tasks a source-reading or group-writing job has per core (at most)
 GROUPED = KEY_CHANGES.append(pa.field(GROUP, pa.int32()))
@@ -44,17 +45,21 @@ KEYS = pa.schema([(LOOKUP_KEY, pa.string()), (GROUP, pa.int32())])
 LOCATED = pa.schema([(STORED_KEY, pa.string()), (FILE_NUMBER, pa.int32())])
 
 
-def by_key_group_on(spark: SparkSession) -> ByKeyGroup:
-    """A `ByKeyGroup` that runs as Spark jobs: tasks read the sources (a few each), the rows are
-    shuffled by file group, and tasks write the file groups: one per group for an initialization
-    (`every`: each group's base file holds a share of all the keys), else a few groups per task
-    (a write's changes are small; most groups of a large index get none). A file group without
-    rows that must be written (an initialization's empty base file) is written by the driver: it
-    holds no key."""
+class OnSpark:
+    """`ByKeyGroup` as Spark jobs: tasks read the sources (a few each), the rows are shuffled by
+    file group, and tasks write the file groups: one per group for an initialization (`every`:
+    each group's base file holds a share of all the keys), else a few groups per task (a write's
+    changes are small; most groups of a large index get none). A file group without rows that
+    must be written (an initialization's empty base file) is written by the driver: it holds no
+    key. `each`: a task per item."""
 
-    def on_spark(
-        sources: list[S], read: Callable[[S], pa.Table], groups: Groups, write: GroupWrite, every: bool, /
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def __call__(
+        self, sources: list[S], read: Callable[[S], pa.Table], groups: Groups, write: GroupWrite, every: bool, /
     ) -> list[WriteStat]:
+        spark = self.spark
         slots = max(1, spark.sparkContext.defaultParallelism * TASKS_PER_CORE)
         rows = spark.range(len(sources), numPartitions=max(1, min(len(sources), slots))).mapInArrow(
             partial(_read_task, sources, read), spark_schema_of(KEY_CHANGES)
@@ -78,7 +83,13 @@ def by_key_group_on(spark: SparkSession) -> ByKeyGroup:
             written.update({g: write(g, empty) for g in range(count) if g not in written})
         return [s for g in sorted(written) for s in written[g]]
 
-    return on_spark
+    def each(self, fn: Callable[[S], R], items: list[S], /) -> list[R]:
+        return each_in_task(self.spark, fn, items)
+
+
+def by_key_group_on(spark: SparkSession) -> ByKeyGroup:
+    """The `ByKeyGroup` of a Spark write (`OnSpark`)."""
+    return OnSpark(spark)
 
 
 def record_index_located(prepared: DataFrame, timeline: Timeline, file_groups: list[tuple[str, str]]) -> DataFrame:

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 _CHECKED: set[str] = set()
 F = TypeVar("F", bound=Callable[..., object])
+T = TypeVar("T")
+R = TypeVar("R")
 
 # PySpark 4.x warns (FutureWarning) that it does not fully support pandas 3 wherever it checks
 # pandas, including inside mapInArrow (which builds a pandas_udf object) and at some imports.
@@ -247,6 +249,12 @@ def _read_files(storage: Storage, target: Any, file_names: bool, batches: Iterat
 
 
 SETTLE_SECONDS = 60.0
+
+
+def each_in_task(spark: SparkSession, fn: Callable[[T], R], items: list[T]) -> list[R]:
+    """`fn` of each item, each item a Spark task (a file a task writes or reads), the results
+    collected in order (`collect_settled`)."""
+    return collect_settled(spark, spark.sparkContext.parallelize(items, max(1, len(items))).map(fn))
 
 
 def collect_settled(spark: SparkSession, frame: DataFrame | RDD[Any]) -> list[Any]:

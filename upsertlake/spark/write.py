@@ -76,7 +76,14 @@ from upsertlake.services.stat_map import StatMap, T
 from upsertlake.spark.assign import bucket_column, bucket_index_column
 from upsertlake.spark.options import WriteOptions
 from upsertlake.spark.record_index import by_key_group_on
-from upsertlake.spark.session import WRITE_SETTINGS, arrow_only, check_workers, collect_settled, session_settings
+from upsertlake.spark.session import (
+    WRITE_SETTINGS,
+    arrow_only,
+    check_workers,
+    collect_settled,
+    each_in_task,
+    session_settings,
+)
 from upsertlake.spark.tagging import (
     read_staged,
     rewritten_on_spark,
@@ -145,7 +152,7 @@ def groups_on(spark: SparkSession) -> StatMap:
     """A service's `StatMap` that writes each group of its plan as a Spark task."""
 
     def on_spark(write: Callable[[T], WriteStat], groups: list[T], /) -> list[WriteStat]:
-        return collect_settled(spark, spark.sparkContext.parallelize(groups, max(1, len(groups))).map(write))
+        return each_in_task(spark, write, groups)
 
     return on_spark
 

@@ -227,13 +227,13 @@ class Table:
             timeline = timeline or Timeline.load(self.storage)
             if self.table_config.is_merge_on_read and cfg.get(opt.COMPACT_INLINE) and compaction_due(timeline, cfg):
                 # A distributed writer's `map_groups` runs the slices as its tasks; in process, threads.
-                self._compact(cfg, map_groups)
+                self._compact(cfg, map_groups, by_key)
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLUSTERING_INLINE) and clustering_due(timeline, cfg):
                 self._cluster(cfg, map_groups, by_key)
                 timeline = Timeline.load(self.storage)
             if cfg.get(opt.CLEAN_AUTOMATIC) and clean_due(timeline, cfg):
-                clean(self.storage, self._lock, cfg)
+                clean(self.storage, self._lock, cfg, by_key=by_key)
             if cfg.get(opt.ARCHIVE_AUTOMATIC) and archive_due(timeline, cfg):
                 archive(self.storage, self._lock, cfg)
             timeline.refresh_digest()  # an instant archived meanwhile: its entry goes unused
@@ -243,18 +243,22 @@ class Table:
             log.warning("a table service after the commit failed; the commit stands", exc_info=True)
 
     def compact(
-        self, options: Mapping[str, object] | None = None, map_ops: StatMap | None = None
+        self,
+        options: Mapping[str, object] | None = None,
+        map_ops: StatMap | None = None,
+        by_key: ByKeyGroup | None = None,
     ) -> CompactionResult:
         """Merge-on-read: fold the log files of every file slice that has some into new base files
         (schedule, execute, commit). A plan a dead compactor left inflight is rolled back and run
         first, as Hudi does; a result without instant says why there was nothing to compact.
-        `upsertlake.spark.compact` passes a `map_ops` that merges each slice as a Spark task."""
-        return self._compact(self.options.with_overrides(options), map_ops)
+        `upsertlake.spark.compact` passes a `map_ops` that merges each slice as a Spark task and a
+        `by_key` that compacts the metadata table's record index as Spark tasks."""
+        return self._compact(self.options.with_overrides(options), map_ops, by_key)
 
-    def _compact(self, cfg: Config, map_ops: StatMap | None) -> CompactionResult:
+    def _compact(self, cfg: Config, map_ops: StatMap | None, by_key: ByKeyGroup | None = None) -> CompactionResult:
         from upsertlake.services.compaction import compact, in_process
 
-        return compact(self.storage, self._lock, self.table_config, cfg, map_ops or in_process)
+        return compact(self.storage, self._lock, self.table_config, cfg, map_ops or in_process, by_key)
 
     def archive(self, options: Mapping[str, object] | None = None) -> list[Instant]:
         """Move old completed instants to `.hoodie/archived/` (hoodie.keep.min/max.commits); time
