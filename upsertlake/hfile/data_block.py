@@ -86,15 +86,18 @@ def entries_table(parts: list[tuple[DataBlock, int, int]]) -> pa.Table:
     return pa.table({"key": keys, "value": values})
 
 
-def find(blocks: list[DataBlock], keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Where `keys` (large binary) are among the entries of `blocks`: (block, entry) of each key
-    found, the first of each in block order, -1 (block) where none holds it. One hash lookup over
-    all the blocks' keys, however many keys and blocks."""
+def find(blocks: list[DataBlock], keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which of `keys` (large binary, distinct) the entries of `blocks` hold, and where: (key,
+    block, entry) indexes of each key found, the first entry of each in block order. One hash
+    lookup of all the blocks' entries in the keys, however many keys and blocks."""
     held = _columns([(b, 0, len(b)) for b in blocks], ("key",))[0]
-    at = np.asarray(pc.index_in(keys, value_set=held).fill_null(-1).to_numpy(), dtype=np.int64)
+    codes = np.asarray(pc.index_in(held, value_set=keys).fill_null(-1).to_numpy(), dtype=np.int64)
+    hits = np.flatnonzero(codes >= 0)
+    key, first = np.unique(codes[hits], return_index=True)
+    at = hits[first]
     starts = np.cumsum([0] + [len(b) for b in blocks])
     block = np.searchsorted(starts, at, side="right") - 1
-    return block, at - starts[np.maximum(block, 0)]
+    return key, block, at - starts[block]
 
 
 def _columns(parts: list[tuple[DataBlock, int, int]], names: tuple[str, ...]) -> list[pa.Array]:

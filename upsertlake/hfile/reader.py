@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -287,9 +286,8 @@ class HFileReader:
                         if i < len(block) and block.key(i) == key:
                             found[key] = block.value(i)
                 return
-            where, entry = find(blocks, column.slice(start, end - start))
-            for j in np.flatnonzero(where >= 0).tolist():
-                found[wanted[start + j]] = blocks[where[j]].value(int(entry[j]))
+            for key, block, entry in zip(*(a.tolist() for a in find(blocks, column.slice(start, end - start)))):
+                found[wanted[start + key]] = blocks[block].value(entry)
 
         runs: list[tuple[DataBlock, int, int]] = []
         start = 0
