@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -83,7 +82,6 @@ class HFileBlock:
     content: bytes | memoryview
     header: Header = field(compare=False)
     name: str = field(compare=False, default="HFile log block")  # names the block in errors
-    block_type: ClassVar[BlockType] = BlockType.HFILE_DATA
 
     def reader(self) -> HFileReader:
         """A reader of the block's HFile (one per thread: a reader keeps the blocks it decoded)."""
