@@ -184,11 +184,11 @@ def _renamed(values: pa.ChunkedArray, at: pa.ChunkedArray, schemas: list[str], s
         mine = np.flatnonzero(of_value == n)
         if not len(mine):
             continue
-        theirs = values.take(pa.array(mine))
-        distinct = pc.unique(theirs)
+        theirs = pc.dictionary_encode(values.take(pa.array(mine))).combine_chunks()
+        distinct = theirs.dictionary
         records = decode(distinct.to_pylist(), [""] * len(distinct), source, name)
         datums = pa.array(encode([{**r, FILE_NAME: name} for r in records], schema), pa.large_binary())
-        parts.append(datums.take(pc.index_in(theirs, value_set=distinct)))
+        parts.append(datums.take(theirs.indices))
         order[done:done + len(mine)] = mine
         done += len(mine)
     if not parts:
