@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from upsertlake.hfile import Compression, HFileReader, SeekResult, read_records
+from upsertlake.hfile import Compression, HFileReader, SeekResult
 from upsertlake.hfile import file_info as info
 
 from hfile_vectors import (
@@ -334,7 +334,7 @@ def test_metadata_table_log_block() -> None:
     log = vector(TRIPS_FILES_LOG)
     start = log.index(b"DATABLK*")
     content = log[start:start + int.from_bytes(log[start - 8:start], "big")]
-    records = read_records(content, TRIPS_FILES_LOG)
+    records = HFileReader(content, TRIPS_FILES_LOG).read()
     assert records.column("key").to_pylist() == [
         b"__all_partitions__", b"city=chennai", b"city=san_francisco", b"city=sao_paulo"]
     assert HFileReader(content).file_info[info.SCHEMA].startswith(b'{"type":"record","name":"HoodieMetadataRecord"')

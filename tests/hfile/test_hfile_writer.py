@@ -210,6 +210,10 @@ def test_round_trip(codec: str, block_size: int) -> None:
         first.setdefault(k, v)
     assert all(reader.get(k) == v for k, v in first.items())
     assert reader.get_many(list(first)) == first
+    between = [k + b"\x00" for k in first if k + b"\x00" not in first]  # each in the block of the key before it
+    assert reader.get_many([b"", *between, *first, b"\xff" * 5]) == first  # many keys a block: hashed
+    sparse = list(first)[::97]
+    assert reader.get_many([*sparse, *between[::89]]) == {k: first[k] for k in sparse}  # few: searched
     assert reader.get("not there") is None and reader.get(b"\xff" * 5) is None
     for prefix in ("a", "ab", "é", "中", "9-", "zzz"):
         p = prefix.encode()

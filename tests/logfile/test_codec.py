@@ -33,9 +33,11 @@ from upsertlake.logfile import (
     LogFileName,
     append_blocks,
     avro_data_blocks,
+    block_keys,
     data_block,
     delete_block,
     encode_block,
+    hfile_block,
     read_blocks,
     rollback_block,
     sort_log_files,
@@ -357,6 +359,17 @@ def test_deletes_of_a_table_ordered_by_several_fields_carry_hudi_1_1s_array_wrap
     assert back.keys.column("ordering_value").to_pylist() == [{"0": 5, "1": None}, {"0": 7, "1": "x"}, None]
     assert back.keys.column("natural_order").to_pylist() == [False, False, True]
     assert back.keys.column("ordering_value").type == pa.struct([("0", pa.int64()), ("1", pa.string())])
+
+
+def test_an_hfile_block_in_a_data_tables_log_is_refused_not_skipped() -> None:
+    """HFile blocks are the metadata table's: in a data table's log (Hudi's HFile base format,
+    which upsertlake does not read) its keys and merge refuse it by name."""
+    log = encode_block(hfile_block("001", pa.table({"key": [b"k"], "value": [b"v"]}), "{}"))
+    blocks = read_blocks(log, "log")
+    with pytest.raises(UnsupportedLogBlockError, match="log: block at byte 0: an HFile data block in a data table"):
+        block_keys(blocks)
+    with pytest.raises(UnsupportedLogBlockError, match="an HFile data block in a data table"):
+        merge_slice(None, blocks, "_hoodie_record_key", None, MergeMode.COMMIT_TIME, {"001"})
 
 
 def test_old_delete_blocks_and_unknown_blocks_are_refused_by_name() -> None:

@@ -18,7 +18,7 @@ import upsertlake
 from upsertlake.config import option_list
 from upsertlake.config.java_properties import parse_java_properties
 from upsertlake.layout.file_system_view import FileSystemView, list_partitions_and_files, sort_listing
-from upsertlake.logfile.blocks import BlockType, DataBlock, DeleteBlock
+from upsertlake.logfile.blocks import DeleteBlock, HFileBlock
 from upsertlake.logfile.reader import read_blocks
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata.listing import MetadataTableWarning, listed_files
@@ -85,10 +85,10 @@ def test_the_metadata_tables_log_files_decode(tmp_path: Path) -> None:
     types = {"files": {1, 2}, "column_stats": {3}, "partition_stats": {6}, "record_index": {5}}
     for p in sorted((root / ".hoodie" / "metadata").rglob(".*.log.*")):
         for block in read_blocks(p.read_bytes(), p.name):
-            if isinstance(block, DataBlock):
-                assert block.block_type == BlockType.HFILE_DATA
-                keys = [k.decode() for k in block.records.column("key").to_pylist()]
-                decoded = decode(block.records.column("value").to_pylist(), keys, block.schema_json, p.name)
+            if isinstance(block, HFileBlock):
+                entries = block.reader().read()
+                keys = [k.decode() for k in entries.column("key").to_pylist()]
+                decoded = decode(entries.column("value").to_pylist(), keys, block.schema_json, p.name)
                 assert [r["key"] for r in decoded] == keys == sorted(keys)
                 partition = p.parent.name
                 assert {r["type"] for r in decoded} <= types.get(partition, {7}), p.name

@@ -7,7 +7,7 @@ index keys); the writer writes what Hudi 1.2.1's `HFileWriterImpl` writes, byte 
 layout: docs/DESIGN.md §10.
 """
 
-from upsertlake.hfile.reader import Cursor, HFileReader, RandomAccess, SeekResult, read_records
+from upsertlake.hfile.reader import Cursor, HFileReader, RandomAccess, SeekResult
 from upsertlake.hfile.trailer import Compression, Trailer
 from upsertlake.hfile.writer import DEFAULT_BLOCK_SIZE, HFileWriter, write_hfile
 
@@ -20,6 +20,5 @@ __all__ = [
     "RandomAccess",
     "SeekResult",
     "Trailer",
-    "read_records",
     "write_hfile",
 ]

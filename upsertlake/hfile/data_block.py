@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from upsertlake.errors import HFileError
 from upsertlake.hfile.encoding import read_vlong
@@ -80,23 +81,48 @@ class _Keys(Sequence[bytes]):
 
 def entries_table(parts: list[tuple[DataBlock, int, int]]) -> pa.Table:
     """The entries `start` to `stop` of each (block, start, stop), one block after another, as one
-    Arrow table of `key` and `value` (large binary: a whole file may pass 2 GiB): the payloads are
-    joined and every key and every value gathered with one NumPy mask, however many blocks."""
+    Arrow table of `key` and `value` (large binary: a whole file may pass 2 GiB)."""
+    keys, values = _columns(parts, ("key", "value"))
+    return pa.table({"key": keys, "value": values})
+
+
+def find(blocks: list[DataBlock], keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which of `keys` (large binary, distinct) the entries of `blocks` hold, and where: (key,
+    block, entry) indexes of each key found, the first entry of each in block order. One hash
+    lookup of all the blocks' entries in the keys, however many keys and blocks."""
+    held = _columns([(b, 0, len(b)) for b in blocks], ("key",))[0]
+    codes = np.asarray(pc.index_in(held, value_set=keys).fill_null(-1).to_numpy(), dtype=np.int64)
+    hits = np.flatnonzero(codes >= 0)
+    key, first = np.unique(codes[hits], return_index=True)
+    at = hits[first]
+    starts = np.cumsum([0] + [len(b) for b in blocks])
+    block = np.searchsorted(starts, at, side="right") - 1
+    return key, block, at - starts[block]
+
+
+def _columns(parts: list[tuple[DataBlock, int, int]], names: tuple[str, ...]) -> list[pa.Array]:
+    """The `names` (key, value) of the entries `start` to `stop` of each (block, start, stop), one
+    block after another: the payloads are joined and each column gathered with one NumPy mask,
+    however many blocks."""
     data = np.frombuffer(b"".join(block.payload for block, _, _ in parts), dtype=np.uint8)
     bases = np.cumsum([0] + [len(block.payload) for block, _, _ in parts])[:-1]
-
-    def column(starts: str, lengths: str) -> pa.Array:
+    out = []
+    for name in names:
         begin = np.concatenate(
-            [getattr(b, starts)[lo:hi] + base for (b, lo, hi), base in zip(parts, bases, strict=True)]
+            [getattr(b, f"{name}_starts")[lo:hi] + base for (b, lo, hi), base in zip(parts, bases, strict=True)]
             or [np.empty(0, np.int64)]
         )
-        size = np.concatenate([getattr(b, lengths)[lo:hi] for b, lo, hi in parts] or [np.empty(0, np.int64)])
-        offsets = np.zeros(len(size) + 1, dtype=np.int64)
-        np.cumsum(size, out=offsets[1:])
-        body = data[range_mask(len(data), begin, size)]
-        return pa.Array.from_buffers(pa.large_binary(), len(size), [None, pa.py_buffer(offsets), pa.py_buffer(body)])
+        size = np.concatenate([getattr(b, f"{name}_lengths")[lo:hi] for b, lo, hi in parts] or [np.empty(0, np.int64)])
+        out.append(_gather(data, begin, size))
+    return out
 
-    return pa.table({"key": column("key_starts", "key_lengths"), "value": column("value_starts", "value_lengths")})
+
+def _gather(data: np.ndarray, begin: np.ndarray, size: np.ndarray) -> pa.Array:
+    """The byte ranges (`begin`, `size`) of `data` as a large binary array, gathered by one mask."""
+    offsets = np.zeros(len(size) + 1, dtype=np.int64)
+    np.cumsum(size, out=offsets[1:])
+    body = data[range_mask(len(data), begin, size)]
+    return pa.Array.from_buffers(pa.large_binary(), len(size), [None, pa.py_buffer(offsets), pa.py_buffer(body)])
 
 
 def decode_entries(payload: bytes | memoryview, mvcc: bool, tags: bool, where: str) -> DataBlock:

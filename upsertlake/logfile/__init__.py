@@ -1,5 +1,5 @@
 """Hudi's log files (merge-on-read): their names, their blocks, and the codec between a log
-file's bytes and those blocks (Avro and parquet data, delete, rollback command, corrupt).
+file's bytes and those blocks (Avro and parquet data, HFile, delete, rollback command, corrupt).
 
 Layers (pyproject.toml, docs/DESIGN.md §3): its own floor, below `timeline` (Hudi's archived
 timeline of table version 6 is a log file); may import schema and every floor below.
@@ -15,6 +15,7 @@ from upsertlake.logfile.blocks import (
     DataBlock,
     DeleteBlock,
     HeaderKey,
+    HFileBlock,
     block_keys,
 )
 from upsertlake.logfile.names import LogFileName, is_log_path, sort_log_files
@@ -26,6 +27,7 @@ from upsertlake.logfile.writer import (
     data_block,
     delete_block,
     encode_block,
+    hfile_block,
     rollback_block,
 )
 
@@ -37,6 +39,7 @@ __all__ = [
     "CorruptBlock",
     "DataBlock",
     "DeleteBlock",
+    "HFileBlock",
     "HeaderKey",
     "LogFileName",
     "append_blocks",
@@ -46,6 +49,7 @@ __all__ = [
     "data_block",
     "delete_block",
     "encode_block",
+    "hfile_block",
     "is_log_path",
     "read_avro_datums",
     "read_blocks",

@@ -1,4 +1,4 @@
-"""The blocks of a log file as values: data (Avro or parquet), delete, command, corrupt.
+"""The blocks of a log file as values: data (Avro or parquet), HFile, delete, command, corrupt.
 
 Hudi serializes the block type and the header keys as Java enum ordinals (HoodieLogBlockType,
 HeaderMetadataType): new members only ever go at the end, so the numbers below are stable across
@@ -14,6 +14,8 @@ from enum import IntEnum
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from upsertlake.errors import UnsupportedLogBlockError
+from upsertlake.hfile import HFileReader
 from upsertlake.schema.columns import DELETED_KEY, IS_DELETED, RECORD_KEY
 
 MAGIC = b"#HUDI#"
@@ -58,15 +60,32 @@ Header = dict[int, str]
 
 @dataclass(frozen=True)
 class DataBlock:
-    """Records written by one instant, meta columns included, under the header's SCHEMA. An HFile
-    block (the metadata table's) holds its HFile's entries instead: columns key and value, each
-    value an Avro datum under SCHEMA whose key field the writer emptied."""
+    """Records written by one instant (an Avro or parquet block), meta columns included, under the
+    header's SCHEMA."""
 
     instant: str
     schema_json: str
     records: pa.Table
     header: Header = field(compare=False)
     block_type: BlockType = BlockType.AVRO_DATA
+
+
+@dataclass(frozen=True)
+class HFileBlock:
+    """The metadata table's records written by one instant: a whole HFile, key -> Avro datum under
+    the header's SCHEMA whose key field the writer emptied. Kept as the HFile's bytes (read from a
+    log file: a view of its bytes) and read as any HFile is, through `reader`: a point lookup
+    decodes only the HFile blocks its keys fall in, not the whole block."""
+
+    instant: str
+    schema_json: str
+    content: bytes | memoryview
+    header: Header = field(compare=False)
+    name: str = field(compare=False, default="HFile log block")  # names the block in errors
+
+    def reader(self) -> HFileReader:
+        """A reader of the block's HFile (one per thread: a reader keeps the blocks it decoded)."""
+        return HFileReader(self.content, self.name)
 
 
 @dataclass(frozen=True)
@@ -99,12 +118,22 @@ class CorruptBlock:
     length: int
 
 
-Block = DataBlock | DeleteBlock | CommandBlock | CorruptBlock
+Block = DataBlock | HFileBlock | DeleteBlock | CommandBlock | CorruptBlock
+
+
+def refuse_hfile(blocks: Sequence[Block]) -> None:
+    """A data table's log holds Avro and parquet data blocks: an HFile block there (Hudi writes
+    them for a data table of HFile base files, which upsertlake does not read) is refused, never
+    skipped."""
+    for block in blocks:
+        if isinstance(block, HFileBlock):
+            raise UnsupportedLogBlockError(f"{block.name}: an HFile data block in a data table's log file")
 
 
 def block_keys(blocks: Sequence[Block], instant: str | None = None) -> tuple[pa.Array, pa.Array]:
     """(upserted, deleted) record keys of the data and delete blocks written by `instant` (all
     instants when None): a data block's record flagged `_hoodie_is_deleted` is a delete."""
+    refuse_hfile(blocks)
     upserted, deleted = [pa.array([], pa.string())], [pa.array([], pa.string())]
     for block in blocks:
         if instant is not None and getattr(block, "instant", None) != instant:

@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 from upsertlake.config.enums import MergeMode
 from upsertlake.errors import SchemaError
 from upsertlake.logfile import Block, CommandBlock, DataBlock, DeleteBlock
+from upsertlake.logfile.blocks import refuse_hfile
 from upsertlake.schema import conform
 from upsertlake.schema.columns import DELETED_KEY, DELETED_NATURAL, DELETED_ORDERING, IS_DELETED
 from upsertlake.schema.ordering import ordering_values
@@ -60,6 +61,7 @@ def live_blocks(
 ) -> list[DataBlock | DeleteBlock]:
     """The data and delete blocks that count: of a valid instant, and voided by no rollback
     command block in the slice."""
+    refuse_hfile(blocks)
     is_valid = valid_instants if callable(valid_instants) else valid_instants.__contains__
     rolled_back = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
     return [

@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upsertlake.errors import CorruptTableError, UnsupportedLogBlockError
-from upsertlake.hfile import read_records
 from upsertlake.logfile.avro_records import Payload, decode_record_runs, decode_records, split_datums
 from upsertlake.logfile.blocks import (
     LOG_FORMAT_VERSION,
@@ -33,6 +32,7 @@ from upsertlake.logfile.blocks import (
     DeleteBlock,
     Header,
     HeaderKey,
+    HFileBlock,
 )
 from upsertlake.logfile.deletes import decode_delete_content
 
@@ -228,8 +228,8 @@ def _parse_block(
         if not target:
             raise CorruptTableError("a rollback command block names no target instant")
         return CommandBlock(instant, target, Command.ROLLBACK, header)
-    if block_type == BlockType.HFILE_DATA:  # the metadata table's records: a whole HFile, key -> Avro value
-        return DataBlock(instant, _schema(header), read_records(content, where), header, BlockType.HFILE_DATA)
+    if block_type == BlockType.HFILE_DATA:  # the metadata table's records: a whole HFile, read when looked up
+        return HFileBlock(instant, _schema(header), content, header, where)
     raise UnsupportedLogBlockError(f"a {block_type.name} block is not read by upsertlake")
 
 

@@ -31,6 +31,7 @@ from upsertlake.logfile.blocks import (
     DeleteBlock,
     Header,
     HeaderKey,
+    HFileBlock,
 )
 from upsertlake.logfile.deletes import encode_delete_content
 
@@ -42,6 +43,16 @@ def data_block(instant: str, records: pa.Table, schema_json: str, *, parquet: bo
     header: Header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
     kind = BlockType.PARQUET_DATA if parquet else BlockType.AVRO_DATA
     return DataBlock(instant, schema_json, records, header, kind)
+
+
+def hfile_block(instant: str, entries: pa.Table, schema_json: str) -> HFileBlock:
+    """An HFile block (the metadata table's) of `entries`, columns key and value (binary), sorted
+    by key: written as Hudi writes its HFile blocks, in GZ-compressed HFile blocks of 64 KB."""
+    header: Header = {HeaderKey.SCHEMA: schema_json, HeaderKey.INSTANT_TIME: instant}
+    content = write_hfile(
+        entries.select(["key", "value"]), block_size=HFILE_BLOCK_SIZE, compression=Compression.GZ, file_creation_time=0
+    )
+    return HFileBlock(instant, schema_json, content, header)
 
 
 def delete_block(instant: str, keys: pa.Table, schema_json: str | None = None) -> DeleteBlock:
@@ -95,6 +106,8 @@ def encode_block(block: Block) -> bytes:
     """One framed block: magic, size, format version, type, header, content, footer, total."""
     if isinstance(block, DataBlock):
         return _frame(block.block_type, block.header, _data_content(block))
+    if isinstance(block, HFileBlock):
+        return _frame(BlockType.HFILE_DATA, block.header, block.content)
     if isinstance(block, DeleteBlock):
         return _frame(BlockType.DELETE, block.header, encode_delete_content(block.keys))
     if isinstance(block, CommandBlock):
@@ -125,9 +138,6 @@ def _data_content(block: DataBlock) -> bytes:
     if block.block_type == BlockType.AVRO_DATA:
         count = struct.pack(">ii", CONTENT_VERSION, block.records.num_rows)
         return count + encode_records(block.records, block.schema_json)
-    if block.block_type == BlockType.HFILE_DATA:  # the metadata table's: entries sorted by key, as Hudi writes them
-        entries = block.records.select(["key", "value"])
-        return write_hfile(entries, block_size=HFILE_BLOCK_SIZE, compression=Compression.GZ, file_creation_time=0)
     if block.block_type == BlockType.PARQUET_DATA:
         sink = io.BytesIO()
         pq.write_table(block.records, sink, compression="snappy", store_schema=False)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from upsertlake.config.properties_file import PROPERTIES_FILE
 from upsertlake.errors import CorruptTableError
 from upsertlake.hfile import HFileReader, file_info
-from upsertlake.logfile.blocks import BlockType, CommandBlock, DataBlock, DeleteBlock
+from upsertlake.logfile.blocks import CommandBlock, DataBlock, DeleteBlock, HFileBlock
 from upsertlake.logfile.names import LogFileName, log_instant
 from upsertlake.logfile.reader import read_logs
 from upsertlake.metadata import keys as mkeys
@@ -237,15 +237,15 @@ class MetadataTable:
                 reader = HFileReader(source, self.storage.full_path(sl.base))
                 parts.append(stored(reader.read(), _base_schema(reader)))
         for block in self._live_blocks(sl):
-            if isinstance(block, DataBlock):
-                parts.append(stored(block.records, block.schema_json))
+            if isinstance(block, HFileBlock):
+                parts.append(stored(block.reader().read(), block.schema_json))
             else:
                 keys = block.keys.column(DELETED_KEY).cast(pa.large_binary())
                 parts.append(stored(pa.table({"key": keys, "value": pa.nulls(len(keys), pa.large_binary())}), None))
         newest = one_per_key(pa.concat_tables(parts))
         return newest.filter(pc.greater_equal(newest.column("schema"), 0)), schemas
 
-    def _live_blocks(self, sl: MetadataSlice) -> list[DataBlock | DeleteBlock]:
+    def _live_blocks(self, sl: MetadataSlice) -> list[HFileBlock | DeleteBlock]:
         """The data and delete blocks of a slice's log files that count, in log order: a log file
         is named by its deltacommit, the data instant's time, and one whose instant does not count
         is not read at all (it may be a failed write's, rolled back meanwhile); a block a rollback
@@ -253,54 +253,31 @@ class MetadataTable:
         files = [(self.storage.read_bytes(path), self.storage.full_path(path)) for path in self._counted(sl)]
         blocks = read_logs(files, keep=self.valid.__contains__)
         undone = {b.target_instant for b in blocks if isinstance(b, CommandBlock)}
-        live: list[DataBlock | DeleteBlock] = []
+        live: list[HFileBlock | DeleteBlock] = []
         for block in blocks:
-            if isinstance(block, (DataBlock, DeleteBlock)) and block.instant not in undone:
-                if isinstance(block, DataBlock) and block.block_type != BlockType.HFILE_DATA:
-                    raise CorruptTableError(
-                        f"{sl.partition}/{sl.file_id}: a {block.block_type.name} block in the metadata table"
-                    )
+            if isinstance(block, DataBlock):
+                raise CorruptTableError(
+                    f"{sl.partition}/{sl.file_id}: a {block.block_type.name} block in the metadata table"
+                )
+            if isinstance(block, (HFileBlock, DeleteBlock)) and block.instant not in undone:
                 live.append(block)
         return live
 
     def _read_slice(self, sl: MetadataSlice, wanted: list[str], prefixes: bool) -> dict[str, Record | None]:
         merged: dict[str, Record | None] = {}
         if sl.base is not None:
-            for key, record in self._base_records(sl.base, wanted, prefixes):
-                merged[key] = record
+            with self.storage.open_input(sl.base) as source:
+                reader = HFileReader(source, self.storage.full_path(sl.base))
+                merged.update(_hfile_records(reader, _base_schema(reader), wanted, prefixes))
         for block in self._live_blocks(sl):
-            if isinstance(block, DataBlock):
-                data = _select(block.records, wanted, prefixes)
-                names = [k.decode("utf-8") for k in data.column("key").to_pylist()]
-                records = decode(
-                    data.column("value").to_pylist(), names, block.schema_json, f"{sl.partition}/{sl.file_id}"
-                )
-                for key, record in zip(names, records):
+            if isinstance(block, HFileBlock):
+                for key, record in _hfile_records(block.reader(), block.schema_json, wanted, prefixes):
                     merged[key] = combine(merged.get(key), record)
             else:
                 for key in block.keys.column(DELETED_KEY).to_pylist():
                     if _matches(key, wanted, prefixes):
                         merged[key] = None
         return merged
-
-    def _base_records(self, path: str, wanted: list[str], prefixes: bool) -> list[tuple[str, Record]]:
-        with self.storage.open_input(path) as source:
-            reader = HFileReader(source, self.storage.full_path(path))
-            schema = _base_schema(reader)
-            if prefixes:
-                parts = [reader.read(prefix) for prefix in wanted]
-                data = pa.concat_tables(parts) if parts else None
-                found = (
-                    []
-                    if data is None
-                    else list(zip(data.column("key").to_pylist(), data.column("value").to_pylist()))
-                )
-            else:
-                found = list(reader.get_many(wanted).items())
-        names = [k.decode("utf-8") for k, _ in found]
-        return list(
-            zip(names, decode([v for _, v in found], names, schema, self.storage.full_path(path)))
-        )
 
     # -- what the partitions say ---------------------------------------------------------------
     def partition_paths(self) -> list[str]:
@@ -370,18 +347,19 @@ def _matches(key: str, wanted: list[str], prefixes: bool) -> bool:
     return any(key.startswith(p) for p in wanted) if prefixes else key in wanted
 
 
-def _select(data: pa.Table, wanted: list[str], prefixes: bool) -> pa.Table:
-    """The entries of an HFile block whose keys are (or start with) the wanted ones."""
-    column = data.column("key")
+def _hfile_records(
+    reader: HFileReader, schema_json: str, wanted: list[str], prefixes: bool
+) -> list[tuple[str, Record]]:
+    """The records of an HFile (a base file or a log block's) whose keys are (or, with `prefixes`,
+    start with) the wanted ones: point lookups and prefix scans decode only the HFile blocks the
+    keys fall in."""
     if prefixes:
-        if "" in wanted:
-            return data
-        mask = None
-        for p in wanted:
-            hit = pc.starts_with(column.cast(pa.string()), p)
-            mask = hit if mask is None else pc.or_(mask, hit)
-        return data.filter(mask) if mask is not None else data.slice(0, 0)
-    return data.filter(pc.is_in(column, pa.array([k.encode("utf-8") for k in wanted], pa.binary())))
+        data = pa.concat_tables([reader.read(prefix) for prefix in wanted]) if wanted else None
+        found = [] if data is None else list(zip(data.column("key").to_pylist(), data.column("value").to_pylist()))
+    else:
+        found = list(reader.get_many(wanted).items())
+    names = [k.decode("utf-8") for k, _ in found]
+    return list(zip(names, decode([v for _, v in found], names, schema_json, reader.name)))
 
 
 def valid_instants(data: Timeline, metadata: Timeline) -> frozenset[str]:

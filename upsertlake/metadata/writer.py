@@ -22,9 +22,9 @@ import pyarrow.compute as pc
 from upsertlake.errors import CorruptTableError
 from upsertlake.hfile import Compression, write_hfile
 from upsertlake.hfile import file_info as hfile_info
-from upsertlake.logfile.blocks import Block, BlockType, DataBlock, Header, HeaderKey
+from upsertlake.logfile.blocks import Block
 from upsertlake.logfile.names import LogFileName
-from upsertlake.logfile.writer import append_blocks, delete_block
+from upsertlake.logfile.writer import append_blocks, delete_block, hfile_block
 from upsertlake.metadata import keys as mkeys
 from upsertlake.metadata.entries import one_per_key
 from upsertlake.metadata.records import Record, encode, writer_schema
@@ -157,8 +157,7 @@ def write_log(storage: Storage, sl: MetadataSlice, instant_time: str, changes: C
     gone = sorted(set(deleted.filter(pc.invert(pc.is_in(deleted, upserted))).to_pylist()))
     blocks: list[Block] = []
     if entries.num_rows:
-        header: Header = {HeaderKey.SCHEMA: schema, HeaderKey.INSTANT_TIME: instant_time}
-        blocks.append(DataBlock(instant_time, schema, entries, header, BlockType.HFILE_DATA))
+        blocks.append(hfile_block(instant_time, entries, schema))
     if gone:
         keyed = pa.table(
             {DELETED_KEY: pa.array(gone, pa.string()), DELETED_PARTITION: pa.array([sl.partition] * len(gone))}
