@@ -168,6 +168,7 @@ def _write_record_index_base(table: MetadataTable, time: str, schema: str, sl: M
     name = base_file_name(sl.file_id, time)
     values = _renamed(entries.column("value"), entries.column("schema"), schemas, schema, name)
     kept = pa.table({"key": entries.column("key"), "value": values})
+    del entries, values  # the stored datums: only the renamed ones are written
     path, size, n = write_base_entries(table.storage, sl.partition, name, kept, schema)
     return _compacted(sl, time, path, size, n)
 
@@ -176,6 +177,9 @@ def _renamed(values: pa.ChunkedArray, at: pa.ChunkedArray, schemas: list[str], s
     """The datums `values` (each under `schemas[at]`) as records of the base file `name`: under
     `schema`, their file name field `name`; equal datums are decoded and encoded once."""
     out = pa.chunked_array([pa.array([], pa.large_binary())])
+    if len(schemas) == 1:  # the usual case: every datum under one schema
+        encoded = pc.dictionary_encode(values).combine_chunks()
+        return _named(encoded.dictionary, schemas[0], schema, name).take(encoded.indices)
     order = np.empty(len(values), np.int64)
     done = 0
     parts = []
@@ -185,16 +189,19 @@ def _renamed(values: pa.ChunkedArray, at: pa.ChunkedArray, schemas: list[str], s
         if not len(mine):
             continue
         theirs = pc.dictionary_encode(values.take(pa.array(mine))).combine_chunks()
-        distinct = theirs.dictionary
-        records = decode(distinct.to_pylist(), [""] * len(distinct), source, name)
-        datums = pa.array(encode([{**r, FILE_NAME: name} for r in records], schema), pa.large_binary())
-        parts.append(datums.take(theirs.indices))
+        parts.append(_named(theirs.dictionary, source, schema, name).take(theirs.indices))
         order[done:done + len(mine)] = mine
         done += len(mine)
     if not parts:
         return out.combine_chunks()
     gathered = pa.chunked_array(parts).combine_chunks()
     return gathered.take(pa.array(np.argsort(order, kind="stable")))
+
+
+def _named(datums: pa.Array, source: str, schema: str, name: str) -> pa.Array:
+    """Distinct datums under `source` as records of the base file `name`, encoded under `schema`."""
+    records = decode(datums.to_pylist(), [""] * len(datums), source, name)
+    return pa.array(encode([{**r, FILE_NAME: name} for r in records], schema), pa.large_binary())
 
 
 def _compacted(sl: MetadataSlice, time: str, path: str, size: int, n: int) -> WriteStat:

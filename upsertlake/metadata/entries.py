@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 
+def newest_indices(keys: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """The rows of `keys` in key order (bytewise, as HFile orders them), the last of each key:
+    the keys alone are sorted, so a caller takes its whole rows once. Keys already so (one
+    HFile's alone) cost a compare, no sort."""
+    n = len(keys)
+    if n < 2 or pc.all(pc.less(keys.slice(0, n - 1), keys.slice(1))).as_py():
+        return pa.array(np.arange(n, dtype=np.int64))
+    order = pc.sort_indices(keys)  # stable: equal keys keep their order
+    ordered = keys.take(order)
+    last = pc.not_equal(ordered.slice(0, n - 1), ordered.slice(1))
+    return order.filter(pa.chunked_array([last, pa.array([True])]).combine_chunks())
+
+
 def one_per_key(entries: pa.Table) -> pa.Table:
-    """`entries` sorted by key (bytewise, as HFile orders them), the last of each key kept
-    (entries already so, one HFile's alone, are given back as they are: a compare, no sort)."""
-    keys = entries.column("key")
-    if len(keys) > 1 and pc.all(pc.less(keys.slice(0, len(keys) - 1), keys.slice(1))).as_py():
-        return entries
-    entries = entries.take(pc.sort_indices(entries, [("key", "ascending")]))  # stable: equal keys keep their order
-    keys = entries.column("key")
-    if len(keys) < 2:
-        return entries
-    last = pc.not_equal(keys.slice(0, len(keys) - 1), keys.slice(1))
-    return entries.filter(pa.chunked_array([last, pa.array([True])]))
+    """`entries` sorted by key, the last of each key kept (`newest_indices`)."""
+    return entries.take(newest_indices(entries.column("key")))

@@ -30,7 +30,7 @@ from upsertlake.logfile.blocks import CommandBlock, DataBlock, DeleteBlock, HFil
 from upsertlake.logfile.names import LogFileName, log_instant
 from upsertlake.logfile.reader import read_logs
 from upsertlake.metadata import keys as mkeys
-from upsertlake.metadata.entries import one_per_key
+from upsertlake.metadata.entries import newest_indices
 from upsertlake.metadata.partitions import (
     COLUMN_STATS,
     FILES,
@@ -242,8 +242,11 @@ class MetadataTable:
             else:
                 keys = block.keys.column(DELETED_KEY).cast(pa.large_binary())
                 parts.append(stored(pa.table({"key": keys, "value": pa.nulls(len(keys), pa.large_binary())}), None))
-        newest = one_per_key(pa.concat_tables(parts))
-        return newest.filter(pc.greater_equal(newest.column("schema"), 0)), schemas
+        stored_ = pa.concat_tables(parts)
+        del parts
+        newest = newest_indices(stored_.column("key"))
+        live = newest.filter(pc.greater_equal(stored_.column("schema").take(newest), 0))
+        return stored_.take(live), schemas  # one copy of the rows: they are a file group's whole index
 
     def _live_blocks(self, sl: MetadataSlice) -> list[HFileBlock | DeleteBlock]:
         """The data and delete blocks of a slice's log files that count, in log order: a log file

@@ -8,6 +8,7 @@ so that the driver holds nothing per record: only the sources (files, slices) an
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -59,7 +60,10 @@ class ByKeyGroup(Protocol):
 
 
 class InProcess:
-    """`ByKeyGroup` in this process: sources read and groups written on a thread pool."""
+    """`ByKeyGroup` in this process: sources read and groups written on a pool of `threads`."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
 
     def __call__(
         self, sources: list[S], read: Callable[[S], pa.Table], groups: Groups, write: GroupWrite, every: bool, /
@@ -73,11 +77,14 @@ class InProcess:
         return [s for stats in self.each(lambda g: write(g, parts[g]), sorted(parts)) for s in stats]
 
     def each(self, fn: Callable[[S], R], items: list[S], /) -> list[R]:
-        with ThreadPoolExecutor(max_workers=max(1, min(THREADS, len(items)))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(self.threads, len(items)))) as pool:
             return list(pool.map(fn, items))
 
 
-in_process = InProcess()
+in_process = InProcess(THREADS)
+# Work that holds a whole file group of the record index (its compaction: about 350 bytes an entry
+# in flight, 5M entries a group at 50M keys): a thread per core, not THREADS, bounds the memory.
+per_core = InProcess(os.cpu_count() or 1)
 
 
 # -- where key changes come from ------------------------------------------------------------------

@@ -86,6 +86,7 @@ from upsertlake.services.key_groups import (
     StagedKeys,
     WrittenKeys,
     in_process,
+    per_core,
     read_keys,
 )
 from upsertlake.storage import Storage
@@ -441,7 +442,7 @@ def sync(
     deltacommit(table, instant_time, work, table_config.table_version, more)
     due = (options or Config.resolve(None)).get(opt.METADATA_COMPACT_MAX_DELTA_COMMITS)
     if deltacommits_since_compaction(table) + 1 >= due:  # this one included
-        _compact_and_clean(table.reloaded(), timeline, table_config, by_key or in_process)
+        _compact_and_clean(table.reloaded(), timeline, table_config, by_key or per_core)
 
 
 def _compact_and_clean(table: MetadataTable, timeline: Timeline, table_config: TableConfig, by_key: ByKeyGroup) -> None:
