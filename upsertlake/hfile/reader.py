@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
+from itertools import islice
 from typing import Protocol
 
 import pyarrow as pa
@@ -34,6 +35,7 @@ from upsertlake.hfile.trailer import TRAILER_SIZE, Compression, Trailer, parse_t
 TAIL_BYTES = 64 * 1024  # read with the trailer: the load-on-open section of most files
 READ_AHEAD = 4 * 2**20  # a scan's reads from a file that is not in memory
 _CACHED_BLOCKS = 8
+READ_BLOCKS = 256  # blocks a whole read gathers into a table at a time (16 MiB of 64 KiB blocks)
 MATCHED_BLOCKS = 64  # data blocks whose entries get_many matches at once (a few MiB of keys)
 SEARCH_OR_HASH = 32  # entries per key above which get_many searches (~4 us a key), not hashes (~0.15 us an entry)
 
@@ -337,8 +339,14 @@ class HFileReader:
 
     def read(self, prefix: bytes | str = b"", start: bytes | str | None = None) -> pa.Table:
         """The entries whose keys start with `prefix` (and are not less than `start`; all when
-        neither is given), in key order, as one Arrow table (`key`, `value`: large binary)."""
-        return entries_table(list(self._ranges(_key(prefix), None if start is None else _key(start))))
+        neither is given), in key order, as one Arrow table (`key`, `value`: large binary). The
+        table is gathered READ_BLOCKS blocks at a time: a whole file's decoded blocks are never
+        held at once (they take about three times the table's memory)."""
+        ranges = self._ranges(_key(prefix), None if start is None else _key(start))
+        tables = []
+        while chunk := list(islice(ranges, READ_BLOCKS)):
+            tables.append(entries_table(chunk))
+        return pa.concat_tables(tables) if tables else entries_table([])
 
     def cursor(self) -> Cursor:
         return Cursor(self)

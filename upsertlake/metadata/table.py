@@ -245,8 +245,10 @@ class MetadataTable:
         stored_ = pa.concat_tables(parts)
         del parts
         newest = newest_indices(stored_.column("key"))
-        live = newest.filter(pc.greater_equal(stored_.column("schema").take(newest), 0))
-        return stored_.take(live), schemas  # one copy of the rows: they are a file group's whole index
+        if newest is not None:  # one copy of the rows at most: they are a file group's whole index
+            stored_ = stored_.take(newest)
+        live = pc.greater_equal(stored_.column("schema"), 0)
+        return (stored_ if pc.all(live).as_py() else stored_.filter(live)), schemas
 
     def _live_blocks(self, sl: MetadataSlice) -> list[HFileBlock | DeleteBlock]:
         """The data and delete blocks of a slice's log files that count, in log order: a log file
