@@ -74,7 +74,7 @@ def clean(
         raise ConfigError(f"{_RETAINED[policy].key} must be at least 1, got {retained}")
     started = time.monotonic()
     with lock.hold():
-        table_config = metadata_table.prepare(storage, TableConfig.load(storage), cfg)
+        table_config = metadata_table.prepare(storage, TableConfig.load(storage), cfg, by_key)
         timeline = Timeline.load(storage, layout_of(table_config))
         pending = timeline.filter([Action.CLEAN], PENDING)
         finished = [_finish_pending(storage, table_config, timeline, inst, by_key) for inst in pending]

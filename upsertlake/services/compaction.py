@@ -113,7 +113,7 @@ def compact(
                 recovered = inst.state is State.INFLIGHT
                 break
         if target is None:
-            target = schedule_locked(storage, cfg)
+            target = schedule_locked(storage, cfg, by_key)
         if target is None:
             return CompactionResult(None, reason=nothing_to_compact(Timeline.load(storage)))
         inflight, heartbeat = _claim(storage, target, cfg)

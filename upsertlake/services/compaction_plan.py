@@ -28,6 +28,7 @@ from upsertlake.layout.file_system_view import BASE_FILE_EXTENSION, BaseFile, Fi
 from upsertlake.layout.markers import read_markers
 from upsertlake.logfile.names import LogFileName
 from upsertlake.services import metadata_table
+from upsertlake.services.key_groups import ByKeyGroup
 from upsertlake.storage import Storage
 from upsertlake.timeline import documents
 from upsertlake.timeline.active import Timeline, create_requested
@@ -250,9 +251,10 @@ def schedule(storage: Storage, lock: TableLock, table_config: TableConfig, cfg: 
         return schedule_locked(storage, cfg)
 
 
-def schedule_locked(storage: Storage, cfg: Config) -> Instant | None:
-    """`schedule`, the table lock held (by `compact`, which claims the plan under the same hold)."""
-    metadata_table.prepare(storage, TableConfig.load(storage), cfg)
+def schedule_locked(storage: Storage, cfg: Config, by_key: ByKeyGroup | None = None) -> Instant | None:
+    """`schedule`, the table lock held (by `compact`, which claims the plan under the same hold);
+    `by_key`: how a record index the options ask for is built (on Spark: as Spark jobs)."""
+    metadata_table.prepare(storage, TableConfig.load(storage), cfg, by_key)
     timeline = Timeline.load(storage)  # no write starts while the lock is held: its pending writes stay these
     slices = FileSystemView(timeline).latest_file_slices()  # listed before their markers are read
     busy = compaction_file_groups(timeline) | _written_by_pending(timeline) | _clustering_groups(timeline)
