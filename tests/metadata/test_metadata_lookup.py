@@ -4,6 +4,7 @@ and decodes only the HFile blocks its keys fall in."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,8 +19,9 @@ from upsertlake.logfile.reader import read_blocks
 from upsertlake.logfile.writer import append_blocks, delete_block, encode_block, hfile_block, rollback_block
 from upsertlake.metadata import MetadataTable
 from upsertlake.metadata import keys as mkeys
+from upsertlake.metadata.compaction import _renamed
 from upsertlake.metadata.partitions import RECORD_INDEX
-from upsertlake.metadata.records import Record, encode, record_index_info, record_location, writer_schema
+from upsertlake.metadata.records import Record, decode, encode, record_index_info, record_location, writer_schema
 from upsertlake.schema.columns import DELETED_KEY, DELETED_PARTITION
 from upsertlake.storage import Storage
 from upsertlake.timeline.active import Timeline
@@ -77,7 +79,7 @@ def test_a_lookup_in_log_blocks_gives_what_reading_them_whole_gives(tmp_path: Pa
     gone = pa.table({DELETED_KEY: deleted, DELETED_PARTITION: ["p"] * len(deleted)})
     log = append_blocks([
         hfile_block(instant, entries(added, F1), schema),
-        hfile_block(instant, entries(overwritten, F2), schema),
+        hfile_block(instant, entries(overwritten, F2), json.dumps(json.loads(schema), indent=1)),  # its text differs
         delete_block(instant, gone),
         hfile_block(voided, entries(only_voided + stored[10:12], F9), schema),
         rollback_block(instant, voided),
@@ -102,6 +104,16 @@ def test_a_lookup_in_log_blocks_gives_what_reading_them_whole_gives(tmp_path: Pa
     whole = reread.scan(RECORD_INDEX)
     assert found == {k: whole[k] for k in wanted if k in whole}
     assert all(found[k]["key"] == k for k in found)
+
+    # What a compaction writes of the group (its stored entries, renamed under each block's schema
+    # text: two here) is what the scan reads of it, each record naming the new file.
+    stored_entries, schemas = reread.stored_entries(reread.slices(RECORD_INDEX)[0])
+    assert len(schemas) == 2
+    values = _renamed(stored_entries.column("value"), stored_entries.column("schema"), schemas, schema, "new.hfile")
+    keys = [k.decode() for k in stored_entries.column("key").to_pylist()]
+    renamed = dict(zip(keys, decode(values.to_pylist(), keys, schema, "new.hfile")))
+    in_group = {k: r for k, r in whole.items() if mkeys.file_group_index([k], len(slices))[0] == 0}
+    assert renamed == {k: {**r, "_hoodie_file_name": "new.hfile"} for k, r in in_group.items()}
 
 
 def test_a_point_lookup_decodes_only_the_hfile_blocks_its_keys_fall_in(monkeypatch: pytest.MonkeyPatch) -> None:

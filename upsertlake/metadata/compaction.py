@@ -176,7 +176,6 @@ def _write_record_index_base(table: MetadataTable, time: str, schema: str, sl: M
 def _renamed(values: pa.ChunkedArray, at: pa.ChunkedArray, schemas: list[str], schema: str, name: str) -> pa.Array:
     """The datums `values` (each under `schemas[at]`) as records of the base file `name`: under
     `schema`, their file name field `name`; equal datums are decoded and encoded once."""
-    out = pa.chunked_array([pa.array([], pa.large_binary())])
     if len(schemas) == 1:  # the usual case: every datum under one schema
         encoded = pc.dictionary_encode(values).combine_chunks()
         return _named(encoded.dictionary, schemas[0], schema, name).take(encoded.indices)
@@ -192,8 +191,8 @@ def _renamed(values: pa.ChunkedArray, at: pa.ChunkedArray, schemas: list[str], s
         parts.append(_named(theirs.dictionary, source, schema, name).take(theirs.indices))
         order[done:done + len(mine)] = mine
         done += len(mine)
-    if not parts:
-        return out.combine_chunks()
+    if not parts:  # no entry is live
+        return pa.array([], pa.large_binary())
     gathered = pa.chunked_array(parts).combine_chunks()
     return gathered.take(pa.array(np.argsort(order, kind="stable")))
 
