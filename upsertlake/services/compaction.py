@@ -14,11 +14,8 @@ Hudi's rollbackInflightCompaction does (`services.rollback.rollback_compaction`)
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
@@ -38,9 +35,9 @@ from upsertlake.services.compaction_plan import (
     strategy,
 )
 from upsertlake.services.compaction_slice import compact_operation
-from upsertlake.services.key_groups import ByKeyGroup
+from upsertlake.services.key_groups import ByKeyGroup, per_core
 from upsertlake.services.rollback import compaction_committed, rollback_compaction_under_lock
-from upsertlake.services.stat_map import StatMap, T
+from upsertlake.services.stat_map import StatMap
 from upsertlake.storage import Storage
 from upsertlake.timeline import column_stats
 from upsertlake.timeline.active import Timeline, transition
@@ -81,19 +78,13 @@ class CompactionResult:
         }
 
 
-def in_process(fn: Callable[[T], WriteStat], ops: list[T], /) -> list[WriteStat]:
-    """Each operation on a thread of this process, one per CPU (parquet and Arrow release the GIL)."""
-    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(ops) or 1))) as pool:
-        return list(pool.map(fn, ops))
-
-
 # -- execute -----------------------------------------------------------------------------------
 def compact(
     storage: Storage,
     lock: TableLock,
     table_config: TableConfig,
     cfg: Config,
-    map_ops: StatMap = in_process,
+    map_ops: StatMap = per_core.each,
     by_key: ByKeyGroup | None = None,
 ) -> CompactionResult:
     """Run the oldest pending compaction (one a dead compactor left inflight is rolled back to its
@@ -122,7 +113,7 @@ def compact(
 
 def finish(
     storage: Storage, lock: TableLock, table_config: TableConfig, cfg: Config, instant_time: str,
-    map_ops: StatMap = in_process,
+    map_ops: StatMap = per_core.each,
 ) -> bool:
     """Bring the pending compaction `instant_time` to its end for a writer that needs its output
     (the writer's retry tags against the compacted slices), as `compact` would run it: a requested
@@ -152,7 +143,7 @@ def _claimable(storage: Storage, inst: Instant, cfg: Config) -> Instant | None:
 
 
 def execute(
-    storage: Storage, lock: TableLock, cfg: Config, requested: Instant, map_ops: StatMap = in_process
+    storage: Storage, lock: TableLock, cfg: Config, requested: Instant, map_ops: StatMap = per_core.each
 ) -> CompactionResult:
     """Execute a requested plan: inflight, one new base file per operation, the commit."""
     with lock.hold():

@@ -256,9 +256,10 @@ class Table:
         return self._compact(self.options.with_overrides(options), map_ops, by_key)
 
     def _compact(self, cfg: Config, map_ops: StatMap | None, by_key: ByKeyGroup | None = None) -> CompactionResult:
-        from upsertlake.services.compaction import compact, in_process
+        from upsertlake.services.compaction import compact
+        from upsertlake.services.key_groups import per_core
 
-        return compact(self.storage, self._lock, self.table_config, cfg, map_ops or in_process, by_key)
+        return compact(self.storage, self._lock, self.table_config, cfg, map_ops or per_core.each, by_key)
 
     def archive(self, options: Mapping[str, object] | None = None) -> list[Instant]:
         """Move old completed instants to `.hoodie/archived/` (hoodie.keep.min/max.commits); time
