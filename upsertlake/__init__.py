@@ -31,8 +31,10 @@ from upsertlake.errors import (
     WriteConflictError,
     WriteInProgressError,
 )
+from upsertlake.util.memory_pool import choose_memory_pool
 
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
+choose_memory_pool()  # jemalloc where pyarrow's mimalloc would wait on huge pages (see the module)
 
 if TYPE_CHECKING:
     from upsertlake.engine.write_client import WriteClient
