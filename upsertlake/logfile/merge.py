@@ -152,8 +152,8 @@ def merge_counted(
         )
     # the keys only the log holds come last
     added = int((positions >= n_base).sum())
-    keys = _strings(merged.column(key_field)) if added else pa.array([], pa.string())
-    return Merged(merged, log_keys, len(positions) - added, keys.slice(len(keys) - added))
+    keys = _strings(merged.column(key_field).slice(merged.num_rows - added)) if added else pa.array([], pa.string())
+    return Merged(merged, log_keys, len(positions) - added, keys)
 
 
 def _output_schema(
@@ -297,7 +297,10 @@ class _Events:
         log_keys = pa.concat_arrays(self.keys)
         n_log = len(log_keys)
         n_base = base.num_rows if base is not None else 0
-        base_keys = _strings(base.column(self.key_field)) if base is not None and n_base else pa.array([], pa.string())
+        # the base file's keys probe the log's chunk by chunk: combining them would copy them
+        base_keys = pa.chunked_array([], pa.string())
+        if base is not None and n_base:
+            base_keys = base.column(self.key_field).cast(pa.string())
         log_codes, base_codes, distinct = _key_codes(log_keys, base_keys)
         touched = base_codes >= 0
         idx = np.flatnonzero(touched)
@@ -314,7 +317,7 @@ class _Events:
         return won[live], position[firsts][live], touched, distinct
 
 
-def _key_codes(log_keys: pa.Array, base_keys: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
+def _key_codes(log_keys: pa.Array, base_keys: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, int]:
     """(each log key's number, keys numbered 0, 1, ... in order of first appearance; each base
     key's number, -1 where the log does not name it; how many distinct keys the log names). The
     base keys only probe the log's: hashing them in too cost a quarter more."""
