@@ -4,6 +4,7 @@ Streaming query would write them, per-batch latency and throughput.
     python benchmarks/stream_bench.py                                  # 20 x 50K over 2M rows, local[2]
     python benchmarks/stream_bench.py --rows 20000 --batch 1000 --batches 3   # a quick correctness run
     python benchmarks/stream_bench.py --line 250000 500000 1000000     # the sink's one-process line
+    python benchmarks/stream_bench.py --peers engine engine-mor --option hoodie.index.type=BUCKET
 
 The stream: a folder of parquet files, one a micro-batch (`maxFilesPerTrigger=1`, `availableNow`),
 each 90% updates of records in the newest 2 of 20 day partitions and 10% inserts on the newest
@@ -88,8 +89,8 @@ def expected(rows: int, data: list[pa.Table]) -> tuple[int, int]:
     return rows + new, sum(last.values())
 
 
-def build(base: pa.Table, work: Path, kind: str) -> Path:
-    """The base table of a table type, built once and copied for each peer."""
+def build(base: pa.Table, work: Path, kind: str, options: dict[str, str]) -> Path:
+    """The base table of a table type, built once (with `options`) and copied for each peer."""
     import upsertlake
 
     seed = work / f"seed-{kind}"
@@ -101,16 +102,19 @@ def build(base: pa.Table, work: Path, kind: str) -> Path:
             precombine_field="ts",
             partition_fields=["part"],
             table_type="MERGE_ON_READ" if kind == "mor" else "COPY_ON_WRITE",
+            options=options,
         )
         t.bulk_insert(base)
     return seed
 
 
-def run_spark_peer(spark: object, peer: str, source: Path, table: Path, checkpoint: Path) -> list[float]:
+def run_spark_peer(
+    spark: object, peer: str, source: Path, table: Path, checkpoint: Path, extra: dict[str, str]
+) -> list[float]:
     """The stream through the sink or foreachBatch; Spark's per-batch triggerExecution seconds."""
     import upsertlake.spark as uls
 
-    options = {**KEYS, "operation": "upsert", **TABLE_OPTIONS[peer]}
+    options = {**KEYS, "operation": "upsert", **TABLE_OPTIONS[peer], **extra}
     frames = spark.readStream.schema(spark.read.parquet(str(source)).schema).option("maxFilesPerTrigger", 1)
     frames = frames.parquet(str(source))
     if peer.startswith("sink"):
@@ -138,10 +142,10 @@ def spark_parts(progress: list[dict]) -> dict[str, float]:
     return {k: statistics.median(p["durationMs"].get(k, 0) for p in steady) / 1000 for k in parts}
 
 
-def run_engine_peer(peer: str, data: list[pa.Table], table: Path) -> list[float]:
+def run_engine_peer(peer: str, data: list[pa.Table], table: Path, extra: dict[str, str]) -> list[float]:
     import upsertlake
 
-    t = upsertlake.open_table(table, TABLE_OPTIONS[peer])
+    t = upsertlake.open_table(table, {**TABLE_OPTIONS[peer], **extra})
     seconds = []
     for batch in data:
         began = time.perf_counter()
@@ -186,7 +190,7 @@ def line(sizes: list[int], rows: int, work: Path) -> None:
     """For each micro-batch size, what the sink's commit does, in a fresh process: peak RSS, time."""
     import upsertlake  # noqa: F401 - the base is built here, once
 
-    base = build(make_base(rows), work, "cow")
+    base = build(make_base(rows), work, "cow", {})
     print("| micro-batch rows | commit worker peak RSS | merge seconds |\n| --- | --- | --- |")
     for size in sizes:
         staged = work / f"staged-{size}.parquet"
@@ -213,7 +217,10 @@ def main() -> None:
     ap.add_argument("--peers", nargs="+", default=list(PEERS), choices=PEERS)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--line", type=int, nargs="+", help="measure the sink's one-process line at these sizes instead")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="an option of every upsertlake peer's table and writes (e.g. hoodie.index.type=BUCKET)")
     args = ap.parse_args()
+    extra = dict(o.split("=", 1) for o in args.option)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if args.line:
@@ -231,18 +238,18 @@ def main() -> None:
         for peer in args.peers:
             table = work / peer / "table"
             if peer != "delta-rs":
-                shutil.copytree(build(base, work, "mor" if "mor" in peer else "cow"), table)
+                shutil.copytree(build(base, work, "mor" if "mor" in peer else "cow", extra), table)
             if peer in SPARK_PEERS:
                 if spark is None:
                     import upsertlake.spark as uls
 
                     spark = uls.build_session(args.master, "stream-bench", **{"spark.sql.shuffle.partitions": "4"})
                     uls.register(spark)
-                seconds = run_spark_peer(spark, peer, source, table, work / peer / "checkpoint")
+                seconds = run_spark_peer(spark, peer, source, table, work / peer / "checkpoint", extra)
             elif peer == "delta-rs":
                 seconds = run_delta(base, data, table)
             else:
-                seconds = run_engine_peer(peer, data, table)
+                seconds = run_engine_peer(peer, data, table, extra)
             got = table_state(peer, table)
             if got != want or len(seconds) != len(data):
                 sys.exit(f"{peer}: table holds (rows, sum ts) {got}, expected {want}; {len(seconds)} batches timed")
@@ -254,8 +261,10 @@ def main() -> None:
     by = {r["peer"]: r["median"] for r in results}
     print(f"\n{args.batches} micro-batches of {args.batch:,} rows over {args.rows:,} ({args.master}), "
           "median per batch:")
-    for a, b, goal in (("sink-mor", "sink", "<= 0.5"), ("sink", "foreach", "<= 1.1"), ("sink", "engine", ""),
-                       ("sink-mor", "foreach-mor", "<= 1.1"), ("sink-mor", "engine-mor", ""), ("sink", "delta-rs", "")):
+    pairs = (("sink-mor", "sink", "<= 0.5"), ("engine-mor", "engine", "<= 0.5"), ("sink", "foreach", "<= 1.1"),
+             ("sink", "engine", ""), ("sink-mor", "foreach-mor", "<= 1.1"), ("sink-mor", "engine-mor", ""),
+             ("sink", "delta-rs", ""))
+    for a, b, goal in pairs:
         if a in by and b in by:
             print(f"  {a} / {b}: {by[a] / by[b]:.2f}" + (f" (goal {goal})" if goal else ""))
     print(f"  peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
