@@ -5,7 +5,7 @@ pages where the kernel offers them (`always` or `madvise` in
 /sys/kernel/mm/transparent_hugepage/enabled). A read that fills hundreds of MB of fresh buffers
 then waits on the kernel compacting memory into 2 MB pages and zeroing them: on a 2-core machine
 a 4M-row snapshot's `to_arrow` spent 1.1-2.1 s in the kernel under mimalloc and 0.4-0.6 s under
-pyarrow's jemalloc, its wall time 1.1-1.6 s against 0.7-0.9 s (benchmarks/results/reads.md).
+pyarrow's jemalloc, its wall time 1.1-2.9 s against 0.7-1.0 s (benchmarks/results/reads.md).
 So when the default is mimalloc and huge pages are on, upsertlake makes jemalloc the default
 pool when it is imported. An explicit choice wins: `ARROW_DEFAULT_MEMORY_POOL` (pyarrow's own
 setting, e.g. `mimalloc` to keep it), or `MIMALLOC_ALLOW_THP=0`, which takes the huge pages away
