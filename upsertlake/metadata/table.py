@@ -242,13 +242,13 @@ class MetadataTable:
             else:
                 keys = block.keys.column(DELETED_KEY).cast(pa.large_binary())
                 parts.append(stored(pa.table({"key": keys, "value": pa.nulls(len(keys), pa.large_binary())}), None))
-        stored_ = pa.concat_tables(parts)
+        every = pa.concat_tables(parts)
         del parts
-        newest = newest_indices(stored_.column("key"))
+        newest = newest_indices(every.column("key"))
         if newest is not None:  # one copy of the rows at most: they are a file group's whole index
-            stored_ = stored_.take(newest)
-        live = pc.greater_equal(stored_.column("schema"), 0)
-        return (stored_ if pc.all(live).as_py() else stored_.filter(live)), schemas
+            every = every.take(newest)
+        live = pc.greater_equal(every.column("schema"), 0)
+        return (every if pc.all(live).as_py() else every.filter(live)), schemas
 
     def _live_blocks(self, sl: MetadataSlice) -> list[HFileBlock | DeleteBlock]:
         """The data and delete blocks of a slice's log files that count, in log order: a log file
